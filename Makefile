@@ -1,0 +1,27 @@
+# Two entry points: `make run` (the app on the bundled sample) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test browser clean
+
+$(STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first and pinned, so nothing that depends on it can pull a CUDA build
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m streamlit run app.py
+
+browser:
+	@bash scripts/ensure_chromium.sh
+
+test: $(STAMP) browser
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,213 @@
+"""``python -m core``: train, evaluate and predict from the command line.
+
+Bad input never shows a traceback: every expected failure prints one ``error: ...`` line and exits
+with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import sys
+import threading
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """An expected failure: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not argparse's usage block
+        raise CliError(f"{self.prog}: {message}")
+
+
+def _formatter(prog):
+    return argparse.ArgumentDefaultsHelpFormatter(prog, max_help_position=32)
+
+
+# ---- progress ----------------------------------------------------------------------------------
+class TqdmProgress:
+    """Trainer callback drawing one tqdm bar over all steps, with validation metrics per epoch."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream, self.bar = stream, None
+
+    def on_train_start(self, trainer):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=trainer.total_steps, unit="step", file=self.stream, dynamic_ncols=True, mininterval=0.5)
+
+    def on_batch_end(self, trainer):
+        self.bar.update(1)
+        self.bar.set_postfix(epoch=trainer.epoch, loss=f"{trainer.loss:.4f}", pairs_s=f"{trainer.pairs_per_second:.0f}")
+
+    def on_epoch_end(self, trainer):
+        m = trainer.epoch_results[-1].metrics
+        if m:
+            self.bar.write(f"epoch {trainer.epoch}: val roc_auc={m['roc_auc']:.4f} accuracy={m['accuracy']:.4f} "
+                           f"f1={m['f1']:.4f}", file=self.stream)
+
+    def on_train_end(self, trainer):
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ---- commands ----------------------------------------------------------------------------------
+def _load_data(path: str, max_rows: int | None = None):
+    from core.data import DataError, load_pairs
+
+    if not Path(path).is_file():
+        raise CliError(f"no data file at {path}")
+    try:
+        pairs, report = load_pairs(path, max_rows=max_rows)
+    except DataError as error:
+        raise CliError(f"{path}: {error}") from None
+    if report.rows_kept < report.rows_read:
+        print(f"data: {report.summary()}", file=sys.stderr)
+    return pairs
+
+
+def _load_model(name: str, device: str):
+    from core.pipeline import load_any
+    from core.saving import ModelLoadError
+
+    try:
+        return load_any(name, device=device)
+    except ModelLoadError as error:
+        raise CliError(str(error)) from None
+
+
+def cmd_train(args) -> int:
+    from core.device import DeviceError, resolve_device
+    from core.objectives import LossConfig
+    from core.pipeline import RunSpec, default_train_config, train_run
+
+    try:
+        resolve_device(args.device)
+        loss = LossConfig(args.loss, margin=args.margin, form=args.form, scale=args.scale)
+        overrides = {k: v for k, v in dict(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr).items()
+                     if v is not None}
+        train = default_train_config(args.model, seed=args.seed, device=args.device, patience=args.patience,
+                                     **overrides)
+        spec = RunSpec(model=args.model, loss=loss, train=train, max_length=args.max_length,
+                       split_by_question=args.split_by_question, data_name=Path(args.data).name,
+                       model_options=json.loads(args.model_options) if args.model_options else {})
+    except (DeviceError, ValueError, TypeError) as error:
+        raise CliError(str(error)) from None
+    pairs = _load_data(args.data, args.max_rows)
+    stop = threading.Event()
+
+    def first_interrupt_cancels(signum, frame):
+        # The first Ctrl-C stops training after the current step and keeps the best model so far;
+        # a second one aborts at once.
+        print("\ncancelling after this step (Ctrl-C again to abort) ...", file=sys.stderr)
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, first_interrupt_cancels)
+    try:
+        result = train_run(spec, pairs, out_dir=args.out, runs_root=args.runs, callbacks=[TqdmProgress()],
+                           stop_event=stop)
+    except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
+        raise CliError("interrupted") from None
+    except (ValueError, TypeError) as error:
+        raise CliError(str(error)) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    outcome = result.outcome
+    print(f"{outcome.status}: {outcome.message}", file=sys.stderr)
+    summary = {"status": outcome.status, "folder": str(result.folder) if result.folder else None,
+               "thresholds": result.thresholds, "validation": result.validation,
+               "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1)}
+    print(json.dumps(summary, indent=2))
+    return 0 if outcome.status != "failed" else 1
+
+
+def cmd_evaluate(args) -> int:
+    from core.evaluation import evaluate_model
+
+    model, config = _load_model(args.model, args.device)
+    pairs = _load_data(args.data, args.max_rows)
+    threshold = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy")
+    metrics = evaluate_model(model, pairs, threshold=threshold)
+    keys = ("roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n",
+            "tp", "fp", "tn", "fn")
+    print(json.dumps({k: (None if isinstance(metrics[k], float) and math.isnan(metrics[k]) else metrics[k])
+                      for k in keys}))
+    return 0
+
+
+def cmd_predict(args) -> int:
+    model, config = _load_model(args.model, args.device)
+    threshold = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
+    score = float(model.score_pairs([args.question1], [args.question2])[0])
+    verdict = "DUPLICATE" if score > threshold else "NOT DUPLICATE"
+    print(json.dumps({"similarity": round(score, 6), "threshold": threshold, "verdict": verdict}))
+    return 0
+
+
+# ---- parser ------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    from core.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
+    from core.pipeline import MODEL_NAMES
+
+    parser = _Parser(prog="python -m core", formatter_class=_formatter,
+                     description="Siamese networks for duplicate questions: train, evaluate, predict.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=_formatter)
+    train.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) with question1, question2, is_duplicate")
+    train.add_argument("--model", choices=MODEL_NAMES, default="lstm", help="model family")
+    train.add_argument("--loss", choices=LOSS_NAMES, default="triplet", help="training loss")
+    train.add_argument("--epochs", type=int, default=None, help="epochs (default depends on the model)")
+    train.add_argument("--batch-size", type=int, default=None, help="pairs per step (default depends on the model)")
+    train.add_argument("--lr", type=float, default=None, help="peak learning rate (default depends on the model)")
+    train.add_argument("--margin", type=float, default=None,
+                       help="loss margin (default: 0.25 for triplet on cosines, 1.0 for contrastive on distances)")
+    train.add_argument("--form", choices=CONTRASTIVE_FORMS, default="squared_hinge", help="contrastive loss form")
+    train.add_argument("--scale", type=float, default=20.0, help="softmax loss: cosine scale")
+    train.add_argument("--max-length", type=int, default=64, help="tokens per question")
+    train.add_argument("--max-rows", type=int, default=None, help="use only the first N usable rows")
+    train.add_argument("--seed", type=int, default=0, help="random seed (split, weights, batches)")
+    train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
+    train.add_argument("--patience", type=int, default=2, help="early stopping patience in epochs (0 = off)")
+    train.add_argument("--split-by-question", action="store_true", help="no validation question occurs in training")
+    train.add_argument("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
+    train.add_argument("--out", default=None, help="output folder (default: a new folder under --runs)")
+    train.add_argument("--runs", default="runs", help="models folder used when --out is not given")
+    train.set_defaults(func=cmd_train)
+
+    evaluate = sub.add_parser("evaluate", help="metrics of a model on a labelled pairs file", formatter_class=_formatter)
+    evaluate.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    evaluate.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) of labelled pairs")
+    evaluate.add_argument("--threshold", type=float, default=None,
+                          help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
+    evaluate.add_argument("--max-rows", type=int, default=None, help="use only the first N usable rows")
+    evaluate.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
+    evaluate.set_defaults(func=cmd_evaluate)
+
+    predict = sub.add_parser("predict", help="are two questions duplicates?", formatter_class=_formatter)
+    predict.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    predict.add_argument("question1")
+    predict.add_argument("question2")
+    predict.add_argument("--threshold", type=float, default=None, help="cosine threshold (default: calibrated)")
+    predict.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
+    predict.set_defaults(func=cmd_predict)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return args.func(args)
+    except CliError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

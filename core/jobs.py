@@ -1,0 +1,148 @@
+"""Training runs in background threads, for a server shared by several people.
+
+The app starts a ``TrainingJob`` and polls it; the job's thread makes no UI calls, it only records
+progress events that a poller reads. A ``JobQueue`` caps how many runs train at once: the excess
+waits (status "waiting") and starts when a slot frees up.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+
+from core.pipeline import RunResult, RunSpec, train_run
+
+WAITING, RUNNING, DONE, CANCELLED, FAILED = "waiting", "running", "done", "cancelled", "failed"
+
+
+@dataclass
+class Progress:
+    """What a poller shows: filled in by the trainer callbacks below, read by the page."""
+
+    step: int = 0
+    total_steps: int = 0
+    epoch: int = 0
+    losses: list[tuple[int, float]] = field(default_factory=list)  # (step, loss) after each batch
+    epochs: list[dict] = field(default_factory=list)  # {"epoch", "train_loss", validation metrics...}
+    pairs_per_second: float = 0.0
+
+    @property
+    def fraction(self) -> float:
+        return self.step / self.total_steps if self.total_steps else 0.0
+
+
+class _Recorder:
+    """Trainer callback that copies progress into a ``Progress`` (appends are atomic in CPython)."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+
+    def on_train_start(self, trainer):
+        self.progress.total_steps = trainer.total_steps
+
+    def on_batch_end(self, trainer):
+        p = self.progress
+        p.step, p.epoch, p.pairs_per_second = trainer.step, trainer.epoch, trainer.pairs_per_second
+        p.losses.append((trainer.step, trainer.loss))
+
+    def on_epoch_end(self, trainer):
+        result = trainer.epoch_results[-1]
+        self.progress.epochs.append({"epoch": result.epoch, "train_loss": result.train_loss, **result.metrics})
+
+
+class TrainingJob:
+    def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = ""):
+        self.id = uuid.uuid4().hex[:8]
+        self.spec, self.pairs, self.runs_root = spec, pairs, runs_root
+        self.label = label or f"{spec.model} / {spec.loss.name}"
+        self.status = WAITING
+        self.progress = Progress()
+        self.result: RunResult | None = None
+        self.error: str | None = None
+        self.created = time.time()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (DONE, CANCELLED, FAILED)
+
+    def cancel(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        """Train synchronously (the queue calls this on a worker thread)."""
+        if self._stop.is_set():
+            self.status = CANCELLED
+            self.error = "cancelled before it started"
+            return
+        self.status = RUNNING
+        try:
+            self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root,
+                                    callbacks=[_Recorder(self.progress)], stop_event=self._stop)
+            outcome = self.result.outcome
+            if outcome.status == "failed":
+                self.status, self.error = FAILED, outcome.message
+            else:
+                self.status = CANCELLED if outcome.status == "cancelled" else DONE
+        except Exception as error:  # the page shows the message; the traceback is kept for the log
+            self.status, self.error = FAILED, f"{type(error).__name__}: {error}"
+            self.traceback = traceback.format_exc()
+
+
+class JobQueue:
+    """Runs jobs on daemon threads, at most ``max_running`` at a time, first come first served."""
+
+    def __init__(self, max_running: int = 1):
+        self.max_running = max(1, int(max_running))
+        self._lock = threading.Lock()
+        self._waiting: list[TrainingJob] = []
+        self._running: set[str] = set()
+        self.jobs: dict[str, TrainingJob] = {}
+
+    def submit(self, job: TrainingJob) -> TrainingJob:
+        with self._lock:
+            self.jobs[job.id] = job
+            self._waiting.append(job)
+        self._start_what_fits()
+        return job
+
+    def position(self, job: TrainingJob) -> int:
+        """0 when running or finished, else 1-based place in the waiting line."""
+        with self._lock:
+            return self._waiting.index(job) + 1 if job in self._waiting else 0
+
+    def _start_what_fits(self) -> None:
+        with self._lock:
+            starting = []
+            while self._waiting and len(self._running) < self.max_running:
+                job = self._waiting.pop(0)
+                self._running.add(job.id)
+                starting.append(job)
+        for job in starting:
+            thread = threading.Thread(target=self._work, args=(job,), name=f"train-{job.id}", daemon=True)
+            job._thread = thread
+            thread.start()
+
+    def _work(self, job: TrainingJob) -> None:
+        try:
+            job.run()
+        finally:
+            with self._lock:
+                self._running.discard(job.id)
+            self._start_what_fits()
+
+    def wait(self, job: TrainingJob, timeout: float | None = None, poll: float = 0.05,
+             until: Callable[[TrainingJob], bool] | None = None) -> bool:
+        """Block until the job finishes (for tests and scripts); True when it did."""
+        deadline = None if timeout is None else time.time() + timeout
+        while not (until or (lambda j: j.finished))(job):
+            if deadline is not None and time.time() > deadline:
+                return False
+            time.sleep(poll)
+        return True

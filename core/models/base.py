@@ -1,0 +1,86 @@
+"""The one interface every model family exposes.
+
+A ``PairEncoder`` maps token ids to one vector per text through one of two towers
+(``tower=0`` for question1 / the anchor, ``tower=1`` for question2 / the positive). Siamese models
+simply ignore ``tower``. Training, evaluation, the heatmap and search only ever call
+``embed`` / ``embed_pair`` / ``encode``, so none of them branch on the model type.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Callable, ClassVar, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from core.tokenizers import TokenTable, Tokenizer
+
+
+class PairEncoder(nn.Module):
+    model_type: ClassVar[str]  # the key in config.json and the CLI's --model choice
+    config_class: ClassVar[type]
+
+    def __init__(self, config, tokenizer: Tokenizer):
+        super().__init__()
+        self.config = config
+        self.tokenizer = tokenizer
+
+    # ---- what a family implements -------------------------------------------------------------
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: int = 0) -> torch.Tensor:
+        """(B, T) ids and (B, T) bool mask -> (B, d) vectors."""
+        raise NotImplementedError
+
+    # ---- shared behaviour ---------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def embedding_dim(self) -> int:
+        raise NotImplementedError
+
+    def embed_pair(self, first: tuple[torch.Tensor, torch.Tensor], second: tuple[torch.Tensor, torch.Tensor]):
+        """Both sides of a batch of pairs -> (v1, v2), each (B, d)."""
+        return self.embed(*first, tower=0), self.embed(*second, tower=1)
+
+    @torch.inference_mode()
+    def encode_table(
+        self,
+        table: TokenTable,
+        tower: int = 0,
+        batch_size: int = 256,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> torch.Tensor:
+        """Vectors for every row of an already-tokenised table, (N, d) float32 on the CPU.
+
+        Rows are processed longest-first so each chunk pads to a similar length; the result is in
+        the table's original order. ``progress(done, total)`` is called after every chunk.
+        """
+        was_training = self.training
+        self.eval()
+        order = np.argsort(-table.lengths, kind="stable")
+        out = torch.empty(len(table), self.embedding_dim, dtype=torch.float32)
+        device = self.device
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            ids, mask = table.take(rows)
+            vectors = self.embed(ids.to(device), mask.to(device), tower=tower)  # (b, d)
+            out[torch.from_numpy(rows)] = vectors.float().cpu()
+            if progress is not None:
+                progress(min(start + batch_size, len(order)), len(order))
+        self.train(was_training)
+        return out
+
+    def encode(self, texts: Sequence[str], tower: int = 0, batch_size: int = 256, progress=None) -> torch.Tensor:
+        """Texts -> (N, d) float32 CPU tensor."""
+        return self.encode_table(self.tokenizer.encode(list(texts)), tower, batch_size, progress)
+
+    def score_pairs(self, first: Sequence[str], second: Sequence[str], batch_size: int = 256) -> np.ndarray:
+        """Cosine similarity of each (first[i], second[i]) pair, (N,) float64."""
+        v1 = self.encode(first, tower=0, batch_size=batch_size)
+        v2 = self.encode(second, tower=1, batch_size=batch_size)
+        return torch.nn.functional.cosine_similarity(v1, v2, dim=-1).double().numpy()
+
+    def config_dict(self) -> dict:
+        return asdict(self.config)

