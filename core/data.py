@@ -15,6 +15,7 @@ import csv
 import io
 import os
 import re
+import threading
 import warnings
 import zlib
 from dataclasses import asdict, dataclass
@@ -50,6 +51,7 @@ _HEADER_SNIFF_BYTES = 65536
 _BINARY_CONTROL_SHARE = 0.10
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13)) + b"\x7f"
 _SKIPPED_RECORD = re.compile(r"Skipping line (\d+)")
+_WARNING_CAPTURE_LOCK = threading.Lock()
 _DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe"}
 
 
@@ -130,10 +132,11 @@ def load_pairs(
         raise DataError(f"{name}: the file is empty")
     header = ["" if pd.isna(value) else str(value) for value in frame.iloc[0].tolist()]
     positions = _resolve_columns(header, columns, name)
-    if not _roles_parsed_as_text(frame, positions):
-        # Type inference turned some chunk of a role column into numbers ("007" -> 7); only a
-        # text parse keeps questions verbatim. Rare, so the common case keeps the fast parse.
-        text_columns = {position: str for position in positions.values()}
+    if not _questions_parsed_as_text(frame, positions):
+        # Type inference turned some chunk of a question column into numbers ("007" -> 7); only a
+        # text parse keeps questions verbatim. Forcing text up front costs ~2x parse time, and
+        # this is rare, so the common case keeps the fast parse.
+        text_columns = {positions[role]: str for role in ("question1", "question2")}
         frame, skipped_records, encoding = _parse_any_encoding(data, delimiter, name, dtype=text_columns)
 
     body = frame.iloc[1:]
@@ -332,7 +335,9 @@ def _parse(data: bytes, delimiter: str, name: str, dtype) -> tuple[pd.DataFrame,
     header=None makes the header line fix the expected field count: with header=0 a first data row
     with extra fields silently switches pandas to an implicit index or truncation.
     """
-    with warnings.catch_warnings(record=True) as caught:
+    # catch_warnings swaps process-wide state; the lock keeps two loads (e.g. two Streamlit
+    # sessions) from recording each other's skipped lines.
+    with _WARNING_CAPTURE_LOCK, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             frame = pd.read_csv(
@@ -364,12 +369,9 @@ def _parse(data: bytes, delimiter: str, name: str, dtype) -> tuple[pd.DataFrame,
     return frame, skipped
 
 
-def _roles_parsed_as_text(frame: pd.DataFrame, positions: dict[str, int]) -> bool:
-    questions_ok = all(
-        pd.api.types.is_string_dtype(frame.iloc[:, positions[role]]) for role in ("question1", "question2")
-    )
-    # Labels may come back as numbers or a mix of numbers and text: _parse_labels handles both.
-    return questions_ok
+def _questions_parsed_as_text(frame: pd.DataFrame, positions: dict[str, int]) -> bool:
+    # Labels need no such check: _parse_labels reads numbers and text alike.
+    return all(pd.api.types.is_string_dtype(frame.iloc[:, positions[role]]) for role in ("question1", "question2"))
 
 
 def _clean_questions(column: pd.Series) -> pd.Series:

@@ -426,7 +426,7 @@ def test_split_rejects_impossible_fractions():
 
 
 def grouped_pairs() -> pd.DataFrame:
-    """500 small groups of 1-3 pairs sharing texts, plus one 100-pair hub group."""
+    """500 small groups of 1-3 pairs sharing texts, plus one 200-pair hub group."""
     rng = np.random.default_rng(0)
     rows = []
     for group in range(500):
@@ -434,9 +434,7 @@ def grouped_pairs() -> pd.DataFrame:
         for _ in range(int(rng.integers(1, 4))):
             first, second = rng.choice(4, size=2, replace=False)
             rows.append((texts[first], texts[second], int(rng.integers(0, 2))))
-    rows += [("The hub question?", f"Spoke {k}?", 1) for k in range(100)]
-    # The same text in other case/spacing must join the same group.
-    rows += [("group 7   TEXT 0?", "A brand new text?", 0)]
+    rows += [("The hub question?", f"Spoke {k}?", 1) for k in range(200)]
     return pairs_frame(rows)
 
 
@@ -458,6 +456,18 @@ def test_split_by_question_shares_no_text_between_splits(seed):
     assert target - 3 <= len(splits.test) <= target
     assert target - 3 <= len(splits.val) <= target
     assert "the hub question?" in texts_of(splits.train)  # too big for a held-out split
+
+
+def test_split_by_question_groups_texts_equal_after_normalising():
+    pairs = pd.concat(
+        [pairs_frame([("Alpha question?", "Beta?", 1), ("alpha   QUESTION? ", "Gamma?", 0)]), distinct_pairs(40)],
+        ignore_index=True,
+    )
+    for seed in range(20):
+        splits = split_pairs(pairs, val_fraction=0.25, test_fraction=0.25, seed=seed, by_question=True)
+        homes = [name for name in ("train", "val", "test") if "alpha question?" in texts_of(getattr(splits, name))]
+        assert len(homes) == 1
+        assert len(getattr(splits, homes[0]).query("question2 in ['Beta?', 'Gamma?']")) == 2
 
 
 def test_split_by_question_is_reproducible():

@@ -1,0 +1,113 @@
+"""One page setup for every page: session state with guards, the active dataset, shared caches."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from core.data import DataError, LoadReport, load_pairs
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_PATH = ROOT / "assets" / "sample_pairs.csv"
+SAMPLE_NAME = "bundled sample (assets/sample_pairs.csv)"
+ZERO_SHOT = "minilm"  # the model choice that means the pretrained MiniLM with no training
+ZERO_SHOT_LABEL = "MiniLM zero-shot (pretrained, no training)"
+
+
+def default_runs_root() -> str:
+    return os.environ.get("SIAMESE_LAB_RUNS", str(ROOT / "runs"))
+
+
+def max_concurrent_training() -> int:
+    return int(os.environ.get("SIAMESE_LAB_MAX_TRAINING", "1"))
+
+
+# ---- caches ------------------------------------------------------------------------------------
+@st.cache_data(show_spinner=False)
+def load_sample() -> tuple[pd.DataFrame, LoadReport]:
+    return load_pairs(SAMPLE_PATH)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def load_upload(name: str, data: bytes) -> tuple[pd.DataFrame, LoadReport]:
+    import io
+
+    buffer = io.BytesIO(data)
+    buffer.name = name
+    return load_pairs(buffer)
+
+
+@st.cache_resource(show_spinner=False, max_entries=6)
+def _load_model(choice: str, stamp: float):
+    from core.pipeline import load_any
+
+    return load_any(choice)
+
+
+def get_model(choice: str):
+    """(model, config) for a model choice: ``ZERO_SHOT`` or a saved folder path. Read-only, cached;
+    a folder saved again (new config.json time) is loaded again."""
+    config = Path(choice) / "config.json"
+    stamp = config.stat().st_mtime if choice != ZERO_SHOT and config.exists() else 0.0
+    return _load_model(choice, stamp)
+
+
+@st.cache_resource(show_spinner=False)
+def job_queue():
+    from core.jobs import JobQueue
+
+    return JobQueue(max_running=max_concurrent_training())
+
+
+# ---- session -----------------------------------------------------------------------------------
+def data_key(pairs: pd.DataFrame) -> str:
+    """A short fingerprint of a dataset, for cache keys."""
+    digest = hashlib.sha1(pd.util.hash_pandas_object(pairs, index=False).values.tobytes()).hexdigest()
+    return digest[:12]
+
+
+def init_state() -> None:
+    """Guarded defaults: a rerun never resets what the user already chose."""
+    state = st.session_state
+    if "pairs" not in state:
+        pairs, report = load_sample()
+        state.pairs, state.data_report, state.data_name = pairs, report, SAMPLE_NAME
+    state.setdefault("runs_root", default_runs_root())
+    state.setdefault("jobs", [])  # ids of this session's training jobs, newest last
+
+
+def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str) -> None:
+    st.session_state.pairs, st.session_state.data_report, st.session_state.data_name = pairs, report, name
+
+
+def setup_page(title: str, icon: str = "🧪") -> None:
+    st.set_page_config(page_title=f"{title} · Siamese Lab", page_icon=icon, layout="wide")
+    init_state()
+    with st.sidebar:
+        st.caption(f"Dataset: **{st.session_state.data_name}** ({len(st.session_state.pairs):,} pairs)")
+        st.caption(f"Models folder: `{st.session_state.runs_root}`")
+
+
+def model_choices() -> dict[str, str]:
+    """label -> choice, zero-shot MiniLM first, then saved models newest first."""
+    from core.saving import list_runs
+
+    runs, _ = list_runs(st.session_state.runs_root)
+    choices = {ZERO_SHOT_LABEL: ZERO_SHOT}
+    for run in runs:
+        metrics = run.get("metrics", {}).get("validation", {})
+        auc = metrics.get("roc_auc")
+        label = run["name"] + (f" (val AUC {auc:.3f})" if isinstance(auc, float) else "")
+        choices[label] = run["path"]
+    return choices
+
+
+def show_error(message: str) -> None:
+    st.error(message, icon="⚠️")
+
+
+__all__ = ["DataError", "setup_page", "set_dataset", "get_model", "job_queue", "model_choices", "load_sample",
+           "load_upload", "data_key", "show_error", "ZERO_SHOT", "SAMPLE_NAME"]

@@ -1,0 +1,141 @@
+"""duplicate_free_batches and labelled_batches on hand-made frames with known collisions."""
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.batching import duplicate_free_batches, labelled_batches
+
+
+def pairs_frame(rows, index=None) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"], index=index)
+
+
+def normalised(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+# Texts repeat across columns: "B" is question2 of row 0 and question1 of row 1, "a " equals "A"
+# after normalising, and row 5 is the same text on both sides.
+CROSSING = pairs_frame(
+    [
+        ("A", "B", 1),  # 0
+        ("B", "C", 1),  # 1
+        ("C", "D", 1),  # 2
+        ("D", "A", 1),  # 3
+        ("E", "F", 1),  # 4
+        ("G", "g ", 1),  # 5 same text twice in one row: fine on its own
+        ("X", "Y", 0),  # 6 not a duplicate: never batched
+        ("a ", "H", 1),  # 7 collides with rows 0 and 3
+        ("I", "J", 1),  # 8
+        ("K", "L", 1),  # 9
+        ("M", "  n", 1),  # 10
+        ("O", "P", 1),  # 11
+        ("N", "Q", 1),  # 12 collides with row 10
+    ]
+)
+DUPLICATE_ROWS = [0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12]
+
+
+def assert_no_text_twice(pairs: pd.DataFrame, batches: list[np.ndarray]) -> None:
+    for batch in batches:
+        seen: set[str] = set()
+        for position in batch:
+            texts = {normalised(pairs.iloc[position]["question1"]), normalised(pairs.iloc[position]["question2"])}
+            assert seen.isdisjoint(texts), f"text repeated in batch {batch.tolist()}"
+            seen |= texts
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("batch_size", [2, 3, 4, 16])
+def test_no_normalised_text_twice_in_a_batch_and_every_pair_once(seed, batch_size):
+    batches = duplicate_free_batches(CROSSING, batch_size, seed=seed, drop_last_below=1)
+    assert_no_text_twice(CROSSING, batches)
+    assert sorted(np.concatenate(batches).tolist()) == DUPLICATE_ROWS
+    assert all(1 <= len(batch) <= batch_size for batch in batches)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_default_drops_only_batches_without_negatives(seed):
+    batches = duplicate_free_batches(CROSSING, 4, seed=seed)
+    assert_no_text_twice(CROSSING, batches)
+    assert all(2 <= len(batch) <= 4 for batch in batches)
+    positions = np.concatenate(batches).tolist()
+    assert len(positions) == len(set(positions))
+    assert set(positions) <= set(DUPLICATE_ROWS)
+
+
+def test_distinct_texts_fill_full_batches():
+    pairs = pairs_frame([(f"Q{i} left", f"Q{i} right", 1) for i in range(10)])
+    batches = duplicate_free_batches(pairs, 4, seed=0)
+    assert [len(batch) for batch in batches] == [4, 4, 2]
+    assert sorted(np.concatenate(batches).tolist()) == list(range(10))
+
+
+def test_one_shared_text_per_batch_means_singletons_are_dropped():
+    hub = pairs_frame([("Hub?", f"Spoke {k}?", 1) for k in range(5)])
+    assert duplicate_free_batches(hub, 2, seed=0) == []
+    singles = duplicate_free_batches(hub, 2, seed=0, drop_last_below=1)
+    assert [len(batch) for batch in singles] == [1] * 5
+    assert sorted(np.concatenate(singles).tolist()) == [0, 1, 2, 3, 4]
+
+
+def test_colliding_rows_are_deferred_not_lost():
+    # Three rows share "hub"; three fillers are free. Each batch of 2 can take one hub row.
+    pairs = pairs_frame(
+        [("hub", "x1", 1), ("hub", "x2", 1), ("x3", "HUB", 1), ("f1", "g1", 1), ("f2", "g2", 1), ("f3", "g3", 1)]
+    )
+    for seed in range(20):
+        batches = duplicate_free_batches(pairs, 2, seed=seed, drop_last_below=1)
+        assert_no_text_twice(pairs, batches)
+        assert sorted(np.concatenate(batches).tolist()) == [0, 1, 2, 3, 4, 5]
+        hub_rows_per_batch = [len(set(batch.tolist()) & {0, 1, 2}) for batch in batches]
+        assert max(hub_rows_per_batch) == 1
+
+
+def test_positions_not_labels_and_only_duplicates():
+    pairs = pairs_frame(
+        [("A", "B", 0), ("C", "D", 1), ("E", "F", 0), ("G", "H", 1), ("I", "J", 1)], index=[100, 200, 300, 400, 500]
+    )
+    batches = duplicate_free_batches(pairs, 8, seed=0)
+    assert len(batches) == 1
+    assert sorted(batches[0].tolist()) == [1, 3, 4]
+    assert batches[0].dtype == np.int64
+
+
+def test_duplicate_free_batches_deterministic_per_seed():
+    pairs = pairs_frame([(f"Q{i % 37}", f"R{i % 53}", 1) for i in range(300)])
+    first = duplicate_free_batches(pairs, 16, seed=4)
+    again = duplicate_free_batches(pairs, 16, seed=4)
+    other = duplicate_free_batches(pairs, 16, seed=5)
+    assert [batch.tolist() for batch in first] == [batch.tolist() for batch in again]
+    assert [batch.tolist() for batch in first] != [batch.tolist() for batch in other]
+    assert_no_text_twice(pairs, first)
+
+
+def test_no_duplicates_gives_no_batches():
+    assert duplicate_free_batches(pairs_frame([("A", "B", 0), ("C", "D", 0)]), 4, seed=0) == []
+
+
+def test_rejects_non_positive_batch_size():
+    with pytest.raises(ValueError):
+        duplicate_free_batches(CROSSING, 0, seed=0)
+    with pytest.raises(ValueError):
+        labelled_batches(CROSSING, 0, seed=0)
+
+
+def test_labelled_batches_cover_all_rows_once_in_chunks():
+    batches = labelled_batches(CROSSING, 5, seed=1)
+    assert [len(batch) for batch in batches] == [5, 5, 3]
+    positions = np.concatenate(batches).tolist()
+    assert Counter(positions) == Counter(range(len(CROSSING)))
+    assert positions != list(range(len(CROSSING)))  # shuffled
+
+
+def test_labelled_batches_deterministic_per_seed():
+    pairs = pairs_frame([(f"Q{i}", f"R{i}", i % 2) for i in range(50)])
+    first, again, other = (labelled_batches(pairs, 8, seed=seed) for seed in (3, 3, 4))
+    assert [batch.tolist() for batch in first] == [batch.tolist() for batch in again]
+    assert [batch.tolist() for batch in first] != [batch.tolist() for batch in other]
