@@ -72,12 +72,13 @@ def _load_data(path: str, max_rows: int | None = None):
 
 
 def _load_model(name: str, device: str):
+    from core.device import DeviceError, resolve_device
     from core.pipeline import load_any
     from core.saving import ModelLoadError
 
     try:
-        return load_any(name, device=device)
-    except ModelLoadError as error:
+        return load_any(name, device=str(resolve_device(device)))
+    except (DeviceError, ModelLoadError) as error:
         raise CliError(str(error)) from None
 
 
@@ -95,10 +96,14 @@ def cmd_train(args) -> int:
                                      **overrides)
         spec = RunSpec(model=args.model, loss=loss, train=train, max_length=args.max_length,
                        split_by_question=args.split_by_question, data_name=Path(args.data).name,
+                       hard_negatives=args.hard_negatives,
                        model_options=json.loads(args.model_options) if args.model_options else {})
     except (DeviceError, ValueError, TypeError) as error:
         raise CliError(str(error)) from None
     pairs = _load_data(args.data, args.max_rows)
+    from core.distributed import init_from_env
+
+    context = init_from_env(args.device)  # a no-op unless started by torchrun
     stop = threading.Event()
 
     def first_interrupt_cancels(signum, frame):
@@ -110,8 +115,10 @@ def cmd_train(args) -> int:
 
     previous = signal.signal(signal.SIGINT, first_interrupt_cancels)
     try:
-        result = train_run(spec, pairs, out_dir=args.out, runs_root=args.runs, callbacks=[TqdmProgress()],
-                           stop_event=stop)
+        # One progress bar and one saved model: both belong to rank 0.
+        result = train_run(spec, pairs, out_dir=args.out, runs_root=args.runs,
+                           callbacks=[TqdmProgress()] if context.is_main else [], stop_event=stop,
+                           save=context.is_main)
     except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
         raise CliError("interrupted") from None
     except (ValueError, TypeError) as error:
@@ -119,6 +126,8 @@ def cmd_train(args) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     outcome = result.outcome
+    if not context.is_main:
+        return 0 if outcome.status != "failed" else 1
     print(f"{outcome.status}: {outcome.message}", file=sys.stderr)
     summary = {"status": outcome.status, "folder": str(result.folder) if result.folder else None,
                "thresholds": result.thresholds, "validation": result.validation,
@@ -176,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
     train.add_argument("--patience", type=int, default=2, help="early stopping patience in epochs (0 = off)")
     train.add_argument("--split-by-question", action="store_true", help="no validation question occurs in training")
+    train.add_argument("--hard-negatives", action="store_true",
+                       help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
     train.add_argument("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
     train.add_argument("--out", default=None, help="output folder (default: a new folder under --runs)")
     train.add_argument("--runs", default="runs", help="models folder used when --out is not given")

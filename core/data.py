@@ -155,7 +155,7 @@ def load_pairs(
     if max_rows is not None and np.count_nonzero(keep) > max_rows:
         rows_considered = int(np.flatnonzero(keep)[max_rows - 1]) + 1
         keep[rows_considered:] = False
-        skipped = skipped[skipped < _record_line(rows_considered - 1, skipped)]
+        skipped = _skipped_up_to(data, encoding, delimiter, name, rows_considered)
     rows_kept = int(np.count_nonzero(keep))
 
     empty_question = empty_question[:rows_considered]
@@ -329,7 +329,20 @@ def _inflate(raw: bytes, name: str) -> bytes:
     return members[0] if len(members) == 1 else b"".join(members)
 
 
-def _parse(data: bytes, delimiter: str, name: str, dtype) -> tuple[pd.DataFrame, list[int]]:
+def _skipped_up_to(data: bytes, encoding: str, delimiter: str, name: str, rows: int) -> np.ndarray:
+    """Record numbers pandas skips before it has read `rows` data rows.
+
+    Asked of pandas itself (a parse of just that prefix): its skip numbers count blank lines but
+    not embedded newlines, so they cannot be compared with a data row's position.
+    """
+    text = data if encoding == "utf-8" else data.decode(encoding).encode("utf-8")
+    _, skipped = _parse(text, delimiter, name, dtype=str, nrows=rows + 1)  # + 1: the header row
+    return np.asarray(skipped, dtype=np.int64)
+
+
+def _parse(
+    data: bytes, delimiter: str, name: str, dtype, nrows: int | None = None
+) -> tuple[pd.DataFrame, list[int]]:
     """One C-engine parse with the header kept as row 0, plus the record numbers pandas skipped.
 
     header=None makes the header line fix the expected field count: with header=0 a first data row
@@ -354,6 +367,7 @@ def _parse(data: bytes, delimiter: str, name: str, dtype) -> tuple[pd.DataFrame,
                 quotechar='"',
                 doublequote=True,
                 skip_blank_lines=True,
+                nrows=nrows,
             )
         except UnicodeDecodeError:
             raise

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from core.distributed import gather_batch
 from core.losses import contrastive_loss, in_batch_softmax_loss, triplet_loss
 
 LOSS_NAMES = ("triplet", "contrastive", "softmax")
@@ -54,12 +55,17 @@ class Objective:
         self.config = config
         self.batch_kind = config.batch_kind
 
-    def __call__(self, v1: torch.Tensor, v2: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+    def __call__(self, v1: torch.Tensor, v2: torch.Tensor, labels: torch.Tensor | None = None,
+                 negatives: torch.Tensor | None = None) -> torch.Tensor:
+        """Scalar loss of a batch: v1, v2 (B, d); labels (B,) for contrastive; negatives (K, d) or None."""
         c = self.config
-        if c.name == "triplet":
-            return triplet_loss(v1, v2, margin=c.margin)
         if c.name == "contrastive":
             # Distances are only comparable to a fixed margin between unit vectors.
             return contrastive_loss(F.normalize(v1, dim=-1), F.normalize(v2, dim=-1), labels, margin=c.margin, form=c.form)
+        # In-batch losses see the global batch when several processes train together.
+        v1, v2 = gather_batch(v1), gather_batch(v2)
+        if c.name == "triplet":
+            return triplet_loss(v1, v2, margin=c.margin, negatives=negatives)
+        candidates = v2 if negatives is None else torch.cat([v2, negatives])  # (B + K, d)
         # Cosine logits, as MultipleNegativesRankingLoss: the verdict is a cosine threshold too.
-        return in_batch_softmax_loss(F.normalize(v1, dim=-1), F.normalize(v2, dim=-1), scale=c.scale)
+        return in_batch_softmax_loss(F.normalize(v1, dim=-1), F.normalize(candidates, dim=-1), scale=c.scale)

@@ -13,14 +13,18 @@ import pandas as pd
 import torch
 
 from core.batching import duplicate_free_batches, labelled_batches
+from core.data import normalise_questions
 from core.tokenizers import TokenTable, Tokenizer
+
+Side = tuple[torch.Tensor, torch.Tensor]  # ids (B, T) and bool mask (B, T)
 
 
 @dataclass
 class Batch:
-    first: tuple[torch.Tensor, torch.Tensor]  # question1 ids (B, T1) and mask (B, T1)
-    second: tuple[torch.Tensor, torch.Tensor]  # question2 ids (B, T2) and mask (B, T2)
+    first: Side  # question1 of each pair
+    second: Side  # question2 of each pair
     labels: torch.Tensor  # (B,) float, 1 = duplicate
+    negatives: Side | None = None  # (K, T) labelled non-duplicates of batch questions, extra negatives
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -28,24 +32,77 @@ class Batch:
     def to(self, device: torch.device) -> "Batch":
         if device.type == "cpu":
             return self
-        move = lambda pair: tuple(t.to(device, non_blocking=True) for t in pair)  # noqa: E731
-        return Batch(move(self.first), move(self.second), self.labels.to(device, non_blocking=True))
+        move = lambda side: None if side is None else tuple(t.to(device, non_blocking=True) for t in side)  # noqa: E731
+        return Batch(move(self.first), move(self.second), self.labels.to(device, non_blocking=True),
+                     move(self.negatives))
 
 
 class PairTable:
-    """A pairs DataFrame tokenised once: both question columns and the labels."""
+    """A pairs DataFrame tokenised once: both question columns, the labels and, optionally, one
+    hard negative per duplicate pair.
 
-    def __init__(self, pairs: pd.DataFrame, tokenizer: Tokenizer):
+    A hard negative of a duplicate pair (A, P) is a question that the data labels as NOT a
+    duplicate of A (or of P). Quora's non-duplicates share most of their words with the question,
+    which makes them the most informative negatives there are.
+    """
+
+    def __init__(self, pairs: pd.DataFrame, tokenizer: Tokenizer, hard_negatives: bool = False):
         self.pairs = pairs.reset_index(drop=True)
         self.first: TokenTable = tokenizer.encode(self.pairs["question1"].tolist())
         self.second: TokenTable = tokenizer.encode(self.pairs["question2"].tolist())
         self.labels = self.pairs["is_duplicate"].to_numpy(dtype=np.float32)
+        self.negative_of: np.ndarray | None = None  # (N,) row of `negative_texts` per pair, -1 if none
+        self.negative_texts: TokenTable | None = None
+        if hard_negatives:
+            self._mine_labelled_negatives(tokenizer)
 
     def __len__(self) -> int:
         return len(self.labels)
 
+    def _mine_labelled_negatives(self, tokenizer: Tokenizer) -> None:
+        n = len(self.pairs)
+        texts = pd.concat([self.pairs["question1"], self.pairs["question2"]], ignore_index=True)
+        codes, _ = pd.factorize(normalise_questions(texts))
+        self._codes = (codes[:n], codes[n:])  # (N,), (N,) one id per normalised text
+        first, second = self._codes
+        negative = self.labels == 0
+        # Every labelled non-duplicate edge, both ways: text code -> a text labelled not its duplicate.
+        partner = pd.Series(np.concatenate([second[negative], first[negative]]),
+                            index=np.concatenate([first[negative], second[negative]]))
+        partner = partner.groupby(level=0).first()
+        chosen = partner.reindex(first).to_numpy(dtype=float)  # (N,) NaN where none
+        fallback = partner.reindex(second).to_numpy(dtype=float)
+        chosen = np.where(np.isnan(chosen), fallback, chosen)
+        chosen[(self.labels != 1) | np.isnan(chosen)] = -1
+        chosen = chosen.astype(np.int64)
+        used = np.unique(chosen[chosen >= 0])
+        # Tokenise each needed negative text once (its first spelling in the file).
+        first_position = pd.Series(np.arange(2 * n)).groupby(codes).first()
+        self.negative_texts = tokenizer.encode(texts.iloc[first_position.loc[used].to_numpy()].tolist())
+        row_of_code = pd.Series(np.arange(len(used)), index=used)
+        self.negative_of = np.where(chosen >= 0, row_of_code.reindex(chosen).fillna(-1).to_numpy(), -1).astype(np.int64)
+        self._negative_code = used  # (K_all,) text code of each negative_texts row
+
+    def coverage(self) -> float:
+        """Share of duplicate pairs that have a labelled hard negative."""
+        if self.negative_of is None:
+            return 0.0
+        duplicates = self.labels == 1
+        return float((self.negative_of[duplicates] >= 0).mean()) if duplicates.any() else 0.0
+
+    def _batch_negatives(self, rows: np.ndarray) -> Side | None:
+        candidates = self.negative_of[rows]
+        candidates = np.unique(candidates[candidates >= 0])
+        if candidates.size == 0:
+            return None
+        # A negative that is itself a question of this batch would be some row's positive.
+        in_batch = np.concatenate([self._codes[0][rows], self._codes[1][rows]])
+        candidates = candidates[~np.isin(self._negative_code[candidates], in_batch)]
+        return self.negative_texts.take(candidates) if candidates.size else None
+
     def batch(self, rows: np.ndarray) -> Batch:
-        return Batch(self.first.take(rows), self.second.take(rows), torch.from_numpy(self.labels[rows]))
+        negatives = self._batch_negatives(rows) if self.negative_of is not None else None
+        return Batch(self.first.take(rows), self.second.take(rows), torch.from_numpy(self.labels[rows]), negatives)
 
     def index_batches(self, kind: str, batch_size: int, seed: int) -> list[np.ndarray]:
         """Row indices per batch: duplicate-free duplicate pairs, or labelled pairs of both classes."""

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from core import distributed
 from core.data import dataset_summary, load_pairs, split_pairs
 from core.evaluation import pair_scores
 from core.metrics import best_thresholds, evaluate_scores
@@ -51,6 +52,7 @@ class RunSpec:
     val_fraction: float = 0.1  # share of pairs held out to pick the best epoch and calibrate thresholds
     test_fraction: float = 0.0  # share of pairs held out for a final test report (0 = none)
     split_by_question: bool = False  # keep every validation/test question out of training
+    hard_negatives: bool = False  # triplet/softmax: add labelled non-duplicates as extra negatives
     data_name: str = ""  # shown in the runs list
 
     def __post_init__(self):
@@ -116,7 +118,10 @@ def train_run(
                          seed=spec.train.seed, by_question=spec.split_by_question)
     torch.manual_seed(spec.train.seed)
     model = build_model(spec, splits.train)
-    train_table = PairTable(splits.train, model.tokenizer)
+    use_hard_negatives = spec.hard_negatives and spec.loss.batch_kind == "duplicates"
+    if use_hard_negatives and distributed.current().enabled:
+        raise ValueError("hard negatives are not supported in multi-process training yet; drop --hard-negatives")
+    train_table = PairTable(splits.train, model.tokenizer, hard_negatives=use_hard_negatives)
     val_small = _validation_subset(splits.val, spec.train.max_val_pairs, spec.train.seed)
     val_table = PairTable(val_small, model.tokenizer) if len(val_small) else None
     trainer = Trainer(model, Objective(spec.loss), train_table, val_table, spec.train, callbacks, stop_event)

@@ -7,6 +7,7 @@ either one from a saved model folder without executing anything from it.
 """
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -42,6 +43,16 @@ class TokenTable:
         return ids, mask  # (B, T), (B, T) bool
 
 
+def _check_max_length(max_length) -> int:
+    try:
+        value = operator.index(max_length)
+    except TypeError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
+    return value
+
+
 def _to_table(sequences: list[list[int]], max_length: int, pad_id: int) -> TokenTable:
     width = max(1, min(max_length, max((len(s) for s in sequences), default=1)))
     ids = np.full((len(sequences), width), pad_id, dtype=np.int32)
@@ -64,7 +75,7 @@ class WordTokenizer:
         if list(vocab[:2]) != [self.pad_token, self.unk_token]:
             raise ValueError("a word vocabulary must start with <pad> and <unk>")
         self.vocab = list(vocab)
-        self.max_length = int(max_length)
+        self.max_length = _check_max_length(max_length)
         self._index = {word: i for i, word in enumerate(self.vocab)}
 
     @staticmethod
@@ -113,8 +124,13 @@ class WordPieceTokenizer:
         from tokenizers import BertWordPieceTokenizer  # the Rust tokenizer: fast, no code from the folder
 
         self.vocab_file = Path(vocab_file)
-        self.max_length = int(max_length)
-        self._tokenizer = BertWordPieceTokenizer(str(self.vocab_file), lowercase=True)
+        self.max_length = _check_max_length(max_length)
+        if not self.vocab_file.is_file():
+            raise FileNotFoundError(2, "no WordPiece vocabulary", str(self.vocab_file))
+        try:
+            self._tokenizer = BertWordPieceTokenizer(str(self.vocab_file), lowercase=True)
+        except Exception as error:  # the Rust side raises TypeError/Exception for a vocab without [SEP] etc.
+            raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary ({error})") from None
         self._tokenizer.enable_truncation(self.max_length)
         self.pad_id = self._tokenizer.token_to_id("[PAD]")
         self.cls_id = self._tokenizer.token_to_id("[CLS]")

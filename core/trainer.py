@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
+from core import distributed
 from core.device import resolve_device
 from core.evaluation import pair_scores
 from core.metrics import best_thresholds, ranking_metrics, threshold_metrics
@@ -26,7 +27,7 @@ from core.pair_table import Batch, PairTable
 @dataclass
 class TrainConfig:
     epochs: int = 3  # passes over the training batches
-    batch_size: int = 64  # pairs per step; in-batch losses get batch_size - 1 negatives per row
+    batch_size: int = 64  # pairs per step and process; in-batch losses see all processes' pairs
     lr: float = 1e-3  # peak learning rate, reached after warm-up
     weight_decay: float = 0.0  # AdamW decoupled weight decay
     optimizer: str = "adamw"  # adam | adamw
@@ -93,7 +94,10 @@ class Trainer:
         self.config = config
         self.callbacks = list(callbacks)
         self.stop_event = stop_event or threading.Event()
+        self.context = distributed.current()
         self.device = resolve_device(config.device)
+        if self.context.enabled and self.device.type == "cuda":
+            self.device = torch.device("cuda", self.context.local_rank)
         # state the callbacks read
         self.epoch = 0
         self.step = 0
@@ -123,7 +127,8 @@ class Trainer:
 
     # ---- pieces --------------------------------------------------------------------------------
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
-        return self.train_table.index_batches(self.objective.batch_kind, self.config.batch_size, self.config.seed + epoch)
+        global_size = self.config.batch_size * self.context.world_size
+        return self.train_table.index_batches(self.objective.batch_kind, global_size, self.config.seed + epoch)
 
     def _optimizer(self) -> torch.optim.Optimizer:
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -155,8 +160,8 @@ class Trainer:
     def _train_step(self, batch: Batch, optimizer, scheduler, scaler) -> float:
         batch = batch.to(self.device)
         with torch.autocast(device_type=self.device.type, dtype=torch.float16, enabled=scaler is not None):
-            v1, v2 = self.model.embed_pair(batch.first, batch.second)  # (B, d), (B, d)
-            loss = self.objective(v1.float(), v2.float(), batch.labels)
+            v1, v2, vn = self._module(batch.first, batch.second, batch.negatives)  # (B, d), (B, d), (K, d)|None
+            loss = self.objective(v1.float(), v2.float(), batch.labels, None if vn is None else vn.float())
         value = float(loss.detach())
         if not math.isfinite(value):
             raise TrainingError(
@@ -194,6 +199,7 @@ class Trainer:
         c = self.config
         torch.manual_seed(c.seed)
         self.model.to(self.device)
+        self._module = distributed.wrap(self.model, self.device, self.context)
         first_epoch = self._epoch_batches(0)
         self.steps_per_epoch = len(first_epoch)
         if self.steps_per_epoch == 0:
@@ -216,10 +222,12 @@ class Trainer:
                 epoch_started = time.perf_counter()
                 losses = []
                 for rows in first_epoch if epoch == 1 else self._epoch_batches(epoch - 1):
-                    if self.cancelled:
+                    if distributed.broadcast_flag(self.cancelled):
+                        self.stop_event.set()
                         break
+                    local_rows = distributed.local_slice(rows, self.context)
                     step_started = time.perf_counter()
-                    self.loss = self._train_step(self.train_table.batch(rows), optimizer, scheduler, scaler)
+                    self.loss = self._train_step(self.train_table.batch(local_rows), optimizer, scheduler, scaler)
                     train_seconds += time.perf_counter() - step_started
                     losses.append(self.loss)
                     self.step += 1

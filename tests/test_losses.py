@@ -209,11 +209,35 @@ def test_mean_and_closest_negative_match_a_naive_loop():
             assert columns[i].item() == -1
 
 
-def test_negatives_reject_non_square_or_single_row():
+def test_negatives_reject_fewer_columns_than_rows_or_single_row():
     with pytest.raises(ValueError):
-        mean_negative(torch.zeros(3, 5))
+        mean_negative(torch.zeros(5, 3))
     with pytest.raises(ValueError):
         closest_negative(torch.zeros(1, 1))
+
+
+def test_extra_columns_are_extra_negatives():
+    # Two pairs plus one hard negative column (K = 1).
+    # Row 0: diag 0.9, negatives 0.1 and 0.8 -> mean (0.1 + 0.8) / 2 = 0.45, closest 0.8 (col 2)
+    # Row 1: diag 0.5, negatives 0.2 and 0.6 -> mean 0.4, closest 0.2 (col 0; 0.6 is not below 0.5)
+    scores = torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.5, 0.6]])
+    assert torch.allclose(mean_negative(scores), torch.tensor([0.45, 0.4]))
+    values, columns = closest_negative(scores)
+    assert columns.tolist() == [2, 0]
+    assert torch.allclose(values, torch.tensor([0.8, 0.2]))
+    # margin 0.25: L1 = [max(0.45-0.9+0.25,0), max(0.4-0.5+0.25,0)] = [0, 0.15]
+    #              L2 = [max(0.8-0.9+0.25,0), max(0.2-0.5+0.25,0)] = [0.15, 0]
+    l1, l2 = triplet_terms(scores, margin=0.25)
+    assert torch.allclose(l1, torch.tensor([0.0, 0.15]))
+    assert torch.allclose(l2, torch.tensor([0.15, 0.0]))
+
+
+def test_triplet_loss_with_hard_negatives_appends_columns():
+    v1, v2, vn = _random(BATCH, DIM, seed=11), _random(BATCH, DIM, seed=12), _random(4, DIM, seed=13)
+    scores = similarity_matrix(v1, torch.cat([v2, vn]))  # (13, 17)
+    expected = triplet_loss_from_scores(scores, margin=0.3)
+    assert torch.allclose(triplet_loss(v1, v2, margin=0.3, negatives=vn), expected)
+    assert not torch.allclose(triplet_loss(v1, v2, margin=0.3), expected)
 
 
 # --- triplet_loss from vectors ------------------------------------------------------------------

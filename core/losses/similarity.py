@@ -14,9 +14,10 @@ import torch.nn.functional as F
 
 
 def _require_square_batch(scores: torch.Tensor) -> None:
-    if scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
-        raise ValueError(f"expected a square (B, B) score matrix, got shape {tuple(scores.shape)}")
-    if scores.shape[0] < 2:
+    """(B, B) in-batch scores, or (B, B + K) with K extra negative columns (hard negatives)."""
+    if scores.dim() != 2 or scores.shape[1] < scores.shape[0]:
+        raise ValueError(f"expected a (B, B) or (B, B+K) score matrix, got shape {tuple(scores.shape)}")
+    if scores.shape[1] < 2:
         raise ValueError("a batch needs at least 2 pairs to have any negative")
 
 
@@ -61,13 +62,13 @@ def diagonal(scores: torch.Tensor) -> torch.Tensor:
 
 
 def _off_diagonal_mask(scores: torch.Tensor) -> torch.Tensor:
-    return ~torch.eye(scores.shape[0], dtype=torch.bool, device=scores.device)  # (B, B)
+    return ~torch.eye(*scores.shape, dtype=torch.bool, device=scores.device)  # (B, B + K)
 
 
 def mean_negative(scores: torch.Tensor) -> torch.Tensor:
     """Mean of each row's off-diagonal similarities.
 
-    mean_neg_i = (1 / (B - 1)) * sum_{j != i} s_ij
+    mean_neg_i = (1 / (C - 1)) * sum_{j != i} s_ij    (C = B columns, or B + K with extra negatives)
 
     "Negative" names the non-duplicate pairs, not the sign of the values.
 
@@ -82,11 +83,11 @@ def mean_negative(scores: torch.Tensor) -> torch.Tensor:
         tensor([-0.2500,  0.2500,  0.3000])
     """
     _require_square_batch(scores)
-    batch_size = scores.shape[0]
+    candidates = scores.shape[1]
     # Zeroing the diagonal (rather than subtracting it from the row sum) avoids
     # cancellation error when the diagonal dominates.
     off_diagonal = scores.masked_fill(~_off_diagonal_mask(scores), 0.0)  # (B, B)
-    return off_diagonal.sum(dim=1) / (batch_size - 1)  # (B,)
+    return off_diagonal.sum(dim=1) / (candidates - 1)  # (B,)
 
 
 def closest_negative(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -92,7 +92,11 @@ def triplet_loss_from_scores(
 
 
 def triplet_loss(
-    v1: torch.Tensor, v2: torch.Tensor, margin: float = 0.25, reduction: str = "mean"
+    v1: torch.Tensor,
+    v2: torch.Tensor,
+    margin: float = 0.25,
+    reduction: str = "mean",
+    negatives: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Full triplet loss with mean and closest negatives, from two batches of vectors.
 
@@ -108,6 +112,9 @@ def triplet_loss(
         v2: (B, d) their duplicates (positives).
         margin: alpha in the hinge terms.
         reduction: "mean", "sum" (the course's cost J) or "none" for (B,).
+        negatives: optional (K, d) extra negatives for every anchor, e.g. questions labelled
+            non-duplicate of a batch question (hard negatives). They become K more columns of
+            the score matrix, so they count in the mean negative and can be the closest negative.
 
     Returns:
         A scalar, or (B,) with ``reduction="none"``.
@@ -118,4 +125,5 @@ def triplet_loss(
         >>> triplet_loss(v1, v2, margin=1.0, reduction="none")
         tensor([1.4142, 0.5858])
     """
-    return triplet_loss_from_scores(similarity_matrix(v1, v2), margin, reduction)
+    candidates = v2 if negatives is None else torch.cat([v2, negatives])  # (B + K, d)
+    return triplet_loss_from_scores(similarity_matrix(v1, candidates), margin, reduction)

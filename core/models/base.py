@@ -44,6 +44,14 @@ class PairEncoder(nn.Module):
         """Both sides of a batch of pairs -> (v1, v2), each (B, d)."""
         return self.embed(*first, tower=0), self.embed(*second, tower=1)
 
+    def forward(self, first, second, negatives=None):
+        """(v1, v2, vn): both sides of the pairs, and extra negatives (candidate side) or None.
+
+        Training goes through forward() because DistributedDataParallel only hooks forward().
+        """
+        v1, v2 = self.embed_pair(first, second)
+        return v1, v2, (None if negatives is None else self.embed(*negatives, tower=1))
+
     @torch.inference_mode()
     def encode_table(
         self,

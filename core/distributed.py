@@ -1,0 +1,101 @@
+"""Multi-process training under ``torchrun``: process group set-up and the global batch.
+
+``torchrun --nproc_per_node N -m core train ...`` starts N copies of the CLI. Each one calls
+``init_from_env()``, which joins the process group (gloo on CPU, nccl on CUDA). Every global batch is
+split into N equal slices, one per rank; the model is wrapped in DistributedDataParallel. The
+in-batch losses (triplet, softmax) gather every rank's vectors with an autograd-aware all-gather so
+negatives come from the whole global batch, exactly as one process would see it (see
+``gather_batch`` for why the gradients come out equal).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistContext:
+    rank: int = 0  # this process's index among all processes
+    world_size: int = 1  # number of processes
+    local_rank: int = 0  # index on this machine (selects the GPU)
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+SINGLE = DistContext()
+
+
+def init_from_env(device: str = "auto") -> DistContext:
+    """Join the process group that torchrun describes in the environment (a no-op otherwise)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return SINGLE
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = device != "cpu" and torch.cuda.is_available()
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    return DistContext(rank, world_size, local_rank)
+
+
+def current() -> DistContext:
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return DistContext(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    return SINGLE
+
+
+def local_slice(rows, context: DistContext):
+    """This rank's equal share of a global batch of row indices (the remainder is dropped)."""
+    if not context.enabled:
+        return rows
+    share = len(rows) // context.world_size
+    return rows[context.rank * share : (context.rank + 1) * share]
+
+
+def gather_batch(v: torch.Tensor) -> torch.Tensor:
+    """Concatenate every rank's (b, d) vectors into the global (W*b, d), keeping gradients.
+
+    Every rank then computes the same global loss L. The all-gather's backward sums the gradient
+    that all W ranks send to each local slice, so each rank's local vectors receive W * dL/dv;
+    DistributedDataParallel averages parameter gradients over the W ranks, which divides that W
+    out again: the result is exactly dL/dtheta of one process on the whole batch.
+    """
+    context = current()
+    if not context.enabled:
+        return v
+    try:
+        from torch.distributed._functional_collectives import all_gather_single_autograd
+    except ImportError:  # older PyTorch: the (since deprecated) public autograd all-gather
+        from torch.distributed.nn.functional import all_gather
+
+        return torch.cat(all_gather(v.contiguous()), dim=0)
+    return all_gather_single_autograd(v.contiguous(), 0, dist.group.WORLD)
+
+
+def wrap(model: torch.nn.Module, device: torch.device, context: DistContext) -> torch.nn.Module:
+    if not context.enabled:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index if device.index is not None else context.local_rank] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids)
+
+
+def broadcast_flag(flag: bool) -> bool:
+    """True on every rank when any rank says so (a cancel on rank 0 stops them all at once)."""
+    context = current()
+    if not context.enabled:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)

@@ -1,0 +1,74 @@
+"""Plotly figures for the app's pages. Pure builders: numbers in, ``go.Figure`` out, no streamlit.
+
+Every figure has a title and labelled axes; the numbers come from ``core`` (losses and metrics
+recorded by the trainer, the runs table of ``core.export``); only display preparation happens here.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from core.export import METRIC_COLUMNS
+
+QUESTION_COLUMNS = ("question1", "question2")
+# Longer questions are counted at this length, so one run-on question cannot stretch the axis.
+MAX_SHOWN_WORDS = 60
+EPOCH_METRICS = {"roc_auc": "ROC AUC", "average_precision": "average precision", "accuracy": "accuracy", "f1": "F1"}
+
+
+def _layout(figure: go.Figure, title: str, x: str, y: str, **extra) -> go.Figure:
+    figure.update_layout(title=title, xaxis_title=x, yaxis_title=y, legend_title_text="",
+                         margin=dict(l=10, r=10, t=50, b=10), **extra)
+    return figure
+
+
+def length_histogram(pairs: pd.DataFrame) -> go.Figure:
+    """Questions per length in words, one bar series per column.
+
+    Counts are prepared here (bars of counts, not raw values) so a 400k-pair dataset stays a small figure.
+    Lengths above ``MAX_SHOWN_WORDS`` are counted at ``MAX_SHOWN_WORDS`` (the axis title then says so).
+    """
+    figure = go.Figure()
+    clipped = False
+    for column in QUESTION_COLUMNS:
+        words = pairs[column].astype(str).str.split().str.len()
+        clipped = clipped or bool((words > MAX_SHOWN_WORDS).any())
+        counts = words.clip(upper=MAX_SHOWN_WORDS).value_counts().sort_index()
+        figure.add_bar(x=counts.index.to_numpy(), y=counts.to_numpy(), name=column, opacity=0.8)
+    x_title = "words per question" + (f" ({MAX_SHOWN_WORDS} = {MAX_SHOWN_WORDS} or more)" if clipped else "")
+    return _layout(figure, "Question length in words", x_title, "questions", barmode="group")
+
+
+def loss_curve(losses: Sequence[tuple[int, float]]) -> go.Figure:
+    """The training loss after each step, with a running mean (window ~ 1/20 of the steps) for the trend."""
+    frame = pd.DataFrame(list(losses), columns=["step", "loss"])
+    figure = go.Figure()
+    figure.add_scatter(x=frame["step"], y=frame["loss"], mode="lines", name="loss per step",
+                       line=dict(width=1), opacity=0.5)
+    if len(frame) >= 10:
+        window = max(2, len(frame) // 20)
+        figure.add_scatter(x=frame["step"], y=frame["loss"].rolling(window, min_periods=1).mean(), mode="lines",
+                           name=f"running mean ({window} steps)", line=dict(width=2))
+    return _layout(figure, "Training loss", "step", "loss")
+
+
+def epoch_metrics_chart(epochs: Iterable[dict]) -> go.Figure:
+    """Validation metrics after each epoch (the dicts of ``TrainingJob.progress.epochs``)."""
+    rows = list(epochs)
+    figure = go.Figure()
+    for key, label in EPOCH_METRICS.items():
+        values = [row.get(key) for row in rows]
+        if any(v is not None for v in values):
+            figure.add_scatter(x=[row["epoch"] for row in rows], y=values, mode="lines+markers", name=label)
+    figure.update_xaxes(dtick=1)
+    return _layout(figure, "Validation metrics per epoch", "epoch", "score", yaxis_range=[0, 1.02])
+
+
+def compare_bars(table: pd.DataFrame) -> go.Figure:
+    """Grouped bars: for each model (``name``), its four validation metrics (``core.export.METRIC_COLUMNS``)."""
+    figure = go.Figure()
+    for column in METRIC_COLUMNS.values():
+        figure.add_bar(x=table["name"], y=table[column], name=column)
+    return _layout(figure, "Validation metrics per model", "model", "score", barmode="group", yaxis_range=[0, 1.02])

@@ -1,0 +1,183 @@
+"""Plotly figures for the similarity-matrix, verdict and search pages. Pure builders: numbers in,
+``go.Figure`` out, no Streamlit, no model.
+
+User text only ever reaches a figure through ``hover_text``, which escapes it: Plotly reads a few
+HTML-like tags in labels, and a question must show as typed, never as markup.
+"""
+from __future__ import annotations
+
+import html
+import textwrap
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+SCORE_COLORS = "RdBu"  # diverging: red = dissimilar (-1), white = 0, blue = similar (+1)
+DIAGONAL_COLOR = "#111111"  # outline of the duplicate pairs
+CLOSEST_COLOR = "#ff9f1c"  # outline + diamond of each row's closest negative
+CLOSEST_MARK = "◆"
+DUPLICATE_COLOR, OTHER_COLOR = "#1f77b4", "#d62728"
+VALUES_UP_TO = 12  # batches this small print their values in the cells
+
+
+def hover_text(text: str, width: int = 60) -> str:
+    """A question for a hover label: HTML-escaped, wrapped onto lines of ``width`` characters."""
+    lines = textwrap.wrap(str(text), width=width, break_long_words=True, replace_whitespace=True) or [""]
+    return "<br>".join(html.escape(line, quote=False) for line in lines)
+
+
+def batch_labels(size: int) -> tuple[list[str], list[str]]:
+    """Row labels q1_1..q1_B (anchors) and column labels q2_1..q2_B (candidates)."""
+    return [f"q1_{i + 1}" for i in range(size)], [f"q2_{j + 1}" for j in range(size)]
+
+
+def similarity_heatmap(view, title: str = "") -> go.Figure:
+    """The (B, B) matrix of ``view`` (a ``core.inspection.BatchView``) with its marks:
+
+    - trace 0: s(v1_i, v2_j), colour fixed to [-1, 1]; hover shows both questions and the score;
+    - black outlines on the diagonal (the duplicate pairs);
+    - an orange outline and a diamond on each row's closest negative;
+    - trace 1: a narrow column on the right with each row's mean negative.
+    """
+    scores = np.asarray(view.scores, dtype=np.float64)  # (B, B)
+    size = scores.shape[0]
+    rows, columns = batch_labels(size)
+    first = view.question1 or rows
+    second = view.question2 or columns
+    customdata = np.empty((size, size, 2), dtype=object)  # [question1 of the row, question2 of the column]
+    for i in range(size):
+        for j in range(size):
+            customdata[i, j, 0] = hover_text(first[i])
+            customdata[i, j, 1] = hover_text(second[j])
+    show_values = size <= VALUES_UP_TO
+
+    figure = make_subplots(rows=1, cols=2, column_widths=[0.88, 0.12], shared_yaxes=True, horizontal_spacing=0.03)
+    figure.add_trace(go.Heatmap(
+        z=scores, x=columns, y=rows, customdata=customdata,
+        zmin=-1.0, zmax=1.0, zmid=0.0, colorscale=SCORE_COLORS,
+        colorbar=dict(title="cosine", x=1.02),
+        texttemplate="%{z:.2f}" if show_values else None,
+        hovertemplate=("<b>%{y} × %{x}</b>  s = %{z:.3f}<br><br>question1 (row): %{customdata[0]}"
+                       "<br><br>question2 (column): %{customdata[1]}<extra></extra>"),
+        name="s(v1_i, v2_j)",
+    ), row=1, col=1)
+    mean_negative = np.asarray(view.mean_negative, dtype=np.float64).reshape(size, 1)  # (B, 1)
+    figure.add_trace(go.Heatmap(
+        z=mean_negative, x=["mean neg."], y=rows,
+        zmin=-1.0, zmax=1.0, zmid=0.0, colorscale=SCORE_COLORS, showscale=False,
+        texttemplate="%{z:.2f}" if show_values else None,
+        hovertemplate="%{y}: mean negative = %{z:.3f}<extra></extra>",
+        name="mean negative",
+    ), row=1, col=2)
+
+    for i in range(size):
+        figure.add_shape(type="rect", x0=i - 0.5, x1=i + 0.5, y0=i - 0.5, y1=i + 0.5,
+                         line=dict(color=DIAGONAL_COLOR, width=3), xref="x", yref="y")
+        column = int(view.closest_column[i])
+        if column >= 0:
+            figure.add_shape(type="rect", x0=column - 0.45, x1=column + 0.45, y0=i - 0.45, y1=i + 0.45,
+                             line=dict(color=CLOSEST_COLOR, width=3, dash="dot"), xref="x", yref="y")
+            figure.add_annotation(x=column + 0.32, y=i - 0.3, text=CLOSEST_MARK, showarrow=False,
+                                  font=dict(color=CLOSEST_COLOR, size=15), xref="x", yref="y")
+    figure.update_yaxes(autorange="reversed", row=1, col=1)
+    figure.update_xaxes(side="top", row=1, col=1)
+    figure.update_xaxes(side="top", row=1, col=2)
+    height = 160 + 34 * size if show_values else 140 + 22 * size
+    figure.update_layout(title=title or None, height=min(max(height, 320), 900),
+                         margin=dict(l=10, r=10, t=70 if title else 40, b=10))
+    return figure
+
+
+def experiment_figure(table) -> go.Figure:
+    """Triplet and softmax losses per round of the seeds' experiment (``core.inspection.seed_experiment``)."""
+    figure = go.Figure()
+    for column, color in (("triplet loss", "#2ca02c"), ("softmax loss", "#9467bd")):
+        figure.add_trace(go.Scatter(x=list(table["round"]), y=list(table[column]), mode="lines+markers",
+                                    name=column, line=dict(color=color)))
+    figure.update_layout(xaxis_title="round (diagonal +0.5, off-diagonal −0.02 each)", yaxis_title="loss",
+                         height=320, margin=dict(l=10, r=10, t=30, b=10), xaxis=dict(dtick=1))
+    return figure
+
+
+# ---- verdict -----------------------------------------------------------------------------------
+def operating_point(metrics: dict) -> tuple[float, float, float, float]:
+    """(fpr, tpr, precision, recall) of ``core.metrics.threshold_metrics`` output: where the
+    current threshold sits on the ROC and precision-recall curves."""
+    negatives = metrics["fp"] + metrics["tn"]
+    fpr = metrics["fp"] / negatives if negatives else 0.0
+    return float(fpr), float(metrics["recall"]), float(metrics["precision"]), float(metrics["recall"])
+
+
+def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None) -> go.Figure:
+    """ROC curve (``core.metrics.curves(...)["roc"]``) with the current threshold's (fpr, tpr)."""
+    figure = go.Figure()
+    figure.add_trace(go.Scatter(x=roc["fpr"], y=roc["tpr"], mode="lines", name="ROC",
+                                customdata=roc["thresholds"],
+                                hovertemplate="FPR %{x:.3f}, TPR %{y:.3f}<br>threshold %{customdata:.3f}<extra></extra>"))
+    figure.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="chance",
+                                line=dict(dash="dash", color="#999999"), hoverinfo="skip"))
+    figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
+                                marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1))))
+    title = "ROC" + (f" (AUC {auc:.3f})" if auc is not None and np.isfinite(auc) else "")
+    figure.update_layout(title=title, xaxis_title="false positive rate", yaxis_title="true positive rate (recall)",
+                         height=340, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.25))
+    return figure
+
+
+def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | None = None) -> go.Figure:
+    """Precision-recall curve (``core.metrics.curves(...)["pr"]``) with the current (recall, precision)."""
+    figure = go.Figure()
+    figure.add_trace(go.Scatter(x=pr["recall"], y=pr["precision"], mode="lines", name="precision-recall"))
+    figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
+                                marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1))))
+    title = "Precision-recall" + (f" (AP {average_precision:.3f})"
+                                  if average_precision is not None and np.isfinite(average_precision) else "")
+    figure.update_layout(title=title, xaxis_title="recall", yaxis_title="precision", height=340,
+                         yaxis=dict(range=[0, 1.05]), margin=dict(l=10, r=10, t=40, b=10),
+                         legend=dict(orientation="h", y=-0.25))
+    return figure
+
+
+def confusion_figure(metrics: dict) -> go.Figure:
+    """2x2 counts: rows = truth, columns = verdict."""
+    counts = [[metrics["tn"], metrics["fp"]], [metrics["fn"], metrics["tp"]]]
+    figure = go.Figure(go.Heatmap(
+        z=counts, x=["said: not duplicate", "said: duplicate"], y=["is: not duplicate", "is: duplicate"],
+        colorscale="Blues", showscale=False, texttemplate="%{z}", textfont=dict(size=18),
+        hovertemplate="%{y}, %{x}: %{z}<extra></extra>"))
+    figure.update_yaxes(autorange="reversed")
+    figure.update_layout(title="Confusion matrix", height=300, margin=dict(l=10, r=10, t=40, b=10))
+    return figure
+
+
+def score_histogram(labels, scores, threshold: float) -> go.Figure:
+    """Scores of duplicates and of non-duplicates, overlaid, with the threshold as a vertical line."""
+    labels = np.asarray(labels).astype(int)
+    scores = np.asarray(scores, dtype=np.float64)
+    low = float(min(scores.min(), threshold)) if scores.size else threshold - 1
+    high = float(max(scores.max(), threshold)) if scores.size else threshold + 1
+    size = max((high - low) / 40, 1e-3)
+    bins = dict(start=low - size, end=high + size, size=size)
+    figure = go.Figure()
+    for label, name, color in ((0, "not duplicate", OTHER_COLOR), (1, "duplicate", DUPLICATE_COLOR)):
+        figure.add_trace(go.Histogram(x=scores[labels == label], name=name, xbins=bins, marker_color=color,
+                                      opacity=0.6))
+    figure.add_vline(x=threshold, line=dict(color="black", width=2, dash="dash"),
+                     annotation_text=f"threshold {threshold:.2f}", annotation_position="top")
+    figure.update_layout(barmode="overlay", title="Validation scores", xaxis_title="cosine similarity",
+                         yaxis_title="pairs", height=320, margin=dict(l=10, r=10, t=50, b=10),
+                         legend=dict(orientation="h", y=-0.3))
+    return figure
+
+
+def batch_table(view):
+    """``view.table()`` for display: the anchor's label first and the closest negative's column as
+    its label (q2_j), or "—" when the row has none; the numeric columns are untouched."""
+    table = view.table()
+    rows, columns = batch_labels(len(table))
+    table.insert(0, "row", rows)
+    if view.question1 is None:  # an edited example: the row label says it all
+        table = table.drop(columns="question1")
+    table["closest column"] = [columns[c] if c >= 0 else "—" for c in table["closest column"].astype(int)]
+    return table

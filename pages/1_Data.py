@@ -1,0 +1,105 @@
+"""Data: choose the active dataset (bundled sample or an upload) and see its counts, lengths and dropped rows."""
+import pandas as pd
+import streamlit as st
+
+from lab.session import setup_page
+
+setup_page("Data")
+
+from core.data import DataError, dataset_summary  # noqa: E402
+from lab import charts  # noqa: E402
+from lab.session import SAMPLE_NAME, load_sample, load_upload, set_dataset, show_error  # noqa: E402
+
+PREVIEW_ROWS = 200
+state = st.session_state
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def summary_of(pairs: pd.DataFrame) -> dict:
+    return dataset_summary(pairs)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def histogram_of(pairs: pd.DataFrame):
+    return charts.length_histogram(pairs)
+
+
+def use_sample() -> None:
+    set_dataset(*load_sample(), SAMPLE_NAME)
+    state.data_upload_error = None
+
+
+def apply_upload() -> None:
+    """Make a newly uploaded file the active dataset; on failure keep the previous one and say why.
+
+    An on_change callback: it runs before the page script, so the sidebar already shows the new dataset.
+    """
+    uploaded = state.get("upload")
+    if uploaded is None:  # the file was removed from the uploader: the active dataset stays as it is
+        state.data_upload_error = None
+        return
+    previous = state.data_name
+    try:
+        pairs, report = load_upload(uploaded.name, uploaded.getvalue())
+    except DataError as error:
+        problem = str(error)
+    except Exception as error:  # anything unforeseen still reaches the user as one readable line
+        problem = f"could not be read ({type(error).__name__}: {error})"
+    else:
+        set_dataset(pairs, report, f"{uploaded.name} (upload)")
+        state.data_upload_error = None
+        return
+    if not problem.startswith(uploaded.name):
+        problem = f"{uploaded.name}: {problem}"
+    state.data_upload_error = (uploaded.file_id, f"{problem}. The previous dataset ({previous}) is still active.")
+
+
+st.title("Data")
+st.write("Question pairs in the Quora format: `question1`, `question2`, `is_duplicate` (0/1). "
+         "The active dataset is used by every page; the bundled sample is active until you upload a file.")
+
+upload_column, sample_column = st.columns([3, 1], vertical_alignment="center")
+with upload_column:
+    uploaded = st.file_uploader("Upload question pairs (CSV or TSV, plain or gzip)", type=["csv", "tsv", "txt", "gz"],
+                                key="upload", on_change=apply_upload)
+    st.caption(f"Upload limit: {st.get_option('server.maxUploadSize')} MB per file. Column aliases such as "
+               "`q1`/`q2`/`label` or `sentence1`/`sentence2`/`label` are recognised; the delimiter and the "
+               "text encoding are detected.")
+with sample_column:
+    st.button("Use the bundled sample", key="use_sample", on_click=use_sample, disabled=state.data_name == SAMPLE_NAME,
+              help="479 question pairs written for this project (assets/sample_pairs.csv)")
+
+failure = state.get("data_upload_error")
+if failure and uploaded is not None and failure[0] == uploaded.file_id:
+    show_error(failure[1])
+
+pairs, report = state.pairs, state.data_report
+summary = summary_of(pairs)
+
+st.subheader(f"Active dataset: {state.data_name}")
+pairs_metric, duplicates_metric, unique_metric = st.columns(3)
+pairs_metric.metric("Pairs", f"{summary['pairs']:,}")
+duplicates_metric.metric("Duplicates", f"{summary['duplicate_rate']:.1%}",
+                         help=f"{summary['duplicates']:,} of the pairs are labelled duplicates")
+unique_metric.metric("Unique questions", f"{summary['unique_questions']:,}",
+                     help="Distinct question texts across both columns (case and spacing ignored)")
+
+preview_column, chart_column = st.columns([3, 2])
+with preview_column:
+    st.dataframe(pairs.head(PREVIEW_ROWS), width="stretch", height=380)
+    st.caption(f"The first {min(PREVIEW_ROWS, len(pairs)):,} of {len(pairs):,} pairs.")
+with chart_column:
+    st.plotly_chart(histogram_of(pairs), width="stretch")
+
+st.subheader("Rows dropped while loading")
+st.caption(f"{report.source}: {report.summary()}. Delimiter {report.delimiter!r}, encoding {report.encoding}, columns "
+           + ", ".join(f"{role} ← `{column}`" for role, column in report.columns.items()) + ".")
+if report.dropped:
+    reasons_column, examples_column = st.columns(2)
+    with reasons_column:
+        st.table(pd.DataFrame({"reason": list(report.dropped), "rows": list(report.dropped.values())}))
+    with examples_column:
+        st.dataframe(pd.DataFrame(report.examples, columns=["line", "reason"]), hide_index=True, width="stretch")
+        st.caption(f"The first {len(report.examples)} dropped rows, by line number in the file (the header is line 1).")
+else:
+    st.success("No row was dropped.")

@@ -1,0 +1,136 @@
+"""Similarity matrix: one batch of duplicate pairs, every s(v1_i, v2_j), and the triplet loss row by row."""
+import pandas as pd
+import streamlit as st
+
+from lab.session import setup_page
+
+setup_page("Similarity matrix")
+
+from core.inspection import SEED_EXAMPLE, inspect_scores, pick_batch, seed_experiment  # noqa: E402
+from lab import cached, figures  # noqa: E402
+from lab.session import model_choices, show_error  # noqa: E402
+
+MARKS = (
+    "**Reading the matrix.** Row *i* is question1 of pair *i* (the anchor, v1), column *j* is question2 of "
+    "pair *j* (v2). The **black outlines** on the diagonal are the duplicate pairs, s(A, P); every other cell "
+    "is an in-batch negative. **◆ with an orange dotted outline** marks each row's *closest negative*; the "
+    "narrow column on the right is each row's *mean negative*. Colours run from red (−1) through white (0) "
+    "to blue (+1). Hover a cell to read both questions."
+)
+NEGATIVES = (
+    "**Mean negative**: the average of a row's off-diagonal scores — how similar the anchor is, on "
+    "average, to questions that are not its duplicate. It drives L1 = max(mean neg − s(A,P) + α, 0) and "
+    "pushes the whole crowd of negatives down. **Closest negative**: the highest off-diagonal score that is "
+    "still *below* s(A,P) — the most confusing wrong answer the model still ranks correctly. It drives "
+    "L2 = max(closest neg − s(A,P) + α, 0), the hard part of the lesson. A row with no such cell (every "
+    "negative scores at least as high as the positive) has no closest negative and L2 = 0."
+)
+
+st.title("Similarity matrix")
+st.caption("A batch of duplicate pairs as the training loss sees it: the numbers come from `core.losses`, "
+           "the same functions training calls.")
+
+pairs = st.session_state.pairs
+
+
+def _next_seed() -> None:
+    st.session_state.seed = int(st.session_state.get("seed", 0)) + 1
+
+
+# ---- controls ----------------------------------------------------------------------------------
+choices = model_choices()
+label = st.selectbox("Model", list(choices), key="model")
+choice = choices[label]
+
+left, middle, right = st.columns(3)
+with left:
+    batch_size = st.slider("Pairs in the batch", min_value=4, max_value=32, value=8, step=1, key="batch_size")
+    pick = st.radio("Pick the batch", ["random", "by index"], key="pick", horizontal=True)
+with middle:
+    duplicates = cached.duplicate_count(pairs)
+    if pick == "random":
+        seed = st.number_input("Random seed", min_value=0, value=0, step=1, key="seed")
+        st.button("🎲 Another random batch", key="reshuffle", on_click=_next_seed)
+    else:
+        start = st.number_input("Start at duplicate pair number", min_value=0,
+                                max_value=max(int(duplicates) - 2, 0), value=0, step=1, key="start",
+                                help=f"The dataset has {duplicates:,} duplicate pairs; 0 is the first one.")
+with right:
+    margin = st.slider("Margin α", min_value=0.0, max_value=1.0, value=0.25, step=0.05, key="margin")
+    softmax_scale = st.number_input("Softmax scale", min_value=0.1, max_value=100.0, value=1.0, step=0.5,
+                                    key="softmax_scale",
+                                    help="Scores are multiplied by this before the in-batch softmax (training "
+                                         "uses 20 by default; the worked example uses 1).")
+
+# ---- the batch ---------------------------------------------------------------------------------
+batch = None
+try:
+    if pick == "random":
+        batch = pick_batch(pairs, batch_size, seed=int(seed))
+    else:
+        batch = pick_batch(pairs, batch_size, seed=None, start=int(start))
+except ValueError as error:
+    show_error(f"Cannot make a batch from this dataset: {error}. It needs at least two duplicate pairs "
+               "with distinct questions.")
+
+view = None
+if batch is not None:
+    if len(batch) < batch_size:
+        st.info(f"Only {len(batch)} distinct duplicate pairs were available from here, so the batch has "
+                f"{len(batch)} rows.")
+    question1, question2 = batch["question1"].tolist(), batch["question2"].tolist()
+    try:
+        with st.spinner("Encoding the batch…"):
+            scores = cached.batch_scores(choice, cached.model_stamp(choice), tuple(question1), tuple(question2))
+        view = inspect_scores(scores, margin=margin, softmax_scale=softmax_scale,
+                              question1=question1, question2=question2)
+    except Exception as error:  # a broken model folder or a failing encoder: say so, no traceback
+        show_error(f"Could not score the batch with “{label}”: {error}")
+
+if view is not None:
+    st.plotly_chart(figures.similarity_heatmap(view), key="heatmap")
+    st.caption(MARKS)
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Triplet loss (mean of L_full)", f"{view.triplet_loss:.4f}")
+    c2.metric("Triplet cost J (sum of L_full)", f"{view.triplet_cost:.4f}")
+    c3.metric(f"In-batch softmax loss (scale {softmax_scale:g})", f"{view.softmax_loss:.4f}")
+    st.dataframe(figures.batch_table(view), hide_index=True, key="batch_table",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                for c in ("s(A,P)", "mean negative", "closest negative", "L1", "L2", "L_full")})
+    st.caption(f"L1 = max(mean negative − s(A,P) + α, 0), L2 = max(closest negative − s(A,P) + α, 0), "
+               f"L_full = L1 + L2, here with α = {margin:.2f}. Moving α recomputes the losses only; the "
+               "embeddings are cached.")
+
+# ---- explain mode ------------------------------------------------------------------------------
+st.divider()
+if st.toggle("Explain mode: the worked 4×4 example", key="explain"):
+    st.markdown(NEGATIVES)
+    rows, columns = figures.batch_labels(len(SEED_EXAMPLE))
+    st.markdown("Edit any score below (from −1 to 1); everything under it follows.")
+    edited = st.data_editor(
+        pd.DataFrame(SEED_EXAMPLE, index=rows, columns=columns), key="example",
+        column_config={c: st.column_config.NumberColumn(c, min_value=-1.0, max_value=1.0, step=0.01,
+                                                        format="%.2f", required=True) for c in columns})
+    if edited.isna().to_numpy().any():
+        show_error("Every cell of the example needs a number.")
+    else:
+        example = edited.to_numpy(dtype=float).tolist()
+        example_view = inspect_scores(example, margin=margin, softmax_scale=softmax_scale)
+        st.plotly_chart(figures.similarity_heatmap(example_view, title="The worked example"), key="example_heatmap")
+        st.dataframe(figures.batch_table(example_view), hide_index=True, key="example_table")
+        e1, e2, e3 = st.columns(3)
+        e1.metric("Triplet loss (mean)", f"{example_view.triplet_loss:.4f}")
+        e2.metric("Triplet cost J (sum)", f"{example_view.triplet_cost:.4f}")
+        e3.metric(f"Softmax loss (scale {softmax_scale:g})", f"{example_view.softmax_loss:.4f}")
+
+        st.subheader("What training does to it")
+        st.markdown("Each round adds 0.5 to every diagonal score (duplicates get closer) and subtracts 0.02 "
+                    "from every other cell (non-duplicates drift apart), as one training step would. "
+                    "Both losses fall.")
+        rounds = st.slider("Rounds", min_value=0, max_value=4, value=4, step=1, key="rounds")
+        experiment = seed_experiment(example, rounds=rounds, margin=margin, softmax_scale=softmax_scale)
+        if example_view.triplet_loss == 0:
+            st.caption(f"At α = {margin:.2f} every row of this matrix already clears the margin, so its triplet "
+                       "loss is 0 from the start; raise the margin α above (try 1.0) to watch it fall too.")
+        st.dataframe(experiment, hide_index=True, key="experiment")
+        st.plotly_chart(figures.experiment_figure(experiment), key="experiment_chart")

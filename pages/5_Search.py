@@ -1,0 +1,70 @@
+"""Search: the questions of the active dataset closest to a typed question, under a chosen model."""
+import pandas as pd
+import streamlit as st
+
+from lab.session import setup_page
+
+setup_page("Search")
+
+from lab import cached  # noqa: E402
+from lab.session import get_model, model_choices, show_error  # noqa: E402
+
+st.title("Search similar questions")
+st.caption("Every distinct question of the active dataset (both columns) is encoded once per model and kept "
+           "in a FAISS index; a query is encoded the same way and compared by cosine similarity.")
+
+choices = model_choices()
+label = st.selectbox("Model", list(choices), key="model")
+choice = choices[label]
+query = st.text_input("Question", value="How can I learn to code?", key="query")
+k = st.slider("Number of results", min_value=1, max_value=50, value=10, step=1, key="k")
+
+pairs = st.session_state.pairs
+key = cached.active_data_key(pairs)
+texts = cached.corpus(key, pairs)
+if not texts:
+    show_error("The active dataset has no questions to search.")
+    st.stop()
+
+status = st.empty()
+
+
+def show_progress(done: int, total: int) -> None:
+    status.progress(done / max(total, 1), text=f"Encoding the dataset's questions: {done:,} / {total:,}")
+
+
+try:
+    with st.spinner("Loading the model…"):
+        model, _ = get_model(choice)
+    index = cached.search_index(choice, key, texts, progress=show_progress)
+except Exception as error:
+    status.empty()
+    show_error(f"Could not build the search index with “{label}”: {error}")
+    st.stop()
+status.empty()
+exact = "exact search (FAISS flat inner product)" if index.kind == "flat" else \
+    "approximate search (FAISS HNSW graph)"
+st.caption(f"{len(index):,} distinct questions indexed; {exact}.")
+
+if not query.strip():
+    st.info("Type a question to search for.")
+    st.stop()
+
+count = cached.token_count(model.tokenizer, query)
+if count > model.tokenizer.max_length:
+    st.caption(f"The question has {count} tokens; it was truncated to {model.tokenizer.max_length} tokens, "
+               "the most this model reads.")
+try:
+    with st.spinner("Searching…"):
+        (results,) = index.search(query, k)
+except Exception as error:
+    show_error(f"The search failed: {error}")
+    st.stop()
+
+table = pd.DataFrame({"rank": range(1, len(results) + 1),
+                      "question": [text for text, _ in results],
+                      "cosine": [score for _, score in results]})
+st.dataframe(table, hide_index=True, key="results",
+             column_config={"rank": st.column_config.NumberColumn(width="small"),
+                            "cosine": st.column_config.NumberColumn(format="%.4f", width="small"),
+                            "question": st.column_config.TextColumn(width="large")})

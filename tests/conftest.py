@@ -1,0 +1,155 @@
+"""Shared fixtures for the app tests (Streamlit AppTest) and for any test that needs a trained model fast.
+
+Fixtures
+--------
+``runs_root``         (function) an empty models folder under ``tmp_path``; ``SIAMESE_LAB_RUNS`` points at it,
+                      so a new AppTest session starts with ``st.session_state.runs_root`` equal to it.
+``sample_pairs``      (session)  ``(pairs, report)`` of the bundled sample, as ``core.data.load_pairs`` reads it.
+``train_tiny_model``  (session)  ``train_tiny_model(model, runs_root, loss="triplet", **spec_fields) -> Path``:
+                      trains a tiny model (1 epoch on the sample, about a second) and returns its folder.
+``tiny_models``       (session)  ``{"lstm": Path, "dual-transformer": Path}``: one tiny Siamese LSTM (triplet loss)
+                      and one tiny dual transformer (in-batch softmax), trained once per test session in a
+                      session tmp folder. Treat them as read-only; use ``runs_with_models`` to get copies.
+``runs_with_models``  (function) ``runs_root`` holding copies of ``tiny_models``; returns
+                      ``(runs_root, {"lstm": Path, "dual-transformer": Path})`` with the copies' paths.
+``open_page``         (function) ``open_page("pages/2_Train.py") -> AppTest``: a fresh session started on
+                      ``app.py`` and switched to the page, already run once (``default_timeout=60``). Use it for
+                      pages with ``st.page_link``: a page opened alone with ``AppTest.from_file`` is its own entry
+                      point and cannot resolve links to ``pages/...``. Combine with ``runs_root`` or
+                      ``runs_with_models`` (request those first) to choose the models folder.
+``rerun_until``       (function) ``rerun_until(at, condition, timeout=120, pause=0.5) -> AppTest``: calls
+                      ``at.run()`` until ``condition(at)`` is true, for pages that poll background work;
+                      fails the test on timeout or on an exception shown by the page.
+``plotly_figures``    (function) ``plotly_figures(at) -> list[dict]``: the page's plotly figures as JSON with
+                      plotly 7's base64 arrays (``{"dtype", "bdata", "shape"}``) decoded into lists.
+
+Test data follows the house rules: only the bundled sample or bytes written in the test, never ../shared/data.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # AppTest runs page scripts whose imports (core, lab) live at the project root
+    sys.path.insert(0, str(ROOT))
+
+SAMPLE = ROOT / "assets" / "sample_pairs.csv"
+APP_TIMEOUT = 60  # seconds per AppTest run; the first run in a process imports torch and transformers
+
+# Sizes that train in about a second on the 479-pair sample; all different, so a mix-up shows.
+TINY_OPTIONS = {
+    "lstm": dict(embedding_dim=12, hidden_size=10, num_layers=1),
+    "dual-transformer": dict(d_model=16, num_layers=1, num_heads=2, ff_dim=24, projection_dim=8),
+}
+TINY_LOSSES = {"lstm": "triplet", "dual-transformer": "softmax"}
+
+
+@pytest.fixture
+def runs_root(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "runs"
+    root.mkdir()
+    monkeypatch.setenv("SIAMESE_LAB_RUNS", str(root))
+    return root
+
+
+@pytest.fixture(scope="session")
+def sample_pairs():
+    from core.data import load_pairs
+
+    return load_pairs(SAMPLE)
+
+
+@pytest.fixture(scope="session")
+def train_tiny_model(sample_pairs):
+    from core.objectives import LossConfig
+    from core.pipeline import RunSpec, default_train_config, train_run
+
+    pairs, _ = sample_pairs
+
+    def train(model: str, root: str | Path, loss: str = "triplet", **spec_fields) -> Path:
+        spec = RunSpec(
+            model=model,
+            loss=LossConfig(name=loss),
+            train=default_train_config(model, epochs=1, batch_size=32, device="cpu"),
+            model_options=TINY_OPTIONS.get(model, {}),
+            max_length=16,
+            data_name="bundled sample",
+            **spec_fields,
+        )
+        result = train_run(spec, pairs, runs_root=root)
+        assert result.folder is not None, result.outcome.message
+        return result.folder
+
+    return train
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory, train_tiny_model) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tiny_models")
+    return {model: train_tiny_model(model, root, loss=loss) for model, loss in TINY_LOSSES.items()}
+
+
+@pytest.fixture
+def runs_with_models(runs_root, tiny_models) -> tuple[Path, dict[str, Path]]:
+    copies = {}
+    for model, folder in tiny_models.items():
+        copies[model] = Path(shutil.copytree(folder, runs_root / folder.name))
+    return runs_root, copies
+
+
+@pytest.fixture
+def open_page():
+    from streamlit.testing.v1 import AppTest
+
+    def open_(page: str) -> AppTest:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
+        assert not at.exception, at.exception
+        return at.switch_page(page).run()
+
+    return open_
+
+
+@pytest.fixture
+def rerun_until():
+    def rerun(at, condition, timeout: float = 120.0, pause: float = 0.5):
+        deadline = time.monotonic() + timeout
+        while True:
+            at.run()
+            assert not at.exception, at.exception
+            if condition(at):
+                return at
+            if time.monotonic() > deadline:
+                pytest.fail(f"condition not met within {timeout:.0f} s")
+            time.sleep(pause)
+
+    return rerun
+
+
+def _decode(value):
+    if isinstance(value, dict):
+        if set(value) >= {"dtype", "bdata"}:
+            array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+            shape = value.get("shape")
+            if isinstance(shape, str):  # plotly writes "2, 3"
+                shape = [int(size) for size in shape.split(",")]
+            return array.reshape(shape).tolist() if shape else array.tolist()
+        return {key: _decode(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decode(item) for item in value]
+    return value
+
+
+@pytest.fixture
+def plotly_figures():
+    def figures(at) -> list[dict]:
+        return [_decode(json.loads(chart.proto.spec)) for chart in at.get("plotly_chart")]
+
+    return figures

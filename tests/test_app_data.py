@@ -1,0 +1,121 @@
+"""The Data page (AppTest): the sample is active by default, uploads replace it, bad files never do."""
+import gzip
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from core.data import dataset_summary, load_pairs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Line 1 is the header; line 4 has an empty question2 and line 6 an unreadable label: 4 of 6 rows stay.
+UPLOAD = (
+    "question1,question2,is_duplicate\n"
+    "How old are you?,What is your age?,1\n"
+    "How do I learn Python?,What is the best way to learn Python?,1\n"
+    "What is a black hole?,,0\n"
+    "Is coffee bad for you?,How do I bake bread?,0\n"
+    "Why is the sky blue?,What makes the sky blue?,maybe\n"
+    "Where is Paris?,How tall is Everest?,0\n"
+).encode()
+
+
+def metrics(at) -> dict[str, str]:
+    return {metric.label: metric.value for metric in at.metric}
+
+
+def expected_metrics(pairs: pd.DataFrame) -> dict[str, str]:
+    summary = dataset_summary(pairs)
+    return {"Pairs": f"{summary['pairs']:,}", "Duplicates": f"{summary['duplicate_rate']:.1%}",
+            "Unique questions": f"{summary['unique_questions']:,}"}
+
+
+@pytest.fixture
+def data_page(runs_root):
+    return AppTest.from_file(str(ROOT / "pages" / "1_Data.py"), default_timeout=60).run()
+
+
+def upload(at, name: str, data: bytes, mime: str = "text/csv"):
+    at.file_uploader(key="upload").set_value((name, data, mime)).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_sample_is_active_by_default(data_page, sample_pairs, plotly_figures):
+    at = data_page
+    assert not at.exception
+    pairs, _ = sample_pairs
+    assert metrics(at) == expected_metrics(pairs) == {"Pairs": "479", "Duplicates": "38.0%", "Unique questions": "722"}
+    pd.testing.assert_frame_equal(at.session_state.pairs, pairs)
+    assert not at.error
+    assert at.success[0].value == "No row was dropped."
+    assert any(f"{st.get_option('server.maxUploadSize')} MB" in caption.value for caption in at.caption)
+    assert at.button(key="use_sample").disabled  # already active
+
+    [histogram] = plotly_figures(at)
+    assert histogram["layout"]["title"]["text"] == "Question length in words"
+    assert [trace["name"] for trace in histogram["data"]] == ["question1", "question2"]
+    assert [sum(trace["y"]) for trace in histogram["data"]] == [479, 479]  # every question counted once per column
+
+
+def test_upload_replaces_the_dataset_and_reports_dropped_rows(data_page):
+    at = upload(data_page, "pairs.csv", UPLOAD)
+    expected, report = load_pairs(UPLOAD)
+    assert len(expected) == 4
+    assert metrics(at) == expected_metrics(expected)
+    pd.testing.assert_frame_equal(at.session_state.pairs, expected)
+    assert at.session_state.data_name == "pairs.csv (upload)"
+    assert not at.error
+
+    reasons = at.table[0].value
+    assert dict(zip(reasons["reason"], reasons["rows"])) == {"empty question": 1, "unreadable label": 1}
+    examples = at.dataframe[1].value
+    assert list(zip(examples["line"], examples["reason"])) == [(4, "empty question"), (6, "unreadable label")]
+    assert any("kept 4 of 6 rows" in caption.value for caption in at.caption)
+    assert not at.button(key="use_sample").disabled
+
+
+def test_gzipped_tsv_upload(data_page):
+    tsv = UPLOAD.decode().replace(",", "\t").encode()
+    at = upload(data_page, "pairs.tsv.gz", gzip.compress(tsv), "application/gzip")
+    assert metrics(at)["Pairs"] == "4"
+    assert at.session_state.data_report.delimiter == "\t"
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("photo.csv", bytes(range(256)) * 8, "looks like a binary file"),
+    ("wrong.csv", b"title,body\nhello,world\n", "missing column"),
+    ("empty.csv", b"", "empty"),
+])
+def test_a_bad_file_shows_an_error_and_keeps_the_previous_dataset(data_page, name, data, message):
+    at = upload(data_page, "pairs.csv", UPLOAD)
+    before = at.session_state.pairs.copy()
+    at = upload(at, name, data)
+    assert len(at.error) == 1
+    assert message in at.error[0].value
+    assert "The previous dataset (pairs.csv (upload)) is still active" in at.error[0].value
+    pd.testing.assert_frame_equal(at.session_state.pairs, before)
+    assert at.session_state.data_name == "pairs.csv (upload)"
+    assert metrics(at)["Pairs"] == "4"
+    at.run()  # the message stays while the bad file sits in the uploader
+    assert len(at.error) == 1 and not at.exception
+
+
+def test_use_the_bundled_sample_after_an_upload(data_page, sample_pairs):
+    at = upload(data_page, "pairs.csv", UPLOAD)
+    at.button(key="use_sample").click().run()
+    assert not at.exception
+    pd.testing.assert_frame_equal(at.session_state.pairs, sample_pairs[0])
+    assert metrics(at)["Pairs"] == "479"
+    at.run()  # the file still in the uploader is not applied again
+    assert metrics(at)["Pairs"] == "479"
+
+
+def test_home_page_starts_on_the_sample_with_nothing_trained(runs_root):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert not at.exception and not at.error
+    assert at.title[0].value == "Siamese Lab"
+    assert any("bundled sample" in block.value and "479 question pairs" in block.value for block in at.markdown)

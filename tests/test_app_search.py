@@ -1,0 +1,70 @@
+"""The search page: a question of the dataset finds itself first; k sets the number of rows."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.data import load_pairs
+from core.search import corpus_questions
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages" / "5_Search.py")
+SAMPLE = ROOT / "assets" / "sample_pairs.csv"
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return load_pairs(SAMPLE)[0]
+
+
+def new_app(monkeypatch, runs_root) -> AppTest:
+    monkeypatch.setenv("SIAMESE_LAB_RUNS", str(runs_root))
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_dataset_question_finds_itself_and_k_sets_the_rows(monkeypatch, tmp_path, sample):
+    at = new_app(monkeypatch, tmp_path)
+    assert not at.error
+    assert len(at.dataframe[0].value) == 10  # the default k
+    question = sample["question2"].iloc[7].strip()
+    at.text_input(key="query").input(question).run()
+    results = at.dataframe[0].value
+    assert results["question"].iloc[0] == question
+    assert results["cosine"].iloc[0] == pytest.approx(1.0, abs=1e-4)
+    assert results["cosine"].is_monotonic_decreasing
+    assert list(results["rank"]) == list(range(1, 11))
+    assert set(results["question"]) <= set(corpus_questions(sample))
+    at.slider(key="k").set_value(3).run()
+    assert len(at.dataframe[0].value) == 3 and at.dataframe[0].value["question"].iloc[0] == question
+    at.slider(key="k").set_value(50).run()
+    assert len(at.dataframe[0].value) == 50
+
+
+def test_empty_query_and_hostile_query(monkeypatch, tmp_path):
+    at = new_app(monkeypatch, tmp_path)
+    at.text_input(key="query").input("").run()
+    assert not at.exception and not at.error and not at.dataframe
+    assert any("Type a question" in i.value for i in at.info)
+    at.text_input(key="query").input("<script>alert(1)</script> 😀 ما هو عمرك؟").run()
+    assert not at.exception and not at.error
+    assert len(at.dataframe[0].value) == 10
+
+
+def test_a_saved_model_keeps_its_index_in_its_folder(monkeypatch, tmp_path, sample):
+    from core.pipeline import RunSpec, default_train_config, train_run
+
+    spec = RunSpec(model="lstm", train=default_train_config("lstm", epochs=1), model_options={"hidden_size": 16})
+    folder = train_run(spec, sample, out_dir=tmp_path / "tiny-lstm", runs_root=tmp_path).folder
+    at = new_app(monkeypatch, tmp_path)
+    label = next(option for option in at.selectbox(key="model").options if option.startswith("tiny-lstm"))
+    at.selectbox(key="model").set_value(label).run()
+    question = sample["question1"].iloc[3].strip()
+    at.text_input(key="query").input(question).run()
+    assert not at.exception and not at.error
+    assert at.dataframe[0].value["question"].iloc[0] == question
+    assert len(list(folder.glob("search-*/index.faiss"))) == 1

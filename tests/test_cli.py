@@ -1,0 +1,192 @@
+"""``python -m core``: help, a train -> evaluate -> predict round trip per model and loss, and errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.cli import main
+from core.models import ZERO_SHOT_THRESHOLD
+from core.saving import load_model
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "assets" / "sample_pairs.csv"
+SAMPLE_PAIRS = 479
+
+TINY = {
+    "lstm": ["--epochs", "1", "--model-options", json.dumps({"hidden_size": 16, "embedding_dim": 12})],
+    "dual-transformer": ["--epochs", "1", "--model-options", json.dumps(
+        {"d_model": 32, "num_heads": 2, "num_layers": 1, "ff_dim": 64, "projection_dim": 16})],
+    # MiniLM steps cost seconds on a CPU: a handful of rows, so each loss trains for 2-3 steps.
+    "minilm": ["--batch-size", "8", "--max-length", "24"],
+}
+# Rows used per (model, loss); None = the whole sample.
+MINILM_ROWS = {"triplet": 40, "softmax": 40, "contrastive": 24}
+EVALUATE_KEYS = {"roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n"}
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ---- help ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command,defaults", [
+    ("train", ["(default: lstm)", "(default: triplet)", "(default: 64)", "(default: auto)", "(default: 20.0)",
+               "(default: squared_hinge)", "(default: runs)", "(default: 2)"]),
+    ("evaluate", ["(default: cpu)", "--threshold"]),
+    ("predict", ["(default: cpu)", "question1", "question2"]),
+])
+def test_help_exits_zero_and_shows_defaults(capsys, command, defaults):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m core {command}")
+    for text in defaults:
+        assert text in " ".join(out.split()), text
+
+
+def test_top_level_help_lists_commands(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("train", "evaluate", "predict"):
+        assert command in out
+
+
+# ---- round trips -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("loss", ["triplet", "contrastive", "softmax"])
+@pytest.mark.parametrize("model", ["lstm", "dual-transformer", "minilm"])
+def test_train_evaluate_predict_round_trip(capsys, tmp_path, model, loss):
+    rows = MINILM_ROWS[loss] if model == "minilm" else None
+    row_args = ["--max-rows", rows] if rows else []
+    n_pairs = rows or SAMPLE_PAIRS
+    out_dir = tmp_path / "model"
+
+    code, out, err = run_cli(capsys, "train", "--data", SAMPLE, "--model", model, "--loss", loss, "--device", "cpu",
+                             "--out", out_dir, *row_args, *TINY[model])
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["status"] in ("completed", "early_stopped")
+    assert summary["folder"] == str(out_dir)
+    config = json.loads((out_dir / "config.json").read_text())
+    assert config["model_type"] == model and config["loss"]["name"] == loss
+    assert config["data"]["pairs"] == n_pairs
+    assert config["training"]["epochs_run"] == 1
+    calibrated = config["thresholds"]["accuracy"]
+    assert summary["thresholds"]["accuracy"] == calibrated
+
+    code, out, err = run_cli(capsys, "evaluate", "--model", out_dir, "--data", SAMPLE, *row_args)
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 1
+    metrics = json.loads(lines[0])
+    assert EVALUATE_KEYS <= set(metrics)
+    assert metrics["threshold"] == calibrated
+    assert metrics["n"] == n_pairs
+    assert metrics["tp"] + metrics["fp"] + metrics["tn"] + metrics["fn"] == n_pairs
+    assert metrics["accuracy"] == pytest.approx((metrics["tp"] + metrics["tn"]) / n_pairs)
+    assert 0.0 <= metrics["roc_auc"] <= 1.0
+
+    question1, question2 = "How old are you?", "What is your age?"
+    code, out, err = run_cli(capsys, "predict", "--model", out_dir, question1, question2)
+    assert code == 0, err
+    verdict = json.loads(out)
+    assert verdict["threshold"] == calibrated
+    expected_verdict = "DUPLICATE" if verdict["similarity"] > calibrated else "NOT DUPLICATE"
+    assert verdict["verdict"] == expected_verdict
+    loaded, _ = load_model(out_dir)
+    assert verdict["similarity"] == pytest.approx(float(loaded.score_pairs([question1], [question2])[0]), abs=1e-6)
+
+    # an explicit threshold overrides the calibrated one, on both sides of the score
+    for threshold, expected in ((verdict["similarity"] - 0.01, "DUPLICATE"), (verdict["similarity"] + 0.01, "NOT DUPLICATE")):
+        code, out, _ = run_cli(capsys, "predict", "--model", out_dir, "--threshold", threshold, question1, question2)
+        assert code == 0 and json.loads(out)["verdict"] == expected
+
+
+def test_evaluate_zero_shot_minilm_uses_zero_shot_threshold(capsys):
+    code, out, err = run_cli(capsys, "evaluate", "--model", "minilm", "--data", SAMPLE, "--max-rows", 40)
+    assert code == 0, err
+    metrics = json.loads(out)
+    assert metrics["threshold"] == ZERO_SHOT_THRESHOLD
+    assert metrics["n"] == 40
+    assert metrics["roc_auc"] > 0.8  # the pretrained encoder already ranks paraphrases well
+
+
+def test_predict_zero_shot_minilm(capsys):
+    code, out, err = run_cli(capsys, "predict", "--model", "minilm", "How do I learn Python?", "How can I learn Python?")
+    assert code == 0, err
+    verdict = json.loads(out)
+    assert verdict["threshold"] == ZERO_SHOT_THRESHOLD
+    assert verdict["similarity"] > ZERO_SHOT_THRESHOLD and verdict["verdict"] == "DUPLICATE"
+
+
+# ---- errors: exit 2 and one line ---------------------------------------------------------------------
+def _assert_one_error_line(code, out, err, *fragments):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:")
+    for fragment in fragments:
+        assert fragment in lines[0]
+    assert "Traceback" not in err and out == ""
+
+
+def test_missing_data_file(capsys, tmp_path):
+    _assert_one_error_line(*run_cli(capsys, "train", "--data", tmp_path / "nope.csv"), "no data file", "nope.csv")
+
+
+def test_binary_data_file(capsys, tmp_path):
+    binary = tmp_path / "pairs.csv"
+    binary.write_bytes(bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8)))
+    _assert_one_error_line(*run_cli(capsys, "train", "--data", binary), "binary")
+
+
+def test_missing_model_folder(capsys, tmp_path):
+    _assert_one_error_line(*run_cli(capsys, "evaluate", "--model", tmp_path / "no-model", "--data", SAMPLE),
+                           "no model folder")
+    _assert_one_error_line(*run_cli(capsys, "predict", "--model", tmp_path / "no-model", "a", "b"), "no model folder")
+
+
+def test_unknown_option(capsys):
+    _assert_one_error_line(*run_cli(capsys, "train", "--data", SAMPLE, "--frobnicate", "3"), "--frobnicate")
+
+
+@pytest.mark.parametrize("command", [["train", "--data", SAMPLE], ["evaluate", "--model", "minilm", "--data", SAMPLE],
+                                     ["predict", "--model", "minilm", "a", "b"]])
+def test_bad_device_value(capsys, command):
+    _assert_one_error_line(*run_cli(capsys, *command, "--device", "tpu"), "--device", "tpu")
+
+
+@pytest.mark.parametrize("command", [["train", "--data", SAMPLE], ["predict", "--model", "minilm", "a", "b"]])
+def test_cuda_without_cuda(capsys, command):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    _assert_one_error_line(*run_cli(capsys, *command, "--device", "cuda"), "CUDA")
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["train", "--data", SAMPLE, "--model-options", "{not json"], "error:"),
+    (["train", "--data", SAMPLE, "--loss", "cosine"], "cosine"),
+    (["train", "--data", SAMPLE, "--epochs", "0"], "epochs"),
+    (["train", "--data", SAMPLE, "--model", "gpt"], "gpt"),
+    (["evaluate", "--data", SAMPLE], "--model"),
+])
+def test_other_bad_arguments(capsys, argv, fragment):
+    _assert_one_error_line(*run_cli(capsys, *argv), fragment)
+
+
+def test_subprocess_error_has_exit_code_2_and_no_traceback(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "core", "train", "--data", str(tmp_path / "missing.tsv")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"error: no data file at {tmp_path / 'missing.tsv'}"]
+    assert result.stdout == ""

@@ -1,0 +1,335 @@
+"""Objectives and the training loop: learning, callbacks, cancellation, early stopping, failures."""
+
+import copy
+import math
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from core.losses import contrastive_loss, in_batch_softmax_loss, triplet_loss
+from core.models import SiameseLSTM, SiameseLSTMConfig
+from core.objectives import DEFAULT_MARGINS, LOSS_NAMES, LossConfig, Objective
+from core.pair_table import PairTable
+from core.tokenizers import WordTokenizer
+from core.trainer import TrainConfig, Trainer, TrainingError
+
+BATCH, DIM = 13, 24
+
+
+# ---- objectives ------------------------------------------------------------------------------
+def test_loss_config_defaults():
+    assert LossConfig().name == "triplet"
+    assert LossConfig("triplet").margin == 0.25
+    assert LossConfig("contrastive").margin == 1.0
+    assert LossConfig("contrastive").form == "squared_hinge"
+    assert LossConfig("softmax").scale == 20.0
+    assert LossConfig("triplet", margin=0.4).margin == 0.4
+    assert LOSS_NAMES == ("triplet", "contrastive", "softmax")
+    assert DEFAULT_MARGINS["triplet"] == 0.25
+
+
+def test_loss_config_batch_kind():
+    assert LossConfig("triplet").batch_kind == "duplicates"
+    assert LossConfig("softmax").batch_kind == "duplicates"
+    assert LossConfig("contrastive").batch_kind == "labelled"
+    assert Objective(LossConfig("contrastive")).batch_kind == "labelled"
+
+
+@pytest.mark.parametrize("kwargs", [{"name": "hinge"}, {"name": "contrastive", "form": "cubic"}, {"name": ""}])
+def test_loss_config_rejects_unknown_names(kwargs):
+    with pytest.raises(ValueError, match="unknown"):
+        LossConfig(**kwargs)
+
+
+def _vectors(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    v1 = torch.randn(BATCH, DIM, generator=g, dtype=torch.float64) * 3  # not unit length on purpose
+    v2 = torch.randn(BATCH, DIM, generator=g, dtype=torch.float64) * 0.5
+    labels = (torch.arange(BATCH) % 3 == 0).to(torch.float64)
+    return v1, v2, labels
+
+
+def test_triplet_objective_equals_triplet_loss():
+    v1, v2, labels = _vectors(0)
+    value = Objective(LossConfig("triplet", margin=0.3))(v1, v2, labels)
+    torch.testing.assert_close(value, triplet_loss(v1, v2, margin=0.3))
+    assert value.dim() == 0
+
+
+@pytest.mark.parametrize("form", ["squared_hinge", "margin_squared"])
+def test_contrastive_objective_equals_contrastive_loss_on_unit_vectors(form):
+    v1, v2, labels = _vectors(1)
+    value = Objective(LossConfig("contrastive", margin=0.8, form=form))(v1, v2, labels)
+    expected = contrastive_loss(F.normalize(v1, dim=-1), F.normalize(v2, dim=-1), labels, margin=0.8, form=form)
+    torch.testing.assert_close(value, expected)
+    # and the normalisation matters: raw vectors give another value
+    assert not torch.isclose(value, contrastive_loss(v1, v2, labels, margin=0.8, form=form))
+
+
+def test_softmax_objective_equals_in_batch_softmax_on_cosines():
+    v1, v2, labels = _vectors(2)
+    value = Objective(LossConfig("softmax", scale=7.0))(v1, v2, labels)
+    expected = in_batch_softmax_loss(F.normalize(v1, dim=-1), F.normalize(v2, dim=-1), scale=7.0)
+    torch.testing.assert_close(value, expected)
+    # by hand: cross-entropy of scaled cosine logits with targets on the diagonal
+    cosines = F.cosine_similarity(v1[:, None, :], v2[None, :, :], dim=-1)  # (B, B)
+    torch.testing.assert_close(value, F.cross_entropy(7.0 * cosines, torch.arange(BATCH)))
+
+
+# ---- a synthetic task ----------------------------------------------------------------------------
+TOPICS = [f"topic{i}" for i in range(40)]
+FILLER = [f"filler{i}" for i in range(7)]
+
+
+def synthetic_pairs(n: int, seed: int) -> pd.DataFrame:
+    """Half duplicates (same two topic words), half not (other topic words); shared filler everywhere."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        a, b, c, d = (TOPICS[k] for k in rng.choice(len(TOPICS), 4, replace=False))
+        duplicate = i % 2 == 0
+        q1 = [a, b] + list(rng.choice(FILLER, 5, replace=False))
+        q2 = ([b, a] if duplicate else [c, d]) + list(rng.choice(FILLER, 5, replace=False))
+        rng.shuffle(q1)
+        rng.shuffle(q2)
+        rows.append((" ".join(q1), " ".join(q2), int(duplicate)))
+    return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])
+
+
+def make_trainer(n_train=60, n_val=31, epochs=2, batch_size=7, callbacks=(), objective=None, lr=1e-2,
+                 patience=0, trainer_class=Trainer, stop_event=None):
+    train, val = synthetic_pairs(n_train, 0), synthetic_pairs(n_val, 1)
+    tokenizer = WordTokenizer.build(pd.concat([train.question1, train.question2]), min_freq=1, max_length=11)
+    torch.manual_seed(0)
+    model = SiameseLSTM(SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, embedding_dim=12, hidden_size=16), tokenizer)
+    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, device="cpu", patience=patience, warmup_ratio=0.0)
+    return trainer_class(model, objective or Objective(LossConfig("triplet")), PairTable(train, tokenizer),
+                         PairTable(val, tokenizer) if n_val else None, config, callbacks, stop_event)
+
+
+def _state(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _same_state(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_training_learns_the_synthetic_task():
+    trainer = make_trainer(n_train=200, n_val=97, epochs=3, batch_size=13)
+    before = trainer.validate()["roc_auc"]
+    outcome = trainer.run()
+    assert outcome.status == "completed"
+    assert [e.epoch for e in outcome.epochs] == [1, 2, 3]
+    assert outcome.epochs[-1].train_loss < outcome.epochs[0].train_loss
+    after = trainer.validate()["roc_auc"]
+    assert after > before
+    assert after > 0.97
+    assert outcome.best_metrics["roc_auc"] == max(e.metrics["roc_auc"] for e in outcome.epochs)
+    assert outcome.pairs_seen == trainer.total_steps * 13 - 3 * (13 - 100 % 13)  # 100 duplicates per epoch
+    assert outcome.pairs_per_second > 0
+
+
+class EventLog:
+    def __init__(self):
+        self.events = []
+
+    def on_train_start(self, trainer):
+        self.events.append(("start", trainer.step, trainer.total_steps))
+
+    def on_batch_end(self, trainer):
+        self.events.append(("batch", trainer.step, trainer.epoch))
+        assert math.isfinite(trainer.loss)
+
+    def on_epoch_end(self, trainer):
+        self.events.append(("epoch", trainer.step, trainer.epoch))
+        assert trainer.epoch_results[-1].epoch == trainer.epoch
+
+    def on_train_end(self, trainer):
+        self.events.append(("end", trainer.step, trainer.outcome.status))
+
+
+def test_callbacks_receive_events_in_order():
+    log = EventLog()
+    trainer = make_trainer(epochs=2, callbacks=[log])
+    trainer.run()
+    names = [e[0] for e in log.events]
+    per_epoch = trainer.steps_per_epoch
+    assert per_epoch == 5  # 30 duplicates in batches of 7
+    assert trainer.total_steps == 2 * per_epoch
+    assert names == ["start"] + (["batch"] * per_epoch + ["epoch"]) * 2 + ["end"]
+    assert names.count("batch") == trainer.total_steps
+    assert log.events[0] == ("start", 0, trainer.total_steps)
+    assert [e[1] for e in log.events if e[0] == "batch"] == list(range(1, trainer.total_steps + 1))
+    assert [e[2] for e in log.events if e[0] == "epoch"] == [1, 2]
+    assert log.events[-1] == ("end", trainer.total_steps, "completed")
+
+
+class CancelAt:
+    def __init__(self, step):
+        self.step = step
+        self.batches = 0
+
+    def on_batch_end(self, trainer):
+        self.batches += 1
+        if trainer.step == self.step:
+            trainer.cancel()
+
+
+def test_cancel_from_callback_stops_within_one_step():
+    canceller, log = CancelAt(3), EventLog()
+    trainer = make_trainer(epochs=3, callbacks=[canceller, log])
+    outcome = trainer.run()
+    assert outcome.status == "cancelled"
+    assert trainer.step == 3 and canceller.batches == 3
+    assert "cancelled at step 3" in outcome.message
+    assert outcome.best_epoch == 0 and outcome.epochs == []
+    assert [e[0] for e in log.events] == ["start", "batch", "batch", "batch", "end"]
+
+
+def test_stop_event_set_before_run_trains_nothing():
+    stop = threading.Event()
+    stop.set()
+    trainer = make_trainer(stop_event=stop)
+    before = _state(trainer.model)
+    outcome = trainer.run()
+    assert outcome.status == "cancelled" and trainer.step == 0
+    assert _same_state(before, _state(trainer.model))
+
+
+class ScriptedValidation(Trainer):
+    """A trainer whose validation ROC AUC follows a script, to test model selection exactly."""
+
+    script: list = []
+
+    def validate(self):
+        return {"roc_auc": self.script[self.epoch - 1], "accuracy": 0.5, "f1": 0.5}
+
+
+def _scripted(aucs):
+    return type("Scripted", (ScriptedValidation,), {"script": list(aucs)})
+
+
+def test_early_stopping_after_patience_epochs_without_improvement():
+    trainer = make_trainer(epochs=6, patience=2, trainer_class=_scripted([0.7, 0.8, 0.75, 0.79, 0.95, 0.99]))
+    outcome = trainer.run()
+    assert outcome.status == "early_stopped"
+    assert len(outcome.epochs) == 4  # best at 2; 3 and 4 do not improve -> stop after 4
+    assert outcome.best_epoch == 2
+    assert outcome.best_metrics["roc_auc"] == 0.8
+    assert "2 epoch(s)" in outcome.message
+
+
+def test_patience_zero_disables_early_stopping():
+    trainer = make_trainer(epochs=4, patience=0, trainer_class=_scripted([0.9, 0.5, 0.5, 0.5]))
+    outcome = trainer.run()
+    assert outcome.status == "completed" and len(outcome.epochs) == 4 and outcome.best_epoch == 1
+
+
+class StateRecorder:
+    def __init__(self):
+        self.after_epoch = {}
+        self.after_step = {}
+
+    def on_batch_end(self, trainer):
+        self.after_step[trainer.step] = _state(trainer.model)
+
+    def on_epoch_end(self, trainer):
+        self.after_epoch[trainer.epoch] = _state(trainer.model)
+
+
+def test_best_epoch_weights_are_restored():
+    recorder = StateRecorder()
+    trainer = make_trainer(epochs=3, callbacks=[recorder], trainer_class=_scripted([0.7, 0.9, 0.8]))
+    outcome = trainer.run()
+    assert outcome.status == "completed" and outcome.best_epoch == 2
+    final = _state(trainer.model)
+    assert _same_state(final, recorder.after_epoch[2])
+    assert not _same_state(final, recorder.after_epoch[3])  # training did move the weights
+
+
+def test_best_epoch_weights_with_real_validation():
+    recorder = StateRecorder()
+    trainer = make_trainer(epochs=3, callbacks=[recorder])
+    outcome = trainer.run()
+    aucs = [e.metrics["roc_auc"] for e in outcome.epochs]
+    assert outcome.best_epoch == int(np.argmax(aucs)) + 1
+    assert _same_state(_state(trainer.model), recorder.after_epoch[outcome.best_epoch])
+
+
+class NaNAtCall:
+    """Wraps an objective and returns NaN on its n-th call (keeping the graph, like a real blow-up)."""
+
+    def __init__(self, n, inner=None):
+        self.n, self.calls = n, 0
+        self.inner = inner or Objective(LossConfig("triplet"))
+        self.batch_kind = self.inner.batch_kind
+
+    def __call__(self, v1, v2, labels=None, *rest):
+        self.calls += 1
+        loss = self.inner(v1, v2, labels, *rest)
+        return loss * float("nan") if self.calls == self.n else loss
+
+
+def test_nan_loss_fails_and_keeps_last_good_weights():
+    recorder, log = StateRecorder(), EventLog()
+    trainer = make_trainer(epochs=2, callbacks=[recorder, log], objective=NaNAtCall(2))
+    outcome = trainer.run()
+    assert outcome.status == "failed"
+    assert "loss" in outcome.message and "nan" in outcome.message and "step 2" in outcome.message
+    assert "learning rate" in outcome.message
+    assert trainer.step == 1
+    final = _state(trainer.model)
+    assert all(torch.isfinite(v).all() for v in final.values() if v.is_floating_point())
+    assert _same_state(final, recorder.after_step[1])
+    assert log.events[-1] == ("end", 1, "failed")
+
+
+class OutOfMemory:
+    batch_kind = "duplicates"
+
+    def __call__(self, v1, v2, labels=None, *rest):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 4.00 GiB total)")
+
+
+def test_out_of_memory_suggests_smaller_batch_or_length():
+    trainer = make_trainer(objective=OutOfMemory())
+    outcome = trainer.run()
+    assert outcome.status == "failed"
+    assert "out of memory" in outcome.message
+    assert "--batch-size" in outcome.message and "max length" in outcome.message
+    assert outcome.best_epoch == 0
+
+
+def test_no_possible_batch_raises_training_error():
+    trainer = make_trainer(n_train=1)  # one duplicate pair cannot form a batch with a negative
+    with pytest.raises(TrainingError, match="no training batch"):
+        trainer.run()
+
+
+def test_without_validation_every_epoch_counts_as_best():
+    recorder = StateRecorder()
+    trainer = make_trainer(n_val=0, epochs=2, callbacks=[recorder])
+    outcome = trainer.run()
+    assert outcome.status == "completed" and outcome.best_epoch == 2
+    assert outcome.epochs[0].metrics == {}
+    assert _same_state(_state(trainer.model), recorder.after_epoch[2])
+
+
+@pytest.mark.parametrize("kwargs", [{"optimizer": "sgd"}, {"epochs": 0}, {"batch_size": 0}, {"lr": 0.0}])
+def test_train_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError):
+        TrainConfig(**kwargs)
+
+
+def test_contrastive_training_uses_every_pair():
+    log = EventLog()
+    trainer = make_trainer(epochs=1, callbacks=[log], objective=Objective(LossConfig("contrastive")))
+    outcome = trainer.run()
+    assert outcome.status == "completed"
+    assert trainer.total_steps == math.ceil(60 / 7)
+    assert outcome.pairs_seen == 60
