@@ -25,8 +25,17 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message}")
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows "(default: X)" except where there is no default value, whose help says what applies."""
+
+    def _get_help_string(self, action):
+        if action.default is None or isinstance(action.default, bool):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _formatter(prog):
-    return argparse.ArgumentDefaultsHelpFormatter(prog, max_help_position=32)
+    return _DefaultsFormatter(prog, max_help_position=32)
 
 
 # ---- progress ----------------------------------------------------------------------------------
@@ -82,22 +91,42 @@ def _load_model(name: str, device: str):
         raise CliError(str(error)) from None
 
 
+def _train_spec(args):
+    """The RunSpec of ``train``: a preset (if named) or the model's defaults, then explicit options."""
+    import dataclasses
+
+    from core.objectives import LossConfig
+    from core.pipeline import RunSpec, default_train_config
+    from core.presets import PRESETS
+
+    numbers = {k: v for k, v in dict(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                                      patience=args.patience, max_steps=args.max_steps).items() if v is not None}
+    options = json.loads(args.model_options) if args.model_options else {}
+    if args.preset:
+        if args.model or args.loss:
+            raise ValueError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
+        spec = PRESETS[args.preset].spec(device=args.device, **numbers)
+        run = {"model_options": {**spec.model_options, **options}, "hard_negatives": spec.hard_negatives
+               or args.hard_negatives, "split_by_question": args.split_by_question}
+        if args.max_length is not None:
+            run["max_length"] = args.max_length
+        if args.margin is not None:
+            spec.loss = dataclasses.replace(spec.loss, margin=args.margin)
+        return dataclasses.replace(spec, data_name=Path(args.data).name, **run)
+    model = args.model or "lstm"
+    loss = LossConfig(args.loss or "triplet", margin=args.margin, form=args.form, scale=args.scale)
+    return RunSpec(model=model, loss=loss, train=default_train_config(model, device=args.device, **numbers),
+                   max_length=args.max_length or 64, split_by_question=args.split_by_question,
+                   data_name=Path(args.data).name, hard_negatives=args.hard_negatives, model_options=options)
+
+
 def cmd_train(args) -> int:
     from core.device import DeviceError, resolve_device
-    from core.objectives import LossConfig
-    from core.pipeline import RunSpec, default_train_config, train_run
+    from core.pipeline import train_run
 
     try:
         resolve_device(args.device)
-        loss = LossConfig(args.loss, margin=args.margin, form=args.form, scale=args.scale)
-        overrides = {k: v for k, v in dict(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr).items()
-                     if v is not None}
-        train = default_train_config(args.model, seed=args.seed, device=args.device, patience=args.patience,
-                                     **overrides)
-        spec = RunSpec(model=args.model, loss=loss, train=train, max_length=args.max_length,
-                       split_by_question=args.split_by_question, data_name=Path(args.data).name,
-                       hard_negatives=args.hard_negatives,
-                       model_options=json.loads(args.model_options) if args.model_options else {})
+        spec = _train_spec(args)
     except (DeviceError, ValueError, TypeError) as error:
         raise CliError(str(error)) from None
     pairs = _load_data(args.data, args.max_rows)
@@ -163,6 +192,7 @@ def cmd_predict(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from core.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
     from core.pipeline import MODEL_NAMES
+    from core.presets import preset_names
 
     parser = _Parser(prog="python -m core", formatter_class=_formatter,
                      description="Siamese networks for duplicate questions: train, evaluate, predict.")
@@ -170,8 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=_formatter)
     train.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) with question1, question2, is_duplicate")
-    train.add_argument("--model", choices=MODEL_NAMES, default="lstm", help="model family")
-    train.add_argument("--loss", choices=LOSS_NAMES, default="triplet", help="training loss")
+    train.add_argument("--preset", choices=preset_names(), default=None,
+                       help="a named recipe from docs/BENCHMARKS.md (sets model, loss and settings)")
+    train.add_argument("--model", choices=MODEL_NAMES, default=None, help="model family (default: lstm)")
+    train.add_argument("--loss", choices=LOSS_NAMES, default=None, help="training loss (default: triplet)")
     train.add_argument("--epochs", type=int, default=None, help="epochs (default depends on the model)")
     train.add_argument("--batch-size", type=int, default=None, help="pairs per step (default depends on the model)")
     train.add_argument("--lr", type=float, default=None, help="peak learning rate (default depends on the model)")
@@ -179,11 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="loss margin (default: 0.25 for triplet on cosines, 1.0 for contrastive on distances)")
     train.add_argument("--form", choices=CONTRASTIVE_FORMS, default="squared_hinge", help="contrastive loss form")
     train.add_argument("--scale", type=float, default=20.0, help="softmax loss: cosine scale")
-    train.add_argument("--max-length", type=int, default=64, help="tokens per question")
+    train.add_argument("--max-length", type=int, default=None, help="tokens per question (default: 64)")
     train.add_argument("--max-rows", type=int, default=None, help="use only the first N usable rows")
-    train.add_argument("--seed", type=int, default=0, help="random seed (split, weights, batches)")
+    train.add_argument("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
+    train.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: no cap)")
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
-    train.add_argument("--patience", type=int, default=2, help="early stopping patience in epochs (0 = off)")
+    train.add_argument("--patience", type=int, default=None, help="early stopping patience in epochs, 0 = off (default: 2)")
     train.add_argument("--split-by-question", action="store_true", help="no validation question occurs in training")
     train.add_argument("--hard-negatives", action="store_true",
                        help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from core import distributed
-from core.data import dataset_summary, load_pairs, split_pairs
+from core.data import Splits, dataset_summary, split_pairs
 from core.evaluation import pair_scores
 from core.metrics import best_thresholds, evaluate_scores
 from core.models import (
@@ -116,6 +116,21 @@ def train_run(
     """Train, calibrate and save one model on ``pairs``; see the module docstring."""
     splits = split_pairs(pairs, val_fraction=spec.val_fraction, test_fraction=spec.test_fraction,
                          seed=spec.train.seed, by_question=spec.split_by_question)
+    return train_on_splits(spec, splits, out_dir, runs_root, callbacks, stop_event, save, all_pairs=pairs)
+
+
+def train_on_splits(
+    spec: RunSpec,
+    splits: Splits,
+    out_dir: str | Path | None = None,
+    runs_root: str | Path = "runs",
+    callbacks: Sequence[object] = (),
+    stop_event: threading.Event | None = None,
+    save: bool = True,
+    all_pairs: pd.DataFrame | None = None,
+) -> RunResult:
+    """``train_run`` on splits made elsewhere (the benchmarks fix their own held-out test set)."""
+    pairs = all_pairs if all_pairs is not None else pd.concat([splits.train, splits.val, splits.test])
     torch.manual_seed(spec.train.seed)
     model = build_model(spec, splits.train)
     use_hard_negatives = spec.hard_negatives and spec.loss.batch_kind == "duplicates"

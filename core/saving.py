@@ -1,16 +1,31 @@
 """Model folders: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file.
 
 Loading never unpickles and never runs code from the folder: the config is JSON checked field by
-field, the weights are safetensors, the vocabulary is plain text. Saving is atomic: everything is
-written to a hidden temporary folder beside the target, then renamed into place.
+field, the weights are safetensors, the vocabulary is plain text.
+
+Saving is atomic. Everything is written (and fsynced) to a hidden ``.tmp-<name>-<id>`` folder beside
+the target, which then takes the target's place:
+
+* If the process dies at any moment (SIGKILL, power cut after the fsyncs, an exception), the target
+  holds the previous model or the new one, each whole; never a mix, never a half-written file.
+  (tests/test_crash_save.py kills a save before each of its filesystem steps and at random moments.)
+* Replacing an existing folder is one ``renameat2(RENAME_EXCHANGE)`` on Linux, so the target is
+  never missing. Where that call is unavailable (other systems, some filesystems) it falls back to
+  two renames (target -> ``.old-<name>-<id>``, new -> target); a crash between them leaves the
+  target missing and the complete previous model in ``.old-<name>-<id>``: ``load_model`` and
+  ``list_runs`` say so and ``recover_interrupted_saves(root)`` puts it back.
+* Leftover ``.tmp-*`` / ``.old-*`` folders are never loaded; ``list_runs`` reports them as problems.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import errno
 import json
 import os
 import re
 import shutil
+import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +43,8 @@ FORMAT = "siamese-lab-model"
 FORMAT_VERSION = 1
 TEMP_PREFIX, OLD_PREFIX = ".tmp-", ".old-"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_OLD_FOLDER = re.compile(r"^\.old-(?P<name>.+)-[0-9a-f]{8}$")
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2  # from <fcntl.h> and <linux/fs.h>
 
 
 class ModelLoadError(ValueError):
@@ -59,17 +76,61 @@ def save_model(model: PairEncoder, folder: str | Path, metadata: dict | None = N
         for path in temp.iterdir():
             with open(path, "rb") as handle:
                 os.fsync(handle.fileno())
-        if folder.exists():
+        if folder.exists() and _exchange_folders(temp, folder):
+            shutil.rmtree(temp, ignore_errors=True)  # temp now holds the previous model
+        elif folder.exists():
             old = folder.parent / f"{OLD_PREFIX}{folder.name}-{uuid.uuid4().hex[:8]}"
             os.rename(folder, old)
-            os.rename(temp, folder)
+            os.rename(temp, folder)  # a crash just before this leaves the target missing: see recovery
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(temp, folder)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
+    _fsync_folder(folder.parent)  # make the rename itself survive a power cut
     return folder
+
+
+def _exchange_folders(new: Path, target: Path) -> bool:
+    """Swap two existing paths in one step (Linux ``renameat2`` with ``RENAME_EXCHANGE``).
+
+    False when the system or filesystem cannot, so the caller falls back to two renames.
+    """
+    rename_exchange = _renameat2()
+    if rename_exchange is None:
+        return False
+    if rename_exchange(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(target), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(target))
+
+
+def _renameat2():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2  # glibc >= 2.28
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open a directory; the rename is still atomic there
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
 
 
 def _json_default(value):
@@ -86,6 +147,11 @@ def _json_default(value):
 def read_config(folder: str | Path) -> dict:
     folder = Path(folder)
     if not folder.is_dir():
+        previous = _interrupted_saves(folder.parent).get(folder.name)
+        if previous is not None:
+            raise ModelLoadError(
+                f"no model folder at {folder}: an interrupted save left the previous model in "
+                f"{previous.name}; recover_interrupted_saves({str(folder.parent)!r}) puts it back")
         raise ModelLoadError(f"no model folder at {folder}")
     path = folder / CONFIG_FILE
     if not path.is_file():
@@ -197,11 +263,16 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     runs, problems = [], []
     if not root.is_dir():
         return runs, problems
+    for name, previous in _interrupted_saves(root).items():
+        problems.append(f"{name}: missing after an interrupted save; the previous model is in {previous.name} "
+                        "and recover_interrupted_saves() puts it back")
     for path in sorted(root.iterdir()):
         if not path.is_dir():
             continue
         if path.name.startswith((TEMP_PREFIX, OLD_PREFIX)):
             problems.append(f"{path.name}: left over from an interrupted save; ignored")
+            continue
+        if path.name.startswith("."):  # hidden folders hold caches (e.g. .cache/), not models
             continue
         try:
             config = read_config(path)
@@ -214,3 +285,42 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
         runs.append({"name": path.name, "path": str(path), **config})
     runs.sort(key=lambda r: str(r.get("saved_at", "")), reverse=True)
     return runs, problems
+
+
+def _interrupted_saves(root: Path) -> dict[str, Path]:
+    """Run name -> its complete ``.old-<name>-*`` folder, for runs whose folder is missing.
+
+    Only the two-rename fallback of ``save_model`` can leave this state (killed between its renames).
+    """
+    newest: dict[str, tuple[str, Path]] = {}  # several interrupted saves of one run: keep the newest
+    if not root.is_dir():
+        return {}
+    for path in sorted(root.iterdir()):
+        match = _OLD_FOLDER.match(path.name)
+        name = match["name"] if match else ""
+        if not match or not _SAFE_NAME.match(name) or (root / name).exists() or not (path / WEIGHTS_FILE).is_file():
+            continue
+        try:
+            saved_at = str(read_config(path).get("saved_at", ""))
+        except ModelLoadError:
+            continue
+        if name not in newest or saved_at > newest[name][0]:
+            newest[name] = (saved_at, path)
+    return {name: path for name, (_, path) in newest.items()}
+
+
+def recover_interrupted_saves(root: str | Path) -> list[str]:
+    """Put back the previous model of every run whose save died between its two renames.
+
+    Returns one message per restored run. Other leftovers are left alone: a ``.tmp-*`` folder may
+    belong to a save that is still running.
+    """
+    root = Path(root)
+    restored = []
+    for name, previous in _interrupted_saves(root).items():
+        try:
+            os.rename(previous, root / name)
+        except OSError:  # restored or saved again by someone else meanwhile
+            continue
+        restored.append(f"{name}: restored the previous model from {previous.name}")
+    return restored

@@ -38,6 +38,7 @@ class TrainConfig:
     amp: bool = True  # float16 autocast on CUDA (ignored on CPU)
     patience: int = 2  # epochs without a better validation ROC AUC before stopping; 0 disables
     max_val_pairs: int = 5000  # validation pairs scored after each epoch (a seeded subset if more)
+    max_steps: int = 0  # stop after this many steps in all, ending with a validation (0 = no cap)
 
     def __post_init__(self):
         if self.optimizer not in ("adam", "adamw"):
@@ -208,6 +209,9 @@ class Trainer:
                 "suitable pairs (duplicate pairs for triplet/softmax)"
             )
         self.total_steps = self.steps_per_epoch * c.epochs
+        if c.max_steps:
+            self.total_steps = min(self.total_steps, c.max_steps)
+        epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         optimizer = self._optimizer()
         scheduler = self._schedule(optimizer)
         scaler = torch.amp.GradScaler("cuda") if (c.amp and self.device.type == "cuda") else None
@@ -216,7 +220,7 @@ class Trainer:
         train_seconds = 0.0
         self._emit("on_train_start")
         try:
-            for epoch in range(1, c.epochs + 1):
+            for epoch in range(1, epochs + 1):
                 self.epoch = epoch
                 self.model.train()
                 epoch_started = time.perf_counter()
@@ -224,6 +228,8 @@ class Trainer:
                 for rows in first_epoch if epoch == 1 else self._epoch_batches(epoch - 1):
                     if distributed.broadcast_flag(self.cancelled):
                         self.stop_event.set()
+                        break
+                    if self.step >= self.total_steps:  # max_steps reached inside this epoch
                         break
                     local_rows = distributed.local_slice(rows, self.context)
                     step_started = time.perf_counter()

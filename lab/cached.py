@@ -121,9 +121,10 @@ def _index_slot(choice: str, stamp: float, key: str) -> dict:
 
 def search_cache_dir(choice: str) -> Path | None:
     """Where a search index is saved: inside the saved model's folder, so it goes when the model
-    goes. Zero-shot MiniLM keeps its index in memory only (a folder in the runs root would be
-    listed as a broken model)."""
-    return None if choice == ZERO_SHOT else Path(choice)
+    goes; zero-shot MiniLM's goes to the hidden ``.cache/minilm`` of the models folder."""
+    if choice == ZERO_SHOT:
+        return Path(st.session_state.runs_root) / ".cache" / "minilm"
+    return Path(choice)
 
 
 def search_index(choice: str, key: str, texts: list[str], progress: Callable[[int, int], None] | None = None):

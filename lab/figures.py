@@ -114,7 +114,8 @@ def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None) 
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=roc["fpr"], y=roc["tpr"], mode="lines", name="ROC",
                                 customdata=roc["thresholds"],
-                                hovertemplate="FPR %{x:.3f}, TPR %{y:.3f}<br>threshold %{customdata:.3f}<extra></extra>"))
+                                hovertemplate=("FPR %{x:.3f}, TPR %{y:.3f}<br>threshold %{customdata:.3f}"
+                                               "<extra></extra>")))
     figure.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="chance",
                                 line=dict(dash="dash", color="#999999"), hoverinfo="skip"))
     figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",

@@ -38,7 +38,8 @@ if st.session_state.get("verdict_model") != choice or "threshold" not in st.sess
 
 first_box, second_box = st.columns(2)
 question1 = first_box.text_area("Question 1", value="How do I learn Python?", key="question1", height=100)
-question2 = second_box.text_area("Question 2", value="What is the best way to learn Python?", key="question2", height=100)
+question2 = second_box.text_area("Question 2", value="What is the best way to learn Python?", key="question2",
+                                 height=100)
 threshold = st.slider("Threshold: duplicate when the similarity is above it", min_value=-1.0, max_value=1.0,
                       step=0.01, key="threshold",
                       help="Starts at the model's calibrated threshold (best accuracy on its validation split).")

@@ -45,8 +45,7 @@ def sample():
 
 
 @pytest.fixture
-def app(tmp_path, monkeypatch):
-    monkeypatch.setenv("SIAMESE_LAB_RUNS", str(tmp_path / "runs"))
+def app(runs_root):  # runs_root (conftest): an empty models folder, so zero-shot MiniLM is the only choice
     at = AppTest.from_file(PAGE, default_timeout=90)
     at.run()
     assert not at.exception, at.exception

@@ -1,11 +1,9 @@
 """The verdict page: the score, the verdict at the slider's threshold, validation metrics, hostile text."""
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -33,19 +31,8 @@ def validation(minilm):
     return val["is_duplicate"].to_numpy(), minilm.score_pairs(val["question1"].tolist(), val["question2"].tolist())
 
 
-@pytest.fixture(scope="module")
-def tiny_lstm(tmp_path_factory):
-    from core.pipeline import RunSpec, default_train_config, train_run
-
-    root = tmp_path_factory.mktemp("verdict-runs")
-    spec = RunSpec(model="lstm", train=default_train_config("lstm", epochs=1), model_options={"hidden_size": 16},
-                   data_name="sample")
-    result = train_run(spec, load_pairs(SAMPLE)[0], out_dir=root / "tiny-lstm", runs_root=root)
-    return root, result
-
-
-def new_app(monkeypatch, runs_root) -> AppTest:
-    monkeypatch.setenv("SIAMESE_LAB_RUNS", str(runs_root))
+def new_app() -> AppTest:
+    """The page in a new session; request ``runs_root`` or ``runs_with_models`` (conftest) first."""
     at = AppTest.from_file(PAGE, default_timeout=90)
     at.run()
     assert not at.exception, at.exception
@@ -60,8 +47,8 @@ def verdict(at: AppTest) -> str:
     return next(h.value for h in at.header if "DUPLICATE" in h.value)
 
 
-def test_default_pair_zero_shot(monkeypatch, tmp_path, minilm, validation):
-    at = new_app(monkeypatch, tmp_path)
+def test_default_pair_zero_shot(runs_root, minilm, validation, plotly_figures):
+    at = new_app()
     assert not at.error
     assert at.slider(key="threshold").value == pytest.approx(ZERO_SHOT_THRESHOLD)
     score = minilm.score_pairs([at.text_area(key="question1").value], [at.text_area(key="question2").value])[0]
@@ -72,20 +59,14 @@ def test_default_pair_zero_shot(monkeypatch, tmp_path, minilm, validation):
     assert metric(at, "Accuracy") == f"{expected['accuracy']:.3f}"
     assert metric(at, "F1") == f"{expected['f1']:.3f}"
     # ROC with the threshold's point marked at (fpr, tpr).
-    roc = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "ROC" in json.dumps(json.loads(c.proto.spec)["layout"].get("title", "")))
+    roc = next(f for f in plotly_figures(at) if f["layout"]["title"]["text"].startswith("ROC"))
     point = roc["data"][-1]
     fpr = expected["fp"] / (expected["fp"] + expected["tn"])
-    assert _number(point["x"]) == pytest.approx(fpr) and _number(point["y"]) == pytest.approx(expected["recall"])
+    assert point["x"][0] == pytest.approx(fpr) and point["y"][0] == pytest.approx(expected["recall"])
 
 
-def _number(value) -> float:
-    if isinstance(value, dict):
-        return float(np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))[0])
-    return float(value[0])
-
-
-def test_moving_the_threshold_changes_the_verdict_and_the_metrics(monkeypatch, tmp_path, minilm, validation):
-    at = new_app(monkeypatch, tmp_path)
+def test_moving_the_threshold_changes_the_verdict_and_the_metrics(runs_root, minilm, validation):
+    at = new_app()
     score = float(metric(at, "Cosine similarity"))
     labels, scores = validation
     for threshold in (round(score - 0.05, 2), round(score + 0.05, 2)):
@@ -98,8 +79,8 @@ def test_moving_the_threshold_changes_the_verdict_and_the_metrics(monkeypatch, t
         assert metric(at, "Precision") == f"{expected['precision']:.3f}"
 
 
-def test_hostile_and_long_text_is_shown_as_text(monkeypatch, tmp_path):
-    at = new_app(monkeypatch, tmp_path)
+def test_hostile_and_long_text_is_shown_as_text(runs_root):
+    at = new_app()
     at.text_area(key="question1").input(HOSTILE).run()
     long_question = "why " * 200 + "?"
     at.text_area(key="question2").input(long_question).run()
@@ -111,21 +92,27 @@ def test_hostile_and_long_text_is_shown_as_text(monkeypatch, tmp_path):
     assert not any("truncated" in c.value and "Question 1" in c.value for c in at.caption)
 
 
-def test_empty_question_asks_for_text(monkeypatch, tmp_path):
-    at = new_app(monkeypatch, tmp_path)
+def test_empty_question_asks_for_text(runs_root):
+    at = new_app()
     at.text_area(key="question1").input("   ").run()
     assert not at.exception and not at.error
     assert any("both boxes" in i.value for i in at.info)
 
 
-def test_changing_model_resets_the_threshold(monkeypatch, tiny_lstm):
-    root, result = tiny_lstm
-    at = new_app(monkeypatch, root)
+def test_changing_model_resets_the_threshold(runs_with_models):
+    _, folders = runs_with_models
+    calibrated = {model: json.loads((folder / "config.json").read_text())["thresholds"]["accuracy"]
+                  for model, folder in folders.items()}
+    at = new_app()
     labels = at.selectbox(key="model").options
-    assert len(labels) == 2
+    assert len(labels) == 3
     at.slider(key="threshold").set_value(0.33).run()
-    at.selectbox(key="model").set_value(labels[1]).run()
-    assert not at.exception and not at.error
-    assert at.slider(key="threshold").value == pytest.approx(round(result.thresholds["accuracy"], 2))
+    for model, folder in folders.items():
+        label = next(option for option in labels if option.startswith(folder.name))
+        at.selectbox(key="model").set_value(label).run()
+        assert not at.exception and not at.error
+        assert at.slider(key="threshold").value == pytest.approx(round(calibrated[model], 2))
+    at.slider(key="threshold").set_value(0.33).run()  # the user's value stays until the model changes
+    assert at.slider(key="threshold").value == pytest.approx(0.33)
     at.selectbox(key="model").set_value(labels[0]).run()
     assert at.slider(key="threshold").value == pytest.approx(ZERO_SHOT_THRESHOLD)

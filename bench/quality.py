@@ -1,0 +1,229 @@
+"""Real-data quality on Quora pairs: every model x loss, baselines, and the peer, on one held-out set.
+
+Protocol (issue 4):
+- a random 10 % of the shared pairs is the held-out TEST split (seed 2026), never trained or tuned on;
+  it is scored on a fixed random sample of ``--test-pairs`` of those pairs (all of them with 0);
+- 5 % more is the VALIDATION split: early stopping and the calibrated threshold (best accuracy);
+- the rest is training data (each run may use only the first ``train_rows`` of it);
+- "unseen" = test pairs whose two questions occur nowhere in the training split.
+
+Prints one markdown table (ROC AUC, AP, accuracy, F1, unseen ROC AUC, training time, pairs/s) and
+writes the same rows as JSON to bench/out/. ``--quick`` runs every combination on small slices in a
+few minutes; the default budgets are the ones in docs/BENCHMARKS.md.
+
+    .venv/bin/python bench/quality.py --quick
+    .venv/bin/python bench/quality.py --only lstm-quora,minilm-quora --peer
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import data_path  # noqa: E402
+
+from core.data import Splits, load_pairs, split_pairs, unseen_mask  # noqa: E402
+from core.metrics import evaluate_scores, ranking_metrics  # noqa: E402
+from core.objectives import LossConfig  # noqa: E402
+from core.pipeline import RunSpec, default_train_config, load_any, train_on_splits  # noqa: E402
+from core.presets import PRESETS  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "out"
+LOSSES = {  # label -> (LossConfig fields, hard negatives)
+    "triplet+hn": ({"name": "triplet"}, True),
+    "contrastive": ({"name": "contrastive", "form": "squared_hinge"}, False),
+    "contrastive-m2": ({"name": "contrastive", "form": "margin_squared"}, False),
+    "softmax+hn": ({"name": "softmax"}, True),
+}
+# Per model: training rows, epochs, max steps, batch, lr, model options; (full, quick).
+BUDGETS = {
+    "lstm": ({"rows": None, "epochs": 3, "batch_size": 256, "lr": 2e-3,
+              "options": {"embedding_dim": 128, "hidden_size": 128, "bidirectional": True}, "max_length": 40},
+             {"rows": 8000, "epochs": 2, "batch_size": 128, "lr": 2e-3,
+              "options": {"embedding_dim": 64, "hidden_size": 64}, "max_length": 32}),
+    "dual-transformer": ({"rows": 60000, "epochs": 2, "batch_size": 64, "lr": 3e-4,
+                          "options": {"d_model": 128, "num_heads": 4, "num_layers": 2, "ff_dim": 512,
+                                      "projection_dim": 128}, "max_length": 40},
+                         {"rows": 3000, "epochs": 1, "batch_size": 32, "lr": 3e-4,
+                          "options": {"d_model": 64, "num_heads": 4, "num_layers": 1, "ff_dim": 128,
+                                      "projection_dim": 64}, "max_length": 32}),
+    "minilm": ({"rows": 20000, "epochs": 1, "batch_size": 64, "lr": 2e-5, "options": {}, "max_length": 40},
+               {"rows": 400, "epochs": 1, "batch_size": 32, "lr": 2e-5, "options": {}, "max_length": 32}),
+}
+
+
+def protocol_splits(pairs, seed: int = 2026) -> Splits:
+    return split_pairs(pairs, val_fraction=0.05, test_fraction=0.10, seed=seed)
+
+
+def score_row(name: str, model, test, unseen, thresholds: dict, seconds: float, pairs_per_second: float) -> dict:
+    from core.evaluation import pair_scores
+    from core.pair_table import PairTable
+
+    scores = pair_scores(model, PairTable(test, model.tokenizer))
+    return metrics_row(name, test["is_duplicate"].to_numpy(), scores, unseen, thresholds.get("accuracy"),
+                       seconds, pairs_per_second)
+
+
+def metrics_row(name, labels, scores, unseen, threshold, seconds, pairs_per_second) -> dict:
+    m = evaluate_scores(labels, scores, threshold)
+    u = ranking_metrics(labels[unseen], scores[unseen])
+    return {"name": name, "roc_auc": m["roc_auc"], "average_precision": m["average_precision"],
+            "accuracy": m["accuracy"], "f1": m["f1"], "threshold": m["threshold"],
+            "unseen_roc_auc": u["roc_auc"], "unseen_n": int(unseen.sum()), "n": m["n"],
+            "train_seconds": round(seconds, 1), "pairs_per_second": round(pairs_per_second, 1)}
+
+
+def tfidf_row(splits: Splits, test, unseen) -> dict:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(min_df=2, sublinear_tf=True)
+    vectorizer.fit(np.concatenate([splits.train["question1"], splits.train["question2"]]))
+
+    def cosine(frame):
+        a, b = vectorizer.transform(frame["question1"]), vectorizer.transform(frame["question2"])
+        return np.asarray(a.multiply(b).sum(axis=1)).ravel()  # rows are L2-normalised
+
+    threshold = _calibrate(splits.val, cosine)
+    return metrics_row("TF-IDF cosine", test["is_duplicate"].to_numpy(), cosine(test), unseen, threshold, 0, 0)
+
+
+def _calibrate(val, score_fn) -> float:
+    from core.metrics import best_thresholds
+
+    return best_thresholds(val["is_duplicate"].to_numpy(), score_fn(val))["accuracy"]
+
+
+def zero_shot_row(splits: Splits, test, unseen, val_pairs: int) -> dict:
+    model, _ = load_any("minilm")
+    val = splits.val.sample(n=min(val_pairs, len(splits.val)), random_state=0)
+    threshold = _calibrate(val, lambda f: model.score_pairs(f["question1"].tolist(), f["question2"].tolist()))
+    return score_row("MiniLM zero-shot", model, test, unseen, {"accuracy": threshold}, 0, 0)
+
+
+def run_combination(model_name: str, loss_label: str, splits: Splits, test, unseen, quick: bool) -> dict:
+    budget = BUDGETS[model_name][1 if quick else 0]
+    loss_fields, hard = LOSSES[loss_label]
+    train = splits.train if budget["rows"] is None else splits.train.iloc[: budget["rows"]]
+    spec = RunSpec(model=model_name, loss=LossConfig(**loss_fields),
+                   train=default_train_config(model_name, epochs=budget["epochs"], batch_size=budget["batch_size"],
+                                              lr=budget["lr"], patience=1, max_val_pairs=1000 if quick else 3000),
+                   model_options=budget["options"], max_length=budget["max_length"], hard_negatives=hard)
+    return train_and_score(f"{model_name} / {loss_label}", spec, Splits(train, splits.val, splits.test[:0]), test,
+                           unseen)
+
+
+def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> dict:
+    result = train_on_splits(spec, splits, save=False)
+    row = score_row(name, result.model, test, unseen, result.thresholds, result.outcome.seconds,
+                    result.outcome.pairs_per_second)
+    row.update(train_pairs=len(splits.train), epochs_run=len(result.outcome.epochs), status=result.outcome.status,
+               spec={"loss": dataclasses.asdict(spec.loss), "train": dataclasses.asdict(spec.train),
+                     "model_options": spec.model_options, "max_length": spec.max_length,
+                     "hard_negatives": spec.hard_negatives})
+    return row
+
+
+def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool) -> dict:
+    spec = PRESETS[preset_name].spec()
+    if quick:
+        spec.train.max_steps = 30
+    return train_and_score(f"preset {preset_name}", spec, Splits(splits.train, splits.val, splits.test[:0]),
+                           test, unseen)
+
+
+def peer_rows(splits: Splits, test, unseen, quick: bool) -> list[dict]:
+    """sentence-transformers' trainer vs ours on the same MiniLM, data, batch size and epochs."""
+    from bench.peer import fine_tune_peer
+
+    n = 400 if quick else 20000
+    rows = []
+    labelled = splits.train.iloc[:n]
+    duplicates = splits.train[splits.train["is_duplicate"] == 1].iloc[:n]
+    for peer_loss, our_loss, data in (("OnlineContrastiveLoss", "contrastive", labelled),
+                                      ("MultipleNegativesRankingLoss", "softmax", duplicates)):
+        model, seconds = fine_tune_peer(peer_loss, data, batch_size=64, epochs=1, lr=2e-5, max_length=40)
+        row = score_row(f"peer ST {peer_loss}", model, test, unseen,
+                        {"accuracy": _calibrate(splits.val.iloc[:3000], lambda f: model.score_pairs(
+                            f["question1"].tolist(), f["question2"].tolist()))}, seconds, len(data) / seconds)
+        row["train_pairs"] = len(data)
+        rows.append(row)
+        spec = RunSpec(model="minilm", loss=LossConfig(our_loss),
+                       train=default_train_config("minilm", epochs=1, batch_size=64, lr=2e-5, patience=0,
+                                                  max_val_pairs=500),
+                       max_length=40)
+        rows.append(train_and_score(f"ours {our_loss} (same data)", spec, Splits(data, splits.val, splits.test[:0]),
+                                    test, unseen))
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    head = "| model / loss | ROC AUC | AP | accuracy | F1 | unseen ROC AUC | train pairs | train time (s) | pairs/s |"
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        lines.append(f"| {r['name']} | {r['roc_auc']:.4f} | {r['average_precision']:.4f} | {r['accuracy']:.4f} | "
+                     f"{r['f1']:.4f} | {r['unseen_roc_auc']:.4f} (n={r['unseen_n']}) | {r.get('train_pairs', '-')} | "
+                     f"{r['train_seconds']:.0f} | {r['pairs_per_second']:.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    from bench.common import parser, setup_torch
+
+    p = parser(__doc__)
+    p.add_argument("--only", default="", help="comma-separated: model/loss (lstm/contrastive), preset names, "
+                                              "'baselines', 'peer', or 'grid' (every model x loss)")
+    p.add_argument("--peer", action="store_true", help="also run the sentence-transformers comparison")
+    p.add_argument("--test-pairs", type=int, default=10000, help="scored sample of the held-out split (0 = all)")
+    args = p.parse_args()
+    setup_torch()
+    pairs, _ = load_pairs(data_path())
+    splits = protocol_splits(pairs)
+    test = splits.test
+    n_test = 2000 if args.quick else args.test_pairs
+    if n_test and len(test) > n_test:
+        test = test.sample(n=n_test, random_state=0).reset_index(drop=True)
+    unseen = unseen_mask(splits.train, test).to_numpy()
+    print(f"train {len(splits.train):,} / val {len(splits.val):,} / test {len(splits.test):,} pairs; "
+          f"scoring {len(test):,} test pairs ({unseen.sum():,} unseen)", flush=True)
+
+    wanted = [w for w in args.only.split(",") if w] or ["baselines", "grid"] + list(PRESETS)[:2]
+    rows = []
+    for item in wanted:
+        started = time.perf_counter()
+        if item == "baselines":
+            rows.append(tfidf_row(splits, test, unseen))
+            rows.append(zero_shot_row(splits, test, unseen, 1000 if args.quick else 3000))
+        elif item == "grid":
+            for model_name in BUDGETS:
+                for loss_label in LOSSES:
+                    rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick))
+                    print(table(rows[-1:]).splitlines()[-1], flush=True)
+        elif item in PRESETS:
+            rows.append(preset_row(item, splits, test, unseen, args.quick))
+        elif "/" in item:
+            model_name, loss_label = item.split("/")
+            rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick))
+        elif item == "peer":
+            rows.extend(peer_rows(splits, test, unseen, args.quick))
+        else:
+            sys.exit(f"unknown item {item!r}")
+        print(f"[{item}: {time.perf_counter() - started:.0f} s]", flush=True)
+    if args.peer and "peer" not in wanted:
+        rows.extend(peer_rows(splits, test, unseen, args.quick))
+    print()
+    print(table(rows))
+    OUT.mkdir(exist_ok=True)
+    out = OUT / f"quality-{'quick-' if args.quick else ''}{date.today()}-{int(time.time())}.json"
+    out.write_text(json.dumps({"date": str(date.today()), "argv": sys.argv[1:], "rows": rows}, indent=2, default=str))
+    print(f"\nrows written to {out}")
+
+
+if __name__ == "__main__":
+    main()

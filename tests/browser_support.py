@@ -1,0 +1,267 @@
+"""Shared helpers for the real-browser tests: a `streamlit run app.py` server on a free port and Debian's chromium.
+
+Used by ``test_browser_e2e.py`` and ``test_browser_concurrency.py``. Nothing here is a fixture: the test modules
+build their own (module-scoped) fixtures from these pieces.
+
+- ``require_browser()`` skips the test when ``/usr/bin/chromium`` (or the playwright package) is missing, except
+  under ``CI=true`` where a missing browser is a failure.
+- ``StreamlitServer`` starts the server so that the PID it keeps is the server process itself (``sh -c 'exec ...'``),
+  with ``SIAMESE_LAB_RUNS`` pointing at a temporary models folder, and stops it by that PID.
+- ``launch_chromium(playwright)`` launches headless chromium (a fresh user-data dir per launch).
+- ``wait_for_app(page)`` waits until a Streamlit page has really rendered (no fixed sleeps).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SERVER_START_TIMEOUT = 90.0  # seconds until /_stcore/health answers; the machine may be busy
+PAGE_TIMEOUT_MS = 120_000  # auto-waiting locators: the first render imports torch and transformers
+
+
+def browser_available() -> tuple[bool, str]:
+    """(True, "") when chromium and the playwright package are both there, else (False, why not)."""
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        return False, f"{CHROMIUM} is missing (install it with `make browser` or `apt-get install chromium`)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError as error:
+        return False, f"the playwright package is missing ({error})"
+    return True, ""
+
+
+def require_browser() -> None:
+    """Skip without a browser; under CI (CI=true) a missing browser fails the test instead."""
+    available, why = browser_available()
+    if available:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"chromium not installed under CI: {why}")
+    pytest.skip(f"chromium not installed: {why}")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class StreamlitServer:
+    """``streamlit run app.py`` on 127.0.0.1 and a free port, its models folder in ``runs_root``.
+
+    ``extra_args`` are appended to the command line (e.g. ``["--server.maxUploadSize", "1"]``);
+    ``max_training`` sets ``SIAMESE_LAB_MAX_TRAINING`` (how many runs train at once).
+    """
+
+    def __init__(self, runs_root: Path, max_training: int | None = None, extra_args: tuple[str, ...] = (),
+                 work_dir: Path | None = None):
+        self.runs_root = Path(runs_root)
+        self.max_training = max_training
+        self.extra_args = tuple(extra_args)
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="streamlit_server_"))
+        self.port = free_port()
+        self.pid: int | None = None
+        self.log_path = self.work_dir / f"streamlit_{self.port}.log"
+        self._shell: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def page_url(self, page: str = "") -> str:
+        """URL of a page by its name without the number prefix: ``page_url("Similarity_matrix")``."""
+        return f"{self.url}/{page}"
+
+    def start(self) -> "StreamlitServer":
+        self.runs_root.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, SIAMESE_LAB_RUNS=str(self.runs_root), PYTHONUNBUFFERED="1")
+        if self.max_training is not None:
+            env["SIAMESE_LAB_MAX_TRAINING"] = str(self.max_training)
+        pid_file = self.work_dir / f"streamlit_{self.port}.pid"
+        command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+                   "--server.address", "127.0.0.1", "--server.port", str(self.port),
+                   "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *self.extra_args]
+        # `exec` replaces the shell, so the PID written is the server's own, the one we stop later.
+        script = 'echo $$ > "$0"; exec "$@"'
+        log = open(self.log_path, "wb")
+        self._shell = subprocess.Popen(["sh", "-c", script, str(pid_file), *command], cwd=ROOT, env=env,
+                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server's pid file was not written")
+            time.sleep(0.05)
+        self.pid = int(pid_file.read_text().strip())
+        self._wait_healthy()
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self._shell is not None and self._shell.poll() is not None:
+                raise RuntimeError(f"streamlit exited early (code {self._shell.returncode}):\n{self.log()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"streamlit did not answer /_stcore/health within {SERVER_START_TIMEOUT:.0f} s:\n{self.log()}")
+
+    def log(self, tail: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-tail:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """Stop the server by its own PID: SIGTERM, then SIGKILL if it lingers."""
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        if self._shell is not None:
+            try:
+                self._shell.wait(timeout=10)  # the Popen object is the server itself after `exec`
+            except subprocess.TimeoutExpired:
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self._shell.wait(timeout=5)
+        self.pid = None
+
+    def __enter__(self) -> "StreamlitServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def launch_chromium(playwright):
+    """Headless Debian chromium with a fresh profile; returns the playwright ``Browser``.
+
+    Playwright refuses ``--user-data-dir`` in ``launch()`` (that is what ``launch_persistent_context`` is for);
+    instead every ``launch()`` creates a new empty profile directory of its own, passes it to chromium as
+    ``--user-data-dir`` and deletes it on ``close()``, so each test starts from a fresh profile either way.
+    """
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=PAGE_TIMEOUT_MS)  # expect() has its own 5 s default; the first render takes longer
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=list(CHROMIUM_ARGS))
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- page helpers ----------------------------------------------------------------------------------
+# Streamlit marks its root element with the script state: "running" while a script (or fragment) runs,
+# "notRunning" when done. Waiting on it, or on real elements with auto-waiting locators, replaces sleeps.
+SCRIPT_STATE = 'document.querySelector(\'[data-testid="stApp"]\')?.getAttribute("data-test-script-state")'
+
+
+def wait_for_script(page, timeout_ms: int = PAGE_TIMEOUT_MS) -> None:
+    """Wait until no script run is in progress."""
+    page.wait_for_function(f"() => {SCRIPT_STATE} === 'notRunning'", timeout=timeout_ms)
+
+
+def wait_for_rerun(page, timeout_ms: int = PAGE_TIMEOUT_MS, start_ms: int = 1500) -> None:
+    """After an interaction: let the rerun it triggers start (if it has not already), then wait for its end."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(f"() => {SCRIPT_STATE} !== 'notRunning'", timeout=start_ms, polling=50)
+    except PlaywrightTimeout:
+        pass  # the rerun was quick and is already over
+    wait_for_script(page, timeout_ms)
+
+
+def open_sidebar_page(page, link: str, heading: str, timeout_ms: int = PAGE_TIMEOUT_MS) -> None:
+    """Open a page through the sidebar navigation (keeps the session, unlike a URL load) and wait for it."""
+    from playwright.sync_api import expect
+
+    page.locator('[data-testid="stSidebarNav"] a').filter(
+        has=page.get_by_text(link, exact=True)).click()
+    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=timeout_ms)
+    wait_for_script(page, timeout_ms)
+
+
+def widget(page, testid: str, label: str):
+    """The Streamlit widget of a kind (``stNumberInput``, ``stSelectbox``...) whose label is exactly ``label``."""
+    return page.locator(f'[data-testid="{testid}"]').filter(
+        has=page.locator('[data-testid="stWidgetLabel"]').get_by_text(label, exact=True))
+
+
+def set_number(page, label: str, value) -> None:
+    """Type into a number input and commit with Enter (Streamlit reruns on commit)."""
+    from playwright.sync_api import expect
+
+    field = widget(page, "stNumberInput", label).locator("input")
+    field.fill(str(value))
+    field.press("Enter")
+    wait_for_rerun(page)
+    expect(field).to_have_value(str(value))
+
+
+def set_text_area(page, label: str, text: str) -> None:
+    """Replace a text area's text and commit it with Ctrl+Enter."""
+    field = widget(page, "stTextArea", label).locator("textarea")
+    field.fill(text)
+    field.press("Control+Enter")
+    wait_for_rerun(page)
+
+
+def select_option(page, label: str, option_text: str) -> None:
+    """Open a selectbox and pick the first option containing ``option_text``."""
+    from playwright.sync_api import expect
+
+    box = widget(page, "stSelectbox", label)
+    box.locator('[data-baseweb="select"]').click()
+    page.locator('[role="option"]').filter(has_text=option_text).first.click()
+    expect(box).to_contain_text(option_text)
+    wait_for_rerun(page)
+
+
+def wait_for_charts(page, count: int = 1, timeout_ms: int = PAGE_TIMEOUT_MS) -> None:
+    """Wait until at least ``count`` plotly charts have drawn their SVG (and the script is done)."""
+    wait_for_script(page, timeout_ms)
+    page.wait_for_function(
+        "n => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length >= n",
+        arg=count, timeout=timeout_ms)
+
+
+def full_page_screenshot(page, path: Path, width: int | None = None) -> None:
+    """Screenshot of the whole page. Streamlit scrolls inside ``stMain``, not the document, so Playwright's
+    ``full_page`` alone would cut at the window; the window is made as tall as the content for the shot."""
+    viewport = page.viewport_size
+    height = page.evaluate(
+        "() => Math.max(document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 0,"
+        " document.documentElement.scrollHeight)")
+    page.set_viewport_size({"width": width or viewport["width"], "height": max(int(height) + 40, viewport["height"])})
+    try:
+        page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        page.wait_for_timeout(400)  # plotly relayouts on window resize; let it settle before the shot
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        page.set_viewport_size(viewport)

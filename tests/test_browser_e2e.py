@@ -1,0 +1,166 @@
+"""End to end in a real headless Chromium: upload pairs, train a tiny Siamese LSTM, look at its similarity matrix,
+ask for a verdict, and save a full-page screenshot of every page into ``docs/screenshots/``.
+
+Needs Debian's chromium at /usr/bin/chromium (``make browser``): without it the test skips, except under
+``CI=true`` where it fails. Navigation after the upload goes through the sidebar links only: a full URL load
+starts a new Streamlit session, and the uploaded dataset and this session's training run would be gone.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+from browser_support import (PAGE_TIMEOUT_MS, ROOT, StreamlitServer, full_page_screenshot, launch_chromium,
+                             open_sidebar_page, require_browser, select_option, set_number, set_text_area,
+                             wait_for_charts, wait_for_script)
+
+pytestmark = pytest.mark.browser
+
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+TRAIN_TIMEOUT_MS = 120_000
+
+TOPICS = ["bake sourdough bread", "change a flat bicycle tyre", "grow tomatoes on a balcony", "tune a guitar by ear",
+          "learn touch typing", "brew cold coffee at home", "fold a paper crane", "clean a cast iron pan",
+          "train a puppy to sit", "repot a cactus", "start a compost heap", "sharpen a kitchen knife",
+          "remove rust from old tools", "stretch before a long run", "save money on groceries", "write a haiku",
+          "knit a simple scarf", "paint a wooden fence", "keep fresh herbs from wilting", "fix a squeaky door"]
+ASKS = ["How do I {}?", "What is the easiest way to {}?", "Any tips to {} as a beginner?"]
+SAME = ["What is the best way to {}?", "How can I {} without help?", "How should a beginner {}?"]
+OTHER = ["Why is it so hard to {}?", "How long does it take to {}?", "Is it expensive to {}?"]
+
+
+def write_pairs_csv(path: Path) -> tuple[int, int]:
+    """60 invented pairs, 24 of them (40 %) duplicates; returns (pairs, duplicates)."""
+    rows = []
+    for round_, (ask, same, other) in enumerate(zip(ASKS, SAME, OTHER)):
+        for index, topic in enumerate(TOPICS):
+            if (index + round_) % 5 in (0, 2):
+                rows.append((ask.format(topic), same.format(topic), 1))
+            else:
+                unrelated = TOPICS[(index * 7 + 3 + round_) % len(TOPICS)]
+                unrelated = TOPICS[(index + 1) % len(TOPICS)] if unrelated == topic else unrelated
+                rows.append((ask.format(topic), other.format(unrelated), 0))
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question1", "question2", "is_duplicate"])
+        writer.writerows(rows)
+    return len(rows), sum(label for *_, label in rows)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    require_browser()
+    work = tmp_path_factory.mktemp("browser_e2e")
+    with StreamlitServer(work / "runs", max_training=1, work_dir=work) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        yield context.new_page()
+        context.close()
+        browser.close()
+
+
+def shoot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    full_page_screenshot(page, SCREENSHOTS / name)
+
+
+def test_upload_train_inspect_and_verdict(server, page, tmp_path):
+    from playwright.sync_api import expect
+
+    # ---- home ----------------------------------------------------------------------------------
+    page.goto(server.url)
+    expect(page.get_by_role("heading", name="Siamese Lab")).to_be_visible()
+    expect(page.locator('[data-testid="stPageLink"]')).to_have_count(6)
+    wait_for_script(page)
+    shoot(page, "01_home.png")
+
+    # ---- data: upload a CSV, the counts follow -------------------------------------------------
+    open_sidebar_page(page, "Data", heading="Data")
+    expect(page.get_by_text(re.compile(r"Upload limit: \d+ MB per file"))).to_be_visible()
+    pairs_metric = page.locator('[data-testid="stMetric"]').filter(has_text="Pairs")
+    expect(pairs_metric).to_contain_text("479")  # the bundled sample before the upload
+    csv_path = tmp_path / "invented_pairs.csv"
+    n_pairs, n_duplicates = write_pairs_csv(csv_path)
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(csv_path)
+    expect(page.get_by_role("heading", name=re.compile("Active dataset: invented_pairs.csv"))).to_be_visible()
+    expect(pairs_metric.locator('[data-testid="stMetricValue"]')).to_have_text(str(n_pairs))
+    duplicates_metric = page.locator('[data-testid="stMetric"]').filter(has_text="Duplicates")
+    expect(duplicates_metric.locator('[data-testid="stMetricValue"]')).to_have_text(f"{n_duplicates / n_pairs:.1%}")
+    expect(page.locator('[data-testid="stSidebar"]')).to_contain_text(f"({n_pairs} pairs)")
+    wait_for_charts(page, 1)
+    shoot(page, "02_data.png")
+
+    # ---- train: a tiny Siamese LSTM for one epoch ----------------------------------------------
+    open_sidebar_page(page, "Train", heading="Train")
+    expect(page.get_by_text(f"({n_pairs} pairs; change it on the Data page)")).to_be_visible()
+    set_number(page, "Epochs", 1)
+    set_number(page, "Batch size", 16)
+    set_number(page, "Embedding size", 16)
+    set_number(page, "Hidden size", 16)
+    set_number(page, "Max length (tokens per question)", 16)
+    page.get_by_role("button", name="Start").click()
+    finished = page.locator('[data-testid="stAlertContentSuccess"]').filter(has_text="Finished")
+    expect(finished).to_be_visible(timeout=TRAIN_TIMEOUT_MS)
+    run_name = re.search(r"saved as (\S+) in", finished.inner_text()).group(1)
+    assert (server.runs_root / run_name / "config.json").is_file()
+    wait_for_script(page)
+    wait_for_charts(page, 1)
+    shoot(page, "03_train.png")
+
+    # ---- similarity matrix of the trained model ------------------------------------------------
+    open_sidebar_page(page, "Similarity matrix", heading="Similarity matrix")
+    select_option(page, "Model", run_name)
+    heatmap = page.locator('[data-testid="stPlotlyChart"]').first
+    heatmap.locator(".main-svg").first.wait_for(state="attached")
+    heatmap.locator(".heatmaplayer .hm").first.wait_for(state="attached")
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="Triplet loss")).to_be_visible()
+    wait_for_script(page)
+    shoot(page, "04_similarity_matrix.png")
+
+    # ---- verdict on two typed questions ----------------------------------------------------------
+    open_sidebar_page(page, "Verdict", heading="Duplicate or not?")
+    select_option(page, "Model", run_name)
+    set_text_area(page, "Question 1", "How do I bake sourdough bread?")
+    set_text_area(page, "Question 2", "What is the best way to bake sourdough bread?")
+    verdict = page.get_by_role("heading", name=re.compile("DUPLICATE"))
+    expect(verdict).to_be_visible()
+    expect(page.locator('[data-testid="stText"]').filter(has_text="What is the best way to bake sourdough bread?")
+           ).to_be_visible()
+    similarity_text = page.locator('[data-testid="stMetric"]').filter(has_text="Cosine similarity") \
+        .locator('[data-testid="stMetricValue"]').inner_text()
+    similarity = float(similarity_text)
+    assert -1.0 <= similarity <= 1.0
+    verdict_text = verdict.inner_text()
+    assert ("NOT DUPLICATE" in verdict_text) == (similarity <= float(
+        re.search(r"the threshold (-?[\d.]+)", page.locator("body").inner_text()).group(1)))
+    wait_for_charts(page, 3)
+    shoot(page, "05_verdict.png")
+
+    # ---- search and compare: they render, then a screenshot --------------------------------------
+    open_sidebar_page(page, "Search", heading="Search similar questions")
+    select_option(page, "Model", run_name)
+    results = page.locator('[data-testid="stDataFrame"]')
+    expect(results).to_be_visible()
+    expect(page.get_by_text(re.compile(r"distinct questions indexed"))).to_be_visible()
+    wait_for_script(page)
+    shoot(page, "06_search.png")
+
+    open_sidebar_page(page, "Compare", heading="Compare models")
+    expect(page.locator('[data-testid="stDataFrame"]')).to_be_visible()
+    wait_for_charts(page, 1)
+    shoot(page, "07_compare.png")
+
+    # The session kept the upload through all the navigation.
+    expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("invented_pairs.csv")

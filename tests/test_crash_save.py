@@ -1,0 +1,261 @@
+"""A save killed with SIGKILL leaves the OLD model or the NEW one, whole (reliability case "crash during save").
+
+Every case replaces an existing saved SiameseLSTM ("old", seed 1) with a different one ("new",
+seed 2, other weights and other vocabulary) and kills the saving process:
+
+  * at every filesystem step of ``save_model``: the child process counts Python audit events
+    (mkdir, open, rename, rmtree, ctypes calls...) and SIGKILLs itself just before the N-th one, for
+    every N. Run once with the atomic exchange rename and once with it disabled (the two-rename
+    fallback used where ``renameat2`` is missing), where recovery must bring the model back;
+  * at random moments during a large save (vocabulary 200k x 64, ~50 MB of weights), spread over
+    the save's measured duration, to land inside the safetensors write itself.
+
+Afterwards the target folder loads, and weights, vocabulary and config are all the old model's or
+all the new one's; ``list_runs`` lists the target and reports every ``.tmp-*`` / ``.old-*`` leftover.
+
+The saving processes are forked from one driver subprocess (this file run as a script) so torch is
+imported once; nothing in ``core`` knows it is being tested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from core.models import SiameseLSTM, SiameseLSTMConfig  # noqa: E402
+from core.tokenizers import WordTokenizer  # noqa: E402
+
+OLD_SEED, NEW_SEED = 1, 2
+TARGET = "run"
+SMALL = {"vocab_size": 99, "embedding_dim": 16, "hidden_size": 32}  # every dimension different
+LARGE = {"vocab_size": 200_000, "embedding_dim": 64, "hidden_size": 8}  # ~51 MB embedding table
+TIMED_ATTEMPTS = 10
+# Audit events that mark a filesystem step of a save (see "Audit events table" in the Python docs).
+WATCHED_EVENTS = frozenset(
+    {"os.mkdir", "open", "os.listdir", "os.scandir", "os.rename", "os.remove", "os.rmdir",
+     "shutil.rmtree", "shutil.move", "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function"}
+)
+
+
+def build_model(seed: int, vocab_size: int, embedding_dim: int, hidden_size: int) -> SiameseLSTM:
+    """Same seed, same model, in any process: seeded weights and a seed-specific vocabulary."""
+    torch.manual_seed(seed)
+    vocab = [WordTokenizer.pad_token, WordTokenizer.unk_token] + [f"s{seed}w{i}" for i in range(vocab_size - 2)]
+    config = SiameseLSTMConfig(vocab_size=vocab_size, embedding_dim=embedding_dim, hidden_size=hidden_size)
+    return SiameseLSTM(config, WordTokenizer(vocab, max_length=7))
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver: runs in a subprocess, forks one saving child per case
+# ---------------------------------------------------------------------------------------------
+
+
+def _driver(args: dict) -> list[dict]:
+    import core.saving as saving
+
+    torch.set_num_threads(1)  # no intra-op thread pool to inherit across fork()
+    new = build_model(NEW_SEED, **args["model"])
+    results = []
+    for case in args["cases"]:
+        pid = os.fork()
+        if pid == 0:
+            _child(saving, new, case)  # never returns
+        started = time.perf_counter()
+        delay = case.get("kill_after")
+        if delay is not None:
+            time.sleep(delay)
+            os.kill(pid, signal.SIGKILL)  # the child may be done already: then it is a zombie, no harm
+        _, status = os.waitpid(pid, 0)
+        results.append(
+            {
+                "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
+                "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                "seconds": time.perf_counter() - started,
+            }
+        )
+    return results
+
+
+def _child(saving, model, case: dict) -> None:
+    try:
+        if case.get("two_renames"):
+            saving._exchange_folders = lambda new, target: False  # as on a system without renameat2
+        events: list[str] = []
+        kill_at = case.get("kill_at")
+
+        def audit(event, _args):
+            if event in WATCHED_EVENTS:
+                events.append(event)
+                if len(events) == kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)  # just before the kill_at-th step happens
+
+        sys.addaudithook(audit)
+        saving.save_model(model, case["folder"], metadata={"generation": "new"})
+        recorded = list(events)
+        if case.get("events_file"):
+            Path(case["events_file"]).write_text(json.dumps(recorded))
+        os._exit(0)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        os._exit(1)
+
+
+def run_driver(model: dict, cases: list[dict]) -> list[dict]:
+    completed = subprocess.run(
+        [sys.executable, __file__, json.dumps({"model": model, "cases": cases})],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    print(json.dumps(_driver(json.loads(sys.argv[1]))))
+    sys.exit(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks (in the pytest process)
+# ---------------------------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+import core.saving  # noqa: E402
+from core.saving import (  # noqa: E402
+    ModelLoadError,
+    list_runs,
+    load_model,
+    recover_interrupted_saves,
+    save_model,
+)
+
+
+def prepare_cases(tmp_path: Path, model: dict, count: int) -> tuple[SiameseLSTM, list[Path]]:
+    """``count`` roots, each holding the old model saved as ``TARGET``."""
+    old = build_model(OLD_SEED, **model)
+    snapshot = tmp_path / "snapshot"
+    save_model(old, snapshot / TARGET, metadata={"generation": "old"})
+    roots = []
+    for index in range(count):
+        root = tmp_path / f"case-{index:03d}"
+        shutil.copytree(snapshot, root)
+        roots.append(root)
+    return old, roots
+
+
+def leftovers(root: Path) -> list[str]:
+    return sorted(path.name for path in root.iterdir() if path.name.startswith((".tmp-", ".old-")))
+
+
+def assert_old_or_new_whole(root: Path, old: SiameseLSTM, new: SiameseLSTM) -> str:
+    """The target loads and every part of it is the old model's or every part the new one's."""
+    runs, problems = list_runs(root)
+    assert [run["name"] for run in runs] == [TARGET], problems
+    for name in leftovers(root):
+        assert any(problem.startswith(f"{name}:") for problem in problems), (name, problems)
+    assert not any(problem.startswith(f"{TARGET}:") for problem in problems), problems
+
+    model, config = load_model(root / TARGET)
+    generation = config["generation"]
+    expected = {"old": old, "new": new}[generation]
+    assert torch.equal(model.embedding.weight, expected.embedding.weight)
+    loaded, wanted = model.state_dict(), expected.state_dict()
+    assert loaded.keys() == wanted.keys()
+    assert all(torch.equal(loaded[key], wanted[key]) for key in wanted)
+    assert model.tokenizer.vocab == expected.tokenizer.vocab
+    assert config["model_config"]["vocab_size"] == expected.config.vocab_size
+    return generation
+
+
+def count_save_steps(tmp_path: Path, model: dict, two_renames: bool) -> int:
+    _, (root,) = prepare_cases(tmp_path / "count", model, 1)
+    events_file = tmp_path / "events.json"
+    case = {"folder": str(root / TARGET), "events_file": str(events_file), "two_renames": two_renames}
+    (result,) = run_driver(model, [case])
+    assert result["exit_code"] == 0
+    events = json.loads(events_file.read_text())
+    # The replacement itself: one atomic exchange where renameat2 exists, else two renames.
+    exchange_available = not two_renames and core.saving._renameat2() is not None
+    assert events.count("os.rename") == (0 if exchange_available else 2), events
+    return len(events)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rename", ["atomic exchange", "two renames"])
+def test_sigkill_before_every_filesystem_step_leaves_old_or_new_model(tmp_path, rename):
+    steps = count_save_steps(tmp_path, SMALL, two_renames=rename == "two renames")
+    assert steps >= 8  # mkdir, writes, fsync opens, renames...: the count is real
+    old, roots = prepare_cases(tmp_path / "cases", SMALL, steps)
+    new = build_model(NEW_SEED, **SMALL)
+    cases = [
+        {"folder": str(root / TARGET), "kill_at": step, "two_renames": rename == "two renames"}
+        for step, root in zip(range(1, steps + 1), roots)
+    ]
+    results = run_driver(SMALL, cases)
+
+    generations, recovered = [], 0
+    for step, root, result in zip(range(1, steps + 1), roots, results):
+        assert result["killed"], f"step {step} of {steps} was never reached"
+        if not (root / TARGET).exists():
+            # Only possible between the two renames of the fallback; an atomic exchange never
+            # leaves the target missing.
+            assert rename == "two renames", f"target missing after a kill before step {step}"
+            _, problems = list_runs(root)
+            assert any(problem.startswith(f"{TARGET}:") and "recover_interrupted_saves" in problem
+                       for problem in problems), problems
+            with pytest.raises(ModelLoadError, match="interrupted save.*recover_interrupted_saves"):
+                load_model(root / TARGET)
+            restored = recover_interrupted_saves(root)
+            assert len(restored) == 1 and TARGET in restored[0]
+            recovered += 1
+        generations.append(assert_old_or_new_whole(root, old, new))
+        assert recover_interrupted_saves(root) == []  # nothing (more) to do for a present target
+
+    assert "old" in generations and "new" in generations  # the kills span the whole save
+    if rename == "two renames":
+        assert recovered == 1  # exactly one step boundary lies between the two renames
+
+
+def test_sigkill_at_random_moments_during_a_large_save(tmp_path):
+    old, (measure_root,) = prepare_cases(tmp_path / "measure", LARGE, 1)
+    (measured,) = run_driver(LARGE, [{"folder": str(measure_root / TARGET)}])
+    assert measured["exit_code"] == 0
+    duration = measured["seconds"]
+    new = build_model(NEW_SEED, **LARGE)
+    assert assert_old_or_new_whole(measure_root, old, new) == "new"
+    shutil.rmtree(measure_root)
+
+    rng = random.Random(0)
+    # One kill in each tenth of the measured save, at a random point within it.
+    delays = [duration * (index + rng.random()) / TIMED_ATTEMPTS for index in range(TIMED_ATTEMPTS)]
+    _, roots = prepare_cases(tmp_path / "cases", LARGE, TIMED_ATTEMPTS)
+    cases = [{"folder": str(root / TARGET), "kill_after": delay} for root, delay in zip(roots, delays)]
+    results = run_driver(LARGE, cases)
+
+    outcome = []
+    for root, result in zip(roots, results):
+        assert result["killed"] or result["exit_code"] == 0
+        if not (root / TARGET).exists():  # the two-rename window, on systems without renameat2
+            recover_interrupted_saves(root)
+        outcome.append((result["killed"], assert_old_or_new_whole(root, old, new), leftovers(root)))
+        shutil.rmtree(root)  # ~100 MB per case
+    print(f"save takes {duration:.3f} s; (killed, generation, leftovers) per attempt: {outcome}")
