@@ -6,9 +6,10 @@ field, the weights are safetensors, the vocabulary is plain text.
 Saving is atomic. Everything is written (and fsynced) to a hidden ``.tmp-<name>-<id>`` folder beside
 the target, which then takes the target's place:
 
-* If the process dies at any moment (SIGKILL, power cut after the fsyncs, an exception), the target
-  holds the previous model or the new one, each whole; never a mix, never a half-written file.
-  (tests/test_crash_save.py kills a save before each of its filesystem steps and at random moments.)
+* If the process dies at any moment (SIGKILL, a crash, an exception), the target holds the previous
+  model or the new one, each whole; never a mix, never a half-written file. (tests/test_crash_save.py
+  kills a save before each of its filesystem steps and at random moments.) Files and folders are
+  fsynced before and after the swap so that a power cut behaves the same; that part is not tested.
 * Replacing an existing folder is one ``renameat2(RENAME_EXCHANGE)`` on Linux, so the target is
   never missing. Where that call is unavailable (other systems, some filesystems) it falls back to
   two renames (target -> ``.old-<name>-<id>``, new -> target); a crash between them leaves the
@@ -76,6 +77,7 @@ def save_model(model: PairEncoder, folder: str | Path, metadata: dict | None = N
         for path in temp.iterdir():
             with open(path, "rb") as handle:
                 os.fsync(handle.fileno())
+        _fsync_folder(temp)
         if folder.exists() and _exchange_folders(temp, folder):
             shutil.rmtree(temp, ignore_errors=True)  # temp now holds the previous model
         elif folder.exists():

@@ -15,6 +15,7 @@ from core.jobs import CANCELLED, DONE, FAILED, RUNNING, WAITING, TrainingJob  # 
 from core.models import MODEL_TYPES  # noqa: E402
 from core.objectives import DEFAULT_MARGINS, LossConfig  # noqa: E402
 from core.pipeline import DEFAULT_TRAINING, MODEL_LABELS, MODEL_NAMES, RunSpec, default_train_config  # noqa: E402
+from core.presets import PRESETS  # noqa: E402
 from core.saving import list_runs  # noqa: E402
 from core.trainer import TrainConfig  # noqa: E402
 from lab import charts  # noqa: E402
@@ -57,6 +58,33 @@ def apply_loss_defaults() -> None:
     state.margin = float(DEFAULT_MARGINS[loss_name(state.loss)])
 
 
+CUSTOM = "custom"
+
+
+def loss_choice(loss: LossConfig) -> str:
+    return "contrastive_" + loss.form if loss.name == "contrastive" else loss.name
+
+
+def apply_preset() -> None:
+    """Fill every widget from the chosen recipe; editing a widget afterwards still overrides it."""
+    if state.preset == CUSTOM:
+        state.preset_extras = {}
+        return
+    spec = PRESETS[state.preset].spec()
+    state.model, state.loss = spec.model, loss_choice(spec.loss)
+    state.epochs, state.batch_size, state.lr = spec.train.epochs, spec.train.batch_size, spec.train.lr
+    state.margin, state.scale, state.patience = float(spec.loss.margin), float(spec.loss.scale), spec.train.patience
+    state.max_length, state.val_fraction, state.hard_negatives = spec.max_length, spec.val_fraction, spec.hard_negatives
+    options = spec.model_options
+    for widget, field in (("embedding_dim", "embedding_dim"), ("hidden_size", "hidden_size"),
+                          ("lstm_layers", "num_layers"), ("bidirectional", "bidirectional")):
+        if field in options and spec.model == "lstm":
+            state[widget] = options[field]
+    # Settings without a widget travel with the preset.
+    state.preset_extras = {"min_freq": spec.min_freq, "max_vocab": spec.max_vocab,
+                           "dropout": options.get("dropout"), "max_val_pairs": spec.train.max_val_pairs}
+
+
 def tidy_runs_root() -> None:
     typed = state.runs_root.strip()
     state.runs_root = str(Path(typed).expanduser()) if typed else default_runs_root()
@@ -64,6 +92,9 @@ def tidy_runs_root() -> None:
 
 def init_widgets() -> None:
     """Defaults through session state (widgets get no value=), so callbacks can change them later."""
+    state.setdefault("preset", CUSTOM)
+    state.setdefault("preset_extras", {})
+    state.setdefault("hard_negatives", False)
     state.setdefault("model", "lstm")
     state.setdefault("loss", "triplet")
     if "epochs" not in state:
@@ -82,8 +113,11 @@ def init_widgets() -> None:
 
 def model_options(model: str) -> dict:
     if model == "lstm":
-        return dict(embedding_dim=state.embedding_dim, hidden_size=state.hidden_size, num_layers=state.lstm_layers,
-                    bidirectional=state.bidirectional)
+        options = dict(embedding_dim=state.embedding_dim, hidden_size=state.hidden_size, num_layers=state.lstm_layers,
+                       bidirectional=state.bidirectional)
+        if state.preset_extras.get("dropout") is not None:
+            options["dropout"] = state.preset_extras["dropout"]
+        return options
     if model == "dual-transformer":
         return dict(d_model=state.d_model, num_layers=state.tf_layers, num_heads=state.num_heads, ff_dim=state.ff_dim,
                     projection_dim=state.projection_dim)
@@ -95,12 +129,16 @@ def build_spec() -> RunSpec:
     model = state.model
     name = loss_name(state.loss)
     loss = LossConfig(**LOSSES[state.loss][1], margin=state.margin if name != "softmax" else None, scale=state.scale)
+    extras = state.preset_extras
     train = default_train_config(model, epochs=state.epochs, batch_size=state.batch_size, lr=state.lr,
-                                 device=state.device, seed=state.seed, patience=state.patience)
+                                 device=state.device, seed=state.seed, patience=state.patience,
+                                 **({"max_val_pairs": extras["max_val_pairs"]} if "max_val_pairs" in extras else {}))
     options = model_options(model)
     MODEL_TYPES[model].config_class(**options)  # checks the sizes now (e.g. heads must divide d_model), not in the thread
+    vocabulary = {k: extras[k] for k in ("min_freq", "max_vocab") if k in extras}
     return RunSpec(model=model, loss=loss, train=train, model_options=options, max_length=state.max_length,
-                   val_fraction=state.val_fraction, data_name=state.data_name)
+                   val_fraction=state.val_fraction, data_name=state.data_name,
+                   hard_negatives=bool(state.hard_negatives) and name != "contrastive", **vocabulary)
 
 
 def fmt(value, digits: int = 3) -> str:
@@ -114,6 +152,9 @@ st.write(f"Training data: **{state.data_name}** ({len(state.pairs):,} pairs; cha
 st.page_link("pages/1_Data.py", label="Change the dataset", icon=":material/table_view:")
 
 # ---- the run's settings ---------------------------------------------------------------------------
+st.selectbox("Preset", [CUSTOM, *PRESETS], key="preset", on_change=apply_preset, persist_state=PERSIST,
+             format_func=lambda name: "Custom settings" if name == CUSTOM else f"{name}: {PRESETS[name].description}",
+             help="A named recipe from docs/BENCHMARKS.md fills in every setting below; you can still change any.")
 model_column, loss_column = st.columns(2)
 with model_column:
     st.selectbox("Model", MODEL_NAMES, format_func=MODEL_LABELS.get, key="model", on_change=apply_model_defaults,
@@ -135,6 +176,11 @@ else:
     margin_column.number_input(
         "Margin", min_value=0.0, max_value=2.0, step=0.05, key="margin", persist_state=PERSIST,
         help="Triplet: on the cosine scale (-1..1). Contrastive: on the distance between unit vectors (0..2).")
+
+if loss_name(state.loss) != "contrastive":
+    st.checkbox("Hard negatives: also use questions the data labels as non-duplicates of a batch question",
+                key="hard_negatives", persist_state=PERSIST,
+                help="Quora's non-duplicates share most of their words with the question: the hardest negatives there are.")
 
 st.markdown("**Model size**")
 if state.model == "lstm":

@@ -215,13 +215,24 @@ def widget(page, testid: str, label: str):
 
 def set_number(page, label: str, value) -> None:
     """Type into a number input and commit with Enter (Streamlit reruns on commit)."""
+    set_numbers(page, {label: value})
+
+
+def set_numbers(page, values: dict) -> None:
+    """Fill several number inputs, each committed with Enter, then wait for the reruns and check every value.
+
+    The commits need not wait for each other: Streamlit's frontend keeps each widget's value and a newer
+    rerun request replaces an unfinished one, so the last run sees all the values.
+    """
     from playwright.sync_api import expect
 
-    field = widget(page, "stNumberInput", label).locator("input")
-    field.fill(str(value))
-    field.press("Enter")
+    fields = {label: widget(page, "stNumberInput", label).locator("input") for label in values}
+    for label, value in values.items():
+        fields[label].fill(str(value))
+        fields[label].press("Enter")
     wait_for_rerun(page)
-    expect(field).to_have_value(str(value))
+    for label, value in values.items():
+        expect(fields[label]).to_have_value(str(value))
 
 
 def set_text_area(page, label: str, text: str) -> None:
@@ -233,13 +244,16 @@ def set_text_area(page, label: str, text: str) -> None:
 
 
 def select_option(page, label: str, option_text: str) -> None:
-    """Open a selectbox and pick the first option containing ``option_text``."""
+    """Open a selectbox (a react-aria combobox in Streamlit 1.67) and pick the first option containing
+    ``option_text``."""
+    import re
+
     from playwright.sync_api import expect
 
     box = widget(page, "stSelectbox", label)
-    box.locator('[data-baseweb="select"]').click()
-    page.locator('[role="option"]').filter(has_text=option_text).first.click()
-    expect(box).to_contain_text(option_text)
+    box.get_by_role("button", name="Open").click()
+    page.get_by_role("option").filter(has_text=option_text).first.click()
+    expect(box.get_by_role("combobox")).to_have_value(re.compile(re.escape(option_text)))
     wait_for_rerun(page)
 
 

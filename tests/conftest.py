@@ -27,6 +27,13 @@ Test data follows the house rules: only the bundled sample or bytes written in t
 """
 from __future__ import annotations
 
+import os
+
+# Before torch loads: OpenMP's spin-waiting makes torch many times slower when the two cores are
+# shared with other busy processes (a loaded CI box, a browser test's server); passive waiting
+# costs little when the machine is quiet.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import base64
 import json
 import shutil

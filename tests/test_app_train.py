@@ -146,3 +146,24 @@ def test_models_folder_lists_models_and_leftovers(runs_with_models, open_page):
     at.text_input(key="runs_root").set_value(f"  {other}  ").run()
     assert at.session_state.runs_root == str(other)
     assert any(f"No saved model in `{other}`" in caption.value for caption in at.caption)
+
+
+def test_preset_fills_the_settings_and_trains_with_them(train_page, runs_root, rerun_until):
+    from core.presets import PRESETS
+
+    at = train_page
+    at.selectbox(key="preset").set_value("sample-demo").run()
+    spec = PRESETS["sample-demo"].spec()
+    assert at.selectbox(key="model").value == spec.model and at.selectbox(key="loss").value == "triplet"
+    assert (values(at)["epochs"], values(at)["batch_size"]) == (spec.train.epochs, spec.train.batch_size)
+    assert values(at)["hidden_size"] == spec.model_options["hidden_size"]
+    assert at.checkbox(key="hard_negatives").value is True
+
+    at.number_input(key="epochs").set_value(1)  # an explicit change still overrides the preset
+    at.button(key="start").click().run()
+    rerun_until(at, lambda at: session_job(at).finished)
+    job = session_job(at)
+    assert job.status == DONE, job.error
+    config = json.loads((job.result.folder / "config.json").read_text())
+    assert config["run"]["hard_negatives"] is True and config["run"]["min_freq"] == spec.min_freq
+    assert config["train_config"]["epochs"] == 1 and config["model_config"]["hidden_size"] == 64

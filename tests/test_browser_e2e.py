@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from browser_support import (PAGE_TIMEOUT_MS, ROOT, StreamlitServer, full_page_screenshot, launch_chromium,
-                             open_sidebar_page, require_browser, select_option, set_number, set_text_area,
+                             open_sidebar_page, require_browser, select_option, set_numbers, set_text_area,
                              wait_for_charts, wait_for_script)
 
 pytestmark = pytest.mark.browser
@@ -77,6 +77,16 @@ def shoot(page, name: str) -> None:
 
 
 def test_upload_train_inspect_and_verdict(server, page, tmp_path):
+    try:
+        run_flow(server, page, tmp_path)
+    except BaseException:
+        failure = tmp_path / "failure.png"
+        page.screenshot(path=str(failure), full_page=True)
+        print(f"\nscreenshot at the failure: {failure}\nserver log:\n{server.log()}")
+        raise
+
+
+def run_flow(server, page, tmp_path) -> None:
     from playwright.sync_api import expect
 
     # ---- home ----------------------------------------------------------------------------------
@@ -105,11 +115,8 @@ def test_upload_train_inspect_and_verdict(server, page, tmp_path):
     # ---- train: a tiny Siamese LSTM for one epoch ----------------------------------------------
     open_sidebar_page(page, "Train", heading="Train")
     expect(page.get_by_text(f"({n_pairs} pairs; change it on the Data page)")).to_be_visible()
-    set_number(page, "Epochs", 1)
-    set_number(page, "Batch size", 16)
-    set_number(page, "Embedding size", 16)
-    set_number(page, "Hidden size", 16)
-    set_number(page, "Max length (tokens per question)", 16)
+    set_numbers(page, {"Epochs": 1, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
+                       "Max length (tokens per question)": 16})
     page.get_by_role("button", name="Start").click()
     finished = page.locator('[data-testid="stAlertContentSuccess"]').filter(has_text="Finished")
     expect(finished).to_be_visible(timeout=TRAIN_TIMEOUT_MS)
@@ -134,6 +141,7 @@ def test_upload_train_inspect_and_verdict(server, page, tmp_path):
     select_option(page, "Model", run_name)
     set_text_area(page, "Question 1", "How do I bake sourdough bread?")
     set_text_area(page, "Question 2", "What is the best way to bake sourdough bread?")
+    expect(page.get_by_text("Calibrated threshold of this model")).not_to_contain_text("zero-shot")
     verdict = page.get_by_role("heading", name=re.compile("DUPLICATE"))
     expect(verdict).to_be_visible()
     expect(page.locator('[data-testid="stText"]').filter(has_text="What is the best way to bake sourdough bread?")
@@ -143,8 +151,13 @@ def test_upload_train_inspect_and_verdict(server, page, tmp_path):
     similarity = float(similarity_text)
     assert -1.0 <= similarity <= 1.0
     verdict_text = verdict.inner_text()
-    assert ("NOT DUPLICATE" in verdict_text) == (similarity <= float(
-        re.search(r"the threshold (-?[\d.]+)", page.locator("body").inner_text()).group(1)))
+    # The page explains its verdict: "0.734 is above the threshold 0.22." (or "not above").
+    reason = page.get_by_text(re.compile(r"^-?\d+\.\d+ is (not )?above the threshold")).inner_text()
+    threshold = float(re.search(r"the threshold (-?\d+(?:\.\d+)?)", reason).group(1))
+    assert f"{similarity:.3f} is" in reason
+    assert ("NOT DUPLICATE" in verdict_text) == (similarity <= threshold), (verdict_text, reason)
+    print(f"\nverdict of the trained model: {verdict_text.strip()} (similarity {similarity:.3f}, "
+          f"threshold {threshold:.2f})")
     wait_for_charts(page, 3)
     shoot(page, "05_verdict.png")
 

@@ -30,12 +30,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
+if str(ROOT) not in sys.path:  # run as a script (the driver), not by pytest
     sys.path.insert(0, str(ROOT))
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 
+import core.saving  # noqa: E402
 from core.models import SiameseLSTM, SiameseLSTMConfig  # noqa: E402
+from core.saving import ModelLoadError, list_runs, load_model, recover_interrupted_saves, save_model  # noqa: E402
 from core.tokenizers import WordTokenizer  # noqa: E402
 
 OLD_SEED, NEW_SEED = 1, 2
@@ -64,35 +67,39 @@ def build_model(seed: int, vocab_size: int, embedding_dim: int, hidden_size: int
 
 
 def _driver(args: dict) -> list[dict]:
-    import core.saving as saving
-
     torch.set_num_threads(1)  # no intra-op thread pool to inherit across fork()
     new = build_model(NEW_SEED, **args["model"])
-    results = []
+    results, measured = [], None
     for case in args["cases"]:
         pid = os.fork()
         if pid == 0:
-            _child(saving, new, case)  # never returns
+            _child(new, case)  # never returns
         started = time.perf_counter()
         delay = case.get("kill_after")
+        if "kill_at_fraction" in case:  # of the duration of the last whole save in this driver
+            delay = case["kill_at_fraction"] * measured
         if delay is not None:
             time.sleep(delay)
             os.kill(pid, signal.SIGKILL)  # the child may be done already: then it is a zombie, no harm
         _, status = os.waitpid(pid, 0)
+        seconds = time.perf_counter() - started
+        if delay is None:
+            measured = seconds
         results.append(
             {
                 "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
                 "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-                "seconds": time.perf_counter() - started,
+                "seconds": seconds,
+                "delay": delay,
             }
         )
     return results
 
 
-def _child(saving, model, case: dict) -> None:
+def _child(model, case: dict) -> None:
     try:
         if case.get("two_renames"):
-            saving._exchange_folders = lambda new, target: False  # as on a system without renameat2
+            core.saving._exchange_folders = lambda new, target: False  # as on a system without renameat2
         events: list[str] = []
         kill_at = case.get("kill_at")
 
@@ -103,7 +110,7 @@ def _child(saving, model, case: dict) -> None:
                     os.kill(os.getpid(), signal.SIGKILL)  # just before the kill_at-th step happens
 
         sys.addaudithook(audit)
-        saving.save_model(model, case["folder"], metadata={"generation": "new"})
+        save_model(model, case["folder"], metadata={"generation": "new"})
         recorded = list(events)
         if case.get("events_file"):
             Path(case["events_file"]).write_text(json.dumps(recorded))
@@ -124,25 +131,9 @@ def run_driver(model: dict, cases: list[dict]) -> list[dict]:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-if __name__ == "__main__":
-    print(json.dumps(_driver(json.loads(sys.argv[1]))))
-    sys.exit(0)
-
-
 # ---------------------------------------------------------------------------------------------
 # Checks (in the pytest process)
 # ---------------------------------------------------------------------------------------------
-
-import pytest  # noqa: E402
-
-import core.saving  # noqa: E402
-from core.saving import (  # noqa: E402
-    ModelLoadError,
-    list_runs,
-    load_model,
-    recover_interrupted_saves,
-    save_model,
-)
 
 
 def prepare_cases(tmp_path: Path, model: dict, count: int) -> tuple[SiameseLSTM, list[Path]]:
@@ -230,26 +221,28 @@ def test_sigkill_before_every_filesystem_step_leaves_old_or_new_model(tmp_path, 
         generations.append(assert_old_or_new_whole(root, old, new))
         assert recover_interrupted_saves(root) == []  # nothing (more) to do for a present target
 
+    print(f"{rename}: {steps} crash points -> {generations.count('old')} old, "
+          f"{generations.count('new')} new, {recovered} recovered")
     assert "old" in generations and "new" in generations  # the kills span the whole save
     if rename == "two renames":
         assert recovered == 1  # exactly one step boundary lies between the two renames
 
 
 def test_sigkill_at_random_moments_during_a_large_save(tmp_path):
-    old, (measure_root,) = prepare_cases(tmp_path / "measure", LARGE, 1)
-    (measured,) = run_driver(LARGE, [{"folder": str(measure_root / TARGET)}])
+    old, (measure_root, *roots) = prepare_cases(tmp_path, LARGE, 1 + TIMED_ATTEMPTS)
+    new = build_model(NEW_SEED, **LARGE)
+    rng = random.Random(0)
+    # The driver first saves whole once to time it, then kills one save in each tenth of that
+    # time, at a random point within the tenth.
+    fractions = [(index + rng.random()) / TIMED_ATTEMPTS for index in range(TIMED_ATTEMPTS)]
+    cases = [{"folder": str(measure_root / TARGET)}] + [
+        {"folder": str(root / TARGET), "kill_at_fraction": fraction} for root, fraction in zip(roots, fractions)
+    ]
+    measured, *results = run_driver(LARGE, cases)
     assert measured["exit_code"] == 0
     duration = measured["seconds"]
-    new = build_model(NEW_SEED, **LARGE)
     assert assert_old_or_new_whole(measure_root, old, new) == "new"
     shutil.rmtree(measure_root)
-
-    rng = random.Random(0)
-    # One kill in each tenth of the measured save, at a random point within it.
-    delays = [duration * (index + rng.random()) / TIMED_ATTEMPTS for index in range(TIMED_ATTEMPTS)]
-    _, roots = prepare_cases(tmp_path / "cases", LARGE, TIMED_ATTEMPTS)
-    cases = [{"folder": str(root / TARGET), "kill_after": delay} for root, delay in zip(roots, delays)]
-    results = run_driver(LARGE, cases)
 
     outcome = []
     for root, result in zip(roots, results):
@@ -259,3 +252,7 @@ def test_sigkill_at_random_moments_during_a_large_save(tmp_path):
         outcome.append((result["killed"], assert_old_or_new_whole(root, old, new), leftovers(root)))
         shutil.rmtree(root)  # ~100 MB per case
     print(f"save takes {duration:.3f} s; (killed, generation, leftovers) per attempt: {outcome}")
+
+
+if __name__ == "__main__":
+    print(json.dumps(_driver(json.loads(sys.argv[1]))))

@@ -43,7 +43,7 @@ def _batch():
 
 def _one_step(module, objective, rows):
     ids1, mask1, ids2, mask2, labels = _batch()
-    v1, v2 = module((ids1[rows], mask1[rows]), (ids2[rows], mask2[rows]))
+    v1, v2, _ = module((ids1[rows], mask1[rows]), (ids2[rows], mask2[rows]))
     loss = objective(v1, v2, labels[rows])
     loss.backward()
     return loss

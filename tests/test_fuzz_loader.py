@@ -9,9 +9,11 @@ Two properties:
     so rows_kept + sum(dropped) == rows_read and rows_kept == the number of valid rows.
 
 A row is valid when both questions are non-empty after ``str.strip()`` and the label is one of the
-spellings the loader documents. Generated text holds no NUL or other C0 control (tab, newline and
-carriage return excepted): the loader may legitimately call such bytes binary. Binary detection
-itself is fuzzed separately, with the weaker "DataError or a consistent result" property.
+spellings the loader documents. A line of only spaces/tabs is a blank line to pandas, so it is no
+row at all (neither read nor dropped), like an empty line. Generated text holds no NUL or other C0
+control (tab, newline and carriage return excepted): the loader may legitimately call such bytes
+binary. Binary detection itself is fuzzed separately, with the weaker "DataError or a consistent
+result" property.
 
 The example counts (MAX_EXAMPLES) are quoted in docs/RELIABILITY.md; keep them in sync.
 """
@@ -25,7 +27,7 @@ import io
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.data import EMPTY_QUESTION, MALFORMED_LINE, UNREADABLE_LABEL, DataError, load_pairs
@@ -306,7 +308,8 @@ def assert_loads_as_expected(
     assert report.dropped == dropped
     if encoding is not None:
         assert report.encoding == encoding
-    if check_lines and not text_has_line_breaks and not blank:  # record numbers equal line numbers only without embedded newlines
+    if check_lines and not text_has_line_breaks and not blank:
+        # Reported line numbers are exact only without embedded newlines and blank lines.
         assert report.examples == sorted(problems)[:20]
 
 
@@ -416,11 +419,10 @@ def test_very_long_fields_survive_whole(rows, delimiter, compress):
 
 
 # Characters latin-1 can encode (C0 controls and DEL excluded), for rows written as latin-1.
-LATIN1_TEXT = st.text(
-    st.one_of(st.sampled_from(list("\t\n\r\"',")), st.characters(min_codepoint=0x20, max_codepoint=0xFF)).filter(
-        lambda c: c != "\x7f"
-    ),
-    max_size=25,
+LATIN1_CHARS = ["\t", "\n", "\r"] + [chr(c) for c in range(0x20, 0x100) if c != 0x7F]
+LATIN1_TEXT = st.one_of(
+    st.text(st.sampled_from(LATIN1_CHARS), max_size=25),
+    st.lists(st.sampled_from(['"', ",", "\r\n", " ", "é", "\xa0", "\x85", "ÿ", "Ã©"]), max_size=8).map("".join),
 )
 
 
@@ -438,48 +440,46 @@ LATIN1_TEXT = st.text(
 def test_mixed_utf8_and_latin1_rows_all_arrive(rows, delimiter, lineterminator, compress):
     """Each row is encoded on its own; the loader decodes the whole file with one encoding.
 
-    Whatever it picks (utf-8 if every byte happens to be valid utf-8, else cp1252, else latin-1),
-    each row must come out as exactly its bytes decoded with that encoding: no row lost or merged.
+    It reads UTF-8 when the rows pandas parses are valid UTF-8 (a malformed line is skipped before
+    its bytes are decoded), else cp1252, else latin-1. Each row must come out as exactly its bytes
+    decoded with that encoding: no row lost, merged or split.
     """
     names, roles = LAYOUTS[0]
-    encodings = [encoding for encoding, _ in rows]
-    plain_rows = [row for _, row in rows]
     header, _ = write_csv(names, roles, [], delimiter, lineterminator, csv.QUOTE_MINIMAL)
-    body, blank = b"", set()
+    lines, blank = [], set()
     for position, (encoding, row) in enumerate(rows):
         # One row at a time, so each gets its own encoding; write_csv's header line is cut off.
         # (written_fields uses the position only for filler columns, and LAYOUTS[0] has none.)
         text, blank_line = write_csv(names, roles, [row], delimiter, lineterminator, csv.QUOTE_MINIMAL)
-        body += text[len(header):].encode(encoding)
+        lines.append(text[len(header):].encode(encoding))
         if blank_line:
             blank.add(position)
-    content = maybe_gzip(header.encode("ascii") + body, compress)
+    data = header.encode("ascii") + b"".join(lines)
+    parsed = [line for line, (_, row) in zip(lines, rows) if row[3] == "full" or row[3][0] == "cut"]
+    chosen = _expected_encoding(data, b"".join(parsed))
 
-    try:
-        pairs, report = load_pairs(content)
-    except DataError:
-        pairs = report = None
-    chosen = report.encoding if report is not None else _expected_encoding(header.encode() + body)
-
-    # Text as the loader can see it: this row's bytes decoded with the file-wide encoding.
-    decoders = [
-        (lambda enc: (lambda text: text.encode(enc).decode(chosen, errors="replace")))(encoding)
-        for encoding in encodings
-    ]
+    # Text as the loader can see it: this row's bytes decoded with the file-wide encoding
+    # ("replace" only matters for the bytes of skipped malformed lines, never compared).
     decoded_rows = [
-        (decode(q1), decode(q2), label, shape) for decode, (q1, q2, label, shape) in zip(decoders, plain_rows)
+        (*(text.encode(encoding).decode(chosen, errors="replace") for text in (q1, q2)), label, shape)
+        for encoding, (q1, q2, label, shape) in rows
     ]
-    assert_loads_as_expected(content, decoded_rows, roles, blank=frozenset(blank))
+    assert_loads_as_expected(
+        maybe_gzip(data, compress), decoded_rows, roles, blank=frozenset(blank), encoding=chosen
+    )
 
 
-def _expected_encoding(data: bytes) -> str:
-    for encoding in ("utf-8", "cp1252"):
-        try:
-            data.decode(encoding)
-            return encoding
-        except UnicodeDecodeError:
-            pass
-    return "latin-1"
+def _expected_encoding(data: bytes, parsed_rows: bytes) -> str:
+    try:
+        parsed_rows.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError:
+        pass
+    try:
+        data.decode("cp1252")
+        return "cp1252"
+    except UnicodeDecodeError:
+        return "latin-1"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,10 +487,13 @@ def _expected_encoding(data: bytes) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+CONTROL_CHARS = [chr(c) for c in range(32) if c not in (9, 10, 13)] + ["\x7f"]
+
+
 @fuzz_settings("binary_controls")
 @given(
     rows=st.lists(row_strategy(), min_size=1, max_size=10),
-    controls=st.lists(st.sampled_from([chr(c) for c in range(32) if c not in (9, 10, 13)] + ["\x7f"]), min_size=1, max_size=50),
+    controls=st.lists(st.sampled_from(CONTROL_CHARS), min_size=1, max_size=50),
     at=st.integers(0, 10_000),
     compress=st.booleans(),
 )
@@ -503,6 +506,17 @@ def test_control_characters_give_a_data_error_or_a_consistent_frame(rows, contro
     result = load_or_data_error(maybe_gzip(content, compress))
     if "\x00" in controls and result is not None:
         pytest.fail("a file with a NUL byte in its first 8 KiB must be refused as binary")
+
+
+def test_max_rows_counts_a_malformed_line_after_an_empty_line():
+    """Regression (found by test_max_rows_report_counts_every_row_up_to_the_cut): pandas numbers
+    skipped lines counting empty lines, and the max_rows cut compared those numbers with record
+    positions, so this malformed line between two kept rows went uncounted (rows_read was 2)."""
+    content = b"question1,question2,is_duplicate\n\na,b,1\nc,d,0,extra\ne,f,1\ng,h,1\n"
+    pairs, report = load_pairs(content, max_rows=2)
+    assert pairs["question1"].tolist() == ["a", "e"]
+    assert (report.rows_read, report.rows_kept, report.dropped) == (3, 2, {MALFORMED_LINE: 1})
+    assert report.examples == [(4, MALFORMED_LINE)]  # the line an editor shows
 
 
 def test_declared_example_budget_reaches_one_thousand():

@@ -1,0 +1,231 @@
+"""Several people on one server, in a real headless Chromium (the reliability issue).
+
+One ``streamlit run app.py`` serves every test here, started with ``SIAMESE_LAB_MAX_TRAINING=1`` (one training
+run at a time) and ``--server.maxUploadSize 1`` (a 1 MB upload limit). Each browser context is its own
+Streamlit session, i.e. its own user.
+
+- Two users start a training run each: the second waits (the Train page says so) while the first trains, both
+  finish, and both models are saved intact under distinct names. A third user asks the Verdict page for answers
+  meanwhile and gets each within a few seconds.
+- Upload limits: the Data page states the limit; a file with no usable rows is refused with a clear message and
+  the previous dataset stays active; a file over the limit is refused by Streamlit's own uploader in the browser
+  and the previous dataset stays active too.
+
+Needs Debian's chromium at /usr/bin/chromium (``make browser``): without it the tests skip, except under
+``CI=true`` where they fail.
+"""
+from __future__ import annotations
+
+import csv
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from browser_support import (PAGE_TIMEOUT_MS, StreamlitServer, launch_chromium, require_browser, set_numbers,
+                             wait_for_script, widget)
+
+pytestmark = pytest.mark.browser
+
+UPLOAD_LIMIT_MB = 1
+TRAIN_TIMEOUT_MS = 150_000
+VERDICT_BOUND_S = 15.0  # a generous bound: a behaviour check (answers keep coming while others train), not a benchmark
+# A tiny Siamese LSTM on the bundled sample: a few seconds per run, long enough for the second run to queue.
+TINY_RUN = {"Epochs": 3, "Batch size": 64, "Embedding size": 16, "Hidden size": 16,
+            "Max length (tokens per question)": 16}
+# Each differs from the page's default second question and from the one before, so every one is a new answer.
+SECOND_QUESTIONS = ["What is the quickest way to learn Python?", "How do I bake sourdough bread?",
+                    "Which Python book should a beginner read first?", "How can I repot a cactus safely?"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    require_browser()
+    work = tmp_path_factory.mktemp("browser_concurrency")
+    with StreamlitServer(work / "runs", max_training=1, work_dir=work,
+                         extra_args=("--server.maxUploadSize", str(UPLOAD_LIMIT_MB))) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = launch_chromium(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def new_user(browser, server, tmp_path):
+    """new_user() -> a page in a new browser context (a new Streamlit session). On failure, each page's
+    screenshot lands in tmp_path and the server log is printed."""
+    contexts = []
+
+    def open_user():
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_user
+    for index, context in enumerate(contexts):
+        for page in context.pages:
+            try:
+                page.screenshot(path=str(tmp_path / f"user_{index}.png"), full_page=True)
+            except Exception:
+                pass
+        context.close()
+
+
+def open_page(page, server: StreamlitServer, path: str, heading: str) -> None:
+    """A full URL load: a new session on that page (fine before anything session-specific happened)."""
+    from playwright.sync_api import expect
+
+    page.goto(server.page_url(path))
+    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
+    wait_for_script(page)
+
+
+def prepare_tiny_run(page, server: StreamlitServer) -> None:
+    open_page(page, server, "Train", "Train")
+    set_numbers(page, TINY_RUN)
+
+
+def run_status(page):
+    """The run header of the Train page: "<label> — waiting|running|done|..."."""
+    return page.locator('[data-testid="stMarkdownContainer"] p').filter(has_text=re.compile(r" — [a-z]+$")).first
+
+
+def verdict_round_trip(page, question2: str) -> tuple[float, str, float]:
+    """Type a new second question and wait until the page shows the verdict for it.
+    Returns (seconds from commit to the updated verdict, verdict text, similarity)."""
+    from playwright.sync_api import expect
+
+    field = widget(page, "stTextArea", "Question 2").locator("textarea")
+    field.fill(question2)
+    started = time.monotonic()
+    field.press("Control+Enter")
+    expect(page.locator('[data-testid="stText"]').filter(has_text=question2)).to_be_visible(timeout=60_000)
+    verdict = page.get_by_role("heading", name=re.compile("DUPLICATE"))
+    expect(verdict).to_be_visible(timeout=60_000)
+    elapsed = time.monotonic() - started
+    similarity = page.locator('[data-testid="stMetric"]').filter(has_text="Cosine similarity") \
+        .locator('[data-testid="stMetricValue"]').inner_text()
+    return elapsed, verdict.inner_text().strip(), float(similarity)
+
+
+def test_two_runs_queue_while_a_third_user_gets_verdicts(server, new_user):
+    from playwright.sync_api import expect
+
+    from core.saving import load_model
+
+    # The third user's Verdict page loads (its first visit scores the validation pairs with zero-shot MiniLM)
+    # while the two others set up their runs.
+    asker = new_user()
+    asker.goto(server.page_url("Verdict"))
+    first, second = new_user(), new_user()
+    prepare_tiny_run(first, server)
+    prepare_tiny_run(second, server)
+    expect(asker.get_by_role("heading", name=re.compile("DUPLICATE"))).to_be_visible()
+    wait_for_script(asker)
+
+    first.get_by_role("button", name="Start").click()
+    expect(run_status(first)).to_have_text(re.compile(r" — (running|done)$"))
+    second.get_by_role("button", name="Start").click()
+    # At most one run trains at a time: the second user is told they are waiting, behind one run.
+    expect(second.get_by_text(re.compile(r"Waiting — 1 run\(s\) ahead \(at most 1 train at once\)"))
+           ).to_be_visible(timeout=30_000)
+    expect(run_status(second)).to_have_text(re.compile(r" — waiting$"))
+
+    timings, saved_during = [], []
+    for question in SECOND_QUESTIONS:
+        saved_before = len(list(server.runs_root.iterdir()))
+        elapsed, verdict, similarity = verdict_round_trip(asker, question)
+        timings.append(elapsed)
+        saved_during.append(saved_before)
+        assert verdict in ("✅ DUPLICATE", "❌ NOT DUPLICATE") and -1.0 <= similarity <= 1.0
+        print(f"\nverdict {elapsed:.2f} s: {question!r} -> {verdict} ({similarity:.3f}) [{saved_before} run(s) saved]")
+    assert max(timings) < VERDICT_BOUND_S, timings
+    assert saved_during[0] < 2, "the verdicts were not asked while the runs trained; make the runs longer"
+
+    for page in (first, second):
+        expect(page.locator('[data-testid="stAlertContentSuccess"]').filter(has_text="Finished")
+               ).to_be_visible(timeout=TRAIN_TIMEOUT_MS)
+        expect(run_status(page)).to_have_text(re.compile(r" — done$"))
+    names = [re.search(r"saved as (\S+) in", page.locator('[data-testid="stAlertContentSuccess"]')
+                       .filter(has_text="Finished").inner_text()).group(1) for page in (first, second)]
+    assert names[0] != names[1]
+    folders = sorted(path for path in server.runs_root.iterdir() if path.is_dir())
+    assert sorted(folder.name for folder in folders) == sorted(names)
+    for folder in folders:
+        model, config = load_model(folder)
+        assert model.model_type == "lstm" and config["model_config"]["hidden_size"] == 16
+        scores = model.score_pairs(["How do I learn Python?"], ["What is the best way to learn Python?"])
+        assert -1.0001 <= float(scores[0]) <= 1.0001
+
+    # The run that ended last refreshed its page: its saved-models table lists both users' models.
+    saved_table = second.locator('[data-testid="stDataFrame"]').last
+    for name in names:
+        expect(saved_table).to_contain_text(name)
+
+
+# ---- upload limits ------------------------------------------------------------------------------
+
+def write_csv(path: Path, rows: list[tuple[str, str, int | str]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question1", "question2", "is_duplicate"])
+        writer.writerows(rows)
+    return path
+
+
+def small_pairs(count: int) -> list[tuple[str, str, int]]:
+    hobbies = ["juggling", "origami", "birdwatching", "pottery", "chess", "rock climbing", "baking", "sketching",
+               "sailing", "gardening"]
+    return [(f"How do I get better at {hobbies[i % 10]} in week {i}?",
+             f"What helps a beginner at {hobbies[i % 10]} in week {i}?" if i % 3 == 0
+             else f"Is {hobbies[(i + 4) % 10]} expensive in week {i}?", int(i % 3 == 0)) for i in range(count)]
+
+
+def test_upload_limits_keep_the_previous_dataset(server, new_user, tmp_path):
+    from playwright.sync_api import expect
+
+    page = new_user()
+    open_page(page, server, "Data", "Data")
+    expect(page.get_by_text(f"Upload limit: {UPLOAD_LIMIT_MB} MB per file")).to_be_visible()
+    uploader = page.locator('[data-testid="stFileUploader"]')
+    expect(uploader).to_contain_text(f"{UPLOAD_LIMIT_MB}MB per file")
+    pairs_value = page.locator('[data-testid="stMetric"]').filter(has_text="Pairs") \
+        .locator('[data-testid="stMetricValue"]')
+    sidebar = page.locator('[data-testid="stSidebar"]')
+
+    # A good upload becomes the active dataset.
+    good = write_csv(tmp_path / "good_pairs.csv", small_pairs(30))
+    uploader.locator('input[type="file"]').set_input_files(good)
+    expect(pairs_value).to_have_text("30")
+    expect(sidebar).to_contain_text("good_pairs.csv (upload) (30 pairs)")
+
+    # No usable rows: a clear message, and the previous dataset is still the active one.
+    useless = write_csv(tmp_path / "no_usable_rows.csv", [("", "", 1), ("Only one question?", "", 0),
+                                                          ("A question", "Another question", "maybe")])
+    uploader.locator('input[type="file"]').set_input_files(useless)
+    error = page.locator('[data-testid="stAlertContentError"]')
+    expect(error).to_contain_text("no_usable_rows.csv")
+    expect(error).to_contain_text("no usable rows")
+    expect(error).to_contain_text("The previous dataset (good_pairs.csv (upload)) is still active.")
+    expect(pairs_value).to_have_text("30")
+    expect(sidebar).to_contain_text("good_pairs.csv (upload) (30 pairs)")
+
+    # Over the limit: Streamlit's uploader refuses the file in the browser; nothing reaches the page script.
+    rows = small_pairs(30) * 520
+    big = write_csv(tmp_path / "too_big.csv", rows)
+    assert big.stat().st_size > UPLOAD_LIMIT_MB * 1024 * 1024
+    uploader.locator('input[type="file"]').set_input_files(big)
+    expect(uploader).to_contain_text(re.compile(rf"File must be {UPLOAD_LIMIT_MB}(\.0)? ?MB or smaller"))
+    wait_for_script(page)
+    expect(pairs_value).to_have_text("30")
+    expect(sidebar).to_contain_text("good_pairs.csv (upload) (30 pairs)")
+    expect(page.get_by_role("heading", name=re.compile("Active dataset: good_pairs.csv"))).to_be_visible()
