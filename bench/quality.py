@@ -130,10 +130,10 @@ def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> d
     return row
 
 
-def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool) -> dict:
+def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool, max_steps: int = 0) -> dict:
     spec = PRESETS[preset_name].spec()
-    if quick:
-        spec.train.max_steps = 30
+    if quick or max_steps:
+        spec.train.max_steps = 30 if quick else max_steps
     return train_and_score(f"preset {preset_name}", spec, Splits(splits.train, splits.val, splits.test[:0]),
                            test, unseen)
 
@@ -181,6 +181,7 @@ def main() -> None:
                                               "'baselines', 'peer', or 'grid' (every model x loss)")
     p.add_argument("--peer", action="store_true", help="also run the sentence-transformers comparison")
     p.add_argument("--test-pairs", type=int, default=10000, help="scored sample of the held-out split (0 = all)")
+    p.add_argument("--preset-steps", type=int, default=0, help="cap the presets' training steps (0 = the recipe's)")
     args = p.parse_args()
     setup_torch()
     pairs, _ = load_pairs(data_path())
@@ -206,7 +207,7 @@ def main() -> None:
                     rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick))
                     print(table(rows[-1:]).splitlines()[-1], flush=True)
         elif item in PRESETS:
-            rows.append(preset_row(item, splits, test, unseen, args.quick))
+            rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps))
         elif "/" in item:
             model_name, loss_label = item.split("/")
             rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick))

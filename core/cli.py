@@ -108,15 +108,17 @@ def _train_spec(args):
         spec = PRESETS[args.preset].spec(device=args.device, **numbers)
         run = {"model_options": {**spec.model_options, **options}, "hard_negatives": spec.hard_negatives
                or args.hard_negatives, "split_by_question": args.split_by_question}
-        if args.max_length is not None:
-            run["max_length"] = args.max_length
+        for field in ("max_length", "min_freq", "max_vocab"):
+            if getattr(args, field) is not None:
+                run[field] = getattr(args, field)
         if args.margin is not None:
             spec.loss = dataclasses.replace(spec.loss, margin=args.margin)
         return dataclasses.replace(spec, data_name=Path(args.data).name, **run)
     model = args.model or "lstm"
     loss = LossConfig(args.loss or "triplet", margin=args.margin, form=args.form, scale=args.scale)
+    vocabulary = {k: getattr(args, k) for k in ("min_freq", "max_vocab") if getattr(args, k) is not None}
     return RunSpec(model=model, loss=loss, train=default_train_config(model, device=args.device, **numbers),
-                   max_length=args.max_length or 64, split_by_question=args.split_by_question,
+                   max_length=args.max_length or 64, split_by_question=args.split_by_question, **vocabulary,
                    data_name=Path(args.data).name, hard_negatives=args.hard_negatives, model_options=options)
 
 
@@ -213,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--scale", type=float, default=20.0, help="softmax loss: cosine scale")
     train.add_argument("--max-length", type=int, default=None, help="tokens per question (default: 64)")
     train.add_argument("--max-rows", type=int, default=None, help="use only the first N usable rows")
+    train.add_argument("--min-freq", type=int, default=None,
+                       help="LSTM vocabulary: words seen fewer times become <unk> (default: 2)")
+    train.add_argument("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
     train.add_argument("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
     train.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: no cap)")
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")

@@ -33,10 +33,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                     "contrastive loss on labelled pairs of both classes, warm-up and decay, early stopping.",
         model="lstm",
         loss={"name": "contrastive", "form": "squared_hinge", "margin": 1.0},
-        train={"epochs": 8, "batch_size": 256, "lr": 2e-3, "patience": 2, "weight_decay": 0.0},
-        run={"model_options": {"embedding_dim": 200, "hidden_size": 256, "num_layers": 2, "bidirectional": True,
+        train={"epochs": 6, "batch_size": 256, "lr": 2e-3, "patience": 2, "weight_decay": 0.0},
+        run={"model_options": {"embedding_dim": 160, "hidden_size": 192, "num_layers": 2, "bidirectional": True,
                                "dropout": 0.1},
-             "max_length": 40, "min_freq": 2, "max_vocab": 60000, "val_fraction": 0.05},
+             "max_length": 32, "min_freq": 2, "max_vocab": 60000, "val_fraction": 0.05},
     ),
     Preset(
         name="minilm-quora",

@@ -106,7 +106,7 @@ def model_choices() -> dict[str, str]:
 
 
 def show_error(message: str) -> None:
-    st.error(message, icon="⚠️")
+    st.error(message, icon=":material/error:")
 
 
 __all__ = ["DataError", "setup_page", "set_dataset", "get_model", "job_queue", "model_choices", "load_sample",

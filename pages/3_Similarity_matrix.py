@@ -34,29 +34,29 @@ pairs = st.session_state.pairs
 
 
 def _next_seed() -> None:
-    st.session_state.seed = int(st.session_state.get("seed", 0)) + 1
+    st.session_state.sim_seed = int(st.session_state.get("sim_seed", 0)) + 1
 
 
 # ---- controls ----------------------------------------------------------------------------------
 choices = model_choices()
-label = st.selectbox("Model", list(choices), key="model")
+label = st.selectbox("Model", list(choices), key="sim_model")
 choice = choices[label]
 
 left, middle, right = st.columns(3)
 with left:
-    batch_size = st.slider("Pairs in the batch", min_value=4, max_value=32, value=8, step=1, key="batch_size")
+    batch_size = st.slider("Pairs in the batch", min_value=4, max_value=32, value=8, step=1, key="sim_batch_size")
     pick = st.radio("Pick the batch", ["random", "by index"], key="pick", horizontal=True)
 with middle:
     duplicates = cached.duplicate_count(pairs)
     if pick == "random":
-        seed = st.number_input("Random seed", min_value=0, value=0, step=1, key="seed")
-        st.button("🎲 Another random batch", key="reshuffle", on_click=_next_seed)
+        seed = st.number_input("Random seed", min_value=0, value=0, step=1, key="sim_seed")
+        st.button("Another random batch", icon=":material/casino:", key="reshuffle", on_click=_next_seed)
     else:
         start = st.number_input("Start at duplicate pair number", min_value=0,
-                                max_value=max(int(duplicates) - 2, 0), value=0, step=1, key="start",
+                                max_value=max(int(duplicates) - 2, 0), value=0, step=1, key="sim_start",
                                 help=f"The dataset has {duplicates:,} duplicate pairs; 0 is the first one.")
 with right:
-    margin = st.slider("Margin α", min_value=0.0, max_value=1.0, value=0.25, step=0.05, key="margin")
+    margin = st.slider("Margin α", min_value=0.0, max_value=1.0, value=0.25, step=0.05, key="sim_margin")
     softmax_scale = st.number_input("Softmax scale", min_value=0.1, max_value=100.0, value=1.0, step=0.5,
                                     key="softmax_scale",
                                     help="Scores are multiplied by this before the in-batch softmax (training "

@@ -18,7 +18,7 @@ st.caption("Type two questions. The model turns each into a vector; the verdict 
            "cosine similarity is above the threshold.")
 
 choices = model_choices()
-label = st.selectbox("Model", list(choices), key="model")
+label = st.selectbox("Model", list(choices), key="verdict_choice")
 choice = choices[label]
 try:
     with st.spinner("Loading the model…"):
@@ -62,9 +62,9 @@ with verdict_column:
             st.metric("Cosine similarity", f"{score:.3f}")
             is_duplicate = bool(predict([score], threshold)[0])
             if is_duplicate:
-                st.header(":green[✅ DUPLICATE]")
+                st.header(":green[:material/check_circle: DUPLICATE]")
             else:
-                st.header(":red[❌ NOT DUPLICATE]")
+                st.header(":red[:material/cancel: NOT DUPLICATE]")
             st.caption(f"{score:.3f} is {'above' if is_duplicate else 'not above'} "
                        f"the threshold {threshold:.2f}.")
             st.markdown("**The pair, as typed:**")

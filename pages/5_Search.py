@@ -14,7 +14,7 @@ st.caption("Every distinct question of the active dataset (both columns) is enco
            "in a FAISS index; a query is encoded the same way and compared by cosine similarity.")
 
 choices = model_choices()
-label = st.selectbox("Model", list(choices), key="model")
+label = st.selectbox("Model", list(choices), key="search_model")
 choice = choices[label]
 query = st.text_input("Question", value="How can I learn to code?", key="query")
 k = st.slider("Number of results", min_value=1, max_value=50, value=10, step=1, key="k")

@@ -8,12 +8,16 @@ build their own (module-scoped) fixtures from these pieces.
 - ``StreamlitServer`` starts the server so that the PID it keeps is the server process itself (``sh -c 'exec ...'``),
   with ``SIAMESE_LAB_RUNS`` pointing at a temporary models folder, and stops it by that PID.
 - ``launch_chromium(playwright)`` launches headless chromium (a fresh user-data dir per launch).
-- ``wait_for_app(page)`` waits until a Streamlit page has really rendered (no fixed sleeps).
+- Page helpers for Streamlit 1.67's DOM: ``wait_for_script`` / ``wait_for_rerun`` (the app root's
+  ``data-test-script-state``), ``open_sidebar_page`` (navigation that keeps the session), ``widget`` (a widget
+  by its exact label), ``set_numbers``, ``set_text_area``, ``select_option``, ``wait_for_charts`` and
+  ``full_page_screenshot`` (Streamlit scrolls inside ``stMain``, so the window is grown for the shot).
+No fixed sleeps (bar a short settle before a screenshot): auto-waiting locators and the script state decide when a page is ready.
 """
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import signal
 import socket
 import subprocess
@@ -171,10 +175,6 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=list(CHROMIUM_ARGS))
 
 
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
 # ---- page helpers ----------------------------------------------------------------------------------
 # Streamlit marks its root element with the script state: "running" while a script (or fragment) runs,
 # "notRunning" when done. Waiting on it, or on real elements with auto-waiting locators, replaces sleeps.
@@ -213,11 +213,6 @@ def widget(page, testid: str, label: str):
         has=page.locator('[data-testid="stWidgetLabel"]').get_by_text(label, exact=True))
 
 
-def set_number(page, label: str, value) -> None:
-    """Type into a number input and commit with Enter (Streamlit reruns on commit)."""
-    set_numbers(page, {label: value})
-
-
 def set_numbers(page, values: dict) -> None:
     """Fill several number inputs, each committed with Enter, then wait for the reruns and check every value.
 
@@ -232,7 +227,9 @@ def set_numbers(page, values: dict) -> None:
         fields[label].press("Enter")
     wait_for_rerun(page)
     for label, value in values.items():
-        expect(fields[label]).to_have_value(str(value))
+        text = str(value)
+        shown = re.escape(text) + ("0*" if "." in text else "")  # a float input may show 0.4 as 0.40
+        expect(fields[label]).to_have_value(re.compile(f"^{shown}$"))
 
 
 def set_text_area(page, label: str, text: str) -> None:
@@ -241,13 +238,12 @@ def set_text_area(page, label: str, text: str) -> None:
     field.fill(text)
     field.press("Control+Enter")
     wait_for_rerun(page)
+    field.blur()  # the value is committed; no focus ring left in screenshots
 
 
 def select_option(page, label: str, option_text: str) -> None:
     """Open a selectbox (a react-aria combobox in Streamlit 1.67) and pick the first option containing
     ``option_text``."""
-    import re
-
     from playwright.sync_api import expect
 
     box = widget(page, "stSelectbox", label)

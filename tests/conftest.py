@@ -160,3 +160,7 @@ def plotly_figures():
         return [_decode(json.loads(chart.proto.spec)) for chart in at.get("plotly_chart")]
 
     return figures
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "browser: real headless-Chromium tests (need /usr/bin/chromium)")

@@ -53,7 +53,7 @@ def app(runs_root):  # runs_root (conftest): an empty models folder, so zero-sho
 
 
 def test_default_heatmap_is_the_batch_similarity_matrix(app, minilm, sample):
-    assert app.selectbox(key="model").index == 0  # zero-shot MiniLM first
+    assert app.selectbox(key="sim_model").index == 0  # zero-shot MiniLM first
     assert not app.error
     batch = pick_batch(sample, 8, seed=0)
     expected = batch_scores(minilm, batch["question1"], batch["question2"])  # (8, 8)
@@ -77,7 +77,7 @@ def test_default_heatmap_is_the_batch_similarity_matrix(app, minilm, sample):
 
 def test_margin_slider_updates_the_losses(app):
     z = plotly_array(figure(app)["data"][0]["z"])
-    app.slider(key="margin").set_value(0.7).run()
+    app.slider(key="sim_margin").set_value(0.7).run()
     assert not app.exception
     table = app.dataframe[0].value
     l1, l2 = triplet_terms(torch.tensor(z), 0.7)
@@ -91,8 +91,8 @@ def test_margin_slider_updates_the_losses(app):
 
 def test_batch_by_index_and_size(app, minilm, sample):
     app.radio(key="pick").set_value("by index").run()
-    app.number_input(key="start").set_value(5).run()
-    app.slider(key="batch_size").set_value(5).run()
+    app.number_input(key="sim_start").set_value(5).run()
+    app.slider(key="sim_batch_size").set_value(5).run()
     assert not app.exception and not app.error
     batch = pick_batch(sample, 5, seed=None, start=5)
     expected = batch_scores(minilm, batch["question1"], batch["question2"])
@@ -102,7 +102,7 @@ def test_batch_by_index_and_size(app, minilm, sample):
 def test_another_random_batch_button_moves_the_seed(app):
     before = plotly_array(figure(app)["data"][0]["z"])
     app.button(key="reshuffle").click().run()
-    assert app.number_input(key="seed").value == 1
+    assert app.number_input(key="sim_seed").value == 1
     assert not np.array_equal(plotly_array(figure(app)["data"][0]["z"]), before)
 
 

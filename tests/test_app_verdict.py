@@ -104,15 +104,15 @@ def test_changing_model_resets_the_threshold(runs_with_models):
     calibrated = {model: json.loads((folder / "config.json").read_text())["thresholds"]["accuracy"]
                   for model, folder in folders.items()}
     at = new_app()
-    labels = at.selectbox(key="model").options
+    labels = at.selectbox(key="verdict_choice").options
     assert len(labels) == 3
     at.slider(key="threshold").set_value(0.33).run()
     for model, folder in folders.items():
         label = next(option for option in labels if option.startswith(folder.name))
-        at.selectbox(key="model").set_value(label).run()
+        at.selectbox(key="verdict_choice").set_value(label).run()
         assert not at.exception and not at.error
         assert at.slider(key="threshold").value == pytest.approx(round(calibrated[model], 2))
     at.slider(key="threshold").set_value(0.33).run()  # the user's value stays until the model changes
     assert at.slider(key="threshold").value == pytest.approx(0.33)
-    at.selectbox(key="model").set_value(labels[0]).run()
+    at.selectbox(key="verdict_choice").set_value(labels[0]).run()
     assert at.slider(key="threshold").value == pytest.approx(ZERO_SHOT_THRESHOLD)
