@@ -190,6 +190,52 @@ def cmd_predict(args) -> int:
     return 0
 
 
+class _TqdmCounter:
+    """progress(done, total) -> one tqdm bar on stderr (index building, embedding)."""
+
+    def __init__(self, description: str):
+        self.description, self.bar = description, None
+
+    def __call__(self, done: int, total: int) -> None:
+        from tqdm import tqdm
+
+        if self.bar is None:
+            self.bar = tqdm(total=total, desc=self.description, unit="q", file=sys.stderr, mininterval=0.5)
+        self.bar.update(done - self.bar.n)
+        if done >= total:
+            self.bar.close()
+
+
+def _corpus(path: str) -> list[str]:
+    from core.search import corpus_questions
+
+    return corpus_questions(_load_data(path))
+
+
+def cmd_search(args) -> int:
+    from core.search import load_or_build
+
+    model, _ = _load_model(args.model, args.device)
+    texts = _corpus(args.corpus)
+    # Indexes are cached next to the model; zero-shot MiniLM's in the models folder's hidden cache.
+    cache = Path(args.runs) / ".cache" / "minilm" if args.model == "minilm" else Path(args.model)
+    index = load_or_build(model, texts, cache, progress=_TqdmCounter("indexing"))
+    for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
+        print(json.dumps({"rank": rank, "score": round(score, 6), "question": text}, ensure_ascii=False))
+    return 0
+
+
+def cmd_embed(args) -> int:
+    from core.embedding import embed_to_file
+
+    model, _ = _load_model(args.model, args.device)
+    texts = _corpus(args.data)
+    out = embed_to_file(model, texts, args.out, progress=_TqdmCounter("embedding"))
+    print(json.dumps({"vectors": str(out), "questions": str(out.with_suffix(".questions.jsonl")),
+                      "n": len(texts), "dim": model.embedding_dim}))
+    return 0
+
+
 # ---- parser ------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     from core.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
@@ -246,6 +292,24 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--threshold", type=float, default=None, help="cosine threshold (default: calibrated)")
     predict.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
     predict.set_defaults(func=cmd_predict)
+
+    search = sub.add_parser("search", help="the k questions of a corpus most similar to a question",
+                            formatter_class=_formatter)
+    search.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
+    search.add_argument("question")
+    search.add_argument("-k", type=int, default=10, help="number of results")
+    search.add_argument("--runs", default="runs", help="models folder (zero-shot MiniLM caches its index here)")
+    search.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
+    search.set_defaults(func=cmd_search)
+
+    embed = sub.add_parser("embed", help="write the vectors of a corpus's distinct questions to a .npy file",
+                           formatter_class=_formatter)
+    embed.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
+    embed.add_argument("--out", required=True, help="output .npy file (questions go to <out>.questions.jsonl)")
+    embed.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
+    embed.set_defaults(func=cmd_embed)
     return parser
 
 
