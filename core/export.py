@@ -68,11 +68,13 @@ def safe_csv(table: pd.DataFrame) -> bytes:
     alone, so ``-0.5`` stays a number.
 
     >>> safe_csv(pd.DataFrame({"name": ["=1+1", "ok"], "x": [-0.5, 2.0]})).decode()
-    "name,x\\n'=1+1,-0.5\\nok,2.0\\n"
+    "name,x\\r\\n'=1+1,-0.5\\r\\nok,2.0\\r\\n"
     """
     clean = table.copy()
     clean.columns = [_neutralise(str(column)) for column in clean.columns]
     for column in clean.columns:
         if not pd.api.types.is_numeric_dtype(clean[column]):
             clean[column] = clean[column].map(_neutralise)
-    return clean.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    # CRLF rows (RFC 4180): the csv writer then quotes any cell holding a lone \r, which a "\n"
+    # terminator would leave bare and a reader would split into two rows.
+    return clean.to_csv(index=False, lineterminator="\r\n").encode("utf-8")

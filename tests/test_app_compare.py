@@ -31,7 +31,7 @@ def test_safe_csv_neutralises_formulas_in_text_cells_only():
 
 def test_safe_csv_leaves_a_harmless_table_unchanged():
     table = pd.DataFrame({"name": ["lstm-triplet-1", "dual"], "val F1": [0.5, float("nan")]})
-    assert safe_csv(table) == table.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    assert safe_csv(table) == table.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
 
 
 # ---- runs_table -------------------------------------------------------------------------------------

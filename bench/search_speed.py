@@ -1,0 +1,74 @@
+"""Search over every distinct question of the shared data: FAISS HNSW against exact brute force.
+
+Encodes all distinct questions (several hundred thousand) with a model, builds the index the app
+and the CLI use (`core.search.SearchIndex`, HNSW above 50,000 texts), then for the same queries
+measures p50/p99 latency of the index and of an exact numpy search, and recall@10 against exact.
+
+    .venv/bin/python bench/search_speed.py [--quick] [--model DIR]   # default: a fresh Siamese LSTM
+
+Query latency includes encoding the query, as a user waits for it. Without --model the vectors
+come from a freshly initialised Siamese LSTM (fast to encode on a CPU); the index does not care
+what produced the vectors, and untrained vectors are, if anything, harder to separate.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import load_real_pairs, parser, peak_rss_mb, setup_torch  # noqa: E402
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--model", default=None, help="a saved model folder (default: a fresh Siamese LSTM)")
+    p.add_argument("--queries", type=int, default=200)
+    args = p.parse_args()
+    setup_torch()
+    import torch
+
+    from core.objectives import LossConfig
+    from core.pipeline import RunSpec, build_model
+    from core.saving import load_model
+    from core.search import SearchIndex, _encode, corpus_questions
+
+    pairs = load_real_pairs(max_rows=60000 if args.quick else None)
+    texts = corpus_questions(pairs)
+    if args.model:
+        model, _ = load_model(args.model)
+    else:
+        torch.manual_seed(0)
+        model = build_model(RunSpec(model="lstm", loss=LossConfig("triplet"), max_length=32), pairs).eval()
+    started = time.perf_counter()
+    index = SearchIndex.build(model, texts, batch_size=512)
+    build_s = time.perf_counter() - started
+    vectors = index.index.reconstruct_n(0, index.index.ntotal) if index.kind == "flat" else None
+    # Exact reference: the same unit vectors, brute force in numpy.
+    all_vectors = _encode(model, texts, tower=1, batch_size=512, progress=None) if vectors is None else vectors
+
+    rng = np.random.default_rng(0)
+    queries = [texts[i] for i in rng.choice(len(texts), size=args.queries, replace=False)]
+    index_ms, exact_ms, recalls = [], [], []
+    for query in queries:
+        t0 = time.perf_counter()
+        found = [text for text, _ in index.search(query, 10)[0]]
+        t1 = time.perf_counter()
+        q = _encode(model, [query], tower=0, batch_size=1, progress=None)  # (1, d)
+        top = np.argpartition(-(all_vectors @ q[0]), 10)[:10]
+        t2 = time.perf_counter()
+        index_ms.append((t1 - t0) * 1000)
+        exact_ms.append((t2 - t1) * 1000)
+        exact = {texts[i] for i in top}
+        recalls.append(len(exact & set(found)) / 10)
+    print(f"corpus: {len(texts):,} distinct questions; index {index.kind}; build {build_s:.1f} s "
+          f"(encoding included); peak RSS {peak_rss_mb():.0f} MB")
+    print(f"FAISS {index.kind}: p50 {np.percentile(index_ms, 50):.2f} ms, p99 {np.percentile(index_ms, 99):.2f} ms")
+    print(f"exact numpy : p50 {np.percentile(exact_ms, 50):.2f} ms, p99 {np.percentile(exact_ms, 99):.2f} ms")
+    print(f"recall@10 vs exact: {np.mean(recalls):.4f} over {len(queries)} queries")
+
+
+if __name__ == "__main__":
+    main()
