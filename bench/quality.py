@@ -119,8 +119,21 @@ def run_combination(model_name: str, loss_label: str, splits: Splits, test, unse
                            unseen)
 
 
+class EpochPrinter:
+    """One line per epoch, so a long run shows where it is."""
+
+    def __init__(self, name: str):
+        self.name, self.started = name, time.perf_counter()
+
+    def on_epoch_end(self, trainer):
+        m = trainer.epoch_results[-1].metrics
+        print(f"  {self.name} epoch {trainer.epoch}: step {trainer.step}/{trainer.total_steps}, "
+              f"val roc_auc {m.get('roc_auc', float('nan')):.4f}, {trainer.pairs_per_second:.0f} pairs/s, "
+              f"{time.perf_counter() - self.started:.0f} s", flush=True)
+
+
 def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> dict:
-    result = train_on_splits(spec, splits, save=False)
+    result = train_on_splits(spec, splits, save=False, callbacks=[EpochPrinter(name)])
     row = score_row(name, result.model, test, unseen, result.thresholds, result.outcome.seconds,
                     result.outcome.pairs_per_second)
     row.update(train_pairs=len(splits.train), epochs_run=len(result.outcome.epochs), status=result.outcome.status,

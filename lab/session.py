@@ -105,9 +105,16 @@ def model_choices() -> dict[str, str]:
     return choices
 
 
+def model_picker(key: str) -> str:
+    """The model selectbox every page shows; returns the choice (``ZERO_SHOT`` or a folder path).
+    Each page passes its own key so one page's choice never changes another's."""
+    choices = model_choices()
+    return choices[st.selectbox("Model", list(choices), key=key)]
+
+
 def show_error(message: str) -> None:
     st.error(message, icon=":material/error:")
 
 
 __all__ = ["DataError", "setup_page", "set_dataset", "get_model", "job_queue", "model_choices", "load_sample",
-           "load_upload", "data_key", "show_error", "ZERO_SHOT", "SAMPLE_NAME"]
+           "load_upload", "data_key", "show_error", "model_picker", "ZERO_SHOT", "SAMPLE_NAME"]

@@ -8,7 +8,7 @@ setup_page("Similarity matrix")
 
 from core.inspection import SEED_EXAMPLE, inspect_scores, pick_batch, seed_experiment  # noqa: E402
 from lab import cached, figures  # noqa: E402
-from lab.session import model_choices, show_error  # noqa: E402
+from lab.session import model_picker, show_error  # noqa: E402
 
 MARKS = (
     "**Reading the matrix.** Row *i* is question1 of pair *i* (the anchor, v1), column *j* is question2 of "
@@ -38,9 +38,7 @@ def _next_seed() -> None:
 
 
 # ---- controls ----------------------------------------------------------------------------------
-choices = model_choices()
-label = st.selectbox("Model", list(choices), key="sim_model")
-choice = choices[label]
+choice = model_picker("sim_model")
 
 left, middle, right = st.columns(3)
 with left:
@@ -85,7 +83,7 @@ if batch is not None:
         view = inspect_scores(scores, margin=margin, softmax_scale=softmax_scale,
                               question1=question1, question2=question2)
     except Exception as error:  # a broken model folder or a failing encoder: say so, no traceback
-        show_error(f"Could not score the batch with “{label}”: {error}")
+        show_error(f"Could not score the batch with “{st.session_state.sim_model}”: {error}")
 
 if view is not None:
     st.plotly_chart(figures.similarity_heatmap(view), key="heatmap")

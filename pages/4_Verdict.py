@@ -9,7 +9,7 @@ setup_page("Verdict")
 from core.metrics import curves, predict, ranking_metrics, threshold_metrics  # noqa: E402
 from core.models import ZERO_SHOT_THRESHOLD  # noqa: E402
 from lab import cached, figures  # noqa: E402
-from lab.session import ZERO_SHOT, get_model, model_choices, show_error  # noqa: E402
+from lab.session import ZERO_SHOT, get_model, model_picker, show_error  # noqa: E402
 
 DEFAULT_THRESHOLD = 0.5  # for a saved model with no calibrated threshold (trained without a validation split)
 
@@ -17,14 +17,12 @@ st.title("Duplicate or not?")
 st.caption("Type two questions. The model turns each into a vector; the verdict is DUPLICATE when their "
            "cosine similarity is above the threshold.")
 
-choices = model_choices()
-label = st.selectbox("Model", list(choices), key="verdict_choice")
-choice = choices[label]
+choice = model_picker("verdict_choice")
 try:
     with st.spinner("Loading the model…"):
         model, config = get_model(choice)
 except Exception as error:  # a broken or half-written model folder
-    show_error(f"Could not load “{label}”: {error}")
+    show_error(f"Could not load “{st.session_state.verdict_choice}”: {error}")
     st.stop()
 
 calibrated = config.get("thresholds", {}).get("accuracy")

@@ -7,15 +7,13 @@ from lab.session import setup_page
 setup_page("Search")
 
 from lab import cached  # noqa: E402
-from lab.session import get_model, model_choices, show_error  # noqa: E402
+from lab.session import get_model, model_picker, show_error  # noqa: E402
 
 st.title("Search similar questions")
 st.caption("Every distinct question of the active dataset (both columns) is encoded once per model and kept "
            "in a FAISS index; a query is encoded the same way and compared by cosine similarity.")
 
-choices = model_choices()
-label = st.selectbox("Model", list(choices), key="search_model")
-choice = choices[label]
+choice = model_picker("search_model")
 query = st.text_input("Question", value="How can I learn to code?", key="query")
 k = st.slider("Number of results", min_value=1, max_value=50, value=10, step=1, key="k")
 
@@ -39,7 +37,7 @@ try:
     index = cached.search_index(choice, key, texts, progress=show_progress)
 except Exception as error:
     status.empty()
-    show_error(f"Could not build the search index with “{label}”: {error}")
+    show_error(f"Could not build the search index with “{st.session_state.search_model}”: {error}")
     st.stop()
 status.empty()
 exact = "exact search (FAISS flat inner product)" if index.kind == "flat" else \
