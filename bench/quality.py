@@ -210,7 +210,7 @@ def main() -> None:
     wanted = [w for w in args.only.split(",") if w] or ["baselines", "grid"] + list(PRESETS)[:2]
     rows = []
     for item in wanted:
-        started = time.perf_counter()
+        started, before = time.perf_counter(), len(rows)
         if item == "baselines":
             rows.append(tfidf_row(splits, test, unseen))
             rows.append(zero_shot_row(splits, test, unseen, 1000 if args.quick else 3000))
@@ -219,6 +219,7 @@ def main() -> None:
                 for loss_label in LOSSES:
                     rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick))
                     print(table(rows[-1:]).splitlines()[-1], flush=True)
+                    before = len(rows)
         elif item in PRESETS:
             rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps))
         elif "/" in item:
@@ -228,6 +229,8 @@ def main() -> None:
             rows.extend(peer_rows(splits, test, unseen, args.quick))
         else:
             sys.exit(f"unknown item {item!r}")
+        for line in table(rows[before:]).splitlines()[2:]:  # rows not printed yet
+            print(line, flush=True)
         print(f"[{item}: {time.perf_counter() - started:.0f} s]", flush=True)
     if args.peer and "peer" not in wanted:
         rows.extend(peer_rows(splits, test, unseen, args.quick))
