@@ -14,6 +14,9 @@ Two side-by-side measurements:
      between two callbacks: loop bookkeeping, batch building, the step, the tqdm callback.
      The per-epoch costs (batch order, best-state copy) are measured alone and amortised.
   2. whole runs: Trainer.run() wall time vs the bare loop's, alternated run by run.
+Also printed: the Trainer extras timed alone, AdamW foreach (what the Trainer builds) vs fused, and
+a prototype that packs the unidirectional LSTM (core packs only the bidirectional one). Packing
+turned out slower on CPU: it is kept here as the evidence, not as a proposal.
 
     .venv/bin/python bench/train_overhead.py --quick     # 20 steps per run, 2 whole runs per side
     .venv/bin/python bench/train_overhead.py             # 60 steps per run, 3 whole runs per side

@@ -32,8 +32,10 @@ UPLOAD_LIMIT_MB = 1
 TRAIN_TIMEOUT_MS = 150_000
 VERDICT_BOUND_S = 15.0  # a generous bound: a behaviour check (answers keep coming while others train), not a benchmark
 # A tiny Siamese LSTM on the bundled sample: a few seconds per run, long enough for the second run to queue.
-TINY_RUN = {"Epochs": 3, "Batch size": 32, "Embedding size": 16, "Hidden size": 16,
-            "Max length (tokens per question)": 16}
+# Long enough (many short epochs, no early stopping) that the second run is still queued when its page
+# next refreshes, and the third user's verdicts are asked while both train, even on a quiet machine.
+TINY_RUN = {"Epochs": 150, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
+            "Max length (tokens per question)": 16, "Early-stopping patience (epochs, 0 = off)": 0}
 # Each differs from the page's default second question and from the one before, so every one is a new answer.
 SECOND_QUESTIONS = ["What is the quickest way to learn Python?", "How do I bake sourdough bread?",
                     "Which Python book should a beginner read first?", "How can I repot a cactus safely?"]
@@ -91,6 +93,7 @@ def open_page(page, server: StreamlitServer, path: str, heading: str) -> None:
 
 def prepare_tiny_run(page, server: StreamlitServer) -> None:
     open_page(page, server, "Train", "Train")
+    page.get_by_text("More settings").click()  # the patience input lives in this expander
     set_numbers(page, TINY_RUN)
 
 
