@@ -25,7 +25,7 @@ import pandas as pd
 
 FLAT_LIMIT = 50_000  # corpus size up to which search is exact
 HNSW_NEIGHBOURS = 32  # M: graph links per vector
-HNSW_EF_SEARCH = 128  # candidates kept while searching; higher = better recall, slower
+HNSW_EF_SEARCH = 512  # candidates kept while searching: recall@10 0.97 at p50 5.5 ms on 448k questions (docs/BENCHMARKS.md)
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while building
 ENCODE_CHUNK = 4096  # texts per model.encode call, so progress moves and memory stays bounded
 INDEX_FILE, TEXTS_FILE, META_FILE = "index.faiss", "texts.json", "meta.json"
