@@ -280,7 +280,7 @@ def main() -> None:
         "ours padded width, mean batch max": sum(facts["ours widths"]) / len(facts["ours widths"]),
         "token length mean (peer tokenizer)": sum(facts["peer lengths"]) / len(facts["peer lengths"]),
         "peer optimizer": facts["peer optimizer"],
-        "ours optimizer": "torch.optim.AdamW default (foreach)",
+        "ours optimizer": "torch.optim.AdamW, fused (core.trainer)",
     })
     report("finetune_vs_peer (step-interleaved in one run)", figures)
 
