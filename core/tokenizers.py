@@ -98,6 +98,10 @@ class WordTokenizer:
         sequences = [[get(w, unk) for w in self.split(t)[:cap]] for t in texts]
         return _to_table(sequences, cap, self.pad_id)
 
+    def count(self, text: str) -> int:
+        """Tokens ``text`` has before ``max_length`` cuts it."""
+        return len(self.split(text))
+
     def coverage(self, texts: Sequence[str]) -> float:
         """Share of word occurrences in ``texts`` that the vocabulary knows (the rest become <unk>)."""
         words = [w for t in texts for w in self.split(t)]
@@ -132,6 +136,7 @@ class WordPieceTokenizer:
         except Exception as error:  # the Rust side raises TypeError/Exception for a vocab without [SEP] etc.
             raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary ({error})") from None
         self._tokenizer.enable_truncation(self.max_length)
+        self._counter = None  # an untruncated twin, for count()
         self.pad_id = self._tokenizer.token_to_id("[PAD]")
         self.cls_id = self._tokenizer.token_to_id("[CLS]")
         if self.pad_id is None or self.cls_id is None:
@@ -144,6 +149,15 @@ class WordPieceTokenizer:
     def encode(self, texts: Sequence[str]) -> TokenTable:
         encodings = self._tokenizer.encode_batch(list(texts))
         return _to_table([e.ids for e in encodings], self.max_length, self.pad_id)
+
+    def count(self, text: str) -> int:
+        """Tokens ``text`` has before ``max_length`` cuts it, [CLS] and [SEP] included (as
+        ``max_length`` counts them)."""
+        if self._counter is None:  # built on first use: most tokenizers are never asked
+            from tokenizers import BertWordPieceTokenizer
+
+            self._counter = BertWordPieceTokenizer(str(self.vocab_file), lowercase=True)
+        return len(self._counter.encode(text).ids)
 
     def tokens(self, text: str) -> list[str]:
         return self._tokenizer.encode(text).tokens

@@ -93,24 +93,6 @@ def validation_scores(choice: str, stamp: float, key: str, _pairs: pd.DataFrame)
     return np.asarray(table.labels), pair_scores(model, table)
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _untruncated(vocab_file: str):
-    from core.tokenizers import WordPieceTokenizer
-
-    return WordPieceTokenizer(Path(vocab_file), max_length=100_000)
-
-
-def token_count(tokenizer, text: str) -> int:
-    """Tokens ``text`` has before the model's ``max_length`` cuts it ([CLS]/[SEP] included for
-    WordPiece, as ``max_length`` counts them)."""
-    from core.tokenizers import WordTokenizer
-
-    if isinstance(tokenizer, WordTokenizer):
-        return len(tokenizer.split(text))
-    long = _untruncated(str(tokenizer.vocab_file))
-    return int(long.encode([text]).lengths[0])
-
-
 # ---- search ------------------------------------------------------------------------------------
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _index_slot(choice: str, stamp: float, key: str) -> dict:

@@ -69,7 +69,7 @@ with verdict_column:
             limit = model.tokenizer.max_length
             for name, text in (("Question 1", question1), ("Question 2", question2)):
                 st.text(text)
-                count = cached.token_count(model.tokenizer, text)
+                count = model.tokenizer.count(text)
                 if count > limit:
                     st.caption(f"{name} has {count} tokens; it was truncated to {limit} tokens, the most this "
                                "model reads.")

@@ -48,7 +48,7 @@ if not query.strip():
     st.info("Type a question to search for.")
     st.stop()
 
-count = cached.token_count(model.tokenizer, query)
+count = model.tokenizer.count(query)
 if count > model.tokenizer.max_length:
     st.caption(f"The question has {count} tokens; it was truncated to {model.tokenizer.max_length} tokens, "
                "the most this model reads.")

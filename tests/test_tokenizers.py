@@ -179,3 +179,14 @@ def test_bad_tokenizer_settings_raise_value_error(tmp_path):
         WordPieceTokenizer(not_bert)
     with pytest.raises(FileNotFoundError):
         WordPieceTokenizer(tmp_path / "missing" / "vocab.txt")
+
+
+def test_count_is_the_length_before_truncation():
+    from core.tokenizers import WordTokenizer, bert_wordpiece
+
+    words = WordTokenizer(["<pad>", "<unk>", "how"], max_length=3)
+    assert words.count("How old are you ?") == 5  # how, old, are, you, ?
+    assert int(words.encode(["How old are you ?"]).lengths[0]) == 3  # cut to max_length
+    pieces = bert_wordpiece(max_length=4)
+    assert pieces.count("How old are you?") == 7  # [CLS] how old are you ? [SEP]
+    assert int(pieces.encode(["How old are you?"]).lengths[0]) == 4
