@@ -41,19 +41,20 @@ LOSSES = {  # label -> (LossConfig fields, hard negatives)
     "contrastive-m2": ({"name": "contrastive", "form": "margin_squared"}, False),
     "softmax+hn": ({"name": "softmax"}, True),
 }
-# Per model: training rows, epochs, max steps, batch, lr, model options; (full, quick).
+# Per model: training rows, epochs, batch, lr, model options; (full, quick). The grid rows compare
+# losses at equal, modest budgets; the long recipes are the presets (--only lstm-quora, ...).
 BUDGETS = {
-    "lstm": ({"rows": None, "epochs": 3, "batch_size": 256, "lr": 2e-3,
-              "options": {"embedding_dim": 128, "hidden_size": 128, "bidirectional": True}, "max_length": 40},
+    "lstm": ({"rows": 60000, "epochs": 3, "batch_size": 256, "lr": 2e-3,
+              "options": {"embedding_dim": 128, "hidden_size": 128, "bidirectional": True}, "max_length": 32},
              {"rows": 8000, "epochs": 2, "batch_size": 128, "lr": 2e-3,
               "options": {"embedding_dim": 64, "hidden_size": 64}, "max_length": 32}),
-    "dual-transformer": ({"rows": 60000, "epochs": 2, "batch_size": 64, "lr": 3e-4,
+    "dual-transformer": ({"rows": 30000, "epochs": 2, "batch_size": 64, "lr": 3e-4,
                           "options": {"d_model": 128, "num_heads": 4, "num_layers": 2, "ff_dim": 512,
-                                      "projection_dim": 128}, "max_length": 40},
+                                      "projection_dim": 128}, "max_length": 32},
                          {"rows": 3000, "epochs": 1, "batch_size": 32, "lr": 3e-4,
                           "options": {"d_model": 64, "num_heads": 4, "num_layers": 1, "ff_dim": 128,
                                       "projection_dim": 64}, "max_length": 32}),
-    "minilm": ({"rows": 20000, "epochs": 1, "batch_size": 64, "lr": 2e-5, "options": {}, "max_length": 40},
+    "minilm": ({"rows": 5000, "epochs": 1, "batch_size": 64, "lr": 2e-5, "options": {}, "max_length": 40},
                {"rows": 400, "epochs": 1, "batch_size": 32, "lr": 2e-5, "options": {}, "max_length": 32}),
 }
 
@@ -115,8 +116,14 @@ def run_combination(model_name: str, loss_label: str, splits: Splits, test, unse
                    train=default_train_config(model_name, epochs=budget["epochs"], batch_size=budget["batch_size"],
                                               lr=budget["lr"], patience=1, max_val_pairs=1000 if quick else 3000),
                    model_options=budget["options"], max_length=budget["max_length"], hard_negatives=hard)
-    return train_and_score(f"{model_name} / {loss_label}", spec, Splits(train, splits.val, splits.test[:0]), test,
-                           unseen)
+    return train_and_score(f"{model_name} / {loss_label}", spec, Splits(train, calibration_split(splits, model_name),
+                                                                        splits.test[:0]), test, unseen)
+
+
+def calibration_split(splits: Splits, model_name: str):
+    """The validation pairs a run calibrates its threshold on: all of them, or 3,000 for MiniLM,
+    whose scoring of the whole 5 % split would take longer than its 20,000-pair training."""
+    return splits.val.iloc[:3000] if model_name == "minilm" else splits.val
 
 
 class EpochPrinter:
@@ -147,8 +154,8 @@ def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool, max_
     spec = PRESETS[preset_name].spec()
     if quick or max_steps:
         spec.train.max_steps = 30 if quick else max_steps
-    return train_and_score(f"preset {preset_name}", spec, Splits(splits.train, splits.val, splits.test[:0]),
-                           test, unseen)
+    return train_and_score(f"preset {preset_name}", spec,
+                           Splits(splits.train, calibration_split(splits, spec.model), splits.test[:0]), test, unseen)
 
 
 def peer_rows(splits: Splits, test, unseen, quick: bool) -> list[dict]:
@@ -163,7 +170,7 @@ def peer_rows(splits: Splits, test, unseen, quick: bool) -> list[dict]:
                                       ("MultipleNegativesRankingLoss", "softmax", duplicates)):
         model, seconds = fine_tune_peer(peer_loss, data, batch_size=64, epochs=1, lr=2e-5, max_length=40)
         row = score_row(f"peer ST {peer_loss}", model, test, unseen,
-                        {"accuracy": _calibrate(splits.val.iloc[:3000], lambda f: model.score_pairs(
+                        {"accuracy": _calibrate(calibration_split(splits, "minilm"), lambda f: model.score_pairs(
                             f["question1"].tolist(), f["question2"].tolist()))}, seconds, len(data) / seconds)
         row["train_pairs"] = len(data)
         rows.append(row)
@@ -171,8 +178,8 @@ def peer_rows(splits: Splits, test, unseen, quick: bool) -> list[dict]:
                        train=default_train_config("minilm", epochs=1, batch_size=64, lr=2e-5, patience=0,
                                                   max_val_pairs=500),
                        max_length=40)
-        rows.append(train_and_score(f"ours {our_loss} (same data)", spec, Splits(data, splits.val, splits.test[:0]),
-                                    test, unseen))
+        rows.append(train_and_score(f"ours {our_loss} (same data)", spec,
+                                    Splits(data, calibration_split(splits, "minilm"), splits.test[:0]), test, unseen))
     return rows
 
 
@@ -190,13 +197,15 @@ def main() -> None:
     from bench.common import parser, setup_torch
 
     p = parser(__doc__)
-    p.add_argument("--only", default="", help="comma-separated: model/loss (lstm/contrastive), preset names, "
+    p.add_argument("--only", default="", help="comma-separated: model/loss (lstm/contrastive), model/* (its every "
+                                              "loss), preset names, "
                                               "'baselines', 'peer', or 'grid' (every model x loss)")
     p.add_argument("--peer", action="store_true", help="also run the sentence-transformers comparison")
     p.add_argument("--test-pairs", type=int, default=10000, help="scored sample of the held-out split (0 = all)")
     p.add_argument("--preset-steps", type=int, default=0, help="cap the presets' training steps (0 = the recipe's)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads (1 lets two runs share the 2 cores)")
     args = p.parse_args()
-    setup_torch()
+    setup_torch(args.threads)
     pairs, _ = load_pairs(data_path())
     splits = protocol_splits(pairs)
     test = splits.test
@@ -209,6 +218,13 @@ def main() -> None:
 
     wanted = [w for w in args.only.split(",") if w] or ["baselines", "grid"] + list(PRESETS)[:2]
     rows = []
+    OUT.mkdir(exist_ok=True)
+    out = OUT / f"quality-{'quick-' if args.quick else ''}{date.today()}-{int(time.time())}.json"
+
+    def save() -> None:  # after every item, so a long run cut short keeps what it measured
+        out.write_text(json.dumps({"date": str(date.today()), "argv": sys.argv[1:], "rows": rows}, indent=2,
+                                  default=str))
+
     for item in wanted:
         started, before = time.perf_counter(), len(rows)
         if item == "baselines":
@@ -222,6 +238,11 @@ def main() -> None:
                     before = len(rows)
         elif item in PRESETS:
             rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps))
+        elif item.endswith("/*"):  # every loss of one model
+            for loss_label in LOSSES:
+                rows.append(run_combination(item[:-2], loss_label, splits, test, unseen, args.quick))
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
+                before = len(rows)
         elif "/" in item:
             model_name, loss_label = item.split("/")
             rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick))
@@ -232,13 +253,12 @@ def main() -> None:
         for line in table(rows[before:]).splitlines()[2:]:  # rows not printed yet
             print(line, flush=True)
         print(f"[{item}: {time.perf_counter() - started:.0f} s]", flush=True)
+        save()
     if args.peer and "peer" not in wanted:
         rows.extend(peer_rows(splits, test, unseen, args.quick))
     print()
     print(table(rows))
-    OUT.mkdir(exist_ok=True)
-    out = OUT / f"quality-{'quick-' if args.quick else ''}{date.today()}-{int(time.time())}.json"
-    out.write_text(json.dumps({"date": str(date.today()), "argv": sys.argv[1:], "rows": rows}, indent=2, default=str))
+    save()
     print(f"\nrows written to {out}")
 
 

@@ -16,8 +16,14 @@ import pandas as pd
 from core.data import normalise_questions
 
 
+# Rows are grouped by length inside windows of this many batches: wide enough that most batches
+# have little padding, narrow enough that each batch still holds a random slice of the data.
+BUCKET_WINDOW_BATCHES = 32
+
+
 def duplicate_free_batches(
-    pairs: pd.DataFrame, batch_size: int, seed: int | None, drop_last_below: int = 2
+    pairs: pd.DataFrame, batch_size: int, seed: int | None, drop_last_below: int = 2,
+    lengths: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """Shuffled batches of the duplicate rows (is_duplicate == 1) with no normalised text twice.
 
@@ -32,6 +38,8 @@ def duplicate_free_batches(
         batch_size: rows per batch (the last batches may be smaller).
         seed: shuffling seed; same seed, same batches. None keeps the file order.
         drop_last_below: batches with fewer rows than this are dropped.
+        lengths: optional (len(pairs),) token length of each pair; when given, rows of similar
+            length share a batch (see `length_grouped`) and the batch order is shuffled.
 
     Returns:
         list of int64 arrays of row positions into `pairs` (use with .iloc), each (<= batch_size,).
@@ -43,8 +51,11 @@ def duplicate_free_batches(
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     positions = np.flatnonzero(pairs["is_duplicate"].to_numpy() == 1)
     first_codes, second_codes = _text_codes(pairs.iloc[positions])
-    order = (np.arange(positions.size) if seed is None
-             else np.random.default_rng(seed).permutation(positions.size)).tolist()
+    rng = np.random.default_rng(seed)
+    order = np.arange(positions.size) if seed is None else rng.permutation(positions.size)
+    if lengths is not None:
+        order = length_grouped(order, np.asarray(lengths)[positions], batch_size)
+    order = order.tolist()
 
     batches: list[list[int]] = []
     batch: list[int] = []
@@ -82,15 +93,44 @@ def duplicate_free_batches(
         open_batch_from_waiting()
     batches.append(batch)
 
-    return [positions[np.array(rows, dtype=np.int64)] for rows in batches if len(rows) >= max(drop_last_below, 1)]
+    kept = [positions[np.array(rows, dtype=np.int64)] for rows in batches if len(rows) >= max(drop_last_below, 1)]
+    return _shuffled(kept, rng) if lengths is not None else kept
 
 
-def labelled_batches(pairs: pd.DataFrame, batch_size: int, seed: int) -> list[np.ndarray]:
-    """All rows, both classes, in a seeded order, cut into batches (the last may be smaller)."""
+def labelled_batches(pairs: pd.DataFrame, batch_size: int, seed: int,
+                     lengths: np.ndarray | None = None) -> list[np.ndarray]:
+    """All rows, both classes, in a seeded order, cut into batches (the last may be smaller).
+
+    With ``lengths`` ((len(pairs),) token length of each pair), rows of similar length share a
+    batch and the batch order is shuffled, so a batch pads to little more than its own rows.
+    """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    order = np.random.default_rng(seed).permutation(pairs.shape[0])
-    return [order[start : start + batch_size] for start in range(0, order.size, batch_size)]
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(pairs.shape[0])
+    if lengths is not None:
+        order = length_grouped(order, np.asarray(lengths), batch_size)
+    batches = [order[start : start + batch_size] for start in range(0, order.size, batch_size)]
+    return _shuffled(batches, rng) if lengths is not None else batches
+
+
+def length_grouped(order: np.ndarray, lengths: np.ndarray, batch_size: int) -> np.ndarray:
+    """``order`` with each window of BUCKET_WINDOW_BATCHES batches sorted by ``lengths[row]``.
+
+    The windows keep the shuffle's randomness at a coarse scale; the sort makes consecutive rows,
+    and so the batches cut from them, hold questions of about the same length. A batch is padded
+    to its longest row, so this removes most of the padding the model would otherwise compute on.
+
+    Example: order [0, 1, 2, 3], lengths [9, 2, 8, 3], one window -> [1, 3, 2, 0].
+    """
+    window = max(batch_size, 1) * BUCKET_WINDOW_BATCHES
+    grouped = [chunk[np.argsort(lengths[chunk], kind="stable")]
+               for chunk in (order[start : start + window] for start in range(0, order.size, window))]
+    return np.concatenate(grouped) if grouped else order
+
+
+def _shuffled(batches: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def _text_codes(pairs: pd.DataFrame) -> tuple[list[int], list[int]]:

@@ -104,14 +104,22 @@ class PairTable:
         negatives = self._batch_negatives(rows) if self.negative_of is not None else None
         return Batch(self.first.take(rows), self.second.take(rows), torch.from_numpy(self.labels[rows]), negatives)
 
-    def index_batches(self, kind: str, batch_size: int, seed: int) -> list[np.ndarray]:
-        """Row indices per batch: duplicate-free duplicate pairs, or labelled pairs of both classes."""
+    def pair_lengths(self) -> np.ndarray:
+        """(N,) tokens of the longer question of each pair: what a batch holding the pair pads to."""
+        return np.maximum(self.first.lengths, self.second.lengths)
+
+    def index_batches(self, kind: str, batch_size: int, seed: int, length_buckets: bool = False) -> list[np.ndarray]:
+        """Row indices per batch: duplicate-free duplicate pairs, or labelled pairs of both classes.
+
+        ``length_buckets`` puts pairs of similar length together (batch order stays shuffled).
+        """
+        lengths = self.pair_lengths() if length_buckets else None
         if kind == "duplicates":
-            return duplicate_free_batches(self.pairs, batch_size, seed)
+            return duplicate_free_batches(self.pairs, batch_size, seed, lengths=lengths)
         if kind == "labelled":
-            return labelled_batches(self.pairs, batch_size, seed)
+            return labelled_batches(self.pairs, batch_size, seed, lengths=lengths)
         raise ValueError(f"unknown batch kind {kind!r}")
 
-    def batches(self, kind: str, batch_size: int, seed: int) -> Iterator[Batch]:
-        for rows in self.index_batches(kind, batch_size, seed):
+    def batches(self, kind: str, batch_size: int, seed: int, length_buckets: bool = False) -> Iterator[Batch]:
+        for rows in self.index_batches(kind, batch_size, seed, length_buckets):
             yield self.batch(rows)

@@ -29,14 +29,14 @@ class Preset:
 PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset(
         name="lstm-quora",
-        description="Siamese LSTM from scratch for real Quora-size data: 2-layer bidirectional LSTM, "
+        description="Siamese LSTM from scratch for real Quora-size data: 1-layer bidirectional LSTM, "
                     "contrastive loss on labelled pairs of both classes, warm-up and decay, early stopping.",
         model="lstm",
         loss={"name": "contrastive", "form": "squared_hinge", "margin": 1.0},
-        train={"epochs": 6, "batch_size": 256, "lr": 2e-3, "patience": 2, "weight_decay": 0.0},
-        run={"model_options": {"embedding_dim": 160, "hidden_size": 192, "num_layers": 2, "bidirectional": True,
+        train={"epochs": 4, "batch_size": 256, "lr": 2e-3, "patience": 1, "weight_decay": 0.0},
+        run={"model_options": {"embedding_dim": 128, "hidden_size": 160, "num_layers": 1, "bidirectional": True,
                                "dropout": 0.1},
-             "max_length": 32, "min_freq": 2, "max_vocab": 60000, "val_fraction": 0.05},
+             "max_length": 32, "min_freq": 2, "max_vocab": 80000, "val_fraction": 0.05},
     ),
     Preset(
         name="minilm-quora",
@@ -44,7 +44,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                     "non-duplicates are the signal MiniLM's own training never saw.",
         model="minilm",
         loss={"name": "contrastive", "form": "squared_hinge", "margin": 1.0},
-        train={"epochs": 1, "batch_size": 64, "lr": 3e-5, "patience": 0, "max_val_pairs": 2000},
+        train={"epochs": 1, "batch_size": 64, "lr": 2e-5, "patience": 0, "max_val_pairs": 2000},
         run={"max_length": 40, "val_fraction": 0.05},
     ),
     Preset(

@@ -39,6 +39,7 @@ class TrainConfig:
     patience: int = 2  # epochs without a better validation ROC AUC before stopping; 0 disables
     max_val_pairs: int = 5000  # validation pairs scored after each epoch (a seeded subset if more)
     max_steps: int = 0  # stop after this many steps in all, ending with a validation (0 = no cap)
+    length_buckets: bool = True  # batch pairs of similar length together: far less padding to compute
 
     def __post_init__(self):
         if self.optimizer not in ("adam", "adamw"):
@@ -129,7 +130,8 @@ class Trainer:
     # ---- pieces --------------------------------------------------------------------------------
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         global_size = self.config.batch_size * self.context.world_size
-        return self.train_table.index_batches(self.objective.batch_kind, global_size, self.config.seed + epoch)
+        return self.train_table.index_batches(self.objective.batch_kind, global_size, self.config.seed + epoch,
+                                              self.config.length_buckets)
 
     def _optimizer(self) -> torch.optim.Optimizer:
         params = [p for p in self.model.parameters() if p.requires_grad]

@@ -139,3 +139,39 @@ def test_labelled_batches_deterministic_per_seed():
     first, again, other = (labelled_batches(pairs, 8, seed=seed) for seed in (3, 3, 4))
     assert [batch.tolist() for batch in first] == [batch.tolist() for batch in again]
     assert [batch.tolist() for batch in first] != [batch.tolist() for batch in other]
+
+
+# ---- length buckets ------------------------------------------------------------------------------
+def test_length_grouped_sorts_each_window_by_length():
+    from core.batching import BUCKET_WINDOW_BATCHES, length_grouped
+
+    assert length_grouped(np.array([0, 1, 2, 3]), np.array([9, 2, 8, 3]), batch_size=2).tolist() == [1, 3, 2, 0]
+    # Two windows of 1 * BUCKET_WINDOW_BATCHES rows: each sorted on its own, never merged.
+    w = BUCKET_WINDOW_BATCHES
+    lengths = np.concatenate([np.arange(w, 0, -1), np.arange(2 * w, w, -1)])  # two descending runs
+    grouped = length_grouped(np.arange(2 * w), lengths, batch_size=1)
+    assert grouped[:w].tolist() == list(range(w - 1, -1, -1))
+    assert grouped[w:].tolist() == list(range(2 * w - 1, w - 1, -1))
+
+
+def test_length_bucketed_labelled_batches_pad_less_and_keep_every_row():
+    rng = np.random.default_rng(0)
+    n, batch_size = 4000, 16
+    pairs = pairs_frame([(f"Q{i}", f"R{i}", i % 2) for i in range(n)])
+    lengths = rng.integers(3, 40, size=n)
+    plain = labelled_batches(pairs, batch_size, seed=5)
+    bucketed = labelled_batches(pairs, batch_size, seed=5, lengths=lengths)
+    assert Counter(np.concatenate(bucketed).tolist()) == Counter(range(n))
+    padded = lambda batches: sum(len(b) * lengths[b].max() for b in batches)  # noqa: E731
+    assert padded(bucketed) < 0.75 * padded(plain)  # uniform 3..39: plain batches pad to ~37 each
+    # Batch order is shuffled, not shortest-first: the first batches are not the shortest ones.
+    first_maxima = [lengths[b].max() for b in bucketed[:20]]
+    assert max(first_maxima) - min(first_maxima) > 10
+
+
+def test_length_bucketed_duplicate_free_batches_keep_the_guarantee():
+    lengths = np.array([5, 1, 9, 2, 7, 3, 4, 8, 6, 2, 5, 3, 1])  # one per CROSSING row
+    for seed in range(10):
+        batches = duplicate_free_batches(CROSSING, 3, seed=seed, drop_last_below=1, lengths=lengths)
+        assert_no_text_twice(CROSSING, batches)
+        assert sorted(np.concatenate(batches).tolist()) == DUPLICATE_ROWS
