@@ -108,8 +108,11 @@ def zero_shot_row(splits: Splits, test, unseen, val_pairs: int) -> dict:
     return score_row("MiniLM zero-shot", model, test, unseen, {"accuracy": threshold}, 0, 0)
 
 
-def run_combination(model_name: str, loss_label: str, splits: Splits, test, unseen, quick: bool) -> dict:
-    budget = BUDGETS[model_name][1 if quick else 0]
+def run_combination(model_name: str, loss_label: str, splits: Splits, test, unseen, quick: bool,
+                    rows: int = 0) -> dict:
+    budget = dict(BUDGETS[model_name][1 if quick else 0])
+    if rows:
+        budget["rows"] = rows
     loss_fields, hard = LOSSES[loss_label]
     train = splits.train if budget["rows"] is None else splits.train.iloc[: budget["rows"]]
     spec = RunSpec(model=model_name, loss=LossConfig(**loss_fields),
@@ -154,8 +157,11 @@ def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool, max_
     spec = PRESETS[preset_name].spec()
     if quick or max_steps:
         spec.train.max_steps = 30 if quick else max_steps
-    return train_and_score(f"preset {preset_name}", spec,
+    row = train_and_score(f"preset {preset_name}", spec,
                            Splits(splits.train, calibration_split(splits, spec.model), splits.test[:0]), test, unseen)
+    if spec.train.max_steps:  # the run saw only its first max_steps batches
+        row["train_pairs"] = min(len(splits.train), spec.train.max_steps * spec.train.batch_size)
+    return row
 
 
 def peer_rows(splits: Splits, test, unseen, quick: bool) -> list[dict]:
@@ -203,6 +209,7 @@ def main() -> None:
     p.add_argument("--peer", action="store_true", help="also run the sentence-transformers comparison")
     p.add_argument("--test-pairs", type=int, default=10000, help="scored sample of the held-out split (0 = all)")
     p.add_argument("--preset-steps", type=int, default=0, help="cap the presets' training steps (0 = the recipe's)")
+    p.add_argument("--rows", type=int, default=0, help="training pairs of the model x loss rows (0 = BUDGETS)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (1 lets two runs share the 2 cores)")
     args = p.parse_args()
     setup_torch(args.threads)
@@ -233,19 +240,19 @@ def main() -> None:
         elif item == "grid":
             for model_name in BUDGETS:
                 for loss_label in LOSSES:
-                    rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick))
+                    rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows))
                     print(table(rows[-1:]).splitlines()[-1], flush=True)
                     before = len(rows)
         elif item in PRESETS:
             rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps))
         elif item.endswith("/*"):  # every loss of one model
             for loss_label in LOSSES:
-                rows.append(run_combination(item[:-2], loss_label, splits, test, unseen, args.quick))
+                rows.append(run_combination(item[:-2], loss_label, splits, test, unseen, args.quick, args.rows))
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
                 before = len(rows)
         elif "/" in item:
             model_name, loss_label = item.split("/")
-            rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick))
+            rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows))
         elif item == "peer":
             rows.extend(peer_rows(splits, test, unseen, args.quick))
         else:

@@ -82,7 +82,8 @@ def apply_preset() -> None:
             state[widget] = options[field]
     # Settings without a widget travel with the preset.
     state.preset_extras = {"min_freq": spec.min_freq, "max_vocab": spec.max_vocab,
-                           "dropout": options.get("dropout"), "max_val_pairs": spec.train.max_val_pairs}
+                           "dropout": options.get("dropout"), "max_val_pairs": spec.train.max_val_pairs,
+                           "max_steps": spec.train.max_steps}
 
 
 def tidy_runs_root() -> None:
@@ -132,7 +133,7 @@ def build_spec() -> RunSpec:
     extras = state.preset_extras
     train = default_train_config(model, epochs=state.epochs, batch_size=state.batch_size, lr=state.lr,
                                  device=state.device, seed=state.seed, patience=state.patience,
-                                 **({"max_val_pairs": extras["max_val_pairs"]} if "max_val_pairs" in extras else {}))
+                                 **{k: extras[k] for k in ("max_val_pairs", "max_steps") if k in extras})
     options = model_options(model)
     MODEL_TYPES[model].config_class(**options)  # checks the sizes now (e.g. heads must divide d_model), not in the thread
     vocabulary = {k: extras[k] for k in ("min_freq", "max_vocab") if k in extras}

@@ -167,3 +167,21 @@ def test_preset_fills_the_settings_and_trains_with_them(train_page, runs_root, r
     config = json.loads((job.result.folder / "config.json").read_text())
     assert config["run"]["hard_negatives"] is True and config["run"]["min_freq"] == spec.min_freq
     assert config["train_config"]["epochs"] == 1 and config["model_config"]["hidden_size"] == 64
+
+
+def test_a_preset_step_cap_travels_with_the_run(train_page, rerun_until):
+    from core.presets import PRESETS
+
+    at = train_page
+    at.selectbox(key="preset").set_value("minilm-quora").run()
+    assert at.selectbox(key="model").value == "minilm"
+    # Keep the preset's hidden settings but train a small LSTM, so the test takes seconds.
+    at.selectbox(key="model").set_value("lstm").run()
+    at.number_input(key="epochs").set_value(1)
+    at.button(key="start").click().run()
+    rerun_until(at, lambda at: session_job(at).finished)
+    job = session_job(at)
+    assert job.status == DONE, job.error
+    config = json.loads((job.result.folder / "config.json").read_text())
+    assert config["train_config"]["max_steps"] == PRESETS["minilm-quora"].spec().train.max_steps == 3000
+    assert config["train_config"]["max_val_pairs"] == 2000
