@@ -39,7 +39,8 @@ def duplicate_free_batches(
         seed: shuffling seed; same seed, same batches. None keeps the file order.
         drop_last_below: batches with fewer rows than this are dropped.
         lengths: optional (len(pairs),) token length of each pair; when given, rows of similar
-            length share a batch (see `length_grouped`) and the batch order is shuffled.
+            length share a batch (see `length_grouped`) and the batch order is shuffled (unless
+            seed is None).
 
     Returns:
         list of int64 arrays of row positions into `pairs` (use with .iloc), each (<= batch_size,).
@@ -94,7 +95,7 @@ def duplicate_free_batches(
     batches.append(batch)
 
     kept = [positions[np.array(rows, dtype=np.int64)] for rows in batches if len(rows) >= max(drop_last_below, 1)]
-    return _shuffled(kept, rng) if lengths is not None else kept
+    return _shuffled(kept, rng) if lengths is not None and seed is not None else kept
 
 
 def labelled_batches(pairs: pd.DataFrame, batch_size: int, seed: int,

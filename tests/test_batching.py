@@ -175,3 +175,12 @@ def test_length_bucketed_duplicate_free_batches_keep_the_guarantee():
         batches = duplicate_free_batches(CROSSING, 3, seed=seed, drop_last_below=1, lengths=lengths)
         assert_no_text_twice(CROSSING, batches)
         assert sorted(np.concatenate(batches).tolist()) == DUPLICATE_ROWS
+
+
+def test_length_bucketed_duplicate_free_batches_without_seed_are_reproducible():
+    lengths = np.array([5, 1, 9, 2, 7, 3, 4, 8, 6, 2, 5, 3, 1])
+    runs = [duplicate_free_batches(CROSSING, 3, seed=None, lengths=lengths) for _ in range(3)]
+    assert all([b.tolist() for b in run] == [b.tolist() for b in runs[0]] for run in runs)
+    # One window: the batches are cut from the rows sorted by length, shortest first.
+    maxima = [lengths[b].max() for b in runs[0]]
+    assert maxima == sorted(maxima)
