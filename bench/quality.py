@@ -237,19 +237,14 @@ def main() -> None:
         if item == "baselines":
             rows.append(tfidf_row(splits, test, unseen))
             rows.append(zero_shot_row(splits, test, unseen, 1000 if args.quick else 3000))
-        elif item == "grid":
-            for model_name in BUDGETS:
+        elif item == "grid" or item.endswith("/*"):  # every model x loss, or one model's every loss
+            for model_name in (BUDGETS if item == "grid" else [item[:-2]]):
                 for loss_label in LOSSES:
                     rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows))
                     print(table(rows[-1:]).splitlines()[-1], flush=True)
                     before = len(rows)
         elif item in PRESETS:
             rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps))
-        elif item.endswith("/*"):  # every loss of one model
-            for loss_label in LOSSES:
-                rows.append(run_combination(item[:-2], loss_label, splits, test, unseen, args.quick, args.rows))
-                print(table(rows[-1:]).splitlines()[-1], flush=True)
-                before = len(rows)
         elif "/" in item:
             model_name, loss_label = item.split("/")
             rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows))

@@ -38,6 +38,15 @@ def _formatter(prog):
     return _DefaultsFormatter(prog, max_help_position=32)
 
 
+def _model_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
+    """A subcommand that runs a saved (or the zero-shot) model: --model and --device, then its own options."""
+    command = sub.add_parser(name, help=help, formatter_class=_formatter)
+    command.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    command.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
+    command.set_defaults(func=func)
+    return command
+
+
 # ---- progress ----------------------------------------------------------------------------------
 class TqdmProgress:
     """Trainer callback drawing one tqdm bar over all steps, with validation metrics per epoch."""
@@ -276,40 +285,27 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--runs", default="runs", help="models folder used when --out is not given")
     train.set_defaults(func=cmd_train)
 
-    evaluate = sub.add_parser("evaluate", help="metrics of a model on a labelled pairs file", formatter_class=_formatter)
-    evaluate.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    evaluate = _model_command(sub, "evaluate", "metrics of a model on a labelled pairs file", cmd_evaluate)
     evaluate.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) of labelled pairs")
     evaluate.add_argument("--threshold", type=float, default=None,
                           help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
     evaluate.add_argument("--max-rows", type=int, default=None, help="use only the first N usable rows")
-    evaluate.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
-    evaluate.set_defaults(func=cmd_evaluate)
 
-    predict = sub.add_parser("predict", help="are two questions duplicates?", formatter_class=_formatter)
-    predict.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    predict = _model_command(sub, "predict", "are two questions duplicates?", cmd_predict)
     predict.add_argument("question1")
     predict.add_argument("question2")
     predict.add_argument("--threshold", type=float, default=None, help="cosine threshold (default: calibrated)")
-    predict.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
-    predict.set_defaults(func=cmd_predict)
 
-    search = sub.add_parser("search", help="the k questions of a corpus most similar to a question",
-                            formatter_class=_formatter)
-    search.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    search = _model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
     search.add_argument("question")
     search.add_argument("-k", type=int, default=10, help="number of results")
     search.add_argument("--runs", default="runs", help="models folder (zero-shot MiniLM caches its index here)")
-    search.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
-    search.set_defaults(func=cmd_search)
 
-    embed = sub.add_parser("embed", help="write the vectors of a corpus's distinct questions to a .npy file",
-                           formatter_class=_formatter)
-    embed.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    embed = _model_command(sub, "embed", "write the vectors of a corpus's distinct questions to a .npy file",
+                           cmd_embed)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
     embed.add_argument("--out", required=True, help="output .npy file (questions go to <out>.questions.jsonl)")
-    embed.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
-    embed.set_defaults(func=cmd_embed)
     return parser
 
 

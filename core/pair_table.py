@@ -6,7 +6,6 @@ tokenisation never runs inside the training loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -119,7 +118,3 @@ class PairTable:
         if kind == "labelled":
             return labelled_batches(self.pairs, batch_size, seed, lengths=lengths)
         raise ValueError(f"unknown batch kind {kind!r}")
-
-    def batches(self, kind: str, batch_size: int, seed: int, length_buckets: bool = False) -> Iterator[Batch]:
-        for rows in self.index_batches(kind, batch_size, seed, length_buckets):
-            yield self.batch(rows)
