@@ -1,5 +1,6 @@
 """End to end in a real headless Chromium: upload pairs, train a tiny Siamese LSTM, look at its similarity matrix,
-ask for a verdict, and save a full-page screenshot of every page into ``docs/screenshots/``.
+ask for a verdict, and save a full-page screenshot of every page: into a temporary folder, or into
+``docs/screenshots/`` when SIAMESE_LAB_SCREENSHOTS=1 (so a test run does not rewrite the committed images).
 
 Needs Debian's chromium at /usr/bin/chromium (``make browser``): without it the test skips, except under
 ``CI=true`` where it fails. Navigation after the upload goes through the sidebar links only: a full URL load
@@ -8,7 +9,9 @@ starts a new Streamlit session, and the uploaded dataset and this session's trai
 from __future__ import annotations
 
 import csv
+import os
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,8 @@ from browser_support import (PAGE_TIMEOUT_MS, ROOT, StreamlitServer, full_page_s
 
 pytestmark = pytest.mark.browser
 
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+SCREENSHOTS = (ROOT / "docs" / "screenshots" if os.environ.get("SIAMESE_LAB_SCREENSHOTS") == "1"
+               else Path(tempfile.gettempdir()) / "siamese-lab-screenshots")
 TRAIN_TIMEOUT_MS = 120_000
 
 TOPICS = ["bake sourdough bread", "change a flat bicycle tyre", "grow tomatoes on a balcony", "tune a guitar by ear",
