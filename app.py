@@ -7,7 +7,7 @@ from lab.session import setup_page
 
 setup_page("Home")
 
-from core.pipeline import MODEL_LABELS  # noqa: E402
+from core.models import MODEL_LABELS  # noqa: E402
 
 state = st.session_state
 HERE = Path(__file__).resolve().parent

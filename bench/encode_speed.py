@@ -7,7 +7,7 @@ with `max_seq_length = 64`. Both tokenise inside the call. The questions are cut
 every chunk is encoded by both sides in turn (the order flips every chunk); questions/s is the
 median over chunks, the ratio the median of the per-chunk ratios. The vectors of both sides are
 compared (max abs difference). Also: the Siamese LSTM (hidden 128, fresh word vocabulary built
-with core.pipeline.build_model on the same rows), whose encode runs the Python word tokenizer.
+with core.models.build_model on the same rows), whose encode runs the Python word tokenizer.
 
     .venv/bin/python bench/encode_speed.py --quick     # 2,000 questions in 4 chunks
     .venv/bin/python bench/encode_speed.py             # 20,000 questions in 8 chunks
@@ -44,8 +44,8 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
-    from core.models import MiniLM
-    from core.pipeline import RunSpec, build_model
+    from core.models import MiniLM, build_model
+    from core.specs import spec_from_options
     from core.tokenizers import minilm_folder
 
     hf_logging.set_verbosity_error()
@@ -62,7 +62,9 @@ def main() -> None:
     peer_model = SentenceTransformer(str(minilm_folder()), device="cpu")
     peer_model.max_seq_length = MAX_LENGTH
     torch.manual_seed(0)
-    lstm = build_model(RunSpec(model="lstm", model_options=dict(embedding_dim=128, hidden_size=128)), pairs).eval()
+    train_texts = pd.concat([pairs["question1"], pairs["question2"]]).tolist()  # the LSTM's word vocabulary
+    lstm = build_model(spec_from_options(model="lstm", model_options=dict(embedding_dim=128, hidden_size=128)),
+                       train_texts).eval()
 
     def ours(chunk, batch):
         return ours_model.encode(chunk, batch_size=batch)

@@ -123,6 +123,7 @@ def main() -> None:
     from core.models import MiniLM
     from core.objectives import LossConfig, Objective
     from core.pair_table import PairTable
+    from core.status import DONE
     from core.tokenizers import minilm_folder
     from core.trainer import TrainConfig, Trainer
 
@@ -181,10 +182,10 @@ def main() -> None:
             baton.wait(side)
             clock.created = time.perf_counter()
             table = PairTable(data, model.tokenizer)
-            trainer = trainer_class(model, objective, table, None, config, callbacks=[OurClock(clock)])
+            trainer = trainer_class(model, objective, table, config, callbacks=[OurClock(clock)])
             outcome = trainer.run()
             clock.done = time.perf_counter()
-            if outcome.status != "completed":
+            if outcome.status != DONE or outcome.stopped_early:
                 raise RuntimeError(f"our run ended {outcome.status}: {outcome.message}")
             facts["ours attention"] = model.bert.config._attn_implementation
             facts[f"{side} pairs"], facts[f"{side} steps"] = trainer.pairs_seen, trainer.step

@@ -63,9 +63,8 @@ def child_lstm(steps: int) -> dict:
     setup_torch()
     import torch  # noqa: F401
 
-    from core.objectives import LossConfig
-    from core.pipeline import RunSpec, train_run
-    from core.trainer import TrainConfig
+    from core.pipeline import train_run
+    from core.specs import spec_from_options
 
     stages.mark("imports")
     pairs = load_real_pairs()
@@ -83,8 +82,8 @@ def child_lstm(steps: int) -> dict:
         def on_train_end(self, trainer):
             stages.mark(f"train end ({trainer.outcome.status}, {trainer.step} steps)")
 
-    spec = RunSpec(model="lstm", loss=LossConfig("triplet"), model_options=dict(embedding_dim=128, hidden_size=128),
-                   train=TrainConfig(epochs=1, batch_size=256, lr=2e-3, seed=0, device="cpu", patience=0))
+    spec = spec_from_options(model="lstm", loss="triplet", model_options=dict(embedding_dim=128, hidden_size=128),
+                             epochs=1, batch_size=256, lr=2e-3, seed=0, device="cpu", patience=0)
     result = train_run(spec, pairs, callbacks=[StopAfter()], save=False)
     stages.mark(f"train_run returned (validation scored on {result.validation.get('n', 0):,} pairs)")
     return {"stages": stages.rows, "peak_mb": round(peak_rss_mb())}

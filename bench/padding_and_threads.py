@@ -17,7 +17,7 @@ import sys
 
 from common import REPO, data_path, load_real_pairs, parser  # common sets OMP_WAIT_POLICY before torch loads
 
-PROBES = {  # name -> (model, RunSpec fields, train overrides)
+PROBES = {  # name -> (model, run options, training options), as core.specs.spec_from_options takes them
     "lstm 2-layer biLSTM 192": ("lstm", {"model_options": {"embedding_dim": 160, "hidden_size": 192, "num_layers": 2,
                                                            "bidirectional": True, "dropout": 0.1}, "max_length": 32},
                                 {"batch_size": 256, "lr": 2e-3, "max_steps": 40}),
@@ -45,15 +45,14 @@ def probe(name: str, threads: int) -> float:
     import torch
 
     from core.data import Splits
-    from core.objectives import LossConfig
-    from core.pipeline import RunSpec, default_train_config, train_on_splits
+    from core.pipeline import train_run
+    from core.specs import spec_from_options
 
     torch.set_num_threads(threads)
     model, run, train = PROBES[name]
     pairs = load_real_pairs(41000)
-    spec = RunSpec(model=model, loss=LossConfig("contrastive"),
-                   train=default_train_config(model, epochs=1, patience=0, max_val_pairs=200, **train), **run)
-    result = train_on_splits(spec, Splits(pairs.iloc[:40000], pairs.iloc[40000:40200], pairs.iloc[:0]), save=False)
+    spec = spec_from_options(model=model, loss="contrastive", epochs=1, patience=0, max_val_pairs=200, **train, **run)
+    result = train_run(spec, Splits(pairs.iloc[:40000], pairs.iloc[40000:40200], pairs.iloc[:0]), save=False)
     return result.outcome.pairs_per_second
 
 

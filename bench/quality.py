@@ -30,16 +30,17 @@ from bench.common import data_path  # noqa: E402
 
 from core.data import Splits, load_pairs, split_pairs, unseen_mask  # noqa: E402
 from core.metrics import evaluate_scores, ranking_metrics  # noqa: E402
-from core.objectives import LossConfig  # noqa: E402
-from core.pipeline import RunSpec, default_train_config, load_any, train_on_splits  # noqa: E402
+from core.models import load_model  # noqa: E402
+from core.pipeline import train_run  # noqa: E402
 from core.presets import PRESETS  # noqa: E402
+from core.specs import RunSpec, spec_from_options  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
-LOSSES = {  # label -> (LossConfig fields, hard negatives)
-    "triplet+hn": ({"name": "triplet"}, True),
-    "contrastive": ({"name": "contrastive", "form": "squared_hinge"}, False),
-    "contrastive-m2": ({"name": "contrastive", "form": "margin_squared"}, False),
-    "softmax+hn": ({"name": "softmax"}, True),
+LOSSES = {  # label -> (loss options of core.specs.spec_from_options, hard negatives)
+    "triplet+hn": ({"loss": "triplet"}, True),
+    "contrastive": ({"loss": "contrastive", "form": "squared_hinge"}, False),
+    "contrastive-m2": ({"loss": "contrastive", "form": "margin_squared"}, False),
+    "softmax+hn": ({"loss": "softmax"}, True),
 }
 # Per model: training rows, epochs, batch, lr, model options; (full, quick). The grid rows compare
 # losses at equal, modest budgets; the long recipes are the presets (--only lstm-quora, ...).
@@ -102,7 +103,7 @@ def _calibrate(val, score_fn) -> float:
 
 
 def zero_shot_row(splits: Splits, test, unseen, val_pairs: int) -> dict:
-    model, _ = load_any("minilm")
+    model, _ = load_model("minilm")  # the zero-shot MiniLM
     val = splits.val.sample(n=min(val_pairs, len(splits.val)), random_state=0)
     threshold = _calibrate(val, lambda f: model.score_pairs(f["question1"].tolist(), f["question2"].tolist()))
     return score_row("MiniLM zero-shot", model, test, unseen, {"accuracy": threshold}, 0, 0)
@@ -113,12 +114,12 @@ def run_combination(model_name: str, loss_label: str, splits: Splits, test, unse
     budget = dict(BUDGETS[model_name][1 if quick else 0])
     if rows:
         budget["rows"] = rows
-    loss_fields, hard = LOSSES[loss_label]
+    loss_options, hard = LOSSES[loss_label]
     train = splits.train if budget["rows"] is None else splits.train.iloc[: budget["rows"]]
-    spec = RunSpec(model=model_name, loss=LossConfig(**loss_fields),
-                   train=default_train_config(model_name, epochs=budget["epochs"], batch_size=budget["batch_size"],
-                                              lr=budget["lr"], patience=1, max_val_pairs=1000 if quick else 3000),
-                   model_options=budget["options"], max_length=budget["max_length"], hard_negatives=hard)
+    spec = spec_from_options(model=model_name, **loss_options, epochs=budget["epochs"],
+                             batch_size=budget["batch_size"], lr=budget["lr"], patience=1,
+                             max_val_pairs=1000 if quick else 3000, model_options=budget["options"],
+                             max_length=budget["max_length"], hard_negatives=hard)
     return train_and_score(f"{model_name} / {loss_label}", spec, Splits(train, calibration_split(splits, model_name),
                                                                         splits.test[:0]), test, unseen)
 
@@ -143,10 +144,11 @@ class EpochPrinter:
 
 
 def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> dict:
-    result = train_on_splits(spec, splits, save=False, callbacks=[EpochPrinter(name)])
+    result = train_run(spec, splits, save=False, callbacks=[EpochPrinter(name)])
     row = score_row(name, result.model, test, unseen, result.thresholds, result.outcome.seconds,
                     result.outcome.pairs_per_second)
     row.update(train_pairs=len(splits.train), epochs_run=len(result.outcome.epochs), status=result.outcome.status,
+               stopped_early=result.outcome.stopped_early,
                spec={"loss": dataclasses.asdict(spec.loss), "train": dataclasses.asdict(spec.train),
                      "model_options": spec.model_options, "max_length": spec.max_length,
                      "hard_negatives": spec.hard_negatives})
@@ -154,9 +156,9 @@ def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> d
 
 
 def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool, max_steps: int = 0) -> dict:
-    spec = PRESETS[preset_name].spec()
-    if quick or max_steps:
-        spec.train.max_steps = 30 if quick else max_steps
+    # --quick caps every preset at 30 steps; --preset-steps N at N; otherwise the recipe's own cap.
+    overrides = {"max_steps": 30 if quick else max_steps} if (quick or max_steps) else {}
+    spec = spec_from_options(preset_name, **overrides)
     row = train_and_score(f"preset {preset_name}", spec,
                            Splits(splits.train, calibration_split(splits, spec.model), splits.test[:0]), test, unseen)
     if spec.train.max_steps:  # the run saw only its first max_steps batches
@@ -180,10 +182,8 @@ def peer_rows(splits: Splits, test, unseen, quick: bool) -> list[dict]:
                             f["question1"].tolist(), f["question2"].tolist()))}, seconds, len(data) / seconds)
         row["train_pairs"] = len(data)
         rows.append(row)
-        spec = RunSpec(model="minilm", loss=LossConfig(our_loss),
-                       train=default_train_config("minilm", epochs=1, batch_size=64, lr=2e-5, patience=0,
-                                                  max_val_pairs=500),
-                       max_length=40)
+        spec = spec_from_options(model="minilm", loss=our_loss, epochs=1, batch_size=64, lr=2e-5, patience=0,
+                                 max_val_pairs=500, max_length=40)
         rows.append(train_and_score(f"ours {our_loss} (same data)", spec,
                                     Splits(data, calibration_split(splits, "minilm"), splits.test[:0]), test, unseen))
     return rows

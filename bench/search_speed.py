@@ -30,12 +30,12 @@ def main() -> None:
                                                   "index (default: the library's)")
     args = p.parse_args()
     setup_torch()
+    import pandas as pd
     import torch
 
-    from core.objectives import LossConfig
-    from core.pipeline import RunSpec, build_model
-    from core.saving import load_model
+    from core.models import build_model, load_model
     from core.search import SearchIndex, _encode, corpus_questions
+    from core.specs import spec_from_options
 
     pairs = load_real_pairs(max_rows=60000 if args.quick else None)
     texts = corpus_questions(pairs)
@@ -43,7 +43,9 @@ def main() -> None:
         model, _ = load_model(args.model)
     else:
         torch.manual_seed(0)
-        model = build_model(RunSpec(model="lstm", loss=LossConfig("triplet"), max_length=32), pairs).eval()
+        # Default LSTM sizes; the word vocabulary comes from every question of the loaded pairs.
+        train_texts = pd.concat([pairs["question1"], pairs["question2"]]).tolist()
+        model = build_model(spec_from_options(model="lstm", loss="triplet", max_length=32), train_texts).eval()
     started = time.perf_counter()
     index = SearchIndex.build(model, texts, batch_size=512)
     build_s = time.perf_counter() - started

@@ -6,7 +6,7 @@ the same warm-up/decay schedule, on real Quora duplicate pairs (first 40,000 row
 weights and see the same batches (`PairTable.index_batches`, i.e. `duplicate_free_batches`), so their
 per-step losses must agree exactly -- the script checks it. The Trainer side builds each batch from
 the TokenTable and runs a tqdm progress callback (`core.cli.TqdmProgress` writing to a StringIO);
-the bare loop iterates pre-built tensors. Validation is off (validation=None, epochs=1).
+the bare loop iterates pre-built tensors. Validation is off (no validate hook, epochs=1).
 
 Two side-by-side measurements:
   1. step-interleaved: one Trainer run whose on_batch_end callback runs one bare step on a twin
@@ -52,15 +52,18 @@ def main() -> None:
 
     from core.cli import TqdmProgress
     from core.losses import triplet_loss
+    from core.models import build_model
     from core.objectives import LossConfig, Objective
     from core.pair_table import PairTable
-    from core.pipeline import RunSpec, build_model
+    from core.specs import spec_from_options
+    from core.status import DONE
     from core.trainer import TrainConfig, Trainer
 
     pairs = load_real_pairs(max_rows=ROWS)
-    spec = RunSpec(model="lstm", model_options=dict(embedding_dim=128, hidden_size=128))
+    spec = spec_from_options(model="lstm", model_options=dict(embedding_dim=128, hidden_size=128))
     torch.manual_seed(SEED)
-    model = build_model(spec, pairs)  # word vocabulary from the 40k rows
+    train_texts = pairs["question1"].tolist() + pairs["question2"].tolist()
+    model = build_model(spec, train_texts)  # word vocabulary from the 40k rows
     twin = copy.deepcopy(model)  # the bare loop's model in the interleaved measurement
     initial = copy.deepcopy(model.state_dict())
     # Only duplicate pairs reach triplet batches; this many of them make one epoch about `steps` batches.
@@ -121,9 +124,9 @@ def main() -> None:
 
     def trainer_run(callbacks):
         model.load_state_dict(initial)
-        trainer = Trainer(model, objective, table, None, config, callbacks=[TqdmProgress(io.StringIO()), *callbacks])
+        trainer = Trainer(model, objective, table, config, callbacks=[TqdmProgress(io.StringIO()), *callbacks])
         outcome = trainer.run()
-        if outcome.status != "completed":
+        if outcome.status != DONE or outcome.stopped_early:
             raise SystemExit(f"trainer run ended {outcome.status}: {outcome.message}")
         return trainer
 

@@ -91,55 +91,50 @@ def _load_data(path: str, max_rows: int | None = None):
 
 def _load_model(name: str, device: str):
     from core.device import DeviceError, resolve_device
-    from core.pipeline import load_any
+    from core.models import load_model
     from core.saving import ModelLoadError
 
     try:
-        return load_any(name, device=str(resolve_device(device)))
+        return load_model(name, device=str(resolve_device(device)))
     except (DeviceError, ModelLoadError) as error:
         raise CliError(str(error)) from None
 
 
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
 def _train_spec(args):
-    """The RunSpec of ``train``: a preset (if named) or the model's defaults, then explicit options."""
-    import dataclasses
+    """The RunSpec of ``train``: options given on the command line, over a preset if one is named."""
+    from core.specs import SpecError, spec_from_options
 
-    from core.objectives import LossConfig
-    from core.pipeline import RunSpec, default_train_config
-    from core.presets import PRESETS
-
-    numbers = {k: v for k, v in dict(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                                      patience=args.patience, max_steps=args.max_steps).items() if v is not None}
-    options = json.loads(args.model_options) if args.model_options else {}
-    if args.preset:
-        if args.model or args.loss:
-            raise ValueError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
-        spec = PRESETS[args.preset].spec(device=args.device, **numbers)
-        run = {"model_options": {**spec.model_options, **options}, "hard_negatives": spec.hard_negatives
-               or args.hard_negatives, "split_by_question": args.split_by_question}
-        for field in ("max_length", "min_freq", "max_vocab"):
-            if getattr(args, field) is not None:
-                run[field] = getattr(args, field)
-        if args.margin is not None:
-            spec.loss = dataclasses.replace(spec.loss, margin=args.margin)
-        return dataclasses.replace(spec, data_name=Path(args.data).name, **run)
-    model = args.model or "lstm"
-    loss = LossConfig(args.loss or "triplet", margin=args.margin, form=args.form, scale=args.scale)
-    vocabulary = {k: getattr(args, k) for k in ("min_freq", "max_vocab") if getattr(args, k) is not None}
-    return RunSpec(model=model, loss=loss, train=default_train_config(model, device=args.device, **numbers),
-                   max_length=args.max_length or 64, split_by_question=args.split_by_question, **vocabulary,
-                   data_name=Path(args.data).name, hard_negatives=args.hard_negatives, model_options=options)
+    if args.preset and (args.model or args.loss):
+        raise CliError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
+    try:
+        model_options = json.loads(args.model_options) if args.model_options else None
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise CliError(f"--model-options is not valid JSON: {error}") from None
+    options = {name: getattr(args, name) for name in (
+        "model", "loss", "form", "margin", "scale", "epochs", "batch_size", "lr", "seed", "patience", "max_steps",
+        "device", "max_length", "min_freq", "max_vocab")}
+    switches = {name: True for name in ("split_by_question", "hard_negatives") if getattr(args, name)}
+    try:
+        return spec_from_options(args.preset, **options, **switches, model_options=model_options,
+                                 data_name=Path(args.data).name)
+    except SpecError as error:
+        raise CliError(f"{_flag(error.option)} {error.problem}") from None
 
 
 def cmd_train(args) -> int:
     from core.device import DeviceError, resolve_device
     from core.pipeline import train_run
+    from core.status import FAILED
 
     try:
         resolve_device(args.device)
-        spec = _train_spec(args)
-    except (DeviceError, ValueError, TypeError) as error:
+    except DeviceError as error:
         raise CliError(str(error)) from None
+    spec = _train_spec(args)
     pairs = _load_data(args.data, args.max_rows)
     from core.distributed import init_from_env
 
@@ -167,13 +162,13 @@ def cmd_train(args) -> int:
         signal.signal(signal.SIGINT, previous)
     outcome = result.outcome
     if not context.is_main:
-        return 0 if outcome.status != "failed" else 1
+        return 0 if outcome.status != FAILED else 1
     print(f"{outcome.status}: {outcome.message}", file=sys.stderr)
     summary = {"status": outcome.status, "folder": str(result.folder) if result.folder else None,
                "thresholds": result.thresholds, "validation": result.validation,
                "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1)}
     print(json.dumps(summary, indent=2))
-    return 0 if outcome.status != "failed" else 1
+    return 0 if outcome.status != FAILED else 1
 
 
 def cmd_evaluate(args) -> int:
@@ -222,12 +217,13 @@ def _corpus(path: str) -> list[str]:
 
 
 def cmd_search(args) -> int:
+    from core.models import ZERO_SHOT
     from core.search import load_or_build
 
     model, _ = _load_model(args.model, args.device)
     texts = _corpus(args.corpus)
     # Indexes are cached next to the model; zero-shot MiniLM's in the models folder's hidden cache.
-    cache = Path(args.runs) / ".cache" / "minilm" if args.model == "minilm" else Path(args.model)
+    cache = Path(args.runs) / ".cache" / "minilm" if args.model == ZERO_SHOT else Path(args.model)
     index = load_or_build(model, texts, cache, progress=_TqdmCounter("indexing"))
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
         print(json.dumps({"rank": rank, "score": round(score, 6), "question": text}, ensure_ascii=False))
@@ -247,8 +243,8 @@ def cmd_embed(args) -> int:
 
 # ---- parser ------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
+    from core.models import MODEL_NAMES
     from core.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
-    from core.pipeline import MODEL_NAMES
     from core.presets import preset_names
 
     parser = _Parser(prog="python -m core", formatter_class=_formatter,
@@ -266,8 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lr", type=float, default=None, help="peak learning rate (default depends on the model)")
     train.add_argument("--margin", type=float, default=None,
                        help="loss margin (default: 0.25 for triplet on cosines, 1.0 for contrastive on distances)")
-    train.add_argument("--form", choices=CONTRASTIVE_FORMS, default="squared_hinge", help="contrastive loss form")
-    train.add_argument("--scale", type=float, default=20.0, help="softmax loss: cosine scale")
+    train.add_argument("--form", choices=CONTRASTIVE_FORMS, default=None,
+                       help="contrastive loss form (default: squared_hinge)")
+    train.add_argument("--scale", type=float, default=None, help="softmax loss: cosine scale (default: 20.0)")
     train.add_argument("--max-length", type=int, default=None, help="tokens per question (default: 64)")
     train.add_argument("--max-rows", type=int, default=None, help="use only the first N usable rows")
     train.add_argument("--min-freq", type=int, default=None,

@@ -20,7 +20,7 @@ def resolve_device(name: str = "auto") -> torch.device:
         return torch.device("cuda" if cuda_available() else "cpu")
     if name.startswith("cuda") or name == "gpu":
         if not cuda_available():
-            raise DeviceError("a GPU was requested but PyTorch sees no CUDA device here; use --device cpu or auto")
+            raise DeviceError("a GPU was requested but PyTorch sees no CUDA device here; choose the CPU or auto")
         return torch.device("cuda" if name == "gpu" else name)
     if name == "cpu":
         return torch.device("cpu")

@@ -2,10 +2,11 @@
 
 ``torchrun --nproc_per_node N -m core train ...`` starts N copies of the CLI. Each one calls
 ``init_from_env()``, which joins the process group (gloo on CPU, nccl on CUDA). Every global batch is
-split into N equal slices, one per rank; the model is wrapped in DistributedDataParallel. The
-in-batch losses (triplet, softmax) gather every rank's vectors with an autograd-aware all-gather so
-negatives come from the whole global batch, exactly as one process would see it (see
-``gather_batch`` for why the gradients come out equal).
+split into N equal slices, one per rank; ``wrap`` puts the model in DistributedDataParallel. For
+the in-batch losses (triplet, softmax) ``wrap(..., gather_outputs=True)`` also gathers every rank's
+vectors with an autograd-aware all-gather, so negatives come from the whole global batch, exactly
+as one process would see it (see ``gather_batch`` for why the gradients come out equal). The losses
+themselves never gather: they see whatever batch the wrapped model hands them.
 """
 from __future__ import annotations
 
@@ -82,13 +83,40 @@ def gather_batch(v: torch.Tensor) -> torch.Tensor:
     return all_gather_single_autograd(v.contiguous(), 0, dist.group.WORLD)
 
 
-def wrap(model: torch.nn.Module, device: torch.device, context: DistContext) -> torch.nn.Module:
+class GatheredOutputs(torch.nn.Module):
+    """A DistributedDataParallel model whose (v1, v2) come back all-gathered across ranks.
+
+    ``forward(first, second, negatives)`` calls the DDP module (so its hooks fire and the parameter
+    gradients are averaged over ranks), then concatenates every rank's (b, d) v1 and v2 into the
+    global (W*b, d) with ``gather_batch``. Extra negatives ``vn`` pass through as they are: hard
+    negatives are not supported across processes (the pipeline refuses them).
+    """
+
+    def __init__(self, ddp: torch.nn.Module):
+        super().__init__()
+        self.ddp = ddp
+
+    def forward(self, first, second, negatives=None):
+        v1, v2, vn = self.ddp(first, second, negatives)  # (b, d), (b, d), (K, d) | None
+        return gather_batch(v1), gather_batch(v2), vn  # (W*b, d), (W*b, d), (K, d) | None
+
+
+def wrap(model: torch.nn.Module, device: torch.device, context: DistContext,
+         gather_outputs: bool = False) -> torch.nn.Module:
+    """The module to train through: ``module(first, second, negatives) -> (v1, v2, vn)``.
+
+    One process: the model itself. Several: the model in DistributedDataParallel, and with
+    ``gather_outputs`` (the in-batch losses, whose negatives are the rest of the global batch)
+    v1 and v2 all-gathered over the ranks (``GatheredOutputs``). Labelled batches (contrastive)
+    need no gather: each pair's loss reads that pair only, and its labels are local.
+    """
     if not context.enabled:
         return model
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index if device.index is not None else context.local_rank] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=ids)
+    ddp = DistributedDataParallel(model, device_ids=ids)
+    return GatheredOutputs(ddp) if gather_outputs else ddp
 
 
 def broadcast_flag(flag: bool) -> bool:

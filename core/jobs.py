@@ -15,9 +15,9 @@ from typing import Callable
 
 import pandas as pd
 
-from core.pipeline import RunResult, RunSpec, train_run
-
-WAITING, RUNNING, DONE, CANCELLED, FAILED = "waiting", "running", "done", "cancelled", "failed"
+from core.pipeline import RunResult, train_run
+from core.specs import RunSpec
+from core.status import CANCELLED, DONE, FAILED, FINISHED, RUNNING, WAITING  # noqa: F401 (re-exported to the pages)
 
 
 @dataclass
@@ -70,7 +70,7 @@ class TrainingJob:
 
     @property
     def finished(self) -> bool:
-        return self.status in (DONE, CANCELLED, FAILED)
+        return self.status in FINISHED
 
     def cancel(self) -> None:
         self._stop.set()
@@ -86,10 +86,9 @@ class TrainingJob:
             self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root,
                                     callbacks=[_Recorder(self.progress)], stop_event=self._stop)
             outcome = self.result.outcome
-            if outcome.status == "failed":
-                self.status, self.error = FAILED, outcome.message
-            else:
-                self.status = CANCELLED if outcome.status == "cancelled" else DONE
+            self.status = outcome.status  # the trainer speaks the same vocabulary (core.status)
+            if outcome.status == FAILED:
+                self.error = outcome.message
         except Exception as error:  # the page shows the message; the traceback is kept for the log
             self.status, self.error = FAILED, f"{type(error).__name__}: {error}"
             self.traceback = traceback.format_exc()

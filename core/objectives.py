@@ -1,20 +1,20 @@
 """Which loss a run trains with, and what kind of batch it needs.
 
 The loss maths live in ``core.losses``; this module only binds a loss to its settings so the
-trainer can call ``objective(v1, v2, labels)`` without knowing which loss it is.
+trainer can call ``objective(v1, v2, labels)`` without knowing which loss it is. Every loss takes
+raw vectors and normalises them itself, so nothing is normalised here; gathering the vectors of
+every process for the in-batch losses happens in ``core.distributed.wrap``, not here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
-from core.distributed import gather_batch
-from core.losses import contrastive_loss, in_batch_softmax_loss, triplet_loss
+# CONTRASTIVE_FORMS is declared in core.losses.contrastive; it stays importable from here (core.cli).
+from core.losses import CONTRASTIVE_FORMS, contrastive_loss, in_batch_softmax_loss, triplet_loss
 
 LOSS_NAMES = ("triplet", "contrastive", "softmax")
-CONTRASTIVE_FORMS = ("squared_hinge", "margin_squared")
 # Triplet margins live on the cosine scale (-1..1); contrastive margins on the Euclidean
 # distance of unit vectors (0..2), where 1.0 means "non-duplicates at least 60 degrees apart".
 DEFAULT_MARGINS = {"triplet": 0.25, "contrastive": 1.0, "softmax": 0.0}
@@ -24,7 +24,7 @@ DEFAULT_MARGINS = {"triplet": 0.25, "contrastive": 1.0, "softmax": 0.0}
 class LossConfig:
     name: str = "triplet"  # triplet | contrastive | softmax
     margin: float | None = None  # None takes DEFAULT_MARGINS[name]; unused by softmax
-    form: str = "squared_hinge"  # contrastive only: squared_hinge (seed 004) | margin_squared (seed 003)
+    form: str = "squared_hinge"  # contrastive only: squared_hinge, max(m - D, 0)^2 | margin_squared, max(m^2 - D^2, 0)
     scale: float = 20.0  # softmax only: multiplies cosine similarities before the softmax
 
     def __post_init__(self):
@@ -49,7 +49,12 @@ class LossConfig:
 
 
 class Objective:
-    """``objective(v1, v2, labels) -> scalar loss`` for the configured loss."""
+    """``objective(v1, v2, labels, negatives) -> scalar loss`` for the configured loss.
+
+    A thin binding: the loss function with its settings, and the batch kind it needs. The vectors
+    go to the loss as the model made them (each loss owns its normalisation), and in multi-process
+    training the in-batch losses receive the already gathered global batch from the wrapped model.
+    """
 
     def __init__(self, config: LossConfig):
         self.config = config
@@ -60,12 +65,8 @@ class Objective:
         """Scalar loss of a batch: v1, v2 (B, d); labels (B,) for contrastive; negatives (K, d) or None."""
         c = self.config
         if c.name == "contrastive":
-            # Distances are only comparable to a fixed margin between unit vectors.
-            return contrastive_loss(F.normalize(v1, dim=-1), F.normalize(v2, dim=-1), labels, margin=c.margin, form=c.form)
-        # In-batch losses see the global batch when several processes train together.
-        v1, v2 = gather_batch(v1), gather_batch(v2)
+            return contrastive_loss(v1, v2, labels, margin=c.margin, form=c.form)
         if c.name == "triplet":
             return triplet_loss(v1, v2, margin=c.margin, negatives=negatives)
         candidates = v2 if negatives is None else torch.cat([v2, negatives])  # (B + K, d)
-        # Cosine logits, as MultipleNegativesRankingLoss: the verdict is a cosine threshold too.
-        return in_batch_softmax_loss(F.normalize(v1, dim=-1), F.normalize(candidates, dim=-1), scale=c.scale)
+        return in_batch_softmax_loss(v1, candidates, scale=c.scale)

@@ -58,6 +58,17 @@ class PairTable:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def subset(self, rows: np.ndarray) -> "PairTable":
+        """The pairs at ``rows``, in that order, without tokenising again (hard negatives are not kept)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        part = PairTable.__new__(PairTable)
+        part.pairs = self.pairs.iloc[rows].reset_index(drop=True)
+        part.first = TokenTable(self.first.ids[rows], self.first.lengths[rows])
+        part.second = TokenTable(self.second.ids[rows], self.second.lengths[rows])
+        part.labels = self.labels[rows]
+        part.negative_of, part.negative_texts = None, None
+        return part
+
     def _mine_labelled_negatives(self, tokenizer: Tokenizer) -> None:
         n = len(self.pairs)
         texts = pd.concat([self.pairs["question1"], self.pairs["question2"]], ignore_index=True)

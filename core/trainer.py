@@ -1,9 +1,13 @@
 """One training loop for every model and loss.
 
-The trainer sees a ``PairEncoder`` (``embed_pair``), an objective (``objective(v1, v2, labels)``) and
-a source of batches; it knows nothing of the model family or the loss. Progress leaves the loop
-only through callbacks: ``on_train_start``, ``on_batch_end``, ``on_epoch_end``, ``on_train_end``,
-each called with the trainer. Cancellation is a flag checked every step.
+The trainer sees a ``PairEncoder`` (``embed_pair``), an objective (``objective(v1, v2, labels)``), a
+source of batches and, optionally, a ``validate(model) -> metrics`` hook called once per epoch; it
+knows nothing of the model family, the loss, or how validation is scored. It runs the loop, keeps
+the best weights by the hook's ``roc_auc``, and turns cancellation, a non-finite loss and out of
+memory into an outcome. Progress leaves the loop only through callbacks: ``on_train_start``,
+``on_batch_end``, ``on_epoch_end``, ``on_train_end``, each called with the trainer. Cancellation is
+a flag checked every step. Messages name settings, never CLI flags: wording for users is the
+CLI's and the pages' job.
 """
 from __future__ import annotations
 
@@ -19,9 +23,8 @@ import torch
 
 from core import distributed
 from core.device import resolve_device
-from core.evaluation import pair_scores
-from core.metrics import best_thresholds, ranking_metrics, threshold_metrics
 from core.pair_table import Batch, PairTable
+from core.status import CANCELLED, DONE, FAILED
 
 
 @dataclass
@@ -65,13 +68,14 @@ class EpochResult:
 
 @dataclass
 class TrainOutcome:
-    status: str  # completed | early_stopped | cancelled | failed
-    message: str
+    status: str  # done | cancelled | failed (core.status)
+    message: str  # what happened, e.g. why a done run stopped before its last epoch
     best_epoch: int  # 0 when no epoch finished
     best_metrics: dict
     epochs: list[EpochResult] = field(default_factory=list)
     seconds: float = 0.0
     pairs_seen: int = 0
+    stopped_early: bool = False  # done before its last epoch: validation stopped improving
 
     @property
     def pairs_per_second(self) -> float:
@@ -84,15 +88,15 @@ class Trainer:
         model,
         objective: Callable,
         train: PairTable,
-        validation: PairTable | None,
         config: TrainConfig,
+        validate: Callable[[torch.nn.Module], dict] | None = None,
         callbacks: Sequence[object] = (),
         stop_event: threading.Event | None = None,
     ):
         self.model = model
         self.objective = objective
         self.train_table = train
-        self.validation = validation
+        self.validation_hook = validate  # model -> {"roc_auc": ..., ...}; None: every epoch counts as best
         self.config = config
         self.callbacks = list(callbacks)
         self.stop_event = stop_event or threading.Event()
@@ -111,7 +115,9 @@ class Trainer:
         self.epoch_results: list[EpochResult] = []
         self.best_metric = -math.inf
         self.best_epoch = 0
+        self.outcome: TrainOutcome | None = None  # set when run() returns
         self._best_state: dict | None = None
+        self._module: torch.nn.Module = model  # what the steps call: the model, or its distributed wrapper
 
     # ---- control -----------------------------------------------------------------------------
     def cancel(self) -> None:
@@ -155,13 +161,8 @@ class Trainer:
         return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
     def validate(self) -> dict:
-        """Validation ranking metrics and the best-accuracy threshold metrics."""
-        if self.validation is None or len(self.validation) == 0:
-            return {}
-        scores = pair_scores(self.model, self.validation)
-        labels = self.validation.labels
-        thresholds = best_thresholds(labels, scores)
-        return {**ranking_metrics(labels, scores), **threshold_metrics(labels, scores, thresholds["accuracy"])}
+        """The validation hook's metrics for the current weights ({} without a hook)."""
+        return self.validation_hook(self.model) if self.validation_hook is not None else {}
 
     def _train_step(self, batch: Batch, optimizer, scheduler, scaler) -> float:
         batch = batch.to(self.device)
@@ -205,7 +206,9 @@ class Trainer:
         c = self.config
         torch.manual_seed(c.seed)
         self.model.to(self.device)
-        self._module = distributed.wrap(self.model, self.device, self.context)
+        # In-batch losses need every process's vectors as negatives: the wrapper gathers them.
+        self._module = distributed.wrap(self.model, self.device, self.context,
+                                        gather_outputs=self.objective.batch_kind == "duplicates")
         first_epoch = self._epoch_batches(0)
         self.steps_per_epoch = len(first_epoch)
         if self.steps_per_epoch == 0:
@@ -220,7 +223,7 @@ class Trainer:
         optimizer = self._optimizer()
         scheduler = self._schedule(optimizer)
         scaler = torch.amp.GradScaler("cuda") if (c.amp and self.device.type == "cuda") else None
-        status, message = "completed", "training finished"
+        status, message, stopped_early = DONE, "training finished", False
         started = time.perf_counter()
         train_seconds = 0.0
         self._emit("on_train_start")
@@ -246,7 +249,7 @@ class Trainer:
                     self.pairs_per_second = self.pairs_seen / max(train_seconds, 1e-9)
                     self._emit("on_batch_end")
                 if self.cancelled:
-                    status, message = "cancelled", f"cancelled at step {self.step}; kept the best model so far"
+                    status, message = CANCELLED, f"stopped at step {self.step}; the best model so far is kept"
                     break
                 metrics = self.validate()
                 improved = self._remember_if_best(metrics, epoch)
@@ -255,19 +258,19 @@ class Trainer:
                 self.epoch_results.append(result)
                 self._emit("on_epoch_end")
                 if not improved and c.patience and epoch - self.best_epoch >= c.patience:
-                    status, message = "early_stopped", (
+                    status, stopped_early, message = DONE, True, (
                         f"stopped after epoch {epoch}: validation ROC AUC did not improve for {c.patience} epoch(s)")
                     break
         except TrainingError as error:
-            status, message = "failed", str(error)
+            status, message = FAILED, str(error)
         except torch.OutOfMemoryError as error:  # CUDA (and MPS) out of memory
-            status, message = "failed", (
-                f"out of memory ({str(error).splitlines()[0]}); try a smaller --batch-size or a shorter max length")
+            status, message = FAILED, (
+                f"out of memory ({str(error).splitlines()[0]}); try a smaller batch size or a shorter max length")
         if self._best_state is not None:
             self.model.load_state_dict(self._best_state)
-        elif status == "cancelled":
+        elif status == CANCELLED:
             message += " (no epoch had finished, so the model is the one at the moment of cancelling)"
-        outcome = TrainOutcome(
+        self.outcome = TrainOutcome(
             status=status,
             message=message,
             best_epoch=self.best_epoch,
@@ -275,7 +278,7 @@ class Trainer:
             epochs=list(self.epoch_results),
             seconds=time.perf_counter() - started,
             pairs_seen=self.pairs_seen,
+            stopped_early=stopped_early,
         )
-        self.outcome = outcome
         self._emit("on_train_end")
-        return outcome
+        return self.outcome

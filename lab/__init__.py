@@ -1,7 +1,10 @@
-"""App support: the shared page setup (``lab.session``) and plotly figures (``lab.charts``).
+"""App support for the Streamlit pages: page setup, caches and plotly figures.
 
-Only ``lab.session`` imports streamlit; ``lab.charts`` builds figures from numbers that ``core``
-computed. Neither holds maths.
+Two modules import streamlit: ``lab.session`` (the shared page setup: session state, the active
+dataset, the model and training-queue caches every session shares) and ``lab.cached`` (Streamlit
+caches of scores, validation pairs and search indexes for the analysis pages). ``lab.charts`` and
+``lab.figures`` build plotly figures from numbers and import no streamlit. None of them holds maths:
+scores, metrics and indexes come from ``core``.
 """
 
 import os

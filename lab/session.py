@@ -9,12 +9,11 @@ import pandas as pd
 import streamlit as st
 
 from core.data import DataError, LoadReport, load_pairs
+from core.models.registry import ZERO_SHOT, ZERO_SHOT_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_PATH = ROOT / "assets" / "sample_pairs.csv"
 SAMPLE_NAME = "bundled sample (assets/sample_pairs.csv)"
-ZERO_SHOT = "minilm"  # the model choice that means the pretrained MiniLM with no training
-ZERO_SHOT_LABEL = "MiniLM zero-shot (pretrained, no training)"
 
 
 def default_runs_root() -> str:
@@ -42,9 +41,9 @@ def load_upload(name: str, data: bytes) -> tuple[pd.DataFrame, LoadReport]:
 
 @st.cache_resource(show_spinner=False, max_entries=6)
 def _load_model(choice: str, stamp: float):
-    from core.pipeline import load_any
+    from core.models import load_model
 
-    return load_any(choice)
+    return load_model(choice)
 
 
 def get_model(choice: str):

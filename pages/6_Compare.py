@@ -6,7 +6,7 @@ from lab.session import setup_page
 setup_page("Compare")
 
 from core.export import METRIC_COLUMNS, runs_table, safe_csv  # noqa: E402
-from core.pipeline import MODEL_LABELS  # noqa: E402
+from core.models import MODEL_LABELS  # noqa: E402
 from core.saving import list_runs  # noqa: E402
 from lab import charts  # noqa: E402
 

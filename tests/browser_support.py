@@ -22,7 +22,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -66,18 +65,19 @@ def free_port() -> int:
 
 
 class StreamlitServer:
-    """``streamlit run app.py`` on 127.0.0.1 and a free port, its models folder in ``runs_root``.
+    """``streamlit run app.py`` on 127.0.0.1 and a free port, its models folder in ``runs_root``; its log
+    and pid file go to ``work_dir`` (give it a folder from pytest's ``tmp_path`` / ``tmp_path_factory``).
 
     ``extra_args`` are appended to the command line (e.g. ``["--server.maxUploadSize", "1"]``);
     ``max_training`` sets ``SIAMESE_LAB_MAX_TRAINING`` (how many runs train at once).
     """
 
-    def __init__(self, runs_root: Path, max_training: int | None = None, extra_args: tuple[str, ...] = (),
-                 work_dir: Path | None = None):
+    def __init__(self, runs_root: Path, work_dir: Path, max_training: int | None = None,
+                 extra_args: tuple[str, ...] = ()):
         self.runs_root = Path(runs_root)
         self.max_training = max_training
         self.extra_args = tuple(extra_args)
-        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="streamlit_server_"))
+        self.work_dir = Path(work_dir)  # a pytest tmp_path: nothing is written outside pytest's temp folders
         self.port = free_port()
         self.pid: int | None = None
         self.log_path = self.work_dir / f"streamlit_{self.port}.log"
@@ -129,6 +129,10 @@ class StreamlitServer:
             time.sleep(0.25)
         self.stop()
         raise RuntimeError(f"streamlit did not answer /_stcore/health within {SERVER_START_TIMEOUT:.0f} s:\n{self.log()}")
+
+    def running(self) -> bool:
+        """True while the server process is alive (it may still be busy)."""
+        return self._shell is not None and self._shell.poll() is None
 
     def log(self, tail: int = 4000) -> str:
         try:

@@ -76,21 +76,15 @@ def sample_pairs():
 
 @pytest.fixture(scope="session")
 def train_tiny_model(sample_pairs):
-    from core.objectives import LossConfig
-    from core.pipeline import RunSpec, default_train_config, train_run
+    from core.pipeline import train_run
+    from core.specs import spec_from_options
 
     pairs, _ = sample_pairs
 
-    def train(model: str, root: str | Path, loss: str = "triplet", **spec_fields) -> Path:
-        spec = RunSpec(
-            model=model,
-            loss=LossConfig(name=loss),
-            train=default_train_config(model, epochs=1, batch_size=32, device="cpu"),
-            model_options=TINY_OPTIONS.get(model, {}),
-            max_length=16,
-            data_name="bundled sample",
-            **spec_fields,
-        )
+    def train(model: str, root: str | Path, loss: str = "triplet", **options) -> Path:
+        spec = spec_from_options(model=model, loss=loss, epochs=1, batch_size=32, device="cpu",
+                                 model_options=TINY_OPTIONS.get(model, {}), max_length=16,
+                                 data_name="bundled sample", **options)
         result = train_run(spec, pairs, runs_root=root)
         assert result.folder is not None, result.outcome.message
         return result.folder

@@ -8,7 +8,7 @@ import pytest
 
 from core.export import METRIC_COLUMNS, RUN_COLUMNS, runs_table, safe_csv
 from core.objectives import LossConfig
-from core.pipeline import MODEL_LABELS
+from core.models import MODEL_LABELS
 from core.saving import list_runs
 
 COMPARE = "pages/6_Compare.py"

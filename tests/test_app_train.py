@@ -4,9 +4,9 @@ import json
 import pytest
 
 from core.device import cuda_available
-from core.jobs import CANCELLED, DONE
 from core.objectives import DEFAULT_MARGINS
-from core.pipeline import DEFAULT_TRAINING
+from core.specs import TRAINING_DEFAULTS, spec_from_options
+from core.status import CANCELLED, DONE
 from lab.session import job_queue
 
 TRAIN = "pages/2_Train.py"
@@ -38,17 +38,18 @@ def test_defaults_follow_the_model_and_the_loss(train_page, runs_root):
     at = train_page
     assert at.selectbox(key="model").value == "lstm"
     assert at.selectbox(key="loss").value == "triplet"
-    lstm = DEFAULT_TRAINING["lstm"]
+    lstm = TRAINING_DEFAULTS["lstm"]
     assert (values(at)["epochs"], values(at)["batch_size"], values(at)["lr"]) == (lstm["epochs"], lstm["batch_size"], lstm["lr"])
     assert values(at)["margin"] == DEFAULT_MARGINS["triplet"]
-    assert {"embedding_dim", "hidden_size", "lstm_layers"} <= set(values(at))
+    assert {"lstm.embedding_dim", "lstm.hidden_size", "lstm.num_layers"} <= set(values(at))
     assert at.text_input(key="runs_root").value == str(runs_root)
 
     at.selectbox(key="model").set_value("dual-transformer").run()
-    dual = DEFAULT_TRAINING["dual-transformer"]
+    dual = TRAINING_DEFAULTS["dual-transformer"]
     assert (values(at)["epochs"], values(at)["batch_size"], values(at)["lr"]) == (dual["epochs"], dual["batch_size"], dual["lr"])
-    assert (values(at)["d_model"], values(at)["tf_layers"], values(at)["num_heads"]) == (128, 2, 4)
-    assert "hidden_size" not in values(at)
+    assert (values(at)["dual-transformer.d_model"], values(at)["dual-transformer.num_layers"],
+            values(at)["dual-transformer.num_heads"]) == (128, 2, 4)
+    assert "lstm.hidden_size" not in values(at)
 
     at.selectbox(key="loss").set_value("contrastive_squared_hinge").run()
     assert values(at)["margin"] == DEFAULT_MARGINS["contrastive"]
@@ -65,8 +66,8 @@ def test_defaults_follow_the_model_and_the_loss(train_page, runs_root):
 def test_start_trains_in_the_background_and_saves_the_model(train_page, runs_root, rerun_until, plotly_figures):
     at = train_page
     at.number_input(key="epochs").set_value(1)
-    at.number_input(key="embedding_dim").set_value(12)
-    at.number_input(key="hidden_size").set_value(10)
+    at.number_input(key="lstm.embedding_dim").set_value(12)
+    at.number_input(key="lstm.hidden_size").set_value(10)
     at.number_input(key="max_length").set_value(16)
     at.selectbox(key="loss").set_value("contrastive_margin_squared").run()
     at.number_input(key="margin").set_value(0.8)
@@ -102,9 +103,9 @@ def test_cancel_stops_the_run_and_keeps_the_model(train_page, runs_root, rerun_u
     at.selectbox(key="model").set_value("dual-transformer").run()
     at.number_input(key="epochs").set_value(50)
     at.number_input(key="patience").set_value(0)
-    at.number_input(key="d_model").set_value(32)
-    at.number_input(key="tf_layers").set_value(1)
-    at.number_input(key="ff_dim").set_value(64)
+    at.number_input(key="dual-transformer.d_model").set_value(32)
+    at.number_input(key="dual-transformer.num_layers").set_value(1)
+    at.number_input(key="dual-transformer.ff_dim").set_value(64)
     at.number_input(key="max_length").set_value(16)
     at.button(key="start").click().run()
     rerun_until(at, lambda at: session_job(at).progress.step > 0, timeout=60, pause=0.2)
@@ -126,7 +127,7 @@ def test_cancel_stops_the_run_and_keeps_the_model(train_page, runs_root, rerun_u
 def test_sizes_that_do_not_fit_are_refused_before_starting(train_page):
     at = train_page
     at.selectbox(key="model").set_value("dual-transformer").run()
-    at.number_input(key="d_model").set_value(130)
+    at.number_input(key="dual-transformer.d_model").set_value(130)
     at.button(key="start").click().run()
     assert not at.exception
     [error] = at.error
@@ -149,14 +150,12 @@ def test_models_folder_lists_models_and_leftovers(runs_with_models, open_page):
 
 
 def test_preset_fills_the_settings_and_trains_with_them(train_page, runs_root, rerun_until):
-    from core.presets import PRESETS
-
     at = train_page
     at.selectbox(key="preset").set_value("sample-demo").run()
-    spec = PRESETS["sample-demo"].spec()
+    spec = spec_from_options("sample-demo")
     assert at.selectbox(key="model").value == spec.model and at.selectbox(key="loss").value == "triplet"
     assert (values(at)["epochs"], values(at)["batch_size"]) == (spec.train.epochs, spec.train.batch_size)
-    assert values(at)["hidden_size"] == spec.model_options["hidden_size"]
+    assert values(at)["lstm.hidden_size"] == spec.model_options["hidden_size"]
     assert at.checkbox(key="hard_negatives").value is True
 
     at.number_input(key="epochs").set_value(1)  # an explicit change still overrides the preset
@@ -170,8 +169,6 @@ def test_preset_fills_the_settings_and_trains_with_them(train_page, runs_root, r
 
 
 def test_a_preset_step_cap_travels_with_the_run(train_page, rerun_until):
-    from core.presets import PRESETS
-
     at = train_page
     at.selectbox(key="preset").set_value("minilm-quora").run()
     assert at.selectbox(key="model").value == "minilm"
@@ -183,5 +180,5 @@ def test_a_preset_step_cap_travels_with_the_run(train_page, rerun_until):
     job = session_job(at)
     assert job.status == DONE, job.error
     config = json.loads((job.result.folder / "config.json").read_text())
-    assert config["train_config"]["max_steps"] == PRESETS["minilm-quora"].spec().train.max_steps == 3000
+    assert config["train_config"]["max_steps"] == spec_from_options("minilm-quora").train.max_steps == 3000
     assert config["train_config"]["max_val_pairs"] == 2000

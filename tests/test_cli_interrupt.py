@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from core.saving import load_model
+from core.models import load_model
 from lab.session import SAMPLE_PATH
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from core.cli import main
-from core.saving import load_model
+from core.models import load_model
 from core.search import corpus_questions
 from lab.session import SAMPLE_PATH
 

@@ -36,9 +36,10 @@ if str(ROOT) not in sys.path:  # run as a script (the driver), not by pytest
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import core.saving  # noqa: E402
+import core.saving.atomic  # noqa: E402
 from core.models import SiameseLSTM, SiameseLSTMConfig  # noqa: E402
-from core.saving import ModelLoadError, list_runs, load_model, recover_interrupted_saves, save_model  # noqa: E402
+from core.models import load_model  # noqa: E402
+from core.saving import ModelLoadError, list_runs, recover_interrupted_saves, save_model  # noqa: E402
 from core.tokenizers import WordTokenizer  # noqa: E402
 
 OLD_SEED, NEW_SEED = 1, 2
@@ -99,7 +100,7 @@ def _driver(args: dict) -> list[dict]:
 def _child(model, case: dict) -> None:
     try:
         if case.get("two_renames"):
-            core.saving._exchange_folders = lambda new, target: False  # as on a system without renameat2
+            core.saving.atomic._exchange_folders = lambda new, target: False  # as on a system without renameat2
         events: list[str] = []
         kill_at = case.get("kill_at")
 
@@ -181,7 +182,7 @@ def count_save_steps(tmp_path: Path, model: dict, two_renames: bool) -> int:
     assert result["exit_code"] == 0
     events = json.loads(events_file.read_text())
     # The replacement itself: one atomic exchange where renameat2 exists, else two renames.
-    exchange_available = not two_renames and core.saving._renameat2() is not None
+    exchange_available = not two_renames and core.saving.atomic._renameat2() is not None
     assert events.count("os.rename") == (0 if exchange_available else 2), events
     return len(events)
 

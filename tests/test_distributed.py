@@ -1,8 +1,10 @@
 """Two processes on a split global batch give the loss and gradients of one process on all of it.
 
 The same components the Trainer uses under torchrun: ``distributed.local_slice`` picks each rank's
-share, ``distributed.wrap`` is DistributedDataParallel, and ``Objective`` all-gathers the vectors
-for the in-batch losses. gloo on CPU, 2 processes, tolerance 1e-5.
+share, and ``distributed.wrap(model, device, context, gather_outputs=objective.batch_kind ==
+"duplicates")`` is DistributedDataParallel that, for the in-batch losses, all-gathers v1 and v2;
+``Objective`` only binds the loss (it neither normalises nor gathers). gloo on CPU, 2 processes,
+tolerance 1e-5.
 """
 from __future__ import annotations
 
@@ -46,7 +48,12 @@ def _one_step(module, objective, rows):
     v1, v2, _ = module((ids1[rows], mask1[rows]), (ids2[rows], mask2[rows]))
     loss = objective(v1, v2, labels[rows])
     loss.backward()
-    return loss
+    return loss, v1.shape[0]
+
+
+def _wrap(model, context, objective):
+    """Exactly the Trainer's call."""
+    return distributed.wrap(model, torch.device("cpu"), context, gather_outputs=objective.batch_kind == "duplicates")
 
 
 LOSSES = ("triplet", "softmax", "contrastive")
@@ -61,10 +68,21 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     rows = distributed.local_slice(np.arange(GLOBAL_BATCH), context)
     for loss_name in LOSSES:
         model = _model()
-        module = distributed.wrap(model, torch.device("cpu"), context)
-        loss = _one_step(module, Objective(LossConfig(loss_name)), rows)
+        objective = Objective(LossConfig(loss_name))
+        module = _wrap(model, context, objective)
+        loss, loss_rows = _one_step(module, objective, rows)
         grads = {name: p.grad.numpy() for name, p in model.named_parameters()}
-        np.savez(os.path.join(out_dir, f"{loss_name}-rank{rank}.npz"), loss=loss.detach().numpy(), rows=rows, **grads)
+        # The same step without the gather: the in-batch losses then see only the local negatives.
+        ungathered_loss, _ = _one_step(distributed.wrap(_model(), torch.device("cpu"), context), objective, rows)
+        np.savez(os.path.join(out_dir, f"{loss_name}-rank{rank}.npz"), loss=loss.detach().numpy(), rows=rows,
+                 loss_rows=loss_rows, ungathered_loss=ungathered_loss.detach().numpy(), **grads)
+    # Hard negatives are not gathered: vn comes back as this rank made it.
+    module = distributed.wrap(_model(), torch.device("cpu"), context, gather_outputs=True)
+    ids1, mask1, ids2, mask2, _ = _batch()
+    local = torch.as_tensor(rows)
+    v1, v2, vn = module((ids1[local], mask1[local]), (ids2[local], mask2[local]), (ids2[:3], mask2[:3]))
+    np.savez(os.path.join(out_dir, f"negatives-rank{rank}.npz"), v1=v1.detach().numpy(), v2=v2.detach().numpy(),
+             vn=vn.detach().numpy())
     dist.barrier()
     # Leave without tearing down: tearing down DDP's reducer and the gloo group from Python can
     # deadlock (the group's destructor joins a thread that waits for the GIL the main thread holds).
@@ -89,7 +107,10 @@ def two_rank_results(tmp_path_factory):
 @pytest.mark.parametrize("loss_name", LOSSES)
 def test_two_ranks_match_one_process(loss_name, two_rank_results):
     model = _model()
-    single_loss = _one_step(model, Objective(LossConfig(loss_name)), np.arange(GLOBAL_BATCH))
+    objective = Objective(LossConfig(loss_name))
+    module = _wrap(model, distributed.SINGLE, objective)
+    assert module is model  # one process: no wrapper at all
+    single_loss, _ = _one_step(module, objective, np.arange(GLOBAL_BATCH))
     single_grads = {name: p.grad.numpy() for name, p in model.named_parameters()}
 
     seen_rows = []
@@ -97,7 +118,13 @@ def test_two_ranks_match_one_process(loss_name, two_rank_results):
         result = np.load(two_rank_results / f"{loss_name}-rank{rank}.npz")
         seen_rows.extend(result["rows"].tolist())
         if loss_name != "contrastive":  # in-batch losses: every rank computes the global loss
+            assert result["loss_rows"] == GLOBAL_BATCH  # the wrapper handed the loss the gathered batch
             np.testing.assert_allclose(result["loss"], single_loss.item(), atol=1e-5)
+            # and the gather is what makes it global: without it the local negatives give another
+            # loss (triplet: 0.3174 vs 0.3171 here, well outside the 1e-5 tolerance)
+            assert abs(result["ungathered_loss"] - single_loss.item()) > 1e-4
+        else:  # labelled pairs are not gathered: each rank's loss reads its own pairs and labels
+            assert result["loss_rows"] == GLOBAL_BATCH // WORLD
         for name, grad in single_grads.items():
             assert result[name].shape == grad.shape
             np.testing.assert_allclose(result[name], grad, atol=1e-5, err_msg=f"{loss_name}: {name} (rank {rank})")
@@ -110,6 +137,26 @@ def test_local_slice_is_equal_shares():
     assert distributed.local_slice(np.arange(4), distributed.SINGLE).tolist() == [0, 1, 2, 3]
 
 
+def test_gathered_outputs_are_the_global_batch_and_negatives_stay_local(two_rank_results):
+    model = _model()
+    ids1, mask1, ids2, mask2, _ = _batch()
+    with torch.no_grad():
+        v1, v2, vn = model((ids1, mask1), (ids2, mask2), (ids2[:3], mask2[:3]))  # the whole batch in one process
+    for rank in range(WORLD):
+        result = np.load(two_rank_results / f"negatives-rank{rank}.npz")
+        assert result["v1"].shape == result["v2"].shape == (GLOBAL_BATCH, model.embedding_dim)
+        np.testing.assert_allclose(result["v1"], v1.numpy(), atol=1e-6)  # rank order = row order
+        np.testing.assert_allclose(result["v2"], v2.numpy(), atol=1e-6)
+        assert result["vn"].shape == (3, model.embedding_dim)  # not gathered: this rank's 3 rows
+        np.testing.assert_allclose(result["vn"], vn.numpy(), atol=1e-6)
+
+
 def test_gather_is_identity_in_one_process():
     v = torch.randn(13, 32, requires_grad=True)
     assert distributed.gather_batch(v) is v
+
+
+@pytest.mark.parametrize("gather_outputs", [False, True])
+def test_wrap_is_the_model_itself_in_one_process(gather_outputs):
+    model = _model()
+    assert distributed.wrap(model, torch.device("cpu"), distributed.SINGLE, gather_outputs=gather_outputs) is model

@@ -213,7 +213,7 @@ def expected_outcome(rows, roles, decode=lambda text: text, blank=frozenset(), m
 
     ``decode`` maps the written text to what the loader can read back (for re-encoded files).
     ``blank`` holds the positions of rows written as a line of spaces/tabs only: pandas skips
-    those as blank lines, so they are neither rows nor drops (documented in core/data.py).
+    those as blank lines, so they are neither rows nor drops (documented in core/data/reading.py).
     """
     if max_rows is not None and len(expected_outcome(rows, roles, decode, blank)[0]) <= max_rows:
         max_rows = None  # as documented: the report is cut only when max_rows drops usable rows
@@ -330,7 +330,7 @@ def test_known_rows_come_out_in_order_and_drops_are_counted(
 ):
     names, roles = layout
     text, blank = write_csv(names, roles, rows, delimiter, lineterminator, quoting, empty_lines_before)
-    # Empty lines shift the reported line numbers (documented in core/data.py); counts must hold.
+    # Empty lines shift the reported line numbers (documented in core/data/reading.py); counts must hold.
     check_lines = not any(position < len(rows) for position in empty_lines_before)
     content = maybe_gzip((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"), compress)
     assert_loads_as_expected(

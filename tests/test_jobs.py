@@ -8,9 +8,8 @@ import pytest
 
 import core.jobs
 from core.jobs import CANCELLED, DONE, FAILED, RUNNING, WAITING, JobQueue, TrainingJob
-from core.objectives import LossConfig
-from core.pipeline import RunSpec, default_train_config
-from core.saving import load_model
+from core.models import load_model
+from core.specs import RunSpec, spec_from_options
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120  # generous: only a guard against a hang, never a speed assertion
@@ -25,9 +24,8 @@ def pairs() -> pd.DataFrame:
 
 
 def tiny_spec(epochs: int = 1) -> RunSpec:
-    return RunSpec(model="lstm", loss=LossConfig("triplet"),
-                   train=default_train_config("lstm", epochs=epochs, batch_size=16, device="cpu"),
-                   model_options={"hidden_size": 16, "embedding_dim": 12}, max_length=20)
+    return spec_from_options(model="lstm", loss="triplet", epochs=epochs, batch_size=16, device="cpu",
+                             model_options={"hidden_size": 16, "embedding_dim": 12}, max_length=20)
 
 
 class Gate:

@@ -1,5 +1,6 @@
 """Loss functions against hand-computed values, sklearn, and naive references."""
 
+import doctest
 import math
 
 import pytest
@@ -9,6 +10,7 @@ from sklearn.metrics.pairwise import cosine_similarity
 
 import core.losses
 from core.losses import (
+    CONTRASTIVE_FORMS,
     closest_negative,
     contrastive_loss,
     in_batch_softmax_loss,
@@ -16,12 +18,19 @@ from core.losses import (
     similarity_matrix,
     triplet_loss,
 )
+import core.losses.contrastive
+import core.losses.reduction
+import core.losses.similarity
+import core.losses.softmax
+import core.losses.triplet
 from core.losses.contrastive import contrastive_terms
+from core.losses.reduction import REDUCTIONS, reduce
 from core.losses.similarity import diagonal
 from core.losses.softmax import in_batch_softmax_loss_from_scores
 from core.losses.triplet import triplet_loss_from_scores, triplet_terms
 
 BATCH, DIM = 13, 32  # deliberately different so a transposed shape cannot pass
+RAW_DIM = 7  # the raw-vector tests: 13 x 7, again so that a transpose fails loudly
 
 # The seeds' example (rows = v1, columns = v2); float64 so hand values compare tightly.
 SEED_SCORES = torch.tensor(
@@ -68,11 +77,32 @@ def test_package_exports_exactly_the_public_losses():
             "closest_negative",
             "triplet_loss",
             "contrastive_loss",
+            "CONTRASTIVE_FORMS",
             "in_batch_softmax_loss",
         ]
     )
     for name in core.losses.__all__:
-        assert callable(getattr(core.losses, name))
+        if name != "CONTRASTIVE_FORMS":
+            assert callable(getattr(core.losses, name))
+
+
+def test_contrastive_forms_are_declared_once():
+    import core.objectives
+
+    assert CONTRASTIVE_FORMS == ("squared_hinge", "margin_squared")
+    assert core.losses.contrastive.CONTRASTIVE_FORMS is CONTRASTIVE_FORMS
+    assert core.objectives.CONTRASTIVE_FORMS is CONTRASTIVE_FORMS  # re-exported, not a copy
+    assert REDUCTIONS == ("mean", "sum", "none")
+
+
+@pytest.mark.parametrize(
+    "module",
+    [core.losses.reduction, core.losses.similarity, core.losses.triplet, core.losses.contrastive, core.losses.softmax],
+)
+def test_docstring_examples_are_correct(module):
+    result = doctest.testmod(module, extraglobs={"torch": torch}, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0
 
 
 # --- similarity_matrix -------------------------------------------------------------------------
@@ -281,9 +311,14 @@ def test_triplet_loss_backward_is_finite():
 
 # --- contrastive --------------------------------------------------------------------------------
 
-# Distances D = 0, 0.5, 2 (the middle pair is a 3-4-5 triangle scaled by 0.1).
-PAIR_V1 = torch.zeros(3, 2, dtype=torch.float64)
-PAIR_V2 = torch.tensor([[0.0, 0.0], [0.3, 0.4], [2.0, 0.0]], dtype=torch.float64)
+# Unit vectors at distances D = 0, 0.5, 2 (contrastive_loss normalises, so the pairs are unit
+# vectors to keep the hand values of the distance):
+#   pair 0: (1, 0) and (1, 0)                  -> D = 0
+#   pair 1: (1, 0) and (7/8, sqrt(15)/8)       -> D^2 = (1/8)^2 + 15/64 = 16/64 = 1/4, D = 0.5
+#           (7/8)^2 + 15/64 = 49/64 + 15/64 = 1: a unit vector, at cos = 7/8 from (1, 0)
+#   pair 2: (1, 0) and (-1, 0)                 -> D = 2
+PAIR_V1 = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+PAIR_V2 = torch.tensor([[1.0, 0.0], [7 / 8, math.sqrt(15) / 8], [-1.0, 0.0]], dtype=torch.float64)
 
 
 @pytest.mark.parametrize(
@@ -300,9 +335,22 @@ def test_contrastive_hand_computed(labels):
     # margin_squared: 1 * 0^2 = 0;  max(1 - 0.25, 0) = 0.75;     max(1 - 4, 0) = 0
     _close(contrastive_loss(PAIR_V1, PAIR_V2, labels, margin=1.0, form="squared_hinge"), 0.25 / 3)
     _close(contrastive_loss(PAIR_V1, PAIR_V2, labels, margin=1.0, form="margin_squared"), 0.75 / 3)
+    _close(contrastive_loss(PAIR_V1, PAIR_V2, labels, margin=1.0, reduction="none"), [0.0, 0.25, 0.0])
+    _close(contrastive_loss(PAIR_V1, PAIR_V2, labels, margin=1.0, form="margin_squared", reduction="sum"), 0.75)
     distances = torch.tensor([0.0, 0.5, 2.0], dtype=torch.float64)
     _close(contrastive_terms(distances, labels, 1.0, "squared_hinge"), [0.0, 0.25, 0.0])
     _close(contrastive_terms(distances, labels, 1.0, "margin_squared"), [0.0, 0.75, 0.0])
+
+
+def test_contrastive_distance_is_between_unit_vectors():
+    # Raw (1, 0) vs (3, 4): the old loss on raw vectors read D^2 = 4 + 16 = 20; between the unit
+    # vectors (1, 0) and (0.6, 0.8) it is D^2 = 0.16 + 0.64 = 0.8 (= 2 - 2 cos, cos = 0.6).
+    v1 = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    v2 = torch.tensor([[3.0, 4.0]], dtype=torch.float64)
+    _close(contrastive_loss(v1, v2, torch.ones(1)), 0.8)
+    # Non-duplicate, margin 1: squared_hinge (1 - sqrt(0.8))^2 = 1.8 - 2 sqrt(0.8); margin_squared 1 - 0.8 = 0.2
+    _close(contrastive_loss(v1, v2, torch.zeros(1)), 1.8 - 2 * math.sqrt(0.8))
+    _close(contrastive_loss(v1, v2, torch.zeros(1), form="margin_squared"), 0.2)
 
 
 def test_contrastive_duplicates_pay_squared_distance():
@@ -319,20 +367,34 @@ def test_contrastive_duplicates_pay_squared_distance():
 
 @pytest.mark.parametrize("form", ["squared_hinge", "margin_squared"])
 @pytest.mark.parametrize("label", [0.0, 1.0])
-def test_contrastive_identical_vectors_have_finite_gradients(form, label):
+@pytest.mark.parametrize("factor", [1.0, 2.5])  # identical vectors, and parallel ones of another length
+def test_contrastive_identical_vectors_have_finite_gradients(form, label, factor):
     v1 = _random(BATCH, DIM, seed=12).requires_grad_(True)
-    v2 = v1.detach().clone().requires_grad_(True)
+    v2 = (factor * v1.detach()).requires_grad_(True)
     loss = contrastive_loss(v1, v2, torch.full((BATCH,), label), form=form)
     loss.backward()
     assert torch.isfinite(loss)
     assert torch.isfinite(v1.grad).all() and torch.isfinite(v2.grad).all()
+    if factor == 1.0:  # D^2 is exactly 0 for identical vectors: no rounding noise enters the loss
+        assert contrastive_loss(v1, v2, torch.ones(BATCH), reduction="none").eq(0).all()
 
 
 def test_contrastive_gradient_of_duplicate_pair_is_exact():
-    # d/dv2 of D^2 = 2 (v2 - v1), averaged over the batch of 3.
+    # All duplicates: L = (1/3) sum_i D_i^2, D_i^2 = ||u1_i - u2_i||^2 with u = v / ||v||.
+    # At ||v2_i|| = 1, d D^2 / d v2 = (I - u2 u2^T) 2 (u2 - u1) = 2 ((u1 . u2) u2 - u1):
+    # minus twice the part of u1 orthogonal to u2 (a length change of v2 costs nothing).
+    #   pair 0: u2 = u1 = (1, 0)             -> 2 ((1, 0) - (1, 0)) = (0, 0)
+    #   pair 1: u2 = (7/8, sqrt(15)/8), u1 . u2 = 7/8
+    #           -> 2 ((49/64, 7 sqrt(15)/64) - (1, 0)) = (-15/32, 7 sqrt(15)/32)
+    #   pair 2: u2 = (-1, 0), u1 . u2 = -1   -> 2 ((1, 0) - (1, 0)) = (0, 0)
     v2 = PAIR_V2.clone().requires_grad_(True)
     contrastive_loss(PAIR_V1, v2, torch.ones(3)).backward()
-    _close(v2.grad, 2 * (PAIR_V2 - PAIR_V1) / 3)
+    expected = torch.tensor([[0.0, 0.0], [-15 / 32, 7 * math.sqrt(15) / 32], [0.0, 0.0]], dtype=torch.float64) / 3
+    _close(v2.grad, expected)
+    # Twice as long a v2 points the same way: same loss, half the gradient (d u / d v = (I - u u^T) / ||v||).
+    v2_long = (2 * PAIR_V2).requires_grad_(True)
+    contrastive_loss(PAIR_V1, v2_long, torch.ones(3)).backward()
+    _close(v2_long.grad, expected / 2)
 
 
 def test_contrastive_rejects_unknown_form_and_bad_labels():
@@ -357,30 +419,157 @@ def test_in_batch_softmax_hand_computed():
     _close(in_batch_softmax_loss_from_scores(scores, scale=3.0), (math.log(1 + math.exp(-6)) + math.log(2)) / 2)
 
 
-def test_in_batch_softmax_uses_raw_dot_product():
+def test_in_batch_softmax_uses_cosine_of_raw_vectors():
     q = torch.tensor([[2.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     a = torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
-    # q @ a.T = [[2, 2], [0, 1]]: row 0 is a coin flip (log 2), row 1 is log(1 + e^-1).
-    _close(in_batch_softmax_loss(q, a), (math.log(2) + math.log(1 + math.exp(-1))) / 2)
+    # Unit vectors: q -> (1, 0), (0, 1); a -> (1, 0), (r, r) with r = 1/sqrt(2).
+    # Cosines [[1, r], [0, r]] (the raw dot products were [[2, 2], [0, 1]]):
+    #   row 0: -log(e^1 / (e^1 + e^r)) = log(1 + e^(r - 1));  row 1: -log(e^r / (e^0 + e^r)) = log(1 + e^-r)
+    r = 1 / math.sqrt(2)
+    _close(in_batch_softmax_loss(q, a, scale=1.0), (math.log(1 + math.exp(r - 1)) + math.log(1 + math.exp(-r))) / 2)
+    # The default scale is 20 (MultipleNegativesRankingLoss): log(1 + e^(20 (r - 1))), log(1 + e^(-20 r)).
+    at_20 = [math.log(1 + math.exp(20 * (r - 1))), math.log(1 + math.exp(-20 * r))]
+    _close(in_batch_softmax_loss(q, a, reduction="none"), at_20)
+    _close(in_batch_softmax_loss(q, a), sum(at_20) / 2)
 
 
 def test_in_batch_softmax_extra_negatives():
     q, a = _random(3, DIM, seed=13), _random(5, DIM, seed=14)
-    scores = q @ a.T  # (3, 5): columns 3 and 4 are extra negatives for every row
+    # (3, 5) cosines: columns 3 and 4 are extra negatives for every row
+    scores = torch.tensor(cosine_similarity(q.numpy(), a.numpy()), dtype=torch.float64)
     expected = (torch.logsumexp(scores, dim=1) - scores.diagonal()).mean()
-    _close(in_batch_softmax_loss(q, a), expected)
+    _close(in_batch_softmax_loss(q, a, scale=1.0), expected, atol=1e-10)
     with pytest.raises(ValueError):
         in_batch_softmax_loss(a, q)  # 5 queries cannot have 3 positives
 
 
-def test_in_batch_softmax_scale_20_on_normalised_vectors_is_mnrl():
-    q = F.normalize(_random(BATCH, DIM, seed=15), dim=1)
-    a = F.normalize(_random(BATCH, DIM, seed=16), dim=1)
+def test_in_batch_softmax_scale_20_on_raw_vectors_is_mnrl():
+    q = 4.0 * _random(BATCH, DIM, seed=15)  # raw, not unit length
+    a = 0.3 * _random(BATCH, DIM, seed=16)
     # MultipleNegativesRankingLoss: cross-entropy of 20 * cos(q_i, a_j) with the positive at j = i.
     cos = torch.tensor(cosine_similarity(q.numpy(), a.numpy()), dtype=torch.float64)
     logits = 20.0 * cos
     mnrl = torch.stack([torch.log(torch.exp(logits[i]).sum()) - logits[i, i] for i in range(BATCH)]).mean()
     _close(in_batch_softmax_loss(q, a, scale=20.0), mnrl, atol=1e-9)
+    _close(in_batch_softmax_loss(q, a), mnrl, atol=1e-9)  # 20 is the default
+
+
+# --- the one convention: raw vectors, one reduction ---------------------------------------------
+
+
+def _raw_batch(seed: int):
+    """(13, 7) raw vectors of very different lengths, (4, 7) extra negatives, labels with both classes."""
+    lengths = torch.logspace(-2, 2, BATCH, dtype=torch.float64)[:, None]  # 0.01 .. 100
+    v1 = _random(BATCH, RAW_DIM, seed=seed) * lengths
+    v2 = _random(BATCH, RAW_DIM, seed=seed + 1) * lengths.flip(0)
+    negatives = _random(4, RAW_DIM, seed=seed + 2) * 7.0
+    labels = (torch.arange(BATCH) % 3 == 0).to(torch.float64)
+    return v1, v2, negatives, labels
+
+
+# Each loss as f(v1, v2, reduction=...), on the batch of _raw_batch.
+LOSS_CALLS = {
+    "triplet": lambda v1, v2, negatives, labels, **kw: triplet_loss(v1, v2, margin=0.3, **kw),
+    "triplet_hard_negatives": lambda v1, v2, negatives, labels, **kw: triplet_loss(
+        v1, v2, margin=0.3, negatives=negatives, **kw
+    ),
+    "contrastive_squared_hinge": lambda v1, v2, negatives, labels, **kw: contrastive_loss(
+        v1, v2, labels, margin=1.2, form="squared_hinge", **kw
+    ),
+    "contrastive_margin_squared": lambda v1, v2, negatives, labels, **kw: contrastive_loss(
+        v1, v2, labels, margin=1.2, form="margin_squared", **kw
+    ),
+    "softmax": lambda v1, v2, negatives, labels, **kw: in_batch_softmax_loss(v1, v2, scale=5.0, **kw),
+    "softmax_hard_negatives": lambda v1, v2, negatives, labels, **kw: in_batch_softmax_loss(
+        v1, torch.cat([v2, negatives]), scale=5.0, **kw
+    ),
+}
+
+
+@pytest.mark.parametrize("name", LOSS_CALLS)
+def test_scaling_a_vector_changes_no_loss(name):
+    loss = LOSS_CALLS[name]
+    v1, v2, negatives, labels = _raw_batch(seed=20)
+    reference = loss(v1, v2, negatives, labels, reduction="none")  # (B,)
+    assert reference.shape == (BATCH,)
+    assert reference.abs().sum() > 0  # not vacuous
+    # Every row by its own positive factor, on either side, and the negatives.
+    factors = torch.logspace(-3, 3, BATCH, dtype=torch.float64)[:, None]  # 0.001 .. 1000
+    _close(loss(factors * v1, v2, negatives, labels, reduction="none"), reference, atol=1e-10)
+    _close(loss(v1, factors.flip(0) * v2, negatives, labels, reduction="none"), reference, atol=1e-10)
+    _close(loss(v1, v2, 123.0 * negatives, labels, reduction="none"), reference, atol=1e-10)
+    # Unit vectors are just one more scaling.
+    unit = loss(F.normalize(v1, dim=1), F.normalize(v2, dim=1), F.normalize(negatives, dim=1), labels, reduction="none")
+    _close(unit, reference, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", LOSS_CALLS)
+def test_reductions_agree(name):
+    loss = LOSS_CALLS[name]
+    v1, v2, negatives, labels = _raw_batch(seed=30)
+    per_item = loss(v1, v2, negatives, labels, reduction="none")
+    assert per_item.shape == (BATCH,)
+    mean = loss(v1, v2, negatives, labels)  # "mean" is the default
+    assert mean.dim() == 0
+    _close(loss(v1, v2, negatives, labels, reduction="mean"), mean)
+    _close(mean, per_item.mean())
+    _close(loss(v1, v2, negatives, labels, reduction="sum"), BATCH * mean, atol=1e-10)
+    _close(loss(v1, v2, negatives, labels, reduction="sum"), per_item.sum())
+
+
+@pytest.mark.parametrize("name", LOSS_CALLS)
+@pytest.mark.parametrize("reduction", ["max", "Mean", "", None])
+def test_invalid_reduction_raises(name, reduction):
+    v1, v2, negatives, labels = _raw_batch(seed=40)
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        LOSS_CALLS[name](v1, v2, negatives, labels, reduction=reduction)
+
+
+def test_score_level_losses_take_the_same_reduction():
+    # Softmax rows of SEED_SCORES at scale 1: L_i = logsumexp(row i) - s_ii
+    per_row = torch.logsumexp(SEED_SCORES, dim=1) - SEED_SCORES.diagonal()
+    _close(in_batch_softmax_loss_from_scores(SEED_SCORES, reduction="none"), per_row)
+    _close(in_batch_softmax_loss_from_scores(SEED_SCORES, reduction="sum"), per_row.sum())
+    _close(in_batch_softmax_loss_from_scores(SEED_SCORES), per_row.mean())
+    for score_loss in (in_batch_softmax_loss_from_scores, triplet_loss_from_scores):
+        with pytest.raises(ValueError, match="reduction must be one of"):
+            score_loss(SEED_SCORES, reduction="avg")
+    # The helper itself, by hand: (0.5 + 1 + 3) / 3 = 1.5, sum 4.5.
+    losses = torch.tensor([0.5, 1.0, 3.0], dtype=torch.float64)
+    _close(reduce(losses), 1.5)
+    _close(reduce(losses, "sum"), 4.5)
+    assert reduce(losses, "none") is losses
+    with pytest.raises(ValueError):
+        reduce(losses, "max")
+
+
+@pytest.mark.parametrize("form", CONTRASTIVE_FORMS)
+def test_contrastive_of_raw_vectors_equals_the_old_normalised_from_outside(form):
+    v1, v2, _, labels = _raw_batch(seed=50)
+    # What Objective used to do: normalise outside, then Euclidean distances with exact D^2.
+    u1, u2 = F.normalize(v1, dim=-1), F.normalize(v2, dim=-1)
+    squared = (u1 - u2).square().sum(dim=1)
+    old = contrastive_terms(squared.clamp(min=1e-12).sqrt(), labels, 1.2, form, squared_distances=squared)
+    _close(contrastive_loss(v1, v2, labels, margin=1.2, form=form, reduction="none"), old)
+    _close(contrastive_loss(v1, v2, labels, margin=1.2, form=form), old.mean())
+    # and the raw vectors are far from unit length: distances on them would be another loss altogether
+    raw_squared = (v1 - v2).square().sum(dim=1)
+    old_on_raw = contrastive_terms(raw_squared.sqrt(), labels, 1.2, form, squared_distances=raw_squared)
+    assert not torch.allclose(old_on_raw, old)
+
+
+@pytest.mark.parametrize("with_negatives", [False, True])
+def test_softmax_of_raw_vectors_equals_the_old_normalised_from_outside(with_negatives):
+    v1, v2, negatives, _ = _raw_batch(seed=60)
+    candidates = torch.cat([v2, negatives]) if with_negatives else v2  # (13 + 4, 7) or (13, 7)
+    # What Objective used to do: normalise outside, raw dot product, cross-entropy on targets 0..B-1.
+    logits = 20.0 * F.normalize(v1, dim=-1) @ F.normalize(candidates, dim=-1).T  # (13, 17) or (13, 13)
+    old = F.cross_entropy(logits, torch.arange(BATCH), reduction="none")
+    _close(in_batch_softmax_loss(v1, candidates, scale=20.0, reduction="none"), old, atol=1e-10)
+    _close(in_batch_softmax_loss(v1, candidates, scale=20.0), old.mean(), atol=1e-10)
+    # the raw dot product would be another loss altogether
+    raw = F.cross_entropy(20.0 * v1 @ candidates.T, torch.arange(BATCH))
+    assert not torch.isclose(raw, old.mean())
 
 
 def test_seed_dual_encoder_experiment():

@@ -7,14 +7,13 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from core.models import DualEncoder, DualEncoderConfig, MiniLM, SiameseLSTM, SiameseLSTMConfig
+from core.models import DualEncoder, DualEncoderConfig, MiniLM, SiameseLSTM, SiameseLSTMConfig, load_model
 from core.saving import (
     CONFIG_FILE,
     WEIGHTS_FILE,
     ModelLoadError,
     check_run_name,
     list_runs,
-    load_model,
     run_folder,
     save_model,
 )
@@ -118,7 +117,7 @@ def test_failed_save_keeps_the_old_folder_and_leaves_nothing(tmp_path, monkeypat
     def broken_save_file(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("core.saving.save_file", broken_save_file)
+    monkeypatch.setattr("core.saving.model_folder.save_file", broken_save_file)
     with pytest.raises(OSError, match="disk full"):
         save_model(tiny_dual(), target)
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before

@@ -14,6 +14,8 @@ from core.models import SiameseLSTM, SiameseLSTMConfig
 from core.objectives import DEFAULT_MARGINS, LOSS_NAMES, LossConfig, Objective
 from core.pair_table import PairTable
 from core.tokenizers import WordTokenizer
+from core.evaluation import calibrate
+from core.status import CANCELLED, DONE
 from core.trainer import TrainConfig, Trainer, TrainingError
 
 BATCH, DIM = 13, 24
@@ -65,8 +67,8 @@ def test_contrastive_objective_equals_contrastive_loss_on_unit_vectors(form):
     value = Objective(LossConfig("contrastive", margin=0.8, form=form))(v1, v2, labels)
     expected = contrastive_loss(F.normalize(v1, dim=-1), F.normalize(v2, dim=-1), labels, margin=0.8, form=form)
     torch.testing.assert_close(value, expected)
-    # and the normalisation matters: raw vectors give another value
-    assert not torch.isclose(value, contrastive_loss(v1, v2, labels, margin=0.8, form=form))
+    # the loss normalises itself: raw vectors give the same value
+    torch.testing.assert_close(value, contrastive_loss(v1, v2, labels, margin=0.8, form=form))
 
 
 def test_softmax_objective_equals_in_batch_softmax_on_cosines():
@@ -106,8 +108,12 @@ def make_trainer(n_train=60, n_val=31, epochs=2, batch_size=7, callbacks=(), obj
     torch.manual_seed(0)
     model = SiameseLSTM(SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, embedding_dim=12, hidden_size=16), tokenizer)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, device="cpu", patience=patience, warmup_ratio=0.0)
-    return trainer_class(model, objective or Objective(LossConfig("triplet")), PairTable(train, tokenizer),
-                         PairTable(val, tokenizer) if n_val else None, config, callbacks, stop_event)
+    validate = None
+    if n_val:
+        val_table = PairTable(val, tokenizer)
+        validate = lambda trained: calibrate(trained, val_table).metrics  # noqa: E731
+    return trainer_class(model, objective or Objective(LossConfig("triplet")), PairTable(train, tokenizer), config,
+                         validate=validate, callbacks=callbacks, stop_event=stop_event)
 
 
 def _state(model) -> dict:
@@ -122,7 +128,7 @@ def test_training_learns_the_synthetic_task():
     trainer = make_trainer(n_train=200, n_val=97, epochs=3, batch_size=13)
     before = trainer.validate()["roc_auc"]
     outcome = trainer.run()
-    assert outcome.status == "completed"
+    assert outcome.status == DONE
     assert [e.epoch for e in outcome.epochs] == [1, 2, 3]
     assert outcome.epochs[-1].train_loss < outcome.epochs[0].train_loss
     after = trainer.validate()["roc_auc"]
@@ -166,7 +172,7 @@ def test_callbacks_receive_events_in_order():
     assert log.events[0] == ("start", 0, trainer.total_steps)
     assert [e[1] for e in log.events if e[0] == "batch"] == list(range(1, trainer.total_steps + 1))
     assert [e[2] for e in log.events if e[0] == "epoch"] == [1, 2]
-    assert log.events[-1] == ("end", trainer.total_steps, "completed")
+    assert log.events[-1] == ("end", trainer.total_steps, DONE)
 
 
 class CancelAt:
@@ -186,7 +192,7 @@ def test_cancel_from_callback_stops_within_one_step():
     outcome = trainer.run()
     assert outcome.status == "cancelled"
     assert trainer.step == 3 and canceller.batches == 3
-    assert "cancelled at step 3" in outcome.message
+    assert "stopped at step 3" in outcome.message
     assert outcome.best_epoch == 0 and outcome.epochs == []
     assert [e[0] for e in log.events] == ["start", "batch", "batch", "batch", "end"]
 
@@ -217,7 +223,7 @@ def _scripted(aucs):
 def test_early_stopping_after_patience_epochs_without_improvement():
     trainer = make_trainer(epochs=6, patience=2, trainer_class=_scripted([0.7, 0.8, 0.75, 0.79, 0.95, 0.99]))
     outcome = trainer.run()
-    assert outcome.status == "early_stopped"
+    assert outcome.status == DONE and outcome.stopped_early
     assert len(outcome.epochs) == 4  # best at 2; 3 and 4 do not improve -> stop after 4
     assert outcome.best_epoch == 2
     assert outcome.best_metrics["roc_auc"] == 0.8
@@ -227,7 +233,8 @@ def test_early_stopping_after_patience_epochs_without_improvement():
 def test_patience_zero_disables_early_stopping():
     trainer = make_trainer(epochs=4, patience=0, trainer_class=_scripted([0.9, 0.5, 0.5, 0.5]))
     outcome = trainer.run()
-    assert outcome.status == "completed" and len(outcome.epochs) == 4 and outcome.best_epoch == 1
+    assert outcome.status == DONE and len(outcome.epochs) == 4 and outcome.best_epoch == 1
+    assert not outcome.stopped_early
 
 
 class StateRecorder:
@@ -246,7 +253,7 @@ def test_best_epoch_weights_are_restored():
     recorder = StateRecorder()
     trainer = make_trainer(epochs=3, callbacks=[recorder], trainer_class=_scripted([0.7, 0.9, 0.8]))
     outcome = trainer.run()
-    assert outcome.status == "completed" and outcome.best_epoch == 2
+    assert outcome.status == DONE and outcome.best_epoch == 2
     final = _state(trainer.model)
     assert _same_state(final, recorder.after_epoch[2])
     assert not _same_state(final, recorder.after_epoch[3])  # training did move the weights
@@ -301,7 +308,7 @@ def test_out_of_memory_suggests_smaller_batch_or_length():
     outcome = trainer.run()
     assert outcome.status == "failed"
     assert "out of memory" in outcome.message
-    assert "--batch-size" in outcome.message and "max length" in outcome.message
+    assert "batch size" in outcome.message and "max length" in outcome.message and "--" not in outcome.message
     assert outcome.best_epoch == 0
 
 
@@ -315,7 +322,7 @@ def test_without_validation_every_epoch_counts_as_best():
     recorder = StateRecorder()
     trainer = make_trainer(n_val=0, epochs=2, callbacks=[recorder])
     outcome = trainer.run()
-    assert outcome.status == "completed" and outcome.best_epoch == 2
+    assert outcome.status == DONE and outcome.best_epoch == 2
     assert outcome.epochs[0].metrics == {}
     assert _same_state(_state(trainer.model), recorder.after_epoch[2])
 
@@ -330,6 +337,6 @@ def test_contrastive_training_uses_every_pair():
     log = EventLog()
     trainer = make_trainer(epochs=1, callbacks=[log], objective=Objective(LossConfig("contrastive")))
     outcome = trainer.run()
-    assert outcome.status == "completed"
+    assert outcome.status == DONE
     assert trainer.total_steps == math.ceil(60 / 7)
     assert outcome.pairs_seen == 60

@@ -1,6 +1,13 @@
-"""Loss functions for Siamese question encoders: pure tensor functions, one per file."""
+"""Loss functions for Siamese question encoders: pure tensor functions, one per file.
 
-from core.losses.contrastive import contrastive_loss
+One convention for every loss: it takes raw vectors and owns its similarity and normalisation
+(cosine through ``similarity_matrix`` for triplet and softmax, the distance of unit vectors for
+contrastive), and takes ``reduction="mean" | "sum" | "none"`` (checked and applied by
+``core.losses.reduction.reduce``). Gathering vectors across processes is not a loss's business
+(see ``core.distributed.wrap``).
+"""
+
+from core.losses.contrastive import CONTRASTIVE_FORMS, contrastive_loss
 from core.losses.similarity import closest_negative, mean_negative, similarity_matrix
 from core.losses.softmax import in_batch_softmax_loss
 from core.losses.triplet import triplet_loss
@@ -11,5 +18,6 @@ __all__ = [
     "closest_negative",
     "triplet_loss",
     "contrastive_loss",
+    "CONTRASTIVE_FORMS",
     "in_batch_softmax_loss",
 ]

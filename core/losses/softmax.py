@@ -1,4 +1,4 @@
-"""In-batch softmax loss (cross-entropy over the similarity matrix).
+"""In-batch softmax loss (cross-entropy over the cosine similarity matrix).
 
 References:
     Henderson et al. (2017), "Efficient Natural Language Response Suggestion
@@ -9,52 +9,76 @@ References:
 import torch
 import torch.nn.functional as F
 
+from core.losses.reduction import reduce
+from core.losses.similarity import similarity_matrix
 
-def in_batch_softmax_loss_from_scores(scores: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+
+def in_batch_softmax_loss_from_scores(
+    scores: torch.Tensor, scale: float = 1.0, reduction: str = "mean"
+) -> torch.Tensor:
     """Cross-entropy of each row of a score matrix against its diagonal cell.
 
-    L = -(1/B) * sum_i log( exp(scale * s_ii) / sum_j exp(scale * s_ij) )
+    L_i = -log( exp(scale * s_ii) / sum_j exp(scale * s_ij) )
+
+    Takes scores rather than vectors so the heatmap can evaluate a given matrix (e.g. the
+    course's worked example) with exactly the training computation.
 
     Args:
         scores: (B, B + K) scores, rows queries; column i is row i's positive.
             The K >= 0 extra columns are extra negatives shared by every row.
         scale: multiplies the scores before the softmax (a temperature of 1/scale).
+        reduction: "mean" over the rows, "sum", or "none" for the (B,) per-row losses.
 
     Returns:
-        Scalar mean loss.
+        A scalar, or (B,) with ``reduction="none"``.
 
     Example:
         >>> in_batch_softmax_loss_from_scores(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))  # log(1 + e^-1)
         tensor(0.3133)
+        >>> in_batch_softmax_loss_from_scores(torch.tensor([[1.0, 0.0], [1.0, 1.0]]), reduction="none")
+        tensor([0.3133, 0.6931])
     """
     if scores.dim() != 2 or scores.shape[1] < scores.shape[0]:
         raise ValueError(f"expected (B, B + K) scores with K >= 0, got shape {tuple(scores.shape)}")
     # Row i's positive sits in column i, so the class targets are just 0..B-1.
     targets = torch.arange(scores.shape[0], device=scores.device)  # (B,)
-    return F.cross_entropy(scale * scores, targets)
+    per_row = F.cross_entropy(scale * scores, targets, reduction="none")  # (B,)
+    return reduce(per_row, reduction)
 
 
-def in_batch_softmax_loss(q: torch.Tensor, a: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
-    """In-batch softmax loss of questions against answers by raw dot product.
+def in_batch_softmax_loss(
+    q: torch.Tensor, a: torch.Tensor, scale: float = 20.0, reduction: str = "mean"
+) -> torch.Tensor:
+    """In-batch softmax loss of questions against answers by cosine similarity.
 
-    s_ij = <q_i, a_j>;   L = -(1/B) * sum_i log softmax_j(scale * s_ij)[i]
+    s = similarity_matrix(q, a)                      (cosine, (B, B + K))
+    L_i = -log softmax_j(scale * s_ij)[i]            (cross-entropy with targets 0..B-1)
 
-    No normalisation happens here, as in the dual-encoder lesson; pass
-    L2-normalised vectors and ``scale=20`` to get sentence-transformers'
-    ``MultipleNegativesRankingLoss`` (cosine similarity, scale 20).
+    The loss takes raw vectors: the cosine normalises them, so their lengths do not matter.
+    With the default ``scale=20`` this is sentence-transformers' ``MultipleNegativesRankingLoss``
+    (cosine similarity, scale 20); cosines lie in -1..1, so a scale near 1 would leave every
+    softmax almost uniform.
 
     Args:
-        q: (B, d) queries.
+        q: (B, d) queries, any length.
         a: (B + K, d) answers; row i is the positive of q_i, rows B.. are
             extra (e.g. hard) negatives for every query.
-        scale: multiplies the scores before the softmax.
+        scale: multiplies the cosines before the softmax (a temperature of 1/scale).
+        reduction: "mean" over the queries, "sum", or "none" for the (B,) per-query losses.
 
     Returns:
-        Scalar mean loss.
+        A scalar, or (B,) with ``reduction="none"``.
+
+    Raises:
+        ValueError: fewer answers than queries, or an unknown ``reduction``.
 
     Example:
-        >>> q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-        >>> in_batch_softmax_loss(q, q)
+        >>> q = torch.tensor([[3.0, 0.0], [0.0, 0.5]])
+        >>> in_batch_softmax_loss(q, q, scale=1.0)  # cosines [[1, 0], [0, 1]]: log(1 + e^-1)
         tensor(0.3133)
+        >>> a = torch.tensor([[1.0, 0.0], [1.0, 1.0]])  # cosines [[1, r], [0, r]], r = 1/sqrt(2)
+        >>> in_batch_softmax_loss(q, a, scale=1.0, reduction="none")  # log(1 + e^(r-1)), log(1 + e^-r)
+        tensor([0.5574, 0.4008])
     """
-    return in_batch_softmax_loss_from_scores(q @ a.T, scale)  # scores: (B, B + K)
+    scores = similarity_matrix(q, a)  # (B, B + K)
+    return in_batch_softmax_loss_from_scores(scores, scale, reduction)

@@ -7,14 +7,8 @@ Siamese networks week ("Triplets", "Computing the cost", "Hard negative mining")
 import torch
 import torch.nn.functional as F
 
+from core.losses.reduction import reduce
 from core.losses.similarity import closest_negative, diagonal, mean_negative, similarity_matrix
-
-_REDUCTIONS = ("mean", "sum", "none")
-
-
-def _check_reduction(reduction: str) -> None:
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
 def triplet_terms(scores: torch.Tensor, margin: float = 0.25) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,14 +51,6 @@ def triplet_terms(scores: torch.Tensor, margin: float = 0.25) -> tuple[torch.Ten
     return l1, l2
 
 
-def _reduce(per_row: torch.Tensor, reduction: str) -> torch.Tensor:
-    if reduction == "mean":
-        return per_row.mean()
-    if reduction == "sum":
-        return per_row.sum()
-    return per_row
-
-
 def triplet_loss_from_scores(
     scores: torch.Tensor, margin: float = 0.25, reduction: str = "mean"
 ) -> torch.Tensor:
@@ -86,9 +72,8 @@ def triplet_loss_from_scores(
         >>> triplet_loss_from_scores(scores, reduction="sum")
         tensor(1.2000)
     """
-    _check_reduction(reduction)
     l1, l2 = triplet_terms(scores, margin)
-    return _reduce(l1 + l2, reduction)
+    return reduce(l1 + l2, reduction)
 
 
 def triplet_loss(
@@ -105,10 +90,11 @@ def triplet_loss(
 
     Row i of ``v2`` is the duplicate of row i of ``v1``; every other row of
     ``v2`` serves as a negative, so a batch must not contain two duplicates of
-    the same question.
+    the same question. The loss takes raw vectors: the cosine normalises them,
+    so their lengths do not matter.
 
     Args:
-        v1: (B, d) first questions of the pairs (anchors).
+        v1: (B, d) first questions of the pairs (anchors), any length.
         v2: (B, d) their duplicates (positives).
         margin: alpha in the hinge terms.
         reduction: "mean", "sum" (the course's cost J) or "none" for (B,).
@@ -118,6 +104,9 @@ def triplet_loss(
 
     Returns:
         A scalar, or (B,) with ``reduction="none"``.
+
+    Raises:
+        ValueError: an unknown ``reduction``, or fewer than 2 candidates.
 
     Example:
         >>> v1 = torch.tensor([[1.0, 0.0], [0.0, 1.0]])

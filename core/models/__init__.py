@@ -1,16 +1,14 @@
-"""The three model families, behind one interface (``PairEncoder``)."""
+"""The three model families, behind one interface (``PairEncoder``), and their registry."""
 from core.models.base import PairEncoder
 from core.models.dual_encoder import DualEncoder, DualEncoderConfig
 from core.models.minilm import MiniLM, MiniLMConfig, ZERO_SHOT_THRESHOLD
+from core.models.registry import (
+    MODEL_LABELS, MODEL_NAMES, MODEL_TYPES, ZERO_SHOT, ZERO_SHOT_LABEL, build_model, load_model,
+)
 from core.models.siamese_lstm import SiameseLSTM, SiameseLSTMConfig
-
-MODEL_TYPES: dict[str, type[PairEncoder]] = {
-    SiameseLSTM.model_type: SiameseLSTM,
-    DualEncoder.model_type: DualEncoder,
-    MiniLM.model_type: MiniLM,
-}
 
 __all__ = [
     "PairEncoder", "SiameseLSTM", "SiameseLSTMConfig", "DualEncoder", "DualEncoderConfig",
-    "MiniLM", "MiniLMConfig", "MODEL_TYPES", "ZERO_SHOT_THRESHOLD",
+    "MiniLM", "MiniLMConfig", "MODEL_TYPES", "MODEL_NAMES", "MODEL_LABELS", "ZERO_SHOT", "ZERO_SHOT_LABEL",
+    "ZERO_SHOT_THRESHOLD", "build_model", "load_model",
 ]

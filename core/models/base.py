@@ -27,6 +27,11 @@ class PairEncoder(nn.Module):
         self.tokenizer = tokenizer
 
     # ---- what a family implements -------------------------------------------------------------
+    @classmethod
+    def for_run(cls, spec, train_texts: Sequence[str]) -> "PairEncoder":
+        """A model ready to train for a ``core.specs.RunSpec``; ``train_texts`` may shape its vocabulary."""
+        raise NotImplementedError
+
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: int = 0) -> torch.Tensor:
         """(B, T) ids and (B, T) bool mask -> (B, d) vectors."""
         raise NotImplementedError

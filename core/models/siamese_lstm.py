@@ -9,6 +9,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from core.models.base import PairEncoder
+from core.tokenizers import WordTokenizer
 
 
 @dataclass
@@ -40,6 +41,15 @@ class SiameseLSTM(PairEncoder):
             dropout=config.dropout if config.num_layers > 1 else 0.0,
             batch_first=True,
         )
+
+    @classmethod
+    def for_run(cls, spec, train_texts) -> "SiameseLSTM":
+        """A new model for a ``RunSpec``: its word vocabulary is built from the training texts."""
+        tokenizer = WordTokenizer.build(train_texts, min_freq=spec.min_freq, max_size=spec.max_vocab,
+                                        max_length=spec.max_length)
+        config = SiameseLSTMConfig(**{**spec.model_options, "vocab_size": tokenizer.vocab_size,
+                                      "pad_id": tokenizer.pad_id})
+        return cls(config, tokenizer)
 
     @property
     def embedding_dim(self) -> int:

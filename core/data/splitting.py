@@ -1,0 +1,128 @@
+"""Summaries, splits and overlap of loaded pairs (the frames ``core.data.reading.load_pairs`` returns).
+
+``split_pairs`` makes a seeded train/val/test split, optionally by question so that no held-out
+question text is seen in training; ``unseen_mask`` finds held-out pairs whose texts training never
+saw; ``dataset_summary`` counts for display. Question texts are compared after
+``normalise_questions``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from core.data.reading import normalise_questions
+
+
+@dataclass
+class Splits:
+    train: pd.DataFrame  # pairs to fit on
+    val: pd.DataFrame  # pairs for model selection / early stopping
+    test: pd.DataFrame  # pairs touched once, for the final numbers
+
+
+def dataset_summary(pairs: pd.DataFrame) -> dict:
+    """Counts for display; unique_questions compares normalised text across both columns."""
+    count = int(pairs.shape[0])
+    duplicates = int(pairs["is_duplicate"].sum())
+    texts = np.concatenate(
+        [normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"])]
+    )
+    return {
+        "pairs": count,
+        "duplicates": duplicates,
+        "duplicate_rate": duplicates / count if count else 0.0,
+        "unique_questions": int(pd.unique(texts).size),
+    }
+
+
+def split_pairs(
+    pairs: pd.DataFrame,
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+    seed: int = 0,
+    by_question: bool = False,
+) -> Splits:
+    """Seeded train/val/test split; fractions are of pairs.
+
+    by_question=True keeps every connected group of pairs that share a (normalised) question text in
+    one split, so no val/test question text is ever seen in training. Groups are dealt out in a
+    seeded order until each held-out split reaches its size; groups too big to fit (the giant one)
+    land in train, so held-out sizes are approximate.
+    """
+    if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise ValueError(
+            f"need 0 <= val_fraction, test_fraction and val_fraction + test_fraction < 1, "
+            f"got {val_fraction} and {test_fraction}"
+        )
+    count = pairs.shape[0]
+    test_target = round(count * test_fraction)
+    val_target = round(count * val_fraction)
+    rng = np.random.default_rng(seed)
+    if by_question:
+        assignment = _assign_groups(_question_groups(pairs), test_target, val_target, rng)
+    else:
+        assignment = np.zeros(count, dtype=np.int8)  # 0 train, 1 val, 2 test
+        order = rng.permutation(count)
+        assignment[order[:test_target]] = 2
+        assignment[order[test_target : test_target + val_target]] = 1
+    return Splits(
+        train=pairs.iloc[np.flatnonzero(assignment == 0)].reset_index(drop=True),
+        val=pairs.iloc[np.flatnonzero(assignment == 1)].reset_index(drop=True),
+        test=pairs.iloc[np.flatnonzero(assignment == 2)].reset_index(drop=True),
+    )
+
+
+def _question_groups(pairs: pd.DataFrame) -> np.ndarray:
+    """Connected-component id per pair, pairs linked by shared normalised question text. (n,)"""
+    count = pairs.shape[0]
+    texts = np.concatenate(
+        [normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"])]
+    )
+    codes, uniques = pd.factorize(texts)
+    parent = list(range(len(uniques)))
+
+    def find(node: int) -> int:
+        root = node
+        while parent[root] != root:
+            root = parent[root]
+        while parent[node] != root:  # path compression keeps later finds near O(1)
+            parent[node], node = root, parent[node]
+        return root
+
+    for left, right in zip(codes[:count].tolist(), codes[count:].tolist()):
+        left_root, right_root = find(left), find(right)
+        if left_root != right_root:
+            parent[right_root] = left_root
+    roots = np.array([find(code) for code in codes[:count].tolist()], dtype=np.int64)
+    return pd.factorize(roots)[0]
+
+
+def _assign_groups(
+    groups: np.ndarray, test_target: int, val_target: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Split id per pair (0 train, 1 val, 2 test), dealing whole groups in a seeded order."""
+    sizes = np.bincount(groups)
+    split_of_group = np.zeros(sizes.size, dtype=np.int8)
+    test_size = val_size = 0
+    for group in rng.permutation(sizes.size).tolist():
+        size = int(sizes[group])
+        if test_size + size <= test_target:
+            split_of_group[group], test_size = 2, test_size + size
+        elif val_size + size <= val_target:
+            split_of_group[group], val_size = 1, val_size + size
+        if test_size == test_target and val_size == val_target:
+            break
+    return split_of_group[groups]
+
+
+def unseen_mask(train: pd.DataFrame, other: pd.DataFrame) -> pd.Series:
+    """True for rows of `other` where neither question text (normalised) occurs anywhere in `train`."""
+    seen = set(normalise_questions(train["question1"])) | set(normalise_questions(train["question2"]))
+    unseen = [
+        first not in seen and second not in seen
+        for first, second in zip(normalise_questions(other["question1"]), normalise_questions(other["question2"]))
+    ]
+    return pd.Series(np.array(unseen, dtype=bool), index=other.index, name="unseen")

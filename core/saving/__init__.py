@@ -1,0 +1,30 @@
+"""Model folders on disk, in three layers; ``from core.saving import X`` works for every public name.
+
+* ``atomic``: ``write_folder_atomically`` replaces a folder so that a crash at any moment leaves the
+  previous content or the new one, whole (its docstring states the guarantees).
+* ``model_folder``: the schema (``config.json`` + ``model.safetensors`` + vocabulary): ``save_model``
+  and the checked readers (``read_config``, ``config_from_dict``, ``read_tokenizer``, ``read_weights``)
+  that ``core.models.load_model`` builds a model from; nothing is ever unpickled or run from the folder.
+* ``runs``: the runs folder: run names, ``list_runs`` and ``recover_interrupted_saves``.
+"""
+from core.saving.atomic import OLD_PREFIX, TEMP_PREFIX, write_folder_atomically
+from core.saving.model_folder import (
+    CONFIG_FILE,
+    FORMAT,
+    FORMAT_VERSION,
+    WEIGHTS_FILE,
+    ModelLoadError,
+    config_from_dict,
+    read_config,
+    read_tokenizer,
+    read_weights,
+    save_model,
+)
+from core.saving.runs import check_run_name, list_runs, new_run_name, recover_interrupted_saves, run_folder
+
+__all__ = [
+    "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "OLD_PREFIX", "TEMP_PREFIX", "WEIGHTS_FILE", "ModelLoadError",
+    "check_run_name", "config_from_dict", "list_runs", "new_run_name", "read_config",
+    "read_tokenizer", "read_weights", "recover_interrupted_saves", "run_folder", "save_model",
+    "write_folder_atomically",
+]

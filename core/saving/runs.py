@@ -1,0 +1,105 @@
+"""The runs folder: one model folder per run, named by ``new_run_name`` and checked by ``check_run_name``.
+
+``list_runs`` lists the usable models and says why every other folder is not one: a leftover
+``.tmp-*`` / ``.old-*`` folder of an interrupted save is never loaded. A save killed between the two
+renames of the fallback (see ``core.saving.atomic``) leaves its run missing and the previous model in
+``.old-<name>-<id>``; ``load_model`` and ``list_runs`` say so and ``recover_interrupted_saves(root)``
+puts it back.
+"""
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+
+from core.saving.atomic import OLD_PREFIX, TEMP_PREFIX, displaced_folders
+from core.saving.model_folder import WEIGHTS_FILE, ModelLoadError, read_config
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_run_name(name: str) -> str:
+    """A run name is one plain folder name: no separators, no '..', nothing hidden."""
+    if not isinstance(name, str) or not _SAFE_NAME.match(name) or ".." in name:
+        raise ModelLoadError(f"{name!r} is not a valid model name (letters, digits, '.', '_' and '-' only)")
+    return name
+
+
+def run_folder(root: str | Path, name: str) -> Path:
+    return Path(root) / check_run_name(name)
+
+
+def new_run_name(root: str | Path, model_type: str, loss: str) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = f"{model_type}-{loss}-{stamp}"
+    name, n = base, 1
+    while (Path(root) / name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
+    """Saved models under ``root`` (newest first) and notes on folders that are not usable models."""
+    root = Path(root)
+    runs, problems = [], []
+    if not root.is_dir():
+        return runs, problems
+    for name, previous in _interrupted_saves(root).items():
+        problems.append(f"{name}: missing after an interrupted save; the previous model is in {previous.name} "
+                        "and recover_interrupted_saves() puts it back")
+    for path in sorted(root.iterdir()):
+        if not path.is_dir():
+            continue
+        if path.name.startswith((TEMP_PREFIX, OLD_PREFIX)):
+            problems.append(f"{path.name}: left over from an interrupted save; ignored")
+            continue
+        if path.name.startswith("."):  # hidden folders hold caches (e.g. .cache/), not models
+            continue
+        try:
+            config = read_config(path)
+        except ModelLoadError as error:
+            problems.append(f"{path.name}: {error}")
+            continue
+        if not (path / WEIGHTS_FILE).is_file():
+            problems.append(f"{path.name}: no {WEIGHTS_FILE}; ignored")
+            continue
+        runs.append({"name": path.name, "path": str(path), **config})
+    runs.sort(key=lambda r: str(r.get("saved_at", "")), reverse=True)
+    return runs, problems
+
+
+def _interrupted_saves(root: Path) -> dict[str, Path]:
+    """Run name -> its complete ``.old-<name>-*`` folder, for runs whose folder is missing.
+
+    Only the two-rename fallback of ``save_model`` can leave this state (killed between its renames).
+    """
+    newest: dict[str, tuple[str, Path]] = {}  # several interrupted saves of one run: keep the newest
+    for name, path in displaced_folders(root):
+        if not _SAFE_NAME.match(name) or not (path / WEIGHTS_FILE).is_file():
+            continue
+        try:
+            saved_at = str(read_config(path).get("saved_at", ""))
+        except ModelLoadError:
+            continue
+        if name not in newest or saved_at > newest[name][0]:
+            newest[name] = (saved_at, path)
+    return {name: path for name, (_, path) in newest.items()}
+
+
+def recover_interrupted_saves(root: str | Path) -> list[str]:
+    """Put back the previous model of every run whose save died between its two renames.
+
+    Returns one message per restored run. Other leftovers are left alone: a ``.tmp-*`` folder may
+    belong to a save that is still running.
+    """
+    root = Path(root)
+    restored = []
+    for name, previous in _interrupted_saves(root).items():
+        try:
+            os.rename(previous, root / name)
+        except OSError:  # restored or saved again by someone else meanwhile
+            continue
+        restored.append(f"{name}: restored the previous model from {previous.name}")
+    return restored

@@ -1,0 +1,283 @@
+"""What a training run is: ``RunSpec``, and the one place that builds and checks it from options.
+
+The CLI (``python -m core train``) and the Train page both describe a run as flat options (``model``,
+``loss``, ``epochs``, ``batch_size``, ``model_options`` ...) and call ``spec_from_options``. It owns:
+
+* the presets (``core.presets``, data only) and how an option given explicitly overrides them;
+* the per-model defaults: training defaults per family, model sizes read from the model config
+  dataclasses (never repeated here);
+* the loss menu with its human labels, and the model-size options a user may set;
+* the validation of every option, with errors that name the option (``SpecError.option``), so the
+  CLI can say ``--batch-size`` and the page can say "Batch size".
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from dataclasses import dataclass, field
+
+from core.models import MODEL_NAMES, MODEL_TYPES
+from core.objectives import CONTRASTIVE_FORMS, DEFAULT_MARGINS, LOSS_NAMES, LossConfig
+from core.presets import PRESETS
+from core.trainer import TrainConfig
+
+
+@dataclass
+class RunSpec:
+    model: str = "lstm"  # lstm | dual-transformer | minilm
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    model_options: dict = field(default_factory=dict)  # fields of the model's config (e.g. hidden_size)
+    max_length: int = 64  # tokens per question
+    min_freq: int = 2  # LSTM vocabulary: words seen fewer times become <unk>
+    max_vocab: int = 30000  # LSTM vocabulary size, <pad> and <unk> included
+    val_fraction: float = 0.1  # share of pairs held out to pick the best epoch and calibrate thresholds
+    test_fraction: float = 0.0  # share of pairs held out for a final test report (0 = none)
+    split_by_question: bool = False  # keep every validation/test question out of training
+    hard_negatives: bool = False  # triplet/softmax: add labelled non-duplicates as extra negatives
+    data_name: str = ""  # shown in the runs list
+
+    def __post_init__(self):
+        if self.model not in MODEL_NAMES:
+            raise SpecError("model", f"must be one of {', '.join(MODEL_NAMES)}, got {self.model!r}")
+
+
+class SpecError(ValueError):
+    """An option that cannot make a run.
+
+    ``option`` names it in ``spec_from_options``' vocabulary and ``problem`` says what is wrong
+    ("must be at least 2, got 1"), so the CLI can print ``--batch-size must ...`` and a page
+    "Batch size must ..."; ``str(error)`` is ``"batch_size must ..."``.
+    """
+
+    def __init__(self, option: str, problem: str):
+        super().__init__(f"{option} {problem}")
+        self.option, self.problem = option, problem
+
+
+# ---- menus ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LossChoice:
+    label: str  # what a menu shows
+    options: dict  # the loss options it stands for
+
+
+LOSS_CHOICES: dict[str, LossChoice] = {
+    "triplet": LossChoice("Triplet loss with hard negatives (mean + closest negative)", {"loss": "triplet"}),
+    "contrastive_squared_hinge": LossChoice("Contrastive: Y·D² + (1−Y)·max(m − D, 0)²",
+                                            {"loss": "contrastive", "form": "squared_hinge"}),
+    "contrastive_margin_squared": LossChoice("Contrastive: Y·D² + (1−Y)·max(m² − D², 0)",
+                                             {"loss": "contrastive", "form": "margin_squared"}),
+    "softmax": LossChoice("In-batch softmax (cross-entropy over the batch)", {"loss": "softmax"}),
+}
+
+
+def loss_choice(loss: LossConfig) -> str:
+    """The menu key of a loss configuration."""
+    return f"contrastive_{loss.form}" if loss.name == "contrastive" else loss.name
+
+
+@dataclass(frozen=True)
+class SizeOption:
+    field: str  # the model config field it sets
+    label: str
+    low: int | None = None  # bounds of a number; None for an on/off switch
+    high: int | None = None
+    step: int = 1
+    help: str = ""
+
+
+SIZE_OPTIONS: dict[str, tuple[SizeOption, ...]] = {
+    "lstm": (
+        SizeOption("embedding_dim", "Embedding size", 2, 1024, 16),
+        SizeOption("hidden_size", "Hidden size", 2, 1024, 16),
+        SizeOption("num_layers", "LSTM layers", 1, 4),
+        SizeOption("bidirectional", "Bidirectional"),
+    ),
+    "dual-transformer": (
+        SizeOption("d_model", "d_model", 8, 1024, 32),
+        SizeOption("num_layers", "Layers", 1, 12),
+        SizeOption("num_heads", "Heads", 1, 16, help="Must divide d_model."),
+        SizeOption("ff_dim", "Feed-forward width", 8, 8192, 64),
+        SizeOption("projection_dim", "Projection size", 2, 1024, 16),
+    ),
+    "minilm": (),  # the pretrained architecture is kept; only its weights are fine-tuned
+}
+
+# Set from the tokenizer when the model is built, never by the user.
+_DERIVED_MODEL_FIELDS = frozenset({"vocab_size", "pad_id", "max_length", "bert"})
+
+# Training settings that work for each family on a CPU; every one can be overridden.
+TRAINING_DEFAULTS: dict[str, dict] = {
+    "lstm": {"epochs": 5, "batch_size": 128, "lr": 2e-3},
+    "dual-transformer": {"epochs": 5, "batch_size": 32, "lr": 1e-4},
+    "minilm": {"epochs": 1, "batch_size": 32, "lr": 2e-5},
+}
+
+
+def size_defaults(model: str) -> dict:
+    """The user-settable model sizes of a family, read from its config dataclass."""
+    defaults = {f.name: f.default for f in dataclasses.fields(MODEL_TYPES[model].config_class)}
+    return {option.field: defaults[option.field] for option in SIZE_OPTIONS[model]}
+
+
+# ---- validation ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Rule:
+    kind: type  # int, float, bool, str, dict, or tuple for a choice
+    low: float | None = None
+    high: float | None = None
+    choices: tuple = ()
+    low_open: bool = False  # the low bound itself is refused (e.g. lr > 0)
+
+
+def _choice(*values) -> _Rule:
+    return _Rule(tuple, choices=values)
+
+
+_RULES: dict[str, _Rule] = {
+    # what is trained
+    "model": _choice(*MODEL_NAMES),
+    "model_options": _Rule(dict),
+    "loss": _choice(*LOSS_NAMES),
+    "form": _choice(*CONTRASTIVE_FORMS),
+    "margin": _Rule(float, 0.0, 4.0),
+    "scale": _Rule(float, 0.0, 1000.0, low_open=True),
+    "hard_negatives": _Rule(bool),
+    # data
+    "max_length": _Rule(int, 4, 512),
+    "min_freq": _Rule(int, 1, 1_000_000),
+    "max_vocab": _Rule(int, 3, 10_000_000),
+    "val_fraction": _Rule(float, 0.0, 0.5),
+    "test_fraction": _Rule(float, 0.0, 0.5),
+    "split_by_question": _Rule(bool),
+    "data_name": _Rule(str),
+    # training (TrainConfig)
+    "epochs": _Rule(int, 1, 10_000),
+    "batch_size": _Rule(int, 2, 65_536),
+    "lr": _Rule(float, 0.0, 10.0, low_open=True),
+    "weight_decay": _Rule(float, 0.0, 10.0),
+    "optimizer": _choice("adam", "adamw"),
+    "warmup_ratio": _Rule(float, 0.0, 1.0),
+    "grad_clip": _Rule(float, 0.0, 1e6),
+    "seed": _Rule(int, 0, 2**31 - 1),
+    "device": _choice("auto", "cpu", "cuda"),
+    "amp": _Rule(bool),
+    "patience": _Rule(int, 0, 1000),
+    "max_val_pairs": _Rule(int, 1, 10_000_000),
+    "max_steps": _Rule(int, 0, 1_000_000_000),
+    "length_buckets": _Rule(bool),
+}
+OPTION_NAMES = tuple(_RULES)
+_LOSS_FIELDS = {"loss": "name", "margin": "margin", "form": "form", "scale": "scale"}
+_TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+_RUN_FIELDS = {f.name for f in dataclasses.fields(RunSpec)} - {"loss", "train"}
+# Recipe parts that belong to one model family or one loss: a preset's values for them are dropped
+# when its model (or loss) is overridden by another.
+_PER_MODEL = ("model_options", *TRAINING_DEFAULTS["lstm"])
+_PER_LOSS = ("margin", "form", "scale")
+
+
+def _checked(name: str, value, rule: _Rule | None = None):
+    rule = rule or _RULES[name]
+    if rule.kind is tuple:
+        if value not in rule.choices:
+            raise SpecError(name, f"must be one of {', '.join(map(str, rule.choices))}, got {value!r}")
+        return value
+    if rule.kind is bool:
+        if not isinstance(value, bool):
+            raise SpecError(name, f"must be true or false, got {value!r}")
+        return value
+    if rule.kind in (str, dict):
+        if not isinstance(value, rule.kind):
+            raise SpecError(name, f"must be a {'text' if rule.kind is str else 'mapping'}, got {value!r}")
+        return value
+    if isinstance(value, bool):
+        raise SpecError(name, f"must be a number, got {value!r}")
+    if rule.kind is int:
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise SpecError(name, f"must be a whole number, got {value!r}") from None
+    else:
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SpecError(name, f"must be a finite number, got {value!r}")
+        value = float(value)
+    too_low = value <= rule.low if rule.low_open else value < rule.low
+    if too_low or value > rule.high:
+        low = f"above {rule.low:g}" if rule.low_open else f"at least {rule.low:g}"
+        raise SpecError(name, f"must be {low} and at most {rule.high:g}, got {value:g}")
+    return value
+
+
+def _checked_model_options(model: str, options: dict) -> dict:
+    config_class = MODEL_TYPES[model].config_class
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    sizes = {option.field: option for option in SIZE_OPTIONS[model]}
+    checked = {}
+    for name, value in options.items():
+        if name not in fields or name in _DERIVED_MODEL_FIELDS:
+            settable = sorted(set(fields) - _DERIVED_MODEL_FIELDS)
+            raise SpecError("model_options", f"has {name!r}, which is not a setting of the {model} model; "
+                                             f"its settings are {', '.join(settable) if settable else 'none'}")
+        default = fields[name].default
+        if name in sizes and sizes[name].low is not None:
+            rule = _Rule(int, sizes[name].low, sizes[name].high)
+        elif isinstance(default, bool):
+            rule = _Rule(bool)
+        elif isinstance(default, float):
+            rule = _Rule(float, 0.0, 0.9)  # dropout-like rates
+        else:
+            rule = _Rule(int, 1, 100_000)
+        try:
+            checked[name] = _checked(name, value, rule)
+        except SpecError as error:
+            raise SpecError("model_options", f"field {name} {error.problem}") from None
+    try:  # cross-field rules of the config itself (e.g. heads must divide d_model)
+        config_class(**checked)
+    except (TypeError, ValueError) as error:
+        raise SpecError("model_options", f"are inconsistent: {error}") from None
+    return checked
+
+
+# ---- the builder ---------------------------------------------------------------------------------
+def spec_from_options(preset: str | None = None, **options) -> RunSpec:
+    """The run that ``options`` describe, on top of ``preset`` (a name in ``core.presets``) if given.
+
+    Options left out, or given as None, come from the preset, else from the model's defaults. A
+    preset's model sizes and epochs / batch size / learning rate are dropped if ``model`` names
+    another family, and its margin / form / scale if ``loss`` names another loss. ``model_options``
+    are merged over the preset's. Raises ``SpecError`` (a ValueError) naming the first bad option.
+    """
+    unknown = sorted(set(options) - set(OPTION_NAMES))
+    if unknown:
+        raise SpecError(unknown[0], f"is not an option; the options are {', '.join(OPTION_NAMES)}")
+    if preset is not None and preset not in PRESETS:
+        raise SpecError("preset", f"must be one of {', '.join(PRESETS)}, got {preset!r}")
+    given = {name: value for name, value in options.items() if value is not None}
+    base = dict(PRESETS[preset].options) if preset else {}
+    model = _checked("model", given.get("model", base.get("model", "lstm")))
+    loss = _checked("loss", given.get("loss", base.get("loss", "triplet")))
+    if base.get("model", model) != model:
+        base = {k: v for k, v in base.items() if k not in _PER_MODEL}
+    if base.get("loss", loss) != loss:
+        base = {k: v for k, v in base.items() if k not in _PER_LOSS}
+    merged = {**TRAINING_DEFAULTS[model], **base, **given, "model": model, "loss": loss}
+    merged["model_options"] = {**size_defaults(model), **base.get("model_options", {}),
+                               **_checked("model_options", given.get("model_options", {}))}
+    values = {name: _checked(name, value) for name, value in merged.items() if name != "model_options"}
+    values["model_options"] = _checked_model_options(model, merged["model_options"])
+    if values.get("val_fraction", 0.0) + values.get("test_fraction", 0.0) > 0.5:
+        raise SpecError("test_fraction", "plus val_fraction must leave at least half of the pairs to train on")
+
+    loss_config = LossConfig(**{field_name: values[name] for name, field_name in _LOSS_FIELDS.items() if name in values})
+    if loss != "contrastive":
+        loss_config.form = LossConfig().form  # a form means nothing to the other losses: one spelling per run
+    if loss == "softmax":
+        loss_config.margin = DEFAULT_MARGINS["softmax"]
+    train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS})
+    run = {name: value for name, value in values.items() if name in _RUN_FIELDS}
+    # Labelled non-duplicates only become extra negatives in batches of duplicates.
+    run["hard_negatives"] = run.get("hard_negatives", False) and loss_config.batch_kind == "duplicates"
+    return RunSpec(loss=loss_config, train=train, **run)

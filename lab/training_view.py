@@ -1,0 +1,120 @@
+"""The Train page's lower half: this session's runs (polled while one is unfinished) and the saved models."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from core.export import METRIC_COLUMNS, runs_table
+from core.jobs import JobQueue, TrainingJob
+from core.models import MODEL_LABELS
+from core.saving import list_runs
+from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
+from lab import charts
+from lab.session import show_error
+
+METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
+
+
+def fmt(value, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
+
+
+def session_jobs(queue: JobQueue) -> list[TrainingJob]:
+    """This session's jobs, newest first."""
+    return [queue.jobs[job_id] for job_id in reversed(st.session_state.jobs) if job_id in queue.jobs]
+
+
+def show_progress(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
+    if job.status == WAITING:
+        ahead = queue.position(job) - 1 + sum(other.status == RUNNING for other in queue.jobs.values())
+        st.info(f"Waiting — {ahead} run(s) ahead (at most {queue.max_running} train at once).")
+    else:
+        p = job.progress
+        text = f"Epoch {p.epoch}/{job.spec.train.epochs} · step {p.step}/{p.total_steps} · {p.pairs_per_second:,.0f} pairs/s"
+        st.progress(min(p.fraction, 1.0), text=text)
+    requested = st.session_state.cancel_requested
+    if job.id in requested:
+        st.caption("Cancelling: the run stops after the current step and keeps the best model so far.")
+    else:
+        st.button("Cancel", key=cancel_key, on_click=lambda: (job.cancel(), requested.add(job.id)))
+
+
+def show_outcome(job: TrainingJob) -> None:
+    result = job.result
+    folder = result.folder if result else None
+    saved = f"saved as **{folder.name}** in `{folder.parent}`" if folder else "nothing was saved"
+    validation = result.validation if result and folder else {}
+    metrics = (" Validation: " + " · ".join(f"{name} {fmt(validation.get(key))}" for key, name in METRIC_NAMES.items())
+               + ".") if validation else ""
+    if job.status == DONE:
+        note = f" ({result.outcome.message})" if result.outcome.stopped_early else ""
+        st.success(f"Finished{note}: {saved}.{metrics}")
+    elif job.status == CANCELLED:
+        st.warning(f"Cancelled: {job.error or result.outcome.message}; {saved}.{metrics}")
+    elif job.status == FAILED:
+        kept = f" The best model so far was saved as {folder.name}." if folder else ""
+        show_error(f"Training failed: {str(job.error).rstrip('.')}.{kept}")
+
+
+def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
+    if not job.finished:
+        show_progress(queue, job, cancel_key)
+    else:
+        show_outcome(job)
+    p = job.progress
+    losses, epochs = list(p.losses), list(p.epochs)  # copies: the training thread keeps appending
+    if not losses:
+        return
+    loss_column, epochs_column = st.columns(2)
+    loss_column.plotly_chart(charts.loss_curve(losses), width="stretch", key=f"loss_{job.id}")
+    with epochs_column:
+        if epochs:
+            columns = ["epoch", "train_loss", *[key for key in METRIC_NAMES if key in epochs[0]]]
+            table = pd.DataFrame(epochs)[columns].rename(columns={"train_loss": "train loss", **METRIC_NAMES})
+            st.dataframe(table, hide_index=True, width="stretch", key=f"epochs_{job.id}")
+            st.plotly_chart(charts.epoch_metrics_chart(epochs), width="stretch", key=f"epoch_chart_{job.id}")
+        else:
+            st.caption("Validation AUC and accuracy appear here after each epoch.")
+
+
+def runs_panel(queue: JobQueue) -> None:
+    """This session's runs; re-drawn every second while one of them is unfinished."""
+    polling = any(not job.finished for job in session_jobs(queue))
+
+    @st.fragment(run_every=1.0 if polling else None)
+    def panel() -> None:
+        jobs = session_jobs(queue)
+        if polling and all(job.finished for job in jobs):
+            st.rerun()  # the last run just ended: stop polling and refresh the saved models below
+        st.subheader("Training runs")
+        if not jobs:
+            st.caption("No run started in this session yet.")
+            return
+        newest_unfinished = next((job.id for job in jobs if not job.finished), None)
+        for index, job in enumerate(jobs):
+            cancel_key = "cancel" if job.id == newest_unfinished else f"cancel_{job.id}"
+            if index == 0 or not job.finished:
+                st.markdown(f"**{job.label}** — {job.status}")
+                show_job(queue, job, cancel_key)
+            else:
+                with st.expander(f"{job.label} — {job.status}"):
+                    show_job(queue, job, cancel_key)
+
+    panel()
+
+
+def saved_models(runs_root: str) -> None:
+    """What the models folder holds, and the folders in it that are not usable models."""
+    st.subheader("Saved models")
+    runs, problems = list_runs(runs_root)
+    if runs:
+        number = st.column_config.NumberColumn(format="%.3f")
+        st.dataframe(runs_table(runs, MODEL_LABELS), hide_index=True, width="stretch",
+                     column_config={column: number for column in METRIC_COLUMNS.values()})
+        st.page_link("pages/6_Compare.py", label="Compare them", icon=":material/bar_chart:")
+    else:
+        st.caption(f"No saved model in `{runs_root}` yet.")
+    for problem in problems:
+        st.warning(f"Not loaded: {problem}")

@@ -1,0 +1,147 @@
+"""The one spec builder: defaults from the model configs, presets under explicit options, every check,
+and the CLI and the Train page producing the same run for the same choices."""
+import dataclasses
+import json
+import math
+
+import pytest
+
+from core.cli import _train_spec, build_parser
+from core.models import DualEncoderConfig, SiameseLSTMConfig
+from core.presets import PRESETS
+from core.specs import LOSS_CHOICES, TRAINING_DEFAULTS, SpecError, loss_choice, size_defaults, spec_from_options
+from lab.session import job_queue
+
+SAMPLE = "assets/sample_pairs.csv"
+
+
+def test_plain_defaults_come_from_the_model_configs_and_the_family_defaults():
+    spec = spec_from_options()
+    assert (spec.model, spec.loss.name, spec.loss.margin) == ("lstm", "triplet", 0.25)
+    assert (spec.train.epochs, spec.train.batch_size, spec.train.lr) == (5, 128, 2e-3)
+    assert spec.model_options == {"embedding_dim": 128, "hidden_size": 128, "num_layers": 1, "bidirectional": False}
+    lstm = SiameseLSTMConfig()
+    assert size_defaults("lstm") == {"embedding_dim": lstm.embedding_dim, "hidden_size": lstm.hidden_size,
+                                     "num_layers": lstm.num_layers, "bidirectional": lstm.bidirectional}
+    dual = DualEncoderConfig()
+    assert size_defaults("dual-transformer") == {"d_model": dual.d_model, "num_layers": dual.num_layers,
+                                                 "num_heads": dual.num_heads, "ff_dim": dual.ff_dim,
+                                                 "projection_dim": dual.projection_dim} == \
+        {"d_model": 128, "num_layers": 2, "num_heads": 4, "ff_dim": 512, "projection_dim": 128}
+    assert size_defaults("minilm") == {}
+    minilm = spec_from_options(model="minilm", loss="softmax")
+    assert (minilm.train.epochs, minilm.train.batch_size, minilm.train.lr) == (1, 32, 2e-5)
+    assert minilm.loss.scale == 20.0 and minilm.loss.margin == 0.0
+
+
+def test_a_preset_is_the_base_and_explicit_options_override_it():
+    preset = PRESETS["lstm-quora"].options
+    spec = spec_from_options("lstm-quora")
+    assert (spec.loss.name, spec.loss.form, spec.loss.margin) == ("contrastive", "squared_hinge", 1.0)
+    assert (spec.train.epochs, spec.train.batch_size, spec.max_vocab, spec.val_fraction) == (4, 256, 80000, 0.05)
+    assert spec.model_options == preset["model_options"]
+
+    tuned = spec_from_options("lstm-quora", epochs=1, margin=0.5, model_options={"hidden_size": 48})
+    assert (tuned.train.epochs, tuned.loss.margin, tuned.train.batch_size) == (1, 0.5, 256)
+    assert tuned.model_options == {**preset["model_options"], "hidden_size": 48}  # dropout and biLSTM kept
+    # None means "not given": the preset's value stays.
+    assert spec_from_options("lstm-quora", epochs=None, lr=None) == spec
+
+
+def test_another_model_or_loss_drops_only_the_preset_parts_that_belong_to_the_old_one():
+    spec = spec_from_options("minilm-quora", model="lstm")
+    assert (spec.train.max_steps, spec.train.max_val_pairs, spec.max_length) == (3000, 2000, 40)  # the schedule stays
+    assert (spec.train.epochs, spec.train.batch_size, spec.train.lr) == tuple(TRAINING_DEFAULTS["lstm"].values())
+    assert spec.model_options == size_defaults("lstm")
+    triplet = spec_from_options("lstm-quora", loss="triplet")
+    assert triplet.loss.margin == 0.25 and triplet.train.batch_size == 256
+
+
+def test_settings_that_mean_nothing_to_a_loss_are_normalised():
+    assert spec_from_options(loss="contrastive", hard_negatives=True).hard_negatives is False
+    assert spec_from_options(loss="softmax", hard_negatives=True).hard_negatives is True
+    assert spec_from_options(loss="triplet", form="margin_squared").loss.form == "squared_hinge"
+    assert spec_from_options(loss="softmax", margin=0.7).loss.margin == 0.0
+
+
+@pytest.mark.parametrize("options,option", [
+    ({"batch_size": 1}, "batch_size"), ({"epochs": 0}, "epochs"), ({"epochs": True}, "epochs"),
+    ({"epochs": 1.5}, "epochs"), ({"lr": 0.0}, "lr"), ({"lr": math.nan}, "lr"), ({"margin": math.inf}, "margin"),
+    ({"margin": -0.1}, "margin"), ({"scale": 0.0}, "scale"), ({"max_length": 0}, "max_length"),
+    ({"max_length": 100_000_000}, "max_length"), ({"max_steps": -1}, "max_steps"), ({"patience": -1}, "patience"),
+    ({"seed": -5}, "seed"), ({"min_freq": 0}, "min_freq"), ({"max_vocab": 0}, "max_vocab"),
+    ({"model": "gru"}, "model"), ({"model": ["lstm"]}, "model"), ({"loss": "hinge"}, "loss"),
+    ({"form": "cubic"}, "form"), ({"device": "tpu"}, "device"), ({"val_fraction": 0.9}, "val_fraction"),
+    ({"val_fraction": 0.3, "test_fraction": 0.3}, "test_fraction"), ({"hard_negatives": "yes"}, "hard_negatives"),
+    ({"model_options": {"hidden_size": 10**9}}, "model_options"), ({"model_options": {"vocab_size": 5}}, "model_options"),
+    ({"model_options": {"nope": 1}}, "model_options"), ({"model_options": [1]}, "model_options"),
+    ({"model": "dual-transformer", "model_options": {"d_model": 130}}, "model_options"),
+    ({"model_options": {"dropout": 2.0}}, "model_options"), ({"colour": "red"}, "colour"),
+])
+def test_every_bad_option_is_refused_naming_the_option(options, option):
+    with pytest.raises(SpecError) as raised:
+        spec_from_options(**options)
+    assert raised.value.option == option
+    assert str(raised.value).startswith(option)
+
+
+def test_an_unknown_preset_is_refused():
+    with pytest.raises(SpecError, match="lstm-quora") as raised:
+        spec_from_options("nope")
+    assert raised.value.option == "preset"
+
+
+def test_the_loss_menu_covers_every_loss_and_form_once():
+    specs = [spec_from_options(**choice.options) for choice in LOSS_CHOICES.values()]
+    assert {(s.loss.name, s.loss.form if s.loss.name == "contrastive" else None) for s in specs} == {
+        ("triplet", None), ("softmax", None), ("contrastive", "squared_hinge"), ("contrastive", "margin_squared")}
+    assert [loss_choice(s.loss) for s in specs] == list(LOSS_CHOICES)
+    assert not any("seed 00" in choice.label for choice in LOSS_CHOICES.values())
+
+
+def test_the_cli_refuses_bad_options_with_the_flag_name(capsys):
+    from core.cli import main
+
+    assert main(["train", "--data", SAMPLE, "--batch-size", "1"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == "error: --batch-size must be at least 2 and at most 65536, got 1"
+    assert main(["train", "--data", SAMPLE, "--model-options", '{"hidden_size": 0}']) == 2
+    assert "--model-options field hidden_size must be at least 2" in capsys.readouterr().err
+
+
+# ---- the CLI and the page describe the same run ------------------------------------------------------
+def cli_spec(*flags):
+    return _train_spec(build_parser().parse_args(["train", "--data", SAMPLE, *flags]))
+
+
+def page_spec(at):
+    at.button(key="start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    job = job_queue().jobs[at.session_state.jobs[-1]]
+    job.cancel()  # only the spec matters here
+    job_queue().wait(job, timeout=120)
+    return job.spec
+
+
+def same_run(a, b) -> bool:
+    return dataclasses.replace(a, data_name="") == dataclasses.replace(b, data_name="")
+
+
+def test_the_cli_and_the_train_page_build_equal_specs(runs_root, open_page):
+    at = open_page("pages/2_Train.py")
+    at.selectbox(key="loss").set_value("contrastive_margin_squared").run()
+    for key, value in {"epochs": 1, "batch_size": 16, "lr": 0.01, "margin": 0.8, "max_length": 16, "seed": 3,
+                       "patience": 1, "lstm.embedding_dim": 12, "lstm.hidden_size": 10}.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    from_page = page_spec(at)
+    from_cli = cli_spec("--model", "lstm", "--loss", "contrastive", "--form", "margin_squared", "--epochs", "1",
+                        "--batch-size", "16", "--lr", "0.01", "--margin", "0.8", "--max-length", "16", "--seed", "3",
+                        "--patience", "1", "--model-options", json.dumps({"embedding_dim": 12, "hidden_size": 10}))
+    assert same_run(from_page, from_cli), (from_page, from_cli)
+    assert from_page.loss.form == "margin_squared" and from_page.model_options["hidden_size"] == 10
+
+    at = open_page("pages/2_Train.py")  # a new session: nothing left over from the custom run above
+    at.selectbox(key="preset").set_value("sample-demo").run()
+    at.number_input(key="epochs").set_value(2).run()
+    assert same_run(page_spec(at), cli_spec("--preset", "sample-demo", "--epochs", "2"))
