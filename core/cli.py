@@ -6,6 +6,7 @@ with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import signal
@@ -45,6 +46,45 @@ def _model_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
     command.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
     command.set_defaults(func=func)
     return command
+
+
+def _json_safe(value):
+    """NaN and infinities become null: what the CLI prints is always valid JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _json_safe(value.item())
+    return value
+
+
+def _print_json(value, indent: int | None = None) -> None:
+    print(json.dumps(_json_safe(value), indent=indent, ensure_ascii=False, allow_nan=False))
+
+
+def _count(text: str) -> int:
+    """argparse type of a count: a whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _threshold(text: str) -> float:
+    """argparse type of a cosine threshold: a finite number in [-1, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (math.isfinite(value) and -1.0 <= value <= 1.0):
+        raise argparse.ArgumentTypeError(f"must be a cosine between -1 and 1, got {text}")
+    return value
 
 
 # ---- progress ----------------------------------------------------------------------------------
@@ -127,18 +167,40 @@ def _train_spec(args):
 
 def cmd_train(args) -> int:
     from core.device import DeviceError, resolve_device
-    from core.pipeline import train_run
-    from core.status import FAILED
 
     try:
         resolve_device(args.device)
     except DeviceError as error:
         raise CliError(str(error)) from None
     spec = _train_spec(args)
-    pairs = _load_data(args.data, args.max_rows)
     from core.distributed import init_from_env
 
     context = init_from_env(args.device)  # a no-op unless started by torchrun
+    # The output is claimed (and found writable) before the data is even read: one saved model, rank 0's.
+    output = _claim_output(args, spec) if context.is_main else None
+    with output or contextlib.nullcontext():
+        pairs = _load_data(args.data, args.max_rows)
+        return _run_training(args, spec, pairs, context, output)
+
+
+def _claim_output(args, spec):
+    from core.saving import OutputError, claim_new_run, claim_output
+
+    try:
+        if args.out:
+            return claim_output(args.out, overwrite=args.overwrite)
+        return claim_new_run(args.runs, spec.model, spec.loss.name)
+    except OutputError as error:
+        hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
+        problem = error.problem.replace("; replacing it needs overwrite", "")
+        raise CliError(f"--out {error.path}: {problem}{hint}" if args.out else str(error)) from None
+
+
+def _run_training(args, spec, pairs, context, output) -> int:
+    from core.pipeline import train_run
+    from core.status import FAILED
+    from core.trainer import TrainingError
+
     stop = threading.Event()
 
     def first_interrupt_cancels(signum, frame):
@@ -151,12 +213,11 @@ def cmd_train(args) -> int:
     previous = signal.signal(signal.SIGINT, first_interrupt_cancels)
     try:
         # One progress bar and one saved model: both belong to rank 0.
-        result = train_run(spec, pairs, out_dir=args.out, runs_root=args.runs,
-                           callbacks=[TqdmProgress()] if context.is_main else [], stop_event=stop,
-                           save=context.is_main)
+        result = train_run(spec, pairs, callbacks=[TqdmProgress()] if context.is_main else [], stop_event=stop,
+                           save=context.is_main, output=output)
     except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
         raise CliError("interrupted") from None
-    except (ValueError, TypeError) as error:
+    except (TrainingError, ValueError, TypeError) as error:
         raise CliError(str(error)) from None
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -164,10 +225,12 @@ def cmd_train(args) -> int:
     if not context.is_main:
         return 0 if outcome.status != FAILED else 1
     print(f"{outcome.status}: {outcome.message}", file=sys.stderr)
-    summary = {"status": outcome.status, "folder": str(result.folder) if result.folder else None,
-               "thresholds": result.thresholds, "validation": result.validation,
-               "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1)}
-    print(json.dumps(summary, indent=2))
+    if result.note:
+        print(f"note: {result.note}", file=sys.stderr)
+    _print_json({"status": outcome.status, "folder": str(result.folder) if result.folder else None,
+                 "thresholds": result.thresholds, "validation": result.validation,
+                 "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1)},
+                indent=2)
     return 0 if outcome.status != FAILED else 1
 
 
@@ -180,17 +243,19 @@ def cmd_evaluate(args) -> int:
     metrics = evaluate_model(model, pairs, threshold=threshold)
     keys = ("roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n",
             "tp", "fp", "tn", "fn")
-    print(json.dumps({k: (None if isinstance(metrics[k], float) and math.isnan(metrics[k]) else metrics[k])
-                      for k in keys}))
+    _print_json({k: metrics[k] for k in keys})
     return 0
 
 
 def cmd_predict(args) -> int:
+    for name in ("question1", "question2"):
+        if not getattr(args, name).strip():
+            raise CliError(f"{name} is empty: type the question to compare")
     model, config = _load_model(args.model, args.device)
     threshold = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
     score = float(model.score_pairs([args.question1], [args.question2])[0])
     verdict = "DUPLICATE" if score > threshold else "NOT DUPLICATE"
-    print(json.dumps({"similarity": round(score, 6), "threshold": threshold, "verdict": verdict}))
+    _print_json({"similarity": round(score, 6), "threshold": threshold, "verdict": verdict})
     return 0
 
 
@@ -226,7 +291,7 @@ def cmd_search(args) -> int:
     cache = Path(args.runs) / ".cache" / "minilm" if args.model == ZERO_SHOT else Path(args.model)
     index = load_or_build(model, texts, cache, progress=_TqdmCounter("indexing"))
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
-        print(json.dumps({"rank": rank, "score": round(score, 6), "question": text}, ensure_ascii=False))
+        _print_json({"rank": rank, "score": round(score, 6), "question": text})
     return 0
 
 
@@ -236,8 +301,8 @@ def cmd_embed(args) -> int:
     model, _ = _load_model(args.model, args.device)
     texts = _corpus(args.data)
     out = embed_to_file(model, texts, args.out, progress=_TqdmCounter("embedding"))
-    print(json.dumps({"vectors": str(out), "questions": str(out.with_suffix(".questions.jsonl")),
-                      "n": len(texts), "dim": model.embedding_dim}))
+    _print_json({"vectors": str(out), "questions": str(out.with_suffix(".questions.jsonl")),
+                 "n": len(texts), "dim": model.embedding_dim})
     return 0
 
 
@@ -266,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="contrastive loss form (default: squared_hinge)")
     train.add_argument("--scale", type=float, default=None, help="softmax loss: cosine scale (default: 20.0)")
     train.add_argument("--max-length", type=int, default=None, help="tokens per question (default: 64)")
-    train.add_argument("--max-rows", type=int, default=None, help="use only the first N usable rows")
+    train.add_argument("--max-rows", type=_count, default=None, help="use only the first N usable rows")
     train.add_argument("--min-freq", type=int, default=None,
                        help="LSTM vocabulary: words seen fewer times become <unk> (default: 2)")
     train.add_argument("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
@@ -278,25 +343,30 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--hard-negatives", action="store_true",
                        help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
     train.add_argument("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
-    train.add_argument("--out", default=None, help="output folder (default: a new folder under --runs)")
+    train.add_argument("--out", default=None,
+                       help="output folder: a new or empty folder, or a saved model with --overwrite "
+                            "(default: a new folder under --runs)")
+    train.add_argument("--overwrite", action="store_true",
+                       help="let --out replace the model saved there (a cancelled or failed run that is "
+                            "not better keeps the old one)")
     train.add_argument("--runs", default="runs", help="models folder used when --out is not given")
     train.set_defaults(func=cmd_train)
 
     evaluate = _model_command(sub, "evaluate", "metrics of a model on a labelled pairs file", cmd_evaluate)
     evaluate.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) of labelled pairs")
-    evaluate.add_argument("--threshold", type=float, default=None,
+    evaluate.add_argument("--threshold", type=_threshold, default=None,
                           help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
-    evaluate.add_argument("--max-rows", type=int, default=None, help="use only the first N usable rows")
+    evaluate.add_argument("--max-rows", type=_count, default=None, help="use only the first N usable rows")
 
     predict = _model_command(sub, "predict", "are two questions duplicates?", cmd_predict)
     predict.add_argument("question1")
     predict.add_argument("question2")
-    predict.add_argument("--threshold", type=float, default=None, help="cosine threshold (default: calibrated)")
+    predict.add_argument("--threshold", type=_threshold, default=None, help="cosine threshold (default: calibrated)")
 
     search = _model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
     search.add_argument("question")
-    search.add_argument("-k", type=int, default=10, help="number of results")
+    search.add_argument("-k", type=_count, default=10, help="number of results")
     search.add_argument("--runs", default="runs", help="models folder (zero-shot MiniLM caches its index here)")
 
     embed = _model_command(sub, "embed", "write the vectors of a corpus's distinct questions to a .npy file",
@@ -306,10 +376,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_lab_warnings() -> None:
+    """core's LabWarnings print as one ``warning: ...`` line; every other warning as Python shows it."""
+    import warnings
+
+    from core.notices import LabWarning
+
+    default = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, LabWarning):
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def main(argv=None) -> int:
-    parser = build_parser()
+    _show_lab_warnings()
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)  # inside the try: building it imports torch, which Ctrl-C may cut
         return args.func(args)
     except CliError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -22,12 +22,16 @@ from core.data import Splits, dataset_summary, split_pairs
 from core.evaluation import calibrate, pair_scores
 from core.metrics import evaluate_scores
 from core.models import PairEncoder, build_model
+from core.notices import notice
 from core.objectives import Objective
 from core.pair_table import PairTable
-from core.saving import new_run_name, save_model
+from core.saving import OutputClaim, claim_new_run, claim_output, save_model
 from core.specs import RunSpec
-from core.status import FAILED
+from core.status import DONE, FAILED
 from core.trainer import Trainer, TrainOutcome
+
+
+MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
 
 
 @dataclass
@@ -38,6 +42,7 @@ class RunResult:
     validation: dict  # metrics on the whole validation split at the best-accuracy threshold
     test: dict  # same on the test split (empty when test_fraction is 0)
     model: PairEncoder = field(repr=False, default=None)
+    note: str = ""  # why nothing was saved although something was learned, if so
 
 
 def train_run(
@@ -48,12 +53,28 @@ def train_run(
     callbacks: Sequence[object] = (),
     stop_event: threading.Event | None = None,
     save: bool = True,
+    overwrite: bool = False,
+    output: OutputClaim | None = None,
 ) -> RunResult:
     """Train, calibrate and save one model; see the module docstring.
 
     ``pairs`` is a frame to split with the spec's fractions, or ``Splits`` made elsewhere (the
-    benchmarks fix their own held-out test set).
+    benchmarks fix their own held-out test set). The model goes to ``out_dir``, or to a new folder
+    under ``runs_root``, claimed before anything else happens (``core.saving.output``: an existing
+    non-model path is refused, a model is replaced only with ``overwrite``); a caller that claimed
+    the folder itself (the CLI does, before loading the data) passes the claim as ``output``. The
+    claim is released when the run returns.
     """
+    if output is None and save:
+        output = claim_output(out_dir, overwrite) if out_dir else claim_new_run(runs_root, spec.model, spec.loss.name)
+    try:
+        return _train(spec, pairs, output if save else None, callbacks, stop_event)
+    finally:
+        if output is not None:
+            output.release()
+
+
+def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event) -> RunResult:
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
     else:
@@ -64,6 +85,9 @@ def train_run(
     torch.manual_seed(spec.train.seed)
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
     model = build_model(spec, texts)
+    if model.tokenizer.vocab_size < MIN_USEFUL_VOCABULARY:
+        notice(f"the vocabulary has only {model.tokenizer.vocab_size} tokens: most words will be unknown "
+               f"(min_freq {spec.min_freq}, max_vocab {spec.max_vocab}, {len(splits.train):,} training pairs)")
     train_table = PairTable(splits.train, model.tokenizer, hard_negatives=spec.hard_negatives)
     val_table = PairTable(splits.val, model.tokenizer) if len(splits.val) else None
     validate = None
@@ -82,13 +106,35 @@ def train_run(
     if len(splits.test):
         test_table = PairTable(splits.test, model.tokenizer)
         test = evaluate_scores(test_table.labels, pair_scores(model, test_table), thresholds.get("accuracy", 0.5))
-    folder = None
+    folder, note = None, ""
     nothing_learned = outcome.status == FAILED and outcome.best_epoch == 0
-    if save and not nothing_learned:
-        folder = Path(out_dir) if out_dir else Path(runs_root) / new_run_name(runs_root, spec.model, spec.loss.name)
-        save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
-                                                         validation, test))
-    return RunResult(folder, outcome, thresholds, validation, test, model)
+    if output is not None and not nothing_learned:
+        kept = _kept_instead(output.existing, outcome.status, validation)
+        if kept:
+            note = f"kept the model already in {output.target}: {kept}"
+        else:
+            folder = output.target
+            save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
+                                                             validation, test))
+    return RunResult(folder, outcome, thresholds, validation, test, model, note)
+
+
+def _kept_instead(existing: dict | None, status: str, validation: dict) -> str:
+    """Why a model about to be replaced stays (a run that did not finish and is not better), or ""."""
+    if existing is None or status == DONE:
+        return ""
+    metrics = existing.get("metrics")
+    old_metrics = metrics.get("validation") if isinstance(metrics, dict) else None
+    old = _finite(old_metrics.get("roc_auc") if isinstance(old_metrics, dict) else None)
+    new = _finite(validation.get("roc_auc"))
+    if new is not None and (old is None or new > old):
+        return ""
+    shown = lambda value: "n/a" if value is None else f"{value:.4f}"  # noqa: E731
+    return f"this run was {status} and is not better (validation ROC AUC {shown(new)} against {shown(old)})"
+
+
+def _finite(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) else None
 
 
 def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:

@@ -5,6 +5,8 @@
 * ``model_folder``: the schema (``config.json`` + ``model.safetensors`` + vocabulary): ``save_model``
   and the checked readers (``read_config``, ``config_from_dict``, ``read_tokenizer``, ``read_weights``)
   that ``core.models.load_model`` builds a model from; nothing is ever unpickled or run from the folder.
+* ``output``: where a training may write: ``claim_output`` / ``claim_new_run`` refuse paths that are not
+  ours, replace a model only with ``overwrite``, and lock the folder for one writer, all before training.
 * ``runs``: the runs folder: run names, ``list_runs`` and ``recover_interrupted_saves``.
 """
 from core.saving.atomic import OLD_PREFIX, TEMP_PREFIX, write_folder_atomically
@@ -20,11 +22,12 @@ from core.saving.model_folder import (
     read_weights,
     save_model,
 )
-from core.saving.runs import check_run_name, list_runs, new_run_name, recover_interrupted_saves, run_folder
+from core.saving.output import OutputClaim, OutputError, claim_new_run, claim_output
+from core.saving.runs import check_run_name, list_runs, recover_interrupted_saves, run_folder
 
 __all__ = [
     "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "OLD_PREFIX", "TEMP_PREFIX", "WEIGHTS_FILE", "ModelLoadError",
-    "check_run_name", "config_from_dict", "list_runs", "new_run_name", "read_config",
+    "check_run_name", "config_from_dict", "list_runs", "read_config", "OutputClaim", "OutputError", "claim_new_run", "claim_output",
     "read_tokenizer", "read_weights", "recover_interrupted_saves", "run_folder", "save_model",
     "write_folder_atomically",
 ]

@@ -1,4 +1,5 @@
-"""The runs folder: one model folder per run, named by ``new_run_name`` and checked by ``check_run_name``.
+"""The runs folder: one model folder per run, named by ``core.saving.output.claim_new_run`` and
+checked by ``check_run_name``.
 
 ``list_runs`` lists the usable models and says why every other folder is not one: a leftover
 ``.tmp-*`` / ``.old-*`` folder of an interrupted save is never loaded. A save killed between the two
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime
 from pathlib import Path
 
 from core.saving.atomic import OLD_PREFIX, TEMP_PREFIX, displaced_folders
@@ -28,16 +28,6 @@ def check_run_name(name: str) -> str:
 
 def run_folder(root: str | Path, name: str) -> Path:
     return Path(root) / check_run_name(name)
-
-
-def new_run_name(root: str | Path, model_type: str, loss: str) -> str:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = f"{model_type}-{loss}-{stamp}"
-    name, n = base, 1
-    while (Path(root) / name).exists():
-        n += 1
-        name = f"{base}-{n}"
-    return name
 
 
 def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:

@@ -1,0 +1,148 @@
+"""Where a training may write its model: claimed before training starts, held until the save is done.
+
+The rules, so that a training never loses a user's file:
+
+* It never deletes or replaces anything it did not create. An existing path that is not a model
+  folder (a file, a folder of other things, a broken model) is refused before training starts; an
+  empty folder is fine (nothing is lost).
+* An existing model folder is replaced only when the caller says ``overwrite=True``; the claim then
+  carries that model's config (``existing``) so that the pipeline can keep it when the new run was
+  cancelled or failed and is not better.
+* One writer per folder: an exclusive lock on a hidden ``.<name>.lock`` beside the target, taken
+  without waiting, so a second training aimed at the same folder is refused at once. The lock goes
+  with its process (``flock``), so a killed training never leaves the folder locked.
+* The location is found writable (or not) before training, not after an hour of it.
+
+``claim_new_run`` picks a fresh run name in a models folder under the same rules (the app and the
+CLI without ``--out``).
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from datetime import datetime
+from pathlib import Path
+
+from core.saving.model_folder import CONFIG_FILE, ModelLoadError, read_config
+
+LOCK_SUFFIX = ".lock"
+
+
+class OutputError(ValueError):
+    """A path a training may not write to. ``reason`` is one of ``REASONS``; the message says why."""
+
+    REASONS = ("not_a_model", "model_exists", "busy", "unwritable")
+
+    def __init__(self, path: Path, problem: str, reason: str):
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem, self.reason = path, problem, reason
+
+
+class OutputClaim:
+    """The right to write one model folder; release it (or leave the ``with`` block) after saving."""
+
+    def __init__(self, target: Path, lock_path: Path, lock_fd: int, existing: dict | None):
+        self.target = target  # the folder the model will be saved as
+        self.existing = existing  # config.json of the model it would replace (overwrite=True), else None
+        self._lock_path, self._lock_fd = lock_path, lock_fd
+
+    def release(self) -> None:
+        if self._lock_fd < 0:
+            return
+        # Unlink while still holding the lock: a claimant that opened the old file re-checks the path.
+        try:
+            os.unlink(self._lock_path)
+        except OSError:
+            pass
+        os.close(self._lock_fd)
+        self._lock_fd = -1
+
+    def __enter__(self) -> "OutputClaim":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _lock(lock_path: Path, target: Path) -> int:
+    """An exclusive flock on ``lock_path``, or OutputError at once when another process holds it."""
+    for _ in range(10):  # the file may be unlinked by its releasing holder between open and flock
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as error:
+            raise OutputError(target, f"cannot write in {lock_path.parent} ({error.strerror})", "unwritable") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise OutputError(target, "another training is writing this folder right now", "busy") from None
+            raise OutputError(target, f"cannot lock it ({error.strerror})", "unwritable") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock_path, follow_symlinks=False).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+    raise OutputError(target, "could not take its lock (it keeps changing)", "busy")
+
+
+def _existing_model(target: Path, overwrite: bool) -> dict | None:
+    """The config of the model at ``target`` if it may be replaced; None when nothing is there."""
+    if not os.path.lexists(target):
+        return None
+    if target.is_symlink() or not target.is_dir():
+        raise OutputError(target, "exists and is not a model folder; choose a new folder", "not_a_model")
+    if not any(target.iterdir()):
+        return None  # an empty folder: nothing to lose
+    if not (target / CONFIG_FILE).is_file():
+        raise OutputError(target, "exists and is not a model folder (it holds other files); choose a new folder",
+                          "not_a_model")
+    try:
+        config = read_config(target)
+    except ModelLoadError as error:
+        raise OutputError(target, f"holds something that is not a usable model ({error}); choose a new folder",
+                          "not_a_model") from None
+    if not overwrite:
+        raise OutputError(target, "holds a saved model; replacing it needs overwrite", "model_exists")
+    return config
+
+
+def claim_output(target: str | Path, overwrite: bool = False) -> OutputClaim:
+    """Claim ``target`` for one training's model folder (see the module docstring for the rules)."""
+    target = Path(target).expanduser()
+    if target.name in ("", ".", ".."):
+        raise OutputError(target, "is not a folder name a model can be saved as", "not_a_model")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputError(target, f"its folder cannot be created ({error.strerror or error})", "unwritable") from None
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise OutputError(target, f"cannot write in {target.parent}", "unwritable")
+    lock_path = target.parent / f".{target.name}{LOCK_SUFFIX}"
+    claim = OutputClaim(target, lock_path, _lock(lock_path, target), None)
+    try:
+        claim.existing = _existing_model(target, overwrite)  # checked under the lock: no one else is writing it
+    except BaseException:
+        claim.release()
+        raise
+    return claim
+
+
+def claim_new_run(root: str | Path, model_type: str, loss: str) -> OutputClaim:
+    """A fresh ``<model>-<loss>-<time>[-n]`` folder in the models folder ``root``, claimed."""
+    root = Path(root).expanduser()
+    base = f"{model_type}-{loss}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    for n in range(1, 1000):
+        name = base if n == 1 else f"{base}-{n}"
+        if os.path.lexists(root / name):
+            continue
+        try:
+            return claim_output(root / name)
+        except OutputError as error:
+            if error.reason in ("busy", "model_exists", "not_a_model"):  # taken meanwhile: try the next name
+                continue
+            raise
+    raise OutputError(root, "no free run name", "busy")

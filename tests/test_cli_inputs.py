@@ -1,0 +1,169 @@
+"""Every bad input to the CLI: one ``error:`` line, exit 2, no traceback, no file touched; machine-readable
+output always valid JSON. Hand-picked cases from the reliability issue, then hypothesis over every numeric
+option."""
+import hashlib
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "assets" / "sample_pairs.csv"
+TINY = ["--model-options", json.dumps({"hidden_size": 10, "embedding_dim": 12}), "--max-length", "16",
+        "--device", "cpu"]
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def strict_json(text: str):
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def tree_digest(root: Path) -> dict:
+    return {str(p.relative_to(root)): None if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def lstm_folder(tmp_path_factory, train_tiny_model) -> Path:
+    return train_tiny_model("lstm", tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture
+def no_duplicates(tmp_path) -> Path:
+    path = tmp_path / "no_duplicates.csv"
+    path.write_text("question1,question2,is_duplicate\n" + "".join(f"q{i} a,q{i} b,0\n" for i in range(40)))
+    return path
+
+
+TRAIN_CASES = {
+    "max-rows zero": ["--max-rows", "0"],
+    "max-rows negative": ["--max-rows", "-3"],
+    "batch size 1": ["--batch-size", "1"],
+    "max-steps negative": ["--max-steps", "-1"],
+    "patience negative": ["--patience", "-1"],
+    "max-length zero": ["--max-length", "0"],
+    "max-length huge": ["--max-length", "100000000"],
+    "max-vocab zero": ["--max-vocab", "0"],
+    "lr nan": ["--lr", "nan"],
+    "margin inf": ["--margin", "inf"],
+    "model options not json": ["--model-options", "{hidden"],
+    "model options deeply nested": ["--model-options", "[" * 100_000],
+    "model options huge": ["--model-options", json.dumps({"hidden_size": 1000, "num_layers": 4, "embedding_dim": 1000})
+                           .replace("1000", "100000")],
+}
+
+
+@pytest.mark.parametrize("flags", TRAIN_CASES.values(), ids=TRAIN_CASES.keys())
+def test_bad_training_options_give_one_error_line(capsys, tmp_path, flags):
+    before = tree_digest(tmp_path)
+    code, out, err = run_cli(capsys, "train", "--data", SAMPLE, "--out", tmp_path / "model", *flags)
+    assert code == 2 and out == "", err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    assert tree_digest(tmp_path) == before  # nothing created, not even the output folder
+
+
+def test_a_file_without_duplicates_is_refused_in_one_line(capsys, tmp_path, no_duplicates):
+    code, out, err = run_cli(capsys, "train", "--data", no_duplicates, "--out", tmp_path / "model", "--epochs", "1",
+                             *TINY)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()[-1:]
+    assert line.startswith("error: no training batch") and "Traceback" not in err
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_strict_vocabulary_is_warned_about(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "train", "--data", SAMPLE, "--out", tmp_path / "model", "--epochs", "1",
+                             "--min-freq", "1000000", *TINY)
+    assert code == 0, err
+    assert "warning: the vocabulary has only 2 tokens" in err
+    strict_json(out)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["-k", "-5"], "-k: must be at least 1"),
+    (["-k", "0"], "-k: must be at least 1"),
+])
+def test_bad_search_options(capsys, lstm_folder, tmp_path, flags, message):
+    code, out, err = run_cli(capsys, "search", "--model", lstm_folder, "--corpus", SAMPLE, "--runs", tmp_path,
+                             "How do I learn Python?", *flags)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("questions,threshold,message", [
+    (("", ""), None, "question1 is empty"),
+    (("How old are you?", "  "), None, "question2 is empty"),
+    (("a", "b"), "nan", "--threshold: must be a cosine between -1 and 1"),
+    (("a", "b"), "inf", "--threshold: must be a cosine between -1 and 1"),
+    (("a", "b"), "1.5", "--threshold: must be a cosine between -1 and 1"),
+    (("a", "b"), "high", "--threshold: must be a number"),
+])
+def test_bad_predict_input(capsys, lstm_folder, questions, threshold, message):
+    extra = ["--threshold", threshold] if threshold is not None else []
+    code, out, err = run_cli(capsys, "predict", "--model", lstm_folder, *questions, *extra)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_metrics_that_do_not_exist_print_as_null(capsys, lstm_folder, tmp_path):
+    one_class = tmp_path / "one_class.csv"
+    one_class.write_text("question1,question2,is_duplicate\nHow old are you?,What is your age?,1\n"
+                         "How tall are you?,What is your height?,1\n")
+    code, out, _ = run_cli(capsys, "evaluate", "--model", lstm_folder, "--data", one_class)
+    assert code == 0
+    metrics = strict_json(out)
+    assert metrics["roc_auc"] is None and metrics["n"] == 2
+
+
+# ---- hypothesis: every numeric option, any value ----------------------------------------------------------
+NUMERIC_FLAGS = ["--epochs", "--batch-size", "--lr", "--margin", "--scale", "--max-length", "--max-rows",
+                 "--min-freq", "--max-vocab", "--seed", "--max-steps", "--patience"]
+VALID = {  # the accepted range of each flag; values outside it must be refused before anything happens
+    "--epochs": (1, 10_000), "--batch-size": (2, 65_536), "--lr": (0.0, 10.0), "--margin": (0.0, 4.0),
+    "--scale": (0.0, 1000.0), "--max-length": (4, 512), "--max-rows": (1, math.inf), "--min-freq": (1, 1_000_000),
+    "--max-vocab": (3, 10_000_000), "--seed": (0, 2**31 - 1), "--max-steps": (0, 10**9), "--patience": (0, 1000),
+}
+
+
+def out_of_range(flag: str):
+    low, high = VALID[flag]
+    below = st.integers(max_value=int(low) - 1) if low > -math.inf else st.nothing()
+    above = st.integers(min_value=int(high) + 1) if high < math.inf else st.nothing()
+    odd = st.sampled_from(["nan", "inf", "-inf", "", "1e999", "abc", "0x10", "1,5", " "])
+    floats = st.floats(allow_nan=False, allow_infinity=False).filter(lambda v: not low <= v <= high)
+    return st.one_of(below.map(str), above.map(str), odd, floats.map(repr))
+
+
+@st.composite
+def bad_numeric_option(draw):
+    flag = draw(st.sampled_from(NUMERIC_FLAGS))
+    return flag, draw(out_of_range(flag))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(option=bad_numeric_option())
+def test_any_out_of_range_numeric_option_is_one_error_line(capsys, tmp_path_factory, option):
+    flag, value = option
+    folder = tmp_path_factory.mktemp("fuzz")
+    data = folder / "pairs.csv"
+    shutil.copy(SAMPLE, data)
+    (folder / "notes.txt").write_text("keep me")
+    before = tree_digest(folder)
+    code, out, err = run_cli(capsys, "train", "--data", data, "--out", folder / "model", f"{flag}={value}")
+    assert code == 2 and out == "", (flag, value, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, (flag, value, err)
+    assert tree_digest(folder) == before
