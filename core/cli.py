@@ -126,6 +126,8 @@ def _load_data(path: str, max_rows: int | None = None):
         raise CliError(f"{path}: {error}") from None
     if report.rows_kept < report.rows_read:
         print(f"data: {report.summary()}", file=sys.stderr)
+    for warning in report.warnings:
+        print(f"data: warning: {warning}", file=sys.stderr)
     return pairs
 
 

@@ -77,6 +77,9 @@ pairs, report = state.pairs, state.data_report
 summary = summary_of(pairs)
 
 st.subheader(f"Active dataset: {state.data_name}")
+# getattr: a report loaded before LoadReport had warnings may still sit in the session.
+for warning in getattr(report, "warnings", []):
+    st.warning(f"{report.source}: {warning}")
 pairs_metric, duplicates_metric, unique_metric = st.columns(3)
 pairs_metric.metric("Pairs", f"{summary['pairs']:,}")
 duplicates_metric.metric("Duplicates", f"{summary['duplicate_rate']:.1%}",

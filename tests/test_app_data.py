@@ -50,7 +50,7 @@ def test_sample_is_active_by_default(data_page, sample_pairs, plotly_figures):
     pairs, _ = sample_pairs
     assert metrics(at) == expected_metrics(pairs) == {"Pairs": "479", "Duplicates": "38.0%", "Unique questions": "722"}
     pd.testing.assert_frame_equal(at.session_state.pairs, pairs)
-    assert not at.error
+    assert not at.error and not at.warning
     assert at.success[0].value == "No row was dropped."
     assert any(f"{st.get_option('server.maxUploadSize')} MB" in caption.value for caption in at.caption)
     assert at.button(key="use_sample").disabled  # already active
@@ -83,6 +83,26 @@ def test_gzipped_tsv_upload(data_page):
     at = upload(data_page, "pairs.tsv.gz", gzip.compress(tsv), "application/gzip")
     assert metrics(at)["Pairs"] == "4"
     assert at.session_state.data_report.delimiter == "\t"
+
+
+def test_duplicate_header_upload_shows_a_warning_naming_the_column_used(data_page):
+    content = b"question1,question1,question2,is_duplicate\nFirst?,Second?,Third?,1\nA?,B?,C?,0\n"
+    at = upload(data_page, "dups.csv", content)
+    assert not at.error
+    assert [warning.value for warning in at.warning] == [
+        'dups.csv: header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, '
+        "the other is ignored"
+    ]
+    assert at.session_state.pairs["question1"].tolist() == ["First?", "A?"]
+    at.button(key="use_sample").click().run()
+    assert not at.exception and not at.warning  # the warning belongs to the upload, not the page
+
+
+def test_utf16_upload_loads_like_utf8(data_page):
+    at = upload(data_page, "pairs.txt", b"\xff\xfe" + UPLOAD.decode().replace(",", "\t").encode("utf-16-le"))
+    assert not at.error
+    assert metrics(at)["Pairs"] == "4"
+    assert any("encoding utf-16-le" in caption.value for caption in at.caption)
 
 
 @pytest.mark.parametrize("name, data, message", [

@@ -167,3 +167,34 @@ def test_any_out_of_range_numeric_option_is_one_error_line(capsys, tmp_path_fact
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, (flag, value, err)
     assert tree_digest(folder) == before
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0, 2.0])
+def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path, delay):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-m", "core", "train", "--data", str(SAMPLE), "--out",
+                                str(tmp_path / "model"), "--epochs", "1", *TINY], cwd=ROOT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    time.sleep(delay)  # somewhere inside the imports of python, torch and the data
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=300)
+    assert "Traceback" not in err, err[-2000:]
+    if process.returncode != 0:  # too late to interrupt anything is fine; otherwise one line
+        assert process.returncode in (2, 130) and err.strip().splitlines()[-1] == "error: interrupted", err[-500:]
+
+
+def test_duplicate_headers_are_one_warning_line(capsys, lstm_folder, tmp_path):
+    data = tmp_path / "dup.csv"
+    data.write_text("question1,question1,question2,is_duplicate\nHow old are you?,x,What is your age?,1\n"
+                    "How tall are you?,y,Where do you live?,0\n")
+    code, out, err = run_cli(capsys, "evaluate", "--model", lstm_folder, "--data", data)
+    assert code == 0 and strict_json(out)["n"] == 2
+    assert err.strip().splitlines() == [
+        'data: warning: header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, '
+        "the other is ignored"]

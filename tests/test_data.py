@@ -1,5 +1,6 @@
 """load_pairs, dataset_summary, split_pairs and unseen_mask on small hand-built files."""
 
+import dataclasses
 import gzip
 import io
 from pathlib import Path
@@ -151,6 +152,100 @@ def test_mapping_to_absent_column_names_it():
         load_pairs(csv_bytes("A?,B?,1"), columns={"question2": "nope"})
 
 
+# ---------------------------------------------------------------------------------------------
+# Header names that fit a role more than once: the first candidate is used, with a warning
+# ---------------------------------------------------------------------------------------------
+
+
+def test_repeated_header_name_uses_the_first_column_and_warns():
+    pairs, report = load_pairs(b"question1,question1,question2,is_duplicate\nFirst?,Second?,Third?,1\n")
+    assert pairs.to_dict("list") == {"question1": ["First?"], "question2": ["Third?"], "is_duplicate": [1]}
+    assert report.columns == {"question1": "question1", "question2": "question2", "is_duplicate": "is_duplicate"}
+    assert report.warnings == [
+        'header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, the other is ignored'
+    ]
+    assert report.to_dict()["warnings"] == report.warnings
+    assert report.summary() == "kept 1 of 1 rows"  # warnings are shown on their own, not in the summary
+
+
+def test_header_repeated_with_other_case_and_spaces_counts_as_repeated():
+    pairs, report = load_pairs(b"question1, Question1 ,question2,is_duplicate\nFirst?,Second?,Third?,1\n")
+    assert pairs["question1"].tolist() == ["First?"]
+    assert report.warnings == [
+        'header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, the other is ignored'
+    ]
+
+
+def test_repeated_name_and_alias_of_one_role_are_all_listed():
+    pairs, report = load_pairs(b"is_duplicate,question1,question2, Is_Duplicate ,label\n1,A?,B?,0,0\n")
+    assert pairs["is_duplicate"].tolist() == [1]
+    assert report.warnings == [
+        'columns 1 "is_duplicate", 4 "Is_Duplicate" and 5 "label" all name is_duplicate; is_duplicate is read '
+        'from column 1 "is_duplicate", the others are ignored'
+    ]
+
+
+def test_two_aliases_of_one_role_use_the_preferred_alias_and_warn():
+    pairs, report = load_pairs(b"q1,question1,q2,label\nAlias?,Canonical?,Other?,0\n")
+    assert pairs["question1"].tolist() == ["Canonical?"]  # ROLE_ALIASES order, not column order
+    assert report.columns["question1"] == "question1"
+    assert report.warnings == [
+        'columns 1 "q1" and 2 "question1" both name question1; question1 is read from column 2 "question1", '
+        "the other is ignored"
+    ]
+
+
+def test_repeated_unused_header_and_plain_files_give_no_warning():
+    _, report = load_pairs(b"id,id,question1,question2,is_duplicate\n1,2,A?,B?,1\n")
+    assert report.warnings == []
+    _, report = load_pairs(csv_bytes("A?,B?,1"))
+    assert report.warnings == []
+
+
+def test_pandas_style_renamed_duplicates_are_not_assumed():
+    # The header row is read as data, so a repeated name is never renamed "question1.1" behind our
+    # back: asking for that name finds no such column instead of silently taking the second one.
+    content = b"question1,question1,question2,is_duplicate\nFirst?,Second?,Third?,1\n"
+    with pytest.raises(DataError, match=r"missing column\(s\) for question1 \(mapped to 'question1.1'\); "
+                                        r"found columns: question1, question1, question2, is_duplicate"):
+        load_pairs(content, columns={"question1": "question1.1"})
+    # A file that really has a "question1.1" column (saved from a renamed pandas frame) reads
+    # question1 from "question1": "question1.1" is no alias, so nothing is ambiguous.
+    pairs, report = load_pairs(b"question1,question1.1,question2,is_duplicate\nFirst?,Second?,Third?,1\n")
+    assert pairs["question1"].tolist() == ["First?"]
+    assert report.warnings == []
+
+
+def test_mapping_to_a_repeated_name_warns():
+    pairs, report = load_pairs(b"left,left,right,verdict\nL1?,L2?,R?,1\n",
+                               columns={"question1": "left", "question2": "right", "is_duplicate": "verdict"})
+    assert pairs["question1"].tolist() == ["L1?"]
+    assert report.warnings == [
+        'header "left" appears 2 times (columns 1, 2); question1 is read from column 1, the other is ignored'
+    ]
+
+
+def test_mapping_an_exact_name_beside_a_case_variant_does_not_warn():
+    pairs, report = load_pairs(b"Left,left,right,verdict\nL1?,L2?,R?,1\n",
+                               columns={"question1": "left", "question2": "right", "is_duplicate": "verdict"})
+    assert pairs["question1"].tolist() == ["L2?"]
+    assert report.warnings == []
+
+
+def test_one_column_read_as_two_roles_warns():
+    pairs, report = load_pairs(csv_bytes("A?,B?,1"), columns={"question2": "question1"})
+    assert pairs.to_dict("list") == {"question1": ["A?"], "question2": ["A?"], "is_duplicate": [1]}
+    assert report.warnings == ['column 1 "question1" is read as both question1 and question2']
+
+
+def test_load_report_without_warnings_stays_backward_compatible():
+    first = LoadReport("a.csv", ",", {}, 1, 1, {}, [], "utf-8")
+    second = LoadReport(source="b.csv", delimiter=",", columns={}, rows_read=1, rows_kept=1, dropped={}, examples=[])
+    assert first.warnings == second.warnings == []
+    first.warnings.append("x")
+    assert second.warnings == []  # no shared default list
+
+
 @pytest.mark.parametrize(
     "spelling, value",
     [
@@ -299,6 +394,76 @@ def test_quoted_field_with_embedded_newline_comma_and_escaped_quote():
 
 
 # ---------------------------------------------------------------------------------------------
+# UTF-16 (read) and UTF-32 (refused)
+# ---------------------------------------------------------------------------------------------
+
+# Non-Latin text, an emoji (a surrogate pair in UTF-16), quotes, an embedded newline and dropped rows.
+UTF16_TEXT = (
+    "question1,question2,is_duplicate\r\n"
+    "Caf\u00e9 \u201cnoir\u201d?,Was ist \u00df?,1\r\n"
+    "\u4f60\u597d\u5417?,Emoji \U0001f600 here?,0\r\n"
+    '"Plain, ""quoted""?","Multi\nline?",yes\r\n'
+    " ,Empty first?,1\r\n"
+    "\u0410\u0411?,\u0412?,maybe\r\n"
+)
+UTF16_CASES = [
+    ("utf-16-le", b"\xff\xfe"),
+    ("utf-16-be", b"\xfe\xff"),
+    ("utf-16-le", b""),
+    ("utf-16-be", b""),
+]
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("codec, bom", UTF16_CASES, ids=["le-bom", "be-bom", "le", "be"])
+def test_utf16_loads_to_the_same_frame_and_report_as_utf8(codec, bom, compress):
+    expected_pairs, expected_report = load_pairs(UTF16_TEXT.encode("utf-8"))
+    assert len(expected_pairs) == 3 and expected_report.dropped == {"empty question": 1, "unreadable label": 1}
+    content = bom + UTF16_TEXT.encode(codec)
+    pairs, report = load_pairs(gzip.compress(content) if compress else content)
+    pd.testing.assert_frame_equal(pairs, expected_pairs)
+    assert report == dataclasses.replace(expected_report, encoding=codec)
+
+
+def test_python_utf16_codec_output_loads(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_text(UTF16_TEXT, encoding="utf-16", newline="")  # BOM + native order, as Windows tools write
+    pairs, report = load_pairs(path)
+    pd.testing.assert_frame_equal(pairs, load_pairs(UTF16_TEXT.encode("utf-8"))[0])
+    assert report.encoding in {"utf-16-le", "utf-16-be"}
+
+
+def test_excel_unicode_text_export_is_tab_separated_utf16():
+    text = "question1\tquestion2\tis_duplicate\r\nA, b?\tC; d?\t1\r\n"
+    pairs, report = load_pairs(b"\xff\xfe" + text.encode("utf-16-le"))
+    assert (report.delimiter, report.encoding) == ("\t", "utf-16-le")
+    assert pairs.to_dict("list") == {"question1": ["A, b?"], "question2": ["C; d?"], "is_duplicate": [1]}
+
+
+@pytest.mark.parametrize(
+    "content, detail",
+    [
+        (b"\xff\xfe" + csv_bytes("A?,B?,1").decode().encode("utf-16-le")[:-1], "truncated data at byte 82"),
+        (HEADER.encode("utf-16-le") + b"\x00\xdc" + "A?,B?,1\n".encode("utf-16-le"), "illegal encoding at byte 66"),
+        (gzip.compress(b"\xfe\xff" + HEADER.encode("utf-16-be") + b"\xd8\x00"), "unexpected end of data at byte 68"),
+    ],
+    ids=["odd length with bom", "lone surrogate without bom", "gzip, cut surrogate pair"],
+)
+def test_utf16_that_does_not_decode_is_a_data_error(content, detail):
+    with pytest.raises(DataError) as caught:
+        load_pairs(content)
+    message = str(caught.value)
+    assert message.startswith("<upload> looks like UTF-16 but does not decode; save it as UTF-8 (")
+    assert detail in message
+
+
+@pytest.mark.parametrize("codec", ["utf-32", "utf-32-le", "utf-32-be"])
+def test_utf32_is_refused_with_a_clear_message(codec):
+    with pytest.raises(DataError, match=r"UTF-32 text, which is not supported; save it as UTF-8"):
+        load_pairs(csv_bytes("A?,B?,1").decode().encode(codec))
+
+
+# ---------------------------------------------------------------------------------------------
 # Unusable input
 # ---------------------------------------------------------------------------------------------
 
@@ -327,8 +492,11 @@ def test_missing_columns_found_by_delimiter_counting():
         HEADER.encode() + b"\x00\x01\x02binary\x00",
         bytes(range(1, 9)) * 200,
         gzip.compress(bytes(range(256)) * 40),
+        np.random.default_rng(0).bytes(8192),
+        b"\x00" * 64 + HEADER.encode(),  # NUL runs are no UTF-16: no text byte beside the NULs
+        b"\x00\x00" + HEADER.encode() + b"\x00\x00",
     ],
-    ids=["nul bytes", "control bytes", "gzip of binary"],
+    ids=["nul bytes", "control bytes", "gzip of binary", "random bytes", "nul padding", "nul pairs around text"],
 )
 def test_binary_content(content):
     with pytest.raises(DataError, match="looks like a binary file, not CSV/TSV text"):

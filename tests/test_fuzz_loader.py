@@ -1,12 +1,15 @@
 """Property-based fuzzing of ``load_pairs`` (reliability case "bad data").
 
-Two properties:
+Three properties:
   * anything at all (random bytes, broken gzip, random delimiter soup): ``load_pairs`` returns
     ``(frame, report)`` or raises ``DataError``, never another exception, and a returned frame and
     report are self-consistent;
   * files written with Python's ``csv`` module from a known list of rows: every valid row comes out,
     in order, with its text (stripped) and label; every invalid row is counted under its reason,
-    so rows_kept + sum(dropped) == rows_read and rows_kept == the number of valid rows.
+    so rows_kept + sum(dropped) == rows_read and rows_kept == the number of valid rows;
+  * the same known-rows files encoded as UTF-16 (LE or BE, with or without BOM, plain or gzip) load
+    exactly like their UTF-8 form: the same frame, the same report (encoding aside), or the same
+    DataError.
 
 A row is valid when both questions are non-empty after ``str.strip()`` and the label is one of the
 spellings the loader documents. A line of only spaces/tabs is a blank line to pandas, so it is no
@@ -21,6 +24,7 @@ The example counts (MAX_EXAMPLES) are quoted in docs/RELIABILITY.md; keep them i
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import io
 
@@ -43,6 +47,7 @@ MAX_EXAMPLES = {
     "long_fields": 30,
     "mixed_encodings": 120,
     "binary_controls": 60,
+    "utf16": 100,
 }
 
 
@@ -416,6 +421,36 @@ def test_very_long_fields_survive_whole(rows, delimiter, compress):
     names, roles = LAYOUTS[0]
     text, blank = write_csv(names, roles, rows, delimiter, "\r\n", csv.QUOTE_MINIMAL)
     assert_loads_as_expected(maybe_gzip(text.encode("utf-8"), compress), rows, roles, blank=blank)
+
+
+@fuzz_settings("utf16")
+@given(
+    layout=st.sampled_from(LAYOUTS),
+    rows=st.lists(row_strategy(), min_size=1, max_size=25),
+    delimiter=st.sampled_from([",", "\t"]),
+    lineterminator=st.sampled_from(["\n", "\r\n"]),
+    quoting=st.sampled_from([csv.QUOTE_MINIMAL, csv.QUOTE_ALL]),
+    codec=st.sampled_from(["utf-16-le", "utf-16-be"]),
+    bom=st.booleans(),
+    compress=st.booleans(),
+)
+def test_known_rows_in_utf16_load_like_their_utf8_form(
+    layout, rows, delimiter, lineterminator, quoting, codec, bom, compress
+):
+    names, roles = layout
+    text, blank = write_csv(names, roles, rows, delimiter, lineterminator, quoting)
+    content = maybe_gzip(("\ufeff" if bom else "").encode(codec) + text.encode(codec), compress)
+    try:
+        expected_pairs, expected_report = load_pairs(text.encode("utf-8"))
+    except DataError as error:
+        with pytest.raises(DataError) as caught:
+            load_pairs(content)
+        assert str(caught.value) == str(error)
+        return
+    pairs, report = load_pairs(content)
+    pd.testing.assert_frame_equal(pairs, expected_pairs)
+    assert report == dataclasses.replace(expected_report, encoding=codec)
+    assert_loads_as_expected(content, rows, roles, encoding=codec, blank=blank)
 
 
 # Characters latin-1 can encode (C0 controls and DEL excluded), for rows written as latin-1.

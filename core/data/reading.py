@@ -12,7 +12,7 @@ lines can shift these numbers slightly from what an editor shows.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ from core.data.parsing import (
     ROLES,
     DataError,
     choose_delimiter,
+    column_warnings,
     parse_any_encoding,
     read_text_bytes,
     resolve_columns,
@@ -52,7 +53,10 @@ class LoadReport:
     rows_kept: int  # rows in the returned frame
     dropped: dict[str, int]  # reason -> count, only reasons that occurred
     examples: list[tuple[int, str]]  # first MAX_EXAMPLES (line number, reason) of dropped rows
-    encoding: str = "utf-8"  # how the bytes were decoded: "utf-8", "cp1252" or "latin-1"
+    encoding: str = "utf-8"  # how the bytes were decoded: "utf-8", "cp1252", "latin-1", "utf-16-le" or "utf-16-be"
+    # One line each for what loaded but may not be what was meant (e.g. a header name repeated:
+    # which column was used). Not part of summary(); callers show them on their own.
+    warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         text = f"kept {self.rows_kept:,} of {self.rows_read:,} rows"
@@ -74,7 +78,8 @@ def load_pairs(
     Args:
         source: path (str / PathLike), `bytes`, or an object with `.read()` (io.BytesIO, a Streamlit
             UploadedFile). Plain or gzip (detected by its magic bytes), UTF-8 with or without BOM,
-            falling back to cp1252 / latin-1.
+            falling back to cp1252 / latin-1; or UTF-16 (LE/BE, found by its BOM or, without one,
+            by the NUL bytes of its ASCII characters).
         columns: optional role -> column name mapping ("question1", "question2", "is_duplicate")
             that overrides header detection for the roles it names.
         max_rows: keep only the first `max_rows` usable rows; the report then describes the rows
@@ -85,11 +90,12 @@ def load_pairs(
         `is_duplicate` (int64 0/1) in file order with a fresh RangeIndex.
 
     Raises:
-        DataError: the input cannot give any pairs (binary, empty, missing columns, unparseable...).
+        DataError: the input cannot give any pairs (binary, empty, missing columns, unparseable,
+            UTF-32, UTF-16 that does not decode...).
     """
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be a positive integer, got {max_rows}")
-    data, name = read_text_bytes(source)
+    data, name, utf16 = read_text_bytes(source)
     delimiter = choose_delimiter(data, columns)
     frame, skipped_records, encoding = parse_any_encoding(data, delimiter, name, dtype=None)
     if frame.shape[0] == 0:
@@ -141,7 +147,8 @@ def load_pairs(
         rows_kept=rows_kept,
         dropped=dropped,
         examples=_dropped_examples(empty_question, unreadable_label, skipped),
-        encoding=encoding,
+        encoding=utf16 or encoding,  # UTF-16 arrives here re-encoded as UTF-8
+        warnings=column_warnings(header, columns),
     )
     pairs = pd.DataFrame(
         {
