@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import torch.nn.functional as F
 
+from core.data import pairs_fingerprint, split_pairs
 from core.metrics import best_thresholds, evaluate_scores
 from core.models.base import PairEncoder
 from core.pair_table import PairTable
@@ -42,3 +43,35 @@ def evaluate_model(model: PairEncoder, pairs: pd.DataFrame, threshold: float | N
     table = PairTable(pairs, model.tokenizer)
     scores = pair_scores(model, table, batch_size)
     return {**evaluate_scores(table.labels, scores, threshold), "scores": scores}
+
+
+@dataclass
+class HeldOut:
+    pairs: pd.DataFrame  # what to measure the model on
+    description: str  # which pairs those are, and how many, for the figures' captions
+    is_validation: bool  # True: exactly the pairs the model's training held out
+
+
+def held_out_pairs(config: dict, pairs: pd.DataFrame) -> HeldOut:
+    """The pairs to measure a model on without flattering it.
+
+    When ``pairs`` is the dataset the model trained on (same fingerprint), the split is made again
+    with the run's own settings and its validation pairs are returned (checked against the saved
+    fingerprint of those rows). On any other dataset, all of it, said so.
+    """
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    if data.get("fingerprint") and data.get("fingerprint") == pairs_fingerprint(pairs):
+        run = config.get("run", {})
+        train = config.get("train_config", {})
+        try:
+            val = split_pairs(pairs, val_fraction=run["val_fraction"], test_fraction=run["test_fraction"],
+                              seed=train["seed"], by_question=run["split_by_question"]).val
+        except (KeyError, TypeError, ValueError):
+            val = None
+        if val is not None and len(val) and pairs_fingerprint(val) == data.get("validation_fingerprint"):
+            return HeldOut(val, f"the {len(val):,} validation pairs this model's training held out of this dataset",
+                           True)
+    trained_on = data.get("name")
+    why = (f"it trained on {trained_on!r}, not on this dataset" if trained_on
+           else "it was not trained on this dataset")
+    return HeldOut(pairs.reset_index(drop=True), f"all {len(pairs):,} pairs of the active dataset ({why})", False)

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from core import distributed
-from core.data import Splits, dataset_summary, split_pairs
+from core.data import Splits, dataset_summary, pairs_fingerprint, split_pairs
 from core.evaluation import calibrate, pair_scores
 from core.metrics import evaluate_scores
 from core.models import PairEncoder, build_model
@@ -155,7 +155,9 @@ def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFra
         "thresholds": thresholds,
         "metrics": {"validation": validation, "test": test},
         "data": {"name": spec.data_name, **dataset_summary(pairs),
-                 "train_pairs": len(splits.train), "val_pairs": len(splits.val), "test_pairs": len(splits.test)},
+                 "train_pairs": len(splits.train), "val_pairs": len(splits.val), "test_pairs": len(splits.test),
+                 # Which rows were held out: core.evaluation.held_out_pairs finds them again in this dataset.
+                 "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},
         "training": {"status": outcome.status, "message": outcome.message, "best_epoch": outcome.best_epoch,
                      "epochs_run": len(outcome.epochs), "seconds": round(outcome.seconds, 2),
                      "pairs_per_second": round(outcome.pairs_per_second, 1),

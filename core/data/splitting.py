@@ -8,6 +8,7 @@ saw; ``dataset_summary`` counts for display. Question texts are compared after
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,12 @@ class Splits:
     train: pd.DataFrame  # pairs to fit on
     val: pd.DataFrame  # pairs for model selection / early stopping
     test: pd.DataFrame  # pairs touched once, for the final numbers
+
+
+def pairs_fingerprint(pairs: pd.DataFrame) -> str:
+    """A short content hash of a pairs frame (texts, labels and order): "the same dataset" means equal."""
+    rows = pd.util.hash_pandas_object(pairs[["question1", "question2", "is_duplicate"]], index=False)
+    return hashlib.sha1(rows.values.tobytes()).hexdigest()[:16]
 
 
 def dataset_summary(pairs: pd.DataFrame) -> dict:
