@@ -1,14 +1,13 @@
 """One page setup for every page: session state with guards, the active dataset, shared caches."""
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from core.data import DataError, LoadReport, load_pairs
+from core.data import DataError, LoadReport, load_pairs, pairs_fingerprint
 from core.models.registry import ZERO_SHOT, ZERO_SHOT_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,9 +62,8 @@ def job_queue():
 
 # ---- session -----------------------------------------------------------------------------------
 def data_key(pairs: pd.DataFrame) -> str:
-    """A short fingerprint of a dataset, for cache keys."""
-    digest = hashlib.sha1(pd.util.hash_pandas_object(pairs, index=False).values.tobytes()).hexdigest()
-    return digest[:12]
+    """A dataset's fingerprint (``core.data.pairs_fingerprint``), for cache keys."""
+    return pairs_fingerprint(pairs)
 
 
 def init_state() -> None:
@@ -104,11 +102,36 @@ def model_choices() -> dict[str, str]:
     return choices
 
 
-def model_picker(key: str) -> str:
-    """The model selectbox every page shows; returns the choice (``ZERO_SHOT`` or a folder path).
-    Each page passes its own key so one page's choice never changes another's."""
-    choices = model_choices()
-    return choices[st.selectbox("Model", list(choices), key=key)]
+ACTIVE_MODEL = "active_model"  # session key of the one model every analysis page uses
+_PICKED = "active_model_picked"  # True once the user chose a model: it then stays until they choose again
+DONE_STATUSES = ("done", "completed", "early_stopped")  # the last two: folders saved before core.status
+
+
+def default_model() -> str:
+    """The newest finished run of the models folder, or zero-shot MiniLM when there is none."""
+    from core.saving import list_runs
+
+    runs, _ = list_runs(st.session_state.runs_root)  # newest first
+    finished = [run for run in runs if (run.get("training") or {}).get("status", "done") in DONE_STATUSES]
+    return finished[0]["path"] if finished else ZERO_SHOT
+
+
+def model_picker(key: str | None = None) -> str:
+    """The model selectbox of every analysis page; returns the choice (``ZERO_SHOT`` or a folder path).
+
+    One choice for all pages (``st.session_state[ACTIVE_MODEL]``): picking a model on one page picks
+    it on every page. Until the user picks one, it follows the newest finished run. ``key`` is
+    ignored (pages from before the shared picker passed their own).
+    """
+    state = st.session_state
+    labels = {choice: label for label, choice in model_choices().items()}
+    if not state.get(_PICKED) or state.get(ACTIVE_MODEL) not in labels:
+        state[ACTIVE_MODEL] = default_model()
+        state[_PICKED] = False
+    st.selectbox("Model", list(labels), format_func=labels.get, key=ACTIVE_MODEL, persist_state="session",
+                 on_change=lambda: state.__setitem__(_PICKED, True),
+                 help="One model for every page: the newest finished run until you pick another.")
+    return state[ACTIVE_MODEL]
 
 
 def show_error(message: str) -> None:

@@ -38,25 +38,28 @@ def _next_seed() -> None:
 
 
 # ---- controls ----------------------------------------------------------------------------------
-choice = model_picker("sim_model")
+choice = model_picker()
 
 left, middle, right = st.columns(3)
 with left:
-    batch_size = st.slider("Pairs in the batch", min_value=4, max_value=32, value=8, step=1, key="sim_batch_size")
-    pick = st.radio("Pick the batch", ["random", "by index"], key="pick", horizontal=True)
+    batch_size = st.slider("Pairs in the batch", min_value=4, max_value=32, value=8, step=1, key="sim_batch_size",
+                           persist_state="session")
+    pick = st.radio("Pick the batch", ["random", "by index"], key="pick", persist_state="session", horizontal=True)
 with middle:
     duplicates = cached.duplicate_count(pairs)
     if pick == "random":
-        seed = st.number_input("Random seed", min_value=0, value=0, step=1, key="sim_seed")
+        seed = st.number_input("Random seed", min_value=0, value=0, step=1, key="sim_seed",
+                               persist_state="session")
         st.button("Another random batch", icon=":material/casino:", key="reshuffle", on_click=_next_seed)
     else:
         start = st.number_input("Start at duplicate pair number", min_value=0,
-                                max_value=max(int(duplicates) - 2, 0), value=0, step=1, key="sim_start",
+                                max_value=max(int(duplicates) - 2, 0), value=0, step=1, key="sim_start", persist_state="session",
                                 help=f"The dataset has {duplicates:,} duplicate pairs; 0 is the first one.")
 with right:
-    margin = st.slider("Margin α", min_value=0.0, max_value=1.0, value=0.25, step=0.05, key="sim_margin")
+    margin = st.slider("Margin α", min_value=0.0, max_value=1.0, value=0.25, step=0.05, key="sim_margin",
+                       persist_state="session")
     softmax_scale = st.number_input("Softmax scale", min_value=0.1, max_value=100.0, value=1.0, step=0.5,
-                                    key="softmax_scale",
+                                    key="softmax_scale", persist_state="session",
                                     help="Scores are multiplied by this before the in-batch softmax (training "
                                          "uses 20 by default; the worked example uses 1).")
 
@@ -101,9 +104,13 @@ if view is not None:
 
 # ---- explain mode ------------------------------------------------------------------------------
 st.divider()
-if st.toggle("Explain mode: the worked 4×4 example", key="explain"):
+if st.toggle("Explain mode: the worked 4×4 example", key="explain", persist_state="session"):
     st.markdown(NEGATIVES)
     rows, columns = figures.batch_labels(len(SEED_EXAMPLE))
+    example_margin = st.slider("Margin α of the example", min_value=0.0, max_value=1.0, value=0.25, step=0.05,
+                               key="example_margin", persist_state="session",
+                               help="Its own α, starting at the course's 0.25, so the course's numbers show "
+                                    "whatever the batch above uses.")
     st.markdown("Edit any score below (from −1 to 1); everything under it follows.")
     edited = st.data_editor(
         pd.DataFrame(SEED_EXAMPLE, index=rows, columns=columns), key="example",
@@ -113,7 +120,7 @@ if st.toggle("Explain mode: the worked 4×4 example", key="explain"):
         show_error("Every cell of the example needs a number.")
     else:
         example = edited.to_numpy(dtype=float).tolist()
-        example_view = inspect_scores(example, margin=margin, softmax_scale=softmax_scale)
+        example_view = inspect_scores(example, margin=example_margin, softmax_scale=softmax_scale)
         st.plotly_chart(figures.similarity_heatmap(example_view, title="The worked example"), key="example_heatmap")
         st.dataframe(figures.batch_table(example_view), hide_index=True, key="example_table")
         e1, e2, e3 = st.columns(3)
@@ -123,12 +130,12 @@ if st.toggle("Explain mode: the worked 4×4 example", key="explain"):
 
         st.subheader("What training does to it")
         st.markdown("Each round adds 0.5 to every diagonal score (duplicates get closer) and subtracts 0.02 "
-                    "from every other cell (non-duplicates drift apart), as one training step would. "
-                    "Both losses fall.")
-        rounds = st.slider("Rounds", min_value=0, max_value=4, value=4, step=1, key="rounds")
-        experiment = seed_experiment(example, rounds=rounds, margin=margin, softmax_scale=softmax_scale)
+                    "from every other cell (non-duplicates drift apart), as one training step would; a cosine "
+                    "stays within −1 and 1, so a score stops there. Both losses fall.")
+        rounds = st.slider("Rounds", min_value=0, max_value=4, value=4, step=1, key="rounds", persist_state="session")
+        experiment = seed_experiment(example, rounds=rounds, margin=example_margin, softmax_scale=softmax_scale)
         if example_view.triplet_loss == 0:
-            st.caption(f"At α = {margin:.2f} every row of this matrix already clears the margin, so its triplet "
-                       "loss is 0 from the start; raise the margin α above (try 1.0) to watch it fall too.")
+            st.caption(f"At α = {example_margin:.2f} every row of this matrix already clears the margin, so its triplet "
+                       "loss is 0 from the start; raise the example's margin α (try 1.0) to watch it fall too.")
         st.dataframe(experiment, hide_index=True, key="experiment")
         st.plotly_chart(figures.experiment_figure(experiment), key="experiment_chart")

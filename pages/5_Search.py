@@ -13,9 +13,9 @@ st.title("Search similar questions")
 st.caption("Every distinct question of the active dataset (both columns) is encoded once per model and kept "
            "in a FAISS index; a query is encoded the same way and compared by cosine similarity.")
 
-choice = model_picker("search_model")
-query = st.text_input("Question", value="How can I learn to code?", key="query")
-k = st.slider("Number of results", min_value=1, max_value=50, value=10, step=1, key="k")
+choice = model_picker()
+query = st.text_input("Question", value="How can I learn to code?", key="query", persist_state="session")
+k = st.slider("Number of results", min_value=1, max_value=50, value=10, step=1, key="k", persist_state="session")
 
 pairs = st.session_state.pairs
 key = cached.active_data_key(pairs)

@@ -53,7 +53,7 @@ def app(runs_root):  # runs_root (conftest): an empty models folder, so zero-sho
 
 
 def test_default_heatmap_is_the_batch_similarity_matrix(app, minilm, sample):
-    assert app.selectbox(key="sim_model").index == 0  # zero-shot MiniLM first
+    assert app.selectbox(key="active_model").index == 0  # zero-shot MiniLM first
     assert not app.error
     batch = pick_batch(sample, 8, seed=0)
     expected = batch_scores(minilm, batch["question1"], batch["question2"])  # (8, 8)
