@@ -17,7 +17,7 @@ import math
 import operator
 from dataclasses import dataclass, field
 
-from core.models import MODEL_NAMES, MODEL_TYPES
+from core.models import MODEL_NAMES, MODEL_TYPES, ModelTooLarge, check_model_size
 from core.objectives import CONTRASTIVE_FORMS, DEFAULT_MARGINS, LOSS_NAMES, LossConfig
 from core.presets import PRESETS
 from core.trainer import TrainConfig
@@ -36,6 +36,7 @@ class RunSpec:
     test_fraction: float = 0.0  # share of pairs held out for a final test report (0 = none)
     split_by_question: bool = False  # keep every validation/test question out of training
     hard_negatives: bool = False  # triplet/softmax: add labelled non-duplicates as extra negatives
+    keep_unvalidated: bool = False  # save a run cancelled before its first validation (else nothing is saved)
     data_name: str = ""  # shown in the runs list
 
     def __post_init__(self):
@@ -153,6 +154,7 @@ _RULES: dict[str, _Rule] = {
     "test_fraction": _Rule(float, 0.0, 0.5),
     "split_by_question": _Rule(bool),
     "data_name": _Rule(str),
+    "keep_unvalidated": _Rule(bool),
     # training (TrainConfig)
     "epochs": _Rule(int, 1, 10_000),
     "batch_size": _Rule(int, 2, 65_536),
@@ -167,6 +169,7 @@ _RULES: dict[str, _Rule] = {
     "patience": _Rule(int, 0, 1000),
     "max_val_pairs": _Rule(int, 1, 10_000_000),
     "max_steps": _Rule(int, 0, 1_000_000_000),
+    "max_minutes": _Rule(float, 0.0, 525_600.0),  # up to a year; 0 = no time budget
     "length_buckets": _Rule(bool),
 }
 OPTION_NAMES = tuple(_RULES)
@@ -241,6 +244,19 @@ def _checked_model_options(model: str, options: dict) -> dict:
     return checked
 
 
+def _check_model_size(model: str, values: dict) -> None:
+    """Refuse, before anything is allocated, a model whose parameters would pass the size limit."""
+    if model == "minilm":
+        return  # the pretrained architecture: its size is fixed
+    fields = dict(values["model_options"])
+    if model == "lstm":  # the word vocabulary is not built yet: count its largest possible size
+        fields["vocab_size"] = values.get("max_vocab", RunSpec.max_vocab)
+    try:
+        check_model_size(model, MODEL_TYPES[model].config_class(**fields))
+    except ModelTooLarge as error:
+        raise SpecError("model_options", f"make the model too large: {error}") from None
+
+
 # ---- the builder ---------------------------------------------------------------------------------
 def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     """The run that ``options`` describe, on top of ``preset`` (a name in ``core.presets``) if given.
@@ -268,6 +284,7 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
                                **_checked("model_options", given.get("model_options", {}))}
     values = {name: _checked(name, value) for name, value in merged.items() if name != "model_options"}
     values["model_options"] = _checked_model_options(model, merged["model_options"])
+    _check_model_size(model, values)
     if values.get("val_fraction", 0.0) + values.get("test_fraction", 0.0) > 0.5:
         raise SpecError("test_fraction", "plus val_fraction must leave at least half of the pairs to train on")
 

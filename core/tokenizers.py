@@ -3,7 +3,9 @@
 Both tokenizers share one small interface so the rest of the code never branches on the kind:
 ``encode(texts) -> TokenTable`` (ids padded to ``max_length`` plus true lengths), ``pad_id``,
 ``vocab_size``, ``save(folder)`` and ``to_dict()``. ``tokenizer_from_dict(settings, folder)`` rebuilds
-either one from a saved model folder without executing anything from it.
+either one from a saved model folder without executing anything from it: a vocabulary file is read
+through ``core.saving.files`` (a regular file inside the folder, at most ``VOCAB_MAX_BYTES``), so a
+FIFO or ``/dev/zero`` in its place is refused at once.
 """
 from __future__ import annotations
 
@@ -114,9 +116,15 @@ class WordTokenizer:
         (Path(folder) / WORD_VOCAB_FILE).write_text("\n".join(self.vocab) + "\n", encoding="utf-8")
 
     @classmethod
-    def load(cls, folder: Path, max_length: int) -> "WordTokenizer":
-        vocab = (Path(folder) / WORD_VOCAB_FILE).read_text(encoding="utf-8").split("\n")
-        return cls([w for w in vocab if w != ""], max_length=max_length)
+    def load(cls, folder: Path, max_length: int, vocab_size: int | None = None) -> "WordTokenizer":
+        """The vocabulary saved in ``folder``; with ``vocab_size``, refused (ValueError) unless it has
+        exactly that many words, and before building anything when its line count already says no."""
+        path = Path(folder) / WORD_VOCAB_FILE
+        data = _read_vocab_file(path, folder)
+        _check_line_count(data, vocab_size, path)
+        vocab = [w for w in data.decode("utf-8").split("\n") if w != ""]
+        _check_vocab_size(len(vocab), vocab_size, path)
+        return cls(vocab, max_length=max_length)
 
 
 class WordPieceTokenizer:
@@ -124,17 +132,21 @@ class WordPieceTokenizer:
 
     kind = "wordpiece"
 
-    def __init__(self, vocab_file: Path, max_length: int = 64):
+    def __init__(self, vocab_file: Path, max_length: int = 64, *, folder: Path | None = None,
+                 vocab_size: int | None = None):
+        """``folder``: the file must lie inside it; ``vocab_size``: the number of entries it must have."""
         from tokenizers import BertWordPieceTokenizer  # the Rust tokenizer: fast, no code from the folder
 
         self.vocab_file = Path(vocab_file)
         self.max_length = _check_max_length(max_length)
-        if not self.vocab_file.is_file():
-            raise FileNotFoundError(2, "no WordPiece vocabulary", str(self.vocab_file))
+        self._vocab_bytes = _read_vocab_file(self.vocab_file, folder)
+        _check_line_count(self._vocab_bytes, vocab_size, self.vocab_file)
         try:
-            self._tokenizer = BertWordPieceTokenizer(str(self.vocab_file), lowercase=True)
+            self._vocab = _wordpiece_vocab(self._vocab_bytes)
+            self._tokenizer = BertWordPieceTokenizer(self._vocab, lowercase=True)
         except Exception as error:  # the Rust side raises TypeError/Exception for a vocab without [SEP] etc.
             raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary ({error})") from None
+        _check_vocab_size(self._tokenizer.get_vocab_size(), vocab_size, self.vocab_file)
         self._tokenizer.enable_truncation(self.max_length)
         self._counter = None  # an untruncated twin, for count()
         self.pad_id = self._tokenizer.token_to_id("[PAD]")
@@ -156,7 +168,7 @@ class WordPieceTokenizer:
         if self._counter is None:  # built on first use: most tokenizers are never asked
             from tokenizers import BertWordPieceTokenizer
 
-            self._counter = BertWordPieceTokenizer(str(self.vocab_file), lowercase=True)
+            self._counter = BertWordPieceTokenizer(self._vocab, lowercase=True)
         return len(self._counter.encode(text).ids)
 
     def tokens(self, text: str) -> list[str]:
@@ -166,25 +178,67 @@ class WordPieceTokenizer:
         return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORDPIECE_VOCAB_FILE}
 
     def save(self, folder: Path) -> None:
-        (Path(folder) / WORDPIECE_VOCAB_FILE).write_bytes(self.vocab_file.read_bytes())
+        (Path(folder) / WORDPIECE_VOCAB_FILE).write_bytes(self._vocab_bytes)
 
     @classmethod
-    def load(cls, folder: Path, max_length: int) -> "WordPieceTokenizer":
-        return cls(Path(folder) / WORDPIECE_VOCAB_FILE, max_length=max_length)
+    def load(cls, folder: Path, max_length: int, vocab_size: int | None = None) -> "WordPieceTokenizer":
+        return cls(Path(folder) / WORDPIECE_VOCAB_FILE, max_length=max_length, folder=Path(folder),
+                   vocab_size=vocab_size)
 
 
 Tokenizer = WordTokenizer | WordPieceTokenizer
 TOKENIZER_KINDS = {WordTokenizer.kind: WordTokenizer, WordPieceTokenizer.kind: WordPieceTokenizer}
 
 
-def tokenizer_from_dict(settings: dict, folder: Path) -> Tokenizer:
+def _read_vocab_file(path: Path, folder: Path | None) -> bytes:
+    """A vocabulary file's bytes: a regular file (inside ``folder`` when given) of at most
+    ``VOCAB_MAX_BYTES``; ModelLoadError (a ValueError) otherwise, FileNotFoundError when missing."""
+    from core.saving.files import VOCAB_MAX_BYTES, read_regular_file  # core.saving imports this module
+
+    return read_regular_file(path, VOCAB_MAX_BYTES, folder)
+
+
+def _check_line_count(data: bytes, vocab_size: int | None, path: Path) -> None:
+    """Refuse a vocabulary with far more lines than ``vocab_size`` before any list of it is built."""
+    if vocab_size is None:
+        return
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    if lines > vocab_size + 1:
+        raise ValueError(f"{path} has {lines:,} lines, but config.json says vocab_size {vocab_size:,}")
+
+
+def _check_vocab_size(entries: int, vocab_size: int | None, path: Path) -> None:
+    if vocab_size is not None and entries != vocab_size:
+        raise ValueError(f"{path} has {entries:,} entries, but config.json says vocab_size {vocab_size:,}")
+
+
+def _wordpiece_vocab(data: bytes) -> dict[str, int]:
+    """token -> id as the Rust ``WordPiece.read_file`` builds it: one token per line (``\\n`` or
+    ``\\r\\n``), trailing whitespace trimmed, id = line number, a repeated token keeping its last line."""
+    text = data.decode("utf-8")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline after the last line starts no new line
+    return {line.rstrip(_RUST_WHITESPACE): index for index, line in enumerate(lines)}
+
+
+# Rust's char::is_whitespace (the Unicode White_Space property), which ``str::trim_end`` trims.
+_RUST_WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def tokenizer_from_dict(settings: dict, folder: Path, vocab_size: int | None = None) -> Tokenizer:
+    """The tokenizer ``settings`` (a ``to_dict()``) describe, its vocabulary read from ``folder``; with
+    ``vocab_size``, a vocabulary of any other size is refused (ValueError)."""
+    if not isinstance(settings, dict):
+        raise ValueError(f"tokenizer settings must be a mapping, got {type(settings).__name__}")
     kind = settings.get("kind")
     if kind not in TOKENIZER_KINDS:
         raise ValueError(f"unknown tokenizer kind {kind!r}; expected one of {sorted(TOKENIZER_KINDS)}")
     max_length = settings.get("max_length")
     if not isinstance(max_length, int) or not 1 <= max_length <= 4096:
         raise ValueError(f"tokenizer max_length must be an integer in 1..4096, got {max_length!r}")
-    return TOKENIZER_KINDS[kind].load(Path(folder), max_length=max_length)
+    return TOKENIZER_KINDS[kind].load(Path(folder), max_length=max_length, vocab_size=vocab_size)
 
 
 def minilm_folder() -> Path:

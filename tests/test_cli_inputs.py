@@ -62,6 +62,7 @@ TRAIN_CASES = {
     "margin inf": ["--margin", "inf"],
     "model options not json": ["--model-options", "{hidden"],
     "model options deeply nested": ["--model-options", "[" * 100_000],
+    "a 10-billion-parameter vocabulary": ["--max-vocab", "10000000", "--model-options", '{"embedding_dim": 1024}'],
     "model options huge": ["--model-options", json.dumps({"hidden_size": 1000, "num_layers": 4, "embedding_dim": 1000})
                            .replace("1000", "100000")],
 }

@@ -77,12 +77,37 @@ def test_settings_that_mean_nothing_to_a_loss_are_normalised():
     ({"model_options": {"nope": 1}}, "model_options"), ({"model_options": [1]}, "model_options"),
     ({"model": "dual-transformer", "model_options": {"d_model": 130}}, "model_options"),
     ({"model_options": {"dropout": 2.0}}, "model_options"), ({"colour": "red"}, "colour"),
+    ({"max_vocab": 10_000_000, "model_options": {"embedding_dim": 1024}}, "model_options"),
+    ({"model": "dual-transformer", "model_options": {"d_model": 1024, "num_layers": 12, "ff_dim": 8192}},
+     "model_options"),
+    ({"max_minutes": -1.0}, "max_minutes"), ({"max_minutes": math.nan}, "max_minutes"),
+    ({"max_minutes": "ten"}, "max_minutes"), ({"max_minutes": 10**7}, "max_minutes"),
+    ({"keep_unvalidated": 1}, "keep_unvalidated"),
 ])
 def test_every_bad_option_is_refused_naming_the_option(options, option):
     with pytest.raises(SpecError) as raised:
         spec_from_options(**options)
     assert raised.value.option == option
     assert str(raised.value).startswith(option)
+
+
+def test_the_time_budget_and_keeping_unvalidated_runs_are_options():
+    spec = spec_from_options()
+    assert (spec.train.max_minutes, spec.train.max_steps, spec.keep_unvalidated) == (0.0, 0, False)
+    spec = spec_from_options(max_minutes=45, max_steps=3000, keep_unvalidated=True)
+    assert spec.train.max_minutes == 45.0 and isinstance(spec.train.max_minutes, float)
+    assert spec.train.max_steps == 3000 and spec.keep_unvalidated is True
+    assert spec_from_options("minilm-quora", max_minutes=30).train.max_steps == 3000  # the preset's cap stays
+    assert cli_spec("--max-minutes", "45", "--max-steps", "3000", "--keep-unvalidated") == \
+        dataclasses.replace(spec, data_name="sample_pairs.csv")
+
+
+def test_the_cli_names_the_time_budget_flag(capsys):
+    from core.cli import main
+
+    assert main(["train", "--data", SAMPLE, "--max-minutes", "-5"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == "error: --max-minutes must be at least 0 and at most 525600, got -5"
 
 
 def test_an_unknown_preset_is_refused():
@@ -131,15 +156,19 @@ def test_the_cli_and_the_train_page_build_equal_specs(runs_root, open_page):
     at = open_page("pages/2_Train.py")
     at.selectbox(key="loss").set_value("contrastive_margin_squared").run()
     for key, value in {"epochs": 1, "batch_size": 16, "lr": 0.01, "margin": 0.8, "max_length": 16, "seed": 3,
-                       "patience": 1, "lstm.embedding_dim": 12, "lstm.hidden_size": 10}.items():
+                       "patience": 1, "lstm.embedding_dim": 12, "lstm.hidden_size": 10, "max_steps": 40,
+                       "max_minutes": 12.5}.items():
         at.number_input(key=key).set_value(value)
+    at.checkbox(key="keep_unvalidated").check()
     at.run()
     from_page = page_spec(at)
     from_cli = cli_spec("--model", "lstm", "--loss", "contrastive", "--form", "margin_squared", "--epochs", "1",
                         "--batch-size", "16", "--lr", "0.01", "--margin", "0.8", "--max-length", "16", "--seed", "3",
-                        "--patience", "1", "--model-options", json.dumps({"embedding_dim": 12, "hidden_size": 10}))
+                        "--patience", "1", "--model-options", json.dumps({"embedding_dim": 12, "hidden_size": 10}),
+                        "--max-steps", "40", "--max-minutes", "12.5", "--keep-unvalidated")
     assert same_run(from_page, from_cli), (from_page, from_cli)
     assert from_page.loss.form == "margin_squared" and from_page.model_options["hidden_size"] == 10
+    assert (from_page.train.max_steps, from_page.train.max_minutes, from_page.keep_unvalidated) == (40, 12.5, True)
 
     at = open_page("pages/2_Train.py")  # a new session: nothing left over from the custom run above
     at.selectbox(key="preset").set_value("sample-demo").run()

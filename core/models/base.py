@@ -32,6 +32,29 @@ class PairEncoder(nn.Module):
         """A model ready to train for a ``core.specs.RunSpec``; ``train_texts`` may shape its vocabulary."""
         raise NotImplementedError
 
+    @classmethod
+    def parameter_count(cls, config) -> int:
+        """How many parameters ``cls(config, tokenizer)`` has, in closed form: nothing is allocated,
+        so a config can be judged (``core.models.registry.check_model_size``) before it is built."""
+        raise NotImplementedError
+
+    @classmethod
+    def vocab_size_of(cls, config) -> int:
+        """The number of token ids ``config``'s embedding table has room for: the tokenizer must have
+        exactly that many."""
+        return int(config.vocab_size)
+
+    @classmethod
+    def check_tokenizer(cls, config, tokenizer) -> None:
+        """ValueError when ``tokenizer`` does not fit ``config``: another vocabulary size, a padding id
+        outside the table, or (where positions are learned) more tokens than there are positions."""
+        expected = cls.vocab_size_of(config)
+        if tokenizer.vocab_size != expected:
+            raise ValueError(f"the tokenizer has {tokenizer.vocab_size:,} entries but the model config says "
+                             f"vocab_size {expected:,}")
+        if not 0 <= tokenizer.pad_id < expected:
+            raise ValueError(f"the tokenizer's padding id {tokenizer.pad_id} is outside the vocabulary")
+
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: int = 0) -> torch.Tensor:
         """(B, T) ids and (B, T) bool mask -> (B, d) vectors."""
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """Dual encoder: two independent transformer towers, one per side of the pair (seed 001)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -17,7 +17,7 @@ class DualEncoderConfig:
     # 3 layers and a 2048-wide feed-forward block.
     d_model: int = 128  # token and position embedding width, and the encoder width
     num_heads: int = 4  # attention heads per layer; must divide d_model
-    num_layers: int = 2  # encoder layers per tower
+    num_layers: int = field(default=2, metadata={"max": 64})  # encoder layers per tower
     ff_dim: int = 512  # width of each layer's feed-forward block
     dropout: float = 0.1  # inside the encoder layers
     max_length: int = 64  # longest input in tokens, [CLS] and [SEP] included
@@ -26,8 +26,10 @@ class DualEncoderConfig:
     pad_id: int = 0  # [PAD] id; masked out of attention
 
     def __post_init__(self):
-        if self.d_model % self.num_heads:
+        if self.num_heads < 1 or self.d_model % self.num_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id ({self.pad_id}) must be a token id below vocab_size ({self.vocab_size})")
 
 
 class Tower(nn.Module):
@@ -66,6 +68,23 @@ class DualEncoder(PairEncoder):
         config = DualEncoderConfig(**{**spec.model_options, "vocab_size": tokenizer.vocab_size,
                                       "pad_id": tokenizer.pad_id, "max_length": spec.max_length})
         return cls(config, tokenizer)
+
+    @classmethod
+    def parameter_count(cls, config: DualEncoderConfig) -> int:
+        """Per tower: token and position tables, each encoder layer (in/out attention projections,
+        two feed-forward linears, two layer norms) and the projection; one tower or two."""
+        d, ff = config.d_model, config.ff_dim
+        layer = (3 * d * d + 3 * d) + (d * d + d) + (ff * d + ff) + (d * ff + d) + 4 * d
+        tower = (config.vocab_size + config.max_length) * d + config.num_layers * layer + d * config.projection_dim \
+            + config.projection_dim
+        return tower * (1 if config.share_towers else 2)
+
+    @classmethod
+    def check_tokenizer(cls, config: DualEncoderConfig, tokenizer) -> None:
+        super().check_tokenizer(config, tokenizer)
+        if tokenizer.max_length > config.max_length:
+            raise ValueError(f"the tokenizer keeps up to {tokenizer.max_length} tokens but the model has "
+                             f"{config.max_length} positions")
 
     @property
     def embedding_dim(self) -> int:

@@ -4,9 +4,17 @@
 names and the labels people see live here too. Inference (the CLI's predict / evaluate / search /
 embed, the Verdict, Search, Similarity and Compare pages) loads through ``load_model`` and so never
 imports the trainer or the training pipeline.
+
+A model is judged by its size before it is built: ``check_model_size`` counts its parameters in closed
+form (each family's ``parameter_count``) against ``max_parameters()`` (200 million unless the
+environment variable ``SIAMESE_LAB_MAX_PARAMETERS`` says otherwise), so a config that asks for
+``num_layers: 10000000`` is refused in microseconds instead of allocating until the machine gives up.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Sequence
 
@@ -20,6 +28,52 @@ MODEL_NAMES = tuple(MODEL_TYPES)  # lstm | dual-transformer | minilm
 MODEL_LABELS = {"lstm": "Siamese LSTM", "dual-transformer": "Dual transformer encoder", "minilm": "MiniLM (fine-tune)"}
 ZERO_SHOT = "minilm"  # the load source that means the pretrained MiniLM, with no training
 ZERO_SHOT_LABEL = "MiniLM zero-shot (pretrained, no training)"
+MAX_PARAMETERS_ENV = "SIAMESE_LAB_MAX_PARAMETERS"
+DEFAULT_MAX_PARAMETERS = 200_000_000
+
+
+class ModelTooLarge(ValueError):
+    """A model config whose parameter count is over ``max_parameters()``."""
+
+
+def max_parameters() -> int:
+    """The most parameters a model may have: ``SIAMESE_LAB_MAX_PARAMETERS`` (a positive integer) when set,
+    else 200,000,000. ValueError when the variable is set to anything else."""
+    raw = os.environ.get(MAX_PARAMETERS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_PARAMETERS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{MAX_PARAMETERS_ENV} must be a positive integer, got {raw!r:.40}")
+    return value
+
+
+def check_model_size(model_type: str, config) -> int:
+    """The parameter count of a ``model_type`` model built from ``config`` (its family's config
+    dataclass, or a mapping of its fields where missing ones take their defaults), computed without
+    allocating anything. Raises ``ModelTooLarge`` when it is over ``max_parameters()``, ValueError for
+    an unknown model type or a config the family cannot take."""
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"unknown model type {model_type!r}; expected one of {', '.join(MODEL_NAMES)}")
+    model_class = MODEL_TYPES[model_type]
+    if isinstance(config, Mapping):
+        try:
+            config = model_class.config_class(**config)
+        except TypeError as error:
+            raise ValueError(f"not a {model_type} config: {error}") from None
+    elif not (dataclasses.is_dataclass(config) and isinstance(config, model_class.config_class)):
+        raise ValueError(f"not a {model_type} config: {type(config).__name__}")
+    count = int(model_class.parameter_count(config))
+    limit = max_parameters()
+    if count > limit:
+        size = f"{count * 4 / 2**30:,.1f} GiB" if count * 4 >= 2**30 else f"{count * 4 / 2**20:,.1f} MiB"
+        raise ModelTooLarge(
+            f"this {model_type} model would have {count:,} parameters ({size} as float32), "
+            f"more than the limit of {limit:,}; set {MAX_PARAMETERS_ENV} to a larger number to allow it")
+    return count
 
 
 def build_model(spec, train_texts: Sequence[str]) -> PairEncoder:
@@ -42,18 +96,34 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     if str(source) == ZERO_SHOT:
         return MiniLM.pretrained().to(device).eval(), zero_shot_config()
     from core.saving import CONFIG_FILE, WEIGHTS_FILE, ModelLoadError, config_from_dict, read_config, read_tokenizer, read_weights
+    from core.saving.model_folder import weights_max_bytes
 
     folder = Path(source)
-    config = read_config(folder)  # checks the format and that the model type is one of MODEL_NAMES
+    config_path = folder / CONFIG_FILE
+    # 1. config.json: a regular file <= 1 MiB, shallow JSON, known format and type, usable metadata.
+    config = read_config(folder)
     model_class = MODEL_TYPES[config["model_type"]]
-    model_config = config_from_dict(model_class.config_class, config.get("model_config", {}))
-    tokenizer = read_tokenizer(folder, config)
+    # 2. every field of the model config typed and bounded; 3. the parameter count under the limit.
+    try:
+        model_config = config_from_dict(model_class.config_class, config.get("model_config", {}))
+        parameters = check_model_size(config["model_type"], model_config)
+    except ValueError as error:  # ModelLoadError, ModelTooLarge, a bad SIAMESE_LAB_MAX_PARAMETERS
+        raise ModelLoadError(f"{config_path}: {error}") from None
+    # 4. the vocabulary (a regular file <= 64 MiB) of exactly the size the config says.
+    tokenizer = read_tokenizer(folder, config, vocab_size=model_class.vocab_size_of(model_config))
+    try:
+        model_class.check_tokenizer(model_config, tokenizer)
+    except ValueError as error:
+        raise ModelLoadError(f"{folder}: the vocabulary does not fit {CONFIG_FILE}: {error}") from None
+    # 5. the weights: a regular file no larger than this model needs, every value finite.
+    weights = read_weights(folder, max_bytes=weights_max_bytes(parameters))
     try:
         model = model_class(model_config, tokenizer)
-    except (TypeError, ValueError, RuntimeError) as error:
+    except Exception as error:  # noqa: BLE001 - a checked config that still cannot build is a bad folder
         raise ModelLoadError(f"{folder}: cannot build the model from its config: {error}") from None
+    # 6. strict: every tensor present, of the shape the config gives.
     try:
-        model.load_state_dict(read_weights(folder), strict=True)
+        model.load_state_dict(weights, strict=True)
     except RuntimeError as error:
         first = " ".join(str(error).splitlines()[:3])
         raise ModelLoadError(f"{folder / WEIGHTS_FILE} does not fit the model in {CONFIG_FILE}: {first}") from None

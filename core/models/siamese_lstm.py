@@ -1,7 +1,7 @@
 """Siamese LSTM: one set of weights encodes both questions (the course model)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -17,10 +17,14 @@ class SiameseLSTMConfig:
     vocab_size: int = 30000  # rows of the embedding table; set from the word vocabulary
     embedding_dim: int = 128  # width of each word vector
     hidden_size: int = 128  # LSTM state width per direction
-    num_layers: int = 1  # stacked LSTM layers
+    num_layers: int = field(default=1, metadata={"max": 64})  # stacked LSTM layers
     bidirectional: bool = False  # read the question both ways; doubles the output width
     dropout: float = 0.0  # between stacked layers and on the embeddings
     pad_id: int = 0  # token id of padding; its embedding stays zero
+
+    def __post_init__(self):
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id ({self.pad_id}) must be a token id below vocab_size ({self.vocab_size})")
 
 
 class SiameseLSTM(PairEncoder):
@@ -50,6 +54,15 @@ class SiameseLSTM(PairEncoder):
         config = SiameseLSTMConfig(**{**spec.model_options, "vocab_size": tokenizer.vocab_size,
                                       "pad_id": tokenizer.pad_id})
         return cls(config, tokenizer)
+
+    @classmethod
+    def parameter_count(cls, config: SiameseLSTMConfig) -> int:
+        """Embedding table + per direction and layer: 4 gates x (input + hidden) weights and 2 biases."""
+        e, h, layers = config.embedding_dim, config.hidden_size, config.num_layers
+        directions = 2 if config.bidirectional else 1
+        first = directions * (4 * h * (e + h) + 8 * h)  # reads the embeddings
+        later = directions * (4 * h * (directions * h + h) + 8 * h)  # reads the layer below, both directions
+        return config.vocab_size * e + (first + (layers - 1) * later if layers > 0 else 0)
 
     @property
     def embedding_dim(self) -> int:

@@ -1,4 +1,8 @@
-"""Model folders on disk, in three layers; ``from core.saving import X`` works for every public name.
+"""Model folders on disk, in four layers; ``from core.saving import X`` works for every public name.
+
+* ``files``: how any file of a folder someone else may have written is read: ``read_regular_file`` /
+  ``check_regular_file`` open regular files only (a FIFO or a device is refused, never waited on),
+  inside the folder, under a size cap; ``read_json_file`` also bounds the nesting.
 
 * ``atomic``: ``write_folder_atomically`` replaces a folder so that a crash at any moment leaves the
   previous content or the new one, whole (its docstring states the guarantees).
@@ -10,17 +14,27 @@
 * ``runs``: the runs folder: run names, ``list_runs`` and ``recover_interrupted_saves``.
 """
 from core.saving.atomic import OLD_PREFIX, TEMP_PREFIX, write_folder_atomically
+from core.saving.files import (
+    CONFIG_MAX_BYTES,
+    JSON_MAX_DEPTH,
+    VOCAB_MAX_BYTES,
+    check_regular_file,
+    read_json_file,
+    read_regular_file,
+)
 from core.saving.model_folder import (
     CONFIG_FILE,
     FORMAT,
     FORMAT_VERSION,
     WEIGHTS_FILE,
     ModelLoadError,
+    check_metadata,
     config_from_dict,
     read_config,
     read_tokenizer,
     read_weights,
     save_model,
+    weights_max_bytes,
 )
 from core.saving.output import OutputClaim, OutputError, claim_new_run, claim_output
 from core.saving.runs import check_run_name, list_runs, recover_interrupted_saves, run_folder
@@ -30,4 +44,6 @@ __all__ = [
     "check_run_name", "config_from_dict", "list_runs", "read_config", "OutputClaim", "OutputError", "claim_new_run", "claim_output",
     "read_tokenizer", "read_weights", "recover_interrupted_saves", "run_folder", "save_model",
     "write_folder_atomically",
+    "CONFIG_MAX_BYTES", "JSON_MAX_DEPTH", "VOCAB_MAX_BYTES", "check_metadata", "check_regular_file",
+    "read_json_file", "read_regular_file", "weights_max_bytes",
 ]

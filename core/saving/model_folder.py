@@ -1,7 +1,11 @@
 """The model folder: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file.
 
 Loading never unpickles and never runs code from the folder: the config is JSON checked field by
-field, the weights are safetensors, the vocabulary is plain text. Saving goes through
+field, the weights are safetensors, the vocabulary is plain text. A folder may come from someone
+else, so every file is read through ``core.saving.files`` (regular files inside the folder only, each
+under a size cap: a FIFO, a device or a huge file is refused at once), the config's sizes are bounded
+before anything is allocated (``core.models.registry.check_model_size``), and the metadata the
+inference code reads (``thresholds``, ``name``, ``metrics``) is checked here. Saving goes through
 ``core.saving.atomic.write_folder_atomically``, so a save that dies half-way leaves the previous
 model or the new one, whole; ``config.json`` is written last, so a folder with a config is a folder
 whose other files are complete.
@@ -10,24 +14,34 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
+import stat
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from core.saving.atomic import write_folder_atomically
+from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, open_regular_file, read_json_file
 from core.tokenizers import tokenizer_from_dict
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 FORMAT = "siamese-lab-model"
 FORMAT_VERSION = 1
+INT_FIELD_MAX = 10_000_000  # any int field of a model config; a field's metadata "max" may lower it
+WEIGHTS_SLACK_BYTES = 16 * 1024 * 1024  # safetensors header and alignment, beyond 4 bytes per parameter
+THRESHOLD_SLACK = 1e-3  # calibration may put a threshold 1e-6 beyond the highest cosine (1.0)
 
-
-class ModelLoadError(ValueError):
-    """A model folder that cannot be used; the message says which file and why."""
+__all__ = [
+    "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "WEIGHTS_FILE", "ModelLoadError", "check_metadata",
+    "config_from_dict", "read_config", "read_tokenizer", "read_weights", "save_model", "weights_max_bytes",
+]
 
 
 # ---- saving ------------------------------------------------------------------------------------
@@ -49,6 +63,8 @@ def save_model(model, folder: str | Path, metadata: dict | None = None) -> Path:
         model.tokenizer.save(temp)
         # config.json last: a folder with a config is a folder whose other files are complete.
         (temp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=_json_default), encoding="utf-8")
+        # safetensors creates its file 0600; give it the mode the other files got (0666 less the umask).
+        os.chmod(temp / WEIGHTS_FILE, stat.S_IMODE(os.stat(temp / CONFIG_FILE).st_mode))
 
     return write_folder_atomically(Path(folder), write)
 
@@ -65,6 +81,9 @@ def _json_default(value):
 
 # ---- loading -----------------------------------------------------------------------------------
 def read_config(folder: str | Path) -> dict:
+    """``folder``'s config.json as a dict, once it is known to be a regular file of at most 1 MiB,
+    JSON nested at most 32 deep, of this format, of a known model type, and with usable metadata
+    (``check_metadata``); ModelLoadError otherwise."""
     folder = Path(folder)
     if not folder.is_dir():
         # Imported here: runs.py builds on this module (list_runs reads configs).
@@ -77,12 +96,10 @@ def read_config(folder: str | Path) -> dict:
                 f"{previous.name}; recover_interrupted_saves({str(folder.parent)!r}) puts it back")
         raise ModelLoadError(f"no model folder at {folder}")
     path = folder / CONFIG_FILE
-    if not path.is_file():
-        raise ModelLoadError(f"{folder} has no {CONFIG_FILE}; it is not a saved model")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ModelLoadError(f"{path} is not valid JSON: {error}") from None
+        config = read_json_file(path, CONFIG_MAX_BYTES, folder=folder)
+    except FileNotFoundError:
+        raise ModelLoadError(f"{folder} has no {CONFIG_FILE}; it is not a saved model") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise ModelLoadError(f"{path} is not a {FORMAT} config")
     # Imported here: the model registry sits above this module (it loads through it).
@@ -91,7 +108,43 @@ def read_config(folder: str | Path) -> dict:
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or model_type not in MODEL_NAMES:
         raise ModelLoadError(f"{path}: unknown model type {model_type!r}; expected one of {', '.join(MODEL_NAMES)}")
+    check_metadata(config, path)
     return config
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
+    """The parts of a config that inference and the app read, beyond the model itself:
+
+    * ``thresholds``: absent, or a mapping of names to finite numbers in [-1, 1] (cosine thresholds);
+    * ``name``: absent or a string;
+    * ``metrics``: absent, or a mapping whose ``validation`` / ``test`` entries are mappings;
+    * ``model_config`` and ``tokenizer``: absent or mappings (their fields are checked when loading).
+
+    Raises ModelLoadError naming ``path`` and the field.
+    """
+    thresholds = config.get("thresholds")
+    if "thresholds" in config:
+        if not isinstance(thresholds, Mapping):
+            raise ModelLoadError(f"{path}: thresholds must be a mapping of names to numbers, got {thresholds!r:.80}")
+        for key, value in thresholds.items():
+            if not _is_number(value) or not math.isfinite(value) or abs(value) > 1 + THRESHOLD_SLACK:
+                raise ModelLoadError(f"{path}: thresholds.{key} must be a finite number in [-1, 1], got {value!r:.80}")
+    if "name" in config and not isinstance(config["name"], str):
+        raise ModelLoadError(f"{path}: name must be a string, got {config['name']!r:.80}")
+    metrics = config.get("metrics")
+    if "metrics" in config:
+        if not isinstance(metrics, Mapping):
+            raise ModelLoadError(f"{path}: metrics must be a mapping, got {metrics!r:.80}")
+        for part in ("validation", "test"):
+            if part in metrics and not isinstance(metrics[part], Mapping):
+                raise ModelLoadError(f"{path}: metrics.{part} must be a mapping, got {metrics[part]!r:.80}")
+    for key in ("model_config", "tokenizer"):
+        if key in config and not isinstance(config[key], Mapping):
+            raise ModelLoadError(f"{path}: {key} must be a JSON object, got {config[key]!r:.80}")
 
 
 def _check_field(cls_name: str, field: dataclasses.Field, value):
@@ -107,8 +160,9 @@ def _check_field(cls_name: str, field: dataclasses.Field, value):
         raise ModelLoadError(f"{cls_name}.{field.name} must be {kind.__name__}, got {value!r}")
     if kind is int and value < 0:
         raise ModelLoadError(f"{cls_name}.{field.name} must not be negative, got {value}")
-    if kind is int and value > 10_000_000:
-        raise ModelLoadError(f"{cls_name}.{field.name} is implausibly large ({value})")
+    limit = min(INT_FIELD_MAX, field.metadata.get("max", INT_FIELD_MAX))
+    if kind is int and value > limit:
+        raise ModelLoadError(f"{cls_name}.{field.name} is implausibly large ({value}; at most {limit:,})")
     if kind is float and not (0.0 <= value < 1e6):
         raise ModelLoadError(f"{cls_name}.{field.name} is out of range ({value})")
 
@@ -129,25 +183,66 @@ def config_from_dict(cls, values: dict):
         raise ModelLoadError(f"{cls.__name__}: {error}") from None
 
 
-def read_tokenizer(folder: str | Path, config: dict):
-    """The tokenizer described by ``config["tokenizer"]``, with its vocabulary file from ``folder``;
-    ModelLoadError when the file is missing or the tokenizer unusable."""
+def read_tokenizer(folder: str | Path, config: dict, vocab_size: int | None = None):
+    """The tokenizer described by ``config["tokenizer"]``, with its vocabulary file from ``folder``
+    (a regular file inside it, at most 64 MiB); ModelLoadError when the file is missing or the
+    tokenizer unusable, or when ``vocab_size`` is given and the vocabulary has another size."""
     folder = Path(folder)
+    settings = config.get("tokenizer", {})
+    if not isinstance(settings, Mapping):
+        raise ModelLoadError(f"{folder / CONFIG_FILE}: tokenizer must be a JSON object")
     try:
-        return tokenizer_from_dict(config.get("tokenizer", {}), folder)
+        return tokenizer_from_dict(dict(settings), folder, vocab_size=vocab_size)
+    except ModelLoadError:
+        raise
     except FileNotFoundError as error:
-        raise ModelLoadError(f"{folder}: tokenizer file missing ({Path(error.filename).name})") from None
+        raise ModelLoadError(f"{folder}: tokenizer file missing ({Path(error.filename or '?').name})") from None
     except (ValueError, UnicodeDecodeError, Exception) as error:  # tokenizers raises plain Exception
         raise ModelLoadError(f"{folder}: unusable tokenizer: {error}") from None
 
 
-def read_weights(folder: str | Path) -> dict[str, torch.Tensor]:
+def weights_max_bytes(parameters: int) -> int:
+    """The largest model.safetensors accepted for a model of ``parameters`` parameters: 4 bytes
+    (float32) each plus 16 MiB for the header."""
+    return 4 * max(0, int(parameters)) + WEIGHTS_SLACK_BYTES
+
+
+def _first_non_finite(weights: dict[str, torch.Tensor]) -> str | None:
+    for name, tensor in weights.items():
+        if not (tensor.is_floating_point() or tensor.is_complex()):
+            continue
+        if tensor.dtype in (torch.float16, torch.float32, torch.float64):
+            finite = bool(np.isfinite(tensor.detach().cpu().numpy()).all())  # numpy: several times faster
+        else:
+            finite = bool(torch.isfinite(tensor).all())
+        if not finite:
+            return name
+    return None
+
+
+def read_weights(folder: str | Path, max_bytes: int | None = None) -> dict[str, torch.Tensor]:
     """The tensors in ``folder``'s model.safetensors (never unpickled); ModelLoadError when the file is
-    missing or not readable safetensors."""
-    weights_path = Path(folder) / WEIGHTS_FILE
-    if not weights_path.is_file():
-        raise ModelLoadError(f"{folder} has no {WEIGHTS_FILE}")
+    missing, not a regular file inside the folder, larger than ``max_bytes`` (default: what the
+    largest allowed model needs, see ``core.models.registry.max_parameters``), not readable
+    safetensors, or holds a NaN or infinite value."""
+    folder = Path(folder)
+    weights_path = folder / WEIGHTS_FILE
+    if max_bytes is None:
+        from core.models.registry import max_parameters
+
+        max_bytes = weights_max_bytes(max_parameters())
     try:
-        return load_file(str(weights_path))
+        with open_regular_file(weights_path, max_bytes, folder=folder) as (fd, _):
+            # Load through the descriptor already checked, so the file cannot be swapped in between.
+            by_descriptor = f"/proc/self/fd/{fd}"
+            weights = load_file(by_descriptor if os.path.exists(by_descriptor) else str(weights_path))
+    except FileNotFoundError:
+        raise ModelLoadError(f"{folder} has no {WEIGHTS_FILE}") from None
     except (SafetensorError, OSError, ValueError) as error:
+        if isinstance(error, ModelLoadError):
+            raise
         raise ModelLoadError(f"{weights_path} is not a readable safetensors file: {error}") from None
+    bad = _first_non_finite(weights)
+    if bad is not None:
+        raise ModelLoadError(f"{weights_path}: tensor {bad!r} holds NaN or infinite values; refused")
+    return weights

@@ -1,0 +1,179 @@
+"""Reading files that someone else may have written: regular files only, never more than a cap.
+
+Every file a model folder (or a search cache) is read from goes through ``open_regular_file``:
+
+* it is opened with ``O_NONBLOCK``, so a FIFO (named pipe) cannot make the open or the read wait;
+* ``fstat`` on the open descriptor must say "regular file": a FIFO, a socket, a folder or a device
+  (``/dev/zero``, ``/dev/urandom``, a terminal) is refused, whatever symlink led to it;
+* its size must be at most the caller's cap, checked before a byte is read, and no more than that
+  size is ever read, so nothing streams forever or fills memory;
+* with ``folder`` given, the file (symlinks resolved) must lie inside that folder.
+
+A missing file raises ``FileNotFoundError`` (callers say what is missing in their own words); every
+other refusal is a ``ModelLoadError`` whose message names the file and the reason.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Iterator
+
+MiB = 1024 * 1024
+CONFIG_MAX_BYTES = 1 * MiB  # config.json, meta.json and other small JSON files
+VOCAB_MAX_BYTES = 64 * MiB  # a tokenizer's vocabulary file
+JSON_MAX_DEPTH = 32  # nesting of arrays / objects in any JSON file we read
+
+
+class ModelLoadError(ValueError):
+    """A model folder (or a file in it) that cannot be used; the message says which file and why."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _kind(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _check_inside(path: Path, folder: str | Path) -> None:
+    real, base = os.path.realpath(path), os.path.realpath(folder)
+    if real != base and os.path.commonpath([real, base]) == base:
+        return
+    raise ModelLoadError(f"{path}: points outside {folder} (to {real}); only files inside the folder are read")
+
+
+@contextlib.contextmanager
+def open_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> Iterator[tuple[int, int]]:
+    """``(fd, size)`` of ``path`` opened read-only, once it is known to be a regular file of at most
+    ``max_bytes`` bytes (inside ``folder`` when given); the descriptor is closed on exit.
+
+    Raises ``FileNotFoundError`` when there is no such file, ``ModelLoadError`` for everything else.
+    """
+    path = Path(path)
+    if folder is not None:
+        _check_inside(path, folder)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise ModelLoadError(f"{path}: cannot be opened ({error.strerror or error})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelLoadError(f"{path} is {_kind(info.st_mode)}, not a regular file; refused")
+        if info.st_size > max_bytes:
+            raise ModelLoadError(f"{path} is {info.st_size:,} bytes, more than the {max_bytes:,} allowed for it")
+        yield fd, info.st_size
+    finally:
+        os.close(fd)
+
+
+def check_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> int:
+    """The size of ``path`` after the checks of ``open_regular_file``; reads nothing."""
+    with open_regular_file(path, max_bytes, folder) as (_, size):
+        return size
+
+
+def read_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> bytes:
+    """The bytes of ``path`` after the checks of ``open_regular_file``: at most ``max_bytes`` are read,
+    even if the file grows meanwhile."""
+    with open_regular_file(path, max_bytes, folder) as (fd, size):
+        reader = io.FileIO(fd, "rb", closefd=False)
+        data = reader.read(size)  # one read() for any file under 2 GiB
+        if len(data) < size:
+            parts = [data]
+            got = len(data)
+            while got < size:
+                chunk = reader.read(size - got)
+                if not chunk:
+                    break  # the file shrank meanwhile: what is there is what was read
+                parts.append(chunk)
+                got += len(chunk)
+            data = b"".join(parts)
+        return data
+
+
+def json_depth(value) -> int:
+    """How deeply ``value``'s lists and dicts nest (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+_JSON_SPECIAL = re.compile(rb'[\\"\[\]{}]')
+_PRESCAN_MAX_BYTES = 4 * MiB  # larger JSON (a search cache's texts) relies on the parser's recursion guard
+
+
+def _nests_deeper(data: bytes, max_depth: int) -> bool:
+    """Whether the raw JSON text opens more than ``max_depth`` arrays / objects at once (brackets in
+    strings do not count); stops at the first level too deep, so a bracket bomb costs nothing."""
+    depth, in_string, skip = 0, False, -1
+    for match in _JSON_SPECIAL.finditer(data):
+        at = match.start()
+        if at == skip:
+            continue
+        char = data[at]
+        if in_string:
+            if char == 0x5C:  # backslash: the next character is escaped
+                skip = at + 1
+            elif char == 0x22:
+                in_string = False
+        elif char == 0x22:
+            in_string = True
+        elif char in (0x5B, 0x7B):
+            depth += 1
+            if depth > max_depth:
+                return True
+        elif char in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
+def parse_json(data: bytes, path: str | Path, max_depth: int = JSON_MAX_DEPTH):
+    """``data`` (UTF-8 JSON read from ``path``) parsed; ModelLoadError when it is not JSON or nests
+    deeper than ``max_depth``. Depth is checked on the raw text before parsing (so the parser never
+    recurses deeply), and again on the result."""
+    too_deep = ModelLoadError(f"{path} nests deeper than {max_depth} levels of brackets; refused")
+    if (len(data) <= _PRESCAN_MAX_BYTES and data.count(b"[") + data.count(b"{") > max_depth
+            and _nests_deeper(data, max_depth)):
+        raise too_deep
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise too_deep from None
+    except ValueError as error:  # not UTF-8, not JSON, or an integer of more than 4,300 digits
+        raise ModelLoadError(f"{path} is not valid JSON: {str(error)[:200]}") from None
+    if json_depth(value) > max_depth:
+        raise too_deep
+    return value
+
+
+def read_json_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, folder: str | Path | None = None,
+                   max_depth: int = JSON_MAX_DEPTH):
+    """``read_regular_file`` + ``parse_json``."""
+    return parse_json(read_regular_file(path, max_bytes, folder), path, max_depth)
