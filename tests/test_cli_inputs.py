@@ -199,3 +199,43 @@ def test_duplicate_headers_are_one_warning_line(capsys, lstm_folder, tmp_path):
     assert err.strip().splitlines() == [
         'data: warning: header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, '
         "the other is ignored"]
+
+
+# ---- hypothesis: a tampered config.json ----------------------------------------------------------------
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=10)
+TAMPERED_PATHS = [("model_type",), ("format",), ("format_version",), ("thresholds",), ("thresholds", "accuracy"),
+                  ("name",), ("metrics",), ("metrics", "validation"), ("tokenizer",), ("tokenizer", "kind"),
+                  ("tokenizer", "max_length"), ("model_config",), ("model_config", "vocab_size"),
+                  ("model_config", "hidden_size"), ("model_config", "num_layers"), ("model_config", "embedding_dim"),
+                  ("model_config", "bidirectional"), ("model_config", "dropout"), ("model_config", "pad_id"),
+                  ("data",), ("training",)]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(TAMPERED_PATHS), value=JSON_VALUES | st.just("[" * 50_000))
+def test_a_tampered_config_gives_an_answer_or_one_error_line(capsys, tmp_path_factory, lstm_folder, where, value):
+    folder = tmp_path_factory.mktemp("tampered") / "model"
+    shutil.copytree(lstm_folder, folder)
+    config = json.loads((folder / "config.json").read_text())
+    target = config
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    text = json.dumps(config)
+    if value == "[" * 50_000:  # not a string inside the JSON: raw brackets, nested 50,000 deep
+        text = text.replace(json.dumps(value), value + "]" * 50_000)
+    (folder / "config.json").write_text(text)
+    before = tree_digest(folder.parent)
+    code, out, err = run_cli(capsys, "predict", "--model", folder, "How old are you?", "What is your age?")
+    assert "Traceback" not in err
+    if code == 0:
+        answer = strict_json(out)
+        assert -1.0 <= answer["similarity"] <= 1.0 and answer["verdict"] in ("DUPLICATE", "NOT DUPLICATE")
+    else:
+        lines = err.strip().splitlines()
+        assert code == 2 and out == "" and len(lines) == 1 and lines[0].startswith("error: "), (where, value, err)
+    assert tree_digest(folder.parent) == before
