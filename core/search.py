@@ -30,6 +30,7 @@ import faiss
 import numpy as np
 import pandas as pd
 
+from core.data import normalise_questions
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
 FLAT_LIMIT = 50_000  # corpus size up to which search is exact
@@ -51,14 +52,16 @@ Progress = Callable[[int, int], None]  # (texts encoded so far, total)
 
 
 def corpus_questions(pairs: pd.DataFrame) -> list[str]:
-    """The distinct questions of both columns, stripped, in first-seen order (question1 before
-    question2 within a row); empty texts are left out."""
-    seen: dict[str, None] = {}
-    for first, second in zip(pairs["question1"].astype(str), pairs["question2"].astype(str)):
-        for text in (first.strip(), second.strip()):
-            if text:
-                seen.setdefault(text, None)
-    return list(seen)
+    """The distinct questions of both columns in first-seen order (question1 before question2 within a
+    row), stripped, each under its first spelling; empty texts are left out. "Distinct" is
+    ``core.data.normalise_questions`` equality, the one definition the Data page counts with too."""
+    texts = [str(text).strip() for pair in zip(pairs["question1"], pairs["question2"]) for text in pair]
+    keys = normalise_questions(texts)
+    seen: dict[str, str] = {}
+    for key, text in zip(keys, texts):
+        if text:
+            seen.setdefault(key, text)
+    return list(seen.values())
 
 
 def fingerprint(texts: Sequence[str]) -> str:

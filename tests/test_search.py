@@ -60,6 +60,17 @@ def test_corpus_questions_unique_stripped_first_seen_order():
     assert corpus_questions(pairs) == ["b", "a", "c", "d"]
 
 
+def test_corpus_questions_count_what_the_data_page_counts(sample_pairs):
+    from core.data import dataset_summary
+
+    pairs = pd.DataFrame({"question1": ["How old are you?", "how  OLD are you?", "Why?"],
+                          "question2": ["What is your age?", "why?", "What is your age? "], "is_duplicate": [1, 0, 0]})
+    assert corpus_questions(pairs) == ["How old are you?", "What is your age?", "why?"]  # first spellings
+    assert len(corpus_questions(pairs)) == dataset_summary(pairs)["unique_questions"] == 3
+    sample, _ = sample_pairs
+    assert len(corpus_questions(sample)) == dataset_summary(sample)["unique_questions"]
+
+
 def test_fingerprint_is_sha1_of_texts_and_order_sensitive():
     assert len(fingerprint(["a"])) == 40
     assert fingerprint(["a", "b"]) == fingerprint(["a", "b"])
