@@ -103,6 +103,10 @@ class TqdmProgress:
         self.bar.update(1)
         self.bar.set_postfix(epoch=trainer.epoch, loss=f"{trainer.loss:.4f}", pairs_s=f"{trainer.pairs_per_second:.0f}")
 
+    def on_validation_progress(self, trainer):
+        done, total = trainer.validation_progress
+        self.bar.set_postfix_str(f"scoring validation {done:,}/{total:,}", refresh=done >= total)
+
     def on_epoch_end(self, trainer):
         m = trainer.epoch_results[-1].metrics
         if m:
@@ -158,8 +162,8 @@ def _train_spec(args):
         raise CliError(f"--model-options is not valid JSON: {error}") from None
     options = {name: getattr(args, name) for name in (
         "model", "loss", "form", "margin", "scale", "epochs", "batch_size", "lr", "seed", "patience", "max_steps",
-        "device", "max_length", "min_freq", "max_vocab")}
-    switches = {name: True for name in ("split_by_question", "hard_negatives") if getattr(args, name)}
+        "max_minutes", "device", "max_length", "min_freq", "max_vocab")}
+    switches = {name: True for name in ("split_by_question", "hard_negatives", "keep_unvalidated") if getattr(args, name)}
     try:
         return spec_from_options(args.preset, **options, **switches, model_options=model_options,
                                  data_name=Path(args.data).name)
@@ -339,9 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
     train.add_argument("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
     train.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: no cap)")
+    train.add_argument("--max-minutes", type=float, default=None,
+                       help="time budget: stop after this many minutes of training, with a final validation "
+                            "(default: no cap)")
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
     train.add_argument("--patience", type=int, default=None, help="early stopping patience in epochs, 0 = off (default: 2)")
     train.add_argument("--split-by-question", action="store_true", help="no validation question occurs in training")
+    train.add_argument("--keep-unvalidated", action="store_true",
+                       help="save a run cancelled (Ctrl-C) before its first validation; by default nothing is saved")
     train.add_argument("--hard-negatives", action="store_true",
                        help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
     train.add_argument("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')

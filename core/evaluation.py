@@ -19,9 +19,16 @@ from core.pair_table import PairTable
 
 
 def pair_scores(model: PairEncoder, table: PairTable, batch_size: int = 256, progress=None) -> np.ndarray:
-    """Cosine similarity s(v1_i, v2_i) for every pair of an already tokenised table, (N,)."""
-    v1 = model.encode_table(table.first, tower=0, batch_size=batch_size, progress=progress)
-    v2 = model.encode_table(table.second, tower=1, batch_size=batch_size, progress=progress)
+    """Cosine similarity s(v1_i, v2_i) for every pair of an already tokenised table, (N,).
+
+    ``progress(pairs_done, pairs)`` counts pairs: each side's questions count half a pair."""
+    n = len(table)
+    first = second = None
+    if progress is not None:
+        first = lambda done, _: progress(done // 2, n)  # noqa: E731
+        second = lambda done, _: progress((n + done) // 2, n)  # noqa: E731
+    v1 = model.encode_table(table.first, tower=0, batch_size=batch_size, progress=first)
+    v2 = model.encode_table(table.second, tower=1, batch_size=batch_size, progress=second)
     return F.cosine_similarity(v1, v2, dim=-1).double().numpy()
 
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 import pandas as pd
 
 from core.objectives import LossConfig
+from core.status import DONE
 
 # validation metric key in config.json -> column name in the runs table
 METRIC_COLUMNS = {"roc_auc": "val ROC AUC", "average_precision": "val AP", "accuracy": "val accuracy", "f1": "val F1"}
-RUN_COLUMNS = ["name", "model", "loss", "data", "epochs run", "training time (s)", "pairs/s", *METRIC_COLUMNS.values()]
+RUN_COLUMNS = ["name", "status", "model", "loss", "data", "epochs run", "training time (s)", "pairs/s",
+               *METRIC_COLUMNS.values()]
+# How folders saved before core.status recorded a done run.
+_OLD_DONE = ("completed", "early_stopped")
 # A cell starting with one of these is a formula to Excel / LibreOffice / Sheets (OWASP "CSV injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -23,6 +27,15 @@ def _loss_label(loss: object) -> str:
         return LossConfig(**loss).label()
     except (TypeError, ValueError):
         return str(loss.get("name", "?"))
+
+
+def run_status(run: dict) -> str:
+    """A saved run's status in ``core.status``' vocabulary (done, cancelled, failed), "?" when unreadable."""
+    training = run.get("training") if isinstance(run.get("training"), dict) else {}
+    status = training.get("status")
+    if not isinstance(status, str) or not status:
+        return "?"
+    return DONE if status in _OLD_DONE else status
 
 
 def _number(value) -> float:
@@ -44,6 +57,7 @@ def runs_table(runs: list[dict], model_labels: dict[str, str] | None = None) -> 
         metrics = metrics if isinstance(metrics, dict) else {}
         rows.append({
             "name": str(run.get("name", "?")),
+            "status": run_status(run),
             "model": labels.get(run.get("model_type"), str(run.get("model_type", "?"))),
             "loss": _loss_label(run.get("loss")),
             "data": str(data.get("name") or "?"),

@@ -6,6 +6,7 @@ waits (status "waiting") and starts when a slot frees up.
 """
 from __future__ import annotations
 
+import collections
 import threading
 import time
 import traceback
@@ -15,51 +16,102 @@ from typing import Callable
 
 import pandas as pd
 
+from core.models import MODEL_LABELS
 from core.pipeline import RunResult, train_run
 from core.specs import RunSpec
 from core.status import CANCELLED, DONE, FAILED, FINISHED, RUNNING, WAITING  # noqa: F401 (re-exported to the pages)
+
+
+SPEED_WINDOW = 20  # steps whose wall time gives the speed and the time left
 
 
 @dataclass
 class Progress:
     """What a poller shows: filled in by the trainer callbacks below, read by the page."""
 
+    phase: str = ""  # "" until the first step, then "training" or "scoring validation 1,200/3,000"
     step: int = 0
     total_steps: int = 0
     epoch: int = 0
+    total_epochs: int = 0  # epochs the run plans (fewer than asked when the step cap ends it sooner)
     losses: list[tuple[int, float]] = field(default_factory=list)  # (step, loss) after each batch
     epochs: list[dict] = field(default_factory=list)  # {"epoch", "train_loss", validation metrics...}
-    pairs_per_second: float = 0.0
+    seconds_per_step: float = 0.0  # wall time per step over the last SPEED_WINDOW steps (0 = not measured yet)
+    pairs_per_second: float = 0.0  # over the same steps
+    seconds: float = 0.0  # since training started, at the last step
+    budget_seconds: float = 0.0  # the run's time budget (0 = none)
 
     @property
     def fraction(self) -> float:
         return self.step / self.total_steps if self.total_steps else 0.0
 
+    @property
+    def seconds_left(self) -> float | None:
+        """Training time left at the recent speed, within the time budget; None before it is measured.
+        Validation after each epoch comes on top."""
+        if not self.seconds_per_step:
+            return None
+        left = (self.total_steps - self.step) * self.seconds_per_step
+        if self.budget_seconds:
+            left = min(left, max(0.0, self.budget_seconds - self.seconds))
+        return left
+
 
 class _Recorder:
-    """Trainer callback that copies progress into a ``Progress`` (appends are atomic in CPython)."""
+    """Trainer callback that copies progress into a ``Progress`` (appends are atomic in CPython).
 
-    def __init__(self, progress: Progress):
-        self.progress = progress
+    The speed is measured over the wall time of the last ``SPEED_WINDOW`` steps, so it follows
+    what the machine does now (other users' work, longer batches); the window restarts after
+    each validation, whose time is not a step's."""
+
+    def __init__(self, progress: Progress, clock: Callable[[], float] = time.monotonic):
+        self.progress, self.clock = progress, clock
+        self.started = 0.0
+        self.recent: collections.deque = collections.deque(maxlen=SPEED_WINDOW + 1)  # (time, step, pairs seen)
 
     def on_train_start(self, trainer):
-        self.progress.total_steps = trainer.total_steps
+        p = self.progress
+        p.total_steps, p.total_epochs = trainer.total_steps, trainer.total_epochs
+        p.budget_seconds = trainer.config.max_minutes * 60
+        self.started = self.clock()
+        self.recent.append((self.started, trainer.step, trainer.pairs_seen))
 
     def on_batch_end(self, trainer):
-        p = self.progress
-        p.step, p.epoch, p.pairs_per_second = trainer.step, trainer.epoch, trainer.pairs_per_second
+        p, now = self.progress, self.clock()
+        self.recent.append((now, trainer.step, trainer.pairs_seen))
+        (first_time, first_step, first_pairs), (last_time, last_step, last_pairs) = self.recent[0], self.recent[-1]
+        if last_step > first_step and last_time > first_time:
+            p.seconds_per_step = (last_time - first_time) / (last_step - first_step)
+            p.pairs_per_second = (last_pairs - first_pairs) / (last_time - first_time)
+        p.step, p.epoch, p.seconds, p.phase = trainer.step, trainer.epoch, now - self.started, "training"
         p.losses.append((trainer.step, trainer.loss))
+
+    def on_validation_progress(self, trainer):
+        done, total = trainer.validation_progress
+        self.progress.phase = f"scoring validation {done:,}/{total:,}"
 
     def on_epoch_end(self, trainer):
         result = trainer.epoch_results[-1]
         self.progress.epochs.append({"epoch": result.epoch, "train_loss": result.train_loss, **result.metrics})
+        self.progress.phase = "training"
+        self.recent.clear()
+        self.recent.append((self.clock(), trainer.step, trainer.pairs_seen))
+
+    def on_train_end(self, trainer):
+        self.progress.phase = "finishing: calibrating the thresholds and saving"
+
+
+def run_label(spec: RunSpec) -> str:
+    """How a run is named in the list of runs: model · loss (+ labelled hard negatives) · data."""
+    negatives = " + labelled hard negatives" if spec.hard_negatives else ""
+    return f"{MODEL_LABELS[spec.model]} · {spec.loss.label()}{negatives} · {spec.data_name}"
 
 
 class TrainingJob:
     def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = ""):
         self.id = uuid.uuid4().hex[:8]
         self.spec, self.pairs, self.runs_root = spec, pairs, runs_root
-        self.label = label or f"{spec.model} / {spec.loss.name}"
+        self.label = label or run_label(spec)
         self.status = WAITING
         self.progress = Progress()
         self.result: RunResult | None = None

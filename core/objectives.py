@@ -44,7 +44,7 @@ class LossConfig:
         if self.name == "contrastive":
             return f"contrastive ({self.form}, m={self.margin:g})"
         if self.name == "triplet":
-            return f"triplet (hard negatives, alpha={self.margin:g})"
+            return f"triplet (mean + closest negative, alpha={self.margin:g})"  # in-batch mining
         return f"in-batch softmax (scale={self.scale:g})"
 
 

@@ -27,7 +27,7 @@ from core.objectives import Objective
 from core.pair_table import PairTable
 from core.saving import OutputClaim, claim_new_run, claim_output, save_model
 from core.specs import RunSpec
-from core.status import DONE, FAILED
+from core.status import CANCELLED, DONE, FAILED
 from core.trainer import Trainer, TrainOutcome
 
 
@@ -36,7 +36,7 @@ MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run
 
 @dataclass
 class RunResult:
-    folder: Path | None  # None when nothing was saved (a failure before any epoch)
+    folder: Path | None  # None when nothing was saved (a run that ended before its first validation, unless kept)
     outcome: TrainOutcome
     thresholds: dict  # {"accuracy": t, "f1": t} calibrated on the validation split
     validation: dict  # metrics on the whole validation split at the best-accuracy threshold
@@ -94,21 +94,31 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     if val_table is not None:
         # Each epoch is judged on a seeded subset at most max_val_pairs long: scoring stays cheap.
         epoch_table = val_table.subset(_subset_rows(len(val_table), spec.train.max_val_pairs, spec.train.seed))
-        validate = lambda trained: calibrate(trained, epoch_table).metrics  # noqa: E731
+        validate = lambda trained, progress: calibrate(trained, epoch_table, progress=progress).metrics  # noqa: E731
     trainer = Trainer(model, Objective(spec.loss), train_table, spec.train, validate=validate,
                       callbacks=callbacks, stop_event=stop_event)
     outcome = trainer.run()
 
+    # A run that ends before its first validation is not kept: a failure never, a cancelled run
+    # only when the spec asks (keep_unvalidated). Nothing is scored for a run that is not kept.
+    unvalidated = outcome.best_epoch == 0 and outcome.status != DONE
+    discarded = unvalidated and (outcome.status == FAILED or not spec.keep_unvalidated)
     thresholds, validation, test = {}, {}, {}
-    if val_table is not None:
+    if outcome.status == CANCELLED and outcome.best_metrics.get("best_thresholds"):
+        # The user asked to stop: keep the best epoch's calibration (on the epoch subset of the
+        # validation split) rather than score the whole split again.
+        thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
+    elif val_table is not None and not discarded:
         final = calibrate(model, val_table)
         thresholds, validation = final.thresholds, final.metrics
-    if len(splits.test):
+    if len(splits.test) and not discarded:
         test_table = PairTable(splits.test, model.tokenizer)
         test = evaluate_scores(test_table.labels, pair_scores(model, test_table), thresholds.get("accuracy", 0.5))
     folder, note = None, ""
-    nothing_learned = outcome.status == FAILED and outcome.best_epoch == 0
-    if output is not None and not nothing_learned:
+    if output is not None and discarded and outcome.status == CANCELLED:
+        why = "this run was cancelled before its first validation (the keep-unvalidated option keeps such runs)"
+        note = f"kept the model already in {output.target}: {why}" if output.existing else f"nothing saved: {why}"
+    if output is not None and not discarded:
         kept = _kept_instead(output.existing, outcome.status, validation)
         if kept:
             note = f"kept the model already in {output.target}: {kept}"

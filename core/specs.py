@@ -65,7 +65,8 @@ class LossChoice:
 
 
 LOSS_CHOICES: dict[str, LossChoice] = {
-    "triplet": LossChoice("Triplet loss with hard negatives (mean + closest negative)", {"loss": "triplet"}),
+    "triplet": LossChoice("Triplet loss with in-batch hard negative mining (mean + closest negative)",
+                          {"loss": "triplet"}),
     "contrastive_squared_hinge": LossChoice("Contrastive: Y·D² + (1−Y)·max(m − D, 0)²",
                                             {"loss": "contrastive", "form": "squared_hinge"}),
     "contrastive_margin_squared": LossChoice("Contrastive: Y·D² + (1−Y)·max(m² − D², 0)",

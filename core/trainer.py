@@ -1,13 +1,15 @@
 """One training loop for every model and loss.
 
 The trainer sees a ``PairEncoder`` (``embed_pair``), an objective (``objective(v1, v2, labels)``), a
-source of batches and, optionally, a ``validate(model) -> metrics`` hook called once per epoch; it
-knows nothing of the model family, the loss, or how validation is scored. It runs the loop, keeps
-the best weights by the hook's ``roc_auc``, and turns cancellation, a non-finite loss and out of
-memory into an outcome. Progress leaves the loop only through callbacks: ``on_train_start``,
-``on_batch_end``, ``on_epoch_end``, ``on_train_end``, each called with the trainer. Cancellation is
-a flag checked every step. Messages name settings, never CLI flags: wording for users is the
-CLI's and the pages' job.
+source of batches and, optionally, a ``validate(model, progress) -> metrics`` hook called once per
+epoch, which calls ``progress(done, total)`` as it scores; it knows nothing of the model family, the
+loss, or how validation is scored. It runs the loop, keeps the best weights by the hook's
+``roc_auc``, stops at the step cap or the time budget (each time after a final validation), and
+turns cancellation, a non-finite loss and out of memory into an outcome. Progress leaves the loop
+only through callbacks: ``on_train_start``, ``on_batch_end``, ``on_validation_progress``,
+``on_epoch_end``, ``on_train_end``, each called with the trainer. Cancellation is a flag checked
+before every step and between the validation hook's batches, so it takes effect within one step.
+Messages name settings, never CLI flags: wording for users is the CLI's and the pages' job.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class TrainConfig:
     patience: int = 2  # epochs without a better validation ROC AUC before stopping; 0 disables
     max_val_pairs: int = 5000  # validation pairs scored after each epoch (a seeded subset if more)
     max_steps: int = 0  # stop after this many steps in all, ending with a validation (0 = no cap)
+    max_minutes: float = 0.0  # stop (with a final validation) after this much training time; 0 = no cap
     length_buckets: bool = True  # batch pairs of similar length together: far less padding to compute
 
     def __post_init__(self):
@@ -52,10 +55,16 @@ class TrainConfig:
                 raise ValueError(f"{name} must be at least 1")
         if not self.lr > 0:
             raise ValueError("lr must be positive")
+        if not self.max_minutes >= 0:
+            raise ValueError("max_minutes must be 0 (no cap) or positive")
 
 
 class TrainingError(RuntimeError):
     """A run that cannot go on (a non-finite loss, out of memory); the message says what to change."""
+
+
+class _CancelledDuringValidation(Exception):
+    """Raised through the validation hook by its progress callback when the run is cancelled."""
 
 
 @dataclass
@@ -89,17 +98,20 @@ class Trainer:
         objective: Callable,
         train: PairTable,
         config: TrainConfig,
-        validate: Callable[[torch.nn.Module], dict] | None = None,
+        validate: Callable[[torch.nn.Module, Callable[[int, int], None]], dict] | None = None,
         callbacks: Sequence[object] = (),
         stop_event: threading.Event | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ):
         self.model = model
         self.objective = objective
         self.train_table = train
-        self.validation_hook = validate  # model -> {"roc_auc": ..., ...}; None: every epoch counts as best
+        # (model, progress) -> {"roc_auc": ..., ...}; None: every epoch counts as best
+        self.validation_hook = validate
         self.config = config
         self.callbacks = list(callbacks)
         self.stop_event = stop_event or threading.Event()
+        self.clock = clock  # seconds, for timings and the time budget (tests pass a fake one)
         self.context = distributed.current()
         self.device = resolve_device(config.device)
         if self.context.enabled and self.device.type == "cuda":
@@ -108,7 +120,9 @@ class Trainer:
         self.epoch = 0
         self.step = 0
         self.total_steps = 0
+        self.total_epochs = 0  # epochs the run plans, after the step cap
         self.steps_per_epoch = 0
+        self.validation_progress: tuple[int, int] | None = None  # (scored, to score) while validating
         self.loss = float("nan")
         self.pairs_seen = 0
         self.pairs_per_second = 0.0
@@ -161,8 +175,35 @@ class Trainer:
         return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
     def validate(self) -> dict:
-        """The validation hook's metrics for the current weights ({} without a hook)."""
-        return self.validation_hook(self.model) if self.validation_hook is not None else {}
+        """The validation hook's metrics for the current weights ({} without a hook).
+
+        Raises ``_CancelledDuringValidation`` when the run is cancelled while the hook scores."""
+        if self.validation_hook is None:
+            return {}
+        try:
+            return self.validation_hook(self.model, self._validation_progress)
+        finally:
+            self.validation_progress = None
+
+    def _validation_progress(self, done: int, total: int) -> None:
+        self.validation_progress = (done, total)
+        self._emit("on_validation_progress")
+        if distributed.broadcast_flag(self.cancelled):
+            self.stop_event.set()
+            raise _CancelledDuringValidation
+
+    def _out_of_time(self, started: float) -> bool:
+        """True on every process once the time budget is spent (always False without one)."""
+        budget = self.config.max_minutes * 60
+        return bool(budget) and distributed.broadcast_flag(self.clock() - started >= budget)
+
+    def _cancel_message(self, during_validation: bool) -> str:
+        where = f"cancelled at step {self.step:,} of {self.total_steps:,}"
+        if not self.best_epoch:
+            return f"{where}, {'during' if during_validation else 'before'} the first validation"
+        if during_validation:
+            where += f" while scoring the validation of epoch {self.epoch}"
+        return f"{where}; the best model so far (epoch {self.best_epoch}) is kept"
 
     def _train_step(self, batch: Batch, optimizer, scheduler, scaler) -> float:
         batch = batch.to(self.device)
@@ -216,50 +257,64 @@ class Trainer:
                 f"no training batch can be formed: the {self.objective.batch_kind} batches need at least 2 "
                 "suitable pairs (duplicate pairs for triplet/softmax)"
             )
-        self.total_steps = self.steps_per_epoch * c.epochs
-        if c.max_steps:
-            self.total_steps = min(self.total_steps, c.max_steps)
-        epochs = math.ceil(self.total_steps / self.steps_per_epoch)
+        planned = self.steps_per_epoch * c.epochs
+        self.total_steps = min(planned, c.max_steps) if c.max_steps else planned
+        self.total_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         optimizer = self._optimizer()
         scheduler = self._schedule(optimizer)
         scaler = torch.amp.GradScaler("cuda") if (c.amp and self.device.type == "cuda") else None
-        status, message, stopped_early = DONE, "training finished", False
-        started = time.perf_counter()
+        status, stopped_early = DONE, False
+        message = (f"stopped at the step cap of {c.max_steps:,} steps" if self.total_steps < planned
+                   else f"all {c.epochs} epoch(s) trained")
+        started = self.clock()
         train_seconds = 0.0
         self._emit("on_train_start")
         try:
-            for epoch in range(1, epochs + 1):
+            for epoch in range(1, self.total_epochs + 1):
                 self.epoch = epoch
                 self.model.train()
-                epoch_started = time.perf_counter()
+                epoch_started = self.clock()
                 losses = []
+                out_of_time = False
                 for rows in first_epoch if epoch == 1 else self._epoch_batches(epoch - 1):
                     if distributed.broadcast_flag(self.cancelled):
                         self.stop_event.set()
                         break
                     if self.step >= self.total_steps:  # max_steps reached inside this epoch
                         break
+                    if self.step and self._out_of_time(started):  # at least one step, then the budget
+                        out_of_time = True
+                        break
                     local_rows = distributed.local_slice(rows, self.context)
-                    step_started = time.perf_counter()
+                    step_started = self.clock()
                     self.loss = self._train_step(self.train_table.batch(local_rows), optimizer, scheduler, scaler)
-                    train_seconds += time.perf_counter() - step_started
+                    train_seconds += self.clock() - step_started
                     losses.append(self.loss)
                     self.step += 1
                     self.pairs_seen += len(rows)
                     self.pairs_per_second = self.pairs_seen / max(train_seconds, 1e-9)
                     self._emit("on_batch_end")
                 if self.cancelled:
-                    status, message = CANCELLED, f"stopped at step {self.step}; the best model so far is kept"
+                    status, message = CANCELLED, self._cancel_message(during_validation=False)
                     break
-                metrics = self.validate()
+                try:
+                    metrics = self.validate()
+                except _CancelledDuringValidation:
+                    status, message = CANCELLED, self._cancel_message(during_validation=True)
+                    break
                 improved = self._remember_if_best(metrics, epoch)
                 result = EpochResult(epoch, float(np.mean(losses)) if losses else float("nan"), metrics,
-                                     time.perf_counter() - epoch_started)
+                                     self.clock() - epoch_started)
                 self.epoch_results.append(result)
                 self._emit("on_epoch_end")
                 if not improved and c.patience and epoch - self.best_epoch >= c.patience:
                     status, stopped_early, message = DONE, True, (
                         f"stopped after epoch {epoch}: validation ROC AUC did not improve for {c.patience} epoch(s)")
+                    break
+                # The validation just run is the final one when the budget ran out during this epoch.
+                if out_of_time or (epoch < self.total_epochs and self._out_of_time(started)):
+                    message = (f"stopped by the time budget of {c.max_minutes:g} min at step {self.step:,} "
+                               f"of {self.total_steps:,}")
                     break
         except TrainingError as error:
             status, message = FAILED, str(error)
@@ -268,15 +323,13 @@ class Trainer:
                 f"out of memory ({str(error).splitlines()[0]}); try a smaller batch size or a shorter max length")
         if self._best_state is not None:
             self.model.load_state_dict(self._best_state)
-        elif status == CANCELLED:
-            message += " (no epoch had finished, so the model is the one at the moment of cancelling)"
         self.outcome = TrainOutcome(
             status=status,
             message=message,
             best_epoch=self.best_epoch,
             best_metrics=self.epoch_results[self.best_epoch - 1].metrics if self.best_epoch else {},
             epochs=list(self.epoch_results),
-            seconds=time.perf_counter() - started,
+            seconds=self.clock() - started,
             pairs_seen=self.pairs_seen,
             stopped_early=stopped_early,
         )

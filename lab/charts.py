@@ -51,7 +51,19 @@ def loss_curve(losses: Sequence[tuple[int, float]]) -> go.Figure:
         window = max(2, len(frame) // 20)
         figure.add_scatter(x=frame["step"], y=frame["loss"].rolling(window, min_periods=1).mean(), mode="lines",
                            name=f"running mean ({window} steps)", line=dict(width=2))
+    last_step = int(frame["step"].max()) if len(frame) else 1
+    figure.update_xaxes(tick0=0, dtick=integer_tick_step(last_step), tickformat=",d")  # steps are whole numbers
     return _layout(figure, "Training loss", "step", "loss")
+
+
+def integer_tick_step(span: int, max_ticks: int = 8) -> int:
+    """The smallest 1-2-5 step of at least 1 that puts at most ``max_ticks`` ticks on 0..span."""
+    magnitude = 1
+    while True:
+        for factor in (1, 2, 5):
+            if span / (factor * magnitude) <= max_ticks:
+                return factor * magnitude
+        magnitude *= 10
 
 
 def epoch_metrics_chart(epochs: Iterable[dict]) -> go.Figure:

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.data import DataError, LoadReport, load_pairs, pairs_fingerprint
-from core.models.registry import ZERO_SHOT, ZERO_SHOT_LABEL
+from core.models.names import ZERO_SHOT, ZERO_SHOT_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_PATH = ROOT / "assets" / "sample_pairs.csv"
@@ -90,14 +90,19 @@ def setup_page(title: str, icon: str = "🧪") -> None:
 
 def model_choices() -> dict[str, str]:
     """label -> choice, zero-shot MiniLM first, then saved models newest first."""
+    from core.export import run_status
     from core.saving import list_runs
+    from core.status import CANCELLED, FAILED
 
     runs, _ = list_runs(st.session_state.runs_root)
     choices = {ZERO_SHOT_LABEL: ZERO_SHOT}
     for run in runs:
         metrics = run.get("metrics", {}).get("validation", {})
-        auc = metrics.get("roc_auc")
-        label = run["name"] + (f" (val AUC {auc:.3f})" if isinstance(auc, float) else "")
+        auc = metrics.get("roc_auc") if isinstance(metrics, dict) else None
+        status = run_status(run)  # a run that did not finish says so: "name (cancelled, val AUC 0.712)"
+        notes = [status] if status in (CANCELLED, FAILED) else []
+        notes += [f"val AUC {auc:.3f}"] if isinstance(auc, float) else []
+        label = run["name"] + (f" ({', '.join(notes)})" if notes else "")
         choices[label] = run["path"]
     return choices
 

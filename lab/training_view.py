@@ -15,6 +15,7 @@ from lab import charts
 from lab.session import show_error
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
+KEEP_UNVALIDATED_LABEL = "Keep a run cancelled before its first validation"  # the Train page's checkbox
 
 
 def fmt(value, digits: int = 3) -> str:
@@ -26,17 +27,37 @@ def session_jobs(queue: JobQueue) -> list[TrainingJob]:
     return [queue.jobs[job_id] for job_id in reversed(st.session_state.jobs) if job_id in queue.jobs]
 
 
+def has_unfinished_run(queue: JobQueue) -> bool:
+    """True while one of this session's runs is queued or training (the Start button then waits)."""
+    return any(not job.finished for job in session_jobs(queue))
+
+
+def time_left(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return " · under a minute left" if seconds < 60 else f" · about {math.ceil(seconds / 60):,} min left"
+
+
+def progress_text(job: TrainingJob) -> str:
+    """"Epoch 1/2 · step 25/100 · 27 pairs/s · about 3 min left", or what the run is doing instead."""
+    p = job.progress
+    if not p.phase:
+        return "Starting…"
+    where = f"Epoch {p.epoch}/{p.total_epochs} · step {p.step:,}/{p.total_steps:,}"
+    if p.phase != "training":
+        return f"{where} · {p.phase}"
+    return f"{where} · {p.pairs_per_second:,.0f} pairs/s{time_left(p.seconds_left)}"
+
+
 def show_progress(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
     if job.status == WAITING:
         ahead = queue.position(job) - 1 + sum(other.status == RUNNING for other in queue.jobs.values())
         st.info(f"Waiting — {ahead} run(s) ahead (at most {queue.max_running} train at once).")
     else:
-        p = job.progress
-        text = f"Epoch {p.epoch}/{job.spec.train.epochs} · step {p.step}/{p.total_steps} · {p.pairs_per_second:,.0f} pairs/s"
-        st.progress(min(p.fraction, 1.0), text=text)
+        st.progress(min(job.progress.fraction, 1.0), text=progress_text(job))
     requested = st.session_state.cancel_requested
     if job.id in requested:
-        st.caption("Cancelling: the run stops after the current step and keeps the best model so far.")
+        st.caption("Cancelling: the run stops within one step (or one validation batch).")
     else:
         st.button("Cancel", key=cancel_key, on_click=lambda: (job.cancel(), requested.add(job.id)))
 
@@ -49,13 +70,25 @@ def show_outcome(job: TrainingJob) -> None:
     metrics = (" Validation: " + " · ".join(f"{name} {fmt(validation.get(key))}" for key, name in METRIC_NAMES.items())
                + ".") if validation else ""
     if job.status == DONE:
-        note = f" ({result.outcome.message})" if result.outcome.stopped_early else ""
-        st.success(f"Finished{note}: {saved}.{metrics}")
+        st.success(f"Finished ({result.outcome.message}): {saved}.{metrics}")
     elif job.status == CANCELLED:
-        st.warning(f"Cancelled: {job.error or result.outcome.message}; {saved}.{metrics}")
+        st.warning(cancelled_sentence(job, saved) + metrics)
     elif job.status == FAILED:
         kept = f" The best model so far was saved as {folder.name}." if folder else ""
         show_error(f"Training failed: {str(job.error).rstrip('.')}.{kept}")
+
+
+def cancelled_sentence(job: TrainingJob, saved: str) -> str:
+    """One sentence: where the run stopped and what was kept."""
+    if job.result is None:
+        return "Cancelled before it started: nothing was trained or saved."
+    p, best_epoch = job.progress, job.result.outcome.best_epoch
+    where = f"Cancelled at step {p.step:,} of {p.total_steps:,}"
+    if job.result.folder is None and best_epoch == 0:
+        return (f"{where}, before the first validation: nothing was saved (tick “{KEEP_UNVALIDATED_LABEL}” "
+                "under More settings to keep such a run).")
+    kept = f"the model from epoch {best_epoch}" if best_epoch else "the model at that step"
+    return f"{where}: {kept}, {saved}."
 
 
 def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:

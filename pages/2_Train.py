@@ -28,7 +28,8 @@ CUSTOM = "custom"
 DEFAULTS = RunSpec()
 # What an option is called on this page, for errors from core.specs.
 OPTION_LABELS = {"batch_size": "Batch size", "lr": "Learning rate", "max_length": "Max length",
-                 "val_fraction": "Validation share", "model_options": "Model size", "epochs": "Epochs"}
+                 "val_fraction": "Validation share", "model_options": "Model size", "epochs": "Epochs",
+                 "max_steps": "Max steps", "max_minutes": "Time budget"}
 
 
 def size_key(model: str, field: str) -> str:
@@ -51,7 +52,7 @@ def apply_loss_defaults() -> None:
 
 def apply_preset() -> None:
     """Fill every widget from the chosen recipe; editing a widget afterwards still overrides it.
-    Settings without a widget (step cap, vocabulary, dropout) travel with the preset's name."""
+    Settings without a widget (vocabulary, dropout, validation pairs) travel with the preset's name."""
     if state.preset == CUSTOM:
         return
     spec = spec_from_options(state.preset)
@@ -59,6 +60,7 @@ def apply_preset() -> None:
     state.epochs, state.batch_size, state.lr = spec.train.epochs, spec.train.batch_size, spec.train.lr
     state.margin, state.scale, state.patience = float(spec.loss.margin), float(spec.loss.scale), spec.train.patience
     state.max_length, state.val_fraction, state.hard_negatives = spec.max_length, spec.val_fraction, spec.hard_negatives
+    state.max_steps, state.max_minutes = spec.train.max_steps, float(spec.train.max_minutes)
     for option in SIZE_OPTIONS[spec.model]:
         state[size_key(spec.model, option.field)] = spec.model_options[option.field]
 
@@ -73,7 +75,9 @@ def init_widgets() -> None:
     for key, value in dict(preset=CUSTOM, hard_negatives=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
                            margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),
                            device=DEFAULTS.train.device, max_length=DEFAULTS.max_length, seed=DEFAULTS.train.seed,
-                           patience=DEFAULTS.train.patience, val_fraction=DEFAULTS.val_fraction).items():
+                           patience=DEFAULTS.train.patience, val_fraction=DEFAULTS.val_fraction,
+                           max_steps=DEFAULTS.train.max_steps, max_minutes=float(DEFAULTS.train.max_minutes),
+                           keep_unvalidated=DEFAULTS.keep_unvalidated).items():
         state.setdefault(key, value)
     if "epochs" not in state:
         apply_model_defaults()
@@ -90,7 +94,8 @@ def options_from_widgets() -> dict:
                 scale=state.scale if loss == "softmax" else None, model=state.model, epochs=state.epochs,
                 batch_size=state.batch_size, lr=state.lr, device=state.device, seed=state.seed,
                 patience=state.patience, max_length=state.max_length, val_fraction=state.val_fraction,
-                hard_negatives=bool(state.hard_negatives), data_name=state.data_name,
+                hard_negatives=bool(state.hard_negatives), data_name=state.data_name, max_steps=state.max_steps,
+                max_minutes=state.max_minutes, keep_unvalidated=bool(state.keep_unvalidated),
                 model_options={o.field: state[size_key(state.model, o.field)] for o in SIZE_OPTIONS[state.model]})
 
 
@@ -100,10 +105,9 @@ def start_run() -> None:
     except SpecError as error:
         show_error(f"Cannot start: {OPTION_LABELS.get(error.option, error.option)} {error.problem}")
         return
-    job = TrainingJob(spec, state.pairs, state.runs_root,
-                      label=f"{MODEL_LABELS[spec.model]} · {spec.loss.label()} · {spec.data_name}")
-    job_queue().submit(job)
+    job = job_queue().submit(TrainingJob(spec, state.pairs, state.runs_root))
     state.jobs.append(job.id)
+    st.rerun()  # draws the Start button disabled while the run is queued or training
 
 
 init_widgets()
@@ -154,18 +158,22 @@ if state.model == "dual-transformer":
 elif state.model == "minilm":
     st.caption("MiniLM keeps its pretrained architecture (6 layers, 384 dimensions); only the weights are fine-tuned.")
 
-length_column, device_column = st.columns(2)
+steps_column, minutes_column, length_column = st.columns(3)
+steps_column.number_input("Max steps (0 = no cap)", min_value=0, max_value=1_000_000_000, step=100, key="max_steps",
+                          persist_state=PERSIST, help="The run ends with a validation when it reaches this many steps.")
+minutes_column.number_input("Time budget (minutes, 0 = none)", min_value=0.0, max_value=525_600.0, step=5.0,
+                            key="max_minutes", persist_state=PERSIST,
+                            help="The run ends with a validation once it has trained this long.")
 length_column.number_input("Max length (tokens per question)", min_value=4, max_value=512, step=8, key="max_length",
                            persist_state=PERSIST)
-with device_column:
-    gpu = cuda_available()
-    devices = ["auto", "cpu", "cuda"] if gpu else ["auto", "cpu"]
-    if state.device not in devices:
-        state.device = "auto"
-    st.radio("Device", devices, key="device", horizontal=True, persist_state=PERSIST,
-             format_func={"auto": "Auto", "cpu": "CPU", "cuda": "GPU (CUDA)"}.get)
-    st.caption(describe_devices() if gpu else
-               "GPU (CUDA): unavailable — no CUDA GPU visible to PyTorch on this machine, so training runs on the CPU.")
+gpu = cuda_available()
+devices = ["auto", "cpu", "cuda"] if gpu else ["auto", "cpu"]
+if state.device not in devices:
+    state.device = "auto"
+st.radio("Device", devices, key="device", horizontal=True, persist_state=PERSIST,
+         format_func={"auto": "Auto", "cpu": "CPU", "cuda": "GPU (CUDA)"}.get)
+st.caption(describe_devices() if gpu else
+           "GPU (CUDA): unavailable — no CUDA GPU visible to PyTorch on this machine, so training runs on the CPU.")
 
 with st.expander("More settings"):
     more = st.columns(3)
@@ -174,11 +182,15 @@ with st.expander("More settings"):
                          persist_state=PERSIST)
     more[2].number_input("Validation share", min_value=0.02, max_value=0.5, step=0.02, key="val_fraction",
                          persist_state=PERSIST)
+    st.checkbox(training_view.KEEP_UNVALIDATED_LABEL, key="keep_unvalidated", persist_state=PERSIST,
+                help="Otherwise a run cancelled before any epoch finished is not saved, so it never clutters the model lists.")
 
 st.text_input("Models folder", key="runs_root", on_change=tidy_runs_root, persist_state=PERSIST,
               help="Finished models are saved here, one folder each; every page lists the models in this folder.")
 
-if st.button("Start", key="start", type="primary"):
+running = training_view.has_unfinished_run(job_queue())
+if st.button("Start", key="start", type="primary", disabled=running,
+             help="Your run is queued or training: wait for it or cancel it." if running else None):
     start_run()
 
 training_view.runs_panel(job_queue())

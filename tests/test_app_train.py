@@ -1,13 +1,16 @@
 """The Train page (AppTest): per-model defaults, a real background run that saves a folder, cancelling."""
 import json
+import threading
 
 import pytest
 
+import core.jobs
 from core.device import cuda_available
 from core.objectives import DEFAULT_MARGINS
 from core.specs import TRAINING_DEFAULTS, spec_from_options
-from core.status import CANCELLED, DONE
+from core.status import CANCELLED, DONE, FAILED
 from lab.session import job_queue
+from lab.training_view import KEEP_UNVALIDATED_LABEL
 
 TRAIN = "pages/2_Train.py"
 
@@ -32,6 +35,11 @@ def session_job(at):
 
 def values(at) -> dict:
     return {widget.key: widget.value for widget in at.number_input}
+
+
+def progress_text(at) -> str:
+    [bar] = at.get("progress")
+    return bar.proto.text
 
 
 def test_defaults_follow_the_model_and_the_loss(train_page, runs_root):
@@ -87,18 +95,41 @@ def test_start_trains_in_the_background_and_saves_the_model(train_page, runs_roo
 
     at.run()  # the page after the run: static, success message, saved models listed
     [success] = at.success
-    assert folder.name in success.value and "ROC AUC" in success.value
+    assert success.value.startswith(f"Finished (all 1 epoch(s) trained): saved as **{folder.name}**")
+    assert "ROC AUC" in success.value
     assert folder.name in at.dataframe[-1].value["name"].tolist()
+    assert at.dataframe[-1].value.set_index("name").loc[folder.name, "status"] == "done"
+    assert not at.button(key="start").disabled  # the run is over: another may start
     titles = [figure["layout"]["title"]["text"] for figure in plotly_figures(at)]
     assert titles == ["Training loss", "Validation metrics per epoch"]
     losses = plotly_figures(at)[0]["data"][0]["y"]
     assert losses == pytest.approx([loss for _, loss in job.progress.losses])
+    steps = len(job.progress.losses)
+    assert steps <= 8  # 479 pairs in batches of 128: a few steps, so every step gets an integer tick
+    xaxis = plotly_figures(at)[0]["layout"]["xaxis"]
+    assert (xaxis["tick0"], xaxis["dtick"], xaxis["tickformat"]) == (0, 1, ",d")
     epochs = at.dataframe[0].value
     assert epochs["epoch"].tolist() == [1]
     assert epochs["ROC AUC"].iloc[0] == pytest.approx(job.progress.epochs[0]["roc_auc"])
 
 
-def test_cancel_stops_the_run_and_keeps_the_model(train_page, runs_root, rerun_until):
+class PauseAtFirstStep:
+    """Trainer callback that holds the run after step 1 until released: the cancel lands before any validation."""
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def on_batch_end(self, trainer):
+        if trainer.step == 1:
+            assert self.release.wait(60)
+
+
+@pytest.mark.parametrize("keep_unvalidated", [False, True])
+def test_cancel_stops_the_run_and_keeps_it_only_when_asked(train_page, runs_root, rerun_until, keep_unvalidated,
+                                                           monkeypatch):
+    pause, real = PauseAtFirstStep(), core.jobs.train_run
+    monkeypatch.setattr(core.jobs, "train_run",
+                        lambda *args, callbacks=(), **kwargs: real(*args, callbacks=[*callbacks, pause], **kwargs))
     at = train_page
     at.selectbox(key="model").set_value("dual-transformer").run()
     at.number_input(key="epochs").set_value(50)
@@ -107,21 +138,38 @@ def test_cancel_stops_the_run_and_keeps_the_model(train_page, runs_root, rerun_u
     at.number_input(key="dual-transformer.num_layers").set_value(1)
     at.number_input(key="dual-transformer.ff_dim").set_value(64)
     at.number_input(key="max_length").set_value(16)
+    assert at.checkbox(key="keep_unvalidated").label == KEEP_UNVALIDATED_LABEL
+    at.checkbox(key="keep_unvalidated").set_value(keep_unvalidated)
     at.button(key="start").click().run()
+    assert at.button(key="start").disabled  # one run at a time per user, queued or training
     rerun_until(at, lambda at: session_job(at).progress.step > 0, timeout=60, pause=0.2)
+    assert at.button(key="start").disabled
+    job = session_job(at)
+    assert "hard negatives" not in job.label  # the box was not ticked
+    assert job.label.startswith("Dual transformer encoder · triplet (mean + closest negative, alpha=0.25)")
 
     at.button(key="cancel").click().run()
     assert not at.exception
+    pause.release.set()
     rerun_until(at, lambda at: session_job(at).finished, timeout=60)
-    job = session_job(at)
     assert job.status == CANCELLED
-    assert job.progress.epoch < 50
+    assert job.progress.step == 1 and job.result.outcome.best_epoch == 0  # stopped within one step
     at.run()
+    assert not at.button(key="start").disabled
     [warning] = at.warning
-    assert warning.value.startswith("Cancelled")
-    assert job.result.folder is not None and job.result.folder.parent == runs_root
-    config = json.loads((job.result.folder / "config.json").read_text())
-    assert config["training"]["status"] == "cancelled"
+    where = f"Cancelled at step {job.progress.step:,} of {job.progress.total_steps:,}"
+    if keep_unvalidated:
+        folder = job.result.folder
+        assert folder is not None and folder.parent == runs_root
+        assert warning.value.startswith(f"{where}: the model at that step, saved as **{folder.name}**")
+        assert warning.value.split(" saved as ")[0].lower().count("cancel") == 1  # said once, not "Cancelled: cancelled"
+        config = json.loads((folder / "config.json").read_text())
+        assert config["training"]["status"] == "cancelled" and config["run"]["keep_unvalidated"] is True
+        assert at.dataframe[-1].value.set_index("name").loc[folder.name, "status"] == "cancelled"
+    else:
+        assert job.result.folder is None and list(runs_root.iterdir()) == []
+        assert warning.value == (f"{where}, before the first validation: nothing was saved (tick "
+                                 f"“{KEEP_UNVALIDATED_LABEL}” under More settings to keep such a run).")
 
 
 def test_sizes_that_do_not_fit_are_refused_before_starting(train_page):
@@ -163,6 +211,7 @@ def test_preset_fills_the_settings_and_trains_with_them(train_page, runs_root, r
     rerun_until(at, lambda at: session_job(at).finished)
     job = session_job(at)
     assert job.status == DONE, job.error
+    assert job.label.startswith("Siamese LSTM · triplet (mean + closest negative, alpha=0.25) + labelled hard negatives")
     config = json.loads((job.result.folder / "config.json").read_text())
     assert config["run"]["hard_negatives"] is True and config["run"]["min_freq"] == spec.min_freq
     assert config["train_config"]["epochs"] == 1 and config["model_config"]["hidden_size"] == 64
@@ -170,15 +219,74 @@ def test_preset_fills_the_settings_and_trains_with_them(train_page, runs_root, r
 
 def test_a_preset_step_cap_travels_with_the_run(train_page, rerun_until):
     at = train_page
+    assert (values(at)["max_steps"], values(at)["max_minutes"]) == (0, 0.0)  # no cap unless asked
     at.selectbox(key="preset").set_value("minilm-quora").run()
     assert at.selectbox(key="model").value == "minilm"
+    assert values(at)["max_steps"] == spec_from_options("minilm-quora").train.max_steps == 3000  # shown, editable
     # Keep the preset's hidden settings but train a small LSTM, so the test takes seconds.
     at.selectbox(key="model").set_value("lstm").run()
     at.number_input(key="epochs").set_value(1)
+    at.number_input(key="max_minutes").set_value(45.0)
     at.button(key="start").click().run()
     rerun_until(at, lambda at: session_job(at).finished)
     job = session_job(at)
     assert job.status == DONE, job.error
     config = json.loads((job.result.folder / "config.json").read_text())
-    assert config["train_config"]["max_steps"] == spec_from_options("minilm-quora").train.max_steps == 3000
+    assert config["train_config"]["max_steps"] == 3000 and config["train_config"]["max_minutes"] == 45.0
     assert config["train_config"]["max_val_pairs"] == 2000
+
+
+def test_max_steps_and_the_time_budget_reach_the_run(train_page, rerun_until):
+    at = train_page
+    at.number_input(key="max_steps").set_value(2)
+    at.number_input(key="max_minutes").set_value(0.5)
+    at.number_input(key="epochs").set_value(3)
+    at.button(key="start").click().run()
+    rerun_until(at, lambda at: session_job(at).finished)
+    job = session_job(at)
+    assert job.status == DONE, job.error
+    assert job.progress.step == 2 and job.result.outcome.message == "stopped at the step cap of 2 steps"
+    config = json.loads((job.result.folder / "config.json").read_text())
+    assert (config["train_config"]["max_steps"], config["train_config"]["max_minutes"]) == (2, 0.5)
+    assert config["training"]["epochs_run"] == 1  # the cap ended the run with a validation
+    at.run()
+    assert at.success[0].value.startswith("Finished (stopped at the step cap of 2 steps): saved as")
+
+
+class HeldRun:
+    """Stands in for core.jobs.train_run: holds the job until it is cancelled, so the test can set its progress."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+        self.calls += 1
+        assert stop_event.wait(120)
+        raise RuntimeError("held by the test")
+
+
+def test_progress_says_starting_then_speed_time_left_and_validation(train_page, monkeypatch):
+    monkeypatch.setattr(core.jobs, "train_run", HeldRun())
+    at = train_page
+    at.button(key="start").click().run()
+    job = session_job(at)
+    assert progress_text(at) == "Starting…"  # no "Epoch 0/3 · step 0/0 · 0 pairs/s" before the first step
+    assert at.button(key="start").disabled
+
+    p = job.progress  # what the trainer's callbacks would record, with known numbers
+    p.phase, p.epoch, p.total_epochs, p.step, p.total_steps = "training", 1, 2, 25, 100
+    p.seconds_per_step, p.pairs_per_second = 2.0, 26.7  # measured over the last steps
+    at.run()
+    assert progress_text(at) == "Epoch 1/2 · step 25/100 · 27 pairs/s · about 3 min left"  # 75 steps × 2 s
+    p.budget_seconds, p.seconds = 600.0, 590.0  # a time budget ends it sooner
+    at.run()
+    assert progress_text(at) == "Epoch 1/2 · step 25/100 · 27 pairs/s · under a minute left"
+    p.phase = "scoring validation 1,200/3,000"
+    at.run()
+    assert progress_text(at) == "Epoch 1/2 · step 25/100 · scoring validation 1,200/3,000"
+    assert not any("pairs/s" in caption.value for caption in at.caption)  # no promised speed, only the measured one
+
+    at.button(key="cancel").click().run()
+    assert job_queue().wait(job, timeout=60) and job.status == FAILED
+    at.run()
+    assert not at.button(key="start").disabled

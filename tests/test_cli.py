@@ -112,6 +112,29 @@ def test_train_evaluate_predict_round_trip(capsys, tmp_path, model, loss):
         assert code == 0 and json.loads(out)["verdict"] == expected
 
 
+def test_a_time_budget_ends_the_run_with_a_final_validation(capsys, tmp_path):
+    out_dir = tmp_path / "model"
+    # 0.00001 min = 0.6 ms: spent by the first step, so the run stops before the second
+    code, out, err = run_cli(capsys, "train", "--data", SAMPLE, "--model", "lstm", "--device", "cpu", "--out", out_dir,
+                             "--epochs", "3", "--max-minutes", "0.00001", *TINY["lstm"][2:])
+    assert code == 0, err
+    assert json.loads(out)["status"] == "done" and json.loads(out)["folder"] == str(out_dir)
+    config = json.loads((out_dir / "config.json").read_text())
+    assert config["train_config"]["max_minutes"] == 0.00001 and config["run"]["keep_unvalidated"] is False
+    training = config["training"]
+    assert training["message"].startswith("stopped by the time budget of 1e-05 min at step 1 of ")
+    assert training["epochs_run"] == 1 and training["best_epoch"] == 1
+    assert set(training["epochs"][0]["metrics"]) >= {"roc_auc", "accuracy"}  # the final validation
+    assert f"done: {training['message']}" in err
+
+
+def test_train_help_names_the_time_budget_and_keep_flags(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--max-minutes MAX_MINUTES time budget" in out and "--keep-unvalidated save a run cancelled" in out
+
+
 def test_evaluate_zero_shot_minilm_uses_zero_shot_threshold(capsys):
     code, out, err = run_cli(capsys, "evaluate", "--model", "minilm", "--data", SAMPLE, "--max-rows", 40)
     assert code == 0, err

@@ -1,5 +1,7 @@
 """Background training jobs and the queue that caps how many run at once."""
 
+import dataclasses
+import json
 import threading
 from pathlib import Path
 
@@ -7,9 +9,11 @@ import pandas as pd
 import pytest
 
 import core.jobs
-from core.jobs import CANCELLED, DONE, FAILED, RUNNING, WAITING, JobQueue, TrainingJob
+from core.jobs import (CANCELLED, DONE, FAILED, RUNNING, SPEED_WINDOW, WAITING, JobQueue, Progress, TrainingJob,
+                       run_label)
 from core.models import load_model
 from core.specs import RunSpec, spec_from_options
+from core.trainer import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120  # generous: only a guard against a hang, never a speed assertion
@@ -98,7 +102,8 @@ class PauseAtFirstStep:
             assert self.release.wait(TIMEOUT)
 
 
-def test_cancel_a_running_job(pairs, tmp_path, monkeypatch):
+@pytest.mark.parametrize("keep_unvalidated", [False, True])
+def test_cancel_a_running_job(pairs, tmp_path, monkeypatch, keep_unvalidated):
     pause = PauseAtFirstStep()
     real = core.jobs.train_run
 
@@ -107,15 +112,24 @@ def test_cancel_a_running_job(pairs, tmp_path, monkeypatch):
 
     monkeypatch.setattr(core.jobs, "train_run", with_pause)
     queue = JobQueue(max_running=1)
-    job = queue.submit(TrainingJob(tiny_spec(epochs=3), pairs, str(tmp_path)))
+    spec = dataclasses.replace(tiny_spec(epochs=3), keep_unvalidated=keep_unvalidated)
+    job = queue.submit(TrainingJob(spec, pairs, str(tmp_path)))
     assert pause.reached.wait(TIMEOUT)
     assert job.status == RUNNING and job.progress.step == 1
     job.cancel()
     pause.release.set()
     assert queue.wait(job, timeout=TIMEOUT)
     assert job.status == CANCELLED
-    assert job.result.outcome.status == "cancelled"
+    assert job.result.outcome.status == "cancelled" and job.result.outcome.best_epoch == 0
     assert job.progress.step == 1 < job.progress.total_steps
+    # Cancelled before its first validation: saved only when asked to
+    if keep_unvalidated:
+        assert list(tmp_path.iterdir()) == [job.result.folder]
+        assert json.loads((job.result.folder / "config.json").read_text())["training"]["status"] == "cancelled"
+    else:
+        assert job.result.folder is None and list(tmp_path.iterdir()) == []
+        assert job.result.note.startswith("nothing saved: this run was cancelled before its first validation")
+        assert job.result.validation == {}  # nothing scored for a run that is not kept
 
 
 def test_cancel_a_waiting_job(pairs, tmp_path, monkeypatch):
@@ -142,3 +156,80 @@ def test_a_failing_job_reports_its_error(tmp_path):
     assert job.status == FAILED
     assert job.error.startswith("TrainingError: no training batch")
     assert job.finished and job.result is None
+
+
+# ---- what the page shows while a run trains ---------------------------------------------------------
+class FakeTrainer:
+    """The trainer attributes the recorder reads, moved by hand."""
+
+    def __init__(self, total_steps: int, max_minutes: float = 0.0, batch: int = 32):
+        self.total_steps, self.total_epochs, self.batch = total_steps, 2, batch
+        self.config = TrainConfig(max_minutes=max_minutes)
+        self.step, self.epoch, self.pairs_seen, self.loss = 0, 1, 0, 1.0
+        self.validation_progress = None
+
+    def advance(self):
+        self.step += 1
+        self.pairs_seen += self.batch
+
+
+class Clock:
+    def __init__(self):
+        self.now = 500.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_speed_and_time_left_follow_the_last_steps_not_the_whole_run():
+    clock, trainer, progress = Clock(), FakeTrainer(total_steps=100), Progress()
+    recorder = core.jobs._Recorder(progress, clock=clock)
+    assert progress.phase == "" and progress.seconds_left is None  # the page says "Starting…"
+    recorder.on_train_start(trainer)
+    assert (progress.total_steps, progress.total_epochs) == (100, 2)
+    for seconds in [10.0] * 10 + [2.0] * SPEED_WINDOW:  # slow at first (another user's run), then 2 s a step
+        clock.now += seconds
+        trainer.advance()
+        recorder.on_batch_end(trainer)
+    assert progress.phase == "training" and progress.step == 30
+    assert progress.seconds_per_step == pytest.approx(2.0)  # the last 20 steps only, not (100 + 40) / 30
+    assert progress.pairs_per_second == pytest.approx(16.0)  # 32 pairs in 2 s
+    assert progress.seconds_left == pytest.approx(70 * 2.0)
+
+    trainer.validation_progress = (1200, 3000)
+    recorder.on_validation_progress(trainer)
+    assert progress.phase == "scoring validation 1,200/3,000"
+
+
+def test_time_left_stays_within_the_time_budget():
+    clock, trainer, progress = Clock(), FakeTrainer(total_steps=1000, max_minutes=2.0), Progress()
+    recorder = core.jobs._Recorder(progress, clock=clock)
+    recorder.on_train_start(trainer)
+    for _ in range(30):
+        clock.now += 3.0
+        trainer.advance()
+        recorder.on_batch_end(trainer)
+    assert progress.seconds == 90.0 and progress.budget_seconds == 120.0
+    assert progress.seconds_left == pytest.approx(30.0)  # 970 steps at 3 s would be far longer
+
+
+def test_the_job_label_names_labelled_hard_negatives_only_when_used():
+    plain = spec_from_options(loss="triplet", data_name="quora")
+    assert run_label(plain) == "Siamese LSTM · triplet (mean + closest negative, alpha=0.25) · quora"
+    with_negatives = spec_from_options(loss="triplet", hard_negatives=True, data_name="quora")
+    assert run_label(with_negatives) == \
+        "Siamese LSTM · triplet (mean + closest negative, alpha=0.25) + labelled hard negatives · quora"
+    assert TrainingJob(with_negatives, pd.DataFrame(), ".").label == run_label(with_negatives)
+
+
+def test_a_running_job_records_phase_epochs_and_speed(pairs, tmp_path):
+    queue = JobQueue(max_running=1)
+    job = queue.submit(TrainingJob(spec_from_options(model="lstm", epochs=2, batch_size=16, device="cpu", max_steps=5,
+                                                     model_options={"hidden_size": 16, "embedding_dim": 12},
+                                                     max_length=20), pairs, str(tmp_path)))
+    assert queue.wait(job, timeout=TIMEOUT) and job.status == DONE, job.error
+    p = job.progress
+    assert (p.step, p.total_steps, p.total_epochs) == (5, 5, 2)  # the step cap ends it in the second epoch
+    assert p.seconds_per_step > 0 and p.pairs_per_second > 0 and p.seconds_left == 0.0
+    assert p.phase.startswith("finishing")
+    assert job.result.outcome.message == "stopped at the step cap of 5 steps"

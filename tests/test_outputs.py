@@ -120,20 +120,47 @@ def test_a_cancelled_run_replaces_a_model_only_when_better(tmp_path, sample_pair
 
     pairs, _ = sample_pairs
     out = tmp_path / "model"
-    spec = spec_from_options(model="lstm", epochs=2, batch_size=32, device="cpu",
+    # keep_unvalidated: a run cancelled at its first step is a candidate at all (it is dropped otherwise, below)
+    spec = spec_from_options(model="lstm", epochs=2, batch_size=32, device="cpu", keep_unvalidated=True,
                              model_options={"hidden_size": 10, "embedding_dim": 12})
     train_run(spec, pairs, out_dir=out)
     set_validation_auc(out, saved_auc)
     before = tree_digest(out)
     stop = threading.Event()
     cancelled = train_run(spec, pairs, out_dir=out, overwrite=True, stop_event=stop, callbacks=[CancelAtFirstStep(stop)])
-    assert cancelled.outcome.status == CANCELLED
+    assert cancelled.outcome.status == CANCELLED and cancelled.outcome.best_epoch == 0
     if replaced:
         assert cancelled.folder == out and cancelled.note == ""
         assert json.loads((out / "config.json").read_text())["training"]["status"] == CANCELLED
     else:
         assert cancelled.folder is None and "is not better" in cancelled.note and str(out) in cancelled.note
         assert tree_digest(out) == before
+
+
+def test_a_run_cancelled_before_its_first_validation_never_replaces_a_model(tmp_path, sample_pairs):
+    from core.pipeline import train_run
+    from core.specs import spec_from_options
+
+    pairs, _ = sample_pairs
+    out = tmp_path / "model"
+    spec = spec_from_options(model="lstm", epochs=2, batch_size=32, device="cpu",
+                             model_options={"hidden_size": 10, "embedding_dim": 12})
+    assert spec.keep_unvalidated is False  # the default
+    train_run(spec, pairs, out_dir=out)
+    set_validation_auc(out, 0.0)  # even a model any run would beat stays
+    before = tree_digest(out)
+    stop = threading.Event()
+    cancelled = train_run(spec, pairs, out_dir=out, overwrite=True, stop_event=stop, callbacks=[CancelAtFirstStep(stop)])
+    assert cancelled.outcome.status == CANCELLED and cancelled.folder is None
+    assert cancelled.note == (f"kept the model already in {out}: this run was cancelled before its first validation "
+                              "(the keep-unvalidated option keeps such runs)")
+    assert tree_digest(out) == before
+
+    fresh = tmp_path / "fresh"  # and into a new folder: nothing at all
+    stop.clear()
+    result = train_run(spec, pairs, out_dir=fresh, stop_event=stop, callbacks=[CancelAtFirstStep(stop)])
+    assert result.folder is None and result.note.startswith("nothing saved: this run was cancelled")
+    assert not fresh.exists()
 
 
 def test_the_cli_ctrl_c_with_overwrite_keeps_the_trained_model(tmp_path):

@@ -102,18 +102,21 @@ def synthetic_pairs(n: int, seed: int) -> pd.DataFrame:
 
 
 def make_trainer(n_train=60, n_val=31, epochs=2, batch_size=7, callbacks=(), objective=None, lr=1e-2,
-                 patience=0, trainer_class=Trainer, stop_event=None):
+                 patience=0, trainer_class=Trainer, stop_event=None, clock=None, validation_batch=256, **config):
     train, val = synthetic_pairs(n_train, 0), synthetic_pairs(n_val, 1)
     tokenizer = WordTokenizer.build(pd.concat([train.question1, train.question2]), min_freq=1, max_length=11)
     torch.manual_seed(0)
     model = SiameseLSTM(SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, embedding_dim=12, hidden_size=16), tokenizer)
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, device="cpu", patience=patience, warmup_ratio=0.0)
+    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, device="cpu", patience=patience, warmup_ratio=0.0,
+                         **config)
     validate = None
     if n_val:
         val_table = PairTable(val, tokenizer)
-        validate = lambda trained: calibrate(trained, val_table).metrics  # noqa: E731
+        validate = lambda trained, progress: calibrate(  # noqa: E731
+            trained, val_table, batch_size=validation_batch, progress=progress).metrics
     return trainer_class(model, objective or Objective(LossConfig("triplet")), PairTable(train, tokenizer), config,
-                         validate=validate, callbacks=callbacks, stop_event=stop_event)
+                         validate=validate, callbacks=callbacks, stop_event=stop_event,
+                         **({"clock": clock} if clock else {}))
 
 
 def _state(model) -> dict:
@@ -192,7 +195,7 @@ def test_cancel_from_callback_stops_within_one_step():
     outcome = trainer.run()
     assert outcome.status == "cancelled"
     assert trainer.step == 3 and canceller.batches == 3
-    assert "stopped at step 3" in outcome.message
+    assert outcome.message == "cancelled at step 3 of 15, before the first validation"
     assert outcome.best_epoch == 0 and outcome.epochs == []
     assert [e[0] for e in log.events] == ["start", "batch", "batch", "batch", "end"]
 
@@ -340,3 +343,125 @@ def test_contrastive_training_uses_every_pair():
     assert outcome.status == DONE
     assert trainer.total_steps == math.ceil(60 / 7)
     assert outcome.pairs_seen == 60
+
+
+# ---- cancelling while validation scores ----------------------------------------------------------------
+class ValidationProgressLog:
+    def __init__(self):
+        self.seen = []
+
+    def on_validation_progress(self, trainer):
+        self.seen.append((trainer.epoch, *trainer.validation_progress))
+
+
+def test_validation_reports_its_progress_to_the_callbacks():
+    log = ValidationProgressLog()
+    trainer = make_trainer(n_val=31, epochs=2, callbacks=[log], validation_batch=10)
+    trainer.run()
+    # 31 pairs in chunks of 10 questions, each side's questions counting half a pair: the first side
+    # brings 10, 20, 30, 31 questions (5, 10, 15, 15 pairs), the second 31 + those (20, 25, 30, 31 pairs).
+    one_validation = [(5, 31), (10, 31), (15, 31), (15, 31), (20, 31), (25, 31), (30, 31), (31, 31)]
+    assert log.seen == [(1, *seen) for seen in one_validation] + [(2, *seen) for seen in one_validation]
+    assert trainer.validation_progress is None  # only set while scoring
+
+
+class CancelWhenValidationStarts:
+    """Sets the stop event at the first validation progress report of ``epoch``; counts the reports."""
+
+    def __init__(self, stop: threading.Event, epoch: int):
+        self.stop, self.epoch, self.reports = stop, epoch, 0
+
+    def on_validation_progress(self, trainer):
+        if trainer.epoch == self.epoch:
+            self.reports += 1
+            self.stop.set()
+
+
+def test_cancel_during_validation_stops_within_one_validation_batch():
+    stop = threading.Event()
+    canceller, log, recorder = CancelWhenValidationStarts(stop, epoch=1), EventLog(), StateRecorder()
+    # 3,000 validation pairs in chunks of 50: 120 chunks to score if nothing stopped it
+    trainer = make_trainer(n_val=3000, epochs=3, callbacks=[canceller, log, recorder], stop_event=stop,
+                           validation_batch=50)
+    finished = []
+    hook = trainer.validation_hook
+    trainer.validation_hook = lambda model, progress: finished.append(hook(model, progress))
+    outcome = trainer.run()
+    assert outcome.status == CANCELLED
+    assert canceller.reports == 1 and finished == []  # the hook stopped after its first chunk
+    assert trainer.step == trainer.steps_per_epoch == 5  # the first epoch had trained
+    assert outcome.best_epoch == 0 and outcome.epochs == []
+    assert outcome.message == "cancelled at step 5 of 15, during the first validation"
+    assert [e[0] for e in log.events] == ["start"] + ["batch"] * 5 + ["end"]
+    assert _same_state(_state(trainer.model), recorder.after_step[5])  # no epoch finished: the weights as they were
+
+
+def test_cancel_during_a_later_validation_keeps_the_best_epoch_so_far():
+    stop = threading.Event()
+    canceller, recorder = CancelWhenValidationStarts(stop, epoch=2), StateRecorder()
+    trainer = make_trainer(n_val=300, epochs=3, callbacks=[canceller, recorder], stop_event=stop, validation_batch=50)
+    outcome = trainer.run()
+    assert outcome.status == CANCELLED and canceller.reports == 1
+    assert trainer.step == 10 and outcome.best_epoch == 1 and [e.epoch for e in outcome.epochs] == [1]
+    assert outcome.message == ("cancelled at step 10 of 15 while scoring the validation of epoch 2; "
+                               "the best model so far (epoch 1) is kept")
+    assert _same_state(_state(trainer.model), recorder.after_epoch[1])
+    assert not _same_state(_state(trainer.model), recorder.after_step[10])
+
+
+# ---- the step cap and the time budget ------------------------------------------------------------------
+class FakeClock:
+    """A clock that only moves when told: each training step "takes" ``step_seconds``."""
+
+    def __init__(self, step_seconds: float):
+        self.now, self.step_seconds = 1000.0, step_seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+    def on_batch_end(self, trainer):
+        self.now += self.step_seconds
+
+
+def test_the_time_budget_stops_the_run_with_a_final_validation():
+    clock, log = FakeClock(step_seconds=25.0), EventLog()
+    # 1 minute at 25 s a step: the budget is spent after step 3 (75 s), in the first of 3 planned epochs
+    trainer = make_trainer(epochs=3, max_minutes=1.0, clock=clock, callbacks=[clock, log])
+    outcome = trainer.run()
+    assert outcome.status == DONE and not outcome.stopped_early
+    assert trainer.step == 3 and trainer.total_steps == 15
+    assert outcome.message == "stopped by the time budget of 1 min at step 3 of 15"
+    assert [e.epoch for e in outcome.epochs] == [1] and outcome.best_epoch == 1
+    assert set(outcome.epochs[0].metrics) >= {"roc_auc", "accuracy", "f1"}  # the final validation ran
+    assert [e[0] for e in log.events] == ["start", "batch", "batch", "batch", "epoch", "end"]
+    assert outcome.seconds == 75.0
+
+
+def test_a_budget_spent_at_the_end_of_an_epoch_adds_no_second_validation():
+    clock, log = FakeClock(step_seconds=12.0), EventLog()
+    # 1 minute at 12 s a step: exactly spent after step 5, the last step of epoch 1
+    trainer = make_trainer(epochs=3, max_minutes=1.0, clock=clock, callbacks=[clock, log])
+    outcome = trainer.run()
+    assert outcome.status == DONE and trainer.step == 5
+    assert outcome.message == "stopped by the time budget of 1 min at step 5 of 15"
+    assert [e[0] for e in log.events] == ["start"] + ["batch"] * 5 + ["epoch", "end"]
+
+
+def test_no_time_budget_means_no_cap():
+    clock = FakeClock(step_seconds=3600.0)  # an hour a step
+    outcome = make_trainer(epochs=2, clock=clock, callbacks=[clock]).run()
+    assert outcome.status == DONE and outcome.message == "all 2 epoch(s) trained" and len(outcome.epochs) == 2
+
+
+def test_the_step_cap_ends_with_a_validation_and_says_so():
+    log = EventLog()
+    trainer = make_trainer(epochs=3, max_steps=7, callbacks=[log])
+    outcome = trainer.run()
+    assert outcome.status == DONE and trainer.step == 7 and trainer.total_epochs == 2
+    assert outcome.message == "stopped at the step cap of 7 steps"
+    assert [e[0] for e in log.events] == ["start"] + ["batch"] * 5 + ["epoch"] + ["batch"] * 2 + ["epoch", "end"]
+
+
+def test_a_negative_time_budget_is_refused():
+    with pytest.raises(ValueError, match="max_minutes"):
+        TrainConfig(max_minutes=-1.0)

@@ -1,16 +1,28 @@
-"""The three model families, behind one interface (``PairEncoder``), and their registry."""
-from core.models.base import PairEncoder
-from core.models.dual_encoder import DualEncoder, DualEncoderConfig
-from core.models.minilm import MiniLM, MiniLMConfig, ZERO_SHOT_THRESHOLD
-from core.models.registry import (
-    DEFAULT_MAX_PARAMETERS, MAX_PARAMETERS_ENV, MODEL_LABELS, MODEL_NAMES, MODEL_TYPES, ZERO_SHOT, ZERO_SHOT_LABEL,
-    ModelTooLarge, build_model, check_model_size, load_model, max_parameters,
-)
-from core.models.siamese_lstm import SiameseLSTM, SiameseLSTMConfig
+"""The three model families, behind one interface (``PairEncoder``), and their registry.
 
-__all__ = [
-    "PairEncoder", "SiameseLSTM", "SiameseLSTMConfig", "DualEncoder", "DualEncoderConfig",
-    "MiniLM", "MiniLMConfig", "MODEL_TYPES", "MODEL_NAMES", "MODEL_LABELS", "ZERO_SHOT", "ZERO_SHOT_LABEL",
-    "ZERO_SHOT_THRESHOLD", "build_model", "load_model", "DEFAULT_MAX_PARAMETERS", "MAX_PARAMETERS_ENV",
-    "ModelTooLarge", "check_model_size", "max_parameters",
-]
+The names and labels (``core.models.names``) load at once; everything else loads on first use, so a
+page that only shows names (the app's home page) never waits for torch.
+"""
+import importlib
+
+from core.models.names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LABEL
+
+_LAZY = {
+    "PairEncoder": "core.models.base",
+    "DualEncoder": "core.models.dual_encoder", "DualEncoderConfig": "core.models.dual_encoder",
+    "MiniLM": "core.models.minilm", "MiniLMConfig": "core.models.minilm", "ZERO_SHOT_THRESHOLD": "core.models.minilm",
+    "SiameseLSTM": "core.models.siamese_lstm", "SiameseLSTMConfig": "core.models.siamese_lstm",
+    **{name: "core.models.registry" for name in (
+        "MODEL_TYPES", "build_model", "load_model", "DEFAULT_MAX_PARAMETERS", "MAX_PARAMETERS_ENV", "ModelTooLarge",
+        "check_model_size", "max_parameters")},
+}
+
+__all__ = ["MODEL_LABELS", "MODEL_NAMES", "ZERO_SHOT", "ZERO_SHOT_LABEL", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'core.models' has no attribute {name!r}")

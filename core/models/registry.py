@@ -23,11 +23,10 @@ from core.models.dual_encoder import DualEncoder
 from core.models.minilm import ZERO_SHOT_THRESHOLD, MiniLM
 from core.models.siamese_lstm import SiameseLSTM
 
+from core.models.names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
+
 MODEL_TYPES: dict[str, type[PairEncoder]] = {cls.model_type: cls for cls in (SiameseLSTM, DualEncoder, MiniLM)}
-MODEL_NAMES = tuple(MODEL_TYPES)  # lstm | dual-transformer | minilm
-MODEL_LABELS = {"lstm": "Siamese LSTM", "dual-transformer": "Dual transformer encoder", "minilm": "MiniLM (fine-tune)"}
-ZERO_SHOT = "minilm"  # the load source that means the pretrained MiniLM, with no training
-ZERO_SHOT_LABEL = "MiniLM zero-shot (pretrained, no training)"
+assert tuple(MODEL_TYPES) == MODEL_NAMES, "core.models.names must list every family, in menu order"
 MAX_PARAMETERS_ENV = "SIAMESE_LAB_MAX_PARAMETERS"
 DEFAULT_MAX_PARAMETERS = 200_000_000
 

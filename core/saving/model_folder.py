@@ -103,7 +103,7 @@ def read_config(folder: str | Path) -> dict:
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise ModelLoadError(f"{path} is not a {FORMAT} config")
     # Imported here: the model registry sits above this module (it loads through it).
-    from core.models.registry import MODEL_NAMES
+    from core.models.names import MODEL_NAMES
 
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or model_type not in MODEL_NAMES:

@@ -1,0 +1,5 @@
+"""The model families' names and labels: importable without torch (the app's home page shows them)."""
+MODEL_NAMES = ("lstm", "dual-transformer", "minilm")  # the model_type of each family, in menu order
+MODEL_LABELS = {"lstm": "Siamese LSTM", "dual-transformer": "Dual transformer encoder", "minilm": "MiniLM (fine-tune)"}
+ZERO_SHOT = "minilm"  # the load source that means the pretrained MiniLM, with no training
+ZERO_SHOT_LABEL = "MiniLM zero-shot (pretrained, no training)"
