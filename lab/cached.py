@@ -7,6 +7,7 @@ therefore never encodes anything twice.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -16,11 +17,12 @@ import streamlit as st
 
 from lab.session import ZERO_SHOT, data_key, get_model
 
-# The verdict page evaluates on this split of the active dataset (see `verdict_pairs`).
-VERDICT_VAL_FRACTION = 0.2
+# The verdict page measures a model on its held-out pairs (``core.evaluation.held_out_pairs``), at most
+# this many of them, a seeded sample (``core.analysis.cap_pairs``): MiniLM on a CPU then stays under a
+# minute the first time, and the charts light in a browser.
+VERDICT_CAPS = {"minilm": 2_000}  # model_type -> most pairs scored
+VERDICT_CAP = 20_000  # the others'
 VERDICT_SEED = 0
-VERDICT_MIN_SPLIT = 100  # below this many pairs the whole dataset is used: a 20 % split is too noisy
-VERDICT_MAX_PAIRS = 2000  # a seeded sample of this size at most, so MiniLM on a CPU stays under a minute
 
 
 def model_stamp(choice: str) -> float:
@@ -65,32 +67,39 @@ def pair_score(choice: str, stamp: float, question1: str, question2: str) -> flo
     return float(model.score_pairs([question1], [question2])[0])
 
 
-def verdict_pairs(pairs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """The pairs the verdict page measures a threshold on, and a sentence saying which they are."""
-    from core.data import split_pairs
+@dataclass
+class HeldOutScores:
+    """A model's scores on the pairs the verdict page measures it on."""
 
-    if len(pairs) < VERDICT_MIN_SPLIT:
-        chosen, what = pairs.reset_index(drop=True), f"the whole dataset ({len(pairs)} pairs; too small to split)"
-    else:
-        chosen = split_pairs(pairs, val_fraction=VERDICT_VAL_FRACTION, test_fraction=0.0, seed=VERDICT_SEED).val
-        what = (f"a {VERDICT_VAL_FRACTION:.0%} validation split of the active dataset "
-                f"(seed {VERDICT_SEED}, {len(chosen):,} pairs)")
-    if len(chosen) > VERDICT_MAX_PAIRS:
-        chosen = chosen.sample(n=VERDICT_MAX_PAIRS, random_state=VERDICT_SEED).reset_index(drop=True)
-        what += f", of which a seeded sample of {VERDICT_MAX_PAIRS:,}"
-    return chosen, what
+    pairs: pd.DataFrame  # question1, question2, is_duplicate, and "seen in training" when it is known
+    scores: np.ndarray  # (N,) cosine similarity of each pair
+    description: str  # which pairs these are and how many (HeldOut.description, plus the cap)
+    is_validation: bool  # exactly (a sample of) the pairs the model's training held out
+    training_pairs: int | None  # how many pairs it trained on, when that is known
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self.pairs["is_duplicate"].to_numpy()
 
 
-@st.cache_data(show_spinner="Scoring the validation pairs (once per model and dataset)…", max_entries=16)
-def validation_scores(choice: str, stamp: float, key: str, _pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(labels, scores) of ``verdict_pairs(_pairs)`` under a model; ``key`` is ``data_key(_pairs)``."""
-    from core.evaluation import pair_scores
+@st.cache_data(show_spinner="Scoring the held-out pairs (once per model and dataset)…", max_entries=16)
+def held_out_scores(choice: str, stamp: float, key: str, _pairs: pd.DataFrame) -> HeldOutScores:
+    """``core.evaluation.held_out_pairs`` of the active dataset (``key`` is ``data_key(_pairs)``) under
+    a model, capped for slow models, scored, and each pair's questions looked up in its training split."""
+    from core import analysis
+    from core.evaluation import held_out_pairs, pair_scores
     from core.pair_table import PairTable
 
-    model, _ = get_model(choice)
-    chosen, _ = verdict_pairs(_pairs)
-    table = PairTable(chosen, model.tokenizer)
-    return np.asarray(table.labels), pair_scores(model, table)
+    model, config = get_model(choice)
+    cap = VERDICT_CAPS.get(config.get("model_type"), VERDICT_CAP)
+    held = analysis.cap_pairs(held_out_pairs(config, _pairs), cap, seed=VERDICT_SEED)
+    chosen = held.pairs[["question1", "question2", "is_duplicate"]].reset_index(drop=True)
+    train = analysis.training_pairs(config, _pairs) if held.is_validation else None
+    if train is not None:
+        chosen[analysis.SEEN_COLUMN] = analysis.seen_in_training(train, chosen)
+    scores = pair_scores(model, PairTable(chosen, model.tokenizer))
+    return HeldOutScores(chosen, scores, held.description, held.is_validation,
+                         None if train is None else len(train))
 
 
 # ---- search ------------------------------------------------------------------------------------

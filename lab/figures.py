@@ -19,6 +19,10 @@ CLOSEST_COLOR = "#ff9f1c"  # outline + diamond of each row's closest negative
 CLOSEST_MARK = "◆"
 DUPLICATE_COLOR, OTHER_COLOR = "#1f77b4", "#d62728"
 VALUES_UP_TO = 12  # batches this small print their values in the cells
+# st.plotly_chart(..., config=PLOTLY_CONFIG): the toolbar shows only while the pointer is over a chart.
+PLOTLY_CONFIG = {"displayModeBar": "hover"}
+TOOLBAR_ROOM = 30  # px kept free above a verdict figure's title: the toolbar's row (top right, on hover)
+SUBTITLE_WIDTH = 70  # characters per line of a verdict figure's subtitle
 
 
 def hover_text(text: str, width: int = 60) -> str:
@@ -101,6 +105,19 @@ def experiment_figure(table) -> go.Figure:
 
 
 # ---- verdict -----------------------------------------------------------------------------------
+def _title(figure: go.Figure, text: str, subtitle: str | None) -> None:
+    """A left-aligned title and a subtitle (which pairs a figure was measured on, escaped and wrapped)
+    in a top margin that keeps a row free above them for the plotly toolbar, so it never covers them."""
+    title = dict(text=text, x=0, xanchor="left", xref="paper", y=1, yanchor="top", yref="container",
+                 pad=dict(t=TOOLBAR_ROOM))
+    lines = 0
+    if subtitle:
+        wrapped = hover_text(subtitle, width=SUBTITLE_WIDTH)
+        lines = wrapped.count("<br>") + 1
+        title["subtitle"] = dict(text=wrapped, font=dict(size=12))
+    figure.update_layout(title=title, margin=dict(l=10, r=10, t=TOOLBAR_ROOM + 36 + 16 * lines, b=10))
+
+
 def operating_point(metrics: dict) -> tuple[float, float, float, float]:
     """(fpr, tpr, precision, recall) of ``core.metrics.threshold_metrics`` output: where the
     current threshold sits on the ROC and precision-recall curves."""
@@ -109,8 +126,10 @@ def operating_point(metrics: dict) -> tuple[float, float, float, float]:
     return float(fpr), float(metrics["recall"]), float(metrics["precision"]), float(metrics["recall"])
 
 
-def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None) -> go.Figure:
-    """ROC curve (``core.metrics.curves(...)["roc"]``) with the current threshold's (fpr, tpr)."""
+def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, subtitle: str | None = None
+               ) -> go.Figure:
+    """ROC curve (``core.metrics.curves(...)["roc"]``) with the current threshold's (fpr, tpr); ``subtitle``
+    says which pairs it was measured on."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=roc["fpr"], y=roc["tpr"], mode="lines", name="ROC",
                                 customdata=roc["thresholds"],
@@ -123,11 +142,16 @@ def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None) 
     title = "ROC" + (f" (AUC {auc:.3f})" if auc is not None and np.isfinite(auc) else "")
     figure.update_layout(title=title, xaxis_title="false positive rate", yaxis_title="true positive rate (recall)",
                          height=340, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.25))
+    if subtitle:
+        _title(figure, title, subtitle)
+        figure.update_layout(height=380)
     return figure
 
 
-def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | None = None) -> go.Figure:
-    """Precision-recall curve (``core.metrics.curves(...)["pr"]``) with the current (recall, precision)."""
+def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | None = None,
+              subtitle: str | None = None) -> go.Figure:
+    """Precision-recall curve (``core.metrics.curves(...)["pr"]``) with the current (recall, precision);
+    ``subtitle`` says which pairs it was measured on."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=pr["recall"], y=pr["precision"], mode="lines", name="precision-recall"))
     figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
@@ -137,11 +161,14 @@ def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | N
     figure.update_layout(title=title, xaxis_title="recall", yaxis_title="precision", height=340,
                          yaxis=dict(range=[0, 1.05]), margin=dict(l=10, r=10, t=40, b=10),
                          legend=dict(orientation="h", y=-0.25))
+    if subtitle:
+        _title(figure, title, subtitle)
+        figure.update_layout(height=380)
     return figure
 
 
-def confusion_figure(metrics: dict) -> go.Figure:
-    """2x2 counts: rows = truth, columns = verdict."""
+def confusion_figure(metrics: dict, subtitle: str | None = None) -> go.Figure:
+    """2x2 counts: rows = truth, columns = verdict; ``subtitle`` says which pairs they count."""
     counts = [[metrics["tn"], metrics["fp"]], [metrics["fn"], metrics["tp"]]]
     figure = go.Figure(go.Heatmap(
         z=counts, x=["said: not duplicate", "said: duplicate"], y=["is: not duplicate", "is: duplicate"],
@@ -149,11 +176,16 @@ def confusion_figure(metrics: dict) -> go.Figure:
         hovertemplate="%{y}, %{x}: %{z}<extra></extra>"))
     figure.update_yaxes(autorange="reversed")
     figure.update_layout(title="Confusion matrix", height=300, margin=dict(l=10, r=10, t=40, b=10))
+    if subtitle:
+        _title(figure, "Confusion matrix", subtitle)
+        figure.update_layout(height=340)
     return figure
 
 
-def score_histogram(labels, scores, threshold: float) -> go.Figure:
-    """Scores of duplicates and of non-duplicates, overlaid, with the threshold as a vertical line."""
+def score_histogram(labels, scores, threshold: float, title: str = "Validation scores",
+                    subtitle: str | None = None) -> go.Figure:
+    """Scores of duplicates and of non-duplicates, overlaid, with the threshold as a vertical line;
+    ``subtitle`` says which pairs they are."""
     labels = np.asarray(labels).astype(int)
     scores = np.asarray(scores, dtype=np.float64)
     low = float(min(scores.min(), threshold)) if scores.size else threshold - 1
@@ -165,10 +197,37 @@ def score_histogram(labels, scores, threshold: float) -> go.Figure:
         figure.add_trace(go.Histogram(x=scores[labels == label], name=name, xbins=bins, marker_color=color,
                                       opacity=0.6))
     figure.add_vline(x=threshold, line=dict(color="black", width=2, dash="dash"),
-                     annotation_text=f"threshold {threshold:.2f}", annotation_position="top")
-    figure.update_layout(barmode="overlay", title="Validation scores", xaxis_title="cosine similarity",
+                     annotation_text=f"threshold {threshold:.2f}", annotation_position="top right",
+                     annotation=dict(yanchor="top"))  # inside the plot, clear of the title
+    figure.update_layout(barmode="overlay", title=title, xaxis_title="cosine similarity",
                          yaxis_title="pairs", height=320, margin=dict(l=10, r=10, t=50, b=10),
                          legend=dict(orientation="h", y=-0.3))
+    if subtitle:
+        _title(figure, title, subtitle)
+        figure.update_layout(height=340)
+    return figure
+
+
+def length_box_figure(summary, threshold: float, subtitle: str | None = None) -> go.Figure:
+    """Box plots of the scores per length bucket, duplicates and non-duplicates side by side, from the
+    quartiles of ``core.analysis.scores_by_length`` (nothing recomputed here), with the threshold as
+    a horizontal line."""
+    figure = go.Figure()
+    buckets = list(dict.fromkeys(summary["bucket"]))
+    for label, name, color in ((0, "not duplicate", OTHER_COLOR), (1, "duplicate", DUPLICATE_COLOR)):
+        part = summary[summary["label"] == label]
+        if part.empty:
+            continue
+        figure.add_trace(go.Box(
+            x=list(part["bucket"]), q1=list(part["q1"]), median=list(part["median"]), q3=list(part["q3"]),
+            lowerfence=list(part["min"]), upperfence=list(part["max"]), mean=list(part["mean"]),
+            name=name, marker_color=color))
+    figure.add_hline(y=threshold, line=dict(color="black", width=2, dash="dash"),
+                     annotation_text=f"threshold {threshold:.2f}", annotation_position="top left")
+    figure.update_layout(boxmode="group", xaxis_title="words in the longer question", yaxis_title="cosine similarity",
+                         xaxis=dict(categoryorder="array", categoryarray=buckets), height=380,
+                         legend=dict(orientation="h", y=-0.25))
+    _title(figure, "Scores by question length", subtitle)
     return figure
 
 

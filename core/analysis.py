@@ -1,0 +1,167 @@
+"""Error analysis of a model's scores on labelled pairs: which pairs it gets wrong at a threshold, how
+its scores spread with question length, and which pairs' questions its training saw.
+
+Pure functions over a pairs frame (``question1``, ``question2``, ``is_duplicate``, as
+``core.data.load_pairs`` returns) and the model's scores for it, row for row. A pair is called a
+duplicate when its score is strictly above the threshold, as in ``core.metrics``.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from core.data import normalise_questions, split_pairs
+from core.evaluation import HeldOut, held_out_pairs
+from core.metrics import predict
+
+FALSE_POSITIVE, FALSE_NEGATIVE = "false positive", "false negative"
+ERROR_KINDS = (FALSE_POSITIVE, FALSE_NEGATIVE)
+ERROR_COLUMNS = ["question1", "question2", "score", "label"]
+# Bucket edges in words of the longer question: (0, 5], (5, 10], ..., (30, inf).
+LENGTH_EDGES = (5, 10, 15, 20, 30)
+SEEN_BOTH, SEEN_ONE, SEEN_NEITHER = "both", "one", "neither"
+SEEN_ORDER = (SEEN_BOTH, SEEN_ONE, SEEN_NEITHER)
+SEEN_COLUMN = "seen in training"
+
+
+def _checked(pairs: pd.DataFrame, scores) -> np.ndarray:
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    if len(scores) != len(pairs):
+        raise ValueError(f"{len(pairs)} pairs but {len(scores)} scores")
+    return scores
+
+
+def cap_pairs(held: HeldOut, limit: int | None, seed: int = 0) -> HeldOut:
+    """At most ``limit`` of ``held``'s pairs, a seeded sample in their original order, the description
+    saying so. ``held`` itself when it is small enough (or ``limit`` is None)."""
+    if limit is None or len(held.pairs) <= limit:
+        return held
+    rows = np.sort(np.random.default_rng(seed).choice(len(held.pairs), size=limit, replace=False))
+    return replace(held, pairs=held.pairs.iloc[rows].reset_index(drop=True),
+                   description=f"{held.description}, of which a seeded sample of {limit:,} (seed {seed})")
+
+
+def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit: int | None = None) -> pd.DataFrame:
+    """The pairs of one error kind at ``threshold``, worst first, at most ``limit`` of them.
+
+    ``FALSE_POSITIVE``: non-duplicates scored above the threshold, highest score first.
+    ``FALSE_NEGATIVE``: duplicates scored at or below it, lowest score first. Ties keep the pairs'
+    order. Columns: question1, question2, score, label, then any other column of ``pairs``; the index
+    is the pair's row in ``pairs``.
+    """
+    if kind not in ERROR_KINDS:
+        raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
+    scores = _checked(pairs, scores)
+    labels = pairs["is_duplicate"].to_numpy().astype(int)
+    said = predict(scores, threshold)
+    if kind == FALSE_POSITIVE:
+        rows = np.flatnonzero((labels == 0) & (said == 1))
+        rows = rows[np.argsort(-scores[rows], kind="stable")]
+    else:
+        rows = np.flatnonzero((labels == 1) & (said == 0))
+        rows = rows[np.argsort(scores[rows], kind="stable")]
+    if limit is not None:
+        rows = rows[:limit]
+    table = pairs.iloc[rows].rename(columns={"is_duplicate": "label"})
+    table.insert(0, "score", scores[rows])
+    table.index = pd.Index(rows, name="pair")
+    extra = [column for column in table.columns if column not in ERROR_COLUMNS]
+    return table[ERROR_COLUMNS + extra]
+
+
+def all_errors(pairs: pd.DataFrame, scores, threshold: float) -> pd.DataFrame:
+    """Every error at ``threshold``: the false positives then the false negatives, each worst first,
+    with an ``error`` column naming the kind and a ``pair`` column holding the row in ``pairs``."""
+    parts = []
+    for kind in ERROR_KINDS:
+        table = error_table(pairs, scores, threshold, kind)
+        table.insert(0, "error", kind)
+        table.insert(0, "pair", table.index.to_numpy())
+        parts.append(table)
+    return pd.concat(parts, ignore_index=True)
+
+
+def longer_question_words(pairs: pd.DataFrame) -> np.ndarray:
+    """Words (whitespace-separated) in the longer question of each pair, (N,)."""
+    first = pairs["question1"].astype(str).str.split().str.len().to_numpy()
+    second = pairs["question2"].astype(str).str.split().str.len().to_numpy()
+    return np.maximum(first, second).astype(int)
+
+
+def length_bucket_names(edges=LENGTH_EDGES) -> list[str]:
+    """"1–5", "6–10", ..., "31+" for edges (5, 10, ..., 30): the buckets in order."""
+    names, low = [], 1
+    for edge in edges:
+        names.append(f"{low}–{edge}")
+        low = edge + 1
+    return names + [f"{low}+"]
+
+
+def length_buckets(lengths, edges=LENGTH_EDGES) -> list[str]:
+    """The bucket name of each length (a length equal to an edge falls in the bucket it closes)."""
+    names = length_bucket_names(edges)
+    return [names[i] for i in np.searchsorted(np.asarray(edges), np.asarray(lengths), side="left")]
+
+
+def scores_by_length(pairs: pd.DataFrame, scores, edges=LENGTH_EDGES) -> pd.DataFrame:
+    """Score distribution per length bucket of the longer question and per label.
+
+    One row per (bucket, label) that holds pairs, buckets in length order then label 0 before 1:
+    bucket, label, pairs, min, q1, median, q3, max, mean (quartiles by linear interpolation,
+    numpy's default).
+    """
+    scores = _checked(pairs, scores)
+    frame = pd.DataFrame({
+        "bucket": pd.Categorical(length_buckets(longer_question_words(pairs), edges),
+                                 categories=length_bucket_names(edges), ordered=True),
+        "label": pairs["is_duplicate"].to_numpy().astype(int),
+        "score": scores,
+    })
+    rows = []
+    for (bucket, label), group in frame.groupby(["bucket", "label"], observed=True, sort=True):
+        values = group["score"].to_numpy()
+        q1, median, q3 = np.percentile(values, [25, 50, 75])
+        rows.append({"bucket": str(bucket), "label": int(label), "pairs": len(values), "min": float(values.min()),
+                     "q1": float(q1), "median": float(median), "q3": float(q3), "max": float(values.max()),
+                     "mean": float(values.mean())})
+    return pd.DataFrame(rows, columns=["bucket", "label", "pairs", "min", "q1", "median", "q3", "max", "mean"])
+
+
+def training_pairs(config: dict, pairs: pd.DataFrame) -> pd.DataFrame | None:
+    """The pairs a saved model trained on, when ``pairs`` is its training dataset (the one
+    ``core.evaluation.held_out_pairs`` recognises): the run's own split made again, its train part.
+    None otherwise (zero-shot MiniLM, or a model trained on other data)."""
+    if not held_out_pairs(config, pairs).is_validation:
+        return None
+    run, train = config["run"], config["train_config"]
+    return split_pairs(pairs, val_fraction=run["val_fraction"], test_fraction=run["test_fraction"],
+                       seed=train["seed"], by_question=run["split_by_question"]).train
+
+
+def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
+    """For each pair of ``pairs``: how many of its two questions occur (normalised) anywhere in
+    ``train``: "both", "one" or "neither" (the last is ``core.data.unseen_mask``'s True)."""
+    seen = set(normalise_questions(train["question1"])) | set(normalise_questions(train["question2"]))
+    first = np.array([text in seen for text in normalise_questions(pairs["question1"])], dtype=bool)
+    second = np.array([text in seen for text in normalise_questions(pairs["question2"])], dtype=bool)
+    count = first.astype(int) + second.astype(int)
+    names = np.array([SEEN_NEITHER, SEEN_ONE, SEEN_BOTH], dtype=object)
+    return pd.Series(names[count], index=pairs.index, name=SEEN_COLUMN)
+
+
+def accuracy_by_group(labels, scores, threshold: float, groups, order=None) -> pd.DataFrame:
+    """Pairs, errors and accuracy at ``threshold`` per group (e.g. ``seen_in_training`` or
+    ``length_buckets``): columns group, pairs, errors, accuracy. Groups in ``order`` (those holding
+    pairs), else in order of first appearance."""
+    labels = np.asarray(labels).astype(int).ravel()
+    wrong = predict(np.asarray(scores, dtype=np.float64).ravel(), threshold) != labels
+    groups = pd.Series(np.asarray(groups, dtype=object))
+    rows = []
+    present = set(groups)
+    for group in ([group for group in order if group in present] if order is not None else pd.unique(groups)):
+        mask = (groups == group).to_numpy()
+        rows.append({"group": group, "pairs": int(mask.sum()), "errors": int(wrong[mask].sum()),
+                     "accuracy": float(1 - wrong[mask].mean())})
+    return pd.DataFrame(rows, columns=["group", "pairs", "errors", "accuracy"])

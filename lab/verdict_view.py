@@ -1,0 +1,153 @@
+"""The Verdict page's blocks: the question form and its verdict, the threshold on held-out pairs, and the
+error analysis. Widgets and layout only: the numbers come from ``core.metrics`` and ``core.analysis``,
+the figures from ``lab.figures``."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from core import analysis
+from core.export import safe_csv
+from core.metrics import curves, predict, ranking_metrics, threshold_metrics
+from lab import cached, figures
+from lab.session import ZERO_SHOT, show_error
+
+PERSIST = "session"  # the typed questions and the threshold survive a visit to another page
+CHECKED = "verdict_checked"  # session key: the (question1, question2) the verdict was computed for
+DEFAULT_QUESTIONS = {"question1": "How do I learn Python?", "question2": "What is the best way to learn Python?"}
+ERROR_ROWS = 20  # worst false positives / negatives shown (the download holds them all)
+
+
+# ---- the questions and the verdict -------------------------------------------------------------
+def question_form() -> tuple[str, str]:
+    """Both questions in one form: they reach the page together, when **Check** is pressed; the pair
+    then checked is remembered in ``st.session_state[CHECKED]``. Returns the questions shown."""
+    for key, text in DEFAULT_QUESTIONS.items():
+        st.session_state.setdefault(key, text)
+    with st.form("verdict_form", border=False):
+        first, second = st.columns(2)
+        question1 = first.text_area("Question 1", key="question1", height=100, persist_state=PERSIST)
+        question2 = second.text_area("Question 2", key="question2", height=100, persist_state=PERSIST)
+        if st.form_submit_button("Check", key="check", type="primary", icon=":material/balance:"):
+            st.session_state[CHECKED] = (question1, question2)
+    return question1, question2
+
+
+def show_verdict(choice: str, model, question1: str, question2: str, threshold: float) -> None:
+    """The verdict on the pair shown, only if it is the pair last checked: never a verdict next to
+    questions it was not computed for."""
+    if st.session_state.get(CHECKED) != (question1, question2):
+        st.info("Press **Check** to get the verdict on these two questions.", icon=":material/balance:")
+        return
+    if not question1.strip() or not question2.strip():
+        st.info("Type a question in both boxes to get a verdict.")
+        return
+    try:
+        with st.spinner("Encoding…"):
+            score = cached.pair_score(choice, cached.model_stamp(choice), question1, question2)
+    except Exception as error:
+        show_error(f"Could not score the pair: {error}")
+        return
+    score_column, verdict_column = st.columns([1, 3])
+    score_column.metric("Cosine similarity", f"{score:.3f}")
+    is_duplicate = bool(predict([score], threshold)[0])
+    with verdict_column:
+        if is_duplicate:
+            st.header(":green[:material/check_circle: DUPLICATE]")
+        else:
+            st.header(":red[:material/cancel: NOT DUPLICATE]")
+        st.caption(f"{score:.3f} is {'above' if is_duplicate else 'not above'} the threshold {threshold:.2f}.")
+    st.markdown("**The pair checked** (the verdict is for these two questions; after editing them, press "
+                "**Check** again):")
+    limit = model.tokenizer.max_length
+    for name, text in (("Question 1", question1), ("Question 2", question2)):
+        st.text(text)
+        count = model.tokenizer.count(text)
+        if count > limit:
+            st.caption(f"{name} has {count} tokens; it was truncated to {limit} tokens, the most this model reads.")
+
+
+# ---- the threshold on held-out pairs -----------------------------------------------------------
+def _measured_on(measured: cached.HeldOutScores) -> str:
+    return f"Measured on {measured.description}."
+
+
+def show_measurements(measured: cached.HeldOutScores, threshold: float) -> None:
+    """Metrics, confusion matrix, score histogram, ROC and precision-recall at ``threshold``, in
+    full-width rows, each saying which pairs it was measured on."""
+    st.subheader("This threshold on held-out pairs")
+    st.caption(_measured_on(measured))
+    labels, scores, subtitle = measured.labels, measured.scores, measured.description
+    metrics = threshold_metrics(labels, scores, threshold)
+    ranking = ranking_metrics(labels, scores)
+    shown = {"Accuracy": metrics["accuracy"], "Precision": metrics["precision"], "Recall": metrics["recall"],
+             "F1": metrics["f1"], "ROC AUC": ranking["roc_auc"], "Average precision": ranking["average_precision"]}
+    for column, (label, value) in zip(st.columns(len(shown)), shown.items()):
+        column.metric(label, f"{value:.3f}" if np.isfinite(value) else "—")  # NaN: one class only
+    left, right = st.columns(2)
+    left.plotly_chart(figures.confusion_figure(metrics, subtitle=subtitle), key="confusion",
+                      config=figures.PLOTLY_CONFIG)
+    right.plotly_chart(figures.score_histogram(labels, scores, threshold, title="Scores of these pairs",
+                                               subtitle=subtitle), key="histogram", config=figures.PLOTLY_CONFIG)
+    if len(set(labels.tolist())) < 2:
+        st.info("These pairs hold only one class, so there is no ROC or precision-recall curve.")
+        return
+    fpr, tpr, precision, recall = figures.operating_point(metrics)
+    points = curves(labels, scores)
+    left, right = st.columns(2)
+    left.plotly_chart(figures.roc_figure(points["roc"], (fpr, tpr), ranking["roc_auc"], subtitle=subtitle),
+                      key="roc", config=figures.PLOTLY_CONFIG)
+    right.plotly_chart(figures.pr_figure(points["pr"], (recall, precision), ranking["average_precision"],
+                                         subtitle=subtitle), key="pr", config=figures.PLOTLY_CONFIG)
+
+
+# ---- error analysis ----------------------------------------------------------------------------
+SCORE_FORMAT = {"score": st.column_config.NumberColumn("score", format="%.3f"),
+                "accuracy": st.column_config.NumberColumn("accuracy", format="%.3f")}
+
+
+def _seen_note(choice: str, measured: cached.HeldOutScores) -> str:
+    if measured.training_pairs is not None:
+        return (f"“{analysis.SEEN_COLUMN}”: how many of a pair's two questions (after normalising) occur in the "
+                f"{measured.training_pairs:,} pairs this model trained on.")
+    if choice == ZERO_SHOT:
+        return ("Zero-shot MiniLM was trained outside the lab: which of these questions its pretraining saw is "
+                "not known.")
+    return ("Which of these questions this model's training saw is not known: it did not train on the active "
+            "dataset (or its folder does not record the split it trained on).")
+
+
+def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: float) -> None:
+    """The worst false positives and negatives at ``threshold`` (sortable, all of them downloadable),
+    the scores by question length, and the accuracy on pairs whose questions training saw or not."""
+    pairs, labels, scores = measured.pairs, measured.labels, measured.scores
+    st.subheader("Error analysis")
+    st.caption(f"At the threshold {threshold:.2f}. {_measured_on(measured)} {_seen_note(choice, measured)}")
+    for kind, what in ((analysis.FALSE_POSITIVE, "not duplicates scored above the threshold, highest first"),
+                       (analysis.FALSE_NEGATIVE, "duplicates scored at or below the threshold, lowest first")):
+        table = analysis.error_table(pairs, scores, threshold, kind)
+        st.markdown(f"**Worst {kind}s** ({what}): {min(len(table), ERROR_ROWS)} of {len(table):,}")
+        if table.empty:
+            st.caption(f"No {kind} at this threshold.")
+        else:
+            st.dataframe(table.head(ERROR_ROWS), key=kind.replace(" ", "_") + "s", column_config=SCORE_FORMAT)
+    errors = analysis.all_errors(pairs, scores, threshold)
+    st.download_button(f"Download all {len(errors):,} errors (CSV)", safe_csv(errors), key="download_errors",
+                       file_name=f"verdict_errors_at_{threshold:.2f}.csv", mime="text/csv",
+                       icon=":material/download:", on_click="ignore")
+
+    lengths = analysis.length_buckets(analysis.longer_question_words(pairs))
+    figure_column, table_column = st.columns([3, 2])
+    figure_column.plotly_chart(figures.length_box_figure(analysis.scores_by_length(pairs, scores), threshold,
+                                                         subtitle=measured.description),
+                               key="by_length", config=figures.PLOTLY_CONFIG)
+    with table_column:
+        st.markdown("**Accuracy by length of the longer question** (words)")
+        st.dataframe(analysis.accuracy_by_group(labels, scores, threshold, lengths,
+                                                order=analysis.length_bucket_names()),
+                     hide_index=True, key="accuracy_by_length", column_config=SCORE_FORMAT)
+        if analysis.SEEN_COLUMN in pairs:
+            st.markdown("**Accuracy by questions seen in training**")
+            st.dataframe(analysis.accuracy_by_group(labels, scores, threshold, pairs[analysis.SEEN_COLUMN],
+                                                    order=analysis.SEEN_ORDER),
+                         hide_index=True, key="accuracy_by_seen", column_config=SCORE_FORMAT)
