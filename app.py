@@ -50,7 +50,8 @@ PAGES = [
     ("pages/3_Similarity_matrix.py", "3. Similarity matrix — see one batch through the losses", ":material/grid_on:"),
     ("pages/4_Verdict.py", "4. Verdict — type two questions and get same / not the same", ":material/balance:"),
     ("pages/5_Search.py", "5. Search — find the stored questions closest to a new one", ":material/search:"),
-    ("pages/6_Compare.py", "6. Compare — every trained model's validation metrics side by side", ":material/bar_chart:"),
+    ("pages/6_Compare.py", "6. Compare — every trained model and two baselines, scored on the same pairs", ":material/bar_chart:"),
+    ("pages/7_Map.py", "7. Map — the dataset's questions as a 2-D map of the model's vectors", ":material/scatter_plot:"),
 ]
 for path, label, icon in PAGES:
     if (HERE / path).is_file():  # a page link to a missing file would stop the home page

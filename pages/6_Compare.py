@@ -1,34 +1,93 @@
-"""Compare: every saved model in the models folder with its validation metrics, as a table, a chart and a CSV."""
+"""Compare: every saved model, zero-shot MiniLM and a TF-IDF baseline, scored on the same pairs of the
+active dataset, as a sortable table, a chart and a CSV; each model's training details on demand."""
 import streamlit as st
 
 from lab.session import setup_page
 
 setup_page("Compare")
 
+from core.baselines import COMPARE_COLUMNS, METRICS, comparison_table, sort_table  # noqa: E402
 from core.export import METRIC_COLUMNS, runs_table, safe_csv  # noqa: E402
 from core.models import MODEL_LABELS  # noqa: E402
 from core.saving import list_runs  # noqa: E402
-from lab import charts  # noqa: E402
+from lab import cached, compare_view  # noqa: E402
+from lab.figures import PLOTLY_CONFIG  # noqa: E402
 
 state = st.session_state
+SORT_CHOICES = [*METRICS.values(), "threshold", "model"]
+SHOWN_COLUMNS = ["model", "kind", *METRICS.values(), "threshold"]
 
 st.title("Compare models")
-st.caption(f"Models folder: `{state.runs_root}` (change it on the Train page). Each model is measured on its own "
-           "validation split, at the threshold that maximised accuracy there; compare models trained on the same data.")
+st.caption("Every saved model of the models folder, beside two references that need no training (zero-shot "
+           "MiniLM and the TF-IDF cosine of the two questions), scored on **one common set of pairs** of the "
+           "active dataset: the pairs that none of the compared models trained on.")
 
 runs, problems = list_runs(state.runs_root)
 if not runs:
-    st.info(f"No trained model in `{state.runs_root}` yet: train one on the Train page and it appears here.")
+    st.info(f"No trained model in `{state.runs_root}` yet: train one on the Train page to see it beside the "
+            "two references below.")
     st.page_link("pages/2_Train.py", label="Go to the Train page", icon=":material/model_training:")
-else:
-    table = runs_table(runs, MODEL_LABELS)
-    number_formats = {column: st.column_config.NumberColumn(format="%.3f") for column in METRIC_COLUMNS.values()}
-    number_formats["epochs run"] = st.column_config.NumberColumn(format="%d")
-    number_formats["training time (s)"] = st.column_config.NumberColumn(format="%.1f")
-    number_formats["pairs/s"] = st.column_config.NumberColumn(format="%.0f")
-    st.dataframe(table, hide_index=True, width="stretch", column_config=number_formats)
-    st.download_button("Download the table (CSV)", safe_csv(table), file_name="siamese_lab_models.csv",
-                       mime="text/csv", key="download_csv", icon=":material/download:")
-    st.plotly_chart(charts.compare_bars(table), width="stretch", key="compare_bars")
+names = [run["name"] for run in runs]
+picked = st.multiselect("Saved models to compare", names, default=names, key="compare_models",
+                        help="Each model trained on the active dataset limits the common pairs to the pairs its "
+                             "training held out; leave one out to compare the others on more pairs.")
+chosen = [run for run in runs if run["name"] in picked]
+
+pairs = state.pairs
+key = cached.active_data_key(pairs)
+with st.spinner("Finding the pairs no compared model trained on…"):
+    common = compare_view.common(key, chosen, pairs)
+st.markdown(f"**Scored on {common.description}.**")
+if common.pairs.empty:
+    st.warning("No pair of the active dataset was held out by every compared model (their validation splits do "
+               "not overlap): leave some models out above to compare the others.")
+    st.stop()
+if common.pairs["is_duplicate"].nunique() < 2:
+    st.warning("These pairs hold only one class: ROC AUC and average precision are undefined (blank).")
+
+bar = st.progress(0.0, text="Scoring the models on the common pairs (once per model and dataset)…")
+rows, failures = compare_view.score_rows(chosen, common, key, pairs, bar=bar)
+bar.empty()
+table = comparison_table(rows)
+
+sort_column, order_column, _ = st.columns([2, 1, 3], vertical_alignment="bottom")
+sort_by = sort_column.selectbox("Sort by", SORT_CHOICES, index=0, key="compare_sort")
+ascending = order_column.toggle("Ascending", value=False, key="compare_ascending")
+shown = sort_table(table, sort_by, ascending)
+
+number = st.column_config.NumberColumn
+# Seven columns that fit a laptop screen; where each threshold comes from is in the caption and the CSV.
+st.dataframe(shown, hide_index=True, width="stretch", key="compare_table", column_order=SHOWN_COLUMNS,
+             column_config={
+                 "model": st.column_config.TextColumn(width=300, pinned=True),
+                 "kind": st.column_config.TextColumn(width=180),
+                 **{column: number(format="%.3f", width=95) for column in METRICS.values()},
+                 "threshold": number(format="%.3f", width=80, help="Accuracy and F1 are measured at this threshold "
+                                                                    "(duplicate when the score is above it)."),
+             })
+st.caption(f"{len(common.pairs):,} pairs ({common.duplicates:,} duplicates): {common.description}. "
+           "ROC AUC and average precision need no threshold; accuracy and F1 are at each model's calibrated "
+           "threshold (a saved model's from its own validation split, zero-shot MiniLM's default). The TF-IDF "
+           "baseline has no threshold of its own: it is calibrated on these same pairs, which flatters its "
+           f"accuracy and F1. TF-IDF is fitted on {common.fit_description}.")
+st.download_button("Download the table (CSV)", safe_csv(shown[COMPARE_COLUMNS]), file_name="siamese_lab_comparison.csv",
+                   mime="text/csv", key="download_csv", icon=":material/download:")
+st.plotly_chart(compare_view.metric_bars(shown, common.label), width="stretch", key="compare_bars",
+                config=PLOTLY_CONFIG)
+
+if chosen:
+    with st.expander("Training details of the saved models (each on its own validation split)"):
+        details = runs_table(chosen, MODEL_LABELS)
+        formats = {column: st.column_config.NumberColumn(format="%.3f") for column in METRIC_COLUMNS.values()}
+        formats["epochs run"] = st.column_config.NumberColumn(format="%d")
+        formats["training time (s)"] = st.column_config.NumberColumn(format="%.1f")
+        formats["pairs/s"] = st.column_config.NumberColumn(format="%.0f")
+        st.dataframe(details, hide_index=True, width="stretch", column_config=formats, key="details_table")
+        st.caption("These validation metrics were measured at training time, each model on its own validation "
+                   "split (possibly of another dataset): they are not comparable across models. The table above is.")
+        st.download_button("Download the training details (CSV)", safe_csv(details), key="download_details",
+                           file_name="siamese_lab_models.csv", mime="text/csv", icon=":material/download:")
+for message in failures:
+    st.warning(message)
 for problem in problems:
     st.warning(f"Not loaded: {problem}")

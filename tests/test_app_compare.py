@@ -1,15 +1,22 @@
-"""The Compare page (AppTest) and its helpers: the runs table, the bar chart, the formula-safe CSV."""
+"""The Compare page (AppTest: every model and the references on the same pairs) and its helpers: the runs
+table, the formula-safe CSV."""
 import io
 import json
 import math
 
 import pandas as pd
 import pytest
+from sklearn.metrics import roc_auc_score
 
+from core.baselines import (
+    COMPARE_COLUMNS, METRICS, TFIDF_LABEL, common_pairs, comparison_row, model_scores, sort_table, tfidf_scores,
+)
+from core.data import split_pairs
 from core.export import METRIC_COLUMNS, RUN_COLUMNS, runs_table, safe_csv
 from core.objectives import LossConfig
-from core.models import MODEL_LABELS
+from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs
+from lab import compare_view
 
 COMPARE = "pages/6_Compare.py"
 
@@ -60,35 +67,155 @@ def test_runs_table_tolerates_missing_fields():
     assert all(math.isnan(row[column]) for column in ["epochs run", *METRIC_COLUMNS.values()])
 
 
-# ---- the page ---------------------------------------------------------------------------------------
-def test_compare_lists_the_models_with_their_metrics(runs_with_models, open_page, plotly_figures):
+# ---- the page ----------------------------------------------------------------------------------------
+def _expected_row(choice, name, kind, common, source):
+    """The comparison row of one model computed here, outside the app, from the same pairs."""
+    from core.models import load_model
+
+    model, config = load_model(choice)
+    labels = common.pairs["is_duplicate"].to_numpy()
+    return comparison_row(name, kind, labels, model_scores(model, common.pairs), config["thresholds"]["accuracy"],
+                          source)
+
+
+def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_with_models, open_page,
+                                                                          plotly_figures, sample_pairs):
     root, folders = runs_with_models
+    pairs, _ = sample_pairs
+    runs = list_runs(root)[0]
     at = open_page(COMPARE)
     assert not at.exception and not at.info
-    [shown] = [frame.value for frame in at.dataframe]
-    expected = runs_table(list_runs(root)[0], MODEL_LABELS)
-    pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected)
-    assert sorted(shown["name"]) == sorted(folder.name for folder in folders.values())
-    for folder in folders.values():
-        validation = json.loads((folder / "config.json").read_text())["metrics"]["validation"]
-        row = shown.set_index("name").loc[folder.name]
-        assert row["val ROC AUC"] == pytest.approx(validation["roc_auc"])
-        assert row["val accuracy"] == pytest.approx(validation["accuracy"])
 
+    # the common pairs: both tiny models trained on the sample with the default split, so their validation
+    # pairs, which neither trained on
+    common = common_pairs(runs, pairs)
+    val = split_pairs(pairs, val_fraction=0.1, test_fraction=0.0, seed=0).val
+    assert len(common.pairs) == len(val) == 48 and len(common.constrained_by) == 2
+    assert sorted(zip(common.pairs["question1"], common.pairs["question2"])) == \
+        sorted(zip(val["question1"], val["question2"]))
+    assert any(f"Scored on {common.description}" in block.value for block in at.markdown)
+    [caption] = [c.value for c in at.caption if c.value.startswith(f"{len(val)} pairs (")]
+    assert common.description in caption and "TF-IDF is fitted on the questions of the other 431 pairs" in caption
+
+    [shown, details] = [frame.value for frame in at.dataframe]
+    assert shown.columns.tolist() == COMPARE_COLUMNS  # all in the CSV; the screen shows the ones that fit
+    assert list(at.dataframe[0].proto.column_order) == ["model", "kind", *METRICS.values(), "threshold"]
+    assert set(shown["model"]) == {
+        ZERO_SHOT_LABEL, TFIDF_LABEL, *(folder.name for folder in folders.values())}
+    assert shown["ROC AUC"].tolist() == sorted(shown["ROC AUC"], reverse=True)  # the default order
+    rows = shown.set_index("model")
+
+    # every number is the metric of that model's scores on exactly these pairs
+    lstm = _expected_row(str(folders["lstm"]), folders["lstm"].name, MODEL_LABELS["lstm"], common,
+                         compare_view.SAVED_SOURCE)
+    minilm = _expected_row("minilm", ZERO_SHOT_LABEL, "reference", common, compare_view.ZERO_SHOT_SOURCE)
+    tfidf = comparison_row(TFIDF_LABEL, "reference", common.pairs["is_duplicate"].to_numpy(),
+                           tfidf_scores(common.pairs["question1"], common.pairs["question2"], common.fit_texts(pairs)),
+                           None, compare_view.TFIDF_SOURCE)
+    assert minilm["threshold"] == ZERO_SHOT_THRESHOLD
+    for expected in (lstm, minilm, tfidf):
+        row = rows.loc[expected["model"]]
+        for column in COMPARE_COLUMNS[1:]:
+            assert row[column] == pytest.approx(expected[column], abs=1e-6) if isinstance(expected[column], float) \
+                else row[column] == expected[column], (expected["model"], column)
+    lstm_config = json.loads((folders["lstm"] / "config.json").read_text())
+    assert rows.loc[folders["lstm"].name, "threshold"] == pytest.approx(lstm_config["thresholds"]["accuracy"])
+
+    # the chart: the same rows in the same order, titled with the pairs measured on
     [bars] = plotly_figures(at)
-    assert bars["layout"]["barmode"] == "group"
-    assert [trace["name"] for trace in bars["data"]] == list(METRIC_COLUMNS.values())
-    for trace, column in zip(bars["data"], METRIC_COLUMNS.values()):
-        assert trace["x"] == shown["name"].tolist()
-        assert trace["y"] == pytest.approx(shown[column].tolist())
-    assert at.get("download_button")[0].proto.label == "Download the table (CSV)"
+    assert common.label in bars["layout"]["title"]["text"] and "48" in bars["layout"]["title"]["text"]
+    assert [trace["name"] for trace in bars["data"]] == list(METRICS.values())
+    for trace, column in zip(bars["data"], METRICS.values()):
+        assert trace["x"] == shown["model"].tolist()
+        assert trace["y"] == pytest.approx(shown[column].tolist(), nan_ok=True)
+
+    # the training details, on demand: the runs table of core.export
+    pd.testing.assert_frame_equal(details.reset_index(drop=True), runs_table(runs, MODEL_LABELS))
+    assert [b.proto.label for b in at.get("download_button")] == ["Download the table (CSV)",
+                                                                  "Download the training details (CSV)"]
+
+    # ranking by any column, either way
+    at.selectbox(key="compare_sort").select("F1").run()
+    at.toggle(key="compare_ascending").set_value(True).run()
+    assert not at.exception
+    resorted = at.dataframe[0].value
+    assert resorted["F1"].tolist() == sorted(resorted["F1"])
+    pd.testing.assert_frame_equal(resorted, sort_table(shown, "F1", ascending=True))
+    assert plotly_figures(at)[0]["data"][0]["x"] == resorted["model"].tolist()
 
 
-def test_compare_without_models_says_where_to_train(runs_root, open_page):
+def test_compare_without_models_compares_the_references_on_all_pairs(runs_root, sample_pairs):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import APP_TIMEOUT, ROOT
+
+    pairs = sample_pairs[0].iloc[:120].reset_index(drop=True)  # a small active dataset: MiniLM scores it fast
     (runs_root / ".tmp-lstm-triplet-x").mkdir()  # an interrupted save is reported, not listed
-    at = open_page(COMPARE)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
+    at.session_state["pairs"] = pairs
+    at.switch_page(COMPARE).run()
     assert not at.exception
     [info] = at.info
     assert "No trained model" in info.value and "Train page" in info.value
-    assert not at.dataframe and not at.get("plotly_chart")
+    assert any("Scored on all 120 pairs of the active dataset" in block.value for block in at.markdown)
+    [shown] = [frame.value for frame in at.dataframe]
+    assert sorted(shown["model"]) == sorted([ZERO_SHOT_LABEL, TFIDF_LABEL])
+    tfidf = shown.set_index("model").loc[TFIDF_LABEL]
+    scores = tfidf_scores(pairs["question1"], pairs["question2"])  # fitted on the pairs themselves
+    assert tfidf["ROC AUC"] == pytest.approx(roc_auc_score(pairs["is_duplicate"], scores))
     assert "left over from an interrupted save" in at.warning[0].value
+
+
+# ---- runs that did not finish say so: the status column and the model pickers ---------------------------
+def _with_status(folder, status):
+    """Rewrite a saved run's recorded status (``None``: a folder from before statuses were recorded)."""
+    config = json.loads((folder / "config.json").read_text())
+    if status is None:
+        del config["training"]["status"]
+    else:
+        config["training"]["status"] = status
+    (folder / "config.json").write_text(json.dumps(config))
+    return config
+
+
+def test_runs_table_has_a_status_column_in_the_status_vocabulary():
+    recorded = ["done", "completed", "early_stopped", "cancelled", "failed", None]
+    runs = [{"name": f"run{i}", "training": {} if status is None else {"status": status}}
+            for i, status in enumerate(recorded)]
+    runs.append({"name": "broken", "training": "not a mapping"})
+    table = runs_table(runs)
+    assert RUN_COLUMNS[:2] == ["name", "status"]
+    # folders saved before core.status say completed / early_stopped for a done run
+    assert table["status"].tolist() == ["done", "done", "done", "cancelled", "failed", "?", "?"]
+
+
+def _picker_labels():
+    import os
+
+    import streamlit as st
+
+    from lab.session import model_choices
+
+    st.session_state.runs_root = os.environ["SIAMESE_LAB_RUNS"]
+    for label in model_choices():
+        st.text(label)
+
+
+def test_model_pickers_mark_cancelled_and_failed_runs(runs_with_models):
+    from streamlit.testing.v1 import AppTest
+
+    root, folders = runs_with_models
+    cancelled = _with_status(folders["lstm"], "cancelled")
+    old_done = _with_status(folders["dual-transformer"], "completed")
+    at = AppTest.from_function(_picker_labels, default_timeout=60).run()
+    assert not at.exception, at.exception
+    labels = [text.value for text in at.text]
+    auc = cancelled["metrics"]["validation"]["roc_auc"]
+    assert f"{folders['lstm'].name} (cancelled, val AUC {auc:.3f})" in labels
+    old_auc = old_done["metrics"]["validation"]["roc_auc"]
+    assert f"{folders['dual-transformer'].name} (val AUC {old_auc:.3f})" in labels  # a done run needs no mark
+    assert len(labels) == 3  # zero-shot MiniLM and the two saved runs
+
+    _with_status(folders["dual-transformer"], "failed")
+    at.run()
+    assert f"{folders['dual-transformer'].name} (failed, val AUC {old_auc:.3f})" in [t.value for t in at.text]

@@ -57,7 +57,8 @@ def test_cli_inference_commands_do_not_import_training(lstm_folder, tmp_path):
 
 
 def test_inference_pages_do_not_import_training(lstm_folder):
-    pages = ["pages/3_Similarity_matrix.py", "pages/4_Verdict.py", "pages/5_Search.py", "pages/6_Compare.py"]
+    pages = ["pages/3_Similarity_matrix.py", "pages/4_Verdict.py", "pages/5_Search.py", "pages/6_Compare.py",
+             "pages/7_Map.py"]
     modules = imported_after([], pages, lstm_folder.parent)
     assert "core.models.registry" in modules
     assert not [name for name in modules if any(name == t or name.startswith(t + ".") for t in TRAINING_MODULES)]

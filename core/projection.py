@@ -1,0 +1,123 @@
+"""A 2-D map of sentence vectors: PCA coordinates, k-means clusters and cosine nearest neighbours.
+
+All from scikit-learn and numpy, no streamlit. Vectors are compared by cosine similarity, as the models
+score pairs: rows are scaled to unit length before clustering and neighbour search (an all-zero row
+stays zero).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+MAP_MAX_POINTS = 20_000  # above this many questions the map shows a seeded sample (WebGL stays responsive)
+MAP_SEED = 0
+DUPLICATE_LABEL, NOT_DUPLICATE_LABEL = "in a duplicate pair", "only in non-duplicate pairs"
+
+
+def _matrix(vectors) -> np.ndarray:
+    v = np.asarray(vectors, dtype=np.float64)
+    if v.ndim != 2:
+        raise ValueError(f"expected an (N, d) matrix of vectors, got shape {v.shape}")
+    return v
+
+
+def unit_rows(vectors) -> np.ndarray:
+    """(N, d) rows scaled to length 1; a zero row stays zero."""
+    v = _matrix(vectors)
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+
+def _pca(vectors):
+    from sklearn.decomposition import PCA
+
+    v = _matrix(vectors)
+    n, d = v.shape
+    components = min(2, n, d)
+    if components == 0 or n < 2:  # nothing to spread: every point at the origin
+        return np.zeros((n, 2)), np.zeros(2)
+    # the eigenvectors of the d x d covariance when there are many more rows than dimensions (the map's
+    # case: 20,000 x 384 in a fraction of the time of a full SVD), else the exact SVD; both deterministic
+    pca = PCA(n_components=components, svd_solver="covariance_eigh" if n > 2 * d else "full")
+    points = pca.fit_transform(v)  # (N, components)
+    ratio = np.nan_to_num(pca.explained_variance_ratio_)
+    if components < 2:  # one vector or one dimension: the missing axis is all zeros
+        points = np.hstack([points, np.zeros((n, 2 - components))])
+        ratio = np.concatenate([ratio, np.zeros(2 - components)])
+    return points, ratio
+
+
+def project_2d(vectors) -> np.ndarray:
+    """(N, 2) coordinates of the rows of ``vectors`` on their first two principal components
+    (scikit-learn's ``PCA``, exact SVD, so the same input always gives the same map)."""
+    return _pca(vectors)[0]
+
+
+def clusters(vectors, k: int, seed: int = MAP_SEED) -> np.ndarray:
+    """(N,) cluster ids 0..k-1 of the unit-length rows by k-means (scikit-learn ``KMeans``: one seeded
+    k-means++ start, in float32, so 20,000 points take about a second).
+
+    ``k`` is capped at the number of distinct rows, so a tiny input never fails.
+    """
+    from sklearn.cluster import KMeans
+
+    v = unit_rows(vectors).astype(np.float32)
+    if len(v) == 0:
+        return np.zeros(0, dtype=int)
+    k = max(1, min(int(k), len({row.tobytes() for row in v})))
+    return KMeans(n_clusters=k, n_init=1, random_state=seed).fit_predict(v).astype(int)
+
+
+def nearest(vectors, query, k: int, exclude: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` rows of ``vectors`` most cosine-similar to ``query`` (a (d,) vector), best first, as
+    (indices, cosines); ties go to the lower index. ``exclude`` leaves one row out (the query itself)."""
+    v = unit_rows(vectors)
+    q = np.asarray(query, dtype=np.float64).ravel()
+    if q.shape[0] != v.shape[1]:
+        raise ValueError(f"the query has {q.shape[0]} dimensions, the vectors {v.shape[1]}")
+    q = q / max(float(np.linalg.norm(q)), 1e-12)
+    scores = v @ q  # (N,)
+    order = np.argsort(-scores, kind="stable")
+    if exclude is not None:
+        order = order[order != exclude]
+    top = order[: max(0, int(k))]
+    return top, scores[top]
+
+
+def neighbours(vectors, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest other rows of row ``index`` by cosine similarity, best first: (indices, cosines)."""
+    v = _matrix(vectors)
+    if not 0 <= index < len(v):
+        raise IndexError(f"row {index} is outside 0..{len(v) - 1}")
+    return nearest(v, v[index], k, exclude=index)
+
+
+def sample_indices(count: int, cap: int = MAP_MAX_POINTS, seed: int = MAP_SEED) -> np.ndarray:
+    """All of 0..count-1 when ``count <= cap``, else a seeded sample of ``cap`` of them, in increasing order."""
+    if count <= cap:
+        return np.arange(count)
+    return np.sort(np.random.default_rng(seed).choice(count, size=cap, replace=False))
+
+
+def question_labels(pairs: pd.DataFrame, texts: Sequence[str]) -> list[str]:
+    """For each text (as ``core.search.corpus_questions`` gives them: stripped), ``DUPLICATE_LABEL`` when
+    it is a question of at least one duplicate pair, else ``NOT_DUPLICATE_LABEL``."""
+    duplicates = pairs[pairs["is_duplicate"] == 1]
+    in_duplicate = set(duplicates["question1"].astype(str).str.strip()) | set(
+        duplicates["question2"].astype(str).str.strip())
+    return [DUPLICATE_LABEL if text in in_duplicate else NOT_DUPLICATE_LABEL for text in texts]
+
+
+@dataclass
+class MapLayout:
+    points: np.ndarray  # (N, 2) PCA coordinates
+    clusters: np.ndarray  # (N,) k-means cluster ids
+    variance: np.ndarray  # (2,) share of the variance each axis keeps
+
+
+def map_layout(vectors, k: int, seed: int = MAP_SEED) -> MapLayout:
+    """Everything the map draws from the vectors: ``project_2d``, ``clusters`` and the variance kept."""
+    points, ratio = _pca(vectors)
+    return MapLayout(points, clusters(vectors, k, seed), ratio)

@@ -1,0 +1,99 @@
+"""The Compare page's caches, scoring loop and figure.
+
+Scores are cached per (model, saved-folder stamp, pairs scored) in chunks of ``SCORE_CHUNK`` pairs with
+``st.cache_data``: the page draws a progress bar between chunks (a bar drawn inside a cached function
+would be replayed), and a rerun (a new sort order) encodes nothing again. The numbers come from
+``core.baselines``; this module only loads, caches and draws.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from core.baselines import (
+    METRICS, REFERENCE, TFIDF_LABEL, CommonPairs, common_pairs, comparison_row, model_scores, tfidf_scores,
+)
+from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
+from lab.cached import model_stamp
+from lab.session import ZERO_SHOT, get_model
+
+SCORE_CHUNK = 256  # pairs per cached chunk: the progress bar moves every few seconds even for MiniLM on a CPU
+ZERO_SHOT_SOURCE = "MiniLM's default (calibrated on the bundled sample)"
+SAVED_SOURCE = "its own validation split (config.json)"
+TFIDF_SOURCE = "these same pairs (best accuracy here: optimistic)"
+UNCALIBRATED_SOURCE = "these same pairs (no saved threshold: optimistic)"
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def common(key: str, runs: Sequence[dict], _pairs: pd.DataFrame) -> CommonPairs:
+    """``core.baselines.common_pairs`` of the dataset with ``data_key`` ``key`` for the compared runs."""
+    return common_pairs(list(runs), _pairs)
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _chunk_scores(choice: str, stamp: float, pairs_key: str, start: int, _chunk: pd.DataFrame) -> np.ndarray:
+    model, _ = get_model(choice)
+    return model_scores(model, _chunk)
+
+
+@st.cache_data(show_spinner="Scoring the TF-IDF baseline…", max_entries=16)
+def _tfidf(pairs_key: str, key: str, _common: CommonPairs, _dataset: pd.DataFrame) -> np.ndarray:
+    chosen = _common.pairs
+    return tfidf_scores(chosen["question1"], chosen["question2"], _common.fit_texts(_dataset))
+
+
+def scores_of(choice: str, chosen: CommonPairs, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """(N,) cosine scores of ``chosen.pairs`` under a model, cached chunk by chunk;
+    ``progress(pairs done, total)`` after every chunk."""
+    pairs, total, stamp, pairs_key = chosen.pairs, len(chosen.pairs), model_stamp(choice), chosen.key
+    parts = []
+    for start in range(0, total, SCORE_CHUNK):
+        chunk = pairs.iloc[start : start + SCORE_CHUNK].reset_index(drop=True)
+        parts.append(_chunk_scores(choice, stamp, pairs_key, start, chunk))
+        if progress is not None:
+            progress(min(start + SCORE_CHUNK, total), total)
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.DataFrame,
+               bar=None) -> tuple[list[dict], list[str]]:
+    """The comparison rows (zero-shot MiniLM, every run, TF-IDF) on ``chosen.pairs`` of ``dataset`` (whose
+    ``data_key`` is ``key``), and one message per model that could not be scored. ``kind`` is "reference"
+    or the trained model's family. ``bar`` is an ``st.progress`` element moved as models are scored."""
+    labels = chosen.pairs["is_duplicate"].to_numpy()
+    entries = [(ZERO_SHOT_LABEL, ZERO_SHOT, REFERENCE)]
+    entries += [(run["name"], run["path"], MODEL_LABELS.get(run.get("model_type"), "?")) for run in runs]
+    rows, failures = [], []
+    for number, (name, choice, kind) in enumerate(entries):
+        def moved(done: int, total: int, number=number, name=name) -> None:
+            if bar is not None:
+                bar.progress((number + done / max(total, 1)) / (len(entries) + 1),
+                             text=f"Scoring {name}: {done:,} / {total:,} pairs (model {number + 1} of {len(entries)})")
+        try:
+            _, config = get_model(choice)
+            scores = scores_of(choice, chosen, moved)
+        except Exception as error:  # a broken or half-written model folder
+            failures.append(f"Could not score {name}: {error}")
+            continue
+        threshold = (config.get("thresholds") or {}).get("accuracy")
+        source = ZERO_SHOT_SOURCE if choice == ZERO_SHOT else SAVED_SOURCE if threshold is not None \
+            else UNCALIBRATED_SOURCE
+        rows.append(comparison_row(name, kind, labels, scores, threshold, source))
+    tfidf = _tfidf(chosen.key, key, chosen, dataset)
+    rows.append(comparison_row(TFIDF_LABEL, REFERENCE, labels, tfidf, None, TFIDF_SOURCE))
+    return rows, failures
+
+
+def metric_bars(table: pd.DataFrame, pairs_label: str) -> go.Figure:
+    """Grouped bars: each row's four metrics (``core.baselines.METRICS``), titled with the pairs measured on."""
+    figure = go.Figure()
+    for column in METRICS.values():
+        figure.add_bar(x=table["model"], y=table[column], name=column)
+    figure.update_layout(title=f"Every model on the same {pairs_label}", xaxis_title="model", yaxis_title="score",
+                         barmode="group", yaxis_range=[0, 1.02], legend_title_text="",
+                         margin=dict(l=10, r=10, t=50, b=10))
+    return figure

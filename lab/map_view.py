@@ -1,0 +1,134 @@
+"""The Map page's caches, click handling and figure.
+
+Encodings are cached with ``st.cache_data`` per (model, saved-folder stamp, dataset key) in chunks of
+``ENCODE_CHUNK`` questions, so the page can move a progress bar between chunks (a bar drawn inside a
+cached function would be replayed) and a rerun (a click, a search, another colouring) encodes nothing
+again. Coordinates, clusters and neighbours come from ``core.projection``; this module only caches and draws.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from core.projection import MapLayout, map_layout, question_labels, unit_rows
+from lab.cached import model_stamp
+from lab.figures import hover_text
+from lab.session import get_model
+
+ENCODE_CHUNK = 1024  # questions per cached chunk: MiniLM on a CPU moves the bar every few seconds
+CHART_KEY, FOCUS_KEY, DATA_KEY = "map_chart", "map_focus", "map_data_key"
+POINT_SIZE, NEIGHBOUR_SIZE, FOCUS_SIZE = 4, 11, 16
+NEIGHBOUR_COLOR, FOCUS_COLOR = "#111111", "#ff9f1c"
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _encoding_chunk(choice: str, stamp: float, key: str, start: int, _texts: Sequence[str]) -> np.ndarray:
+    model, _ = get_model(choice)
+    return unit_rows(np.asarray(model.encode(list(_texts), tower=1))).astype(np.float32)
+
+
+def encodings(choice: str, key: str, texts: Sequence[str],
+              progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """(N, d) unit vectors of ``texts`` through tower 1, as the Search page indexes them; ``key`` names
+    the texts (the dataset's key and how many of its questions the map shows); ``progress(done, total)``
+    after every chunk."""
+    stamp, total, parts = model_stamp(choice), len(texts), []
+    for start in range(0, total, ENCODE_CHUNK):
+        parts.append(_encoding_chunk(choice, stamp, key, start, texts[start : start + ENCODE_CHUNK]))
+        if progress is not None:
+            progress(min(start + ENCODE_CHUNK, total), total)
+    return np.concatenate(parts)
+
+
+@st.cache_data(show_spinner="Projecting and clustering…", max_entries=16)
+def layout(choice: str, stamp: float, key: str, k: int, _vectors: np.ndarray) -> MapLayout:
+    return map_layout(_vectors, k)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def labels(key: str, _pairs: pd.DataFrame, _texts: Sequence[str]) -> list[str]:
+    return question_labels(_pairs, _texts)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def hovers(key: str, _texts: Sequence[str]) -> list[str]:
+    """Each question as a hover label (``lab.figures.hover_text``: escaped, wrapped), made once per map."""
+    return [hover_text(text) for text in _texts]
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def query_vector(choice: str, stamp: float, text: str) -> np.ndarray:
+    """(d,) vector of a typed question through tower 0, as the Search page encodes a query."""
+    model, _ = get_model(choice)
+    return np.asarray(model.encode([text], tower=0))[0]
+
+
+# ---- the clicked point -------------------------------------------------------------------------
+def clicked_index(event) -> int | None:
+    """The map index (``customdata``) of the first point of a plotly selection event, or None."""
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError):
+        return None
+    for point in points or []:
+        data = point.get("customdata") if isinstance(point, dict) else None
+        if isinstance(data, (list, tuple)):
+            data = data[0] if data else None
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            return int(data)
+    return None
+
+
+def remember_click() -> None:
+    """``on_select`` callback: keep the clicked point (with the dataset it belongs to) across reruns."""
+    index = clicked_index(st.session_state.get(CHART_KEY))
+    if index is not None:
+        st.session_state[FOCUS_KEY] = (st.session_state.get(DATA_KEY), index)
+
+
+def forget_click() -> None:
+    st.session_state.pop(FOCUS_KEY, None)
+
+
+def focus(key: str, count: int) -> int | None:
+    """The clicked point of this dataset's map, if any."""
+    kept = st.session_state.get(FOCUS_KEY)
+    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == key and 0 <= kept[1] < count:
+        return int(kept[1])
+    return None
+
+
+# ---- the figure ---------------------------------------------------------------------------------
+def map_figure(points: np.ndarray, hover: Sequence[str], groups: Sequence[str], order: Sequence[str],
+               title: str, highlight: tuple[np.ndarray, np.ndarray] | None = None,
+               focus_index: int | None = None, highlight_name: str = "nearest neighbours") -> go.Figure:
+    """One WebGL scatter trace per group (in ``order``), hover = the question (``hovers``), ``customdata``
+    = the point's index; then the highlighted neighbours (index, cosine) and the clicked point on top."""
+    points = np.asarray(points, dtype=np.float64)
+    groups = np.asarray(groups, dtype=object)
+    figure = go.Figure()
+    for group in order:
+        rows = np.flatnonzero(groups == group)
+        if len(rows):
+            figure.add_trace(go.Scattergl(
+                x=points[rows, 0], y=points[rows, 1], mode="markers", name=str(group), customdata=rows,
+                hovertext=[hover[i] for i in rows], hoverinfo="text", marker=dict(size=POINT_SIZE, opacity=0.6)))
+    if highlight is not None and len(highlight[0]):
+        rows, scores = np.asarray(highlight[0]), np.asarray(highlight[1])
+        figure.add_trace(go.Scattergl(
+            x=points[rows, 0], y=points[rows, 1], mode="markers", name=highlight_name, customdata=rows,
+            hovertext=[f"{hover[i]}<br>cosine {s:.3f}" for i, s in zip(rows, scores)], hoverinfo="text",
+            marker=dict(size=NEIGHBOUR_SIZE, color="rgba(0,0,0,0)", line=dict(color=NEIGHBOUR_COLOR, width=2))))
+    if focus_index is not None:
+        figure.add_trace(go.Scattergl(
+            x=points[[focus_index], 0], y=points[[focus_index], 1], mode="markers", name="clicked question",
+            customdata=[focus_index], hovertext=[hover[focus_index]], hoverinfo="text",
+            marker=dict(size=FOCUS_SIZE, symbol="star", color=FOCUS_COLOR, line=dict(color="#111111", width=1))))
+    figure.update_layout(title=title, xaxis_title="principal component 1", yaxis_title="principal component 2",
+                         legend_title_text="", margin=dict(l=10, r=10, t=60, b=10), height=650,
+                         clickmode="event+select", dragmode="pan")
+    return figure

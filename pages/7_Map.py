@@ -1,0 +1,104 @@
+"""Map: the active dataset's distinct questions under a model, in 2-D (PCA), coloured by cluster or by the
+label of their pairs; a click or a typed question highlights the nearest neighbours."""
+import pandas as pd
+import streamlit as st
+
+from lab.session import setup_page
+
+setup_page("Map")
+
+from core.projection import (  # noqa: E402
+    DUPLICATE_LABEL, MAP_MAX_POINTS, MAP_SEED, NOT_DUPLICATE_LABEL, nearest, neighbours, sample_indices,
+)
+from lab import cached, map_view  # noqa: E402
+from lab.figures import PLOTLY_CONFIG  # noqa: E402
+from lab.session import get_model, model_picker, show_error  # noqa: E402
+
+COLOURINGS = ["cluster", "label of its pairs"]
+
+st.title("Map of the questions")
+st.caption("Every distinct question of the active dataset (both columns) as the model's vector, flattened to "
+           "2-D by PCA: questions the model finds similar lie close together. Hover a point to read it; click "
+           "one, or type a question, to ring its nearest neighbours (by cosine similarity in the full space, "
+           "which the flat map only approximates).")
+
+choice = model_picker("map_model")
+pairs = st.session_state.pairs
+key = cached.active_data_key(pairs)
+texts = cached.corpus(key, pairs)
+if not texts:
+    show_error("The active dataset has no questions to map.")
+    st.stop()
+rows = sample_indices(len(texts), MAP_MAX_POINTS, MAP_SEED)
+questions = [texts[i] for i in rows]
+sampled = len(questions) < len(texts)
+map_key = f"{key}:{len(questions)}"  # the dataset and how many of its questions: every map cache key holds it
+
+colour_column, k_column, n_column = st.columns(3)
+colouring = colour_column.selectbox("Colour by", COLOURINGS, key="map_colour")
+k = k_column.slider("Clusters (k-means)", min_value=2, max_value=20, value=8, key="map_k",
+                    disabled=colouring != "cluster")
+count = n_column.slider("Neighbours to highlight", min_value=1, max_value=50, value=10, key="map_neighbours")
+query = st.text_input("Search: highlight the questions closest to", value="", key="map_query",
+                      on_change=map_view.forget_click, placeholder="Type a question, or click a point on the map")
+
+status = st.empty()
+
+
+def show_progress(done: int, total: int) -> None:
+    status.progress(done / max(total, 1), text=f"Encoding the questions (once per model and dataset): "
+                                               f"{done:,} / {total:,}")
+
+
+try:
+    with st.spinner("Loading the model…"):
+        get_model(choice)
+    vectors = map_view.encodings(choice, map_key, questions, progress=show_progress)
+except Exception as error:
+    status.empty()
+    show_error(f"Could not encode the questions with the model {choice}: {error}")
+    st.stop()
+status.empty()
+stamp = cached.model_stamp(choice)
+layout = map_view.layout(choice, stamp, map_key, k, vectors)
+if colouring == "cluster":
+    groups = [f"cluster {c + 1}" for c in layout.clusters]
+    order = [f"cluster {c + 1}" for c in range(int(layout.clusters.max()) + 1)]
+else:
+    groups, order = map_view.labels(map_key, pairs, questions), [DUPLICATE_LABEL, NOT_DUPLICATE_LABEL]
+
+clicked = map_view.focus(map_key, len(questions))
+highlight, about = None, None
+if clicked is not None:
+    highlight = neighbours(vectors, clicked, count)
+    about = f"the clicked question “{questions[clicked]}”"
+elif query.strip():
+    highlight = nearest(vectors, map_view.query_vector(choice, stamp, query), count)
+    about = f"the typed question “{query.strip()}”"
+
+shown = f"{len(questions):,} questions" + (f" (a seeded sample of the {len(texts):,})" if sampled else "")
+title = (f"{shown} of the active dataset, PCA to 2-D: the axes keep "
+         f"{layout.variance[0]:.0%} and {layout.variance[1]:.0%} of the variance")
+st.session_state[map_view.DATA_KEY] = map_key
+figure = map_view.map_figure(layout.points, map_view.hovers(map_key, questions), groups, order, title,
+                             highlight, clicked,
+                             highlight_name=f"{len(highlight[0]) if highlight else 0} nearest neighbours")
+st.plotly_chart(figure, key=map_view.CHART_KEY, on_select=map_view.remember_click, selection_mode="points",
+                config=PLOTLY_CONFIG)
+if sampled:
+    st.caption(f"The dataset has {len(texts):,} distinct questions; the map shows a seeded sample of "
+               f"{len(questions):,} (seed {MAP_SEED}) so it stays responsive, and neighbours are searched among them.")
+else:
+    st.caption(f"All {len(questions):,} distinct questions of the active dataset.")
+
+if highlight is not None:
+    st.subheader("Nearest neighbours")
+    st.caption(f"The {len(highlight[0])} questions of the map closest to {about}, by cosine similarity.")
+    if clicked is not None:
+        st.button("Clear the clicked question", key="map_clear", on_click=map_view.forget_click)
+    table = pd.DataFrame({"rank": range(1, len(highlight[0]) + 1),
+                          "question": [questions[i] for i in highlight[0]], "cosine": highlight[1]})
+    st.dataframe(table, hide_index=True, key="map_neighbours_table", column_config={
+        "rank": st.column_config.NumberColumn(width="small"),
+        "question": st.column_config.TextColumn(width="large"),
+        "cosine": st.column_config.NumberColumn(format="%.4f", width="small")})
