@@ -268,16 +268,20 @@ def cmd_predict(args) -> int:
 class _TqdmCounter:
     """progress(done, total) -> one tqdm bar on stderr (index building, embedding)."""
 
-    def __init__(self, description: str):
-        self.description, self.bar = description, None
+    def __init__(self, description: str, unit: str = "q"):
+        self.description, self.unit, self.bar = description, unit, None
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int | None) -> None:
         from tqdm import tqdm
 
         if self.bar is None:
-            self.bar = tqdm(total=total, desc=self.description, unit="q", file=sys.stderr, mininterval=0.5)
+            self.bar = tqdm(total=total, desc=self.description, unit=self.unit, file=sys.stderr, mininterval=0.5)
         self.bar.update(done - self.bar.n)
-        if done >= total:
+        if total is not None and done >= total:
+            self.bar.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
             self.bar.close()
 
 
@@ -384,6 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
                            cmd_embed)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
     embed.add_argument("--out", required=True, help="output .npy file (questions go to <out>.questions.jsonl)")
+
+    from core import commands_score
+
+    commands_score.add_parser(sub, _model_command)
     return parser
 
 

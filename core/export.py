@@ -84,6 +84,11 @@ def safe_csv(table: pd.DataFrame) -> bytes:
     >>> safe_csv(pd.DataFrame({"name": ["=1+1", "ok"], "x": [-0.5, 2.0]})).decode()
     "name,x\\r\\n'=1+1,-0.5\\r\\nok,2.0\\r\\n"
     """
+    return safe_csv_text(table).encode("utf-8")
+
+
+def safe_csv_text(table: pd.DataFrame, header: bool = True) -> str:
+    """``safe_csv`` as text, optionally without the header row: files written in chunks append these."""
     clean = table.copy()
     clean.columns = [_neutralise(str(column)) for column in clean.columns]
     for column in clean.columns:
@@ -91,4 +96,4 @@ def safe_csv(table: pd.DataFrame) -> bytes:
             clean[column] = clean[column].map(_neutralise)
     # CRLF rows (RFC 4180): the csv writer then quotes any cell holding a lone \r, which a "\n"
     # terminator would leave bare and a reader would split into two rows.
-    return clean.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
+    return clean.to_csv(index=False, header=header, lineterminator="\r\n")

@@ -151,3 +151,43 @@ def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: 
             st.dataframe(analysis.accuracy_by_group(labels, scores, threshold, pairs[analysis.SEEN_COLUMN],
                                                     order=analysis.SEEN_ORDER),
                          hide_index=True, key="accuracy_by_seen", column_config=SCORE_FORMAT)
+
+
+# ---- a whole file at this threshold --------------------------------------------------------------------
+def score_file_panel(model, threshold: float) -> None:
+    """Upload pairs, get them back scored at ``threshold`` (``core.scoring.score_file``), as a CSV."""
+    import tempfile
+    from pathlib import Path
+
+    from core.data import DataError
+    from core.scoring import score_file
+
+    st.subheader("Score a whole file at this threshold")
+    upload = st.file_uploader("Pairs to score (CSV or TSV, optionally gzip; question1, question2 and, "
+                              "optionally, is_duplicate)", key="score_upload")
+    if upload is None:
+        st.caption("Every row comes back with its similarity and predicted_duplicate; with labels, the metrics too.")
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        source, out = Path(folder) / "pairs", Path(folder) / "scored.csv"
+        source.write_bytes(upload.getvalue())
+        note = st.empty()
+        note.caption("Scoring…")
+        try:
+            report = score_file(model, source, out, threshold,
+                                progress=lambda done: note.caption(f"Scored {done:,} pairs…"))
+        except DataError as error:
+            show_error(f"{upload.name}: {error}")
+            return
+        finally:
+            note.empty()
+        scored = out.read_bytes()
+    st.success(f"Scored {report.scored:,} of {report.rows:,} pairs at threshold {threshold:.2f}"
+               + (f"; {report.skipped_empty:,} with an empty question were left unscored." if report.skipped_empty
+                  else "."))
+    if report.metrics:
+        m = report.metrics
+        st.caption(f"On its {report.labelled:,} labelled pairs: ROC AUC {m['roc_auc']:.3f} · accuracy "
+                   f"{m['accuracy']:.3f} · F1 {m['f1']:.3f}")
+    st.download_button("Download the scored pairs (CSV)", scored, file_name=f"scored_{Path(upload.name).stem}.csv",
+                       mime="text/csv", key="score_download")

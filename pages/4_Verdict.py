@@ -43,6 +43,8 @@ st.caption(f"Calibrated threshold of this model: {calibrated:.3f}"
 # ---- the verdict, on the pair last checked -----------------------------------------------------
 verdict_view.show_verdict(choice, model, question1, question2, threshold)
 
+verdict_view.score_file_panel(model, threshold)
+
 # ---- the threshold on held-out pairs, and the errors it makes ----------------------------------
 st.divider()
 pairs = st.session_state.pairs

@@ -365,3 +365,30 @@ def test_questions_threshold_and_model_survive_a_visit_to_another_page(runs_with
     assert at.text_area(key="question1").value == "Is tea healthy?"
     assert at.text_area(key="question2").value == "Is green tea good for you?"
     assert metric(at, "Cosine similarity") == score and len(verdicts(at)) == 1
+
+
+def test_a_whole_file_is_scored_at_the_threshold_and_downloaded(runs_with_models, monkeypatch, tmp_path):
+    from core.scoring import score_file
+    from lab.session import get_model
+
+    stores = []
+
+    class Recording(MemoryMediaFileStorage):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            stores.append(self)
+
+    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+    _, folders = runs_with_models
+    at = new_app()
+    choose(at, folders["lstm"])
+    at.slider(key="threshold").set_value(0.3).run()
+    at.file_uploader(key="score_upload").set_value(("pairs.csv", SAMPLE.read_bytes(), "text/csv")).run()
+    assert not at.exception and not at.error
+    assert any(s.value.startswith("Scored 479 of 479 pairs at threshold 0.30") for s in at.success)
+    model, _ = get_model(str(folders["lstm"]))
+    expected = score_file(model, SAMPLE, tmp_path / "expected.csv", 0.3)
+    assert any(f"ROC AUC {expected.metrics['roc_auc']:.3f}" in c.value for c in at.caption)
+    button = next(b for b in at.get("download_button") if "scored" in b.proto.label)
+    data = stores[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content
+    assert data == (tmp_path / "expected.csv").read_bytes()
