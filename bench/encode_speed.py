@@ -1,13 +1,19 @@
-"""Encoding speed: our MiniLM.encode vs SentenceTransformer.encode on the same real questions, side by side.
+"""Encoding speed: our MiniLM.encode vs SentenceTransformer.encode vs the ONNX export, on the same real questions.
 
-Both encode the same distinct Quora questions with all-MiniLM-L6-v2 (loaded offline), max length 64,
-at batch sizes 64 and 256, 2 torch threads. Ours: `MiniLM.pretrained(max_length=64).encode(texts,
-batch_size=b)`; theirs: `SentenceTransformer(folder).encode(texts, batch_size=b, convert_to_tensor=True)`
-with `max_seq_length = 64`. Both tokenise inside the call. The questions are cut into chunks and
-every chunk is encoded by both sides in turn (the order flips every chunk); questions/s is the
-median over chunks, the ratio the median of the per-chunk ratios. The vectors of both sides are
-compared (max abs difference). Also: the Siamese LSTM (hidden 128, fresh word vocabulary built
-with core.models.build_model on the same rows), whose encode runs the Python word tokenizer.
+All encode the same distinct Quora questions with all-MiniLM-L6-v2 (loaded offline), max length 64,
+at batch sizes 64 and 256, 2 torch threads (and 2 onnxruntime intra-op threads). Ours:
+`MiniLM.pretrained(max_length=64).encode(texts, batch_size=b)`; theirs: `SentenceTransformer(folder).encode(texts,
+batch_size=b, convert_to_tensor=True)` with `max_seq_length = 64`; ONNX: the same model exported by
+`core.export_model` (`python -m core export --format onnx`) and run by `core.onnx_backend.OnnxEncoder.encode`
+(onnxruntime on the CPU, the Rust tokenizer of its tokenizer.json, same longest-first batching). All
+tokenise inside the call. The questions are cut into chunks and every chunk is encoded by every side
+in turn (the order rotates every chunk); questions/s is the median over chunks, a ratio the median of
+the per-chunk ratios. The vectors are compared on the first chunk's first 500 questions (max abs
+difference; the ONNX ones must be within 1e-4 of both). int8 (`--quantize int8`: dynamic, per-channel
+int8 weights) is timed in the same rotation but reported separately, with its own difference and lowest
+cosine to the float vectors.
+Also: the Siamese LSTM (hidden 128, fresh word vocabulary built with core.models.build_model on the
+same rows), whose encode runs the Python word tokenizer.
 
     .venv/bin/python bench/encode_speed.py --quick     # 2,000 questions in 4 chunks
     .venv/bin/python bench/encode_speed.py             # 20,000 questions in 8 chunks
@@ -15,8 +21,11 @@ with core.models.build_model on the same rows), whose encode runs the Python wor
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import warnings
+from pathlib import Path
 
 try:
     from bench.common import header, load_real_pairs, median, parser, report, setup_torch
@@ -25,6 +34,7 @@ except ModuleNotFoundError:  # run as a script: bench/ is on sys.path, the repo 
 
 MAX_LENGTH = 64
 BATCH_SIZES = (64, 256)
+ONNX_TOLERANCE = 1e-4
 
 
 def main() -> None:
@@ -34,7 +44,7 @@ def main() -> None:
     args = p.parse_args()
     n = args.questions or (2_000 if args.quick else 20_000)
     chunks = args.chunks or (4 if args.quick else 8)
-    header("encode_speed: MiniLM.encode vs SentenceTransformer.encode", args.quick)
+    header("encode_speed: MiniLM.encode vs SentenceTransformer.encode vs ONNX Runtime", args.quick)
     setup_torch()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     warnings.filterwarnings("ignore")
@@ -44,7 +54,10 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
+    from core.export_model import write_export
     from core.models import MiniLM, build_model
+    from core.models.registry import zero_shot_config
+    from core.onnx_backend import OnnxEncoder
     from core.specs import spec_from_options
     from core.tokenizers import minilm_folder
 
@@ -66,26 +79,48 @@ def main() -> None:
     lstm = build_model(spec_from_options(model="lstm", model_options=dict(embedding_dim=128, hidden_size=128)),
                        train_texts).eval()
 
+    # The ONNX exports (float32 and int8) of the very model `ours` runs, into a temporary folder.
+    exports = Path(tempfile.mkdtemp(prefix="encode-speed-onnx-"))
+    started = time.perf_counter()
+    for name, quantize in (("fp32", None), ("int8", "int8")):
+        (exports / name).mkdir()
+        write_export(ours_model, zero_shot_config(), exports / name, "onnx", quantize=quantize)
+    export_seconds = time.perf_counter() - started
+    onnx_fp32 = OnnxEncoder(exports / "fp32", threads=torch.get_num_threads())
+    onnx_int8 = OnnxEncoder(exports / "int8", threads=torch.get_num_threads())
+
     def ours(chunk, batch):
         return ours_model.encode(chunk, batch_size=batch)
 
     def peer(chunk, batch):
         return peer_model.encode(chunk, batch_size=batch, convert_to_tensor=True, show_progress_bar=False)
 
-    # Untimed warm-up, and the vector check on the first chunk.
-    ours(parts[0][:64], 64)
-    peer(parts[0][:64], 64)
-    check = parts[0][:500]
-    max_diff = float((ours(check, 64) - peer(check, 64).cpu()).abs().max())
+    def onnx(chunk, batch):
+        return onnx_fp32.encode(chunk, batch_size=batch)
 
-    rates = {(side, b): [] for side in ("ours", "peer") for b in BATCH_SIZES}
+    def int8(chunk, batch):
+        return onnx_int8.encode(chunk, batch_size=batch)
+
+    sides = {"ours": ours, "peer": peer, "onnx": onnx, "int8": int8}
+    # Untimed warm-up, and the vector check on the first chunk.
+    for encode in sides.values():
+        encode(parts[0][:64], 64)
+    check = parts[0][:500]
+    vectors = {side: encode(check, 64).cpu() for side, encode in sides.items()}
+    max_diff = float((vectors["ours"] - vectors["peer"]).abs().max())
+    onnx_diff = {other: float((vectors["onnx"] - vectors[other]).abs().max()) for other in ("ours", "peer")}
+    int8_diff = float((vectors["int8"] - vectors["ours"]).abs().max())
+    int8_cosine = float(torch.nn.functional.cosine_similarity(vectors["int8"], vectors["ours"], dim=-1).min())
+
+    rates = {(side, b): [] for side in sides for b in BATCH_SIZES}
     lstm_rates, lstm_tokenise, lstm_model = [], [], []
+    names = list(sides)
     for index, chunk in enumerate(parts):
         for b in BATCH_SIZES:
-            order = (("ours", ours), ("peer", peer)) if index % 2 == 0 else (("peer", peer), ("ours", ours))
-            for side, encode in order:
+            order = names[index % len(names):] + names[: index % len(names)]  # rotates every chunk
+            for side in order:
                 started = time.perf_counter()
-                encode(chunk, b)
+                sides[side](chunk, b)
                 rates[(side, b)].append(len(chunk) / (time.perf_counter() - started))
         started = time.perf_counter()
         table = lstm.tokenizer.encode(chunk)
@@ -96,15 +131,31 @@ def main() -> None:
         lstm_tokenise.append(len(chunk) / (tokenised - started))
         lstm_model.append(len(chunk) / (done - tokenised))
 
-    figures = {"questions": n, "chunks (alternated, order flips)": len(parts), "max length": MAX_LENGTH,
-               "torch threads": torch.get_num_threads(),
-               "max |ours - peer| over 500 vectors": max_diff}
+    figures = {"questions": n, "chunks (order rotates)": len(parts), "max length": MAX_LENGTH,
+               "torch threads": torch.get_num_threads(), "onnxruntime intra-op threads": torch.get_num_threads(),
+               f"max |ours - peer| over {len(check)} vectors": max_diff,
+               f"max |onnx - ours| over {len(check)} vectors": onnx_diff["ours"],
+               f"max |onnx - peer| over {len(check)} vectors": onnx_diff["peer"],
+               f"onnx vectors within {ONNX_TOLERANCE:g} of both": max(onnx_diff.values()) <= ONNX_TOLERANCE}
     for b in BATCH_SIZES:
-        ours_r, peer_r = rates[("ours", b)], rates[("peer", b)]
+        ours_r, peer_r, onnx_r = rates[("ours", b)], rates[("peer", b)], rates[("onnx", b)]
         figures[f"batch {b}: ours q/s"] = median(ours_r)
         figures[f"batch {b}: peer q/s"] = median(peer_r)
+        figures[f"batch {b}: onnx q/s"] = median(onnx_r)
         figures[f"batch {b}: ratio ours/peer (goal >= 1.0)"] = median([a / c for a, c in zip(ours_r, peer_r)])
+        figures[f"batch {b}: ratio onnx/peer"] = median([a / c for a, c in zip(onnx_r, peer_r)])
+        figures[f"batch {b}: ratio onnx/ours"] = median([a / c for a, c in zip(onnx_r, ours_r)])
     report("MiniLM encode (median over chunks)", figures)
+    int8_figures = {"export seconds (fp32 + int8, untimed above)": export_seconds,
+                    f"max |int8 - ours| over {len(check)} vectors": int8_diff,
+                    f"lowest cosine(int8, ours) over {len(check)} questions": int8_cosine}
+    for b in BATCH_SIZES:
+        int8_r, onnx_r, peer_r = rates[("int8", b)], rates[("onnx", b)], rates[("peer", b)]
+        int8_figures[f"batch {b}: int8 q/s"] = median(int8_r)
+        int8_figures[f"batch {b}: ratio int8/onnx"] = median([a / c for a, c in zip(int8_r, onnx_r)])
+        int8_figures[f"batch {b}: ratio int8/peer"] = median([a / c for a, c in zip(int8_r, peer_r)])
+    report("MiniLM ONNX int8 (dynamic quantisation; not the same vectors: reported apart)", int8_figures)
+    shutil.rmtree(exports, ignore_errors=True)
     report("Siamese LSTM encode, batch 256 (median over chunks)", {
         "vocab size": lstm.tokenizer.vocab_size,
         "questions/s, encode(texts) end to end": median(lstm_rates),

@@ -257,7 +257,9 @@ def cmd_predict(args) -> int:
     for name in ("question1", "question2"):
         if not getattr(args, name).strip():
             raise CliError(f"{name} is empty: type the question to compare")
-    model, config = _load_model(args.model, args.device)
+    from core.commands_export import load_backend
+
+    model, config = load_backend(args, _load_model)
     threshold = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
     score = float(model.score_pairs([args.question1], [args.question2])[0])
     verdict = "DUPLICATE" if score > threshold else "NOT DUPLICATE"
@@ -295,10 +297,13 @@ def cmd_search(args) -> int:
     from core.models import ZERO_SHOT
     from core.search import load_or_build
 
-    model, _ = _load_model(args.model, args.device)
+    from core.commands_export import load_backend
+
+    model, _ = load_backend(args, _load_model)
     texts = _corpus(args.corpus)
     # Indexes are cached next to the model; zero-shot MiniLM's in the models folder's hidden cache.
     cache = Path(args.runs) / ".cache" / "minilm" if args.model == ZERO_SHOT else Path(args.model)
+    cache = Path(model.folder) if args.backend == "onnx" else cache  # the graph's folder: its index goes with it
     index = load_or_build(model, texts, cache, progress=_TqdmCounter("indexing"))
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
         _print_json({"rank": rank, "score": round(score, 6), "question": text})
@@ -308,7 +313,9 @@ def cmd_search(args) -> int:
 def cmd_embed(args) -> int:
     from core.embedding import embed_to_file
 
-    model, _ = _load_model(args.model, args.device)
+    from core.commands_export import load_backend
+
+    model, _ = load_backend(args, _load_model)
     texts = _corpus(args.data)
     out = embed_to_file(model, texts, args.out, progress=_TqdmCounter("embedding"))
     _print_json({"vectors": str(out), "questions": str(out.with_suffix(".questions.jsonl")),
@@ -343,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-length", type=int, default=None, help="tokens per question (default: 64)")
     train.add_argument("--max-rows", type=_count, default=None, help="use only the first N usable rows")
     train.add_argument("--min-freq", type=int, default=None,
-                       help="LSTM vocabulary: words seen fewer times become <unk> (default: 2)")
+                       help="LSTM vocabulary: words seen fewer times become <unk> (default: 1)")
     train.add_argument("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
     train.add_argument("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
     train.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: no cap)")
@@ -351,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time budget: stop after this many minutes of training, with a final validation "
                             "(default: no cap)")
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
-    train.add_argument("--patience", type=int, default=None, help="early stopping patience in epochs, 0 = off (default: 2)")
+    train.add_argument("--patience", type=int, default=None, help="early stopping patience in epochs, 0 = off (default depends on the model)")
     train.add_argument("--split-by-question", action="store_true", help="no validation question occurs in training")
     train.add_argument("--keep-unvalidated", action="store_true",
                        help="save a run cancelled (Ctrl-C) before its first validation; by default nothing is saved")
@@ -377,21 +384,31 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("question1")
     predict.add_argument("question2")
     predict.add_argument("--threshold", type=_threshold, default=None, help="cosine threshold (default: calibrated)")
+    from core import commands_export
+
+    commands_export.add_backend_option(predict)
 
     search = _model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
     search.add_argument("question")
     search.add_argument("-k", type=_count, default=10, help="number of results")
     search.add_argument("--runs", default="runs", help="models folder (zero-shot MiniLM caches its index here)")
+    commands_export.add_backend_option(search)
 
     embed = _model_command(sub, "embed", "write the vectors of a corpus's distinct questions to a .npy file",
                            cmd_embed)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
     embed.add_argument("--out", required=True, help="output .npy file (questions go to <out>.questions.jsonl)")
+    commands_export.add_backend_option(embed)
+    commands_export.add_parsers(sub, _model_command)
 
     from core import commands_score
 
     commands_score.add_parser(sub, _model_command)
+
+    from core import commands_dedup
+
+    commands_dedup.add_parser(sub, _model_command)
     return parser
 
 

@@ -24,6 +24,25 @@ WORDPIECE_VOCAB_FILE = "vocab.txt"
 
 # Lower-cased words (keeping inner apostrophes: "don't", "what's") and single punctuation marks.
 _WORD_PATTERN = re.compile(r"[0-9a-z\u00c0-\uffff]+(?:'[a-z]+)?|[^\s0-9a-z\u00c0-\uffff]")
+# What Python's ``\s`` matches in a str pattern (str.isspace), spelled out for the Rust tokenizer's regex
+# engine, whose ``\s`` is another set (tests/test_export.py checks this list against ``re``).
+_PY_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+                  "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+# Python's str.lower() turns a capital sigma at the end of a word into the final form (Unicode's
+# Final_Sigma rule); the Rust Lowercase normaliser lowers character by character, so this rewrites
+# those sigmas first.
+_FINAL_SIGMA = r"(?<=\p{Cased}\p{Case_Ignorable}*)\x{3a3}(?!\p{Case_Ignorable}*\p{Cased})"
+
+
+def _onig_class(chars: str) -> str:
+    """Characters as escapes inside a regex character class of the Rust tokenizer (Oniguruma)."""
+    return "".join(f"\\x{{{ord(c):x}}}" for c in chars)
+
+
+def _onig_word_pattern() -> str:
+    """``_WORD_PATTERN`` in Oniguruma's syntax: ``\\uXXXX`` as ``\\x{XXXX}`` and ``\\s`` as Python's set."""
+    pattern = _WORD_PATTERN.pattern.replace(r"\s", _onig_class(_PY_WHITESPACE))
+    return re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: f"\\x{{{int(m.group(1), 16):x}}}", pattern)
 
 
 @dataclass
@@ -112,6 +131,33 @@ class WordTokenizer:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORD_VOCAB_FILE}
 
+    def to_hf_tokenizer(self):
+        """This tokenizer as a Hugging Face ``tokenizers.Tokenizer`` giving the same ids (no padding):
+        a WordLevel model over the vocabulary (unknown words -> ``<unk>``), the final-sigma rewrite and a
+        Lowercase normaliser, then two pre-tokenizers: whitespace that ``split`` skips is removed, and
+        ``_WORD_PATTERN``'s matches are isolated (every other character is one of them); truncation to
+        ``max_length``. An empty text gives no ids, where ``encode`` keeps one ``<pad>``.
+
+        Equal to ``split`` for every text except letters newer than Python's Unicode database, which the
+        Rust side may lower-case differently."""
+        from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+        tokenizer = Tokenizer(models.WordLevel(dict(self._index), unk_token=self.unk_token))
+        tokenizer.normalizer = normalizers.Sequence([normalizers.Replace(Regex(_FINAL_SIGMA), "\u03c2"),
+                                                     normalizers.Lowercase()])
+        # Whitespace that no match can contain: a run of it separates words and is dropped.
+        skipped = "".join(c for c in _PY_WHITESPACE if not _WORD_PATTERN.match(c))
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(f"[{_onig_class(skipped)}]+"), behavior="removed"),
+            pre_tokenizers.Split(Regex(_onig_word_pattern()), behavior="isolated"),
+        ])
+        tokenizer.enable_truncation(self.max_length)
+        return tokenizer
+
+    def hf_tokenizer_json(self) -> str:
+        """``to_hf_tokenizer()`` as the text of a ``tokenizer.json``."""
+        return self.to_hf_tokenizer().to_str()
+
     def save(self, folder: Path) -> None:
         (Path(folder) / WORD_VOCAB_FILE).write_text("\n".join(self.vocab) + "\n", encoding="utf-8")
 
@@ -176,6 +222,17 @@ class WordPieceTokenizer:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORDPIECE_VOCAB_FILE}
+
+    def to_hf_tokenizer(self):
+        """A copy of the Rust tokenizer this one runs (BERT normaliser and pre-tokenizer, WordPiece,
+        [CLS] ... [SEP], truncation to ``max_length``), as a ``tokenizers.Tokenizer``: the same ids."""
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_str(self._tokenizer.to_str())
+
+    def hf_tokenizer_json(self) -> str:
+        """``to_hf_tokenizer()`` as the text of a ``tokenizer.json``."""
+        return self._tokenizer.to_str()
 
     def save(self, folder: Path) -> None:
         (Path(folder) / WORDPIECE_VOCAB_FILE).write_bytes(self._vocab_bytes)

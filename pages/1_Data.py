@@ -89,7 +89,9 @@ unique_metric.metric("Unique questions", f"{summary['unique_questions']:,}",
 
 preview_column, chart_column = st.columns([3, 2])
 with preview_column:
-    st.dataframe(pairs.head(PREVIEW_ROWS), width="stretch", height=380)
+    st.dataframe(pairs.head(PREVIEW_ROWS), width="stretch", height=380, column_config={
+        "question1": st.column_config.TextColumn(width="medium"), "question2": st.column_config.TextColumn(width="medium"),
+        "is_duplicate": st.column_config.NumberColumn("is_duplicate", width="small")})
     st.caption(f"The first {min(PREVIEW_ROWS, len(pairs)):,} of {len(pairs):,} pairs.")
 with chart_column:
     st.plotly_chart(histogram_of(pairs), width="stretch")

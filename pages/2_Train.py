@@ -41,9 +41,9 @@ def chosen_loss() -> str:
 
 
 def apply_model_defaults() -> None:
-    """A new model choice brings its own epochs / batch size / learning rate."""
-    defaults = TRAINING_DEFAULTS[state.model]
-    state.epochs, state.batch_size, state.lr = int(defaults["epochs"]), int(defaults["batch_size"]), float(defaults["lr"])
+    """A new model choice brings its own epochs / batch size / learning rate / patience."""
+    for option, value in TRAINING_DEFAULTS[state.model].items():
+        state[option] = value
 
 
 def apply_loss_defaults() -> None:

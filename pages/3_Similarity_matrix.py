@@ -26,6 +26,11 @@ NEGATIVES = (
     "negative scores at least as high as the positive) has no closest negative and L2 = 0."
 )
 
+# The loss columns stay in view: the question is narrow (hover shows it whole), the numbers small.
+BATCH_COLUMNS = {"question1": st.column_config.TextColumn(width="medium"),
+                 **{c: st.column_config.NumberColumn(format="%.4f", width="small")
+                    for c in ("s(A,P)", "mean negative", "closest negative", "L1", "L2", "L_full")}}
+
 st.title("Similarity matrix")
 st.caption("A batch of duplicate pairs as the training loss sees it: the numbers come from `core.losses`, "
            "the same functions training calls.")
@@ -95,9 +100,7 @@ if view is not None:
     c1.metric("Triplet loss (mean of L_full)", f"{view.triplet_loss:.4f}")
     c2.metric("Triplet cost J (sum of L_full)", f"{view.triplet_cost:.4f}")
     c3.metric(f"In-batch softmax loss (scale {softmax_scale:g})", f"{view.softmax_loss:.4f}")
-    st.dataframe(figures.batch_table(view), hide_index=True, key="batch_table",
-                 column_config={c: st.column_config.NumberColumn(format="%.4f")
-                                for c in ("s(A,P)", "mean negative", "closest negative", "L1", "L2", "L_full")})
+    st.dataframe(figures.batch_table(view), hide_index=True, key="batch_table", column_config=BATCH_COLUMNS)
     st.caption(f"L1 = max(mean negative − s(A,P) + α, 0), L2 = max(closest negative − s(A,P) + α, 0), "
                f"L_full = L1 + L2, here with α = {margin:.2f}. Moving α recomputes the losses only; the "
                "embeddings are cached.")
@@ -122,7 +125,8 @@ if st.toggle("Explain mode: the worked 4×4 example", key="explain", persist_sta
         example = edited.to_numpy(dtype=float).tolist()
         example_view = inspect_scores(example, margin=example_margin, softmax_scale=softmax_scale)
         st.plotly_chart(figures.similarity_heatmap(example_view, title="The worked example"), key="example_heatmap")
-        st.dataframe(figures.batch_table(example_view), hide_index=True, key="example_table")
+        st.dataframe(figures.batch_table(example_view), hide_index=True, key="example_table",
+                     column_config=BATCH_COLUMNS)
         e1, e2, e3 = st.columns(3)
         e1.metric("Triplet loss (mean)", f"{example_view.triplet_loss:.4f}")
         e2.metric("Triplet cost J (sum)", f"{example_view.triplet_cost:.4f}")

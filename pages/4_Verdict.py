@@ -7,7 +7,7 @@ from lab.session import setup_page
 setup_page("Verdict")
 
 from core.models import ZERO_SHOT_THRESHOLD  # noqa: E402
-from lab import cached, verdict_view  # noqa: E402
+from lab import cached, export_view, verdict_view  # noqa: E402
 from lab.session import ZERO_SHOT, get_model, model_picker, show_error  # noqa: E402
 
 DEFAULT_THRESHOLD = 0.5  # for a saved model with no calibrated threshold (trained without a validation split)
@@ -23,6 +23,9 @@ try:
 except Exception as error:  # a broken or half-written model folder
     show_error(f"Could not load “{choice}”: {error}")
     st.stop()
+
+with st.expander("Export this model (sentence-transformers or ONNX, with a model card)"):
+    export_view.export_panel(choice, config)
 
 calibrated = config.get("thresholds", {}).get("accuracy")
 if calibrated is None:

@@ -13,7 +13,7 @@ Fixtures
 ``runs_with_models``  (function) ``runs_root`` holding copies of ``tiny_models``; returns
                       ``(runs_root, {"lstm": Path, "dual-transformer": Path})`` with the copies' paths.
 ``open_page``         (function) ``open_page("pages/2_Train.py") -> AppTest``: a fresh session started on
-                      ``app.py`` and switched to the page, already run once (``default_timeout=60``). Use it for
+                      ``Home.py`` and switched to the page, already run once (``default_timeout=60``). Use it for
                       pages with ``st.page_link``: a page opened alone with ``AppTest.from_file`` is its own entry
                       point and cannot resolve links to ``pages/...``. Combine with ``runs_root`` or
                       ``runs_with_models`` (request those first) to choose the models folder.
@@ -111,7 +111,7 @@ def open_page():
     from streamlit.testing.v1 import AppTest
 
     def open_(page: str) -> AppTest:
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
+        at = AppTest.from_file(str(ROOT / "Home.py"), default_timeout=APP_TIMEOUT).run()
         assert not at.exception, at.exception
         return at.switch_page(page).run()
 

@@ -151,7 +151,7 @@ def test_compare_without_models_compares_the_references_on_all_pairs(runs_root, 
 
     pairs = sample_pairs[0].iloc[:120].reset_index(drop=True)  # a small active dataset: MiniLM scores it fast
     (runs_root / ".tmp-lstm-triplet-x").mkdir()  # an interrupted save is reported, not listed
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=APP_TIMEOUT).run()
+    at = AppTest.from_file(str(ROOT / "Home.py"), default_timeout=APP_TIMEOUT).run()
     at.session_state["pairs"] = pairs
     at.switch_page(COMPARE).run()
     assert not at.exception

@@ -135,7 +135,7 @@ def test_use_the_bundled_sample_after_an_upload(data_page, sample_pairs):
 
 
 def test_home_page_starts_on_the_sample_with_nothing_trained(runs_root):
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "Home.py"), default_timeout=60).run()
     assert not at.exception and not at.error
     assert at.title[0].value == "Siamese Lab"
     assert any("bundled sample" in block.value and "479 question pairs" in block.value for block in at.markdown)

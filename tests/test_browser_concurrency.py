@@ -1,6 +1,6 @@
 """Several people on one server, in a real headless Chromium (the reliability issue).
 
-One ``streamlit run app.py`` serves every test here, started with ``SIAMESE_LAB_MAX_TRAINING=1`` (one training
+One ``streamlit run Home.py`` serves every test here, started with ``SIAMESE_LAB_MAX_TRAINING=1`` (one training
 run at a time) and ``--server.maxUploadSize 1`` (a 1 MB upload limit). Each browser context is its own
 Streamlit session, i.e. its own user.
 

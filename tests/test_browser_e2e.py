@@ -97,6 +97,7 @@ def run_flow(server, page, tmp_path) -> None:
     # ---- home ----------------------------------------------------------------------------------
     page.goto(server.url)
     expect(page.get_by_role("heading", name="Siamese Lab")).to_be_visible()
+    expect(page.locator('[data-testid="stSidebarNav"] a').first).to_have_text("Home")
     expect(page.locator('[data-testid="stPageLink"]')).to_have_count(len(list((ROOT / "pages").glob("*.py"))))
     wait_for_script(page)
     shoot(page, "01_home.png")
@@ -216,6 +217,11 @@ def run_flow(server, page, tmp_path) -> None:
     expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible(timeout=TRAIN_TIMEOUT_MS)
     wait_for_charts(page, 1)
     shoot(page, "08_map.png")
+
+    open_sidebar_page(page, "Deduplicate", heading="Deduplicate a corpus")
+    expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible(timeout=TRAIN_TIMEOUT_MS)
+    wait_for_charts(page, 1)
+    shoot(page, "09_deduplicate.png")
 
     # The session kept the upload through all the navigation.
     expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("invented_pairs.csv")

@@ -30,7 +30,7 @@ VOCAB, EMB, HIDDEN, SEQ = 99, 24, 32, 7
 def _model() -> SiameseLSTM:
     torch.manual_seed(0)
     tokenizer = WordTokenizer(["<pad>", "<unk>"] + [f"w{i}" for i in range(VOCAB - 2)])
-    return SiameseLSTM(SiameseLSTMConfig(vocab_size=VOCAB, embedding_dim=EMB, hidden_size=HIDDEN), tokenizer)
+    return SiameseLSTM(SiameseLSTMConfig(vocab_size=VOCAB, embedding_dim=EMB, hidden_size=HIDDEN, dropout=0.0), tokenizer)
 
 
 def _batch():

@@ -4,7 +4,7 @@ Empty strings, 10,000-character questions, emoji, right-to-left scripts, bidi co
 HTML/JS go through ``load_pairs`` (kept verbatim, only empty ones dropped), both tokenizers
 (truncated to ``max_length``), zero-shot MiniLM and a tiny Siamese LSTM (finite cosines), and the
 CLI's ``predict`` (JSON out, the text reaching the model unescaped). The app code must not render
-user text as HTML: no ``unsafe_allow_html=True`` under ``pages/``, ``lab/`` or in ``app.py``.
+user text as HTML: no ``unsafe_allow_html=True`` under ``pages/``, ``lab/`` or in ``Home.py``.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ UNSAFE_HTML = re.compile(r"unsafe_allow_html\s*=\s*True")
 
 
 def app_sources() -> list[Path]:
-    sources = [ROOT / "app.py"] if (ROOT / "app.py").is_file() else []
+    sources = [ROOT / "Home.py"] if (ROOT / "Home.py").is_file() else []
     for folder in ("pages", "lab"):
         if (ROOT / folder).is_dir():
             sources += sorted((ROOT / folder).rglob("*.py"))

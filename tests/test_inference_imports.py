@@ -20,7 +20,7 @@ from core.cli import main
 for command in ({commands}):
     assert main(command) == 0, command
 for page in {pages!r}:
-    at = AppTest.from_file({root!r} + "/app.py", default_timeout=120).run()
+    at = AppTest.from_file({root!r} + "/Home.py", default_timeout=120).run()
     at.switch_page(page).run()
     assert not at.exception, (page, at.exception)
 print(json.dumps(sorted(name for name in sys.modules if name.startswith("core"))))

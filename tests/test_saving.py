@@ -89,7 +89,7 @@ def test_config_json_is_plain_and_complete(tmp_path):
     config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     assert config["format"] == "siamese-lab-model" and config["format_version"] == 1
     assert config["model_config"] == {"vocab_size": VOCAB, "embedding_dim": EMBED, "hidden_size": HIDDEN,
-                                      "num_layers": 1, "bidirectional": True, "dropout": 0.0, "pad_id": 0}
+                                      "num_layers": 1, "bidirectional": True, "dropout": 0.3, "pad_id": 0}
     assert config["extra"]["path"] == str(tmp_path)
     assert "saved_at" in config
 

@@ -18,7 +18,8 @@ SAMPLE = "assets/sample_pairs.csv"
 def test_plain_defaults_come_from_the_model_configs_and_the_family_defaults():
     spec = spec_from_options()
     assert (spec.model, spec.loss.name, spec.loss.margin) == ("lstm", "triplet", 0.25)
-    assert (spec.train.epochs, spec.train.batch_size, spec.train.lr) == (5, 128, 2e-3)
+    assert (spec.train.epochs, spec.train.batch_size, spec.train.lr, spec.train.patience) == (10, 64, 1e-2, 3)
+    assert spec.min_freq == 1 and SiameseLSTMConfig().dropout == 0.3
     assert spec.model_options == {"embedding_dim": 128, "hidden_size": 128, "num_layers": 1, "bidirectional": False}
     lstm = SiameseLSTMConfig()
     assert size_defaults("lstm") == {"embedding_dim": lstm.embedding_dim, "hidden_size": lstm.hidden_size,
@@ -51,7 +52,8 @@ def test_a_preset_is_the_base_and_explicit_options_override_it():
 def test_another_model_or_loss_drops_only_the_preset_parts_that_belong_to_the_old_one():
     spec = spec_from_options("minilm-quora", model="lstm")
     assert (spec.train.max_steps, spec.train.max_val_pairs, spec.max_length) == (3000, 2000, 40)  # the schedule stays
-    assert (spec.train.epochs, spec.train.batch_size, spec.train.lr) == tuple(TRAINING_DEFAULTS["lstm"].values())
+    assert (spec.train.epochs, spec.train.batch_size, spec.train.lr, spec.train.patience) == \
+        tuple(TRAINING_DEFAULTS["lstm"].values())
     assert spec.model_options == size_defaults("lstm")
     triplet = spec_from_options("lstm-quora", loss="triplet")
     assert triplet.loss.margin == 0.25 and triplet.train.batch_size == 256

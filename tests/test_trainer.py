@@ -106,7 +106,8 @@ def make_trainer(n_train=60, n_val=31, epochs=2, batch_size=7, callbacks=(), obj
     train, val = synthetic_pairs(n_train, 0), synthetic_pairs(n_val, 1)
     tokenizer = WordTokenizer.build(pd.concat([train.question1, train.question2]), min_freq=1, max_length=11)
     torch.manual_seed(0)
-    model = SiameseLSTM(SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, embedding_dim=12, hidden_size=16), tokenizer)
+    model = SiameseLSTM(SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, embedding_dim=12, hidden_size=16, dropout=0.0),
+                        tokenizer)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, device="cpu", patience=patience, warmup_ratio=0.0,
                          **config)
     validate = None

@@ -1,4 +1,4 @@
-"""Home page of the Siamese Lab: what the lab is, and where to start. Run with `streamlit run app.py`."""
+"""Home page of the Siamese Lab: what the lab is, and where to start. Run with `streamlit run Home.py`."""
 from pathlib import Path
 
 import streamlit as st
@@ -52,6 +52,7 @@ PAGES = [
     ("pages/5_Search.py", "5. Search — find the stored questions closest to a new one", ":material/search:"),
     ("pages/6_Compare.py", "6. Compare — every trained model and two baselines, scored on the same pairs", ":material/bar_chart:"),
     ("pages/7_Map.py", "7. Map — the dataset's questions as a 2-D map of the model's vectors", ":material/scatter_plot:"),
+    ("pages/8_Deduplicate.py", "8. Deduplicate — group a corpus's near-duplicate questions into clusters", ":material/join_inner:"),
 ]
 for path, label, icon in PAGES:
     if (HERE / path).is_file():  # a page link to a missing file would stop the home page

@@ -1,0 +1,92 @@
+"""``python -m core dedup``: cluster the near-duplicate questions of a corpus into a CSV.
+
+    python -m core dedup --model M --questions FILE --out clusters.csv [--threshold T] [--min-size 2]
+
+FILE is a CSV/TSV with a question column, a pairs file, or plain text with one question per line
+(``core.data.load_questions``). The clusters are ``core.dedup``'s (community detection on a FAISS
+k-NN graph); the CSV has one row per clustered question and is formula safe.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from core.cli import CliError, _count, _load_model, _print_json, _threshold, _TqdmCounter
+
+
+def add_parser(sub, model_command):
+    """Register ``dedup`` on the subparsers ``sub`` through the CLI's ``model_command`` builder."""
+    from core.dedup import DEFAULT_K
+
+    dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
+    dedup.add_argument("--questions", required=True,
+                       help="CSV/TSV with a question column (question, text, sentence, title or q), a pairs file "
+                            "(its distinct questions), or plain text with one question per line; optionally .gz")
+    dedup.add_argument("--out", required=True, help="output CSV: one row per clustered question")
+    dedup.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    dedup.add_argument("--threshold", type=_threshold, default=None,
+                       help="cosine a member must exceed to its cluster's representative (default: the model's "
+                            "calibrated best-accuracy threshold; zero-shot MiniLM's fixed one)")
+    dedup.add_argument("--min-size", type=_count, default=2, help="smallest cluster kept")
+    dedup.add_argument("-k", "--neighbours", type=_count, default=DEFAULT_K,
+                       help="neighbours searched per question at first (more where all are above the threshold)")
+    return dedup
+
+
+def _load_questions(path: str) -> list[str]:
+    from core.data import DataError, load_questions
+
+    if not Path(path).is_file():
+        raise CliError(f"no questions file at {path}")
+    try:
+        questions, report = load_questions(path)
+    except DataError as error:
+        raise CliError(f"{path}: {error}") from None
+    if report.dropped:
+        print(f"data: {report.summary()}", file=sys.stderr)
+    for warning in report.warnings:
+        print(f"data: note: {warning}", file=sys.stderr)
+    return questions
+
+
+def _check_out(path: str, source: str, overwrite: bool = False) -> Path:
+    """The output path, checked before anything is encoded: a file we may (re)write, never another's."""
+    out = Path(path)
+    if out.exists() and Path(source).exists() and out.resolve() == Path(source).resolve():
+        raise CliError("--out is the questions file; choose a new file")
+    if out.is_dir():
+        raise CliError(f"--out {out} is a folder; name a CSV file")
+    if not out.parent.is_dir():
+        raise CliError(f"--out {out}: the folder {out.parent} does not exist")
+    if out.exists() and not out.is_file():
+        raise CliError(f"--out {out} is not a regular file")
+    if out.exists() and not overwrite:
+        raise CliError(f"--out {out} exists; choose a new file or add --overwrite")
+    return out
+
+
+def cmd_dedup(args) -> int:
+    from core.dedup import NeighbourGraph, clusters_frame, default_threshold, encode_corpus, write_csv
+
+    out = _check_out(args.out, args.questions, args.overwrite)
+    texts = _load_questions(args.questions)
+    model, config = _load_model(args.model, args.device)
+    threshold = args.threshold if args.threshold is not None else default_threshold(config)
+    if threshold is None:
+        raise CliError(f"{args.model} has no calibrated threshold; pass --threshold")
+    started = time.perf_counter()
+    vectors, queries = encode_corpus(model, texts, progress=_TqdmCounter("encoding"))
+    graph = NeighbourGraph(vectors, k=args.neighbours, queries=queries, progress=_TqdmCounter("neighbours"))
+    clusters = graph.cluster(threshold, args.min_size)
+    frame = clusters_frame(clusters, texts)
+    try:
+        write_csv(frame, out)
+    except OSError as error:
+        raise CliError(f"--out {out}: cannot write it: {error.strerror or error}") from None
+    _print_json({"out": str(out), "questions": len(texts), "clusters": len(clusters),
+                 "clustered_questions": int(len(frame)), "largest_cluster": clusters[0].size if clusters else 0,
+                 "threshold": float(threshold), "min_size": args.min_size,
+                 "search": "exact" if graph.kind == "flat" else "hnsw (approximate)",
+                 "seconds": round(time.perf_counter() - started, 1)})
+    return 0

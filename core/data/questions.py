@@ -1,0 +1,194 @@
+"""A corpus of questions in: ``load_questions(source) -> (questions, QuestionsReport)``.
+
+Three shapes are read, told apart by the first line:
+
+- a CSV/TSV (``, \\t ; |``) whose header names a question column (``QUESTION_ALIASES``: question, text,
+  sentence, title, q): every non-empty cell of that column, in file order, repeats kept (a repeated
+  question is a duplicate to find);
+- a pairs file (a header naming question1 and question2, or their aliases, as ``load_pairs`` reads
+  them): the distinct questions of both columns in first-seen order, as ``core.search.corpus_questions``
+  gives them (labels are not needed);
+- anything else: plain text, one question per line (the first line is a question too).
+
+The bytes go through ``core.data.parsing`` as pairs do (path, bytes or upload; gzip; UTF-8, UTF-16,
+cp1252 / latin-1; binary and empty files refused), and every failure is a ``DataError``. Questions are
+stripped; empty ones (blank lines, empty cells) are dropped and counted in the report, like malformed
+records of a CSV.
+"""
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from core.data.parsing import (
+    DELIMITERS,
+    ROLE_ALIASES,
+    DataError,
+    _header_fields,
+    parse_any_encoding,
+    read_text_bytes,
+)
+from core.data.reading import EMPTY_QUESTION, MALFORMED_LINE, MAX_EXAMPLES, _describe_counts, _record_line
+
+QUESTION_ALIASES = ("question", "text", "sentence", "title", "q")
+COLUMN, PAIRS, LINES = "column", "pairs", "lines"  # the three shapes
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # only these end a line (str.splitlines also splits at \x1c, \u2028...)
+_SINGLE_FIELD_SEPARATORS = ("\x1f", "\x1e", "\x1d", "\x1c")  # one-column CSV: a separator no question holds
+
+
+@dataclass
+class QuestionsReport:
+    source: str  # file name, or "<upload>"
+    shape: str  # "column", "pairs" or "lines"
+    columns: list[str]  # the header names read (empty for plain lines)
+    delimiter: str  # "," "\t" ";" "|" ("" for plain lines and one-column files)
+    rows_read: int  # lines (plain text) or data records (CSV) seen, including dropped ones
+    questions_kept: int  # questions returned
+    dropped: dict[str, int]  # reason -> count of cells / lines dropped, only reasons that occurred
+    examples: list[tuple[int, str]]  # first MAX_EXAMPLES (line number, reason)
+    encoding: str = "utf-8"
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        unit = "lines" if self.shape == LINES else "rows"
+        text = f"kept {self.questions_kept:,} questions of {self.rows_read:,} {unit}"
+        if self.dropped:
+            text += "; dropped " + _describe_counts(self.dropped)
+        return text
+
+    def to_dict(self) -> dict:
+        report = asdict(self)
+        report["examples"] = [list(example) for example in self.examples]
+        return report
+
+
+def load_questions(source) -> tuple[list[str], QuestionsReport]:
+    """Questions from a path, bytes or a binary file object (see the module's docstring for the shapes).
+
+    Raises ``DataError`` when nothing usable is there (empty, binary, UTF-32, a header and no questions,
+    only empty questions, an unparseable CSV).
+    """
+    data, name, utf16 = read_text_bytes(source)
+    shape, delimiter, header = _shape(data)
+    if shape == LINES:
+        questions, report = _lines(data, name)
+    elif shape == COLUMN and len(header) == 1:
+        questions, report = _one_column(data, name, header)
+    else:
+        questions, report = _columns(data, name, shape, delimiter, header)
+    if utf16:
+        report.encoding = utf16
+    if not questions:
+        if report.rows_read == 0:
+            raise DataError(f"{name}: the file has a header but no questions")
+        raise DataError(f"{name}: no usable questions: dropped {_describe_counts(report.dropped)}")
+    return questions, report
+
+
+def _shape(data: bytes) -> tuple[str, str, list[str]]:
+    """(shape, delimiter, header fields) from the first line."""
+    head = data[:65536].decode("utf-8", errors="replace")
+    found = []
+    for delimiter in DELIMITERS:
+        header = _header_fields(head, delimiter)
+        if not header:
+            continue
+        names = [name.strip().lower() for name in header]
+        if any(alias in names for alias in QUESTION_ALIASES):
+            found.append((len(header), COLUMN, -DELIMITERS.index(delimiter), delimiter, header))
+        elif any(a in names for a in ROLE_ALIASES["question1"]) and any(a in names for a in ROLE_ALIASES["question2"]):
+            found.append((len(header), PAIRS, -DELIMITERS.index(delimiter), delimiter, header))
+    if not found:
+        return LINES, "", []
+    _, shape, _, delimiter, header = max(found, key=lambda f: (f[0], f[1] == COLUMN, f[2]))
+    return shape, delimiter, header
+
+
+def _decode(data: bytes) -> tuple[str, str]:
+    for encoding in ("utf-8", "cp1252"):
+        try:
+            return data.decode(encoding), encoding
+        except UnicodeDecodeError:
+            pass
+    return data.decode("latin-1"), "latin-1"
+
+
+def _examples(lines: np.ndarray, reason: str) -> list[tuple[int, str]]:
+    return [(int(line), reason) for line in lines[:MAX_EXAMPLES]]
+
+
+def _lines(data: bytes, name: str) -> tuple[list[str], QuestionsReport]:
+    text, encoding = _decode(data)
+    lines = [line.strip() for line in _LINE_BREAK.split(text)]
+    while lines and not lines[-1]:  # a trailing newline (or several) ends the file, it is no question
+        lines.pop()
+    empty = np.array([not line for line in lines], dtype=bool)
+    questions = [line for line in lines if line]
+    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
+    report = QuestionsReport(name, LINES, [], "", len(lines), len(questions), dropped,
+                             _examples(np.flatnonzero(empty) + 1, EMPTY_QUESTION), encoding)
+    return questions, report
+
+
+def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
+    """A CSV with one column: each record is one question (quoted fields unquoted, commas kept)."""
+    text, encoding = _decode(data)
+    separator = next((s for s in _SINGLE_FIELD_SEPARATORS if s not in text), None)
+    if separator is None:
+        raise DataError(f"{name}: cannot read it as one question per line (it holds every ASCII separator)")
+    try:
+        frame = pd.read_csv(io.StringIO(text), sep=separator, header=None, dtype=str, keep_default_na=False,
+                            engine="c", quotechar='"', doublequote=True, skip_blank_lines=False)
+    except Exception as error:  # noqa: BLE001 - whatever pandas trips over in user data is the user's to see
+        raise DataError(f"could not parse {name} as one question per line: {error}") from None
+    cells = frame.iloc[1:, 0].fillna("").astype(str).str.strip()
+    while len(cells) and cells.iloc[-1] == "":
+        cells = cells.iloc[:-1]
+    empty = (cells == "").to_numpy(dtype=bool)
+    questions = cells[~empty].tolist()
+    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
+    report = QuestionsReport(name, COLUMN, [header[0]], "", len(cells), len(questions), dropped,
+                             _examples(np.flatnonzero(empty) + 2, EMPTY_QUESTION), encoding)
+    return questions, report
+
+
+def _columns(data: bytes, name: str, shape: str, delimiter: str,
+             header: list[str]) -> tuple[list[str], QuestionsReport]:
+    names = [column.strip().lower() for column in header]
+    if shape == COLUMN:
+        alias = next(alias for alias in QUESTION_ALIASES if alias in names)
+        positions = [names.index(alias)]
+    else:
+        positions = [next(names.index(a) for a in ROLE_ALIASES[role] if a in names)
+                     for role in ("question1", "question2")]
+    frame, skipped, encoding = parse_any_encoding(data, delimiter, name, dtype={p: str for p in positions})
+    body = frame.iloc[1:]
+    skipped = np.asarray(skipped, dtype=np.int64)
+    cells = [body.iloc[:, p].fillna("").astype(str).str.strip().to_numpy(dtype=object) for p in positions]
+    grid = np.stack(cells, axis=1) if cells else np.zeros((0, 1), dtype=object)  # (rows, 1 or 2)
+    empty = grid == ""  # (rows, columns)
+    dropped = {EMPTY_QUESTION: int(empty.sum()), MALFORMED_LINE: int(skipped.size)}
+    examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
+    examples += [(_record_line(int(row), skipped), EMPTY_QUESTION)
+                 for row in np.flatnonzero(empty.any(axis=1))[:MAX_EXAMPLES]]
+    warnings = []
+    if shape == COLUMN:
+        questions = grid[~empty[:, 0], 0].tolist()
+    else:
+        from core.search import corpus_questions
+
+        pairs = pd.DataFrame({"question1": grid[:, 0], "question2": grid[:, 1]})
+        questions = corpus_questions(pairs)
+        repeated = int((~empty).sum()) - len(questions)
+        if repeated:
+            warnings.append(f"{repeated:,} repeated questions of the pairs were merged: each distinct question "
+                            "is clustered once")
+    dropped = {reason: count for reason, count in dropped.items() if count}
+    report = QuestionsReport(name, shape, [header[p] for p in positions], delimiter,
+                             int(body.shape[0] + skipped.size), len(questions), dropped,
+                             sorted(examples)[:MAX_EXAMPLES], encoding, warnings)
+    return questions, report

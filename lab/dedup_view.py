@@ -1,0 +1,98 @@
+"""The Deduplicate page's caches, tables and figure.
+
+The questions are encoded and their k-NN graph (``core.dedup.NeighbourGraph``) built once per (model,
+saved-folder stamp, questions key), kept with ``st.cache_resource`` (the graph holds a FAISS index) and
+built outside the cached function so a progress bar can be drawn while encoding. Every threshold or
+minimum-size move then only clusters that graph again (``st.cache_data`` per setting): nothing is
+encoded twice. The clustering itself is ``core.dedup``'s; this module only caches and draws.
+"""
+from __future__ import annotations
+
+import io
+import threading
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from core import dedup
+from lab.cached import model_stamp
+from lab.session import get_model
+
+TOP_CLUSTERS = 10  # clusters shown one by one (expanders); the table and the CSV hold them all
+SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColumn("similarity", format="%.4f")}
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def uploaded_questions(name: str, data: bytes):
+    """(questions, report, key) of an uploaded file (``core.data.load_questions``); key fingerprints the
+    questions for the other caches. Raises ``DataError`` for an unusable file."""
+    from core.data import load_questions
+    from core.search import fingerprint
+
+    buffer = io.BytesIO(data)
+    buffer.name = name
+    questions, report = load_questions(buffer)
+    return questions, report, "upload:" + fingerprint(questions)
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _graph_slot(choice: str, stamp: float, key: str) -> dict:
+    # The slot is cached and the graph built outside it: a progress bar drawn inside a cached function
+    # would be replayed by Streamlit. Two sessions asking at once build it once (the lock).
+    return {"graph": None, "lock": threading.Lock()}
+
+
+def neighbour_graph(choice: str, key: str, texts: Sequence[str],
+                    progress: Callable[[int, int], None] | None = None) -> dedup.NeighbourGraph:
+    """The ``NeighbourGraph`` of ``texts`` (whose key is ``key``) under a model, encoded once."""
+    slot = _graph_slot(choice, model_stamp(choice), key)
+    with slot["lock"]:
+        if slot["graph"] is None:
+            model, _ = get_model(choice)
+            vectors, queries = dedup.encode_corpus(model, list(texts), progress=progress)
+            slot["graph"] = dedup.NeighbourGraph(vectors, queries=queries)
+        return slot["graph"]
+
+
+@st.cache_data(show_spinner="Clustering…", max_entries=32)
+def clusters(choice: str, stamp: float, key: str, threshold: float, min_size: int,
+             _graph: dedup.NeighbourGraph, _texts: Sequence[str]) -> pd.DataFrame:
+    """``core.dedup.clusters_frame`` of the graph clustered at (threshold, min_size)."""
+    return dedup.clusters_frame(_graph.cluster(threshold, min_size), _texts)
+
+
+def slider_range(default: float) -> tuple[float, float]:
+    """The threshold slider's bounds: up to 1, down to 0.5 or a little under the calibrated threshold."""
+    low = min(0.5, np.floor((default - 0.1) * 100) / 100)
+    return float(max(-1.0, low)), 1.0
+
+
+def cluster_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per cluster: id, size, representative."""
+    return (frame.drop_duplicates("cluster_id")[["cluster_id", "cluster_size", "representative"]]
+            .rename(columns={"cluster_id": "cluster", "cluster_size": "size"}).reset_index(drop=True))
+
+
+def show_top_clusters(frame: pd.DataFrame, count: int = TOP_CLUSTERS) -> None:
+    """An expander per cluster of the ``count`` largest: its members and their similarity."""
+    for cluster_id, members in frame.groupby("cluster_id", sort=True):
+        if cluster_id > count:
+            break
+        title = f"Cluster {cluster_id} · {len(members)} questions · {members['representative'].iloc[0][:90]}"
+        with st.expander(title, expanded=cluster_id == 1):
+            st.dataframe(members[["question", "similarity_to_representative"]], hide_index=True,
+                         key=f"dedup_members_{cluster_id}", column_config=SIMILARITY_FORMAT)
+
+
+def size_histogram(frame: pd.DataFrame) -> go.Figure:
+    """Bars: how many clusters have each size."""
+    sizes, counts = np.unique(cluster_table(frame)["size"].to_numpy(), return_counts=True)
+    figure = go.Figure(go.Bar(x=sizes, y=counts, marker_color="#4c78a8",
+                              hovertemplate="%{y} clusters of %{x} questions<extra></extra>"))
+    figure.update_layout(title="Cluster sizes", xaxis_title="questions in the cluster", yaxis_title="clusters",
+                         height=320, margin=dict(l=10, r=10, t=40, b=10), bargap=0.15)
+    figure.update_xaxes(dtick=1 if len(sizes) and sizes.max() <= 20 else None)
+    return figure

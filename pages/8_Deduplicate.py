@@ -1,0 +1,110 @@
+"""Deduplicate: group the near-duplicate questions of a corpus (the active dataset's, or an uploaded file's)."""
+import streamlit as st
+
+from lab.session import setup_page
+
+setup_page("Deduplicate")
+
+from core.dedup import default_threshold  # noqa: E402
+from core.export import safe_csv  # noqa: E402
+from lab import cached, dedup_view  # noqa: E402
+from lab.figures import PLOTLY_CONFIG  # noqa: E402
+from lab.session import DataError, get_model, model_picker, show_error  # noqa: E402
+
+ACTIVE, UPLOAD = "The active dataset's questions", "An uploaded file"
+PERSIST = "session"  # the settings survive a visit to another page
+state = st.session_state
+
+st.title("Deduplicate a corpus")
+st.caption("Every question is encoded once; each question's nearest neighbours come from a FAISS index. "
+           "Clusters are formed greedily, the question with the most neighbours above the threshold first: it "
+           "becomes the representative, and its neighbours not yet clustered become the members. Every member "
+           "is above the threshold to its representative (no chaining through intermediate questions), and a "
+           "question belongs to one cluster at most (sentence-transformers' community detection).")
+
+choice = model_picker()
+source = st.radio("Questions", [ACTIVE, UPLOAD], horizontal=True, key="dedup_source", persist_state=PERSIST)
+if source == UPLOAD:
+    upload = st.file_uploader("A CSV/TSV with a question column (question, text, sentence, title or q), a pairs "
+                              "file, or plain text with one question per line", key="dedup_upload")
+    if upload is None:
+        st.info("Upload a file of questions, or use the active dataset's.")
+        st.stop()
+    try:
+        texts, report, key = dedup_view.uploaded_questions(upload.name, upload.getvalue())
+    except DataError as error:
+        show_error(str(error))
+        st.stop()
+    if report.dropped:
+        st.caption(f"{report.source}: {report.summary()}")
+    name = upload.name
+else:
+    pairs = state.pairs
+    key = "pairs:" + cached.active_data_key(pairs)
+    texts = cached.corpus(cached.active_data_key(pairs), pairs)
+    name = state.data_name
+if not texts:
+    show_error("There are no questions to deduplicate.")
+    st.stop()
+
+try:
+    with st.spinner("Loading the model…"):
+        model, config = get_model(choice)
+except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, not raised
+    show_error(f"Could not load the model: {error}")
+    st.stop()
+calibrated = default_threshold(config)
+start = calibrated if calibrated is not None else 0.8
+if state.get("dedup_threshold_for") != choice or "dedup_threshold" not in state:
+    state["dedup_threshold"] = round(float(start), 3)  # a new model starts at its own calibrated threshold
+    state["dedup_threshold_for"] = choice
+low, high = dedup_view.slider_range(start)
+threshold_column, size_column = st.columns([3, 1])
+threshold = threshold_column.slider(
+    "Threshold (cosine to the representative, strictly above)", min_value=low, max_value=high, step=0.005,
+    format="%.3f", key="dedup_threshold",
+    help="Starts at the model's calibrated best-accuracy threshold" if calibrated is not None else
+    "This model has no calibrated threshold; 0.8 to start with")
+min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, value=2, step=1,
+                                    key="dedup_min_size", persist_state=PERSIST)
+
+status = st.empty()
+
+
+def show_progress(done: int, total: int) -> None:
+    status.progress(done / max(total, 1), text=f"Encoding the questions: {done:,} / {total:,}")
+
+
+try:
+    graph = dedup_view.neighbour_graph(choice, key, texts, progress=show_progress)
+except Exception as error:  # noqa: BLE001
+    status.empty()
+    show_error(f"Could not encode the questions: {error}")
+    st.stop()
+status.empty()
+frame = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size), graph, texts)
+table = dedup_view.cluster_table(frame)
+
+search = "exact search (FAISS flat)" if graph.kind == "flat" else "approximate search (FAISS HNSW)"
+st.caption(f"{len(texts):,} questions of {name}; neighbours by {search}, {graph.k} per question at first "
+           "(more where they are all above the threshold).")
+questions_metric, clusters_metric, clustered_metric = st.columns(3)
+questions_metric.metric("Questions", f"{len(texts):,}")
+clusters_metric.metric("Clusters", f"{len(table):,}")
+clustered_metric.metric("Questions in a cluster", f"{len(frame):,}")
+if table.empty:
+    st.info("No cluster at this threshold: lower it, or lower the smallest cluster size.")
+    st.stop()
+
+st.download_button("Download the clusters (CSV)", lambda: safe_csv(frame), file_name="clusters.csv",
+                   mime="text/csv", key="dedup_download", icon=":material/download:", on_click="ignore")
+table_column, chart_column = st.columns([3, 2])
+with table_column:
+    st.dataframe(table, hide_index=True, key="dedup_clusters", height=320,
+                 column_config={"cluster": st.column_config.NumberColumn(width="small"),
+                                "size": st.column_config.NumberColumn(width="small"),
+                                "representative": st.column_config.TextColumn(width="large")})
+with chart_column:
+    st.plotly_chart(dedup_view.size_histogram(frame), width="stretch", key="dedup_sizes", config=PLOTLY_CONFIG)
+st.subheader(f"The {min(len(table), dedup_view.TOP_CLUSTERS)} largest clusters")
+dedup_view.show_top_clusters(frame)

@@ -1,0 +1,101 @@
+"""The Deduplicate page: clusters of the active dataset's questions; moving the threshold re-clusters the
+cached neighbour graph without encoding anything again."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+import core.dedup
+from core.models import load_model
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages" / "8_Deduplicate.py")
+
+
+@pytest.fixture
+def encode_calls(monkeypatch) -> list[int]:
+    """Counts core.dedup.encode_corpus calls (the page's only way to encode), with the caches emptied."""
+    calls: list[int] = []
+    real = core.dedup.encode_corpus
+
+    def counting(model, texts, *args, **kwargs):
+        calls.append(len(texts))
+        return real(model, texts, *args, **kwargs)
+
+    monkeypatch.setattr(core.dedup, "encode_corpus", counting)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    return calls
+
+
+def test_threshold_moves_recluster_without_encoding_again(runs_with_models, encode_calls, plotly_figures):
+    _, folders = runs_with_models
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    assert not at.exception, at.exception
+    at.selectbox(key="active_model").set_value(str(folders["lstm"])).run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    _, config = load_model(folders["lstm"])
+    calibrated = config["thresholds"]["accuracy"]
+    assert at.slider(key="dedup_threshold").value == pytest.approx(round(calibrated, 3))
+    encoded = len(encode_calls)
+    assert encoded >= 1 and encode_calls[-1] > 500  # the sample's distinct questions
+
+    def shown() -> tuple[int, int]:  # the cluster table is the first dataframe, each expander's members follow
+        table = at.dataframe[0].value
+        return len(table), int(table["size"].sum())
+
+    first = shown()
+    assert first[0] >= 1
+    sizes = at.dataframe[0].value["size"]
+    assert sizes.is_monotonic_decreasing and (sizes >= 2).all()
+    assert at.expander and at.expander[0].label.startswith("Cluster 1 · ")
+    members = at.dataframe[1].value
+    assert len(members) == sizes.iloc[0]
+    assert (members["similarity_to_representative"].iloc[1:] > round(calibrated, 3) - 1e-9).all()
+    [figure] = plotly_figures(at)
+    assert sum(figure["data"][0]["y"]) == first[0]  # the histogram counts every cluster
+    assert at.get("download_button")
+
+    at.slider(key="dedup_threshold").set_value(0.995).run()
+    assert not at.exception and not at.error
+    tighter = shown() if at.dataframe else (0, 0)
+    at.slider(key="dedup_threshold").set_value(at.slider(key="dedup_threshold").min).run()
+    looser = shown()
+    assert tighter[1] <= first[1] <= looser[1] and tighter != looser
+    at.number_input(key="dedup_min_size").set_value(3).run()
+    assert (at.dataframe[0].value["size"] >= 3).all()
+    assert len(encode_calls) == encoded  # three re-clusterings, no encoding
+
+
+def test_another_model_starts_at_its_own_threshold(runs_with_models, encode_calls):
+    _, folders = runs_with_models
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    for name in ("lstm", "dual-transformer"):
+        at.selectbox(key="active_model").set_value(str(folders[name])).run()
+        assert not at.exception and not at.error, (at.exception, at.error)
+        _, config = load_model(folders[name])
+        assert at.slider(key="dedup_threshold").value == pytest.approx(round(config["thresholds"]["accuracy"], 3))
+    assert len(encode_calls) == 2  # one encoding per model
+
+
+def test_upload_without_a_file_asks_for_one(runs_with_models, encode_calls):
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    encoded = len(encode_calls)
+    at.radio(key="dedup_source").set_value("An uploaded file").run()
+    assert not at.exception and not at.error
+    assert any("Upload a file" in info.value for info in at.info)
+    assert not at.dataframe and len(encode_calls) == encoded
+
+
+def test_uploaded_questions_are_read_like_the_command_reads_them():
+    from core.data import DataError
+    from lab import dedup_view
+
+    texts, report, key = dedup_view.uploaded_questions("q.txt", b"How?\n\nWhy?\nHow?\n")
+    assert texts == ["How?", "Why?", "How?"] and report.dropped == {"empty question": 1}
+    assert key.startswith("upload:") and key != dedup_view.uploaded_questions("q.txt", b"How?\n")[2]
+    with pytest.raises(DataError):
+        dedup_view.uploaded_questions("q.txt", b"")

@@ -1,0 +1,173 @@
+"""``--backend onnx``: predict / embed / search on the exported graph (onnxruntime, CPU) say what the PyTorch
+model says (within 1e-4); the graph is cached in the model folder, reused, and exported again when the model
+changes; an export folder works as --model; bad input is one error line."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from core.cli import main
+from core.export_model import export_model
+from core.models import load_model
+from core.onnx_backend import OnnxBackendError, OnnxEncoder, onnx_model
+from core.saving import save_model
+from core.tokenizers import WordTokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "assets" / "sample_pairs.csv"
+PAIRS = [("How do I learn Python?", "What is the best way to learn Python?"),
+         ("Why don't cats like water?", "Café ΟΔΟΣ 😀 日本 42?"),
+         ("a", " ".join(["long"] * 90))]
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, tiny_models, sample_pairs) -> dict[str, Path]:
+    """Copies of the session's tiny LSTM and dual encoder (their caches are written into them) and an
+    untrained two-layer bidirectional LSTM."""
+    from core.models.siamese_lstm import SiameseLSTM, SiameseLSTMConfig
+
+    root = tmp_path_factory.mktemp("backend")
+    folders = {name: Path(shutil.copytree(folder, root / name)) for name, folder in tiny_models.items()}
+    pairs, _ = sample_pairs
+    tokenizer = WordTokenizer.build(pairs["question1"].tolist(), min_freq=1, max_length=20)
+    torch.manual_seed(1)
+    model = SiameseLSTM(SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, embedding_dim=5, hidden_size=7,
+                                          num_layers=1, bidirectional=True), tokenizer)
+    folders["lstm-bi"] = save_model(model, root / "lstm-bi", metadata={"thresholds": {"accuracy": 0.4, "f1": 0.4}})
+    return folders
+
+
+@pytest.mark.parametrize("family", ["lstm", "lstm-bi", "dual-transformer"])
+def test_predict_onnx_equals_torch(family, models, capsys):
+    folder = models[family]
+    for question1, question2 in PAIRS:
+        outputs = {}
+        for backend in ("torch", "onnx"):
+            code, out, err = run_cli(capsys, "predict", "--model", folder, "--backend", backend, question1, question2)
+            assert code == 0, err
+            outputs[backend] = json.loads(out)
+        assert abs(outputs["onnx"]["similarity"] - outputs["torch"]["similarity"]) <= 1e-4, outputs
+        assert outputs["onnx"]["threshold"] == outputs["torch"]["threshold"]
+        assert outputs["onnx"]["verdict"] == outputs["torch"]["verdict"] or \
+            abs(outputs["torch"]["similarity"] - outputs["torch"]["threshold"]) < 1e-4
+    assert (folder / "onnx" / "model.onnx").is_file()  # the cache, inside the model folder
+
+
+def test_encoder_equals_the_model_on_many_texts(models, sample_pairs):
+    pairs, _ = sample_pairs
+    texts = pairs["question1"].tolist()[:150] + ["", "  ", "ΟΔΟΣ", "😀", " ".join(["x"] * 100)]
+    for family in ("lstm", "dual-transformer"):
+        model, _ = load_model(models[family])
+        encoder, config = onnx_model(models[family])
+        assert config["thresholds"] == json.loads((models[family] / "config.json").read_text())["thresholds"]
+        for tower in (0, 1):
+            want = torch.nn.functional.normalize(model.encode(texts, tower=tower), dim=-1)
+            got = encoder.encode(texts, tower=tower, batch_size=32)
+            assert got.shape == want.shape and got.dtype == torch.float32
+            assert float((got - want).abs().max()) <= 1e-4
+        half = len(texts) // 2
+        first, second = texts[:half], texts[half : 2 * half]
+        assert np.abs(encoder.score_pairs(first, second) - model.score_pairs(first, second)).max() <= 1e-4
+        assert encoder.encode([]).shape == (0, model.embedding_dim)
+
+
+def test_the_cache_is_reused_and_renewed_when_the_model_changes(models, tmp_path):
+    folder = Path(shutil.copytree(models["lstm"], tmp_path / "lstm"))
+    shutil.rmtree(folder / "onnx", ignore_errors=True)
+    onnx_model(folder)
+    graph = folder / "onnx" / "model.onnx"
+    stamp = graph.stat().st_mtime_ns
+    onnx_model(folder)
+    assert graph.stat().st_mtime_ns == stamp  # reused
+    stale = Path(shutil.copytree(folder / "onnx", tmp_path / "stale"))
+    # The model saved again with other weights: a save replaces the whole folder, cache included ...
+    model, config = load_model(folder)
+    with torch.no_grad():
+        model.embedding.weight.mul_(-1.0)
+    save_model(model, folder, metadata={"thresholds": config["thresholds"]})
+    assert not (folder / "onnx").exists()
+    # ... and a stale cache put back by hand is noticed and exported again.
+    shutil.copytree(stale, folder / "onnx")
+    encoder, _ = onnx_model(folder)
+    want = model.encode(["How do I learn Python?"])
+    assert float((encoder.encode(["How do I learn Python?"]) - want).abs().max()) <= 1e-4
+
+
+def test_an_export_folder_is_a_model_for_the_onnx_backend(models, tmp_path, capsys):
+    model, config = load_model(models["dual-transformer"])
+    export_model(model, config, tmp_path / "exported", "onnx")
+    code, out, err = run_cli(capsys, "predict", "--model", tmp_path / "exported", "--backend", "onnx", *PAIRS[0])
+    assert code == 0, err
+    want = float(model.score_pairs([PAIRS[0][0]], [PAIRS[0][1]])[0])
+    result = json.loads(out)
+    assert abs(result["similarity"] - want) <= 1e-4 and result["threshold"] == config["thresholds"]["accuracy"]
+    assert isinstance(OnnxEncoder(tmp_path / "exported"), OnnxEncoder)
+
+
+def test_embed_and_search_on_onnx_equal_torch(models, tmp_path, capsys):
+    folder = models["lstm"]
+    vectors = {}
+    for backend in ("torch", "onnx"):
+        out = tmp_path / f"{backend}.npy"
+        code, stdout, err = run_cli(capsys, "embed", "--model", folder, "--data", SAMPLE, "--out", out,
+                                    "--backend", backend)
+        assert code == 0, err
+        vectors[backend] = np.load(out)
+    assert vectors["onnx"].shape == vectors["torch"].shape
+    assert np.abs(vectors["onnx"] - vectors["torch"]).max() <= 1e-4
+    results = {}
+    for backend in ("torch", "onnx", "onnx"):  # the second onnx search reuses its saved index
+        code, stdout, err = run_cli(capsys, "search", "--model", folder, "--corpus", SAMPLE, "--runs", tmp_path,
+                                    "-k", "5", "--backend", backend, "How do I learn Python?")
+        assert code == 0, err
+        rows = [json.loads(line) for line in stdout.splitlines()]
+        if backend in results:
+            assert rows == results[backend]
+        results[backend] = rows
+    assert [r["rank"] for r in results["onnx"]] == [1, 2, 3, 4, 5]
+    torch_scores = {r["question"]: r["score"] for r in results["torch"]}
+    for row in results["onnx"]:
+        if row["question"] in torch_scores:
+            assert abs(row["score"] - torch_scores[row["question"]]) <= 1e-4
+    assert abs(results["onnx"][0]["score"] - results["torch"][0]["score"]) <= 1e-4
+    assert any(p.name.startswith("search-") for p in (folder / "onnx").iterdir())  # the index sits with its graph
+
+
+def test_bad_input_is_one_line(models, tmp_path, capsys):
+    model, config = load_model(models["lstm"])
+    cases = [
+        (["predict", "--model", tmp_path / "missing", "--backend", "onnx", "a", "b"], "no model folder"),
+        (["predict", "--model", models["lstm"], "--backend", "onnx", "--device", "cuda", "a", "b"], "on the CPU"),
+    ]
+    broken = tmp_path / "broken"
+    export_model(model, config, broken, "onnx")
+    (broken / "model.onnx").write_bytes(b"not a graph")
+    cases.append((["predict", "--model", broken, "--backend", "onnx", "a", "b"], "not a usable ONNX graph"))
+    for argv, message in cases:
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, err
+    with pytest.raises(OnnxBackendError):
+        OnnxEncoder(tmp_path)
+    # A read-only model folder: its cache cannot be written, and the message says what to do instead.
+    folder = Path(shutil.copytree(models["lstm"], tmp_path / "readonly"))
+    shutil.rmtree(folder / "onnx", ignore_errors=True)
+    os.chmod(folder, 0o555)
+    try:
+        if os.access(folder, os.W_OK):  # root writes anyway: nothing to check
+            return
+        code, _, err = run_cli(capsys, "predict", "--model", folder, "--backend", "onnx", "a", "b")
+        assert code == 2 and "python -m core export --format onnx" in err
+    finally:
+        os.chmod(folder, 0o755)
