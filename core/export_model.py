@@ -41,7 +41,7 @@ import numpy as np
 
 from core.saving.atomic import write_folder_atomically
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file
-from core.saving.output import LOCK_SUFFIX, OutputClaim, OutputError, _lock
+from core.saving.output import OutputClaim, OutputError, claim_output
 
 EXPORT_FORMATS = ("sentence-transformers", "onnx")
 QUANTIZE_CHOICES = ("int8",)
@@ -87,29 +87,7 @@ def claim_export(target: str | Path, overwrite: bool = False) -> OutputClaim:
     replaced only with ``overwrite`` (``OutputError`` reason ``model_exists``); anything else (a saved
     model, other files, a file) is never replaced (reason ``not_a_model``). One writer at a time: the
     same hidden lock file beside the target that a training takes."""
-    target = Path(target).expanduser()
-    if target.name in ("", ".", ".."):
-        raise OutputError(target, "is not a folder name an export can be written as", "not_a_model")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise OutputError(target, f"its folder cannot be created ({error.strerror or error})", "unwritable") from None
-    if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise OutputError(target, f"cannot write in {target.parent}", "unwritable")
-    lock_path = target.parent / f".{target.name}{LOCK_SUFFIX}"
-    try:
-        fd = _lock(lock_path, target)
-    except OutputError as error:
-        if error.reason == "busy":
-            raise OutputError(target, "something else is writing this folder right now", "busy") from None
-        raise
-    claim = OutputClaim(target, lock_path, fd, None)
-    try:
-        claim.existing = _existing_export(target, overwrite)
-    except BaseException:
-        claim.release()
-        raise
-    return claim
+    return claim_output(target, overwrite, existing=_existing_export)
 
 
 def read_manifest(folder: str | Path) -> dict | None:

@@ -192,7 +192,7 @@ def test_a_second_writer_to_the_same_folder_is_refused_at_once(capsys, tmp_path)
             claim_output(out)
         assert refused.value.reason == "busy"
         code, _, err = run_cli(capsys, "train", "--data", SAMPLE, "--epochs", "1", "--out", out, *TINY)
-        assert code == 2 and "another training is writing this folder" in one_error_line(err)
+        assert code == 2 and "another process is writing this folder" in one_error_line(err)
     with claim_output(out) as claim:  # released: free again
         assert claim.target == out and claim.existing is None
     assert not out.exists() and list(tmp_path.iterdir()) == []
@@ -206,7 +206,7 @@ def test_a_killed_writer_leaves_no_lock_behind(tmp_path):
         "claim = claim_output(%r); print('claimed', flush=True); time.sleep(600)") % (str(ROOT), str(out))],
         stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "claimed"
-    with pytest.raises(OutputError, match="another training"):
+    with pytest.raises(OutputError, match="another process"):
         claim_output(out)
     holder.kill()
     holder.wait(timeout=30)

@@ -23,6 +23,7 @@ import fcntl
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 from core.saving.model_folder import CONFIG_FILE, ModelLoadError, read_config
 
@@ -77,7 +78,7 @@ def _lock(lock_path: Path, target: Path) -> int:
         except OSError as error:
             os.close(fd)
             if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise OutputError(target, "another training is writing this folder right now", "busy") from None
+                raise OutputError(target, "another process is writing this folder right now", "busy") from None
             raise OutputError(target, f"cannot lock it ({error.strerror})", "unwritable") from None
         try:
             same = os.fstat(fd).st_ino == os.stat(lock_path, follow_symlinks=False).st_ino
@@ -110,8 +111,13 @@ def _existing_model(target: Path, overwrite: bool) -> dict | None:
     return config
 
 
-def claim_output(target: str | Path, overwrite: bool = False) -> OutputClaim:
-    """Claim ``target`` for one training's model folder (see the module docstring for the rules)."""
+def claim_output(target: str | Path, overwrite: bool = False,
+                 existing: Callable[[Path, bool], dict | None] | None = None) -> OutputClaim:
+    """Claim ``target`` for one training's model folder (see the module docstring for the rules).
+
+    ``existing(target, overwrite)`` decides what may be replaced (it returns what is there, or None
+    when nothing is, and raises ``OutputError`` otherwise); by default a saved model, with ``overwrite``.
+    """
     target = Path(target).expanduser()
     if target.name in ("", ".", ".."):
         raise OutputError(target, "is not a folder name a model can be saved as", "not_a_model")
@@ -124,7 +130,8 @@ def claim_output(target: str | Path, overwrite: bool = False) -> OutputClaim:
     lock_path = target.parent / f".{target.name}{LOCK_SUFFIX}"
     claim = OutputClaim(target, lock_path, _lock(lock_path, target), None)
     try:
-        claim.existing = _existing_model(target, overwrite)  # checked under the lock: no one else is writing it
+        # Checked under the lock: no one else is writing it.
+        claim.existing = (existing or _existing_model)(target, overwrite)
     except BaseException:
         claim.release()
         raise
