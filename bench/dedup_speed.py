@@ -6,13 +6,18 @@ threshold (default ``core.models.ZERO_SHOT_THRESHOLD``), clusters of at least 2:
 
 - ours: ``core.dedup.encode_corpus`` (``MiniLM.encode`` in chunks), a ``NeighbourGraph`` (FAISS, exact up
   to 50,000 questions, k = 50 at first, deeper where all k are above the threshold), ``cluster``;
+- ours (onnx): the same with ``--backend onnx``: the model's ONNX graph run by onnxruntime
+  (``core.onnx_backend.onnx_model``, exported once before the timing);
 - theirs: ``SentenceTransformer(<the installed MiniLM folder>).encode(convert_to_tensor=True)`` and
   ``sentence_transformers.util.community_detection`` (n² cosines in batches).
 
-Both encode at batch size 256 with max length 64 (our MiniLM's; ``max_seq_length = 64`` on theirs).
+Ours encode with batch size 256 (our default; a transformer's batches are also cut at 1,024 padded
+tokens, ``core.encoding_batches``), theirs at sentence-transformers' default batch size 32 (its faster
+setting on this CPU: at 256 it is about 2x slower); max length 64 on every side (``max_seq_length = 64``
+on theirs).
 Their rule is cosine >= threshold, ours > threshold: they are given the next float32 above the
-threshold, so both mean "strictly above". The sides run in turn (ours, theirs, ours, ... with
---rounds); reported: median seconds per side and phase, and the ratio theirs / ours.
+threshold, so both mean "strictly above". The sides run in turn (ours, ours (onnx), theirs, ... with
+--rounds); reported: median seconds per side and phase, and the ratios theirs / ours.
 
 "Same clusters up to ties": community_detection run on *our* vectors must give exactly our clusters
 (the algorithm); end to end, the two encoders' vectors differ in the last digits, so a pair whose
@@ -33,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import DATA, header, median, parser, report, setup_torch  # noqa: E402
 
-BATCH, MAX_LENGTH = 256, 64
+BATCH, PEER_BATCH, MAX_LENGTH = 256, 32, 64
 
 
 def load_corpus(count: int):
@@ -106,26 +111,33 @@ def main() -> None:
 
     threshold = ZERO_SHOT_THRESHOLD if args.threshold is None else args.threshold
     ours_model, _ = load_model("minilm", device=args.device)
+    sides = {"ours": ours_model}
+    if args.device == "cpu":
+        import tempfile
+
+        from core.onnx_backend import onnx_model
+
+        sides["ours (onnx)"], _ = onnx_model("minilm", cache_root=tempfile.mkdtemp(prefix="dedup-speed-"))
     theirs_model = SentenceTransformer(str(minilm_folder()), device=args.device)
     theirs_model.max_seq_length = MAX_LENGTH
     results: dict[str, dict] = {}
-    times: dict[str, list[dict]] = {"ours": [], "theirs": []}
+    times: dict[str, list[dict]] = {side: [] for side in [*sides, "theirs"]}
 
-    def ours() -> None:
+    def ours(side: str) -> None:
         started = time.perf_counter()
-        vectors, queries = encode_corpus(ours_model, texts, batch_size=BATCH)
+        vectors, queries = encode_corpus(sides[side], texts, batch_size=BATCH)
         encoded = time.perf_counter()
         graph = NeighbourGraph(vectors, queries=queries)
         searched = time.perf_counter()
         clusters = graph.cluster(threshold, 2)
         done = time.perf_counter()
-        times["ours"].append({"encode": encoded - started, "k-NN graph": searched - encoded,
-                              "cluster": done - searched, "total": done - started})
-        results["ours"] = {"vectors": vectors, "clusters": clusters, "kind": graph.kind}
+        times[side].append({"encode": encoded - started, "k-NN graph": searched - encoded,
+                            "cluster": done - searched, "total": done - started})
+        results[side] = {"vectors": vectors, "clusters": clusters, "kind": graph.kind}
 
     def theirs() -> None:
         started = time.perf_counter()
-        embeddings = theirs_model.encode(texts, batch_size=BATCH, convert_to_tensor=True)
+        embeddings = theirs_model.encode(texts, batch_size=PEER_BATCH, convert_to_tensor=True)
         encoded = time.perf_counter()
         communities = community_detection(embeddings, threshold=strictly_above(threshold), min_community_size=2)
         done = time.perf_counter()
@@ -135,9 +147,27 @@ def main() -> None:
         results["theirs"] = {"vectors": unit, "clusters": communities}
 
     for _ in range(args.rounds):
-        ours()
+        for side in sides:
+            ours(side)
         theirs()
-    mine, peer = results["ours"], results["theirs"]
+    peer = results["theirs"]
+    theirs_median = median([t["total"] for t in times["theirs"]])
+    speed = {f"theirs {phase}": median([t[phase] for t in times["theirs"]]) for phase in times["theirs"][0]}
+    for side in sides:
+        speed.update({f"{side} {phase}": median([t[phase] for t in times[side]]) for phase in times[side][0]})
+        speed[f"ratio theirs / {side} (total; goal >= 1.5)"] = theirs_median / median([t["total"] for t in times[side]])
+        speed[f"ratio theirs / {side} (after encoding)"] = median(
+            [t["community_detection"] for t in times["theirs"]]) / median(
+            [t["k-NN graph"] + t["cluster"] for t in times[side]])
+    report("speed (median seconds)", speed)
+    for side in sides:
+        report_clusters(side, results[side], peer, texts, threshold)
+
+
+def report_clusters(side: str, mine: dict, peer: dict, texts, threshold: float) -> None:
+    import torch
+    from sentence_transformers.util import community_detection
+
     ours_sets = as_sets(c.members for c in mine["clusters"])
     theirs_sets = as_sets(peer["clusters"])
     on_our_vectors = as_sets(community_detection(torch.from_numpy(mine["vectors"]), threshold=strictly_above(threshold),
@@ -145,16 +175,7 @@ def main() -> None:
     ties, tie_pairs, largest = disagreeing_rows(mine["vectors"], peer["vectors"], threshold)
     differing = ours_sets ^ theirs_sets
     explained = all(cluster & ties for cluster in differing)
-    ours_median = median([t["total"] for t in times["ours"]])
-    theirs_median = median([t["total"] for t in times["theirs"]])
-    report("speed (median seconds)", {
-        **{f"ours {phase}": median([t[phase] for t in times["ours"]]) for phase in times["ours"][0]},
-        **{f"theirs {phase}": median([t[phase] for t in times["theirs"]]) for phase in times["theirs"][0]},
-        "ratio theirs / ours (total)": theirs_median / ours_median,
-        "ratio theirs / ours (after encoding)": median([t["community_detection"] for t in times["theirs"]])
-        / median([t["k-NN graph"] + t["cluster"] for t in times["ours"]]),
-    })
-    report("clusters", {
+    report(f"clusters: {side} against theirs", {
         "questions": len(texts), "threshold": threshold, "our search": mine["kind"],
         "ours: clusters / questions in one": f"{len(ours_sets):,} / {sum(len(c) for c in ours_sets):,}",
         "theirs: clusters / questions in one": f"{len(theirs_sets):,} / {sum(len(c) for c in theirs_sets):,}",

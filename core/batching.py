@@ -3,7 +3,9 @@
 In-batch-negative losses treat every other row of a batch as a negative, so a batch must never
 hold the same question text twice: if question A is question1 of one pair and question2 of
 another, the "negative" off the diagonal is really a duplicate. `duplicate_free_batches` enforces
-that; `labelled_batches` is the plain shuffled chunking used by losses that read the labels.
+that on the duplicate pairs, `labelled_distinct_batches` on the pairs of both classes (the multitask
+loss, whose in-batch term also takes the non-duplicates' questions as negatives); `labelled_batches`
+is the plain shuffled chunking used by losses that read the labels.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ BUCKET_WINDOW_BATCHES = 32
 
 def duplicate_free_batches(
     pairs: pd.DataFrame, batch_size: int, seed: int | None, drop_last_below: int = 2,
-    lengths: np.ndarray | None = None,
+    lengths: np.ndarray | None = None, both_classes: bool = False,
 ) -> list[np.ndarray]:
-    """Shuffled batches of the duplicate rows (is_duplicate == 1) with no normalised text twice.
+    """Shuffled batches of the duplicate rows (is_duplicate == 1; every row with `both_classes`) with no
+    normalised text twice.
 
     Rows are taken in a seeded order; a row whose text is already in the open batch waits in a
     queue, and every new batch is seeded from that queue first, so colliding rows are delayed, not
@@ -41,6 +44,8 @@ def duplicate_free_batches(
         lengths: optional (len(pairs),) token length of each pair; when given, rows of similar
             length share a batch (see `length_grouped`) and the batch order is shuffled (unless
             seed is None).
+        both_classes: batch every row, non-duplicates too, under the same rule (see
+            `labelled_distinct_batches`).
 
     Returns:
         list of int64 arrays of row positions into `pairs` (use with .iloc), each (<= batch_size,).
@@ -50,7 +55,7 @@ def duplicate_free_batches(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    positions = np.flatnonzero(pairs["is_duplicate"].to_numpy() == 1)
+    positions = np.arange(len(pairs)) if both_classes else np.flatnonzero(pairs["is_duplicate"].to_numpy() == 1)
     first_codes, second_codes = _text_codes(pairs.iloc[positions])
     rng = np.random.default_rng(seed)
     order = np.arange(positions.size) if seed is None else rng.permutation(positions.size)
@@ -96,6 +101,20 @@ def duplicate_free_batches(
 
     kept = [positions[np.array(rows, dtype=np.int64)] for rows in batches if len(rows) >= max(drop_last_below, 1)]
     return _shuffled(kept, rng) if lengths is not None and seed is not None else kept
+
+
+def labelled_distinct_batches(pairs: pd.DataFrame, batch_size: int, seed: int | None,
+                              lengths: np.ndarray | None = None) -> list[np.ndarray]:
+    """All rows, both classes, in batches with no normalised text twice (across both columns).
+
+    `duplicate_free_batches` over every row: a colliding row is deferred to a later batch, never
+    dropped, and a 1-row batch is kept (its pair still has a label to learn from), so every row is
+    used once. ``lengths`` groups rows of similar length as in `labelled_batches`.
+
+    Example: rows ("a","b",1), ("b","c",0), ("d","e",0) with batch_size=2 never put the first two
+    together, although the second is not a duplicate: its "b" would be a false negative of the first.
+    """
+    return duplicate_free_batches(pairs, batch_size, seed, drop_last_below=1, lengths=lengths, both_classes=True)
 
 
 def labelled_batches(pairs: pd.DataFrame, batch_size: int, seed: int,

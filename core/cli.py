@@ -161,8 +161,8 @@ def _train_spec(args):
     except (json.JSONDecodeError, RecursionError) as error:
         raise CliError(f"--model-options is not valid JSON: {error}") from None
     options = {name: getattr(args, name) for name in (
-        "model", "loss", "form", "margin", "scale", "epochs", "batch_size", "lr", "seed", "patience", "max_steps",
-        "max_minutes", "device", "max_length", "min_freq", "max_vocab")}
+        "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
+        "max_steps", "max_minutes", "device", "max_length", "min_freq", "max_vocab")}
     switches = {name: True for name in ("split_by_question", "hard_negatives", "keep_unvalidated") if getattr(args, name)}
     try:
         return spec_from_options(args.preset, **options, **switches, model_options=model_options,
@@ -343,10 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch-size", type=int, default=None, help="pairs per step (default depends on the model)")
     train.add_argument("--lr", type=float, default=None, help="peak learning rate (default depends on the model)")
     train.add_argument("--margin", type=float, default=None,
-                       help="loss margin (default: 0.25 for triplet on cosines, 1.0 for contrastive on distances)")
+                       help="loss margin (default: 0.25 for triplet on cosines, 1.0 for contrastive and multitask "
+                            "on distances)")
     train.add_argument("--form", choices=CONTRASTIVE_FORMS, default=None,
                        help="contrastive loss form (default: squared_hinge)")
-    train.add_argument("--scale", type=float, default=None, help="softmax loss: cosine scale (default: 20.0)")
+    train.add_argument("--scale", type=float, default=None,
+                       help="softmax and multitask: cosine scale; cosent: lambda (default: 20.0)")
+    train.add_argument("--weight", type=float, default=None,
+                       help="multitask loss: weight of the in-batch softmax term (default: 1.0)")
     train.add_argument("--max-length", type=int, default=None, help="tokens per question (default: 64)")
     train.add_argument("--max-rows", type=_count, default=None, help="use only the first N usable rows")
     train.add_argument("--min-freq", type=int, default=None,

@@ -1,6 +1,7 @@
 """``python -m core dedup``: cluster the near-duplicate questions of a corpus into a CSV.
 
     python -m core dedup --model M --questions FILE --out clusters.csv [--threshold T] [--min-size 2]
+                         [--backend {torch,onnx}]
 
 FILE is a CSV/TSV with a question column, a pairs file, or plain text with one question per line
 (``core.data.load_questions``). The clusters are ``core.dedup``'s (community detection on a FAISS
@@ -17,6 +18,7 @@ from core.cli import CliError, _count, _load_model, _print_json, _threshold, _Tq
 
 def add_parser(sub, model_command):
     """Register ``dedup`` on the subparsers ``sub`` through the CLI's ``model_command`` builder."""
+    from core.commands_export import add_backend_option
     from core.dedup import DEFAULT_K
 
     dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
@@ -31,6 +33,7 @@ def add_parser(sub, model_command):
     dedup.add_argument("--min-size", type=_count, default=2, help="smallest cluster kept")
     dedup.add_argument("-k", "--neighbours", type=_count, default=DEFAULT_K,
                        help="neighbours searched per question at first (more where all are above the threshold)")
+    add_backend_option(dedup)
     return dedup
 
 
@@ -67,11 +70,12 @@ def _check_out(path: str, source: str, overwrite: bool = False) -> Path:
 
 
 def cmd_dedup(args) -> int:
+    from core.commands_export import load_backend
     from core.dedup import NeighbourGraph, clusters_frame, default_threshold, encode_corpus, write_csv
 
     out = _check_out(args.out, args.questions, args.overwrite)
     texts = _load_questions(args.questions)
-    model, config = _load_model(args.model, args.device)
+    model, config = load_backend(args, _load_model)
     threshold = args.threshold if args.threshold is not None else default_threshold(config)
     if threshold is None:
         raise CliError(f"{args.model} has no calibrated threshold; pass --threshold")
@@ -87,6 +91,6 @@ def cmd_dedup(args) -> int:
     _print_json({"out": str(out), "questions": len(texts), "clusters": len(clusters),
                  "clustered_questions": int(len(frame)), "largest_cluster": clusters[0].size if clusters else 0,
                  "threshold": float(threshold), "min_size": args.min_size,
-                 "search": "exact" if graph.kind == "flat" else "hnsw (approximate)",
+                 "search": "exact" if graph.kind == "flat" else "hnsw (approximate)", "backend": args.backend,
                  "seconds": round(time.perf_counter() - started, 1)})
     return 0

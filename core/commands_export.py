@@ -1,4 +1,4 @@
-"""``python -m core export``, and ``--backend {torch,onnx}`` of predict / embed / search.
+"""``python -m core export``, and ``--backend {torch,onnx}`` of predict / score / dedup / embed / search.
 
 ``add_parsers(sub, model_command)`` adds the ``export`` command (``core.cli.build_parser`` calls it);
 ``add_backend_option(command)`` adds ``--backend`` to a command; ``load_backend(args, load_model)`` is

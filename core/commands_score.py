@@ -7,6 +7,7 @@ from pathlib import Path
 
 def cmd_score(args) -> int:
     from core import cli
+    from core.commands_export import load_backend
     from core.data import DataError
     from core.scoring import score_file
 
@@ -17,7 +18,7 @@ def cmd_score(args) -> int:
         raise cli.CliError(f"--out {out} exists; choose a new file" + ("" if out.is_dir() else " or add --overwrite"))
     if out.resolve() == source.resolve():
         raise cli.CliError("--out is the input file; choose a new file")
-    model, config = cli._load_model(args.model, args.device)
+    model, config = load_backend(args, cli._load_model)
     threshold = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
     partial = out.with_name(f".{out.name}.partial")  # renamed into place once whole: never half a result
     bar = cli._TqdmCounter("scoring", unit="pair")
@@ -41,6 +42,7 @@ def cmd_score(args) -> int:
 
 def add_parser(sub, model_command) -> None:
     from core.cli import _threshold
+    from core.commands_export import add_backend_option
 
     score = model_command(sub, "score", "score every pair of a file at a threshold (CSV out, streamed)", cmd_score)
     score.add_argument("--pairs", required=True, help="CSV/TSV (optionally .gz) with question1, question2 "
@@ -49,3 +51,4 @@ def add_parser(sub, model_command) -> None:
     score.add_argument("--threshold", type=_threshold, default=None,
                        help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
     score.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    add_backend_option(score)

@@ -557,6 +557,14 @@ def _loss_line(config: dict) -> str:
         hard = ", plus labelled hard negatives" if run.get("hard_negatives") else ""
         return (f"in-batch softmax (multiple negatives ranking) of cosines scaled by "
                 f"{_number(loss.get('scale'), 1)}{hard}")
+    if name == "cosent":
+        return (f"CoSENT ranking of cosines, log(1 + Σ exp(λ·(sⱼ − sᵢ))) over every duplicate i and "
+                f"non-duplicate j of a batch, λ {_number(loss.get('scale'), 1)}")
+    if name == "multitask":
+        return (f"multitask: contrastive loss on distances between unit vectors, form {_code(loss.get('form'))}, "
+                f"margin {_number(loss.get('margin'), 3)}, plus {_number(loss.get('weight'), 2)} × in-batch softmax "
+                f"of the duplicates' cosines scaled by {_number(loss.get('scale'), 1)}, with the batch's "
+                f"non-duplicates as extra negatives")
     return f"{_code(name)}" if name else "n/a"
 
 

@@ -36,6 +36,8 @@ class Progress:
     total_epochs: int = 0  # epochs the run plans (fewer than asked when the step cap ends it sooner)
     losses: list[tuple[int, float]] = field(default_factory=list)  # (step, loss) after each batch
     epochs: list[dict] = field(default_factory=list)  # {"epoch", "train_loss", validation metrics...}
+    # {"step", "epoch", "train_seconds", "seconds", validation metrics...} after every validation
+    validations: list[dict] = field(default_factory=list)
     seconds_per_step: float = 0.0  # wall time per step over the last SPEED_WINDOW steps (0 = not measured yet)
     pairs_per_second: float = 0.0  # over the same steps
     seconds: float = 0.0  # since training started, at the last step
@@ -90,6 +92,14 @@ class _Recorder:
         done, total = trainer.validation_progress
         self.progress.phase = f"scoring validation {done:,}/{total:,}"
 
+    def on_validation_end(self, trainer):
+        v = trainer.validations[-1]
+        self.progress.validations.append({"step": v.step, "epoch": v.epoch, "train_seconds": v.train_seconds,
+                                          "seconds": v.seconds, **v.metrics})
+        self.progress.phase = "training"
+        self.recent.clear()
+        self.recent.append((self.clock(), trainer.step, trainer.pairs_seen))
+
     def on_epoch_end(self, trainer):
         result = trainer.epoch_results[-1]
         self.progress.epochs.append({"epoch": result.epoch, "train_loss": result.train_loss, **result.metrics})
@@ -108,9 +118,10 @@ def run_label(spec: RunSpec) -> str:
 
 
 class TrainingJob:
-    def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = ""):
+    def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = "", preset: str | None = None):
         self.id = uuid.uuid4().hex[:8]
         self.spec, self.pairs, self.runs_root = spec, pairs, runs_root
+        self.preset = preset  # the core.presets recipe the run started from, if any: its reference curve
         self.label = label or run_label(spec)
         self.status = WAITING
         self.progress = Progress()

@@ -4,9 +4,10 @@
 ``tokenizer.json``, ``model.onnx`` and, for a dual encoder with two towers, ``model_tower1.onnx``) and
 offers what inference asks of a ``PairEncoder``: ``encode(texts, tower, batch_size, progress)`` ->
 (N, d) float32 CPU tensor, ``score_pairs(first, second)`` -> cosines, ``embedding_dim``. Texts are
-tokenised by the Hugging Face tokenizer of the export, padded per batch (longest texts first, as
-``PairEncoder.encode_table`` does), and an empty text keeps one padding token, so the vectors are the
-PyTorch model's within 1e-4, L2-normalised (a dual encoder's PyTorch vectors are not, their cosines the same).
+tokenised by the Hugging Face tokenizer of the export, padded per batch (longest texts first, under
+the family's token budget, as ``PairEncoder.encode_table`` does), and an empty text keeps one padding
+token, so the vectors are the PyTorch model's within 1e-4, L2-normalised (a dual encoder's PyTorch
+vectors are not, their cosines the same).
 
 ``onnx_model(source, cache_root)`` is what ``--backend onnx`` loads: an ONNX export folder as it is;
 a saved model folder through its cache ``<model>/onnx/``; zero-shot MiniLM (``"minilm"``) through
@@ -24,6 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from core.encoding_batches import TOKEN_BUDGETS, encoding_batches
 from core.export_model import (
     EXPORT_VERSION,
     GRAPH_FILES,
@@ -136,10 +138,8 @@ class OnnxEncoder:
             return torch.from_numpy(out)
         session = self._sessions[min(max(int(tower), 0), 1)]
         lengths = np.array([len(row) for row in rows])
-        order = np.argsort(-lengths, kind="stable")  # longest first: each batch pads to a similar width
-        step = max(1, int(batch_size))
-        for start in range(0, len(order), step):
-            picked = order[start : start + step]
+        done = 0
+        for picked in encoding_batches(lengths, batch_size, TOKEN_BUDGETS.get(self.model_type)):
             width = int(lengths[picked].max())
             ids = np.full((len(picked), width), self.pad_id, dtype=np.int64)
             mask = np.zeros((len(picked), width), dtype=np.int64)
@@ -147,8 +147,9 @@ class OnnxEncoder:
                 ids[row, : lengths[index]] = rows[index]
                 mask[row, : lengths[index]] = 1
             out[picked] = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            done += len(picked)
             if progress is not None:
-                progress(min(start + step, len(order)), len(order))
+                progress(done, len(rows))
         return torch.from_numpy(out)
 
     def score_pairs(self, first: Sequence[str], second: Sequence[str], batch_size: int = 256) -> np.ndarray:

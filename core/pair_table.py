@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.batching import duplicate_free_batches, labelled_batches
+from core.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
 from core.data import normalise_questions
 from core.tokenizers import TokenTable, Tokenizer
 
@@ -119,7 +119,9 @@ class PairTable:
         return np.maximum(self.first.lengths, self.second.lengths)
 
     def index_batches(self, kind: str, batch_size: int, seed: int, length_buckets: bool = False) -> list[np.ndarray]:
-        """Row indices per batch: duplicate-free duplicate pairs, or labelled pairs of both classes.
+        """Row indices per batch (``kind`` is ``LossConfig.batch_kind``): "duplicates", duplicate pairs with
+        no question twice; "labelled", pairs of both classes; "labelled_distinct", both classes with no
+        question twice.
 
         ``length_buckets`` puts pairs of similar length together (batch order stays shuffled).
         """
@@ -128,4 +130,6 @@ class PairTable:
             return duplicate_free_batches(self.pairs, batch_size, seed, lengths=lengths)
         if kind == "labelled":
             return labelled_batches(self.pairs, batch_size, seed, lengths=lengths)
+        if kind == "labelled_distinct":
+            return labelled_distinct_batches(self.pairs, batch_size, seed, lengths=lengths)
         raise ValueError(f"unknown batch kind {kind!r}")

@@ -2,8 +2,9 @@
 
 ``train_run(spec, pairs)`` splits the pairs (unless given ``Splits``), builds the model through the
 registry, tokenises each split once, trains with the chosen loss (validation through
-``core.evaluation.calibrate`` once per epoch), calibrates the thresholds on the whole validation
-split, scores the test split, and saves the folder.
+``core.evaluation.calibrate`` once per epoch, or every ``validate_every`` steps), calibrates the
+thresholds on the whole validation split, scores the test split, and saves the folder with the
+validation curve (``validation_curve``: ROC AUC against training time).
 """
 from __future__ import annotations
 
@@ -23,12 +24,12 @@ from core.evaluation import calibrate, pair_scores
 from core.metrics import evaluate_scores
 from core.models import PairEncoder, build_model
 from core.notices import notice
-from core.objectives import Objective
+from core.objectives import SINGLE_PROCESS_LOSSES, Objective
 from core.pair_table import PairTable
 from core.saving import OutputClaim, claim_new_run, claim_output, save_model
 from core.specs import RunSpec
 from core.status import CANCELLED, DONE, FAILED
-from core.trainer import Trainer, TrainOutcome
+from core.trainer import Trainer, TrainOutcome, Validation
 
 
 MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
@@ -82,6 +83,9 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
                                         seed=spec.train.seed, by_question=spec.split_by_question), pairs
     if spec.hard_negatives and distributed.current().enabled:
         raise ValueError("hard negatives are not supported in multi-process training yet")
+    if spec.loss.name in SINGLE_PROCESS_LOSSES and distributed.current().enabled:
+        raise ValueError(f"the {spec.loss.name} loss is not supported in multi-process training yet "
+                         "(its batches are not gathered across processes): train it in one process")
     torch.manual_seed(spec.train.seed)
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
     model = build_model(spec, texts)
@@ -92,7 +96,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     val_table = PairTable(splits.val, model.tokenizer) if len(splits.val) else None
     validate = None
     if val_table is not None:
-        # Each epoch is judged on a seeded subset at most max_val_pairs long: scoring stays cheap.
+        # Each validation is judged on one seeded subset at most max_val_pairs long: scoring stays cheap.
         epoch_table = val_table.subset(_subset_rows(len(val_table), spec.train.max_val_pairs, spec.train.seed))
         validate = lambda trained, progress: calibrate(trained, epoch_table, progress=progress).metrics  # noqa: E731
     trainer = Trainer(model, Objective(spec.loss), train_table, spec.train, validate=validate,
@@ -105,7 +109,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     discarded = unvalidated and (outcome.status == FAILED or not spec.keep_unvalidated)
     thresholds, validation, test = {}, {}, {}
     if outcome.status == CANCELLED and outcome.best_metrics.get("best_thresholds"):
-        # The user asked to stop: keep the best epoch's calibration (on the epoch subset of the
+        # The user asked to stop: keep the best validation's calibration (on the epoch subset of the
         # validation split) rather than score the whole split again.
         thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
     elif val_table is not None and not discarded:
@@ -147,6 +151,15 @@ def _finite(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) else None
 
 
+def validation_curve(validations: Sequence[Validation]) -> list[dict]:
+    """``[{"step", "train_seconds", "roc_auc"}, ...]``: each validation's ROC AUC against the time spent
+    in training steps (validations left out, so runs that validate more or less often compare), for the
+    saved folder, the benchmarks' rows and the figures. Validations without a finite ROC AUC (no
+    validation split, one class) are left out."""
+    return [{"step": v.step, "train_seconds": round(float(v.train_seconds), 3), "roc_auc": float(v.metrics["roc_auc"])}
+            for v in validations if _finite(v.metrics.get("roc_auc")) is not None]
+
+
 def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:
     """All rows when n <= limit, else a seeded sample of ``limit`` rows in random order."""
     if n <= limit:
@@ -169,7 +182,8 @@ def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFra
                  # Which rows were held out: core.evaluation.held_out_pairs finds them again in this dataset.
                  "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},
         "training": {"status": outcome.status, "message": outcome.message, "best_epoch": outcome.best_epoch,
-                     "epochs_run": len(outcome.epochs), "seconds": round(outcome.seconds, 2),
-                     "pairs_per_second": round(outcome.pairs_per_second, 1),
-                     "epochs": [dataclasses.asdict(e) for e in outcome.epochs]},
+                     "best_step": outcome.best_step, "epochs_run": len(outcome.epochs),
+                     "seconds": round(outcome.seconds, 2), "pairs_per_second": round(outcome.pairs_per_second, 1),
+                     "epochs": [dataclasses.asdict(e) for e in outcome.epochs],
+                     "validation_curve": validation_curve(outcome.validations)},
     }

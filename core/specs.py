@@ -72,6 +72,10 @@ LOSS_CHOICES: dict[str, LossChoice] = {
     "contrastive_margin_squared": LossChoice("Contrastive: Y·D² + (1−Y)·max(m² − D², 0)",
                                              {"loss": "contrastive", "form": "margin_squared"}),
     "softmax": LossChoice("In-batch softmax (cross-entropy over the batch)", {"loss": "softmax"}),
+    "cosent": LossChoice("CoSENT: log(1 + Σ_{yᵢ>yⱼ} exp(λ·(sⱼ − sᵢ))), cosines ranked across the batch",
+                         {"loss": "cosent"}),
+    "multitask": LossChoice("Multitask: contrastive Y·D² + (1−Y)·max(m − D, 0)² + w·in-batch softmax of the "
+                            "duplicates", {"loss": "multitask"}),
 }
 
 
@@ -148,6 +152,7 @@ _RULES: dict[str, _Rule] = {
     "form": _choice(*CONTRASTIVE_FORMS),
     "margin": _Rule(float, 0.0, 4.0),
     "scale": _Rule(float, 0.0, 1000.0, low_open=True),
+    "weight": _Rule(float, 0.0, 1000.0),  # multitask: 0 leaves the contrastive term alone
     "hard_negatives": _Rule(bool),
     # data
     "max_length": _Rule(int, 4, 512),
@@ -171,18 +176,19 @@ _RULES: dict[str, _Rule] = {
     "amp": _Rule(bool),
     "patience": _Rule(int, 0, 1000),
     "max_val_pairs": _Rule(int, 1, 10_000_000),
+    "validate_every": _Rule(int, 0, 1_000_000_000),  # steps between validations inside an epoch; 0 = per epoch
     "max_steps": _Rule(int, 0, 1_000_000_000),
     "max_minutes": _Rule(float, 0.0, 525_600.0),  # up to a year; 0 = no time budget
     "length_buckets": _Rule(bool),
 }
 OPTION_NAMES = tuple(_RULES)
-_LOSS_FIELDS = {"loss": "name", "margin": "margin", "form": "form", "scale": "scale"}
+_LOSS_FIELDS = {"loss": "name", "margin": "margin", "form": "form", "scale": "scale", "weight": "weight"}
 _TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
 _RUN_FIELDS = {f.name for f in dataclasses.fields(RunSpec)} - {"loss", "train"}
 # Recipe parts that belong to one model family or one loss: a preset's values for them are dropped
 # when its model (or loss) is overridden by another.
 _PER_MODEL = ("model_options", *TRAINING_DEFAULTS["lstm"])
-_PER_LOSS = ("margin", "form", "scale")
+_PER_LOSS = ("margin", "form", "scale", "weight")
 
 
 def _checked(name: str, value, rule: _Rule | None = None):
@@ -228,7 +234,12 @@ def _checked_model_options(model: str, options: dict) -> dict:
             raise SpecError("model_options", f"has {name!r}, which is not a setting of the {model} model; "
                                              f"its settings are {', '.join(settable) if settable else 'none'}")
         default = fields[name].default
-        if name in sizes and sizes[name].low is not None:
+        choices = fields[name].metadata.get("choices")  # a setting of named values, declared on its field
+        if choices:
+            rule = _choice(*choices)
+        elif isinstance(default, str):
+            rule = _Rule(str)
+        elif name in sizes and sizes[name].low is not None:
             rule = _Rule(int, sizes[name].low, sizes[name].high)
         elif isinstance(default, bool):
             rule = _Rule(bool)
@@ -253,7 +264,10 @@ def _check_model_size(model: str, values: dict) -> None:
         return  # the pretrained architecture: its size is fixed
     fields = dict(values["model_options"])
     if model == "lstm":  # the word vocabulary is not built yet: count its largest possible size
-        fields["vocab_size"] = values.get("max_vocab", RunSpec.max_vocab)
+        from core.models.siamese_lstm import WORDPIECE_VOCAB_SIZE
+
+        wordpiece = fields.get("tokens") == "wordpiece"  # BERT's vocabulary, whatever max_vocab says
+        fields["vocab_size"] = WORDPIECE_VOCAB_SIZE if wordpiece else values.get("max_vocab", RunSpec.max_vocab)
     try:
         check_model_size(model, MODEL_TYPES[model].config_class(**fields))
     except ModelTooLarge as error:
@@ -266,8 +280,9 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
 
     Options left out, or given as None, come from the preset, else from the model's defaults. A
     preset's model sizes and epochs / batch size / learning rate are dropped if ``model`` names
-    another family, and its margin / form / scale if ``loss`` names another loss. ``model_options``
-    are merged over the preset's. Raises ``SpecError`` (a ValueError) naming the first bad option.
+    another family, and its margin / form / scale / weight if ``loss`` names another loss.
+    ``model_options`` are merged over the preset's. Raises ``SpecError`` (a ValueError) naming the
+    first bad option.
     """
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
@@ -293,9 +308,12 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
 
     loss_config = LossConfig(**{field_name: values[name] for name, field_name in _LOSS_FIELDS.items() if name in values})
     if loss != "contrastive":
-        loss_config.form = LossConfig().form  # a form means nothing to the other losses: one spelling per run
-    if loss == "softmax":
-        loss_config.margin = DEFAULT_MARGINS["softmax"]
+        # A form means nothing to the other losses (multitask keeps the squared hinge): one spelling per run.
+        loss_config.form = LossConfig().form
+    if loss in ("softmax", "cosent"):
+        loss_config.margin = DEFAULT_MARGINS[loss]
+    if loss != "multitask":
+        loss_config.weight = LossConfig().weight
     train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS})
     run = {name: value for name, value in values.items() if name in _RUN_FIELDS}
     # Labelled non-duplicates only become extra negatives in batches of duplicates.

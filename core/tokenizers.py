@@ -194,7 +194,7 @@ class WordPieceTokenizer:
             raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary ({error})") from None
         _check_vocab_size(self._tokenizer.get_vocab_size(), vocab_size, self.vocab_file)
         self._tokenizer.enable_truncation(self.max_length)
-        self._counter = None  # an untruncated twin, for count()
+        self._counter = None  # an untruncated twin, for count() and piece_ids()
         self.pad_id = self._tokenizer.token_to_id("[PAD]")
         self.cls_id = self._tokenizer.token_to_id("[CLS]")
         if self.pad_id is None or self.cls_id is None:
@@ -211,11 +211,25 @@ class WordPieceTokenizer:
     def count(self, text: str) -> int:
         """Tokens ``text`` has before ``max_length`` cuts it, [CLS] and [SEP] included (as
         ``max_length`` counts them)."""
+        return len(self._untruncated().encode(text).ids)
+
+    def piece_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The ids of each text's WordPiece pieces, without [CLS] / [SEP] and uncut by ``max_length``
+        (a word unknown to the vocabulary is ``[UNK]``; a text of nothing BERT keeps has no pieces)."""
+        encodings = self._untruncated().encode_batch(list(texts), add_special_tokens=False)
+        return [encoding.ids for encoding in encodings]
+
+    @property
+    def unk_id(self) -> int | None:
+        return self._tokenizer.token_to_id("[UNK]")
+
+    def _untruncated(self):
+        """An untruncated twin of the Rust tokenizer, for ``count`` and ``piece_ids``."""
         if self._counter is None:  # built on first use: most tokenizers are never asked
             from tokenizers import BertWordPieceTokenizer
 
             self._counter = BertWordPieceTokenizer(self._vocab, lowercase=True)
-        return len(self._counter.encode(text).ids)
+        return self._counter
 
     def tokens(self, text: str) -> list[str]:
         return self._tokenizer.encode(text).tokens

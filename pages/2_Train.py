@@ -26,6 +26,7 @@ state = st.session_state
 PERSIST = "session"  # every setting survives a visit to another page
 CUSTOM = "custom"
 DEFAULTS = RunSpec()
+SCALE_LOSSES = ("softmax", "cosent")  # their one setting here is the scale; the others' is the margin
 # What an option is called on this page, for errors from core.specs.
 OPTION_LABELS = {"batch_size": "Batch size", "lr": "Learning rate", "max_length": "Max length",
                  "val_fraction": "Validation share", "model_options": "Model size", "epochs": "Epochs",
@@ -90,8 +91,8 @@ def init_widgets() -> None:
 def options_from_widgets() -> dict:
     """The run the widgets describe, in core.specs' option vocabulary."""
     loss = chosen_loss()
-    return dict(**LOSS_CHOICES[state.loss].options, margin=state.margin if loss != "softmax" else None,
-                scale=state.scale if loss == "softmax" else None, model=state.model, epochs=state.epochs,
+    return dict(**LOSS_CHOICES[state.loss].options, margin=state.margin if loss not in SCALE_LOSSES else None,
+                scale=state.scale if loss in SCALE_LOSSES else None, model=state.model, epochs=state.epochs,
                 batch_size=state.batch_size, lr=state.lr, device=state.device, seed=state.seed,
                 patience=state.patience, max_length=state.max_length, val_fraction=state.val_fraction,
                 hard_negatives=bool(state.hard_negatives), data_name=state.data_name, max_steps=state.max_steps,
@@ -132,14 +133,16 @@ batch_column.number_input("Batch size", min_value=2, max_value=4096, step=8, key
                           help="In-batch losses compare each pair with the batch's other pairs: batch size - 1 negatives.")
 lr_column.number_input("Learning rate", min_value=1e-7, max_value=1.0, step=1e-5, format="%.1e", key="lr",
                        persist_state=PERSIST)
-if chosen_loss() == "softmax":
+if chosen_loss() in SCALE_LOSSES:
     margin_column.number_input("Scale", min_value=1.0, max_value=100.0, step=1.0, key="scale", persist_state=PERSIST,
-                               help="Multiplies the cosine similarities before the softmax.")
+                               help="Softmax: multiplies the cosine similarities before the softmax. "
+                                    "CoSENT: λ, multiplies the differences of the cosines.")
 else:
     margin_column.number_input(
         "Margin", min_value=0.0, max_value=2.0, step=0.05, key="margin", persist_state=PERSIST,
-        help="Triplet: on the cosine scale (-1..1). Contrastive: on the distance between unit vectors (0..2).")
-if chosen_loss() != "contrastive":
+        help="Triplet: on the cosine scale (-1..1). Contrastive and multitask: on the distance between unit "
+             "vectors (0..2).")
+if LossConfig(chosen_loss()).batch_kind == "duplicates":  # hard negatives join batches of duplicates only
     st.checkbox("Hard negatives: also use questions the data labels as non-duplicates of a batch question",
                 key="hard_negatives", persist_state=PERSIST,
                 help="Quora's non-duplicates share most of their words with the question: the hardest negatives there are.")

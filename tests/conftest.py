@@ -158,3 +158,28 @@ def plotly_figures():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "browser: real headless-Chromium tests (need /usr/bin/chromium)")
+
+
+# ---- a synthetic task: what the training tests learn -------------------------------------------------
+FILLER = [f"filler{i}" for i in range(7)]
+
+
+def synthetic_pairs(n: int, seed: int, topics: int = 40):
+    """Half duplicates (the same two topic words), half not (two other topic words); shared filler
+    everywhere, word order shuffled. ``topics`` = 60 makes a vocabulary of 69 words, above the tiny-vocabulary
+    notice."""
+    import numpy as np
+    import pandas as pd
+
+    names = [f"topic{i}" for i in range(topics)]
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        a, b, c, d = (names[k] for k in rng.choice(len(names), 4, replace=False))
+        duplicate = i % 2 == 0
+        q1 = [a, b, *rng.choice(FILLER, 5, replace=False)]
+        q2 = [*([b, a] if duplicate else [c, d]), *rng.choice(FILLER, 5, replace=False)]
+        rng.shuffle(q1)
+        rng.shuffle(q2)
+        rows.append((" ".join(q1), " ".join(q2), int(duplicate)))
+    return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])

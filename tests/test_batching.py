@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.batching import duplicate_free_batches, labelled_batches
+from core.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
 
 
 def pairs_frame(rows, index=None) -> pd.DataFrame:
@@ -184,3 +184,80 @@ def test_length_bucketed_duplicate_free_batches_without_seed_are_reproducible():
     # One window: the batches are cut from the rows sorted by length, shortest first.
     maxima = [lengths[b].max() for b in runs[0]]
     assert maxima == sorted(maxima)
+
+
+# ---- labelled pairs without a text twice (the multitask loss) -----------------------------------------
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("batch_size", [2, 3, 4, 16])
+def test_labelled_distinct_batches_use_every_row_of_both_classes_once_and_no_text_twice(seed, batch_size):
+    batches = labelled_distinct_batches(CROSSING, batch_size, seed=seed)
+    assert_no_text_twice(CROSSING, batches)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(CROSSING)))  # row 6, a non-duplicate, too
+    assert all(1 <= len(batch) <= batch_size for batch in batches)
+    assert all(batch.dtype == np.int64 for batch in batches)
+
+
+def test_a_non_duplicate_sharing_a_text_is_deferred_like_a_duplicate():
+    # Row 1 is labelled non-duplicate, but its "b" is row 0's question: in one batch the multitask
+    # loss's in-batch term would take row 0's own question as a negative of row 0.
+    pairs = pairs_frame([("a", "b", 1), ("B ", "c", 0), ("d", "e", 0), ("f", "g", 1)])
+    for seed in range(20):
+        batches = labelled_distinct_batches(pairs, 2, seed=seed)
+        assert_no_text_twice(pairs, batches)
+        assert not any({0, 1} <= set(batch.tolist()) for batch in batches)
+        assert sorted(np.concatenate(batches).tolist()) == [0, 1, 2, 3]
+
+
+def test_labelled_distinct_batches_of_distinct_texts_are_plain_chunks():
+    pairs = pairs_frame([(f"Q{i}", f"R{i}", i % 2) for i in range(10)])
+    batches = labelled_distinct_batches(pairs, 4, seed=0)
+    assert [len(batch) for batch in batches] == [4, 4, 2]
+    assert sorted(np.concatenate(batches).tolist()) == list(range(10))
+    assert np.concatenate(batches).tolist() != list(range(10))  # shuffled
+
+
+def test_a_shared_question_keeps_its_rows_as_one_row_batches():
+    # Every row shares "Hub?", so no two fit together; unlike duplicate batches, none is dropped.
+    hub = pairs_frame([("Hub?", f"Spoke {k}?", k % 2) for k in range(5)])
+    batches = labelled_distinct_batches(hub, 2, seed=0)
+    assert [len(batch) for batch in batches] == [1] * 5
+    assert sorted(np.concatenate(batches).tolist()) == [0, 1, 2, 3, 4]
+
+
+def test_labelled_distinct_batches_deterministic_per_seed():
+    pairs = pairs_frame([(f"Q{i % 37}", f"R{i % 53}", i % 2) for i in range(300)])
+    first, again, other = (labelled_distinct_batches(pairs, 16, seed=seed) for seed in (4, 4, 5))
+    assert [batch.tolist() for batch in first] == [batch.tolist() for batch in again]
+    assert [batch.tolist() for batch in first] != [batch.tolist() for batch in other]
+    assert_no_text_twice(pairs, first)
+    assert sorted(np.concatenate(first).tolist()) == list(range(300))
+
+
+def test_length_bucketed_labelled_distinct_batches_keep_the_guarantee_and_pad_less():
+    lengths = np.array([5, 1, 9, 2, 7, 3, 4, 8, 6, 2, 5, 3, 1])  # one per CROSSING row
+    for seed in range(10):
+        batches = labelled_distinct_batches(CROSSING, 3, seed=seed, lengths=lengths)
+        assert_no_text_twice(CROSSING, batches)
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(CROSSING)))
+    rng = np.random.default_rng(0)
+    n, batch_size = 4000, 16
+    pairs = pairs_frame([(f"Q{i}", f"R{i}", i % 2) for i in range(n)])
+    lengths = rng.integers(3, 40, size=n)
+    plain = labelled_distinct_batches(pairs, batch_size, seed=5)
+    bucketed = labelled_distinct_batches(pairs, batch_size, seed=5, lengths=lengths)
+    assert Counter(np.concatenate(bucketed).tolist()) == Counter(range(n))
+    padded = lambda batches: sum(len(b) * lengths[b].max() for b in batches)  # noqa: E731
+    assert padded(bucketed) < 0.75 * padded(plain)
+
+
+def test_the_pair_table_maps_each_batch_kind_to_its_builder():
+    from core.pair_table import PairTable
+    from core.tokenizers import WordTokenizer
+
+    table = PairTable(CROSSING, WordTokenizer.build(pd.concat([CROSSING.question1, CROSSING.question2]), min_freq=1))
+    for kind, builder in (("duplicates", duplicate_free_batches), ("labelled", labelled_batches),
+                          ("labelled_distinct", labelled_distinct_batches)):
+        assert [b.tolist() for b in table.index_batches(kind, 4, seed=3)] == \
+            [b.tolist() for b in builder(CROSSING, 4, seed=3)]
+    with pytest.raises(ValueError, match="unknown batch kind"):
+        table.index_batches("triplets", 4, seed=3)

@@ -24,7 +24,7 @@ TINY = {
     "minilm": ["--batch-size", "8", "--max-length", "24"],
 }
 # Rows used per (model, loss); None = the whole sample.
-MINILM_ROWS = {"triplet": 40, "softmax": 40, "contrastive": 24}
+MINILM_ROWS = {"triplet": 40, "softmax": 40, "contrastive": 24, "cosent": 24, "multitask": 24}
 EVALUATE_KEYS = {"roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n"}
 
 
@@ -61,7 +61,7 @@ def test_top_level_help_lists_commands(capsys):
 
 
 # ---- round trips -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("loss", ["triplet", "contrastive", "softmax"])
+@pytest.mark.parametrize("loss", ["triplet", "contrastive", "softmax", "cosent", "multitask"])
 @pytest.mark.parametrize("model", ["lstm", "dual-transformer", "minilm"])
 def test_train_evaluate_predict_round_trip(capsys, tmp_path, model, loss):
     rows = MINILM_ROWS[loss] if model == "minilm" else None

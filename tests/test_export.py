@@ -1,6 +1,6 @@
-"""``python -m core export``: ONNX graphs equal to PyTorch for every family (LSTM one- and two-way, both towers
-of the dual encoder, zero-shot MiniLM), the sentence-transformers folder equal to MiniLM.encode, tokenizer.json
-equal to the project's tokenizers, the model card, and refused input."""
+"""``python -m core export``: ONNX graphs equal to PyTorch for every family (LSTM one- and two-way, each pooling,
+on words or WordPiece, both towers of the dual encoder, zero-shot MiniLM), the sentence-transformers folder equal
+to MiniLM.encode, tokenizer.json equal to the project's tokenizers, the model card, and refused input."""
 from __future__ import annotations
 
 import contextlib
@@ -153,6 +153,54 @@ def test_onnx_equals_pytorch_for_each_family(family, tiny_models, bi_lstm, sampl
     if family == "lstm-bi":
         assert model.config.bidirectional and model.embedding_dim == 12
     print(f"{family}: max |onnx - torch| = {worst:.2e}")
+
+
+# Each pooling and the WordPiece tokens; sizes all different, so a mixed-up width shows.
+LSTM_VARIANTS = {
+    "max": dict(pooling="max", embedding_dim=9, hidden_size=5),
+    "mean+max": dict(pooling="mean+max", embedding_dim=8, hidden_size=3),
+    "mean+max-bi-2": dict(pooling="mean+max", bidirectional=True, num_layers=2, embedding_dim=7, hidden_size=6),
+    "wordpiece-mean": dict(tokens="wordpiece", embedding_dim=11, hidden_size=4),
+    "wordpiece-max-bi": dict(tokens="wordpiece", pooling="max", bidirectional=True, embedding_dim=10, hidden_size=13),
+}
+LSTM_WIDTHS = {"max": 5, "mean+max": 6, "mean+max-bi-2": 24, "wordpiece-mean": 4, "wordpiece-max-bi": 26}
+
+
+@pytest.mark.parametrize("variant", list(LSTM_VARIANTS))
+def test_onnx_equals_pytorch_for_each_lstm_pooling_and_tokens(variant, sample_pairs, tmp_path):
+    """Saved (untrained), loaded back, exported: the graph and its tokenizer.json say what PyTorch says."""
+    from core.models.siamese_lstm import SiameseLSTM, SiameseLSTMConfig
+    from core.tokenizers import bert_wordpiece
+
+    options = LSTM_VARIANTS[variant]
+    pairs, _ = sample_pairs
+    if options.get("tokens") == "wordpiece":
+        tokenizer = bert_wordpiece(max_length=24)
+    else:
+        tokenizer = WordTokenizer.build(pairs["question1"].tolist(), min_freq=1, max_length=24)
+    torch.manual_seed(3)
+    saved = SiameseLSTM(SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, **options), tokenizer)
+    folder = save_model(saved, tmp_path / variant, metadata={"thresholds": {"accuracy": 0.5, "f1": 0.5}})
+    model, config = load_model(folder)
+    assert model.config == saved.config and model.tokenizer.kind == tokenizer.kind
+    assert model.embedding_dim == LSTM_WIDTHS[variant]
+    texts = varied_texts(sample_pairs, 50, seed=4)
+    np.testing.assert_array_equal(model.encode(texts).numpy(), saved.eval().encode(texts).numpy())
+
+    manifest = export_model(model, config, tmp_path / "out", "onnx")
+    path = tmp_path / "out" / "model.onnx"
+    check_graph(path, LSTM_WIDTHS[variant])
+    assert manifest["embedding_dim"] == LSTM_WIDTHS[variant] and manifest["tokenizer_kind"] == tokenizer.kind
+    want = model.encode(texts).numpy()
+    worst = np.abs(run_graph(path, model.tokenizer, texts) - want).max()
+    for rows in ([0], [5, 9], list(range(10, 17))):
+        worst = max(worst, np.abs(run_graph(path, model.tokenizer, [texts[r] for r in rows]) - want[rows]).max())
+    assert worst <= 1e-4, worst
+    rust = Tokenizer.from_file(str(tmp_path / "out" / "tokenizer.json"))
+    table = model.tokenizer.encode(texts)
+    assert all((rust.encode(t).ids or [model.tokenizer.pad_id]) == table.ids[i, : table.lengths[i]].tolist()
+               for i, t in enumerate(texts))
+    print(f"lstm {variant}: max |onnx - torch| = {worst:.2e}")
 
 
 def test_zero_shot_minilm_onnx_equals_pytorch(minilm_exports, sample_pairs):

@@ -19,6 +19,8 @@ from core.losses import (
     triplet_loss,
 )
 import core.losses.contrastive
+import core.losses.cosent
+import core.losses.multitask
 import core.losses.reduction
 import core.losses.similarity
 import core.losses.softmax
@@ -79,6 +81,8 @@ def test_package_exports_exactly_the_public_losses():
             "contrastive_loss",
             "CONTRASTIVE_FORMS",
             "in_batch_softmax_loss",
+            "cosent_loss",
+            "multitask_loss",
         ]
     )
     for name in core.losses.__all__:
@@ -97,7 +101,8 @@ def test_contrastive_forms_are_declared_once():
 
 @pytest.mark.parametrize(
     "module",
-    [core.losses.reduction, core.losses.similarity, core.losses.triplet, core.losses.contrastive, core.losses.softmax],
+    [core.losses.reduction, core.losses.similarity, core.losses.triplet, core.losses.contrastive, core.losses.softmax,
+     core.losses.cosent, core.losses.multitask],
 )
 def test_docstring_examples_are_correct(module):
     result = doctest.testmod(module, extraglobs={"torch": torch}, optionflags=doctest.ELLIPSIS)

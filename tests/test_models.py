@@ -1,10 +1,15 @@
-"""The three model families: shapes, unit norms, padding invariance, tower sharing, MiniLM vs sentence-transformers."""
+"""The three model families: shapes, unit norms, padding invariance, tower sharing, the LSTM's pooling and
+tokens, MiniLM vs sentence-transformers."""
+
+import dataclasses
 
 import numpy as np
 import pytest
 import torch
 
 from core.models import DualEncoder, DualEncoderConfig, MiniLM, SiameseLSTM, SiameseLSTMConfig
+from core.models.siamese_lstm import WORDPIECE_VOCAB_SIZE, pool
+from core.specs import spec_from_options
 from core.tokenizers import WordTokenizer, bert_wordpiece, minilm_folder
 
 # All different, so a transposed tensor cannot pass unnoticed.
@@ -26,10 +31,10 @@ def _batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return ids.masked_fill(~mask, 0), mask
 
 
-def _lstm(bidirectional: bool = False, num_layers: int = 1) -> SiameseLSTM:
+def _lstm(bidirectional: bool = False, num_layers: int = 1, pooling: str = "mean") -> SiameseLSTM:
     torch.manual_seed(0)
     config = SiameseLSTMConfig(vocab_size=VOCAB, embedding_dim=EMBED, hidden_size=HIDDEN,
-                               num_layers=num_layers, bidirectional=bidirectional)
+                               num_layers=num_layers, bidirectional=bidirectional, pooling=pooling)
     return SiameseLSTM(config, _word_tokenizer()).eval()
 
 
@@ -41,9 +46,12 @@ def _dual(share_towers: bool = False) -> DualEncoder:
 
 
 # ---- Siamese LSTM ----------------------------------------------------------------------------
-@pytest.mark.parametrize("bidirectional,num_layers,width", [(False, 1, HIDDEN), (True, 2, 2 * HIDDEN), (False, 2, HIDDEN)])
-def test_lstm_shapes_and_unit_norm(bidirectional, num_layers, width):
-    model = _lstm(bidirectional, num_layers)
+@pytest.mark.parametrize("bidirectional,num_layers,pooling,width", [
+    (False, 1, "mean", HIDDEN), (True, 2, "mean", 2 * HIDDEN), (False, 2, "mean", HIDDEN),
+    (False, 1, "max", HIDDEN), (True, 1, "max", 2 * HIDDEN),
+    (False, 2, "mean+max", 2 * HIDDEN), (True, 1, "mean+max", 4 * HIDDEN)])
+def test_lstm_shapes_and_unit_norm(bidirectional, num_layers, pooling, width):
+    model = _lstm(bidirectional, num_layers, pooling)
     ids, mask = _batch()
     v = model.embed(ids, mask)
     assert v.shape == (BATCH, width)
@@ -53,9 +61,10 @@ def test_lstm_shapes_and_unit_norm(bidirectional, num_layers, width):
     assert v1.shape == (BATCH, width) and v2.shape == (5, width)
 
 
+@pytest.mark.parametrize("pooling", ["mean", "max", "mean+max"])
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_lstm_padding_invariance(bidirectional):
-    model = _lstm(bidirectional, num_layers=2)
+def test_lstm_padding_invariance(bidirectional, pooling):
+    model = _lstm(bidirectional, num_layers=2, pooling=pooling)
     ids, mask = _batch()
     batched = model.embed(ids, mask)  # (BATCH, d), padded to SEQ
     for row in range(BATCH):
@@ -74,6 +83,103 @@ def test_lstm_padding_embedding_is_zero():
     model = _lstm()
     assert torch.count_nonzero(model.embedding.weight[0]) == 0
     assert model.embedding.weight.shape == (VOCAB, EMBED)
+
+
+def _states(model: SiameseLSTM, ids, mask) -> torch.Tensor:
+    """The unidirectional LSTM's (B, T, H) states, padding included, straight from its layers."""
+    return model.lstm(model.embedding(ids))[0]
+
+
+def test_lstm_mean_pooling_is_todays_masked_mean():
+    """The default stays the masked mean of the states, normalised, as before pooling became a setting."""
+    model = _lstm(num_layers=2)
+    assert SiameseLSTMConfig().pooling == "mean" and model.config.pooling == "mean"
+    ids, mask = _batch(seed=1)
+    with torch.no_grad():
+        h = _states(model, ids, mask)  # (B, T, H)
+        m = mask.unsqueeze(-1).float()  # (B, T, 1)
+        expected = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1)  # (B, H)
+        torch.testing.assert_close(model.embed(ids, mask), expected, rtol=0, atol=0)
+    assert [name for name, _ in model.named_parameters()][:2] == ["embedding.weight", "lstm.weight_ih_l0"]
+
+
+def test_lstm_max_and_mean_max_pool_over_real_tokens_only():
+    ids, mask = _batch(seed=2)
+    models = {pooling: _lstm(num_layers=1, pooling=pooling) for pooling in ("max", "mean+max")}
+    with torch.no_grad():
+        h = _states(models["max"], ids, mask)  # (B, T, H), the same weights in both models (seed 0)
+        rows = range(BATCH)
+        top = torch.stack([h[r, : int(mask[r].sum())].max(0).values for r in rows])  # (B, H)
+        mean = torch.stack([h[r, : int(mask[r].sum())].mean(0) for r in rows])  # (B, H)
+        norm = torch.nn.functional.normalize
+        torch.testing.assert_close(models["max"].embed(ids, mask), norm(top, dim=-1))
+        torch.testing.assert_close(models["mean+max"].embed(ids, mask), norm(torch.cat([mean, top], -1), dim=-1))
+        # Somewhere in this batch a padded state is larger than every real one: it would have won.
+        padded_top = h.max(1).values  # (B, H)
+        assert not torch.allclose(padded_top, top)
+
+
+def test_masked_max_never_picks_padding_by_hand():
+    # Two rows, three steps, two features; the padded steps hold the largest values of their column, as the
+    # zeros of a packed bidirectional LSTM do when every real state is negative.
+    states = torch.tensor([[[-3.0, 2.0], [-1.0, -4.0], [0.0, 0.0]],
+                           [[-2.0, -5.0], [9.0, 9.0], [7.0, 8.0]]])  # (2, 3, 2)
+    mask = torch.tensor([[True, True, False], [True, False, False]])  # (2, 3)
+    torch.testing.assert_close(pool(states, mask, "max"), torch.tensor([[-1.0, 2.0], [-2.0, -5.0]]))
+    torch.testing.assert_close(pool(states, mask, "mean"), torch.tensor([[-2.0, -1.0], [-2.0, -5.0]]))
+    torch.testing.assert_close(pool(states, mask, "mean+max"),
+                               torch.tensor([[-2.0, -1.0, -1.0, 2.0], [-2.0, -5.0, -2.0, -5.0]]))
+    # A mask given as 0/1 integers (as an exported graph takes it) means the same; a row without a real
+    # token pools to zeros, never to -inf.
+    torch.testing.assert_close(pool(states, mask.long(), "max"), torch.tensor([[-1.0, 2.0], [-2.0, -5.0]]))
+    empty = torch.zeros(1, 3, dtype=torch.bool)
+    assert pool(states[:1], empty, "max").tolist() == [[0.0, 0.0]]
+
+
+def test_lstm_settings_refuse_unknown_values():
+    with pytest.raises(ValueError, match="pooling must be one of mean, max, mean\\+max, got 'avg'"):
+        SiameseLSTMConfig(pooling="avg")
+    with pytest.raises(ValueError, match="tokens must be one of words, wordpiece"):
+        SiameseLSTMConfig(tokens="chars")
+    with pytest.raises(ValueError, match="init_embeddings must be one of random, minilm"):
+        SiameseLSTMConfig(init_embeddings="glove")
+    with pytest.raises(ValueError, match="at most 384"):
+        SiameseLSTMConfig(init_embeddings="minilm", embedding_dim=400)
+
+
+def test_lstm_on_wordpiece_tokens():
+    tokenizer = bert_wordpiece(max_length=MAX_LEN)
+    assert tokenizer.vocab_size == WORDPIECE_VOCAB_SIZE == 30522
+    config = SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, embedding_dim=EMBED, hidden_size=HIDDEN,
+                               tokens="wordpiece", pooling="max")
+    model = SiameseLSTM(config, tokenizer).eval()
+    assert model.embedding.weight.shape == (30522, EMBED)
+    assert SiameseLSTM.parameter_count(config) == sum(p.numel() for p in model.parameters())
+    vectors = model.encode(["How do I learn Python?", "Zyxwv qwertyuiop?", ""])
+    assert vectors.shape == (3, HIDDEN)
+    torch.testing.assert_close(vectors.norm(dim=-1), torch.ones(3))
+    # A word tokenizer does not fit a wordpiece config, nor the other way round.
+    SiameseLSTM.check_tokenizer(config, tokenizer)
+    with pytest.raises(ValueError, match="tokens 'wordpiece'"):
+        SiameseLSTM.check_tokenizer(config, WordTokenizer(["<pad>", "<unk>"] + [f"w{i}" for i in range(30520)]))
+    with pytest.raises(ValueError, match="tokens 'words'"):
+        SiameseLSTM.check_tokenizer(dataclasses.replace(config, tokens="words"), tokenizer)
+
+
+@pytest.mark.parametrize("tokens", ["words", "wordpiece"])
+def test_for_run_picks_the_tokenizer(tokens):
+    texts = ["how do i learn python", "how do i learn java", "what is python"]
+    spec = spec_from_options(model="lstm", max_length=MAX_LEN, min_freq=2,
+                             model_options={"tokens": tokens, "embedding_dim": EMBED, "hidden_size": HIDDEN})
+    model = SiameseLSTM.for_run(spec, texts)
+    if tokens == "words":  # words seen twice, after <pad> and <unk>
+        assert model.tokenizer.vocab == ["<pad>", "<unk>", "do", "how", "i", "learn", "python"]
+    else:
+        assert model.tokenizer.kind == "wordpiece" and model.tokenizer.vocab_size == 30522
+        assert model.tokenizer.max_length == MAX_LEN
+    assert model.config.vocab_size == model.tokenizer.vocab_size and model.config.tokens == tokens
+    assert model.config.pad_id == model.tokenizer.pad_id == 0
+    assert model.embedding.weight.shape == (model.tokenizer.vocab_size, EMBED)
 
 
 # ---- Dual encoder ----------------------------------------------------------------------------

@@ -34,9 +34,10 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, tiny_models, sample_pairs) -> dict[str, Path]:
-    """Copies of the session's tiny LSTM and dual encoder (their caches are written into them) and an
-    untrained two-layer bidirectional LSTM."""
+    """Copies of the session's tiny LSTM and dual encoder (their caches are written into them), an
+    untrained bidirectional LSTM, and an untrained one on WordPiece tokens with mean+max pooling."""
     from core.models.siamese_lstm import SiameseLSTM, SiameseLSTMConfig
+    from core.tokenizers import bert_wordpiece
 
     root = tmp_path_factory.mktemp("backend")
     folders = {name: Path(shutil.copytree(folder, root / name)) for name, folder in tiny_models.items()}
@@ -46,10 +47,15 @@ def models(tmp_path_factory, tiny_models, sample_pairs) -> dict[str, Path]:
     model = SiameseLSTM(SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, embedding_dim=5, hidden_size=7,
                                           num_layers=1, bidirectional=True), tokenizer)
     folders["lstm-bi"] = save_model(model, root / "lstm-bi", metadata={"thresholds": {"accuracy": 0.4, "f1": 0.4}})
+    wordpiece = bert_wordpiece(max_length=20)
+    model = SiameseLSTM(SiameseLSTMConfig(vocab_size=wordpiece.vocab_size, embedding_dim=6, hidden_size=9,
+                                          bidirectional=True, tokens="wordpiece", pooling="mean+max"), wordpiece)
+    folders["lstm-wordpiece"] = save_model(model, root / "lstm-wordpiece",
+                                           metadata={"thresholds": {"accuracy": 0.3, "f1": 0.3}})
     return folders
 
 
-@pytest.mark.parametrize("family", ["lstm", "lstm-bi", "dual-transformer"])
+@pytest.mark.parametrize("family", ["lstm", "lstm-bi", "lstm-wordpiece", "dual-transformer"])
 def test_predict_onnx_equals_torch(family, models, capsys):
     folder = models[family]
     for question1, question2 in PAIRS:
@@ -171,3 +177,35 @@ def test_bad_input_is_one_line(models, tmp_path, capsys):
         assert code == 2 and "python -m core export --format onnx" in err
     finally:
         os.chmod(folder, 0o755)
+
+
+def test_score_and_dedup_on_onnx_equal_torch(models, tmp_path, capsys):
+    """score: the same similarities within 1e-4 and the same verdicts away from the threshold; dedup: the
+    same clusters at a threshold no pair sits near on either backend."""
+    import pandas as pd
+
+    folder = models["dual-transformer"]
+    scored = {}
+    for backend in ("torch", "onnx"):
+        out = tmp_path / f"scored-{backend}.csv"
+        code, stdout, err = run_cli(capsys, "score", "--model", folder, "--pairs", SAMPLE, "--out", out,
+                                    "--threshold", "0.5", "--backend", backend)
+        assert code == 0, err
+        scored[backend] = pd.read_csv(out, keep_default_na=False)
+        assert json.loads(stdout)["n"] == len(scored[backend])
+    torch_scores, onnx_scores = scored["torch"]["similarity"], scored["onnx"]["similarity"]
+    assert len(onnx_scores) == len(torch_scores) > 400
+    assert (onnx_scores - torch_scores).abs().max() <= 1e-4
+    clear = (torch_scores - 0.5).abs() > 1e-3
+    assert (scored["onnx"]["predicted_duplicate"][clear] == scored["torch"]["predicted_duplicate"][clear]).all()
+
+    clusters = {}
+    for backend in ("torch", "onnx"):
+        out = tmp_path / f"clusters-{backend}.csv"
+        code, stdout, err = run_cli(capsys, "dedup", "--model", models["lstm"], "--questions", SAMPLE, "--out", out,
+                                    "--threshold", "0.9", "--backend", backend)
+        assert code == 0, err
+        assert json.loads(stdout)["backend"] == backend
+        frame = pd.read_csv(out, keep_default_na=False)
+        clusters[backend] = sorted(sorted(group["question"]) for _, group in frame.groupby("cluster_id"))
+    assert clusters["torch"] and clusters["onnx"] == clusters["torch"]

@@ -89,7 +89,8 @@ def test_config_json_is_plain_and_complete(tmp_path):
     config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     assert config["format"] == "siamese-lab-model" and config["format_version"] == 1
     assert config["model_config"] == {"vocab_size": VOCAB, "embedding_dim": EMBED, "hidden_size": HIDDEN,
-                                      "num_layers": 1, "bidirectional": True, "dropout": 0.3, "pad_id": 0}
+                                      "num_layers": 1, "bidirectional": True, "dropout": 0.3, "pad_id": 0,
+                                      "pooling": "mean", "tokens": "words", "init_embeddings": "random"}
     assert config["extra"]["path"] == str(tmp_path)
     assert "saved_at" in config
 
@@ -216,6 +217,12 @@ def _edit_config(folder, edit):
     (lambda c: c["model_config"].update(hidden_size=-4), "must not be negative"),
     (lambda c: c["model_config"].update(vocab_size=10**12), "implausibly large"),
     (lambda c: c["model_config"].update(dropout=-0.5), "out of range"),
+    (lambda c: c["model_config"].update(pooling="avg"), "pooling must be one of 'mean', 'max', 'mean\\+max'"),
+    (lambda c: c["model_config"].update(pooling=["max"]), "pooling must be str"),
+    (lambda c: c["model_config"].update(tokens="x" * 10_000),
+     "tokens must be one of 'words', 'wordpiece', got 'x{79}$"),  # a long value is cut in the message
+    (lambda c: c["model_config"].update(init_embeddings=None), "init_embeddings must be str"),
+    (lambda c: c["model_config"].update(tokens="wordpiece"), "tokens 'wordpiece' but the tokenizer is a word"),
     (lambda c: c.update(model_config=[1, 2]), "JSON object"),
     (lambda c: c["tokenizer"].update(kind="pickle"), "tokenizer"),
     (lambda c: c["tokenizer"].update(max_length=-1), "max_length"),
@@ -225,6 +232,31 @@ def test_bad_config_json_is_refused(tmp_path, edit, message):
     _edit_config(folder, edit)
     with pytest.raises(ModelLoadError, match=message):
         load_model(folder)
+
+
+def test_a_folder_saved_before_the_lstm_settings_loads_with_their_defaults(tmp_path):
+    model = tiny_lstm()
+    folder = save_model(model, tmp_path / "old")
+    old = ("pooling", "tokens", "init_embeddings")
+    _edit_config(folder, lambda c: [c["model_config"].pop(name) for name in old])
+    assert not set(old) & set(json.loads((folder / CONFIG_FILE).read_text())["model_config"])
+    loaded, _ = load_model(folder)
+    assert (loaded.config.pooling, loaded.config.tokens, loaded.config.init_embeddings) == ("mean", "words", "random")
+    _assert_same_embeddings(model, loaded)
+
+
+def test_an_lstm_on_wordpiece_tokens_loads_back(tmp_path):
+    torch.manual_seed(4)
+    tokenizer = bert_wordpiece(max_length=15)
+    config = SiameseLSTMConfig(vocab_size=tokenizer.vocab_size, embedding_dim=7, hidden_size=9, tokens="wordpiece",
+                               pooling="mean+max", init_embeddings="minilm")
+    model = SiameseLSTM(config, tokenizer).eval()
+    folder = save_model(model, tmp_path / "wp")
+    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORDPIECE_VOCAB_FILE])
+    loaded, saved = load_model(folder)
+    assert loaded.config == config and loaded.tokenizer.kind == "wordpiece" and loaded.tokenizer.max_length == 15
+    assert saved["tokenizer"]["kind"] == "wordpiece" and loaded.embedding_dim == 18
+    _assert_same_embeddings(model, loaded)
 
 
 def test_config_that_is_not_json_is_refused(tmp_path):

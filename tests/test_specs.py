@@ -9,6 +9,7 @@ import pytest
 from core.cli import _train_spec, build_parser
 from core.models import DualEncoderConfig, SiameseLSTMConfig
 from core.presets import PRESETS
+from core.objectives import LossConfig
 from core.specs import LOSS_CHOICES, TRAINING_DEFAULTS, SpecError, loss_choice, size_defaults, spec_from_options
 from lab.session import job_queue
 
@@ -121,9 +122,51 @@ def test_an_unknown_preset_is_refused():
 def test_the_loss_menu_covers_every_loss_and_form_once():
     specs = [spec_from_options(**choice.options) for choice in LOSS_CHOICES.values()]
     assert {(s.loss.name, s.loss.form if s.loss.name == "contrastive" else None) for s in specs} == {
-        ("triplet", None), ("softmax", None), ("contrastive", "squared_hinge"), ("contrastive", "margin_squared")}
+        ("triplet", None), ("softmax", None), ("contrastive", "squared_hinge"), ("contrastive", "margin_squared"),
+        ("cosent", None), ("multitask", None)}
     assert [loss_choice(s.loss) for s in specs] == list(LOSS_CHOICES)
     assert not any("seed 00" in choice.label for choice in LOSS_CHOICES.values())
+    assert LOSS_CHOICES["cosent"].label.startswith("CoSENT: log(1 + Σ_{yᵢ>yⱼ} exp(λ·(sⱼ − sᵢ)))")
+
+
+def test_cosent_and_multitask_keep_only_the_settings_they_use():
+    cosent = spec_from_options(loss="cosent", margin=0.7, form="margin_squared", weight=3.0, hard_negatives=True)
+    assert (cosent.loss.margin, cosent.loss.form, cosent.loss.scale, cosent.loss.weight, cosent.hard_negatives) == \
+        (0.0, "squared_hinge", 20.0, 1.0, False)
+    assert spec_from_options(loss="cosent", scale=12).loss.scale == 12.0
+    multitask = spec_from_options(loss="multitask", hard_negatives=True)
+    assert (multitask.loss.margin, multitask.loss.form, multitask.loss.scale, multitask.loss.weight) == \
+        (1.0, "squared_hinge", 20.0, 1.0)
+    assert multitask.hard_negatives is False  # its extra negatives are the batch's own non-duplicates
+    tuned = spec_from_options(loss="multitask", margin=0.8, scale=10, weight=0.25, form="margin_squared")
+    assert (tuned.loss.margin, tuned.loss.form, tuned.loss.scale, tuned.loss.weight) == \
+        (0.8, "squared_hinge", 10.0, 0.25)  # one contrastive form for multitask, the recipe's
+    assert spec_from_options(loss="contrastive", weight=3.0).loss.weight == 1.0  # means nothing there
+    for bad in (-0.5, math.nan, "one", True, 1001):
+        with pytest.raises(SpecError) as raised:
+            spec_from_options(loss="multitask", weight=bad)
+        assert raised.value.option == "weight"
+    assert cli_spec("--loss", "multitask", "--weight", "0.25", "--scale", "10", "--margin", "0.8") == \
+        dataclasses.replace(tuned, data_name="sample_pairs.csv")
+
+
+def test_the_lstm_string_settings_are_checked_against_their_choices(monkeypatch):
+    spec = spec_from_options(model_options={"pooling": "mean+max", "tokens": "wordpiece", "init_embeddings": "minilm"})
+    assert {k: spec.model_options[k] for k in ("pooling", "tokens", "init_embeddings")} == \
+        {"pooling": "mean+max", "tokens": "wordpiece", "init_embeddings": "minilm"}
+    assert "pooling" not in spec_from_options().model_options  # not given: the config's default applies
+    for name, value, choices in (("pooling", "avg", "mean, max, mean+max"), ("tokens", "chars", "words, wordpiece"),
+                                 ("init_embeddings", 1, "random, minilm"), ("pooling", ["max"], "mean, max")):
+        with pytest.raises(SpecError) as raised:
+            spec_from_options(model_options={name: value})
+        assert raised.value.option == "model_options"
+        assert raised.value.problem.startswith(f"field {name} must be one of {choices}"), raised.value.problem
+    # WordPiece tokens bring BERT's 30,522 entries whatever max_vocab says: the size check counts them.
+    monkeypatch.setenv("SIAMESE_LAB_MAX_PARAMETERS", "900000")
+    small = {"embedding_dim": 32, "hidden_size": 8}
+    assert spec_from_options(max_vocab=1000, model_options=small).model_options["embedding_dim"] == 32
+    with pytest.raises(SpecError, match="978,048 parameters"):  # 30,522 x 32 + the LSTM's 1,344
+        spec_from_options(max_vocab=1000, model_options={**small, "tokens": "wordpiece"})
 
 
 def test_the_cli_refuses_bad_options_with_the_flag_name(capsys):
@@ -134,6 +177,12 @@ def test_the_cli_refuses_bad_options_with_the_flag_name(capsys):
     assert line == "error: --batch-size must be at least 2 and at most 65536, got 1"
     assert main(["train", "--data", SAMPLE, "--model-options", '{"hidden_size": 0}']) == 2
     assert "--model-options field hidden_size must be at least 2" in capsys.readouterr().err
+    assert main(["train", "--data", SAMPLE, "--loss", "multitask", "--weight", "-1"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == "error: --weight must be at least 0 and at most 1000, got -1"
+    assert main(["train", "--data", SAMPLE, "--model-options", '{"pooling": "avg"}']) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == "error: --model-options field pooling must be one of mean, max, mean+max, got 'avg'"
 
 
 # ---- the CLI and the page describe the same run ------------------------------------------------------
@@ -176,3 +225,26 @@ def test_the_cli_and_the_train_page_build_equal_specs(runs_root, open_page):
     at.selectbox(key="preset").set_value("sample-demo").run()
     at.number_input(key="epochs").set_value(2).run()
     assert same_run(page_spec(at), cli_spec("--preset", "sample-demo", "--epochs", "2"))
+
+
+def test_the_train_page_shows_the_setting_each_new_loss_uses(runs_root, open_page):
+    at = open_page("pages/2_Train.py")
+    at.selectbox(key="loss").set_value("cosent").run()
+    keys = lambda widgets: {widget.key for widget in widgets}  # noqa: E731
+    assert "scale" in keys(at.number_input) and "margin" not in keys(at.number_input)  # lambda, no margin
+    assert "hard_negatives" not in keys(at.checkbox)  # only batches of duplicates take them
+    at.number_input(key="scale").set_value(12.0)
+    at.number_input(key="epochs").set_value(1).run()
+    from_page = page_spec(at)
+    assert from_page.loss == LossConfig("cosent", scale=12.0)
+    assert same_run(from_page, cli_spec("--loss", "cosent", "--scale", "12", "--epochs", "1"))
+
+    at = open_page("pages/2_Train.py")
+    at.selectbox(key="loss").set_value("multitask").run()
+    assert "margin" in keys(at.number_input) and "hard_negatives" not in keys(at.checkbox)
+    assert at.number_input(key="margin").value == 1.0  # the contrastive term's default
+    at.number_input(key="margin").set_value(0.8)
+    at.number_input(key="epochs").set_value(1).run()
+    from_page = page_spec(at)
+    assert from_page.loss == LossConfig("multitask", margin=0.8)
+    assert same_run(from_page, cli_spec("--loss", "multitask", "--margin", "0.8", "--epochs", "1"))

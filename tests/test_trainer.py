@@ -29,7 +29,8 @@ def test_loss_config_defaults():
     assert LossConfig("contrastive").form == "squared_hinge"
     assert LossConfig("softmax").scale == 20.0
     assert LossConfig("triplet", margin=0.4).margin == 0.4
-    assert LOSS_NAMES == ("triplet", "contrastive", "softmax")
+    assert LOSS_NAMES == ("triplet", "contrastive", "softmax", "cosent", "multitask")
+    assert LossConfig("cosent").margin == 0.0 and LossConfig("multitask").margin == 1.0  # the contrastive term's
     assert DEFAULT_MARGINS["triplet"] == 0.25
 
 
@@ -37,6 +38,8 @@ def test_loss_config_batch_kind():
     assert LossConfig("triplet").batch_kind == "duplicates"
     assert LossConfig("softmax").batch_kind == "duplicates"
     assert LossConfig("contrastive").batch_kind == "labelled"
+    assert LossConfig("cosent").batch_kind == "labelled"
+    assert LossConfig("multitask").batch_kind == "labelled_distinct"
     assert Objective(LossConfig("contrastive")).batch_kind == "labelled"
 
 

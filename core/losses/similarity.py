@@ -44,6 +44,31 @@ def similarity_matrix(v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
     return F.normalize(v1, dim=1) @ F.normalize(v2, dim=1).T  # (B, B')
 
 
+def pair_similarity(v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity of each pair: row i of ``v1`` with row i of ``v2`` only.
+
+    s_i = cos(v1_i, v2_i), the diagonal of ``similarity_matrix(v1, v2)`` without the B x B work.
+
+    Args:
+        v1: (B, d) first vectors of the pairs.
+        v2: (B, d) second vectors of the pairs.
+
+    Returns:
+        (B,) cosine similarities.
+
+    Raises:
+        ValueError: ``v1`` and ``v2`` are not both (B, d) with the same shape.
+
+    Example:
+        >>> pair_similarity(torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 1.0], [0.0, -3.0]]))
+        tensor([ 0.7071, -1.0000])
+    """
+    if v1.dim() != 2 or v1.shape != v2.shape:
+        raise ValueError(f"expected two (B, d) batches of the same shape, got {tuple(v1.shape)} and {tuple(v2.shape)}")
+    # Same normalisation as similarity_matrix, so s_i equals its diagonal (zero vectors give 0, not NaN).
+    return (F.normalize(v1, dim=1) * F.normalize(v2, dim=1)).sum(dim=1)  # (B,)
+
+
 def diagonal(scores: torch.Tensor) -> torch.Tensor:
     """The positive similarities s(A, P) = s_ii of a square score matrix.
 

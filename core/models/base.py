@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from core.encoding_batches import TOKEN_BUDGETS, encoding_batches
 from core.tokenizers import TokenTable, Tokenizer
 
 
@@ -90,21 +91,22 @@ class PairEncoder(nn.Module):
     ) -> torch.Tensor:
         """Vectors for every row of an already-tokenised table, (N, d) float32 on the CPU.
 
-        Rows are processed longest-first so each chunk pads to a similar length; the result is in
+        Rows are processed longest-first so each chunk pads to a similar length, in chunks of at most
+        ``batch_size`` rows and the family's token budget (``core.encoding_batches``); the result is in
         the table's original order. ``progress(done, total)`` is called after every chunk.
         """
         was_training = self.training
         self.eval()
-        order = np.argsort(-table.lengths, kind="stable")
         out = torch.empty(len(table), self.embedding_dim, dtype=torch.float32)
         device = self.device
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
+        done = 0
+        for rows in encoding_batches(table.lengths, batch_size, TOKEN_BUDGETS.get(self.model_type)):
             ids, mask = table.take(rows)
             vectors = self.embed(ids.to(device), mask.to(device), tower=tower)  # (b, d)
             out[torch.from_numpy(rows)] = vectors.float().cpu()
+            done += len(rows)
             if progress is not None:
-                progress(min(start + batch_size, len(order)), len(order))
+                progress(done, len(table))
         self.train(was_training)
         return out
 

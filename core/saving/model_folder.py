@@ -37,6 +37,7 @@ FORMAT_VERSION = 1
 INT_FIELD_MAX = 10_000_000  # any int field of a model config; a field's metadata "max" may lower it
 WEIGHTS_SLACK_BYTES = 16 * 1024 * 1024  # safetensors header and alignment, beyond 4 bytes per parameter
 THRESHOLD_SLACK = 1e-3  # calibration may put a threshold 1e-6 beyond the highest cosine (1.0)
+CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB config holds ~15,000)
 
 __all__ = [
     "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "WEIGHTS_FILE", "ModelLoadError", "check_metadata",
@@ -122,6 +123,8 @@ def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
     * ``thresholds``: absent, or a mapping of names to finite numbers in [-1, 1] (cosine thresholds);
     * ``name``: absent or a string;
     * ``metrics``: absent, or a mapping whose ``validation`` / ``test`` entries are mappings;
+    * ``training.validation_curve`` (the Train page draws it): absent, or at most ``CURVE_MAX_POINTS``
+      points ``{"step": whole number >= 0, "train_seconds": finite >= 0, "roc_auc": finite in [0, 1]}``;
     * ``model_config`` and ``tokenizer``: absent or mappings (their fields are checked when loading).
 
     Raises ModelLoadError naming ``path`` and the field.
@@ -142,9 +145,28 @@ def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
         for part in ("validation", "test"):
             if part in metrics and not isinstance(metrics[part], Mapping):
                 raise ModelLoadError(f"{path}: metrics.{part} must be a mapping, got {metrics[part]!r:.80}")
+    training = config.get("training")
+    if isinstance(training, Mapping) and "validation_curve" in training:
+        _check_curve(training["validation_curve"], path)
     for key in ("model_config", "tokenizer"):
         if key in config and not isinstance(config[key], Mapping):
             raise ModelLoadError(f"{path}: {key} must be a JSON object, got {config[key]!r:.80}")
+
+
+def _check_curve(curve, path: str | Path) -> None:
+    where = f"{path}: training.validation_curve"
+    if not isinstance(curve, list) or len(curve) > CURVE_MAX_POINTS:
+        raise ModelLoadError(f"{where} must be a list of at most {CURVE_MAX_POINTS:,} points, got {curve!r:.80}")
+    for index, point in enumerate(curve):
+        if not isinstance(point, Mapping):
+            raise ModelLoadError(f"{where}[{index}] must be a mapping, got {point!r:.80}")
+        step, seconds, auc = point.get("step"), point.get("train_seconds"), point.get("roc_auc")
+        if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+            raise ModelLoadError(f"{where}[{index}].step must be a whole number >= 0, got {step!r:.80}")
+        if not (_is_number(seconds) and math.isfinite(seconds) and seconds >= 0):
+            raise ModelLoadError(f"{where}[{index}].train_seconds must be a finite number >= 0, got {seconds!r:.80}")
+        if not (_is_number(auc) and 0 <= auc <= 1):
+            raise ModelLoadError(f"{where}[{index}].roc_auc must be a number in [0, 1], got {auc!r:.80}")
 
 
 def _check_field(cls_name: str, field: dataclasses.Field, value):
@@ -157,7 +179,11 @@ def _check_field(cls_name: str, field: dataclasses.Field, value):
         else isinstance(value, kind)
     )
     if not ok:
-        raise ModelLoadError(f"{cls_name}.{field.name} must be {kind.__name__}, got {value!r}")
+        raise ModelLoadError(f"{cls_name}.{field.name} must be {kind.__name__}, got {value!r:.80}")
+    choices = field.metadata.get("choices")  # a setting of named values (e.g. the LSTM's pooling)
+    if choices and value not in choices:
+        raise ModelLoadError(f"{cls_name}.{field.name} must be one of {', '.join(map(repr, choices))}, "
+                             f"got {value!r:.80}")
     if kind is int and value < 0:
         raise ModelLoadError(f"{cls_name}.{field.name} must not be negative, got {value}")
     limit = min(INT_FIELD_MAX, field.metadata.get("max", INT_FIELD_MAX))
@@ -168,7 +194,8 @@ def _check_field(cls_name: str, field: dataclasses.Field, value):
 
 
 def config_from_dict(cls, values: dict):
-    """Build a model config dataclass from stored JSON, refusing unknown fields and wrong types."""
+    """Build a model config dataclass from stored JSON, refusing unknown fields, wrong types and values
+    outside a field's ``choices``; a field the JSON lacks (a folder saved before it existed) takes its default."""
     if not isinstance(values, dict):
         raise ModelLoadError(f"{cls.__name__} must be a JSON object")
     fields = {f.name: f for f in dataclasses.fields(cls)}

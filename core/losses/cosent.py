@@ -1,0 +1,74 @@
+"""CoSENT loss: rank the cosines of labelled pairs against each other, across the batch.
+
+References:
+    Su Jianlin (2022), "CoSENT: a more efficient sentence vector scheme than Sentence-BERT"
+    (kexue.fm/archives/8847); sentence-transformers ``CoSENTLoss``.
+    Li & Li (2023), "AnglE-optimized Text Embeddings": the same term is AnglE's ranking loss.
+"""
+
+import torch
+
+from core.losses.similarity import pair_similarity
+
+
+def cosent_loss(
+    v1: torch.Tensor,
+    v2: torch.Tensor,
+    labels: torch.Tensor,
+    scale: float = 20.0,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """CoSENT loss of a batch of labelled pairs.
+
+    s_i = cos(v1_i, v2_i)                                          (row-wise: pair i with itself)
+    L = log(1 + sum_{(i, j): y_i > y_j} exp(scale * (s_j - s_i)))
+
+    Every pair labelled higher must score a higher cosine than every pair labelled lower; each
+    (higher, lower) pair of pairs that is out of order, or in order by less than about 1/scale,
+    costs. Only the order of the cosines matters, not a fixed target or margin, so non-duplicates
+    are not pushed to any particular angle. Computed as one ``logsumexp`` over the ranked cells plus
+    a 0 term (the "1 +"), which cannot overflow; a batch without a (higher, lower) pair (one class
+    only, or one row) gives exactly 0, still attached to the graph.
+
+    Reduction: the loss is one log-sum-exp over all ordered pairs of pairs of the batch and does not
+    split into per-pair terms, so ``reduction`` only accepts "mean" (the batch's scalar, as
+    sentence-transformers' ``CoSENTLoss`` returns); "sum" and "none" would invent a meaning.
+
+    Args:
+        v1: (B, d) first questions of the pairs, any length (the cosine normalises them).
+        v2: (B, d) second questions of the pairs.
+        labels: (B,) y, 1 (or True) for duplicates and 0 for non-duplicates; any dtype. Graded
+            labels (e.g. similarity scores) work too: only their order is read.
+        scale: lambda, multiplies the cosine differences (20, as in CoSENT and AnglE).
+        reduction: "mean" only, see above.
+
+    Returns:
+        A scalar.
+
+    Raises:
+        ValueError: ``v1`` and ``v2`` are not (B, d) alike, ``labels`` is not (B,), or
+            ``reduction`` is not "mean".
+
+    Example:
+        >>> v1 = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
+        >>> v2 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # s = 1, 0, 1/sqrt(2)
+        >>> cosent_loss(v1, v2, torch.tensor([1, 0, 0]), scale=1.0)  # log(1 + e^(0 - 1) + e^(0.7071 - 1))
+        tensor(0.7486)
+        >>> cosent_loss(v1, v2, torch.tensor([0, 1, 1]), scale=1.0)  # log(1 + e^(1 - 0) + e^(1 - 0.7071))
+        tensor(1.6211)
+        >>> cosent_loss(v1, v2, torch.tensor([1, 1, 1]))  # nothing to rank
+        tensor(0.)
+    """
+    if reduction != "mean":
+        raise ValueError(f"cosent_loss is one log-sum-exp over the batch with no per-pair terms: "
+                         f"reduction must be 'mean', got {reduction!r}")
+    similarities = pair_similarity(v1, v2)  # (B,)
+    if labels.shape != similarities.shape:
+        raise ValueError(f"labels shape {tuple(labels.shape)} != pairs shape {tuple(similarities.shape)}")
+    y = labels.to(similarities.dtype)  # (B,); bool and int labels compare as 0/1
+    differences = scale * (similarities.unsqueeze(0) - similarities.unsqueeze(1))  # (B, B): [i, j] = λ(s_j − s_i)
+    ranked = y.unsqueeze(1) > y.unsqueeze(0)  # (B, B): pair i should score above pair j
+    # -inf takes the unranked cells out of the sum (exp(-inf) = 0, and their gradient is 0);
+    # the leading 0 is the "1 +" and keeps the log-sum-exp finite when no cell is ranked.
+    exponents = differences.masked_fill(~ranked, float("-inf")).flatten()  # (B*B,)
+    return torch.logsumexp(torch.cat([exponents.new_zeros(1), exponents]), dim=0)
