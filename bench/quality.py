@@ -8,11 +8,15 @@ Protocol (issue 4):
 - "unseen" = test pairs whose two questions occur nowhere in the training split.
 
 Prints one markdown table (ROC AUC, AP, accuracy, F1, unseen ROC AUC, training time, pairs/s) and
-writes the same rows as JSON to bench/out/. ``--quick`` runs every combination on small slices in a
-few minutes; the default budgets are the ones in docs/BENCHMARKS.md.
+writes the same rows as JSON to bench/out/, each trained row with its validation curve
+(``validation_curve``: step, train_seconds, roc_auc per validation; ``--validate-every N`` validates
+every N steps too, so a one-epoch run gives a curve; ``bench/plot_curves.py`` draws them).
+``--quick`` runs every combination on small slices in a few minutes; the default budgets are the
+ones in docs/BENCHMARKS.md.
 
     .venv/bin/python bench/quality.py --quick
     .venv/bin/python bench/quality.py --only lstm-quora,minilm-quora --peer
+    .venv/bin/python bench/quality.py --only lstm-quora,minilm-quora --validate-every 250
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from bench.common import data_path  # noqa: E402
 from core.data import Splits, load_pairs, split_pairs, unseen_mask  # noqa: E402
 from core.metrics import evaluate_scores, ranking_metrics  # noqa: E402
 from core.models import load_model  # noqa: E402
-from core.pipeline import train_run  # noqa: E402
+from core.pipeline import train_run, validation_curve  # noqa: E402
 from core.presets import PRESETS  # noqa: E402
 from core.specs import RunSpec, spec_from_options  # noqa: E402
 
@@ -110,7 +114,7 @@ def zero_shot_row(splits: Splits, test, unseen, val_pairs: int) -> dict:
 
 
 def run_combination(model_name: str, loss_label: str, splits: Splits, test, unseen, quick: bool,
-                    rows: int = 0) -> dict:
+                    rows: int = 0, validate_every: int = 0) -> dict:
     budget = dict(BUDGETS[model_name][1 if quick else 0])
     if rows:
         budget["rows"] = rows
@@ -119,7 +123,7 @@ def run_combination(model_name: str, loss_label: str, splits: Splits, test, unse
     spec = spec_from_options(model=model_name, **loss_options, epochs=budget["epochs"],
                              batch_size=budget["batch_size"], lr=budget["lr"], patience=1,
                              max_val_pairs=1000 if quick else 3000, model_options=budget["options"],
-                             max_length=budget["max_length"], hard_negatives=hard)
+                             max_length=budget["max_length"], hard_negatives=hard, validate_every=validate_every)
     return train_and_score(f"{model_name} / {loss_label}", spec, Splits(train, calibration_split(splits, model_name),
                                                                         splits.test[:0]), test, unseen)
 
@@ -131,7 +135,7 @@ def calibration_split(splits: Splits, model_name: str):
 
 
 class EpochPrinter:
-    """One line per epoch, so a long run shows where it is."""
+    """One line per epoch (and per validation inside one, with --validate-every), so a long run shows where it is."""
 
     def __init__(self, name: str):
         self.name, self.started = name, time.perf_counter()
@@ -142,6 +146,12 @@ class EpochPrinter:
               f"val roc_auc {m.get('roc_auc', float('nan')):.4f}, {trainer.pairs_per_second:.0f} pairs/s, "
               f"{time.perf_counter() - self.started:.0f} s", flush=True)
 
+    def on_validation_end(self, trainer):
+        v = trainer.validations[-1]
+        if trainer.config.validate_every and v.step != trainer.steps_per_epoch * v.epoch:  # not an epoch's end
+            print(f"  {self.name} step {v.step}/{trainer.total_steps}: val roc_auc "
+                  f"{v.metrics.get('roc_auc', float('nan')):.4f} after {v.train_seconds:.0f} s of training", flush=True)
+
 
 def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> dict:
     result = train_run(spec, splits, save=False, callbacks=[EpochPrinter(name)])
@@ -149,15 +159,19 @@ def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> d
                     result.outcome.pairs_per_second)
     row.update(train_pairs=len(splits.train), epochs_run=len(result.outcome.epochs), status=result.outcome.status,
                stopped_early=result.outcome.stopped_early,
+               validation_curve=validation_curve(result.outcome.validations),
                spec={"loss": dataclasses.asdict(spec.loss), "train": dataclasses.asdict(spec.train),
                      "model_options": spec.model_options, "max_length": spec.max_length,
                      "hard_negatives": spec.hard_negatives})
     return row
 
 
-def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool, max_steps: int = 0) -> dict:
+def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool, max_steps: int = 0,
+               validate_every: int = 0) -> dict:
     # --quick caps every preset at 30 steps; --preset-steps N at N; otherwise the recipe's own cap.
     overrides = {"max_steps": 30 if quick else max_steps} if (quick or max_steps) else {}
+    if validate_every:  # else the recipe's own (once per epoch unless it says otherwise)
+        overrides["validate_every"] = validate_every
     spec = spec_from_options(preset_name, **overrides)
     row = train_and_score(f"preset {preset_name}", spec,
                            Splits(splits.train, calibration_split(splits, spec.model), splits.test[:0]), test, unseen)
@@ -166,7 +180,7 @@ def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool, max_
     return row
 
 
-def peer_rows(splits: Splits, test, unseen, quick: bool) -> list[dict]:
+def peer_rows(splits: Splits, test, unseen, quick: bool, validate_every: int = 0) -> list[dict]:
     """sentence-transformers' trainer vs ours on the same MiniLM, data, batch size and epochs."""
     from bench.peer import fine_tune_peer
 
@@ -183,7 +197,7 @@ def peer_rows(splits: Splits, test, unseen, quick: bool) -> list[dict]:
         row["train_pairs"] = len(data)
         rows.append(row)
         spec = spec_from_options(model="minilm", loss=our_loss, epochs=1, batch_size=64, lr=2e-5, patience=0,
-                                 max_val_pairs=500, max_length=40)
+                                 max_val_pairs=500, max_length=40, validate_every=validate_every)
         rows.append(train_and_score(f"ours {our_loss} (same data)", spec,
                                     Splits(data, calibration_split(splits, "minilm"), splits.test[:0]), test, unseen))
     return rows
@@ -211,6 +225,9 @@ def main() -> None:
     p.add_argument("--preset-steps", type=int, default=0, help="cap the presets' training steps (0 = the recipe's)")
     p.add_argument("--rows", type=int, default=0, help="training pairs of the model x loss rows (0 = BUDGETS)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (1 lets two runs share the 2 cores)")
+    p.add_argument("--validate-every", type=int, default=0,
+                   help="also validate every N steps, for the rows' validation curves (0 = once per epoch; "
+                        "each validation scores max_val_pairs pairs, so it adds time, never counted as training)")
     args = p.parse_args()
     setup_torch(args.threads)
     pairs, _ = load_pairs(data_path())
@@ -240,16 +257,18 @@ def main() -> None:
         elif item == "grid" or item.endswith("/*"):  # every model x loss, or one model's every loss
             for model_name in (BUDGETS if item == "grid" else [item[:-2]]):
                 for loss_label in LOSSES:
-                    rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows))
+                    rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows,
+                                                args.validate_every))
                     print(table(rows[-1:]).splitlines()[-1], flush=True)
                     before = len(rows)
         elif item in PRESETS:
-            rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps))
+            rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps, args.validate_every))
         elif "/" in item:
             model_name, loss_label = item.split("/")
-            rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows))
+            rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows,
+                                        args.validate_every))
         elif item == "peer":
-            rows.extend(peer_rows(splits, test, unseen, args.quick))
+            rows.extend(peer_rows(splits, test, unseen, args.quick, args.validate_every))
         else:
             sys.exit(f"unknown item {item!r}")
         for line in table(rows[before:]).splitlines()[2:]:  # rows not printed yet
@@ -257,7 +276,7 @@ def main() -> None:
         print(f"[{item}: {time.perf_counter() - started:.0f} s]", flush=True)
         save()
     if args.peer and "peer" not in wanted:
-        rows.extend(peer_rows(splits, test, unseen, args.quick))
+        rows.extend(peer_rows(splits, test, unseen, args.quick, args.validate_every))
     print()
     print(table(rows))
     save()

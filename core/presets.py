@@ -15,6 +15,10 @@ class Preset:
     name: str
     description: str
     options: dict = field(default_factory=dict)  # run options, as spec_from_options takes them
+    # (train seconds, validation ROC AUC) points measured on this machine; docs/BENCHMARKS.md says by
+    # which command. The Train page draws them under a run of this preset, so a user sees whether the
+    # run is on track. Empty: not measured yet.
+    reference_curve: tuple = ()
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in [

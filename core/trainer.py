@@ -1,24 +1,25 @@
 """One training loop for every model and loss.
 
 The trainer sees a ``PairEncoder`` (``embed_pair``), an objective (``objective(v1, v2, labels)``), a
-source of batches and, optionally, a ``validate(model, progress) -> metrics`` hook called once per
-epoch, which calls ``progress(done, total)`` as it scores; it knows nothing of the model family, the
-loss, or how validation is scored. It runs the loop, keeps the best weights by the hook's
-``roc_auc``, stops at the step cap or the time budget (each time after a final validation), and
-turns cancellation, a non-finite loss and out of memory into an outcome. Progress leaves the loop
-only through callbacks: ``on_train_start``, ``on_batch_end``, ``on_validation_progress``,
+source of batches and, optionally, a ``validate(model, progress) -> metrics`` hook called at the end
+of every epoch (and every ``validate_every`` steps when set), which calls ``progress(done, total)``
+as it scores; it knows nothing of the model family, the loss, or how validation is scored. It runs
+the loop, records every validation (``trainer.validations``: step, training seconds, metrics, the
+curve a run is judged on against time), keeps the best weights by the hook's ``roc_auc``, stops at
+the step cap or the time budget (each time after a final validation), and turns cancellation, a
+non-finite loss and out of memory into an outcome. Progress leaves the loop only through
+callbacks: ``on_train_start``, ``on_batch_end``, ``on_validation_progress``, ``on_validation_end``,
 ``on_epoch_end``, ``on_train_end``, each called with the trainer. Cancellation is a flag checked
 before every step and between the validation hook's batches, so it takes effect within one step.
 Messages name settings, never CLI flags: wording for users is the CLI's and the pages' job.
 """
 from __future__ import annotations
 
-import copy
 import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -41,8 +42,12 @@ class TrainConfig:
     seed: int = 0  # weights, batch order and dropout
     device: str = "auto"  # auto | cpu | cuda
     amp: bool = True  # float16 autocast on CUDA (ignored on CPU)
-    patience: int = 2  # epochs without a better validation ROC AUC before stopping; 0 disables
-    max_val_pairs: int = 5000  # validation pairs scored after each epoch (a seeded subset if more)
+    patience: int = 2  # validations (epochs unless validate_every) without a better ROC AUC, then stop; 0 = off
+    max_val_pairs: int = 5000  # validation pairs scored at each validation (a seeded subset if more)
+    # Steps are counted over the whole run, so a one-epoch MiniLM run draws a curve, not one point.
+    # When set, the best weights and patience count validations, not epochs; a validation falling on
+    # an epoch's last step is that epoch's own (never scored twice).
+    validate_every: int = 0  # validate after every this many steps too (0 = once per epoch)
     max_steps: int = 0  # stop after this many steps in all, ending with a validation (0 = no cap)
     max_minutes: float = 0.0  # stop (with a final validation) after this much training time; 0 = no cap
     length_buckets: bool = True  # batch pairs of similar length together: far less padding to compute
@@ -57,6 +62,8 @@ class TrainConfig:
             raise ValueError("lr must be positive")
         if not self.max_minutes >= 0:
             raise ValueError("max_minutes must be 0 (no cap) or positive")
+        if self.validate_every < 0:
+            raise ValueError("validate_every must be 0 (once per epoch) or positive")
 
 
 class TrainingError(RuntimeError):
@@ -76,15 +83,26 @@ class EpochResult:
 
 
 @dataclass
+class Validation:
+    step: int  # steps trained when the weights were scored
+    epoch: int  # the epoch it fell in
+    train_seconds: float  # time spent in training steps so far, validations left out: the curve's x
+    seconds: float  # wall time since training started, validations included
+    metrics: dict  # the hook's metrics ({} without a hook)
+
+
+@dataclass
 class TrainOutcome:
     status: str  # done | cancelled | failed (core.status)
     message: str  # what happened, e.g. why a done run stopped before its last epoch
-    best_epoch: int  # 0 when no epoch finished
-    best_metrics: dict
+    best_epoch: int  # the epoch of the best validation; 0 when none ran
+    best_metrics: dict  # the best validation's metrics
     epochs: list[EpochResult] = field(default_factory=list)
     seconds: float = 0.0
     pairs_seen: int = 0
     stopped_early: bool = False  # done before its last epoch: validation stopped improving
+    validations: list[Validation] = field(default_factory=list)  # every validation, in order
+    best_step: int = 0  # the step of the best validation; 0 when none ran
 
     @property
     def pairs_per_second(self) -> float:
@@ -126,11 +144,16 @@ class Trainer:
         self.loss = float("nan")
         self.pairs_seen = 0
         self.pairs_per_second = 0.0
+        self.train_seconds = 0.0  # spent in training steps, validations left out
         self.epoch_results: list[EpochResult] = []
+        self.validations: list[Validation] = []  # every validation so far; on_validation_end follows each
         self.best_metric = -math.inf
         self.best_epoch = 0
+        self.best_step = 0
         self.outcome: TrainOutcome | None = None  # set when run() returns
         self._best_state: dict | None = None
+        self._best_validation = 0  # 1-based index into validations; patience counts from it
+        self._best_metrics: dict = {}
         self._module: torch.nn.Module = model  # what the steps call: the model, or its distributed wrapper
 
     # ---- control -----------------------------------------------------------------------------
@@ -201,9 +224,13 @@ class Trainer:
         where = f"cancelled at step {self.step:,} of {self.total_steps:,}"
         if not self.best_epoch:
             return f"{where}, {'during' if during_validation else 'before'} the first validation"
+        if not self.config.validate_every:
+            if during_validation:
+                where += f" while scoring the validation of epoch {self.epoch}"
+            return f"{where}; the best model so far (epoch {self.best_epoch}) is kept"
         if during_validation:
-            where += f" while scoring the validation of epoch {self.epoch}"
-        return f"{where}; the best model so far (epoch {self.best_epoch}) is kept"
+            where += " while scoring a validation"
+        return f"{where}; the best model so far (step {self.best_step:,}, epoch {self.best_epoch}) is kept"
 
     def _train_step(self, batch: Batch, optimizer, scheduler, scaler) -> float:
         batch = batch.to(self.device)
@@ -231,16 +258,44 @@ class Trainer:
         scheduler.step()
         return value
 
-    def _remember_if_best(self, metrics: dict, epoch: int) -> bool:
-        # Without validation every finished epoch counts as the best so far.
-        value = metrics.get("roc_auc", float(epoch))
+    def _remember_if_best(self, record: Validation) -> None:
+        # Without validation metrics every validation counts as the best so far (once per epoch,
+        # the count is the epoch).
+        count = float(len(self.validations))
+        value = record.metrics.get("roc_auc", count)
         if not math.isfinite(value):
-            value = float(epoch)
+            value = count
         if value > self.best_metric:
-            self.best_metric, self.best_epoch = value, epoch
+            self.best_metric, self.best_epoch, self.best_step = value, record.epoch, record.step
+            self._best_validation, self._best_metrics = len(self.validations), record.metrics
             self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
-            return True
-        return False
+
+    def _validation(self, started: float) -> Validation:
+        """Score the current weights, record them, keep them if best, tell the callbacks.
+
+        Raises ``_CancelledDuringValidation`` as ``validate`` does."""
+        metrics = self.validate()
+        record = Validation(self.step, self.epoch, self.train_seconds, self.clock() - started, metrics)
+        self.validations.append(record)
+        self._remember_if_best(record)
+        self._emit("on_validation_end")
+        return record
+
+    def _validation_due(self) -> bool:
+        """A validation inside the epoch is due after this step (only with a hook to score it)."""
+        every = self.config.validate_every
+        return bool(every) and self.validation_hook is not None and self.step % every == 0
+
+    def _patience_spent(self) -> bool:
+        """``patience`` validations in a row have not beaten the best one."""
+        return bool(self.config.patience) and len(self.validations) - self._best_validation >= self.config.patience
+
+    def _early_stop_message(self) -> str:
+        c = self.config
+        if not c.validate_every:
+            return f"stopped after epoch {self.epoch}: validation ROC AUC did not improve for {c.patience} epoch(s)"
+        return (f"stopped at step {self.step:,} (epoch {self.epoch}): validation ROC AUC did not improve for "
+                f"{c.patience} validation(s)")
 
     # ---- the loop ------------------------------------------------------------------------------
     def run(self) -> TrainOutcome:
@@ -267,7 +322,7 @@ class Trainer:
         message = (f"stopped at the step cap of {c.max_steps:,} steps" if self.total_steps < planned
                    else f"all {c.epochs} epoch(s) trained")
         started = self.clock()
-        train_seconds = 0.0
+        self.train_seconds = 0.0
         self._emit("on_train_start")
         try:
             for epoch in range(1, self.total_epochs + 1):
@@ -275,7 +330,7 @@ class Trainer:
                 self.model.train()
                 epoch_started = self.clock()
                 losses = []
-                out_of_time = False
+                out_of_time = cancelled_in_validation = False
                 for rows in first_epoch if epoch == 1 else self._epoch_batches(epoch - 1):
                     if distributed.broadcast_flag(self.cancelled):
                         self.stop_event.set()
@@ -288,28 +343,42 @@ class Trainer:
                     local_rows = distributed.local_slice(rows, self.context)
                     step_started = self.clock()
                     self.loss = self._train_step(self.train_table.batch(local_rows), optimizer, scheduler, scaler)
-                    train_seconds += self.clock() - step_started
+                    self.train_seconds += self.clock() - step_started
                     losses.append(self.loss)
                     self.step += 1
                     self.pairs_seen += len(rows)
-                    self.pairs_per_second = self.pairs_seen / max(train_seconds, 1e-9)
+                    self.pairs_per_second = self.pairs_seen / max(self.train_seconds, 1e-9)
                     self._emit("on_batch_end")
+                    if self._validation_due():
+                        if distributed.broadcast_flag(self.cancelled):  # asked before it began: not scored
+                            self.stop_event.set()
+                            break
+                        try:
+                            self._validation(started)
+                        except _CancelledDuringValidation:
+                            cancelled_in_validation = True
+                            break
+                        self.model.train()  # the hook may leave the model in eval mode
+                        if self._patience_spent():
+                            break  # the epoch ends here, on this validation, and the run with it
                 if self.cancelled:
-                    status, message = CANCELLED, self._cancel_message(during_validation=False)
+                    status, message = CANCELLED, self._cancel_message(during_validation=cancelled_in_validation)
                     break
-                try:
-                    metrics = self.validate()
-                except _CancelledDuringValidation:
-                    status, message = CANCELLED, self._cancel_message(during_validation=True)
-                    break
-                improved = self._remember_if_best(metrics, epoch)
+                last = self.validations[-1] if self.validations else None
+                if last is not None and (last.step, last.epoch) == (self.step, epoch):
+                    metrics = last.metrics  # scored at this very step inside the epoch: not scored twice
+                else:
+                    try:
+                        metrics = self._validation(started).metrics
+                    except _CancelledDuringValidation:
+                        status, message = CANCELLED, self._cancel_message(during_validation=True)
+                        break
                 result = EpochResult(epoch, float(np.mean(losses)) if losses else float("nan"), metrics,
                                      self.clock() - epoch_started)
                 self.epoch_results.append(result)
                 self._emit("on_epoch_end")
-                if not improved and c.patience and epoch - self.best_epoch >= c.patience:
-                    status, stopped_early, message = DONE, True, (
-                        f"stopped after epoch {epoch}: validation ROC AUC did not improve for {c.patience} epoch(s)")
+                if self._patience_spent():
+                    status, stopped_early, message = DONE, True, self._early_stop_message()
                     break
                 # The validation just run is the final one when the budget ran out during this epoch.
                 if out_of_time or (epoch < self.total_epochs and self._out_of_time(started)):
@@ -327,11 +396,13 @@ class Trainer:
             status=status,
             message=message,
             best_epoch=self.best_epoch,
-            best_metrics=self.epoch_results[self.best_epoch - 1].metrics if self.best_epoch else {},
+            best_metrics=self._best_metrics,
             epochs=list(self.epoch_results),
             seconds=self.clock() - started,
             pairs_seen=self.pairs_seen,
             stopped_early=stopped_early,
+            validations=list(self.validations),
+            best_step=self.best_step,
         )
         self._emit("on_train_end")
         return self.outcome

@@ -5,6 +5,7 @@ recorded by the trainer, the runs table of ``core.export``); only display prepar
 """
 from __future__ import annotations
 
+import math
 from typing import Iterable, Sequence
 
 import pandas as pd
@@ -16,6 +17,8 @@ QUESTION_COLUMNS = ("question1", "question2")
 # Longer questions are counted at this length, so one run-on question cannot stretch the axis.
 MAX_SHOWN_WORDS = 60
 EPOCH_METRICS = {"roc_auc": "ROC AUC", "average_precision": "average precision", "accuracy": "accuracy", "f1": "F1"}
+REFERENCE_LABEL = "preset reference (this machine)"  # a preset's measured curve, under the run's own
+REFERENCE_COLOR = "#999999"
 
 
 def _layout(figure: go.Figure, title: str, x: str, y: str, **extra) -> go.Figure:
@@ -76,6 +79,27 @@ def epoch_metrics_chart(epochs: Iterable[dict]) -> go.Figure:
             figure.add_scatter(x=[row["epoch"] for row in rows], y=values, mode="lines+markers", name=label)
     figure.update_xaxes(dtick=1)
     return _layout(figure, "Validation metrics per epoch", "epoch", "score", yaxis_range=[0, 1.02])
+
+
+def validation_curve_chart(points: Iterable[dict], reference: Sequence[tuple[float, float]] = ()) -> go.Figure:
+    """Validation ROC AUC against training minutes (the time spent in training steps, validations left
+    out) for one run, markers on a line, over a preset's reference curve (``core.presets.Preset.
+    reference_curve``: (train seconds, ROC AUC) pairs) as a dashed grey line when there is one.
+
+    ``points`` are ``{"step", "train_seconds", "roc_auc"}`` dicts (``TrainingJob.progress.validations``,
+    ``core.pipeline.validation_curve``); points without a ROC AUC (no validation split) are not drawn."""
+    shown = [p for p in points if isinstance(p.get("roc_auc"), (int, float)) and math.isfinite(p["roc_auc"])]
+    figure = go.Figure()
+    if reference:
+        figure.add_scatter(x=[seconds / 60 for seconds, _ in reference], y=[auc for _, auc in reference],
+                           mode="lines", name=REFERENCE_LABEL, line=dict(color=REFERENCE_COLOR, dash="dash"),
+                           hovertemplate="%{x:.1f} min: ROC AUC %{y:.4f}<extra>reference</extra>")
+    figure.add_scatter(x=[p["train_seconds"] / 60 for p in shown], y=[p["roc_auc"] for p in shown],
+                       customdata=[p["step"] for p in shown], mode="lines+markers", name="this run",
+                       hovertemplate="step %{customdata:,d} · %{x:.1f} min: ROC AUC %{y:.4f}<extra></extra>")
+    figure.update_xaxes(rangemode="tozero")
+    return _layout(figure, "Validation ROC AUC over training time", "training minutes (validation time left out)",
+                   "validation ROC AUC")
 
 
 def compare_bars(table: pd.DataFrame) -> go.Figure:

@@ -9,6 +9,7 @@ import streamlit as st
 from core.export import METRIC_COLUMNS, runs_table
 from core.jobs import JobQueue, TrainingJob
 from core.models import MODEL_LABELS
+from core.presets import PRESETS
 from core.saving import list_runs
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from lab import charts
@@ -88,7 +89,15 @@ def cancelled_sentence(job: TrainingJob, saved: str) -> str:
         return (f"{where}, before the first validation: nothing was saved (tick “{KEEP_UNVALIDATED_LABEL}” "
                 "under More settings to keep such a run).")
     kept = f"the model from epoch {best_epoch}" if best_epoch else "the model at that step"
+    if best_epoch and job.spec.train.validate_every:  # validated inside epochs: the step says which weights
+        kept = f"the model validated at step {job.result.outcome.best_step:,}"
     return f"{where}: {kept}, {saved}."
+
+
+def reference_curve(job: TrainingJob) -> tuple:
+    """The measured curve of the preset the run started from; () for custom settings or none measured."""
+    preset = PRESETS.get(job.preset) if job.preset else None
+    return preset.reference_curve if preset else ()
 
 
 def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
@@ -97,11 +106,15 @@ def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
     else:
         show_outcome(job)
     p = job.progress
-    losses, epochs = list(p.losses), list(p.epochs)  # copies: the training thread keeps appending
+    losses, epochs, validations = list(p.losses), list(p.epochs), list(p.validations)  # copies: the thread appends
     if not losses:
         return
     loss_column, epochs_column = st.columns(2)
     loss_column.plotly_chart(charts.loss_curve(losses), width="stretch", key=f"loss_{job.id}")
+    reference = reference_curve(job)
+    if validations or reference:  # is the run on track? its ROC AUC so far against the preset's, by training time
+        loss_column.plotly_chart(charts.validation_curve_chart(validations, reference), width="stretch",
+                                 key=f"curve_{job.id}")
     with epochs_column:
         if epochs:
             columns = ["epoch", "train_loss", *[key for key in METRIC_NAMES if key in epochs[0]]]

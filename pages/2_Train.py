@@ -101,12 +101,13 @@ def options_from_widgets() -> dict:
 
 
 def start_run() -> None:
+    preset = None if state.preset == CUSTOM else state.preset  # the job keeps it: its reference curve
     try:
-        spec = spec_from_options(None if state.preset == CUSTOM else state.preset, **options_from_widgets())
+        spec = spec_from_options(preset, **options_from_widgets())
     except SpecError as error:
         show_error(f"Cannot start: {OPTION_LABELS.get(error.option, error.option)} {error.problem}")
         return
-    job = job_queue().submit(TrainingJob(spec, state.pairs, state.runs_root))
+    job = job_queue().submit(TrainingJob(spec, state.pairs, state.runs_root, preset=preset))
     state.jobs.append(job.id)
     st.rerun()  # draws the Start button disabled while the run is queued or training
 

@@ -13,6 +13,7 @@ from lab.session import job_queue
 from lab.training_view import KEEP_UNVALIDATED_LABEL
 
 TRAIN = "pages/2_Train.py"
+CURVE_TITLE = "Validation ROC AUC over training time"
 
 
 @pytest.fixture
@@ -101,7 +102,16 @@ def test_start_trains_in_the_background_and_saves_the_model(train_page, runs_roo
     assert at.dataframe[-1].value.set_index("name").loc[folder.name, "status"] == "done"
     assert not at.button(key="start").disabled  # the run is over: another may start
     titles = [figure["layout"]["title"]["text"] for figure in plotly_figures(at)]
-    assert titles == ["Training loss", "Validation metrics per epoch"]
+    assert titles == ["Training loss", CURVE_TITLE, "Validation metrics per epoch"]
+    [run_trace] = plotly_figures(at)[1]["data"]  # custom settings: no preset reference under it
+    [validation] = job.result.outcome.validations  # one epoch, validated once at its end
+    assert run_trace["name"] == "this run" and run_trace["mode"] == "lines+markers"
+    assert run_trace["x"] == pytest.approx([validation.train_seconds / 60])
+    assert run_trace["y"] == pytest.approx([validation.metrics["roc_auc"]])
+    assert run_trace["customdata"] == [validation.step] == [steps_of(job)]
+    [recorded] = job.progress.validations  # what the live poller drew from while the run trained
+    assert (recorded["step"], recorded["train_seconds"], recorded["roc_auc"]) == (
+        validation.step, validation.train_seconds, validation.metrics["roc_auc"])
     losses = plotly_figures(at)[0]["data"][0]["y"]
     assert losses == pytest.approx([loss for _, loss in job.progress.losses])
     steps = len(job.progress.losses)
@@ -111,6 +121,10 @@ def test_start_trains_in_the_background_and_saves_the_model(train_page, runs_roo
     epochs = at.dataframe[0].value
     assert epochs["epoch"].tolist() == [1]
     assert epochs["ROC AUC"].iloc[0] == pytest.approx(job.progress.epochs[0]["roc_auc"])
+
+
+def steps_of(job) -> int:
+    return job.progress.losses[-1][0]
 
 
 class PauseAtFirstStep:
@@ -290,3 +304,67 @@ def test_progress_says_starting_then_speed_time_left_and_validation(train_page, 
     assert job_queue().wait(job, timeout=60) and job.status == FAILED
     at.run()
     assert not at.button(key="start").disabled
+
+
+def test_the_validation_curve_is_drawn_live_over_the_presets_reference(train_page, monkeypatch, plotly_figures):
+    from dataclasses import replace
+
+    from core.presets import PRESETS
+    from lab.charts import REFERENCE_LABEL
+
+    reference = ((0.0, 0.5), (90.0, 0.8), (300.0, 0.9))  # (train seconds, ROC AUC), as a measured preset holds
+    monkeypatch.setitem(PRESETS, "sample-demo", replace(PRESETS["sample-demo"], reference_curve=reference))
+    monkeypatch.setattr(core.jobs, "train_run", HeldRun())
+    at = train_page
+    at.selectbox(key="preset").set_value("sample-demo").run()
+    at.button(key="start").click().run()
+    job = session_job(at)
+    assert job.preset == "sample-demo"
+
+    def curve_figure() -> dict:
+        [figure] = [f for f in plotly_figures(at) if f["layout"]["title"]["text"] == CURVE_TITLE]
+        return figure
+
+    p = job.progress  # what the trainer's callbacks would record, with known numbers
+    p.phase, p.epoch, p.total_epochs, p.step, p.total_steps = "training", 1, 1, 3, 20
+    p.losses.extend([(1, 0.9), (2, 0.8), (3, 0.7)])
+    at.run()
+    reference_trace, run_trace = curve_figure()["data"]  # before the first validation: the target alone
+    assert reference_trace["name"] == REFERENCE_LABEL == "preset reference (this machine)"
+    assert reference_trace["line"]["dash"] == "dash" and reference_trace["line"]["color"] == "#999999"
+    assert reference_trace["x"] == pytest.approx([0.0, 1.5, 5.0])  # minutes
+    assert reference_trace["y"] == pytest.approx([0.5, 0.8, 0.9])
+    assert run_trace["x"] == [] and run_trace["y"] == []
+
+    p.validations.extend([{"step": 5, "epoch": 1, "train_seconds": 60.0, "seconds": 70.0, "roc_auc": 0.71},
+                          {"step": 10, "epoch": 1, "train_seconds": 150.0, "seconds": 170.0, "roc_auc": 0.83}])
+    at.run()  # the live fragment draws what the run recorded since
+    reference_trace, run_trace = curve_figure()["data"]
+    assert run_trace["name"] == "this run" and run_trace["mode"] == "lines+markers"
+    assert run_trace["x"] == pytest.approx([1.0, 2.5]) and run_trace["y"] == pytest.approx([0.71, 0.83])
+    assert run_trace["customdata"] == [5, 10]
+    assert reference_trace["x"] == pytest.approx([0.0, 1.5, 5.0])
+
+    at.button(key="cancel").click().run()
+    assert job_queue().wait(job, timeout=60)
+
+
+def test_a_preset_without_a_measured_curve_draws_no_reference(train_page, monkeypatch, plotly_figures):
+    monkeypatch.setattr(core.jobs, "train_run", HeldRun())
+    at = train_page
+    at.selectbox(key="preset").set_value("sample-demo").run()
+    at.button(key="start").click().run()
+    job = session_job(at)
+    p = job.progress
+    p.phase, p.epoch, p.total_epochs, p.step, p.total_steps = "training", 1, 1, 2, 20
+    p.losses.extend([(1, 0.9), (2, 0.8)])
+    at.run()
+    titles = [figure["layout"]["title"]["text"] for figure in plotly_figures(at)]
+    assert titles == ["Training loss"]  # nothing to compare yet: no validation, no reference
+    p.validations.append({"step": 2, "epoch": 1, "train_seconds": 30.0, "seconds": 31.0, "roc_auc": 0.6})
+    at.run()
+    [curve] = [f for f in plotly_figures(at) if f["layout"]["title"]["text"] == CURVE_TITLE]
+    [run_trace] = curve["data"]
+    assert run_trace["x"] == pytest.approx([0.5]) and run_trace["y"] == pytest.approx([0.6])
+    at.button(key="cancel").click().run()
+    assert job_queue().wait(job, timeout=60)

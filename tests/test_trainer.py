@@ -17,6 +17,7 @@ from core.tokenizers import WordTokenizer
 from core.evaluation import calibrate
 from core.status import CANCELLED, DONE
 from core.trainer import TrainConfig, Trainer, TrainingError
+from tests.conftest import synthetic_pairs
 
 BATCH, DIM = 13, 24
 
@@ -84,26 +85,7 @@ def test_softmax_objective_equals_in_batch_softmax_on_cosines():
     torch.testing.assert_close(value, F.cross_entropy(7.0 * cosines, torch.arange(BATCH)))
 
 
-# ---- a synthetic task ----------------------------------------------------------------------------
-TOPICS = [f"topic{i}" for i in range(40)]
-FILLER = [f"filler{i}" for i in range(7)]
-
-
-def synthetic_pairs(n: int, seed: int) -> pd.DataFrame:
-    """Half duplicates (same two topic words), half not (other topic words); shared filler everywhere."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n):
-        a, b, c, d = (TOPICS[k] for k in rng.choice(len(TOPICS), 4, replace=False))
-        duplicate = i % 2 == 0
-        q1 = [a, b] + list(rng.choice(FILLER, 5, replace=False))
-        q2 = ([b, a] if duplicate else [c, d]) + list(rng.choice(FILLER, 5, replace=False))
-        rng.shuffle(q1)
-        rng.shuffle(q2)
-        rows.append((" ".join(q1), " ".join(q2), int(duplicate)))
-    return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])
-
-
+# ---- a synthetic task (tests.conftest.synthetic_pairs) ---------------------------------------------
 def make_trainer(n_train=60, n_val=31, epochs=2, batch_size=7, callbacks=(), objective=None, lr=1e-2,
                  patience=0, trainer_class=Trainer, stop_event=None, clock=None, validation_batch=256, **config):
     train, val = synthetic_pairs(n_train, 0), synthetic_pairs(n_val, 1)
@@ -469,3 +451,192 @@ def test_the_step_cap_ends_with_a_validation_and_says_so():
 def test_a_negative_time_budget_is_refused():
     with pytest.raises(ValueError, match="max_minutes"):
         TrainConfig(max_minutes=-1.0)
+
+
+# ---- validating every N steps ---------------------------------------------------------------------------
+class TimedObjective:
+    """The triplet objective on a clock that each call (one per training step) moves by ``seconds``."""
+
+    def __init__(self, clock: FakeClock, seconds: float, name: str = "triplet"):
+        self.clock, self.seconds, self.inner = clock, seconds, Objective(LossConfig(name))
+        self.batch_kind = self.inner.batch_kind
+
+    def __call__(self, *args):
+        self.clock.now += self.seconds
+        return self.inner(*args)
+
+
+def slow_validation(trainer: Trainer, clock: FakeClock, seconds: float) -> None:
+    """Every validation of ``trainer`` now "takes" ``seconds`` on ``clock``."""
+    hook = trainer.validation_hook
+
+    def validate(model, progress):
+        clock.now += seconds
+        return hook(model, progress)
+
+    trainer.validation_hook = validate
+
+
+class ValidationLog(EventLog):
+    def on_validation_end(self, trainer):
+        record = trainer.validations[-1]
+        self.events.append(("validation", trainer.step, record.step))
+        assert trainer.validation_progress is None
+
+
+def test_validate_every_scores_inside_the_epoch_and_at_its_end():
+    clock, log = FakeClock(step_seconds=0.0), ValidationLog()
+    # 9 contrastive steps a epoch, capped at 7: validations after steps 2, 4, 6 and at the end (7)
+    trainer = make_trainer(epochs=1, max_steps=7, validate_every=2, clock=clock, callbacks=[log],
+                           objective=TimedObjective(clock, 3.0, "contrastive"))
+    slow_validation(trainer, clock, 100.0)
+    outcome = trainer.run()
+    assert outcome.status == DONE and trainer.step == 7 and outcome.message == "stopped at the step cap of 7 steps"
+    assert [v.step for v in outcome.validations] == [2, 4, 6, 7]
+    assert [v.epoch for v in outcome.validations] == [1, 1, 1, 1]
+    # training time counts the steps only (3 s each); wall time adds the 100 s validations before each record
+    assert [v.train_seconds for v in outcome.validations] == [6.0, 12.0, 18.0, 21.0]
+    assert [v.seconds for v in outcome.validations] == [106.0, 212.0, 318.0, 421.0]
+    assert all(0.0 <= v.metrics["roc_auc"] <= 1.0 for v in outcome.validations)
+    assert [e[0] for e in log.events] == (["start"] + ["batch", "batch", "validation"] * 3
+                                          + ["batch", "validation", "epoch", "end"])
+    [epoch] = outcome.epochs
+    assert epoch.metrics is outcome.validations[-1].metrics  # the epoch's own validation is the step-7 one
+    best = max(range(4), key=lambda i: outcome.validations[i].metrics["roc_auc"])
+    assert outcome.best_step == outcome.validations[best].step and outcome.best_epoch == 1
+    assert outcome.best_metrics is outcome.validations[best].metrics
+    assert trainer.validations == outcome.validations
+
+
+def test_a_validation_on_an_epochs_last_step_is_that_epochs_own():
+    log = ValidationLog()
+    trainer = make_trainer(epochs=2, validate_every=2, callbacks=[log])  # 5 steps an epoch
+    outcome = trainer.run()
+    assert [v.step for v in outcome.validations] == [2, 4, 5, 6, 8, 10]  # step 10 is scored once
+    assert [v.epoch for v in outcome.validations] == [1, 1, 1, 2, 2, 2]
+    names = [e[0] for e in log.events]
+    assert names.count("validation") == 6 and names.count("epoch") == 2
+    assert names[-3:] == ["validation", "epoch", "end"]
+    assert [e.metrics for e in outcome.epochs] == [outcome.validations[2].metrics, outcome.validations[5].metrics]
+
+
+def test_validate_every_zero_validates_once_per_epoch_as_before():
+    clock, log = FakeClock(step_seconds=0.0), ValidationLog()
+    trainer = make_trainer(epochs=2, clock=clock, callbacks=[log], objective=TimedObjective(clock, 2.0))
+    outcome = trainer.run()
+    assert trainer.config.validate_every == 0
+    assert [(v.step, v.epoch, v.train_seconds) for v in outcome.validations] == [(5, 1, 10.0), (10, 2, 20.0)]
+    assert [v.metrics for v in outcome.validations] == [e.metrics for e in outcome.epochs]
+    per_epoch = ["batch"] * 5 + ["validation", "epoch"]
+    assert [e[0] for e in log.events] == ["start"] + per_epoch * 2 + ["end"]
+
+
+class ScriptedPerValidation(Trainer):
+    """Validation ROC AUC follows a script, one value per validation (not per epoch)."""
+
+    script: list = []
+
+    def validate(self):
+        return {"roc_auc": self.script[len(self.validations)], "accuracy": 0.5, "f1": 0.5}
+
+
+def test_patience_counts_validations_when_validating_every_n_steps():
+    recorder = StateRecorder()
+    scripted = type("Scripted", (ScriptedPerValidation,), {"script": [0.7, 0.8, 0.75, 0.79, 0.95, 0.99]})
+    # validations after steps 2, 4, 5 (epoch 1's end), 6, 8, 10: the best is at step 4; steps 5 and 6
+    # do not beat it, so the run stops at step 6, inside epoch 2, which ends there
+    trainer = make_trainer(epochs=2, patience=2, validate_every=2, trainer_class=scripted, callbacks=[recorder])
+    outcome = trainer.run()
+    assert outcome.status == DONE and outcome.stopped_early and trainer.step == 6
+    assert [v.step for v in outcome.validations] == [2, 4, 5, 6]
+    assert (outcome.best_step, outcome.best_epoch, outcome.best_metrics["roc_auc"]) == (4, 1, 0.8)
+    assert outcome.message == "stopped at step 6 (epoch 2): validation ROC AUC did not improve for 2 validation(s)"
+    assert [(e.epoch, e.metrics["roc_auc"]) for e in outcome.epochs] == [(1, 0.75), (2, 0.79)]
+    assert _same_state(_state(trainer.model), recorder.after_step[4])  # the best validation's weights
+
+
+class CancelAtValidationOfStep:
+    """Sets the stop event at the first validation progress report after ``step``; counts the reports."""
+
+    def __init__(self, stop: threading.Event, step: int):
+        self.stop, self.step, self.reports = stop, step, 0
+
+    def on_validation_progress(self, trainer):
+        if trainer.step == self.step:
+            self.reports += 1
+            self.stop.set()
+
+
+def test_cancel_during_a_validation_inside_the_epoch_keeps_the_best_so_far():
+    stop = threading.Event()
+    canceller, recorder = CancelAtValidationOfStep(stop, step=4), StateRecorder()
+    trainer = make_trainer(n_val=300, epochs=2, validate_every=2, callbacks=[canceller, recorder], stop_event=stop,
+                           validation_batch=50)
+    outcome = trainer.run()
+    assert outcome.status == CANCELLED and canceller.reports == 1  # stopped within one validation batch
+    assert trainer.step == 4 and [v.step for v in outcome.validations] == [2] and outcome.epochs == []
+    assert (outcome.best_step, outcome.best_epoch) == (2, 1)
+    assert outcome.best_metrics is outcome.validations[0].metrics
+    assert outcome.message == ("cancelled at step 4 of 10 while scoring a validation; "
+                               "the best model so far (step 2, epoch 1) is kept")
+    assert _same_state(_state(trainer.model), recorder.after_step[2])
+    assert trainer.validation_progress is None
+
+
+def test_a_cancel_before_a_due_validation_skips_it():
+    canceller, log = CancelAt(2), ValidationLog()
+    trainer = make_trainer(epochs=2, validate_every=2, callbacks=[canceller, log])
+    outcome = trainer.run()
+    assert outcome.status == CANCELLED and trainer.step == 2 and outcome.validations == []
+    assert outcome.message == "cancelled at step 2 of 10, before the first validation"
+    assert [e[0] for e in log.events] == ["start", "batch", "batch", "end"]
+
+
+def test_validate_every_without_a_validation_split_validates_per_epoch_only():
+    trainer = make_trainer(n_val=0, epochs=2, validate_every=2)
+    outcome = trainer.run()
+    assert [(v.step, v.metrics) for v in outcome.validations] == [(5, {}), (10, {})]
+    assert outcome.best_epoch == 2 and outcome.best_step == 10
+
+
+def test_the_time_budget_after_a_validation_inside_the_epoch_scores_no_second_one():
+    clock, log = FakeClock(step_seconds=0.0), ValidationLog()
+    # 1 minute at 20 s a step: spent after step 3, where a validation is due (validate_every=3)
+    trainer = make_trainer(epochs=2, max_minutes=1.0, validate_every=3, clock=clock, callbacks=[log],
+                           objective=TimedObjective(clock, 20.0))
+    outcome = trainer.run()
+    assert outcome.status == DONE and trainer.step == 3
+    assert outcome.message == "stopped by the time budget of 1 min at step 3 of 10"
+    assert [v.step for v in outcome.validations] == [3] and [e.epoch for e in outcome.epochs] == [1]
+    assert [e[0] for e in log.events] == ["start", "batch", "batch", "batch", "validation", "epoch", "end"]
+
+
+def test_validate_every_must_not_be_negative():
+    with pytest.raises(ValueError, match="validate_every"):
+        TrainConfig(validate_every=-1)
+
+
+# ---- the curve reaches the saved model ------------------------------------------------------------------
+def test_the_validation_curve_is_saved_with_the_model(train_tiny_model, tmp_path):
+    import json
+
+    from core.saving import ModelLoadError, read_config
+
+    folder = train_tiny_model("lstm", tmp_path, validate_every=2)
+    config = read_config(folder)
+    curve, training = config["training"]["validation_curve"], config["training"]
+    steps = [point["step"] for point in curve]
+    assert steps[:2] == [2, 4] and steps == sorted(set(steps)) and len(curve) >= 3
+    seconds = [point["train_seconds"] for point in curve]
+    assert seconds == sorted(seconds) and seconds[0] > 0
+    assert all(0.0 <= point["roc_auc"] <= 1.0 for point in curve)
+    assert training["best_step"] in steps
+    assert config["train_config"]["validate_every"] == 2
+
+    for bad in ([{"step": 2, "train_seconds": 1.0, "roc_auc": 1.5}],
+                [{"step": -1, "train_seconds": 1.0, "roc_auc": 0.5}],
+                [{"step": 2, "train_seconds": float("nan"), "roc_auc": 0.5}], {"step": 2}, ["point"]):
+        config["training"]["validation_curve"] = bad
+        (folder / "config.json").write_text(json.dumps(config))
+        with pytest.raises(ModelLoadError, match="validation_curve"):
+            read_config(folder)
