@@ -45,6 +45,16 @@ LOSSES = {  # label -> (loss options of core.specs.spec_from_options, hard negat
     "contrastive": ({"loss": "contrastive", "form": "squared_hinge"}, False),
     "contrastive-m2": ({"loss": "contrastive", "form": "margin_squared"}, False),
     "softmax+hn": ({"loss": "softmax"}, True),
+    "cosent": ({"loss": "cosent"}, False),
+    "multitask": ({"loss": "multitask"}, False),
+}
+# Model-setting levers (issue 14), merged over a budget's model options: item "model/loss:variant".
+VARIANTS = {
+    "max-pool": {"pooling": "max"},
+    "mean+max": {"pooling": "mean+max"},
+    "wordpiece": {"tokens": "wordpiece"},
+    "wordpiece-minilm": {"tokens": "wordpiece", "init_embeddings": "minilm"},
+    "words-minilm": {"init_embeddings": "minilm"},
 }
 # Per model: training rows, epochs, batch, lr, model options; (full, quick). The grid rows compare
 # losses at equal, modest budgets; the long recipes are the presets (--only lstm-quora, ...).
@@ -114,17 +124,19 @@ def zero_shot_row(splits: Splits, test, unseen, val_pairs: int) -> dict:
 
 
 def run_combination(model_name: str, loss_label: str, splits: Splits, test, unseen, quick: bool,
-                    rows: int = 0, validate_every: int = 0) -> dict:
+                    rows: int = 0, validate_every: int = 0, variant: str = "") -> dict:
     budget = dict(BUDGETS[model_name][1 if quick else 0])
     if rows:
         budget["rows"] = rows
+    if variant:
+        budget["options"] = {**budget["options"], **VARIANTS[variant]}
     loss_options, hard = LOSSES[loss_label]
     train = splits.train if budget["rows"] is None else splits.train.iloc[: budget["rows"]]
     spec = spec_from_options(model=model_name, **loss_options, epochs=budget["epochs"],
                              batch_size=budget["batch_size"], lr=budget["lr"], patience=1,
                              max_val_pairs=1000 if quick else 3000, model_options=budget["options"],
                              max_length=budget["max_length"], hard_negatives=hard, validate_every=validate_every)
-    return train_and_score(f"{model_name} / {loss_label}", spec, Splits(train, calibration_split(splits, model_name),
+    return train_and_score(f"{model_name} / {loss_label}" + (f" [{variant}]" if variant else ""), spec, Splits(train, calibration_split(splits, model_name),
                                                                         splits.test[:0]), test, unseen)
 
 
@@ -217,8 +229,9 @@ def main() -> None:
     from bench.common import parser, setup_torch
 
     p = parser(__doc__)
-    p.add_argument("--only", default="", help="comma-separated: model/loss (lstm/contrastive), model/* (its every "
-                                              "loss), preset names, "
+    p.add_argument("--only", default="", help="comma-separated: model/loss (lstm/contrastive), model/loss:variant "
+                                              "(a model-setting lever of VARIANTS), model/* (its every loss), "
+                                              "preset names, "
                                               "'baselines', 'peer', or 'grid' (every model x loss)")
     p.add_argument("--peer", action="store_true", help="also run the sentence-transformers comparison")
     p.add_argument("--test-pairs", type=int, default=10000, help="scored sample of the held-out split (0 = all)")
@@ -265,8 +278,11 @@ def main() -> None:
             rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps, args.validate_every))
         elif "/" in item:
             model_name, loss_label = item.split("/")
+            loss_label, _, variant = loss_label.partition(":")
+            if variant not in ("", *VARIANTS):
+                sys.exit(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
             rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows,
-                                        args.validate_every))
+                                        args.validate_every, variant))
         elif item == "peer":
             rows.extend(peer_rows(splits, test, unseen, args.quick, args.validate_every))
         else:
