@@ -136,8 +136,9 @@ def run_combination(model_name: str, loss_label: str, splits: Splits, test, unse
                              batch_size=budget["batch_size"], lr=budget["lr"], patience=1,
                              max_val_pairs=1000 if quick else 3000, model_options=budget["options"],
                              max_length=budget["max_length"], hard_negatives=hard, validate_every=validate_every)
-    return train_and_score(f"{model_name} / {loss_label}" + (f" [{variant}]" if variant else ""), spec, Splits(train, calibration_split(splits, model_name),
-                                                                        splits.test[:0]), test, unseen)
+    name = f"{model_name} / {loss_label}" + (f" [{variant}]" if variant else "")
+    return train_and_score(name, spec, Splits(train, calibration_split(splits, model_name), splits.test[:0]),
+                           test, unseen)
 
 
 def calibration_split(splits: Splits, model_name: str):
@@ -165,8 +166,14 @@ class EpochPrinter:
                   f"{v.metrics.get('roc_auc', float('nan')):.4f} after {v.train_seconds:.0f} s of training", flush=True)
 
 
+SAVE_ROOT: Path | None = None  # --save-models: where each trained row's model folder goes
+
+
 def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> dict:
-    result = train_run(spec, splits, save=False, callbacks=[EpochPrinter(name)])
+    out_dir = None
+    if SAVE_ROOT is not None:
+        out_dir = SAVE_ROOT / "".join(c if c.isalnum() or c in "-+." else "_" for c in name).strip("_")
+    result = train_run(spec, splits, out_dir=out_dir, save=out_dir is not None, callbacks=[EpochPrinter(name)])
     row = score_row(name, result.model, test, unseen, result.thresholds, result.outcome.seconds,
                     result.outcome.pairs_per_second)
     row.update(train_pairs=len(splits.train), epochs_run=len(result.outcome.epochs), status=result.outcome.status,
@@ -241,7 +248,11 @@ def main() -> None:
     p.add_argument("--validate-every", type=int, default=0,
                    help="also validate every N steps, for the rows' validation curves (0 = once per epoch; "
                         "each validation scores max_val_pairs pairs, so it adds time, never counted as training)")
+    p.add_argument("--save-models", type=Path, default=None,
+                   help="save each trained row's model in a folder of its own under this one (for dedup_scale.py ...)")
     args = p.parse_args()
+    global SAVE_ROOT
+    SAVE_ROOT = args.save_models
     setup_torch(args.threads)
     pairs, _ = load_pairs(data_path())
     splits = protocol_splits(pairs)
