@@ -24,13 +24,15 @@ class Preset:
 PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset(
         name="lstm-quora",
-        description="Siamese LSTM from scratch for real Quora-size data: 1-layer bidirectional LSTM, "
-                    "contrastive loss on labelled pairs of both classes, warm-up and decay, early stopping.",
+        description="Siamese LSTM for real Quora-size data: WordPiece tokens whose embeddings start from MiniLM's "
+                    "(projected to 128 dimensions), a 1-layer bidirectional LSTM, the contrastive loss on labelled "
+                    "pairs of both classes, validated every 250 steps; about 45 minutes on 2 CPU threads.",
         options={"model": "lstm", "loss": "contrastive", "form": "squared_hinge", "margin": 1.0,
-                 "epochs": 4, "batch_size": 256, "lr": 2e-3, "patience": 1, "weight_decay": 0.0,
+                 "epochs": 6, "batch_size": 256, "lr": 2e-3, "patience": 0, "weight_decay": 0.0,
+                 "validate_every": 250, "max_minutes": 45.0,
                  "model_options": {"embedding_dim": 128, "hidden_size": 160, "num_layers": 1, "bidirectional": True,
-                                   "dropout": 0.1},
-                 "max_length": 32, "min_freq": 2, "max_vocab": 80000, "val_fraction": 0.05},
+                                   "dropout": 0.1, "tokens": "wordpiece", "init_embeddings": "minilm"},
+                 "max_length": 32, "val_fraction": 0.05},
     ),
     Preset(
         name="minilm-quora",
@@ -39,6 +41,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                     "(192,000 pairs); the Train page shows the time left from the speed it measures.",
         options={"model": "minilm", "loss": "contrastive", "form": "squared_hinge", "margin": 1.0,
                  "epochs": 1, "batch_size": 64, "lr": 2e-5, "patience": 0, "max_val_pairs": 2000, "max_steps": 3000,
+                 "validate_every": 250,
                  "max_length": 40, "val_fraction": 0.05},
     ),
     Preset(

@@ -40,7 +40,8 @@ def test_a_preset_is_the_base_and_explicit_options_override_it():
     preset = PRESETS["lstm-quora"].options
     spec = spec_from_options("lstm-quora")
     assert (spec.loss.name, spec.loss.form, spec.loss.margin) == ("contrastive", "squared_hinge", 1.0)
-    assert (spec.train.epochs, spec.train.batch_size, spec.max_vocab, spec.val_fraction) == (4, 256, 80000, 0.05)
+    assert (spec.train.epochs, spec.train.batch_size, spec.val_fraction) == (6, 256, 0.05)
+    assert (spec.train.validate_every, spec.train.max_minutes, spec.train.patience) == (250, 45.0, 0)
     assert spec.model_options == preset["model_options"]
 
     tuned = spec_from_options("lstm-quora", epochs=1, margin=0.5, model_options={"hidden_size": 48})
