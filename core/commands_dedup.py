@@ -19,7 +19,7 @@ from core.cli import CliError, _count, _load_model, _print_json, _threshold, _Tq
 def add_parser(sub, model_command):
     """Register ``dedup`` on the subparsers ``sub`` through the CLI's ``model_command`` builder."""
     from core.commands_export import add_backend_option
-    from core.dedup import DEFAULT_K
+    from core.dedup import DEFAULT_K, MAX_NEIGHBOURHOOD
 
     dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
     dedup.add_argument("--questions", required=True,
@@ -33,6 +33,9 @@ def add_parser(sub, model_command):
     dedup.add_argument("--min-size", type=_count, default=2, help="smallest cluster kept")
     dedup.add_argument("-k", "--neighbours", type=_count, default=DEFAULT_K,
                        help="neighbours searched per question at first (more where all are above the threshold)")
+    dedup.add_argument("--max-neighbourhood", type=_count, default=MAX_NEIGHBOURHOOD,
+                       help="deepest search of one question's neighbourhood; beyond it a cluster keeps the "
+                            "closest (a warning says how many questions reached it)")
     add_backend_option(dedup)
     return dedup
 
@@ -71,7 +74,7 @@ def _check_out(path: str, source: str, overwrite: bool = False) -> Path:
 
 def cmd_dedup(args) -> int:
     from core.commands_export import load_backend
-    from core.dedup import NeighbourGraph, clusters_frame, default_threshold, encode_corpus, write_csv
+    from core.dedup import NeighbourGraph, capped_note, clusters_frame, default_threshold, encode_corpus, write_csv
 
     out = _check_out(args.out, args.questions, args.overwrite)
     texts = _load_questions(args.questions)
@@ -81,8 +84,12 @@ def cmd_dedup(args) -> int:
         raise CliError(f"{args.model} has no calibrated threshold; pass --threshold")
     started = time.perf_counter()
     vectors, queries = encode_corpus(model, texts, progress=_TqdmCounter("encoding"))
-    graph = NeighbourGraph(vectors, k=args.neighbours, queries=queries, progress=_TqdmCounter("neighbours"))
+    graph = NeighbourGraph(vectors, k=args.neighbours, queries=queries, progress=_TqdmCounter("neighbours"),
+                           max_neighbourhood=args.max_neighbourhood)
     clusters = graph.cluster(threshold, args.min_size)
+    note = capped_note(graph.capped, graph.max_neighbourhood, threshold)
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
     frame = clusters_frame(clusters, texts)
     try:
         write_csv(frame, out)
@@ -90,7 +97,7 @@ def cmd_dedup(args) -> int:
         raise CliError(f"--out {out}: cannot write it: {error.strerror or error}") from None
     _print_json({"out": str(out), "questions": len(texts), "clusters": len(clusters),
                  "clustered_questions": int(len(frame)), "largest_cluster": clusters[0].size if clusters else 0,
-                 "threshold": float(threshold), "min_size": args.min_size,
+                 "threshold": float(threshold), "min_size": args.min_size, "capped_questions": graph.capped,
                  "search": "exact" if graph.kind == "flat" else "hnsw (approximate)", "backend": args.backend,
                  "seconds": round(time.perf_counter() - started, 1)})
     return 0

@@ -20,9 +20,18 @@ k-nearest-neighbour graph: each question is searched in a FAISS inner-product in
 neighbours. Memory grows as n·k; time, with HNSW, as n·efSearch·log n (the exact index still computes
 n² inner products, in BLAS, below 50,000 questions). A question whose k neighbours are *all* above the
 threshold may have more: it alone is searched again with 2k, 4k, ... neighbours until the last one
-falls below (community_detection grows its sort size the same way). With the exact index the
+falls below (community_detection grows its sort size the same way), but never deeper than
+``max_neighbourhood`` (``MAX_NEIGHBOURHOOD``): a question with more neighbours above the threshold keeps
+its closest ``max_neighbourhood`` ones, and the graph counts such questions (``capped``) so callers can
+say the threshold is too low for the corpus. Every member still lies above the threshold of its
+representative; only a giant neighbourhood's tail may be left out of that cluster. Without the cap, a
+weak model at a low threshold makes neighbourhoods of tens of thousands of questions, each one searched
+that deep (see docs/BENCHMARKS.md, issue 13 at scale). With the exact index and no capped question the
 neighbourhoods, and so the clusters, are exactly community_detection's (up to cosines that round
-differently at the threshold itself); with HNSW a neighbour the graph search misses is missed.
+differently at the threshold itself); with HNSW a neighbour the graph search misses is missed. HNSW
+searches here keep ``ef_search`` candidates (``GRAPH_EF_SEARCH``, never fewer than the neighbours asked
+for), fewer than ``core.search``'s interactive searches: the neighbours that matter for a cluster are the
+very close ones, which the graph search finds first.
 
 Recall against the exact result, measured (``bench/dedup_quality.py --quick``, 2,000 Quora questions,
 zero-shot MiniLM, thresholds 0.75 / 0.8 / 0.85, HNSW forced with ``flat_limit=0``): 100 % of the
@@ -55,6 +64,8 @@ import pandas as pd
 DEFAULT_K = 50  # neighbours per question in the first search: community_detection's first sort size
 SEARCH_BUDGET = 1 << 22  # (row, neighbour) results per FAISS call: bounds the live search arrays
 DEEP_BUDGET = 1 << 23  # results of deepened searches kept for clustering; beyond it they are searched again
+MAX_NEIGHBOURHOOD = 1024  # deepest search of one question's neighbourhood (its closest are kept beyond it)
+GRAPH_EF_SEARCH = 128  # HNSW candidates per search of the graph (core.search uses more for top-10 recall)
 CSV_CHUNK = 50_000  # rows per written CSV chunk
 COLUMNS = ["cluster_id", "cluster_size", "representative", "question", "similarity_to_representative"]
 PROBE_TEXTS = 8  # texts encoded through both towers to tell a Siamese model from a two-tower one
@@ -108,11 +119,15 @@ class NeighbourGraph:
     """
 
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
-                 progress: Progress | None = None):
+                 progress: Progress | None = None, max_neighbourhood: int = MAX_NEIGHBOURHOOD,
+                 ef_search: int = GRAPH_EF_SEARCH):
         from core.search import FLAT_LIMIT, _new_index
 
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a whole number >= 1, got {k!r}")
+        for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood), ("ef_search", ef_search)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        self.max_neighbourhood = int(max(max_neighbourhood, k))
+        self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
         vectors = _unit(vectors, "vectors")  # (N, d) what the index holds
         queries = vectors if queries is None else _unit(queries, "queries")  # (N, d) what searches it
         if queries.shape != vectors.shape:
@@ -138,6 +153,8 @@ class NeighbourGraph:
             self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
             return
         self.index = _new_index(dim, u, FLAT_LIMIT if flat_limit is None else flat_limit)
+        if hasattr(self.index, "hnsw"):
+            self.index.hnsw.efSearch = int(ef_search)  # FAISS searches with max(efSearch, k)
         self.index.add(self.vectors)
         step = max(1, SEARCH_BUDGET // self.k)
         for start in range(0, u, step):
@@ -170,8 +187,9 @@ class NeighbourGraph:
     # ---- neighbourhoods at a threshold (of distinct rows) --------------------------------------
     def _neighbourhoods(self, t: np.float32):
         """Sizes (U,) of every distinct row's neighbourhood at ``t`` in rows (each distinct neighbour
-        counted as often as it occurs, the row itself always included), and a function
-        unique -> (ids, scores) of that neighbourhood in distinct rows, itself included."""
+        counted as often as it occurs, the row itself always included), a function
+        unique -> (ids, scores) of that neighbourhood in distinct rows, itself included, and how many
+        rows filled ``max_neighbourhood`` (their closest neighbours only)."""
         u, k = len(self.first), self.k
         above = self.scores > t  # (U, k); sorted rows, so the above entries come first
         if (self.counts == 1).all():  # the usual case: no question repeated word for word
@@ -187,17 +205,21 @@ class NeighbourGraph:
         deep: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # row -> its whole neighbourhood (kept)
         deep_k: dict[int, int] = {}  # row -> the k that holds its whole neighbourhood (searched again)
         kept = 0
-        pending = np.flatnonzero(above[:, -1]) if 0 < k < u else np.zeros(0, dtype=np.int64)
+        deepest = min(self.max_neighbourhood, u)
+        full_at_k = np.flatnonzero(above[:, -1]) if 0 < k < u else np.zeros(0, dtype=np.int64)
+        pending, capped = (full_at_k, 0) if k < deepest else (full_at_k[:0], int(self.counts[full_at_k].sum()))
         depth = k
         while pending.size:  # every neighbour above t: there may be more; search deeper (2k, 4k, ...)
-            depth = min(2 * depth, u)
+            depth = min(2 * depth, deepest)
             step = max(1, SEARCH_BUDGET // depth)
             still = []
             for start in range(0, pending.size, step):
                 rows = pending[start : start + step]
                 ids, scores = self._search(rows, depth)
                 hits = scores > t
-                full = hits[:, -1] & (depth < u)
+                full = hits[:, -1] & (depth < deepest)
+                if depth == deepest:  # the last allowed depth: rows still full keep their closest
+                    capped += int(self.counts[rows[hits[:, -1] & (depth < u)]].sum())
                 for row, row_ids, row_scores, row_hits, more in zip(rows, ids, scores, hits, full):
                     if more:
                         still.append(row)
@@ -227,18 +249,19 @@ class NeighbourGraph:
                 scores = np.append(scores, self._self_score(row))
             return ids.astype(np.int64), scores.astype(np.float32)
 
-        return sizes, neighbourhood
+        return sizes, neighbourhood, capped
 
     def neighbourhood_sizes(self, threshold: float) -> np.ndarray:
         """(N,) how many rows lie above ``threshold`` of each row, itself included."""
-        return self._neighbourhoods(_check(threshold, 1))[0][self.inverse]
+        sizes, _, self.capped = self._neighbourhoods(_check(threshold, 1))
+        return sizes[self.inverse]
 
     def pairs_above(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every (i, j, cosine) with i != j and cosine > ``threshold`` that the graph finds (and every pair
         of identical rows), as three (E,) arrays of rows, both directions. Memory grows with the number of
         such pairs: meant for measuring."""
         t = _check(threshold, 1)
-        sizes, neighbourhood = self._neighbourhoods(t)
+        sizes, neighbourhood, self.capped = self._neighbourhoods(t)
         first, second, scores = [], [], []
         for unique in np.flatnonzero(sizes > 1).tolist():
             ids, unique_scores = neighbourhood(unique)
@@ -261,7 +284,7 @@ class NeighbourGraph:
         t = _check(threshold, min_size)
         if self.n == 0:
             return []
-        sizes, neighbourhood = self._neighbourhoods(t)
+        sizes, neighbourhood, self.capped = self._neighbourhoods(t)
         candidates = np.flatnonzero(sizes >= min_size)
         # Largest first, then the earlier row; every copy of a distinct row has its neighbourhood, and
         # its first copy (the earliest row) is the one community_detection would take.
@@ -290,6 +313,15 @@ class NeighbourGraph:
             clusters.append(Cluster(representative, members, similarities))
         clusters.sort(key=lambda c: -c.size)  # stable: equal sizes keep the order they were formed in
         return clusters
+
+
+def capped_note(capped: int, limit: int, threshold: float) -> str | None:
+    """What to tell a user when ``capped`` questions filled their neighbourhood's ``limit`` (None if none)."""
+    if not capped:
+        return None
+    return (f"{capped:,} questions have more than {limit:,} neighbours above the threshold {threshold:.4g}; "
+            f"their clusters hold only their {limit:,} closest. The threshold is low for this corpus: a higher "
+            "one gives tighter clusters.")
 
 
 def _distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -59,9 +59,11 @@ def neighbour_graph(choice: str, key: str, texts: Sequence[str],
 
 @st.cache_data(show_spinner="Clustering…", max_entries=32)
 def clusters(choice: str, stamp: float, key: str, threshold: float, min_size: int,
-             _graph: dedup.NeighbourGraph, _texts: Sequence[str]) -> pd.DataFrame:
-    """``core.dedup.clusters_frame`` of the graph clustered at (threshold, min_size)."""
-    return dedup.clusters_frame(_graph.cluster(threshold, min_size), _texts)
+             _graph: dedup.NeighbourGraph, _texts: Sequence[str]) -> tuple[pd.DataFrame, str | None]:
+    """``core.dedup.clusters_frame`` of the graph clustered at (threshold, min_size), and the note for
+    questions whose neighbourhood was too large to list whole (None when there are none)."""
+    frame = dedup.clusters_frame(_graph.cluster(threshold, min_size), _texts)
+    return frame, dedup.capped_note(_graph.capped, _graph.max_neighbourhood, threshold)
 
 
 def slider_range(default: float) -> tuple[float, float]:

@@ -82,7 +82,8 @@ except Exception as error:  # noqa: BLE001
     show_error(f"Could not encode the questions: {error}")
     st.stop()
 status.empty()
-frame = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size), graph, texts)
+frame, capped = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size),
+                                   graph, texts)
 table = dedup_view.cluster_table(frame)
 
 search = "exact search (FAISS flat)" if graph.kind == "flat" else "approximate search (FAISS HNSW)"
@@ -92,6 +93,8 @@ questions_metric, clusters_metric, clustered_metric = st.columns(3)
 questions_metric.metric("Questions", f"{len(texts):,}")
 clusters_metric.metric("Clusters", f"{len(table):,}")
 clustered_metric.metric("Questions in a cluster", f"{len(frame):,}")
+if capped:
+    st.warning(capped, icon=":material/warning:")
 if table.empty:
     st.info("No cluster at this threshold: lower it, or lower the smallest cluster size.")
     st.stop()

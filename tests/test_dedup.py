@@ -123,6 +123,41 @@ def test_adaptive_k_finds_big_neighbourhoods_with_a_small_first_search():
     assert (sizes == ((vectors @ vectors.T > np.float32(0.6)) | np.eye(400, dtype=bool)).sum(1)).all()
 
 
+def test_a_neighbourhood_deeper_than_the_cap_keeps_its_closest_and_is_counted():
+    rng = np.random.default_rng(7)
+    group = unit(np.array([1.0, 0, 0, 0, 0]) + rng.normal(scale=0.05, size=(30, 5)))  # 30 mutual neighbours
+    others = unit(rng.normal(size=(40, 5)) * np.array([0.0, 1, 1, 1, 1]))  # orthogonal to the group's axis
+    vectors = np.vstack([group, others])
+    sims = vectors @ vectors.T
+    assert (sims[:30, :30] > 0.9).all() and (sims[:30, 30:] < 0.5).all()
+
+    whole = NeighbourGraph(vectors, k=4, max_neighbourhood=64)
+    assert as_sets(whole.cluster(0.9, 2)) == reference(vectors, 0.9, 2) and whole.capped == 0
+    assert [c.size for c in whole.cluster(0.9, 2)][0] == 30
+
+    capped = NeighbourGraph(vectors, k=4, max_neighbourhood=8)
+    clusters = capped.cluster(0.9, 2)
+    assert capped.capped == 30  # every member of the group has 29 neighbours above 0.9, more than 8
+    assert (capped.neighbourhood_sizes(0.9)[:30] == 8).all()
+    first = clusters[0]  # row 0's 8 closest: itself and the 7 group members nearest to it
+    assert first.representative == 0 and first.size == 8
+    assert sorted(first.members.tolist()) == sorted(np.argsort(-sims[0, :30], kind="stable")[:8].tolist())
+    for c in clusters:  # the invariants hold under the cap
+        assert c.size <= 8 and (sims[c.representative, c.members] > np.float32(0.9)).all()
+    members = np.concatenate([c.members for c in clusters])
+    assert len(set(members.tolist())) == len(members)
+    assert all(set(c.members.tolist()) <= set(range(30)) for c in clusters if c.representative < 30)
+    assert NeighbourGraph(vectors, k=8, max_neighbourhood=4).max_neighbourhood == 8  # never below k
+
+
+def test_the_capped_note_names_the_count_the_cap_and_the_threshold():
+    from core.dedup import capped_note
+
+    assert capped_note(0, 1024, 0.9) is None
+    note = capped_note(12_345, 1024, 0.925)
+    assert note.startswith("12,345 questions have more than 1,024 neighbours above the threshold 0.925;")
+
+
 def test_many_copies_of_one_question_cost_one_search():
     rng = np.random.default_rng(0)
     vectors = np.vstack([np.tile(unit(rng.normal(size=(1, 16))), (100_000, 1)), unit(rng.normal(size=(50, 16)))])
@@ -292,6 +327,25 @@ def test_cli_on_the_bundled_sample(lstm_folder, tmp_path, capsys):
     assert main(["dedup", "--model", str(lstm_folder), "--questions", str(SAMPLE_PATH), "--out", str(again),
                  "-k", "1", "--threshold", str(threshold)]) == 0
     pd.testing.assert_frame_equal(read_out(again), frame)
+    assert summary["capped_questions"] == 0 and "warning" not in captured.err
+
+
+def test_cli_warns_when_the_threshold_makes_neighbourhoods_deeper_than_the_cap(lstm_folder, tmp_path, capsys):
+    out = tmp_path / "clusters.csv"
+    assert main(["dedup", "--model", str(lstm_folder), "--questions", str(SAMPLE_PATH), "--out", str(out),
+                 "--threshold", "-1", "-k", "3", "--max-neighbourhood", "6"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    questions = summary["questions"]
+    assert summary["capped_questions"] == questions  # everything is above -1: every neighbourhood is full
+    assert f"warning: {questions:,} questions have more than 6 neighbours above the threshold -1;" in captured.err
+    frame = read_out(out)
+    model, _ = load_model(lstm_folder)
+    vectors = model.encode(load_questions(SAMPLE_PATH)[0])
+    copies = len(vectors) - len(np.unique(vectors, axis=0))  # questions whose vectors are word-for-word equal
+    # cut at 6 distinct neighbours (copies of one vector travel together); a question whose 6 closest
+    # are all taken stays out, where the uncapped rule would have put all of them in one cluster
+    assert 6 <= frame["cluster_size"].max() <= 6 + copies and frame["cluster_id"].nunique() > questions // 7
 
 
 def test_cli_with_a_text_file_min_size_and_a_formula_safe_csv(lstm_folder, tmp_path, capsys):
