@@ -10,7 +10,12 @@ The timed part is exactly what a user runs, in a fresh process:
 Reported: the command's wall time, its peak RSS (``RUSAGE_CHILDREN``: the largest resident set of the
 child), and the command's own JSON line (questions, clusters, search kind, threshold).
 
-    .venv/bin/python bench/dedup_scale.py [--quick] [--model DIR] [--backend torch|onnx]
+``--recall N`` then measures, in this process and untimed, how much of the truth the k-NN graph finds:
+for N random questions, the neighbours above the threshold that the graph's neighbourhoods hold against
+an exact scan of every question (capped at the graph's ``max_neighbourhood``, as the clusters are), and
+how large the exact neighbourhoods are.
+
+    .venv/bin/python bench/dedup_scale.py [--quick] [--model DIR] [--backend torch|onnx] [--recall 1000]
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--model", help="a saved model folder (default: train an LSTM on the first 20,000 pairs)")
     p.add_argument("--backend", choices=("torch", "onnx"), default="torch")
+    p.add_argument("--recall", type=int, default=0, help="questions whose neighbourhoods are checked exactly")
     args = p.parse_args()
     header("dedup_scale: every distinct question of the shared file, one CLI run", args.quick)
     source = data_path()
@@ -74,7 +80,43 @@ def main() -> None:
         "threshold": result["threshold"], "search": result["search"],
         "wall seconds (goal < 300 on all of them)": seconds,
         "peak RSS of the command, MB (goal < 3,000)": peak_mb,
+        "questions whose neighbourhood hit the cap": result.get("capped_questions"),
+        "seconds per phase (encode, neighbours, cluster)": " / ".join(
+            str(result.get("phase_seconds", {}).get(phase, "?")) for phase in ("encode", "neighbours", "cluster")),
     })
+    if args.recall:
+        report(f"the k-NN graph against an exact scan, {args.recall:,} random questions",
+               neighbourhood_recall(model, questions, result["threshold"], args.recall))
+
+
+def neighbourhood_recall(model_dir: Path, questions: Path, threshold: float, sample: int, seed: int = 0) -> dict:
+    """Neighbours above ``threshold`` that the graph finds, over those an exact scan finds, for ``sample``
+    random questions (each side counted up to the graph's max_neighbourhood), and the exact sizes."""
+    import numpy as np
+
+    from core.data import load_questions
+    from core.dedup import NeighbourGraph, encode_corpus
+    from core.models import load_model
+
+    model, _ = load_model(model_dir)
+    texts, _ = load_questions(questions)
+    vectors, queries = encode_corpus(model, texts)
+    queries = vectors if queries is None else queries
+    graph = NeighbourGraph(vectors, queries=queries)
+    found = graph.neighbourhood_sizes(threshold)  # (N,) rows, itself included, capped
+    rows = np.random.default_rng(seed).choice(len(texts), size=min(sample, len(texts)), replace=False)
+    exact = np.concatenate([(queries[rows[i : i + 100]] @ vectors.T > np.float32(threshold)).sum(axis=1)
+                            for i in range(0, len(rows), 100)])
+    exact = np.maximum(exact, 1)  # itself, as the graph counts it
+    cap = graph.max_neighbourhood
+    return {"graph search": graph.kind, "max_neighbourhood": cap,
+            "neighbour recall (capped)": float(np.minimum(found[rows], cap).sum() / np.minimum(exact, cap).sum()),
+            "questions with every neighbour found (capped)": float((np.minimum(found[rows], cap)
+                                                                   >= np.minimum(exact, cap)).mean()),
+            "exact neighbourhood size: median": float(np.median(exact)),
+            "exact neighbourhood size: 90th percentile": float(np.percentile(exact, 90)),
+            "exact neighbourhood size: largest": int(exact.max()),
+            f"share of questions with more than {cap:,} neighbours": float((exact > cap).mean())}
 
 
 if __name__ == "__main__":

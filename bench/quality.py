@@ -48,13 +48,18 @@ LOSSES = {  # label -> (loss options of core.specs.spec_from_options, hard negat
     "cosent": ({"loss": "cosent"}, False),
     "multitask": ({"loss": "multitask"}, False),
 }
-# Model-setting levers (issue 14), merged over a budget's model options: item "model/loss:variant".
+# Levers (issue 14), item "model/loss:variant": a key of the budget (rows, epochs, lr, max_length, ...)
+# replaces the budget's value; any other key is merged over the budget's model options.
 VARIANTS = {
     "max-pool": {"pooling": "max"},
     "mean+max": {"pooling": "mean+max"},
     "wordpiece": {"tokens": "wordpiece"},
     "wordpiece-minilm": {"tokens": "wordpiece", "init_embeddings": "minilm"},
     "words-minilm": {"init_embeddings": "minilm"},
+    "len32": {"max_length": 32},
+    "lr5e-5": {"lr": 5e-5},
+    "2-epochs": {"epochs": 2},
+    "2x-rows": {"rows_factor": 2},
 }
 # Per model: training rows, epochs, batch, lr, model options; (full, quick). The grid rows compare
 # losses at equal, modest budgets; the long recipes are the presets (--only lstm-quora, ...).
@@ -128,8 +133,13 @@ def run_combination(model_name: str, loss_label: str, splits: Splits, test, unse
     budget = dict(BUDGETS[model_name][1 if quick else 0])
     if rows:
         budget["rows"] = rows
-    if variant:
-        budget["options"] = {**budget["options"], **VARIANTS[variant]}
+    for key, value in VARIANTS.get(variant, {}).items():
+        if key == "rows_factor":
+            budget["rows"] = budget["rows"] * value
+        elif key in budget:
+            budget[key] = value
+        else:
+            budget["options"] = {**budget["options"], key: value}
     loss_options, hard = LOSSES[loss_label]
     train = splits.train if budget["rows"] is None else splits.train.iloc[: budget["rows"]]
     spec = spec_from_options(model=model_name, **loss_options, epochs=budget["epochs"],

@@ -20,6 +20,7 @@ def add_parser(sub, model_command):
     """Register ``dedup`` on the subparsers ``sub`` through the CLI's ``model_command`` builder."""
     from core.commands_export import add_backend_option
     from core.dedup import DEFAULT_K, MAX_NEIGHBOURHOOD
+    from core.search import FLAT_LIMIT
 
     dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
     dedup.add_argument("--questions", required=True,
@@ -33,9 +34,10 @@ def add_parser(sub, model_command):
     dedup.add_argument("--min-size", type=_count, default=2, help="smallest cluster kept")
     dedup.add_argument("-k", "--neighbours", type=_count, default=DEFAULT_K,
                        help="neighbours searched per question at first (more where all are above the threshold)")
-    dedup.add_argument("--max-neighbourhood", type=_count, default=MAX_NEIGHBOURHOOD,
-                       help="deepest search of one question's neighbourhood; beyond it a cluster keeps the "
-                            "closest (a warning says how many questions reached it)")
+    dedup.add_argument("--max-neighbourhood", type=_count, default=None,
+                       help=f"deepest search of one question's neighbourhood; beyond it a cluster keeps the "
+                            f"closest, and a warning says how many questions reached it (default: {MAX_NEIGHBOURHOOD} "
+                            f"when the search is approximate, over {FLAT_LIMIT:,} questions; else unbounded)")
     add_backend_option(dedup)
     return dedup
 
@@ -83,10 +85,15 @@ def cmd_dedup(args) -> int:
     if threshold is None:
         raise CliError(f"{args.model} has no calibrated threshold; pass --threshold")
     started = time.perf_counter()
+    phases = {}  # seconds per phase, in the summary: where a long run spends its time
     vectors, queries = encode_corpus(model, texts, progress=_TqdmCounter("encoding"))
+    phases["encode"] = time.perf_counter() - started
     graph = NeighbourGraph(vectors, k=args.neighbours, queries=queries, progress=_TqdmCounter("neighbours"),
                            max_neighbourhood=args.max_neighbourhood)
+    del vectors, queries  # the graph holds them (in its index): a corpus's vectors are kept once
+    phases["neighbours"] = time.perf_counter() - started - sum(phases.values())
     clusters = graph.cluster(threshold, args.min_size)
+    phases["cluster"] = time.perf_counter() - started - sum(phases.values())
     note = capped_note(graph.capped, graph.max_neighbourhood, threshold)
     if note:
         print(f"warning: {note}", file=sys.stderr)
@@ -99,5 +106,6 @@ def cmd_dedup(args) -> int:
                  "clustered_questions": int(len(frame)), "largest_cluster": clusters[0].size if clusters else 0,
                  "threshold": float(threshold), "min_size": args.min_size, "capped_questions": graph.capped,
                  "search": "exact" if graph.kind == "flat" else "hnsw (approximate)", "backend": args.backend,
-                 "seconds": round(time.perf_counter() - started, 1)})
+                 "seconds": round(time.perf_counter() - started, 1),
+                 "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}})
     return 0

@@ -20,8 +20,9 @@ k-nearest-neighbour graph: each question is searched in a FAISS inner-product in
 neighbours. Memory grows as n·k; time, with HNSW, as n·efSearch·log n (the exact index still computes
 n² inner products, in BLAS, below 50,000 questions). A question whose k neighbours are *all* above the
 threshold may have more: it alone is searched again with 2k, 4k, ... neighbours until the last one
-falls below (community_detection grows its sort size the same way), but never deeper than
-``max_neighbourhood`` (``MAX_NEIGHBOURHOOD``): a question with more neighbours above the threshold keeps
+falls below (community_detection grows its sort size the same way). On the approximate index (a
+corpus over ``FLAT_LIMIT`` questions) never deeper than ``max_neighbourhood`` (``MAX_NEIGHBOURHOOD``
+unless given): a question with more neighbours above the threshold keeps
 its closest ``max_neighbourhood`` ones, and the graph counts such questions (``capped``) so callers can
 say the threshold is too low for the corpus. Every member still lies above the threshold of its
 representative; only a giant neighbourhood's tail may be left out of that cluster. Without the cap, a
@@ -64,9 +65,15 @@ import pandas as pd
 DEFAULT_K = 50  # neighbours per question in the first search: community_detection's first sort size
 SEARCH_BUDGET = 1 << 22  # (row, neighbour) results per FAISS call: bounds the live search arrays
 DEEP_BUDGET = 1 << 23  # results of deepened searches kept for clustering; beyond it they are searched again
-MAX_NEIGHBOURHOOD = 1024  # deepest search of one question's neighbourhood (its closest are kept beyond it)
-GRAPH_EF_SEARCH = 128  # HNSW candidates per search of the graph (core.search uses more for top-10 recall)
+MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate index (its closest are kept)
+# The graph's HNSW: fewer links and candidates than core.search's (32 and 512), which wants top-10 recall
+# for one query at a time. On all 448,316 Quora questions (the lstm-quora model's vectors) it finds 99.7 %
+# of the above-threshold neighbours among the first 50; it builds in 69 s and searches 7,568 questions/s,
+# where 32 links and 128 candidates take 80 s and 4,141 questions/s for 99.98 % (docs/BENCHMARKS.md).
+GRAPH_HNSW_LINKS = 16
+GRAPH_EF_SEARCH = 64
 CSV_CHUNK = 50_000  # rows per written CSV chunk
+UNIT_CHUNK = 65_536  # rows per step when checking, hashing or scaling a corpus's vectors
 COLUMNS = ["cluster_id", "cluster_size", "representative", "question", "similarity_to_representative"]
 PROBE_TEXTS = 8  # texts encoded through both towers to tell a Siamese model from a two-tower one
 
@@ -94,9 +101,16 @@ def _unit(vectors, name: str) -> np.ndarray:
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim != 2:
         raise ValueError(f"{name} must be a 2-D (N, d) array, got shape {array.shape}")
-    if not np.isfinite(array).all():
-        raise ValueError(f"{name} hold NaN or infinite values")
-    return _unit_rows(array) if array.size else np.zeros(array.shape, dtype=np.float32)
+    if not array.size:
+        return np.zeros(array.shape, dtype=np.float32)
+    norms = np.empty(len(array), dtype=np.float32)
+    for start in range(0, len(array), UNIT_CHUNK):  # chunks: no (N, d) temporary beside a corpus's vectors
+        part = array[start : start + UNIT_CHUNK]
+        if not np.isfinite(part).all():
+            raise ValueError(f"{name} hold NaN or infinite values")
+        norms[start : start + UNIT_CHUNK] = np.linalg.norm(part, axis=1)
+    already = (np.abs(norms - 1) < 1e-5) | (norms == 0)  # encoders' rows are unit already: keep them as they are
+    return np.ascontiguousarray(array) if already.all() else _unit_rows(array)
 
 
 def _check(threshold: float, min_size: int) -> np.float32:
@@ -119,14 +133,13 @@ class NeighbourGraph:
     """
 
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
-                 progress: Progress | None = None, max_neighbourhood: int = MAX_NEIGHBOURHOOD,
+                 progress: Progress | None = None, max_neighbourhood: int | None = None,
                  ef_search: int = GRAPH_EF_SEARCH):
         from core.search import FLAT_LIMIT, _new_index
 
-        for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood), ("ef_search", ef_search)):
+        for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1), ("ef_search", ef_search)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-        self.max_neighbourhood = int(max(max_neighbourhood, k))
         self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
         vectors = _unit(vectors, "vectors")  # (N, d) what the index holds
         queries = vectors if queries is None else _unit(queries, "queries")  # (N, d) what searches it
@@ -135,7 +148,11 @@ class NeighbourGraph:
         self.n, dim = vectors.shape
         # Distinct rows in order of first appearance: unique row u stands for the rows copies[u].
         first, inverse, counts = _distinct_rows(vectors, queries)
-        self.vectors, self.queries = vectors[first], queries[first]  # (U, d) each
+        if len(first) == self.n:  # no row repeated (the usual case): no copy of a corpus's vectors
+            self.vectors, self.queries = vectors, queries  # (U, d) each, the same array for one tower
+        else:
+            self.vectors = vectors[first]  # (U, d)
+            self.queries = self.vectors if queries is vectors else queries[first]  # (U, d)
         self.first = first  # (U,) the first row of each distinct row, increasing
         self.inverse = inverse  # (N,) row -> its distinct row
         self.counts = counts  # (U,) how many rows each distinct row stands for
@@ -148,14 +165,21 @@ class NeighbourGraph:
         self._id_type = np.int32 if u < 2**31 - 1 else np.int64
         self.ids = np.zeros((u, self.k), dtype=self._id_type)  # (U, k) best first; -1 where HNSW found fewer
         self.scores = np.zeros((u, self.k), dtype=np.float32)  # (U, k)
+        # None: bounded on an approximate index only; an exact one is searched as deep as needed, as
+        # community_detection does (its corpus is small enough for that, FLAT_LIMIT).
+        flat_limit = FLAT_LIMIT if flat_limit is None else flat_limit
+        self.max_neighbourhood = max(int(max_neighbourhood), self.k) if max_neighbourhood is not None else (
+            MAX_NEIGHBOURHOOD if u > flat_limit else max(u, 1))
         if u == 0 or dim == 0:
             self.k = 0
             self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
             return
-        self.index = _new_index(dim, u, FLAT_LIMIT if flat_limit is None else flat_limit)
+        self.index = _new_index(dim, u, flat_limit, links=GRAPH_HNSW_LINKS)
         if hasattr(self.index, "hnsw"):
             self.index.hnsw.efSearch = int(ef_search)  # FAISS searches with max(efSearch, k)
         self.index.add(self.vectors)
+        if self.queries is self.vectors:  # one tower: search with FAISS's own copy and drop ours
+            self.vectors = self.queries = _stored_vectors(self.index)
         step = max(1, SEARCH_BUDGET // self.k)
         for start in range(0, u, step):
             rows = np.arange(start, min(start + step, u))
@@ -324,6 +348,38 @@ def capped_note(capped: int, limit: int, threshold: float) -> str | None:
             "one gives tighter clusters.")
 
 
+class _IndexRows(np.ndarray):
+    """A read-only view of the vectors a FAISS flat storage holds, which keeps the index alive: every
+    slice of it has it as its base, so no view outlives the memory it reads."""
+
+    index = None
+
+
+def _stored_vectors(index) -> np.ndarray:
+    """(ntotal, d) float32 view of the vectors held by ``index`` (flat, or HNSW over flat), not a copy."""
+    import faiss
+
+    flat = index if isinstance(index, faiss.IndexFlat) else faiss.downcast_index(index.storage)
+    rows = faiss.rev_swig_ptr(flat.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)
+    view = rows.view(_IndexRows)
+    view.index = index
+    view.flags.writeable = False
+    return view
+
+
+def _row_hashes(rows: np.ndarray) -> np.ndarray:
+    """(N,) uint64: a random linear hash of each row's bytes (equal rows, equal hashes; unequal rows
+    collide with probability about 2^-64, and ``_distinct_rows`` checks the bytes of every shared hash)."""
+    words = np.ascontiguousarray(rows).view(np.uint32)  # (N, d) the float bits
+    weights = np.random.default_rng(0).integers(1, 2**63, size=words.shape[1], dtype=np.uint64) | np.uint64(1)
+    hashes = np.empty(len(words), dtype=np.uint64)
+    with np.errstate(over="ignore"):  # arithmetic modulo 2^64 is the point
+        for start in range(0, len(words), UNIT_CHUNK):
+            hashes[start : start + UNIT_CHUNK] = (words[start : start + UNIT_CHUNK].astype(np.uint64) * weights).sum(
+                axis=1, dtype=np.uint64)
+    return hashes
+
+
 def _distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first, inverse, counts) of the distinct rows of (vectors, queries) taken together, in order of
     first appearance: first (U,) increasing, inverse (N,) row -> distinct row, counts (U,)."""
@@ -331,9 +387,16 @@ def _distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
-    both = vectors if queries is vectors else np.hstack([vectors, queries])
-    keys = np.ascontiguousarray(both).view(np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).ravel()
+    keys = _row_hashes(vectors) if queries is vectors else _row_hashes(vectors) * np.uint64(0x9E3779B97F4A7C15) \
+        + _row_hashes(queries)  # (N,) one 64-bit key per row instead of a sorted copy of every row's bytes
     _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+    inverse = inverse.ravel()
+    shared = np.flatnonzero(counts[inverse] > 1)  # rows whose key another row has: check their bytes
+    if shared.size and not all(np.array_equal(side[shared], side[first[inverse[shared]]])
+                               for side in ((vectors,) if queries is vectors else (vectors, queries))):
+        both = vectors if queries is vectors else np.hstack([vectors, queries])  # a hash collision: bytes decide
+        keys = np.ascontiguousarray(both).view(np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).ravel()
+        _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
     by_appearance = np.argsort(first, kind="stable")  # unique's order (bytes) -> order of first appearance
     rank = np.empty_like(by_appearance)
     rank[by_appearance] = np.arange(len(by_appearance))

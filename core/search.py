@@ -127,23 +127,29 @@ def _unit_rows(vectors) -> np.ndarray:
 
 
 def _encode(model, texts: Sequence[str], tower: int, batch_size: int, progress: Progress | None) -> np.ndarray:
+    """(N, d) unit rows of ``texts``, encoded ``ENCODE_CHUNK`` at a time into one array filled in place
+    (a corpus's vectors are held once, not once per chunk and again joined and again scaled)."""
     total = len(texts)
-    parts = []
+    out = None
     for offset in range(0, total, ENCODE_CHUNK):
         chunk = list(texts[offset : offset + ENCODE_CHUNK])
         inner = None
         if progress is not None:
             inner = lambda done, _n, offset=offset: progress(offset + done, total)  # noqa: E731
-        parts.append(np.asarray(model.encode(chunk, tower=tower, batch_size=batch_size, progress=inner)))
-    if not parts:
+        part = np.asarray(model.encode(chunk, tower=tower, batch_size=batch_size, progress=inner), dtype=np.float32)
+        if out is None:
+            out = np.empty((total, part.shape[1]), dtype=np.float32)  # (N, d)
+        norms = np.linalg.norm(part, axis=1, keepdims=True)
+        np.divide(part, np.maximum(norms, 1e-12), out=out[offset : offset + len(chunk)])
+    if out is None:
         return np.zeros((0, 0), dtype=np.float32)
-    return _unit_rows(np.concatenate(parts))  # (N, d)
+    return out
 
 
-def _new_index(dim: int, size: int, flat_limit: int) -> faiss.Index:
+def _new_index(dim: int, size: int, flat_limit: int, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
     if size <= flat_limit:
         return faiss.IndexFlatIP(dim)
-    index = faiss.IndexHNSWFlat(dim, HNSW_NEIGHBOURS, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.IndexHNSWFlat(dim, links, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
     index.hnsw.efSearch = HNSW_EF_SEARCH
     return index

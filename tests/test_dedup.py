@@ -158,6 +158,21 @@ def test_the_capped_note_names_the_count_the_cap_and_the_threshold():
     assert note.startswith("12,345 questions have more than 1,024 neighbours above the threshold 0.925;")
 
 
+def test_a_hash_collision_falls_back_to_comparing_the_bytes(monkeypatch):
+    import core.dedup as dedup
+
+    vectors = blobs(11, n=120, repeats=30)
+    honest = dedup._distinct_rows(vectors, vectors)
+    monkeypatch.setattr(dedup, "_row_hashes", lambda rows: np.zeros(len(rows), dtype=np.uint64))  # all collide
+    colliding = dedup._distinct_rows(vectors, vectors)
+    for a, b in zip(honest, colliding):
+        assert np.array_equal(a, b)
+    first, inverse, counts = honest
+    assert len(first) == len(np.unique(vectors, axis=0)) and counts.sum() == 120
+    assert (vectors[first[inverse]] == vectors).all()
+    assert as_sets(cluster(vectors, 0.8, 2)) == reference(vectors, 0.8, 2)  # clusters under collisions too
+
+
 def test_many_copies_of_one_question_cost_one_search():
     rng = np.random.default_rng(0)
     vectors = np.vstack([np.tile(unit(rng.normal(size=(1, 16))), (100_000, 1)), unit(rng.normal(size=(50, 16)))])

@@ -249,3 +249,13 @@ def test_the_train_page_shows_the_setting_each_new_loss_uses(runs_root, open_pag
     from_page = page_spec(at)
     assert from_page.loss == LossConfig("multitask", margin=0.8)
     assert same_run(from_page, cli_spec("--loss", "multitask", "--margin", "0.8", "--epochs", "1"))
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_a_presets_reference_curve_is_a_measured_validation_curve(name):
+    curve = PRESETS[name].reference_curve
+    seconds = [point[0] for point in curve]
+    assert all(len(point) == 2 for point in curve) and seconds == sorted(seconds)
+    assert all(0.5 < auc <= 1.0 and 0 < t <= PRESETS[name].options.get("max_minutes", 1e9) * 60 for t, auc in curve)
+    if name == "lstm-quora":  # measured (docs/BENCHMARKS.md, issue 14): it must reach the run's best
+        assert len(curve) == 31 and max(auc for _, auc in curve) == pytest.approx(0.9234)
