@@ -426,11 +426,17 @@ def _show_lab_warnings() -> None:
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, LabWarning):
-            print(f"warning: {message}", file=sys.stderr)
+            print(f"warning: {one_line(message)}", file=sys.stderr)
         else:
             default(message, category, filename, lineno, file, line)
 
     warnings.showwarning = show
+
+
+def one_line(text) -> str:
+    """``text`` with its control and line-break characters escaped, so a message quoting a user's file
+    (a JSON key holding a carriage return, say) still prints as one line."""
+    return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in str(text))
 
 
 def main(argv=None) -> int:
@@ -439,7 +445,7 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)  # inside the try: building it imports torch, which Ctrl-C may cut
         return args.func(args)
     except CliError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -239,3 +239,25 @@ def test_a_tampered_config_gives_an_answer_or_one_error_line(capsys, tmp_path_fa
         lines = err.strip().splitlines()
         assert code == 2 and out == "" and len(lines) == 1 and lines[0].startswith("error: "), (where, value, err)
     assert tree_digest(folder.parent) == before
+
+
+@pytest.mark.parametrize("key", ["\r", "\n", "a\u2028b", "\x1c"])
+def test_a_config_key_holding_a_line_break_is_quoted_on_one_line(capsys, tmp_path, lstm_folder, key):
+    """Hypothesis found it: a thresholds key of "\\r" printed the error over two lines."""
+    folder = tmp_path / "model"
+    shutil.copytree(lstm_folder, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["thresholds"] = {key: None}
+    (folder / "config.json").write_text(json.dumps(config))
+    code, out, err = run_cli(capsys, "predict", "--model", folder, "How old are you?", "What is your age?")
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert f"thresholds.{ascii(key)[1:-1]} must be a finite number" in lines[0]
+
+
+def test_one_line_escapes_only_what_would_break_the_line():
+    from core.cli import one_line
+
+    assert one_line("naïve 中文 ok") == "naïve 中文 ok"
+    assert one_line("a\r\nb\tc\u2028d\x00") == "a\\r\\nb\\tc\\u2028d\\x00"
+    assert len(one_line("".join(map(chr, range(0x20)))).splitlines()) == 1
