@@ -2,7 +2,7 @@
 
 All encode the same distinct Quora questions with all-MiniLM-L6-v2 (loaded offline), max length 64,
 at batch sizes 32 (sentence-transformers' default) and 256 (ours; our transformer batches are also cut at
-1,024 padded tokens, ``core.encoding_batches``, theirs are not), 2 torch threads (and 2 onnxruntime intra-op threads). Ours:
+1,024 padded tokens, ``core.encoding_batches``, theirs are not), 2 torch threads (and 2 onnxruntime batches at once, one thread each). Ours:
 `MiniLM.pretrained(max_length=64).encode(texts, batch_size=b)`; theirs: `SentenceTransformer(folder).encode(texts,
 batch_size=b, convert_to_tensor=True)` with `max_seq_length = 64`; ONNX: the same model exported by
 `core.export_model` (`python -m core export --format onnx`) and run by `core.onnx_backend.OnnxEncoder.encode`
@@ -133,7 +133,7 @@ def main() -> None:
         lstm_model.append(len(chunk) / (done - tokenised))
 
     figures = {"questions": n, "chunks (order rotates)": len(parts), "max length": MAX_LENGTH,
-               "torch threads": torch.get_num_threads(), "onnxruntime intra-op threads": torch.get_num_threads(),
+               "torch threads": torch.get_num_threads(), "onnxruntime batches at once": torch.get_num_threads(),
                f"max |ours - peer| over {len(check)} vectors": max_diff,
                f"max |onnx - ours| over {len(check)} vectors": onnx_diff["ours"],
                f"max |onnx - peer| over {len(check)} vectors": onnx_diff["peer"],
@@ -147,6 +147,8 @@ def main() -> None:
         figures[f"batch {b}: ratio onnx/peer"] = median([a / c for a, c in zip(onnx_r, peer_r)])
         figures[f"batch {b}: ratio onnx/ours"] = median([a / c for a, c in zip(onnx_r, ours_r)])
     report("MiniLM encode (median over chunks)", figures)
+    report("Compute: useful GFLOP/s against this CPU's matrix-product peak", compute_ceiling(
+        ours_model, onnx_fp32, parts, {(side, b): rates[(side, b)] for side in ("peer", "onnx") for b in BATCH_SIZES}))
     int8_figures = {"export seconds (fp32 + int8, untimed above)": export_seconds,
                     f"max |int8 - ours| over {len(check)} vectors": int8_diff,
                     f"lowest cosine(int8, ours) over {len(check)} questions": int8_cosine}
@@ -163,6 +165,48 @@ def main() -> None:
         "questions/s, word tokenizer alone": median(lstm_tokenise),
         "questions/s, encode_table alone (the network)": median(lstm_model),
     })
+
+
+def gemm_peak_gflops(rounds: int = 20) -> float:
+    """The best float32 matrix product rate torch reaches on all its threads, GFLOP/s: a (4096, 384) x
+    (384, 1536) product, MiniLM's feed-forward shape, big enough to keep every thread busy."""
+    import torch
+
+    a, b = torch.randn(4096, 384), torch.randn(384, 1536)
+    for _ in range(3):
+        a @ b
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - started)
+    return 2 * 4096 * 384 * 1536 / best / 1e9
+
+
+def compute_ceiling(model, onnx_encoder, parts, rates) -> dict:
+    """Useful float work per question (the linear layers, 2 FLOPs per weight per token, and attention's
+    two T x T products, padding not counted) times questions/s, against the matrix-product peak: how
+    far from this CPU's ceiling each side runs, and what a ratio to the peer would need."""
+    import torch
+
+    encoder = model.bert.encoder
+    weights = sum(m.weight.numel() for m in encoder.modules() if isinstance(m, torch.nn.Linear))
+    layers, width = len(encoder.layer), model.bert.config.hidden_size
+    per_chunk = []
+    for chunk in parts:
+        lengths = [len(row) for row in onnx_encoder.token_rows(chunk)]
+        per_chunk.append(sum(2 * weights * t + layers * 4 * t * t * width for t in lengths) / len(chunk))
+    flops = median(per_chunk)  # per question
+    peak = gemm_peak_gflops()
+    figures = {"useful MFLOP per question (median over chunks)": flops / 1e6,
+               "matrix-product peak GFLOP/s (torch, all threads)": peak}
+    for (side, b), side_rates in rates.items():
+        gflops = median(side_rates) * flops / 1e9
+        figures[f"batch {b}: {side} GFLOP/s (share of peak)"] = f"{gflops:.1f} ({gflops / peak:.0%})"
+    peer_best = max(median(rates[("peer", b)]) for b in BATCH_SIZES)
+    figures["the peer's best batch, 2x: GFLOP/s needed (share of peak)"] = \
+        f"{2 * peer_best * flops / 1e9:.1f} ({2 * peer_best * flops / 1e9 / peak:.0%})"
+    return figures
 
 
 if __name__ == "__main__":

@@ -89,6 +89,59 @@ def test_encoder_equals_the_model_on_many_texts(models, sample_pairs):
         assert encoder.encode([]).shape == (0, model.embedding_dim)
 
 
+class _CountingSession:
+    """An onnxruntime session that counts its runs and the threads they ran on."""
+
+    def __init__(self, session):
+        import threading
+
+        self.session, self.runs, self.threads, self._lock = session, 0, set(), threading.Lock()
+
+    def run(self, outputs, feed):
+        import threading
+
+        with self._lock:
+            self.runs += 1
+            self.threads.add(threading.get_ident())
+        return self.session.run(outputs, feed)
+
+
+@pytest.mark.parametrize("family", ["lstm", "dual-transformer"])
+def test_batches_run_side_by_side_with_the_vectors_of_one_thread(models, sample_pairs, family):
+    pairs, _ = sample_pairs
+    texts = pairs["question1"].tolist()[:97] + ["", " ".join(["x"] * 60)]
+    export = onnx_model(models[family])[0].folder
+    alone, side_by_side = OnnxEncoder(export, threads=1), OnnxEncoder(export, threads=3)
+    counting = side_by_side._sessions[1] = _CountingSession(side_by_side._sessions[1])
+    seen = []
+    for tower in (0, 1):
+        want = alone.encode(texts, tower=tower, batch_size=8)
+        got = side_by_side.encode(texts, tower=tower, batch_size=8,
+                                  progress=lambda done, total: seen.append((tower, done, total)))
+        assert got.shape == (99, alone.embedding_dim)
+        assert float((got - want).abs().max()) <= 1e-5
+    assert counting.runs == 13 and len(counting.threads) > 1  # ceil(99 / 8) batches, not all on one thread
+    ones = [done for tower, done, total in seen if tower == 1]
+    assert ones == sorted(ones) and ones[-1] == 99 and len(ones) == 13 and {t for _, _, t in seen} == {99}
+    # Fewer texts than batch_size still make one batch per worker.
+    counting.runs = 0
+    side_by_side.encode(texts[:10], tower=1, batch_size=256)
+    assert counting.runs == 3
+
+
+def test_a_progress_callback_that_raises_stops_the_batches_not_yet_started(models, sample_pairs):
+    pairs, _ = sample_pairs
+    encoder = OnnxEncoder(onnx_model(models["lstm"])[0].folder, threads=2)
+    counting = encoder._sessions[0] = _CountingSession(encoder._sessions[0])
+
+    def cancel(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        encoder.encode(pairs["question1"].tolist()[:400], batch_size=4, progress=cancel)
+    assert 1 <= counting.runs < 20  # the first batch reported; most of the other 99 never started
+
+
 def test_the_cache_is_reused_and_renewed_when_the_model_changes(models, tmp_path):
     folder = Path(shutil.copytree(models["lstm"], tmp_path / "lstm"))
     shutil.rmtree(folder / "onnx", ignore_errors=True)
