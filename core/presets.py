@@ -45,11 +45,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset(
         name="minilm-quora",
         description="Fine-tune the pretrained MiniLM with the contrastive loss on labelled pairs: the "
-                    "non-duplicates are the signal MiniLM's own training never saw. Capped at 3,000 steps "
-                    "(192,000 pairs); the Train page shows the time left from the speed it measures.",
+                    "non-duplicates are the signal MiniLM's own training never saw. Capped at 3,600 steps "
+                    "(230,400 pairs, about 80 minutes on 2 CPU threads) and 100 minutes; the Train page shows "
+                    "the time left from the speed it measures.",
         options={"model": "minilm", "loss": "contrastive", "form": "squared_hinge", "margin": 1.0,
-                 "epochs": 1, "batch_size": 64, "lr": 2e-5, "patience": 0, "max_val_pairs": 2000, "max_steps": 3000,
-                 "validate_every": 250,
+                 "epochs": 1, "batch_size": 64, "lr": 2e-5, "patience": 0, "max_val_pairs": 2000, "max_steps": 3600,
+                 "validate_every": 250, "max_minutes": 100.0,
                  "max_length": 40, "val_fraction": 0.05},
     ),
     Preset(

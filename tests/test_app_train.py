@@ -236,7 +236,7 @@ def test_a_preset_step_cap_travels_with_the_run(train_page, rerun_until):
     assert (values(at)["max_steps"], values(at)["max_minutes"]) == (0, 0.0)  # no cap unless asked
     at.selectbox(key="preset").set_value("minilm-quora").run()
     assert at.selectbox(key="model").value == "minilm"
-    assert values(at)["max_steps"] == spec_from_options("minilm-quora").train.max_steps == 3000  # shown, editable
+    assert values(at)["max_steps"] == spec_from_options("minilm-quora").train.max_steps == 3600  # shown, editable
     # Keep the preset's hidden settings but train a small LSTM, so the test takes seconds.
     at.selectbox(key="model").set_value("lstm").run()
     at.number_input(key="epochs").set_value(1)
@@ -246,7 +246,7 @@ def test_a_preset_step_cap_travels_with_the_run(train_page, rerun_until):
     job = session_job(at)
     assert job.status == DONE, job.error
     config = json.loads((job.result.folder / "config.json").read_text())
-    assert config["train_config"]["max_steps"] == 3000 and config["train_config"]["max_minutes"] == 45.0
+    assert config["train_config"]["max_steps"] == 3600 and config["train_config"]["max_minutes"] == 45.0
     assert config["train_config"]["max_val_pairs"] == 2000
 
 

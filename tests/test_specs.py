@@ -53,7 +53,7 @@ def test_a_preset_is_the_base_and_explicit_options_override_it():
 
 def test_another_model_or_loss_drops_only_the_preset_parts_that_belong_to_the_old_one():
     spec = spec_from_options("minilm-quora", model="lstm")
-    assert (spec.train.max_steps, spec.train.max_val_pairs, spec.max_length) == (3000, 2000, 40)  # the schedule stays
+    assert (spec.train.max_steps, spec.train.max_val_pairs, spec.max_length) == (3600, 2000, 40)  # the schedule stays
     assert (spec.train.epochs, spec.train.batch_size, spec.train.lr, spec.train.patience) == \
         tuple(TRAINING_DEFAULTS["lstm"].values())
     assert spec.model_options == size_defaults("lstm")
@@ -101,7 +101,7 @@ def test_the_time_budget_and_keeping_unvalidated_runs_are_options():
     spec = spec_from_options(max_minutes=45, max_steps=3000, keep_unvalidated=True)
     assert spec.train.max_minutes == 45.0 and isinstance(spec.train.max_minutes, float)
     assert spec.train.max_steps == 3000 and spec.keep_unvalidated is True
-    assert spec_from_options("minilm-quora", max_minutes=30).train.max_steps == 3000  # the preset's cap stays
+    assert spec_from_options("minilm-quora", max_minutes=30).train.max_steps == 3600  # the preset's cap stays
     assert cli_spec("--max-minutes", "45", "--max-steps", "3000", "--keep-unvalidated") == \
         dataclasses.replace(spec, data_name="sample_pairs.csv")
 
