@@ -60,6 +60,9 @@ VARIANTS = {
     "lr5e-5": {"lr": 5e-5},
     "2-epochs": {"epochs": 2},
     "2x-rows": {"rows_factor": 2},
+    # Each duplicate pair's nearest non-duplicate question under zero-shot MiniLM (TopK-PercPos, 95 %),
+    # added as a labelled non-duplicate pair (core.mining); the mining time counts as training time.
+    "mined-negatives": {"mined_negatives": 1},
 }
 # Per model: training rows, epochs, batch, lr, model options; (full, quick). The grid rows compare
 # losses at equal, modest budgets; the long recipes are the presets (--only lstm-quora, ...).
@@ -133,22 +136,109 @@ def run_combination(model_name: str, loss_label: str, splits: Splits, test, unse
     budget = dict(BUDGETS[model_name][1 if quick else 0])
     if rows:
         budget["rows"] = rows
+    negatives_per_pair = 0
     for key, value in VARIANTS.get(variant, {}).items():
         if key == "rows_factor":
             budget["rows"] = budget["rows"] * value
+        elif key == "mined_negatives":
+            negatives_per_pair = value
         elif key in budget:
             budget[key] = value
         else:
             budget["options"] = {**budget["options"], key: value}
-    loss_options, hard = LOSSES[loss_label]
     train = splits.train if budget["rows"] is None else splits.train.iloc[: budget["rows"]]
-    spec = spec_from_options(model=model_name, **loss_options, epochs=budget["epochs"],
+    mining_seconds, mined = 0.0, 0
+    if negatives_per_pair:
+        train, mined, mining_seconds = with_mined_negatives(train, negatives_per_pair)
+    name = f"{model_name} / {loss_label}" + (f" [{variant}]" if variant else "")
+    row = train_and_score(name, budget_spec(model_name, loss_label, budget, quick, validate_every),
+                          Splits(train, calibration_split(splits, model_name), splits.test[:0]), test, unseen)
+    if negatives_per_pair:
+        row.update(train_seconds=round(row["train_seconds"] + mining_seconds, 1), mining_seconds=round(mining_seconds, 1),
+                   mined_pairs=mined)
+    return row
+
+
+def budget_spec(model_name: str, loss_label: str, budget: dict, quick: bool, validate_every: int = 0) -> RunSpec:
+    loss_options, hard = LOSSES[loss_label]
+    return spec_from_options(model=model_name, **loss_options, epochs=budget["epochs"],
                              batch_size=budget["batch_size"], lr=budget["lr"], patience=1,
                              max_val_pairs=1000 if quick else 3000, model_options=budget["options"],
                              max_length=budget["max_length"], hard_negatives=hard, validate_every=validate_every)
-    name = f"{model_name} / {loss_label}" + (f" [{variant}]" if variant else "")
-    return train_and_score(name, spec, Splits(train, calibration_split(splits, model_name), splits.test[:0]),
-                           test, unseen)
+
+
+def with_mined_negatives(train, per_pair: int):
+    """``train`` plus one mined non-duplicate pair per duplicate pair at most (zero-shot MiniLM, core.mining),
+    the number mined and the seconds mining took."""
+    import pandas as pd
+
+    from core.mining import mine_hard_negatives
+
+    started = time.perf_counter()
+    miner, _ = load_model("minilm")
+    mined = mine_hard_negatives(train, miner, k=per_pair)
+    seconds = time.perf_counter() - started
+    print(f"  mined {len(mined):,} hard negatives for {int(train['is_duplicate'].sum()):,} duplicate pairs "
+          f"in {seconds:.0f} s", flush=True)
+    return pd.concat([train, mined], ignore_index=True), len(mined), seconds
+
+
+def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int = 0) -> list[dict]:
+    """Augmented SBERT (core.distillation) on the MiniLM lever budget: the cross-encoder teacher trained
+    on the budget's gold pairs, as a row of its own, then MiniLM distilled from its scores on the gold
+    pairs plus silver pairs (each training question with its nearest other one under zero-shot MiniLM).
+    The distilled row's time is the whole chain: teacher training, mining, teacher scoring, student."""
+    import pandas as pd
+
+    from core.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
+    from core.mining import candidate_pairs
+    from core.models.cross_encoder import CrossEncoder
+    from core.search import corpus_questions
+
+    budget = BUDGETS["minilm"][1 if quick else 0]
+    gold = splits.train.iloc[: budget["rows"]].reset_index(drop=True)
+    val = calibration_split(splits, "minilm")
+    teacher = CrossEncoder.pretrained()
+    fit = fit_cross_encoder(teacher, gold, CrossEncoderTraining(batch_size=32, lr=budget["lr"]),
+                            callbacks=[StepPrinter("cross-encoder teacher")])
+    score = lambda frame: teacher.score_pairs(frame["question1"].tolist(), frame["question2"].tolist())  # noqa: E731
+    threshold = _calibrate(val, score)
+    started = time.perf_counter()
+    test_scores = score(test)
+    scoring = time.perf_counter() - started
+    teacher_row = metrics_row("MiniLM cross-encoder (the teacher)", test["is_duplicate"].to_numpy(), test_scores,
+                              unseen, threshold, fit.seconds, fit.pairs_per_second)
+    teacher_row.update(train_pairs=len(gold), test_pairs_per_second=round(len(test) / scoring, 1))
+    print(table([teacher_row]).splitlines()[-1], flush=True)
+
+    started = time.perf_counter()
+    miner, _ = load_model("minilm")
+    silver = candidate_pairs(corpus_questions(gold), miner, k=1)
+    known = set(zip(gold["question1"], gold["question2"])) | set(zip(gold["question2"], gold["question1"]))
+    silver = silver[[pair not in known for pair in zip(silver["question1"], silver["question2"])]]
+    targets = teacher_labelled(teacher, pd.concat([gold[["question1", "question2"]], silver], ignore_index=True))
+    labelling = time.perf_counter() - started
+    print(f"  {len(silver):,} silver pairs mined; gold + silver scored by the teacher in {labelling:.0f} s "
+          f"(mean score {targets['is_duplicate'].mean():.3f})", flush=True)
+    spec = budget_spec("minilm", "contrastive", budget, quick, validate_every)
+    row = train_and_score("minilm / distilled from the teacher (gold + silver)", spec,
+                          Splits(targets, val, splits.test[:0]), test, unseen, objective=ScoreRegressionObjective())
+    row.update(student_seconds=row["train_seconds"], teacher_seconds=round(fit.seconds, 1),
+               labelling_seconds=round(labelling, 1), silver_pairs=len(silver),
+               train_seconds=round(row["train_seconds"] + fit.seconds + labelling, 1))
+    return [teacher_row, row]
+
+
+class StepPrinter:
+    """A line every ``every`` steps of a loop that reports ``on_batch_end(state)`` with step and loss."""
+
+    def __init__(self, name: str, every: int = 25):
+        self.name, self.every, self.started = name, every, time.perf_counter()
+
+    def on_batch_end(self, state: dict):
+        if state["step"] % self.every == 0 or state["step"] == state["total_steps"]:
+            print(f"  {self.name} step {state['step']}/{state['total_steps']}: loss {state['loss']:.4f}, "
+                  f"{time.perf_counter() - self.started:.0f} s", flush=True)
 
 
 def calibration_split(splits: Splits, model_name: str):
@@ -179,11 +269,12 @@ class EpochPrinter:
 SAVE_ROOT: Path | None = None  # --save-models: where each trained row's model folder goes
 
 
-def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> dict:
+def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen, objective=None) -> dict:
     out_dir = None
     if SAVE_ROOT is not None:
         out_dir = SAVE_ROOT / "".join(c if c.isalnum() or c in "-+." else "_" for c in name).strip("_")
-    result = train_run(spec, splits, out_dir=out_dir, save=out_dir is not None, callbacks=[EpochPrinter(name)])
+    result = train_run(spec, splits, out_dir=out_dir, save=out_dir is not None, callbacks=[EpochPrinter(name)],
+                       objective=objective)
     row = score_row(name, result.model, test, unseen, result.thresholds, result.outcome.seconds,
                     result.outcome.pairs_per_second)
     row.update(train_pairs=len(splits.train), epochs_run=len(result.outcome.epochs), status=result.outcome.status,
@@ -249,7 +340,8 @@ def main() -> None:
     p.add_argument("--only", default="", help="comma-separated: model/loss (lstm/contrastive), model/loss:variant "
                                               "(a model-setting lever of VARIANTS), model/* (its every loss), "
                                               "preset names, "
-                                              "'baselines', 'peer', or 'grid' (every model x loss)")
+                                              "'baselines', 'peer', 'teacher' (cross-encoder teacher and its "
+                                              "distilled MiniLM), or 'grid' (every model x loss)")
     p.add_argument("--peer", action="store_true", help="also run the sentence-transformers comparison")
     p.add_argument("--test-pairs", type=int, default=10000, help="scored sample of the held-out split (0 = all)")
     p.add_argument("--preset-steps", type=int, default=0, help="cap the presets' training steps (0 = the recipe's)")
@@ -304,6 +396,8 @@ def main() -> None:
                 sys.exit(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
             rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows,
                                         args.validate_every, variant))
+        elif item == "teacher":
+            rows.extend(teacher_rows(splits, test, unseen, args.quick, args.validate_every))
         elif item == "peer":
             rows.extend(peer_rows(splits, test, unseen, args.quick, args.validate_every))
         else:

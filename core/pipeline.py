@@ -12,7 +12,7 @@ import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -56,6 +56,7 @@ def train_run(
     save: bool = True,
     overwrite: bool = False,
     output: OutputClaim | None = None,
+    objective: Callable | None = None,
 ) -> RunResult:
     """Train, calibrate and save one model; see the module docstring.
 
@@ -64,18 +65,21 @@ def train_run(
     under ``runs_root``, claimed before anything else happens (``core.saving.output``: an existing
     non-model path is refused, a model is replaced only with ``overwrite``); a caller that claimed
     the folder itself (the CLI does, before loading the data) passes the claim as ``output``. The
-    claim is released when the run returns.
+    claim is released when the run returns. ``objective`` replaces the spec's loss for training only
+    (``core.distillation`` regresses on a teacher's scores held in ``is_duplicate``); validation and
+    calibration still read the validation split's 0/1 labels.
     """
     if output is None and save:
         output = claim_output(out_dir, overwrite) if out_dir else claim_new_run(runs_root, spec.model, spec.loss.name)
     try:
-        return _train(spec, pairs, output if save else None, callbacks, stop_event)
+        return _train(spec, pairs, output if save else None, callbacks, stop_event, objective)
     finally:
         if output is not None:
             output.release()
 
 
-def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event) -> RunResult:
+def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
+           objective: Callable | None = None) -> RunResult:
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
     else:
@@ -99,7 +103,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         # Each validation is judged on one seeded subset at most max_val_pairs long: scoring stays cheap.
         epoch_table = val_table.subset(_subset_rows(len(val_table), spec.train.max_val_pairs, spec.train.seed))
         validate = lambda trained, progress: calibrate(trained, epoch_table, progress=progress).metrics  # noqa: E731
-    trainer = Trainer(model, Objective(spec.loss), train_table, spec.train, validate=validate,
+    trainer = Trainer(model, objective or Objective(spec.loss), train_table, spec.train, validate=validate,
                       callbacks=callbacks, stop_event=stop_event)
     outcome = trainer.run()
 

@@ -11,6 +11,7 @@ vectors across processes is not a loss's business (see ``core.distributed.wrap``
 from core.losses.contrastive import CONTRASTIVE_FORMS, contrastive_loss
 from core.losses.cosent import cosent_loss
 from core.losses.multitask import multitask_loss
+from core.losses.score_regression import score_regression_loss
 from core.losses.similarity import closest_negative, mean_negative, similarity_matrix
 from core.losses.softmax import in_batch_softmax_loss
 from core.losses.triplet import triplet_loss
@@ -25,4 +26,5 @@ __all__ = [
     "in_batch_softmax_loss",
     "cosent_loss",
     "multitask_loss",
+    "score_regression_loss",
 ]

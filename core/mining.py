@@ -1,0 +1,124 @@
+"""Pairs mined from a corpus with a model: hard negatives for training, candidates for a teacher.
+
+Both searches run over the distinct questions of a pairs file, on ``core.search``'s index (exact up
+to ``core.search.FLAT_LIMIT`` questions), so what "near" means is the model's cosine.
+
+Hard negatives follow NV-Retriever's "TopK-PercPos" rule (Moreira et al., 2024, "NV-Retriever:
+Improving text embedding models with effective hard-negative mining"): a candidate counts as a
+negative of a duplicate pair only when its score is below ``max_share`` of the pair's own score.
+On Quora, many of the nearest questions are unlabelled duplicates; the margin leaves most of them
+out, where a plain top-k would train on them as negatives.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from core.data import normalise_questions
+
+Progress = Callable[[int, int], None]
+
+
+def duplicate_groups(first: np.ndarray, second: np.ndarray, labels: np.ndarray, count: int) -> np.ndarray:
+    """(count,) group id per question: questions joined by a chain of labelled duplicates share one.
+
+    ``first``/``second`` are (N,) question ids of each pair, ``labels`` (N,) 1 for duplicates.
+    Example: pairs (0, 1, dup), (1, 2, dup), (3, 4, not) -> groups [0, 0, 0, 3, 4].
+    """
+    parent = np.arange(count)
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a, b in zip(first[labels == 1], second[labels == 1]):
+        ra, rb = root(int(a)), root(int(b))
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return np.array([root(i) for i in range(count)], dtype=np.int64)
+
+
+def select_hard_negatives(anchors: np.ndarray, positive_scores: np.ndarray, neighbour_ids: np.ndarray,
+                          neighbour_scores: np.ndarray, groups: np.ndarray, k: int = 1,
+                          max_share: float = 0.95) -> list[tuple[int, int]]:
+    """The hard negatives of each anchor, as (anchor id, negative id), closest first.
+
+    Args:
+        anchors: (N,) question id of each duplicate pair's anchor.
+        positive_scores: (N,) the model's score of each pair (anchor with its duplicate).
+        neighbour_ids: (N, C) the anchor's nearest questions, best first; -1 where none.
+        neighbour_scores: (N, C) their scores.
+        groups: (Q,) ``duplicate_groups`` of every question: a neighbour in the anchor's group is a
+            labelled duplicate (or the anchor itself) and never a negative.
+        k: negatives kept per anchor at most.
+        max_share: TopK-PercPos: a neighbour is kept only if its score < max_share * positive score.
+
+    Example: anchor 0 whose duplicate scores 0.9; neighbours 0 (itself, 1.0), 5 (0.88), 7 (0.80):
+    with max_share 0.95 the cap is 0.855, so 5 is skipped as a likely unlabelled duplicate and
+    (0, 7) is returned.
+    """
+    chosen: list[tuple[int, int]] = []
+    for anchor, positive, ids, scores in zip(anchors, positive_scores, neighbour_ids, neighbour_scores):
+        cap, kept = max_share * float(positive), 0
+        for candidate, score in zip(ids, scores):
+            if kept == k:
+                break
+            if candidate < 0 or groups[candidate] == groups[anchor] or score >= cap:
+                continue
+            chosen.append((int(anchor), int(candidate)))
+            kept += 1
+    return chosen
+
+
+def mine_hard_negatives(pairs: pd.DataFrame, model, k: int = 1, candidates: int = 16, max_share: float = 0.95,
+                        progress: Progress | None = None) -> pd.DataFrame:
+    """New non-duplicate pairs (question1 = a duplicate pair's question1, question2 = a mined negative,
+    is_duplicate = 0), at most ``k`` per duplicate pair, none already labelled in ``pairs``.
+
+    The negatives come from the distinct questions of ``pairs`` under ``model`` (see
+    ``select_hard_negatives`` for the rule). Append them to the training pairs of a labelled loss
+    (contrastive, CoSENT): each is a near miss the data did not label.
+    """
+    from core.search import SearchIndex, corpus_questions
+
+    corpus = corpus_questions(pairs)
+    row_of = {key: row for row, key in enumerate(normalise_questions(corpus))}
+    first = np.array([row_of.get(key, -1) for key in normalise_questions(pairs["question1"])], dtype=np.int64)
+    second = np.array([row_of.get(key, -1) for key in normalise_questions(pairs["question2"])], dtype=np.int64)
+    labels = pairs["is_duplicate"].to_numpy()
+    usable = (first >= 0) & (second >= 0)  # an empty question is in no corpus
+    groups = duplicate_groups(first[usable], second[usable], labels[usable], len(corpus))
+
+    index = SearchIndex.build(model, corpus, progress=progress)
+    vectors = index.index.reconstruct_n(0, len(corpus))  # (Q, d) unit rows
+    duplicates = np.flatnonzero(usable & (labels == 1))
+    anchors = first[duplicates]
+    positive = np.einsum("nd,nd->n", vectors[anchors], vectors[second[duplicates]])  # (N,)
+    scores, ids = index.index.search(vectors[anchors], min(candidates + 1, len(corpus)))  # (N, C) each
+    chosen = select_hard_negatives(anchors, positive, ids, scores, groups, k=k, max_share=max_share)
+
+    labelled = set(zip(first[usable].tolist(), second[usable].tolist()))
+    labelled |= {(b, a) for a, b in labelled}
+    fresh = list(dict.fromkeys(pair for pair in chosen if pair not in labelled))
+    return pd.DataFrame({"question1": [corpus[a] for a, _ in fresh], "question2": [corpus[b] for _, b in fresh],
+                         "is_duplicate": np.zeros(len(fresh), dtype=np.int64)})
+
+
+def candidate_pairs(questions: list[str], model, k: int = 2, progress: Progress | None = None) -> pd.DataFrame:
+    """Unlabelled pairs for a teacher to score (Augmented SBERT's silver data): each question with its
+    ``k`` nearest other questions under ``model``, each unordered pair once."""
+    from core.search import SearchIndex
+
+    index = SearchIndex.build(model, questions, progress=progress)
+    vectors = index.index.reconstruct_n(0, len(questions))  # (Q, d)
+    _, ids = index.index.search(vectors, min(k + 1, len(questions)))  # (Q, k + 1)
+    seen: dict[tuple[int, int], None] = {}
+    for row, neighbours in enumerate(ids):
+        for other in neighbours:
+            if other >= 0 and other != row:
+                seen.setdefault((min(row, int(other)), max(row, int(other))), None)
+    return pd.DataFrame({"question1": [questions[a] for a, _ in seen], "question2": [questions[b] for _, b in seen]})

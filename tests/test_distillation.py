@@ -1,0 +1,215 @@
+"""The Augmented SBERT pieces: score regression, corpus mining, the cross-encoder and its training.
+
+Tiny models with distinct sizes (vocab 23, hidden 32, 4 heads, feed-forward 37, 2 layers) and
+hand-placed vectors, so every expected value below is worked out by hand.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from core.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
+from core.losses import score_regression_loss
+from core.mining import candidate_pairs, duplicate_groups, mine_hard_negatives, select_hard_negatives
+from core.models.cross_encoder import CrossEncoder, CrossEncoderConfig
+
+from conftest import synthetic_pairs
+
+
+# ---- the loss ------------------------------------------------------------------------------------
+def test_score_regression_is_the_squared_gap_between_cosine_and_target():
+    v1 = torch.tensor([[1.0, 0.0], [1.0, 0.0], [3.0, 4.0]])
+    v2 = torch.tensor([[2.0, 0.0], [0.0, 3.0], [4.0, 3.0]])  # cosines 1, 0, 24/25
+    targets = torch.tensor([0.8, 0.5, 1.0])
+    per_pair = score_regression_loss(v1, v2, targets, reduction="none")
+    torch.testing.assert_close(per_pair, torch.tensor([0.04, 0.25, 0.0016]))
+    torch.testing.assert_close(score_regression_loss(v1, v2, targets), torch.tensor(0.2916 / 3))
+    torch.testing.assert_close(score_regression_loss(v1, v2, targets, reduction="sum"), torch.tensor(0.2916))
+
+
+def test_score_regression_moves_the_cosine_towards_its_target():
+    v1 = torch.tensor([[1.0, 0.0]], requires_grad=True)
+    v2 = torch.tensor([[1.0, 1.0]])  # cosine 0.707, target 1: v1 must turn towards v2
+    score_regression_loss(v1, v2, torch.tensor([1.0])).backward()
+    assert v1.grad[0, 1] < 0  # descending the gradient raises v1's second coordinate
+
+
+def test_score_regression_refuses_targets_of_another_length():
+    with pytest.raises(ValueError, match=r"targets shape \(2,\) != pair count \(3,\)"):
+        score_regression_loss(torch.ones(3, 5), torch.ones(3, 5), torch.ones(2))
+
+
+def test_the_distillation_objective_reads_the_labels_as_targets():
+    objective = ScoreRegressionObjective()
+    assert objective.batch_kind == "labelled"
+    v1, v2 = torch.randn(13, 7), torch.randn(13, 7)
+    targets = torch.rand(13)
+    torch.testing.assert_close(objective(v1, v2, targets), score_regression_loss(v1, v2, targets))
+
+
+# ---- mining --------------------------------------------------------------------------------------
+def test_duplicate_groups_follow_chains_of_labelled_duplicates():
+    groups = duplicate_groups(np.array([0, 1, 3]), np.array([1, 2, 4]), np.array([1, 1, 0]), 5)
+    assert groups.tolist() == [0, 0, 0, 3, 4]
+
+
+def test_topk_percpos_skips_neighbours_scored_near_the_positive():
+    groups = np.arange(8)
+    chosen = select_hard_negatives(np.array([0]), np.array([0.9]), np.array([[0, 5, 7, 6]]),
+                                   np.array([[1.0, 0.88, 0.80, 0.7]]), groups, k=1, max_share=0.95)
+    assert chosen == [(0, 7)]  # 0 is the anchor itself; 0.88 >= 0.95 * 0.9 = 0.855
+    chosen = select_hard_negatives(np.array([0]), np.array([0.9]), np.array([[0, 5, 7, 6]]),
+                                   np.array([[1.0, 0.88, 0.80, 0.7]]), groups, k=2, max_share=1.0)
+    assert chosen == [(0, 5), (0, 7)]
+
+
+def test_a_labelled_duplicate_or_a_missing_neighbour_is_never_a_negative():
+    groups = np.array([0, 1, 0, 3])  # question 2 is a labelled duplicate of 0 (through a chain)
+    chosen = select_hard_negatives(np.array([0, 1]), np.array([0.9, 0.9]), np.array([[2, 3], [-1, 3]]),
+                                   np.array([[0.5, 0.4], [0.0, 0.3]]), groups, k=1)
+    assert chosen == [(0, 3), (1, 3)]
+
+
+class VectorModel:
+    """A stand-in encoder with hand-placed vectors: ``encode`` looks each text up."""
+
+    def __init__(self, vectors: dict[str, list[float]]):
+        self.vectors = {text: np.asarray(v, dtype=np.float32) for text, v in vectors.items()}
+
+    def encode(self, texts, tower=0, batch_size=256, progress=None):
+        return torch.tensor(np.stack([self.vectors[t] for t in texts]))
+
+
+def _unit(degrees: float) -> list[float]:
+    return [float(np.cos(np.radians(degrees))), float(np.sin(np.radians(degrees))), 0.0]
+
+
+def test_mining_finds_the_closest_unlabelled_non_duplicate_of_each_duplicate_pair():
+    # a~b is labelled duplicate (cos 20 deg = 0.940); c sits 5 deg from a (0.996 >= 0.95 * 0.940: a
+    # likely unlabelled duplicate, skipped); d at 30 deg (0.866) is the hard negative; e at 80 deg is
+    # far; a-e is already labelled a non-duplicate and must not come back. Only the duplicate pair
+    # (a, b) is an anchor.
+    model = VectorModel({"a": _unit(0), "b": _unit(20), "c": _unit(-5), "d": _unit(30), "e": _unit(80)})
+    pairs = pd.DataFrame({"question1": ["a", "c", "a", "d"], "question2": ["b", "e", "e", "c"],
+                          "is_duplicate": [1, 0, 0, 0]})
+    mined = mine_hard_negatives(pairs, model, k=1)
+    assert mined.to_dict("list") == {"question1": ["a"], "question2": ["d"], "is_duplicate": [0]}
+    mined = mine_hard_negatives(pairs, model, k=3)  # d, then e is labelled already, so d alone
+    assert mined["question2"].tolist() == ["d"]
+
+
+def test_candidate_pairs_join_each_question_to_its_nearest_once():
+    model = VectorModel({"a": _unit(0), "b": _unit(10), "c": _unit(90), "d": _unit(95)})
+    pairs = candidate_pairs(["a", "b", "c", "d"], model, k=1)
+    assert sorted(map(tuple, pairs[["question1", "question2"]].to_numpy().tolist())) == [("a", "b"), ("c", "d")]
+
+
+# ---- the cross-encoder ---------------------------------------------------------------------------
+WORDS = ["how", "do", "i", "learn", "python", "cook", "rice", "why", "is", "the", "sky", "blue", "what",
+         "best", "way"]
+TINY_BERT = {"vocab_size": 5 + len(WORDS) + 3, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "intermediate_size": 37, "max_position_embeddings": 64}
+
+
+@pytest.fixture()
+def tiny_cross_encoder(tmp_path):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "?", "##s", "##ing"]
+    assert len(vocab) == TINY_BERT["vocab_size"] == 23
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    torch.manual_seed(0)
+    return CrossEncoder(CrossEncoderConfig(max_length=11, dropout=0.0, bert=TINY_BERT), tmp_path / "vocab.txt")
+
+
+def test_the_pair_is_one_sequence_with_token_types(tiny_cross_encoder):
+    ids, mask, types = tiny_cross_encoder.tokenize(["how do i learn python", "why"], ["learn python", "is the sky blue"])
+    assert ids.shape == mask.shape == types.shape == (2, 10)  # padded to the longer joined pair
+    # [PAD] 0, [CLS] 2, [SEP] 3; how 5, do 6, i 7, learn 8, python 9, why 12, is 13, the 14, sky 15, blue 16
+    assert ids.tolist() == [[2, 5, 6, 7, 8, 9, 3, 8, 9, 3], [2, 12, 3, 13, 14, 15, 16, 3, 0, 0]]
+    assert types.tolist() == [[0] * 7 + [1] * 3, [0] * 3 + [1] * 5 + [0] * 2]
+    assert mask.tolist() == [[1] * 10, [1] * 8 + [0] * 2]
+    logits = tiny_cross_encoder(ids, mask, types)
+    assert logits.shape == (2,)
+
+
+def test_a_long_pair_is_cut_to_max_length_and_keeps_both_questions(tiny_cross_encoder):
+    ids, _, types = tiny_cross_encoder.tokenize(["how do i learn python"], ["what is the best way to cook rice"])
+    assert ids.shape == (1, 11)  # 16 tokens before the cut
+    assert ids[0, 0] == 2 and ids[0, -1] == 3 and (ids[0] == 3).sum() == 2  # [CLS] ... [SEP] ... [SEP]
+    assert 0 < int(types[0].sum()) < 11 - 3  # the second question lost tokens but not all of them
+
+
+def test_score_pairs_keeps_the_input_order(tiny_cross_encoder):
+    first = ["how do i learn python", "why is the sky blue", "cook rice", "what is the best way"]
+    second = ["learn python", "sky blue", "how do i cook rice ?", "best way"]
+    scores = tiny_cross_encoder.score_pairs(first, second, batch_size=3)
+    assert scores.shape == (4,) and ((scores > 0) & (scores < 1)).all()
+    assert tiny_cross_encoder.training  # score_pairs scored in eval mode and gave the mode back
+    tiny_cross_encoder.eval()  # BERT's own dropout (0.1) is on in training mode
+    with torch.no_grad():
+        one_by_one = [torch.sigmoid(tiny_cross_encoder(*tiny_cross_encoder.tokenize([a], [b]))).item()
+                      for a, b in zip(first, second)]
+    np.testing.assert_allclose(scores, one_by_one, atol=1e-5)
+
+
+def test_a_tiny_cross_encoder_learns_which_pairs_share_their_words(tiny_cross_encoder):
+    rng = np.random.default_rng(3)
+    rows = []
+    for i in range(48):
+        a, b, c, d = rng.choice(WORDS, 4, replace=False)
+        rows.append((f"{a} {b}", f"{b} {a}" if i % 2 == 0 else f"{c} {d}", int(i % 2 == 0)))
+    pairs = pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])
+    seen = []
+    fit = fit_cross_encoder(tiny_cross_encoder, pairs, CrossEncoderTraining(epochs=25, batch_size=8, lr=3e-3),
+                            callbacks=[type("Probe", (), {"on_batch_end": lambda self, state: seen.append(state)})()])
+    assert fit.steps == 25 * 6 == len(fit.losses) == len(seen) and seen[-1]["total_steps"] == 150
+    assert fit.pairs_seen == 25 * 48
+    assert np.mean(fit.losses[-6:]) < 0.5 * np.mean(fit.losses[:6])
+    labelled = teacher_labelled(tiny_cross_encoder, pairs)
+    assert roc_auc_score(pairs["is_duplicate"], labelled["is_duplicate"]) > 0.95
+    assert labelled["is_duplicate"].between(0, 1).all()
+
+
+def test_a_stop_event_ends_the_cross_encoder_training_before_its_next_step(tiny_cross_encoder):
+    import threading
+
+    stop = threading.Event()
+    pairs = synthetic_pairs(40, seed=0)[["question1", "question2", "is_duplicate"]]
+
+    class StopAfterTwo:
+        def on_batch_end(self, state):
+            if state["step"] == 2:
+                stop.set()
+
+    fit = fit_cross_encoder(tiny_cross_encoder, pairs, CrossEncoderTraining(batch_size=4), [StopAfterTwo()], stop)
+    assert fit.steps == 2
+
+
+# ---- distillation through the pipeline -----------------------------------------------------------
+def test_the_pipeline_trains_on_the_teachers_scores_and_validates_on_the_labels():
+    from core.data import Splits
+    from core.pipeline import train_run
+    from core.specs import spec_from_options
+
+    pairs = synthetic_pairs(200, seed=0, topics=60)
+    soft = pairs.copy()
+    soft["is_duplicate"] = np.where(pairs["is_duplicate"] == 1, 0.9, 0.1).astype(np.float32)
+    seen_targets = []
+
+    class Recording(ScoreRegressionObjective):
+        def __call__(self, v1, v2, labels, negatives=None):
+            seen_targets.append(labels.clone())
+            return super().__call__(v1, v2, labels, negatives)
+
+    spec = spec_from_options(model="lstm", loss="contrastive", epochs=4, batch_size=16, lr=2e-2, device="cpu",
+                             patience=0, max_length=11, model_options={"embedding_dim": 12, "hidden_size": 10})
+    result = train_run(spec, Splits(soft.iloc[:160], pairs.iloc[160:], pairs.iloc[:0]), save=False,
+                       objective=Recording())
+    targets = torch.cat(seen_targets)
+    assert sorted(set(np.round(targets.numpy(), 3))) == [0.1, 0.9]  # the soft targets reached the loss
+    assert targets.numel() == 4 * 160
+    aucs = [epoch.metrics["roc_auc"] for epoch in result.outcome.epochs]
+    assert aucs == sorted(aucs) and aucs[-1] > aucs[0] + 0.05  # 0.76 -> 0.83 here, on the 0/1 labels
+    assert result.validation["n"] == 40 and result.validation["roc_auc"] == pytest.approx(aucs[-1])
