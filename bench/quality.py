@@ -183,11 +183,12 @@ def with_mined_negatives(train, per_pair: int):
     return pd.concat([train, mined], ignore_index=True), len(mined), seconds
 
 
-def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int = 0) -> list[dict]:
+def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int = 0, teacher_pairs: int = 0) -> list[dict]:
     """Augmented SBERT (core.distillation) on the MiniLM lever budget: the cross-encoder teacher trained
-    on the budget's gold pairs, as a row of its own, then MiniLM distilled from its scores on the gold
-    pairs plus silver pairs (each training question with its nearest other one under zero-shot MiniLM).
-    The distilled row's time is the whole chain: teacher training, mining, teacher scoring, student."""
+    on the budget's gold pairs (or the first ``teacher_pairs`` training pairs), as a row of its own, then
+    MiniLM distilled from its scores on the budget's gold pairs plus silver pairs (each of their
+    questions with its nearest other one under zero-shot MiniLM). The distilled row's time is the whole
+    chain: teacher training, mining, teacher scoring, student."""
     import pandas as pd
 
     from core.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
@@ -200,7 +201,8 @@ def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int 
     val = calibration_split(splits, "minilm")
     teacher = CrossEncoder.pretrained()
     # 5e-5: its logit head starts from nothing, and on MiniLM's lever budget 5e-5 beat 2e-5 (BENCHMARKS).
-    fit = fit_cross_encoder(teacher, gold, CrossEncoderTraining(batch_size=32, lr=5e-5),
+    fit = fit_cross_encoder(teacher, splits.train.iloc[: teacher_pairs or len(gold)],
+                            CrossEncoderTraining(batch_size=32, lr=5e-5),
                             callbacks=[StepPrinter("cross-encoder teacher")])
     score = lambda frame: teacher.score_pairs(frame["question1"].tolist(), frame["question2"].tolist())  # noqa: E731
     threshold = _calibrate(val, score)
@@ -209,7 +211,7 @@ def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int 
     scoring = time.perf_counter() - started
     teacher_row = metrics_row("MiniLM cross-encoder (the teacher)", test["is_duplicate"].to_numpy(), test_scores,
                               unseen, threshold, fit.seconds, fit.pairs_per_second)
-    teacher_row.update(train_pairs=len(gold), test_pairs_per_second=round(len(test) / scoring, 1))
+    teacher_row.update(train_pairs=fit.pairs_seen, test_pairs_per_second=round(len(test) / scoring, 1))
     print(table([teacher_row]).splitlines()[-1], flush=True)
 
     started = time.perf_counter()
@@ -347,6 +349,8 @@ def main() -> None:
     p.add_argument("--test-pairs", type=int, default=10000, help="scored sample of the held-out split (0 = all)")
     p.add_argument("--preset-steps", type=int, default=0, help="cap the presets' training steps (0 = the recipe's)")
     p.add_argument("--rows", type=int, default=0, help="training pairs of the model x loss rows (0 = BUDGETS)")
+    p.add_argument("--teacher-pairs", type=int, default=0,
+                   help="training pairs of the 'teacher' item's cross-encoder (0 = the MiniLM lever budget's)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (1 lets two runs share the 2 cores)")
     p.add_argument("--validate-every", type=int, default=0,
                    help="also validate every N steps, for the rows' validation curves (0 = once per epoch; "
@@ -398,7 +402,7 @@ def main() -> None:
             rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows,
                                         args.validate_every, variant))
         elif item == "teacher":
-            rows.extend(teacher_rows(splits, test, unseen, args.quick, args.validate_every))
+            rows.extend(teacher_rows(splits, test, unseen, args.quick, args.validate_every, args.teacher_pairs))
         elif item == "peer":
             rows.extend(peer_rows(splits, test, unseen, args.quick, args.validate_every))
         else:
