@@ -160,6 +160,18 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "browser: real headless-Chromium tests (need /usr/bin/chromium)")
 
 
+# Property tests draw the same examples on every run (CI must not pass or fail by luck); a developer
+# explores new ones with HYPOTHESIS_PROFILE=explore.
+try:
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("ci", derandomize=True, database=None)
+    _hypothesis_settings.register_profile("explore", derandomize=False)
+    _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:  # hypothesis is a test dependency; without it those modules are not collected anyway
+    pass
+
+
 # ---- a synthetic task: what the training tests learn -------------------------------------------------
 FILLER = [f"filler{i}" for i in range(7)]
 
