@@ -23,6 +23,7 @@ import torch
 from core.batching import labelled_batches
 from core.losses import score_regression_loss
 from core.models.cross_encoder import CrossEncoder
+from core.trainer import warmup_then_linear_decay
 
 
 @dataclass
@@ -60,9 +61,7 @@ def fit_cross_encoder(model: CrossEncoder, pairs: pd.DataFrame, config: CrossEnc
               for epoch in range(config.epochs)]
     total = sum(len(batches) for batches in epochs)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
-    warmup = int(config.warmup_ratio * total)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: (step + 1) / max(warmup, 1) if step < warmup else max(0.0, (total - step) / max(total - warmup, 1)))
+    schedule = warmup_then_linear_decay(optimizer, total, config.warmup_ratio)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     fit = CrossEncoderFit(0, 0.0, 0, 0.0, [])
     model.train()

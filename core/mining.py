@@ -17,29 +17,9 @@ import numpy as np
 import pandas as pd
 
 from core.data import normalise_questions
+from core.data.splitting import connected_components
 
 Progress = Callable[[int, int], None]
-
-
-def duplicate_groups(first: np.ndarray, second: np.ndarray, labels: np.ndarray, count: int) -> np.ndarray:
-    """(count,) group id per question: questions joined by a chain of labelled duplicates share one.
-
-    ``first``/``second`` are (N,) question ids of each pair, ``labels`` (N,) 1 for duplicates.
-    Example: pairs (0, 1, dup), (1, 2, dup), (3, 4, not) -> groups [0, 0, 0, 3, 4].
-    """
-    parent = np.arange(count)
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for a, b in zip(first[labels == 1], second[labels == 1]):
-        ra, rb = root(int(a)), root(int(b))
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return np.array([root(i) for i in range(count)], dtype=np.int64)
 
 
 def select_hard_negatives(anchors: np.ndarray, positive_scores: np.ndarray, neighbour_ids: np.ndarray,
@@ -52,8 +32,9 @@ def select_hard_negatives(anchors: np.ndarray, positive_scores: np.ndarray, neig
         positive_scores: (N,) the model's score of each pair (anchor with its duplicate).
         neighbour_ids: (N, C) the anchor's nearest questions, best first; -1 where none.
         neighbour_scores: (N, C) their scores.
-        groups: (Q,) ``duplicate_groups`` of every question: a neighbour in the anchor's group is a
-            labelled duplicate (or the anchor itself) and never a negative.
+        groups: (Q,) group label of every question, questions joined by a chain of labelled
+            duplicates sharing one: a neighbour in the anchor's group is a labelled duplicate (or the
+            anchor itself) and never a negative.
         k: negatives kept per anchor at most.
         max_share: TopK-PercPos: a neighbour is kept only if its score < max_share * positive score.
 
@@ -83,7 +64,7 @@ def mine_hard_negatives(pairs: pd.DataFrame, model, k: int = 1, candidates: int 
     ``select_hard_negatives`` for the rule). Append them to the training pairs of a labelled loss
     (contrastive, CoSENT): each is a near miss the data did not label.
     """
-    from core.search import SearchIndex, corpus_questions
+    from core.search import corpus_questions
 
     corpus = corpus_questions(pairs)
     row_of = {key: row for row, key in enumerate(normalise_questions(corpus))}
@@ -91,14 +72,13 @@ def mine_hard_negatives(pairs: pd.DataFrame, model, k: int = 1, candidates: int 
     second = np.array([row_of.get(key, -1) for key in normalise_questions(pairs["question2"])], dtype=np.int64)
     labels = pairs["is_duplicate"].to_numpy()
     usable = (first >= 0) & (second >= 0)  # an empty question is in no corpus
-    groups = duplicate_groups(first[usable], second[usable], labels[usable], len(corpus))
+    joined = usable & (labels == 1)
+    groups = connected_components(first[joined], second[joined], len(corpus))  # (Q,) chains of labelled duplicates
 
-    index = SearchIndex.build(model, corpus, progress=progress)
-    vectors = index.index.reconstruct_n(0, len(corpus))  # (Q, d) unit rows
-    duplicates = np.flatnonzero(usable & (labels == 1))
-    anchors = first[duplicates]
-    positive = np.einsum("nd,nd->n", vectors[anchors], vectors[second[duplicates]])  # (N,)
-    scores, ids = index.index.search(vectors[anchors], min(candidates + 1, len(corpus)))  # (N, C) each
+    index, vectors = _indexed(model, corpus, progress)
+    anchors = first[joined]
+    positive = np.einsum("nd,nd->n", vectors[anchors], vectors[second[joined]])  # (N,)
+    scores, ids = index.search(vectors[anchors], min(candidates + 1, len(corpus)))  # (N, C) each
     chosen = select_hard_negatives(anchors, positive, ids, scores, groups, k=k, max_share=max_share)
 
     labelled = set(zip(first[usable].tolist(), second[usable].tolist()))
@@ -111,14 +91,20 @@ def mine_hard_negatives(pairs: pd.DataFrame, model, k: int = 1, candidates: int 
 def candidate_pairs(questions: list[str], model, k: int = 2, progress: Progress | None = None) -> pd.DataFrame:
     """Unlabelled pairs for a teacher to score (Augmented SBERT's silver data): each question with its
     ``k`` nearest other questions under ``model``, each unordered pair once."""
-    from core.search import SearchIndex
-
-    index = SearchIndex.build(model, questions, progress=progress)
-    vectors = index.index.reconstruct_n(0, len(questions))  # (Q, d)
-    _, ids = index.index.search(vectors, min(k + 1, len(questions)))  # (Q, k + 1)
+    index, vectors = _indexed(model, questions, progress)
+    _, ids = index.search(vectors, min(k + 1, len(questions)))  # (Q, k + 1)
     seen: dict[tuple[int, int], None] = {}
     for row, neighbours in enumerate(ids):
         for other in neighbours:
             if other >= 0 and other != row:
                 seen.setdefault((min(row, int(other)), max(row, int(other))), None)
     return pd.DataFrame({"question1": [questions[a] for a, _ in seen], "question2": [questions[b] for _, b in seen]})
+
+
+def _indexed(model, texts: list[str], progress: Progress | None):
+    """``texts`` encoded once into ``core.search``'s FAISS index, and their (Q, d) unit vectors read
+    back from it (the index holds the only copy)."""
+    from core.search import SearchIndex
+
+    index = SearchIndex.build(model, texts, progress=progress).index
+    return index, index.reconstruct_n(0, len(texts))

@@ -66,6 +66,20 @@ class TrainConfig:
             raise ValueError("validate_every must be 0 (once per epoch) or positive")
 
 
+def warmup_then_linear_decay(optimizer, total_steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate rises linearly over the first ``warmup_ratio`` of ``total_steps``, then falls
+    linearly to 0 at the last step (the schedule of BERT fine-tuning)."""
+    warmup = int(warmup_ratio * total_steps)
+    total = max(1, total_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
 class TrainingError(RuntimeError):
     """A run that cannot go on (a non-finite loss, out of memory); the message says what to change."""
 
@@ -187,15 +201,7 @@ class Trainer:
         return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, **fused)
 
     def _schedule(self, optimizer) -> torch.optim.lr_scheduler.LambdaLR:
-        warmup = int(self.config.warmup_ratio * self.total_steps)
-        total = max(1, self.total_steps)
-
-        def factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            return max(0.0, (total - step) / max(1, total - warmup))
-
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return warmup_then_linear_decay(optimizer, self.total_steps, self.config.warmup_ratio)
 
     def validate(self) -> dict:
         """The validation hook's metrics for the current weights ({} without a hook).

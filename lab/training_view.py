@@ -1,4 +1,5 @@
-"""The Train page's lower half: this session's runs (polled while one is unfinished) and the saved models."""
+"""Parts of the Train page: the device picker, this session's runs (polled while one is unfinished) and the
+saved models."""
 from __future__ import annotations
 
 import math
@@ -6,6 +7,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from core.device import cuda_available, describe_devices
 from core.export import METRIC_COLUMNS, runs_table
 from core.jobs import JobQueue, TrainingJob
 from core.models import MODEL_LABELS
@@ -17,6 +19,18 @@ from lab.session import show_error
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
 KEEP_UNVALIDATED_LABEL = "Keep a run cancelled before its first validation"  # the Train page's checkbox
+
+
+def device_picker(persist_state: str) -> None:
+    """The Device radio (key "device"): GPU only where PyTorch sees one, and a line saying what is there."""
+    gpu = cuda_available()
+    devices = ["auto", "cpu", "cuda"] if gpu else ["auto", "cpu"]
+    if st.session_state.device not in devices:
+        st.session_state.device = "auto"
+    st.radio("Device", devices, key="device", horizontal=True, persist_state=persist_state,
+             format_func={"auto": "Auto", "cpu": "CPU", "cuda": "GPU (CUDA)"}.get)
+    st.caption(describe_devices() if gpu else
+               "GPU (CUDA): unavailable — no CUDA GPU visible to PyTorch on this machine, so training runs on the CPU.")
 
 
 def fmt(value, digits: int = 3) -> str:

@@ -11,7 +11,6 @@ from lab.session import setup_page
 
 setup_page("Train")
 
-from core.device import cuda_available, describe_devices  # noqa: E402
 from core.jobs import TrainingJob  # noqa: E402
 from core.models import MODEL_LABELS, MODEL_NAMES  # noqa: E402
 from core.objectives import DEFAULT_MARGINS, LossConfig  # noqa: E402
@@ -170,14 +169,7 @@ minutes_column.number_input("Time budget (minutes, 0 = none)", min_value=0.0, ma
                             help="The run ends with a validation once it has trained this long.")
 length_column.number_input("Max length (tokens per question)", min_value=4, max_value=512, step=8, key="max_length",
                            persist_state=PERSIST)
-gpu = cuda_available()
-devices = ["auto", "cpu", "cuda"] if gpu else ["auto", "cpu"]
-if state.device not in devices:
-    state.device = "auto"
-st.radio("Device", devices, key="device", horizontal=True, persist_state=PERSIST,
-         format_func={"auto": "Auto", "cpu": "CPU", "cuda": "GPU (CUDA)"}.get)
-st.caption(describe_devices() if gpu else
-           "GPU (CUDA): unavailable — no CUDA GPU visible to PyTorch on this machine, so training runs on the CPU.")
+training_view.device_picker(PERSIST)
 
 with st.expander("More settings"):
     more = st.columns(3)

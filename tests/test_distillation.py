@@ -13,7 +13,8 @@ from sklearn.metrics import roc_auc_score
 
 from core.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
 from core.losses import score_regression_loss
-from core.mining import candidate_pairs, duplicate_groups, mine_hard_negatives, select_hard_negatives
+from core.data.splitting import connected_components
+from core.mining import candidate_pairs, mine_hard_negatives, select_hard_negatives
 from core.models.cross_encoder import CrossEncoder, CrossEncoderConfig
 
 from conftest import synthetic_pairs
@@ -51,9 +52,11 @@ def test_the_distillation_objective_reads_the_labels_as_targets():
 
 
 # ---- mining --------------------------------------------------------------------------------------
-def test_duplicate_groups_follow_chains_of_labelled_duplicates():
-    groups = duplicate_groups(np.array([0, 1, 3]), np.array([1, 2, 4]), np.array([1, 1, 0]), 5)
-    assert groups.tolist() == [0, 0, 0, 3, 4]
+def test_connected_components_follow_chains_of_edges():
+    labels = connected_components(np.array([0, 1, 5]), np.array([1, 2, 6]), 7)
+    assert labels.shape == (7,)
+    assert labels[0] == labels[1] == labels[2] and labels[5] == labels[6]
+    assert len({labels[0], labels[3], labels[4], labels[5]}) == 4  # 3 and 4 have no edge
 
 
 def test_topk_percpos_skips_neighbours_scored_near_the_positive():

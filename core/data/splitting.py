@@ -89,22 +89,22 @@ def _question_groups(pairs: pd.DataFrame) -> np.ndarray:
         [normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"])]
     )
     codes, uniques = pd.factorize(texts)
-    parent = list(range(len(uniques)))
+    components = connected_components(codes[:count], codes[count:], len(uniques))
+    return pd.factorize(components[codes[:count]])[0]  # numbered in order of first appearance
 
-    def find(node: int) -> int:
-        root = node
-        while parent[root] != root:
-            root = parent[root]
-        while parent[node] != root:  # path compression keeps later finds near O(1)
-            parent[node], node = root, parent[node]
-        return root
 
-    for left, right in zip(codes[:count].tolist(), codes[count:].tolist()):
-        left_root, right_root = find(left), find(right)
-        if left_root != right_root:
-            parent[right_root] = left_root
-    roots = np.array([find(code) for code in codes[:count].tolist()], dtype=np.int64)
-    return pd.factorize(roots)[0]
+def connected_components(left: np.ndarray, right: np.ndarray, count: int) -> np.ndarray:
+    """(count,) component label per node of the undirected graph on nodes 0..count-1 whose edges
+    are (left[i], right[i]); two nodes share a label exactly when a path of edges joins them.
+
+    Example: edges (0, 1), (1, 2) on 5 nodes -> nodes 0, 1 and 2 share a label; 3 and 4 have their own.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components as components
+
+    left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    graph = coo_matrix((np.ones(left.size, dtype=np.int8), (left, right)), shape=(count, count))
+    return components(graph, directed=False)[1].astype(np.int64)
 
 
 def _assign_groups(

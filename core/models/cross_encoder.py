@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from core.models.minilm import check_bert_config
+from core.models.minilm import check_bert_config, pretrained_bert
 from core.tokenizers import WORDPIECE_VOCAB_FILE, minilm_folder
 
 PairTokens = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, mask, token types: (B, T) each
@@ -57,16 +57,8 @@ class CrossEncoder(nn.Module):
     @classmethod
     def pretrained(cls, max_length: int = 80, dropout: float = 0.1) -> "CrossEncoder":
         """The installed all-MiniLM-L6-v2 weights under a fresh logit head."""
-        from safetensors.torch import load_file
-
-        from core.saving.files import CONFIG_MAX_BYTES, read_json_file
-
-        folder = minilm_folder()
-        config = CrossEncoderConfig(max_length, dropout, read_json_file(folder / "config.json", CONFIG_MAX_BYTES,
-                                                                        folder=folder))
-        model = cls(config, folder / WORDPIECE_VOCAB_FILE)
-        weights = {k: v for k, v in load_file(folder / "model.safetensors").items()
-                   if not k.startswith("pooler.") and k != "embeddings.position_ids"}
+        bert_config, weights = pretrained_bert()
+        model = cls(CrossEncoderConfig(max_length, dropout, bert_config), minilm_folder() / WORDPIECE_VOCAB_FILE)
         model.bert.load_state_dict(weights, strict=True)
         return model
 
@@ -79,9 +71,9 @@ class CrossEncoder(nn.Module):
         if len(first) != len(second):
             raise ValueError(f"{len(first)} first questions for {len(second)} second ones")
         encodings = self.tokenizer.encode_batch([(str(a), str(b)) for a, b in zip(first, second)])
-        as_tensor = lambda rows: torch.tensor([row for row in rows], dtype=torch.long, device=self.device)  # noqa: E731
-        return (as_tensor(e.ids for e in encodings), as_tensor(e.attention_mask for e in encodings),
-                as_tensor(e.type_ids for e in encodings))
+        as_tensor = lambda rows: torch.tensor(rows, dtype=torch.long, device=self.device)  # noqa: E731
+        return (as_tensor([e.ids for e in encodings]), as_tensor([e.attention_mask for e in encodings]),
+                as_tensor([e.type_ids for e in encodings]))
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, token_types: torch.Tensor) -> torch.Tensor:
         """(B,) duplicate logits of the joined pairs; ids, mask, token_types are (B, T)."""

@@ -182,21 +182,8 @@ class MiniLM(PairEncoder):
     @classmethod
     def pretrained(cls, max_length: int = 64) -> "MiniLM":
         """The installed all-MiniLM-L6-v2 weights, usable zero-shot or as a start for fine-tuning."""
-        from safetensors.torch import load_file
-
-        from core.saving.files import CONFIG_MAX_BYTES, check_regular_file, read_json_file
-        from core.saving.model_folder import weights_max_bytes
-
-        folder = minilm_folder()
-        bert_config = read_json_file(folder / "config.json", CONFIG_MAX_BYTES, folder=folder)
-        config = MiniLMConfig(max_length=max_length, bert=bert_config)
-        # Room for twice the model: the checkpoint also carries the pooler and a position-id buffer.
-        check_regular_file(folder / "model.safetensors", weights_max_bytes(2 * cls.parameter_count(config)),
-                           folder=folder)
-        model = cls(config, bert_wordpiece(max_length))
-        # The checkpoint carries BERT's pooler (unused by mean pooling) and a position-id buffer
-        # that current transformers rebuilds itself.
-        weights = {k: v for k, v in load_file(folder / "model.safetensors").items() if not k.startswith("pooler.") and k != "embeddings.position_ids"}
+        bert_config, weights = pretrained_bert()
+        model = cls(MiniLMConfig(max_length=max_length, bert=bert_config), bert_wordpiece(max_length))
         model.bert.load_state_dict(weights, strict=True)
         return model
 
@@ -237,3 +224,23 @@ class MiniLM(PairEncoder):
         m = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
         pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)  # (B, h)
         return F.normalize(pooled, dim=-1) if self.config.normalize else pooled
+
+
+def pretrained_bert() -> tuple[dict, dict]:
+    """The installed all-MiniLM-L6-v2: its BertConfig (checked by ``check_bert_config``) and the
+    state dict of a ``BertModel`` without pooler, read from the package folder with size checks.
+    ``MiniLM.pretrained`` and ``core.models.cross_encoder.CrossEncoder.pretrained`` start from it."""
+    from safetensors.torch import load_file
+
+    from core.saving.files import CONFIG_MAX_BYTES, check_regular_file, read_json_file
+    from core.saving.model_folder import weights_max_bytes
+
+    folder = minilm_folder()
+    bert_config = read_json_file(folder / "config.json", CONFIG_MAX_BYTES, folder=folder)
+    # MiniLMConfig checks the config; room for twice the model: the checkpoint also carries the pooler and a position-id buffer.
+    check_regular_file(folder / "model.safetensors",
+                       weights_max_bytes(2 * MiniLM.parameter_count(MiniLMConfig(bert=bert_config))), folder=folder)
+    # The pooler is unused by mean pooling; the position-id buffer is rebuilt by current transformers.
+    weights = {k: v for k, v in load_file(folder / "model.safetensors").items()
+               if not k.startswith("pooler.") and k != "embeddings.position_ids"}
+    return bert_config, weights
