@@ -56,6 +56,10 @@ VARIANTS = {
     "wordpiece": {"tokens": "wordpiece"},
     "wordpiece-minilm": {"tokens": "wordpiece", "init_embeddings": "minilm"},
     "words-minilm": {"init_embeddings": "minilm"},
+    # Issue 14, third round: the LSTM's size and its embedding table, each on top of wordpiece-minilm.
+    "wpm-frozen": {"tokens": "wordpiece", "init_embeddings": "minilm", "freeze_embeddings": True},
+    "wpm-emb256": {"tokens": "wordpiece", "init_embeddings": "minilm", "embedding_dim": 256},
+    "wpm-h256": {"tokens": "wordpiece", "init_embeddings": "minilm", "hidden_size": 256},
     "len32": {"max_length": 32},
     "lr5e-5": {"lr": 5e-5},
     "2-epochs": {"epochs": 2},

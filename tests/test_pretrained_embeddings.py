@@ -115,3 +115,38 @@ def test_what_a_minilm_start_cannot_give_is_refused():
     with pytest.raises(SpecError, match="at most 384") as raised:
         spec_from_options(model="lstm", model_options={"init_embeddings": "minilm", "embedding_dim": 512})
     assert raised.value.option == "model_options"
+
+
+def test_a_frozen_table_stays_minilms_while_the_lstm_learns(tmp_path):
+    from core.models import load_model
+    from core.saving.model_folder import save_model
+    from core.objectives import LossConfig, Objective
+    from core.pair_table import PairTable
+    from core.trainer import TrainConfig, Trainer
+    from tests.conftest import synthetic_pairs
+
+    spec = spec_from_options(model="lstm", max_length=MAX_LEN, model_options={
+        "tokens": "wordpiece", "init_embeddings": "minilm", "embedding_dim": EMBED, "hidden_size": HIDDEN,
+        "freeze_embeddings": True})
+    model = SiameseLSTM.for_run(spec, TEXTS)
+    start = {name: p.detach().clone() for name, p in model.named_parameters()}
+    trainable = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert trainable == ["lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0"]
+    pairs = PairTable(synthetic_pairs(40, 0), model.tokenizer)
+    config = TrainConfig(epochs=1, batch_size=9, lr=1e-2, device="cpu", patience=0, warmup_ratio=0.0)
+    Trainer(model, Objective(LossConfig("contrastive")), pairs, config).run()
+    torch.testing.assert_close(model.embedding.weight, start["embedding.weight"], rtol=0, atol=0)
+    np.testing.assert_array_equal(model.embedding.weight.detach().numpy(),
+                                  minilm_embedding_table(model.tokenizer, EMBED))
+    assert not torch.allclose(model.lstm.weight_ih_l0, start["lstm.weight_ih_l0"])  # the LSTM did learn
+    # A saved frozen model loads frozen, with the same vectors.
+    save_model(model, tmp_path / "frozen")
+    loaded, _ = load_model(tmp_path / "frozen")
+    assert loaded.config.freeze_embeddings and not loaded.embedding.weight.requires_grad
+    torch.testing.assert_close(loaded.eval().encode(TEXTS), model.eval().encode(TEXTS))
+
+
+def test_a_frozen_random_table_is_refused():
+    with pytest.raises(SpecError, match="needs init_embeddings minilm") as raised:
+        spec_from_options(model="lstm", model_options={"freeze_embeddings": True})
+    assert raised.value.option == "model_options"

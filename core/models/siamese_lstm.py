@@ -39,6 +39,10 @@ class SiameseLSTMConfig:
     # (core.models.pretrained_embeddings; projected by PCA when embedding_dim is not 384). A saved model
     # carries its own trained table, so loading one never reads MiniLM.
     init_embeddings: str = field(default="random", metadata={"choices": INIT_EMBEDDINGS})
+    # Keep the embedding table as it starts (MiniLM's): training then shapes only the LSTM, so a word
+    # seen in training and one seen only at test time stay in the same space, and the optimiser skips
+    # the table, most of the model's parameters.
+    freeze_embeddings: bool = False
 
     def __post_init__(self):
         if not 0 <= self.pad_id < self.vocab_size:
@@ -51,6 +55,9 @@ class SiameseLSTMConfig:
         if self.init_embeddings == "minilm" and self.embedding_dim > MINILM_WIDTH:
             raise ValueError(f"init_embeddings minilm gives at most {MINILM_WIDTH} dimensions (MiniLM's width), "
                              f"but embedding_dim is {self.embedding_dim}")
+        if self.freeze_embeddings and self.init_embeddings == "random":
+            raise ValueError("freeze_embeddings keeps the starting embedding table, so it needs init_embeddings "
+                             "minilm: a frozen random table would never learn a word")
 
 
 def pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
@@ -97,6 +104,7 @@ class SiameseLSTM(PairEncoder):
             dropout=config.dropout if config.num_layers > 1 else 0.0,
             batch_first=True,
         )
+        self.embedding.weight.requires_grad_(not config.freeze_embeddings)
 
     @classmethod
     def for_run(cls, spec, train_texts) -> "SiameseLSTM":
