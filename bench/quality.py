@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import data_path  # noqa: E402
 
 from core.data import Splits, load_pairs, split_pairs, unseen_mask  # noqa: E402
+from core.data.implied import implied_mask  # noqa: E402
 from core.metrics import evaluate_scores, ranking_metrics  # noqa: E402
 from core.models import load_model  # noqa: E402
 from core.pipeline import train_run, validation_curve  # noqa: E402
@@ -102,10 +103,17 @@ def score_row(name: str, model, test, unseen, thresholds: dict, seconds: float, 
 def metrics_row(name, labels, scores, unseen, threshold, seconds, pairs_per_second) -> dict:
     m = evaluate_scores(labels, scores, threshold)
     u = ranking_metrics(labels[unseen], scores[unseen])
-    return {"name": name, "roc_auc": m["roc_auc"], "average_precision": m["average_precision"],
-            "accuracy": m["accuracy"], "f1": m["f1"], "threshold": m["threshold"],
-            "unseen_roc_auc": u["roc_auc"], "unseen_n": int(unseen.sum()), "n": m["n"],
-            "train_seconds": round(seconds, 1), "pairs_per_second": round(pairs_per_second, 1)}
+    row = {"name": name, "roc_auc": m["roc_auc"], "average_precision": m["average_precision"],
+           "accuracy": m["accuracy"], "f1": m["f1"], "threshold": m["threshold"],
+           "unseen_roc_auc": u["roc_auc"], "unseen_n": int(unseen.sum()), "n": m["n"],
+           "train_seconds": round(seconds, 1), "pairs_per_second": round(pairs_per_second, 1)}
+    if NOT_IMPLIED is not None and len(NOT_IMPLIED) == len(labels):
+        # The test pairs the training labels do not imply (core.data.implied): the fair column for a
+        # run trained with implied_pairs, whose implied test pairs it may have seen labelled.
+        k = evaluate_scores(labels[NOT_IMPLIED], scores[NOT_IMPLIED], threshold)
+        row.update(not_implied_roc_auc=k["roc_auc"], not_implied_accuracy=k["accuracy"], not_implied_f1=k["f1"],
+                   not_implied_n=int(NOT_IMPLIED.sum()))
+    return row
 
 
 def tfidf_row(splits: Splits, test, unseen) -> dict:
@@ -274,6 +282,7 @@ class EpochPrinter:
 
 
 SAVE_ROOT: Path | None = None  # --save-models: where each trained row's model folder goes
+NOT_IMPLIED: np.ndarray | None = None  # (test pairs,) False where the training labels imply the pair
 
 
 def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen, objective=None) -> dict:
@@ -294,16 +303,29 @@ def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen, obje
 
 
 def preset_row(preset_name: str, splits: Splits, test, unseen, quick: bool, max_steps: int = 0,
-               validate_every: int = 0) -> dict:
+               validate_every: int = 0, options: dict | None = None) -> dict:
     # --quick caps every preset at 30 steps; --preset-steps N at N; otherwise the recipe's own cap.
     overrides = {"max_steps": 30 if quick else max_steps} if (quick or max_steps) else {}
     if validate_every:  # else the recipe's own (once per epoch unless it says otherwise)
         overrides["validate_every"] = validate_every
+    overrides.update(options or {})
     spec = spec_from_options(preset_name, **overrides)
-    row = train_and_score(f"preset {preset_name}", spec,
+    changed = ", ".join(f"{k}={v}" for k, v in (options or {}).items())
+    row = train_and_score(f"preset {preset_name}" + (f" [{changed}]" if changed else ""), spec,
                            Splits(splits.train, calibration_split(splits, spec.model), splits.test[:0]), test, unseen)
     if spec.train.max_steps:  # the run saw only its first max_steps batches
         row["train_pairs"] = min(len(splits.train), spec.train.max_steps * spec.train.batch_size)
+    return row
+
+
+def saved_row(folder: str, test, unseen) -> dict:
+    """A model trained earlier on this protocol (``--save-models``), scored again at its own calibrated
+    threshold: new columns for an old run without training it again."""
+    model, config = load_model(folder)
+    training = config.get("training", {})
+    row = score_row(f"saved {Path(folder).name}", model, test, unseen, config.get("thresholds", {}),
+                    training.get("seconds", 0.0), training.get("pairs_per_second", 0.0))
+    row["train_pairs"] = config.get("data", {}).get("train_pairs", "-")
     return row
 
 
@@ -331,12 +353,15 @@ def peer_rows(splits: Splits, test, unseen, quick: bool, validate_every: int = 0
 
 
 def table(rows: list[dict]) -> str:
-    head = "| model / loss | ROC AUC | AP | accuracy | F1 | unseen ROC AUC | train pairs | train time (s) | pairs/s |"
-    lines = [head, "|" + "---|" * 9]
+    head = ("| model / loss | ROC AUC | AP | accuracy | F1 | unseen ROC AUC | not-implied ROC AUC / accuracy | "
+            "train pairs | train time (s) | pairs/s |")
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
+        implied = (f"{r['not_implied_roc_auc']:.4f} / {r['not_implied_accuracy']:.4f} (n={r['not_implied_n']})"
+                   if "not_implied_roc_auc" in r else "-")
         lines.append(f"| {r['name']} | {r['roc_auc']:.4f} | {r['average_precision']:.4f} | {r['accuracy']:.4f} | "
-                     f"{r['f1']:.4f} | {r['unseen_roc_auc']:.4f} (n={r['unseen_n']}) | {r.get('train_pairs', '-')} | "
-                     f"{r['train_seconds']:.0f} | {r['pairs_per_second']:.0f} |")
+                     f"{r['f1']:.4f} | {r['unseen_roc_auc']:.4f} (n={r['unseen_n']}) | {implied} | "
+                     f"{r.get('train_pairs', '-')} | {r['train_seconds']:.0f} | {r['pairs_per_second']:.0f} |")
     return "\n".join(lines)
 
 
@@ -346,12 +371,15 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--only", default="", help="comma-separated: model/loss (lstm/contrastive), model/loss:variant "
                                               "(a model-setting lever of VARIANTS), model/* (its every loss), "
-                                              "preset names, "
+                                              "preset names, saved:FOLDER (a model saved by --save-models, "
+                                              "scored again), "
                                               "'baselines', 'peer', 'teacher' (cross-encoder teacher and its "
                                               "distilled MiniLM), or 'grid' (every model x loss)")
     p.add_argument("--peer", action="store_true", help="also run the sentence-transformers comparison")
     p.add_argument("--test-pairs", type=int, default=10000, help="scored sample of the held-out split (0 = all)")
     p.add_argument("--preset-steps", type=int, default=0, help="cap the presets' training steps (0 = the recipe's)")
+    p.add_argument("--preset-options", type=json.loads, default=None,
+                   help='JSON of run options laid over the presets\' own, e.g. \'{"implied_pairs": true, "epochs": 3}\'')
     p.add_argument("--rows", type=int, default=0, help="training pairs of the model x loss rows (0 = BUDGETS)")
     p.add_argument("--teacher-pairs", type=int, default=0,
                    help="training pairs of the 'teacher' item's cross-encoder (0 = the MiniLM lever budget's)")
@@ -362,7 +390,7 @@ def main() -> None:
     p.add_argument("--save-models", type=Path, default=None,
                    help="save each trained row's model in a folder of its own under this one (for dedup_scale.py ...)")
     args = p.parse_args()
-    global SAVE_ROOT
+    global SAVE_ROOT, NOT_IMPLIED
     SAVE_ROOT = args.save_models
     setup_torch(args.threads)
     pairs, _ = load_pairs(data_path())
@@ -372,8 +400,10 @@ def main() -> None:
     if n_test and len(test) > n_test:
         test = test.sample(n=n_test, random_state=0).reset_index(drop=True)
     unseen = unseen_mask(splits.train, test).to_numpy()
+    NOT_IMPLIED = ~implied_mask(splits.train, test)
     print(f"train {len(splits.train):,} / val {len(splits.val):,} / test {len(splits.test):,} pairs; "
-          f"scoring {len(test):,} test pairs ({unseen.sum():,} unseen)", flush=True)
+          f"scoring {len(test):,} test pairs ({unseen.sum():,} unseen, {NOT_IMPLIED.sum():,} not implied by the "
+          f"training labels)", flush=True)
 
     wanted = [w for w in args.only.split(",") if w] or ["baselines", "grid"] + list(PRESETS)[:2]
     rows = []
@@ -397,7 +427,8 @@ def main() -> None:
                     print(table(rows[-1:]).splitlines()[-1], flush=True)
                     before = len(rows)
         elif item in PRESETS:
-            rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps, args.validate_every))
+            rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps, args.validate_every,
+                                   args.preset_options))
         elif "/" in item:
             model_name, loss_label = item.split("/")
             loss_label, _, variant = loss_label.partition(":")
@@ -405,6 +436,8 @@ def main() -> None:
                 sys.exit(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
             rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows,
                                         args.validate_every, variant))
+        elif item.startswith("saved:"):
+            rows.append(saved_row(item.removeprefix("saved:"), test, unseen))
         elif item == "teacher":
             rows.extend(teacher_rows(splits, test, unseen, args.quick, args.validate_every, args.teacher_pairs))
         elif item == "peer":

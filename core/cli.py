@@ -163,7 +163,8 @@ def _train_spec(args):
     options = {name: getattr(args, name) for name in (
         "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
         "max_steps", "max_minutes", "device", "max_length", "min_freq", "max_vocab")}
-    switches = {name: True for name in ("split_by_question", "hard_negatives", "keep_unvalidated") if getattr(args, name)}
+    switches = {name: True for name in ("split_by_question", "hard_negatives", "implied_pairs", "keep_unvalidated")
+                if getattr(args, name)}
     try:
         return spec_from_options(args.preset, **options, **switches, model_options=model_options,
                                  data_name=Path(args.data).name)
@@ -368,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="save a run cancelled (Ctrl-C) before its first validation; by default nothing is saved")
     train.add_argument("--hard-negatives", action="store_true",
                        help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
+    train.add_argument("--implied-pairs", action="store_true",
+                       help="also train on the pairs the training labels imply: two duplicates of one question are "
+                            "duplicates, a duplicate of a non-duplicate's question is a non-duplicate")
     train.add_argument("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
     train.add_argument("--out", default=None,
                        help="output folder: a new or empty folder, or a saved model with --overwrite "

@@ -751,8 +751,10 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
                       f"distinct questions)",
                       f"- **Duplicate share:** {_percent(data.get('duplicate_rate'))} % "
                       f"({_number(data.get('duplicates'))} duplicate pairs)",
-                      f"- **Splits:** {_number(data.get('train_pairs'))} training, {_number(data.get('val_pairs'))} "
-                      f"validation, {_number(data.get('test_pairs'))} test pairs", ""]
+                      f"- **Splits:** {_number(data.get('train_pairs'))} training"
+                      + (f" (of them {_number(data['implied_pairs'])} implied by the training labels)"
+                         if data.get("implied_pairs") else "")
+                      + f", {_number(data.get('val_pairs'))} validation, {_number(data.get('test_pairs'))} test pairs", ""]
         else:
             lines += ["Not recorded.", ""]
         lines += ["### Loss", "", f"- {_loss_line(config)}", ""]

@@ -20,6 +20,7 @@ import torch
 
 from core import distributed
 from core.data import Splits, dataset_summary, pairs_fingerprint, split_pairs
+from core.data.implied import with_implied_pairs
 from core.evaluation import calibrate, pair_scores
 from core.metrics import evaluate_scores
 from core.models import PairEncoder, build_model
@@ -90,6 +91,11 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     if spec.loss.name in SINGLE_PROCESS_LOSSES and distributed.current().enabled:
         raise ValueError(f"the {spec.loss.name} loss is not supported in multi-process training yet "
                          "(its batches are not gathered across processes): train it in one process")
+    implied = 0
+    if spec.implied_pairs:  # after the split, so no held-out label ever implies a training pair
+        labelled = len(splits.train)
+        splits = dataclasses.replace(splits, train=with_implied_pairs(splits.train, seed=spec.train.seed))
+        implied = len(splits.train) - labelled
     torch.manual_seed(spec.train.seed)
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
     model = build_model(spec, texts)
@@ -133,7 +139,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         else:
             folder = output.target
             save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
-                                                             validation, test))
+                                                             validation, test, implied))
     return RunResult(folder, outcome, thresholds, validation, test, model, note)
 
 
@@ -172,7 +178,7 @@ def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:
 
 
 def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFrame, outcome: TrainOutcome,
-                  thresholds: dict, validation: dict, test: dict) -> dict:
+                  thresholds: dict, validation: dict, test: dict, implied: int = 0) -> dict:
     """What config.json records of the run beside the model itself."""
     return {
         "name": folder.name,
@@ -182,7 +188,7 @@ def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFra
         "thresholds": thresholds,
         "metrics": {"validation": validation, "test": test},
         "data": {"name": spec.data_name, **dataset_summary(pairs),
-                 "train_pairs": len(splits.train), "val_pairs": len(splits.val), "test_pairs": len(splits.test),
+                 "train_pairs": len(splits.train), "implied_pairs": implied, "val_pairs": len(splits.val), "test_pairs": len(splits.test),
                  # Which rows were held out: core.evaluation.held_out_pairs finds them again in this dataset.
                  "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},
         "training": {"status": outcome.status, "message": outcome.message, "best_epoch": outcome.best_epoch,

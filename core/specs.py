@@ -36,6 +36,9 @@ class RunSpec:
     test_fraction: float = 0.0  # share of pairs held out for a final test report (0 = none)
     split_by_question: bool = False  # keep every validation/test question out of training
     hard_negatives: bool = False  # triplet/softmax: add labelled non-duplicates as extra negatives
+    # Also train on the pairs the training labels imply (core.data.implied: two duplicates of one question
+    # are duplicates; a duplicate of a non-duplicate's question is a non-duplicate). Held-out splits untouched.
+    implied_pairs: bool = False
     keep_unvalidated: bool = False  # save a run cancelled before its first validation (else nothing is saved)
     data_name: str = ""  # shown in the runs list
 
@@ -154,6 +157,7 @@ _RULES: dict[str, _Rule] = {
     "scale": _Rule(float, 0.0, 1000.0, low_open=True),
     "weight": _Rule(float, 0.0, 1000.0),  # multitask: 0 leaves the contrastive term alone
     "hard_negatives": _Rule(bool),
+    "implied_pairs": _Rule(bool),
     # data
     "max_length": _Rule(int, 4, 512),
     "min_freq": _Rule(int, 1, 1_000_000),
