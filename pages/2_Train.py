@@ -60,6 +60,7 @@ def apply_preset() -> None:
     state.epochs, state.batch_size, state.lr = spec.train.epochs, spec.train.batch_size, spec.train.lr
     state.margin, state.scale, state.patience = float(spec.loss.margin), float(spec.loss.scale), spec.train.patience
     state.max_length, state.val_fraction, state.hard_negatives = spec.max_length, spec.val_fraction, spec.hard_negatives
+    state.implied_pairs = spec.implied_pairs
     state.max_steps, state.max_minutes = spec.train.max_steps, float(spec.train.max_minutes)
     for option in SIZE_OPTIONS[spec.model]:
         state[size_key(spec.model, option.field)] = spec.model_options[option.field]
@@ -72,7 +73,7 @@ def tidy_runs_root() -> None:
 
 def init_widgets() -> None:
     """Defaults through session state (widgets get no value=), so callbacks can change them later."""
-    for key, value in dict(preset=CUSTOM, hard_negatives=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
+    for key, value in dict(preset=CUSTOM, hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
                            margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),
                            device=DEFAULTS.train.device, max_length=DEFAULTS.max_length, seed=DEFAULTS.train.seed,
                            patience=DEFAULTS.train.patience, val_fraction=DEFAULTS.val_fraction,
@@ -94,7 +95,7 @@ def options_from_widgets() -> dict:
                 scale=state.scale if loss in SCALE_LOSSES else None, model=state.model, epochs=state.epochs,
                 batch_size=state.batch_size, lr=state.lr, device=state.device, seed=state.seed,
                 patience=state.patience, max_length=state.max_length, val_fraction=state.val_fraction,
-                hard_negatives=bool(state.hard_negatives), data_name=state.data_name, max_steps=state.max_steps,
+                hard_negatives=bool(state.hard_negatives), implied_pairs=bool(state.implied_pairs), data_name=state.data_name, max_steps=state.max_steps,
                 max_minutes=state.max_minutes, keep_unvalidated=bool(state.keep_unvalidated),
                 model_options={o.field: state[size_key(state.model, o.field)] for o in SIZE_OPTIONS[state.model]})
 
@@ -146,6 +147,10 @@ if LossConfig(chosen_loss()).batch_kind == "duplicates":  # hard negatives join 
     st.checkbox("Hard negatives: also use questions the data labels as non-duplicates of a batch question",
                 key="hard_negatives", persist_state=PERSIST,
                 help="Quora's non-duplicates share most of their words with the question: the hardest negatives there are.")
+st.checkbox("Implied pairs: also train on the pairs the training labels imply", key="implied_pairs",
+            persist_state=PERSIST,
+            help="Two duplicates of one question are duplicates; a duplicate of a non-duplicate's question is a "
+                 "non-duplicate. Read from the training split only, after the validation pairs are held out.")
 
 st.markdown("**Model size**")
 sizes = SIZE_OPTIONS[state.model]

@@ -368,3 +368,29 @@ def test_a_preset_without_a_measured_curve_draws_no_reference(train_page, monkey
     assert run_trace["x"] == pytest.approx([0.5]) and run_trace["y"] == pytest.approx([0.6])
     at.button(key="cancel").click().run()
     assert job_queue().wait(job, timeout=60)
+
+
+def test_implied_pairs_tick_trains_on_them(train_page, rerun_until):
+    from core.data import split_pairs
+    from core.data.implied import implied_pairs
+
+    at = train_page
+    assert at.checkbox(key="implied_pairs").value is False  # off unless asked
+    at.selectbox(key="preset").set_value("sample-demo").run()
+    at.checkbox(key="implied_pairs").check()
+    at.number_input(key="epochs").set_value(1)
+    at.button(key="start").click().run()
+    rerun_until(at, lambda at: session_job(at).finished)
+    job = session_job(at)
+    assert job.status == DONE, job.error
+    assert "+ implied pairs" in job.label
+    config = json.loads((job.result.folder / "config.json").read_text())
+    assert config["run"]["implied_pairs"] is True
+    data = config["data"]
+    # The implied pairs of the run's own training split: the split is seeded, so redo it here.
+    spec = job.spec
+    splits = split_pairs(job.pairs, val_fraction=spec.val_fraction, test_fraction=spec.test_fraction, seed=spec.train.seed,
+                         by_question=spec.split_by_question)
+    assert len(splits.val) == data["val_pairs"]
+    assert data["implied_pairs"] == len(implied_pairs(splits.train)) > 0
+    assert data["train_pairs"] == len(splits.train) + data["implied_pairs"]
