@@ -429,6 +429,8 @@ def main() -> None:
         elif item in PRESETS:
             rows.append(preset_row(item, splits, test, unseen, args.quick, args.preset_steps, args.validate_every,
                                    args.preset_options))
+        elif item.startswith("saved:"):
+            rows.append(saved_row(item.removeprefix("saved:"), test, unseen))
         elif "/" in item:
             model_name, loss_label = item.split("/")
             loss_label, _, variant = loss_label.partition(":")
@@ -436,8 +438,6 @@ def main() -> None:
                 sys.exit(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
             rows.append(run_combination(model_name, loss_label, splits, test, unseen, args.quick, args.rows,
                                         args.validate_every, variant))
-        elif item.startswith("saved:"):
-            rows.append(saved_row(item.removeprefix("saved:"), test, unseen))
         elif item == "teacher":
             rows.extend(teacher_rows(splits, test, unseen, args.quick, args.validate_every, args.teacher_pairs))
         elif item == "peer":
