@@ -332,3 +332,16 @@ def test_cli_exports_and_refuses_what_it_must(capsys, tiny_models, tmp_path):
                             tmp_path / "o"], "only MiniLM")):
         code, _, err = run_cli(capsys, "export", *argv)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_model_card_counts_implied_training_pairs(tiny_models, tmp_path):
+    model, config = load_model(tiny_models["lstm"])
+    train_pairs = config["data"]["train_pairs"]
+    assert not config["data"].get("implied_pairs")  # trained without them: the card says nothing of them
+    export_model(model, config, tmp_path / "plain", "onnx")
+    plain = (tmp_path / "plain" / "README.md").read_text(encoding="utf-8")
+    assert f"- **Splits:** {train_pairs} training, " in plain and "implied" not in plain
+    config["data"] = {**config["data"], "implied_pairs": 37}
+    export_model(model, config, tmp_path / "implied", "onnx")
+    card = (tmp_path / "implied" / "README.md").read_text(encoding="utf-8")
+    assert f"- **Splits:** {train_pairs} training (of them 37 implied by the training labels), " in card
