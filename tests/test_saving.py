@@ -90,7 +90,8 @@ def test_config_json_is_plain_and_complete(tmp_path):
     assert config["format"] == "siamese-lab-model" and config["format_version"] == 1
     assert config["model_config"] == {"vocab_size": VOCAB, "embedding_dim": EMBED, "hidden_size": HIDDEN,
                                       "num_layers": 1, "bidirectional": True, "dropout": 0.3, "pad_id": 0,
-                                      "pooling": "mean", "tokens": "words", "init_embeddings": "random"}
+                                      "pooling": "mean", "tokens": "words", "init_embeddings": "random",
+                                      "freeze_embeddings": False}
     assert config["extra"]["path"] == str(tmp_path)
     assert "saved_at" in config
 
