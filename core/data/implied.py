@@ -20,7 +20,7 @@ import pandas as pd
 from core.data.reading import normalise_questions
 from core.data.splitting import connected_components
 
-MAX_GROUP = 10  # questions a duplicate group lends to implied pairs; measured in docs/BENCHMARKS.md
+MAX_GROUP = 10  # questions a duplicate group lends to implied pairs (a cap against drift, not tuned)
 
 
 def implied_pairs(pairs: pd.DataFrame, max_group: int = MAX_GROUP, seed: int = 0) -> pd.DataFrame:
