@@ -260,4 +260,4 @@ def test_a_presets_reference_curve_is_a_measured_validation_curve(name):
     if name == "lstm-quora":  # measured (docs/BENCHMARKS.md, issue 14): it must reach the run's best
         assert len(curve) == 31 and max(auc for _, auc in curve) == pytest.approx(0.9234)
     if name == "minilm-quora":
-        assert len(curve) == 15 and max(auc for _, auc in curve) == pytest.approx(0.9417)
+        assert len(curve) == 15 and max(auc for _, auc in curve) == pytest.approx(0.9437)
