@@ -34,10 +34,8 @@ def implied_pairs(pairs: pd.DataFrame, max_group: int = MAX_GROUP, seed: int = 0
         raise ValueError(f"max_group must be at least 2, got {max_group}")
     keys = np.concatenate([normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"])])
     texts = np.concatenate([pairs["question1"].to_numpy(object), pairs["question2"].to_numpy(object)])
-    codes, uniques = pd.factorize(keys)
-    first = np.empty(len(uniques), dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]  # each question's first row gives its shown text
-    text_of = texts[first]
+    codes = pd.factorize(keys)[0]
+    text_of = texts[np.unique(codes, return_index=True)[1]]  # each question's first row gives its shown text
     n = len(pairs)
     left, right = codes[:n], codes[n:]
     duplicate = pairs["is_duplicate"].to_numpy() == 1
