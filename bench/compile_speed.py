@@ -36,7 +36,7 @@ def main() -> None:
 
     from core.losses import contrastive_loss
     from core.models import MiniLM
-    from core.pair_table import PairTable
+    from core.text.pair_table import PairTable
 
     header("torch.compile for MiniLM training steps (CPU)", args.quick)
     pairs = load_real_pairs(max_rows=4000)

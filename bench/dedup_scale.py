@@ -2,7 +2,7 @@
 scale target: under 5 minutes end to end on this 2-core machine, peak RSS under 3 GB).
 
 The model: ``--model DIR``, or an LSTM trained here first (not timed) with the plain defaults
-(``core.specs.spec_from_options(model="lstm", loss="contrastive")``) on the first 20,000 pairs.
+(``core.training.specs.spec_from_options(model="lstm", loss="contrastive")``) on the first 20,000 pairs.
 The timed part is exactly what a user runs, in a fresh process:
 
     python -m core dedup --model M --questions <shared pairs file> --out clusters.csv [--backend B]
@@ -37,8 +37,8 @@ TRAIN_ROWS = 20_000
 def train_lstm(folder: Path, rows: int) -> Path:
     """An LSTM trained with the plain contrastive defaults on the first ``rows`` pairs, saved in ``folder``."""
     from bench.common import load_real_pairs
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
 
     spec = spec_from_options(model="lstm", loss="contrastive", data_name=f"quora first {rows:,}")
     result = train_run(spec, load_real_pairs(max_rows=rows), out_dir=folder)
@@ -95,7 +95,7 @@ def neighbourhood_recall(model_dir: Path, questions: Path, threshold: float, sam
     import numpy as np
 
     from core.data import load_questions
-    from core.dedup import NeighbourGraph, encode_corpus
+    from core.inference.dedup import NeighbourGraph, encode_corpus
     from core.models import load_model
 
     model, _ = load_model(model_dir)

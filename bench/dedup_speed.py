@@ -1,18 +1,18 @@
 """Deduplication speed: ours end to end against sentence-transformers, side by side in one run.
 
 The corpus is the first 20,000 distinct questions (--quick: 2,000) of the shared Quora pairs
-(``core.search.corpus_questions`` of its first rows), clustered with zero-shot all-MiniLM-L6-v2 at one
+(``core.inference.search.corpus_questions`` of its first rows), clustered with zero-shot all-MiniLM-L6-v2 at one
 threshold (default ``core.models.ZERO_SHOT_THRESHOLD``), clusters of at least 2:
 
-- ours: ``core.dedup.encode_corpus`` (``MiniLM.encode`` in chunks), a ``NeighbourGraph`` (FAISS, exact up
+- ours: ``core.inference.dedup.encode_corpus`` (``MiniLM.encode`` in chunks), a ``NeighbourGraph`` (FAISS, exact up
   to 50,000 questions, k = 50 at first, deeper where all k are above the threshold), ``cluster``;
 - ours (onnx): the same with ``--backend onnx``: the model's ONNX graph run by onnxruntime
-  (``core.onnx_backend.onnx_model``, exported once before the timing);
+  (``core.export.onnx_backend.onnx_model``, exported once before the timing);
 - theirs: ``SentenceTransformer(<the installed MiniLM folder>).encode(convert_to_tensor=True)`` and
   ``sentence_transformers.util.community_detection`` (n² cosines in batches).
 
 Ours encode with batch size 256 (our default; a transformer's batches are also cut at 1,024 padded
-tokens, ``core.encoding_batches``), theirs at sentence-transformers' default batch size 32 (its faster
+tokens, ``core.text.encoding_batches``), theirs at sentence-transformers' default batch size 32 (its faster
 setting on this CPU: at 256 it is about 2x slower); max length 64 on every side (``max_seq_length = 64``
 on theirs).
 Their rule is cosine >= threshold, ours > threshold: they are given the next float32 above the
@@ -46,7 +46,7 @@ def load_corpus(count: int):
     file; None when the file is absent."""
     import pandas as pd
 
-    from core.search import corpus_questions
+    from core.data import corpus_questions
 
     if not DATA.is_file():
         return None
@@ -105,9 +105,9 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import community_detection
 
-    from core.dedup import NeighbourGraph, encode_corpus
+    from core.inference.dedup import NeighbourGraph, encode_corpus
     from core.models import ZERO_SHOT_THRESHOLD, load_model
-    from core.tokenizers import minilm_folder
+    from core.text.tokenizers import minilm_folder
 
     threshold = ZERO_SHOT_THRESHOLD if args.threshold is None else args.threshold
     ours_model, _ = load_model("minilm", device=args.device)
@@ -115,7 +115,7 @@ def main() -> None:
     if args.device == "cpu":
         import tempfile
 
-        from core.onnx_backend import onnx_model
+        from core.export.onnx_backend import onnx_model
 
         sides["ours (onnx)"], _ = onnx_model("minilm", cache_root=tempfile.mkdtemp(prefix="dedup-speed-"))
     theirs_model = SentenceTransformer(str(minilm_folder()), device=args.device)

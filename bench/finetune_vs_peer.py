@@ -121,11 +121,11 @@ def main() -> None:
     from transformers.utils import logging as hf_logging
 
     from core.models import MiniLM
-    from core.objectives import LossConfig, Objective
-    from core.pair_table import PairTable
+    from core.training.objectives import LossConfig, Objective
+    from core.text.pair_table import PairTable
     from core.status import DONE
-    from core.tokenizers import minilm_folder
-    from core.trainer import TrainConfig, Trainer
+    from core.text.tokenizers import minilm_folder
+    from core.training.trainer import TrainConfig, Trainer
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
@@ -281,7 +281,7 @@ def main() -> None:
         "ours padded width, mean batch max": sum(facts["ours widths"]) / len(facts["ours widths"]),
         "token length mean (peer tokenizer)": sum(facts["peer lengths"]) / len(facts["peer lengths"]),
         "peer optimizer": facts["peer optimizer"],
-        "ours optimizer": "torch.optim.AdamW, fused (core.trainer)",
+        "ours optimizer": "torch.optim.AdamW, fused (core.training.trainer)",
     })
     report("finetune_vs_peer (step-interleaved in one run)", figures)
 

@@ -1,6 +1,6 @@
 """Peak memory (RSS) of the two heavy workloads on the whole shared corpus, each in a fresh process.
 
-(a) lstm: `core.pipeline.train_run` of the Siamese LSTM (embedding 128, hidden 128, triplet, batch
+(a) lstm: `core.training.pipeline.train_run` of the Siamese LSTM (embedding 128, hidden 128, triplet, batch
     256, 10 % validation, nothing saved) on all 323,000 rows, cancelled through the Trainer's stop
     flag after N steps (quick 200, default 500: about one epoch). Loading, splitting, the word
     vocabulary and tokenising every question are what dominate.
@@ -63,8 +63,8 @@ def child_lstm(steps: int) -> dict:
     setup_torch()
     import torch  # noqa: F401
 
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
 
     stages.mark("imports")
     pairs = load_real_pairs()

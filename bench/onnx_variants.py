@@ -5,7 +5,7 @@
 - **Operator fusion**: onnxruntime's transformer optimizer (``optimize_model(model_type="bert")``) on the
   exported graph, once as exported (PyTorch's SDPA attention: only SkipLayerNorm and BiasGelu fuse) and
   once exported with eager attention (the attention fuses too). Vectors are compared with the plain graph.
-- **The token budget** of an inference batch (``core.encoding_batches.TOKEN_BUDGETS``), 256 to 8,192.
+- **The token budget** of an inference batch (``core.text.encoding_batches.TOKEN_BUDGETS``), 256 to 8,192.
 
 Questions/s of ``OnnxEncoder.encode`` at batch 256 on the first distinct questions of the shared file,
 the sides alternating over ``--rounds`` (median). Only the threading is in ``OnnxEncoder``: see BENCHMARKS.
@@ -40,7 +40,7 @@ def intra_op_encoder(folder: Path, threads: int):
     """An ``OnnxEncoder`` that runs one batch at a time, on one session with ``threads`` intra-op threads."""
     import onnxruntime as ort
 
-    from core.onnx_backend import OnnxEncoder
+    from core.export.onnx_backend import OnnxEncoder
 
     encoder = OnnxEncoder(folder, threads=1)
     options = ort.SessionOptions()
@@ -59,10 +59,10 @@ def main() -> None:
     import numpy as np
     import pandas as pd
 
-    import core.onnx_backend as onnx_backend
-    from core.export_model import export_model
+    import core.export.onnx_backend as onnx_backend
+    from core.export.export_model import export_model
     from core.models import load_model
-    from core.onnx_backend import OnnxEncoder
+    from core.export.onnx_backend import OnnxEncoder
 
     setup_torch()
     n = 500 if args.quick else args.questions

@@ -17,7 +17,7 @@ import sys
 
 from common import REPO, data_path, load_real_pairs, parser  # common sets OMP_WAIT_POLICY before torch loads
 
-PROBES = {  # name -> (model, run options, training options), as core.specs.spec_from_options takes them
+PROBES = {  # name -> (model, run options, training options), as core.training.specs.spec_from_options takes them
     "lstm 2-layer biLSTM 192": ("lstm", {"model_options": {"embedding_dim": 160, "hidden_size": 192, "num_layers": 2,
                                                            "bidirectional": True, "dropout": 0.1}, "max_length": 32},
                                 {"batch_size": 256, "lr": 2e-3, "max_steps": 40}),
@@ -28,8 +28,8 @@ PROBES = {  # name -> (model, run options, training options), as core.specs.spec
 def padding(n_pairs: int) -> None:
     import numpy as np
 
-    from core.pair_table import PairTable
-    from core.tokenizers import bert_wordpiece
+    from core.text.pair_table import PairTable
+    from core.text.tokenizers import bert_wordpiece
 
     table = PairTable(load_real_pairs(n_pairs), bert_wordpiece(40))
     lengths = table.pair_lengths()
@@ -45,8 +45,8 @@ def probe(name: str, threads: int) -> float:
     import torch
 
     from core.data import Splits
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
 
     torch.set_num_threads(threads)
     model, run, train = PROBES[name]

@@ -26,7 +26,7 @@ def fine_tune_peer(loss_name: str, pairs: pd.DataFrame, batch_size: int, epochs:
     from sentence_transformers.sentence_transformer import losses
 
     from core.models import MiniLM
-    from core.tokenizers import minilm_folder
+    from core.text.tokenizers import minilm_folder
 
     disable_progress_bars()
     model = SentenceTransformer(str(minilm_folder()), device="cpu")

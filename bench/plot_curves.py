@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the figure to write (.png or .html)")
     p.add_argument("--only", default="", help="comma-separated parts of row names to keep (e.g. preset)")
     p.add_argument("--reference", action="store_true",
-                   help="print each curve as a core.presets reference_curve tuple instead of drawing")
+                   help="print each curve as a core.training.presets reference_curve tuple instead of drawing")
     args = p.parse_args(argv)
     curves, skipped = read_curves(args.files, [part for part in args.only.split(",") if part])
     if skipped:

@@ -34,14 +34,14 @@ from bench.common import data_path  # noqa: E402
 
 from core.data import Splits, load_pairs, split_pairs, unseen_mask  # noqa: E402
 from core.data.implied import implied_mask  # noqa: E402
-from core.metrics import evaluate_scores, ranking_metrics  # noqa: E402
+from core.inference.metrics import evaluate_scores, ranking_metrics  # noqa: E402
 from core.models import load_model  # noqa: E402
-from core.pipeline import train_run, validation_curve  # noqa: E402
-from core.presets import PRESETS  # noqa: E402
-from core.specs import RunSpec, spec_from_options  # noqa: E402
+from core.training.pipeline import train_run, validation_curve  # noqa: E402
+from core.training.presets import PRESETS  # noqa: E402
+from core.training.specs import RunSpec, spec_from_options  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
-LOSSES = {  # label -> (loss options of core.specs.spec_from_options, hard negatives)
+LOSSES = {  # label -> (loss options of core.training.specs.spec_from_options, hard negatives)
     "triplet+hn": ({"loss": "triplet"}, True),
     "contrastive": ({"loss": "contrastive", "form": "squared_hinge"}, False),
     "contrastive-m2": ({"loss": "contrastive", "form": "margin_squared"}, False),
@@ -66,7 +66,7 @@ VARIANTS = {
     "2-epochs": {"epochs": 2},
     "2x-rows": {"rows_factor": 2},
     # Each duplicate pair's nearest non-duplicate question under zero-shot MiniLM (TopK-PercPos, 95 %),
-    # added as a labelled non-duplicate pair (core.mining); the mining time counts as training time.
+    # added as a labelled non-duplicate pair (core.training.mining); the mining time counts as training time.
     "mined-negatives": {"mined_negatives": 1},
 }
 # Per model: training rows, epochs, batch, lr, model options; (full, quick). The grid rows compare
@@ -92,8 +92,8 @@ def protocol_splits(pairs, seed: int = 2026) -> Splits:
 
 
 def score_row(name: str, model, test, unseen, thresholds: dict, seconds: float, pairs_per_second: float) -> dict:
-    from core.evaluation import pair_scores
-    from core.pair_table import PairTable
+    from core.inference.evaluation import pair_scores
+    from core.text.pair_table import PairTable
 
     scores = pair_scores(model, PairTable(test, model.tokenizer))
     return metrics_row(name, test["is_duplicate"].to_numpy(), scores, unseen, thresholds.get("accuracy"),
@@ -131,7 +131,7 @@ def tfidf_row(splits: Splits, test, unseen) -> dict:
 
 
 def _calibrate(val, score_fn) -> float:
-    from core.metrics import best_thresholds
+    from core.inference.metrics import best_thresholds
 
     return best_thresholds(val["is_duplicate"].to_numpy(), score_fn(val))["accuracy"]
 
@@ -180,11 +180,11 @@ def budget_spec(model_name: str, loss_label: str, budget: dict, quick: bool, val
 
 
 def with_mined_negatives(train, per_pair: int):
-    """``train`` plus one mined non-duplicate pair per duplicate pair at most (zero-shot MiniLM, core.mining),
+    """``train`` plus one mined non-duplicate pair per duplicate pair at most (zero-shot MiniLM, core.training.mining),
     the number mined and the seconds mining took."""
     import pandas as pd
 
-    from core.mining import mine_hard_negatives
+    from core.training.mining import mine_hard_negatives
 
     started = time.perf_counter()
     miner, _ = load_model("minilm")
@@ -196,17 +196,17 @@ def with_mined_negatives(train, per_pair: int):
 
 
 def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int = 0, teacher_pairs: int = 0) -> list[dict]:
-    """Augmented SBERT (core.distillation) on the MiniLM lever budget: the cross-encoder teacher trained
+    """Augmented SBERT (core.training.distillation) on the MiniLM lever budget: the cross-encoder teacher trained
     on the budget's gold pairs (or the first ``teacher_pairs`` training pairs), as a row of its own, then
     MiniLM distilled from its scores on the budget's gold pairs plus silver pairs (each of their
     questions with its nearest other one under zero-shot MiniLM). The distilled row's time is the whole
     chain: teacher training, mining, teacher scoring, student."""
     import pandas as pd
 
-    from core.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
-    from core.mining import candidate_pairs
+    from core.training.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
+    from core.training.mining import candidate_pairs
     from core.models.cross_encoder import CrossEncoder
-    from core.search import corpus_questions
+    from core.data import corpus_questions
 
     budget = BUDGETS["minilm"][1 if quick else 0]
     gold = splits.train.iloc[: budget["rows"]].reset_index(drop=True)

@@ -1,7 +1,7 @@
 """Search over every distinct question of the shared data: FAISS HNSW against exact brute force.
 
 Encodes all distinct questions (several hundred thousand) with a model, builds the index the app
-and the CLI use (`core.search.SearchIndex`, HNSW above 50,000 texts), then for the same queries
+and the CLI use (`core.inference.search.SearchIndex`, HNSW above 50,000 texts), then for the same queries
 measures p50/p99 latency of the index and of an exact numpy search, and recall@10 against exact.
 
     .venv/bin/python bench/search_speed.py [--quick] [--model DIR]   # default: a fresh Siamese LSTM
@@ -34,8 +34,9 @@ def main() -> None:
     import torch
 
     from core.models import build_model, load_model
-    from core.search import SearchIndex, _encode, corpus_questions
-    from core.specs import spec_from_options
+    from core.data import corpus_questions
+    from core.inference.search import SearchIndex, _encode
+    from core.training.specs import spec_from_options
 
     pairs = load_real_pairs(max_rows=60000 if args.quick else None)
     texts = corpus_questions(pairs)

@@ -1,4 +1,4 @@
-"""Trainer overhead: core.trainer.Trainer vs a bare PyTorch loop doing the same work, side by side.
+"""Trainer overhead: core.training.trainer.Trainer vs a bare PyTorch loop doing the same work, side by side.
 
 Siamese LSTM (embedding 128, hidden 128), triplet loss (margin 0.25), batch 256, AdamW, clipping 1.0,
 the same warm-up/decay schedule, on real Quora duplicate pairs (first 40,000 rows; the table holds
@@ -53,11 +53,11 @@ def main() -> None:
     from core.cli import TqdmProgress
     from core.losses import triplet_loss
     from core.models import build_model
-    from core.objectives import LossConfig, Objective
-    from core.pair_table import PairTable
-    from core.specs import spec_from_options
+    from core.training.objectives import LossConfig, Objective
+    from core.text.pair_table import PairTable
+    from core.training.specs import spec_from_options
     from core.status import DONE
-    from core.trainer import TrainConfig, Trainer
+    from core.training.trainer import TrainConfig, Trainer
 
     pairs = load_real_pairs(max_rows=ROWS)
     spec = spec_from_options(model="lstm", model_options=dict(embedding_dim=128, hidden_size=128))

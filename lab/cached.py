@@ -17,8 +17,8 @@ import streamlit as st
 
 from lab.session import ZERO_SHOT, data_key, get_model
 
-# The verdict page measures a model on its held-out pairs (``core.evaluation.held_out_pairs``), at most
-# this many of them, a seeded sample (``core.analysis.cap_pairs``): MiniLM on a CPU then stays under a
+# The verdict page measures a model on its held-out pairs (``core.inference.evaluation.held_out_pairs``), at most
+# this many of them, a seeded sample (``core.inference.analysis.cap_pairs``): MiniLM on a CPU then stays under a
 # minute the first time, and the charts light in a browser.
 VERDICT_CAPS = {"minilm": 2_000}  # model_type -> most pairs scored
 VERDICT_CAP = 20_000  # the others'
@@ -52,8 +52,8 @@ def duplicate_count(pairs: pd.DataFrame) -> int:
 # ---- similarity matrix -------------------------------------------------------------------------
 @st.cache_data(show_spinner=False, max_entries=64)
 def batch_scores(choice: str, stamp: float, question1: tuple[str, ...], question2: tuple[str, ...]) -> np.ndarray:
-    """(B, B) s(v1_i, v2_j) of one batch under one model (``core.inspection.batch_scores``)."""
-    from core.inspection import batch_scores as compute
+    """(B, B) s(v1_i, v2_j) of one batch under one model (``core.inference.inspection.batch_scores``)."""
+    from core.inference.inspection import batch_scores as compute
 
     model, _ = get_model(choice)
     return compute(model, list(question1), list(question2))
@@ -84,11 +84,11 @@ class HeldOutScores:
 
 @st.cache_data(show_spinner="Scoring the held-out pairs (once per model and dataset)…", max_entries=16)
 def held_out_scores(choice: str, stamp: float, key: str, _pairs: pd.DataFrame) -> HeldOutScores:
-    """``core.evaluation.held_out_pairs`` of the active dataset (``key`` is ``data_key(_pairs)``) under
+    """``core.inference.evaluation.held_out_pairs`` of the active dataset (``key`` is ``data_key(_pairs)``) under
     a model, capped for slow models, scored, and each pair's questions looked up in its training split."""
-    from core import analysis
-    from core.evaluation import held_out_pairs, pair_scores
-    from core.pair_table import PairTable
+    from core.inference import analysis
+    from core.inference.evaluation import held_out_pairs, pair_scores
+    from core.text.pair_table import PairTable
 
     model, config = get_model(choice)
     cap = VERDICT_CAPS.get(config.get("model_type"), VERDICT_CAP)
@@ -119,8 +119,8 @@ def search_cache_dir(choice: str) -> Path | None:
 
 
 def search_index(choice: str, key: str, texts: list[str], progress: Callable[[int, int], None] | None = None):
-    """The ``core.search.SearchIndex`` of ``texts`` (the dataset with ``data_key`` ``key``) under a model."""
-    from core.search import load_or_build
+    """The ``core.inference.search.SearchIndex`` of ``texts`` (the dataset with ``data_key`` ``key``) under a model."""
+    from core.inference.search import load_or_build
 
     slot = _index_slot(choice, model_stamp(choice), key)
     with slot["lock"]:  # two sessions asking at once build it once
@@ -132,7 +132,7 @@ def search_index(choice: str, key: str, texts: list[str], progress: Callable[[in
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def corpus(key: str, _pairs: pd.DataFrame) -> list[str]:
-    """``core.search.corpus_questions`` of the dataset whose ``data_key`` is ``key``."""
-    from core.search import corpus_questions
+    """``core.inference.search.corpus_questions`` of the dataset whose ``data_key`` is ``key``."""
+    from core.data import corpus_questions
 
     return corpus_questions(_pairs)

@@ -1,7 +1,7 @@
 """Plotly figures for the app's pages. Pure builders: numbers in, ``go.Figure`` out, no streamlit.
 
 Every figure has a title and labelled axes; the numbers come from ``core`` (losses and metrics
-recorded by the trainer, the runs table of ``core.export``); only display preparation happens here.
+recorded by the trainer, the runs table of ``core.training.runs_table``); only display preparation happens here.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.export import METRIC_COLUMNS
+from core.training.runs_table import METRIC_COLUMNS
 
 QUESTION_COLUMNS = ("question1", "question2")
 # Longer questions are counted at this length, so one run-on question cannot stretch the axis.
@@ -83,11 +83,11 @@ def epoch_metrics_chart(epochs: Iterable[dict]) -> go.Figure:
 
 def validation_curve_chart(points: Iterable[dict], reference: Sequence[tuple[float, float]] = ()) -> go.Figure:
     """Validation ROC AUC against training minutes (the time spent in training steps, validations left
-    out) for one run, markers on a line, over a preset's reference curve (``core.presets.Preset.
+    out) for one run, markers on a line, over a preset's reference curve (``core.training.presets.Preset.
     reference_curve``: (train seconds, ROC AUC) pairs) as a dashed grey line when there is one.
 
     ``points`` are ``{"step", "train_seconds", "roc_auc"}`` dicts (``TrainingJob.progress.validations``,
-    ``core.pipeline.validation_curve``); points without a ROC AUC (no validation split) are not drawn."""
+    ``core.training.pipeline.validation_curve``); points without a ROC AUC (no validation split) are not drawn."""
     shown = [p for p in points if isinstance(p.get("roc_auc"), (int, float)) and math.isfinite(p["roc_auc"])]
     figure = go.Figure()
     if reference:
@@ -103,7 +103,7 @@ def validation_curve_chart(points: Iterable[dict], reference: Sequence[tuple[flo
 
 
 def compare_bars(table: pd.DataFrame) -> go.Figure:
-    """Grouped bars: for each model (``name``), its four validation metrics (``core.export.METRIC_COLUMNS``)."""
+    """Grouped bars: for each model (``name``), its four validation metrics (``core.training.runs_table.METRIC_COLUMNS``)."""
     figure = go.Figure()
     for column in METRIC_COLUMNS.values():
         figure.add_bar(x=table["name"], y=table[column], name=column)

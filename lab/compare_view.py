@@ -3,7 +3,7 @@
 Scores are cached per (model, saved-folder stamp, pairs scored) in chunks of ``SCORE_CHUNK`` pairs with
 ``st.cache_data``: the page draws a progress bar between chunks (a bar drawn inside a cached function
 would be replayed), and a rerun (a new sort order) encodes nothing again. The numbers come from
-``core.baselines``; this module only loads, caches and draws.
+``core.inference.baselines``; this module only loads, caches and draws.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.baselines import (
+from core.inference.baselines import (
     METRICS, REFERENCE, TFIDF_LABEL, CommonPairs, common_pairs, comparison_row, model_scores, tfidf_scores,
 )
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
@@ -30,7 +30,7 @@ UNCALIBRATED_SOURCE = "these same pairs (no saved threshold: optimistic)"
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def common(key: str, runs: Sequence[dict], _pairs: pd.DataFrame) -> CommonPairs:
-    """``core.baselines.common_pairs`` of the dataset with ``data_key`` ``key`` for the compared runs."""
+    """``core.inference.baselines.common_pairs`` of the dataset with ``data_key`` ``key`` for the compared runs."""
     return common_pairs(list(runs), _pairs)
 
 
@@ -89,7 +89,7 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.
 
 
 def metric_bars(table: pd.DataFrame, pairs_label: str) -> go.Figure:
-    """Grouped bars: each row's four metrics (``core.baselines.METRICS``), titled with the pairs measured on."""
+    """Grouped bars: each row's four metrics (``core.inference.baselines.METRICS``), titled with the pairs measured on."""
     figure = go.Figure()
     for column in METRICS.values():
         figure.add_bar(x=table["model"], y=table[column], name=column)

@@ -1,10 +1,10 @@
 """The Deduplicate page's caches, tables and figure.
 
-The questions are encoded and their k-NN graph (``core.dedup.NeighbourGraph``) built once per (model,
+The questions are encoded and their k-NN graph (``core.inference.dedup.NeighbourGraph``) built once per (model,
 saved-folder stamp, questions key), kept with ``st.cache_resource`` (the graph holds a FAISS index) and
 built outside the cached function so a progress bar can be drawn while encoding. Every threshold or
 minimum-size move then only clusters that graph again (``st.cache_data`` per setting): nothing is
-encoded twice. The clustering itself is ``core.dedup``'s; this module only caches and draws.
+encoded twice. The clustering itself is ``core.inference.dedup``'s; this module only caches and draws.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core import dedup
+from core.inference import dedup
 from lab.cached import model_stamp
 from lab.session import get_model
 
@@ -30,7 +30,7 @@ def uploaded_questions(name: str, data: bytes):
     """(questions, report, key) of an uploaded file (``core.data.load_questions``); key fingerprints the
     questions for the other caches. Raises ``DataError`` for an unusable file."""
     from core.data import load_questions
-    from core.search import fingerprint
+    from core.inference.search import fingerprint
 
     buffer = io.BytesIO(data)
     buffer.name = name
@@ -60,7 +60,7 @@ def neighbour_graph(choice: str, key: str, texts: Sequence[str],
 @st.cache_data(show_spinner="Clustering…", max_entries=32)
 def clusters(choice: str, stamp: float, key: str, threshold: float, min_size: int,
              _graph: dedup.NeighbourGraph, _texts: Sequence[str]) -> tuple[pd.DataFrame, str | None]:
-    """``core.dedup.clusters_frame`` of the graph clustered at (threshold, min_size), and the note for
+    """``core.inference.dedup.clusters_frame`` of the graph clustered at (threshold, min_size), and the note for
     questions whose neighbourhood was too large to list whole (None when there are none)."""
     frame = dedup.clusters_frame(_graph.cluster(threshold, min_size), _texts)
     return frame, dedup.capped_note(_graph.capped, _graph.max_neighbourhood, threshold)

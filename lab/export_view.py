@@ -3,7 +3,7 @@
 
 ``export_panel(choice, config)``: ``choice`` is a model choice (``ZERO_SHOT`` or a folder path, as
 ``lab.session.model_picker`` returns) and ``config`` its config (``lab.session.get_model(choice)[1]``).
-Widgets and layout only: ``core.export_model`` writes the export, into a temporary folder that is zipped
+Widgets and layout only: ``core.export.export_model`` writes the export, into a temporary folder that is zipped
 and removed again; the zip stays in the session until another model or format is asked for.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.models.names import ZERO_SHOT
+from core.model_names import ZERO_SHOT
 from lab.session import get_model, show_error
 
 FORMAT_LABELS = {"onnx": "ONNX (onnxruntime; any model)",
@@ -31,7 +31,7 @@ def export_name(choice: str, config: dict, fmt: str) -> str:
 
 def export_zip(model, config: dict, fmt: str, name: str, source: str | None = None) -> bytes:
     """The export of ``model`` as ``fmt``, as the bytes of a zip holding one folder ``name``."""
-    from core.export_model import export_model
+    from core.export.export_model import export_model
 
     with tempfile.TemporaryDirectory(prefix="siamese-lab-export-") as temp:
         folder = Path(temp) / name
@@ -55,7 +55,7 @@ def _stamp(choice: str) -> float:
 def export_panel(choice: str, config: dict, key: str = "export") -> None:
     """The Export section for one model: a format, an **Export** button, then the zip to download.
     ``key`` prefixes the widget keys (two panels on one page need two prefixes)."""
-    from core.export_model import ExportError, check_export
+    from core.export.export_model import ExportError, check_export
     from core.saving import OutputError
 
     config = config if isinstance(config, dict) else {}

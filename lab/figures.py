@@ -37,7 +37,7 @@ def batch_labels(size: int) -> tuple[list[str], list[str]]:
 
 
 def similarity_heatmap(view, title: str = "") -> go.Figure:
-    """The (B, B) matrix of ``view`` (a ``core.inspection.BatchView``) with its marks:
+    """The (B, B) matrix of ``view`` (a ``core.inference.inspection.BatchView``) with its marks:
 
     - trace 0: s(v1_i, v2_j), colour fixed to [-1, 1]; hover shows both questions and the score;
     - black outlines on the diagonal (the duplicate pairs);
@@ -94,7 +94,7 @@ def similarity_heatmap(view, title: str = "") -> go.Figure:
 
 
 def experiment_figure(table) -> go.Figure:
-    """Triplet and softmax losses per round of the seeds' experiment (``core.inspection.seed_experiment``)."""
+    """Triplet and softmax losses per round of the seeds' experiment (``core.inference.inspection.seed_experiment``)."""
     figure = go.Figure()
     for column, color in (("triplet loss", "#2ca02c"), ("softmax loss", "#9467bd")):
         figure.add_trace(go.Scatter(x=list(table["round"]), y=list(table[column]), mode="lines+markers",
@@ -119,7 +119,7 @@ def _title(figure: go.Figure, text: str, subtitle: str | None) -> None:
 
 
 def operating_point(metrics: dict) -> tuple[float, float, float, float]:
-    """(fpr, tpr, precision, recall) of ``core.metrics.threshold_metrics`` output: where the
+    """(fpr, tpr, precision, recall) of ``core.inference.metrics.threshold_metrics`` output: where the
     current threshold sits on the ROC and precision-recall curves."""
     negatives = metrics["fp"] + metrics["tn"]
     fpr = metrics["fp"] / negatives if negatives else 0.0
@@ -128,7 +128,7 @@ def operating_point(metrics: dict) -> tuple[float, float, float, float]:
 
 def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, subtitle: str | None = None
                ) -> go.Figure:
-    """ROC curve (``core.metrics.curves(...)["roc"]``) with the current threshold's (fpr, tpr); ``subtitle``
+    """ROC curve (``core.inference.metrics.curves(...)["roc"]``) with the current threshold's (fpr, tpr); ``subtitle``
     says which pairs it was measured on."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=roc["fpr"], y=roc["tpr"], mode="lines", name="ROC",
@@ -150,7 +150,7 @@ def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, 
 
 def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | None = None,
               subtitle: str | None = None) -> go.Figure:
-    """Precision-recall curve (``core.metrics.curves(...)["pr"]``) with the current (recall, precision);
+    """Precision-recall curve (``core.inference.metrics.curves(...)["pr"]``) with the current (recall, precision);
     ``subtitle`` says which pairs it was measured on."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=pr["recall"], y=pr["precision"], mode="lines", name="precision-recall"))
@@ -210,7 +210,7 @@ def score_histogram(labels, scores, threshold: float, title: str = "Validation s
 
 def length_box_figure(summary, threshold: float, subtitle: str | None = None) -> go.Figure:
     """Box plots of the scores per length bucket, duplicates and non-duplicates side by side, from the
-    quartiles of ``core.analysis.scores_by_length`` (nothing recomputed here), with the threshold as
+    quartiles of ``core.inference.analysis.scores_by_length`` (nothing recomputed here), with the threshold as
     a horizontal line."""
     figure = go.Figure()
     buckets = list(dict.fromkeys(summary["bucket"]))

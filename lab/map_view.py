@@ -3,7 +3,7 @@
 Encodings are cached with ``st.cache_data`` per (model, saved-folder stamp, dataset key) in chunks of
 ``ENCODE_CHUNK`` questions, so the page can move a progress bar between chunks (a bar drawn inside a
 cached function would be replayed) and a rerun (a click, a search, another colouring) encodes nothing
-again. Coordinates, clusters and neighbours come from ``core.projection``; this module only caches and draws.
+again. Coordinates, clusters and neighbours come from ``core.inference.projection``; this module only caches and draws.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.projection import MapLayout, map_layout, question_labels, unit_rows
+from core.inference.projection import MapLayout, map_layout, question_labels, unit_rows
 from lab.cached import model_stamp
 from lab.figures import hover_text
 from lab.session import get_model

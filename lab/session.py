@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from core.data import DataError, LoadReport, load_pairs, pairs_fingerprint
-from core.models.names import ZERO_SHOT, ZERO_SHOT_LABEL
+from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_PATH = ROOT / "assets" / "sample_pairs.csv"
@@ -55,7 +55,7 @@ def get_model(choice: str):
 
 @st.cache_resource(show_spinner=False)
 def job_queue():
-    from core.jobs import JobQueue
+    from core.training.jobs import JobQueue
 
     return JobQueue(max_running=max_concurrent_training())
 
@@ -90,7 +90,7 @@ def setup_page(title: str, icon: str = "🧪") -> None:
 
 def model_choices() -> dict[str, str]:
     """label -> choice, zero-shot MiniLM first, then saved models newest first."""
-    from core.export import run_status
+    from core.training.runs_table import run_status
     from core.saving import list_runs
     from core.status import CANCELLED, FAILED
 

@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from core.device import cuda_available, describe_devices
-from core.export import METRIC_COLUMNS, runs_table
-from core.jobs import JobQueue, TrainingJob
+from core.training.runs_table import METRIC_COLUMNS, runs_table
+from core.training.jobs import JobQueue, TrainingJob
 from core.models import MODEL_LABELS
-from core.presets import PRESETS
+from core.training.presets import PRESETS
 from core.saving import list_runs
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from lab import charts

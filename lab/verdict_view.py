@@ -1,14 +1,14 @@
 """The Verdict page's blocks: the question form and its verdict, the threshold on held-out pairs, and the
-error analysis. Widgets and layout only: the numbers come from ``core.metrics`` and ``core.analysis``,
+error analysis. Widgets and layout only: the numbers come from ``core.inference.metrics`` and ``core.inference.analysis``,
 the figures from ``lab.figures``."""
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from core import analysis
-from core.export import safe_csv
-from core.metrics import curves, predict, ranking_metrics, threshold_metrics
+from core.inference import analysis
+from core.saving.safe_csv import safe_csv
+from core.inference.metrics import curves, predict, ranking_metrics, threshold_metrics
 from lab import cached, figures
 from lab.session import ZERO_SHOT, show_error
 
@@ -155,12 +155,12 @@ def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: 
 
 # ---- a whole file at this threshold --------------------------------------------------------------------
 def score_file_panel(model, threshold: float) -> None:
-    """Upload pairs, get them back scored at ``threshold`` (``core.scoring.score_file``), as a CSV."""
+    """Upload pairs, get them back scored at ``threshold`` (``core.inference.scoring.score_file``), as a CSV."""
     import tempfile
     from pathlib import Path
 
     from core.data import DataError
-    from core.scoring import score_file
+    from core.inference.scoring import score_file
 
     st.subheader("Score a whole file at this threshold")
     upload = st.file_uploader("Pairs to score (CSV or TSV, optionally gzip; question1, question2 and, "

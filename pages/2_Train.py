@@ -1,6 +1,6 @@
 """Train: pick a model, a loss and hyperparameters; the run trains on a background thread and is polled here.
 
-The page only maps widgets to ``core.specs`` options: defaults, presets, the loss menu, the model
+The page only maps widgets to ``core.training.specs`` options: defaults, presets, the loss menu, the model
 sizes and every check come from there.
 """
 from pathlib import Path
@@ -11,11 +11,11 @@ from lab.session import setup_page
 
 setup_page("Train")
 
-from core.jobs import TrainingJob  # noqa: E402
+from core.training.jobs import TrainingJob  # noqa: E402
 from core.models import MODEL_LABELS, MODEL_NAMES  # noqa: E402
-from core.objectives import DEFAULT_MARGINS, LossConfig  # noqa: E402
-from core.presets import PRESETS  # noqa: E402
-from core.specs import (  # noqa: E402
+from core.training.objectives import DEFAULT_MARGINS, LossConfig  # noqa: E402
+from core.training.presets import PRESETS  # noqa: E402
+from core.training.specs import (  # noqa: E402
     LOSS_CHOICES, SIZE_OPTIONS, TRAINING_DEFAULTS, RunSpec, SpecError, loss_choice, size_defaults, spec_from_options,
 )
 from lab import training_view  # noqa: E402
@@ -26,7 +26,7 @@ PERSIST = "session"  # every setting survives a visit to another page
 CUSTOM = "custom"
 DEFAULTS = RunSpec()
 SCALE_LOSSES = ("softmax", "cosent")  # their one setting here is the scale; the others' is the margin
-# What an option is called on this page, for errors from core.specs.
+# What an option is called on this page, for errors from core.training.specs.
 OPTION_LABELS = {"batch_size": "Batch size", "lr": "Learning rate", "max_length": "Max length",
                  "val_fraction": "Validation share", "model_options": "Model size", "epochs": "Epochs",
                  "max_steps": "Max steps", "max_minutes": "Time budget"}
@@ -89,7 +89,7 @@ def init_widgets() -> None:
 
 
 def options_from_widgets() -> dict:
-    """The run the widgets describe, in core.specs' option vocabulary."""
+    """The run the widgets describe, in core.training.specs' option vocabulary."""
     loss = chosen_loss()
     return dict(**LOSS_CHOICES[state.loss].options, margin=state.margin if loss not in SCALE_LOSSES else None,
                 scale=state.scale if loss in SCALE_LOSSES else None, model=state.model, epochs=state.epochs,

@@ -6,7 +6,7 @@ from lab.session import setup_page
 
 setup_page("Similarity matrix")
 
-from core.inspection import SEED_EXAMPLE, inspect_scores, pick_batch, seed_experiment  # noqa: E402
+from core.inference.inspection import SEED_EXAMPLE, inspect_scores, pick_batch, seed_experiment  # noqa: E402
 from lab import cached, figures  # noqa: E402
 from lab.session import model_picker, show_error  # noqa: E402
 

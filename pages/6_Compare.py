@@ -6,8 +6,9 @@ from lab.session import setup_page
 
 setup_page("Compare")
 
-from core.baselines import COMPARE_COLUMNS, METRICS, comparison_table, sort_table  # noqa: E402
-from core.export import METRIC_COLUMNS, runs_table, safe_csv  # noqa: E402
+from core.inference.baselines import COMPARE_COLUMNS, METRICS, comparison_table, sort_table  # noqa: E402
+from core.saving.safe_csv import safe_csv  # noqa: E402
+from core.training.runs_table import METRIC_COLUMNS, runs_table  # noqa: E402
 from core.models import MODEL_LABELS  # noqa: E402
 from core.saving import list_runs  # noqa: E402
 from lab import cached, compare_view  # noqa: E402

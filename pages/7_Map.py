@@ -7,7 +7,7 @@ from lab.session import setup_page
 
 setup_page("Map")
 
-from core.projection import (  # noqa: E402
+from core.inference.projection import (  # noqa: E402
     DUPLICATE_LABEL, MAP_MAX_POINTS, MAP_SEED, NOT_DUPLICATE_LABEL, nearest, neighbours, sample_indices,
 )
 from lab import cached, map_view  # noqa: E402

@@ -5,8 +5,8 @@ from lab.session import setup_page
 
 setup_page("Deduplicate")
 
-from core.dedup import default_threshold  # noqa: E402
-from core.export import safe_csv  # noqa: E402
+from core.inference.dedup import default_threshold  # noqa: E402
+from core.saving.safe_csv import safe_csv  # noqa: E402
 from lab import cached, dedup_view  # noqa: E402
 from lab.figures import PLOTLY_CONFIG  # noqa: E402
 from lab.session import DataError, get_model, model_picker, show_error  # noqa: E402

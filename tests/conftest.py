@@ -76,8 +76,8 @@ def sample_pairs():
 
 @pytest.fixture(scope="session")
 def train_tiny_model(sample_pairs):
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
 
     pairs, _ = sample_pairs
 

@@ -1,4 +1,4 @@
-"""core.analysis against hand-computed values: the worst errors at a threshold, scores by question
+"""core.inference.analysis against hand-computed values: the worst errors at a threshold, scores by question
 length, questions seen in training, accuracy per group, the seeded cap on held-out pairs."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core import analysis
-from core.analysis import FALSE_NEGATIVE, FALSE_POSITIVE
+from core.inference import analysis
+from core.inference.analysis import FALSE_NEGATIVE, FALSE_POSITIVE
 from core.data import split_pairs, unseen_mask
-from core.evaluation import HeldOut
+from core.inference.evaluation import HeldOut
 
 
 def words(count: int, word: str = "w") -> str:

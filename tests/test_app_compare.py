@@ -8,12 +8,13 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from core.baselines import (
+from core.inference.baselines import (
     COMPARE_COLUMNS, METRICS, TFIDF_LABEL, common_pairs, comparison_row, model_scores, sort_table, tfidf_scores,
 )
 from core.data import split_pairs
-from core.export import METRIC_COLUMNS, RUN_COLUMNS, runs_table, safe_csv
-from core.objectives import LossConfig
+from core.saving.safe_csv import safe_csv
+from core.training.runs_table import METRIC_COLUMNS, RUN_COLUMNS, runs_table
+from core.training.objectives import LossConfig
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs
 from lab import compare_view
@@ -129,7 +130,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
         assert trace["x"] == shown["model"].tolist()
         assert trace["y"] == pytest.approx(shown[column].tolist(), nan_ok=True)
 
-    # the training details, on demand: the runs table of core.export
+    # the training details, on demand: the runs table of core.training.runs_table
     pd.testing.assert_frame_equal(details.reset_index(drop=True), runs_table(runs, MODEL_LABELS))
     assert [b.proto.label for b in at.get("download_button")] == ["Download the table (CSV)",
                                                                   "Download the training details (CSV)"]

@@ -8,7 +8,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-import core.dedup
+import core.inference.dedup
 from core.models import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,15 +17,15 @@ PAGE = str(ROOT / "pages" / "8_Deduplicate.py")
 
 @pytest.fixture
 def encode_calls(monkeypatch) -> list[int]:
-    """Counts core.dedup.encode_corpus calls (the page's only way to encode), with the caches emptied."""
+    """Counts core.inference.dedup.encode_corpus calls (the page's only way to encode), with the caches emptied."""
     calls: list[int] = []
-    real = core.dedup.encode_corpus
+    real = core.inference.dedup.encode_corpus
 
     def counting(model, texts, *args, **kwargs):
         calls.append(len(texts))
         return real(model, texts, *args, **kwargs)
 
-    monkeypatch.setattr(core.dedup, "encode_corpus", counting)
+    monkeypatch.setattr(core.inference.dedup, "encode_corpus", counting)
     st.cache_data.clear()
     st.cache_resource.clear()
     return calls

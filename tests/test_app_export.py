@@ -11,7 +11,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from core.models import ZERO_SHOT, load_model
-from core.onnx_backend import OnnxEncoder
+from core.export.onnx_backend import OnnxEncoder
 
 PAGE = str(Path(__file__).resolve().parent / "apps" / "export_panel_app.py")
 

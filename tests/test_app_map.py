@@ -11,8 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from core.data import load_pairs
 from core.models import load_model
-from core.projection import DUPLICATE_LABEL, NOT_DUPLICATE_LABEL, project_2d, question_labels
-from core.search import corpus_questions
+from core.inference.projection import DUPLICATE_LABEL, NOT_DUPLICATE_LABEL, project_2d, question_labels
+from core.data import corpus_questions
 from lab import map_view
 from lab.figures import hover_text
 from lab.session import ACTIVE_MODEL, data_key
@@ -129,14 +129,14 @@ def test_colour_by_label_and_a_clicked_point(runs_with_models, open_map, plotly_
 
 
 def test_a_large_dataset_is_sampled_with_a_seed(runs_with_models, open_map, plotly_figures, sample, monkeypatch):
-    import core.projection
+    import core.inference.projection
 
-    monkeypatch.setattr(core.projection, "MAP_MAX_POINTS", 100)
+    monkeypatch.setattr(core.inference.projection, "MAP_MAX_POINTS", 100)
     at = open_map(runs_with_models[1]["lstm"])
     texts = corpus_questions(sample)
     [figure] = plotly_figures(at)
     index, _, _, hover, _ = _points(figure)
-    rows = core.projection.sample_indices(len(texts), 100, core.projection.MAP_SEED)
+    rows = core.inference.projection.sample_indices(len(texts), 100, core.inference.projection.MAP_SEED)
     assert len(index) == 100 and hover == [hover_text(texts[i]) for i in rows]
     assert "(a seeded sample of the" in figure["layout"]["title"]["text"]
     assert any(f"seeded sample of 100 (seed 0)" in caption.value for caption in at.caption)

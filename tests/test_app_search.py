@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.data import load_pairs
-from core.search import corpus_questions
+from core.data import corpus_questions
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages" / "5_Search.py")

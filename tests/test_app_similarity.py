@@ -11,7 +11,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.data import load_pairs
-from core.inspection import batch_scores, pick_batch
+from core.inference.inspection import batch_scores, pick_batch
 from core.losses.triplet import triplet_terms
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,10 +4,10 @@ import threading
 
 import pytest
 
-import core.jobs
+import core.training.jobs
 from core.device import cuda_available
-from core.objectives import DEFAULT_MARGINS
-from core.specs import TRAINING_DEFAULTS, spec_from_options
+from core.training.objectives import DEFAULT_MARGINS
+from core.training.specs import TRAINING_DEFAULTS, spec_from_options
 from core.status import CANCELLED, DONE, FAILED
 from lab.session import job_queue
 from lab.training_view import KEEP_UNVALIDATED_LABEL
@@ -141,8 +141,8 @@ class PauseAtFirstStep:
 @pytest.mark.parametrize("keep_unvalidated", [False, True])
 def test_cancel_stops_the_run_and_keeps_it_only_when_asked(train_page, runs_root, rerun_until, keep_unvalidated,
                                                            monkeypatch):
-    pause, real = PauseAtFirstStep(), core.jobs.train_run
-    monkeypatch.setattr(core.jobs, "train_run",
+    pause, real = PauseAtFirstStep(), core.training.jobs.train_run
+    monkeypatch.setattr(core.training.jobs, "train_run",
                         lambda *args, callbacks=(), **kwargs: real(*args, callbacks=[*callbacks, pause], **kwargs))
     at = train_page
     at.selectbox(key="model").set_value("dual-transformer").run()
@@ -268,7 +268,7 @@ def test_max_steps_and_the_time_budget_reach_the_run(train_page, rerun_until):
 
 
 class HeldRun:
-    """Stands in for core.jobs.train_run: holds the job until it is cancelled, so the test can set its progress."""
+    """Stands in for core.training.jobs.train_run: holds the job until it is cancelled, so the test can set its progress."""
 
     def __init__(self):
         self.calls = 0
@@ -280,7 +280,7 @@ class HeldRun:
 
 
 def test_progress_says_starting_then_speed_time_left_and_validation(train_page, monkeypatch):
-    monkeypatch.setattr(core.jobs, "train_run", HeldRun())
+    monkeypatch.setattr(core.training.jobs, "train_run", HeldRun())
     at = train_page
     at.button(key="start").click().run()
     job = session_job(at)
@@ -309,12 +309,12 @@ def test_progress_says_starting_then_speed_time_left_and_validation(train_page, 
 def test_the_validation_curve_is_drawn_live_over_the_presets_reference(train_page, monkeypatch, plotly_figures):
     from dataclasses import replace
 
-    from core.presets import PRESETS
+    from core.training.presets import PRESETS
     from lab.charts import REFERENCE_LABEL
 
     reference = ((0.0, 0.5), (90.0, 0.8), (300.0, 0.9))  # (train seconds, ROC AUC), as a measured preset holds
     monkeypatch.setitem(PRESETS, "sample-demo", replace(PRESETS["sample-demo"], reference_curve=reference))
-    monkeypatch.setattr(core.jobs, "train_run", HeldRun())
+    monkeypatch.setattr(core.training.jobs, "train_run", HeldRun())
     at = train_page
     at.selectbox(key="preset").set_value("sample-demo").run()
     at.button(key="start").click().run()
@@ -350,7 +350,7 @@ def test_the_validation_curve_is_drawn_live_over_the_presets_reference(train_pag
 
 
 def test_a_preset_without_a_measured_curve_draws_no_reference(train_page, monkeypatch, plotly_figures):
-    monkeypatch.setattr(core.jobs, "train_run", HeldRun())
+    monkeypatch.setattr(core.training.jobs, "train_run", HeldRun())
     at = train_page
     at.selectbox(key="preset").set_value("sample-demo").run()
     at.button(key="start").click().run()

@@ -1,5 +1,5 @@
 """The verdict page: a verdict only for the pair last checked, the threshold measured on exactly the pairs
-the model's training held out (core.evaluation.held_out_pairs), the error analysis, hostile text."""
+the model's training held out (core.inference.evaluation.held_out_pairs), the error analysis, hostile text."""
 from __future__ import annotations
 
 import csv
@@ -15,9 +15,9 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from core.data import load_pairs, normalise_questions, split_pairs
-from core.evaluation import held_out_pairs
-from core.export import FORMULA_STARTS
-from core.metrics import ranking_metrics, threshold_metrics
+from core.inference.evaluation import held_out_pairs
+from core.saving.safe_csv import FORMULA_STARTS
+from core.inference.metrics import ranking_metrics, threshold_metrics
 from core.models import ZERO_SHOT, ZERO_SHOT_THRESHOLD
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -368,7 +368,7 @@ def test_questions_threshold_and_model_survive_a_visit_to_another_page(runs_with
 
 
 def test_a_whole_file_is_scored_at_the_threshold_and_downloaded(runs_with_models, monkeypatch, tmp_path):
-    from core.scoring import score_file
+    from core.inference.scoring import score_file
     from lab.session import get_model
 
     stores = []

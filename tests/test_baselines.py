@@ -1,4 +1,4 @@
-"""core.baselines: the common pairs of a comparison, the TF-IDF cosine baseline, the table's rows and order."""
+"""core.inference.baselines: the common pairs of a comparison, the TF-IDF cosine baseline, the table's rows and order."""
 import math
 
 import numpy as np
@@ -8,7 +8,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
 from sklearn.metrics.pairwise import cosine_similarity
 
-from core.baselines import (
+from core.inference.baselines import (
     COMPARE_COLUMNS, common_pairs, comparison_row, comparison_table, model_scores, sort_table, tfidf_scores,
 )
 from core.data import pairs_fingerprint, split_pairs
@@ -51,7 +51,7 @@ def test_tfidf_cosine_of_texts_without_words_is_zero():
 
 # ---- the common pairs -------------------------------------------------------------------------------
 def _config(pairs, name, val_fraction, seed, data_name="bundled sample"):
-    """A config.json as core.pipeline writes it, for a model trained on ``pairs`` with these settings."""
+    """A config.json as core.training.pipeline writes it, for a model trained on ``pairs`` with these settings."""
     val = split_pairs(pairs, val_fraction=val_fraction, test_fraction=0.0, seed=seed).val
     return {"name": name, "data": {"name": data_name, "fingerprint": pairs_fingerprint(pairs),
                                    "validation_fingerprint": pairs_fingerprint(val)},
@@ -154,9 +154,9 @@ def test_sort_table_sorts_by_any_column_with_nan_last():
 
 
 def test_model_scores_equal_pair_scores_and_report_both_towers(tiny_models, sample_pairs):
-    from core.evaluation import pair_scores
+    from core.inference.evaluation import pair_scores
     from core.models import load_model
-    from core.pair_table import PairTable
+    from core.text.pair_table import PairTable
 
     pairs, _ = sample_pairs
     model, _ = load_model(tiny_models["dual-transformer"])

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
+from core.data.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
 
 
 def pairs_frame(rows, index=None) -> pd.DataFrame:
@@ -143,7 +143,7 @@ def test_labelled_batches_deterministic_per_seed():
 
 # ---- length buckets ------------------------------------------------------------------------------
 def test_length_grouped_sorts_each_window_by_length():
-    from core.batching import BUCKET_WINDOW_BATCHES, length_grouped
+    from core.data.batching import BUCKET_WINDOW_BATCHES, length_grouped
 
     assert length_grouped(np.array([0, 1, 2, 3]), np.array([9, 2, 8, 3]), batch_size=2).tolist() == [1, 3, 2, 0]
     # Two windows of 1 * BUCKET_WINDOW_BATCHES rows: each sorted on its own, never merged.
@@ -251,8 +251,8 @@ def test_length_bucketed_labelled_distinct_batches_keep_the_guarantee_and_pad_le
 
 
 def test_the_pair_table_maps_each_batch_kind_to_its_builder():
-    from core.pair_table import PairTable
-    from core.tokenizers import WordTokenizer
+    from core.text.pair_table import PairTable
+    from core.text.tokenizers import WordTokenizer
 
     table = PairTable(CROSSING, WordTokenizer.build(pd.concat([CROSSING.question1, CROSSING.question2]), min_freq=1))
     for kind, builder in (("duplicates", duplicate_free_batches), ("labelled", labelled_batches),

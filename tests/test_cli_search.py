@@ -7,7 +7,7 @@ import pytest
 
 from core.cli import main
 from core.models import load_model
-from core.search import corpus_questions
+from core.data import corpus_questions
 from lab.session import SAMPLE_PATH
 
 

@@ -1,4 +1,4 @@
-"""core.dedup (community clusters on a k-NN graph), core.data.load_questions and `python -m core dedup`."""
+"""core.inference.dedup (community clusters on a k-NN graph), core.data.load_questions and `python -m core dedup`."""
 from __future__ import annotations
 
 import csv
@@ -16,13 +16,13 @@ import pytest
 
 from core.cli import main
 from core.data import DataError, load_questions
-from core.dedup import (
+from core.inference.dedup import (
     COLUMNS, NeighbourGraph, cluster, clusters_frame, dedup_questions, default_threshold, encode_corpus, write_csv,
 )
-from core.export import FORMULA_STARTS
+from core.saving.safe_csv import FORMULA_STARTS
 from core.models import ZERO_SHOT_THRESHOLD, load_model
 from core.models.registry import zero_shot_config
-from core.search import corpus_questions
+from core.data import corpus_questions
 from lab.session import SAMPLE_PATH
 
 
@@ -151,7 +151,7 @@ def test_a_neighbourhood_deeper_than_the_cap_keeps_its_closest_and_is_counted():
 
 
 def test_the_capped_note_names_the_count_the_cap_and_the_threshold():
-    from core.dedup import capped_note
+    from core.inference.dedup import capped_note
 
     assert capped_note(0, 1024, 0.9) is None
     note = capped_note(12_345, 1024, 0.925)
@@ -159,7 +159,7 @@ def test_the_capped_note_names_the_count_the_cap_and_the_threshold():
 
 
 def test_a_hash_collision_falls_back_to_comparing_the_bytes(monkeypatch):
-    import core.dedup as dedup
+    import core.inference.dedup as dedup
 
     vectors = blobs(11, n=120, repeats=30)
     honest = dedup._distinct_rows(vectors, vectors)
@@ -440,7 +440,7 @@ def test_the_command_runs_in_a_fresh_interpreter_without_training_modules(lstm_f
                           env={"PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     code, modules = json.loads(done.stdout.strip().splitlines()[-1])
-    assert code == 0 and "core.dedup" in modules and "core.data.questions" in modules
-    training = ("core.trainer", "core.pipeline", "core.specs", "core.jobs")
+    assert code == 0 and "core.inference.dedup" in modules and "core.data.questions" in modules
+    training = ("core.training.trainer", "core.training.pipeline", "core.training.specs", "core.training.jobs")
     assert not [m for m in modules if m in training or m.startswith(tuple(t + "." for t in training))]
     assert (tmp_path / "c.csv").read_text(encoding="utf-8").startswith(",".join(COLUMNS))

@@ -11,10 +11,10 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from core.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
+from core.training.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
 from core.losses import score_regression_loss
 from core.data.splitting import connected_components
-from core.mining import candidate_pairs, mine_hard_negatives, select_hard_negatives
+from core.training.mining import candidate_pairs, mine_hard_negatives, select_hard_negatives
 from core.models.cross_encoder import CrossEncoder, CrossEncoderConfig
 
 from conftest import synthetic_pairs
@@ -193,8 +193,8 @@ def test_a_stop_event_ends_the_cross_encoder_training_before_its_next_step(tiny_
 # ---- distillation through the pipeline -----------------------------------------------------------
 def test_the_pipeline_trains_on_the_teachers_scores_and_validates_on_the_labels():
     from core.data import Splits
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
 
     pairs = synthetic_pairs(200, seed=0, topics=60)
     soft = pairs.copy()

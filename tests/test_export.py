@@ -18,10 +18,10 @@ import torch
 from tokenizers import Tokenizer
 
 from core.cli import main
-from core.export_model import EXPORT_FORMAT, MANIFEST_FILE, export_model
+from core.export.export_model import EXPORT_FORMAT, MANIFEST_FILE, export_model
 from core.models import ZERO_SHOT, load_model
 from core.saving import save_model
-from core.tokenizers import _PY_WHITESPACE, WordTokenizer
+from core.text.tokenizers import _PY_WHITESPACE, WordTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRA = ["", "   ", "Why don't cats like water???", "What's 2+2... and 3.14 * 10^6?", "Café naïve façade ÀÉÎÕÜ",
@@ -170,7 +170,7 @@ LSTM_WIDTHS = {"max": 5, "mean+max": 6, "mean+max-bi-2": 24, "wordpiece-mean": 4
 def test_onnx_equals_pytorch_for_each_lstm_pooling_and_tokens(variant, sample_pairs, tmp_path):
     """Saved (untrained), loaded back, exported: the graph and its tokenizer.json say what PyTorch says."""
     from core.models.siamese_lstm import SiameseLSTM, SiameseLSTMConfig
-    from core.tokenizers import bert_wordpiece
+    from core.text.tokenizers import bert_wordpiece
 
     options = LSTM_VARIANTS[variant]
     pairs, _ = sample_pairs

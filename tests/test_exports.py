@@ -8,7 +8,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.export import FORMULA_STARTS, safe_csv
+from core.saving.safe_csv import FORMULA_STARTS, safe_csv
 
 cells = st.one_of(
     st.text(max_size=30),

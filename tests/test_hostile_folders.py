@@ -39,7 +39,7 @@ from core.models.minilm import BERT_DEFAULTS
 from core.saving import (
     CONFIG_FILE, WEIGHTS_FILE, ModelLoadError, check_regular_file, list_runs, read_regular_file, save_model,
 )
-from core.tokenizers import WORD_VOCAB_FILE, WORDPIECE_VOCAB_FILE, WordTokenizer, bert_wordpiece
+from core.text.tokenizers import WORD_VOCAB_FILE, WORDPIECE_VOCAB_FILE, WordTokenizer, bert_wordpiece
 
 VOCAB, EMBED, HIDDEN = 99, 24, 32
 FAST = 5.0  # seconds: every refusal below takes milliseconds; this only keeps a regression from hanging CI
@@ -344,7 +344,7 @@ def test_bad_bert_sub_configs_are_refused(saved, tmp_path, edit, match):
 
 def test_the_installed_minilm_config_passes_the_bert_checks():
     from core.saving import read_json_file
-    from core.tokenizers import minilm_folder
+    from core.text.tokenizers import minilm_folder
 
     bert = read_json_file(minilm_folder() / "config.json")
     config = MiniLMConfig(bert=bert)

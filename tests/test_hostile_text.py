@@ -23,7 +23,7 @@ import torch
 from core.cli import main
 from core.data import load_pairs
 from core.models import MiniLM, SiameseLSTM, SiameseLSTMConfig
-from core.tokenizers import WordTokenizer, bert_wordpiece
+from core.text.tokenizers import WordTokenizer, bert_wordpiece
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "<script>alert(1)</script>"

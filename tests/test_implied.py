@@ -84,9 +84,9 @@ def test_a_run_with_implied_pairs_trains_on_them_and_records_how_many(tmp_path):
     import json
 
     from core.data import Splits
-    from core.jobs import run_label
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.jobs import run_label
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
     from tests.conftest import synthetic_pairs
 
     # Chains of duplicates (t0 ~ t1 ~ t2 ...) give closure pairs; non-duplicates across chains give swaps.

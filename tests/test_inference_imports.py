@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAINING_MODULES = ["core.trainer", "core.pipeline", "core.specs", "core.jobs"]
+TRAINING_MODULES = ["core.training.trainer", "core.training.pipeline", "core.training.specs", "core.training.jobs"]
 
 # Runs in a fresh interpreter, so modules imported by other tests cannot hide an import.
 SCRIPT = r"""

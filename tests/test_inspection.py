@@ -1,4 +1,4 @@
-"""core.inspection: the seeds' worked example by hand, batch picking, the seeds' experiment."""
+"""core.inference.inspection: the seeds' worked example by hand, batch picking, the seeds' experiment."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from core.inspection import SEED_EXAMPLE, batch_scores, inspect_scores, pick_batch, seed_experiment
+from core.inference.inspection import SEED_EXAMPLE, batch_scores, inspect_scores, pick_batch, seed_experiment
 from core.losses.triplet import triplet_terms
 
 

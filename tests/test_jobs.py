@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import core.jobs
-from core.jobs import (CANCELLED, DONE, FAILED, RUNNING, SPEED_WINDOW, WAITING, JobQueue, Progress, TrainingJob,
+import core.training.jobs
+from core.training.jobs import (CANCELLED, DONE, FAILED, RUNNING, SPEED_WINDOW, WAITING, JobQueue, Progress, TrainingJob,
                        run_label)
 from core.models import load_model
-from core.specs import RunSpec, spec_from_options
-from core.trainer import TrainConfig
+from core.training.specs import RunSpec, spec_from_options
+from core.training.trainer import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120  # generous: only a guard against a hang, never a speed assertion
@@ -40,14 +40,14 @@ class Gate:
         self.entered = threading.Semaphore(0)
 
     def install(self, monkeypatch):
-        real = core.jobs.train_run
+        real = core.training.jobs.train_run
 
         def gated(*args, **kwargs):
             self.entered.release()
             assert self.open.wait(TIMEOUT)
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(core.jobs, "train_run", gated)
+        monkeypatch.setattr(core.training.jobs, "train_run", gated)
         return self
 
 
@@ -105,12 +105,12 @@ class PauseAtFirstStep:
 @pytest.mark.parametrize("keep_unvalidated", [False, True])
 def test_cancel_a_running_job(pairs, tmp_path, monkeypatch, keep_unvalidated):
     pause = PauseAtFirstStep()
-    real = core.jobs.train_run
+    real = core.training.jobs.train_run
 
     def with_pause(*args, callbacks=(), **kwargs):
         return real(*args, callbacks=[*callbacks, pause], **kwargs)
 
-    monkeypatch.setattr(core.jobs, "train_run", with_pause)
+    monkeypatch.setattr(core.training.jobs, "train_run", with_pause)
     queue = JobQueue(max_running=1)
     spec = dataclasses.replace(tiny_spec(epochs=3), keep_unvalidated=keep_unvalidated)
     job = queue.submit(TrainingJob(spec, pairs, str(tmp_path)))
@@ -183,7 +183,7 @@ class Clock:
 
 def test_speed_and_time_left_follow_the_last_steps_not_the_whole_run():
     clock, trainer, progress = Clock(), FakeTrainer(total_steps=100), Progress()
-    recorder = core.jobs._Recorder(progress, clock=clock)
+    recorder = core.training.jobs._Recorder(progress, clock=clock)
     assert progress.phase == "" and progress.seconds_left is None  # the page says "Starting…"
     recorder.on_train_start(trainer)
     assert (progress.total_steps, progress.total_epochs) == (100, 2)
@@ -203,7 +203,7 @@ def test_speed_and_time_left_follow_the_last_steps_not_the_whole_run():
 
 def test_time_left_stays_within_the_time_budget():
     clock, trainer, progress = Clock(), FakeTrainer(total_steps=1000, max_minutes=2.0), Progress()
-    recorder = core.jobs._Recorder(progress, clock=clock)
+    recorder = core.training.jobs._Recorder(progress, clock=clock)
     recorder.on_train_start(trainer)
     for _ in range(30):
         clock.now += 3.0

@@ -92,11 +92,11 @@ def test_package_exports_exactly_the_public_losses():
 
 
 def test_contrastive_forms_are_declared_once():
-    import core.objectives
+    import core.training.objectives
 
     assert CONTRASTIVE_FORMS == ("squared_hinge", "margin_squared")
     assert core.losses.contrastive.CONTRASTIVE_FORMS is CONTRASTIVE_FORMS
-    assert core.objectives.CONTRASTIVE_FORMS is CONTRASTIVE_FORMS  # re-exported, not a copy
+    assert core.training.objectives.CONTRASTIVE_FORMS is CONTRASTIVE_FORMS  # re-exported, not a copy
     assert REDUCTIONS == ("mean", "sum", "none")
 
 

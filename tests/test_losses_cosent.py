@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.export_model import _loss_line
+from core.export.export_model import _loss_line
 from core.losses import cosent_loss
 from core.losses.similarity import pair_similarity, similarity_matrix
 from tests.conftest import synthetic_pairs
-from core.objectives import LossConfig, Objective
+from core.training.objectives import LossConfig, Objective
 
 BATCH, DIM = 11, 6  # deliberately different so a transposed shape cannot pass
 R = 1 / math.sqrt(2)  # cos 45 degrees
@@ -181,8 +181,8 @@ def test_the_model_card_names_cosent_and_its_lambda():
 
 # ---- end to end ----------------------------------------------------------------------------------
 def test_a_tiny_cosent_run_learns_the_synthetic_task():
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
     from core.status import DONE
 
     spec = spec_from_options(model="lstm", loss="cosent", epochs=6, batch_size=16, lr=2e-2, device="cpu", patience=0,

@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from core.export_model import _loss_line
+from core.export.export_model import _loss_line
 from core.losses import contrastive_loss, in_batch_softmax_loss, multitask_loss
-from core.objectives import LossConfig, Objective
+from core.training.objectives import LossConfig, Objective
 from tests.conftest import synthetic_pairs
 
 BATCH, DIM = 7, 5
@@ -150,11 +150,11 @@ def test_the_model_card_names_both_terms():
 
 @pytest.mark.parametrize("loss", ["multitask", "cosent"])
 def test_multi_process_runs_are_refused_in_one_line(monkeypatch, loss):
-    import core.distributed
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    import core.training.distributed
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
 
-    monkeypatch.setattr(core.distributed, "current", lambda: core.distributed.DistContext(0, 2, 0))
+    monkeypatch.setattr(core.training.distributed, "current", lambda: core.training.distributed.DistContext(0, 2, 0))
     spec = spec_from_options(model="lstm", loss=loss, epochs=1, batch_size=8, device="cpu",
                              model_options={"embedding_dim": 12, "hidden_size": 10})
     with pytest.raises(ValueError) as raised:
@@ -165,8 +165,8 @@ def test_multi_process_runs_are_refused_in_one_line(monkeypatch, loss):
 
 # ---- end to end ----------------------------------------------------------------------------------
 def test_a_tiny_multitask_run_learns_the_synthetic_task():
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
     from core.status import DONE
 
     spec = spec_from_options(model="lstm", loss="multitask", epochs=6, batch_size=16, lr=2e-2, device="cpu",

@@ -9,8 +9,8 @@ import torch
 
 from core.models import DualEncoder, DualEncoderConfig, MiniLM, SiameseLSTM, SiameseLSTMConfig
 from core.models.siamese_lstm import WORDPIECE_VOCAB_SIZE, pool
-from core.specs import spec_from_options
-from core.tokenizers import WordTokenizer, bert_wordpiece, minilm_folder
+from core.training.specs import spec_from_options
+from core.text.tokenizers import WordTokenizer, bert_wordpiece, minilm_folder
 
 # All different, so a transposed tensor cannot pass unnoticed.
 VOCAB, EMBED, HIDDEN, SEQ, BATCH = 99, 24, 32, 7, 13

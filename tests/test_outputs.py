@@ -115,8 +115,8 @@ def set_validation_auc(folder: Path, auc: float) -> None:
 
 @pytest.mark.parametrize("saved_auc,replaced", [(0.99, False), (0.0, True)])
 def test_a_cancelled_run_replaces_a_model_only_when_better(tmp_path, sample_pairs, saved_auc, replaced):
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
 
     pairs, _ = sample_pairs
     out = tmp_path / "model"
@@ -138,8 +138,8 @@ def test_a_cancelled_run_replaces_a_model_only_when_better(tmp_path, sample_pair
 
 
 def test_a_run_cancelled_before_its_first_validation_never_replaces_a_model(tmp_path, sample_pairs):
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
 
     pairs, _ = sample_pairs
     out = tmp_path / "model"
@@ -232,8 +232,8 @@ def test_an_unwritable_output_is_found_before_training(capsys, tmp_path, where):
 
 
 def test_the_app_runs_folder_follows_the_same_rule(tmp_path, sample_pairs):
-    from core.pipeline import train_run
-    from core.specs import spec_from_options
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
 
     root = tmp_path / "runs"
     root.mkdir()

@@ -1,4 +1,4 @@
-"""core.projection: PCA coordinates, k-means clusters and cosine neighbours against numpy / sklearn references."""
+"""core.inference.projection: PCA coordinates, k-means clusters and cosine neighbours against numpy / sklearn references."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,7 +7,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import cosine_similarity
 from sklearn.preprocessing import normalize
 
-from core.projection import (
+from core.inference.projection import (
     DUPLICATE_LABEL, NOT_DUPLICATE_LABEL, clusters, map_layout, nearest, neighbours, project_2d,
     question_labels, sample_indices,
 )

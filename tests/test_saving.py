@@ -17,7 +17,7 @@ from core.saving import (
     run_folder,
     save_model,
 )
-from core.tokenizers import WORD_VOCAB_FILE, WORDPIECE_VOCAB_FILE, WordTokenizer, bert_wordpiece
+from core.text.tokenizers import WORD_VOCAB_FILE, WORDPIECE_VOCAB_FILE, WordTokenizer, bert_wordpiece
 
 VOCAB, EMBED, HIDDEN = 99, 24, 32
 TEXTS = ["How old are you?", "What is your age, my friend?", "w5 w6 w7 w8 w9 w10 w11", ""]

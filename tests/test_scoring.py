@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from core.cli import main
-from core.metrics import evaluate_scores
+from core.inference.metrics import evaluate_scores
 from core.models import load_model
-from core.scoring import score_file
+from core.inference.scoring import score_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"

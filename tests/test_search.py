@@ -1,4 +1,4 @@
-"""core.search against brute force: exact FlatIP, HNSW recall, save/load, the fingerprint cache, and a
+"""core.inference.search against brute force: exact FlatIP, HNSW recall, save/load, the fingerprint cache, and a
 cache someone tampered with (rebuilt, never trusted)."""
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import torch
 
 import faiss
 
-from core import search
-from core.search import SearchIndex, corpus_questions, fingerprint, load_or_build, model_fingerprint
+from core.inference import search
+from core.data import corpus_questions
+from core.inference.search import SearchIndex, fingerprint, load_or_build, model_fingerprint
 
 
 class TableEncoder:
@@ -299,7 +300,7 @@ def test_cli_search_over_a_tampered_cache_prints_the_true_neighbours(tmp_path, c
     from core.cli import main
     from core.models import SiameseLSTM, SiameseLSTMConfig
     from core.saving import save_model
-    from core.tokenizers import WordTokenizer
+    from core.text.tokenizers import WordTokenizer
 
     pairs, _ = sample_pairs
     texts = corpus_questions(pairs)

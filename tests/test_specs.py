@@ -8,9 +8,9 @@ import pytest
 
 from core.cli import _train_spec, build_parser
 from core.models import DualEncoderConfig, SiameseLSTMConfig
-from core.presets import PRESETS
-from core.objectives import LossConfig
-from core.specs import LOSS_CHOICES, TRAINING_DEFAULTS, SpecError, loss_choice, size_defaults, spec_from_options
+from core.training.presets import PRESETS
+from core.training.objectives import LossConfig
+from core.training.specs import LOSS_CHOICES, TRAINING_DEFAULTS, SpecError, loss_choice, size_defaults, spec_from_options
 from lab.session import job_queue
 
 SAMPLE = "assets/sample_pairs.csv"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.tokenizers import (
+from core.text.tokenizers import (
     WORD_VOCAB_FILE,
     WORDPIECE_VOCAB_FILE,
     TokenTable,
@@ -182,7 +182,7 @@ def test_bad_tokenizer_settings_raise_value_error(tmp_path):
 
 
 def test_count_is_the_length_before_truncation():
-    from core.tokenizers import WordTokenizer, bert_wordpiece
+    from core.text.tokenizers import WordTokenizer, bert_wordpiece
 
     words = WordTokenizer(["<pad>", "<unk>", "how"], max_length=3)
     assert words.count("How old are you ?") == 5  # how, old, are, you, ?

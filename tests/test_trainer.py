@@ -11,12 +11,12 @@ import torch.nn.functional as F
 
 from core.losses import contrastive_loss, in_batch_softmax_loss, triplet_loss
 from core.models import SiameseLSTM, SiameseLSTMConfig
-from core.objectives import DEFAULT_MARGINS, LOSS_NAMES, LossConfig, Objective
-from core.pair_table import PairTable
-from core.tokenizers import WordTokenizer
-from core.evaluation import calibrate
+from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, LossConfig, Objective
+from core.text.pair_table import PairTable
+from core.text.tokenizers import WordTokenizer
+from core.inference.evaluation import calibrate
 from core.status import CANCELLED, DONE
-from core.trainer import TrainConfig, Trainer, TrainingError
+from core.training.trainer import TrainConfig, Trainer, TrainingError
 from tests.conftest import synthetic_pairs
 
 BATCH, DIM = 13, 24

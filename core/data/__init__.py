@@ -16,12 +16,12 @@ from core.data.reading import (
     load_pairs,
     normalise_questions,
 )
-from core.data.questions import QUESTION_ALIASES, QuestionsReport, load_questions
+from core.data.questions import QUESTION_ALIASES, QuestionsReport, corpus_questions, load_questions
 from core.data.splitting import Splits, dataset_summary, pairs_fingerprint, split_pairs, unseen_mask
 
 __all__ = [
     "DELIMITERS", "EMPTY_QUESTION", "FALSE_LABELS", "MALFORMED_LINE", "MAX_EXAMPLES", "ROLES", "ROLE_ALIASES",
     "TRUE_LABELS", "UNREADABLE_LABEL", "DataError", "LoadReport", "Splits", "dataset_summary", "load_pairs",
     "normalise_questions", "pairs_fingerprint", "split_pairs", "unseen_mask",
-    "QUESTION_ALIASES", "QuestionsReport", "load_questions",
+    "QUESTION_ALIASES", "QuestionsReport", "corpus_questions", "load_questions",
 ]

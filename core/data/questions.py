@@ -6,7 +6,7 @@ Three shapes are read, told apart by the first line:
   sentence, title, q): every non-empty cell of that column, in file order, repeats kept (a repeated
   question is a duplicate to find);
 - a pairs file (a header naming question1 and question2, or their aliases, as ``load_pairs`` reads
-  them): the distinct questions of both columns in first-seen order, as ``core.search.corpus_questions``
+  them): the distinct questions of both columns in first-seen order, as ``corpus_questions``
   gives them (labels are not needed);
 - anything else: plain text, one question per line (the first line is a question too).
 
@@ -32,7 +32,7 @@ from core.data.parsing import (
     parse_any_encoding,
     read_text_bytes,
 )
-from core.data.reading import EMPTY_QUESTION, MALFORMED_LINE, MAX_EXAMPLES, _describe_counts, _record_line
+from core.data.reading import EMPTY_QUESTION, MALFORMED_LINE, MAX_EXAMPLES, _describe_counts, _record_line, normalise_questions
 
 QUESTION_ALIASES = ("question", "text", "sentence", "title", "q")
 COLUMN, PAIRS, LINES = "column", "pairs", "lines"  # the three shapes
@@ -64,6 +64,19 @@ class QuestionsReport:
         report = asdict(self)
         report["examples"] = [list(example) for example in self.examples]
         return report
+
+
+def corpus_questions(pairs: pd.DataFrame) -> list[str]:
+    """The distinct questions of both columns in first-seen order (question1 before question2 within a
+    row), stripped, each under its first spelling; empty texts are left out. "Distinct" is
+    ``normalise_questions`` equality, the one definition the Data page counts with too."""
+    texts = [str(text).strip() for pair in zip(pairs["question1"], pairs["question2"]) for text in pair]
+    keys = normalise_questions(texts)
+    seen: dict[str, str] = {}
+    for key, text in zip(keys, texts):
+        if text:
+            seen.setdefault(key, text)
+    return list(seen.values())
 
 
 def load_questions(source) -> tuple[list[str], QuestionsReport]:
@@ -179,8 +192,6 @@ def _columns(data: bytes, name: str, shape: str, delimiter: str,
     if shape == COLUMN:
         questions = grid[~empty[:, 0], 0].tolist()
     else:
-        from core.search import corpus_questions
-
         pairs = pd.DataFrame({"question1": grid[:, 0], "question2": grid[:, 1]})
         questions = corpus_questions(pairs)
         repeated = int((~empty).sum()) - len(questions)

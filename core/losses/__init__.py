@@ -5,7 +5,7 @@ One convention for every loss: it takes raw vectors and owns its similarity and 
 distance of unit vectors for contrastive), and takes ``reduction="mean" | "sum" | "none"`` (checked
 and applied by ``core.losses.reduction.reduce``; CoSENT, one log-sum-exp over the whole batch, takes
 only "mean"). ``multitask_loss`` adds two of them rather than computing anything itself. Gathering
-vectors across processes is not a loss's business (see ``core.distributed.wrap``).
+vectors across processes is not a loss's business (see ``core.training.distributed.wrap``).
 """
 
 from core.losses.contrastive import CONTRASTIVE_FORMS, contrastive_loss

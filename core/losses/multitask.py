@@ -36,7 +36,7 @@ def multitask_loss(
     Each duplicate anchor v1_i scores against the v2 of every duplicate row (its own is the target,
     0..n-1) and, as extra hard negatives, the v2 of every non-duplicate row of the batch: B
     candidates in all. Those v2 are only negatives if no question occurs twice in the batch (the
-    "labelled_distinct" batches of ``core.batching`` guarantee it). A batch without duplicates has
+    "labelled_distinct" batches of ``core.data.batching`` guarantee it). A batch without duplicates has
     a softmax term of 0 (still on the graph).
 
     Reduction: "mean" averages each term over its own rows (the contrastive over B, the softmax

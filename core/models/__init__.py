@@ -1,11 +1,11 @@
 """The three model families, behind one interface (``PairEncoder``), and their registry.
 
-The names and labels (``core.models.names``) load at once; everything else loads on first use, so a
+The names and labels (``core.model_names``) load at once; everything else loads on first use, so a
 page that only shows names (the app's home page) never waits for torch.
 """
 import importlib
 
-from core.models.names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LABEL
+from core.model_names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LABEL
 
 _LAZY = {
     "PairEncoder": "core.models.base",

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.encoding_batches import TOKEN_BUDGETS, encoding_batches
-from core.tokenizers import TokenTable, Tokenizer
+from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
+from core.text.tokenizers import TokenTable, Tokenizer
 
 
 class PairEncoder(nn.Module):
@@ -30,7 +30,7 @@ class PairEncoder(nn.Module):
     # ---- what a family implements -------------------------------------------------------------
     @classmethod
     def for_run(cls, spec, train_texts: Sequence[str]) -> "PairEncoder":
-        """A model ready to train for a ``core.specs.RunSpec``; ``train_texts`` may shape its vocabulary."""
+        """A model ready to train for a ``core.training.specs.RunSpec``; ``train_texts`` may shape its vocabulary."""
         raise NotImplementedError
 
     @classmethod
@@ -92,7 +92,7 @@ class PairEncoder(nn.Module):
         """Vectors for every row of an already-tokenised table, (N, d) float32 on the CPU.
 
         Rows are processed longest-first so each chunk pads to a similar length, in chunks of at most
-        ``batch_size`` rows and the family's token budget (``core.encoding_batches``); the result is in
+        ``batch_size`` rows and the family's token budget (``core.text.encoding_batches``); the result is in
         the table's original order. ``progress(done, total)`` is called after every chunk.
         """
         was_training = self.training

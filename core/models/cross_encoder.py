@@ -6,7 +6,7 @@ vector first, cannot make. It is far slower to search with (every pair is a forw
 can be indexed), so here it is a teacher and an upper reference, not a model users serve.
 
 Reference: Thakur et al. (2021), "Augmented SBERT", which trains such a cross-encoder on the gold
-pairs and distils it into the bi-encoder (``core.distillation``).
+pairs and distils it into the bi-encoder (``core.training.distillation``).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 
 from core.models.minilm import check_bert_config, pretrained_bert
-from core.tokenizers import WORDPIECE_VOCAB_FILE, minilm_folder
+from core.text.tokenizers import WORDPIECE_VOCAB_FILE, minilm_folder
 
 PairTokens = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, mask, token types: (B, T) each
 

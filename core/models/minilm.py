@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from core.models.base import PairEncoder
-from core.tokenizers import bert_wordpiece, minilm_folder
+from core.text.tokenizers import bert_wordpiece, minilm_folder
 
 # Cosine threshold for zero-shot MiniLM, used whenever a zero-shot verdict is asked for without an
 # explicit threshold. It approximates the best-accuracy threshold of zero-shot MiniLM on the bundled
-# sample (assets/sample_pairs.csv, 479 pairs): core.metrics.best_thresholds on its cosines gives
+# sample (assets/sample_pairs.csv, 479 pairs): core.inference.metrics.best_thresholds on its cosines gives
 # 0.779 (accuracy 0.820 there; 0.800 at 0.80). No command computes it; it is a fixed constant.
 ZERO_SHOT_THRESHOLD = 0.80
 

@@ -23,10 +23,10 @@ from core.models.dual_encoder import DualEncoder
 from core.models.minilm import ZERO_SHOT_THRESHOLD, MiniLM
 from core.models.siamese_lstm import SiameseLSTM
 
-from core.models.names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
+from core.model_names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
 
 MODEL_TYPES: dict[str, type[PairEncoder]] = {cls.model_type: cls for cls in (SiameseLSTM, DualEncoder, MiniLM)}
-assert tuple(MODEL_TYPES) == MODEL_NAMES, "core.models.names must list every family, in menu order"
+assert tuple(MODEL_TYPES) == MODEL_NAMES, "core.model_names must list every family, in menu order"
 MAX_PARAMETERS_ENV = "SIAMESE_LAB_MAX_PARAMETERS"
 DEFAULT_MAX_PARAMETERS = 200_000_000
 
@@ -76,7 +76,7 @@ def check_model_size(model_type: str, config) -> int:
 
 
 def build_model(spec, train_texts: Sequence[str]) -> PairEncoder:
-    """A model ready to train for a ``core.specs.RunSpec``."""
+    """A model ready to train for a ``core.training.specs.RunSpec``."""
     return MODEL_TYPES[spec.model].for_run(spec, train_texts)
 
 
@@ -94,7 +94,8 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     """
     if str(source) == ZERO_SHOT:
         return MiniLM.pretrained().to(device).eval(), zero_shot_config()
-    from core.saving import CONFIG_FILE, WEIGHTS_FILE, ModelLoadError, config_from_dict, read_config, read_tokenizer, read_weights
+    from core.saving import CONFIG_FILE, WEIGHTS_FILE, ModelLoadError, config_from_dict, read_config, read_weights
+    from core.text.tokenizers import read_tokenizer
     from core.saving.model_folder import weights_max_bytes
 
     folder = Path(source)

@@ -11,7 +11,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from core.models.base import PairEncoder
 from core.models.pretrained_embeddings import MINILM_WIDTH, minilm_embedding_table
-from core.tokenizers import WordPieceTokenizer, WordTokenizer, bert_wordpiece
+from core.text.tokenizers import WordPieceTokenizer, WordTokenizer, bert_wordpiece
 
 POOLINGS = ("mean", "max", "mean+max")
 TOKENS = {"words": WordTokenizer.kind, "wordpiece": WordPieceTokenizer.kind}  # setting -> tokenizer kind

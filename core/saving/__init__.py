@@ -7,7 +7,7 @@
 * ``atomic``: ``write_folder_atomically`` replaces a folder so that a crash at any moment leaves the
   previous content or the new one, whole (its docstring states the guarantees).
 * ``model_folder``: the schema (``config.json`` + ``model.safetensors`` + vocabulary): ``save_model``
-  and the checked readers (``read_config``, ``config_from_dict``, ``read_tokenizer``, ``read_weights``)
+  and the checked readers (``read_config``, ``config_from_dict``, ``read_weights``)
   that ``core.models.load_model`` builds a model from; nothing is ever unpickled or run from the folder.
 * ``output``: where a training may write: ``claim_output`` / ``claim_new_run`` refuse paths that are not
   ours, replace a model only with ``overwrite``, and lock the folder for one writer, all before training.
@@ -31,7 +31,6 @@ from core.saving.model_folder import (
     check_metadata,
     config_from_dict,
     read_config,
-    read_tokenizer,
     read_weights,
     save_model,
     weights_max_bytes,
@@ -42,7 +41,7 @@ from core.saving.runs import check_run_name, list_runs, recover_interrupted_save
 __all__ = [
     "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "OLD_PREFIX", "TEMP_PREFIX", "WEIGHTS_FILE", "ModelLoadError",
     "check_run_name", "config_from_dict", "list_runs", "read_config", "OutputClaim", "OutputError", "claim_new_run", "claim_output",
-    "read_tokenizer", "read_weights", "recover_interrupted_saves", "run_folder", "save_model",
+    "read_weights", "recover_interrupted_saves", "run_folder", "save_model",
     "write_folder_atomically",
     "CONFIG_MAX_BYTES", "JSON_MAX_DEPTH", "VOCAB_MAX_BYTES", "check_metadata", "check_regular_file",
     "read_json_file", "read_regular_file", "weights_max_bytes",

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -26,9 +27,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from core.saving.atomic import write_folder_atomically
+from core.saving.atomic import displaced_folders, write_folder_atomically
 from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, open_regular_file, read_json_file
-from core.tokenizers import tokenizer_from_dict
+from core.model_names import MODEL_NAMES
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -37,11 +38,12 @@ FORMAT_VERSION = 1
 INT_FIELD_MAX = 10_000_000  # any int field of a model config; a field's metadata "max" may lower it
 WEIGHTS_SLACK_BYTES = 16 * 1024 * 1024  # safetensors header and alignment, beyond 4 bytes per parameter
 THRESHOLD_SLACK = 1e-3  # calibration may put a threshold 1e-6 beyond the highest cosine (1.0)
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # a run folder's name
 CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB config holds ~15,000)
 
 __all__ = [
     "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "WEIGHTS_FILE", "ModelLoadError", "check_metadata",
-    "config_from_dict", "read_config", "read_tokenizer", "read_weights", "save_model", "weights_max_bytes",
+    "config_from_dict", "read_config", "read_weights", "save_model", "weights_max_bytes",
 ]
 
 
@@ -87,10 +89,7 @@ def read_config(folder: str | Path) -> dict:
     (``check_metadata``); ModelLoadError otherwise."""
     folder = Path(folder)
     if not folder.is_dir():
-        # Imported here: runs.py builds on this module (list_runs reads configs).
-        from core.saving.runs import _interrupted_saves
-
-        previous = _interrupted_saves(folder.parent).get(folder.name)
+        previous = interrupted_saves(folder.parent).get(folder.name)
         if previous is not None:
             raise ModelLoadError(
                 f"no model folder at {folder}: an interrupted save left the previous model in "
@@ -103,9 +102,6 @@ def read_config(folder: str | Path) -> dict:
         raise ModelLoadError(f"{folder} has no {CONFIG_FILE}; it is not a saved model") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise ModelLoadError(f"{path} is not a {FORMAT} config")
-    # Imported here: the model registry sits above this module (it loads through it).
-    from core.models.names import MODEL_NAMES
-
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or model_type not in MODEL_NAMES:
         raise ModelLoadError(f"{path}: unknown model type {model_type!r}; expected one of {', '.join(MODEL_NAMES)}")
@@ -210,24 +206,6 @@ def config_from_dict(cls, values: dict):
         raise ModelLoadError(f"{cls.__name__}: {error}") from None
 
 
-def read_tokenizer(folder: str | Path, config: dict, vocab_size: int | None = None):
-    """The tokenizer described by ``config["tokenizer"]``, with its vocabulary file from ``folder``
-    (a regular file inside it, at most 64 MiB); ModelLoadError when the file is missing or the
-    tokenizer unusable, or when ``vocab_size`` is given and the vocabulary has another size."""
-    folder = Path(folder)
-    settings = config.get("tokenizer", {})
-    if not isinstance(settings, Mapping):
-        raise ModelLoadError(f"{folder / CONFIG_FILE}: tokenizer must be a JSON object")
-    try:
-        return tokenizer_from_dict(dict(settings), folder, vocab_size=vocab_size)
-    except ModelLoadError:
-        raise
-    except FileNotFoundError as error:
-        raise ModelLoadError(f"{folder}: tokenizer file missing ({Path(error.filename or '?').name})") from None
-    except (ValueError, UnicodeDecodeError, Exception) as error:  # tokenizers raises plain Exception
-        raise ModelLoadError(f"{folder}: unusable tokenizer: {error}") from None
-
-
 def weights_max_bytes(parameters: int) -> int:
     """The largest model.safetensors accepted for a model of ``parameters`` parameters: 4 bytes
     (float32) each plus 16 MiB for the header."""
@@ -247,17 +225,13 @@ def _first_non_finite(weights: dict[str, torch.Tensor]) -> str | None:
     return None
 
 
-def read_weights(folder: str | Path, max_bytes: int | None = None) -> dict[str, torch.Tensor]:
+def read_weights(folder: str | Path, max_bytes: int) -> dict[str, torch.Tensor]:
     """The tensors in ``folder``'s model.safetensors (never unpickled); ModelLoadError when the file is
-    missing, not a regular file inside the folder, larger than ``max_bytes`` (default: what the
-    largest allowed model needs, see ``core.models.registry.max_parameters``), not readable
+    missing, not a regular file inside the folder, larger than ``max_bytes`` (``weights_max_bytes`` of the
+    model's parameter count, which the caller knows from its config), not readable
     safetensors, or holds a NaN or infinite value."""
     folder = Path(folder)
     weights_path = folder / WEIGHTS_FILE
-    if max_bytes is None:
-        from core.models.registry import max_parameters
-
-        max_bytes = weights_max_bytes(max_parameters())
     try:
         with open_regular_file(weights_path, max_bytes, folder=folder) as (fd, _):
             # Load through the descriptor already checked, so the file cannot be swapped in between.
@@ -273,3 +247,21 @@ def read_weights(folder: str | Path, max_bytes: int | None = None) -> dict[str, 
     if bad is not None:
         raise ModelLoadError(f"{weights_path}: tensor {bad!r} holds NaN or infinite values; refused")
     return weights
+
+
+def interrupted_saves(root: Path) -> dict[str, Path]:
+    """Run name -> its complete ``.old-<name>-*`` folder, for runs whose folder is missing.
+
+    Only the two-rename fallback of ``save_model`` can leave this state (killed between its renames).
+    """
+    newest: dict[str, tuple[str, Path]] = {}  # several interrupted saves of one run: keep the newest
+    for name, path in displaced_folders(root):
+        if not SAFE_NAME.match(name) or not (path / WEIGHTS_FILE).is_file():
+            continue
+        try:
+            saved_at = str(read_config(path).get("saved_at", ""))
+        except ModelLoadError:
+            continue
+        if name not in newest or saved_at > newest[name][0]:
+            newest[name] = (saved_at, path)
+    return {name: path for name, (_, path) in newest.items()}

@@ -10,18 +10,16 @@ puts it back.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
-from core.saving.atomic import OLD_PREFIX, TEMP_PREFIX, displaced_folders
-from core.saving.model_folder import WEIGHTS_FILE, ModelLoadError, read_config
+from core.saving.atomic import OLD_PREFIX, TEMP_PREFIX
+from core.saving.model_folder import SAFE_NAME, WEIGHTS_FILE, ModelLoadError, interrupted_saves, read_config
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def check_run_name(name: str) -> str:
     """A run name is one plain folder name: no separators, no '..', nothing hidden."""
-    if not isinstance(name, str) or not _SAFE_NAME.match(name) or ".." in name:
+    if not isinstance(name, str) or not SAFE_NAME.match(name) or ".." in name:
         raise ModelLoadError(f"{name!r} is not a valid model name (letters, digits, '.', '_' and '-' only)")
     return name
 
@@ -36,7 +34,7 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     runs, problems = [], []
     if not root.is_dir():
         return runs, problems
-    for name, previous in _interrupted_saves(root).items():
+    for name, previous in interrupted_saves(root).items():
         problems.append(f"{name}: missing after an interrupted save; the previous model is in {previous.name} "
                         "and recover_interrupted_saves() puts it back")
     for path in sorted(root.iterdir()):
@@ -60,24 +58,6 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     return runs, problems
 
 
-def _interrupted_saves(root: Path) -> dict[str, Path]:
-    """Run name -> its complete ``.old-<name>-*`` folder, for runs whose folder is missing.
-
-    Only the two-rename fallback of ``save_model`` can leave this state (killed between its renames).
-    """
-    newest: dict[str, tuple[str, Path]] = {}  # several interrupted saves of one run: keep the newest
-    for name, path in displaced_folders(root):
-        if not _SAFE_NAME.match(name) or not (path / WEIGHTS_FILE).is_file():
-            continue
-        try:
-            saved_at = str(read_config(path).get("saved_at", ""))
-        except ModelLoadError:
-            continue
-        if name not in newest or saved_at > newest[name][0]:
-            newest[name] = (saved_at, path)
-    return {name: path for name, (_, path) in newest.items()}
-
-
 def recover_interrupted_saves(root: str | Path) -> list[str]:
     """Put back the previous model of every run whose save died between its two renames.
 
@@ -86,7 +66,7 @@ def recover_interrupted_saves(root: str | Path) -> list[str]:
     """
     root = Path(root)
     restored = []
-    for name, previous in _interrupted_saves(root).items():
+    for name, previous in interrupted_saves(root).items():
         try:
             os.rename(previous, root / name)
         except OSError:  # restored or saved again by someone else meanwhile

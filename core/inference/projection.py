@@ -102,7 +102,7 @@ def sample_indices(count: int, cap: int = MAP_MAX_POINTS, seed: int = MAP_SEED) 
 
 
 def question_labels(pairs: pd.DataFrame, texts: Sequence[str]) -> list[str]:
-    """For each text (as ``core.search.corpus_questions`` gives them: stripped), ``DUPLICATE_LABEL`` when
+    """For each text (as ``core.inference.search.corpus_questions`` gives them: stripped), ``DUPLICATE_LABEL`` when
     it is a question of at least one duplicate pair, else ``NOT_DUPLICATE_LABEL``."""
     duplicates = pairs[pairs["is_duplicate"] == 1]
     in_duplicate = set(duplicates["question1"].astype(str).str.strip()) | set(

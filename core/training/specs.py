@@ -3,7 +3,7 @@
 The CLI (``python -m core train``) and the Train page both describe a run as flat options (``model``,
 ``loss``, ``epochs``, ``batch_size``, ``model_options`` ...) and call ``spec_from_options``. It owns:
 
-* the presets (``core.presets``, data only) and how an option given explicitly overrides them;
+* the presets (``core.training.presets``, data only) and how an option given explicitly overrides them;
 * the per-model defaults: training defaults per family, model sizes read from the model config
   dataclasses (never repeated here);
 * the loss menu with its human labels, and the model-size options a user may set;
@@ -18,9 +18,9 @@ import operator
 from dataclasses import dataclass, field
 
 from core.models import MODEL_NAMES, MODEL_TYPES, ModelTooLarge, check_model_size
-from core.objectives import CONTRASTIVE_FORMS, DEFAULT_MARGINS, LOSS_NAMES, LossConfig
-from core.presets import PRESETS
-from core.trainer import TrainConfig
+from core.training.objectives import CONTRASTIVE_FORMS, DEFAULT_MARGINS, LOSS_NAMES, LossConfig
+from core.training.presets import PRESETS
+from core.training.trainer import TrainConfig
 
 
 @dataclass
@@ -280,7 +280,7 @@ def _check_model_size(model: str, values: dict) -> None:
 
 # ---- the builder ---------------------------------------------------------------------------------
 def spec_from_options(preset: str | None = None, **options) -> RunSpec:
-    """The run that ``options`` describe, on top of ``preset`` (a name in ``core.presets``) if given.
+    """The run that ``options`` describe, on top of ``preset`` (a name in ``core.training.presets``) if given.
 
     Options left out, or given as None, come from the preset, else from the model's defaults. A
     preset's model sizes and epochs / batch size / learning rate are dropped if ``model`` names

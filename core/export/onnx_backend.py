@@ -1,6 +1,6 @@
 """Inference on an exported ONNX graph with onnxruntime on the CPU, behind the calls commands make.
 
-``OnnxEncoder(folder)`` reads an ONNX export (``core.export_model``: ``siamese_lab.json``,
+``OnnxEncoder(folder)`` reads an ONNX export (``core.export.export_model``: ``siamese_lab.json``,
 ``tokenizer.json``, ``model.onnx`` and, for a dual encoder with two towers, ``model_tower1.onnx``) and
 offers what inference asks of a ``PairEncoder``: ``encode(texts, tower, batch_size, progress)`` ->
 (N, d) float32 CPU tensor, ``score_pairs(first, second)`` -> cosines, ``embedding_dim``. Texts are
@@ -26,8 +26,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.encoding_batches import TOKEN_BUDGETS, encoding_batches
-from core.export_model import (
+from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
+from core.export.export_model import (
     EXPORT_VERSION,
     GRAPH_FILES,
     INPUT_NAMES,
@@ -35,7 +35,7 @@ from core.export_model import (
     read_manifest,
     write_export,
 )
-from core.models.names import ZERO_SHOT
+from core.model_names import ZERO_SHOT
 from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, check_regular_file, read_regular_file
 
 CACHE_FOLDER = "onnx"  # inside a saved model folder
@@ -131,7 +131,7 @@ class OnnxEncoder:
 
     def token_rows(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text, cut to ``max_length``; an empty text keeps one padding token (as
-        ``core.tokenizers.TokenTable`` does)."""
+        ``core.text.tokenizers.TokenTable`` does)."""
         return [encoding.ids or [self.pad_id] for encoding in self.tokenizer.encode_batch(list(texts))]
 
     def encode(self, texts: Sequence[str], tower: int = 0, batch_size: int = 256,
@@ -187,7 +187,7 @@ class OnnxEncoder:
 
     def state_dict(self) -> dict:
         """One uint8 tensor, the sha256 of the graphs and the tokenizer: what decides the vectors, so
-        ``core.search.model_fingerprint`` tells exports apart and reuses an index built with this one."""
+        ``core.inference.search.model_fingerprint`` tells exports apart and reuses an index built with this one."""
         import torch
 
         if self._digest is None:
@@ -227,7 +227,7 @@ def source_stamp(source: str | Path) -> str:
     format's version. Any change means a new export."""
     digest = hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0".encode())
     if str(source) == ZERO_SHOT:
-        from core.tokenizers import minilm_folder
+        from core.text.tokenizers import minilm_folder
 
         folder = minilm_folder()
         parts = [_file_stamp(folder / name) for name in ("config.json", "model.safetensors", "vocab.txt")]

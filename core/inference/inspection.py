@@ -111,7 +111,7 @@ def seed_experiment(scores, rounds: int = 4, diagonal_step: float = 0.5, off_dia
 def pick_batch(pairs: pd.DataFrame, size: int, seed: int | None = None, start: int = 0) -> pd.DataFrame:
     """``size`` duplicate pairs with no question twice: at random with ``seed``, or in file order
     from the ``start``-th duplicate pair on when ``seed`` is None."""
-    from core.batching import duplicate_free_batches
+    from core.data.batching import duplicate_free_batches
 
     duplicates = pairs[pairs["is_duplicate"] == 1].iloc[start:].reset_index(drop=True)
     batches = duplicate_free_batches(duplicates, size, seed=seed)

@@ -24,9 +24,9 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from core import distributed
+from core.training import distributed
 from core.device import resolve_device
-from core.pair_table import Batch, PairTable
+from core.text.pair_table import Batch, PairTable
 from core.status import CANCELLED, DONE, FAILED
 
 

@@ -2,7 +2,7 @@
 
 ``train_run(spec, pairs)`` splits the pairs (unless given ``Splits``), builds the model through the
 registry, tokenises each split once, trains with the chosen loss (validation through
-``core.evaluation.calibrate`` once per epoch, or every ``validate_every`` steps), calibrates the
+``core.inference.evaluation.calibrate`` once per epoch, or every ``validate_every`` steps), calibrates the
 thresholds on the whole validation split, scores the test split, and saves the folder with the
 validation curve (``validation_curve``: ROC AUC against training time).
 """
@@ -18,19 +18,19 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core import distributed
+from core.training import distributed
 from core.data import Splits, dataset_summary, pairs_fingerprint, split_pairs
 from core.data.implied import with_implied_pairs
-from core.evaluation import calibrate, pair_scores
-from core.metrics import evaluate_scores
+from core.inference.evaluation import calibrate, pair_scores
+from core.inference.metrics import evaluate_scores
 from core.models import PairEncoder, build_model
 from core.notices import notice
-from core.objectives import SINGLE_PROCESS_LOSSES, Objective
-from core.pair_table import PairTable
+from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
+from core.text.pair_table import PairTable
 from core.saving import OutputClaim, claim_new_run, claim_output, save_model
-from core.specs import RunSpec
+from core.training.specs import RunSpec
 from core.status import CANCELLED, DONE, FAILED
-from core.trainer import Trainer, TrainOutcome, Validation
+from core.training.trainer import Trainer, TrainOutcome, Validation
 
 
 MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
@@ -67,7 +67,7 @@ def train_run(
     non-model path is refused, a model is replaced only with ``overwrite``); a caller that claimed
     the folder itself (the CLI does, before loading the data) passes the claim as ``output``. The
     claim is released when the run returns. ``objective`` replaces the spec's loss for training only
-    (``core.distillation`` regresses on a teacher's scores held in ``is_duplicate``); validation and
+    (``core.training.distillation`` regresses on a teacher's scores held in ``is_duplicate``); validation and
     calibration still read the validation split's 0/1 labels.
     """
     if output is None and save:
@@ -189,7 +189,7 @@ def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFra
         "metrics": {"validation": validation, "test": test},
         "data": {"name": spec.data_name, **dataset_summary(pairs),
                  "train_pairs": len(splits.train), "implied_pairs": implied, "val_pairs": len(splits.val), "test_pairs": len(splits.test),
-                 # Which rows were held out: core.evaluation.held_out_pairs finds them again in this dataset.
+                 # Which rows were held out: core.inference.evaluation.held_out_pairs finds them again in this dataset.
                  "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},
         "training": {"status": outcome.status, "message": outcome.message, "best_epoch": outcome.best_epoch,
                      "best_step": outcome.best_step, "epochs_run": len(outcome.epochs),

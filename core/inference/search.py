@@ -28,9 +28,7 @@ from typing import Callable, Sequence
 
 import faiss
 import numpy as np
-import pandas as pd
 
-from core.data import normalise_questions
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
 FLAT_LIMIT = 50_000  # corpus size up to which search is exact
@@ -49,19 +47,6 @@ SPOT_TOLERANCE = 0.05  # largest L2 distance allowed between a stored unit vecto
 _INDEX_MAGIC = {b"IxFI": "flat", b"IHNf": "hnsw"}  # the only FAISS index types ever parsed
 
 Progress = Callable[[int, int], None]  # (texts encoded so far, total)
-
-
-def corpus_questions(pairs: pd.DataFrame) -> list[str]:
-    """The distinct questions of both columns in first-seen order (question1 before question2 within a
-    row), stripped, each under its first spelling; empty texts are left out. "Distinct" is
-    ``core.data.normalise_questions`` equality, the one definition the Data page counts with too."""
-    texts = [str(text).strip() for pair in zip(pairs["question1"], pairs["question2"]) for text in pair]
-    keys = normalise_questions(texts)
-    seen: dict[str, str] = {}
-    for key, text in zip(keys, texts):
-        if text:
-            seen.setdefault(key, text)
-    return list(seen.values())
 
 
 def fingerprint(texts: Sequence[str]) -> str:

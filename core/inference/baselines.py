@@ -1,7 +1,7 @@
 """Every model and two reference baselines scored on one common set of pairs, as one comparable table.
 
 Which pairs: ``common_pairs`` keeps the pairs of the active dataset that *no* compared model trained on.
-For each saved model, ``core.evaluation.held_out_pairs`` gives the validation pairs its training held
+For each saved model, ``core.inference.evaluation.held_out_pairs`` gives the validation pairs its training held
 out when the active dataset is its training data (else all the pairs); the common set is the
 intersection of those, so every row of the table is measured on pairs that every model saw for the
 first time. Above ``COMPARE_MAX_PAIRS`` a seeded sample keeps scoring on a CPU short.
@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from core.data import pairs_fingerprint
-from core.evaluation import held_out_pairs
-from core.metrics import best_thresholds, ranking_metrics, threshold_metrics
+from core.inference.evaluation import held_out_pairs
+from core.inference.metrics import best_thresholds, ranking_metrics, threshold_metrics
 
 COMPARE_MAX_PAIRS = 2000  # a seeded sample of this size at most: zero-shot MiniLM on a CPU stays under a minute
 COMPARE_SEED = 0
@@ -144,10 +144,10 @@ def _unit_sparse_rows(matrix):
 def model_scores(model, pairs: pd.DataFrame, progress: Callable[[int, int], None] | None = None,
                  batch_size: int = 256) -> np.ndarray:
     """Cosine s(v1_i, v2_i) of every pair under a ``PairEncoder``, (N,) float64, as
-    ``core.evaluation.pair_scores``; ``progress(done, total)`` counts texts over both towers (total 2N)."""
+    ``core.inference.evaluation.pair_scores``; ``progress(done, total)`` counts texts over both towers (total 2N)."""
     import torch.nn.functional as F
 
-    from core.pair_table import PairTable
+    from core.text.pair_table import PairTable
 
     table = PairTable(pairs, model.tokenizer)
     n = len(table.labels)

@@ -13,9 +13,9 @@ import pandas as pd
 import torch.nn.functional as F
 
 from core.data import pairs_fingerprint, split_pairs
-from core.metrics import best_thresholds, evaluate_scores
+from core.inference.metrics import best_thresholds, evaluate_scores
 from core.models.base import PairEncoder
-from core.pair_table import PairTable
+from core.text.pair_table import PairTable
 
 
 def pair_scores(model: PairEncoder, table: PairTable, batch_size: int = 256, progress=None) -> np.ndarray:
@@ -46,7 +46,7 @@ def calibrate(model: PairEncoder, table: PairTable, batch_size: int = 256, progr
 
 
 def evaluate_model(model: PairEncoder, pairs: pd.DataFrame, threshold: float | None = None, batch_size: int = 256) -> dict:
-    """Metrics of ``model`` on ``pairs`` (see core.metrics.evaluate_scores), plus the raw scores."""
+    """Metrics of ``model`` on ``pairs`` (see core.inference.metrics.evaluate_scores), plus the raw scores."""
     table = PairTable(pairs, model.tokenizer)
     scores = pair_scores(model, table, batch_size)
     return {**evaluate_scores(table.labels, scores, threshold), "scores": scores}

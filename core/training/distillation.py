@@ -2,9 +2,9 @@
 
 1. ``fit_cross_encoder`` fine-tunes a ``CrossEncoder`` on the gold labelled pairs (binary
    cross-entropy on its logit);
-2. ``core.mining.candidate_pairs`` mines unlabelled pairs of near questions (silver pairs);
+2. ``core.training.mining.candidate_pairs`` mines unlabelled pairs of near questions (silver pairs);
 3. the teacher scores gold and silver pairs (``CrossEncoder.score_pairs``), and the bi-encoder
-   trains on those scores with ``ScoreRegressionObjective`` through the usual ``core.pipeline``.
+   trains on those scores with ``ScoreRegressionObjective`` through the usual ``core.training.pipeline``.
 
 Reference: Thakur et al. (2021), "Augmented SBERT: Data Augmentation Method for Improving
 Bi-Encoders for Pairwise Sentence Scoring Tasks", NAACL.
@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.batching import labelled_batches
+from core.data.batching import labelled_batches
 from core.losses import score_regression_loss
 from core.models.cross_encoder import CrossEncoder
-from core.trainer import warmup_then_linear_decay
+from core.training.trainer import warmup_then_linear_decay
 
 
 @dataclass
@@ -49,7 +49,7 @@ def fit_cross_encoder(model: CrossEncoder, pairs: pd.DataFrame, config: CrossEnc
                       callbacks: Sequence[object] = (), stop_event: threading.Event | None = None) -> CrossEncoderFit:
     """Fine-tune ``model`` on ``pairs`` (question1, question2, is_duplicate) with binary cross-entropy.
 
-    Batches hold pairs of similar length (``core.batching.labelled_batches``). After each step every
+    Batches hold pairs of similar length (``core.data.batching.labelled_batches``). After each step every
     callback's ``on_batch_end(state)`` is called with this function's ``CrossEncoderFit`` so far plus
     ``step`` and ``total_steps``; ``stop_event`` ends the run after the current step.
     """

@@ -3,7 +3,7 @@
 The loss maths live in ``core.losses``; this module only binds a loss to its settings so the
 trainer can call ``objective(v1, v2, labels)`` without knowing which loss it is. Every loss takes
 raw vectors and normalises them itself, so nothing is normalised here; gathering the vectors of
-every process for the in-batch losses happens in ``core.distributed.wrap``, not here.
+every process for the in-batch losses happens in ``core.training.distributed.wrap``, not here.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ LOSS_NAMES = ("triplet", "contrastive", "softmax", "cosent", "multitask")
 # degrees apart". Softmax and CoSENT have no margin: 0.0 is stored.
 DEFAULT_MARGINS = {"triplet": 0.25, "contrastive": 1.0, "softmax": 0.0, "cosent": 0.0, "multitask": 1.0}
 # Losses whose terms compare pairs across the batch but whose batches are not gathered over processes
-# (core.distributed.wrap gathers only "duplicates" batches, and never the labels): with several
+# (core.training.distributed.wrap gathers only "duplicates" batches, and never the labels): with several
 # processes each would train on its local slice only, another objective, so multi-process runs refuse them.
 SINGLE_PROCESS_LOSSES = ("cosent", "multitask")
 

@@ -152,7 +152,7 @@ def _flag(option: str) -> str:
 
 def _train_spec(args):
     """The RunSpec of ``train``: options given on the command line, over a preset if one is named."""
-    from core.specs import SpecError, spec_from_options
+    from core.training.specs import SpecError, spec_from_options
 
     if args.preset and (args.model or args.loss):
         raise CliError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
@@ -180,7 +180,7 @@ def cmd_train(args) -> int:
     except DeviceError as error:
         raise CliError(str(error)) from None
     spec = _train_spec(args)
-    from core.distributed import init_from_env
+    from core.training.distributed import init_from_env
 
     context = init_from_env(args.device)  # a no-op unless started by torchrun
     # The output is claimed (and found writable) before the data is even read: one saved model, rank 0's.
@@ -204,9 +204,9 @@ def _claim_output(args, spec):
 
 
 def _run_training(args, spec, pairs, context, output) -> int:
-    from core.pipeline import train_run
+    from core.training.pipeline import train_run
     from core.status import FAILED
-    from core.trainer import TrainingError
+    from core.training.trainer import TrainingError
 
     stop = threading.Event()
 
@@ -242,7 +242,7 @@ def _run_training(args, spec, pairs, context, output) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from core.evaluation import evaluate_model
+    from core.inference.evaluation import evaluate_model
 
     model, config = _load_model(args.model, args.device)
     pairs = _load_data(args.data, args.max_rows)
@@ -258,7 +258,7 @@ def cmd_predict(args) -> int:
     for name in ("question1", "question2"):
         if not getattr(args, name).strip():
             raise CliError(f"{name} is empty: type the question to compare")
-    from core.commands_export import load_backend
+    from core.cli.export import load_backend
 
     model, config = load_backend(args, _load_model)
     threshold = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
@@ -289,16 +289,16 @@ class _TqdmCounter:
 
 
 def _corpus(path: str) -> list[str]:
-    from core.search import corpus_questions
+    from core.data import corpus_questions
 
     return corpus_questions(_load_data(path))
 
 
 def cmd_search(args) -> int:
     from core.models import ZERO_SHOT
-    from core.search import load_or_build
+    from core.inference.search import load_or_build
 
-    from core.commands_export import load_backend
+    from core.cli.export import load_backend
 
     model, _ = load_backend(args, _load_model)
     texts = _corpus(args.corpus)
@@ -312,9 +312,9 @@ def cmd_search(args) -> int:
 
 
 def cmd_embed(args) -> int:
-    from core.embedding import embed_to_file
+    from core.inference.embedding import embed_to_file
 
-    from core.commands_export import load_backend
+    from core.cli.export import load_backend
 
     model, _ = load_backend(args, _load_model)
     texts = _corpus(args.data)
@@ -327,8 +327,8 @@ def cmd_embed(args) -> int:
 # ---- parser ------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     from core.models import MODEL_NAMES
-    from core.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
-    from core.presets import preset_names
+    from core.training.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
+    from core.training.presets import preset_names
 
     parser = _Parser(prog="python -m core", formatter_class=_formatter,
                      description="Siamese networks for duplicate questions: train, evaluate, predict.")
@@ -392,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("question1")
     predict.add_argument("question2")
     predict.add_argument("--threshold", type=_threshold, default=None, help="cosine threshold (default: calibrated)")
-    from core import commands_export
+    from core.cli import export as commands_export
 
     commands_export.add_backend_option(predict)
 
@@ -410,11 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands_export.add_backend_option(embed)
     commands_export.add_parsers(sub, _model_command)
 
-    from core import commands_score
+    from core.cli import score as commands_score
 
     commands_score.add_parser(sub, _model_command)
 
-    from core import commands_dedup
+    from core.cli import dedup as commands_dedup
 
     commands_dedup.add_parser(sub, _model_command)
     return parser

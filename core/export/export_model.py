@@ -123,7 +123,7 @@ def check_export(model_type: str, fmt: str, quantize: str | None = None) -> None
     if fmt not in EXPORT_FORMATS:
         raise ExportError(f"unknown export format {fmt!r}; expected one of {', '.join(EXPORT_FORMATS)}")
     if fmt == "sentence-transformers" and model_type != "minilm":
-        from core.models.names import MODEL_LABELS
+        from core.model_names import MODEL_LABELS
 
         label = MODEL_LABELS.get(model_type, model_type)
         raise ExportError(f"only MiniLM models export as sentence-transformers; this is a {label} "
@@ -489,7 +489,7 @@ def _versions(packages) -> dict:
 
 
 def _manifest(model, config: dict, fmt: str, details: dict, source: str | None, extra: dict) -> dict:
-    from core.models.names import ZERO_SHOT
+    from core.model_names import ZERO_SHOT
 
     # A saved folder's config.json has a format; zero_shot_config() has none.
     zero_shot = model.model_type == "minilm" and (source == ZERO_SHOT or "format" not in config)
@@ -631,7 +631,7 @@ def _metrics_table(metrics: dict) -> list[str]:
 def model_card(manifest: dict, folder_name: str = "") -> str:
     """README.md of an export, from its manifest (``manifest["config"]`` is the run's config summary)."""
     from core.models.minilm import ZERO_SHOT_THRESHOLD
-    from core.models.names import MODEL_LABELS, ZERO_SHOT_LABEL
+    from core.model_names import MODEL_LABELS, ZERO_SHOT_LABEL
 
     config = manifest["config"]
     fmt, family = manifest["export_format"], manifest["model_type"]

@@ -1,7 +1,7 @@
 """Pairs mined from a corpus with a model: hard negatives for training, candidates for a teacher.
 
-Both searches run over the distinct questions of a pairs file, on ``core.search``'s index (exact up
-to ``core.search.FLAT_LIMIT`` questions), so what "near" means is the model's cosine.
+Both searches run over the distinct questions of a pairs file, on ``core.inference.search``'s index (exact up
+to ``core.inference.search.FLAT_LIMIT`` questions), so what "near" means is the model's cosine.
 
 Hard negatives follow NV-Retriever's "TopK-PercPos" rule (Moreira et al., 2024, "NV-Retriever:
 Improving text embedding models with effective hard-negative mining"): a candidate counts as a
@@ -64,7 +64,7 @@ def mine_hard_negatives(pairs: pd.DataFrame, model, k: int = 1, candidates: int 
     ``select_hard_negatives`` for the rule). Append them to the training pairs of a labelled loss
     (contrastive, CoSENT): each is a near miss the data did not label.
     """
-    from core.search import corpus_questions
+    from core.data import corpus_questions
 
     corpus = corpus_questions(pairs)
     row_of = {key: row for row, key in enumerate(normalise_questions(corpus))}
@@ -102,9 +102,9 @@ def candidate_pairs(questions: list[str], model, k: int = 2, progress: Progress 
 
 
 def _indexed(model, texts: list[str], progress: Progress | None):
-    """``texts`` encoded once into ``core.search``'s FAISS index, and their (Q, d) unit vectors read
+    """``texts`` encoded once into ``core.inference.search``'s FAISS index, and their (Q, d) unit vectors read
     back from it (the index holds the only copy)."""
-    from core.search import SearchIndex
+    from core.inference.search import SearchIndex
 
     index = SearchIndex.build(model, texts, progress=progress).index
     return index, index.reconstruct_n(0, len(texts))

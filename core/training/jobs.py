@@ -17,8 +17,8 @@ from typing import Callable
 import pandas as pd
 
 from core.models import MODEL_LABELS
-from core.pipeline import RunResult, train_run
-from core.specs import RunSpec
+from core.training.pipeline import RunResult, train_run
+from core.training.specs import RunSpec
 from core.status import CANCELLED, DONE, FAILED, FINISHED, RUNNING, WAITING  # noqa: F401 (re-exported to the pages)
 
 
@@ -122,7 +122,7 @@ class TrainingJob:
     def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = "", preset: str | None = None):
         self.id = uuid.uuid4().hex[:8]
         self.spec, self.pairs, self.runs_root = spec, pairs, runs_root
-        self.preset = preset  # the core.presets recipe the run started from, if any: its reference curve
+        self.preset = preset  # the core.training.presets recipe the run started from, if any: its reference curve
         self.label = label or run_label(spec)
         self.status = WAITING
         self.progress = Progress()

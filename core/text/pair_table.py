@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
+from core.data.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
 from core.data import normalise_questions
-from core.tokenizers import TokenTable, Tokenizer
+from core.text.tokenizers import TokenTable, Tokenizer
 
 Side = tuple[torch.Tensor, torch.Tensor]  # ids (B, T) and bool mask (B, T)
 

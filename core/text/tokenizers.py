@@ -12,12 +12,16 @@ from __future__ import annotations
 import operator
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 import torch
+
+from core.saving.files import VOCAB_MAX_BYTES, ModelLoadError, read_regular_file
+from core.saving.model_folder import CONFIG_FILE
 
 WORD_VOCAB_FILE = "word_vocab.txt"
 WORDPIECE_VOCAB_FILE = "vocab.txt"
@@ -264,8 +268,6 @@ TOKENIZER_KINDS = {WordTokenizer.kind: WordTokenizer, WordPieceTokenizer.kind: W
 def _read_vocab_file(path: Path, folder: Path | None) -> bytes:
     """A vocabulary file's bytes: a regular file (inside ``folder`` when given) of at most
     ``VOCAB_MAX_BYTES``; ModelLoadError (a ValueError) otherwise, FileNotFoundError when missing."""
-    from core.saving.files import VOCAB_MAX_BYTES, read_regular_file  # core.saving imports this module
-
     return read_regular_file(path, VOCAB_MAX_BYTES, folder)
 
 
@@ -322,3 +324,21 @@ def minilm_folder() -> Path:
 def bert_wordpiece(max_length: int = 64) -> WordPieceTokenizer:
     """The BERT-uncased WordPiece tokenizer shipped with the installed MiniLM package."""
     return WordPieceTokenizer(minilm_folder() / WORDPIECE_VOCAB_FILE, max_length=max_length)
+
+
+def read_tokenizer(folder: str | Path, config: dict, vocab_size: int | None = None):
+    """The tokenizer described by ``config["tokenizer"]``, with its vocabulary file from ``folder``
+    (a regular file inside it, at most 64 MiB); ModelLoadError when the file is missing or the
+    tokenizer unusable, or when ``vocab_size`` is given and the vocabulary has another size."""
+    folder = Path(folder)
+    settings = config.get("tokenizer", {})
+    if not isinstance(settings, Mapping):
+        raise ModelLoadError(f"{folder / CONFIG_FILE}: tokenizer must be a JSON object")
+    try:
+        return tokenizer_from_dict(dict(settings), folder, vocab_size=vocab_size)
+    except ModelLoadError:
+        raise
+    except FileNotFoundError as error:
+        raise ModelLoadError(f"{folder}: tokenizer file missing ({Path(error.filename or '?').name})") from None
+    except (ValueError, UnicodeDecodeError, Exception) as error:  # tokenizers raises plain Exception
+        raise ModelLoadError(f"{folder}: unusable tokenizer: {error}") from None

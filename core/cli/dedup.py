@@ -4,7 +4,7 @@
                          [--backend {torch,onnx}]
 
 FILE is a CSV/TSV with a question column, a pairs file, or plain text with one question per line
-(``core.data.load_questions``). The clusters are ``core.dedup``'s (community detection on a FAISS
+(``core.data.load_questions``). The clusters are ``core.inference.dedup``'s (community detection on a FAISS
 k-NN graph); the CSV has one row per clustered question and is formula safe.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ from core.cli import CliError, _count, _load_model, _print_json, _threshold, _Tq
 
 def add_parser(sub, model_command):
     """Register ``dedup`` on the subparsers ``sub`` through the CLI's ``model_command`` builder."""
-    from core.commands_export import add_backend_option
-    from core.dedup import DEFAULT_K, MAX_NEIGHBOURHOOD
-    from core.search import FLAT_LIMIT
+    from core.cli.export import add_backend_option
+    from core.inference.dedup import DEFAULT_K, MAX_NEIGHBOURHOOD
+    from core.inference.search import FLAT_LIMIT
 
     dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
     dedup.add_argument("--questions", required=True,
@@ -75,8 +75,8 @@ def _check_out(path: str, source: str, overwrite: bool = False) -> Path:
 
 
 def cmd_dedup(args) -> int:
-    from core.commands_export import load_backend
-    from core.dedup import NeighbourGraph, capped_note, clusters_frame, default_threshold, encode_corpus, write_csv
+    from core.cli.export import load_backend
+    from core.inference.dedup import NeighbourGraph, capped_note, clusters_frame, default_threshold, encode_corpus, write_csv
 
     out = _check_out(args.out, args.questions, args.overwrite)
     texts = _load_questions(args.questions)

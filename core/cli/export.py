@@ -3,7 +3,7 @@
 ``add_parsers(sub, model_command)`` adds the ``export`` command (``core.cli.build_parser`` calls it);
 ``add_backend_option(command)`` adds ``--backend`` to a command; ``load_backend(args, load_model)`` is
 what such a command loads: ``load_model(args.model, args.device)`` for torch, else
-``core.onnx_backend.onnx_model`` (the exported graph run by onnxruntime on the CPU).
+``core.export.onnx_backend.onnx_model`` (the exported graph run by onnxruntime on the CPU).
 Every expected failure is a ``core.cli.CliError``: one ``error: ...`` line, exit status 2.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.cli import CliError, _print_json
-from core.export_model import EXPORT_FORMATS, QUANTIZE_CHOICES
+from core.export.export_model import EXPORT_FORMATS, QUANTIZE_CHOICES
 
 BACKENDS = ("torch", "onnx")
 
@@ -46,8 +46,8 @@ def load_backend(args, load_model):
         return load_model(args.model, args.device)
     if args.device == "cuda":
         raise CliError("--backend onnx runs on the CPU; drop --device cuda")
-    from core.export_model import ExportError
-    from core.onnx_backend import OnnxBackendError, onnx_model
+    from core.export.export_model import ExportError
+    from core.export.onnx_backend import OnnxBackendError, onnx_model
     from core.saving import ModelLoadError
 
     try:
@@ -57,7 +57,7 @@ def load_backend(args, load_model):
 
 
 def cmd_export(args) -> int:
-    from core.export_model import ExportError, check_export, export_model
+    from core.export.export_model import ExportError, check_export, export_model
     from core.models import ZERO_SHOT
     from core.saving import ModelLoadError, OutputError, read_config
 

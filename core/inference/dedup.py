@@ -15,7 +15,7 @@ each other's centre are never joined through it (connected components would join
 
 Where the neighbourhoods come from. community_detection scores every question against every other
 (n² cosines, in batches, kept per row up to its community). Here the candidates come from a
-k-nearest-neighbour graph: each question is searched in a FAISS inner-product index (``core.search``'s
+k-nearest-neighbour graph: each question is searched in a FAISS inner-product index (``core.inference.search``'s
 ``_new_index``: exact ``IndexFlatIP`` up to ``FLAT_LIMIT`` questions, HNSW above) for its ``k`` best
 neighbours. Memory grows as n·k; time, with HNSW, as n·efSearch·log n (the exact index still computes
 n² inner products, in BLAS, below 50,000 questions). A question whose k neighbours are *all* above the
@@ -31,7 +31,7 @@ that deep (see docs/BENCHMARKS.md, issue 13 at scale). With the exact index and 
 neighbourhoods, and so the clusters, are exactly community_detection's (up to cosines that round
 differently at the threshold itself); with HNSW a neighbour the graph search misses is missed. HNSW
 searches here keep ``ef_search`` candidates (``GRAPH_EF_SEARCH``, never fewer than the neighbours asked
-for), fewer than ``core.search``'s interactive searches: the neighbours that matter for a cluster are the
+for), fewer than ``core.inference.search``'s interactive searches: the neighbours that matter for a cluster are the
 very close ones, which the graph search finds first.
 
 Recall against the exact result, measured (``bench/dedup_quality.py --quick``, 2,000 Quora questions,
@@ -66,7 +66,7 @@ DEFAULT_K = 50  # neighbours per question in the first search: community_detecti
 SEARCH_BUDGET = 1 << 22  # (row, neighbour) results per FAISS call: bounds the live search arrays
 DEEP_BUDGET = 1 << 23  # results of deepened searches kept for clustering; beyond it they are searched again
 MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate index (its closest are kept)
-# The graph's HNSW: fewer links and candidates than core.search's (32 and 512), which wants top-10 recall
+# The graph's HNSW: fewer links and candidates than core.inference.search's (32 and 512), which wants top-10 recall
 # for one query at a time. On all 448,316 Quora questions (the lstm-quora model's vectors) it finds 99.7 %
 # of the above-threshold neighbours among the first 50; it builds in 69 s and searches 7,568 questions/s,
 # where 32 links and 128 candidates take 80 s and 4,141 questions/s for 99.98 % (docs/BENCHMARKS.md).
@@ -96,7 +96,7 @@ class Cluster:
 
 
 def _unit(vectors, name: str) -> np.ndarray:
-    from core.search import _unit_rows
+    from core.inference.search import _unit_rows
 
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim != 2:
@@ -135,7 +135,7 @@ class NeighbourGraph:
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
                  progress: Progress | None = None, max_neighbourhood: int | None = None,
                  ef_search: int = GRAPH_EF_SEARCH):
-        from core.search import FLAT_LIMIT, _new_index
+        from core.inference.search import FLAT_LIMIT, _new_index
 
         for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1), ("ef_search", ef_search)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -418,8 +418,8 @@ def encode_corpus(model, texts: Sequence[str], progress: Progress | None = None,
                   batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
     """(vectors, queries) to cluster ``texts`` with: a Siamese model's unit vectors and None; for a model
     whose two towers differ, [t1, t0]/√2 and [t0, t1]/√2, whose inner product is the mean of the model's
-    scores of the pair in both orders. Encoded in chunks (``core.search``), with ``progress(done, total)``."""
-    from core.search import _encode
+    scores of the pair in both orders. Encoded in chunks (``core.inference.search``), with ``progress(done, total)``."""
+    from core.inference.search import _encode
 
     texts = list(texts)
     if not texts:
@@ -488,9 +488,9 @@ def default_threshold(config: dict) -> float | None:
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path, chunk_rows: int = CSV_CHUNK) -> Path:
-    """``frame`` as formula-safe CSV (``core.export.safe_csv``, chunk by chunk) written to a temporary
+    """``frame`` as formula-safe CSV (``core.training.runs_table.safe_csv``, chunk by chunk) written to a temporary
     file beside ``path`` and renamed onto it, so a reader never sees half a file."""
-    from core.export import safe_csv_text
+    from core.saving.safe_csv import safe_csv_text
 
     path = Path(path)
     temp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"

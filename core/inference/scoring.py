@@ -4,7 +4,7 @@ The file is read in chunks of rows (CSV or TSV, plain or gzip; the delimiter and
 columns found as ``core.data`` finds them, the label column optional). Each chunk is scored and
 appended to the output, which keeps every input column and adds ``similarity`` and
 ``predicted_duplicate`` (1 when the similarity is above the threshold), formula-safe. When the file
-has labels, the metrics of ``core.metrics.evaluate_scores`` come back too.
+has labels, the metrics of ``core.inference.metrics.evaluate_scores`` come back too.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import pandas as pd
 
 from core.data.parsing import DataError, _role_candidates, choose_delimiter
 from core.data.reading import FALSE_LABELS, TRUE_LABELS
-from core.export import safe_csv_text
-from core.metrics import evaluate_scores
+from core.saving.safe_csv import safe_csv_text
+from core.inference.metrics import evaluate_scores
 
 CHUNK_ROWS = 20_000  # pairs read, scored and written at a time: bounds memory whatever the file size
 _HEAD_BYTES = 65_536

@@ -1,8 +1,8 @@
 """Named training recipes: the settings behind the figures in docs/BENCHMARKS.md, one click away.
 
-A preset is a set of run options in the vocabulary of ``core.specs.spec_from_options``; the CLI's
+A preset is a set of run options in the vocabulary of ``core.training.specs.spec_from_options``; the CLI's
 ``--preset NAME`` and the Train page's preset menu start from it, and any option given explicitly
-still overrides it. Building and checking a spec from a preset is ``core.specs``' job, not this
+still overrides it. Building and checking a spec from a preset is ``core.training.specs``' job, not this
 module's: this is data only.
 """
 from __future__ import annotations

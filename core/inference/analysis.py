@@ -3,7 +3,7 @@ its scores spread with question length, and which pairs' questions its training 
 
 Pure functions over a pairs frame (``question1``, ``question2``, ``is_duplicate``, as
 ``core.data.load_pairs`` returns) and the model's scores for it, row for row. A pair is called a
-duplicate when its score is strictly above the threshold, as in ``core.metrics``.
+duplicate when its score is strictly above the threshold, as in ``core.inference.metrics``.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from core.data import normalise_questions, split_pairs
-from core.evaluation import HeldOut, held_out_pairs
-from core.metrics import predict
+from core.inference.evaluation import HeldOut, held_out_pairs
+from core.inference.metrics import predict
 
 FALSE_POSITIVE, FALSE_NEGATIVE = "false positive", "false negative"
 ERROR_KINDS = (FALSE_POSITIVE, FALSE_NEGATIVE)
@@ -131,7 +131,7 @@ def scores_by_length(pairs: pd.DataFrame, scores, edges=LENGTH_EDGES) -> pd.Data
 
 def training_pairs(config: dict, pairs: pd.DataFrame) -> pd.DataFrame | None:
     """The pairs a saved model trained on, when ``pairs`` is its training dataset (the one
-    ``core.evaluation.held_out_pairs`` recognises): the run's own split made again, its train part.
+    ``core.inference.evaluation.held_out_pairs`` recognises): the run's own split made again, its train part.
     None otherwise (zero-shot MiniLM, or a model trained on other data)."""
     if not held_out_pairs(config, pairs).is_validation:
         return None

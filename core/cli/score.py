@@ -7,9 +7,9 @@ from pathlib import Path
 
 def cmd_score(args) -> int:
     from core import cli
-    from core.commands_export import load_backend
+    from core.cli.export import load_backend
     from core.data import DataError
-    from core.scoring import score_file
+    from core.inference.scoring import score_file
 
     source, out = Path(args.pairs), Path(args.out)
     if not source.is_file():
@@ -42,7 +42,7 @@ def cmd_score(args) -> int:
 
 def add_parser(sub, model_command) -> None:
     from core.cli import _threshold
-    from core.commands_export import add_backend_option
+    from core.cli.export import add_backend_option
 
     score = model_command(sub, "score", "score every pair of a file at a threshold (CSV out, streamed)", cmd_score)
     score.add_argument("--pairs", required=True, help="CSV/TSV (optionally .gz) with question1, question2 "

@@ -1,0 +1,37 @@
+"""Tables written as CSV that a spreadsheet will not execute (OWASP "CSV injection")."""
+from __future__ import annotations
+
+import pandas as pd
+
+# A cell starting with one of these is a formula to Excel / LibreOffice / Sheets (OWASP "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _neutralise(value):
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def safe_csv(table: pd.DataFrame) -> bytes:
+    """UTF-8 CSV bytes of ``table`` in which no text cell (or header) can run as a spreadsheet formula.
+
+    Text starting with ``= + - @`` (or a tab / carriage return) gets a leading ``'``; numbers are left
+    alone, so ``-0.5`` stays a number.
+
+    >>> safe_csv(pd.DataFrame({"name": ["=1+1", "ok"], "x": [-0.5, 2.0]})).decode()
+    "name,x\\r\\n'=1+1,-0.5\\r\\nok,2.0\\r\\n"
+    """
+    return safe_csv_text(table).encode("utf-8")
+
+
+def safe_csv_text(table: pd.DataFrame, header: bool = True) -> str:
+    """``safe_csv`` as text, optionally without the header row: files written in chunks append these."""
+    clean = table.copy()
+    clean.columns = [_neutralise(str(column)) for column in clean.columns]
+    for column in clean.columns:
+        if not pd.api.types.is_numeric_dtype(clean[column]):
+            clean[column] = clean[column].map(_neutralise)
+    # CRLF rows (RFC 4180): the csv writer then quotes any cell holding a lone \r, which a "\n"
+    # terminator would leave bare and a reader would split into two rows.
+    return clean.to_csv(index=False, header=header, lineterminator="\r\n")
