@@ -15,7 +15,7 @@ $(STAMP): requirements.txt
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m streamlit run Home.py
+	$(PY) -m streamlit run app.py
 
 browser:
 	@bash scripts/ensure_chromium.sh

@@ -19,7 +19,14 @@ import copy
 import time
 
 try:
-    from bench.common import header, load_real_pairs, median, parser, report, setup_torch
+    from bench.common import (
+        header,
+        load_real_pairs,
+        median,
+        parser,
+        report,
+        setup_torch,
+    )
 except ModuleNotFoundError:  # run as a script
     from common import header, load_real_pairs, median, parser, report, setup_torch
 

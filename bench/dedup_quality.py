@@ -6,8 +6,8 @@ whose two questions are both in the corpus. On the same vectors and threshold (d
 calibrated one; several with --thresholds) each method predicts "duplicate" for a pair when its two
 questions land in one cluster:
 
-- ours: ``core.inference.dedup`` on the exact k-NN graph (FAISS flat), and on an HNSW graph (the index used
-  above 50,000 questions), forced here with ``flat_limit=0``;
+- ours: ``core.inference.dedup_graph`` on the exact k-NN graph (FAISS flat), and on an HNSW graph (the index
+  used above 50,000 questions), forced here with ``flat_limit=0``;
 - sentence-transformers' ``community_detection`` (given the next float32 above the threshold: its rule
   is >=, ours >);
 - connected components of the above-threshold graph (chaining: a question joins a cluster through any
@@ -83,7 +83,8 @@ def main() -> None:
     from sentence_transformers.util import community_detection
 
     from core.data import normalise_questions
-    from core.inference.dedup import NeighbourGraph, default_threshold, encode_corpus
+    from core.inference.dedup import default_threshold, encode_corpus
+    from core.inference.dedup_graph import NeighbourGraph
     from core.models import load_model
 
     position = {key: i for i, key in enumerate(normalise_questions(texts))}

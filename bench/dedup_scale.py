@@ -95,7 +95,8 @@ def neighbourhood_recall(model_dir: Path, questions: Path, threshold: float, sam
     import numpy as np
 
     from core.data import load_questions
-    from core.inference.dedup import NeighbourGraph, encode_corpus
+    from core.inference.dedup import encode_corpus
+    from core.inference.dedup_graph import NeighbourGraph
     from core.models import load_model
 
     model, _ = load_model(model_dir)

@@ -105,9 +105,10 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import community_detection
 
-    from core.inference.dedup import NeighbourGraph, encode_corpus
+    from core.inference.dedup import encode_corpus
+    from core.inference.dedup_graph import NeighbourGraph
     from core.models import ZERO_SHOT_THRESHOLD, load_model
-    from core.text.tokenizers import minilm_folder
+    from core.text.wordpiece_tokenizer import minilm_folder
 
     threshold = ZERO_SHOT_THRESHOLD if args.threshold is None else args.threshold
     ours_model, _ = load_model("minilm", device=args.device)

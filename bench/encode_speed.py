@@ -5,7 +5,7 @@ at batch sizes 32 (sentence-transformers' default) and 256 (ours; our transforme
 1,024 padded tokens, ``core.text.encoding_batches``, theirs are not), 2 torch threads (and 2 onnxruntime batches at once, one thread each). Ours:
 `MiniLM.pretrained(max_length=64).encode(texts, batch_size=b)`; theirs: `SentenceTransformer(folder).encode(texts,
 batch_size=b, convert_to_tensor=True)` with `max_seq_length = 64`; ONNX: the same model exported by
-`core.export.export_model` (`python -m core export --format onnx`) and run by `core.export.onnx_backend.OnnxEncoder.encode`
+`core.export.export_folder.write_export` (`python -m core export --format onnx`) and run by `core.export.onnx_backend.OnnxEncoder.encode`
 (onnxruntime on the CPU, the Rust tokenizer of its tokenizer.json, same longest-first batching). All
 tokenise inside the call. The questions are cut into chunks and every chunk is encoded by every side
 in turn (the order rotates every chunk); questions/s is the median over chunks, a ratio the median of
@@ -29,7 +29,14 @@ import warnings
 from pathlib import Path
 
 try:
-    from bench.common import header, load_real_pairs, median, parser, report, setup_torch
+    from bench.common import (
+        header,
+        load_real_pairs,
+        median,
+        parser,
+        report,
+        setup_torch,
+    )
 except ModuleNotFoundError:  # run as a script: bench/ is on sys.path, the repo is added by common
     from common import header, load_real_pairs, median, parser, report, setup_torch
 
@@ -55,12 +62,12 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
-    from core.export.export_model import write_export
+    from core.export.export_folder import write_export
+    from core.export.onnx_backend import OnnxEncoder
     from core.models import MiniLM, build_model
     from core.models.registry import zero_shot_config
-    from core.export.onnx_backend import OnnxEncoder
+    from core.text.wordpiece_tokenizer import minilm_folder
     from core.training.specs import spec_from_options
-    from core.text.tokenizers import minilm_folder
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

@@ -34,9 +34,25 @@ import time
 import warnings
 
 try:
-    from bench.common import alternate, header, load_real_pairs, median, parser, report, setup_torch
+    from bench.common import (
+        alternate,
+        header,
+        load_real_pairs,
+        median,
+        parser,
+        report,
+        setup_torch,
+    )
 except ModuleNotFoundError:  # run as a script: bench/ is on sys.path, the repo is added by common
-    from common import alternate, header, load_real_pairs, median, parser, report, setup_torch
+    from common import (
+        alternate,
+        header,
+        load_real_pairs,
+        median,
+        parser,
+        report,
+        setup_torch,
+    )
 
 SEED = 0
 BATCH = 32
@@ -114,18 +130,24 @@ def main() -> None:
 
     import torch
     from datasets import Dataset, disable_progress_bars
-    from sentence_transformers import (SentenceTransformer, SentenceTransformerTrainer,
-                                       SentenceTransformerTrainingArguments)
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.sentence_transformer.losses import (
+        MultipleNegativesRankingLoss,
+    )
     from transformers import TrainerCallback
     from transformers.utils import logging as hf_logging
 
     from core.models import MiniLM
-    from core.training.objectives import LossConfig, Objective
-    from core.text.pair_table import PairTable
     from core.status import DONE
-    from core.text.tokenizers import minilm_folder
-    from core.training.trainer import TrainConfig, Trainer
+    from core.text.pair_table import PairTable
+    from core.text.wordpiece_tokenizer import minilm_folder
+    from core.training.objectives import LossConfig, Objective
+    from core.training.train_config import TrainConfig
+    from core.training.trainer import Trainer
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

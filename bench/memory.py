@@ -27,9 +27,25 @@ import time
 from pathlib import Path
 
 try:
-    from bench.common import current_rss_mb, header, load_real_pairs, parser, peak_rss_mb, report, setup_torch
+    from bench.common import (
+        current_rss_mb,
+        header,
+        load_real_pairs,
+        parser,
+        peak_rss_mb,
+        report,
+        setup_torch,
+    )
 except ModuleNotFoundError:  # run as a script: bench/ is on sys.path, the repo is added by common
-    from common import current_rss_mb, header, load_real_pairs, parser, peak_rss_mb, report, setup_torch
+    from common import (
+        current_rss_mb,
+        header,
+        load_real_pairs,
+        parser,
+        peak_rss_mb,
+        report,
+        setup_torch,
+    )
 
 CHUNK = 5_000
 MARK_EVERY = 10_000

@@ -20,7 +20,15 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import alternate, data_path, header, median, parser, report, setup_torch  # noqa: E402
+from bench.common import (  # noqa: E402
+    alternate,
+    data_path,
+    header,
+    median,
+    parser,
+    report,
+    setup_torch,
+)
 
 BUDGETS = (256, 512, 1024, 2048, 8192)
 
@@ -60,9 +68,9 @@ def main() -> None:
     import pandas as pd
 
     import core.export.onnx_backend as onnx_backend
-    from core.export.export_model import export_model
-    from core.models import load_model
+    from core.export.export_folder import export_model
     from core.export.onnx_backend import OnnxEncoder
+    from core.models import load_model
 
     setup_torch()
     n = 500 if args.quick else args.questions

@@ -15,7 +15,12 @@ import json
 import subprocess
 import sys
 
-from common import REPO, data_path, load_real_pairs, parser  # common sets OMP_WAIT_POLICY before torch loads
+from common import (  # common sets OMP_WAIT_POLICY before torch loads
+    REPO,
+    data_path,
+    load_real_pairs,
+    parser,
+)
 
 PROBES = {  # name -> (model, run options, training options), as core.training.specs.spec_from_options takes them
     "lstm 2-layer biLSTM 192": ("lstm", {"model_options": {"embedding_dim": 160, "hidden_size": 192, "num_layers": 2,
@@ -29,7 +34,7 @@ def padding(n_pairs: int) -> None:
     import numpy as np
 
     from core.text.pair_table import PairTable
-    from core.text.tokenizers import bert_wordpiece
+    from core.text.wordpiece_tokenizer import bert_wordpiece
 
     table = PairTable(load_real_pairs(n_pairs), bert_wordpiece(40))
     lengths = table.pair_lengths()

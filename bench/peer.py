@@ -22,11 +22,15 @@ def fine_tune_peer(loss_name: str, pairs: pd.DataFrame, batch_size: int, epochs:
     for name in ("transformers", "sentence_transformers", "accelerate", "datasets"):
         logging.getLogger(name).setLevel(logging.ERROR)
     from datasets import Dataset, disable_progress_bars
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer import losses
 
     from core.models import MiniLM
-    from core.text.tokenizers import minilm_folder
+    from core.text.wordpiece_tokenizer import minilm_folder
 
     disable_progress_bars()
     model = SentenceTransformer(str(minilm_folder()), device="cpu")

@@ -31,7 +31,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import data_path  # noqa: E402
-
 from core.data import Splits, load_pairs, split_pairs, unseen_mask  # noqa: E402
 from core.data.implied import implied_mask  # noqa: E402
 from core.inference.metrics import evaluate_scores, ranking_metrics  # noqa: E402
@@ -203,10 +202,15 @@ def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int 
     chain: teacher training, mining, teacher scoring, student."""
     import pandas as pd
 
-    from core.training.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
-    from core.training.mining import candidate_pairs
-    from core.models.cross_encoder import CrossEncoder
     from core.data import corpus_questions
+    from core.models.cross_encoder import CrossEncoder
+    from core.training.distillation import (
+        CrossEncoderTraining,
+        ScoreRegressionObjective,
+        fit_cross_encoder,
+        teacher_labelled,
+    )
+    from core.training.mining import candidate_pairs
 
     budget = BUDGETS["minilm"][1 if quick else 0]
     gold = splits.train.iloc[: budget["rows"]].reset_index(drop=True)

@@ -33,9 +33,9 @@ def main() -> None:
     import pandas as pd
     import torch
 
-    from core.models import build_model, load_model
     from core.data import corpus_questions
-    from core.inference.search import SearchIndex, _encode
+    from core.inference.search import SearchIndex, encode_unit_rows
+    from core.models import build_model, load_model
     from core.training.specs import spec_from_options
 
     pairs = load_real_pairs(max_rows=60000 if args.quick else None)
@@ -52,7 +52,8 @@ def main() -> None:
     build_s = time.perf_counter() - started
     vectors = index.index.reconstruct_n(0, index.index.ntotal) if index.kind == "flat" else None
     # Exact reference: the same unit vectors, brute force in numpy.
-    all_vectors = _encode(model, texts, tower=1, batch_size=512, progress=None) if vectors is None else vectors
+    all_vectors = (encode_unit_rows(model, texts, tower=1, batch_size=512, progress=None) if vectors is None
+                   else vectors)
 
     rng = np.random.default_rng(0)
     queries = [texts[i] for i in rng.choice(len(texts), size=args.queries, replace=False)]
@@ -61,7 +62,7 @@ def main() -> None:
     exact_ms, exact_sets = [], []
     for query in queries:
         t1 = time.perf_counter()
-        q = _encode(model, [query], tower=0, batch_size=1, progress=None)  # (1, d)
+        q = encode_unit_rows(model, [query], tower=0, batch_size=1, progress=None)  # (1, d)
         top = np.argpartition(-(all_vectors @ q[0]), 10)[:10]
         exact_ms.append((time.perf_counter() - t1) * 1000)
         exact_sets.append({texts[i] for i in top})

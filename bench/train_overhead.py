@@ -5,7 +5,7 @@ the same warm-up/decay schedule, on real Quora duplicate pairs (first 40,000 row
 `steps x 256` duplicate pairs so one epoch is about `steps` steps). Both sides start from the same
 weights and see the same batches (`PairTable.index_batches`, i.e. `duplicate_free_batches`), so their
 per-step losses must agree exactly -- the script checks it. The Trainer side builds each batch from
-the TokenTable and runs a tqdm progress callback (`core.cli.TqdmProgress` writing to a StringIO);
+the TokenTable and runs a tqdm progress callback (`core.cli.train.TqdmProgress` writing to a StringIO);
 the bare loop iterates pre-built tensors. Validation is off (no validate hook, epochs=1).
 
 Two side-by-side measurements:
@@ -29,9 +29,25 @@ import math
 import time
 
 try:
-    from bench.common import alternate, header, load_real_pairs, median, parser, report, setup_torch
+    from bench.common import (
+        alternate,
+        header,
+        load_real_pairs,
+        median,
+        parser,
+        report,
+        setup_torch,
+    )
 except ModuleNotFoundError:  # run as a script: bench/ is on sys.path, the repo is added by common
-    from common import alternate, header, load_real_pairs, median, parser, report, setup_torch
+    from common import (
+        alternate,
+        header,
+        load_real_pairs,
+        median,
+        parser,
+        report,
+        setup_torch,
+    )
 
 SEED = 0
 BATCH = 256
@@ -50,14 +66,15 @@ def main() -> None:
 
     import torch
 
-    from core.cli import TqdmProgress
+    from core.cli.train import TqdmProgress
     from core.losses import triplet_loss
     from core.models import build_model
-    from core.training.objectives import LossConfig, Objective
-    from core.text.pair_table import PairTable
-    from core.training.specs import spec_from_options
     from core.status import DONE
-    from core.training.trainer import TrainConfig, Trainer
+    from core.text.pair_table import PairTable
+    from core.training.objectives import LossConfig, Objective
+    from core.training.specs import spec_from_options
+    from core.training.train_config import TrainConfig
+    from core.training.trainer import Trainer
 
     pairs = load_real_pairs(max_rows=ROWS)
     spec = spec_from_options(model="lstm", model_options=dict(embedding_dim=128, hidden_size=128))

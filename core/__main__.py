@@ -12,7 +12,7 @@ try:
     import pandas  # noqa: F401
     import torch  # noqa: F401
 
-    from core.cli import main
+    from core.cli.main import main
 finally:
     signal.signal(signal.SIGINT, _previous)
 if _interrupted:

@@ -15,7 +15,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.inference.baselines import (
-    METRICS, REFERENCE, TFIDF_LABEL, CommonPairs, common_pairs, comparison_row, model_scores, tfidf_scores,
+    METRICS,
+    REFERENCE,
+    TFIDF_LABEL,
+    CommonPairs,
+    common_pairs,
+    comparison_row,
+    model_scores,
+    tfidf_scores,
 )
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
 from lab.cached import model_stamp

@@ -1,10 +1,10 @@
 """The Deduplicate page's caches, tables and figure.
 
-The questions are encoded and their k-NN graph (``core.inference.dedup.NeighbourGraph``) built once per (model,
+The questions are encoded and their k-NN graph (``core.inference.dedup_graph.NeighbourGraph``) built once per (model,
 saved-folder stamp, questions key), kept with ``st.cache_resource`` (the graph holds a FAISS index) and
 built outside the cached function so a progress bar can be drawn while encoding. Every threshold or
 minimum-size move then only clusters that graph again (``st.cache_data`` per setting): nothing is
-encoded twice. The clustering itself is ``core.inference.dedup``'s; this module only caches and draws.
+encoded twice. The clustering itself is ``core.inference.dedup_graph``'s; this module only caches and draws.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.inference import dedup
+from core.inference import dedup, dedup_graph
 from lab.cached import model_stamp
 from lab.session import get_model
 
@@ -46,24 +46,24 @@ def _graph_slot(choice: str, stamp: float, key: str) -> dict:
 
 
 def neighbour_graph(choice: str, key: str, texts: Sequence[str],
-                    progress: Callable[[int, int], None] | None = None) -> dedup.NeighbourGraph:
+                    progress: Callable[[int, int], None] | None = None) -> dedup_graph.NeighbourGraph:
     """The ``NeighbourGraph`` of ``texts`` (whose key is ``key``) under a model, encoded once."""
     slot = _graph_slot(choice, model_stamp(choice), key)
     with slot["lock"]:
         if slot["graph"] is None:
             model, _ = get_model(choice)
             vectors, queries = dedup.encode_corpus(model, list(texts), progress=progress)
-            slot["graph"] = dedup.NeighbourGraph(vectors, queries=queries)
+            slot["graph"] = dedup_graph.NeighbourGraph(vectors, queries=queries)
         return slot["graph"]
 
 
 @st.cache_data(show_spinner="Clustering…", max_entries=32)
 def clusters(choice: str, stamp: float, key: str, threshold: float, min_size: int,
-             _graph: dedup.NeighbourGraph, _texts: Sequence[str]) -> tuple[pd.DataFrame, str | None]:
+             _graph: dedup_graph.NeighbourGraph, _texts: Sequence[str]) -> tuple[pd.DataFrame, str | None]:
     """``core.inference.dedup.clusters_frame`` of the graph clustered at (threshold, min_size), and the note for
     questions whose neighbourhood was too large to list whole (None when there are none)."""
     frame = dedup.clusters_frame(_graph.cluster(threshold, min_size), _texts)
-    return frame, dedup.capped_note(_graph.capped, _graph.max_neighbourhood, threshold)
+    return frame, dedup_graph.capped_note(_graph.capped, _graph.max_neighbourhood, threshold)
 
 
 def slider_range(default: float) -> tuple[float, float]:

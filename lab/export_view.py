@@ -3,8 +3,9 @@
 
 ``export_panel(choice, config)``: ``choice`` is a model choice (``ZERO_SHOT`` or a folder path, as
 ``lab.session.model_picker`` returns) and ``config`` its config (``lab.session.get_model(choice)[1]``).
-Widgets and layout only: ``core.export.export_model`` writes the export, into a temporary folder that is zipped
-and removed again; the zip stays in the session until another model or format is asked for.
+Widgets and layout only: ``core.export.export_folder.export_model`` writes the export, into a temporary
+folder that is zipped and removed again; the zip stays in the session until another model or format is
+asked for.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def export_name(choice: str, config: dict, fmt: str) -> str:
 
 def export_zip(model, config: dict, fmt: str, name: str, source: str | None = None) -> bytes:
     """The export of ``model`` as ``fmt``, as the bytes of a zip holding one folder ``name``."""
-    from core.export.export_model import export_model
+    from core.export.export_folder import export_model
 
     with tempfile.TemporaryDirectory(prefix="siamese-lab-export-") as temp:
         folder = Path(temp) / name
@@ -55,7 +56,8 @@ def _stamp(choice: str) -> float:
 def export_panel(choice: str, config: dict, key: str = "export") -> None:
     """The Export section for one model: a format, an **Export** button, then the zip to download.
     ``key`` prefixes the widget keys (two panels on one page need two prefixes)."""
-    from core.export.export_model import ExportError, check_export
+    from core.export.common import ExportError
+    from core.export.export_folder import check_export
     from core.saving import OutputError
 
     config = config if isinstance(config, dict) else {}

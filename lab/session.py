@@ -1,4 +1,4 @@
-"""One page setup for every page: session state with guards, the active dataset, shared caches."""
+"""The one page setup, run by app.py for every page: session state with guards, the active dataset, shared caches."""
 from __future__ import annotations
 
 import os
@@ -80,7 +80,33 @@ def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str) -> None:
     st.session_state.pairs, st.session_state.data_report, st.session_state.data_name = pairs, report, name
 
 
+ENTERED_THROUGH_APP = "entered_through_app"  # session key: app.py has run in this session
+_DEEP_LINK = "deep_link_page"  # session key: the page a first visit asked for before app.py ran
+
+
+def enter_through_app(page_file: str) -> None:
+    """Every page's first statement. Streamlit treats a ``pages/`` folder beside the entry point as a legacy
+    multipage app until some run reaches ``st.navigation``, so on a fresh server a first visit to /Train runs
+    pages/2_Train.py alone, with no page setup. Such a run goes through app.py instead (which declares the
+    navigation for the whole server), and app.py then opens the page that was asked for."""
+    if not st.session_state.get(ENTERED_THROUGH_APP):
+        st.session_state[_DEEP_LINK] = str(Path(page_file).resolve())
+        st.switch_page(str(Path(__file__).resolve().parent.parent / "app.py"))
+
+
+def open_deep_link() -> None:
+    """Called by app.py once the navigation is declared: marks the session as entered through app.py and
+    opens the page a first visit asked for before (see ``enter_through_app``)."""
+    st.session_state[ENTERED_THROUGH_APP] = True
+    page = st.session_state.pop(_DEEP_LINK, None)
+    if page is not None:
+        st.switch_page(page)
+
+
 def setup_page(title: str, icon: str = "🧪") -> None:
+    """What every page needs, done once per run by app.py for the page st.navigation picked: the page
+    config (tab title "<title> · Siamese Lab", wide layout), the session-state defaults and the sidebar's
+    dataset and models-folder captions."""
     st.set_page_config(page_title=f"{title} · Siamese Lab", page_icon=icon, layout="wide")
     init_state()
     with st.sidebar:
@@ -90,9 +116,9 @@ def setup_page(title: str, icon: str = "🧪") -> None:
 
 def model_choices() -> dict[str, str]:
     """label -> choice, zero-shot MiniLM first, then saved models newest first."""
-    from core.training.runs_table import run_status
     from core.saving import list_runs
     from core.status import CANCELLED, FAILED
+    from core.training.runs_table import run_status
 
     runs, _ = list_runs(st.session_state.runs_root)
     choices = {ZERO_SHOT_LABEL: ZERO_SHOT}

@@ -8,13 +8,14 @@ import pandas as pd
 import streamlit as st
 
 from core.device import cuda_available, describe_devices
-from core.training.runs_table import METRIC_COLUMNS, runs_table
-from core.training.jobs import JobQueue, TrainingJob
 from core.models import MODEL_LABELS
-from core.training.presets import PRESETS
 from core.saving import list_runs
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
+from core.training.jobs import JobQueue, TrainingJob
+from core.training.presets import PRESETS
+from core.training.runs_table import METRIC_COLUMNS, runs_table
 from lab import charts
+from lab.navigation import COMPARE
 from lab.session import show_error
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
@@ -173,7 +174,7 @@ def saved_models(runs_root: str) -> None:
         number = st.column_config.NumberColumn(format="%.3f")
         st.dataframe(runs_table(runs, MODEL_LABELS), hide_index=True, width="stretch",
                      column_config={column: number for column in METRIC_COLUMNS.values()})
-        st.page_link("pages/6_Compare.py", label="Compare them", icon=":material/bar_chart:")
+        st.page_link(COMPARE.path, label="Compare them", icon=COMPARE.icon)
     else:
         st.caption(f"No saved model in `{runs_root}` yet.")
     for problem in problems:

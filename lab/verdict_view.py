@@ -7,8 +7,8 @@ import numpy as np
 import streamlit as st
 
 from core.inference import analysis
-from core.saving.safe_csv import safe_csv
 from core.inference.metrics import curves, predict, ranking_metrics, threshold_metrics
+from core.saving.safe_csv import safe_csv
 from lab import cached, figures
 from lab.session import ZERO_SHOT, show_error
 

@@ -2,13 +2,18 @@
 import pandas as pd
 import streamlit as st
 
-from lab.session import setup_page
+from core.data import DataError, dataset_summary
+from lab import charts
+from lab.session import (
+    SAMPLE_NAME,
+    enter_through_app,
+    load_sample,
+    load_upload,
+    set_dataset,
+    show_error,
+)
 
-setup_page("Data")
-
-from core.data import DataError, dataset_summary  # noqa: E402
-from lab import charts  # noqa: E402
-from lab.session import SAMPLE_NAME, load_sample, load_upload, set_dataset, show_error  # noqa: E402
+enter_through_app(__file__)
 
 PREVIEW_ROWS = 200
 state = st.session_state

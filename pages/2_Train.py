@@ -7,19 +7,25 @@ from pathlib import Path
 
 import streamlit as st
 
-from lab.session import setup_page
-
-setup_page("Train")
-
-from core.training.jobs import TrainingJob  # noqa: E402
-from core.models import MODEL_LABELS, MODEL_NAMES  # noqa: E402
-from core.training.objectives import DEFAULT_MARGINS, LossConfig  # noqa: E402
-from core.training.presets import PRESETS  # noqa: E402
-from core.training.specs import (  # noqa: E402
-    LOSS_CHOICES, SIZE_OPTIONS, TRAINING_DEFAULTS, RunSpec, SpecError, loss_choice, size_defaults, spec_from_options,
+from core.models import MODEL_LABELS, MODEL_NAMES
+from core.training.jobs import TrainingJob
+from core.training.objectives import DEFAULT_MARGINS, LossConfig
+from core.training.presets import PRESETS
+from core.training.specs import (
+    LOSS_CHOICES,
+    SIZE_OPTIONS,
+    TRAINING_DEFAULTS,
+    RunSpec,
+    SpecError,
+    loss_choice,
+    size_defaults,
+    spec_from_options,
 )
-from lab import training_view  # noqa: E402
-from lab.session import default_runs_root, job_queue, show_error  # noqa: E402
+from lab import training_view
+from lab.navigation import DATA
+from lab.session import default_runs_root, enter_through_app, job_queue, show_error
+
+enter_through_app(__file__)
 
 state = st.session_state
 PERSIST = "session"  # every setting survives a visit to another page
@@ -116,7 +122,7 @@ init_widgets()
 st.title("Train")
 st.write(f"Training data: **{state.data_name}** ({len(state.pairs):,} pairs; change it on the Data page). "
          "A share of the pairs is held out for validation: it picks the best epoch and calibrates the thresholds.")
-st.page_link("pages/1_Data.py", label="Change the dataset", icon=":material/table_view:")
+st.page_link(DATA.path, label="Change the dataset", icon=DATA.icon)
 
 # ---- the run's settings ---------------------------------------------------------------------------
 st.selectbox("Preset", [CUSTOM, *PRESETS], key="preset", on_change=apply_preset, persist_state=PERSIST,

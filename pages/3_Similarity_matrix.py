@@ -2,13 +2,16 @@
 import pandas as pd
 import streamlit as st
 
-from lab.session import setup_page
+from core.inference.inspection import (
+    SEED_EXAMPLE,
+    inspect_scores,
+    pick_batch,
+    seed_experiment,
+)
+from lab import cached, figures
+from lab.session import enter_through_app, model_picker, show_error
 
-setup_page("Similarity matrix")
-
-from core.inference.inspection import SEED_EXAMPLE, inspect_scores, pick_batch, seed_experiment  # noqa: E402
-from lab import cached, figures  # noqa: E402
-from lab.session import model_picker, show_error  # noqa: E402
+enter_through_app(__file__)
 
 MARKS = (
     "**Reading the matrix.** Row *i* is question1 of pair *i* (the anchor, v1), column *j* is question2 of "

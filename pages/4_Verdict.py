@@ -2,13 +2,17 @@
 threshold does on the pairs the model's training held out, and which of them it gets wrong."""
 import streamlit as st
 
-from lab.session import setup_page
+from core.models import ZERO_SHOT_THRESHOLD
+from lab import cached, export_view, verdict_view
+from lab.session import (
+    ZERO_SHOT,
+    enter_through_app,
+    get_model,
+    model_picker,
+    show_error,
+)
 
-setup_page("Verdict")
-
-from core.models import ZERO_SHOT_THRESHOLD  # noqa: E402
-from lab import cached, export_view, verdict_view  # noqa: E402
-from lab.session import ZERO_SHOT, get_model, model_picker, show_error  # noqa: E402
+enter_through_app(__file__)
 
 DEFAULT_THRESHOLD = 0.5  # for a saved model with no calibrated threshold (trained without a validation split)
 

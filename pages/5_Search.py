@@ -2,12 +2,10 @@
 import pandas as pd
 import streamlit as st
 
-from lab.session import setup_page
+from lab import cached
+from lab.session import enter_through_app, get_model, model_picker, show_error
 
-setup_page("Search")
-
-from lab import cached  # noqa: E402
-from lab.session import get_model, model_picker, show_error  # noqa: E402
+enter_through_app(__file__)
 
 st.title("Search similar questions")
 st.caption("Every distinct question of the active dataset (both columns) is encoded once per model and kept "

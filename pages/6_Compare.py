@@ -2,17 +2,22 @@
 active dataset, as a sortable table, a chart and a CSV; each model's training details on demand."""
 import streamlit as st
 
-from lab.session import setup_page
+from core.inference.baselines import (
+    COMPARE_COLUMNS,
+    METRICS,
+    comparison_table,
+    sort_table,
+)
+from core.models import MODEL_LABELS
+from core.saving import list_runs
+from core.saving.safe_csv import safe_csv
+from core.training.runs_table import METRIC_COLUMNS, runs_table
+from lab import cached, compare_view
+from lab.figures import PLOTLY_CONFIG
+from lab.navigation import TRAIN
+from lab.session import enter_through_app
 
-setup_page("Compare")
-
-from core.inference.baselines import COMPARE_COLUMNS, METRICS, comparison_table, sort_table  # noqa: E402
-from core.saving.safe_csv import safe_csv  # noqa: E402
-from core.training.runs_table import METRIC_COLUMNS, runs_table  # noqa: E402
-from core.models import MODEL_LABELS  # noqa: E402
-from core.saving import list_runs  # noqa: E402
-from lab import cached, compare_view  # noqa: E402
-from lab.figures import PLOTLY_CONFIG  # noqa: E402
+enter_through_app(__file__)
 
 state = st.session_state
 SORT_CHOICES = [*METRICS.values(), "threshold", "model"]
@@ -27,7 +32,7 @@ runs, problems = list_runs(state.runs_root)
 if not runs:
     st.info(f"No trained model in `{state.runs_root}` yet: train one on the Train page to see it beside the "
             "two references below.")
-    st.page_link("pages/2_Train.py", label="Go to the Train page", icon=":material/model_training:")
+    st.page_link(TRAIN.path, label="Go to the Train page", icon=TRAIN.icon)
 names = [run["name"] for run in runs]
 picked = st.multiselect("Saved models to compare", names, default=names, key="compare_models",
                         help="Each model trained on the active dataset limits the common pairs to the pairs its "

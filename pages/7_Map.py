@@ -3,16 +3,20 @@ label of their pairs; a click or a typed question highlights the nearest neighbo
 import pandas as pd
 import streamlit as st
 
-from lab.session import setup_page
-
-setup_page("Map")
-
-from core.inference.projection import (  # noqa: E402
-    DUPLICATE_LABEL, MAP_MAX_POINTS, MAP_SEED, NOT_DUPLICATE_LABEL, nearest, neighbours, sample_indices,
+from core.inference.projection import (
+    DUPLICATE_LABEL,
+    MAP_MAX_POINTS,
+    MAP_SEED,
+    NOT_DUPLICATE_LABEL,
+    nearest,
+    neighbours,
+    sample_indices,
 )
-from lab import cached, map_view  # noqa: E402
-from lab.figures import PLOTLY_CONFIG  # noqa: E402
-from lab.session import get_model, model_picker, show_error  # noqa: E402
+from lab import cached, map_view
+from lab.figures import PLOTLY_CONFIG
+from lab.session import enter_through_app, get_model, model_picker, show_error
+
+enter_through_app(__file__)
 
 COLOURINGS = ["cluster", "label of its pairs"]
 

@@ -1,15 +1,19 @@
 """Deduplicate: group the near-duplicate questions of a corpus (the active dataset's, or an uploaded file's)."""
 import streamlit as st
 
-from lab.session import setup_page
+from core.inference.dedup import default_threshold
+from core.saving.safe_csv import safe_csv
+from lab import cached, dedup_view
+from lab.figures import PLOTLY_CONFIG
+from lab.session import (
+    DataError,
+    enter_through_app,
+    get_model,
+    model_picker,
+    show_error,
+)
 
-setup_page("Deduplicate")
-
-from core.inference.dedup import default_threshold  # noqa: E402
-from core.saving.safe_csv import safe_csv  # noqa: E402
-from lab import cached, dedup_view  # noqa: E402
-from lab.figures import PLOTLY_CONFIG  # noqa: E402
-from lab.session import DataError, get_model, model_picker, show_error  # noqa: E402
+enter_through_app(__file__)
 
 ACTIVE, UPLOAD = "The active dataset's questions", "An uploaded file"
 PERSIST = "session"  # the settings survive a visit to another page

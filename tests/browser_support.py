@@ -1,4 +1,4 @@
-"""Shared helpers for the real-browser tests: a `streamlit run Home.py` server on a free port and Debian's chromium.
+"""Shared helpers for the real-browser tests: a `streamlit run app.py` server on a free port and Debian's chromium.
 
 Used by ``test_browser_e2e.py`` and ``test_browser_concurrency.py``. Nothing here is a fixture: the test modules
 build their own (module-scoped) fixtures from these pieces.
@@ -65,7 +65,7 @@ def free_port() -> int:
 
 
 class StreamlitServer:
-    """``streamlit run Home.py`` on 127.0.0.1 and a free port, its models folder in ``runs_root``; its log
+    """``streamlit run app.py`` on 127.0.0.1 and a free port, its models folder in ``runs_root``; its log
     and pid file go to ``work_dir`` (give it a folder from pytest's ``tmp_path`` / ``tmp_path_factory``).
 
     ``extra_args`` are appended to the command line (e.g. ``["--server.maxUploadSize", "1"]``);
@@ -88,7 +88,7 @@ class StreamlitServer:
         return f"http://127.0.0.1:{self.port}"
 
     def page_url(self, page: str = "") -> str:
-        """URL of a page by its name without the number prefix: ``page_url("Similarity_matrix")``."""
+        """URL of a page by its ``url_path`` (``lab.navigation``): ``page_url("Similarity_matrix")``."""
         return f"{self.url}/{page}"
 
     def start(self) -> "StreamlitServer":
@@ -97,7 +97,7 @@ class StreamlitServer:
         if self.max_training is not None:
             env["SIAMESE_LAB_MAX_TRAINING"] = str(self.max_training)
         pid_file = self.work_dir / f"streamlit_{self.port}.pid"
-        command = [sys.executable, "-m", "streamlit", "run", "Home.py", "--server.headless", "true",
+        command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                    "--server.address", "127.0.0.1", "--server.port", str(self.port),
                    "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *self.extra_args]
         # `exec` replaces the shell, so the PID written is the server's own, the one we stop later.

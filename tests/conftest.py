@@ -12,11 +12,12 @@ Fixtures
                       session tmp folder. Treat them as read-only; use ``runs_with_models`` to get copies.
 ``runs_with_models``  (function) ``runs_root`` holding copies of ``tiny_models``; returns
                       ``(runs_root, {"lstm": Path, "dual-transformer": Path})`` with the copies' paths.
-``open_page``         (function) ``open_page("pages/2_Train.py") -> AppTest``: a fresh session started on
-                      ``Home.py`` and switched to the page, already run once (``default_timeout=60``). Use it for
-                      pages with ``st.page_link``: a page opened alone with ``AppTest.from_file`` is its own entry
-                      point and cannot resolve links to ``pages/...``. Combine with ``runs_root`` or
-                      ``runs_with_models`` (request those first) to choose the models folder.
+``open_page``         (function) ``open_page(TRAIN.path) -> AppTest`` (``lab.navigation``'s pages): a fresh
+                      session of ``app.py`` (st.navigation and the one page setup) switched to the page, already
+                      run once (``default_timeout=60``); ``tests/app_support.open_page`` as a fixture. Pages hold
+                      no setup of their own, so never open a page file alone with ``AppTest.from_file``.
+                      Combine with ``runs_root`` or ``runs_with_models`` (request those first) to choose the
+                      models folder.
 ``rerun_until``       (function) ``rerun_until(at, condition, timeout=120, pause=0.5) -> AppTest``: calls
                       ``at.run()`` until ``condition(at)`` is true, for pages that poll background work;
                       fails the test on timeout or on an exception shown by the page.
@@ -49,7 +50,6 @@ if str(ROOT) not in sys.path:  # AppTest runs page scripts whose imports (core, 
     sys.path.insert(0, str(ROOT))
 
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
-APP_TIMEOUT = 60  # seconds per AppTest run; the first run in a process imports torch and transformers
 
 # Sizes that train in about a second on the 479-pair sample; all different, so a mix-up shows.
 TINY_OPTIONS = {
@@ -108,14 +108,9 @@ def runs_with_models(runs_root, tiny_models) -> tuple[Path, dict[str, Path]]:
 
 @pytest.fixture
 def open_page():
-    from streamlit.testing.v1 import AppTest
+    from app_support import open_page as open_app_page
 
-    def open_(page: str) -> AppTest:
-        at = AppTest.from_file(str(ROOT / "Home.py"), default_timeout=APP_TIMEOUT).run()
-        assert not at.exception, at.exception
-        return at.switch_page(page).run()
-
-    return open_
+    return open_app_page
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.data import split_pairs, unseen_mask
 from core.inference import analysis
 from core.inference.analysis import FALSE_NEGATIVE, FALSE_POSITIVE
-from core.data import split_pairs, unseen_mask
 from core.inference.evaluation import HeldOut
 
 

@@ -8,18 +8,24 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from core.inference.baselines import (
-    COMPARE_COLUMNS, METRICS, TFIDF_LABEL, common_pairs, comparison_row, model_scores, sort_table, tfidf_scores,
-)
 from core.data import split_pairs
-from core.saving.safe_csv import safe_csv
-from core.training.runs_table import METRIC_COLUMNS, RUN_COLUMNS, runs_table
-from core.training.objectives import LossConfig
+from core.inference.baselines import (
+    COMPARE_COLUMNS,
+    METRICS,
+    TFIDF_LABEL,
+    common_pairs,
+    comparison_row,
+    model_scores,
+    sort_table,
+    tfidf_scores,
+)
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs
+from core.saving.safe_csv import safe_csv
+from core.training.objectives import LossConfig
+from core.training.runs_table import METRIC_COLUMNS, RUN_COLUMNS, runs_table
 from lab import compare_view
-
-COMPARE = "pages/6_Compare.py"
+from lab.navigation import COMPARE
 
 
 # ---- safe_csv ---------------------------------------------------------------------------------------
@@ -84,7 +90,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
     root, folders = runs_with_models
     pairs, _ = sample_pairs
     runs = list_runs(root)[0]
-    at = open_page(COMPARE)
+    at = open_page(COMPARE.path)
     assert not at.exception and not at.info
 
     # the common pairs: both tiny models trained on the sample with the default split, so their validation
@@ -146,15 +152,13 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
 
 
 def test_compare_without_models_compares_the_references_on_all_pairs(runs_root, sample_pairs):
-    from streamlit.testing.v1 import AppTest
-
-    from tests.conftest import APP_TIMEOUT, ROOT
+    from app_support import open_app
 
     pairs = sample_pairs[0].iloc[:120].reset_index(drop=True)  # a small active dataset: MiniLM scores it fast
     (runs_root / ".tmp-lstm-triplet-x").mkdir()  # an interrupted save is reported, not listed
-    at = AppTest.from_file(str(ROOT / "Home.py"), default_timeout=APP_TIMEOUT).run()
+    at = open_app()
     at.session_state["pairs"] = pairs
-    at.switch_page(COMPARE).run()
+    at.switch_page(COMPARE.path).run()
     assert not at.exception
     [info] = at.info
     assert "No trained model" in info.value and "Train page" in info.value

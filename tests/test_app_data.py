@@ -1,15 +1,13 @@
 """The Data page (AppTest): the sample is active by default, uploads replace it, bad files never do."""
 import gzip
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
+from app_support import open_app, open_page
 
 from core.data import dataset_summary, load_pairs
-
-ROOT = Path(__file__).resolve().parent.parent
+from lab.navigation import DATA
 
 # Line 1 is the header; line 4 has an empty question2 and line 6 an unreadable label: 4 of 6 rows stay.
 UPLOAD = (
@@ -35,7 +33,7 @@ def expected_metrics(pairs: pd.DataFrame) -> dict[str, str]:
 
 @pytest.fixture
 def data_page(runs_root):
-    return AppTest.from_file(str(ROOT / "pages" / "1_Data.py"), default_timeout=60).run()
+    return open_page(DATA.path)
 
 
 def upload(at, name: str, data: bytes, mime: str = "text/csv"):
@@ -135,7 +133,7 @@ def test_use_the_bundled_sample_after_an_upload(data_page, sample_pairs):
 
 
 def test_home_page_starts_on_the_sample_with_nothing_trained(runs_root):
-    at = AppTest.from_file(str(ROOT / "Home.py"), default_timeout=60).run()
+    at = open_app()
     assert not at.exception and not at.error
     assert at.title[0].value == "Siamese Lab"
     assert any("bundled sample" in block.value and "479 question pairs" in block.value for block in at.markdown)

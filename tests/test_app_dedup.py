@@ -2,17 +2,13 @@
 cached neighbour graph without encoding anything again."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
+from app_support import open_page
 
 import core.inference.dedup
 from core.models import load_model
-
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = str(ROOT / "pages" / "8_Deduplicate.py")
+from lab.navigation import DEDUPLICATE
 
 
 @pytest.fixture
@@ -33,7 +29,7 @@ def encode_calls(monkeypatch) -> list[int]:
 
 def test_threshold_moves_recluster_without_encoding_again(runs_with_models, encode_calls, plotly_figures):
     _, folders = runs_with_models
-    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at = open_page(DEDUPLICATE.path, timeout=120)
     assert not at.exception, at.exception
     at.selectbox(key="active_model").set_value(str(folders["lstm"])).run()
     assert not at.exception and not at.error, (at.exception, at.error)
@@ -72,7 +68,7 @@ def test_threshold_moves_recluster_without_encoding_again(runs_with_models, enco
 
 def test_another_model_starts_at_its_own_threshold(runs_with_models, encode_calls):
     _, folders = runs_with_models
-    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at = open_page(DEDUPLICATE.path, timeout=120)
     for name in ("lstm", "dual-transformer"):
         at.selectbox(key="active_model").set_value(str(folders[name])).run()
         assert not at.exception and not at.error, (at.exception, at.error)
@@ -82,7 +78,7 @@ def test_another_model_starts_at_its_own_threshold(runs_with_models, encode_call
 
 
 def test_upload_without_a_file_asks_for_one(runs_with_models, encode_calls):
-    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at = open_page(DEDUPLICATE.path, timeout=120)
     encoded = len(encode_calls)
     at.radio(key="dedup_source").set_value("An uploaded file").run()
     assert not at.exception and not at.error

@@ -10,8 +10,8 @@ from pathlib import Path
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
-from core.models import ZERO_SHOT, load_model
 from core.export.onnx_backend import OnnxEncoder
+from core.models import ZERO_SHOT, load_model
 
 PAGE = str(Path(__file__).resolve().parent / "apps" / "export_panel_app.py")
 

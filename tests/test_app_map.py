@@ -9,16 +9,19 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.data import load_pairs
+from core.data import corpus_questions, load_pairs
+from core.inference.projection import (
+    DUPLICATE_LABEL,
+    NOT_DUPLICATE_LABEL,
+    project_2d,
+    question_labels,
+)
 from core.models import load_model
-from core.inference.projection import DUPLICATE_LABEL, NOT_DUPLICATE_LABEL, project_2d, question_labels
-from core.data import corpus_questions
 from lab import map_view
 from lab.figures import hover_text
+from lab.navigation import MAP
 from lab.session import ACTIVE_MODEL, data_key
 from tests.conftest import SAMPLE
-
-MAP = "pages/7_Map.py"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,7 @@ def open_map(open_page):
     """``open_map(folder) -> AppTest``: the Map page in a new session with the saved model in ``folder``
     picked in the shared model picker (the newest finished run, a tiny model too, is the default)."""
     def open_(folder) -> AppTest:
-        at = open_page(MAP)
+        at = open_page(MAP.path)
         assert not at.exception, at.exception
         at.selectbox(key=ACTIVE_MODEL).set_value(str(folder)).run()
         assert not at.exception, at.exception

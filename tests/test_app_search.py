@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import app_support
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.data import load_pairs
-from core.data import corpus_questions
+from core.data import corpus_questions, load_pairs
+from lab.navigation import SEARCH
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = str(ROOT / "pages" / "5_Search.py")
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
 
 
@@ -21,8 +21,7 @@ def sample():
 
 def new_app() -> AppTest:
     """The page in a new session; request ``runs_root`` or ``runs_with_models`` (conftest) first."""
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
+    at = app_support.open_page(SEARCH.path, timeout=120)
     assert not at.exception, at.exception
     return at
 

@@ -5,6 +5,7 @@ import base64
 import json
 from pathlib import Path
 
+import app_support
 import numpy as np
 import pytest
 import torch
@@ -13,9 +14,9 @@ from streamlit.testing.v1 import AppTest
 from core.data import load_pairs
 from core.inference.inspection import batch_scores, pick_batch
 from core.losses.triplet import triplet_terms
+from lab.navigation import SIMILARITY
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = str(ROOT / "pages" / "3_Similarity_matrix.py")
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
 
 
@@ -46,8 +47,7 @@ def sample():
 
 @pytest.fixture
 def app(runs_root):  # runs_root (conftest): an empty models folder, so zero-shot MiniLM is the only choice
-    at = AppTest.from_file(PAGE, default_timeout=90)
-    at.run()
+    at = app_support.open_page(SIMILARITY.path, timeout=90)
     assert not at.exception, at.exception
     return at
 

@@ -6,19 +6,19 @@ import pytest
 
 import core.training.jobs
 from core.device import cuda_available
+from core.status import CANCELLED, DONE, FAILED
 from core.training.objectives import DEFAULT_MARGINS
 from core.training.specs import TRAINING_DEFAULTS, spec_from_options
-from core.status import CANCELLED, DONE, FAILED
+from lab.navigation import TRAIN
 from lab.session import job_queue
 from lab.training_view import KEEP_UNVALIDATED_LABEL
 
-TRAIN = "pages/2_Train.py"
 CURVE_TITLE = "Validation ROC AUC over training time"
 
 
 @pytest.fixture
 def train_page(runs_root, open_page):
-    at = open_page(TRAIN)
+    at = open_page(TRAIN.path)
     assert not at.exception, at.exception
     yield at
     # Never leave a run behind for the next test: the queue trains one run at a time.
@@ -200,7 +200,7 @@ def test_sizes_that_do_not_fit_are_refused_before_starting(train_page):
 def test_models_folder_lists_models_and_leftovers(runs_with_models, open_page):
     root, folders = runs_with_models
     (root / ".tmp-broken-save").mkdir()
-    at = open_page(TRAIN)
+    at = open_page(TRAIN.path)
     assert not at.exception
     assert sorted(at.dataframe[-1].value["name"]) == sorted(folder.name for folder in folders.values())
     assert any("left over from an interrupted save" in warning.value for warning in at.warning)

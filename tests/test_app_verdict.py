@@ -8,6 +8,7 @@ import json
 import time
 from pathlib import Path
 
+import app_support
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,12 +17,12 @@ from streamlit.testing.v1 import AppTest
 
 from core.data import load_pairs, normalise_questions, split_pairs
 from core.inference.evaluation import held_out_pairs
-from core.saving.safe_csv import FORMULA_STARTS
 from core.inference.metrics import ranking_metrics, threshold_metrics
 from core.models import ZERO_SHOT, ZERO_SHOT_THRESHOLD
+from core.saving.safe_csv import FORMULA_STARTS
+from lab.navigation import DATA, VERDICT
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = str(ROOT / "pages" / "4_Verdict.py")
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
 HOSTILE = "<script>alert(1)</script> **bold** 😀 ما هو عمرك؟"
 DEFAULT_PAIR = ("How do I learn Python?", "What is the best way to learn Python?")
@@ -53,8 +54,7 @@ def scores_of(model, pairs: pd.DataFrame) -> np.ndarray:
 
 def new_app() -> AppTest:
     """The page in a new session; request ``runs_root`` or ``runs_with_models`` (conftest) first."""
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.run()
+    at = app_support.open_page(VERDICT.path, timeout=120)
     assert not at.exception, at.exception
     return at
 
@@ -303,10 +303,8 @@ def test_the_errors_download_is_formula_safe(runs_with_models, sample, monkeypat
     hostile = ["=HYPERLINK(\"http://x\")", "+1+1", "-2", "@SUM(A1)"]
     negatives = np.flatnonzero(pairs["is_duplicate"].to_numpy() == 0)[:4]
     pairs.loc[negatives, "question1"] = [f"{start} {i}" for i, start in enumerate(hostile)]
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    at.session_state["pairs"], at.session_state["data_name"] = pairs, "formulas.csv"
-    at.session_state["data_report"] = load_pairs(SAMPLE)[1]
-    at.run()
+    at = app_support.open_page(VERDICT.path, timeout=120, pairs=pairs, data_name="formulas.csv",
+                               data_report=load_pairs(SAMPLE)[1])
     choose(at, folders["lstm"])
     at.slider(key="threshold").set_value(-1.0).run()
     assert not at.exception and not at.error
@@ -351,14 +349,14 @@ def test_changing_model_resets_the_threshold(runs_with_models):
 
 def test_questions_threshold_and_model_survive_a_visit_to_another_page(runs_with_models, open_page):
     _, folders = runs_with_models
-    at = open_page("pages/4_Verdict.py")
+    at = open_page(VERDICT.path)
     choose(at, folders["lstm"])
     at.slider(key="threshold").set_value(0.27).run()
     check(at, "Is tea healthy?", "Is green tea good for you?")
     score = metric(at, "Cosine similarity")
-    at.switch_page("pages/1_Data.py").run()
+    at.switch_page(DATA.path).run()
     assert not at.exception
-    at.switch_page("pages/4_Verdict.py").run()
+    at.switch_page(VERDICT.path).run()
     assert not at.exception and not at.error
     assert at.selectbox(key="active_model").value == str(folders["lstm"])
     assert at.slider(key="threshold").value == pytest.approx(0.27)

@@ -5,13 +5,24 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
+from sklearn.metrics import (
+    accuracy_score,
+    average_precision_score,
+    f1_score,
+    roc_auc_score,
+)
 from sklearn.metrics.pairwise import cosine_similarity
 
-from core.inference.baselines import (
-    COMPARE_COLUMNS, common_pairs, comparison_row, comparison_table, model_scores, sort_table, tfidf_scores,
-)
 from core.data import pairs_fingerprint, split_pairs
+from core.inference.baselines import (
+    COMPARE_COLUMNS,
+    common_pairs,
+    comparison_row,
+    comparison_table,
+    model_scores,
+    sort_table,
+    tfidf_scores,
+)
 
 
 # ---- TF-IDF cosine ----------------------------------------------------------------------------------

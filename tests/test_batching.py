@@ -6,7 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.data.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
+from core.data.batching import (
+    duplicate_free_batches,
+    labelled_batches,
+    labelled_distinct_batches,
+)
 
 
 def pairs_frame(rows, index=None) -> pd.DataFrame:
@@ -252,7 +256,7 @@ def test_length_bucketed_labelled_distinct_batches_keep_the_guarantee_and_pad_le
 
 def test_the_pair_table_maps_each_batch_kind_to_its_builder():
     from core.text.pair_table import PairTable
-    from core.text.tokenizers import WordTokenizer
+    from core.text.word_tokenizer import WordTokenizer
 
     table = PairTable(CROSSING, WordTokenizer.build(pd.concat([CROSSING.question1, CROSSING.question2]), min_freq=1))
     for kind, builder in (("duplicates", duplicate_free_batches), ("labelled", labelled_batches),

@@ -1,6 +1,6 @@
 """Several people on one server, in a real headless Chromium (the reliability issue).
 
-One ``streamlit run Home.py`` serves every test here, started with ``SIAMESE_LAB_MAX_TRAINING=1`` (one training
+One ``streamlit run app.py`` serves every test here, started with ``SIAMESE_LAB_MAX_TRAINING=1`` (one training
 run at a time) and ``--server.maxUploadSize 1`` (a 1 MB upload limit). Each browser context is its own
 Streamlit session, i.e. its own user.
 
@@ -22,9 +22,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from browser_support import (PAGE_TIMEOUT_MS, StreamlitServer, launch_chromium, require_browser, set_numbers,
-                             wait_for_script, widget)
+from browser_support import (
+    PAGE_TIMEOUT_MS,
+    StreamlitServer,
+    launch_chromium,
+    require_browser,
+    set_numbers,
+    wait_for_script,
+    widget,
+)
 
 pytestmark = pytest.mark.browser
 

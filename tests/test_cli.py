@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.cli import main
-from core.models import ZERO_SHOT_THRESHOLD
-from core.models import load_model
+from core.cli.main import main
+from core.models import ZERO_SHOT_THRESHOLD, load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.cli import main
+from core.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
@@ -256,7 +256,7 @@ def test_a_config_key_holding_a_line_break_is_quoted_on_one_line(capsys, tmp_pat
 
 
 def test_one_line_escapes_only_what_would_break_the_line():
-    from core.cli import one_line
+    from core.cli.main import one_line
 
     assert one_line("naïve 中文 ok") == "naïve 中文 ok"
     assert one_line("a\r\nb\tc\u2028d\x00") == "a\\r\\nb\\tc\\u2028d\\x00"

@@ -5,9 +5,9 @@ import shutil
 import numpy as np
 import pytest
 
-from core.cli import main
-from core.models import load_model
+from core.cli.main import main
 from core.data import corpus_questions
+from core.models import load_model
 from lab.session import SAMPLE_PATH
 
 

@@ -37,10 +37,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import core.saving.atomic  # noqa: E402
-from core.models import SiameseLSTM, SiameseLSTMConfig  # noqa: E402
-from core.models import load_model  # noqa: E402
+from core.models import (  # noqa: E402
+    SiameseLSTM,
+    SiameseLSTMConfig,
+    load_model,  # noqa: E402
+)
 from core.saving import ModelLoadError, list_runs, recover_interrupted_saves, save_model  # noqa: E402
-from core.text.tokenizers import WordTokenizer  # noqa: E402
+from core.text.word_tokenizer import WordTokenizer  # noqa: E402
 
 OLD_SEED, NEW_SEED = 1, 2
 TARGET = "run"

@@ -9,7 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.data import DataError, LoadReport, dataset_summary, load_pairs, split_pairs, unseen_mask
+from core.data import (
+    DataError,
+    LoadReport,
+    dataset_summary,
+    load_pairs,
+    split_pairs,
+    unseen_mask,
+)
 
 SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "sample_pairs.csv"
 

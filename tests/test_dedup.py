@@ -1,4 +1,5 @@
-"""core.inference.dedup (community clusters on a k-NN graph), core.data.load_questions and `python -m core dedup`."""
+"""core.inference.dedup_graph (community clusters on a k-NN graph), core.inference.dedup (texts in, table out),
+core.data.load_questions and `python -m core dedup`."""
 from __future__ import annotations
 
 import csv
@@ -14,15 +15,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.cli import main
-from core.data import DataError, load_questions
+from core.cli.main import main
+from core.data import DataError, corpus_questions, load_questions
 from core.inference.dedup import (
-    COLUMNS, NeighbourGraph, cluster, clusters_frame, dedup_questions, default_threshold, encode_corpus, write_csv,
+    COLUMNS,
+    clusters_frame,
+    dedup_questions,
+    default_threshold,
+    encode_corpus,
+    write_csv,
 )
-from core.saving.safe_csv import FORMULA_STARTS
+from core.inference.dedup_graph import NeighbourGraph, cluster
 from core.models import ZERO_SHOT_THRESHOLD, load_model
 from core.models.registry import zero_shot_config
-from core.data import corpus_questions
+from core.saving.safe_csv import FORMULA_STARTS
 from lab.session import SAMPLE_PATH
 
 
@@ -151,7 +157,7 @@ def test_a_neighbourhood_deeper_than_the_cap_keeps_its_closest_and_is_counted():
 
 
 def test_the_capped_note_names_the_count_the_cap_and_the_threshold():
-    from core.inference.dedup import capped_note
+    from core.inference.dedup_graph import capped_note
 
     assert capped_note(0, 1024, 0.9) is None
     note = capped_note(12_345, 1024, 0.925)
@@ -159,12 +165,12 @@ def test_the_capped_note_names_the_count_the_cap_and_the_threshold():
 
 
 def test_a_hash_collision_falls_back_to_comparing_the_bytes(monkeypatch):
-    import core.inference.dedup as dedup
+    import core.inference.dedup_rows as dedup_rows
 
     vectors = blobs(11, n=120, repeats=30)
-    honest = dedup._distinct_rows(vectors, vectors)
-    monkeypatch.setattr(dedup, "_row_hashes", lambda rows: np.zeros(len(rows), dtype=np.uint64))  # all collide
-    colliding = dedup._distinct_rows(vectors, vectors)
+    honest = dedup_rows.distinct_rows(vectors, vectors)
+    monkeypatch.setattr(dedup_rows, "_row_hashes", lambda rows: np.zeros(len(rows), dtype=np.uint64))  # all collide
+    colliding = dedup_rows.distinct_rows(vectors, vectors)
     for a, b in zip(honest, colliding):
         assert np.array_equal(a, b)
     first, inverse, counts = honest
@@ -432,7 +438,7 @@ def test_write_csv_streams_chunks_into_one_safe_file(tmp_path):
 
 def test_the_command_runs_in_a_fresh_interpreter_without_training_modules(lstm_folder, tmp_path):
     root = Path(__file__).resolve().parents[1]
-    script = (f"import sys, json; sys.path.insert(0, {str(root)!r}); from core.cli import main; "
+    script = (f"import sys, json; sys.path.insert(0, {str(root)!r}); from core.cli.main import main; "
               f"code = main(['dedup', '--model', {str(lstm_folder)!r}, '--questions', {str(SAMPLE_PATH)!r}, "
               f"'--out', {str(tmp_path / 'c.csv')!r}]); "
               "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith('core'))]))")

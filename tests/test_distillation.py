@@ -9,15 +9,23 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import synthetic_pairs
 from sklearn.metrics import roc_auc_score
 
-from core.training.distillation import CrossEncoderTraining, ScoreRegressionObjective, fit_cross_encoder, teacher_labelled
-from core.losses import score_regression_loss
 from core.data.splitting import connected_components
-from core.training.mining import candidate_pairs, mine_hard_negatives, select_hard_negatives
+from core.losses import score_regression_loss
 from core.models.cross_encoder import CrossEncoder, CrossEncoderConfig
-
-from conftest import synthetic_pairs
+from core.training.distillation import (
+    CrossEncoderTraining,
+    ScoreRegressionObjective,
+    fit_cross_encoder,
+    teacher_labelled,
+)
+from core.training.mining import (
+    candidate_pairs,
+    mine_hard_negatives,
+    select_hard_negatives,
+)
 
 
 # ---- the loss ------------------------------------------------------------------------------------

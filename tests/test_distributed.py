@@ -17,10 +17,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from core.training import distributed
 from core.models import SiameseLSTM, SiameseLSTMConfig
+from core.text.word_tokenizer import WordTokenizer
+from core.training import distributed
 from core.training.objectives import LossConfig, Objective
-from core.text.tokenizers import WordTokenizer
 
 WORLD = 2
 GLOBAL_BATCH = 12  # 6 pairs per rank

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from core.models import DualEncoder, DualEncoderConfig
 from core.text import encoding_batches as eb
 from core.text.encoding_batches import encoding_batches
-from core.models import DualEncoder, DualEncoderConfig
-from core.text.tokenizers import WordTokenizer
+from core.text.word_tokenizer import WordTokenizer
 
 
 def test_hand_made_cut():

@@ -17,11 +17,12 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-from core.cli import main
-from core.export.export_model import EXPORT_FORMAT, MANIFEST_FILE, export_model
+from core.cli.main import main
+from core.export.export_folder import export_model
+from core.export.manifest import EXPORT_FORMAT, MANIFEST_FILE
 from core.models import ZERO_SHOT, load_model
 from core.saving import save_model
-from core.text.tokenizers import _PY_WHITESPACE, WordTokenizer
+from core.text.word_tokenizer import WordTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRA = ["", "   ", "Why don't cats like water???", "What's 2+2... and 3.14 * 10^6?", "Café naïve façade ÀÉÎÕÜ",
@@ -87,8 +88,34 @@ def minilm_exports(tmp_path_factory):
 
 
 # ---- tokenizer.json ----------------------------------------------------------------------------
-def test_python_whitespace_list_is_what_re_matches():
-    assert set(_PY_WHITESPACE) == {chr(c) for c in range(0x110000) if re.match(r"\s", chr(c))}
+# Text -> the words the word tokenizer sees, written out by hand: lower-casing (a final capital sigma as
+# Python lowers it, "İ" as "i" + combining dot), one "'" + a-z suffix per word, every other mark alone,
+# whitespace below U+00C0 (tab, newline, U+001C, U+0085, NBSP) separating words, the whitespace above it
+# (U+2003, U+2028, U+202F, U+3000) inside the word range, as the first word vocabularies were built.
+HAND_SPLIT = {
+    "What's the BEST way, don't you think?": ["what's", "the", "best", "way", ",", "don't", "you", "think", "?"],
+    "rock'n'roll O'Neil's  'quoted'": ["rock'n", "'", "roll", "o'neil", "'", "s", "'", "quoted", "'"],
+    "ΟΔΟΣ ΣΟΦΙΑΣ Σ ΑΣ' ΣΑ": ["οδος", "σοφιας", "σ", "ας", "'", "σα"],
+    "tab\tnew\nline\u3000ideographic\u00a0nbsp\u2003em": ["tab", "new", "line\u3000ideographic", "nbsp\u2003em"],
+    "a\x1cb\x85c\u2028d\u202fe": ["a", "b", "c\u2028d\u202fe"],
+    "Café naïve 😀👍🏽!": ["café", "naïve", "😀", "👍", "🏽", "!"],
+    "3.14 * 10^6": ["3", ".", "14", "*", "10", "^", "6"],
+    "#1 @user $100 (50%)": ["#", "1", "@", "user", "$", "100", "(", "50", "%", ")"],
+    "İstanbul": ["i\u0307stanbul"],
+    "": [],
+    " \t\n\u00a0": [],
+}
+
+
+def test_the_word_pipeline_splits_hand_written_texts_as_written(tmp_path):
+    word = WordTokenizer(["<pad>", "<unk>"], max_length=4)
+    assert {text: word.split(text) for text in HAND_SPLIT} == HAND_SPLIT
+    # The exported tokenizer.json splits the same way.
+    (tmp_path / "tokenizer.json").write_text(word.hf_tokenizer_json(), encoding="utf-8")
+    rust = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    exported = {text: [piece for piece, _ in rust.pre_tokenizer.pre_tokenize_str(rust.normalizer.normalize_str(text))]
+                for text in HAND_SPLIT}
+    assert exported == HAND_SPLIT
 
 
 def test_word_level_tokenizer_json_gives_the_word_tokenizers_ids(tmp_path, sample_pairs, tiny_models):
@@ -170,7 +197,7 @@ LSTM_WIDTHS = {"max": 5, "mean+max": 6, "mean+max-bi-2": 24, "wordpiece-mean": 4
 def test_onnx_equals_pytorch_for_each_lstm_pooling_and_tokens(variant, sample_pairs, tmp_path):
     """Saved (untrained), loaded back, exported: the graph and its tokenizer.json say what PyTorch says."""
     from core.models.siamese_lstm import SiameseLSTM, SiameseLSTMConfig
-    from core.text.tokenizers import bert_wordpiece
+    from core.text.wordpiece_tokenizer import bert_wordpiece
 
     options = LSTM_VARIANTS[variant]
     pairs, _ = sample_pairs

@@ -34,7 +34,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.data import EMPTY_QUESTION, MALFORMED_LINE, UNREADABLE_LABEL, DataError, load_pairs
+from core.data import (
+    EMPTY_QUESTION,
+    MALFORMED_LINE,
+    UNREADABLE_LABEL,
+    DataError,
+    load_pairs,
+)
 
 # Examples per property; their sum is the number of generated inputs (see docs/RELIABILITY.md).
 MAX_EXAMPLES = {

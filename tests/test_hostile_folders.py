@@ -10,7 +10,8 @@ model_folder.py, core/models/registry.py):
 3. every size field is bounded, and the parameter count, computed in closed form before anything is
    allocated, must be under SIAMESE_LAB_MAX_PARAMETERS (default 200 million);
 4. MiniLM's ``bert`` sub-config takes only known BertConfig keys with bounded values;
-5. vocabulary, config and tensor shapes agree;
+5. vocabulary, config and tensor shapes agree; a tokenizer.json gives only its WordLevel vocabulary (ids
+   exactly 0..n-1, <pad> 0 and <unk> 1), which goes into our own pipeline: no pattern of the file runs;
 6. no NaN or infinite weight;
 7. the metadata inference reads (thresholds, name, metrics) has the right shape; JSON nests at most 32 deep;
 8. model.safetensors gets the same mode as the other files.
@@ -30,16 +31,36 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from core.cli import main
+from core.cli.main import main
 from core.models import (
-    DualEncoder, DualEncoderConfig, MiniLM, MiniLMConfig, ModelTooLarge, SiameseLSTM, SiameseLSTMConfig,
-    check_model_size, load_model, max_parameters,
+    DualEncoder,
+    DualEncoderConfig,
+    MiniLM,
+    MiniLMConfig,
+    ModelTooLarge,
+    SiameseLSTM,
+    SiameseLSTMConfig,
+    check_model_size,
+    load_model,
+    max_parameters,
 )
 from core.models.minilm import BERT_DEFAULTS
 from core.saving import (
-    CONFIG_FILE, WEIGHTS_FILE, ModelLoadError, check_regular_file, list_runs, read_regular_file, save_model,
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    ModelLoadError,
+    check_regular_file,
+    list_runs,
+    read_regular_file,
+    save_model,
 )
-from core.text.tokenizers import WORD_VOCAB_FILE, WORDPIECE_VOCAB_FILE, WordTokenizer, bert_wordpiece
+from core.text.vocab_files import (
+    LEGACY_WORD_VOCAB_FILE,
+    WORD_TOKENIZER_FILE,
+    WORDPIECE_VOCAB_FILE,
+)
+from core.text.word_tokenizer import WordTokenizer
+from core.text.wordpiece_tokenizer import bert_wordpiece, minilm_folder
 
 VOCAB, EMBED, HIDDEN = 99, 24, 32
 FAST = 5.0  # seconds: every refusal below takes milliseconds; this only keeps a regression from hanging CI
@@ -96,6 +117,21 @@ def _write_config(folder: Path, config: dict) -> None:
     (folder / CONFIG_FILE).write_text(json.dumps(config))
 
 
+def _as_legacy(folder: Path) -> Path:
+    """``folder`` as word-token models were saved before tokenizer.json: word_vocab.txt, named in config.json."""
+    (folder / LEGACY_WORD_VOCAB_FILE).write_text("\n".join(_word_tokenizer().vocab) + "\n", encoding="utf-8")
+    (folder / WORD_TOKENIZER_FILE).unlink()
+    config = _config(folder)
+    config["tokenizer"]["vocab_file"] = LEGACY_WORD_VOCAB_FILE
+    _write_config(folder, config)
+    return folder
+
+
+def _holding(folder: Path, name: str) -> Path:
+    """``folder``, in the legacy layout when ``name`` is the legacy vocabulary file."""
+    return _as_legacy(folder) if name == LEGACY_WORD_VOCAB_FILE else folder
+
+
 def _refused(folder: Path, match: str | None = None, seconds: float = FAST) -> str:
     """Load ``folder`` in a thread; it must raise ModelLoadError within ``seconds`` (a loader blocked on
     a FIFO is released by opening the FIFO's other end, so the test never hangs)."""
@@ -130,15 +166,20 @@ def _refused(folder: Path, match: str | None = None, seconds: float = FAST) -> s
 
 
 # ---- 1. regular files inside the folder, opened without blocking --------------------------------
-@pytest.mark.parametrize("name", [CONFIG_FILE, WORD_VOCAB_FILE, WEIGHTS_FILE])
+ALL_FILES = [CONFIG_FILE, WORD_TOKENIZER_FILE, LEGACY_WORD_VOCAB_FILE, WEIGHTS_FILE]
+
+
+@pytest.mark.parametrize("name", ALL_FILES)
 def test_a_fifo_in_place_of_any_file_is_refused_at_once(folder, name):
+    folder = _holding(folder, name)
     (folder / name).unlink()
     os.mkfifo(folder / name)
     assert name in _refused(folder, "FIFO")
 
 
-@pytest.mark.parametrize("name", [CONFIG_FILE, WORD_VOCAB_FILE, WEIGHTS_FILE])
+@pytest.mark.parametrize("name", ALL_FILES)
 def test_a_symlink_to_dev_zero_is_refused_at_once(folder, name):
+    folder = _holding(folder, name)
     (folder / name).unlink()
     (folder / name).symlink_to("/dev/zero")
     assert name in _refused(folder)
@@ -177,24 +218,29 @@ def test_the_file_helper_reads_at_most_its_cap(tmp_path):
         read_regular_file(tmp_path / "missing", 10)
 
 
-def test_a_symlink_out_of_the_folder_is_refused(folder, tmp_path):
-    outside = tmp_path / "elsewhere.txt"
-    shutil.copy(folder / WORD_VOCAB_FILE, outside)
-    (folder / WORD_VOCAB_FILE).unlink()
-    (folder / WORD_VOCAB_FILE).symlink_to(outside)
+@pytest.mark.parametrize("name", [WORD_TOKENIZER_FILE, LEGACY_WORD_VOCAB_FILE])
+def test_a_symlink_out_of_the_folder_is_refused(folder, tmp_path, name):
+    folder = _holding(folder, name)
+    outside = tmp_path / "elsewhere"
+    shutil.copy(folder / name, outside)
+    (folder / name).unlink()
+    (folder / name).symlink_to(outside)
     _refused(folder, "outside")
 
 
-def test_a_symlink_inside_the_folder_is_fine(folder):
-    (folder / WORD_VOCAB_FILE).rename(folder / "vocab-real.txt")
-    (folder / WORD_VOCAB_FILE).symlink_to("vocab-real.txt")
-    load_model(folder)
+@pytest.mark.parametrize("name", [WORD_TOKENIZER_FILE, LEGACY_WORD_VOCAB_FILE])
+def test_a_symlink_inside_the_folder_is_fine(folder, name):
+    folder = _holding(folder, name)
+    (folder / name).rename(folder / "real-file")
+    (folder / name).symlink_to("real-file")
+    assert load_model(folder)[0].tokenizer.vocab == _word_tokenizer().vocab
 
 
 # ---- 2. size caps, checked before reading -------------------------------------------------------
-@pytest.mark.parametrize("name,size", [(CONFIG_FILE, 1024**2 + 1), (WORD_VOCAB_FILE, 64 * 1024**2 + 1),
-                                       (WEIGHTS_FILE, 64 * 1024**2)])
+@pytest.mark.parametrize("name,size", [(CONFIG_FILE, 1024**2 + 1), (WORD_TOKENIZER_FILE, 64 * 1024**2 + 1),
+                                       (LEGACY_WORD_VOCAB_FILE, 64 * 1024**2 + 1), (WEIGHTS_FILE, 64 * 1024**2)])
 def test_files_over_their_cap_are_refused_unread(folder, name, size):
+    folder = _holding(folder, name)
     with open(folder / name, "r+b") as handle:
         handle.truncate(size)  # sparse: costs no disk, and would cost `size` bytes of memory if read
     assert "allowed" in _refused(folder, name)
@@ -344,7 +390,6 @@ def test_bad_bert_sub_configs_are_refused(saved, tmp_path, edit, match):
 
 def test_the_installed_minilm_config_passes_the_bert_checks():
     from core.saving import read_json_file
-    from core.text.tokenizers import minilm_folder
 
     bert = read_json_file(minilm_folder() / "config.json")
     config = MiniLMConfig(bert=bert)
@@ -354,8 +399,9 @@ def test_the_installed_minilm_config_passes_the_bert_checks():
 # ---- 5. vocabulary, config and tensors agree ------------------------------------------------------
 @pytest.mark.parametrize("keep", [VOCAB - 9, VOCAB + 9])
 def test_a_word_vocabulary_of_another_size_is_refused(folder, keep):
+    _as_legacy(folder)
     words = [f"w{i}" for i in range(keep - 2)]
-    (folder / WORD_VOCAB_FILE).write_text("\n".join(["<pad>", "<unk>", *words]) + "\n", encoding="utf-8")
+    (folder / LEGACY_WORD_VOCAB_FILE).write_text("\n".join(["<pad>", "<unk>", *words]) + "\n", encoding="utf-8")
     _refused(folder, f"vocab_size {VOCAB}")
 
 
@@ -368,8 +414,85 @@ def test_a_wordpiece_vocabulary_shorter_than_the_config_is_refused(saved, tmp_pa
 
 
 def test_a_vocabulary_of_a_million_lines_is_refused_before_it_is_split(folder):
-    (folder / WORD_VOCAB_FILE).write_bytes(b"<pad>\n<unk>\n" + b"w\n" * 1_000_000)
+    _as_legacy(folder)
+    (folder / LEGACY_WORD_VOCAB_FILE).write_bytes(b"<pad>\n<unk>\n" + b"w\n" * 1_000_000)
     _refused(folder, "lines")
+
+
+# ---- 5b. tokenizer.json: only its WordLevel vocabulary is read, checked, and put in our own pipeline ---
+def _edit_tokenizer_json(folder: Path, edit) -> None:
+    document = json.loads((folder / WORD_TOKENIZER_FILE).read_text(encoding="utf-8"))
+    edit(document["model"])
+    (folder / WORD_TOKENIZER_FILE).write_text(json.dumps(document), encoding="utf-8")
+
+
+@pytest.mark.parametrize("data,match", [
+    (b"not json at all", "not valid JSON"), (b"\xff\xfe{}", "not valid JSON"), (b"", "not valid JSON"),
+    (b"[]", "WordLevel"), (b'{"model": null}', "WordLevel"), (b"[" * 100_000 + b"]" * 100_000, "nests deeper"),
+])
+def test_a_tokenizer_json_that_is_no_word_level_tokenizer_is_refused(folder, data, match):
+    (folder / WORD_TOKENIZER_FILE).write_bytes(data)
+    assert WORD_TOKENIZER_FILE in _refused(folder, match)
+
+
+# The saved vocabulary: <pad> 0, <unk> 1, then w0..w96 with ids 2..98 (VOCAB = 99 in all).
+@pytest.mark.parametrize("edit,match", [
+    (lambda m: m.update(type="BPE"), "WordLevel"),
+    (lambda m: m.update(vocab=[["<pad>", 0], ["<unk>", 1]]), "word -> id"),
+    (lambda m: m["vocab"].update(w5=500), "exactly 0..98"),  # a gap: id 7 unused
+    (lambda m: m["vocab"].update(w5=6), "each once"),  # w4 and w5 both 6
+    (lambda m: m["vocab"].update(w5=-1), "exactly 0..98"),
+    (lambda m: m["vocab"].update(w5="7"), "exactly 0..98"),
+    (lambda m: m["vocab"].update(w5=7.0), "exactly 0..98"),
+    (lambda m: m["vocab"].update(w5=True), "exactly 0..98"),
+    (lambda m: m["vocab"].update({"<pad>": 1, "<unk>": 0}), "<pad> and <unk>"),
+    (lambda m: m["vocab"].update({"<pad>": 2, "w0": 0}), "<pad> and <unk>"),
+    (lambda m: (m["vocab"].pop("<unk>"), m["vocab"].update(unknown=1)), "<pad> and <unk>"),
+    (lambda m: m["vocab"].update(w97=99), "vocab_size 99"),  # one more word than the embedding table's rows
+    (lambda m: m["vocab"].pop("w96"), "vocab_size 99"),  # one fewer
+])
+def test_a_tokenizer_json_vocabulary_must_be_ids_0_to_n_with_pad_and_unk_first(folder, edit, match):
+    _edit_tokenizer_json(folder, edit)
+    _refused(folder, match)
+
+
+def test_a_tokenizer_json_with_a_word_twice_is_refused(folder):
+    text = (folder / WORD_TOKENIZER_FILE).read_text(encoding="utf-8")
+    assert text.count('"w4":6,') == 1
+    (folder / WORD_TOKENIZER_FILE).write_text(text.replace('"w4":6,', '"w4":6,"w4":7,'), encoding="utf-8")
+    _refused(folder, "each once")  # JSON keeps the last "w4": id 6 is then missing and 7 taken twice
+
+
+def test_a_tokenizer_json_of_a_million_words_is_refused_by_its_size(folder):
+    vocab = {"<pad>": 0, "<unk>": 1, **{f"w{i}": i + 2 for i in range(1_000_000)}}
+    (folder / WORD_TOKENIZER_FILE).write_text(json.dumps({"model": {"type": "WordLevel", "vocab": vocab}}))
+    _refused(folder, "1,000,002 entries, but config.json says vocab_size 99")
+
+
+def test_the_patterns_in_a_tokenizer_json_never_run(saved, folder):
+    """A pre-tokenizer pattern that backtracks for ever on "xxx...x", and a normaliser that would change
+    every id: loading ignores both (the pipeline is rebuilt from core.text.word_tokenizer)."""
+    document = json.loads((folder / WORD_TOKENIZER_FILE).read_text(encoding="utf-8"))
+    document["normalizer"] = {"type": "Replace", "pattern": {"String": "w"}, "content": "v"}
+    document["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(x+x+)+y"}, "behavior": "Isolated",
+                                 "invert": False}
+    (folder / WORD_TOKENIZER_FILE).write_text(json.dumps(document), encoding="utf-8")
+    started = time.perf_counter()
+    model, _ = load_model(folder)
+    texts = ["x" * 5000, "w1 W2 w3 what?"]
+    assert model.tokenizer.encode(texts).ids.tolist() == [[1, 0, 0, 0, 0], [3, 4, 5, 1, 1]]  # w1 = 3 ...
+    original, _ = load_model(saved["lstm"])
+    torch.testing.assert_close(model.encode(texts), original.encode(texts), rtol=0, atol=0)
+    assert time.perf_counter() - started < FAST
+
+
+@pytest.mark.parametrize("vocab_file", ["../lstm/tokenizer.json", "/etc/passwd", CONFIG_FILE, WORDPIECE_VOCAB_FILE,
+                                        ["tokenizer.json"], 7])
+def test_the_tokenizer_file_setting_names_one_of_the_known_files(folder, vocab_file):
+    config = _config(folder)
+    config["tokenizer"]["vocab_file"] = vocab_file
+    _write_config(folder, config)
+    _refused(folder, "vocab_file")
 
 
 def test_a_tokenizer_longer_than_the_position_table_is_refused(saved, tmp_path):
@@ -497,7 +620,7 @@ def test_every_saved_file_gets_the_umask_mode(tmp_path, umask, mode):
     finally:
         os.umask(previous)
     modes = {path.name: path.stat().st_mode & 0o777 for path in folder.iterdir()}
-    assert modes == {CONFIG_FILE: mode, WEIGHTS_FILE: mode, WORD_VOCAB_FILE: mode}
+    assert modes == {CONFIG_FILE: mode, WEIGHTS_FILE: mode, WORD_TOKENIZER_FILE: mode}
 
 
 # ---- the good folders still load, fast -----------------------------------------------------------------

@@ -107,8 +107,9 @@ def test_a_run_with_implied_pairs_trains_on_them_and_records_how_many(tmp_path):
 
 
 def test_the_cli_switch_reaches_the_spec():
-    from core.cli import _train_spec, build_parser
+    from core.cli.main import build_parser
+    from core.cli.train import spec_from_args
 
     on = build_parser().parse_args(["train", "--data", "pairs.tsv", "--model", "lstm", "--implied-pairs"])
     off = build_parser().parse_args(["train", "--data", "pairs.tsv", "--model", "lstm"])
-    assert _train_spec(on).implied_pairs and not _train_spec(off).implied_pairs
+    assert spec_from_args(on).implied_pairs and not spec_from_args(off).implied_pairs

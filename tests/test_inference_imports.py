@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.navigation import COMPARE, MAP, SEARCH, SIMILARITY, VERDICT
+
 ROOT = Path(__file__).resolve().parents[1]
 TRAINING_MODULES = ["core.training.trainer", "core.training.pipeline", "core.training.specs", "core.training.jobs"]
 
@@ -15,12 +17,12 @@ SCRIPT = r"""
 import json, sys
 sys.path.insert(0, {root!r})
 from streamlit.testing.v1 import AppTest
-from core.cli import main
+from core.cli.main import main
 
 for command in ({commands}):
     assert main(command) == 0, command
 for page in {pages!r}:
-    at = AppTest.from_file({root!r} + "/Home.py", default_timeout=120).run()
+    at = AppTest.from_file({root!r} + "/app.py", default_timeout=120).run()
     at.switch_page(page).run()
     assert not at.exception, (page, at.exception)
 print(json.dumps(sorted(name for name in sys.modules if name.startswith("core"))))
@@ -57,8 +59,7 @@ def test_cli_inference_commands_do_not_import_training(lstm_folder, tmp_path):
 
 
 def test_inference_pages_do_not_import_training(lstm_folder):
-    pages = ["pages/3_Similarity_matrix.py", "pages/4_Verdict.py", "pages/5_Search.py", "pages/6_Compare.py",
-             "pages/7_Map.py"]
+    pages = [page.path for page in (SIMILARITY, VERDICT, SEARCH, COMPARE, MAP)]
     modules = imported_after([], pages, lstm_folder.parent)
     assert "core.models.registry" in modules
     assert not [name for name in modules if any(name == t or name.startswith(t + ".") for t in TRAINING_MODULES)]

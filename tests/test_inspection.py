@@ -8,7 +8,13 @@ import pandas as pd
 import pytest
 import torch
 
-from core.inference.inspection import SEED_EXAMPLE, batch_scores, inspect_scores, pick_batch, seed_experiment
+from core.inference.inspection import (
+    SEED_EXAMPLE,
+    batch_scores,
+    inspect_scores,
+    pick_batch,
+    seed_experiment,
+)
 from core.losses.triplet import triplet_terms
 
 

@@ -9,11 +9,21 @@ import pandas as pd
 import pytest
 
 import core.training.jobs
-from core.training.jobs import (CANCELLED, DONE, FAILED, RUNNING, SPEED_WINDOW, WAITING, JobQueue, Progress, TrainingJob,
-                       run_label)
 from core.models import load_model
+from core.training.jobs import (
+    CANCELLED,
+    DONE,
+    FAILED,
+    RUNNING,
+    SPEED_WINDOW,
+    WAITING,
+    JobQueue,
+    Progress,
+    TrainingJob,
+    run_label,
+)
 from core.training.specs import RunSpec, spec_from_options
-from core.training.trainer import TrainConfig
+from core.training.train_config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120  # generous: only a guard against a hang, never a speed assertion

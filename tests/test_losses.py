@@ -9,6 +9,13 @@ import torch.nn.functional as F
 from sklearn.metrics.pairwise import cosine_similarity
 
 import core.losses
+import core.losses.contrastive
+import core.losses.cosent
+import core.losses.multitask
+import core.losses.reduction
+import core.losses.similarity
+import core.losses.softmax
+import core.losses.triplet
 from core.losses import (
     CONTRASTIVE_FORMS,
     closest_negative,
@@ -18,13 +25,6 @@ from core.losses import (
     similarity_matrix,
     triplet_loss,
 )
-import core.losses.contrastive
-import core.losses.cosent
-import core.losses.multitask
-import core.losses.reduction
-import core.losses.similarity
-import core.losses.softmax
-import core.losses.triplet
 from core.losses.contrastive import contrastive_terms
 from core.losses.reduction import REDUCTIONS, reduce
 from core.losses.similarity import diagonal

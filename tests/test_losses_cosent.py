@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.export.export_model import _loss_line
+from core.export.model_card import loss_line
 from core.losses import cosent_loss
 from core.losses.similarity import pair_similarity, similarity_matrix
-from tests.conftest import synthetic_pairs
 from core.training.objectives import LossConfig, Objective
+from tests.conftest import synthetic_pairs
 
 BATCH, DIM = 11, 6  # deliberately different so a transposed shape cannot pass
 R = 1 / math.sqrt(2)  # cos 45 degrees
@@ -174,16 +174,16 @@ def test_objective_binds_cosent_with_its_scale():
 
 
 def test_the_model_card_names_cosent_and_its_lambda():
-    line = _loss_line({"loss": dataclasses.asdict(LossConfig("cosent", scale=15.0))})
+    line = loss_line({"loss": dataclasses.asdict(LossConfig("cosent", scale=15.0))})
     assert line == "CoSENT ranking of cosines, log(1 + Σ exp(λ·(sⱼ − sᵢ))) over every duplicate i and " \
                    "non-duplicate j of a batch, λ 15.0"
 
 
 # ---- end to end ----------------------------------------------------------------------------------
 def test_a_tiny_cosent_run_learns_the_synthetic_task():
+    from core.status import DONE
     from core.training.pipeline import train_run
     from core.training.specs import spec_from_options
-    from core.status import DONE
 
     spec = spec_from_options(model="lstm", loss="cosent", epochs=6, batch_size=16, lr=2e-2, device="cpu", patience=0,
                              max_length=11, val_fraction=0.2, model_options={"embedding_dim": 12, "hidden_size": 10})

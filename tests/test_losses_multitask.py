@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from core.export.export_model import _loss_line
+from core.export.model_card import loss_line
 from core.losses import contrastive_loss, in_batch_softmax_loss, multitask_loss
 from core.training.objectives import LossConfig, Objective
 from tests.conftest import synthetic_pairs
@@ -142,7 +142,7 @@ def test_objective_binds_every_setting():
 
 
 def test_the_model_card_names_both_terms():
-    line = _loss_line({"loss": dataclasses.asdict(LossConfig("multitask", weight=0.5, scale=10.0))})
+    line = loss_line({"loss": dataclasses.asdict(LossConfig("multitask", weight=0.5, scale=10.0))})
     assert line == ("multitask: contrastive loss on distances between unit vectors, form `squared_hinge`, "
                     "margin 1.000, plus 0.50 × in-batch softmax of the duplicates' cosines scaled by 10.0, "
                     "with the batch's non-duplicates as extra negatives")
@@ -165,9 +165,9 @@ def test_multi_process_runs_are_refused_in_one_line(monkeypatch, loss):
 
 # ---- end to end ----------------------------------------------------------------------------------
 def test_a_tiny_multitask_run_learns_the_synthetic_task():
+    from core.status import DONE
     from core.training.pipeline import train_run
     from core.training.specs import spec_from_options
-    from core.status import DONE
 
     spec = spec_from_options(model="lstm", loss="multitask", epochs=6, batch_size=16, lr=2e-2, device="cpu",
                              patience=0, max_length=11, val_fraction=0.2, weight=0.5,

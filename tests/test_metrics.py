@@ -13,7 +13,14 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
-from core.inference.metrics import best_thresholds, curves, evaluate_scores, predict, ranking_metrics, threshold_metrics
+from core.inference.metrics import (
+    best_thresholds,
+    curves,
+    evaluate_scores,
+    predict,
+    ranking_metrics,
+    threshold_metrics,
+)
 
 N = 211  # odd and not a round number
 

@@ -7,12 +7,20 @@ import numpy as np
 import pytest
 import torch
 
-from core.models import DualEncoder, DualEncoderConfig, MiniLM, SiameseLSTM, SiameseLSTMConfig
+from core.models import (
+    DualEncoder,
+    DualEncoderConfig,
+    MiniLM,
+    SiameseLSTM,
+    SiameseLSTMConfig,
+)
 from core.models.siamese_lstm import WORDPIECE_VOCAB_SIZE, pool
-from core.training.specs import spec_from_options
-from core.text.tokenizers import WordTokenizer, bert_wordpiece, minilm_folder
+from core.text.word_tokenizer import WordTokenizer
 
 # All different, so a transposed tensor cannot pass unnoticed.
+from core.text.wordpiece_tokenizer import bert_wordpiece, minilm_folder
+from core.training.specs import spec_from_options
+
 VOCAB, EMBED, HIDDEN, SEQ, BATCH = 99, 24, 32, 7, 13
 D_MODEL, HEADS, FF, PROJECTION, MAX_LEN = 36, 4, 44, 20, 11
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from core.cli import main
-from core.export.export_model import export_model
-from core.models import load_model
+from core.cli.main import main
+from core.export.export_folder import export_model
 from core.export.onnx_backend import OnnxBackendError, OnnxEncoder, onnx_model
+from core.models import load_model
 from core.saving import save_model
-from core.text.tokenizers import WordTokenizer
+from core.text.word_tokenizer import WordTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
@@ -37,7 +37,7 @@ def models(tmp_path_factory, tiny_models, sample_pairs) -> dict[str, Path]:
     """Copies of the session's tiny LSTM and dual encoder (their caches are written into them), an
     untrained bidirectional LSTM, and an untrained one on WordPiece tokens with mean+max pooling."""
     from core.models.siamese_lstm import SiameseLSTM, SiameseLSTMConfig
-    from core.text.tokenizers import bert_wordpiece
+    from core.text.wordpiece_tokenizer import bert_wordpiece
 
     root = tmp_path_factory.mktemp("backend")
     folders = {name: Path(shutil.copytree(folder, root / name)) for name, folder in tiny_models.items()}

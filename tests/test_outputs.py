@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
+from core.cli.main import main
 from core.models import load_model
 from core.saving import OutputError, claim_new_run, claim_output
 from core.status import CANCELLED

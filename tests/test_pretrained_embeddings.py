@@ -13,8 +13,9 @@ from core.models.pretrained_embeddings import (
     principal_axes,
     project,
 )
+from core.text.word_tokenizer import WordTokenizer
+from core.text.wordpiece_tokenizer import bert_wordpiece, minilm_folder
 from core.training.specs import SpecError, spec_from_options
-from core.text.tokenizers import WordTokenizer, bert_wordpiece, minilm_folder
 
 EMBED, HIDDEN, MAX_LEN = 24, 20, 11
 TEXTS = ["How do I learn Python?", "Is the Siamese cat unbelievable?", "What is python?", "learn learn Python"]
@@ -120,9 +121,10 @@ def test_what_a_minilm_start_cannot_give_is_refused():
 def test_a_frozen_table_stays_minilms_while_the_lstm_learns(tmp_path):
     from core.models import load_model
     from core.saving.model_folder import save_model
-    from core.training.objectives import LossConfig, Objective
     from core.text.pair_table import PairTable
-    from core.training.trainer import TrainConfig, Trainer
+    from core.training.objectives import LossConfig, Objective
+    from core.training.train_config import TrainConfig
+    from core.training.trainer import Trainer
     from tests.conftest import synthetic_pairs
 
     spec = spec_from_options(model="lstm", max_length=MAX_LEN, model_options={

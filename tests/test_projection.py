@@ -8,8 +8,15 @@ from sklearn.metrics.pairwise import cosine_similarity
 from sklearn.preprocessing import normalize
 
 from core.inference.projection import (
-    DUPLICATE_LABEL, NOT_DUPLICATE_LABEL, clusters, map_layout, nearest, neighbours, project_2d,
-    question_labels, sample_indices,
+    DUPLICATE_LABEL,
+    NOT_DUPLICATE_LABEL,
+    clusters,
+    map_layout,
+    nearest,
+    neighbours,
+    project_2d,
+    question_labels,
+    sample_indices,
 )
 
 

@@ -6,8 +6,16 @@ import pickle
 import pytest
 import torch
 from safetensors.torch import save_file
+from tokenizers import Tokenizer
 
-from core.models import DualEncoder, DualEncoderConfig, MiniLM, SiameseLSTM, SiameseLSTMConfig, load_model
+from core.models import (
+    DualEncoder,
+    DualEncoderConfig,
+    MiniLM,
+    SiameseLSTM,
+    SiameseLSTMConfig,
+    load_model,
+)
 from core.saving import (
     CONFIG_FILE,
     WEIGHTS_FILE,
@@ -17,7 +25,9 @@ from core.saving import (
     run_folder,
     save_model,
 )
-from core.text.tokenizers import WORD_VOCAB_FILE, WORDPIECE_VOCAB_FILE, WordTokenizer, bert_wordpiece
+from core.text.vocab_files import WORD_TOKENIZER_FILE, WORDPIECE_VOCAB_FILE
+from core.text.word_tokenizer import WordTokenizer
+from core.text.wordpiece_tokenizer import bert_wordpiece
 
 VOCAB, EMBED, HIDDEN = 99, 24, 32
 TEXTS = ["How old are you?", "What is your age, my friend?", "w5 w6 w7 w8 w9 w10 w11", ""]
@@ -52,14 +62,16 @@ def _assert_same_embeddings(a, b, texts=TEXTS):
 def test_lstm_round_trip(tmp_path):
     model = tiny_lstm()
     folder = save_model(model, tmp_path / "lstm", metadata={"thresholds": {"accuracy": 0.61, "f1": 0.42}})
-    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_VOCAB_FILE])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE])
     loaded, config = load_model(folder)
     assert isinstance(loaded, SiameseLSTM) and not loaded.training
     assert loaded.config == model.config
     assert loaded.tokenizer.vocab == model.tokenizer.vocab and loaded.tokenizer.max_length == 13
     assert config["model_type"] == "lstm" and config["thresholds"] == {"accuracy": 0.61, "f1": 0.42}
-    assert config["tokenizer"] == {"kind": "word", "max_length": 13, "vocab_file": WORD_VOCAB_FILE}
+    assert config["tokenizer"] == {"kind": "word", "max_length": 13, "vocab_file": WORD_TOKENIZER_FILE}
     _assert_same_embeddings(model, loaded)
+    # tokenizer.json is a Hugging Face tokenizer giving the model's ids (how=2 old=3 are=4 you=5 ?=6)
+    assert Tokenizer.from_file(str(folder / WORD_TOKENIZER_FILE)).encode("How old ARE you? zzz").ids == [2, 3, 4, 5, 6, 1]
 
 
 def test_dual_encoder_round_trip(tmp_path):
@@ -103,7 +115,7 @@ def test_save_over_existing_folder_replaces_it_whole(tmp_path):
     (target / "stale.txt").write_text("from an older run")
     model = tiny_lstm()
     save_model(model, target)
-    assert sorted(p.name for p in target.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_VOCAB_FILE])
+    assert sorted(p.name for p in target.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE])
     loaded, config = load_model(target)
     assert config["model_type"] == "lstm"
     _assert_same_embeddings(model, loaded)
@@ -181,8 +193,8 @@ def test_weights_with_missing_tensor_are_refused(tmp_path):
         load_model(folder)
 
 
-@pytest.mark.parametrize("missing,message", [(WEIGHTS_FILE, WEIGHTS_FILE), (WORD_VOCAB_FILE, WORD_VOCAB_FILE),
-                                             (CONFIG_FILE, CONFIG_FILE)])
+@pytest.mark.parametrize("missing,message", [(WEIGHTS_FILE, WEIGHTS_FILE),
+                                             (WORD_TOKENIZER_FILE, WORD_TOKENIZER_FILE), (CONFIG_FILE, CONFIG_FILE)])
 def test_missing_files_are_refused(tmp_path, missing, message):
     folder = save_model(tiny_lstm(), tmp_path / "m")
     (folder / missing).unlink()

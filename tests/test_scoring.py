@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.cli import main
+from core.cli.main import main
 from core.inference.metrics import evaluate_scores
-from core.models import load_model
 from core.inference.scoring import score_file
+from core.models import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"

@@ -9,16 +9,20 @@ import resource
 import time
 from pathlib import Path
 
+import faiss
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-import faiss
-
-from core.inference import search
 from core.data import corpus_questions
-from core.inference.search import SearchIndex, fingerprint, load_or_build, model_fingerprint
+from core.inference import search
+from core.inference.search import (
+    SearchIndex,
+    fingerprint,
+    load_or_build,
+    model_fingerprint,
+)
 
 
 class TableEncoder:
@@ -185,7 +189,7 @@ def _full_encodes(model, texts) -> int:
 
 def _flat(vectors) -> bytes:
     index = faiss.IndexFlatIP(vectors.shape[1])
-    index.add(search._unit_rows(vectors))
+    index.add(search.unit_rows(vectors))
     return faiss.serialize_index(index).tobytes()
 
 
@@ -234,7 +238,7 @@ def test_an_index_built_by_another_model_is_rebuilt(tmp_path):
     retrained = TableEncoder(texts, random_corpus(len(texts), 8, seed=42)[1])  # same texts, other weights
     again = load_or_build(retrained, texts, tmp_path)
     assert _full_encodes(retrained, texts) == 1  # encoded afresh, not read back
-    np.testing.assert_allclose(again.index.reconstruct(7), search._unit_rows(retrained.table[texts[7]][None])[0],
+    np.testing.assert_allclose(again.index.reconstruct(7), search.unit_rows(retrained.table[texts[7]][None])[0],
                                atol=1e-6)
 
 
@@ -297,10 +301,10 @@ def test_forged_index_files_are_refused_by_the_parser_checks(tmp_path, forgery):
 
 
 def test_cli_search_over_a_tampered_cache_prints_the_true_neighbours(tmp_path, capsys, sample_pairs):
-    from core.cli import main
+    from core.cli.main import main
     from core.models import SiameseLSTM, SiameseLSTMConfig
     from core.saving import save_model
-    from core.text.tokenizers import WordTokenizer
+    from core.text.word_tokenizer import WordTokenizer
 
     pairs, _ = sample_pairs
     texts = corpus_questions(pairs)

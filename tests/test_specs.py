@@ -6,11 +6,20 @@ import math
 
 import pytest
 
-from core.cli import _train_spec, build_parser
+from core.cli.main import build_parser
+from core.cli.train import spec_from_args
 from core.models import DualEncoderConfig, SiameseLSTMConfig
-from core.training.presets import PRESETS
 from core.training.objectives import LossConfig
-from core.training.specs import LOSS_CHOICES, TRAINING_DEFAULTS, SpecError, loss_choice, size_defaults, spec_from_options
+from core.training.presets import PRESETS
+from core.training.specs import (
+    LOSS_CHOICES,
+    TRAINING_DEFAULTS,
+    SpecError,
+    loss_choice,
+    size_defaults,
+    spec_from_options,
+)
+from lab.navigation import TRAIN
 from lab.session import job_queue
 
 SAMPLE = "assets/sample_pairs.csv"
@@ -107,7 +116,7 @@ def test_the_time_budget_and_keeping_unvalidated_runs_are_options():
 
 
 def test_the_cli_names_the_time_budget_flag(capsys):
-    from core.cli import main
+    from core.cli.main import main
 
     assert main(["train", "--data", SAMPLE, "--max-minutes", "-5"]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
@@ -171,7 +180,7 @@ def test_the_lstm_string_settings_are_checked_against_their_choices(monkeypatch)
 
 
 def test_the_cli_refuses_bad_options_with_the_flag_name(capsys):
-    from core.cli import main
+    from core.cli.main import main
 
     assert main(["train", "--data", SAMPLE, "--batch-size", "1"]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
@@ -188,7 +197,7 @@ def test_the_cli_refuses_bad_options_with_the_flag_name(capsys):
 
 # ---- the CLI and the page describe the same run ------------------------------------------------------
 def cli_spec(*flags):
-    return _train_spec(build_parser().parse_args(["train", "--data", SAMPLE, *flags]))
+    return spec_from_args(build_parser().parse_args(["train", "--data", SAMPLE, *flags]))
 
 
 def page_spec(at):
@@ -205,7 +214,7 @@ def same_run(a, b) -> bool:
 
 
 def test_the_cli_and_the_train_page_build_equal_specs(runs_root, open_page):
-    at = open_page("pages/2_Train.py")
+    at = open_page(TRAIN.path)
     at.selectbox(key="loss").set_value("contrastive_margin_squared").run()
     for key, value in {"epochs": 1, "batch_size": 16, "lr": 0.01, "margin": 0.8, "max_length": 16, "seed": 3,
                        "patience": 1, "lstm.embedding_dim": 12, "lstm.hidden_size": 10, "max_steps": 40,
@@ -222,14 +231,14 @@ def test_the_cli_and_the_train_page_build_equal_specs(runs_root, open_page):
     assert from_page.loss.form == "margin_squared" and from_page.model_options["hidden_size"] == 10
     assert (from_page.train.max_steps, from_page.train.max_minutes, from_page.keep_unvalidated) == (40, 12.5, True)
 
-    at = open_page("pages/2_Train.py")  # a new session: nothing left over from the custom run above
+    at = open_page(TRAIN.path)  # a new session: nothing left over from the custom run above
     at.selectbox(key="preset").set_value("sample-demo").run()
     at.number_input(key="epochs").set_value(2).run()
     assert same_run(page_spec(at), cli_spec("--preset", "sample-demo", "--epochs", "2"))
 
 
 def test_the_train_page_shows_the_setting_each_new_loss_uses(runs_root, open_page):
-    at = open_page("pages/2_Train.py")
+    at = open_page(TRAIN.path)
     at.selectbox(key="loss").set_value("cosent").run()
     keys = lambda widgets: {widget.key for widget in widgets}  # noqa: E731
     assert "scale" in keys(at.number_input) and "margin" not in keys(at.number_input)  # lambda, no margin
@@ -240,7 +249,7 @@ def test_the_train_page_shows_the_setting_each_new_loss_uses(runs_root, open_pag
     assert from_page.loss == LossConfig("cosent", scale=12.0)
     assert same_run(from_page, cli_spec("--loss", "cosent", "--scale", "12", "--epochs", "1"))
 
-    at = open_page("pages/2_Train.py")
+    at = open_page(TRAIN.path)
     at.selectbox(key="loss").set_value("multitask").run()
     assert "margin" in keys(at.number_input) and "hard_negatives" not in keys(at.checkbox)
     assert at.number_input(key="margin").value == 1.0  # the contrastive term's default

@@ -1,18 +1,24 @@
 """Tokenizers: word vocabulary building, padding tables, WordPiece against transformers, save/load."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
+from tokenizers import Tokenizer
 
-from core.text.tokenizers import (
-    WORD_VOCAB_FILE,
+from core.text.token_table import TokenTable
+from core.text.tokenizer_kinds import tokenizer_from_dict
+from core.text.vocab_files import (
+    LEGACY_WORD_VOCAB_FILE,
+    WORD_TOKENIZER_FILE,
     WORDPIECE_VOCAB_FILE,
-    TokenTable,
+)
+from core.text.word_tokenizer import WordTokenizer
+from core.text.wordpiece_tokenizer import (
     WordPieceTokenizer,
-    WordTokenizer,
     bert_wordpiece,
     minilm_folder,
-    tokenizer_from_dict,
 )
 
 MAX_LENGTH = 7  # differs from every other size below
@@ -40,11 +46,54 @@ def test_build_max_size_counts_pad_and_unk():
     tok = WordTokenizer.build(CORPUS, min_freq=1, max_size=4, max_length=MAX_LENGTH)
     assert tok.vocab == ["<pad>", "<unk>", "b", "a"]
     assert tok.vocab_size == 4
+    for tiny in (2, 1, 0):  # <pad> and <unk> stay whatever the cap
+        assert WordTokenizer.build(CORPUS, min_freq=1, max_size=tiny).vocab == ["<pad>", "<unk>"]
+
+
+# After lower-casing: "zeta" x3, "b" x3; "éa", "ab", "z", "b's", "!" x2 each; "ä", "a", "10" x1 each. Words of
+# equal count come in ascending code-point order (the rule of the Counter-based build before), which is
+# neither the order they first appear in nor the reverse.
+TIES = ["zeta b éa ab z b's !", "ZETA B ÉA Ab z b's !", "zeta b ä a 10"]
+
+
+def test_build_orders_equal_counts_by_the_word_ascending():
+    tok = WordTokenizer.build(TIES, min_freq=1)
+    assert tok.vocab == ["<pad>", "<unk>", "b", "zeta",  # 3 each: "b" < "zeta"
+                         "!", "ab", "b's", "z", "éa",  # 2 each: "!" < "ab" < "b's" < "z" < "éa"
+                         "10", "a", "ä"]  # 1 each: "10" < "a" < "ä"
+
+
+def test_build_min_freq_keeps_words_seen_exactly_that_often():
+    assert WordTokenizer.build(TIES, min_freq=3).vocab == ["<pad>", "<unk>", "b", "zeta"]
+    assert WordTokenizer.build(TIES, min_freq=2).vocab == ["<pad>", "<unk>", "b", "zeta", "!", "ab", "b's", "z", "éa"]
+    assert WordTokenizer.build(TIES, min_freq=4).vocab == ["<pad>", "<unk>"]
+    assert WordTokenizer.build(TIES, min_freq=0).vocab == WordTokenizer.build(TIES, min_freq=1).vocab
+    # the cap cuts inside a group of equal counts by the same order
+    assert WordTokenizer.build(TIES, min_freq=1, max_size=6).vocab == ["<pad>", "<unk>", "b", "zeta", "!", "ab"]
 
 
 def test_split_lowercases_keeps_apostrophes_and_punctuation():
-    assert WordTokenizer.split("What's the BEST way, don't you think?") == [
+    tok = WordTokenizer(["<pad>", "<unk>"])
+    assert tok.split("What's the BEST way, don't you think?") == [
         "what's", "the", "best", "way", ",", "don't", "you", "think", "?"]
+
+
+def test_special_tokens_in_the_text_are_plain_words():
+    """Training registers <pad> and <unk> with the Rust tokenizer; the pipeline built from its vocabulary
+    must not, or a question containing "<pad>" would be given the padding id."""
+    tok = WordTokenizer.build(["<pad> a <unk> a", "b"], min_freq=1)
+    assert tok.vocab == ["<pad>", "<unk>", "<", ">", "a", "b", "pad", "unk"]
+    assert tok.encode(["<pad>"]).ids.tolist() == [[2, 6, 3]]
+    assert tok.encode(["<unk> <pad>"]).ids.tolist() == [[2, 7, 3, 2, 6, 3]]
+
+
+def test_a_lone_surrogate_is_a_word_character():
+    """Bytes that were not UTF-8 reach Python as lone surrogates (a command line's arguments); the Rust
+    tokenizer takes UTF-8 only, so each becomes U+FFFD, which lies in the word range as they do."""
+    tok = WordTokenizer.build(["a\udcffb c", "c"], min_freq=1)
+    assert tok.vocab == ["<pad>", "<unk>", "c", "a\ufffdb"]
+    assert tok.split("X\udcff, y") == ["x\ufffd", ",", "y"] and tok.count("X\udcff, y") == 3
+    assert tok.encode(["a\udcffb c zz"]).ids.tolist() == [[3, 2, 1]]
 
 
 def test_encode_pads_to_longest_and_records_lengths():
@@ -130,14 +179,63 @@ def test_wordpiece_truncates_to_max_length_including_specials():
 def test_word_tokenizer_save_load_round_trip(tmp_path):
     tok = WordTokenizer.build(CORPUS, min_freq=1, max_length=MAX_LENGTH)
     tok.save(tmp_path)
-    assert (tmp_path / WORD_VOCAB_FILE).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [WORD_TOKENIZER_FILE]
     settings = tok.to_dict()
-    assert settings == {"kind": "word", "max_length": MAX_LENGTH, "vocab_file": WORD_VOCAB_FILE}
+    assert settings == {"kind": "word", "max_length": MAX_LENGTH, "vocab_file": WORD_TOKENIZER_FILE}
     loaded = tokenizer_from_dict(settings, tmp_path)
     assert isinstance(loaded, WordTokenizer)
     assert loaded.vocab == tok.vocab and loaded.max_length == MAX_LENGTH
-    texts = ["a b zzz", "d e ? c b a a a"]
+    texts = ["a b zzz", "d e ? c b a a a", "A, B. C!"]
     np.testing.assert_array_equal(loaded.encode(texts).ids, tok.encode(texts).ids)
+    # Hugging Face tokenizers reads the file as it is: the same ids, the same truncation.
+    rust = Tokenizer.from_file(str(tmp_path / WORD_TOKENIZER_FILE))
+    table = tok.encode(texts)
+    assert [rust.encode(t).ids for t in texts] == [table.ids[i, : table.lengths[i]].tolist() for i in range(3)]
+    assert [rust.encode(t).ids for t in texts[:2]] == [[3, 2, 1], [5, 7, 6, 4, 2, 3, 3]]  # b=2 a=3 c=4 d=5 ?=6 e=7
+
+
+def test_saved_patterns_are_never_run(tmp_path):
+    """Loading takes only the vocabulary from tokenizer.json: a file whose pipeline splits and lowercases
+    otherwise still gives this project's ids."""
+    tok = WordTokenizer.build(CORPUS, min_freq=1, max_length=MAX_LENGTH)
+    tok.save(tmp_path)
+    document = json.loads((tmp_path / WORD_TOKENIZER_FILE).read_text(encoding="utf-8"))
+    document["normalizer"] = None
+    document["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated",
+                                 "invert": False}
+    document["model"]["unk_token"] = "b"
+    (tmp_path / WORD_TOKENIZER_FILE).write_text(json.dumps(document), encoding="utf-8")
+    loaded = tokenizer_from_dict(tok.to_dict(), tmp_path)
+    texts = ["A B zzz", "d e ? c b a a a"]
+    np.testing.assert_array_equal(loaded.encode(texts).ids, tok.encode(texts).ids)
+    assert loaded.hf_tokenizer_json() == tok.hf_tokenizer_json()
+
+
+def test_a_legacy_word_vocab_loads_into_the_same_pipeline(tmp_path):
+    """Folders saved before tokenizer.json hold word_vocab.txt (one word per line, id = line)."""
+    (tmp_path / LEGACY_WORD_VOCAB_FILE).write_text("<pad>\n<unk>\nb\na\nc\nd\n?\ne\n", encoding="utf-8")
+    tok = WordTokenizer.build(CORPUS, min_freq=1, max_length=MAX_LENGTH)
+    for vocab_file in (LEGACY_WORD_VOCAB_FILE, None):  # loaders before never read the setting
+        settings = {"kind": "word", "max_length": MAX_LENGTH}
+        if vocab_file:
+            settings["vocab_file"] = vocab_file
+        loaded = tokenizer_from_dict(settings, tmp_path, vocab_size=8)
+        assert loaded.vocab == tok.vocab
+        assert loaded.hf_tokenizer_json() == tok.hf_tokenizer_json()
+        assert loaded.encode(["b a zzz E ?"]).ids.tolist() == [[2, 3, 1, 7, 6]]
+    with pytest.raises(ValueError, match="vocab_file"):
+        tokenizer_from_dict({"kind": "word", "max_length": 8, "vocab_file": "../elsewhere.txt"}, tmp_path)
+    with pytest.raises(ValueError, match="vocab_file"):
+        tokenizer_from_dict({"kind": "wordpiece", "max_length": 8, "vocab_file": LEGACY_WORD_VOCAB_FILE}, tmp_path)
+
+
+def test_to_hf_tokenizer_is_a_copy_of_the_pipeline():
+    tok = WordTokenizer.build(CORPUS, min_freq=1, max_length=3)
+    copy = tok.to_hf_tokenizer()
+    assert copy.to_str() == tok.hf_tokenizer_json()
+    copy.no_truncation()  # changing the copy leaves the tokenizer alone
+    assert len(copy.encode("a a a a a").ids) == 5
+    assert tok.encode(["a a a a a"]).ids.tolist() == [[3, 3, 3]]
 
 
 def test_wordpiece_save_load_round_trip(tmp_path):
@@ -169,6 +267,8 @@ def test_tokenizer_from_dict_rejects_bad_settings(tmp_path, settings):
 def test_bad_tokenizer_settings_raise_value_error(tmp_path):
     with pytest.raises(ValueError, match="<pad> and <unk>"):
         WordTokenizer(["a", "b", "c"])
+    with pytest.raises(ValueError, match="once"):
+        WordTokenizer(["<pad>", "<unk>", "a", "b", "a"])
     with pytest.raises(ValueError):
         WordTokenizer(["<pad>", "<unk>", "a"], max_length=0)
     with pytest.raises(ValueError):
@@ -182,8 +282,6 @@ def test_bad_tokenizer_settings_raise_value_error(tmp_path):
 
 
 def test_count_is_the_length_before_truncation():
-    from core.text.tokenizers import WordTokenizer, bert_wordpiece
-
     words = WordTokenizer(["<pad>", "<unk>", "how"], max_length=3)
     assert words.count("How old are you ?") == 5  # how, old, are, you, ?
     assert int(words.encode(["How old are you ?"]).lengths[0]) == 3  # cut to max_length

@@ -9,14 +9,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from core.inference.evaluation import calibrate
 from core.losses import contrastive_loss, in_batch_softmax_loss, triplet_loss
 from core.models import SiameseLSTM, SiameseLSTMConfig
-from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, LossConfig, Objective
-from core.text.pair_table import PairTable
-from core.text.tokenizers import WordTokenizer
-from core.inference.evaluation import calibrate
 from core.status import CANCELLED, DONE
-from core.training.trainer import TrainConfig, Trainer, TrainingError
+from core.text.pair_table import PairTable
+from core.text.word_tokenizer import WordTokenizer
+from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, LossConfig, Objective
+from core.training.train_config import TrainConfig
+from core.training.trainer import Trainer, TrainingError
 from tests.conftest import synthetic_pairs
 
 BATCH, DIM = 13, 24

@@ -4,51 +4,56 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from core.cli.common import (
+    METRIC_KEYS,
+    CliError,
+    TqdmCounter,
+    add_backend_option,
+    load_backend,
+    model_command,
+    print_json,
+    threshold,
+)
+
 
 def cmd_score(args) -> int:
-    from core import cli
-    from core.cli.export import load_backend
     from core.data import DataError
     from core.inference.scoring import score_file
 
     source, out = Path(args.pairs), Path(args.out)
     if not source.is_file():
-        raise cli.CliError(f"no pairs file at {source}")
+        raise CliError(f"no pairs file at {source}")
     if out.exists() and (out.is_dir() or not args.overwrite):
-        raise cli.CliError(f"--out {out} exists; choose a new file" + ("" if out.is_dir() else " or add --overwrite"))
+        raise CliError(f"--out {out} exists; choose a new file" + ("" if out.is_dir() else " or add --overwrite"))
     if out.resolve() == source.resolve():
-        raise cli.CliError("--out is the input file; choose a new file")
-    model, config = load_backend(args, cli._load_model)
-    threshold = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
+        raise CliError("--out is the input file; choose a new file")
+    model, config = load_backend(args)
+    cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
     partial = out.with_name(f".{out.name}.partial")  # renamed into place once whole: never half a result
-    bar = cli._TqdmCounter("scoring", unit="pair")
+    bar = TqdmCounter("scoring", unit="pair")
     try:
-        report = score_file(model, source, partial, threshold, progress=lambda done: bar(done, None))
+        report = score_file(model, source, partial, cosine, progress=lambda done: bar(done, None))
         partial.replace(out)
     except DataError as error:
-        raise cli.CliError(str(error)) from None
+        raise CliError(str(error)) from None
     finally:
         bar.close()
         partial.unlink(missing_ok=True)
     print(f"scored {report.scored:,} of {report.rows:,} pairs"
           + (f" ({report.skipped_empty:,} with an empty question left unscored)" if report.skipped_empty else "")
-          + f" at threshold {threshold:g}: {out}", file=sys.stderr)
+          + f" at threshold {cosine:g}: {out}", file=sys.stderr)
     if report.metrics:
-        keys = ("roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n",
-                "tp", "fp", "tn", "fn")
-        cli._print_json({key: report.metrics[key] for key in keys})
+        print_json({key: report.metrics[key] for key in METRIC_KEYS})
     return 0
 
 
-def add_parser(sub, model_command) -> None:
-    from core.cli import _threshold
-    from core.cli.export import add_backend_option
-
+def add_parsers(sub) -> None:
+    """Register ``score`` on the subparsers ``sub``."""
     score = model_command(sub, "score", "score every pair of a file at a threshold (CSV out, streamed)", cmd_score)
     score.add_argument("--pairs", required=True, help="CSV/TSV (optionally .gz) with question1, question2 "
                                                       "(is_duplicate optional: metrics are printed when present)")
     score.add_argument("--out", required=True, help="output CSV: the input columns + similarity, predicted_duplicate")
-    score.add_argument("--threshold", type=_threshold, default=None,
+    score.add_argument("--threshold", type=threshold, default=None,
                        help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
     score.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     add_backend_option(score)

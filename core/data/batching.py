@@ -17,7 +17,6 @@ import pandas as pd
 
 from core.data import normalise_questions
 
-
 # Rows are grouped by length inside windows of this many batches: wide enough that most batches
 # have little padding, narrow enough that each batch still holds a random slice of the data.
 BUCKET_WINDOW_BATCHES = 32

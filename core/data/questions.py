@@ -32,7 +32,14 @@ from core.data.parsing import (
     parse_any_encoding,
     read_text_bytes,
 )
-from core.data.reading import EMPTY_QUESTION, MALFORMED_LINE, MAX_EXAMPLES, _describe_counts, _record_line, normalise_questions
+from core.data.reading import (
+    EMPTY_QUESTION,
+    MALFORMED_LINE,
+    MAX_EXAMPLES,
+    _describe_counts,
+    _record_line,
+    normalise_questions,
+)
 
 QUESTION_ALIASES = ("question", "text", "sentence", "title", "q")
 COLUMN, PAIRS, LINES = "column", "pairs", "lines"  # the three shapes

@@ -1,6 +1,6 @@
 """Inference on an exported ONNX graph with onnxruntime on the CPU, behind the calls commands make.
 
-``OnnxEncoder(folder)`` reads an ONNX export (``core.export.export_model``: ``siamese_lab.json``,
+``OnnxEncoder(folder)`` reads an ONNX export (``core.export.onnx_graph``: ``siamese_lab.json``,
 ``tokenizer.json``, ``model.onnx`` and, for a dual encoder with two towers, ``model_tower1.onnx``) and
 offers what inference asks of a ``PairEncoder``: ``encode(texts, tower, batch_size, progress)`` ->
 (N, d) float32 CPU tensor, ``score_pairs(first, second)`` -> cosines, ``embedding_dim``. Texts are
@@ -26,17 +26,18 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
-from core.export.export_model import (
-    EXPORT_VERSION,
-    GRAPH_FILES,
-    INPUT_NAMES,
-    TOKENIZER_FILE,
-    read_manifest,
-    write_export,
-)
+from core.export.common import TOKENIZER_FILE
+from core.export.export_folder import write_export
+from core.export.manifest import EXPORT_VERSION, read_manifest
+from core.export.onnx_graph import GRAPH_FILES, INPUT_NAMES
 from core.model_names import ZERO_SHOT
-from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, check_regular_file, read_regular_file
+from core.saving.files import (
+    CONFIG_MAX_BYTES,
+    VOCAB_MAX_BYTES,
+    check_regular_file,
+    read_regular_file,
+)
+from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
 
 CACHE_FOLDER = "onnx"  # inside a saved model folder
 ZERO_SHOT_CACHE = Path(".cache") / "minilm" / CACHE_FOLDER  # inside the runs folder
@@ -131,7 +132,7 @@ class OnnxEncoder:
 
     def token_rows(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text, cut to ``max_length``; an empty text keeps one padding token (as
-        ``core.text.tokenizers.TokenTable`` does)."""
+        ``core.text.token_table.TokenTable`` does)."""
         return [encoding.ids or [self.pad_id] for encoding in self.tokenizer.encode_batch(list(texts))]
 
     def encode(self, texts: Sequence[str], tower: int = 0, batch_size: int = 256,
@@ -227,7 +228,7 @@ def source_stamp(source: str | Path) -> str:
     format's version. Any change means a new export."""
     digest = hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0".encode())
     if str(source) == ZERO_SHOT:
-        from core.text.tokenizers import minilm_folder
+        from core.text.wordpiece_tokenizer import minilm_folder
 
         folder = minilm_folder()
         parts = [_file_stamp(folder / name) for name in ("config.json", "model.safetensors", "vocab.txt")]

@@ -19,8 +19,8 @@ import pandas as pd
 
 from core.data.parsing import DataError, _role_candidates, choose_delimiter
 from core.data.reading import FALSE_LABELS, TRUE_LABELS
-from core.saving.safe_csv import safe_csv_text
 from core.inference.metrics import evaluate_scores
+from core.saving.safe_csv import safe_csv_text
 
 CHUNK_ROWS = 20_000  # pairs read, scored and written at a time: bounds memory whatever the file size
 _HEAD_BYTES = 65_536

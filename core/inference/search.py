@@ -103,7 +103,7 @@ def model_fingerprint(model) -> str | None:
     return value
 
 
-def _unit_rows(vectors) -> np.ndarray:
+def unit_rows(vectors) -> np.ndarray:
     """(N, d) float32 rows scaled to length 1; an all-zero row stays zero (scores 0), as in
     ``F.normalize``."""
     v = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))  # (N, d)
@@ -111,7 +111,8 @@ def _unit_rows(vectors) -> np.ndarray:
     return np.ascontiguousarray(v / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
-def _encode(model, texts: Sequence[str], tower: int, batch_size: int, progress: Progress | None) -> np.ndarray:
+def encode_unit_rows(model, texts: Sequence[str], tower: int, batch_size: int,
+                     progress: Progress | None) -> np.ndarray:
     """(N, d) unit rows of ``texts``, encoded ``ENCODE_CHUNK`` at a time into one array filled in place
     (a corpus's vectors are held once, not once per chunk and again joined and again scaled)."""
     total = len(texts)
@@ -131,7 +132,9 @@ def _encode(model, texts: Sequence[str], tower: int, batch_size: int, progress: 
     return out
 
 
-def _new_index(dim: int, size: int, flat_limit: int, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
+def new_index(dim: int, size: int, flat_limit: int, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
+    """An empty inner-product index for ``size`` vectors of width ``dim``: exact (``IndexFlatIP``) up to
+    ``flat_limit`` of them, else HNSW with ``links`` links per vector."""
     if size <= flat_limit:
         return faiss.IndexFlatIP(dim)
     index = faiss.IndexHNSWFlat(dim, links, faiss.METRIC_INNER_PRODUCT)
@@ -165,8 +168,8 @@ class SearchIndex:
         texts = list(texts)
         if not texts:
             raise ValueError("nothing to index: the corpus has no questions")
-        vectors = _encode(model, texts, tower=1, batch_size=batch_size, progress=progress)  # (N, d)
-        index = _new_index(vectors.shape[1], len(texts), flat_limit)
+        vectors = encode_unit_rows(model, texts, tower=1, batch_size=batch_size, progress=progress)  # (N, d)
+        index = new_index(vectors.shape[1], len(texts), flat_limit)
         index.add(vectors)
         return cls(model, index, texts)
 
@@ -181,7 +184,7 @@ class SearchIndex:
         k = max(0, min(int(k), len(self.texts)))
         if k == 0:
             return [[] for _ in queries]
-        vectors = _encode(self.model, queries, tower=0, batch_size=256, progress=None)  # (Q, d)
+        vectors = encode_unit_rows(self.model, queries, tower=0, batch_size=256, progress=None)  # (Q, d)
         scores, ids = self.index.search(vectors, k)  # (Q, k) each; id -1 where HNSW found fewer
         return [[(self.texts[i], float(s)) for s, i in zip(row_scores, row_ids) if i >= 0]
                 for row_scores, row_ids in zip(scores, ids)]
@@ -305,7 +308,7 @@ def _spot_check(model, index: faiss.Index, texts: list[str], folder: Path) -> No
     gives their texts now: a swapped or edited index, or a changed vocabulary, shows here."""
     rng = np.random.default_rng()
     picks = sorted({0, len(texts) - 1, *rng.choice(len(texts), size=min(SPOT_CHECKS, len(texts)), replace=False).tolist()})
-    fresh = _encode(model, [texts[i] for i in picks], tower=1, batch_size=64, progress=None)  # (k, d)
+    fresh = encode_unit_rows(model, [texts[i] for i in picks], tower=1, batch_size=64, progress=None)  # (k, d)
     if fresh.shape[1] != index.d:
         raise ValueError(f"{folder}: the model gives vectors of width {fresh.shape[1]}, the index holds {index.d}")
     stored = np.stack([index.reconstruct(int(i)) for i in picks])  # (k, d)

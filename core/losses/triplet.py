@@ -8,7 +8,12 @@ import torch
 import torch.nn.functional as F
 
 from core.losses.reduction import reduce
-from core.losses.similarity import closest_negative, diagonal, mean_negative, similarity_matrix
+from core.losses.similarity import (
+    closest_negative,
+    diagonal,
+    mean_negative,
+    similarity_matrix,
+)
 
 
 def triplet_terms(scores: torch.Tensor, margin: float = 0.25) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
-from core.text.tokenizers import TokenTable, Tokenizer
+from core.text.token_table import TokenTable
+from core.text.tokenizer_kinds import Tokenizer
 
 
 class PairEncoder(nn.Module):

@@ -19,7 +19,8 @@ import torch
 import torch.nn as nn
 
 from core.models.minilm import check_bert_config, pretrained_bert
-from core.text.tokenizers import WORDPIECE_VOCAB_FILE, minilm_folder
+from core.text.vocab_files import WORDPIECE_VOCAB_FILE
+from core.text.wordpiece_tokenizer import minilm_folder
 
 PairTokens = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, mask, token types: (B, T) each
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from core.models.base import PairEncoder
-from core.text.tokenizers import bert_wordpiece
+from core.text.wordpiece_tokenizer import bert_wordpiece
 
 
 @dataclass

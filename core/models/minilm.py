@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from core.models.base import PairEncoder
-from core.text.tokenizers import bert_wordpiece, minilm_folder
+from core.text.wordpiece_tokenizer import bert_wordpiece, minilm_folder
 
 # Cosine threshold for zero-shot MiniLM, used whenever a zero-shot verdict is asked for without an
 # explicit threshold. It approximates the best-accuracy threshold of zero-shot MiniLM on the bundled

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from core.text.tokenizers import bert_wordpiece, minilm_folder
+from core.text.wordpiece_tokenizer import bert_wordpiece, minilm_folder
 
 MINILM_WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"  # the tensor's key in MiniLM's model.safetensors
 MINILM_WIDTH = 384  # its columns: the largest embedding_dim a MiniLM start can give

@@ -18,12 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Sequence
 
+from core.model_names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
 from core.models.base import PairEncoder
 from core.models.dual_encoder import DualEncoder
 from core.models.minilm import ZERO_SHOT_THRESHOLD, MiniLM
 from core.models.siamese_lstm import SiameseLSTM
-
-from core.model_names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
 
 MODEL_TYPES: dict[str, type[PairEncoder]] = {cls.model_type: cls for cls in (SiameseLSTM, DualEncoder, MiniLM)}
 assert tuple(MODEL_TYPES) == MODEL_NAMES, "core.model_names must list every family, in menu order"
@@ -94,9 +93,16 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     """
     if str(source) == ZERO_SHOT:
         return MiniLM.pretrained().to(device).eval(), zero_shot_config()
-    from core.saving import CONFIG_FILE, WEIGHTS_FILE, ModelLoadError, config_from_dict, read_config, read_weights
-    from core.text.tokenizers import read_tokenizer
+    from core.saving import (
+        CONFIG_FILE,
+        WEIGHTS_FILE,
+        ModelLoadError,
+        config_from_dict,
+        read_config,
+        read_weights,
+    )
     from core.saving.model_folder import weights_max_bytes
+    from core.text.tokenizer_kinds import read_tokenizer
 
     folder = Path(source)
     config_path = folder / CONFIG_FILE

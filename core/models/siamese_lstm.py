@@ -11,7 +11,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from core.models.base import PairEncoder
 from core.models.pretrained_embeddings import MINILM_WIDTH, minilm_embedding_table
-from core.text.tokenizers import WordPieceTokenizer, WordTokenizer, bert_wordpiece
+from core.text.word_tokenizer import WordTokenizer
+from core.text.wordpiece_tokenizer import WordPieceTokenizer, bert_wordpiece
 
 POOLINGS = ("mean", "max", "mean+max")
 TOKENS = {"words": WordTokenizer.kind, "wordpiece": WordPieceTokenizer.kind}  # setting -> tokenizer kind

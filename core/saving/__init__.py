@@ -36,7 +36,12 @@ from core.saving.model_folder import (
     weights_max_bytes,
 )
 from core.saving.output import OutputClaim, OutputError, claim_new_run, claim_output
-from core.saving.runs import check_run_name, list_runs, recover_interrupted_saves, run_folder
+from core.saving.runs import (
+    check_run_name,
+    list_runs,
+    recover_interrupted_saves,
+    run_folder,
+)
 
 __all__ = [
     "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "OLD_PREFIX", "TEMP_PREFIX", "WEIGHTS_FILE", "ModelLoadError",

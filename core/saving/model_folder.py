@@ -1,7 +1,8 @@
 """The model folder: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file.
 
 Loading never unpickles and never runs code from the folder: the config is JSON checked field by
-field, the weights are safetensors, the vocabulary is plain text. A folder may come from someone
+field, the weights are safetensors, the vocabulary is a plain text or JSON file that ``core.text`` reads
+as data only. A folder may come from someone
 else, so every file is read through ``core.saving.files`` (regular files inside the folder only, each
 under a size cap: a FIFO, a device or a huge file is refused at once), the config's sizes are bounded
 before anything is allocated (``core.models.registry.check_model_size``), and the metadata the
@@ -27,9 +28,14 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from core.saving.atomic import displaced_folders, write_folder_atomically
-from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, open_regular_file, read_json_file
 from core.model_names import MODEL_NAMES
+from core.saving.atomic import displaced_folders, write_folder_atomically
+from core.saving.files import (
+    CONFIG_MAX_BYTES,
+    ModelLoadError,
+    open_regular_file,
+    read_json_file,
+)
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

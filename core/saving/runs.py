@@ -13,8 +13,13 @@ import os
 from pathlib import Path
 
 from core.saving.atomic import OLD_PREFIX, TEMP_PREFIX
-from core.saving.model_folder import SAFE_NAME, WEIGHTS_FILE, ModelLoadError, interrupted_saves, read_config
-
+from core.saving.model_folder import (
+    SAFE_NAME,
+    WEIGHTS_FILE,
+    ModelLoadError,
+    interrupted_saves,
+    read_config,
+)
 
 
 def check_run_name(name: str) -> str:

@@ -11,9 +11,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.data.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
 from core.data import normalise_questions
-from core.text.tokenizers import TokenTable, Tokenizer
+from core.data.batching import (
+    duplicate_free_batches,
+    labelled_batches,
+    labelled_distinct_batches,
+)
+from core.text.token_table import TokenTable
+from core.text.tokenizer_kinds import Tokenizer
 
 Side = tuple[torch.Tensor, torch.Tensor]  # ids (B, T) and bool mask (B, T)
 

@@ -17,10 +17,9 @@ from typing import Callable
 import pandas as pd
 
 from core.models import MODEL_LABELS
+from core.status import CANCELLED, DONE, FAILED, FINISHED, RUNNING, WAITING  # noqa: F401 (re-exported to the pages)
 from core.training.pipeline import RunResult, train_run
 from core.training.specs import RunSpec
-from core.status import CANCELLED, DONE, FAILED, FINISHED, RUNNING, WAITING  # noqa: F401 (re-exported to the pages)
-
 
 SPEED_WINDOW = 20  # steps whose wall time gives the speed and the time left
 

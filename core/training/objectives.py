@@ -13,7 +13,12 @@ import torch
 
 # CONTRASTIVE_FORMS is declared in core.losses.contrastive; it stays importable from here (core.cli).
 from core.losses import (
-    CONTRASTIVE_FORMS, contrastive_loss, cosent_loss, in_batch_softmax_loss, multitask_loss, triplet_loss,
+    CONTRASTIVE_FORMS,
+    contrastive_loss,
+    cosent_loss,
+    in_batch_softmax_loss,
+    multitask_loss,
+    triplet_loss,
 )
 
 LOSS_NAMES = ("triplet", "contrastive", "softmax", "cosent", "multitask")

@@ -18,20 +18,19 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.training import distributed
 from core.data import Splits, dataset_summary, pairs_fingerprint, split_pairs
 from core.data.implied import with_implied_pairs
 from core.inference.evaluation import calibrate, pair_scores
 from core.inference.metrics import evaluate_scores
 from core.models import PairEncoder, build_model
 from core.notices import notice
-from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
-from core.text.pair_table import PairTable
 from core.saving import OutputClaim, claim_new_run, claim_output, save_model
-from core.training.specs import RunSpec
 from core.status import CANCELLED, DONE, FAILED
+from core.text.pair_table import PairTable
+from core.training import distributed
+from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
+from core.training.specs import RunSpec
 from core.training.trainer import Trainer, TrainOutcome, Validation
-
 
 MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from core.training.objectives import LossConfig
 from core.status import DONE
+from core.training.objectives import LossConfig
 
 # validation metric key in config.json -> column name in the runs table
 METRIC_COLUMNS = {"roc_auc": "val ROC AUC", "average_precision": "val AP", "accuracy": "val accuracy", "f1": "val F1"}

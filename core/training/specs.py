@@ -18,9 +18,14 @@ import operator
 from dataclasses import dataclass, field
 
 from core.models import MODEL_NAMES, MODEL_TYPES, ModelTooLarge, check_model_size
-from core.training.objectives import CONTRASTIVE_FORMS, DEFAULT_MARGINS, LOSS_NAMES, LossConfig
+from core.training.objectives import (
+    CONTRASTIVE_FORMS,
+    DEFAULT_MARGINS,
+    LOSS_NAMES,
+    LossConfig,
+)
 from core.training.presets import PRESETS
-from core.training.trainer import TrainConfig
+from core.training.train_config import TrainConfig
 
 
 @dataclass

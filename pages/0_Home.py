@@ -1,16 +1,13 @@
-"""Home page of the Siamese Lab: what the lab is, and where to start. Run with `streamlit run Home.py`."""
-from pathlib import Path
-
+"""Home: what the lab is, and where to start (the default page of `streamlit run app.py`)."""
 import streamlit as st
 
-from lab.session import setup_page
+from core.models import MODEL_LABELS
+from lab.navigation import PAGES
+from lab.session import enter_through_app
 
-setup_page("Home")
-
-from core.models import MODEL_LABELS  # noqa: E402
+enter_through_app(__file__)
 
 state = st.session_state
-HERE = Path(__file__).resolve().parent
 
 st.title("Siamese Lab")
 st.write(
@@ -44,19 +41,8 @@ with losses_column:
     )
 
 st.subheader("How to use the lab")
-PAGES = [
-    ("pages/1_Data.py", "1. Data — keep the bundled sample or upload your own CSV / TSV pairs", ":material/table_view:"),
-    ("pages/2_Train.py", "2. Train — pick a model, a loss and hyperparameters; watch the loss live", ":material/model_training:"),
-    ("pages/3_Similarity_matrix.py", "3. Similarity matrix — see one batch through the losses", ":material/grid_on:"),
-    ("pages/4_Verdict.py", "4. Verdict — type two questions and get same / not the same", ":material/balance:"),
-    ("pages/5_Search.py", "5. Search — find the stored questions closest to a new one", ":material/search:"),
-    ("pages/6_Compare.py", "6. Compare — every trained model and two baselines, scored on the same pairs", ":material/bar_chart:"),
-    ("pages/7_Map.py", "7. Map — the dataset's questions as a 2-D map of the model's vectors", ":material/scatter_plot:"),
-    ("pages/8_Deduplicate.py", "8. Deduplicate — group a corpus's near-duplicate questions into clusters", ":material/join_inner:"),
-]
-for path, label, icon in PAGES:
-    if (HERE / path).is_file():  # a page link to a missing file would stop the home page
-        st.page_link(path, label=label, icon=icon)
+for number, lab_page in enumerate(PAGES[1:], start=1):
+    st.page_link(lab_page.path, label=f"{number}. {lab_page.title} — {lab_page.purpose}", icon=lab_page.icon)
 
 st.subheader("Active dataset")
 st.write(f"**{state.data_name}**: {len(state.pairs):,} question pairs, "

@@ -1,0 +1,17 @@
+"""Siamese Lab, the Streamlit app: `streamlit run app.py` (or `make run`).
+
+The entry point of every run: it declares the pages (``lab.navigation.PAGES``, Home first and default), sets
+up the page st.navigation picked (page config, session state, sidebar; ``lab.session.setup_page``) once, and
+runs it. Pages therefore hold no setup of their own; a test opens one with ``AppTest.from_file("app.py")``
+and ``switch_page("pages/...")``.
+"""
+import streamlit as st
+
+from lab.navigation import HOME, PAGES
+from lab.session import open_deep_link, setup_page
+
+page = st.navigation([st.Page(lab_page.path, title=lab_page.title, icon=lab_page.icon,
+                              url_path=lab_page.url_path, default=lab_page is HOME) for lab_page in PAGES])
+open_deep_link()  # a fresh server's first visit to /Train ran that page alone; it is opened now
+setup_page(page.title)
+page.run()

@@ -1,0 +1,165 @@
+"""What every ``python -m core`` command shares: the one-line error, the parser and its help format,
+the argparse types, JSON printing, a progress counter, loading a pairs file and a model (torch or ONNX).
+
+Every expected failure is a ``CliError``: ``core.cli.main`` prints it as one ``error: ...`` line and
+exits with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+BACKENDS = ("torch", "onnx")
+# The metrics evaluate and score print, in this order.
+METRIC_KEYS = ("roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n",
+               "tp", "fp", "tn", "fn")
+
+
+class CliError(Exception):
+    """An expected failure: printed as one line, exit status 2."""
+
+
+class CliParser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not argparse's usage block
+        raise CliError(f"{self.prog}: {message}")
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows "(default: X)" except where there is no default value, whose help says what applies."""
+
+    def _get_help_string(self, action):
+        if action.default is None or isinstance(action.default, bool):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def help_formatter(prog):
+    return DefaultsFormatter(prog, max_help_position=32)
+
+
+def model_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
+    """A subcommand that runs a saved (or the zero-shot) model: --model and --device, then its own options."""
+    command = sub.add_parser(name, help=help, formatter_class=help_formatter)
+    command.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    command.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
+    command.set_defaults(func=func)
+    return command
+
+
+def add_backend_option(command) -> None:
+    """``--backend {torch,onnx}`` of predict / score / dedup / embed / search; ``load_backend`` reads it."""
+    command.add_argument("--backend", choices=BACKENDS, default="torch",
+                         help="torch: the PyTorch model; onnx: its ONNX graph run by onnxruntime on the CPU "
+                              "(exported on first use to <model>/onnx/, for minilm to <runs>/.cache/minilm/onnx/; "
+                              "--model may also be an ONNX export folder)")
+
+
+# ---- argparse types ----------------------------------------------------------------------------
+def count(text: str) -> int:
+    """argparse type of a count: a whole number, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def threshold(text: str) -> float:
+    """argparse type of a cosine threshold: a finite number in [-1, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (math.isfinite(value) and -1.0 <= value <= 1.0):
+        raise argparse.ArgumentTypeError(f"must be a cosine between -1 and 1, got {text}")
+    return value
+
+
+# ---- output ------------------------------------------------------------------------------------
+def json_safe(value):
+    """NaN and infinities become null: what the CLI prints is always valid JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return json_safe(value.item())
+    return value
+
+
+def print_json(value, indent: int | None = None) -> None:
+    print(json.dumps(json_safe(value), indent=indent, ensure_ascii=False, allow_nan=False))
+
+
+class TqdmCounter:
+    """progress(done, total) -> one tqdm bar on stderr (index building, embedding)."""
+
+    def __init__(self, description: str, unit: str = "q"):
+        self.description, self.unit, self.bar = description, unit, None
+
+    def __call__(self, done: int, total: int | None) -> None:
+        from tqdm import tqdm
+
+        if self.bar is None:
+            self.bar = tqdm(total=total, desc=self.description, unit=self.unit, file=sys.stderr, mininterval=0.5)
+        self.bar.update(done - self.bar.n)
+        if total is not None and done >= total:
+            self.bar.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ---- loading -----------------------------------------------------------------------------------
+def load_data(path: str, max_rows: int | None = None):
+    """The pairs of a CSV/TSV file; what was dropped, and any warning, is reported on stderr."""
+    from core.data import DataError, load_pairs
+
+    if not Path(path).is_file():
+        raise CliError(f"no data file at {path}")
+    try:
+        pairs, report = load_pairs(path, max_rows=max_rows)
+    except DataError as error:
+        raise CliError(f"{path}: {error}") from None
+    if report.rows_kept < report.rows_read:
+        print(f"data: {report.summary()}", file=sys.stderr)
+    for warning in report.warnings:
+        print(f"data: warning: {warning}", file=sys.stderr)
+    return pairs
+
+
+def load_model(name: str, device: str):
+    """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``."""
+    from core import models
+    from core.device import DeviceError, resolve_device
+    from core.saving import ModelLoadError
+
+    try:
+        return models.load_model(name, device=str(resolve_device(device)))
+    except (DeviceError, ModelLoadError) as error:
+        raise CliError(str(error)) from None
+
+
+def load_backend(args):
+    """(model, config) for ``args.model`` on ``args.backend``: ``load_model`` for torch, else
+    ``core.export.onnx_backend.onnx_model`` (the exported graph run by onnxruntime on the CPU)."""
+    if getattr(args, "backend", "torch") != "onnx":
+        return load_model(args.model, args.device)
+    if args.device == "cuda":
+        raise CliError("--backend onnx runs on the CPU; drop --device cuda")
+    from core.export.common import ExportError
+    from core.export.onnx_backend import OnnxBackendError, onnx_model
+    from core.saving import ModelLoadError
+
+    try:
+        return onnx_model(args.model, cache_root=getattr(args, "runs", None))
+    except (OnnxBackendError, ExportError, ModelLoadError) as error:
+        raise CliError(str(error)) from None

@@ -1,0 +1,61 @@
+"""``python -m core``: the parser built from the command modules, and ``main(argv)``.
+
+Bad input never shows a traceback: every expected failure prints one ``error: ...`` line and exits
+with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from core.cli import corpus, dedup, export, predict, score, train
+from core.cli.common import CliError, CliParser, help_formatter
+
+EXIT_USAGE = 2
+# The commands in the order --help lists them.
+COMMAND_MODULES = (train, predict, corpus, export, score, dedup)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CliParser(prog="python -m core", formatter_class=help_formatter,
+                       description="Siamese networks for duplicate questions: train, evaluate, predict.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CliParser)
+    for module in COMMAND_MODULES:
+        module.add_parsers(sub)
+    return parser
+
+
+def _show_lab_warnings() -> None:
+    """core's LabWarnings print as one ``warning: ...`` line; every other warning as Python shows it."""
+    import warnings
+
+    from core.notices import LabWarning
+
+    default = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, LabWarning):
+            print(f"warning: {one_line(message)}", file=sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
+def one_line(text) -> str:
+    """``text`` with its control and line-break characters escaped, so a message quoting a user's file
+    (a JSON key holding a carriage return, say) still prints as one line."""
+    return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in str(text))
+
+
+def main(argv=None) -> int:
+    _show_lab_warnings()
+    try:
+        args = build_parser().parse_args(argv)  # inside the try: building it imports torch, which Ctrl-C may cut
+        return args.func(args)
+    except CliError as error:
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

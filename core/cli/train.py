@@ -1,0 +1,196 @@
+"""``python -m core train``: options (over a preset) -> a RunSpec, a tqdm progress bar, and Ctrl-C
+that cancels after the current step and keeps the best model so far.
+
+Training is imported inside the functions that train: the inference commands build the same parser
+and must not load the trainer, the pipeline or the spec builder.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from core.cli.common import CliError, count, help_formatter, load_data, print_json
+
+
+class TqdmProgress:
+    """Trainer callback drawing one tqdm bar over all steps, with validation metrics per epoch."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream, self.bar = stream, None
+
+    def on_train_start(self, trainer):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=trainer.total_steps, unit="step", file=self.stream, dynamic_ncols=True, mininterval=0.5)
+
+    def on_batch_end(self, trainer):
+        self.bar.update(1)
+        self.bar.set_postfix(epoch=trainer.epoch, loss=f"{trainer.loss:.4f}", pairs_s=f"{trainer.pairs_per_second:.0f}")
+
+    def on_validation_progress(self, trainer):
+        done, total = trainer.validation_progress
+        self.bar.set_postfix_str(f"scoring validation {done:,}/{total:,}", refresh=done >= total)
+
+    def on_epoch_end(self, trainer):
+        m = trainer.epoch_results[-1].metrics
+        if m:
+            self.bar.write(f"epoch {trainer.epoch}: val roc_auc={m['roc_auc']:.4f} accuracy={m['accuracy']:.4f} "
+                           f"f1={m['f1']:.4f}", file=self.stream)
+
+    def on_train_end(self, trainer):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+def spec_from_args(args):
+    """The RunSpec of ``train``: options given on the command line, over a preset if one is named."""
+    from core.training.specs import SpecError, spec_from_options
+
+    if args.preset and (args.model or args.loss):
+        raise CliError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
+    try:
+        model_options = json.loads(args.model_options) if args.model_options else None
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise CliError(f"--model-options is not valid JSON: {error}") from None
+    options = {name: getattr(args, name) for name in (
+        "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
+        "max_steps", "max_minutes", "device", "max_length", "min_freq", "max_vocab")}
+    switches = {name: True for name in ("split_by_question", "hard_negatives", "implied_pairs", "keep_unvalidated")
+                if getattr(args, name)}
+    try:
+        return spec_from_options(args.preset, **options, **switches, model_options=model_options,
+                                 data_name=Path(args.data).name)
+    except SpecError as error:
+        raise CliError(f"{_flag(error.option)} {error.problem}") from None
+
+
+def cmd_train(args) -> int:
+    from core.device import DeviceError, resolve_device
+
+    try:
+        resolve_device(args.device)
+    except DeviceError as error:
+        raise CliError(str(error)) from None
+    spec = spec_from_args(args)
+    from core.training.distributed import init_from_env
+
+    context = init_from_env(args.device)  # a no-op unless started by torchrun
+    # The output is claimed (and found writable) before the data is even read: one saved model, rank 0's.
+    output = _claim_output(args, spec) if context.is_main else None
+    with output or contextlib.nullcontext():
+        pairs = load_data(args.data, args.max_rows)
+        return _run_training(args, spec, pairs, context, output)
+
+
+def _claim_output(args, spec):
+    from core.saving import OutputError, claim_new_run, claim_output
+
+    try:
+        if args.out:
+            return claim_output(args.out, overwrite=args.overwrite)
+        return claim_new_run(args.runs, spec.model, spec.loss.name)
+    except OutputError as error:
+        hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
+        problem = error.problem.replace("; replacing it needs overwrite", "")
+        raise CliError(f"--out {error.path}: {problem}{hint}" if args.out else str(error)) from None
+
+
+def _run_training(args, spec, pairs, context, output) -> int:
+    from core.status import FAILED
+    from core.training.pipeline import train_run
+    from core.training.trainer import TrainingError
+
+    stop = threading.Event()
+
+    def first_interrupt_cancels(signum, frame):
+        # The first Ctrl-C stops training after the current step and keeps the best model so far;
+        # a second one aborts at once.
+        print("\ncancelling after this step (Ctrl-C again to abort) ...", file=sys.stderr)
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, first_interrupt_cancels)
+    try:
+        # One progress bar and one saved model: both belong to rank 0.
+        result = train_run(spec, pairs, callbacks=[TqdmProgress()] if context.is_main else [], stop_event=stop,
+                           save=context.is_main, output=output)
+    except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
+        raise CliError("interrupted") from None
+    except (TrainingError, ValueError, TypeError) as error:
+        raise CliError(str(error)) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    outcome = result.outcome
+    if not context.is_main:
+        return 0 if outcome.status != FAILED else 1
+    print(f"{outcome.status}: {outcome.message}", file=sys.stderr)
+    if result.note:
+        print(f"note: {result.note}", file=sys.stderr)
+    print_json({"status": outcome.status, "folder": str(result.folder) if result.folder else None,
+                "thresholds": result.thresholds, "validation": result.validation,
+                "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1)},
+               indent=2)
+    return 0 if outcome.status != FAILED else 1
+
+
+def add_parsers(sub) -> None:
+    """Register ``train`` on the subparsers ``sub``."""
+    from core.models import MODEL_NAMES
+    from core.training.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
+    from core.training.presets import preset_names
+
+    train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=help_formatter)
+    train.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) with question1, question2, is_duplicate")
+    train.add_argument("--preset", choices=preset_names(), default=None,
+                       help="a named recipe from docs/BENCHMARKS.md (sets model, loss and settings)")
+    train.add_argument("--model", choices=MODEL_NAMES, default=None, help="model family (default: lstm)")
+    train.add_argument("--loss", choices=LOSS_NAMES, default=None, help="training loss (default: triplet)")
+    train.add_argument("--epochs", type=int, default=None, help="epochs (default depends on the model)")
+    train.add_argument("--batch-size", type=int, default=None, help="pairs per step (default depends on the model)")
+    train.add_argument("--lr", type=float, default=None, help="peak learning rate (default depends on the model)")
+    train.add_argument("--margin", type=float, default=None,
+                       help="loss margin (default: 0.25 for triplet on cosines, 1.0 for contrastive and multitask "
+                            "on distances)")
+    train.add_argument("--form", choices=CONTRASTIVE_FORMS, default=None,
+                       help="contrastive loss form (default: squared_hinge)")
+    train.add_argument("--scale", type=float, default=None,
+                       help="softmax and multitask: cosine scale; cosent: lambda (default: 20.0)")
+    train.add_argument("--weight", type=float, default=None,
+                       help="multitask loss: weight of the in-batch softmax term (default: 1.0)")
+    train.add_argument("--max-length", type=int, default=None, help="tokens per question (default: 64)")
+    train.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
+    train.add_argument("--min-freq", type=int, default=None,
+                       help="LSTM vocabulary: words seen fewer times become <unk> (default: 1)")
+    train.add_argument("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
+    train.add_argument("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
+    train.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: no cap)")
+    train.add_argument("--max-minutes", type=float, default=None,
+                       help="time budget: stop after this many minutes of training, with a final validation "
+                            "(default: no cap)")
+    train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
+    train.add_argument("--patience", type=int, default=None, help="early stopping patience in epochs, 0 = off (default depends on the model)")
+    train.add_argument("--split-by-question", action="store_true", help="no validation question occurs in training")
+    train.add_argument("--keep-unvalidated", action="store_true",
+                       help="save a run cancelled (Ctrl-C) before its first validation; by default nothing is saved")
+    train.add_argument("--hard-negatives", action="store_true",
+                       help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
+    train.add_argument("--implied-pairs", action="store_true",
+                       help="also train on the pairs the training labels imply: two duplicates of one question are "
+                            "duplicates, a duplicate of a non-duplicate's question is a non-duplicate")
+    train.add_argument("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
+    train.add_argument("--out", default=None,
+                       help="output folder: a new or empty folder, or a saved model with --overwrite "
+                            "(default: a new folder under --runs)")
+    train.add_argument("--overwrite", action="store_true",
+                       help="let --out replace the model saved there (a cancelled or failed run that is "
+                            "not better keeps the old one)")
+    train.add_argument("--runs", default="runs", help="models folder used when --out is not given")
+    train.set_defaults(func=cmd_train)

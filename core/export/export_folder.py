@@ -1,0 +1,124 @@
+"""Exporting a model for use outside Siamese Lab: a sentence-transformers folder or ONNX graphs.
+
+``export_model(model, config, out, fmt)`` writes one folder, claimed and written like a model folder
+(``claim_export``: refused when it holds anything but an earlier export, an earlier export replaced only
+with ``overwrite``, one writer at a time; then ``core.saving.write_folder_atomically``). Every export
+holds a model card (``README.md``, ``core.export.model_card``) and ``siamese_lab.json``
+(``core.export.manifest``). The formats: ``sentence-transformers`` (MiniLM models,
+``core.export.sentence_transformers_folder``) and ``onnx`` (every family, float32 or int8,
+``core.export.onnx_graph``).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+from core.export.common import ExportError
+from core.export.manifest import (
+    MANIFEST_FILE,
+    build_manifest,
+    json_default,
+    read_manifest,
+)
+from core.export.model_card import CARD_FILE, model_card
+from core.export.onnx_graph import write_onnx
+from core.export.sentence_transformers_folder import write_sentence_transformers
+from core.saving.atomic import write_folder_atomically
+from core.saving.output import OutputClaim, OutputError, claim_output
+
+EXPORT_FORMATS = ("sentence-transformers", "onnx")
+QUANTIZE_CHOICES = ("int8",)
+
+
+# ---- the output folder -------------------------------------------------------------------------
+def claim_export(target: str | Path, overwrite: bool = False) -> OutputClaim:
+    """Claim ``target`` for one export, under the rules of ``core.saving.output.claim_output``: a new
+    or empty folder is fine; a folder holding an earlier export (``siamese_lab.json`` of this format) is
+    replaced only with ``overwrite`` (``OutputError`` reason ``model_exists``); anything else (a saved
+    model, other files, a file) is never replaced (reason ``not_a_model``). One writer at a time: the
+    same hidden lock file beside the target that a training takes."""
+    return claim_output(target, overwrite, existing=_existing_export)
+
+
+def _existing_export(target: Path, overwrite: bool) -> dict | None:
+    if not os.path.lexists(target):
+        return None
+    if target.is_symlink() or not target.is_dir():
+        raise OutputError(target, "exists and is not a folder; choose a new folder", "not_a_model")
+    if not any(target.iterdir()):
+        return None
+    manifest = read_manifest(target)
+    if manifest is None:
+        raise OutputError(target, "is not empty and holds no export (a saved model or other files, which an export "
+                                  "never replaces); choose a new or empty folder", "not_a_model")
+    if not overwrite:
+        raise OutputError(target, "holds an earlier export; replacing it needs overwrite", "model_exists")
+    return manifest
+
+
+# ---- what can be exported ----------------------------------------------------------------------
+def check_export(model_type: str, fmt: str, quantize: str | None = None) -> None:
+    """ExportError unless a ``model_type`` model can be exported as ``fmt`` (with ``quantize``)."""
+    if fmt not in EXPORT_FORMATS:
+        raise ExportError(f"unknown export format {fmt!r}; expected one of {', '.join(EXPORT_FORMATS)}")
+    if fmt == "sentence-transformers" and model_type != "minilm":
+        from core.model_names import MODEL_LABELS
+
+        label = MODEL_LABELS.get(model_type, model_type)
+        raise ExportError(f"only MiniLM models export as sentence-transformers; this is a {label} "
+                          f"({model_type}): use --format onnx")
+    if quantize is not None:
+        if quantize not in QUANTIZE_CHOICES:
+            raise ExportError(f"unknown quantisation {quantize!r}; expected one of {', '.join(QUANTIZE_CHOICES)}")
+        if fmt != "onnx":
+            raise ExportError("quantisation applies to the onnx format only")
+
+
+# ---- exporting ---------------------------------------------------------------------------------
+def export_model(model, config: dict, out: str | Path, fmt: str, *, overwrite: bool = False,
+                 quantize: str | None = None, source: str | None = None) -> dict:
+    """Write ``model`` (with ``config``, its config.json or ``zero_shot_config()``) as ``fmt`` to the
+    folder ``out``, claimed by ``claim_export`` and written atomically. Returns the manifest written to
+    ``siamese_lab.json``. Raises ExportError (the model or format) or OutputError (the folder)."""
+    check_export(model.model_type, fmt, quantize)
+    manifest: dict = {}
+    with claim_export(out, overwrite) as claim:
+        def write(temp: Path) -> None:
+            manifest.update(write_export(model, config, temp, fmt, quantize=quantize, source=source,
+                                         name=claim.target.name))
+
+        write_folder_atomically(claim.target, write)
+    return manifest
+
+
+def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize: str | None = None,
+                 source: str | None = None, extra: dict | None = None, name: str | None = None) -> dict:
+    """Fill the existing folder ``folder`` with the export (no claim, not atomic: ``export_model`` and the
+    ONNX backend's cache wrap it). ``extra`` goes into the manifest; ``name`` is the folder's final name,
+    which the model card's usage snippet opens (default: ``folder``'s name). Returns the manifest."""
+    check_export(model.model_type, fmt, quantize)
+    folder = Path(folder)
+    was_training = model.training
+    try:
+        exported = _on_cpu(model)
+        if fmt == "onnx":
+            details = write_onnx(exported, folder, quantize)
+        else:
+            details = write_sentence_transformers(exported, folder)
+    finally:
+        model.train(was_training)  # the caller's model (often a shared, cached one) is left as it was
+    manifest = build_manifest(model, config, fmt, details, source, extra or {})
+    (folder / CARD_FILE).write_text(model_card(manifest, name or folder.name), encoding="utf-8")
+    # The manifest last: a folder with one is a complete export.
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=json_default, allow_nan=False),
+                                        encoding="utf-8")
+    return manifest
+
+
+def _on_cpu(model):
+    """``model`` in eval mode on the CPU: itself when it is there already, else a copy."""
+    if model.device.type != "cpu":
+        model = copy.deepcopy(model).to("cpu")
+    return model.eval()

