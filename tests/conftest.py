@@ -59,6 +59,17 @@ TINY_OPTIONS = {
 TINY_LOSSES = {"lstm": "triplet", "dual-transformer": "softmax"}
 
 
+@pytest.fixture(autouse=True)
+def _keep_the_main_module():
+    """AppTest runs app.py as ``__main__`` in this process and leaves it there; a later test that spawns
+    processes (torch.multiprocessing, as test_distributed does) would then re-run app.py in every child.
+    Each test ends with pytest's own ``__main__`` back."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
+
+
 @pytest.fixture
 def runs_root(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "runs"
