@@ -19,7 +19,7 @@ import streamlit as st
 
 from core.inference import dedup, dedup_graph
 from lab.cached import model_stamp
-from lab.session import get_model
+from lab.session import get_model, upload_limit_bytes
 
 TOP_CLUSTERS = 10  # clusters shown one by one (expanders); the table and the CSV hold them all
 SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColumn("similarity", format="%.4f")}
@@ -34,7 +34,7 @@ def uploaded_questions(name: str, data: bytes):
 
     buffer = io.BytesIO(data)
     buffer.name = name
-    questions, report = load_questions(buffer)
+    questions, report = load_questions(buffer, max_bytes=upload_limit_bytes())
     return questions, report, "upload:" + fingerprint(questions)
 
 

@@ -23,6 +23,12 @@ def max_concurrent_training() -> int:
     return int(os.environ.get("SIAMESE_LAB_MAX_TRAINING", "1"))
 
 
+def upload_limit_bytes() -> int:
+    """The upload limit (``server.maxUploadSize``, MB) in bytes: what an upload may hold as text, too, once
+    decompressed (``core.data.limits``), so a small .gz cannot expand past what a plain upload may be."""
+    return int(st.get_option("server.maxUploadSize")) * 1024 * 1024
+
+
 # ---- caches ------------------------------------------------------------------------------------
 @st.cache_data(show_spinner=False)
 def load_sample() -> tuple[pd.DataFrame, LoadReport]:
@@ -35,7 +41,7 @@ def load_upload(name: str, data: bytes) -> tuple[pd.DataFrame, LoadReport]:
 
     buffer = io.BytesIO(data)
     buffer.name = name
-    return load_pairs(buffer)
+    return load_pairs(buffer, max_bytes=upload_limit_bytes())
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
@@ -170,4 +176,4 @@ def show_error(message: str) -> None:
 
 
 __all__ = ["DataError", "setup_page", "set_dataset", "get_model", "job_queue", "model_choices", "load_sample",
-           "load_upload", "data_key", "show_error", "model_picker", "ZERO_SHOT", "SAMPLE_NAME"]
+           "load_upload", "data_key", "show_error", "model_picker", "ZERO_SHOT", "SAMPLE_NAME", "upload_limit_bytes"]

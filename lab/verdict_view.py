@@ -10,7 +10,7 @@ from core.inference import analysis
 from core.inference.metrics import curves, predict, ranking_metrics, threshold_metrics
 from core.saving.safe_csv import safe_csv
 from lab import cached, figures
-from lab.session import ZERO_SHOT, show_error
+from lab.session import ZERO_SHOT, show_error, upload_limit_bytes
 
 PERSIST = "session"  # the typed questions and the threshold survive a visit to another page
 CHECKED = "verdict_checked"  # session key: the (question1, question2) the verdict was computed for
@@ -174,7 +174,7 @@ def score_file_panel(model, threshold: float) -> None:
         note = st.empty()
         note.caption("Scoring…")
         try:
-            report = score_file(model, source, out, threshold,
+            report = score_file(model, source, out, threshold, max_bytes=upload_limit_bytes(),
                                 progress=lambda done: note.caption(f"Scored {done:,} pairs…"))
         except DataError as error:
             show_error(f"{upload.name}: {error}")

@@ -67,7 +67,8 @@ upload_column, sample_column = st.columns([3, 1], vertical_alignment="center")
 with upload_column:
     uploaded = st.file_uploader("Upload question pairs (CSV or TSV, plain or gzip)", type=["csv", "tsv", "txt", "gz"],
                                 key="upload", on_change=apply_upload)
-    st.caption(f"Upload limit: {st.get_option('server.maxUploadSize')} MB per file. Column aliases such as "
+    st.caption(f"Upload limit: {st.get_option('server.maxUploadSize')} MB per file (a .gz file: that much once "
+               "decompressed). Column aliases such as "
                "`q1`/`q2`/`label` or `sentence1`/`sentence2`/`label` are recognised; the delimiter and the "
                "text encoding are detected.")
 with sample_column:

@@ -4,6 +4,7 @@ Fixtures
 --------
 ``runs_root``         (function) an empty models folder under ``tmp_path``; ``SIAMESE_LAB_RUNS`` points at it,
                       so a new AppTest session starts with ``st.session_state.runs_root`` equal to it.
+``lab_cache``         (session, autouse) the lab's cache folder (``SIAMESE_LAB_CACHE``) in a session tmp folder.
 ``sample_pairs``      (session)  ``(pairs, report)`` of the bundled sample, as ``core.data.load_pairs`` reads it.
 ``train_tiny_model``  (session)  ``train_tiny_model(model, runs_root, loss="triplet", **spec_fields) -> Path``:
                       trains a tiny model (1 epoch on the sample, about a second) and returns its folder.
@@ -76,6 +77,16 @@ def runs_root(tmp_path, monkeypatch) -> Path:
     root.mkdir()
     monkeypatch.setenv("SIAMESE_LAB_RUNS", str(root))
     return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def lab_cache(tmp_path_factory) -> Path:
+    """The lab's own cache (``SIAMESE_LAB_CACHE``: the ONNX backend's exports and their search indexes)
+    in a session tmp folder, so no test writes to the user's ~/.cache."""
+    root = tmp_path_factory.mktemp("lab-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SIAMESE_LAB_CACHE", str(root))
+        yield root
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,8 @@ def test_a_saved_lstm_exports_to_an_onnx_zip(tiny_models, tmp_path, monkeypatch)
     data = stores[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         assert sorted(archive.namelist()) == [f"{name}/{file}" for file in
-                                              ("README.md", "model.onnx", "siamese_lab.json", "tokenizer.json")]
+                                              (".siamese_lab_files.json", "README.md", "model.onnx",
+                                               "siamese_lab.json", "tokenizer.json")]
         archive.extractall(tmp_path)
     manifest = json.loads((tmp_path / name / "siamese_lab.json").read_text())
     model, config = load_model(folder)

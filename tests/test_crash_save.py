@@ -10,8 +10,13 @@ seed 2, other weights and other vocabulary) and kills the saving process:
   * at random moments during a large save (vocabulary 200k x 64, ~50 MB of weights), spread over
     the save's measured duration, to land inside the safetensors write itself.
 
+The folder also holds a user's files (``NOTES.md``, ``plots/roc.png``, a nested folder, a link in the
+folder and one out of it), which the save carries into the new folder (``core.saving.owned_files``).
+
 Afterwards the target folder loads, and weights, vocabulary and config are all the old model's or
-all the new one's; ``list_runs`` lists the target and reports every ``.tmp-*`` / ``.old-*`` leftover.
+all the new one's, the user's files are there byte for byte (links as links); ``list_runs`` lists the
+target and reports every ``.tmp-*`` / ``.old-*`` leftover, and the next save removes the ``.tmp-*``
+folders the killed one left.
 
 The saving processes are forked from one driver subprocess (this file run as a script) so torch is
 imported once; nothing in ``core`` knows it is being tested.
@@ -19,6 +24,7 @@ imported once; nothing in ``core`` knows it is being tested.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -42,6 +48,7 @@ from core.models import (  # noqa: E402
     SiameseLSTMConfig,
     load_model,  # noqa: E402
 )
+from core.notices import LabWarning  # noqa: E402
 from core.saving import ModelLoadError, list_runs, recover_interrupted_saves, save_model  # noqa: E402
 from core.text.word_tokenizer import WordTokenizer  # noqa: E402
 
@@ -53,7 +60,8 @@ TIMED_ATTEMPTS = 10
 # Audit events that mark a filesystem step of a save (see "Audit events table" in the Python docs).
 WATCHED_EVENTS = frozenset(
     {"os.mkdir", "open", "os.listdir", "os.scandir", "os.rename", "os.remove", "os.rmdir",
-     "shutil.rmtree", "shutil.move", "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function"}
+     "shutil.rmtree", "shutil.move", "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "os.link",
+     "os.symlink"}
 )
 
 
@@ -145,12 +153,35 @@ def prepare_cases(tmp_path: Path, model: dict, count: int) -> tuple[SiameseLSTM,
     old = build_model(OLD_SEED, **model)
     snapshot = tmp_path / "snapshot"
     save_model(old, snapshot / TARGET, metadata={"generation": "old"})
+    add_user_files(snapshot / TARGET)
     roots = []
     for index in range(count):
         root = tmp_path / f"case-{index:03d}"
-        shutil.copytree(snapshot, root)
+        shutil.copytree(snapshot, root, symlinks=True)
         roots.append(root)
     return old, roots
+
+
+USER_FILES = {"NOTES.md": "# notes\n", "plots/roc.png": "\x89PNG fake", "deep/er/data.csv": "a,b\n"}
+USER_LINKS = {"latest.md": "NOTES.md", "outside": "/etc/hostname"}
+
+
+def add_user_files(folder: Path) -> None:
+    for relative, text in USER_FILES.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    for name, points_to in USER_LINKS.items():
+        os.symlink(points_to, folder / name)
+
+
+def assert_user_files_whole(folder: Path) -> None:
+    """The user's files and links, as they were: the same bytes, links still links to the same place."""
+    for relative, text in USER_FILES.items():
+        path = folder / relative
+        assert not path.is_symlink() and hashlib.sha256(path.read_bytes()).digest() == \
+            hashlib.sha256(text.encode()).digest(), relative
+    for name, points_to in USER_LINKS.items():
+        assert (folder / name).is_symlink() and os.readlink(folder / name) == points_to, name
 
 
 def leftovers(root: Path) -> list[str]:
@@ -165,6 +196,7 @@ def assert_old_or_new_whole(root: Path, old: SiameseLSTM, new: SiameseLSTM) -> s
         assert any(problem.startswith(f"{name}:") for problem in problems), (name, problems)
     assert not any(problem.startswith(f"{TARGET}:") for problem in problems), problems
 
+    assert_user_files_whole(root / TARGET)
     model, config = load_model(root / TARGET)
     generation = config["generation"]
     expected = {"old": old, "new": new}[generation]
@@ -230,6 +262,15 @@ def test_sigkill_before_every_filesystem_step_leaves_old_or_new_model(tmp_path, 
     assert "old" in generations and "new" in generations  # the kills span the whole save
     if rename == "two renames":
         assert recovered == 1  # exactly one step boundary lies between the two renames
+
+    # The next save to the same place removes the temporary folders the killed saves left behind.
+    left = [root for root in roots if any(name.startswith(".tmp-") for name in leftovers(root))]
+    assert left, "no kill left a temporary folder"
+    for root in left:
+        with pytest.warns(LabWarning, match="kept 5 entries .* NOTES.md, deep/, latest.md, outside, plots/"):
+            save_model(new, root / TARGET, metadata={"generation": "new"})
+        assert not any(name.startswith(".tmp-") for name in leftovers(root)), leftovers(root)
+        assert assert_old_or_new_whole(root, old, new) == "new"
 
 
 def test_sigkill_at_random_moments_during_a_large_save(tmp_path):

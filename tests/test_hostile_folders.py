@@ -47,6 +47,7 @@ from core.models import (
 from core.models.minilm import BERT_DEFAULTS
 from core.saving import (
     CONFIG_FILE,
+    RECORD_FILE,
     WEIGHTS_FILE,
     ModelLoadError,
     check_regular_file,
@@ -620,7 +621,7 @@ def test_every_saved_file_gets_the_umask_mode(tmp_path, umask, mode):
     finally:
         os.umask(previous)
     modes = {path.name: path.stat().st_mode & 0o777 for path in folder.iterdir()}
-    assert modes == {CONFIG_FILE: mode, WEIGHTS_FILE: mode, WORD_TOKENIZER_FILE: mode}
+    assert modes == {CONFIG_FILE: mode, WEIGHTS_FILE: mode, WORD_TOKENIZER_FILE: mode, RECORD_FILE: mode}
 
 
 # ---- the good folders still load, fast -----------------------------------------------------------------

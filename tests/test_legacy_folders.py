@@ -14,7 +14,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from core.models import load_model
-from core.saving import CONFIG_FILE, WEIGHTS_FILE, save_model
+from core.saving import CONFIG_FILE, RECORD_FILE, WEIGHTS_FILE, save_model
 from core.text.vocab_files import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
@@ -42,7 +42,7 @@ def test_the_legacy_word_lstm_scores_and_tokenizes_as_before(expected):
 def test_a_legacy_folder_saved_again_holds_tokenizer_json(expected, tmp_path):
     model, config = load_model(LEGACY / "lstm_words")
     folder = save_model(model, tmp_path / "again", metadata={"name": config["name"]})
-    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE, RECORD_FILE])
     saved = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     assert saved["tokenizer"] == {"kind": "word", "max_length": 16, "vocab_file": WORD_TOKENIZER_FILE}
     # Hugging Face tokenizers reads it as it is, and gives the legacy ids (no padding: each text alone).

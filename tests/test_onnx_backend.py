@@ -1,6 +1,7 @@
 """``--backend onnx``: predict / embed / search on the exported graph (onnxruntime, CPU) say what the PyTorch
-model says (within 1e-4); the graph is cached in the model folder, reused, and exported again when the model
-changes; an export folder works as --model; bad input is one error line."""
+model says (within 1e-4); the graph is cached in the lab's cache (``SIAMESE_LAB_CACHE``, a session tmp folder
+here), keyed by the model's content, reused, and exported again when the content changes; nothing is written
+into the model folder; an export folder works as --model and stays as it is; bad input is one error line."""
 from __future__ import annotations
 
 import json
@@ -12,9 +13,11 @@ import numpy as np
 import pytest
 import torch
 
+import core.export.onnx_backend as onnx_backend
 from core.cli.main import main
 from core.export.export_folder import export_model
 from core.export.onnx_backend import OnnxBackendError, OnnxEncoder, onnx_model
+from core.export.onnx_cache import CACHE_ENV, cache_entry, search_cache
 from core.models import load_model
 from core.saving import save_model
 from core.text.word_tokenizer import WordTokenizer
@@ -26,6 +29,11 @@ PAIRS = [("How do I learn Python?", "What is the best way to learn Python?"),
          ("a", " ".join(["long"] * 90))]
 
 
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder``, with its bytes (None for a folder)."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes() for p in sorted(folder.rglob("*"))}
+
+
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     captured = capsys.readouterr()
@@ -34,8 +42,8 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, tiny_models, sample_pairs) -> dict[str, Path]:
-    """Copies of the session's tiny LSTM and dual encoder (their caches are written into them), an
-    untrained bidirectional LSTM, and an untrained one on WordPiece tokens with mean+max pooling."""
+    """Copies of the session's tiny LSTM and dual encoder, an untrained bidirectional LSTM, and an untrained
+    one on WordPiece tokens with mean+max pooling."""
     from core.models.siamese_lstm import SiameseLSTM, SiameseLSTMConfig
     from core.text.wordpiece_tokenizer import bert_wordpiece
 
@@ -68,7 +76,8 @@ def test_predict_onnx_equals_torch(family, models, capsys):
         assert outputs["onnx"]["threshold"] == outputs["torch"]["threshold"]
         assert outputs["onnx"]["verdict"] == outputs["torch"]["verdict"] or \
             abs(outputs["torch"]["similarity"] - outputs["torch"]["threshold"]) < 1e-4
-    assert (folder / "onnx" / "model.onnx").is_file()  # the cache, inside the model folder
+    assert (cache_entry(folder)[0] / "model.onnx").is_file()  # the cache, in the lab's own folder ...
+    assert not (folder / "onnx").exists() and not any(p.name.startswith(".tmp") for p in folder.parent.iterdir())
 
 
 def test_encoder_equals_the_model_on_many_texts(models, sample_pairs):
@@ -129,39 +138,86 @@ def test_batches_run_side_by_side_with_the_vectors_of_one_thread(models, sample_
     assert counting.runs == 3
 
 
-def test_a_progress_callback_that_raises_stops_the_batches_not_yet_started(models, sample_pairs):
+def test_a_progress_callback_that_raises_stops_the_batches_not_yet_started(models, sample_pairs, monkeypatch):
+    """Deterministic under any scheduling: every batch but the first waits at a gate that opens only once
+    the pool has dropped the batches not yet started, so each of the two workers can have taken at most
+    one batch besides the first, whatever the timing; encode returns only when they are done."""
+    import threading
+
     pairs, _ = sample_pairs
+    texts = pairs["question1"].tolist()[:400]
     encoder = OnnxEncoder(onnx_model(models["lstm"])[0].folder, threads=2)
-    counting = encoder._sessions[0] = _CountingSession(encoder._sessions[0])
+    rows = encoder.token_rows(texts)
+    first = encoder._batches(rows, 4)[0]
+    width = max(len(rows[i]) for i in first)
+    want = np.full((len(first), width), encoder.pad_id, dtype=np.int64)
+    for row, index in enumerate(first):
+        want[row, : len(rows[index])] = rows[index]
+    gate, calls = threading.Event(), []
+
+    class Gated(_CountingSession):
+        active = 0
+
+        def run(self, outputs, feed):
+            with self._lock:
+                self.active += 1
+            try:
+                if not np.array_equal(feed["input_ids"], want):
+                    assert gate.wait(60), "the gate never opened"
+                return super().run(outputs, feed)
+            finally:
+                with self._lock:
+                    self.active -= 1
+
+    class DropThenOpen(onnx_backend.ThreadPoolExecutor):
+        def shutdown(self, wait=True, *, cancel_futures=False):
+            super().shutdown(wait=False, cancel_futures=cancel_futures)  # the batches not yet started go
+            gate.set()
+            super().shutdown(wait=wait)
+
+    monkeypatch.setattr(onnx_backend, "ThreadPoolExecutor", DropThenOpen)
+    counting = encoder._sessions[0] = Gated(encoder._sessions[0])
 
     def cancel(done, total):
+        calls.append(done)
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        encoder.encode(pairs["question1"].tolist()[:400], batch_size=4, progress=cancel)
-    assert 1 <= counting.runs < 20  # the first batch reported; most of the other 99 never started
+        encoder.encode(texts, batch_size=4, progress=cancel)
+    assert calls == [len(first)]  # the first batch reported, and nothing after the callback raised
+    assert 1 <= counting.runs <= 1 + encoder.workers  # of 100 batches: the first, and one per worker at most
+    assert counting.active == 0  # the running ones were waited for
 
 
-def test_the_cache_is_reused_and_renewed_when_the_model_changes(models, tmp_path):
+def test_the_cache_is_keyed_by_content_not_by_file_times(models, tmp_path):
     folder = Path(shutil.copytree(models["lstm"], tmp_path / "lstm"))
-    shutil.rmtree(folder / "onnx", ignore_errors=True)
-    onnx_model(folder)
-    graph = folder / "onnx" / "model.onnx"
+    entry, _ = cache_entry(folder)
+    assert onnx_model(folder)[0].folder == entry
+    graph = entry / "model.onnx"
     stamp = graph.stat().st_mtime_ns
-    onnx_model(folder)
-    assert graph.stat().st_mtime_ns == stamp  # reused
-    stale = Path(shutil.copytree(folder / "onnx", tmp_path / "stale"))
-    # The model saved again with other weights: a save replaces the whole folder, cache included ...
+    # New times on every file (a copy, touch, an archive) and a copy elsewhere: the same content, the
+    # same graph, reused.
+    for path in folder.iterdir():
+        os.utime(path, ns=(10**9, 10**9))
+    copy = Path(shutil.copytree(folder, tmp_path / "copy"))
+    assert onnx_model(folder)[0].folder == entry and onnx_model(copy)[0].folder == entry
+    assert graph.stat().st_mtime_ns == stamp
+    # One byte of the weights changed (the lowest of the last float): another key, another export.
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-4] ^= 1
+    weights.write_bytes(bytes(data))
+    changed = onnx_model(folder)[0].folder
+    assert changed != entry and changed == cache_entry(folder)[0] and graph.stat().st_mtime_ns == stamp
+    # The model saved again with other weights: its vectors, not the old graph's.
     model, config = load_model(folder)
     with torch.no_grad():
         model.embedding.weight.mul_(-1.0)
     save_model(model, folder, metadata={"thresholds": config["thresholds"]})
-    assert not (folder / "onnx").exists()
-    # ... and a stale cache put back by hand is noticed and exported again.
-    shutil.copytree(stale, folder / "onnx")
     encoder, _ = onnx_model(folder)
     want = model.encode(["How do I learn Python?"])
     assert float((encoder.encode(["How do I learn Python?"]) - want).abs().max()) <= 1e-4
+    assert not (folder / "onnx").exists() and not (copy / "onnx").exists()
 
 
 def test_an_export_folder_is_a_model_for_the_onnx_backend(models, tmp_path, capsys):
@@ -201,7 +257,10 @@ def test_embed_and_search_on_onnx_equal_torch(models, tmp_path, capsys):
         if row["question"] in torch_scores:
             assert abs(row["score"] - torch_scores[row["question"]]) <= 1e-4
     assert abs(results["onnx"][0]["score"] - results["torch"][0]["score"]) <= 1e-4
-    assert any(p.name.startswith("search-") for p in (folder / "onnx").iterdir())  # the index sits with its graph
+    # The ONNX index sits in the lab's cache, by the graphs' digest; nothing goes into the model folder for it.
+    encoder = onnx_model(folder)[0]
+    assert any(p.name.startswith("search-") for p in search_cache(encoder.digest).iterdir())
+    assert not (folder / "onnx").exists()
 
 
 def test_bad_input_is_one_line(models, tmp_path, capsys):
@@ -219,17 +278,23 @@ def test_bad_input_is_one_line(models, tmp_path, capsys):
         assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, err
     with pytest.raises(OnnxBackendError):
         OnnxEncoder(tmp_path)
-    # A read-only model folder: its cache cannot be written, and the message says what to do instead.
+    # A read-only model folder is only read: the backend works and the folder stays as it was.
     folder = Path(shutil.copytree(models["lstm"], tmp_path / "readonly"))
-    shutil.rmtree(folder / "onnx", ignore_errors=True)
+    before = snapshot(folder)
     os.chmod(folder, 0o555)
     try:
-        if os.access(folder, os.W_OK):  # root writes anyway: nothing to check
-            return
         code, _, err = run_cli(capsys, "predict", "--model", folder, "--backend", "onnx", "a", "b")
-        assert code == 2 and "python -m core export --format onnx" in err
+        assert code == 0, err
     finally:
         os.chmod(folder, 0o755)
+    assert snapshot(folder) == before
+    # A cache that cannot be written: one line that says what to do instead.
+    (tmp_path / "a-file").write_text("x")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(tmp_path / "a-file" / "cache"))
+        code, _, err = run_cli(capsys, "predict", "--model", folder, "--backend", "onnx", "a", "b")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "SIAMESE_LAB_CACHE" in err and "python -m core export --format onnx" in err
 
 
 def test_score_and_dedup_on_onnx_equal_torch(models, tmp_path, capsys):

@@ -210,7 +210,9 @@ def test_a_killed_writer_leaves_no_lock_behind(tmp_path):
         claim_output(out)
     holder.kill()
     holder.wait(timeout=30)
+    assert [p.name for p in tmp_path.iterdir()] == [".model.lock"]  # the file stays; its flock went with it
     claim_output(out).release()
+    assert list(tmp_path.iterdir()) == []  # the next writer took the lock file over and removed it
 
 
 def test_new_runs_claimed_at_once_get_distinct_folders(tmp_path):

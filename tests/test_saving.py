@@ -16,8 +16,10 @@ from core.models import (
     SiameseLSTMConfig,
     load_model,
 )
+from core.notices import LabWarning
 from core.saving import (
     CONFIG_FILE,
+    RECORD_FILE,
     WEIGHTS_FILE,
     ModelLoadError,
     check_run_name,
@@ -62,7 +64,7 @@ def _assert_same_embeddings(a, b, texts=TEXTS):
 def test_lstm_round_trip(tmp_path):
     model = tiny_lstm()
     folder = save_model(model, tmp_path / "lstm", metadata={"thresholds": {"accuracy": 0.61, "f1": 0.42}})
-    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE, RECORD_FILE])
     loaded, config = load_model(folder)
     assert isinstance(loaded, SiameseLSTM) and not loaded.training
     assert loaded.config == model.config
@@ -77,7 +79,7 @@ def test_lstm_round_trip(tmp_path):
 def test_dual_encoder_round_trip(tmp_path):
     model = tiny_dual()
     folder = save_model(model, tmp_path / "dual")
-    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORDPIECE_VOCAB_FILE])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORDPIECE_VOCAB_FILE, RECORD_FILE])
     loaded, config = load_model(folder)
     assert isinstance(loaded, DualEncoder) and len(loaded.towers) == 2
     assert config["model_config"]["projection_dim"] == 20
@@ -89,7 +91,7 @@ def test_dual_encoder_round_trip(tmp_path):
 def test_minilm_round_trip(tmp_path):
     model = MiniLM.pretrained(max_length=24).eval()
     folder = save_model(model, tmp_path / "minilm")
-    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORDPIECE_VOCAB_FILE])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORDPIECE_VOCAB_FILE, RECORD_FILE])
     loaded, config = load_model(folder)
     assert isinstance(loaded, MiniLM) and loaded.tokenizer.max_length == 24
     assert config["model_config"]["bert"]["hidden_size"] == 384
@@ -109,13 +111,16 @@ def test_config_json_is_plain_and_complete(tmp_path):
 
 
 # ---- atomic saving -------------------------------------------------------------------------------
-def test_save_over_existing_folder_replaces_it_whole(tmp_path):
+def test_save_over_existing_folder_replaces_the_labs_files_whole(tmp_path):
     target = tmp_path / "run"
     save_model(tiny_dual(), target)
-    (target / "stale.txt").write_text("from an older run")
+    (target / "stale.txt").write_text("from an older run")  # not the lab's: kept, the dual's vocab.txt goes
     model = tiny_lstm()
-    save_model(model, target)
-    assert sorted(p.name for p in target.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE])
+    with pytest.warns(LabWarning, match=r"kept 1 entry in .*run that Siamese Lab did not write: stale\.txt"):
+        save_model(model, target)
+    assert sorted(p.name for p in target.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE,
+                                                               RECORD_FILE, "stale.txt"])
+    assert (target / "stale.txt").read_text() == "from an older run"
     loaded, config = load_model(target)
     assert config["model_type"] == "lstm"
     _assert_same_embeddings(model, loaded)
@@ -265,7 +270,7 @@ def test_an_lstm_on_wordpiece_tokens_loads_back(tmp_path):
                                pooling="mean+max", init_embeddings="minilm")
     model = SiameseLSTM(config, tokenizer).eval()
     folder = save_model(model, tmp_path / "wp")
-    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORDPIECE_VOCAB_FILE])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORDPIECE_VOCAB_FILE, RECORD_FILE])
     loaded, saved = load_model(folder)
     assert loaded.config == config and loaded.tokenizer.kind == "wordpiece" and loaded.tokenizer.max_length == 15
     assert saved["tokenizer"]["kind"] == "wordpiece" and loaded.embedding_dim == 18

@@ -80,7 +80,7 @@ def test_the_cli_prints_metrics_and_refuses_to_clobber(capsys, lstm, tmp_path):
 
 @pytest.mark.parametrize("content,message", [
     ("", "is empty"),
-    ("a,b\n1,2\n", "no column for question1 and question2"),
+    ("a,b\n1,2\n", "missing column(s) for question1, question2; found columns: a, b"),
 ])
 def test_bad_files_are_one_line_and_leave_no_output(capsys, lstm, tmp_path, content, message):
     folder, _, _ = lstm

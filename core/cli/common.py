@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 BACKENDS = ("torch", "onnx")
@@ -53,8 +54,8 @@ def add_backend_option(command) -> None:
     """``--backend {torch,onnx}`` of predict / score / dedup / embed / search; ``load_backend`` reads it."""
     command.add_argument("--backend", choices=BACKENDS, default="torch",
                          help="torch: the PyTorch model; onnx: its ONNX graph run by onnxruntime on the CPU "
-                              "(exported on first use to <model>/onnx/, for minilm to <runs>/.cache/minilm/onnx/; "
-                              "--model may also be an ONNX export folder)")
+                              "(exported on first use into the lab's cache, $SIAMESE_LAB_CACHE or "
+                              "~/.cache/siamese-lab; --model may also be an ONNX export folder, used as it is)")
 
 
 # ---- argparse types ----------------------------------------------------------------------------
@@ -118,6 +119,23 @@ class TqdmCounter:
             self.bar.close()
 
 
+# ---- output files ------------------------------------------------------------------------------
+@contextmanager
+def claimed_output(paths, overwrite: bool, create_folder: bool = False, flag: str = "--out"):
+    """``core.saving.user_files.claim_files`` for a command's output files, claimed before its work:
+    a refusal, or a failure while writing (a full disk), is one ``CliError`` naming ``flag``; the files
+    go into place when the block ends normally, and nothing of them is left when it raises."""
+    from core.saving.user_files import UserFileError, claim_files
+
+    try:
+        with claim_files(paths, overwrite=overwrite, create_folder=create_folder) as claim:
+            yield claim
+    except UserFileError as error:
+        if error.reason == "exists":
+            raise CliError(f"{flag} {error.path} exists; choose a new file or add --overwrite") from None
+        raise CliError(f"{flag} {error}") from None
+
+
 # ---- loading -----------------------------------------------------------------------------------
 def load_data(path: str, max_rows: int | None = None):
     """The pairs of a CSV/TSV file; what was dropped, and any warning, is reported on stderr."""
@@ -160,6 +178,6 @@ def load_backend(args):
     from core.saving import ModelLoadError
 
     try:
-        return onnx_model(args.model, cache_root=getattr(args, "runs", None))
+        return onnx_model(args.model)
     except (OnnxBackendError, ExportError, ModelLoadError) as error:
         raise CliError(str(error)) from None

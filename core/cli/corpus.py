@@ -7,6 +7,7 @@ from pathlib import Path
 from core.cli.common import (
     TqdmCounter,
     add_backend_option,
+    claimed_output,
     count,
     load_backend,
     load_data,
@@ -29,7 +30,10 @@ def cmd_search(args) -> int:
     texts = _corpus(args.corpus)
     # Indexes are cached next to the model; zero-shot MiniLM's in the models folder's hidden cache.
     cache = Path(args.runs) / ".cache" / "minilm" if args.model == ZERO_SHOT else Path(args.model)
-    cache = Path(model.folder) if args.backend == "onnx" else cache  # the graph's folder: its index goes with it
+    if args.backend == "onnx":  # the lab's cache, by the graphs' digest: an export folder handed in stays as it is
+        from core.export.onnx_cache import search_cache
+
+        cache = search_cache(model.digest)
     index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"))
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
         print_json({"rank": rank, "score": round(score, 6), "question": text})
@@ -37,13 +41,15 @@ def cmd_search(args) -> int:
 
 
 def cmd_embed(args) -> int:
-    from core.inference.embedding import embed_to_file
+    from core.inference.embedding import embedding_paths, write_embeddings
 
-    model, _ = load_backend(args)
-    texts = _corpus(args.data)
-    out = embed_to_file(model, texts, args.out, progress=TqdmCounter("embedding"))
-    print_json({"vectors": str(out), "questions": str(out.with_suffix(".questions.jsonl")),
-                "n": len(texts), "dim": model.embedding_dim})
+    vectors, questions = embedding_paths(args.out)
+    # Both files claimed before any work; they go into place together, each whole, when it ends well.
+    with claimed_output([vectors, questions], args.overwrite, create_folder=True) as claim:
+        model, _ = load_backend(args)
+        texts = _corpus(args.data)
+        write_embeddings(claim, model, texts, vectors, progress=TqdmCounter("embedding"))
+    print_json({"vectors": str(vectors), "questions": str(questions), "n": len(texts), "dim": model.embedding_dim})
     return 0
 
 
@@ -60,4 +66,5 @@ def add_parsers(sub) -> None:
                           cmd_embed)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
     embed.add_argument("--out", required=True, help="output .npy file (questions go to <out>.questions.jsonl)")
+    embed.add_argument("--overwrite", action="store_true", help="replace the two output files if they exist")
     add_backend_option(embed)

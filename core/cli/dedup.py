@@ -17,6 +17,7 @@ from core.cli.common import (
     CliError,
     TqdmCounter,
     add_backend_option,
+    claimed_output,
     count,
     load_backend,
     model_command,
@@ -66,32 +67,57 @@ def _load_questions(path: str) -> list[str]:
     return questions
 
 
-def _check_out(path: str, source: str, overwrite: bool = False) -> Path:
-    """The output path, checked before anything is encoded: a file we may (re)write, never another's."""
+def _check_out(path: str, source: str) -> Path:
+    """The output path, never the questions file (what else may be written is ``claimed_output``'s rule)."""
     out = Path(path)
     if out.exists() and Path(source).exists() and out.resolve() == Path(source).resolve():
         raise CliError("--out is the questions file; choose a new file")
-    if out.is_dir():
-        raise CliError(f"--out {out} is a folder; name a CSV file")
-    if not out.parent.is_dir():
-        raise CliError(f"--out {out}: the folder {out.parent} does not exist")
-    if out.exists() and not out.is_file():
-        raise CliError(f"--out {out} is not a regular file")
-    if out.exists() and not overwrite:
-        raise CliError(f"--out {out} exists; choose a new file or add --overwrite")
     return out
 
 
+# Results a deeper neighbourhood search may return before a run is refused (about a minute of exact search
+# on a 2-core CPU): 20,000 questions at --threshold -1 would ask for 400 million, minutes in silence.
+DEEPER_SEARCH_LIMIT = 1 << 25
+
+
+def _check_threshold(graph, cosine: float, calibrated: float | None) -> None:
+    """Refuse a threshold at which nearly every question's neighbourhood is the whole corpus.
+
+    Most questions then have all of their first neighbours above the threshold, each is searched again as
+    deep as the corpus (an exact index has no depth cap), and the answer is one giant cluster. No user
+    means that, and waiting minutes for it in silence is worse than a refusal that says why at once: the
+    run stops before clustering, with the numbers and the two ways out (a higher threshold, or a bounded
+    search with --max-neighbourhood, whose capped-neighbourhood warning then says what was cut). A small
+    corpus never reaches the limit, whatever the threshold: it is the work that is refused, not the value.
+    """
+    rows, results = graph.deeper_search(cosine)
+    if results > DEEPER_SEARCH_LIMIT:
+        hint = f" (the model's calibrated one is {calibrated:.4g})" if calibrated is not None else ""
+        raise CliError(f"--threshold {cosine:.4g} is too low for this corpus: {rows:,} questions have all "
+                       f"{graph.k} nearest neighbours above it, so nearly everything would be one cluster after a "
+                       f"search of ~{results:,} pairs; raise the threshold{hint} or bound the search with "
+                       "--max-neighbourhood")
+
+
 def cmd_dedup(args) -> int:
+    out = _check_out(args.out, args.questions)
+    # Claimed before anything is read or encoded; the CSV goes into place whole when the run ends well.
+    with claimed_output([out], args.overwrite) as claim:
+        summary = _dedup_into(claim, out, args)
+    print_json(summary)
+    return 0
+
+
+def _dedup_into(claim, out: Path, args) -> dict:
+    """Cluster ``args.questions`` into ``claim``'s temporary for ``out``; the run's summary."""
     from core.inference.dedup import (
         clusters_frame,
         default_threshold,
         encode_corpus,
-        write_csv,
+        write_csv_chunks,
     )
     from core.inference.dedup_graph import NeighbourGraph, capped_note
 
-    out = _check_out(args.out, args.questions, args.overwrite)
     texts = _load_questions(args.questions)
     model, config = load_backend(args)
     cosine = args.threshold if args.threshold is not None else default_threshold(config)
@@ -105,20 +131,18 @@ def cmd_dedup(args) -> int:
                            max_neighbourhood=args.max_neighbourhood)
     del vectors, queries  # the graph holds them (in its index): a corpus's vectors are kept once
     phases["neighbours"] = time.perf_counter() - started - sum(phases.values())
+    _check_threshold(graph, cosine, default_threshold(config))
     clusters = graph.cluster(cosine, args.min_size)
     phases["cluster"] = time.perf_counter() - started - sum(phases.values())
     note = capped_note(graph.capped, graph.max_neighbourhood, cosine)
     if note:
         print(f"warning: {note}", file=sys.stderr)
     frame = clusters_frame(clusters, texts)
-    try:
-        write_csv(frame, out)
-    except OSError as error:
-        raise CliError(f"--out {out}: cannot write it: {error.strerror or error}") from None
-    print_json({"out": str(out), "questions": len(texts), "clusters": len(clusters),
-                "clustered_questions": int(len(frame)), "largest_cluster": clusters[0].size if clusters else 0,
-                "threshold": float(cosine), "min_size": args.min_size, "capped_questions": graph.capped,
-                "search": "exact" if graph.kind == "flat" else "hnsw (approximate)", "backend": args.backend,
-                "seconds": round(time.perf_counter() - started, 1),
-                "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}})
-    return 0
+    with claim.open(out) as handle:
+        write_csv_chunks(handle, frame)
+    return {"out": str(out), "questions": len(texts), "clusters": len(clusters),
+            "clustered_questions": int(len(frame)), "largest_cluster": clusters[0].size if clusters else 0,
+            "threshold": float(cosine), "min_size": args.min_size, "capped_questions": graph.capped,
+            "search": "exact" if graph.kind == "flat" else "hnsw (approximate)", "backend": args.backend,
+            "seconds": round(time.perf_counter() - started, 1),
+            "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}}

@@ -28,9 +28,9 @@ def add_parsers(sub) -> None:
 
 def cmd_export(args) -> int:
     from core.export.common import ExportError
-    from core.export.export_folder import check_export, export_model
+    from core.export.export_folder import check_export, export_files, export_model
     from core.models import ZERO_SHOT
-    from core.saving import ModelLoadError, OutputError, read_config
+    from core.saving import CarryOverError, ModelLoadError, OutputError, read_config
 
     # The format is checked against the model's family before any weights are read.
     try:
@@ -46,11 +46,11 @@ def cmd_export(args) -> int:
         hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
         problem = error.problem.replace("; replacing it needs overwrite", "")
         raise CliError(f"--out {error.path}: {problem}{hint}") from None
-    except ExportError as error:
+    except (ExportError, CarryOverError) as error:
         raise CliError(str(error)) from None
     out = Path(args.out).expanduser()
     print_json({"folder": str(out), "format": args.format, "model_type": manifest["model_type"],
                 "threshold": manifest["threshold"], "quantization": manifest.get("quantization"),
                 "max_abs_diff_vs_pytorch": manifest["check"]["max_abs_diff_vs_pytorch"],
-                "files": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())})
+                "files": export_files(out)})
     return 0

@@ -10,6 +10,7 @@ import sys
 
 from core.cli import corpus, dedup, export, predict, score, train
 from core.cli.common import CliError, CliParser, help_formatter
+from core.export.common import OnnxBackendError
 
 EXIT_USAGE = 2
 # The commands in the order --help lists them.
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)  # inside the try: building it imports torch, which Ctrl-C may cut
         return args.func(args)
-    except CliError as error:
+    except (CliError, OnnxBackendError) as error:  # an ONNX graph may also fail in the middle of a command
         print(f"error: {one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

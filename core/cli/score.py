@@ -9,6 +9,7 @@ from core.cli.common import (
     CliError,
     TqdmCounter,
     add_backend_option,
+    claimed_output,
     load_backend,
     model_command,
     print_json,
@@ -23,24 +24,23 @@ def cmd_score(args) -> int:
     source, out = Path(args.pairs), Path(args.out)
     if not source.is_file():
         raise CliError(f"no pairs file at {source}")
-    if out.exists() and (out.is_dir() or not args.overwrite):
-        raise CliError(f"--out {out} exists; choose a new file" + ("" if out.is_dir() else " or add --overwrite"))
-    if out.resolve() == source.resolve():
-        raise CliError("--out is the input file; choose a new file")
-    model, config = load_backend(args)
-    cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
-    partial = out.with_name(f".{out.name}.partial")  # renamed into place once whole: never half a result
-    bar = TqdmCounter("scoring", unit="pair")
-    try:
-        report = score_file(model, source, partial, cosine, progress=lambda done: bar(done, None))
-        partial.replace(out)
-    except DataError as error:
-        raise CliError(str(error)) from None
-    finally:
-        bar.close()
-        partial.unlink(missing_ok=True)
+    # Claimed before the model loads; written to a temporary of its own, renamed onto --out once whole.
+    with claimed_output([out], args.overwrite) as claim:
+        if out.resolve() == source.resolve():
+            raise CliError("--out is the input file; choose a new file")
+        model, config = load_backend(args)
+        cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
+        bar = TqdmCounter("scoring", unit="pair")
+        try:
+            with claim.open(out, "w", encoding="utf-8", newline="") as sink:
+                report = score_file(model, source, sink, cosine, progress=lambda done: bar(done, None))
+        except DataError as error:
+            raise CliError(str(error)) from None
+        finally:
+            bar.close()
     print(f"scored {report.scored:,} of {report.rows:,} pairs"
           + (f" ({report.skipped_empty:,} with an empty question left unscored)" if report.skipped_empty else "")
+          + (f" ({report.malformed:,} malformed line(s) dropped, as load_pairs drops them)" if report.malformed else "")
           + f" at threshold {cosine:g}: {out}", file=sys.stderr)
     if report.metrics:
         print_json({key: report.metrics[key] for key in METRIC_KEYS})

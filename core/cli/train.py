@@ -104,6 +104,7 @@ def _claim_output(args, spec):
 
 
 def _run_training(args, spec, pairs, context, output) -> int:
+    from core.saving import CarryOverError
     from core.status import FAILED
     from core.training.pipeline import train_run
     from core.training.trainer import TrainingError
@@ -124,7 +125,7 @@ def _run_training(args, spec, pairs, context, output) -> int:
                            save=context.is_main, output=output)
     except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
         raise CliError("interrupted") from None
-    except (TrainingError, ValueError, TypeError) as error:
+    except (TrainingError, ValueError, TypeError, CarryOverError) as error:  # CarryOverError: a user's file in the way
         raise CliError(str(error)) from None
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -1,6 +1,9 @@
-"""Question-pair data: ``reading`` loads pairs from files or uploads (with ``parsing`` underneath),
-``splitting`` summarises and splits them. ``from core.data import X`` works for every public name."""
+"""Question-pair data: ``reading`` loads pairs from files or uploads (``pair_chunks`` reads them in chunks,
+over ``parsing`` and ``text_source``, within the caps of ``limits``), ``splitting`` summarises and splits them.
+``from core.data import X`` works for every public name."""
 
+from core.data.limits import input_limit
+from core.data.pair_chunks import PairChunk, PairReader, PairsHead
 from core.data.questions import (
     QUESTION_ALIASES,
     QuestionsReport,
@@ -35,4 +38,5 @@ __all__ = [
     "TRUE_LABELS", "UNREADABLE_LABEL", "DataError", "LoadReport", "Splits", "dataset_summary", "load_pairs",
     "normalise_questions", "pairs_fingerprint", "split_pairs", "unseen_mask",
     "QUESTION_ALIASES", "QuestionsReport", "corpus_questions", "load_questions",
+    "PairChunk", "PairReader", "PairsHead", "input_limit",
 ]

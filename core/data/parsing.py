@@ -1,26 +1,28 @@
-"""The byte-level half of reading pairs: a source in, a raw pandas frame (header kept as row 0) out.
+"""The text-level half of reading pairs: the delimiter, the columns and the pandas parse.
 
-``core.data.reading.load_pairs`` drives these steps and turns their frame into clean pairs:
-``read_text_bytes`` (path, bytes or upload -> bytes, gunzipped, UTF-16 re-encoded as UTF-8, BOM
-stripped, checked not empty or binary), ``choose_delimiter``, ``parse_any_encoding`` (UTF-8, else
-cp1252 / latin-1, recording the records pandas skipped as malformed), ``resolve_columns`` (with
-``column_warnings`` for header names that fit a role more than once) and ``skipped_up_to``. Every
-failure the user can cause is a ``DataError``.
+``core.data.text_source`` turns a path, bytes or an upload into checked, bounded UTF-8 text;
+``core.data.pair_chunks`` drives the steps here over it: ``choose_delimiter``, ``check_header`` (the
+column cap), ``resolve_columns`` (with ``column_warnings`` for header names that fit a role more than
+once) and ``parse_chunks`` (pandas' C parser in chunks of rows, recording the records it skipped as
+malformed). ``parse_any_encoding`` parses text held whole (UTF-8, else cp1252 / latin-1), for question
+corpora. Every failure the user can cause is a ``DataError``.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 import threading
 import warnings
-import zlib
-from pathlib import Path
+from contextlib import contextmanager
+from typing import Iterator
 
-import numpy as np
 import pandas as pd
+
+from core.data import limits
+from core.data.limits import DataError, clip, over_column_limit
+from core.data.text_source import HEADER_SNIFF_BYTES
 
 ROLES = ("question1", "question2", "is_duplicate")
 
@@ -33,149 +35,14 @@ ROLE_ALIASES = {
 }
 DELIMITERS = (",", "\t", ";", "|")
 
-_UPLOAD_NAME = "<upload>"
-_GZIP_MAGIC = b"\x1f\x8b"
-_UTF8_BOM = b"\xef\xbb\xbf"
-# UTF-32 BOMs first: the UTF-32 LE one starts with the UTF-16 LE one.
-_UTF32_BOMS = (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")
-_UTF16_BOMS = ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
-_UTF16_SNIFF_BYTES = 4096
-# A BOM-less file is UTF-16 when at least this many 2-byte units of its start are ASCII text in one
-# byte order (NUL high byte, printable / tab / CR / LF low byte) and more than twice as many as in
-# the other order. One header line alone has more; random bytes have about one per 700 units.
-# (BOM-less UTF-32 is refused on the same minimum, counted in 4-byte units.)
-_UTF16_MIN_ASCII_UNITS = 8
-_TEXT_BYTES = np.zeros(256, dtype=bool)
-_TEXT_BYTES[[9, 10, 13, *range(32, 127)]] = True
-_BINARY_SNIFF_BYTES = 8192
-_HEADER_SNIFF_BYTES = 65536
-# Real text has essentially no control bytes besides tab/newline/form feed; random binary has ~11 %.
-_BINARY_CONTROL_SHARE = 0.10
-_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13)) + b"\x7f"
 _SKIPPED_RECORD = re.compile(r"Skipping line (\d+)")
 _WARNING_CAPTURE_LOCK = threading.Lock()
 _DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe"}
 
 
-class DataError(ValueError):
-    """The one exception for unusable input; the message names the problem for the user."""
-
-
-def read_text_bytes(source) -> tuple[bytes, str, str | None]:
-    """All bytes of the source, gunzipped (detected by magic bytes), UTF-16 re-encoded as UTF-8 and
-    without a BOM; the name to report it under; and "utf-16-le" / "utf-16-be" when the bytes were
-    UTF-16 (else None). Empty, binary or UTF-32 content is a DataError."""
-    raw, name = _read_source(source)
-    data = _inflate(raw, name) if raw[:2] == _GZIP_MAGIC else raw
-    data, utf16 = _decode_utf16(data, name)
-    data = data.removeprefix(_UTF8_BOM)
-    head = data[:_HEADER_SNIFF_BYTES]
-    if not head.strip():
-        raise DataError(f"{name}: the file is empty")
-    if _looks_binary(head[:_BINARY_SNIFF_BYTES]):
-        raise DataError(f"{name} looks like a binary file, not CSV/TSV text")
-    return data, name, utf16
-
-
-def _read_source(source) -> tuple[bytes, str]:
-    """All bytes of the source, and the name to report it under."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source), _UPLOAD_NAME
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        try:
-            return path.read_bytes(), path.name
-        except FileNotFoundError:
-            raise DataError(f"file not found: {path}") from None
-        except IsADirectoryError:
-            raise DataError(f"{path} is a directory, not a file") from None
-        except OSError as error:
-            raise DataError(f"cannot read {path}: {error.strerror or error}") from None
-    if hasattr(source, "read"):
-        if hasattr(source, "seek"):
-            # An upload may already have been read once (e.g. for a preview); start over.
-            try:
-                source.seek(0)
-            except (OSError, ValueError):
-                pass
-        content = source.read()
-        if isinstance(content, str):
-            content = content.encode("utf-8")
-        name = getattr(source, "name", None)
-        return bytes(content), (Path(name).name if isinstance(name, str) and name else _UPLOAD_NAME)
-    raise TypeError(f"source must be a path, bytes or a binary file object, not {type(source).__name__}")
-
-
-def _decode_utf16(data: bytes, name: str) -> tuple[bytes, str | None]:
-    """UTF-16 (by BOM, or BOM-less by its NUL pattern) decoded and re-encoded as UTF-8, with the
-    codec that read it; other bytes come back unchanged, with None."""
-    if data.startswith(_UTF32_BOMS):
-        raise DataError(f"{name} is UTF-32 text, which is not supported; save it as UTF-8")
-    codec = next((codec for bom, codec in _UTF16_BOMS if data.startswith(bom)), None)
-    bom_length = 0 if codec is None else 2
-    if codec is None:
-        codec = _utf16_without_bom(data[:_UTF16_SNIFF_BYTES], name)
-        if codec is None:
-            return data, None
-    try:
-        text = data[bom_length:].decode(codec)
-    except UnicodeDecodeError as error:
-        raise DataError(
-            f"{name} looks like UTF-16 but does not decode; save it as UTF-8 "
-            f"({error.reason} at byte {bom_length + error.start})"
-        ) from None
-    return text.encode("utf-8"), codec
-
-
-def _utf16_without_bom(sample: bytes, name: str) -> str | None:
-    """"utf-16-le" / "utf-16-be" when `sample` reads as ASCII-rich UTF-16 in that byte order.
-    ASCII-rich BOM-less UTF-32 (three NULs per character) is a DataError."""
-    if b"\x00" not in sample:  # the common case, decided without numpy
-        return None
-    quads = np.frombuffer(sample[: len(sample) // 4 * 4], dtype=np.uint8).reshape(-1, 4)
-    for text_byte, nul_bytes in ((0, [1, 2, 3]), (3, [0, 1, 2])):
-        ascii_quads = np.count_nonzero((quads[:, nul_bytes] == 0).all(axis=1) & _TEXT_BYTES[quads[:, text_byte]])
-        if ascii_quads >= _UTF16_MIN_ASCII_UNITS and 2 * ascii_quads >= len(quads):
-            raise DataError(f"{name} looks like UTF-32 text, which is not supported; save it as UTF-8")
-    units = np.frombuffer(sample[: len(sample) // 2 * 2], dtype=np.uint8).reshape(-1, 2)
-    # ASCII text units per byte order: (low byte, high byte) is (text, NUL).
-    little = int(np.count_nonzero((units[:, 1] == 0) & _TEXT_BYTES[units[:, 0]]))
-    big = int(np.count_nonzero((units[:, 0] == 0) & _TEXT_BYTES[units[:, 1]]))
-    if little >= _UTF16_MIN_ASCII_UNITS and little > 2 * big:
-        return "utf-16-le"
-    if big >= _UTF16_MIN_ASCII_UNITS and big > 2 * little:
-        return "utf-16-be"
-    return None
-
-
-def _looks_binary(sample: bytes) -> bool:
-    if b"\x00" in sample:
-        return True
-    control_count = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
-    return control_count > _BINARY_CONTROL_SHARE * len(sample)
-
-
-def _inflate(raw: bytes, name: str) -> bytes:
-    """Whole gzip content in one zlib pass (pandas' streaming gzip reader is ~30 % slower)."""
-    members = []
-    rest = raw
-    try:
-        while rest:
-            inflater = zlib.decompressobj(wbits=31)
-            members.append(inflater.decompress(rest))
-            if not inflater.eof:
-                raise DataError(f"{name}: the gzip data is truncated or damaged")
-            rest = inflater.unused_data
-            if not rest.strip(b"\x00"):  # gzip tolerates zero padding after the last member
-                break
-    except zlib.error as error:
-        raise DataError(f"{name} starts like a gzip file but cannot be decompressed ({error})") from None
-    return members[0] if len(members) == 1 else b"".join(members)
-
-
 def choose_delimiter(data: bytes, columns: dict[str, str] | None) -> str:
     """The delimiter that splits the header into a known column set; else the most frequent one."""
-    head_text = data[:_HEADER_SNIFF_BYTES].decode("utf-8", errors="replace")
+    head_text = data[:HEADER_SNIFF_BYTES].decode("utf-8", errors="replace")
     resolving = []
     for delimiter in DELIMITERS:
         header = _header_fields(head_text, delimiter)
@@ -266,16 +133,29 @@ def column_warnings(header: list[str], columns: dict[str, str] | None) -> list[s
     return lines
 
 
-def _quote(name: str, max_length: int = 40) -> str:
-    name = name.strip()
-    return f'"{name}"' if len(name) <= max_length else f'"{name[:max_length]}…"'
+def _quote(name: str) -> str:
+    return f'"{clip(name)}"'
 
 
-def resolve_columns(header: list[str], columns: dict[str, str] | None, name: str) -> dict[str, int]:
+def check_header(header: list[str], name: str, at_least: bool = False) -> None:
+    """The column cap (``limits.MAX_COLUMNS``) and the field cap on the header's names; ``at_least``
+    when ``header`` is only the start of a header line longer than the sniffed head."""
+    if len(header) > limits.MAX_COLUMNS:
+        raise over_column_limit(name, len(header), at_least)
+    longest = max((len(field) for field in header), default=0)
+    if longest > limits.MAX_FIELD_CHARS:
+        raise limits.over_field_limit(name, 1, longest)
+
+
+def resolve_columns(
+    header: list[str], columns: dict[str, str] | None, name: str, required: tuple[str, ...] = ROLES
+) -> dict[str, int]:
+    """Role -> header position of every role found; a DataError when one of ``required`` is missing."""
     positions, missing = _match_columns(header, columns)
+    missing = [role for role in missing if role in required]
     if missing:
         explicit = columns or {}
-        wanted = [f"{role} (mapped to {explicit[role]!r})" if role in explicit else role for role in missing]
+        wanted = [f"{role} (mapped to {clip(explicit[role])!r})" if role in explicit else role for role in missing]
         raise DataError(
             f"{name}: missing column(s) for {', '.join(wanted)}; found columns: {_describe_header(header)} "
             "(expected question1, question2, is_duplicate or an alias such as q1/q2/label)"
@@ -283,13 +163,10 @@ def resolve_columns(header: list[str], columns: dict[str, str] | None, name: str
     return positions
 
 
-def _describe_header(header: list[str], max_names: int = 20, max_length: int = 40) -> str:
-    names = []
-    for name in header[:max_names]:
-        name = name.strip()
-        names.append("(blank)" if not name else name if len(name) <= max_length else name[:max_length] + "…")
+def _describe_header(header: list[str], max_names: int = 10) -> str:
+    names = ["(blank)" if not name.strip() else clip(name) for name in header[:max_names]]
     if len(header) > max_names:
-        names.append(f"… ({len(header) - max_names} more)")
+        names.append(f"… ({len(header) - max_names:,} more)")
     return ", ".join(names)
 
 
@@ -310,55 +187,78 @@ def parse_any_encoding(
     return frame, skipped, encoding
 
 
-def skipped_up_to(data: bytes, encoding: str, delimiter: str, name: str, rows: int) -> np.ndarray:
-    """Record numbers pandas skips before it has read `rows` data rows.
-
-    Asked of pandas itself (a parse of just that prefix): its skip numbers count blank lines but
-    not embedded newlines, so they cannot be compared with a data row's position.
-    """
-    text = data if encoding == "utf-8" else data.decode(encoding).encode("utf-8")
-    _, skipped = _parse(text, delimiter, name, dtype=str, nrows=rows + 1)  # + 1: the header row
-    return np.asarray(skipped, dtype=np.int64)
+def parse_chunks(
+    stream, delimiter: str, name: str, dtype, chunk_rows: int, nrows: int | None = None
+) -> Iterator[tuple[pd.DataFrame, list[int]]]:
+    """``_read_csv`` of a binary UTF-8 ``stream`` in frames of ``chunk_rows`` records (the header, row 0
+    of the first), each with the record numbers pandas skipped as malformed while reading it (numbered
+    from the file's start). The warning capture is held per chunk, not across the caller's work."""
+    skipped: list[int] = []
+    with _parse_errors(name, delimiter, skipped):
+        reader = _read_csv(stream, delimiter, dtype, nrows=nrows, chunksize=chunk_rows)
+    with reader:
+        while True:
+            with _parse_errors(name, delimiter, skipped):
+                frame = next(reader, None)
+            if frame is None:
+                return
+            yield frame, skipped
+            skipped = []
 
 
 def _parse(
     data: bytes, delimiter: str, name: str, dtype, nrows: int | None = None
 ) -> tuple[pd.DataFrame, list[int]]:
-    """One C-engine parse with the header kept as row 0, plus the record numbers pandas skipped.
+    """One parse of text held whole, with the header kept as row 0, plus the records pandas skipped."""
+    skipped: list[int] = []
+    with _parse_errors(name, delimiter, skipped):
+        frame = _read_csv(io.BytesIO(data), delimiter, dtype, nrows=nrows)
+    return frame, sorted(set(skipped))
+
+
+def _read_csv(handle, delimiter: str, dtype, nrows: int | None = None, chunksize: int | None = None):
+    """pandas' C parser as every reader of pairs uses it.
 
     header=None makes the header line fix the expected field count: with header=0 a first data row
     with extra fields silently switches pandas to an implicit index or truncation.
     """
+    return pd.read_csv(
+        handle,
+        sep=delimiter,
+        header=None,
+        index_col=False,
+        dtype=dtype,
+        keep_default_na=False,
+        engine="c",
+        on_bad_lines="warn",
+        compression=None,
+        encoding="utf-8",
+        quotechar='"',
+        doublequote=True,
+        skip_blank_lines=True,
+        nrows=nrows,
+        chunksize=chunksize,
+    )
+
+
+@contextmanager
+def _parse_errors(name: str, delimiter: str, skipped: list[int]):
+    """Around a pandas read: the records it skipped go into ``skipped``; what it trips over in user data
+    becomes a DataError carrying pandas' own (line-numbered) explanation. UnicodeDecodeError passes:
+    it is how a parse finds the text is not UTF-8."""
     # catch_warnings swaps process-wide state; the lock keeps two loads (e.g. two Streamlit
     # sessions) from recording each other's skipped lines.
     with _WARNING_CAPTURE_LOCK, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            frame = pd.read_csv(
-                io.BytesIO(data),
-                sep=delimiter,
-                header=None,
-                index_col=False,
-                dtype=dtype,
-                keep_default_na=False,
-                engine="c",
-                on_bad_lines="warn",
-                compression=None,
-                encoding="utf-8",
-                quotechar='"',
-                doublequote=True,
-                skip_blank_lines=True,
-                nrows=nrows,
-            )
-        except UnicodeDecodeError:
+            yield
+        except (UnicodeDecodeError, DataError):
             raise
         except pd.errors.EmptyDataError:
             raise DataError(f"{name}: the file is empty") from None
-        except Exception as error:
-            # Whatever the tokenizer or decompressor trips over in user data must reach the user
-            # as a DataError carrying pandas' own (line-numbered) explanation.
+        except Exception as error:  # noqa: BLE001 - whatever pandas trips over in user data is the user's
             raise DataError(
                 f"could not parse {name} as {_DELIMITER_NAMES[delimiter]}-separated text: {error}"
             ) from error
-    skipped = sorted({int(number) for w in caught for number in _SKIPPED_RECORD.findall(str(w.message))})
-    return frame, skipped
+        finally:
+            skipped.extend(int(number) for w in caught for number in _SKIPPED_RECORD.findall(str(w.message)))

@@ -11,7 +11,8 @@ Three shapes are read, told apart by the first line:
 - anything else: plain text, one question per line (the first line is a question too).
 
 The bytes go through ``core.data.parsing`` as pairs do (path, bytes or upload; gzip; UTF-8, UTF-16,
-cp1252 / latin-1; binary and empty files refused), and every failure is a ``DataError``. Questions are
+cp1252 / latin-1; binary and empty files refused; the caps of ``core.data.limits`` on bytes, lines,
+columns and field length), and every failure is a ``DataError``. Questions are
 stripped; empty ones (blank lines, empty cells) are dropped and counted in the report, like malformed
 records of a CSV.
 """
@@ -24,22 +25,24 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from core.data import limits
+from core.data.limits import DataError
+from core.data.pair_chunks import record_line
 from core.data.parsing import (
     DELIMITERS,
     ROLE_ALIASES,
-    DataError,
     _header_fields,
+    check_header,
     parse_any_encoding,
-    read_text_bytes,
 )
 from core.data.reading import (
     EMPTY_QUESTION,
     MALFORMED_LINE,
     MAX_EXAMPLES,
     _describe_counts,
-    _record_line,
     normalise_questions,
 )
+from core.data.text_source import HEADER_SNIFF_BYTES, read_text_bytes
 
 QUESTION_ALIASES = ("question", "text", "sentence", "title", "q")
 COLUMN, PAIRS, LINES = "column", "pairs", "lines"  # the three shapes
@@ -86,14 +89,17 @@ def corpus_questions(pairs: pd.DataFrame) -> list[str]:
     return list(seen.values())
 
 
-def load_questions(source) -> tuple[list[str], QuestionsReport]:
-    """Questions from a path, bytes or a binary file object (see the module's docstring for the shapes).
+def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], QuestionsReport]:
+    """Questions from a path, bytes or a binary file object (see the module's docstring for the shapes);
+    ``max_bytes`` caps the text read instead of ``core.data.limits.input_limit()``'s default.
 
     Raises ``DataError`` when nothing usable is there (empty, binary, UTF-32, a header and no questions,
-    only empty questions, an unparseable CSV).
+    only empty questions, an unparseable CSV, over a cap).
     """
-    data, name, utf16 = read_text_bytes(source)
+    data, name, utf16 = read_text_bytes(source, max_bytes)
     shape, delimiter, header = _shape(data)
+    if header:
+        check_header(header, name, at_least=len(data) > HEADER_SNIFF_BYTES)
     if shape == LINES:
         questions, report = _lines(data, name)
     elif shape == COLUMN and len(header) == 1:
@@ -102,6 +108,9 @@ def load_questions(source) -> tuple[list[str], QuestionsReport]:
         questions, report = _columns(data, name, shape, delimiter, header)
     if utf16:
         report.encoding = utf16
+    longest = max(map(len, questions), default=0)
+    if longest > limits.MAX_FIELD_CHARS:
+        raise DataError(f"{name}: a question of {longest:,} characters; the limit is {limits.MAX_FIELD_CHARS:,}")
     if not questions:
         if report.rows_read == 0:
             raise DataError(f"{name}: the file has a header but no questions")
@@ -111,7 +120,7 @@ def load_questions(source) -> tuple[list[str], QuestionsReport]:
 
 def _shape(data: bytes) -> tuple[str, str, list[str]]:
     """(shape, delimiter, header fields) from the first line."""
-    head = data[:65536].decode("utf-8", errors="replace")
+    head = data[:HEADER_SNIFF_BYTES].decode("utf-8", errors="replace")
     found = []
     for delimiter in DELIMITERS:
         header = _header_fields(head, delimiter)
@@ -193,7 +202,7 @@ def _columns(data: bytes, name: str, shape: str, delimiter: str,
     empty = grid == ""  # (rows, columns)
     dropped = {EMPTY_QUESTION: int(empty.sum()), MALFORMED_LINE: int(skipped.size)}
     examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
-    examples += [(_record_line(int(row), skipped), EMPTY_QUESTION)
+    examples += [(record_line(int(row), skipped), EMPTY_QUESTION)
                  for row in np.flatnonzero(empty.any(axis=1))[:MAX_EXAMPLES]]
     warnings = []
     if shape == COLUMN:

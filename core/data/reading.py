@@ -17,26 +17,19 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from core.data.parsing import (
-    DELIMITERS,
-    ROLE_ALIASES,
-    ROLES,
-    DataError,
-    choose_delimiter,
-    column_warnings,
-    parse_any_encoding,
-    read_text_bytes,
-    resolve_columns,
-    skipped_up_to,
+from core.data.limits import DataError
+from core.data.pair_chunks import (
+    FALSE_LABELS,
+    TRUE_LABELS,
+    PairReader,
+    record_line,
 )
+from core.data.parsing import DELIMITERS, ROLE_ALIASES, ROLES
 
 __all__ = [
     "DELIMITERS", "EMPTY_QUESTION", "FALSE_LABELS", "MALFORMED_LINE", "MAX_EXAMPLES", "ROLES", "ROLE_ALIASES",
     "TRUE_LABELS", "UNREADABLE_LABEL", "DataError", "LoadReport", "load_pairs", "normalise_questions",
 ]
-
-TRUE_LABELS = frozenset({"1", "1.0", "true", "yes", "t", "y"})
-FALSE_LABELS = frozenset({"0", "0.0", "false", "no", "f", "n"})
 
 EMPTY_QUESTION = "empty question"
 UNREADABLE_LABEL = "unreadable label"
@@ -71,7 +64,7 @@ class LoadReport:
 
 
 def load_pairs(
-    source, columns: dict[str, str] | None = None, max_rows: int | None = None
+    source, columns: dict[str, str] | None = None, max_rows: int | None = None, max_bytes: int | None = None
 ) -> tuple[pd.DataFrame, LoadReport]:
     """Read question pairs from a CSV/TSV file, raw bytes or a binary file object.
 
@@ -82,8 +75,10 @@ def load_pairs(
             by the NUL bytes of its ASCII characters).
         columns: optional role -> column name mapping ("question1", "question2", "is_duplicate")
             that overrides header detection for the roles it names.
-        max_rows: keep only the first `max_rows` usable rows; the report then describes the rows
-            up to the last one kept.
+        max_rows: keep only the first `max_rows` usable rows (the rest of the file is not parsed);
+            the report then describes the rows up to the last one kept.
+        max_bytes: the cap on the text read (a compressed file's expanded size), instead of
+            ``core.data.limits.input_limit()``'s; the app passes its upload limit.
 
     Returns:
         (pairs, report): pairs has exactly `question1`, `question2` (stripped text) and
@@ -91,41 +86,41 @@ def load_pairs(
 
     Raises:
         DataError: the input cannot give any pairs (binary, empty, missing columns, unparseable,
-            UTF-32, UTF-16 that does not decode...).
+            UTF-32, UTF-16 that does not decode, over a cap of ``core.data.limits``...).
     """
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be a positive integer, got {max_rows}")
-    data, name, utf16 = read_text_bytes(source)
-    delimiter = choose_delimiter(data, columns)
-    frame, skipped_records, encoding = parse_any_encoding(data, delimiter, name, dtype=None)
-    if frame.shape[0] == 0:
-        raise DataError(f"{name}: the file is empty")
-    header = ["" if pd.isna(value) else str(value) for value in frame.iloc[0].tolist()]
-    positions = resolve_columns(header, columns, name)
-    if not _questions_parsed_as_text(frame, positions):
-        # Type inference turned some chunk of a question column into numbers ("007" -> 7); only a
-        # text parse keeps questions verbatim. Forcing text up front costs ~2x parse time, and
-        # this is rare, so the common case keeps the fast parse.
-        text_columns = {positions[role]: str for role in ("question1", "question2")}
-        frame, skipped_records, encoding = parse_any_encoding(data, delimiter, name, dtype=text_columns)
-
-    body = frame.iloc[1:]
-    if body.shape[0] == 0 and not skipped_records:
+    reader = PairReader(source, columns, max_bytes=max_bytes)
+    head = reader.head
+    name = head.name
+    firsts, seconds, label_parts, readable_parts, skipped_parts = [], [], [], [], []
+    kept_so_far = 0
+    for chunk in reader:  # only the three columns of each chunk are kept
+        firsts.append(chunk.question1)
+        seconds.append(chunk.question2)
+        label_parts.append(chunk.labels)
+        readable_parts.append(chunk.label_readable)
+        skipped_parts.append(chunk.skipped)
+        usable = (chunk.question1 != "").to_numpy(dtype=bool) & (chunk.question2 != "").to_numpy(dtype=bool)
+        kept_so_far += int(np.count_nonzero(usable & chunk.label_readable))
+        if max_rows is not None and kept_so_far > max_rows:
+            break  # enough rows: the rest of the file is never parsed
+    question1, question2 = _joined(firsts), _joined(seconds)
+    labels = np.concatenate(label_parts)
+    label_readable = np.concatenate(readable_parts)
+    skipped = np.unique(np.concatenate(skipped_parts)).astype(np.int64)
+    if len(question1) == 0 and not skipped.size:
         raise DataError(f"{name}: the file has a header but no rows")
-    question1 = _clean_questions(body.iloc[:, positions["question1"]])
-    question2 = _clean_questions(body.iloc[:, positions["question2"]])
-    labels, label_readable = _parse_labels(body.iloc[:, positions["is_duplicate"]])
 
     empty_question = (question1 == "").to_numpy(dtype=bool) | (question2 == "").to_numpy(dtype=bool)
     unreadable_label = ~label_readable & ~empty_question  # a row is counted under one reason only
     keep = ~(empty_question | unreadable_label)
 
-    skipped = np.asarray(skipped_records, dtype=np.int64)
-    rows_considered = body.shape[0]
+    rows_considered = len(question1)
     if max_rows is not None and np.count_nonzero(keep) > max_rows:
         rows_considered = int(np.flatnonzero(keep)[max_rows - 1]) + 1
         keep[rows_considered:] = False
-        skipped = skipped_up_to(data, encoding, delimiter, name, rows_considered)
+        skipped = reader.skipped_up_to(rows_considered)
     rows_kept = int(np.count_nonzero(keep))
 
     empty_question = empty_question[:rows_considered]
@@ -141,14 +136,14 @@ def load_pairs(
 
     report = LoadReport(
         source=name,
-        delimiter=delimiter,
-        columns={role: header[position] for role, position in positions.items()},
+        delimiter=head.delimiter,
+        columns={role: head.header[position] for role, position in head.positions.items()},
         rows_read=rows_considered + int(skipped.size),
         rows_kept=rows_kept,
         dropped=dropped,
         examples=_dropped_examples(empty_question, unreadable_label, skipped),
-        encoding=utf16 or encoding,  # UTF-16 arrives here re-encoded as UTF-8
-        warnings=column_warnings(header, columns),
+        encoding=head.encoding,
+        warnings=head.warnings,
     )
     pairs = pd.DataFrame(
         {
@@ -160,53 +155,8 @@ def load_pairs(
     return pairs, report
 
 
-def _questions_parsed_as_text(frame: pd.DataFrame, positions: dict[str, int]) -> bool:
-    # Labels need no such check: _parse_labels reads numbers and text alike.
-    return all(pd.api.types.is_string_dtype(frame.iloc[:, positions[role]]) for role in ("question1", "question2"))
-
-
-def _clean_questions(column: pd.Series) -> pd.Series:
-    return column.fillna("").str.strip()
-
-
-def _parse_labels(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(labels as int64, 0 where unreadable; readable mask), both (n,).
-
-    Spellings are decided once per distinct value: a label column has a handful of them, and the
-    parse may hand back ints, floats, bools or text depending on the chunk.
-    """
-    codes, distinct = pd.factorize(column)  # missing values get code -1
-    verdicts = np.array([_label_value(value) for value in distinct.tolist()] + [-1], dtype=np.int64)
-    labels = verdicts[codes]  # code -1 picks the trailing "unreadable" verdict
-    readable = labels >= 0
-    return np.where(readable, labels, 0), readable
-
-
-def _label_value(value) -> int:
-    """1, 0, or -1 for unreadable."""
-    if isinstance(value, (bool, int, float, np.number)):
-        number = float(value)
-    else:
-        text = str(value).strip().lower()
-        if text in TRUE_LABELS:
-            return 1
-        if text in FALSE_LABELS:
-            return 0
-        try:
-            number = float(text)  # numeric spellings such as "1.00" or "+1"
-        except ValueError:
-            return -1
-    return 1 if number == 1 else 0 if number == 0 else -1
-
-
-def _record_line(position: int, skipped: np.ndarray) -> int:
-    """File record number of data row `position`, stepping over records pandas skipped."""
-    line = position + 2
-    while True:
-        shifted = position + 2 + int(np.searchsorted(skipped, line, side="right"))
-        if shifted == line:
-            return line
-        line = shifted
+def _joined(parts: list[pd.Series]) -> pd.Series:
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
 def _dropped_examples(
@@ -214,7 +164,7 @@ def _dropped_examples(
 ) -> list[tuple[int, str]]:
     examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
     for mask, reason in ((empty_question, EMPTY_QUESTION), (unreadable_label, UNREADABLE_LABEL)):
-        examples += [(_record_line(int(p), skipped), reason) for p in np.flatnonzero(mask)[:MAX_EXAMPLES]]
+        examples += [(record_line(int(p), skipped), reason) for p in np.flatnonzero(mask)[:MAX_EXAMPLES]]
     return sorted(examples)[:MAX_EXAMPLES]
 
 

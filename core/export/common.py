@@ -1,6 +1,6 @@
-"""What the export writers share: ``ExportError``, the tokenizer file name, the texts every export is
-checked on, whether a model's vectors are unit vectors already, and the lock that runs one export at a
-time with the exporters' chatter silenced (``quiet_export``, ``native_stderr_dropped``)."""
+"""What the export writers share: ``ExportError`` and ``OnnxBackendError``, the tokenizer file name, the
+texts every export is checked on, whether a model's vectors are unit vectors already, and the lock that
+runs one export at a time with the exporters' chatter silenced (``quiet_export``, ``native_stderr_dropped``)."""
 from __future__ import annotations
 
 import contextlib
@@ -30,6 +30,11 @@ PROBE_TEXTS = [
 
 class ExportError(ValueError):
     """A model or format that cannot be exported as asked; the message is one line."""
+
+
+class OnnxBackendError(ValueError):
+    """An ONNX export that cannot be used (refused by the checks, or failing in onnxruntime), or a cache
+    that cannot be written; the message is one line."""
 
 
 def normalises(model) -> bool:

@@ -7,6 +7,10 @@ holds a model card (``README.md``, ``core.export.model_card``) and ``siamese_lab
 (``core.export.manifest``). The formats: ``sentence-transformers`` (MiniLM models,
 ``core.export.sentence_transformers_folder``) and ``onnx`` (every family, float32 or int8,
 ``core.export.onnx_graph``).
+
+An export folder records the files it wrote (``core.saving.owned_files``); ``--overwrite`` replaces
+those and keeps everything else a user put there. An export written before that record existed owns
+``EXPORT_FILES``, the files either format writes.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from core.export.common import ExportError
+from core.export.common import TOKENIZER_FILE, ExportError
 from core.export.manifest import (
     MANIFEST_FILE,
     build_manifest,
@@ -23,13 +27,23 @@ from core.export.manifest import (
     read_manifest,
 )
 from core.export.model_card import CARD_FILE, model_card
-from core.export.onnx_graph import write_onnx
+from core.export.onnx_graph import GRAPH_FILES, write_onnx
 from core.export.sentence_transformers_folder import write_sentence_transformers
 from core.saving.atomic import write_folder_atomically
 from core.saving.output import OutputClaim, OutputError, claim_output
+from core.saving.owned_files import RECORD_FILE, owned_by
 
 EXPORT_FORMATS = ("sentence-transformers", "onnx")
 QUANTIZE_CHOICES = ("int8",)
+# Every file an export wrote before exports recorded their files: the card, the manifest, the ONNX
+# graphs and tokenizer, and what sentence-transformers' save writes (vocab.txt and
+# special_tokens_map.json by its older versions).
+EXPORT_FILES = (
+    CARD_FILE, MANIFEST_FILE, TOKENIZER_FILE, *GRAPH_FILES,
+    "config.json", "model.safetensors", "modules.json", "config_sentence_transformers.json",
+    "sentence_bert_config.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+    "1_Pooling/config.json", "2_Normalize/config.json",
+)
 
 
 # ---- the output folder -------------------------------------------------------------------------
@@ -89,8 +103,13 @@ def export_model(model, config: dict, out: str | Path, fmt: str, *, overwrite: b
             manifest.update(write_export(model, config, temp, fmt, quantize=quantize, source=source,
                                          name=claim.target.name))
 
-        write_folder_atomically(claim.target, write)
+        write_folder_atomically(claim.target, write, owned_before=EXPORT_FILES)
     return manifest
+
+
+def export_files(folder: str | Path) -> list[str]:
+    """The files of the export in ``folder`` (relative paths), without the user's own or the record."""
+    return sorted(path for path in owned_by(Path(folder), EXPORT_FILES).files if path != RECORD_FILE)
 
 
 def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize: str | None = None,

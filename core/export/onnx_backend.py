@@ -3,62 +3,62 @@
 ``OnnxEncoder(folder)`` reads an ONNX export (``core.export.onnx_graph``: ``siamese_lab.json``,
 ``tokenizer.json``, ``model.onnx`` and, for a dual encoder with two towers, ``model_tower1.onnx``) and
 offers what inference asks of a ``PairEncoder``: ``encode(texts, tower, batch_size, progress)`` ->
-(N, d) float32 CPU tensor, ``score_pairs(first, second)`` -> cosines, ``embedding_dim``. Texts are
-tokenised by the Hugging Face tokenizer of the export, padded per batch (longest texts first, under
-the family's token budget, as ``PairEncoder.encode_table`` does), and an empty text keeps one padding
-token, so the vectors are the PyTorch model's within 1e-4, L2-normalised (a dual encoder's PyTorch
-vectors are not, their cosines the same).
+(N, d) float32 CPU tensor, ``score_pairs(first, second)`` -> cosines, ``embedding_dim``. Nothing of the
+folder runs before ``core.export.onnx_checks`` has passed it: the manifest's numbers, each graph's
+operators, inputs, output and sizes, and then a probe (the probe texts and the largest token id through
+each graph: finite, unit vectors). The sessions are made from the checked bytes under the memory cap of
+``core.export.onnx_session``. Texts are tokenised by the export's Hugging Face tokenizer, padded per
+batch (longest texts first, at most ``MAX_BATCH_ROWS`` rows and the family's token budget, as
+``PairEncoder.encode_table`` does), and an empty text keeps one padding token, so the vectors are the
+PyTorch model's within 1e-4, L2-normalised (a dual encoder's PyTorch vectors are not, their cosines the
+same). A batch onnxruntime fails on is an ``OnnxBackendError`` (one line).
 
-``onnx_model(source, cache_root)`` is what ``--backend onnx`` loads: an ONNX export folder as it is;
-a saved model folder through its cache ``<model>/onnx/``; zero-shot MiniLM (``"minilm"``) through
-``<cache_root>/.cache/minilm/onnx/``. A cache is exported on first use, atomically, and exported again
-when the model's files have changed since (``source_stamp`` in its ``siamese_lab.json``).
+``onnx_model(source, cache_root)`` is what ``--backend onnx`` loads: an ONNX export folder as it is,
+read-only; a saved model folder or zero-shot MiniLM (``"minilm"``) through the lab's cache
+(``core.export.onnx_cache``: ``$SIAMESE_LAB_CACHE/onnx/<content hash>/``), exported there on first use.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
-from core.export.common import TOKENIZER_FILE
-from core.export.export_folder import write_export
-from core.export.manifest import EXPORT_VERSION, read_manifest
-from core.export.onnx_graph import GRAPH_FILES, INPUT_NAMES
-from core.model_names import ZERO_SHOT
-from core.saving.files import (
-    CONFIG_MAX_BYTES,
-    VOCAB_MAX_BYTES,
-    check_regular_file,
-    read_regular_file,
+from core.export.common import PROBE_TEXTS, TOKENIZER_FILE, OnnxBackendError
+from core.export.manifest import read_manifest
+from core.export.onnx_cache import cache_entry
+from core.export.onnx_checks import (
+    MAX_BATCH_ROWS,
+    check_vectors,
+    checked_graph,
+    export_settings,
 )
+from core.export.onnx_session import capped_session
+from core.model_names import ZERO_SHOT
+from core.saving.files import VOCAB_MAX_BYTES, ModelLoadError, read_regular_file
 from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
 
-CACHE_FOLDER = "onnx"  # inside a saved model folder
-ZERO_SHOT_CACHE = Path(".cache") / "minilm" / CACHE_FOLDER  # inside the runs folder
-MAX_GRAPH_BYTES = 4 * 2**30  # one .onnx file (protobuf's own limit is 2 GiB)
-RUNS_ENV = "SIAMESE_LAB_RUNS"
+__all__ = ["OnnxBackendError", "OnnxEncoder", "onnx_model"]
 
 
-class OnnxBackendError(ValueError):
-    """An ONNX export that cannot be used, or a cache that cannot be written; one line."""
+def _tokenizer(folder: Path):
+    """(the export's tokenizer, its bytes, its largest id + 1)."""
+    from tokenizers import Tokenizer
 
-
-def default_cache_root() -> Path:
-    """The runs folder, where zero-shot MiniLM's graph is cached: ``$SIAMESE_LAB_RUNS`` or ``runs``."""
-    return Path(os.environ.get(RUNS_ENV) or "runs")
-
-
-def _int_field(manifest: dict, key: str, low: int, high: int, path: Path) -> int:
-    value = manifest.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise OnnxBackendError(f"{path}: {key} must be an integer in {low}..{high}, got {value!r:.40}")
-    return value
+    try:
+        data = read_regular_file(folder / TOKENIZER_FILE, VOCAB_MAX_BYTES, folder)
+        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+        vocabulary = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+    except FileNotFoundError:
+        raise OnnxBackendError(f"{folder}: {TOKENIZER_FILE} is missing") from None
+    except ModelLoadError as error:
+        raise OnnxBackendError(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - tokenizers raises plain Exception for a bad file
+        raise OnnxBackendError(f"{folder / TOKENIZER_FILE} is not a usable tokenizer ({str(error)[:120]})") from None
+    return tokenizer, data, vocabulary
 
 
 class OnnxEncoder:
@@ -71,54 +71,42 @@ class OnnxEncoder:
         (``InferenceSession.run`` is thread-safe): the matrices of a short-question batch are too small
         for two threads to share one product well. Two batches at once measured 1.07x to 1.22x the
         speed of one batch on two intra-op threads (``bench/onnx_variants.py``), with the same vectors."""
-        import onnxruntime as ort
         import torch
-        from tokenizers import Tokenizer
 
         self.folder = folder = Path(folder)
-        manifest_path = folder / "siamese_lab.json"
         manifest = read_manifest(folder)
         if manifest is None:
             raise OnnxBackendError(f"{folder} is not a Siamese Lab export (no usable siamese_lab.json)")
         if manifest.get("export_format") != "onnx":
             raise OnnxBackendError(f"{folder} is a {manifest.get('export_format')!s:.40} export, not an onnx one")
         self.manifest = manifest
-        self.model_type = str(manifest.get("model_type"))
-        self.max_length = _int_field(manifest, "max_length", 1, 4096, manifest_path)
-        self.pad_id = _int_field(manifest, "pad_id", 0, 2**31 - 1, manifest_path)
-        self.embedding_dim = _int_field(manifest, "embedding_dim", 1, 65536, manifest_path)
-        towers = manifest.get("towers")
-        if not isinstance(towers, dict) or set(towers) != {"0", "1"} or not set(towers.values()) <= set(GRAPH_FILES):
-            raise OnnxBackendError(f"{manifest_path}: towers must map 0 and 1 to {' / '.join(GRAPH_FILES)}")
-        try:
-            data = read_regular_file(folder / TOKENIZER_FILE, VOCAB_MAX_BYTES, folder)
-            self.tokenizer = Tokenizer.from_str(data.decode("utf-8"))
-        except FileNotFoundError:
-            raise OnnxBackendError(f"{folder}: {TOKENIZER_FILE} is missing") from None
-        except Exception as error:  # noqa: BLE001 - tokenizers raises plain Exception for a bad file
-            raise OnnxBackendError(f"{folder / TOKENIZER_FILE} is not a usable tokenizer ({error})") from None
+        self.tokenizer, tokenizer_bytes, self.vocabulary = _tokenizer(folder)
+        self.settings = settings = export_settings(manifest, folder / "siamese_lab.json", self.vocabulary)
+        self.model_type, self.max_length = settings.model_type, settings.max_length
+        self.pad_id, self.embedding_dim = settings.pad_id, settings.embedding_dim
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_length)
-        options = ort.SessionOptions()
         self.workers = max(1, int(threads or torch.get_num_threads()))
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # errors only
-        sessions = {}
-        for name in sorted(set(towers.values())):
+        digest, sessions = hashlib.sha256(), {}
+        for name in sorted(set(settings.towers)):
+            graph = checked_graph(folder / name, folder, settings)
+            digest.update(name.encode() + b"\0" + graph)
             try:
-                check_regular_file(folder / name, MAX_GRAPH_BYTES, folder)
-                sessions[name] = ort.InferenceSession(str(folder / name), options, providers=["CPUExecutionProvider"])
-            except FileNotFoundError:
-                raise OnnxBackendError(f"{folder}: {name} is missing") from None
+                sessions[name] = capped_session(graph)
             except Exception as error:  # noqa: BLE001 - onnxruntime raises its own exception types
-                raise OnnxBackendError(f"{folder / name} is not a usable ONNX graph ({str(error)[:200]})") from None
-            names = [i.name for i in sessions[name].get_inputs()]
-            if sorted(names) != sorted(INPUT_NAMES):
-                raise OnnxBackendError(f"{folder / name} takes {names}, not {list(INPUT_NAMES)}")
-        self._sessions = [sessions[towers["0"]], sessions[towers["1"]]]
-        self._files = sorted(sessions)
-        self._digest = None
+                raise OnnxBackendError(f"{folder / name} is not a usable ONNX graph ({_first_line(error)})") from None
+        digest.update(TOKENIZER_FILE.encode() + b"\0" + tokenizer_bytes)
+        self.digest = digest.digest()  # of the bytes checked and run: what decides the vectors
+        self._sessions = [sessions[settings.towers[0]], sessions[settings.towers[1]]]
+        self._probe()
+
+    def _probe(self) -> None:
+        """The probe texts, and a row holding the largest token id and the padding id, through each graph."""
+        rows = self.token_rows(PROBE_TEXTS) + [[self.vocabulary - 1, self.pad_id]]
+        for tower, name in enumerate(self.settings.towers):
+            for picked in self._batches(rows, 4):
+                vectors = self.run_rows([rows[index] for index in picked], tower)
+                check_vectors(vectors, len(picked), self.settings, self.folder / name)
 
     # ---- what inference calls ------------------------------------------------------------------
     @property
@@ -127,13 +115,34 @@ class OnnxEncoder:
 
         return torch.device("cpu")
 
-    def eval(self) -> "OnnxEncoder":
+    def eval(self) -> OnnxEncoder:
         return self
 
     def token_rows(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text, cut to ``max_length``; an empty text keeps one padding token (as
         ``core.text.token_table.TokenTable`` does)."""
-        return [encoding.ids or [self.pad_id] for encoding in self.tokenizer.encode_batch(list(texts))]
+        return [encoding.ids[: self.max_length] or [self.pad_id]
+                for encoding in self.tokenizer.encode_batch(list(texts))]
+
+    def _batches(self, rows: list[list[int]], batch_size: int) -> list[np.ndarray]:
+        """Row positions in batches: longest first, never more rows than the checks bounded the graph's
+        memory for (``MAX_BATCH_ROWS``, the family's token budget)."""
+        lengths = np.array([len(row) for row in rows])
+        return encoding_batches(lengths, min(batch_size, MAX_BATCH_ROWS), TOKEN_BUDGETS.get(self.model_type))
+
+    def run_rows(self, rows: list[list[int]], tower: int = 0) -> np.ndarray:
+        """One batch of token-id rows (padded here) through the graph of ``tower``: (len(rows), d)."""
+        width = max(len(row) for row in rows)
+        ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for index, row in enumerate(rows):
+            ids[index, : len(row)] = row
+            mask[index, : len(row)] = 1
+        try:
+            return self._sessions[tower].run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        except Exception as error:  # noqa: BLE001 - onnxruntime raises its own exception types
+            raise OnnxBackendError(f"onnxruntime failed on a batch of {len(rows)} x {width} tokens of "
+                                   f"{self.folder}: {_first_line(error)}") from None
 
     def encode(self, texts: Sequence[str], tower: int = 0, batch_size: int = 256,
                progress: Callable[[int, int], None] | None = None):
@@ -144,20 +153,15 @@ class OnnxEncoder:
         out = np.empty((len(rows), self.embedding_dim), dtype=np.float32)
         if not rows:
             return torch.from_numpy(out)
-        session = self._sessions[min(max(int(tower), 0), 1)]
-        lengths = np.array([len(row) for row in rows])
+        tower = min(max(int(tower), 0), 1)
         # At least one batch per worker, so a short list still keeps every thread busy.
-        batch_size = max(1, min(int(batch_size), math.ceil(len(rows) / self.workers)))
-        batches = encoding_batches(lengths, batch_size, TOKEN_BUDGETS.get(self.model_type))
+        batches = self._batches(rows, max(1, min(int(batch_size), math.ceil(len(rows) / self.workers))))
 
         def run(picked: np.ndarray) -> None:
-            width = int(lengths[picked].max())
-            ids = np.full((len(picked), width), self.pad_id, dtype=np.int64)
-            mask = np.zeros((len(picked), width), dtype=np.int64)
-            for row, index in enumerate(picked):
-                ids[row, : lengths[index]] = rows[index]
-                mask[row, : lengths[index]] = 1
-            out[picked] = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            vectors = self.run_rows([rows[index] for index in picked], tower)
+            if vectors.shape != (len(picked), self.embedding_dim):
+                raise OnnxBackendError(f"{self.folder} gave {vectors.shape} vectors for {len(picked)} questions")
+            out[picked] = vectors
 
         if self.workers == 1 or len(batches) == 1:
             for done, picked in _counted(batches):
@@ -191,18 +195,15 @@ class OnnxEncoder:
         ``core.inference.search.model_fingerprint`` tells exports apart and reuses an index built with this one."""
         import torch
 
-        if self._digest is None:
-            digest = hashlib.sha256()
-            for name in [*self._files, TOKENIZER_FILE]:
-                digest.update(name.encode() + b"\0")
-                with open(self.folder / name, "rb") as handle:
-                    for block in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(block)
-            self._digest = digest.digest()
-        return {"onnx_sha256": torch.frombuffer(bytearray(self._digest), dtype=torch.uint8)}
+        return {"onnx_sha256": torch.frombuffer(bytearray(self.digest), dtype=torch.uint8)}
 
     def __repr__(self) -> str:
         return f"OnnxEncoder({str(self.folder)!r}, model_type={self.model_type!r}, dim={self.embedding_dim})"
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return (lines[0] if lines else type(error).__name__)[:200]
 
 
 def _counted(batches: list[np.ndarray]):
@@ -214,74 +215,50 @@ def _counted(batches: list[np.ndarray]):
 
 
 # ---- what --backend onnx loads -----------------------------------------------------------------
-def _file_stamp(path: Path) -> list:
-    try:
-        info = path.stat()
-    except OSError:
-        return [path.name, None]
-    return [path.name, info.st_size, info.st_mtime_ns]
-
-
-def source_stamp(source: str | Path) -> str:
-    """What a cached graph was exported from: config.json's bytes and the size and time of every other
-    file of the model folder (for zero-shot MiniLM, of the installed package's files), and the export
-    format's version. Any change means a new export."""
-    digest = hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0".encode())
-    if str(source) == ZERO_SHOT:
-        from core.text.wordpiece_tokenizer import minilm_folder
-
-        folder = minilm_folder()
-        parts = [_file_stamp(folder / name) for name in ("config.json", "model.safetensors", "vocab.txt")]
-    else:
-        folder = Path(source)
-        digest.update(read_regular_file(folder / "config.json", CONFIG_MAX_BYTES, folder))
-        parts = [_file_stamp(path) for path in sorted(folder.iterdir())
-                 if path.is_file() and path.name != "config.json"]
-    digest.update(json.dumps(parts).encode())
-    return digest.hexdigest()
-
-
 def _export_config(manifest: dict) -> dict:
     """What commands read of a config (thresholds, name, model type), from an export's manifest."""
     config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     thresholds = manifest.get("thresholds") if isinstance(manifest.get("thresholds"), dict) else {}
     thresholds = {k: v for k, v in thresholds.items()
                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) <= 1.001}
-    return {**config, "model_type": manifest.get("model_type"), "name": str(manifest.get("name", "")),
+    return {**config, "model_type": manifest.get("model_type"), "name": str(manifest.get("name", ""))[:200],
             "thresholds": thresholds}
 
 
 def onnx_model(source: str | Path, cache_root: str | Path | None = None,
                threads: int | None = None) -> tuple[OnnxEncoder, dict]:
-    """(encoder, config) for ``--backend onnx``: ``source`` is an ONNX export folder, a saved model folder
-    (its graph cached in ``<model>/onnx/``) or ``"minilm"`` (cached in ``<cache_root>/.cache/minilm/onnx/``,
-    ``cache_root`` defaulting to ``default_cache_root()``). Raises OnnxBackendError, or
+    """(encoder, config) for ``--backend onnx``: ``source`` is an ONNX export folder (used as it is, never
+    written), a saved model folder or ``"minilm"`` (exported once into the lab's cache,
+    ``core.export.onnx_cache``; ``cache_root`` overrides its root). Raises OnnxBackendError, or
     ``core.saving.ModelLoadError`` for a folder that is neither an export nor a usable model."""
     from core.saving import read_config, write_folder_atomically
 
     if str(source) == ZERO_SHOT:
         from core.models.registry import zero_shot_config
 
-        cache, config = Path(cache_root or default_cache_root()) / ZERO_SHOT_CACHE, zero_shot_config()
+        config = zero_shot_config()
     else:
         folder = Path(source)
         manifest = read_manifest(folder) if folder.is_dir() else None
         if manifest is not None:  # an export: used as it is
             return OnnxEncoder(folder, threads), _export_config(manifest)
         config = read_config(folder)  # ModelLoadError when it is not a saved model either
-        cache = folder / CACHE_FOLDER
-    stamp = source_stamp(source)
-    cached = read_manifest(cache)
-    if not (cached and cached.get("export_format") == "onnx" and cached.get("source_stamp") == stamp
-            and not cached.get("quantization")):
-        from core.models import load_model
-
-        model, config = load_model(source, device="cpu")
+    entry, key = cache_entry(source, cache_root)
+    if read_manifest(entry) is not None:
         try:
-            write_folder_atomically(cache, lambda temp: write_export(
-                model, config, temp, "onnx", source=str(source), extra={"source_stamp": stamp}))
-        except OSError as error:
-            raise OnnxBackendError(
-                f"cannot write the ONNX cache {cache} ({error.strerror or error}); export the model with "
-                f"'python -m core export --format onnx --out DIR' and pass --model DIR") from None
-    return OnnxEncoder(cache, threads), config
+            return OnnxEncoder(entry, threads), config
+        except OnnxBackendError:
+            pass  # not a graph this lab exported (or from an older exporter): exported again over it
+    from core.export.export_folder import write_export
+    from core.models import load_model
+
+    model, config = load_model(source, device="cpu")
+    try:
+        write_folder_atomically(entry, lambda temp: write_export(
+            model, config, temp, "onnx", source=str(source), extra={"source_sha256": key}))
+    except OSError as error:
+        raise OnnxBackendError(
+            f"cannot write the ONNX cache {entry} ({error.strerror or error}); set SIAMESE_LAB_CACHE to a writable "
+            f"folder, or export the model with 'python -m core export --format onnx --out DIR' and pass --model DIR"
+        ) from None
+    return OnnxEncoder(entry, threads), config

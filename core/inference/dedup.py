@@ -11,10 +11,8 @@ Siamese models (one tower) use their unit vectors directly.
 from __future__ import annotations
 
 import math
-import os
-import uuid
 from pathlib import Path
-from typing import Sequence
+from typing import BinaryIO, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,6 +24,8 @@ from core.inference.dedup_graph import (
     Progress,
     checked_threshold,
 )
+from core.saving.safe_csv import safe_csv_text
+from core.saving.user_files import claim_files
 
 CSV_CHUNK = 50_000  # rows per written CSV chunk
 COLUMNS = ["cluster_id", "cluster_size", "representative", "question", "similarity_to_representative"]
@@ -105,19 +105,18 @@ def default_threshold(config: dict) -> float | None:
     return None
 
 
-def write_csv(frame: pd.DataFrame, path: str | Path, chunk_rows: int = CSV_CHUNK) -> Path:
-    """``frame`` as formula-safe CSV (``core.saving.safe_csv.safe_csv_text``, chunk by chunk) written to a
-    temporary file beside ``path`` and renamed onto it, so a reader never sees half a file."""
-    from core.saving.safe_csv import safe_csv_text
-
+def write_csv(frame: pd.DataFrame, path: str | Path, chunk_rows: int = CSV_CHUNK, overwrite: bool = False) -> Path:
+    """``frame`` written to ``path`` as every user file is (``core.saving.user_files``): claimed (an existing
+    file only with ``overwrite``, never through a link), written to a temporary beside it and renamed onto
+    it, so a reader never sees half a file."""
     path = Path(path)
-    temp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        with open(temp, "wb") as handle:
-            for start in range(0, max(len(frame), 1), chunk_rows):
-                handle.write(safe_csv_text(frame.iloc[start : start + chunk_rows], header=start == 0).encode("utf-8"))
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    with claim_files([path], overwrite=overwrite) as claim, claim.open(path) as handle:
+        write_csv_chunks(handle, frame, chunk_rows)
     return path
+
+
+def write_csv_chunks(handle: BinaryIO, frame: pd.DataFrame, chunk_rows: int = CSV_CHUNK) -> None:
+    """``frame`` as formula-safe UTF-8 CSV (``core.saving.safe_csv.safe_csv_text``) into the binary file
+    ``handle``, ``chunk_rows`` rows at a time, so no second copy of a big table sits in memory."""
+    for start in range(0, max(len(frame), 1), chunk_rows):
+        handle.write(safe_csv_text(frame.iloc[start : start + chunk_rows], header=start == 0).encode("utf-8"))

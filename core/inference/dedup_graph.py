@@ -250,6 +250,16 @@ class NeighbourGraph:
 
         return sizes, neighbourhood, capped
 
+    def deeper_search(self, threshold: float) -> tuple[int, int]:
+        """(distinct rows whose ``k`` neighbours are all above ``threshold``, the results searching them as
+        deep as the graph allows would return): what clustering at ``threshold`` may cost, known before it."""
+        t = checked_threshold(threshold, 1)
+        deepest = min(self.max_neighbourhood, len(self.first))
+        if self.k == 0 or self.k >= deepest:
+            return 0, 0
+        full = int(np.count_nonzero(self.scores[:, -1] > t))
+        return full, full * deepest
+
     def neighbourhood_sizes(self, threshold: float) -> np.ndarray:
         """(N,) how many rows lie above ``threshold`` of each row, itself included."""
         sizes, _, self.capped = self._neighbourhoods(checked_threshold(threshold, 1))

@@ -1,84 +1,68 @@
 """Score a whole file of pairs at a threshold, streamed: a 1 GB file never sits in memory twice.
 
-The file is read in chunks of rows (CSV or TSV, plain or gzip; the delimiter and the question
-columns found as ``core.data`` finds them, the label column optional). Each chunk is scored and
+The file is read in chunks of rows by ``core.data``'s one pairs reader (``PairReader``: the same
+decoding, delimiter, columns, labels and caps as ``load_pairs``, so ``score`` accepts and refuses the
+files every other command does; only the label column is optional here). Each chunk is scored and
 appended to the output, which keeps every input column and adds ``similarity`` and
 ``predicted_duplicate`` (1 when the similarity is above the threshold), formula-safe. When the file
 has labels, the metrics of ``core.inference.metrics.evaluate_scores`` come back too.
 """
 from __future__ import annotations
 
-import gzip
-import io
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TextIO
 
 import numpy as np
 import pandas as pd
 
-from core.data.parsing import DataError, _role_candidates, choose_delimiter
-from core.data.reading import FALSE_LABELS, TRUE_LABELS
+from core.data import DataError
+from core.data.pair_chunks import PairReader
 from core.inference.metrics import evaluate_scores
 from core.saving.safe_csv import safe_csv_text
+from core.saving.user_files import claim_files
 
 CHUNK_ROWS = 20_000  # pairs read, scored and written at a time: bounds memory whatever the file size
-_HEAD_BYTES = 65_536
 
 
 @dataclass
 class ScoreReport:
     rows: int = 0  # data rows read
+    malformed: int = 0  # records pandas skipped as malformed (more fields than the header), not written
     scored: int = 0  # rows with two non-empty questions, scored
     skipped_empty: int = 0  # rows with an empty question: written with an empty similarity
     labelled: int = 0  # scored rows whose label could be read
     metrics: dict = field(default_factory=dict)  # evaluate_scores on the labelled rows (empty without labels)
 
 
-def _open_text(path: Path):
-    with open(path, "rb") as probe:
-        gzipped = probe.read(2) == b"\x1f\x8b"
-    raw = gzip.open(path, "rb") if gzipped else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
+def _sink(out):
+    """``out`` itself when it is an open text file (a command's claimed output, ``core.cli.score``); for a
+    path, a new file claimed and written as every user file is (``core.saving.user_files``): an existing
+    one is refused, and the file appears only whole."""
+    if hasattr(out, "write"):
+        return nullcontext(out)
+    return _claimed_text_file(Path(out))
 
 
-def _columns(path: Path) -> tuple[str, list[str], dict[str, int]]:
-    """Delimiter, header, and the position of question1 / question2 (and is_duplicate if present)."""
-    with _open_text(path) as handle:
-        head = handle.read(_HEAD_BYTES).encode("utf-8")
-    if not head.strip():
-        raise DataError(f"{path.name} is empty")
-    delimiter = choose_delimiter(head, None)
-    first_line = head.decode("utf-8", errors="replace").lstrip("\r\n").splitlines()[0]
-    header = next(iter(pd.read_csv(io.StringIO(first_line), sep=delimiter, header=None, dtype=str,
-                                   keep_default_na=False).values.tolist()), [])
-    found = {role: positions[0] for role, positions in _role_candidates(header, None).items() if positions}
-    missing = [role for role in ("question1", "question2") if role not in found]
-    if missing:
-        raise DataError(f"{path.name}: no column for {' and '.join(missing)}; found columns: "
-                        f"{', '.join(map(str, header[:20]))}")
-    return delimiter, [str(name) for name in header], found
+@contextmanager
+def _claimed_text_file(path: Path):
+    with claim_files([path]) as claim, claim.open(path, "w", encoding="utf-8", newline="") as sink:
+        yield sink
 
 
-def _labels(column: pd.Series) -> np.ndarray:
-    """1, 0, or -1 where the label cannot be read."""
-    text = column.astype(str).str.strip().str.lower()
-    return np.where(text.isin(TRUE_LABELS), 1, np.where(text.isin(FALSE_LABELS), 0, -1))
-
-
-def score_file(model, source: str | Path, out: str | Path, threshold: float, chunk_rows: int = CHUNK_ROWS,
-               progress: Callable[[int], None] | None = None) -> ScoreReport:
-    """Score every pair of ``source`` with ``model`` and write ``out``; ``progress(rows_done)`` after each chunk."""
-    source, out = Path(source), Path(out)
-    delimiter, header, roles = _columns(source)
+def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: float, chunk_rows: int = CHUNK_ROWS,
+               progress: Callable[[int], None] | None = None, max_bytes: int | None = None) -> ScoreReport:
+    """Score every pair of ``source`` with ``model`` and write ``out`` (a new file's path, or an open text file,
+    see ``_sink``); ``progress(rows_done)`` after each chunk.
+    ``max_bytes`` caps the text read (``core.data.limits``); unusable input is a ``DataError``."""
+    source = Path(source)
+    pairs = PairReader(source, labels_required=False, all_text=True, chunk_rows=chunk_rows, max_bytes=max_bytes)
     report = ScoreReport()
     labels_seen, scores_seen = [], []
-    with _open_text(source) as handle, open(out, "w", encoding="utf-8", newline="") as sink:
-        chunks = pd.read_csv(handle, sep=delimiter, dtype=str, keep_default_na=False, chunksize=chunk_rows,
-                             on_bad_lines="skip", engine="python" if len(delimiter) > 1 else "c")
-        for number, chunk in enumerate(chunks):
-            first = chunk.iloc[:, roles["question1"]].astype(str).str.strip()
-            second = chunk.iloc[:, roles["question2"]].astype(str).str.strip()
+    with _sink(out) as sink:
+        for number, pair_chunk in enumerate(pairs):
+            chunk, first, second = pair_chunk.rows, pair_chunk.question1, pair_chunk.question2
             usable = ((first != "") & (second != "")).to_numpy()
             similarity = np.full(len(chunk), np.nan)
             if usable.any():
@@ -87,15 +71,18 @@ def score_file(model, source: str | Path, out: str | Path, threshold: float, chu
             written = chunk.assign(similarity=np.round(similarity, 6), predicted_duplicate=predicted)
             sink.write(safe_csv_text(written, header=number == 0))
             report.rows += len(chunk)
+            report.malformed += len(pair_chunk.skipped)
             report.scored += int(usable.sum())
             report.skipped_empty += int((~usable).sum())
-            if "is_duplicate" in roles:
-                labels = _labels(chunk.iloc[:, roles["is_duplicate"]])
-                keep = usable & (labels >= 0)
-                labels_seen.append(labels[keep])
+            if pair_chunk.labels is not None:
+                keep = usable & pair_chunk.label_readable
+                labels_seen.append(pair_chunk.labels[keep])
                 scores_seen.append(similarity[keep])
-            if progress is not None:
+            if progress is not None and len(chunk):  # none for a file of no rows: its error comes alone
                 progress(report.rows)
+        if report.rows == 0:  # as load_pairs says it; inside the claim, so no output file is left behind
+            raise DataError(f"{pairs.head.name}: " + (f"no usable rows: dropped {report.malformed:,} malformed line"
+                                                      if report.malformed else "the file has a header but no rows"))
     if labels_seen:
         labels, scores = np.concatenate(labels_seen), np.concatenate(scores_seen)
         report.labelled = int(labels.size)

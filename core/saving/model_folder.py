@@ -9,7 +9,9 @@ before anything is allocated (``core.models.registry.check_model_size``), and th
 inference code reads (``thresholds``, ``name``, ``metrics``) is checked here. Saving goes through
 ``core.saving.atomic.write_folder_atomically``, so a save that dies half-way leaves the previous
 model or the new one, whole; ``config.json`` is written last, so a folder with a config is a folder
-whose other files are complete.
+whose other files are complete. The save adds ``.siamese_lab_files.json``, the list of the files it
+wrote (``core.saving.owned_files``): a later save over the folder replaces those and keeps the rest
+(a folder saved before that list existed owns ``MODEL_FILES``).
 """
 from __future__ import annotations
 
@@ -39,6 +41,10 @@ from core.saving.files import (
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+# What a model folder saved before folders recorded their files owns: the config, the weights and
+# the vocabulary files core.text writes (tokenizer.json, word_vocab.txt, vocab.txt). A save replaces
+# these and carries everything else (a user's notes, plots) into the new folder.
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, "tokenizer.json", "word_vocab.txt", "vocab.txt")
 FORMAT = "siamese-lab-model"
 FORMAT_VERSION = 1
 INT_FIELD_MAX = 10_000_000  # any int field of a model config; a field's metadata "max" may lower it
@@ -48,14 +54,15 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # a run folder's 
 CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB config holds ~15,000)
 
 __all__ = [
-    "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "WEIGHTS_FILE", "ModelLoadError", "check_metadata",
+    "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "MODEL_FILES", "WEIGHTS_FILE", "ModelLoadError", "check_metadata",
     "config_from_dict", "read_config", "read_weights", "save_model", "weights_max_bytes",
 ]
 
 
 # ---- saving ------------------------------------------------------------------------------------
 def save_model(model, folder: str | Path, metadata: dict | None = None) -> Path:
-    """Write ``model`` (weights, tokenizer, config + ``metadata``) to ``folder``, atomically."""
+    """Write ``model`` (weights, tokenizer, config + ``metadata``) to ``folder``, atomically; a folder
+    already there keeps the files the lab did not write (``core.saving.owned_files``)."""
     config = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -75,7 +82,7 @@ def save_model(model, folder: str | Path, metadata: dict | None = None) -> Path:
         # safetensors creates its file 0600; give it the mode the other files got (0666 less the umask).
         os.chmod(temp / WEIGHTS_FILE, stat.S_IMODE(os.stat(temp / CONFIG_FILE).st_mode))
 
-    return write_folder_atomically(Path(folder), write)
+    return write_folder_atomically(Path(folder), write, owned_before=MODEL_FILES)
 
 
 def _json_default(value):

@@ -12,6 +12,10 @@ The rules, so that a training never loses a user's file:
   without waiting, so a second training aimed at the same folder is refused at once. The lock goes
   with its process (``flock``), so a killed training never leaves the folder locked.
 * The location is found writable (or not) before training, not after an hour of it.
+* Leftovers of a killed writer of the same folder are removed once the lock is held: its lock file is
+  taken over (and unlinked at release), its temporary folders are stale (``core.saving.leftovers``).
+* An overwrite replaces only the files the lab wrote; the user's are carried into the new folder
+  (``core.saving.owned_files``, through ``write_folder_atomically``).
 
 ``claim_new_run`` picks a fresh run name in a models folder under the same rules (the app and the
 CLI without ``--out``).
@@ -21,10 +25,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+from core.saving.leftovers import remove_stale_temps
 from core.saving.model_folder import CONFIG_FILE, ModelLoadError, read_config
 
 LOCK_SUFFIX = ".lock"
@@ -130,6 +136,7 @@ def claim_output(target: str | Path, overwrite: bool = False,
     lock_path = target.parent / f".{target.name}{LOCK_SUFFIX}"
     claim = OutputClaim(target, lock_path, _lock(lock_path, target), None)
     try:
+        remove_stale_temps(target, locked_since=time.time())  # no claimed writer of target is left alive
         # Checked under the lock: no one else is writing it.
         claim.existing = (existing or _existing_model)(target, overwrite)
     except BaseException:

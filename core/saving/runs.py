@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.saving.atomic import OLD_PREFIX, TEMP_PREFIX
+from core.saving.atomic import OLD_PREFIX
+from core.saving.leftovers import TEMP_PREFIX
 from core.saving.model_folder import (
     SAFE_NAME,
     WEIGHTS_FILE,

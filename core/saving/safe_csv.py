@@ -1,14 +1,25 @@
 """Tables written as CSV that a spreadsheet will not execute (OWASP "CSV injection")."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 # A cell starting with one of these is a formula to Excel / LibreOffice / Sheets (OWASP "CSV injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A text cell that is a plain signed decimal number ("-2", "+3.5", "-1e-3") is a number to a spreadsheet,
+# never a formula, so it is kept as written (a quote would turn a user's -2 into the text '-2). Anything
+# more ("-2+3", "-A1", "-inf") is still neutralised: only digits, one point and an exponent pass.
+PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def is_formula(text: str) -> bool:
+    """Whether a spreadsheet could evaluate ``text`` as a formula (OWASP's leading characters)."""
+    return text.startswith(FORMULA_STARTS) and PLAIN_NUMBER.fullmatch(text) is None
 
 
 def _neutralise(value):
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    if isinstance(value, str) and is_formula(value):
         return "'" + value
     return value
 
@@ -16,8 +27,8 @@ def _neutralise(value):
 def safe_csv(table: pd.DataFrame) -> bytes:
     """UTF-8 CSV bytes of ``table`` in which no text cell (or header) can run as a spreadsheet formula.
 
-    Text starting with ``= + - @`` (or a tab / carriage return) gets a leading ``'``; numbers are left
-    alone, so ``-0.5`` stays a number.
+    Text starting with ``= + - @`` (or a tab / carriage return) gets a leading ``'`` unless it is a plain
+    signed number such as ``-2`` or ``+3.5`` (text or not, numbers are left alone: ``-0.5`` stays a number).
 
     >>> safe_csv(pd.DataFrame({"name": ["=1+1", "ok"], "x": [-0.5, 2.0]})).decode()
     "name,x\\r\\n'=1+1,-0.5\\r\\nok,2.0\\r\\n"

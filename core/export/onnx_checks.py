@@ -1,0 +1,207 @@
+"""What an ONNX export must pass before onnxruntime runs any of its graphs: no graph is trusted because
+of its file name, whether it comes from a folder someone shared or from the lab's own cache.
+
+* ``export_settings(manifest, path, vocabulary)``: the manifest's numbers within bounds and consistent
+  (``max_length``, ``embedding_dim``, ``pad_id`` below the tokenizer's largest id + 1, which is at most
+  ``MAX_VOCABULARY``; ``towers`` naming graph files of the format).
+* ``checked_graph(path, folder, settings)``: the file is a regular file inside the folder, at most
+  ``MAX_GRAPH_BYTES``, read once (the bytes checked are the bytes run); parsed by ``onnx`` from those
+  bytes, so no tensor stored outside the file is ever read; only the opsets the exporter uses, no local
+  functions, no sparse or external tensors; only ``ALLOWED_OPS``, the operators the exporter writes for
+  every family, float32 or int8 (``tests/test_onnx_checks.py`` exports each and checks): so no control
+  flow (``Loop``, ``Scan``, ``If``), no subgraph, no random or string operator; inputs ``input_ids`` and
+  ``attention_mask`` (int64, rank 2) and one output ``sentence_embedding`` (float32, rank 2); then
+  ``core.export.onnx_bounds`` walks the graph for every batch the backend feeds (``input_cells``): the
+  output must be (batch, ``embedding_dim``), as the weights make it, and a batch may make at most
+  ``MAX_WORK_BYTES`` of tensors and ``MAX_MULTIPLY_ADDS`` multiply-adds.
+* ``check_vectors(vectors, rows, settings, name)``: the probe's output (``OnnxEncoder`` runs the probe
+  texts and the largest token id through each graph) has one finite row per input, unit-norm where the
+  manifest says the vectors are normalised.
+
+Every refusal is an ``OnnxBackendError`` naming the file and the reason, on one line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from core.export.common import OnnxBackendError
+from core.export.onnx_bounds import graph_work, prepare
+from core.export.onnx_graph import GRAPH_FILES, INPUT_NAMES, OPSET, OUTPUT_NAME
+from core.export.onnx_tensors import FLOAT, INT64, Refused
+from core.saving.files import ModelLoadError, read_regular_file
+from core.text.encoding_batches import TOKEN_BUDGETS
+
+MAX_GRAPH_BYTES = 2 * 2**30 - 1  # protobuf's own limit on one message
+MAX_BATCH_ROWS = 256  # OnnxEncoder never runs a larger batch
+MAX_VOCABULARY = 1 << 24
+MAX_EMBEDDING_DIM = 65536
+MAX_NODES = 100_000
+MAX_WORK_BYTES = 16 * 2**30  # the sum of every tensor one batch makes; MiniLM's at max_length 512: 3.6 GiB
+MAX_MULTIPLY_ADDS = 10**12  # per batch; MiniLM's at max_length 512: 4.3e10
+UNIT_NORM_TOLERANCE = 1e-3
+OPSETS = {"": OPSET, "ai.onnx": OPSET, "com.microsoft": 1}
+ALLOWED_OPS = frozenset({
+    # What torch.onnx writes for the LSTM (each pooling, words or WordPiece), the dual encoder and MiniLM ...
+    "Add", "And", "Cast", "Clip", "Concat", "Constant", "ConstantOfShape", "Div", "Equal", "Erf", "Expand",
+    "Flatten", "Gather", "GatherElements", "Gemm", "GreaterOrEqual", "Identity", "IsNaN", "LSTM",
+    "LayerNormalization", "MatMul", "Mod", "Mul", "Not", "Range", "ReduceL2", "ReduceMax", "ReduceProd",
+    "ReduceSum", "Relu", "Reshape", "ScatterElements", "Shape", "Slice", "Softmax", "Squeeze", "TopK",
+    "Transpose", "Unsqueeze", "Where",
+    # ... and what onnxruntime's dynamic int8 quantisation puts in their place.
+    "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "com.microsoft:DynamicQuantizeLSTM",
+})
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    model_type: str
+    max_length: int
+    pad_id: int
+    embedding_dim: int
+    normalized: bool
+    towers: tuple[str, str]  # the graph file of question 1 and of question 2
+
+
+def _int_field(manifest: dict, key: str, low: int, high: int, path: Path) -> int:
+    value = manifest.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise OnnxBackendError(f"{path}: {key} must be an integer in {low}..{high}, got {value!r:.40}")
+    return value
+
+
+def export_settings(manifest: dict, path: Path, vocabulary: int) -> ExportSettings:
+    """The numbers of an export's manifest (``path``), checked; ``vocabulary``: the tokenizer's largest
+    id + 1."""
+    if not 1 <= vocabulary <= MAX_VOCABULARY:
+        raise OnnxBackendError(f"{path}: the tokenizer has {vocabulary:,} ids; at most {MAX_VOCABULARY:,} are allowed")
+    towers = manifest.get("towers")
+    if not isinstance(towers, dict) or set(towers) != {"0", "1"} or not set(towers.values()) <= set(GRAPH_FILES):
+        raise OnnxBackendError(f"{path}: towers must map 0 and 1 to {' / '.join(GRAPH_FILES)}")
+    return ExportSettings(
+        model_type=str(manifest.get("model_type"))[:40],
+        max_length=_int_field(manifest, "max_length", 1, 4096, path),
+        pad_id=_int_field(manifest, "pad_id", 0, vocabulary - 1, path),
+        embedding_dim=_int_field(manifest, "embedding_dim", 1, MAX_EMBEDDING_DIM, path),
+        normalized=manifest.get("normalized") is not False,
+        towers=(towers["0"], towers["1"]),
+    )
+
+
+def input_cells(settings: ExportSettings) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(batch, sequence) intervals covering every batch ``OnnxEncoder`` may run: at most ``MAX_BATCH_ROWS``
+    rows of at most ``max_length`` tokens and, for a family with a token budget, at most
+    ``max(1, budget // width)`` rows of a given width (``core.text.encoding_batches``). One cell per
+    doubling of the width keeps a transformer's bound within twice its largest batch."""
+    budget = TOKEN_BUDGETS.get(settings.model_type)
+    if not budget:
+        return [((1, MAX_BATCH_ROWS), (1, settings.max_length))]
+    cells, width = [], 1
+    while width <= settings.max_length:
+        rows = min(MAX_BATCH_ROWS, max(1, budget // width))
+        cells.append(((1, rows), (width, min(2 * width - 1, settings.max_length))))
+        width *= 2
+    return cells
+
+
+def _parse(data: bytes, path: Path):
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        return onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as error:
+        raise OnnxBackendError(f"{path} is not a usable ONNX graph ({str(error)[:120]})") from None
+
+
+def _check_container(model, path: Path) -> None:
+    """Opsets, functions and where every tensor is stored."""
+    from onnx import TensorProto
+
+    opsets = {o.domain: o.version for o in model.opset_import}
+    if any(OPSETS.get(domain) != version for domain, version in opsets.items()):
+        raise OnnxBackendError(f"{path} imports opsets {str(opsets)[:120]}; an export uses {OPSET} "
+                               f"(and com.microsoft 1)")
+    graph = model.graph
+    if model.functions or graph.sparse_initializer or len(graph.node) > MAX_NODES:
+        raise OnnxBackendError(f"{path} holds local functions, sparse tensors or more than {MAX_NODES:,} nodes; "
+                               f"no export does")
+    tensors = list(graph.initializer) + [a.t for n in graph.node for a in n.attribute if a.HasField("t")]
+    if any(t.data_location == TensorProto.EXTERNAL or t.external_data for t in tensors):
+        raise OnnxBackendError(f"{path} refers to tensors stored in other files; an export keeps them inside")
+    for node in graph.node:
+        op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+        if op not in ALLOWED_OPS:
+            raise OnnxBackendError(f"{path} uses the operator {op[:60]!r}, which the exporter never writes; refused")
+
+
+def _check_signature(graph, path: Path, settings: ExportSettings) -> None:
+    """The inputs and the output the backend feeds and reads: names, element types, ranks, width."""
+    def described(value):
+        kind = value.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
+        return value.name, kind.elem_type, dims
+
+    inputs = sorted(described(i) for i in graph.input)
+    if [(name, kind, len(dims)) for name, kind, dims in inputs] != [(n, INT64, 2) for n in sorted(INPUT_NAMES)]:
+        raise OnnxBackendError(f"{path} takes {[i[0][:40] for i in inputs][:4]}, not int64 matrices "
+                               f"{' and '.join(INPUT_NAMES)}")
+    outputs = [described(o) for o in graph.output]
+    if len(outputs) != 1 or outputs[0][:2] != (OUTPUT_NAME, FLOAT) or len(outputs[0][2]) != 2:
+        raise OnnxBackendError(f"{path} must give one float32 matrix {OUTPUT_NAME}, one row per question")
+    if outputs[0][2][1] not in (None, settings.embedding_dim):
+        raise OnnxBackendError(f"{path} gives vectors of {outputs[0][2][1]} numbers; the manifest says "
+                               f"embedding_dim {settings.embedding_dim}")
+
+
+def _check_sizes(graph, path: Path, settings: ExportSettings) -> None:
+    try:
+        prepared = prepare(graph)
+        for batch, sequence in input_cells(settings):
+            work = graph_work(prepared, batch, sequence)
+            width = (settings.embedding_dim, settings.embedding_dim)
+            if len(work.output) != 2 or work.output[0].sym != "batch" or tuple(work.output[1][:2]) != width:
+                shape = " x ".join(f"{d.lo}..{d.hi}" for d in work.output)
+                raise OnnxBackendError(f"{path} gives an output of {shape or 'a scalar'} for "
+                                       f"{batch[1]} x {sequence[1]} "
+                                       f"tokens, not one row of embedding_dim {settings.embedding_dim} per question")
+            if work.bytes > MAX_WORK_BYTES or work.multiply_adds > MAX_MULTIPLY_ADDS:
+                raise OnnxBackendError(
+                    f"{path} may use {work.bytes / 2**30:,.1f} GiB and {work.multiply_adds:.2g} multiply-adds on a "
+                    f"batch of {batch[1]} x {sequence[1]} tokens; at most {MAX_WORK_BYTES / 2**30:g} GiB and "
+                    f"{MAX_MULTIPLY_ADDS:.0g} are allowed")
+    except OnnxBackendError:
+        raise
+    except Refused as error:
+        raise OnnxBackendError(f"{path}: the size of its tensors cannot be bounded: {str(error)[:160]}") from None
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as error:  # malformed
+        raise OnnxBackendError(f"{path} is not a usable ONNX graph ({type(error).__name__}: {str(error)[:120]})") \
+            from None
+
+
+def checked_graph(path: Path, folder: Path, settings: ExportSettings) -> bytes:
+    """The bytes of the graph file ``path`` of the export ``folder``, once every check above passed."""
+    try:
+        data = read_regular_file(path, MAX_GRAPH_BYTES, folder)
+    except FileNotFoundError:
+        raise OnnxBackendError(f"{folder}: {path.name} is missing") from None
+    except ModelLoadError as error:
+        raise OnnxBackendError(str(error)) from None
+    model = _parse(data, path)
+    _check_container(model, path)
+    _check_signature(model.graph, path, settings)
+    _check_sizes(model.graph, path, settings)
+    return data
+
+
+def check_vectors(vectors: np.ndarray, rows: int, settings: ExportSettings, path: Path) -> None:
+    """A probe's output: ``rows`` finite vectors of ``embedding_dim`` numbers, unit-norm if promised."""
+    if vectors.shape != (rows, settings.embedding_dim) or not np.isfinite(vectors).all():
+        raise OnnxBackendError(f"{path} gives {vectors.shape} vectors with non-finite values or the wrong shape "
+                               f"for {rows} probe texts")
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    if settings.normalized and not (np.abs(norms - 1) <= UNIT_NORM_TOLERANCE).all():
+        raise OnnxBackendError(f"{path} gives vectors of length {norms.min():.3g}..{norms.max():.3g} on the probe "
+                               f"texts; the manifest promises unit vectors")

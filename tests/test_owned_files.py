@@ -1,0 +1,451 @@
+"""``--overwrite`` replaces only what the lab wrote (issue 22, data loss 4), and a killed writer's leftovers
+go with the next write to the same place (issue 22, item 9).
+
+A user's ``NOTES.md``, ``plots/roc.png``, a nested folder, a link inside the folder and a link out of it
+survive ``train --overwrite`` and ``export --overwrite`` byte for byte, link for link, and one
+``warning:`` line names them; the lab's own files are replaced. So for folders saved before folders
+recorded their files (``tests/fixtures/legacy/lstm_words``, an export without its record). A user's entry
+at a name the new folder needs stops the write with one error and changes nothing. (Crashes during the
+replacement: tests/test_crash_save.py, whose folders hold the same user files.)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from core.cli.main import main
+from core.export.export_folder import EXPORT_FILES
+from core.export.manifest import MANIFEST_FILE
+from core.notices import LabWarning
+from core.saving import (
+    CONFIG_FILE,
+    MODEL_FILES,
+    RECORD_FILE,
+    WEIGHTS_FILE,
+    CarryOverError,
+    write_folder_atomically,
+)
+from core.saving.leftovers import new_temp_path, stale_temps
+from core.saving.owned_files import owned_by, user_entries
+from core.saving.temp_files import host_tag
+from core.text.vocab_files import (
+    LEGACY_WORD_VOCAB_FILE,
+    WORD_TOKENIZER_FILE,
+    WORDPIECE_VOCAB_FILE,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "assets" / "sample_pairs.csv"
+LEGACY = ROOT / "tests" / "fixtures" / "legacy" / "lstm_words"
+TINY = ["--model-options", json.dumps({"hidden_size": 10, "embedding_dim": 12}), "--max-length", "16",
+        "--device", "cpu", "--epochs", "1"]
+USER_ENTRIES = ["NOTES.md", "deep/", "latest.md", "outside", "plots/"]
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def add_user_files(folder: Path) -> Path:
+    """The issue's NOTES.md and plots/roc.png, a nested folder, a link inside and a link out of the folder;
+    returns the file the outside link points to."""
+    (folder / "NOTES.md").write_text("# my notes\nthreshold looks high\n")
+    (folder / "plots").mkdir()
+    (folder / "plots" / "roc.png").write_bytes(bytes(range(256)) * 40)
+    os.chmod(folder / "plots" / "roc.png", 0o600)
+    (folder / "deep" / "er" / "still").mkdir(parents=True)
+    (folder / "deep" / "er" / "still" / "data.csv").write_text("a,b\n1,2\n")
+    (folder / "deep" / "empty").mkdir()
+    os.symlink("NOTES.md", folder / "latest.md")
+    outside = folder.parent / "outside-target.txt"
+    outside.write_text("not in the folder")
+    os.symlink(outside, folder / "outside")
+    return outside
+
+
+def user_snapshot(folder: Path, names=("NOTES.md", "plots", "deep", "latest.md", "outside")) -> dict:
+    """Every user entry under ``folder``, never following a link: kind, bytes' hash, mode, link text."""
+    snapshot = {}
+    pending = list(names)
+    while pending:
+        relative = pending.pop()
+        path = folder / relative
+        info = os.lstat(path)
+        if path.is_symlink():
+            snapshot[relative] = ("link", os.readlink(path))
+        elif path.is_dir():
+            snapshot[relative] = ("folder", info.st_mode)
+            pending.extend(f"{relative}/{name}" for name in os.listdir(path))
+        else:
+            snapshot[relative] = ("file", hashlib.sha256(path.read_bytes()).hexdigest(), info.st_mode, info.st_mtime_ns)
+    return snapshot
+
+
+def one_warning(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("warning: kept")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def assert_no_leftovers(parent: Path) -> None:
+    assert [p.name for p in parent.iterdir() if p.name.startswith((".tmp-", ".old-")) or p.name.endswith(".lock")] == []
+
+
+# ---- train --overwrite ----------------------------------------------------------------------------
+@pytest.mark.parametrize("saved_by", ["this version", "an earlier version"])
+def test_train_overwrite_keeps_the_users_files_and_replaces_the_labs(capsys, tmp_path, saved_by):
+    out = tmp_path / "model"
+    if saved_by == "this version":
+        code, _, err = run_cli(capsys, "train", "--data", SAMPLE, "--out", out, "--seed", "1", *TINY)
+        assert code == 0, err
+    else:  # word_vocab.txt, no record: the folder owns exactly its format's files
+        shutil.copytree(LEGACY, out)
+        assert not (out / RECORD_FILE).exists() and (out / LEGACY_WORD_VOCAB_FILE).is_file()
+    outside = add_user_files(out)
+    before, old_weights = user_snapshot(out), (out / WEIGHTS_FILE).read_bytes()
+
+    code, stdout, err = run_cli(capsys, "train", "--data", SAMPLE, "--out", out, "--seed", "2", "--overwrite", *TINY)
+    assert code == 0, err
+    assert json.loads(stdout)["folder"] == str(out)
+    assert user_snapshot(out) == before  # byte for byte, mode and times: the same files
+    assert outside.read_text() == "not in the folder"
+    warning = one_warning(err)
+    assert f"kept 5 entries in {out} that Siamese Lab did not write: " in warning
+    assert all(name in warning for name in USER_ENTRIES)
+    # The lab's files are the new run's; the legacy vocabulary is gone with the model that used it.
+    assert json.loads((out / CONFIG_FILE).read_text())["train_config"]["seed"] == 2
+    assert (out / WEIGHTS_FILE).read_bytes() != old_weights
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE, RECORD_FILE, "NOTES.md", "plots", "deep", "latest.md",
+         "outside"])
+    assert sorted(owned_by(out).files) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE, RECORD_FILE])
+    assert_no_leftovers(tmp_path)
+
+
+def test_a_users_file_where_the_new_model_writes_stops_the_save_with_one_line(capsys, tiny_models, tmp_path):
+    out = Path(shutil.copytree(tiny_models["dual-transformer"], tmp_path / "model"))  # its vocabulary: vocab.txt
+    (out / WORD_TOKENIZER_FILE).write_text('{"mine": true}')  # where an LSTM's tokenizer goes
+    add_user_files(out)
+    before = {path.name: (path.read_bytes() if path.is_file() and not path.is_symlink() else os.readlink(path)
+                          if path.is_symlink() else None) for path in out.iterdir()}
+    code, stdout, err = run_cli(capsys, "train", "--data", SAMPLE, "--out", out, "--model", "lstm", "--overwrite",
+                                *TINY)
+    assert code == 2 and stdout == ""
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert errors == [line for line in err.splitlines() if "error" in line.lower()] and len(errors) == 1, err
+    assert f"{out / WORD_TOKENIZER_FILE} was not written by Siamese Lab" in errors[0] and "Traceback" not in err
+    assert {path.name: (path.read_bytes() if path.is_file() and not path.is_symlink() else os.readlink(path)
+                        if path.is_symlink() else None) for path in out.iterdir()} == before
+    assert_no_leftovers(tmp_path)
+
+
+def test_model_files_of_earlier_folders_are_the_vocabulary_files_core_text_writes():
+    assert set(MODEL_FILES) == {CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE, LEGACY_WORD_VOCAB_FILE,
+                                WORDPIECE_VOCAB_FILE}
+
+
+# ---- export --overwrite ---------------------------------------------------------------------------
+@pytest.mark.parametrize("written_by", ["this version", "an earlier version"])
+def test_export_overwrite_keeps_the_users_files_and_replaces_the_labs(capsys, tiny_models, tmp_path, written_by):
+    out = tmp_path / "export"
+    code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
+    assert code == 0, err
+    if written_by == "an earlier version":
+        (out / RECORD_FILE).unlink()
+    outside = add_user_files(out)
+    before = user_snapshot(out)
+    graph = (out / "model.onnx").read_bytes()
+
+    code, stdout, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out,
+                                "--overwrite", "--quantize", "int8")
+    assert code == 0, err
+    assert user_snapshot(out) == before and outside.read_text() == "not in the folder"
+    warning = one_warning(err)
+    assert all(name in warning for name in USER_ENTRIES)
+    assert json.loads((out / MANIFEST_FILE).read_text())["quantization"] == "int8-dynamic"
+    assert (out / "model.onnx").read_bytes() != graph
+    # The summary lists the export's files, not the user's.
+    assert json.loads(stdout)["files"] == ["README.md", "model.onnx", "siamese_lab.json", "tokenizer.json"]
+    assert_no_leftovers(tmp_path)
+
+
+def test_a_users_entry_where_the_new_export_writes_stops_it_and_changes_nothing(capsys, tiny_models, tmp_path):
+    out = tmp_path / "export"
+    code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
+    assert code == 0, err
+    # The user replaced the model card by a link to their own: a link is never the lab's.
+    mine = tmp_path / "my-card.md"
+    mine.write_text("my card")
+    (out / "README.md").unlink()
+    os.symlink(mine, out / "README.md")
+    add_user_files(out)
+    before = {**user_snapshot(out, ("README.md", "NOTES.md", "plots", "deep", "latest.md", "outside")),
+              **{name: (out / name).read_bytes() for name in ("model.onnx", MANIFEST_FILE, RECORD_FILE)}}
+    code, stdout, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out,
+                                "--overwrite")
+    assert code == 2 and stdout == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "README.md was not written by Siamese Lab" in lines[0]
+    assert {**user_snapshot(out, ("README.md", "NOTES.md", "plots", "deep", "latest.md", "outside")),
+            **{name: (out / name).read_bytes() for name in ("model.onnx", MANIFEST_FILE, RECORD_FILE)}} == before
+    assert mine.read_text() == "my card"
+    assert_no_leftovers(tmp_path)
+
+
+def test_every_file_of_an_earlier_export_is_known(tiny_models, tmp_path):
+    """Exports written before records: EXPORT_FILES covers what the ONNX format writes today."""
+    from core.export.export_folder import export_model
+    from core.models import load_model
+
+    model, config = load_model(tiny_models["dual-transformer"])  # two towers: both graphs
+    export_model(model, config, tmp_path / "e", "onnx")
+    written = {str(p.relative_to(tmp_path / "e")) for p in (tmp_path / "e").rglob("*") if p.is_file()}
+    assert written - {RECORD_FILE} <= set(EXPORT_FILES)
+
+
+# ---- the rule itself, on folders the lab writes with sub-folders -----------------------------------
+def _lab_writes(version: str):
+    def write(folder: Path) -> None:
+        (folder / "sub").mkdir()
+        (folder / "sub" / "lab.txt").write_text(version)
+        (folder / "top.txt").write_text(version)
+    return write
+
+
+def test_a_users_file_inside_a_lab_folder_is_kept_and_a_forged_record_is_not_trusted_blindly(tmp_path):
+    target = tmp_path / "f"
+    write_folder_atomically(target, _lab_writes("1"))
+    (target / "sub" / "mine.txt").write_text("mine")
+    (target / "sub" / "mine-link").symlink_to("/etc/hostname")
+    with pytest.warns(LabWarning, match=r"kept 2 entries .*: sub/mine-link, sub/mine\.txt"):
+        write_folder_atomically(target, _lab_writes("2"))
+    assert (target / "top.txt").read_text() == "2" and (target / "sub" / "lab.txt").read_text() == "2"
+    assert (target / "sub" / "mine.txt").read_text() == "mine"
+    assert os.readlink(target / "sub" / "mine-link") == "/etc/hostname"
+    # A record that is a link, or names paths outside the folder, owns nothing it names.
+    record = json.loads((target / RECORD_FILE).read_text())
+    record["files"] += ["../f/top.txt", "/etc/passwd", "", "a/../b"]
+    (target / RECORD_FILE).write_text(json.dumps(record))
+    assert owned_by(target).files == {"top.txt", "sub/lab.txt", RECORD_FILE}
+    (target / RECORD_FILE).unlink()
+    (target / RECORD_FILE).symlink_to(tmp_path / "forged.json")
+    (tmp_path / "forged.json").write_text(json.dumps({**record, "files": ["sub/mine.txt"]}))
+    # ...so the folder owns nothing but the record's name, which a link never is: all of it is kept.
+    assert user_entries(target, owned_by(target)) == sorted([RECORD_FILE, "sub", "top.txt"])
+
+
+def test_a_failed_carry_leaves_the_old_folder_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "f"
+    write_folder_atomically(target, _lab_writes("1"))
+    (target / "notes.txt").write_text("mine")
+
+    def no_links(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("core.saving.owned_files.os.link", no_links)
+    monkeypatch.setattr("core.saving.owned_files.shutil.copy2", no_links)
+    with pytest.raises(CarryOverError, match=r"notes\.txt .*could not be kept .*No space left"):
+        write_folder_atomically(target, _lab_writes("2"))
+    assert (target / "top.txt").read_text() == "1" and (target / "notes.txt").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_a_link_or_file_at_the_target_is_never_replaced(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "file").write_text("mine")
+    for name in ("link", "file"):
+        with pytest.raises(FileExistsError):
+            write_folder_atomically(tmp_path / name, _lab_writes("1"))
+    assert list((tmp_path / "elsewhere").iterdir()) == [] and (tmp_path / "file").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "file", "link"]
+
+
+def test_a_folder_left_displaced_by_a_killed_fallback_save_is_put_back_and_replaced(tmp_path):
+    """Killed between the two renames of the fallback: the folder, user files included, is in .old-*."""
+    target = tmp_path / "f"
+    write_folder_atomically(target, _lab_writes("1"))
+    outside = add_user_files(target)
+    before = user_snapshot(target)
+    os.rename(target, tmp_path / ".old-f-0123abcd")
+    with pytest.warns(LabWarning, match="kept 5 entries"):
+        write_folder_atomically(target, _lab_writes("2"))
+    assert (target / "top.txt").read_text() == "2" and user_snapshot(target) == before
+    assert outside.read_text() == "not in the folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", outside.name]
+
+
+NAMES = ["top.txt", "sub", "lab.txt", "new.txt", "a", "b.png", RECORD_FILE]
+user_trees = st.lists(st.tuples(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3),
+                                st.sampled_from(["file", "folder", "link in", "link out", "fifo"])), max_size=8)
+
+
+def tree(folder: Path) -> dict:
+    """Every entry under ``folder``, links not followed: what "unchanged" means."""
+    found = {}
+    for here, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(here) / name
+            relative = str(path.relative_to(folder))
+            info = os.lstat(path)
+            found[relative] = (("link", os.readlink(path)) if path.is_symlink() else ("folder",) if path.is_dir()
+                               else ("file", path.read_bytes(), info.st_ino) if path.is_file() else ("other",))
+    return found
+
+
+def make_user_folders(root: Path, parts: list[str]) -> bool:
+    """The folders ``parts`` under ``root``, made where missing; False when one is a link or a file (the
+    test never writes through a link)."""
+    here = root
+    for part in parts:
+        here = here / part
+        if not os.path.lexists(here):
+            here.mkdir()
+        elif here.is_symlink() or not here.is_dir():
+            return False
+    return True
+
+
+@settings(max_examples=100, deadline=None)
+@given(entries=user_trees, adds_new_file=st.booleans())
+def test_any_user_tree_survives_a_rewrite_or_the_rewrite_changes_nothing(entries, adds_new_file):
+    """Random user files, folders, links and FIFOs, at the top, inside the lab's folder and at the lab's
+    names: the rewrite keeps every one of them as it was (the same inode), or refuses and changes nothing."""
+    with tempfile.TemporaryDirectory() as scratch:
+        target = Path(scratch) / "f"
+        write_folder_atomically(target, _lab_writes("1"))
+        for parts, kind in entries:
+            path = target.joinpath(*parts)
+            if os.path.lexists(path) or not make_user_folders(target, parts[:-1]):
+                continue
+            if kind == "file":
+                path.write_text("/".join(parts))
+            elif kind == "folder":
+                path.mkdir()
+            elif kind == "fifo":
+                os.mkfifo(path)
+            else:
+                path.symlink_to("../top.txt" if kind == "link in" else "/etc")
+        owned = owned_by(target)
+        users = user_entries(target, owned)
+        before = tree(target)
+
+        def write(folder: Path) -> None:
+            _lab_writes("2")(folder)
+            if adds_new_file:
+                (folder / "new.txt").write_text("2")
+
+        collides = adds_new_file and "new.txt" in users  # the lab's other names are the lab's already
+        event("refused" if collides else f"kept {min(len(users), 3)}{'+' if len(users) >= 3 else ''} user entries")
+        if collides:
+            with pytest.raises(CarryOverError):
+                write_folder_atomically(target, write)
+            assert tree(target) == before
+        else:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                write_folder_atomically(target, write)
+            assert [str(w.message).startswith("kept") for w in caught] == ([True] if users else [])
+            after = tree(target)
+            for relative, entry in before.items():
+                if any(relative == user or relative.startswith(f"{user}/") for user in users):
+                    assert after[relative] == entry, relative
+            assert (target / "top.txt").read_text() == "2" and (target / "sub" / "lab.txt").read_text() == "2"
+        assert sorted(p.name for p in Path(scratch).iterdir()) == ["f"]
+
+
+# ---- leftovers of a killed writer -------------------------------------------------------------------
+HOLD_IN_WRITE = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from core.saving import write_folder_atomically
+{claim}
+def write(folder):
+    (folder / "part.bin").write_bytes(b"x" * 1000)
+    print(os.path.basename(folder), flush=True)
+    time.sleep(600)
+write_folder_atomically(Path({target!r}), write)
+"""
+
+
+def start_writer(target: Path, claimed: bool) -> tuple[subprocess.Popen, str]:
+    """A writer of ``target`` stopped inside its write (claimed as an export claims, or not); returns it and
+    its temporary folder's name."""
+    claim = (f"from core.export.export_folder import claim_export\nclaim = claim_export({str(target)!r})"
+             if claimed else "")
+    process = subprocess.Popen([sys.executable, "-c", HOLD_IN_WRITE.format(root=str(ROOT), claim=claim,
+                                                                            target=str(target))],
+                               stdout=subprocess.PIPE, text=True)
+    name = process.stdout.readline().strip()
+    assert name.startswith(f".tmp-{target.name}-"), name
+    return process, name
+
+
+def kill(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def test_a_killed_exports_temporary_folder_and_lock_go_with_the_next_export(capsys, tiny_models, tmp_path):
+    out = tmp_path / "export"
+    process, temp = start_writer(out, claimed=True)
+    kill(process)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([temp, ".export.lock"])
+    old_style = tmp_path / ".tmp-export-0123abcd"  # left by a version that did not name the writer
+    old_style.mkdir()
+    old_time = time.time() - 5
+    os.utime(old_style, (old_time, old_time))
+    # Another target's (export-2), its writer gone: not this export's to remove.
+    other = tmp_path / f".tmp-export-2-0123abcd@{host_tag()}-999999999"
+    other.mkdir()
+    code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["export", other.name])
+
+
+def test_a_killed_saves_temporary_folder_goes_with_the_next_save_and_a_live_ones_stays(tmp_path):
+    target = tmp_path / "f"
+    live, live_temp = start_writer(target, claimed=False)
+    try:
+        dead, dead_temp = start_writer(target, claimed=False)
+        kill(dead)
+        old_style = tmp_path / ".tmp-f-0123abcd"
+        old_style.mkdir()
+        assert stale_temps(target) == [tmp_path / dead_temp]  # without the lock, an unnamed writer may live
+        write_folder_atomically(target, _lab_writes("1"))
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f", live_temp, old_style.name])
+        assert (tmp_path / live_temp / "part.bin").read_bytes() == b"x" * 1000
+    finally:
+        kill(live)
+    write_folder_atomically(target, _lab_writes("2"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f", old_style.name])
+
+
+def test_temporary_names_record_the_writer_and_other_machines_folders_wait_a_day(tmp_path):
+    name = new_temp_path(tmp_path / "run-2").name
+    assert name.startswith(".tmp-run-2-") and name.endswith(f"@{host_tag()}-{os.getpid()}")
+    (tmp_path / name).mkdir()
+    assert stale_temps(tmp_path / "run") == [] and stale_temps(tmp_path / "run-2") == []  # alive: ours
+    other_host = "000000" if host_tag() != "000000" else "111111"
+    fresh, old = (tmp_path / f".tmp-run-{token}@{other_host}-1" for token in ("0123abcd", "4567abcd"))
+    fresh.mkdir()
+    old.mkdir()
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(old, (two_days_ago, two_days_ago))
+    assert stale_temps(tmp_path / "run") == [old]
