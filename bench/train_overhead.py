@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import io
-import math
 import time
 
 try:

@@ -38,7 +38,7 @@ def test_safe_csv_neutralises_formulas_in_text_cells_only():
     text = safe_csv(table).decode("utf-8")
     back = pd.read_csv(io.StringIO(text), keep_default_na=False)
     assert back.columns.tolist() == ["name", "score", "'=evil header"]
-    assert back["name"].tolist() == ["'=HYPERLINK(\"http://x\")", "'+1", "'-2+3", "'@SUM(A1)", "plain", "a=b", "'\tTAB"]
+    assert back["name"].tolist() == ["'=HYPERLINK(\"http://x\")", "+1", "'-2+3", "'@SUM(A1)", "plain", "a=b", "'\tTAB"]
     assert back["score"].tolist() == [-0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # numbers stay numbers, minus sign included
     assert text.splitlines()[1].endswith(",-0.5,x")
 

@@ -142,7 +142,7 @@ def test_a_large_dataset_is_sampled_with_a_seed(runs_with_models, open_map, plot
     rows = core.inference.projection.sample_indices(len(texts), 100, core.inference.projection.MAP_SEED)
     assert len(index) == 100 and hover == [hover_text(texts[i]) for i in rows]
     assert "(a seeded sample of the" in figure["layout"]["title"]["text"]
-    assert any(f"seeded sample of 100 (seed 0)" in caption.value for caption in at.caption)
+    assert any("seeded sample of 100 (seed 0)" in caption.value for caption in at.caption)
 
 
 def test_clicked_index_reads_the_customdata_of_a_selection():
