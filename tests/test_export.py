@@ -372,3 +372,30 @@ def test_model_card_counts_implied_training_pairs(tiny_models, tmp_path):
     export_model(model, config, tmp_path / "implied", "onnx")
     card = (tmp_path / "implied" / "README.md").read_text(encoding="utf-8")
     assert f"- **Splits:** {train_pairs} training (of them 37 implied by the training labels), " in card
+
+
+def test_a_full_disk_during_an_export_is_one_line_and_keeps_the_old_export(capsys, tiny_models, tmp_path,
+                                                                            monkeypatch):
+    """Issue 22 item 8: ENOSPC (or a read-only file system) in the middle of writing the graph is one
+    `error:` line, exit 2; the earlier export stays byte for byte and no temporary folder is left."""
+    import errno
+
+    import core.export.export_folder as export_folder
+
+    lstm, out = tiny_models["lstm"], tmp_path / "exports" / "lstm"
+    code, _, err = run_cli(capsys, "export", "--model", lstm, "--format", "onnx", "--out", out)
+    assert code == 0, err
+    before = {path.relative_to(out): path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    for number, name in ((errno.ENOSPC, "No space left on device"), (errno.EROFS, "Read-only file system")):
+        def no_room(model, folder, quantize, number=number, name=name):
+            (Path(folder) / "model.onnx").write_bytes(b"half a graph")
+            raise OSError(number, name, str(Path(folder) / "model.onnx"))
+
+        monkeypatch.setattr(export_folder, "write_onnx", no_room)
+        code, stdout, err = run_cli(capsys, "export", "--model", lstm, "--format", "onnx", "--out", out,
+                                    "--overwrite")
+        assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1, err
+        assert err.startswith(f"error: {name}") and "Traceback" not in err
+        after = {path.relative_to(out): path.read_bytes() for path in out.rglob("*") if path.is_file()}
+        assert after == before
+        assert [p.name for p in out.parent.iterdir()] == ["lstm"]  # no .tmp-* folder left beside it

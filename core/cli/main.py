@@ -6,6 +6,7 @@ with status 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from core.cli import corpus, dedup, export, predict, score, train
@@ -43,6 +44,12 @@ def _show_lab_warnings() -> None:
     warnings.showwarning = show
 
 
+# What the machine refuses whatever the command: a full disk or quota, a file too large for the file system,
+# a read-only file system, no permission. Any command may meet them; each is one line, like bad input,
+# because every writer has already removed its temporaries and left the old target whole.
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
 def one_line(text) -> str:
     """``text`` with its control and line-break characters escaped, so a message quoting a user's file
     (a JSON key holding a carriage return, say) still prints as one line."""
@@ -56,6 +63,12 @@ def main(argv=None) -> int:
         return args.func(args)
     except (CliError, OnnxBackendError) as error:  # an ONNX graph may also fail in the middle of a command
         print(f"error: {one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as error:
+        if error.errno not in ENVIRONMENT_ERRNOS:
+            raise  # a bug, not the machine: the traceback is what a report needs
+        where = f" ({error.filename})" if error.filename else ""
+        print(f"error: {one_line(error.strerror or error)}{one_line(where)}; nothing was replaced", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
