@@ -19,6 +19,7 @@ MAX_SHOWN_WORDS = 60
 EPOCH_METRICS = {"roc_auc": "ROC AUC", "average_precision": "average precision", "accuracy": "accuracy", "f1": "F1"}
 REFERENCE_LABEL = "preset reference (this machine)"  # a preset's measured curve, under the run's own
 REFERENCE_COLOR = "#999999"
+MARKED_STEPS = 50  # a loss curve with at most this many steps marks each one
 
 
 def _layout(figure: go.Figure, title: str, x: str, y: str, **extra) -> go.Figure:
@@ -45,17 +46,22 @@ def length_histogram(pairs: pd.DataFrame) -> go.Figure:
 
 
 def loss_curve(losses: Sequence[tuple[int, float]]) -> go.Figure:
-    """The training loss after each step, with a running mean (window ~ 1/20 of the steps) for the trend."""
+    """The training loss after each step, with a running mean (window ~ 1/20 of the steps) for the trend.
+
+    A short series gets a marker on every step: a line needs two points, so the first step would otherwise
+    show as an empty chart. The step axis starts at 0, so one step is not centred in a range of its own."""
     frame = pd.DataFrame(list(losses), columns=["step", "loss"])
     figure = go.Figure()
-    figure.add_scatter(x=frame["step"], y=frame["loss"], mode="lines", name="loss per step",
-                       line=dict(width=1), opacity=0.5)
+    short = len(frame) <= MARKED_STEPS
+    figure.add_scatter(x=frame["step"], y=frame["loss"], mode="lines+markers" if short else "lines",
+                       name="loss per step", line=dict(width=1), opacity=1.0 if short else 0.5)
     if len(frame) >= 10:
         window = max(2, len(frame) // 20)
         figure.add_scatter(x=frame["step"], y=frame["loss"].rolling(window, min_periods=1).mean(), mode="lines",
                            name=f"running mean ({window} steps)", line=dict(width=2))
     last_step = int(frame["step"].max()) if len(frame) else 1
-    figure.update_xaxes(tick0=0, dtick=integer_tick_step(last_step), tickformat=",d")  # steps are whole numbers
+    figure.update_xaxes(tick0=0, dtick=integer_tick_step(last_step), tickformat=",d",  # steps are whole numbers
+                        rangemode="tozero")
     return _layout(figure, "Training loss", "step", "loss")
 
 

@@ -132,3 +132,11 @@ def map_figure(points: np.ndarray, hover: Sequence[str], groups: Sequence[str], 
                          legend_title_text="", margin=dict(l=10, r=10, t=60, b=10), height=650,
                          clickmode="event+select", dragmode="pan")
     return figure
+
+
+def flattening_note(kept: float, dimensions: int) -> str:
+    """What the flat map loses, in plain words: ``kept`` is the share of the vectors' spread that the two map
+    axes (PCA's first two directions) keep, out of the model's ``dimensions``."""
+    how_far = "a rough guide only" if kept < 0.5 else "a fair guide"
+    return (f"The map flattens the model's {dimensions:,} dimensions into 2 and keeps {kept:.0%} of how the questions "
+            f"differ, so distances on it are {how_far}; the nearest neighbours are measured in the full space.")

@@ -36,12 +36,14 @@ def load_sample() -> tuple[pd.DataFrame, LoadReport]:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def load_upload(name: str, data: bytes) -> tuple[pd.DataFrame, LoadReport]:
+def load_upload(name: str, data: bytes, columns: dict[str, str] | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    """An uploaded file's pairs; ``columns`` (role -> column name) when its header names are not the usual
+    ones (``lab.column_picker``)."""
     import io
 
     buffer = io.BytesIO(data)
     buffer.name = name
-    return load_pairs(buffer, max_bytes=upload_limit_bytes())
+    return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes())
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
@@ -86,6 +88,21 @@ def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str) -> None:
     st.session_state.pairs, st.session_state.data_report, st.session_state.data_name = pairs, report, name
 
 
+_UPLOADS_CLEARED = "uploads_cleared"  # session key: how many times the Data page's uploader was emptied
+
+
+def upload_key() -> str:
+    """The Data page's file_uploader key: "upload", then a new one after each ``clear_upload`` (Streamlit
+    keeps a file in an uploader until the widget's key changes)."""
+    cleared = st.session_state.get(_UPLOADS_CLEARED, 0)
+    return f"upload_{cleared}" if cleared else "upload"
+
+
+def clear_upload() -> None:
+    """Empty the Data page's uploader (the bundled sample was chosen: the file shown there is no longer active)."""
+    st.session_state[_UPLOADS_CLEARED] = st.session_state.get(_UPLOADS_CLEARED, 0) + 1
+
+
 ENTERED_THROUGH_APP = "entered_through_app"  # session key: app.py has run in this session
 _DEEP_LINK = "deep_link_page"  # session key: the page a first visit asked for before app.py ran
 
@@ -122,6 +139,7 @@ def setup_page(title: str, icon: str = "🧪") -> None:
 
 def model_choices() -> dict[str, str]:
     """label -> choice, zero-shot MiniLM first, then saved models newest first."""
+    from core.inference.run_quality import judge_run
     from core.saving import list_runs
     from core.status import CANCELLED, FAILED
     from core.training.runs_table import run_status
@@ -134,6 +152,8 @@ def model_choices() -> dict[str, str]:
         status = run_status(run)  # a run that did not finish says so: "name (cancelled, val AUC 0.712)"
         notes = [status] if status in (CANCELLED, FAILED) else []
         notes += [f"val AUC {auc:.3f}"] if isinstance(auc, float) else []
+        quality = judge_run(run.get("metrics"))  # never the default, but still a choice, named for what it is
+        notes += [quality.short] if quality.flagged else []
         label = run["name"] + (f" ({', '.join(notes)})" if notes else "")
         choices[label] = run["path"]
     return choices
@@ -145,11 +165,14 @@ DONE_STATUSES = ("done", "completed", "early_stopped")  # the last two: folders 
 
 
 def default_model() -> str:
-    """The newest finished run of the models folder, or zero-shot MiniLM when there is none."""
+    """The newest finished run of the models folder that is better than chance and TF-IDF
+    (``core.inference.run_quality``), or zero-shot MiniLM when there is none."""
+    from core.inference.run_quality import judge_run
     from core.saving import list_runs
 
     runs, _ = list_runs(st.session_state.runs_root)  # newest first
-    finished = [run for run in runs if (run.get("training") or {}).get("status", "done") in DONE_STATUSES]
+    finished = [run for run in runs if (run.get("training") or {}).get("status", "done") in DONE_STATUSES
+                and not judge_run(run.get("metrics")).flagged]
     return finished[0]["path"] if finished else ZERO_SHOT
 
 

@@ -65,10 +65,26 @@ def progress_text(job: TrainingJob) -> str:
     return f"{where} · {p.pairs_per_second:,.0f} pairs/s{time_left(p.seconds_left)}"
 
 
+def waiting_text(queue: JobQueue, job: TrainingJob) -> str:
+    """"Waiting — 1 run(s) ahead (at most 1 train at once) · 1st in line · expected to start in about 3 min"."""
+    ahead = queue.position(job) - 1 + sum(other.status == RUNNING for other in queue.jobs.values())
+    text = f"Waiting — {ahead} run(s) ahead (at most {queue.max_running} train at once)"
+    estimate = queue.wait_estimate(job)  # core.training.jobs: from the time left of the runs training now
+    if estimate is None:  # it started between the two reads
+        return text + "."
+    text += f" · place {estimate.place:,} in line"
+    if estimate.seconds is None:
+        return text + " · a start time once the run ahead has measured its speed."
+    minutes = max(1, math.ceil(estimate.seconds / 60))
+    if estimate.at_least:
+        return text + f" · expected to start in {minutes:,} min or more (the runs ahead add their own time)."
+    return text + (" · expected to start within a minute." if estimate.seconds < 60
+                   else f" · expected to start in about {minutes:,} min.")
+
+
 def show_progress(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
     if job.status == WAITING:
-        ahead = queue.position(job) - 1 + sum(other.status == RUNNING for other in queue.jobs.values())
-        st.info(f"Waiting — {ahead} run(s) ahead (at most {queue.max_running} train at once).")
+        st.info(waiting_text(queue, job))
     else:
         st.progress(min(job.progress.fraction, 1.0), text=progress_text(job))
     requested = st.session_state.cancel_requested
@@ -85,10 +101,15 @@ def show_outcome(job: TrainingJob) -> None:
     validation = result.validation if result and folder else {}
     metrics = (" Validation: " + " · ".join(f"{name} {fmt(validation.get(key))}" for key, name in METRIC_NAMES.items())
                + ".") if validation else ""
-    if job.status == DONE:
+    quality = result.quality if result and folder else None  # worse than chance or TF-IDF: said plainly
+    judged = f" {quality.message}" if quality and quality.flagged else ""
+    if job.status == DONE and judged:
+        st.warning(f"Finished ({result.outcome.message}), but not a useful model: {saved}.{metrics}{judged}",
+                   icon=":material/warning:")
+    elif job.status == DONE:
         st.success(f"Finished ({result.outcome.message}): {saved}.{metrics}")
     elif job.status == CANCELLED:
-        st.warning(cancelled_sentence(job, saved) + metrics)
+        st.warning(cancelled_sentence(job, saved) + metrics + judged)
     elif job.status == FAILED:
         kept = f" The best model so far was saved as {folder.name}." if folder else ""
         show_error(f"Training failed: {str(job.error).rstrip('.')}.{kept}")

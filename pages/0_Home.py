@@ -2,6 +2,7 @@
 import streamlit as st
 
 from core.models import MODEL_LABELS
+from core.training.specs import LOSS_CHOICES
 from lab.navigation import PAGES
 from lab.session import enter_through_app
 
@@ -29,16 +30,8 @@ with models_column:
         "(no training) or fine-tuned on your pairs."
     )
 with losses_column:
-    st.subheader("Three losses")
-    st.markdown(
-        "- **Triplet loss with hard negatives**: each duplicate pair is an anchor and its positive; the other "
-        "questions of the batch are negatives. It adds a term for the *mean* negative and one for the *closest* "
-        "negative (L_full = L1 + L2), each with a margin.\n"
-        "- **Contrastive loss**: pairs of both classes; duplicates are pulled together, non-duplicates pushed "
-        "beyond a margin, in two forms (squared hinge, or margin squared).\n"
-        "- **In-batch softmax**: a cross-entropy in which each question must pick its own duplicate among all the "
-        "batch's candidates (the diagonal of the similarity matrix)."
-    )
+    st.subheader(f"{len(LOSS_CHOICES)} losses")  # the Train page's menu, read from the same list
+    st.markdown("\n".join(f"- **{choice.label}**: {choice.help}" for choice in LOSS_CHOICES.values()))
 
 st.subheader("How to use the lab")
 for number, lab_page in enumerate(PAGES[1:], start=1):

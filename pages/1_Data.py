@@ -2,15 +2,16 @@
 import pandas as pd
 import streamlit as st
 
-from core.data import DataError, dataset_summary
-from lab import charts
+from core.data import DataError, MissingColumnsError, dataset_summary, training_problems
+from lab import charts, column_picker
 from lab.session import (
     SAMPLE_NAME,
+    clear_upload,
     enter_through_app,
     load_sample,
-    load_upload,
     set_dataset,
     show_error,
+    upload_key,
 )
 
 enter_through_app(__file__)
@@ -32,6 +33,8 @@ def histogram_of(pairs: pd.DataFrame):
 def use_sample() -> None:
     set_dataset(*load_sample(), SAMPLE_NAME)
     state.data_upload_error = None
+    column_picker.withdraw()
+    clear_upload()
 
 
 def apply_upload() -> None:
@@ -39,22 +42,25 @@ def apply_upload() -> None:
 
     An on_change callback: it runs before the page script, so the sidebar already shows the new dataset.
     """
-    uploaded = state.get("upload")
+    uploaded = state.get(upload_key())
     if uploaded is None:  # the file was removed from the uploader: the active dataset stays as it is
         state.data_upload_error = None
         return
     previous = state.data_name
+    column_picker.withdraw()
     try:
-        pairs, report = load_upload(uploaded.name, uploaded.getvalue())
+        pairs, report = column_picker.load_with_choice(uploaded.name, uploaded.getvalue())
     except DataError as error:
         problem = str(error)
+        if isinstance(error, MissingColumnsError):  # the user can name the columns instead
+            column_picker.offer(uploaded.file_id, uploaded.name, error)
     except Exception as error:  # anything unforeseen still reaches the user as one readable line
         problem = f"could not be read ({type(error).__name__}: {error})"
     else:
         set_dataset(pairs, report, f"{uploaded.name} (upload)")
         state.data_upload_error = None
         return
-    if not problem.startswith(uploaded.name):
+    if uploaded.name not in problem:  # core.data's messages name the file already: once is enough
         problem = f"{uploaded.name}: {problem}"
     state.data_upload_error = (uploaded.file_id, f"{problem}. The previous dataset ({previous}) is still active.")
 
@@ -66,11 +72,11 @@ st.write("Question pairs in the Quora format: `question1`, `question2`, `is_dupl
 upload_column, sample_column = st.columns([3, 1], vertical_alignment="center")
 with upload_column:
     uploaded = st.file_uploader("Upload question pairs (CSV or TSV, plain or gzip)", type=["csv", "tsv", "txt", "gz"],
-                                key="upload", on_change=apply_upload)
+                                key=upload_key(), on_change=apply_upload)
     st.caption(f"Upload limit: {st.get_option('server.maxUploadSize')} MB per file (a .gz file: that much once "
                "decompressed). Column aliases such as "
-               "`q1`/`q2`/`label` or `sentence1`/`sentence2`/`label` are recognised; the delimiter and the "
-               "text encoding are detected.")
+               "`q1`/`q2`/`label` or `sentence1`/`sentence2`/`label` are recognised (for other names you pick the "
+               "columns); the delimiter and the text encoding are detected.")
 with sample_column:
     st.button("Use the bundled sample", key="use_sample", on_click=use_sample, disabled=state.data_name == SAMPLE_NAME,
               help="479 question pairs written for this project (assets/sample_pairs.csv)")
@@ -78,6 +84,8 @@ with sample_column:
 failure = state.get("data_upload_error")
 if failure and uploaded is not None and failure[0] == uploaded.file_id:
     show_error(failure[1])
+if uploaded is not None:
+    column_picker.picker(uploaded.file_id)
 
 pairs, report = state.pairs, state.data_report
 summary = summary_of(pairs)
@@ -86,6 +94,8 @@ st.subheader(f"Active dataset: {state.data_name}")
 # getattr: a report loaded before LoadReport had warnings may still sit in the session.
 for warning in getattr(report, "warnings", []):
     st.warning(f"{report.source}: {warning}")
+for problem in training_problems(summary):  # too small or one class: said now, not when training fails
+    st.warning(f"Not enough to train on: {problem.message}.")
 pairs_metric, duplicates_metric, unique_metric = st.columns(3)
 pairs_metric.metric("Pairs", f"{summary['pairs']:,}")
 duplicates_metric.metric("Duplicates", f"{summary['duplicate_rate']:.1%}",

@@ -132,7 +132,7 @@ model_column, loss_column = st.columns(2)
 model_column.selectbox("Model", MODEL_NAMES, format_func=MODEL_LABELS.get, key="model", on_change=apply_model_defaults,
                        persist_state=PERSIST, help="Choosing a model resets epochs, batch size and learning rate.")
 loss_column.selectbox("Loss", list(LOSS_CHOICES), format_func=lambda choice: LOSS_CHOICES[choice].label, key="loss",
-                      on_change=apply_loss_defaults, persist_state=PERSIST)
+                      on_change=apply_loss_defaults, persist_state=PERSIST, help=LOSS_CHOICES[state.loss].help)
 
 epochs_column, batch_column, lr_column, margin_column = st.columns(4)
 epochs_column.number_input("Epochs", min_value=1, max_value=200, step=1, key="epochs", persist_state=PERSIST)

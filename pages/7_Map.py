@@ -81,8 +81,7 @@ elif query.strip():
     about = f"the typed question “{query.strip()}”"
 
 shown = f"{len(questions):,} questions" + (f" (a seeded sample of the {len(texts):,})" if sampled else "")
-title = (f"{shown} of the active dataset, PCA to 2-D: the axes keep "
-         f"{layout.variance[0]:.0%} and {layout.variance[1]:.0%} of the variance")
+title = f"{shown} of the active dataset: the closer two points, the more alike the model finds them"
 st.session_state[map_view.DATA_KEY] = map_key
 figure = map_view.map_figure(layout.points, map_view.hovers(map_key, questions), groups, order, title,
                              highlight, clicked,
@@ -94,6 +93,7 @@ if sampled:
                f"{len(questions):,} (seed {MAP_SEED}) so it stays responsive, and neighbours are searched among them.")
 else:
     st.caption(f"All {len(questions):,} distinct questions of the active dataset.")
+st.caption(map_view.flattening_note(sum(layout.variance[:2]), vectors.shape[1]))
 
 if highlight is not None:
     st.subheader("Nearest neighbours")

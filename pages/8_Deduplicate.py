@@ -62,6 +62,9 @@ start = calibrated if calibrated is not None else 0.8
 if state.get("dedup_threshold_for") != choice or "dedup_threshold" not in state:
     state["dedup_threshold"] = round(float(start), 3)  # a new model starts at its own calibrated threshold
     state["dedup_threshold_for"] = choice
+# Sent with every run: a slider that was not drawn on the last run (no file uploaded yet) is new to the browser,
+# which would otherwise draw it at its minimum while the clusters below are computed at this value.
+state["dedup_threshold"] = state["dedup_threshold"]
 low, high = dedup_view.slider_range(start)
 threshold_column, size_column = st.columns([3, 1])
 threshold = threshold_column.slider(

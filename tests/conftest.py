@@ -212,3 +212,21 @@ def synthetic_pairs(n: int, seed: int, topics: int = 40):
         rng.shuffle(q2)
         rows.append((" ".join(q1), " ".join(q2), int(duplicate)))
     return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])
+
+
+def inverted_pairs(n: int = 120, seed: int = 0):
+    """Labels against the text: each "duplicate" shares no word, each "non-duplicate" has the very same words
+    reordered. Any model of word overlap (an LSTM barely trained, TF-IDF) ranks them backwards: ROC AUC 0."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    words = [f"word{i}" for i in range(60)]
+    rows = []
+    for i in range(n):
+        first = list(rng.choice(words, 5, replace=False))
+        duplicate = i % 2
+        second = ([w for w in rng.choice(words, 12, replace=False) if w not in first][:5] if duplicate
+                  else list(rng.permutation(first)))
+        rows.append((" ".join(first), " ".join(second), int(duplicate)))
+    return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])

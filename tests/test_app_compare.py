@@ -206,6 +206,14 @@ def _picker_labels():
         st.text(label)
 
 
+def quality_mark(config: dict) -> str:
+    """", worse than chance" or ", below TF-IDF cosine" when core.inference.run_quality flags the run, else ""."""
+    from core.inference.run_quality import judge_run
+
+    quality = judge_run(config["metrics"])
+    return f", {quality.short}" if quality.flagged else ""
+
+
 def test_model_pickers_mark_cancelled_and_failed_runs(runs_with_models):
     from streamlit.testing.v1 import AppTest
 
@@ -216,11 +224,12 @@ def test_model_pickers_mark_cancelled_and_failed_runs(runs_with_models):
     assert not at.exception, at.exception
     labels = [text.value for text in at.text]
     auc = cancelled["metrics"]["validation"]["roc_auc"]
-    assert f"{folders['lstm'].name} (cancelled, val AUC {auc:.3f})" in labels
+    assert f"{folders['lstm'].name} (cancelled, val AUC {auc:.3f}{quality_mark(cancelled)})" in labels
     old_auc = old_done["metrics"]["validation"]["roc_auc"]
-    assert f"{folders['dual-transformer'].name} (val AUC {old_auc:.3f})" in labels  # a done run needs no mark
+    old_mark = quality_mark(old_done)
+    assert f"{folders['dual-transformer'].name} (val AUC {old_auc:.3f}{old_mark})" in labels  # a done run needs no mark
     assert len(labels) == 3  # zero-shot MiniLM and the two saved runs
 
     _with_status(folders["dual-transformer"], "failed")
     at.run()
-    assert f"{folders['dual-transformer'].name} (failed, val AUC {old_auc:.3f})" in [t.value for t in at.text]
+    assert f"{folders['dual-transformer'].name} (failed, val AUC {old_auc:.3f}{old_mark})" in [t.value for t in at.text]

@@ -6,7 +6,7 @@ import pytest
 import streamlit as st
 from app_support import open_app, open_page
 
-from core.data import dataset_summary, load_pairs
+from core.data import dataset_summary, load_pairs, training_problems
 from lab.navigation import DATA
 
 # Line 1 is the header; line 4 has an empty question2 and line 6 an unreadable label: 4 of 6 rows stay.
@@ -87,10 +87,12 @@ def test_duplicate_header_upload_shows_a_warning_naming_the_column_used(data_pag
     content = b"question1,question1,question2,is_duplicate\nFirst?,Second?,Third?,1\nA?,B?,C?,0\n"
     at = upload(data_page, "dups.csv", content)
     assert not at.error
+    two_pairs = [f"Not enough to train on: {problem.message}." for problem in training_problems(
+        dataset_summary(at.session_state.pairs))]  # 2 pairs: too few for a validation split (test_app_run_quality)
     assert [warning.value for warning in at.warning] == [
         'dups.csv: header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, '
-        "the other is ignored"
-    ]
+        "the other is ignored", *two_pairs
+    ] and len(two_pairs) == 2
     assert at.session_state.pairs["question1"].tolist() == ["First?", "A?"]
     at.button(key="use_sample").click().run()
     assert not at.exception and not at.warning  # the warning belongs to the upload, not the page
@@ -130,6 +132,19 @@ def test_use_the_bundled_sample_after_an_upload(data_page, sample_pairs):
     assert metrics(at)["Pairs"] == "479"
     at.run()  # the file still in the uploader is not applied again
     assert metrics(at)["Pairs"] == "479"
+
+
+def test_choosing_the_sample_empties_the_uploader_and_a_new_upload_still_loads(data_page):
+    at = upload(data_page, "pairs.csv", UPLOAD)
+    [uploader] = at.get("file_uploader")
+    assert uploader.value is not None and uploader.value.name == "pairs.csv"
+    at.button(key="use_sample").click().run()
+    assert not at.exception
+    [uploader] = at.get("file_uploader")  # the file shown there would no longer be the active dataset
+    assert uploader.value is None and uploader.key != "upload"
+    at.file_uploader(key=uploader.key).set_value(("again.csv", UPLOAD, "text/csv")).run()
+    assert not at.exception and not at.error
+    assert at.session_state.data_name == "again.csv (upload)" and metrics(at)["Pairs"] == "4"
 
 
 def test_home_page_starts_on_the_sample_with_nothing_trained(runs_root):

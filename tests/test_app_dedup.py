@@ -95,3 +95,33 @@ def test_uploaded_questions_are_read_like_the_command_reads_them():
     assert key.startswith("upload:") and key != dedup_view.uploaded_questions("q.txt", b"How?\n")[2]
     with pytest.raises(DataError):
         dedup_view.uploaded_questions("q.txt", b"")
+
+
+def test_after_an_upload_the_slider_shows_the_threshold_the_clusters_were_computed_at(
+        runs_with_models, encode_calls, monkeypatch):
+    from lab import dedup_view
+
+    computed: list[float] = []
+    real = dedup_view.clusters
+
+    def recording(choice, stamp, key, threshold, *args):
+        computed.append(threshold)
+        return real(choice, stamp, key, threshold, *args)
+
+    monkeypatch.setattr(dedup_view, "clusters", recording)
+    _, folders = runs_with_models
+    at = open_page(DEDUPLICATE.path, timeout=120)
+    at.selectbox(key="active_model").set_value(str(folders["lstm"])).run()
+    at.radio(key="dedup_source").set_value("An uploaded file").run()  # no file yet: the page stops early
+    questions = "\n".join(f"How do I learn topic number {i}?" for i in range(30)).encode()
+    at.file_uploader(key="dedup_upload").set_value(("questions.txt", questions, "text/plain")).run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    slider = at.slider(key="dedup_threshold")
+    # What the browser draws: the value the page sends, or else the slider's default (AppTest's .value reads
+    # the session state instead, which held the right number while the browser showed the default, 0.500).
+    sent = slider.proto.value if slider.proto.set_value else slider.proto.default
+    assert computed and list(sent) == pytest.approx([computed[-1]])
+    assert slider.value == pytest.approx(computed[-1])
+    _, config = load_model(folders["lstm"])
+    assert slider.value == pytest.approx(round(config["thresholds"]["accuracy"], 3))
+    assert slider.min <= slider.value <= slider.max

@@ -151,3 +151,18 @@ def test_clicked_index_reads_the_customdata_of_a_selection():
     assert map_view.clicked_index({"selection": {"points": [{"customdata": [7]}]}}) == 7
     assert map_view.clicked_index({"selection": {"points": []}}) is None
     assert map_view.clicked_index(None) is None
+
+
+def test_the_map_says_in_plain_words_what_it_shows(runs_with_models, open_map, plotly_figures):
+    import re
+
+    at = open_map(runs_with_models[1]["lstm"])
+    [figure] = plotly_figures(at)
+    title = figure["layout"]["title"]["text"]
+    texts = [title, *(caption.value for caption in at.caption)]
+    assert not any(re.search(r"keep \d+% and \d+%", text) for text in texts)  # no bare variance shares
+    assert "the closer two points, the more alike the model finds them" in title
+    [note] = [caption.value for caption in at.caption if caption.value.startswith("The map flattens")]
+    assert re.fullmatch(r"The map flattens the model's [\d,]+ dimensions into 2 and keeps \d+% of how the questions "
+                        r"differ, so distances on it are a (rough guide only|fair guide); the nearest neighbours are "
+                        r"measured in the full space\.", note)

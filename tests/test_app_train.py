@@ -95,8 +95,9 @@ def test_start_trains_in_the_background_and_saves_the_model(train_page, runs_roo
     assert config["model_config"]["hidden_size"] == 10 and config["train_config"]["epochs"] == 1
 
     at.run()  # the page after the run: static, success message, saved models listed
-    [success] = at.success
-    assert success.value.startswith(f"Finished (all 1 epoch(s) trained): saved as **{folder.name}**")
+    success = finished_box(at, job)
+    assert success.value.startswith(f"{finished_start(job)}saved as **{folder.name}**")
+    assert job.result.outcome.message == "all 1 epoch(s) trained"
     assert "ROC AUC" in success.value
     assert folder.name in at.dataframe[-1].value["name"].tolist()
     assert at.dataframe[-1].value.set_index("name").loc[folder.name, "status"] == "done"
@@ -121,6 +122,19 @@ def test_start_trains_in_the_background_and_saves_the_model(train_page, runs_roo
     epochs = at.dataframe[0].value
     assert epochs["epoch"].tolist() == [1]
     assert epochs["ROC AUC"].iloc[0] == pytest.approx(job.progress.epochs[0]["roc_auc"])
+
+
+def finished_box(at, job):
+    """The "Finished ..." box of a done run: green, or a warning when the run is worse than chance or TF-IDF
+    (``core.inference.run_quality``; tiny runs on the bundled sample often are)."""
+    boxes = at.warning if job.result.quality.flagged else at.success
+    [box] = [box for box in boxes if box.value.startswith("Finished")]
+    return box
+
+
+def finished_start(job) -> str:
+    return f"Finished ({job.result.outcome.message})" + (", but not a useful model: " if job.result.quality.flagged
+                                                         else ": ")
 
 
 def steps_of(job) -> int:
@@ -264,7 +278,7 @@ def test_max_steps_and_the_time_budget_reach_the_run(train_page, rerun_until):
     assert (config["train_config"]["max_steps"], config["train_config"]["max_minutes"]) == (2, 0.5)
     assert config["training"]["epochs_run"] == 1  # the cap ended the run with a validation
     at.run()
-    assert at.success[0].value.startswith("Finished (stopped at the step cap of 2 steps): saved as")
+    assert finished_box(at, job).value.startswith(f"{finished_start(job)}saved as")
 
 
 class HeldRun:
@@ -394,3 +408,74 @@ def test_implied_pairs_tick_trains_on_them(train_page, rerun_until):
     assert len(splits.val) == data["val_pairs"]
     assert data["implied_pairs"] == len(implied_pairs(splits.train)) > 0
     assert data["train_pairs"] == len(splits.train) + data["implied_pairs"]
+
+
+def test_the_loss_menu_shows_short_names_with_the_formula_in_its_help(train_page):
+    from core.training.specs import LOSS_CHOICES
+
+    at = train_page
+    menu = at.selectbox(key="loss")
+    assert menu.options == [choice.label for choice in LOSS_CHOICES.values()]
+    assert "Triplet (mean + closest negative)" in menu.options and "CoSENT" in menu.options
+    assert all(len(label) <= 40 and ":" not in label for label in menu.options)  # no formula cut off in the menu
+    for key, choice in LOSS_CHOICES.items():
+        at.selectbox(key="loss").set_value(key).run()
+        assert at.selectbox(key="loss").help == choice.help  # the chosen loss's formula
+    at.selectbox(key="loss").set_value("cosent").run()
+    assert "log(1 + Σ" in at.selectbox(key="loss").help
+
+
+def test_home_names_every_loss_of_the_menu(runs_root, open_page):
+    from app_support import open_app
+
+    from core.training.specs import LOSS_CHOICES
+
+    at = open_app()
+    assert not at.exception
+    [heading] = [header.value for header in at.subheader if "losses" in header.value]
+    assert heading == f"{len(LOSS_CHOICES)} losses"
+    [listing] = [block.value for block in at.markdown if "**CoSENT**" in block.value]
+    assert listing.count("\n- ") + 1 == len(LOSS_CHOICES) == 6
+    assert all(f"**{choice.label}**" in listing for choice in LOSS_CHOICES.values())
+
+
+def test_the_loss_chart_shows_its_first_step(train_page, monkeypatch, plotly_figures):
+    monkeypatch.setattr(core.training.jobs, "train_run", HeldRun())
+    at = train_page
+    at.button(key="start").click().run()
+    job = session_job(at)
+    p = job.progress
+    p.phase, p.epoch, p.total_epochs, p.step, p.total_steps = "training", 1, 1, 1, 20
+    p.losses.append((1, 0.9))
+    at.run()
+    [chart] = [f for f in plotly_figures(at) if f["layout"]["title"]["text"] == "Training loss"]
+    [trace] = chart["data"]
+    assert "markers" in trace["mode"] and trace["x"] == [1] and trace["y"] == pytest.approx([0.9])
+    assert chart["layout"]["xaxis"]["rangemode"] == "tozero"  # step 1 beside 0, not alone in -0.5..1
+    at.button(key="cancel").click().run()
+    assert job_queue().wait(job, timeout=60)
+
+
+def test_a_queued_run_says_its_place_and_when_it_should_start(train_page, monkeypatch, sample_pairs, runs_root):
+    from core.training.jobs import TrainingJob
+
+    monkeypatch.setattr(core.training.jobs, "train_run", HeldRun())
+    queue = job_queue()
+    assert queue.max_running == 1
+    other = queue.submit(TrainingJob(spec_from_options(), sample_pairs[0], str(runs_root)))  # another user's run
+    try:
+        assert queue.wait(other, timeout=30, until=lambda job: job.status == "running")
+        at = train_page
+        at.button(key="start").click().run()
+        assert session_job(at).status == "waiting"
+        [waiting] = [info.value for info in at.info if info.value.startswith("Waiting")]
+        assert "place 1 in line" in waiting and "once the run ahead has measured its speed" in waiting
+        p = other.progress  # the run ahead: 75 steps left at 2 s each
+        p.phase, p.step, p.total_steps, p.seconds_per_step = "training", 25, 100, 2.0
+        at.run()
+        [waiting] = [info.value for info in at.info if info.value.startswith("Waiting")]
+        assert waiting == ("Waiting — 1 run(s) ahead (at most 1 train at once) · place 1 in line · "
+                           "expected to start in about 3 min.")
+    finally:
+        other.cancel()
+        assert queue.wait(other, timeout=60)

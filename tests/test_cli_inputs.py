@@ -187,7 +187,9 @@ def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path, delay):
     out, err = process.communicate(timeout=300)
     assert "Traceback" not in err, err[-2000:]
     if process.returncode != 0:  # too late to interrupt anything is fine; otherwise one line
-        assert process.returncode in (2, 130) and err.strip().splitlines()[-1] == "error: interrupted", err[-500:]
+        # 130, or death by the SIGINT itself (-2: seen once on a loaded machine, after the one line was printed)
+        assert process.returncode in (2, 130, -signal.SIGINT), (process.returncode, err[-500:])
+        assert err.strip().splitlines()[-1] == "error: interrupted", err[-500:]
 
 
 def test_duplicate_headers_are_one_warning_line(capsys, lstm_folder, tmp_path):

@@ -20,6 +20,7 @@ from core.training.jobs import (
     JobQueue,
     Progress,
     TrainingJob,
+    WaitEstimate,
     run_label,
 )
 from core.training.specs import RunSpec, spec_from_options
@@ -243,3 +244,27 @@ def test_a_running_job_records_phase_epochs_and_speed(pairs, tmp_path):
     assert p.seconds_per_step > 0 and p.pairs_per_second > 0 and p.seconds_left == 0.0
     assert p.phase.startswith("finishing")
     assert job.result.outcome.message == "stopped at the step cap of 5 steps"
+
+
+def test_a_waiting_run_is_told_its_place_and_when_it_should_start(monkeypatch):
+    release = threading.Event()
+
+    def held(spec, pairs, runs_root, callbacks, stop_event):
+        assert release.wait(60)
+        raise RuntimeError("held by the test")
+
+    monkeypatch.setattr(core.training.jobs, "train_run", held)
+    queue = JobQueue(max_running=1)
+    jobs = [queue.submit(TrainingJob(RunSpec(), pd.DataFrame(), "unused")) for _ in range(3)]
+    try:
+        assert queue.wait(jobs[0], timeout=30, until=lambda job: job.status == RUNNING)
+        assert queue.wait_estimate(jobs[0]) is None  # training: no wait
+        assert queue.wait_estimate(jobs[1]) == WaitEstimate(1, None, False)  # the run ahead has no speed yet
+        p = jobs[0].progress
+        p.step, p.total_steps, p.seconds_per_step = 25, 100, 2.0
+        assert queue.wait_estimate(jobs[1]) == WaitEstimate(1, 150.0, False)
+        assert queue.wait_estimate(jobs[2]) == WaitEstimate(2, 150.0, True)  # plus the run ahead's own time
+    finally:
+        release.set()
+        for job in jobs:
+            assert queue.wait(job, timeout=60)

@@ -81,6 +81,35 @@ def threshold(text: str) -> float:
     return value
 
 
+def columns_spec(text: str) -> dict[str, str]:
+    """argparse type of ``--columns``: ``ROLE=NAME`` pairs separated by commas, each role of
+    ``core.data.ROLES`` at most once; role -> column name, for ``core.data``'s reader to resolve."""
+    from core.data import ROLES
+
+    mapping: dict[str, str] = {}
+    for entry in text.split(","):
+        role, equals, name = (part.strip() for part in entry.partition("="))
+        if not equals or not role:
+            raise argparse.ArgumentTypeError(
+                f"expected ROLE=NAME pairs separated by commas (e.g. question1=#1 String), got {entry.strip()!r}")
+        if role not in ROLES:
+            raise argparse.ArgumentTypeError(f"unknown role {role!r}; the roles are {', '.join(ROLES)}")
+        if role in mapping:
+            raise argparse.ArgumentTypeError(f"{role} is given twice")
+        if not name:
+            raise argparse.ArgumentTypeError(f"{role} has no column name")
+        mapping[role] = name
+    return mapping
+
+
+def add_columns_option(command) -> None:
+    """``--columns`` of every command that reads pairs; ``load_data`` (or ``score_file``) takes it."""
+    command.add_argument("--columns", type=columns_spec, default=None, metavar="ROLE=NAME,...",
+                         help="the file's columns for the pair, e.g. 'question1=#1 String,question2=#2 String,"
+                              "is_duplicate=Quality'; a role left out is found by its usual names "
+                              "(question1/q1/sentence1, question2/q2/sentence2, is_duplicate/label)")
+
+
 # ---- output ------------------------------------------------------------------------------------
 def json_safe(value):
     """NaN and infinities become null: what the CLI prints is always valid JSON."""
@@ -137,16 +166,17 @@ def claimed_output(paths, overwrite: bool, create_folder: bool = False, flag: st
 
 
 # ---- loading -----------------------------------------------------------------------------------
-def load_data(path: str, max_rows: int | None = None):
-    """The pairs of a CSV/TSV file; what was dropped, and any warning, is reported on stderr."""
+def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | None = None):
+    """The pairs of a CSV/TSV file, its columns found by name or by ``columns`` (``--columns``); what was
+    dropped, and any warning, is reported on stderr."""
     from core.data import DataError, load_pairs
 
     if not Path(path).is_file():
         raise CliError(f"no data file at {path}")
     try:
-        pairs, report = load_pairs(path, max_rows=max_rows)
-    except DataError as error:
-        raise CliError(f"{path}: {error}") from None
+        pairs, report = load_pairs(path, columns=columns, max_rows=max_rows)
+    except DataError as error:  # core.data's message names the file itself: no second mention
+        raise CliError(str(error)) from None
     if report.rows_kept < report.rows_read:
         print(f"data: {report.summary()}", file=sys.stderr)
     for warning in report.warnings:

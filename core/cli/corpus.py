@@ -7,6 +7,7 @@ from pathlib import Path
 from core.cli.common import (
     TqdmCounter,
     add_backend_option,
+    add_columns_option,
     claimed_output,
     count,
     load_backend,
@@ -16,10 +17,10 @@ from core.cli.common import (
 )
 
 
-def _corpus(path: str) -> list[str]:
+def _corpus(path: str, columns: dict[str, str] | None) -> list[str]:
     from core.data import corpus_questions
 
-    return corpus_questions(load_data(path))
+    return corpus_questions(load_data(path, columns=columns))
 
 
 def cmd_search(args) -> int:
@@ -27,7 +28,7 @@ def cmd_search(args) -> int:
     from core.models import ZERO_SHOT
 
     model, _ = load_backend(args)
-    texts = _corpus(args.corpus)
+    texts = _corpus(args.corpus, args.columns)
     # Indexes are cached next to the model; zero-shot MiniLM's in the models folder's hidden cache.
     cache = Path(args.runs) / ".cache" / "minilm" if args.model == ZERO_SHOT else Path(args.model)
     if args.backend == "onnx":  # the lab's cache, by the graphs' digest: an export folder handed in stays as it is
@@ -47,7 +48,7 @@ def cmd_embed(args) -> int:
     # Both files claimed before any work; they go into place together, each whole, when it ends well.
     with claimed_output([vectors, questions], args.overwrite, create_folder=True) as claim:
         model, _ = load_backend(args)
-        texts = _corpus(args.data)
+        texts = _corpus(args.data, args.columns)
         write_embeddings(claim, model, texts, vectors, progress=TqdmCounter("embedding"))
     print_json({"vectors": str(vectors), "questions": str(questions), "n": len(texts), "dim": model.embedding_dim})
     return 0
@@ -58,6 +59,7 @@ def add_parsers(sub) -> None:
     search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
     search.add_argument("question")
+    add_columns_option(search)
     search.add_argument("-k", type=count, default=10, help="number of results")
     search.add_argument("--runs", default="runs", help="models folder (zero-shot MiniLM caches its index here)")
     add_backend_option(search)
@@ -65,6 +67,7 @@ def add_parsers(sub) -> None:
     embed = model_command(sub, "embed", "write the vectors of a corpus's distinct questions to a .npy file",
                           cmd_embed)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
+    add_columns_option(embed)
     embed.add_argument("--out", required=True, help="output .npy file (questions go to <out>.questions.jsonl)")
     embed.add_argument("--overwrite", action="store_true", help="replace the two output files if they exist")
     add_backend_option(embed)

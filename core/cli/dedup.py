@@ -59,7 +59,7 @@ def _load_questions(path: str) -> list[str]:
     try:
         questions, report = load_questions(path)
     except DataError as error:
-        raise CliError(f"{path}: {error}") from None
+        raise CliError(str(error)) from None  # core.data's message names the file itself
     if report.dropped:
         print(f"data: {report.summary()}", file=sys.stderr)
     for warning in report.warnings:

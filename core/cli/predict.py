@@ -6,6 +6,7 @@ from core.cli.common import (
     METRIC_KEYS,
     CliError,
     add_backend_option,
+    add_columns_option,
     count,
     load_backend,
     load_data,
@@ -20,7 +21,7 @@ def cmd_evaluate(args) -> int:
     from core.inference.evaluation import evaluate_model
 
     model, config = load_model(args.model, args.device)
-    pairs = load_data(args.data, args.max_rows)
+    pairs = load_data(args.data, args.max_rows, args.columns)
     cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy")
     metrics = evaluate_model(model, pairs, threshold=cosine)
     print_json({k: metrics[k] for k in METRIC_KEYS})
@@ -43,6 +44,7 @@ def add_parsers(sub) -> None:
     """Register ``evaluate`` and ``predict`` on the subparsers ``sub``."""
     evaluate = model_command(sub, "evaluate", "metrics of a model on a labelled pairs file", cmd_evaluate)
     evaluate.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) of labelled pairs")
+    add_columns_option(evaluate)
     evaluate.add_argument("--threshold", type=threshold, default=None,
                           help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
     evaluate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")

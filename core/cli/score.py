@@ -9,6 +9,7 @@ from core.cli.common import (
     CliError,
     TqdmCounter,
     add_backend_option,
+    add_columns_option,
     claimed_output,
     load_backend,
     model_command,
@@ -33,7 +34,8 @@ def cmd_score(args) -> int:
         bar = TqdmCounter("scoring", unit="pair")
         try:
             with claim.open(out, "w", encoding="utf-8", newline="") as sink:
-                report = score_file(model, source, sink, cosine, progress=lambda done: bar(done, None))
+                report = score_file(model, source, sink, cosine, progress=lambda done: bar(done, None),
+                                    columns=args.columns)
         except DataError as error:
             raise CliError(str(error)) from None
         finally:
@@ -52,6 +54,7 @@ def add_parsers(sub) -> None:
     score = model_command(sub, "score", "score every pair of a file at a threshold (CSV out, streamed)", cmd_score)
     score.add_argument("--pairs", required=True, help="CSV/TSV (optionally .gz) with question1, question2 "
                                                       "(is_duplicate optional: metrics are printed when present)")
+    add_columns_option(score)
     score.add_argument("--out", required=True, help="output CSV: the input columns + similarity, predicted_duplicate")
     score.add_argument("--threshold", type=threshold, default=None,
                        help="cosine threshold (default: the model's calibrated best-accuracy threshold)")

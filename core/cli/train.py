@@ -13,7 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
-from core.cli.common import CliError, count, help_formatter, load_data, print_json
+from core.cli.common import CliError, add_columns_option, count, help_formatter, load_data, print_json
 
 
 class TqdmProgress:
@@ -86,8 +86,24 @@ def cmd_train(args) -> int:
     # The output is claimed (and found writable) before the data is even read: one saved model, rank 0's.
     output = _claim_output(args, spec) if context.is_main else None
     with output or contextlib.nullcontext():
-        pairs = load_data(args.data, args.max_rows)
+        pairs = load_data(args.data, args.max_rows, args.columns)
+        _check_trainable(args.data, pairs, spec)
         return _run_training(args, spec, pairs, context, output)
+
+
+def _check_trainable(path: str, pairs, spec) -> None:
+    """``core.data.training_problems`` before any work: one ``error:`` when this run cannot train on the file
+    (too few duplicates for an in-batch loss), else a ``warning:`` per problem and training goes on."""
+    from core.data import dataset_summary, training_problems
+    from core.notices import notice
+
+    problems = training_problems(dataset_summary(pairs), spec.val_fraction,
+                                 in_batch_loss=spec.loss.batch_kind == "duplicates")
+    fatal = next((problem for problem in problems if problem.fatal), None)
+    if fatal is not None:
+        raise CliError(f"{Path(path).name}: {fatal.message}")
+    for problem in problems:
+        notice(f"{Path(path).name}: {problem.message}")
 
 
 def _claim_output(args, spec):
@@ -137,6 +153,7 @@ def _run_training(args, spec, pairs, context, output) -> int:
         print(f"note: {result.note}", file=sys.stderr)
     print_json({"status": outcome.status, "folder": str(result.folder) if result.folder else None,
                 "thresholds": result.thresholds, "validation": result.validation,
+                "quality": result.quality.as_dict(),  # worse than chance or a baseline (the pipeline warned)
                 "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1)},
                indent=2)
     return 0 if outcome.status != FAILED else 1
@@ -150,6 +167,7 @@ def add_parsers(sub) -> None:
 
     train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=help_formatter)
     train.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) with question1, question2, is_duplicate")
+    add_columns_option(train)
     train.add_argument("--preset", choices=preset_names(), default=None,
                        help="a named recipe from docs/BENCHMARKS.md (sets model, loss and settings)")
     train.add_argument("--model", choices=MODEL_NAMES, default=None, help="model family (default: lstm)")

@@ -1,9 +1,11 @@
 """Question-pair data: ``reading`` loads pairs from files or uploads (``pair_chunks`` reads them in chunks,
-over ``parsing`` and ``text_source``, within the caps of ``limits``), ``splitting`` summarises and splits them.
+over ``parsing`` and ``text_source``, within the caps of ``limits``), ``splitting`` summarises and splits them,
+``readiness`` says whether they are enough to train on.
 ``from core.data import X`` works for every public name."""
 
 from core.data.limits import input_limit
 from core.data.pair_chunks import PairChunk, PairReader, PairsHead
+from core.data.parsing import MissingColumnsError
 from core.data.questions import (
     QUESTION_ALIASES,
     QuestionsReport,
@@ -25,7 +27,9 @@ from core.data.reading import (
     load_pairs,
     normalise_questions,
 )
+from core.data.readiness import TrainingProblem, min_pairs_for_validation, training_problems
 from core.data.splitting import (
+    DEFAULT_VAL_FRACTION,
     Splits,
     dataset_summary,
     pairs_fingerprint,
@@ -38,5 +42,6 @@ __all__ = [
     "TRUE_LABELS", "UNREADABLE_LABEL", "DataError", "LoadReport", "Splits", "dataset_summary", "load_pairs",
     "normalise_questions", "pairs_fingerprint", "split_pairs", "unseen_mask",
     "QUESTION_ALIASES", "QuestionsReport", "corpus_questions", "load_questions",
-    "PairChunk", "PairReader", "PairsHead", "input_limit",
+    "PairChunk", "PairReader", "PairsHead", "input_limit", "MissingColumnsError",
+    "DEFAULT_VAL_FRACTION", "TrainingProblem", "min_pairs_for_validation", "training_problems",
 ]

@@ -5,7 +5,8 @@
 column cap), ``resolve_columns`` (with ``column_warnings`` for header names that fit a role more than
 once) and ``parse_chunks`` (pandas' C parser in chunks of rows, recording the records it skipped as
 malformed). ``parse_any_encoding`` parses text held whole (UTF-8, else cp1252 / latin-1), for question
-corpora. Every failure the user can cause is a ``DataError``.
+corpora. Every failure the user can cause is a ``DataError``; a header that lacks a role's column,
+a ``MissingColumnsError`` carrying the header's names.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ DELIMITERS = (",", "\t", ";", "|")
 _SKIPPED_RECORD = re.compile(r"Skipping line (\d+)")
 _WARNING_CAPTURE_LOCK = threading.Lock()
 _DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe"}
+
+
+class MissingColumnsError(DataError):
+    """A role's column is not in the header; ``header`` (the names as written) lets a caller offer them
+    to the user, who then names the columns in a ``columns`` mapping."""
+
+    def __init__(self, message: str, header: list[str]):
+        super().__init__(message)
+        self.header = list(header)
 
 
 def choose_delimiter(data: bytes, columns: dict[str, str] | None) -> str:
@@ -156,9 +166,10 @@ def resolve_columns(
     if missing:
         explicit = columns or {}
         wanted = [f"{role} (mapped to {clip(explicit[role])!r})" if role in explicit else role for role in missing]
-        raise DataError(
+        raise MissingColumnsError(
             f"{name}: missing column(s) for {', '.join(wanted)}; found columns: {_describe_header(header)} "
-            "(expected question1, question2, is_duplicate or an alias such as q1/q2/label)"
+            "(expected question1, question2, is_duplicate or an alias such as q1/q2/label)",
+            header,
         )
     return positions
 

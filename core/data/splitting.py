@@ -17,6 +17,9 @@ import pandas as pd
 from core.data.reading import normalise_questions
 
 
+DEFAULT_VAL_FRACTION = 0.1  # the share of pairs held out for validation unless a run says otherwise
+
+
 @dataclass
 class Splits:
     train: pd.DataFrame  # pairs to fit on
@@ -47,7 +50,7 @@ def dataset_summary(pairs: pd.DataFrame) -> dict:
 
 def split_pairs(
     pairs: pd.DataFrame,
-    val_fraction: float = 0.1,
+    val_fraction: float = DEFAULT_VAL_FRACTION,
     test_fraction: float = 0.1,
     seed: int = 0,
     by_question: bool = False,

@@ -52,12 +52,14 @@ def _claimed_text_file(path: Path):
 
 
 def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: float, chunk_rows: int = CHUNK_ROWS,
-               progress: Callable[[int], None] | None = None, max_bytes: int | None = None) -> ScoreReport:
+               progress: Callable[[int], None] | None = None, max_bytes: int | None = None,
+               columns: dict[str, str] | None = None) -> ScoreReport:
     """Score every pair of ``source`` with ``model`` and write ``out`` (a new file's path, or an open text file,
     see ``_sink``); ``progress(rows_done)`` after each chunk.
-    ``max_bytes`` caps the text read (``core.data.limits``); unusable input is a ``DataError``."""
+    ``max_bytes`` caps the text read (``core.data.limits``); ``columns`` maps roles to the file's column
+    names, as ``load_pairs``'s does; unusable input is a ``DataError``."""
     source = Path(source)
-    pairs = PairReader(source, labels_required=False, all_text=True, chunk_rows=chunk_rows, max_bytes=max_bytes)
+    pairs = PairReader(source, columns, labels_required=False, all_text=True, chunk_rows=chunk_rows, max_bytes=max_bytes)
     report = ScoreReport()
     labels_seen, scores_seen = [], []
     with _sink(out) as sink:

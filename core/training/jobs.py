@@ -117,6 +117,15 @@ def run_label(spec: RunSpec) -> str:
     return f"{MODEL_LABELS[spec.model]} · {spec.loss.label()}{negatives}{implied} · {spec.data_name}"
 
 
+@dataclass(frozen=True)
+class WaitEstimate:
+    """Where a waiting run stands: its place in the line and the seconds until it should start."""
+
+    place: int  # 1-based place in the waiting line
+    seconds: float | None  # None while a run training now has not measured its speed
+    at_least: bool  # runs ahead of it that are not training yet will add their own time
+
+
 class TrainingJob:
     def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = "", preset: str | None = None):
         self.id = uuid.uuid4().hex[:8]
@@ -178,6 +187,25 @@ class JobQueue:
         """0 when running or finished, else 1-based place in the waiting line."""
         with self._lock:
             return self._waiting.index(job) + 1 if job in self._waiting else 0
+
+    def wait_estimate(self, job: TrainingJob) -> WaitEstimate | None:
+        """When a waiting job should start, from the time left of the runs training now; None unless it waits.
+
+        The job at place p starts when the p-th of the running runs finishes (the p - 1 ahead of it take
+        the slots freed before). With more runs ahead than are training, the wait is at least the longest
+        time left: the runs ahead add their own training time, unknown until they start."""
+        with self._lock:
+            if job not in self._waiting:
+                return None
+            place = self._waiting.index(job) + 1
+            running = [self.jobs[job_id] for job_id in self._running if job_id in self.jobs]
+        lefts = [other.progress.seconds_left for other in running]
+        if not lefts or any(left is None for left in lefts):
+            return WaitEstimate(place, None, False)  # a run ahead has not measured its speed yet
+        lefts.sort()
+        if place <= len(lefts):
+            return WaitEstimate(place, lefts[place - 1], False)
+        return WaitEstimate(place, lefts[-1], True)
 
     def _start_what_fits(self) -> None:
         with self._lock:

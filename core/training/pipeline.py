@@ -4,7 +4,8 @@
 registry, tokenises each split once, trains with the chosen loss (validation through
 ``core.inference.evaluation.calibrate`` once per epoch, or every ``validate_every`` steps), calibrates the
 thresholds on the whole validation split, scores the test split, and saves the folder with the
-validation curve (``validation_curve``: ROC AUC against training time).
+validation curve (``validation_curve``: ROC AUC against training time) and the TF-IDF baseline on the same
+validation pairs; a run worse than chance or that baseline is warned about (``core.inference.run_quality``).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from core.data import Splits, dataset_summary, pairs_fingerprint, split_pairs
 from core.data.implied import with_implied_pairs
 from core.inference.evaluation import calibrate, pair_scores
 from core.inference.metrics import evaluate_scores
+from core.inference.run_quality import RunQuality, judge_run, validation_baselines
 from core.models import PairEncoder, build_model
 from core.notices import notice
 from core.saving import OutputClaim, claim_new_run, claim_output, save_model
@@ -44,6 +46,12 @@ class RunResult:
     test: dict  # same on the test split (empty when test_fraction is 0)
     model: PairEncoder = field(repr=False, default=None)
     note: str = ""  # why nothing was saved although something was learned, if so
+    baselines: dict = field(default_factory=dict)  # {"tfidf": {"roc_auc", "pairs"}} on the same validation pairs
+
+    @property
+    def quality(self) -> RunQuality:
+        """The validation ROC AUC against chance and the baselines (``core.inference.run_quality``)."""
+        return judge_run({"validation": self.validation, "baselines": self.baselines})
 
 
 def train_run(
@@ -116,7 +124,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     # only when the spec asks (keep_unvalidated). Nothing is scored for a run that is not kept.
     unvalidated = outcome.best_epoch == 0 and outcome.status != DONE
     discarded = unvalidated and (outcome.status == FAILED or not spec.keep_unvalidated)
-    thresholds, validation, test = {}, {}, {}
+    thresholds, validation, test, baselines = {}, {}, {}, {}
     if outcome.status == CANCELLED and outcome.best_metrics.get("best_thresholds"):
         # The user asked to stop: keep the best validation's calibration (on the epoch subset of the
         # validation split) rather than score the whole split again.
@@ -124,6 +132,11 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     elif val_table is not None and not discarded:
         final = calibrate(model, val_table)
         thresholds, validation = final.thresholds, final.metrics
+        # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a subset).
+        baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed)
+    quality = judge_run({"validation": validation, "baselines": baselines})
+    if quality.flagged:
+        notice(quality.message)
     if len(splits.test) and not discarded:
         test_table = PairTable(splits.test, model.tokenizer)
         test = evaluate_scores(test_table.labels, pair_scores(model, test_table), thresholds.get("accuracy", 0.5))
@@ -138,8 +151,8 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         else:
             folder = output.target
             save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
-                                                             validation, test, implied))
-    return RunResult(folder, outcome, thresholds, validation, test, model, note)
+                                                             validation, test, implied, baselines))
+    return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines)
 
 
 def _kept_instead(existing: dict | None, status: str, validation: dict) -> str:
@@ -177,7 +190,7 @@ def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:
 
 
 def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFrame, outcome: TrainOutcome,
-                  thresholds: dict, validation: dict, test: dict, implied: int = 0) -> dict:
+                  thresholds: dict, validation: dict, test: dict, implied: int = 0, baselines: dict | None = None) -> dict:
     """What config.json records of the run beside the model itself."""
     return {
         "name": folder.name,
@@ -185,7 +198,8 @@ def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFra
         "train_config": dataclasses.asdict(spec.train),
         "run": {k: v for k, v in dataclasses.asdict(spec).items() if k not in ("loss", "train")},
         "thresholds": thresholds,
-        "metrics": {"validation": validation, "test": test},
+        # baselines: what core.inference.run_quality.judge_run compares the validation ROC AUC with.
+        "metrics": {"validation": validation, "test": test, "baselines": baselines or {}},
         "data": {"name": spec.data_name, **dataset_summary(pairs),
                  "train_pairs": len(splits.train), "implied_pairs": implied, "val_pairs": len(splits.val), "test_pairs": len(splits.test),
                  # Which rows were held out: core.inference.evaluation.held_out_pairs finds them again in this dataset.

@@ -1,0 +1,174 @@
+"""A file with its own column names (MRPC's ``Quality``, ``#1 String``, ``#2 String``): ``--columns`` on every
+command that reads pairs, one ``error:`` line naming the file once, and the Data page's column picker."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from app_support import open_page
+
+from core.cli.main import main
+from core.data import MissingColumnsError, load_pairs
+from lab.navigation import DATA
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "assets" / "sample_pairs.csv"
+SAMPLE_PAIRS = 479
+MRPC_COLUMNS = "question1=#1 String,question2=#2 String,is_duplicate=Quality"
+TINY_LSTM = ["--model", "lstm", "--epochs", "1", "--device", "cpu",
+             "--model-options", json.dumps({"hidden_size": 16, "embedding_dim": 12})]
+
+
+def mrpc_like(pairs: pd.DataFrame) -> bytes:
+    """``pairs`` as MRPC writes them: tab-separated, the label first, ids beside the sentences."""
+    frame = pd.DataFrame({"Quality": pairs["is_duplicate"], "#1 ID": range(len(pairs)),
+                          "#2 ID": range(len(pairs), 2 * len(pairs)),
+                          "#1 String": pairs["question1"], "#2 String": pairs["question2"]})
+    return frame.to_csv(sep="\t", index=False).encode()
+
+
+@pytest.fixture(scope="module")
+def mrpc_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("mrpc") / "raw_test.txt"
+    path.write_bytes(mrpc_like(load_pairs(SAMPLE)[0]))
+    return path
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+# ---- the CLI ------------------------------------------------------------------------------------------
+def test_train_and_evaluate_with_columns(capsys, tmp_path, mrpc_file):
+    out_dir = tmp_path / "model"
+    code, out, err = run_cli(capsys, "train", "--data", mrpc_file, "--columns", MRPC_COLUMNS, "--out", out_dir,
+                             *TINY_LSTM)
+    assert code == 0, err
+    assert json.loads(out)["status"] == "done"
+    assert json.loads((out_dir / "config.json").read_text())["data"]["pairs"] == SAMPLE_PAIRS
+
+    code, out, err = run_cli(capsys, "evaluate", "--model", out_dir, "--data", mrpc_file, "--columns", MRPC_COLUMNS)
+    assert code == 0, err
+    metrics = json.loads(out)
+    assert metrics["n"] == SAMPLE_PAIRS
+    # The same pairs as the original file, so the same metrics.
+    code, out, err = run_cli(capsys, "evaluate", "--model", out_dir, "--data", SAMPLE)
+    assert code == 0, err
+    assert json.loads(out) == metrics
+
+
+def test_score_search_and_embed_take_columns(capsys, tmp_path, mrpc_file, tiny_models):
+    model = tiny_models["lstm"]
+    scored = tmp_path / "scored.csv"
+    code, _, err = run_cli(capsys, "score", "--model", model, "--pairs", mrpc_file, "--columns", MRPC_COLUMNS,
+                           "--out", scored)
+    assert code == 0, err
+    written = pd.read_csv(scored, keep_default_na=False)
+    assert list(written.columns[:5]) == ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+    assert len(written) == SAMPLE_PAIRS
+
+    code, out, err = run_cli(capsys, "search", "--model", model, "--corpus", mrpc_file, "--columns", MRPC_COLUMNS,
+                             "--runs", tmp_path / "runs", "-k", "2", "How do I learn Python?")
+    assert code == 0, err
+    assert len(out.strip().splitlines()) == 2
+
+    code, out, err = run_cli(capsys, "embed", "--model", model, "--data", mrpc_file, "--columns", MRPC_COLUMNS,
+                             "--out", tmp_path / "vectors.npy")
+    assert code == 0, err
+    assert json.loads(out)["n"] > SAMPLE_PAIRS  # the distinct questions of both columns
+
+
+@pytest.mark.parametrize("spec, problem", [
+    ("question3=#1 String", "argument --columns: unknown role 'question3'; the roles are question1, question2, "
+                            "is_duplicate"),
+    ("question1=#1 String,question1=#2 String", "argument --columns: question1 is given twice"),
+    ("question1", "argument --columns: expected ROLE=NAME pairs"),
+    ("question1=", "argument --columns: question1 has no column name"),
+    ("question1=Sentence 1," + MRPC_COLUMNS.split(",", 1)[1],
+     "raw_test.txt: missing column(s) for question1 (mapped to 'Sentence 1'); found columns: Quality, #1 ID, "
+     "#2 ID, #1 String, #2 String"),
+])
+def test_a_bad_columns_spec_is_one_error_line(capsys, mrpc_file, spec, problem):
+    before = mrpc_file.read_bytes()
+    code, out, err = run_cli(capsys, "train", "--data", mrpc_file, "--columns", spec, *TINY_LSTM)
+    assert code == 2 and out == ""
+    assert problem in one_error_line(err)
+    assert mrpc_file.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate", "score", "embed", "search"])
+def test_a_data_error_names_the_file_once(capsys, tmp_path, mrpc_file, tiny_models, command):
+    model = tiny_models["lstm"]
+    argv = {
+        "train": ["train", "--data", mrpc_file, *TINY_LSTM],
+        "evaluate": ["evaluate", "--model", model, "--data", mrpc_file],
+        "score": ["score", "--model", model, "--pairs", mrpc_file, "--out", tmp_path / "scored.csv"],
+        "embed": ["embed", "--model", model, "--data", mrpc_file, "--out", tmp_path / "vectors.npy"],
+        "search": ["search", "--model", model, "--corpus", mrpc_file, "--runs", tmp_path / "runs", "anything"],
+    }[command]
+    code, out, err = run_cli(capsys, *argv)
+    line = one_error_line(err)
+    assert code == 2 and out == ""
+    assert line.count("raw_test.txt") == 1, line
+    assert "missing column(s) for question1, question2" in line and "#1 String" in line
+
+
+def test_a_parse_error_names_the_file_once(capsys, tmp_path):
+    path = tmp_path / "broken.csv"
+    path.write_bytes(b"question1,question2,is_duplicate\n\"never closed,b,1\n")
+    code, _, err = run_cli(capsys, "train", "--data", path, *TINY_LSTM)
+    line = one_error_line(err)
+    assert code == 2 and line.count("broken.csv") == 1, line
+
+
+def test_missing_columns_carry_the_header():
+    with pytest.raises(MissingColumnsError) as caught:
+        load_pairs(b"Quality\t#1 String\t#2 String\n1\ta\tb\n")
+    assert caught.value.header == ["Quality", "#1 String", "#2 String"]
+    pairs, report = load_pairs(b"Quality\t#1 String\t#2 String\n1\ta\tb\n",
+                               columns={"question1": "#1 String", "question2": "#2 String", "is_duplicate": "Quality"})
+    assert pairs.to_dict("records") == [{"question1": "a", "question2": "b", "is_duplicate": 1}]
+    assert report.columns == {"question1": "#1 String", "question2": "#2 String", "is_duplicate": "Quality"}
+
+
+# ---- the Data page ------------------------------------------------------------------------------------
+def test_the_data_page_asks_for_the_columns_and_keeps_the_choice(runs_root, sample_pairs):
+    at = open_page(DATA.path)
+    content = mrpc_like(sample_pairs[0])
+    at.file_uploader(key="upload").set_value(("raw_test.txt", content, "text/plain")).run()
+    assert not at.exception
+    assert len(at.error) == 1 and "missing column(s)" in at.error[0].value
+    assert at.error[0].value.count("raw_test.txt") == 1
+    assert at.session_state.data_name != "raw_test.txt (upload)"  # the previous dataset stays until a choice
+
+    options = at.selectbox(key="column_for_question1").options
+    assert options == ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+    at.selectbox(key="column_for_question1").set_value("#1 String")
+    at.selectbox(key="column_for_question2").set_value("#2 String")
+    at.selectbox(key="column_for_is_duplicate").set_value("Quality")
+    at.button(key="load_with_columns").click().run()
+    assert not at.exception and not at.error
+    assert at.session_state.data_name == "raw_test.txt (upload)"
+    assert len(at.session_state.pairs) == SAMPLE_PAIRS
+    pd.testing.assert_frame_equal(at.session_state.pairs, sample_pairs[0])
+    assert {metric.label: metric.value for metric in at.metric}["Pairs"] == f"{SAMPLE_PAIRS:,}"
+    assert not [box for box in at.selectbox if box.key == "column_for_question1"]  # the picker is done
+    assert at.session_state.column_choices["raw_test.txt"] == {
+        "question1": "#1 String", "question2": "#2 String", "is_duplicate": "Quality"}
+
+    # The choice stays for the session: the sample, then the same file again, loads at once.
+    at.button(key="use_sample").click().run()
+    assert len(at.session_state.pairs) == SAMPLE_PAIRS and at.session_state.data_name != "raw_test.txt (upload)"
+    [uploader] = at.file_uploader  # its key changes when the sample is chosen (the uploader is cleared)
+    uploader.set_value(("raw_test.txt", content + b"1\t0\t1\tA?\tB?\n", "text/plain")).run()
+    assert not at.exception and not at.error
+    assert at.session_state.data_name == "raw_test.txt (upload)"
+    assert len(at.session_state.pairs) == SAMPLE_PAIRS + 1
