@@ -2,7 +2,7 @@
 import streamlit as st
 
 from core.models import MODEL_LABELS
-from core.training.specs import LOSS_CHOICES
+from core.training.loss_menu import LOSS_CHOICES
 from lab.navigation import PAGES
 from lab.session import enter_through_app
 

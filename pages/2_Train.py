@@ -9,10 +9,10 @@ import streamlit as st
 
 from core.models import MODEL_LABELS, MODEL_NAMES
 from core.training.jobs import TrainingJob
+from core.training.loss_menu import LOSS_CHOICES
 from core.training.objectives import DEFAULT_MARGINS, LossConfig
 from core.training.presets import PRESETS
 from core.training.specs import (
-    LOSS_CHOICES,
     SIZE_OPTIONS,
     TRAINING_DEFAULTS,
     RunSpec,

@@ -411,7 +411,7 @@ def test_implied_pairs_tick_trains_on_them(train_page, rerun_until):
 
 
 def test_the_loss_menu_shows_short_names_with_the_formula_in_its_help(train_page):
-    from core.training.specs import LOSS_CHOICES
+    from core.training.loss_menu import LOSS_CHOICES
 
     at = train_page
     menu = at.selectbox(key="loss")
@@ -428,7 +428,7 @@ def test_the_loss_menu_shows_short_names_with_the_formula_in_its_help(train_page
 def test_home_names_every_loss_of_the_menu(runs_root, open_page):
     from app_support import open_app
 
-    from core.training.specs import LOSS_CHOICES
+    from core.training.loss_menu import LOSS_CHOICES
 
     at = open_app()
     assert not at.exception

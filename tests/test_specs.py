@@ -9,10 +9,10 @@ import pytest
 from core.cli.main import build_parser
 from core.cli.train import spec_from_args
 from core.models import DualEncoderConfig, SiameseLSTMConfig
+from core.training.loss_menu import LOSS_CHOICES
 from core.training.objectives import LossConfig
 from core.training.presets import PRESETS
 from core.training.specs import (
-    LOSS_CHOICES,
     TRAINING_DEFAULTS,
     SpecError,
     loss_choice,
