@@ -14,6 +14,7 @@ from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.jobs import JobQueue, TrainingJob
 from core.training.presets import PRESETS
 from core.training.runs_table import METRIC_COLUMNS, runs_table
+from core.training.specs import SIZE_OPTIONS, loss_choice, spec_from_options
 from lab import charts
 from lab.navigation import COMPARE
 from lab.session import show_error
@@ -32,6 +33,25 @@ def device_picker(persist_state: str) -> None:
              format_func={"auto": "Auto", "cpu": "CPU", "cuda": "GPU (CUDA)"}.get)
     st.caption(describe_devices() if gpu else
                "GPU (CUDA): unavailable — no CUDA GPU visible to PyTorch on this machine, so training runs on the CPU.")
+
+
+def size_key(model: str, field: str) -> str:
+    return f"{model}.{field}"  # one widget per model and field: the LSTM's layers are not the transformer's
+
+
+def preset_widget_values(preset: str) -> dict:
+    """The Train page's widget values (session keys) that ``preset`` sets. Settings without a widget
+    (vocabulary, dropout, validation pairs) travel with the preset's name."""
+    spec = spec_from_options(preset)
+    values = dict(model=spec.model, loss=loss_choice(spec.loss), epochs=spec.train.epochs,
+                  batch_size=spec.train.batch_size, lr=spec.train.lr, margin=float(spec.loss.margin),
+                  scale=float(spec.loss.scale), patience=spec.train.patience, max_length=spec.max_length,
+                  val_fraction=spec.val_fraction, hard_negatives=spec.hard_negatives,
+                  implied_pairs=spec.implied_pairs, max_steps=spec.train.max_steps,
+                  max_minutes=float(spec.train.max_minutes))
+    values.update({size_key(spec.model, option.field): spec.model_options[option.field]
+                   for option in SIZE_OPTIONS[spec.model]})
+    return values
 
 
 def fmt(value, digits: int = 3) -> str:

@@ -38,10 +38,6 @@ OPTION_LABELS = {"batch_size": "Batch size", "lr": "Learning rate", "max_length"
                  "max_steps": "Max steps", "max_minutes": "Time budget"}
 
 
-def size_key(model: str, field: str) -> str:
-    return f"{model}.{field}"  # one widget per model and field: the LSTM's layers are not the transformer's
-
-
 def chosen_loss() -> str:
     return LOSS_CHOICES[state.loss].options["loss"]
 
@@ -57,19 +53,9 @@ def apply_loss_defaults() -> None:
 
 
 def apply_preset() -> None:
-    """Fill every widget from the chosen recipe; editing a widget afterwards still overrides it.
-    Settings without a widget (vocabulary, dropout, validation pairs) travel with the preset's name."""
-    if state.preset == CUSTOM:
-        return
-    spec = spec_from_options(state.preset)
-    state.model, state.loss = spec.model, loss_choice(spec.loss)
-    state.epochs, state.batch_size, state.lr = spec.train.epochs, spec.train.batch_size, spec.train.lr
-    state.margin, state.scale, state.patience = float(spec.loss.margin), float(spec.loss.scale), spec.train.patience
-    state.max_length, state.val_fraction, state.hard_negatives = spec.max_length, spec.val_fraction, spec.hard_negatives
-    state.implied_pairs = spec.implied_pairs
-    state.max_steps, state.max_minutes = spec.train.max_steps, float(spec.train.max_minutes)
-    for option in SIZE_OPTIONS[spec.model]:
-        state[size_key(spec.model, option.field)] = spec.model_options[option.field]
+    """Fill every widget from the chosen recipe; editing a widget afterwards still overrides it."""
+    if state.preset != CUSTOM:
+        state.update(training_view.preset_widget_values(state.preset))
 
 
 def tidy_runs_root() -> None:
@@ -90,7 +76,7 @@ def init_widgets() -> None:
         apply_model_defaults()
     for model in MODEL_NAMES:
         for field, value in size_defaults(model).items():
-            state.setdefault(size_key(model, field), value)
+            state.setdefault(training_view.size_key(model, field), value)
     state.setdefault("cancel_requested", set())
 
 
@@ -103,7 +89,7 @@ def options_from_widgets() -> dict:
                 patience=state.patience, max_length=state.max_length, val_fraction=state.val_fraction,
                 hard_negatives=bool(state.hard_negatives), implied_pairs=bool(state.implied_pairs), data_name=state.data_name, max_steps=state.max_steps,
                 max_minutes=state.max_minutes, keep_unvalidated=bool(state.keep_unvalidated),
-                model_options={o.field: state[size_key(state.model, o.field)] for o in SIZE_OPTIONS[state.model]})
+                model_options={o.field: state[training_view.size_key(state.model, o.field)] for o in SIZE_OPTIONS[state.model]})
 
 
 def start_run() -> None:
@@ -161,7 +147,7 @@ st.checkbox("Implied pairs: also train on the pairs the training labels imply", 
 st.markdown("**Model size**")
 sizes = SIZE_OPTIONS[state.model]
 for column, option in zip(st.columns(max(1, len(sizes))), sizes):
-    key = size_key(state.model, option.field)
+    key = training_view.size_key(state.model, option.field)
     if option.low is None:
         column.checkbox(option.label, key=key, persist_state=PERSIST, help=option.help or None)
     else:

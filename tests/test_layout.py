@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CYCLES_TOOL = ROOT.parent / "shared" / "tools" / "import_cycles.py"
 MAX_LINES = 400  # a source file longer than this does more than one job
+MAX_PAGE_LINES = 200  # a page only wires widgets to core; more than this holds logic that belongs in lab/
 MAX_LOOSE_CORE_MODULES = 6  # core/ is stage packages; only the base vocabulary stays loose
 
 
@@ -78,3 +79,9 @@ def test_pages_hold_no_maths():
         if heavy:
             offenders[path.name] = sorted(heavy)
     assert not offenders, offenders
+
+
+def test_pages_stay_thin():
+    long_pages = {path.name: n for path in sorted((ROOT / "pages").glob("*.py"))
+                  if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_PAGE_LINES}
+    assert not long_pages, long_pages
