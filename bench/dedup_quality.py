@@ -3,7 +3,7 @@
 The corpus is the first 20,000 distinct questions (--quick: 2,000) of the shared Quora pairs, encoded
 once with zero-shot all-MiniLM-L6-v2 (or --model); the labelled pairs scored are the file's pairs
 whose two questions are both in the corpus. On the same vectors and threshold (default the model's
-calibrated one; several with --thresholds) each method predicts "duplicate" for a pair when its two
+clustering threshold; several with --thresholds) each method predicts "duplicate" for a pair when its two
 questions land in one cluster:
 
 - ours: ``core.inference.dedup_graph`` on the exact k-NN graph (FAISS flat), and on an HNSW graph (the index
@@ -67,7 +67,7 @@ def components(first: np.ndarray, second: np.ndarray, n: int) -> list[list[int]]
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--questions", type=int, default=None, help="corpus size (default 20,000; --quick 2,000)")
-    p.add_argument("--thresholds", default="", help="comma-separated cosines (default: the model's calibrated one)")
+    p.add_argument("--thresholds", default="", help="comma-separated cosines (default: the model's clustering threshold)")
     p.add_argument("--model", default="minilm", help="a saved model folder, or minilm (zero-shot)")
     p.add_argument("--device", default="cpu", help="where to encode (cpu or cuda)")
     args = p.parse_args()
@@ -83,7 +83,8 @@ def main() -> None:
     from sentence_transformers.util import community_detection
 
     from core.data import normalise_questions
-    from core.inference.dedup import default_threshold, encode_corpus
+    from core.inference.calibration import clustering_threshold
+    from core.inference.dedup import encode_corpus
     from core.inference.dedup_graph import NeighbourGraph
     from core.models import load_model
 
@@ -107,7 +108,7 @@ def main() -> None:
                       "of them duplicates": int(truth.sum()), "encode (s)": encode_s,
                       "HNSW graph build + search (s)": hnsw_s})
 
-    thresholds = [float(t) for t in args.thresholds.split(",") if t] or [default_threshold(config)]
+    thresholds = [float(t) for t in args.thresholds.split(",") if t] or [clustering_threshold(config).threshold]
     for threshold in thresholds:
         ours = [c.members.tolist() for c in exact.cluster(threshold, 2)]
         hnsw = [c.members.tolist() for c in approximate.cluster(threshold, 2)]

@@ -6,11 +6,13 @@ recorded by the trainer, the runs table of ``core.training.runs_table``); only d
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
 from core.training.runs_table import METRIC_COLUMNS
 
 QUESTION_COLUMNS = ("question1", "question2")
@@ -114,3 +116,19 @@ def compare_bars(table: pd.DataFrame) -> go.Figure:
     for column in METRIC_COLUMNS.values():
         figure.add_bar(x=table["name"], y=table[column], name=column)
     return _layout(figure, "Validation metrics per model", "model", "score", barmode="group", yaxis_range=[0, 1.02])
+
+
+def learning_curve_chart(points: Iterable[dict]) -> go.Figure:
+    """The active-labelling loop's learning curve: held-out ROC AUC and accuracy (y) of each scored model against
+    the labels it learned from (x); ``points`` are ``core.training.active_rounds.read_curve``'s, in any order."""
+    shown = sorted(points, key=lambda p: (p.get("labels", 0), p.get("at", "")))
+    names = [ZERO_SHOT_LABEL if p.get("model") == ZERO_SHOT else Path(str(p.get("model", ""))).name for p in shown]
+    figure = go.Figure()
+    for key, label in (("roc_auc", "held-out ROC AUC"), ("accuracy", "held-out accuracy")):
+        figure.add_scatter(x=[p.get("labels") for p in shown], y=[p.get(key) for p in shown], mode="lines+markers",
+                           name=label, customdata=[[name, p.get("held_out")] for name, p in zip(names, shown)],
+                           hovertemplate="%{x:,d} labels · %{customdata[0]}: %{y:.3f} on %{customdata[1]:,d} "
+                                         f"held-out pairs<extra>{label}</extra>")
+    figure.update_xaxes(rangemode="tozero", tickformat=",d")
+    return _layout(figure, "Learning curve", "labels learned from", "score on the held-out labels",
+                   yaxis_range=[0, 1.02])

@@ -24,12 +24,14 @@ from core.inference.baselines import (
     model_scores,
     tfidf_scores,
 )
+from core.inference.calibration import pair_threshold
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
 from lab.cached import model_stamp
 from lab.session import ZERO_SHOT, get_model
 
 SCORE_CHUNK = 256  # pairs per cached chunk: the progress bar moves every few seconds even for MiniLM on a CPU
-ZERO_SHOT_SOURCE = "MiniLM's default (calibrated on the bundled sample)"
+ZERO_SHOT_SOURCE = "MiniLM's fixed default (these pairs cannot calibrate it: too few, or one class)"
+ZERO_SHOT_CALIBRATED_SOURCE = "these same pairs (no validation split of its own; best accuracy here: optimistic)"
 SAVED_SOURCE = "its own validation split (config.json)"
 TFIDF_SOURCE = "these same pairs (best accuracy here: optimistic)"
 UNCALIBRATED_SOURCE = "these same pairs (no saved threshold: optimistic)"
@@ -86,13 +88,31 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.
         except Exception as error:  # a broken or half-written model folder
             failures.append(f"Could not score {name}: {error}")
             continue
-        threshold = (config.get("thresholds") or {}).get("accuracy")
-        source = ZERO_SHOT_SOURCE if choice == ZERO_SHOT else SAVED_SOURCE if threshold is not None \
-            else UNCALIBRATED_SOURCE
+        if choice == ZERO_SHOT:  # no validation split of its own: calibrated on these pairs when they can
+            calibrated = pair_threshold(config, labels, scores)
+            threshold = calibrated.threshold
+            source = ZERO_SHOT_CALIBRATED_SOURCE if calibrated.pairs else ZERO_SHOT_SOURCE
+        else:
+            threshold = (config.get("thresholds") or {}).get("accuracy")
+            source = SAVED_SOURCE if threshold is not None else UNCALIBRATED_SOURCE
         rows.append(comparison_row(name, kind, labels, scores, threshold, source))
     tfidf = _tfidf(chosen.key, key, chosen, dataset)
     rows.append(comparison_row(TFIDF_LABEL, REFERENCE, labels, tfidf, None, TFIDF_SOURCE))
     return rows, failures
+
+
+def thresholds_note(table: pd.DataFrame) -> str:
+    """Where the table's accuracy / F1 thresholds come from, said honestly for zero-shot MiniLM's row."""
+    [zero_shot] = table.loc[table["model"] == ZERO_SHOT_LABEL, "threshold from"].tolist() or [None]
+    text = ("ROC AUC and average precision need no threshold; accuracy and F1 are at each model's calibrated "
+            "threshold (a saved model's from its own validation split"
+            + (", zero-shot MiniLM's fixed default, as these pairs cannot calibrate it"
+               if zero_shot == ZERO_SHOT_SOURCE else "") + "). ")
+    if zero_shot == ZERO_SHOT_CALIBRATED_SOURCE:
+        return text + ("Zero-shot MiniLM and the TF-IDF baseline have no threshold of their own: both are calibrated "
+                       "on these same pairs, which flatters their accuracy and F1.")
+    return text + ("The TF-IDF baseline has no threshold of its own: it is calibrated on these same pairs, which "
+                   "flatters its accuracy and F1.")
 
 
 def metric_bars(table: pd.DataFrame, pairs_label: str) -> go.Figure:

@@ -4,11 +4,11 @@ The questions are encoded and their k-NN graph (``core.inference.dedup_graph.Nei
 saved-folder stamp, questions key), kept with ``st.cache_resource`` (the graph holds a FAISS index) and
 built outside the cached function so a progress bar can be drawn while encoding. Every threshold or
 minimum-size move then only clusters that graph again (``st.cache_data`` per setting): nothing is
-encoded twice. The clustering itself is ``core.inference.dedup_graph``'s; this module only caches and draws.
+encoded twice. The clustering itself is ``core.inference.dedup_graph``'s; this module only caches and draws,
+and picks the slider's starting threshold (``starting_threshold``). The corpus comes from ``lab.corpus_picker``.
 """
 from __future__ import annotations
 
-import io
 import threading
 from typing import Callable, Sequence
 
@@ -18,24 +18,24 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.inference import dedup, dedup_graph
+from core.inference.calibration import Calibrated, can_calibrate, clustering_threshold
+from lab import cached
 from lab.cached import model_stamp
-from lab.session import get_model, upload_limit_bytes
+from lab.session import get_model
 
 TOP_CLUSTERS = 10  # clusters shown one by one (expanders); the table and the CSV hold them all
 SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColumn("similarity", format="%.4f")}
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def uploaded_questions(name: str, data: bytes):
-    """(questions, report, key) of an uploaded file (``core.data.load_questions``); key fingerprints the
-    questions for the other caches. Raises ``DataError`` for an unusable file."""
-    from core.data import load_questions
-    from core.inference.search import fingerprint
-
-    buffer = io.BytesIO(data)
-    buffer.name = name
-    questions, report = load_questions(buffer, max_bytes=upload_limit_bytes())
-    return questions, report, "upload:" + fingerprint(questions)
+def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) -> Calibrated:
+    """The slider's starting value: ``clustering_threshold`` of the model. Zero-shot MiniLM has no validation
+    split of its own: when the active dataset has labelled pairs (``can_calibrate``) it is calibrated on the
+    verdict page's scores of them (``lab.cached.held_out_scores``, a capped sample)."""
+    if (config.get("zero_shot") and pairs is not None and "is_duplicate" in pairs
+            and can_calibrate(pairs["is_duplicate"])):
+        measured = cached.held_out_scores(choice, model_stamp(choice), cached.active_data_key(pairs), pairs)
+        return clustering_threshold(config, measured.labels, measured.scores)
+    return clustering_threshold(config)
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)

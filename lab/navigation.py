@@ -37,4 +37,7 @@ MAP = LabPage("pages/7_Map.py", "Map", ":material/scatter_plot:", "Map",
 DEDUPLICATE = LabPage("pages/8_Deduplicate.py", "Deduplicate", ":material/join_inner:", "Deduplicate",
                       "group a corpus's near-duplicate questions into clusters")
 
-PAGES = (HOME, DATA, TRAIN, SIMILARITY, VERDICT, SEARCH, COMPARE, MAP, DEDUPLICATE)  # Home first: the default page
+LABEL = LabPage("pages/9_Label.py", "Label", ":material/label:", "Label",
+                "answer the pairs the model is least sure of, retrain, and watch the learning curve")
+
+PAGES = (HOME, DATA, TRAIN, SIMILARITY, VERDICT, SEARCH, COMPARE, MAP, DEDUPLICATE, LABEL)  # Home first: the default page

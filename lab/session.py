@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
 
 from core.data import DataError, LoadReport, load_pairs, pairs_fingerprint
 from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
+
+if TYPE_CHECKING:  # annotations only: the inference pages never import a training module
+    from core.training.jobs import JobQueue, TrainingJob
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_PATH = ROOT / "assets" / "sample_pairs.csv"
@@ -75,12 +79,13 @@ def data_key(pairs: pd.DataFrame) -> str:
 
 
 def init_state() -> None:
-    """Guarded defaults: a rerun never resets what the user already chose."""
+    """Guarded defaults: a rerun never resets what the user already chose. The models folder is the
+    server's (``SIAMESE_LAB_RUNS``) on every run: no page sets it."""
     state = st.session_state
     if "pairs" not in state:
         pairs, report = load_sample()
         state.pairs, state.data_report, state.data_name = pairs, report, SAMPLE_NAME
-    state.setdefault("runs_root", default_runs_root())
+    state.runs_root = default_runs_root()  # the server's folder, never the session's: a forged value is undone
     state.setdefault("jobs", [])  # ids of this session's training jobs, newest last
 
 
@@ -160,18 +165,36 @@ def model_choices() -> dict[str, str]:
 
 
 ACTIVE_MODEL = "active_model"  # session key of the one model every analysis page uses
-_PICKED = "active_model_picked"  # True once the user chose a model: it then stays until they choose again
+ACTIVE_MODEL_PICKED = "active_model_picked"  # True once the user chose a model: it then stays until they choose again
 DONE_STATUSES = ("done", "completed", "early_stopped")  # the last two: folders saved before core.status
 
 
+def session_jobs(queue: JobQueue) -> list[TrainingJob]:
+    """This session's jobs, newest first."""
+    return [queue.jobs[job_id] for job_id in reversed(st.session_state.jobs) if job_id in queue.jobs]
+
+
+def trained_here() -> set[Path]:
+    """The folders this session's finished training runs saved (resolved)."""
+    if not st.session_state.get("jobs"):  # no run started: the job queue (a training module) is never imported
+        return set()
+    results = [job.result for job in session_jobs(job_queue()) if job.finished and job.result is not None]
+    return {Path(result.folder).resolve() for result in results if result.folder is not None}
+
+
 def default_model() -> str:
-    """The newest finished run of the models folder that is better than chance and TF-IDF
-    (``core.inference.run_quality``), or zero-shot MiniLM when there is none."""
+    """The newest finished run that this session trained and that is better than chance and TF-IDF
+    (``core.inference.run_quality``), or zero-shot MiniLM when there is none: another user's run is a
+    choice, never this session's default."""
+    mine = trained_here()
+    if not mine:
+        return ZERO_SHOT
     from core.inference.run_quality import judge_run
     from core.saving import list_runs
 
     runs, _ = list_runs(st.session_state.runs_root)  # newest first
-    finished = [run for run in runs if (run.get("training") or {}).get("status", "done") in DONE_STATUSES
+    finished = [run for run in runs if Path(run["path"]).resolve() in mine
+                and (run.get("training") or {}).get("status", "done") in DONE_STATUSES
                 and not judge_run(run.get("metrics")).flagged]
     return finished[0]["path"] if finished else ZERO_SHOT
 
@@ -180,17 +203,19 @@ def model_picker(key: str | None = None) -> str:
     """The model selectbox of every analysis page; returns the choice (``ZERO_SHOT`` or a folder path).
 
     One choice for all pages (``st.session_state[ACTIVE_MODEL]``): picking a model on one page picks
-    it on every page. Until the user picks one, it follows the newest finished run. ``key`` is
-    ignored (pages from before the shared picker passed their own).
+    it on every page. Until the user picks one, it follows ``default_model``: zero-shot MiniLM, or the
+    newest finished run this session trained. ``key`` is ignored (pages from before the shared picker
+    passed their own).
     """
     state = st.session_state
     labels = {choice: label for label, choice in model_choices().items()}
-    if not state.get(_PICKED) or state.get(ACTIVE_MODEL) not in labels:
+    if not state.get(ACTIVE_MODEL_PICKED) or state.get(ACTIVE_MODEL) not in labels:
         state[ACTIVE_MODEL] = default_model()
-        state[_PICKED] = False
+        state[ACTIVE_MODEL_PICKED] = False
     st.selectbox("Model", list(labels), format_func=labels.get, key=ACTIVE_MODEL, persist_state="session",
-                 on_change=lambda: state.__setitem__(_PICKED, True),
-                 help="One model for every page: the newest finished run until you pick another.")
+                 on_change=lambda: state.__setitem__(ACTIVE_MODEL_PICKED, True),
+                 help="One model for every page: zero-shot MiniLM, or your newest finished run, until you "
+                      "pick another.")
     return state[ACTIVE_MODEL]
 
 
@@ -198,5 +223,37 @@ def show_error(message: str) -> None:
     st.error(message, icon=":material/error:")
 
 
+NAMES_SHOWN = 3  # the not-models line names at most this many folders, then "and K more"
+
+
+def _name_and_reason(problem: str) -> tuple[str, str]:
+    name, _, reason = problem.partition(": ")  # core.saving.list_runs says "<folder>: <why>"
+    return name, reason.rstrip(".")
+
+
+def not_models_sentence(problems: list[str]) -> str:
+    """One line for the folders of the models folder that are not models (``core.saving.list_runs``'
+    problems): "2 folders in the models folder are not models: `a`, `b`." A single folder says why;
+    past ``NAMES_SHOWN`` names the line ends "and K more"."""
+    names = [f"`{_name_and_reason(problem)[0]}`" for problem in problems]
+    if len(problems) == 1:
+        reason = _name_and_reason(problems[0])[1]
+        return f"1 folder in the models folder is not a model: {names[0]}" + (f" ({reason})." if reason else ".")
+    more = f" and {len(names) - NAMES_SHOWN:,} more" if len(names) > NAMES_SHOWN else ""
+    return f"{len(names):,} folders in the models folder are not models: {', '.join(names[:NAMES_SHOWN])}{more}."
+
+
+def warn_not_models(problems: list[str]) -> None:
+    """``not_models_sentence`` as one warning (nothing when every folder is a model); with several folders,
+    each one's reason in an expander under it."""
+    if not problems:
+        return
+    st.warning(not_models_sentence(problems))
+    if len(problems) > 1:
+        with st.expander("Why they are not models"):
+            st.markdown("\n".join(f"- `{name}`: {reason}" for name, reason in map(_name_and_reason, problems)))
+
+
 __all__ = ["DataError", "setup_page", "set_dataset", "get_model", "job_queue", "model_choices", "load_sample",
-           "load_upload", "data_key", "show_error", "model_picker", "ZERO_SHOT", "SAMPLE_NAME", "upload_limit_bytes"]
+           "load_upload", "data_key", "show_error", "model_picker", "ZERO_SHOT", "SAMPLE_NAME", "upload_limit_bytes",
+           "warn_not_models"]

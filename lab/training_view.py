@@ -1,5 +1,5 @@
-"""Parts of the Train page: the device picker, this session's runs (polled while one is unfinished) and the
-saved models."""
+"""Parts of the Train page: the device picker, the "Start from" picker, this session's runs (polled while one is
+unfinished) and the saved models."""
 from __future__ import annotations
 
 import math
@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from core.device import cuda_available, describe_devices
-from core.models import MODEL_LABELS
-from core.saving import list_runs
+from core.models import MODEL_LABELS, ZERO_SHOT
+from core.saving import ModelLoadError, list_runs, read_config
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.jobs import JobQueue, TrainingJob
 from core.training.presets import PRESETS
@@ -17,10 +17,12 @@ from core.training.runs_table import METRIC_COLUMNS, runs_table
 from core.training.specs import SIZE_OPTIONS, loss_choice, spec_from_options
 from lab import charts
 from lab.navigation import COMPARE
-from lab.session import show_error
+from lab.session import model_choices, session_jobs, show_error, warn_not_models
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
 KEEP_UNVALIDATED_LABEL = "Keep a run cancelled before its first validation"  # the Train page's checkbox
+SCRATCH = ""  # "Start from" (session key "init_model"): a new model, or MiniLM's pretrained weights
+SCRATCH_LABEL = "Scratch / the pretrained model"
 
 
 def device_picker(persist_state: str) -> None:
@@ -33,6 +35,29 @@ def device_picker(persist_state: str) -> None:
              format_func={"auto": "Auto", "cpu": "CPU", "cuda": "GPU (CUDA)"}.get)
     st.caption(describe_devices() if gpu else
                "GPU (CUDA): unavailable — no CUDA GPU visible to PyTorch on this machine, so training runs on the CPU.")
+
+
+def start_family(folder: str) -> str | None:
+    """The model family of a saved model folder; None for SCRATCH or a folder that is no longer a model."""
+    if not folder:
+        return None
+    try:
+        return read_config(folder)["model_type"]
+    except ModelLoadError:
+        return None
+
+
+def start_from_picker(persist_state: str, on_change) -> None:
+    """The "Start from" selectbox (key "init_model"): SCRATCH or a saved model of the models folder (folder ->
+    ``lab.session.model_choices``' label), whose weights and tokenizer the run starts from."""
+    saved = {folder: label for label, folder in model_choices().items() if folder != ZERO_SHOT}
+    choices = {SCRATCH: SCRATCH_LABEL, **saved}
+    if st.session_state.get("init_model", SCRATCH) not in choices:
+        st.session_state.init_model = SCRATCH  # deleted since, or another models folder
+    st.selectbox("Start from", list(choices), format_func=choices.get, key="init_model", on_change=on_change,
+                 persist_state=persist_state,
+                 help="Go on training a saved model: its weights, sizes and vocabulary are kept (the Model size and "
+                      "Max length settings do not apply), and the Model follows its family.")
 
 
 def size_key(model: str, field: str) -> str:
@@ -56,11 +81,6 @@ def preset_widget_values(preset: str) -> dict:
 
 def fmt(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
-
-
-def session_jobs(queue: JobQueue) -> list[TrainingJob]:
-    """This session's jobs, newest first."""
-    return [queue.jobs[job_id] for job_id in reversed(st.session_state.jobs) if job_id in queue.jobs]
 
 
 def has_unfinished_run(queue: JobQueue) -> bool:
@@ -123,6 +143,7 @@ def show_outcome(job: TrainingJob) -> None:
                + ".") if validation else ""
     quality = result.quality if result and folder else None  # worse than chance or TF-IDF: said plainly
     judged = f" {quality.message}" if quality and quality.flagged else ""
+    metrics += f" {quality.comparison}" if quality and quality.comparison and not judged else ""
     if job.status == DONE and judged:
         st.warning(f"Finished ({result.outcome.message}), but not a useful model: {saved}.{metrics}{judged}",
                    icon=":material/warning:")
@@ -218,5 +239,4 @@ def saved_models(runs_root: str) -> None:
         st.page_link(COMPARE.path, label="Compare them", icon=COMPARE.icon)
     else:
         st.caption(f"No saved model in `{runs_root}` yet.")
-    for problem in problems:
-        st.warning(f"Not loaded: {problem}")
+    warn_not_models(problems)

@@ -1,12 +1,16 @@
-"""The Verdict page's blocks: the question form and its verdict, the threshold on held-out pairs, and the
-error analysis. Widgets and layout only: the numbers come from ``core.inference.metrics`` and ``core.inference.analysis``,
-the figures from ``lab.figures``."""
+"""The Verdict page's blocks: the threshold the slider starts at, the question form and its verdict, the
+threshold on held-out pairs, the error analysis and a whole file scored. Widgets and layout only: the numbers
+come from ``core.inference.calibration``, ``core.inference.metrics`` and ``core.inference.analysis``, the
+figures from ``lab.figures``."""
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 import numpy as np
 import streamlit as st
 
 from core.inference import analysis
+from core.inference.calibration import Calibrated, pair_threshold
 from core.inference.metrics import curves, predict, ranking_metrics, threshold_metrics
 from core.saving.safe_csv import safe_csv
 from lab import cached, figures
@@ -16,6 +20,45 @@ PERSIST = "session"  # the typed questions and the threshold survive a visit to 
 CHECKED = "verdict_checked"  # session key: the (question1, question2) the verdict was computed for
 DEFAULT_QUESTIONS = {"question1": "How do I learn Python?", "question2": "What is the best way to learn Python?"}
 ERROR_ROWS = 20  # worst false positives / negatives shown (the download holds them all)
+CALIBRATED_FOR = "verdict_model"  # session key: (model choice, calibrated threshold) the slider was last set to
+SCORED_FILE = "verdict_scored_file"  # session key: the last file scored (ScoredFile), kept across page visits
+
+
+# ---- the threshold the slider starts at --------------------------------------------------------
+def held_out(choice: str, pairs) -> cached.HeldOutScores | None:
+    """``cached.held_out_scores`` of the active dataset ``pairs`` under a model, or None after showing why not."""
+    try:
+        return cached.held_out_scores(choice, cached.model_stamp(choice), cached.active_data_key(pairs), pairs)
+    except Exception as error:
+        show_error(f"Could not score the held-out pairs: {error}")
+        return None
+
+
+def calibrated_threshold(config: dict, measured: cached.HeldOutScores | None = None) -> Calibrated:
+    """``pair_threshold`` of the model, within the slider's range: a saved model's own; zero-shot MiniLM's
+    calibrated on ``measured`` (the user's labelled pairs) when they hold enough of both classes."""
+    found = pair_threshold(config) if measured is None else pair_threshold(config, measured.labels, measured.scores)
+    return replace(found, threshold=min(max(float(found.threshold), -1.0), 1.0))
+
+
+def start_slider_at(choice: str, calibrated: Calibrated) -> None:
+    """A new model, or a new calibration (zero-shot MiniLM on another dataset), sets the slider to the
+    calibrated threshold; the user's value stays otherwise."""
+    marker = (choice, calibrated.threshold)
+    if st.session_state.get(CALIBRATED_FOR) != marker or "threshold" not in st.session_state:
+        st.session_state.threshold = round(calibrated.threshold, 2)
+        st.session_state[CALIBRATED_FOR] = marker
+
+
+def threshold_caption(choice: str, calibrated: Calibrated) -> str:
+    """Where the calibrated threshold came from (``Calibrated.source``), and what that means for zero-shot."""
+    text = f"Calibrated threshold of this model: {calibrated.threshold:.3f} ({calibrated.source})."
+    if choice == ZERO_SHOT and calibrated.pairs:
+        text += (" Zero-shot MiniLM has no validation split of its own, so it is calibrated on the pairs "
+                 "measured below: their accuracy at it is optimistic.")
+    elif choice == ZERO_SHOT:
+        text += " Load a dataset with labelled duplicates and non-duplicates to calibrate it on your pairs."
+    return text
 
 
 # ---- the questions and the verdict -------------------------------------------------------------
@@ -154,20 +197,34 @@ def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: 
 
 
 # ---- a whole file at this threshold --------------------------------------------------------------------
-def score_file_panel(model, threshold: float) -> None:
-    """Upload pairs, get them back scored at ``threshold`` (``core.inference.scoring.score_file``), as a CSV."""
+@dataclass(frozen=True)
+class ScoredFile:
+    """A file scored on this page: kept in the session, so its summary and download are still there after
+    a visit to another page (which empties the uploader)."""
+
+    upload_id: str  # the upload it came from (UploadedFile.file_id): the same upload is not scored twice
+    name: str  # the uploaded file's name
+    choice: str  # the model choice that scored it, with its model_stamp
+    stamp: float
+    threshold: float
+    report: object  # core.inference.scoring.ScoreReport
+    data: bytes  # the scored CSV
+
+
+def _forget_scored_file() -> None:
+    # on_change of the uploader: the user removed the file (or chose another), so its old result goes.
+    if st.session_state.get("score_upload") is None:
+        st.session_state.pop(SCORED_FILE, None)
+
+
+def _score_upload(choice: str, model, threshold: float, upload) -> ScoredFile | None:
+    """``core.inference.scoring.score_file`` of an uploaded file, or None after showing why not."""
     import tempfile
     from pathlib import Path
 
     from core.data import DataError
     from core.inference.scoring import score_file
 
-    st.subheader("Score a whole file at this threshold")
-    upload = st.file_uploader("Pairs to score (CSV or TSV, optionally gzip; question1, question2 and, "
-                              "optionally, is_duplicate)", key="score_upload")
-    if upload is None:
-        st.caption("Every row comes back with its similarity and predicted_duplicate; with labels, the metrics too.")
-        return
     with tempfile.TemporaryDirectory() as folder:
         source, out = Path(folder) / "pairs", Path(folder) / "scored.csv"
         source.write_bytes(upload.getvalue())
@@ -178,16 +235,45 @@ def score_file_panel(model, threshold: float) -> None:
                                 progress=lambda done: note.caption(f"Scored {done:,} pairs…"))
         except DataError as error:
             show_error(f"{upload.name}: {error}")
-            return
+            return None
         finally:
             note.empty()
-        scored = out.read_bytes()
-    st.success(f"Scored {report.scored:,} of {report.rows:,} pairs at threshold {threshold:.2f}"
+        return ScoredFile(upload.file_id, upload.name, choice, cached.model_stamp(choice), threshold, report,
+                          out.read_bytes())
+
+
+def score_file_panel(choice: str, model, threshold: float) -> None:
+    """Upload pairs, get them back scored at ``threshold`` (``core.inference.scoring.score_file``), as a CSV.
+    The last result stays in the session (``SCORED_FILE``) until the file is removed or replaced."""
+    from pathlib import Path
+
+    st.subheader("Score a whole file at this threshold")
+    upload = st.file_uploader("Pairs to score (CSV or TSV, optionally gzip; question1, question2 and, "
+                              "optionally, is_duplicate)", key="score_upload", on_change=_forget_scored_file)
+    scored = st.session_state.get(SCORED_FILE)
+    if upload is not None:
+        wanted = (upload.file_id, choice, cached.model_stamp(choice), threshold)
+        if scored is None or (scored.upload_id, scored.choice, scored.stamp, scored.threshold) != wanted:
+            scored = _score_upload(choice, model, threshold, upload)
+            if scored is None:
+                st.session_state.pop(SCORED_FILE, None)
+                return
+            st.session_state[SCORED_FILE] = scored
+    if scored is None:
+        st.caption("Every row comes back with its similarity and predicted_duplicate; with labels, the metrics too.")
+        return
+    report = scored.report
+    st.success(f"Scored {report.scored:,} of {report.rows:,} pairs at threshold {scored.threshold:.2f} ({scored.name})"
                + (f"; {report.skipped_empty:,} with an empty question were left unscored." if report.skipped_empty
                   else "."))
+    if upload is None:  # back from another page: the uploader is empty, the result is the one kept
+        same = (scored.choice, scored.stamp, scored.threshold) == (choice, cached.model_stamp(choice), threshold)
+        st.caption(f"{scored.name} was scored earlier in this session"
+                   + ("." if same else " with another model or threshold than the ones chosen now: upload it again "
+                      "to score it with these."))
     if report.metrics:
         m = report.metrics
         st.caption(f"On its {report.labelled:,} labelled pairs: ROC AUC {m['roc_auc']:.3f} · accuracy "
                    f"{m['accuracy']:.3f} · F1 {m['f1']:.3f}")
-    st.download_button("Download the scored pairs (CSV)", scored, file_name=f"scored_{Path(upload.name).stem}.csv",
+    st.download_button("Download the scored pairs (CSV)", scored.data, file_name=f"scored_{Path(scored.name).stem}.csv",
                        mime="text/csv", key="score_download")

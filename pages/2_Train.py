@@ -3,8 +3,6 @@
 The page only maps widgets to ``core.training.specs`` options: defaults, presets, the loss menu, the model
 sizes and every check come from there.
 """
-from pathlib import Path
-
 import streamlit as st
 
 from core.models import MODEL_LABELS, MODEL_NAMES
@@ -23,7 +21,7 @@ from core.training.specs import (
 )
 from lab import training_view
 from lab.navigation import DATA
-from lab.session import default_runs_root, enter_through_app, job_queue, show_error
+from lab.session import enter_through_app, job_queue, show_error
 
 enter_through_app(__file__)
 
@@ -35,7 +33,7 @@ SCALE_LOSSES = ("softmax", "cosent")  # their one setting here is the scale; the
 # What an option is called on this page, for errors from core.training.specs.
 OPTION_LABELS = {"batch_size": "Batch size", "lr": "Learning rate", "max_length": "Max length",
                  "val_fraction": "Validation share", "model_options": "Model size", "epochs": "Epochs",
-                 "max_steps": "Max steps", "max_minutes": "Time budget"}
+                 "max_steps": "Max steps", "max_minutes": "Time budget", "init_model": "Start from"}
 
 
 def chosen_loss() -> str:
@@ -46,6 +44,16 @@ def apply_model_defaults() -> None:
     """A new model choice brings its own epochs / batch size / learning rate / patience."""
     for option, value in TRAINING_DEFAULTS[state.model].items():
         state[option] = value
+    if training_view.start_family(state.init_model) not in (None, state.model):
+        state.init_model = training_view.SCRATCH  # a saved model goes on training in its own family only
+
+
+def apply_start_family() -> None:
+    """Starting from a saved model trains its family: the Model menu follows it."""
+    family = training_view.start_family(state.init_model)
+    if family and family != state.model:
+        state.model = family
+        apply_model_defaults()
 
 
 def apply_loss_defaults() -> None:
@@ -58,11 +66,6 @@ def apply_preset() -> None:
         state.update(training_view.preset_widget_values(state.preset))
 
 
-def tidy_runs_root() -> None:
-    typed = state.runs_root.strip()
-    state.runs_root = str(Path(typed).expanduser()) if typed else default_runs_root()
-
-
 def init_widgets() -> None:
     """Defaults through session state (widgets get no value=), so callbacks can change them later."""
     for key, value in dict(preset=CUSTOM, hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
@@ -70,7 +73,7 @@ def init_widgets() -> None:
                            device=DEFAULTS.train.device, max_length=DEFAULTS.max_length, seed=DEFAULTS.train.seed,
                            patience=DEFAULTS.train.patience, val_fraction=DEFAULTS.val_fraction,
                            max_steps=DEFAULTS.train.max_steps, max_minutes=float(DEFAULTS.train.max_minutes),
-                           keep_unvalidated=DEFAULTS.keep_unvalidated).items():
+                           keep_unvalidated=DEFAULTS.keep_unvalidated, init_model=training_view.SCRATCH).items():
         state.setdefault(key, value)
     if "epochs" not in state:
         apply_model_defaults()
@@ -88,7 +91,7 @@ def options_from_widgets() -> dict:
                 batch_size=state.batch_size, lr=state.lr, device=state.device, seed=state.seed,
                 patience=state.patience, max_length=state.max_length, val_fraction=state.val_fraction,
                 hard_negatives=bool(state.hard_negatives), implied_pairs=bool(state.implied_pairs), data_name=state.data_name, max_steps=state.max_steps,
-                max_minutes=state.max_minutes, keep_unvalidated=bool(state.keep_unvalidated),
+                max_minutes=state.max_minutes, keep_unvalidated=bool(state.keep_unvalidated), init_model=state.init_model,
                 model_options={o.field: state[training_view.size_key(state.model, o.field)] for o in SIZE_OPTIONS[state.model]})
 
 
@@ -177,9 +180,10 @@ with st.expander("More settings"):
                          persist_state=PERSIST)
     st.checkbox(training_view.KEEP_UNVALIDATED_LABEL, key="keep_unvalidated", persist_state=PERSIST,
                 help="Otherwise a run cancelled before any epoch finished is not saved, so it never clutters the model lists.")
+    training_view.start_from_picker(PERSIST, on_change=apply_start_family)
 
-st.text_input("Models folder", key="runs_root", on_change=tidy_runs_root, persist_state=PERSIST,
-              help="Finished models are saved here, one folder each; every page lists the models in this folder.")
+st.caption(f"Finished models are saved in the server's models folder, `{state.runs_root}`, one folder each; "
+           "every page lists the models in it.")
 
 running = training_view.has_unfinished_run(job_queue())
 if st.button("Start", key="start", type="primary", disabled=running,

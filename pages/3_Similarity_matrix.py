@@ -39,6 +39,7 @@ st.caption("A batch of duplicate pairs as the training loss sees it: the numbers
            "the same functions training calls.")
 
 pairs = st.session_state.pairs
+EXAMPLE_SCORES = "example_scores"  # the worked example's scores as last edited (not a widget key)
 
 
 def _next_seed() -> None:
@@ -94,7 +95,7 @@ if batch is not None:
         view = inspect_scores(scores, margin=margin, softmax_scale=softmax_scale,
                               question1=question1, question2=question2)
     except Exception as error:  # a broken model folder or a failing encoder: say so, no traceback
-        show_error(f"Could not score the batch with “{st.session_state.sim_model}”: {error}")
+        show_error(f"Could not score the batch with “{choice}”: {error}")
 
 if view is not None:
     st.plotly_chart(figures.similarity_heatmap(view), key="heatmap")
@@ -118,14 +119,18 @@ if st.toggle("Explain mode: the worked 4×4 example", key="explain", persist_sta
                                help="Its own α, starting at the course's 0.25, so the course's numbers show "
                                     "whatever the batch above uses.")
     st.markdown("Edit any score below (from −1 to 1); everything under it follows.")
+    # A data editor has no persist_state and its edits go when the page is left: the page keeps the edited
+    # scores under a key of its own and hands them back as the editor's data (its edits are absolute values).
+    st.session_state.setdefault(EXAMPLE_SCORES, [list(row) for row in SEED_EXAMPLE])
     edited = st.data_editor(
-        pd.DataFrame(SEED_EXAMPLE, index=rows, columns=columns), key="example",
+        pd.DataFrame(st.session_state[EXAMPLE_SCORES], index=rows, columns=columns), key="example",
         column_config={c: st.column_config.NumberColumn(c, min_value=-1.0, max_value=1.0, step=0.01,
                                                         format="%.2f", required=True) for c in columns})
     if edited.isna().to_numpy().any():
         show_error("Every cell of the example needs a number.")
     else:
         example = edited.to_numpy(dtype=float).tolist()
+        st.session_state[EXAMPLE_SCORES] = example
         example_view = inspect_scores(example, margin=example_margin, softmax_scale=softmax_scale)
         st.plotly_chart(figures.similarity_heatmap(example_view, title="The worked example"), key="example_heatmap")
         st.dataframe(figures.batch_table(example_view), hide_index=True, key="example_table",

@@ -15,7 +15,7 @@ from core.training.runs_table import METRIC_COLUMNS, runs_table
 from lab import cached, compare_view
 from lab.figures import PLOTLY_CONFIG
 from lab.navigation import TRAIN
-from lab.session import enter_through_app
+from lab.session import enter_through_app, warn_not_models
 
 enter_through_app(__file__)
 
@@ -72,10 +72,7 @@ st.dataframe(shown, hide_index=True, width="stretch", key="compare_table", colum
                                                                     "(duplicate when the score is above it)."),
              })
 st.caption(f"{len(common.pairs):,} pairs ({common.duplicates:,} duplicates): {common.description}. "
-           "ROC AUC and average precision need no threshold; accuracy and F1 are at each model's calibrated "
-           "threshold (a saved model's from its own validation split, zero-shot MiniLM's default). The TF-IDF "
-           "baseline has no threshold of its own: it is calibrated on these same pairs, which flatters its "
-           f"accuracy and F1. TF-IDF is fitted on {common.fit_description}.")
+           f"{compare_view.thresholds_note(table)} TF-IDF is fitted on {common.fit_description}.")
 st.download_button("Download the table (CSV)", safe_csv(shown[COMPARE_COLUMNS]), file_name="siamese_lab_comparison.csv",
                    mime="text/csv", key="download_csv", icon=":material/download:")
 st.plotly_chart(compare_view.metric_bars(shown, common.label), width="stretch", key="compare_bars",
@@ -95,5 +92,4 @@ if chosen:
                            file_name="siamese_lab_models.csv", mime="text/csv", icon=":material/download:")
 for message in failures:
     st.warning(message)
-for problem in problems:
-    st.warning(f"Not loaded: {problem}")
+warn_not_models(problems)

@@ -19,6 +19,7 @@ from lab.session import enter_through_app, get_model, model_picker, show_error
 enter_through_app(__file__)
 
 COLOURINGS = ["cluster", "label of its pairs"]
+PERSIST = "session"  # a widget's state is dropped when its page is not drawn: these survive a visit elsewhere
 
 st.title("Map of the questions")
 st.caption("Every distinct question of the active dataset (both columns) as the model's vector, flattened to "
@@ -39,12 +40,14 @@ sampled = len(questions) < len(texts)
 map_key = f"{key}:{len(questions)}"  # the dataset and how many of its questions: every map cache key holds it
 
 colour_column, k_column, n_column = st.columns(3)
-colouring = colour_column.selectbox("Colour by", COLOURINGS, key="map_colour")
+colouring = colour_column.selectbox("Colour by", COLOURINGS, key="map_colour", persist_state=PERSIST)
 k = k_column.slider("Clusters (k-means)", min_value=2, max_value=20, value=8, key="map_k",
-                    disabled=colouring != "cluster")
-count = n_column.slider("Neighbours to highlight", min_value=1, max_value=50, value=10, key="map_neighbours")
+                    disabled=colouring != "cluster", persist_state=PERSIST)
+count = n_column.slider("Neighbours to highlight", min_value=1, max_value=50, value=10, key="map_neighbours",
+                        persist_state=PERSIST)
 query = st.text_input("Search: highlight the questions closest to", value="", key="map_query",
-                      on_change=map_view.forget_click, placeholder="Type a question, or click a point on the map")
+                      on_change=map_view.forget_click, placeholder="Type a question, or click a point on the map",
+                      persist_state=PERSIST)
 
 status = st.empty()
 

@@ -1,12 +1,14 @@
 """Deduplicate: group the near-duplicate questions of a corpus (the active dataset's, or an uploaded file's)."""
+from dataclasses import astuple
+
 import streamlit as st
 
-from core.inference.dedup import default_threshold
+from core.inference.dedup import outsized_cluster_note
 from core.saving.safe_csv import safe_csv
 from lab import cached, dedup_view
+from lab.corpus_picker import pick_corpus
 from lab.figures import PLOTLY_CONFIG
 from lab.session import (
-    DataError,
     enter_through_app,
     get_model,
     model_picker,
@@ -15,7 +17,6 @@ from lab.session import (
 
 enter_through_app(__file__)
 
-ACTIVE, UPLOAD = "The active dataset's questions", "An uploaded file"
 PERSIST = "session"  # the settings survive a visit to another page
 state = st.session_state
 
@@ -27,26 +28,7 @@ st.caption("Every question is encoded once; each question's nearest neighbours c
            "question belongs to one cluster at most (sentence-transformers' community detection).")
 
 choice = model_picker()
-source = st.radio("Questions", [ACTIVE, UPLOAD], horizontal=True, key="dedup_source", persist_state=PERSIST)
-if source == UPLOAD:
-    upload = st.file_uploader("A CSV/TSV with a question column (question, text, sentence, title or q), a pairs "
-                              "file, or plain text with one question per line", key="dedup_upload")
-    if upload is None:
-        st.info("Upload a file of questions, or use the active dataset's.")
-        st.stop()
-    try:
-        texts, report, key = dedup_view.uploaded_questions(upload.name, upload.getvalue())
-    except DataError as error:
-        show_error(str(error))
-        st.stop()
-    if report.dropped:
-        st.caption(f"{report.source}: {report.summary()}")
-    name = upload.name
-else:
-    pairs = state.pairs
-    key = "pairs:" + cached.active_data_key(pairs)
-    texts = cached.corpus(cached.active_data_key(pairs), pairs)
-    name = state.data_name
+name, texts, key = astuple(pick_corpus("dedup"))
 if not texts:
     show_error("There are no questions to deduplicate.")
     st.stop()
@@ -57,11 +39,16 @@ try:
 except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, not raised
     show_error(f"Could not load the model: {error}")
     st.stop()
-calibrated = default_threshold(config)
-start = calibrated if calibrated is not None else 0.8
-if state.get("dedup_threshold_for") != choice or "dedup_threshold" not in state:
-    state["dedup_threshold"] = round(float(start), 3)  # a new model starts at its own calibrated threshold
-    state["dedup_threshold_for"] = choice
+try:
+    calibrated = dedup_view.starting_threshold(choice, config, state.pairs)
+except Exception as error:  # noqa: BLE001
+    show_error(f"Could not score the labelled pairs to calibrate the threshold on: {error}")
+    st.stop()
+start = calibrated.threshold
+# A new model, or new labelled pairs to calibrate zero-shot MiniLM on, start at their own clustering threshold.
+if state.get("dedup_threshold_for") != (choice, start) or "dedup_threshold" not in state:
+    state["dedup_threshold"] = round(float(start), 3)
+    state["dedup_threshold_for"] = (choice, start)
 # Sent with every run: a slider that was not drawn on the last run (no file uploaded yet) is new to the browser,
 # which would otherwise draw it at its minimum while the clusters below are computed at this value.
 state["dedup_threshold"] = state["dedup_threshold"]
@@ -70,8 +57,9 @@ threshold_column, size_column = st.columns([3, 1])
 threshold = threshold_column.slider(
     "Threshold (cosine to the representative, strictly above)", min_value=low, max_value=high, step=0.005,
     format="%.3f", key="dedup_threshold",
-    help="Starts at the model's calibrated best-accuracy threshold" if calibrated is not None else
-    "This model has no calibrated threshold; 0.8 to start with")
+    help="Starts at the model's clustering threshold, set for a high precision (the caption says where it comes "
+         "from): a higher threshold gives tighter clusters, a lower one lets unrelated questions share one")
+threshold_column.caption(f"Starts at {start:.3f}: {calibrated.source}.")
 min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, value=2, step=1,
                                     key="dedup_min_size", persist_state=PERSIST)
 
@@ -102,6 +90,9 @@ clusters_metric.metric("Clusters", f"{len(table):,}")
 clustered_metric.metric("Questions in a cluster", f"{len(frame):,}")
 if capped:
     st.warning(capped, icon=":material/warning:")
+outsized = outsized_cluster_note(int(table["size"].max()) if len(table) else 0, len(texts), float(threshold))
+if outsized:
+    st.warning(outsized, icon=":material/warning:")
 if table.empty:
     st.info("No cluster at this threshold: lower it, or lower the smallest cluster size.")
     st.stop()

@@ -19,6 +19,7 @@ from core.inference.baselines import (
     sort_table,
     tfidf_scores,
 )
+from core.inference.metrics import best_thresholds
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs
 from core.saving.safe_csv import safe_csv
@@ -75,14 +76,15 @@ def test_runs_table_tolerates_missing_fields():
 
 
 # ---- the page ----------------------------------------------------------------------------------------
-def _expected_row(choice, name, kind, common, source):
-    """The comparison row of one model computed here, outside the app, from the same pairs."""
+def _expected_row(choice, name, kind, common, source, calibrated_here=False):
+    """The comparison row of one model computed here, outside the app, from the same pairs: at its saved
+    threshold, or (``calibrated_here``) at the best-accuracy threshold of its scores on these pairs."""
     from core.models import load_model
 
     model, config = load_model(choice)
-    labels = common.pairs["is_duplicate"].to_numpy()
-    return comparison_row(name, kind, labels, model_scores(model, common.pairs), config["thresholds"]["accuracy"],
-                          source)
+    labels, scores = common.pairs["is_duplicate"].to_numpy(), model_scores(model, common.pairs)
+    threshold = best_thresholds(labels, scores)["accuracy"] if calibrated_here else config["thresholds"]["accuracy"]
+    return comparison_row(name, kind, labels, scores, threshold, source)
 
 
 def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_with_models, open_page,
@@ -115,11 +117,15 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
     # every number is the metric of that model's scores on exactly these pairs
     lstm = _expected_row(str(folders["lstm"]), folders["lstm"].name, MODEL_LABELS["lstm"], common,
                          compare_view.SAVED_SOURCE)
-    minilm = _expected_row("minilm", ZERO_SHOT_LABEL, "reference", common, compare_view.ZERO_SHOT_SOURCE)
+    # zero-shot MiniLM has no validation split: calibrated on these labelled pairs (core.inference.calibration)
+    minilm = _expected_row("minilm", ZERO_SHOT_LABEL, "reference", common, compare_view.ZERO_SHOT_CALIBRATED_SOURCE,
+                           calibrated_here=True)
     tfidf = comparison_row(TFIDF_LABEL, "reference", common.pairs["is_duplicate"].to_numpy(),
                            tfidf_scores(common.pairs["question1"], common.pairs["question2"], common.fit_texts(pairs)),
                            None, compare_view.TFIDF_SOURCE)
-    assert minilm["threshold"] == ZERO_SHOT_THRESHOLD
+    assert minilm["threshold"] != ZERO_SHOT_THRESHOLD
+    assert rows.loc[ZERO_SHOT_LABEL, "threshold"] == pytest.approx(minilm["threshold"], abs=1e-6)
+    assert "Zero-shot MiniLM and the TF-IDF baseline have no threshold of their own" in caption
     for expected in (lstm, minilm, tfidf):
         row = rows.loc[expected["model"]]
         for column in COMPARE_COLUMNS[1:]:
@@ -233,3 +239,17 @@ def test_model_pickers_mark_cancelled_and_failed_runs(runs_with_models):
     _with_status(folders["dual-transformer"], "failed")
     at.run()
     assert f"{folders['dual-transformer'].name} (failed, val AUC {old_auc:.3f}{old_mark})" in [t.value for t in at.text]
+
+
+def test_compare_keeps_zero_shot_at_its_fixed_default_on_one_class(runs_root, sample_pairs):
+    from app_support import open_app
+
+    pairs = sample_pairs[0]
+    duplicates = pairs[pairs["is_duplicate"] == 1].head(30).reset_index(drop=True)  # nothing to calibrate on
+    at = open_app()
+    at.session_state["pairs"] = duplicates
+    at.switch_page(COMPARE.path).run()
+    assert not at.exception
+    row = at.dataframe[0].value.set_index("model").loc[ZERO_SHOT_LABEL]
+    assert row["threshold"] == ZERO_SHOT_THRESHOLD and row["threshold from"] == compare_view.ZERO_SHOT_SOURCE
+    assert any("zero-shot MiniLM's fixed default" in c.value for c in at.caption)

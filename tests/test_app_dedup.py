@@ -7,8 +7,12 @@ import streamlit as st
 from app_support import open_page
 
 import core.inference.dedup
-from core.models import load_model
-from lab.navigation import DEDUPLICATE
+from core.data import load_pairs
+from core.inference.calibration import clustering_threshold
+from core.models import ZERO_SHOT, load_model
+from core.models.registry import zero_shot_config
+from lab.navigation import DATA, DEDUPLICATE
+from lab.session import SAMPLE_PATH
 
 
 @pytest.fixture
@@ -34,8 +38,9 @@ def test_threshold_moves_recluster_without_encoding_again(runs_with_models, enco
     at.selectbox(key="active_model").set_value(str(folders["lstm"])).run()
     assert not at.exception and not at.error, (at.exception, at.error)
     _, config = load_model(folders["lstm"])
-    calibrated = config["thresholds"]["accuracy"]
+    calibrated = clustering_threshold(config).threshold
     assert at.slider(key="dedup_threshold").value == pytest.approx(round(calibrated, 3))
+    assert any(c.value == f"Starts at {calibrated:.3f}: {clustering_threshold(config).source}." for c in at.caption)
     encoded = len(encode_calls)
     assert encoded >= 1 and encode_calls[-1] > 500  # the sample's distinct questions
 
@@ -69,12 +74,13 @@ def test_threshold_moves_recluster_without_encoding_again(runs_with_models, enco
 def test_another_model_starts_at_its_own_threshold(runs_with_models, encode_calls):
     _, folders = runs_with_models
     at = open_page(DEDUPLICATE.path, timeout=120)
+    encoded = len(encode_calls)  # the default model's encoding, if any
     for name in ("lstm", "dual-transformer"):
         at.selectbox(key="active_model").set_value(str(folders[name])).run()
         assert not at.exception and not at.error, (at.exception, at.error)
         _, config = load_model(folders[name])
-        assert at.slider(key="dedup_threshold").value == pytest.approx(round(config["thresholds"]["accuracy"], 3))
-    assert len(encode_calls) == 2  # one encoding per model
+        assert at.slider(key="dedup_threshold").value == pytest.approx(round(clustering_threshold(config).threshold, 3))
+    assert len(encode_calls) == encoded + 2  # one encoding per model
 
 
 def test_upload_without_a_file_asks_for_one(runs_with_models, encode_calls):
@@ -88,13 +94,13 @@ def test_upload_without_a_file_asks_for_one(runs_with_models, encode_calls):
 
 def test_uploaded_questions_are_read_like_the_command_reads_them():
     from core.data import DataError
-    from lab import dedup_view
+    from lab import corpus_picker
 
-    texts, report, key = dedup_view.uploaded_questions("q.txt", b"How?\n\nWhy?\nHow?\n")
+    texts, report, key = corpus_picker.uploaded_questions("q.txt", b"How?\n\nWhy?\nHow?\n")
     assert texts == ["How?", "Why?", "How?"] and report.dropped == {"empty question": 1}
-    assert key.startswith("upload:") and key != dedup_view.uploaded_questions("q.txt", b"How?\n")[2]
+    assert key.startswith("upload:") and key != corpus_picker.uploaded_questions("q.txt", b"How?\n")[2]
     with pytest.raises(DataError):
-        dedup_view.uploaded_questions("q.txt", b"")
+        corpus_picker.uploaded_questions("q.txt", b"")
 
 
 def test_after_an_upload_the_slider_shows_the_threshold_the_clusters_were_computed_at(
@@ -123,5 +129,68 @@ def test_after_an_upload_the_slider_shows_the_threshold_the_clusters_were_comput
     assert computed and list(sent) == pytest.approx([computed[-1]])
     assert slider.value == pytest.approx(computed[-1])
     _, config = load_model(folders["lstm"])
-    assert slider.value == pytest.approx(round(config["thresholds"]["accuracy"], 3))
+    assert slider.value == pytest.approx(round(clustering_threshold(config).threshold, 3))
     assert slider.min <= slider.value <= slider.max
+
+
+def upload(at, name: str, questions: list[str]) -> None:
+    at.radio(key="dedup_source").set_value("An uploaded file").run()
+    at.file_uploader(key="dedup_upload").set_value((name, "\n".join(questions).encode(), "text/plain")).run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+
+
+def test_an_outsized_cluster_is_warned_of(runs_with_models, encode_calls):
+    _, folders = runs_with_models
+    at = open_page(DEDUPLICATE.path, timeout=120)
+    at.selectbox(key="active_model").set_value(str(folders["lstm"])).run()
+    upload(at, "topics.txt", [f"How do I learn topic number {i}?" for i in range(30)])
+    at.slider(key="dedup_threshold").set_value(at.slider(key="dedup_threshold").min).run()
+    largest = int(at.dataframe[0].value["size"].max())
+    assert largest >= 20  # these questions differ by one number: at the lowest threshold they are one cluster
+    [warning] = [w.value for w in at.warning if "are in one cluster" in w.value]
+    assert warning.startswith(f"{largest} of the 30 questions ({largest / 30:.0%}) are in one cluster at the threshold")
+    assert "Raise the threshold" in warning
+    # 12 such questions are one cluster too, but too few to be a finding (core.inference.dedup.OUTSIZED_MIN_SIZE)
+    upload(at, "few.txt", [f"How do I learn topic number {i}?" for i in range(12)])
+    assert int(at.dataframe[0].value["size"].max()) == 12
+    assert not [w for w in at.warning if "are in one cluster" in w.value]
+
+
+def test_the_uploaded_corpus_survives_a_visit_to_another_page(runs_with_models, encode_calls):
+    _, folders = runs_with_models
+    at = open_page(DEDUPLICATE.path, timeout=120)
+    at.selectbox(key="active_model").set_value(str(folders["lstm"])).run()
+    upload(at, "topics.txt", [f"How do I learn topic number {i}?" for i in range(30)])
+    table = at.dataframe[0].value
+    encoded = len(encode_calls)
+
+    at.switch_page(DATA.path).run()
+    assert not at.exception
+    at.switch_page(DEDUPLICATE.path).run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert at.file_uploader(key="dedup_upload").value is None  # Streamlit forgot the file; the page did not
+    assert not any("Upload a file" in info.value for info in at.info)
+    assert any(c.value.startswith("Questions of **topics.txt**, uploaded earlier") for c in at.caption)
+    assert at.dataframe[0].value.equals(table) and len(encode_calls) == encoded  # the same clusters, not encoded again
+
+    # Another file replaces it; removing the file from the uploader forgets it.
+    upload(at, "other.txt", [f"Why is the sky colour number {i}?" for i in range(5)])
+    assert any("5 questions of other.txt" in c.value for c in at.caption)
+    at.file_uploader(key="dedup_upload").set_value(None).run()
+    assert any("Upload a file" in info.value for info in at.info)
+
+
+def test_zero_shot_minilm_starts_at_a_threshold_calibrated_on_the_labelled_pairs(runs_root, encode_calls):
+    from lab.session import get_model
+
+    pairs = load_pairs(SAMPLE_PATH)[0].iloc[:60].reset_index(drop=True)  # 22 duplicates
+    at = open_page(DEDUPLICATE.path, timeout=180, pairs=pairs, data_name="sixty.csv")
+    at.selectbox(key="active_model").set_value(ZERO_SHOT).run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    model, config = get_model(ZERO_SHOT)
+    scores = model.score_pairs(pairs["question1"].tolist(), pairs["question2"].tolist())
+    expected = clustering_threshold(config, pairs["is_duplicate"].to_numpy(), scores)
+    assert expected.source == "precision 90% on 60 of your labelled pairs"
+    assert expected.threshold != clustering_threshold(zero_shot_config()).threshold
+    assert at.slider(key="dedup_threshold").value == pytest.approx(round(expected.threshold, 3))
+    assert any(c.value == f"Starts at {expected.threshold:.3f}: {expected.source}." for c in at.caption)

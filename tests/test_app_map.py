@@ -20,7 +20,7 @@ from core.models import load_model
 from lab import map_view
 from lab.figures import hover_text
 from lab.navigation import MAP
-from lab.session import ACTIVE_MODEL, data_key
+from lab.session import ACTIVE_MODEL, ACTIVE_MODEL_PICKED, data_key
 from tests.conftest import SAMPLE
 
 
@@ -32,12 +32,12 @@ def sample():
 @pytest.fixture
 def open_map(open_page):
     """``open_map(folder) -> AppTest``: the Map page in a new session with the saved model in ``folder``
-    picked in the shared model picker (the newest finished run, a tiny model too, is the default)."""
+    picked in the shared model picker before the page first runs (so the default, zero-shot MiniLM, never
+    encodes the sample)."""
     def open_(folder) -> AppTest:
-        at = open_page(MAP.path)
+        at = open_page(MAP.path, **{ACTIVE_MODEL: str(folder), ACTIVE_MODEL_PICKED: True})
         assert not at.exception, at.exception
-        at.selectbox(key=ACTIVE_MODEL).set_value(str(folder)).run()
-        assert not at.exception, at.exception
+        assert at.selectbox(key=ACTIVE_MODEL).value == str(folder)
         return at
 
     return open_

@@ -15,13 +15,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_page_list_names_every_page_file_exactly_once():
     listed = [page.path for page in PAGES]
     files = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "pages").glob("*.py"))
-    assert sorted(listed) == files and len(files) == 9
+    assert sorted(listed) == files and len(files) == 10
     assert len({page.title for page in PAGES}) == len({page.url_path for page in PAGES}) == len(PAGES)
 
 
 def test_the_pages_keep_the_urls_of_the_old_pages_folder():
     assert [page.url_path for page in PAGES] == ["", "Data", "Train", "Similarity_matrix", "Verdict", "Search",
-                                                 "Compare", "Map", "Deduplicate"]
+                                                 "Compare", "Map", "Deduplicate", "Label"]
 
 
 def test_every_page_file_first_enters_through_app_py():
@@ -62,3 +62,11 @@ def test_every_page_gets_the_page_setup_once(runs_root):
     for page in PAGES:
         source = (ROOT / page.path).read_text(encoding="utf-8")
         assert "setup_page" not in source and "set_page_config" not in source, page.path
+
+
+def test_the_served_app_watches_no_files():
+    """Watching the checkout (.venv, runs/) flooded the log with "Inotify queue overflowed" (issue 23)."""
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["fileWatcherType"] == "none"

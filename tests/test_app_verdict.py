@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.data import load_pairs, normalise_questions, split_pairs
 from core.inference.evaluation import held_out_pairs
-from core.inference.metrics import ranking_metrics, threshold_metrics
+from core.inference.metrics import best_thresholds, ranking_metrics, threshold_metrics
 from core.models import ZERO_SHOT, ZERO_SHOT_THRESHOLD
 from core.saving.safe_csv import FORMULA_STARTS
 from lab.navigation import DATA, VERDICT
@@ -116,9 +116,10 @@ def test_the_verdict_comes_only_after_check_and_never_stays_next_to_other_questi
     assert (at.text_area(key="question1").value, at.text_area(key="question2").value) == DEFAULT_PAIR
 
     check(at)
+    threshold = at.slider(key="threshold").value
     score = scores_of(minilm, pd.DataFrame([DEFAULT_PAIR], columns=["question1", "question2"]))[0]
     assert metric(at, "Cosine similarity") == f"{score:.3f}"
-    assert ("NOT DUPLICATE" not in verdict(at)) == (score > ZERO_SHOT_THRESHOLD)
+    assert ("NOT DUPLICATE" not in verdict(at)) == (score > threshold)
     assert [t.value for t in at.text] == list(DEFAULT_PAIR)  # the pair it was computed for
 
     # Typed but not checked: the form keeps the text to itself, the page still shows the checked pair.
@@ -139,7 +140,7 @@ def test_the_verdict_comes_only_after_check_and_never_stays_next_to_other_questi
     new_score = scores_of(minilm, pd.DataFrame([(DEFAULT_PAIR[0], "How do I cook rice?")],
                                                columns=["question1", "question2"]))[0]
     assert metric(at, "Cosine similarity") == f"{new_score:.3f}"
-    assert ("NOT DUPLICATE" not in verdict(at)) == (new_score > ZERO_SHOT_THRESHOLD)
+    assert ("NOT DUPLICATE" not in verdict(at)) == (new_score > threshold)
     assert [t.value for t in at.text] == [DEFAULT_PAIR[0], "How do I cook rice?"]
     check(at, question1="What is the capital of France?", question2="Which city is the capital of France?")
     assert [t.value for t in at.text] == ["What is the capital of France?", "Which city is the capital of France?"]
@@ -196,14 +197,15 @@ def test_empty_question_asks_for_text(runs_root):
 def test_zero_shot_is_measured_on_all_the_active_dataset(runs_root, zero_shot, plotly_figures):
     held, labels, scores = zero_shot
     at = new_app()
-    assert at.slider(key="threshold").value == pytest.approx(ZERO_SHOT_THRESHOLD)
-    assert_metrics_shown(at, labels, scores, ZERO_SHOT_THRESHOLD)
+    threshold = at.slider(key="threshold").value
+    assert threshold == pytest.approx(round(best_thresholds(labels, scores)["accuracy"], 2))
+    assert_metrics_shown(at, labels, scores, threshold)
     assert held.description == "all 479 pairs of the active dataset (it was not trained on this dataset)"
     assert any(f"Measured on {held.description}." in c.value for c in at.caption)
     figures = plotly_figures(at)
     assert len(figures) == 5 and all(subtitle(figure) == held.description for figure in figures)
     # ROC with the threshold's point marked at (fpr, tpr).
-    expected = threshold_metrics(labels, scores, ZERO_SHOT_THRESHOLD)
+    expected = threshold_metrics(labels, scores, threshold)
     roc = next(f for f in figures if f["layout"]["title"]["text"].startswith("ROC"))
     point = roc["data"][-1]
     fpr = expected["fp"] / (expected["fp"] + expected["tn"])
@@ -329,14 +331,16 @@ def test_the_errors_download_is_formula_safe(runs_with_models, sample, monkeypat
 
 
 # ---- the model and the state -------------------------------------------------------------------
-def test_changing_model_resets_the_threshold(runs_with_models):
+def test_changing_model_resets_the_threshold(runs_with_models, zero_shot):
     _, folders = runs_with_models
     calibrated = {model: json.loads((folder / "config.json").read_text())["thresholds"]["accuracy"]
                   for model, folder in folders.items()}
+    _, labels, scores = zero_shot
+    zero_shot_threshold = round(best_thresholds(labels, scores)["accuracy"], 2)  # calibrated on the sample
     at = new_app()
     assert len(at.selectbox(key="active_model").options) == 3
     choose(at, ZERO_SHOT)
-    assert at.slider(key="threshold").value == pytest.approx(ZERO_SHOT_THRESHOLD)
+    assert at.slider(key="threshold").value == pytest.approx(zero_shot_threshold)
     at.slider(key="threshold").set_value(0.33).run()
     for model, folder in folders.items():
         choose(at, folder)
@@ -344,7 +348,7 @@ def test_changing_model_resets_the_threshold(runs_with_models):
     at.slider(key="threshold").set_value(0.33).run()  # the user's value stays until the model changes
     assert at.slider(key="threshold").value == pytest.approx(0.33)
     choose(at, ZERO_SHOT)
-    assert at.slider(key="threshold").value == pytest.approx(ZERO_SHOT_THRESHOLD)
+    assert at.slider(key="threshold").value == pytest.approx(zero_shot_threshold)
 
 
 def test_questions_threshold_and_model_survive_a_visit_to_another_page(runs_with_models, open_page):
@@ -390,3 +394,69 @@ def test_a_whole_file_is_scored_at_the_threshold_and_downloaded(runs_with_models
     button = next(b for b in at.get("download_button") if "scored" in b.proto.label)
     data = stores[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content
     assert data == (tmp_path / "expected.csv").read_bytes()
+
+
+def test_the_scored_file_survives_a_visit_to_another_page(runs_with_models, monkeypatch, tmp_path):
+    from core.inference.scoring import score_file
+    from lab.session import get_model
+
+    stores = []
+
+    class Recording(MemoryMediaFileStorage):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            stores.append(self)
+
+    def downloaded(at: AppTest) -> bytes:
+        button = next(b for b in at.get("download_button") if "scored" in b.proto.label)
+        return stores[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content
+
+    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+    _, folders = runs_with_models
+    at = new_app()
+    choose(at, folders["lstm"])
+    at.slider(key="threshold").set_value(0.3).run()
+    at.file_uploader(key="score_upload").set_value(("pairs.csv", SAMPLE.read_bytes(), "text/csv")).run()
+    model, _ = get_model(str(folders["lstm"]))
+    expected = score_file(model, SAMPLE, tmp_path / "expected.csv", 0.3)
+    summary = f"On its 479 labelled pairs: ROC AUC {expected.metrics['roc_auc']:.3f}"
+
+    at.switch_page(DATA.path).run()
+    assert not at.exception
+    at.switch_page(VERDICT.path).run()
+    assert not at.exception and not at.error
+    assert at.file_uploader(key="score_upload").value is None  # the uploader itself is empty again
+    assert any(s.value.startswith("Scored 479 of 479 pairs at threshold 0.30 (pairs.csv)") for s in at.success)
+    assert any(c.value.startswith(summary) for c in at.caption)
+    assert any(c.value == "pairs.csv was scored earlier in this session." for c in at.caption)
+    assert downloaded(at) == (tmp_path / "expected.csv").read_bytes()
+
+    # Another threshold now: the kept result still says the threshold it was scored at, and that it was.
+    at.slider(key="threshold").set_value(0.5).run()
+    assert any(s.value.startswith("Scored 479 of 479 pairs at threshold 0.30") for s in at.success)
+    assert any("with another model or threshold" in c.value for c in at.caption)
+
+
+# ---- zero-shot MiniLM calibrated on the user's labelled pairs ----------------------------------
+def test_zero_shot_is_calibrated_on_the_labelled_pairs_loaded(runs_root, zero_shot):
+    _, labels, scores = zero_shot
+    best = best_thresholds(labels, scores)["accuracy"]  # best accuracy on the 479 pairs of the sample
+    assert round(best, 2) != round(ZERO_SHOT_THRESHOLD, 2)
+    at = new_app()
+    assert at.slider(key="threshold").value == pytest.approx(round(best, 2))
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith(f"Calibrated threshold of this model: {best:.3f} (best accuracy on 479 of your "
+                            "labelled pairs).") for c in captions), captions
+    assert any("optimistic" in c for c in captions)
+
+
+def test_zero_shot_keeps_its_fixed_default_without_both_classes(runs_root, sample):
+    duplicates = sample[sample["is_duplicate"] == 1].head(30).reset_index(drop=True)  # one class only
+    at = app_support.open_page(VERDICT.path, timeout=120, pairs=duplicates, data_name="duplicates.csv",
+                               data_report=load_pairs(SAMPLE)[1])
+    assert not at.exception and not at.error
+    assert at.slider(key="threshold").value == pytest.approx(ZERO_SHOT_THRESHOLD)
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith(f"Calibrated threshold of this model: {ZERO_SHOT_THRESHOLD:.3f} (MiniLM's fixed default")
+               for c in captions), captions
+    assert not any("your labelled pairs" in c for c in captions)

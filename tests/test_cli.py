@@ -35,7 +35,7 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 # ---- help ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("command,defaults", [
-    ("train", ["(default: lstm)", "(default: triplet)", "(default: 64)", "(default: auto)", "(default: 20.0)",
+    ("train", ["(default: the --init-model's, else lstm)", "(default: triplet)", "(default: 64)", "(default: auto)", "(default: 20.0)",
                "(default: squared_hinge)", "(default: runs)", "(default: 1)"]),
     ("evaluate", ["(default: cpu)", "--threshold"]),
     ("predict", ["(default: cpu)", "question1", "question2"]),

@@ -17,17 +17,19 @@ import pytest
 
 from core.cli.main import main
 from core.data import DataError, corpus_questions, load_questions
+from core.inference.calibration import clustering_threshold
 from core.inference.dedup import (
     COLUMNS,
+    OUTSIZED_MIN_SIZE,
+    OUTSIZED_SHARE,
     clusters_frame,
     dedup_questions,
-    default_threshold,
     encode_corpus,
+    outsized_cluster_note,
     write_csv,
 )
 from core.inference.dedup_graph import NeighbourGraph, cluster
-from core.models import ZERO_SHOT_THRESHOLD, load_model
-from core.models.registry import zero_shot_config
+from core.models import load_model
 from core.saving.safe_csv import FORMULA_STARTS
 from lab.session import SAMPLE_PATH
 
@@ -296,12 +298,14 @@ def test_a_two_tower_model_clusters_by_the_mean_of_both_pair_orders(tiny_models)
     np.testing.assert_allclose((queries[first] * vectors[second]).sum(1), expected, atol=1e-5)
 
 
-def test_default_thresholds(tiny_models):
-    assert default_threshold(zero_shot_config()) == ZERO_SHOT_THRESHOLD
-    assert default_threshold({"model_type": "minilm"}) == ZERO_SHOT_THRESHOLD
-    assert default_threshold({"model_type": "lstm"}) is None
-    _, config = load_model(tiny_models["lstm"])
-    assert default_threshold(config) == config["thresholds"]["accuracy"]
+def test_an_outsized_cluster_is_more_than_a_tenth_of_the_corpus_and_at_least_20_questions():
+    assert (OUTSIZED_SHARE, OUTSIZED_MIN_SIZE) == (0.10, 20)
+    assert outsized_cluster_note(21, 200, 0.493) is not None and outsized_cluster_note(20, 200, 0.493) is None
+    assert outsized_cluster_note(19, 25, 0.5) is None  # 76% of a small corpus: below the floor
+    assert outsized_cluster_note(0, 0, 0.5) is None
+    note = outsized_cluster_note(550, 1000, 0.493)
+    assert note.startswith("550 of the 1,000 questions (55%) are in one cluster at the threshold 0.493")
+    assert "Raise the threshold" in note
 
 
 # ---- the command ----------------------------------------------------------------------------------
@@ -333,8 +337,11 @@ def test_cli_on_the_bundled_sample(lstm_folder, tmp_path, capsys):
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     _, config = load_model(lstm_folder)
-    threshold = config["thresholds"]["accuracy"]
+    default = clustering_threshold(config)
+    threshold = default.threshold
     assert summary["threshold"] == pytest.approx(threshold) and summary["search"] == "exact"
+    assert summary["threshold_source"] == default.source
+    assert f"threshold: {threshold:.4g} ({default.source})" in captured.err
     assert "encoding" in captured.err  # the progress bar
     frame = read_out(out)
     check_table(frame, threshold)
@@ -348,7 +355,46 @@ def test_cli_on_the_bundled_sample(lstm_folder, tmp_path, capsys):
     assert main(["dedup", "--model", str(lstm_folder), "--questions", str(SAMPLE_PATH), "--out", str(again),
                  "-k", "1", "--threshold", str(threshold)]) == 0
     pd.testing.assert_frame_equal(read_out(again), frame)
-    assert summary["capped_questions"] == 0 and "warning" not in captured.err
+    assert summary["capped_questions"] == 0 and "neighbours above the threshold" not in captured.err
+    # the tiny model, worse than chance, records no clustering threshold: at its pair threshold everything may
+    # be one cluster, and the command says so
+    note = outsized_cluster_note(summary["largest_cluster"], summary["questions"], threshold)
+    assert (note is not None) == ("are in one cluster" in captured.err) and (note is None or note in captured.err)
+
+
+def test_cli_defaults_to_the_recorded_clustering_threshold(lstm_folder, tmp_path, capsys):
+    path = lstm_folder / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["thresholds"]["clusters"] = 0.975
+    path.write_text(json.dumps(config), encoding="utf-8")
+    out = tmp_path / "clusters.csv"
+    assert main(["dedup", "--model", str(lstm_folder), "--questions", str(SAMPLE_PATH), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["threshold"] == 0.975
+    assert summary["threshold_source"] == "precision 90% on the model's own validation split"
+    assert "threshold: 0.975 (precision 90% on the model's own validation split)" in captured.err
+    check_table(read_out(out), 0.975)
+    assert main(["dedup", "--model", str(lstm_folder), "--questions", str(SAMPLE_PATH), "--out", str(out),
+                 "--overwrite", "--threshold", "0.99"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["threshold_source"] == "given with --threshold"
+    assert "threshold: 0.99 (given with --threshold)" in captured.err
+
+
+def test_cli_warns_of_an_outsized_cluster(lstm_folder, tmp_path, capsys):
+    out = tmp_path / "clusters.csv"
+    assert main(["dedup", "--model", str(lstm_folder), "--questions", str(SAMPLE_PATH), "--out", str(out),
+                 "--threshold", "-1"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    questions = summary["questions"]
+    assert summary["largest_cluster"] == questions  # every question is above -1 to every other
+    assert (f"warning: {questions:,} of the {questions:,} questions (100%) are in one cluster at the threshold -1"
+            in captured.err)
+    assert main(["dedup", "--model", str(lstm_folder), "--questions", str(SAMPLE_PATH), "--out", str(out),
+                 "--overwrite", "--threshold", "0.999"]) == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_cli_warns_when_the_threshold_makes_neighbourhoods_deeper_than_the_cap(lstm_folder, tmp_path, capsys):

@@ -64,11 +64,37 @@ def test_malformed_baselines_count_as_absent(baselines):
     assert quality.baselines == {} and not quality.flagged
 
 
-def test_validation_baselines_score_tfidf_on_the_validation_pairs():
+def test_validation_baselines_score_tfidf_and_zero_shot_minilm_on_the_validation_pairs():
+    from sklearn.metrics import roc_auc_score
+
+    from core.models import MiniLM
+
     pairs = inverted_pairs(40)
-    assert validation_baselines(pairs.iloc[:20], pairs.iloc[20:]) == {"tfidf": {"roc_auc": 0.0, "pairs": 20}}
+    val = pairs.iloc[20:]
+    minilm = MiniLM.pretrained().eval()
+    expected = roc_auc_score(val["is_duplicate"], minilm.score_pairs(list(val["question1"]), list(val["question2"])))
+    baselines = validation_baselines(pairs.iloc[:20], val)
+    assert baselines["tfidf"] == {"roc_auc": 0.0, "pairs": 20}
+    assert baselines["zero_shot"]["pairs"] == 20
+    assert baselines["zero_shot"]["roc_auc"] == pytest.approx(expected, abs=1e-6)
     one_class = pairs[pairs["is_duplicate"] == 1]
     assert validation_baselines(pairs, one_class) == {}  # no ROC AUC on one class
+
+
+def test_zero_shot_baseline_scores_a_seeded_sample_of_a_big_validation_split(monkeypatch):
+    import core.inference.run_quality as run_quality
+
+    monkeypatch.setattr(run_quality, "ZERO_SHOT_MAX_PAIRS", 12)
+    pairs = inverted_pairs(40)
+    first, again = run_quality.zero_shot_baseline(pairs, seed=3), run_quality.zero_shot_baseline(pairs, seed=3)
+    assert first["zero_shot"]["pairs"] == 12 and first == again
+
+
+def test_a_run_below_zero_shot_minilm_alone_is_flagged():
+    quality = judge_run({"validation": {"roc_auc": 0.80},
+                         "baselines": {"tfidf": {"roc_auc": 0.70}, "zero_shot": {"roc_auc": 0.85}}})
+    assert quality.below == ("zero_shot",) and quality.flagged and quality.short == "below zero-shot MiniLM"
+    assert "zero-shot MiniLM (0.850)" in quality.message
 
 
 # ---- the data rule ------------------------------------------------------------------------------------
@@ -110,7 +136,9 @@ def test_cli_train_says_a_run_is_worse_than_chance(capsys, tmp_path):
     warnings = [line for line in err.splitlines() if line.startswith("warning: Worse than chance")]
     assert warnings == [f"warning: {quality['message']}"]
     config = json.loads((tmp_path / "model" / "config.json").read_text())
-    assert config["metrics"]["baselines"] == {"tfidf": {"roc_auc": quality["baselines"]["tfidf"], "pairs": 12}}
+    recorded = config["metrics"]["baselines"]
+    assert recorded["tfidf"] == {"roc_auc": quality["baselines"]["tfidf"], "pairs": 12}
+    assert recorded["zero_shot"] == {"roc_auc": quality["baselines"]["zero_shot"], "pairs": 12}
     assert judge_run(config["metrics"]).worse_than_chance  # what the pages read back
 
 
@@ -135,3 +163,12 @@ def test_cli_train_warns_about_a_one_class_file_and_trains(capsys, tmp_path):
     assert warning.startswith("warning: duplicates.csv: all 20 pairs are duplicates")
     summary = json.loads(out)
     assert summary["quality"]["worse_than_chance"] is False  # no ROC AUC on one class: nothing to judge
+
+
+def test_a_good_run_is_set_beside_both_baselines_in_one_sentence():
+    quality = judge_run({"validation": {"roc_auc": 0.918},
+                         "baselines": {"tfidf": {"roc_auc": 0.285}, "zero_shot": {"roc_auc": 0.896}}})
+    assert not quality.flagged
+    assert quality.comparison == ("ROC AUC 0.918 against TF-IDF cosine 0.285 and zero-shot MiniLM 0.896 "
+                                  "on the same validation pairs.")
+    assert judge_run({"validation": {"roc_auc": 0.9}}).comparison == ""

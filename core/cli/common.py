@@ -184,6 +184,34 @@ def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | 
     return pairs
 
 
+def load_corpus(path: str) -> list[str]:
+    """The questions of a corpus file (``core.data.load_questions``: one per line, a question column or a pairs
+    file), dropped rows and notes on stderr; a missing or unreadable file is one ``CliError``."""
+    from core.data import DataError, load_questions
+
+    if not Path(path).is_file():
+        raise CliError(f"no questions file at {path}")
+    try:
+        questions, report = load_questions(path)
+    except DataError as error:
+        raise CliError(str(error)) from None  # core.data's message names the file itself
+    if report.dropped:
+        print(f"data: {report.summary()}", file=sys.stderr)
+    for warning in report.warnings:
+        print(f"data: note: {warning}", file=sys.stderr)
+    return questions
+
+
+def output_path(path: str, *inputs: str | None) -> Path:
+    """The ``--out`` path, never one of the command's input files (what else may be written is
+    ``claimed_output``'s rule)."""
+    out = Path(path)
+    for source in inputs:
+        if source and out.exists() and Path(source).exists() and out.resolve() == Path(source).resolve():
+            raise CliError(f"--out is {source}, an input; choose a new file")
+    return out
+
+
 def load_model(name: str, device: str):
     """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``."""
     from core import models

@@ -20,7 +20,9 @@ from core.cli.common import (
     claimed_output,
     count,
     load_backend,
+    load_corpus,
     model_command,
+    output_path,
     print_json,
     threshold,
 )
@@ -39,7 +41,8 @@ def add_parsers(sub):
     dedup.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     dedup.add_argument("--threshold", type=threshold, default=None,
                        help="cosine a member must exceed to its cluster's representative (default: the model's "
-                            "calibrated best-accuracy threshold; zero-shot MiniLM's fixed one)")
+                            "clustering threshold, picked for a high precision on its validation split; zero-shot "
+                            "MiniLM's fixed one; else its pair threshold. The one used is printed with its source)")
     dedup.add_argument("--min-size", type=count, default=2, help="smallest cluster kept")
     dedup.add_argument("-k", "--neighbours", type=count, default=DEFAULT_K,
                        help="neighbours searched per question at first (more where all are above the threshold)")
@@ -51,36 +54,12 @@ def add_parsers(sub):
     return dedup
 
 
-def _load_questions(path: str) -> list[str]:
-    from core.data import DataError, load_questions
-
-    if not Path(path).is_file():
-        raise CliError(f"no questions file at {path}")
-    try:
-        questions, report = load_questions(path)
-    except DataError as error:
-        raise CliError(str(error)) from None  # core.data's message names the file itself
-    if report.dropped:
-        print(f"data: {report.summary()}", file=sys.stderr)
-    for warning in report.warnings:
-        print(f"data: note: {warning}", file=sys.stderr)
-    return questions
-
-
-def _check_out(path: str, source: str) -> Path:
-    """The output path, never the questions file (what else may be written is ``claimed_output``'s rule)."""
-    out = Path(path)
-    if out.exists() and Path(source).exists() and out.resolve() == Path(source).resolve():
-        raise CliError("--out is the questions file; choose a new file")
-    return out
-
-
 # Results a deeper neighbourhood search may return before a run is refused (about a minute of exact search
 # on a 2-core CPU): 20,000 questions at --threshold -1 would ask for 400 million, minutes in silence.
 DEEPER_SEARCH_LIMIT = 1 << 25
 
 
-def _check_threshold(graph, cosine: float, calibrated: float | None) -> None:
+def _check_threshold(graph, cosine: float, calibrated: float) -> None:
     """Refuse a threshold at which nearly every question's neighbourhood is the whole corpus.
 
     Most questions then have all of their first neighbours above the threshold, each is searched again as
@@ -92,7 +71,7 @@ def _check_threshold(graph, cosine: float, calibrated: float | None) -> None:
     """
     rows, results = graph.deeper_search(cosine)
     if results > DEEPER_SEARCH_LIMIT:
-        hint = f" (the model's calibrated one is {calibrated:.4g})" if calibrated is not None else ""
+        hint = f" (the model's clustering threshold is {calibrated:.4g})"
         raise CliError(f"--threshold {cosine:.4g} is too low for this corpus: {rows:,} questions have all "
                        f"{graph.k} nearest neighbours above it, so nearly everything would be one cluster after a "
                        f"search of ~{results:,} pairs; raise the threshold{hint} or bound the search with "
@@ -100,7 +79,7 @@ def _check_threshold(graph, cosine: float, calibrated: float | None) -> None:
 
 
 def cmd_dedup(args) -> int:
-    out = _check_out(args.out, args.questions)
+    out = output_path(args.out, args.questions)
     # Claimed before anything is read or encoded; the CSV goes into place whole when the run ends well.
     with claimed_output([out], args.overwrite) as claim:
         summary = _dedup_into(claim, out, args)
@@ -110,19 +89,21 @@ def cmd_dedup(args) -> int:
 
 def _dedup_into(claim, out: Path, args) -> dict:
     """Cluster ``args.questions`` into ``claim``'s temporary for ``out``; the run's summary."""
+    from core.inference.calibration import Calibrated, clustering_threshold
     from core.inference.dedup import (
         clusters_frame,
-        default_threshold,
         encode_corpus,
+        outsized_cluster_note,
         write_csv_chunks,
     )
     from core.inference.dedup_graph import NeighbourGraph, capped_note
 
-    texts = _load_questions(args.questions)
+    texts = load_corpus(args.questions)
     model, config = load_backend(args)
-    cosine = args.threshold if args.threshold is not None else default_threshold(config)
-    if cosine is None:
-        raise CliError(f"{args.model} has no calibrated threshold; pass --threshold")
+    calibrated = clustering_threshold(config)
+    chosen = calibrated if args.threshold is None else Calibrated(args.threshold, "given with --threshold")
+    cosine = chosen.threshold
+    print(f"threshold: {cosine:.4g} ({chosen.source})", file=sys.stderr)
     started = time.perf_counter()
     phases = {}  # seconds per phase, in the summary: where a long run spends its time
     vectors, queries = encode_corpus(model, texts, progress=TqdmCounter("encoding"))
@@ -131,18 +112,21 @@ def _dedup_into(claim, out: Path, args) -> dict:
                            max_neighbourhood=args.max_neighbourhood)
     del vectors, queries  # the graph holds them (in its index): a corpus's vectors are kept once
     phases["neighbours"] = time.perf_counter() - started - sum(phases.values())
-    _check_threshold(graph, cosine, default_threshold(config))
+    _check_threshold(graph, cosine, calibrated.threshold)
     clusters = graph.cluster(cosine, args.min_size)
     phases["cluster"] = time.perf_counter() - started - sum(phases.values())
-    note = capped_note(graph.capped, graph.max_neighbourhood, cosine)
-    if note:
-        print(f"warning: {note}", file=sys.stderr)
+    largest = clusters[0].size if clusters else 0
+    for note in (capped_note(graph.capped, graph.max_neighbourhood, cosine),
+                 outsized_cluster_note(largest, len(texts), cosine)):
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
     frame = clusters_frame(clusters, texts)
     with claim.open(out) as handle:
         write_csv_chunks(handle, frame)
     return {"out": str(out), "questions": len(texts), "clusters": len(clusters),
-            "clustered_questions": int(len(frame)), "largest_cluster": clusters[0].size if clusters else 0,
-            "threshold": float(cosine), "min_size": args.min_size, "capped_questions": graph.capped,
+            "clustered_questions": int(len(frame)), "largest_cluster": largest,
+            "threshold": float(cosine), "threshold_source": chosen.source, "min_size": args.min_size,
+            "capped_questions": graph.capped,
             "search": "exact" if graph.kind == "flat" else "hnsw (approximate)", "backend": args.backend,
             "seconds": round(time.perf_counter() - started, 1),
             "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}}

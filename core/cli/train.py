@@ -51,11 +51,15 @@ def _flag(option: str) -> str:
 
 
 def spec_from_args(args):
-    """The RunSpec of ``train``: options given on the command line, over a preset if one is named."""
+    """The RunSpec of ``train``: options given on the command line, over a preset if one is named.
+    With ``--init-model`` and neither ``--model`` nor ``--preset``, the model is that folder's family."""
     from core.training.specs import SpecError, spec_from_options
 
     if args.preset and (args.model or args.loss):
         raise CliError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
+    family = _init_model_family(args.init_model) if args.init_model else None
+    if family and args.model and args.model != family:
+        raise CliError(f"--init-model {args.init_model} is a {family} model, but --model is {args.model}")
     try:
         model_options = json.loads(args.model_options) if args.model_options else None
     except (json.JSONDecodeError, RecursionError) as error:
@@ -63,13 +67,27 @@ def spec_from_args(args):
     options = {name: getattr(args, name) for name in (
         "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
         "max_steps", "max_minutes", "device", "max_length", "min_freq", "max_vocab")}
+    options["model"] = args.model or (None if args.preset else family)  # a preset says its own model
     switches = {name: True for name in ("split_by_question", "hard_negatives", "implied_pairs", "keep_unvalidated")
                 if getattr(args, name)}
     try:
         return spec_from_options(args.preset, **options, **switches, model_options=model_options,
-                                 data_name=Path(args.data).name)
+                                 init_model=args.init_model, data_name=Path(args.data).name)
     except SpecError as error:
         raise CliError(f"{_flag(error.option)} {error.problem}") from None
+
+
+def _init_model_family(source: str) -> str:
+    """The model family of ``--init-model`` (a saved model folder, or ZERO_SHOT: the pretrained MiniLM)."""
+    from core.models import ZERO_SHOT
+    from core.saving import ModelLoadError, read_config
+
+    if source == ZERO_SHOT:
+        return "minilm"
+    try:
+        return read_config(source)["model_type"]
+    except ModelLoadError as error:
+        raise CliError(f"--init-model cannot be used: {error}") from None
 
 
 def cmd_train(args) -> int:
@@ -170,7 +188,13 @@ def add_parsers(sub) -> None:
     add_columns_option(train)
     train.add_argument("--preset", choices=preset_names(), default=None,
                        help="a named recipe from docs/BENCHMARKS.md (sets model, loss and settings)")
-    train.add_argument("--model", choices=MODEL_NAMES, default=None, help="model family (default: lstm)")
+    train.add_argument("--model", choices=MODEL_NAMES, default=None,
+                       help="model family (default: the --init-model's, else lstm)")
+    train.add_argument("--init-model", default=None, metavar="FOLDER",
+                       help="start from this saved model instead of from scratch (minilm: the pretrained MiniLM, "
+                            "the usual start): its weights, architecture and tokenizer with its vocabulary are kept, "
+                            "so --model-options, --max-length, --min-freq and --max-vocab do not apply; "
+                            "config.json and the model card name it as the parent")
     train.add_argument("--loss", choices=LOSS_NAMES, default=None, help="training loss (default: triplet)")
     train.add_argument("--epochs", type=int, default=None, help="epochs (default depends on the model)")
     train.add_argument("--batch-size", type=int, default=None, help="pairs per step (default depends on the model)")

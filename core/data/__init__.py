@@ -11,6 +11,8 @@ from core.data.questions import (
     QuestionsReport,
     corpus_questions,
     load_questions,
+    pair_key,
+    pair_keys,
 )
 from core.data.reading import (
     DELIMITERS,
@@ -41,7 +43,7 @@ __all__ = [
     "DELIMITERS", "EMPTY_QUESTION", "FALSE_LABELS", "MALFORMED_LINE", "MAX_EXAMPLES", "ROLES", "ROLE_ALIASES",
     "TRUE_LABELS", "UNREADABLE_LABEL", "DataError", "LoadReport", "Splits", "dataset_summary", "load_pairs",
     "normalise_questions", "pairs_fingerprint", "split_pairs", "unseen_mask",
-    "QUESTION_ALIASES", "QuestionsReport", "corpus_questions", "load_questions",
+    "QUESTION_ALIASES", "QuestionsReport", "corpus_questions", "load_questions", "pair_key", "pair_keys",
     "PairChunk", "PairReader", "PairsHead", "input_limit", "MissingColumnsError",
     "DEFAULT_VAL_FRACTION", "TrainingProblem", "min_pairs_for_validation", "training_problems",
 ]

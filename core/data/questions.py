@@ -89,6 +89,21 @@ def corpus_questions(pairs: pd.DataFrame) -> list[str]:
     return list(seen.values())
 
 
+def pair_keys(questions1, questions2) -> list[tuple[str, str]]:
+    """``pair_key`` of each pair (question1[i], question2[i]), each column normalised once."""
+    firsts, seconds = normalise_questions(questions1), normalise_questions(questions2)
+    return [(a, b) if a <= b else (b, a) for a, b in zip(firsts, seconds)]
+
+
+def pair_key(question1: str, question2: str) -> tuple[str, str]:
+    """The one definition of "the same unordered pair": both texts under ``normalise_questions``, sorted.
+
+    >>> pair_key("Why is the sky  blue?", "How far is the Moon?")
+    ('how far is the moon?', 'why is the sky blue?')
+    """
+    return pair_keys([question1], [question2])[0]
+
+
 def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], QuestionsReport]:
     """Questions from a path, bytes or a binary file object (see the module's docstring for the shapes);
     ``max_bytes`` caps the text read instead of ``core.data.limits.input_limit()``'s default.

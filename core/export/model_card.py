@@ -123,6 +123,16 @@ def _metrics_table(metrics: dict) -> list[str]:
     return lines
 
 
+def parent_line(config: dict) -> str:
+    """"Fine-tuned from `name` (validation ROC AUC 0.8123)." when the run started from a saved model
+    (``config["parent"]``, written by ``core.training.pipeline``), else ""."""
+    parent = config.get("parent")
+    if not isinstance(parent, dict):
+        return ""
+    return (f"Fine-tuned from {_code(parent.get('name') or 'a saved model', 120)} "
+            f"(validation ROC AUC {_number(parent.get('validation_roc_auc'))}).")
+
+
 def model_card(manifest: dict, folder_name: str = "") -> str:
     """README.md of an export, from its manifest (``manifest["config"]`` is the run's config summary)."""
     from core.model_names import MODEL_LABELS, ZERO_SHOT_LABEL
@@ -160,9 +170,12 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
               f"are called duplicates.", ""]
 
     lines += ["## Model Details", "", "### Model Description", ""]
+    parent = parent_line(config)
     lines.append(f"- **Model family:** {label} (`{family}`)")
     lines.append(f"- **Base model:** [{base}](https://huggingface.co/{base})" if base
-                 else "- **Base model:** none (trained from scratch)")
+                 else f"- **Base model:** none (trained from scratch{', then fine-tuned' if parent else ''})")
+    if parent:
+        lines.append(f"- **Parent model:** {parent}")
     lines.append(f"- **Maximum sequence length:** {manifest['max_length']} tokens")
     lines.append(f"- **Output dimensionality:** {manifest['embedding_dim']}")
     lines.append("- **Similarity function:** cosine similarity" + (" (the vectors are L2-normalised)"

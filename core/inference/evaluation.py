@@ -6,7 +6,7 @@ validation split after training.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -36,13 +36,14 @@ def pair_scores(model: PairEncoder, table: PairTable, batch_size: int = 256, pro
 class Calibration:
     thresholds: dict  # {"accuracy": t, "f1": t}: the best thresholds on these pairs
     metrics: dict  # ranking metrics, and threshold metrics at the best-accuracy threshold
+    scores: np.ndarray | None = field(default=None, repr=False)  # (N,) the scores they were measured on
 
 
 def calibrate(model: PairEncoder, table: PairTable, batch_size: int = 256, progress=None) -> Calibration:
     """Score ``table`` and pick the thresholds that maximise accuracy and F1 on it."""
     scores = pair_scores(model, table, batch_size, progress)
     thresholds = best_thresholds(table.labels, scores)
-    return Calibration(thresholds, evaluate_scores(table.labels, scores, thresholds["accuracy"]))
+    return Calibration(thresholds, evaluate_scores(table.labels, scores, thresholds["accuracy"]), scores)
 
 
 def evaluate_model(model: PairEncoder, pairs: pd.DataFrame, threshold: float | None = None, batch_size: int = 256) -> dict:

@@ -81,7 +81,7 @@ def build_model(spec, train_texts: Sequence[str]) -> PairEncoder:
 
 def zero_shot_config() -> dict:
     """What a saved folder's config.json would say of the zero-shot model."""
-    return {"model_type": MiniLM.model_type, "name": "minilm (zero-shot)",
+    return {"model_type": MiniLM.model_type, "name": "minilm (zero-shot)", "zero_shot": True,
             "thresholds": {"accuracy": ZERO_SHOT_THRESHOLD, "f1": ZERO_SHOT_THRESHOLD}}
 
 

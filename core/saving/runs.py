@@ -30,6 +30,11 @@ def check_run_name(name: str) -> str:
     return name
 
 
+# The Label page's labels files live in this folder of the models folder (core.training.active_rounds): a
+# folder of pairs files, not a model, so the model lists skip it (the lab never names a run so).
+LABELS_FOLDER = "labels"
+
+
 def run_folder(root: str | Path, name: str) -> Path:
     return Path(root) / check_run_name(name)
 
@@ -49,7 +54,7 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
         if path.name.startswith((TEMP_PREFIX, OLD_PREFIX)):
             problems.append(f"{path.name}: left over from an interrupted save; ignored")
             continue
-        if path.name.startswith("."):  # hidden folders hold caches (e.g. .cache/), not models
+        if path.name.startswith(".") or path.name == LABELS_FOLDER:  # caches (e.g. .cache/) and labels, not models
             continue
         try:
             config = read_config(path)

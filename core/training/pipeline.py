@@ -1,7 +1,7 @@
 """From pairs to a saved, calibrated model: the one recipe the CLI, the app's jobs and the benchmarks call.
 
 ``train_run(spec, pairs)`` splits the pairs (unless given ``Splits``), builds the model through the
-registry, tokenises each split once, trains with the chosen loss (validation through
+registry (or loads the saved model ``spec.init_model`` names, its parent), tokenises each split once, trains with the chosen loss (validation through
 ``core.inference.evaluation.calibrate`` once per epoch, or every ``validate_every`` steps), calibrates the
 thresholds on the whole validation split, scores the test split, and saves the folder with the
 validation curve (``validation_curve``: ROC AUC against training time) and the TF-IDF baseline on the same
@@ -21,17 +21,18 @@ import torch
 
 from core.data import Splits, dataset_summary, pairs_fingerprint, split_pairs
 from core.data.implied import with_implied_pairs
+from core.inference.calibration import precision_threshold
 from core.inference.evaluation import calibrate, pair_scores
 from core.inference.metrics import evaluate_scores
 from core.inference.run_quality import RunQuality, judge_run, validation_baselines
-from core.models import PairEncoder, build_model
+from core.models import PairEncoder, build_model, load_model
 from core.notices import notice
 from core.saving import OutputClaim, claim_new_run, claim_output, save_model
 from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import PairTable
 from core.training import distributed
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
-from core.training.specs import RunSpec
+from core.training.specs import RunSpec, SpecError
 from core.training.trainer import Trainer, TrainOutcome, Validation
 
 MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
@@ -41,7 +42,7 @@ MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run
 class RunResult:
     folder: Path | None  # None when nothing was saved (a run that ended before its first validation, unless kept)
     outcome: TrainOutcome
-    thresholds: dict  # {"accuracy": t, "f1": t} calibrated on the validation split
+    thresholds: dict  # {"accuracy": t, "f1": t, "clusters": t (when reached)} calibrated on the validation split
     validation: dict  # metrics on the whole validation split at the best-accuracy threshold
     test: dict  # same on the test split (empty when test_fraction is 0)
     model: PairEncoder = field(repr=False, default=None)
@@ -105,7 +106,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         implied = len(splits.train) - labelled
     torch.manual_seed(spec.train.seed)
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
-    model = build_model(spec, texts)
+    model, parent = _start_model(spec, texts)
     if model.tokenizer.vocab_size < MIN_USEFUL_VOCABULARY:
         notice(f"the vocabulary has only {model.tokenizer.vocab_size} tokens: most words will be unknown "
                f"(min_freq {spec.min_freq}, max_vocab {spec.max_vocab}, {len(splits.train):,} training pairs)")
@@ -131,7 +132,11 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
     elif val_table is not None and not discarded:
         final = calibrate(model, val_table)
-        thresholds, validation = final.thresholds, final.metrics
+        thresholds, validation = dict(final.thresholds), final.metrics
+        # Deduplication's operating point (core.inference.calibration): none when no threshold reaches the precision.
+        clusters = precision_threshold(val_table.labels, final.scores)
+        if clusters is not None:
+            thresholds["clusters"] = clusters
         # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a subset).
         baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed)
     quality = judge_run({"validation": validation, "baselines": baselines})
@@ -151,8 +156,25 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         else:
             folder = output.target
             save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
-                                                             validation, test, implied, baselines))
+                                                             validation, test, implied, baselines, parent))
     return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines)
+
+
+def _start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
+    """The model to train, ready for the trainer, and what config.json records of its parent (None for a new
+    model): a fresh build for the spec, or the saved model ``spec.init_model`` with its own architecture and
+    tokenizer. ModelLoadError for a folder that is not a usable model, SpecError for one of another family."""
+    if not spec.init_model:
+        return build_model(spec, texts), None
+    model, config = load_model(spec.init_model)  # on the CPU, like a built model: the trainer moves it
+    if model.model_type != spec.model:
+        raise SpecError("init_model", f"{spec.init_model} is a {model.model_type} model, "
+                                      f"but the run's model is {spec.model}")
+    metrics = config.get("metrics") if isinstance(config.get("metrics"), dict) else {}
+    validation = metrics.get("validation") if isinstance(metrics.get("validation"), dict) else {}
+    parent = {"name": config.get("name") or Path(spec.init_model).name, "path": str(spec.init_model),
+              "validation_roc_auc": _finite(validation.get("roc_auc"))}
+    return model.train(), parent
 
 
 def _kept_instead(existing: dict | None, status: str, validation: dict) -> str:
@@ -190,8 +212,9 @@ def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:
 
 
 def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFrame, outcome: TrainOutcome,
-                  thresholds: dict, validation: dict, test: dict, implied: int = 0, baselines: dict | None = None) -> dict:
-    """What config.json records of the run beside the model itself."""
+                  thresholds: dict, validation: dict, test: dict, implied: int = 0, baselines: dict | None = None,
+                  parent: dict | None = None) -> dict:
+    """What config.json records of the run beside the model itself (``parent``: the model it started from)."""
     return {
         "name": folder.name,
         "loss": dataclasses.asdict(spec.loss),
@@ -209,4 +232,5 @@ def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFra
                      "seconds": round(outcome.seconds, 2), "pairs_per_second": round(outcome.pairs_per_second, 1),
                      "epochs": [dataclasses.asdict(e) for e in outcome.epochs],
                      "validation_curve": validation_curve(outcome.validations)},
+        **({"parent": parent} if parent else {}),
     }

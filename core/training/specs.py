@@ -8,7 +8,8 @@ The CLI (``python -m core train``) and the Train page both describe a run as fla
   dataclasses (never repeated here);
 * the loss menu with its human labels, and the model-size options a user may set;
 * the validation of every option, with errors that name the option (``SpecError.option``), so the
-  CLI can say ``--batch-size`` and the page can say "Batch size".
+  CLI can say ``--batch-size`` and the page can say "Batch size";
+* ``init_model``: a saved model to start from must be of the run's model family (its config.json is read).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import math
 import operator
 from dataclasses import dataclass, field
 
-from core.models import MODEL_NAMES, MODEL_TYPES, ModelTooLarge, check_model_size
+from core.models import MODEL_NAMES, MODEL_TYPES, ZERO_SHOT, ModelTooLarge, check_model_size
 from core.training.objectives import (
     CONTRASTIVE_FORMS,
     DEFAULT_MARGINS,
@@ -46,6 +47,9 @@ class RunSpec:
     implied_pairs: bool = False
     keep_unvalidated: bool = False  # save a run cancelled before its first validation (else nothing is saved)
     data_name: str = ""  # shown in the runs list
+    # A saved model folder whose weights and tokenizer the run starts from (its own architecture and vocabulary
+    # kept: model_options, max_length, min_freq and max_vocab do not rebuild it); "" = the family's usual start.
+    init_model: str = ""
 
     def __post_init__(self):
         if self.model not in MODEL_NAMES:
@@ -150,6 +154,7 @@ _RULES: dict[str, _Rule] = {
     "test_fraction": _Rule(float, 0.0, 0.5),
     "split_by_question": _Rule(bool),
     "data_name": _Rule(str),
+    "init_model": _Rule(str),  # a saved model folder; "" or ZERO_SHOT = the family's usual start
     "keep_unvalidated": _Rule(bool),
     # training (TrainConfig)
     "epochs": _Rule(int, 1, 10_000),
@@ -262,6 +267,22 @@ def _check_model_size(model: str, values: dict) -> None:
         raise SpecError("model_options", f"make the model too large: {error}") from None
 
 
+def _checked_init_model(source: str, model: str) -> str:
+    """``source`` when it is a saved ``model`` folder; "" for ZERO_SHOT, MiniLM's usual start anyway."""
+    from core.saving import ModelLoadError, read_config
+
+    if source == ZERO_SHOT:
+        family = "minilm"
+    else:
+        try:
+            family = read_config(source)["model_type"]
+        except ModelLoadError as error:
+            raise SpecError("init_model", f"cannot be used: {error}") from None
+    if family != model:
+        raise SpecError("init_model", f"{source} is a {family} model, but the run's model is {model}")
+    return "" if source == ZERO_SHOT else source
+
+
 # ---- the builder ---------------------------------------------------------------------------------
 def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     """The run that ``options`` describe, on top of ``preset`` (a name in ``core.training.presets``) if given.
@@ -269,8 +290,9 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     Options left out, or given as None, come from the preset, else from the model's defaults. A
     preset's model sizes and epochs / batch size / learning rate are dropped if ``model`` names
     another family, and its margin / form / scale / weight if ``loss`` names another loss.
-    ``model_options`` are merged over the preset's. Raises ``SpecError`` (a ValueError) naming the
-    first bad option.
+    ``model_options`` are merged over the preset's. ``init_model`` must be a saved model of ``model``'s
+    family (ZERO_SHOT, the pretrained MiniLM, is MiniLM's usual start: it becomes ""). Raises
+    ``SpecError`` (a ValueError) naming the first bad option.
     """
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
@@ -291,6 +313,8 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     values = {name: _checked(name, value) for name, value in merged.items() if name != "model_options"}
     values["model_options"] = _checked_model_options(model, merged["model_options"])
     _check_model_size(model, values)
+    if values.get("init_model"):
+        values["init_model"] = _checked_init_model(values["init_model"], model)
     if values.get("val_fraction", 0.0) + values.get("test_fraction", 0.0) > 0.5:
         raise SpecError("test_fraction", "plus val_fraction must leave at least half of the pairs to train on")
 

@@ -1,0 +1,141 @@
+"""``python -m core suggest``: the pairs of a corpus to label next, as a CSV.
+
+    python -m core suggest --model M --questions FILE [--labels LABELS] --n N [--strategy uncertainty|random]
+                           [--threshold T] [--seed S] [--random-share R] [-k K] --out OUT.csv [--overwrite]
+
+FILE is read as ``dedup`` reads it (``core.data.load_questions``). Each question is paired with its ``k``
+nearest neighbours under the model, pairs already in LABELS (a ``core.saving.label_store`` file; it need
+not exist yet) are left out, and ``core.inference.candidates.choose_pairs`` picks N. The CSV has the columns
+question1, question2, similarity, reason, and is formula safe.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from core.cli.common import (
+    CliError,
+    TqdmCounter,
+    add_backend_option,
+    claimed_output,
+    count,
+    load_backend,
+    load_corpus,
+    model_command,
+    output_path,
+    print_json,
+    threshold,
+)
+
+
+def _share(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def add_parsers(sub):
+    """Register ``suggest`` on the subparsers ``sub``."""
+    from core.inference.candidates import DEFAULT_K, RANDOM_SHARE, STRATEGIES
+
+    suggest = model_command(sub, "suggest", "the pairs of a corpus to label next, as a CSV", cmd_suggest)
+    suggest.add_argument("--questions", required=True,
+                         help="CSV/TSV with a question column (question, text, sentence, title or q), a pairs file "
+                              "(its distinct questions), or plain text with one question per line; optionally .gz")
+    suggest.add_argument("--labels", default=None,
+                         help="the labels so far (question1,question2,is_duplicate[,labelled_by,labelled_at]); "
+                              "their pairs are not suggested again. A file that does not exist yet holds none")
+    suggest.add_argument("--n", type=count, required=True, help="how many pairs to suggest")
+    suggest.add_argument("--strategy", choices=STRATEGIES, default="uncertainty",
+                         help="uncertainty: the pairs whose similarity is closest to the threshold, plus a random "
+                              "share; random: all drawn at random. No question twice in one round either way")
+    suggest.add_argument("--threshold", type=threshold, default=None,
+                         help="the similarity the model is least sure about (default: its pair threshold; for a "
+                              "model without one, calibrated on the labels when they are enough)")
+    suggest.add_argument("--random-share", type=_share, default=RANDOM_SHARE,
+                         help="share of the N drawn at random with --strategy uncertainty")
+    suggest.add_argument("--seed", type=int, default=0, help="seed of the random draw")
+    suggest.add_argument("-k", "--neighbours", type=count, default=DEFAULT_K,
+                         help="nearest neighbours of each question that are candidate pairs")
+    suggest.add_argument("--out", required=True, help="output CSV: question1, question2, similarity, reason")
+    suggest.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    add_backend_option(suggest)
+    return suggest
+
+
+def _load_labels(path: str | None):
+    """The labels' pairs frame (empty when there is no file yet)."""
+    from core.data import DataError
+    from core.saving.label_store import LabelStore
+
+    if path is None:
+        return None
+    if not Path(path).exists():
+        print(f"labels: {path} does not exist yet; no pair is labelled", file=sys.stderr)
+        return None
+    try:
+        return LabelStore(path).pairs()
+    except DataError as error:
+        raise CliError(str(error)) from None
+
+
+def cmd_suggest(args) -> int:
+    out = output_path(args.out, args.questions, args.labels)
+    with claimed_output([out], args.overwrite) as claim:
+        summary = _suggest_into(claim, out, args)
+    print_json(summary)
+    return 0
+
+
+def _suggest_into(claim, out: Path, args) -> dict:
+    import numpy as np
+
+    from core.data import pair_keys
+    from core.inference.calibration import Calibrated, pair_threshold
+    from core.inference.candidates import (
+        candidate_pairs,
+        choose_pairs,
+        distinct_questions,
+        embed_corpus,
+    )
+    from core.saving.safe_csv import safe_csv_text
+
+    questions = distinct_questions(load_corpus(args.questions))
+    if len(questions) < 2:
+        raise CliError(f"{args.questions} holds one distinct question; pairs need at least two")
+    labels = _load_labels(args.labels)
+    model, config = load_backend(args)
+    started = time.perf_counter()
+    corpus = embed_corpus(model, questions, progress=TqdmCounter("encoding"))
+    encoded = time.perf_counter()
+    if args.threshold is not None:
+        chosen = Calibrated(args.threshold, "given with --threshold")
+    elif labels is not None and len(labels):
+        scores = corpus.similarity(labels["question1"], labels["question2"])
+        known = np.isfinite(scores)  # labelled pairs of two corpus questions: scored without encoding
+        chosen = pair_threshold(config, labels["is_duplicate"].to_numpy()[known], scores[known])
+    else:
+        chosen = pair_threshold(config)
+    print(f"threshold: {chosen.threshold:.4g} ({chosen.source})", file=sys.stderr)
+    labelled = set(pair_keys(labels["question1"], labels["question2"])) if labels is not None else set()
+    candidates = candidate_pairs(corpus, args.neighbours, labelled)
+    picked = choose_pairs(candidates, args.n, chosen.threshold, args.strategy, args.random_share, args.seed)
+    with claim.open(out, "w", encoding="utf-8", newline="") as handle:
+        handle.write(safe_csv_text(picked))
+    if len(picked) < args.n:
+        print(f"warning: only {len(picked)} pairs of questions not yet asked in this round were left to suggest",
+              file=sys.stderr)
+    return {"out": str(out), "questions": len(questions), "labelled": 0 if labels is None else len(labels),
+            "candidates": len(candidates), "suggested": len(picked),
+            "uncertain": int((picked["reason"] == "uncertain").sum()),
+            "random": int((picked["reason"] == "random").sum()), "strategy": args.strategy,
+            "threshold": float(chosen.threshold), "threshold_source": chosen.source, "seed": args.seed,
+            "backend": args.backend, "seconds": {"encode": round(encoded - started, 2),
+                                                 "choose": round(time.perf_counter() - encoded, 2)}}

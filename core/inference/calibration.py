@@ -1,0 +1,136 @@
+"""Where a threshold comes from: one rule for every page and command that needs one.
+
+Two operating points, because a pair verdict and a clustering want different things:
+
+- **pair threshold** (``pair_threshold``): the best-accuracy threshold. A saved model's comes from its own
+  validation split (config.json ``thresholds.accuracy``). Zero-shot MiniLM has no split of its own, so when
+  the user has labelled pairs loaded (both classes, at least ``MIN_CALIBRATION_PAIRS``) it is calibrated on
+  them; otherwise it falls back to ``ZERO_SHOT_THRESHOLD``.
+- **clustering threshold** (``clustering_threshold``): a cluster joins every question above the threshold
+  to its representative, so one false "duplicate" edge can merge two unrelated groups. Clusters want a high
+  precision: the lowest threshold at which the pairs above it are at least ``CLUSTER_PRECISION`` duplicates.
+
+Each function returns a ``Calibrated``: the value and a sentence saying where it came from, which the pages
+and the CLI print beside it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.inference.metrics import best_thresholds
+
+MIN_CALIBRATION_PAIRS = 20  # fewer labelled pairs than this calibrate nothing worth trusting
+CLUSTER_PRECISION = 0.9  # the share of true duplicates wanted among the pairs above a clustering threshold
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    threshold: float  # duplicate when the cosine similarity is strictly above it
+    source: str  # where it came from, in words, e.g. "best accuracy on 480 of your labelled pairs"
+    pairs: int = 0  # how many labelled pairs it was calibrated on (0: not calibrated on the user's pairs)
+
+
+def _finite(value) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def can_calibrate(labels) -> bool:
+    """At least ``MIN_CALIBRATION_PAIRS`` labels, both classes present."""
+    y = np.asarray(labels).astype(int).ravel()
+    return len(y) >= MIN_CALIBRATION_PAIRS and len(np.unique(y)) == 2
+
+
+def pair_threshold(config: dict, labels=None, scores=None) -> Calibrated:
+    """The threshold of a pair verdict for a model with this ``config``.
+
+    A saved model's own calibrated threshold comes first. A model without one (zero-shot MiniLM, or a run
+    saved without a validation split) is calibrated on ``labels``/``scores`` (the user's labelled pairs under
+    this model) when ``can_calibrate(labels)``; otherwise zero-shot MiniLM gets ``ZERO_SHOT_THRESHOLD`` and
+    any other model 0.5.
+
+    Example:
+        >>> pair_threshold({"model_type": "minilm", "zero_shot": True}).threshold
+        0.8
+    """
+    from core.models.minilm import ZERO_SHOT_THRESHOLD
+
+    config = config if isinstance(config, dict) else {}
+    zero_shot = bool(config.get("zero_shot"))
+    saved = None if zero_shot else _finite((config.get("thresholds") or {}).get("accuracy"))
+    if saved is not None:
+        return Calibrated(saved, "best accuracy on the model's own validation split")
+    if labels is not None and scores is not None and can_calibrate(labels):
+        threshold = best_thresholds(labels, scores)["accuracy"]
+        return Calibrated(threshold, f"best accuracy on {len(np.asarray(labels)):,} of your labelled pairs",
+                          pairs=len(np.asarray(labels)))
+    if zero_shot or config.get("model_type") == "minilm":
+        return Calibrated(float(ZERO_SHOT_THRESHOLD), "MiniLM's fixed default (no labelled pairs to calibrate on)")
+    return Calibrated(0.5, "a plain default (the model has no calibrated threshold)")
+
+
+def precision_threshold(labels, scores, precision: float = CLUSTER_PRECISION) -> float | None:
+    """The lowest threshold t with precision(s > t) >= ``precision`` on these pairs, or None if none reaches it.
+
+    Example: scores 0.9, 0.8, 0.7, 0.6 with labels 1, 1, 0, 1: above 0.65 two of three are duplicates
+    (0.67), above 0.75 both are (1.0), so for precision 0.9 the answer is 0.75.
+        >>> precision_threshold([1, 1, 0, 1], [0.9, 0.8, 0.7, 0.6], 0.9)
+        0.75
+    """
+    y = np.asarray(labels).astype(int).ravel()
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    if not len(s):
+        return None
+    order = np.argsort(-s, kind="stable")
+    y, s = y[order], s[order]
+    distinct_end = np.r_[s[1:] != s[:-1], True]  # the last of each run of equal scores
+    true_above = np.cumsum(y)[distinct_end]
+    above = (np.arange(1, len(s) + 1))[distinct_end]
+    cut_scores = s[distinct_end]
+    next_scores = np.r_[cut_scores[1:], cut_scores[-1] - 1e-6]
+    reached = np.flatnonzero((true_above / np.maximum(above, 1) >= precision) & (true_above > 0))
+    if not len(reached):
+        return None
+    last = reached[-1]  # the most pairs above while the precision still holds
+    if last + 1 < len(cut_scores):
+        return float((cut_scores[last] + next_scores[last]) / 2)
+    return float(cut_scores[last] - 1e-6)
+
+
+# Zero-shot MiniLM's clustering threshold when no labelled pairs calibrate it: precision 0.90 on 3,000 Quora pairs
+# above 0.9535 (bench/clustering_threshold.py, seed 0; docs/BENCHMARKS.md, "Clustering thresholds"), rounded up so
+# the precision stays at least that (rounded down to 0.95 it was 0.89), recall 0.19, where the pair threshold
+# ZERO_SHOT_THRESHOLD (0.80) has precision 0.66.
+ZERO_SHOT_CLUSTER_THRESHOLD = 0.954
+
+
+def clustering_threshold(config: dict, labels=None, scores=None) -> Calibrated:
+    """The default threshold of a deduplication with a model of this ``config``: precision first.
+
+    In order: the model's own recorded clustering threshold (config.json ``thresholds.clusters``, precision
+    ``CLUSTER_PRECISION`` on its validation split); for a model without one, ``precision_threshold`` on the
+    user's labelled pairs when ``can_calibrate(labels)``; zero-shot MiniLM's ``ZERO_SHOT_CLUSTER_THRESHOLD``;
+    and last the model's pair threshold, said to be one (clusters at it may chain).
+    """
+    config = config if isinstance(config, dict) else {}
+    zero_shot = bool(config.get("zero_shot"))
+    saved = None if zero_shot else _finite((config.get("thresholds") or {}).get("clusters"))
+    if saved is not None:
+        return Calibrated(saved, f"precision {CLUSTER_PRECISION:.0%} on the model's own validation split")
+    unreached = ""  # said when the user's pairs were tried: the fallback is not for want of labels
+    if labels is not None and scores is not None and can_calibrate(labels):
+        threshold = precision_threshold(labels, scores)
+        n = len(np.asarray(labels))
+        if threshold is not None:
+            return Calibrated(threshold, f"precision {CLUSTER_PRECISION:.0%} on {n:,} of your labelled pairs", pairs=n)
+        unreached = f"; your {n:,} labelled pairs reach precision {CLUSTER_PRECISION:.0%} at no threshold"
+    if zero_shot or config.get("model_type") == "minilm":
+        return Calibrated(ZERO_SHOT_CLUSTER_THRESHOLD, f"MiniLM's fixed clustering default (precision "
+                          f"{CLUSTER_PRECISION:.0%} on Quora pairs){unreached}")
+    pair = pair_threshold(config, labels, scores)
+    return Calibrated(pair.threshold, f"the model's pair threshold ({pair.source}){unreached}; it recorded no "
+                      "clustering threshold, so clusters at it may chain unrelated questions", pairs=pair.pairs)

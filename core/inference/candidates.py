@@ -1,0 +1,196 @@
+"""Which pairs of a corpus to label next: candidate pairs from each question's nearest neighbours, and the
+few of them a person should answer.
+
+``embed_corpus(model, questions)`` encodes a corpus once (``EmbeddedCorpus``); ``candidate_pairs(corpus, k,
+labelled)`` pairs each question with its ``k`` nearest neighbours under the model, searched by FAISS
+(``core.inference.search.new_index``: exact up to ``EXACT_LIMIT`` questions, HNSW above); ``choose_pairs(candidates, n, threshold)`` picks the ``n`` to ask.
+The neighbours are searched once per corpus and kept, so a later round (new labels, same model) only
+filters and chooses.
+
+What "the same" means: two texts equal under ``core.data.normalise_questions`` are one question (the
+first spelling is kept), and two pairs with the same ``core.data.pair_key`` are one pair.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.data.questions import pair_keys
+from core.data.reading import normalise_questions
+
+CANDIDATE_COLUMNS = ("question1", "question2", "similarity")
+STRATEGIES = ("uncertainty", "random")
+UNCERTAIN, RANDOM = "uncertain", "random"  # the ``reason`` of a chosen pair
+DEFAULT_K = 10  # neighbours per question
+RANDOM_SHARE = 0.1  # share of a round drawn at random, so quality is also estimated on unbiased pairs
+SEARCH_ROWS = 8192  # questions searched per FAISS call: bounds the (rows, N) score block
+# Up to this many questions the neighbours are searched exactly; above, with HNSW. Every question is a query, so
+# an exact search costs N^2 inner products: 20,000 questions took 10 s exactly on 2 cores, where a neighbour
+# HNSW misses only means one candidate fewer, never a wrong label.
+EXACT_LIMIT = 5_000
+
+Progress = Callable[[int, int], None]
+
+
+class EmbeddedCorpus:
+    """The distinct questions of a corpus and their vectors under one model.
+
+    ``vectors[i] @ queries[j]`` is the model's similarity of questions i and j: for a Siamese model the
+    cosine (``queries`` is ``vectors``); for a model with two towers the mean of both pair orders
+    (``core.inference.dedup.encode_corpus``).
+    """
+
+    def __init__(self, questions: Sequence[str], vectors: np.ndarray, queries: np.ndarray | None = None):
+        self.questions = list(questions)
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)  # (N, d)
+        self.queries = self.vectors if queries is None else np.ascontiguousarray(queries, dtype=np.float32)
+        if len(self.vectors) != len(self.questions) or self.queries.shape != self.vectors.shape:
+            raise ValueError(f"{len(self.questions)} questions, vectors {self.vectors.shape}, "
+                             f"queries {self.queries.shape}")
+        self._row = {key: i for i, key in enumerate(normalise_questions(self.questions))}
+        self._neighbours: tuple[np.ndarray, np.ndarray] | None = None  # (ids, scores), each (N, k)
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def neighbours(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores), each (N, min(k, N - 1)): every question's nearest other questions, best first
+        (ties: lower row first, on the exact index). Searched once for the largest ``k`` asked, then sliced."""
+        from core.inference.search import new_index
+
+        k = max(0, min(int(k), len(self) - 1))
+        if self._neighbours is None or self._neighbours[0].shape[1] < k:
+            n, dim = self.vectors.shape
+            index = new_index(dim, n, flat_limit=EXACT_LIMIT)
+            index.add(self.vectors)
+            ids = np.empty((n, k), dtype=np.int64)
+            scores = np.empty((n, k), dtype=np.float32)
+            for start in range(0, n, SEARCH_ROWS):
+                stop = min(start + SEARCH_ROWS, n)
+                found_scores, found = index.search(self.queries[start:stop], k + 1)  # (rows, k + 1), self too
+                rows = np.arange(start, stop)[:, None]
+                others = (found != rows) & (found >= 0)  # HNSW may return -1 where it found fewer
+                pick = others & (np.cumsum(others, axis=1) <= k)  # the first k that are not the question itself
+                columns = np.argsort(~pick, axis=1, kind="stable")[:, :k]  # the picked ones first, in order
+                found_ids = np.take_along_axis(found, columns, axis=1)
+                found_scores = np.take_along_axis(found_scores, columns, axis=1)
+                missing = np.arange(k)[None, :] >= pick.sum(axis=1, keepdims=True)
+                ids[start:stop] = np.where(missing, -1, found_ids)  # -1: no neighbour there
+                scores[start:stop] = np.where(missing, -np.inf, found_scores)
+            self._neighbours = (ids, scores)
+        ids, scores = self._neighbours
+        return ids[:, :k], scores[:, :k]
+
+    def similarity(self, questions1: Sequence[str], questions2: Sequence[str]) -> np.ndarray:
+        """(P,) float64: the model's similarity of each pair whose two questions are in the corpus, NaN
+        where one is not (the labelled pairs' scores, without encoding anything)."""
+        rows1 = [self._row.get(key, -1) for key in normalise_questions(questions1)]
+        rows2 = [self._row.get(key, -1) for key in normalise_questions(questions2)]
+        out = np.full(len(rows1), np.nan)
+        for i, (a, b) in enumerate(zip(rows1, rows2)):
+            if a >= 0 and b >= 0:
+                out[i] = float(self.queries[a] @ self.vectors[b])
+        return out
+
+
+def distinct_questions(questions: Sequence[str]) -> list[str]:
+    """Stripped non-empty questions, one per ``normalise_questions`` text (its first spelling), in order."""
+    texts = [str(text).strip() for text in questions]
+    seen: dict[str, str] = {}
+    for key, text in zip(normalise_questions(texts), texts):
+        if text:
+            seen.setdefault(key, text)
+    return list(seen.values())
+
+
+def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None,
+                 batch_size: int = 256) -> EmbeddedCorpus:
+    """Encode the ``distinct_questions`` of ``questions`` with ``model`` once, for any number of rounds."""
+    from core.inference.dedup import encode_corpus
+
+    texts = distinct_questions(questions)
+    vectors, queries = encode_corpus(model, texts, progress=progress, batch_size=batch_size)
+    if not texts:
+        vectors = np.zeros((0, 1), dtype=np.float32)
+    return EmbeddedCorpus(texts, vectors, queries)
+
+
+def candidate_pairs(corpus: EmbeddedCorpus, k: int = DEFAULT_K,
+                    labelled: set[tuple[str, str]] | None = None) -> pd.DataFrame:
+    """Each question paired with its ``k`` nearest neighbours: ``CANDIDATE_COLUMNS``, each unordered pair
+    once (question1 the earlier in the corpus), none whose ``pair_key`` is in ``labelled``; by similarity,
+    highest first (ties: corpus order)."""
+    ids, scores = corpus.neighbours(k)  # (N, k) each; -1 where the approximate index found fewer
+    n, width = ids.shape
+    found = ids.ravel() >= 0
+    first = np.repeat(np.arange(n), width)[found]
+    other = ids.ravel()[found]
+    low, high = np.minimum(first, other), np.maximum(first, other)
+    code = low * n + high
+    code, where = np.unique(code, return_index=True)  # each unordered pair once
+    similarity = scores.ravel()[found][where].astype(np.float64)
+    low, high = code // n, code % n
+    order = np.lexsort((high, low, -similarity))
+    low, high, similarity = low[order], high[order], similarity[order]
+    questions = np.asarray(corpus.questions, dtype=object)
+    frame = pd.DataFrame({"question1": questions[low], "question2": questions[high], "similarity": similarity})
+    if labelled:
+        done = np.array([key in labelled for key in pair_keys(frame["question1"], frame["question2"])], dtype=bool)
+        frame = frame[~done].reset_index(drop=True)
+    return frame
+
+
+def choose_pairs(candidates: pd.DataFrame, n: int, threshold: float, strategy: str = "uncertainty",
+                 random_share: float = RANDOM_SHARE, seed: int = 0) -> pd.DataFrame:
+    """At most ``n`` rows of ``candidates`` to label, no question twice (by ``normalise_questions``), with
+    a ``reason`` column added.
+
+    ``uncertainty``: ``n - round(n * random_share)`` pairs with the similarity closest to ``threshold``
+    (ties: the earlier row), each taken unless one of its questions is already chosen ("uncertain"),
+    then ``round(n * random_share)`` drawn at random with ``seed`` from the other rows under the same rule
+    ("random"). ``random``: all ``n`` drawn so. Fewer than ``n`` when the candidates run out of pairs of
+    new questions. Pure: the same input gives the same rows.
+
+    >>> candidates = pd.DataFrame({"question1": ["a", "a", "c", "e"], "question2": ["b", "c", "d", "f"],
+    ...                            "similarity": [0.95, 0.81, 0.78, 0.2]})
+    >>> choose_pairs(candidates, 2, threshold=0.8, random_share=0)[["question1", "question2", "reason"]].values.tolist()
+    [['a', 'c', 'uncertain'], ['e', 'f', 'uncertain']]
+
+    (a-c is closest to 0.8; c-d is next but c is taken; a-b has a; e-f is left.)
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if not (isinstance(random_share, (int, float)) and 0 <= random_share <= 1):
+        raise ValueError(f"random_share must be between 0 and 1, got {random_share!r}")
+    if not (isinstance(threshold, (int, float, np.floating)) and math.isfinite(threshold)):
+        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+    n = max(0, int(n))
+    random_n = n if strategy == "random" else round(n * random_share)
+    used: set[str] = set()
+    distance = np.abs(candidates["similarity"].to_numpy(dtype=np.float64) - float(threshold))
+    uncertain = _diverse(candidates, np.argsort(distance, kind="stable"), n - random_n, used)
+    rest = np.setdiff1d(np.arange(len(candidates)), uncertain)
+    drawn = _diverse(candidates, np.random.default_rng(seed).permutation(rest), random_n, used)
+    chosen = candidates.iloc[uncertain + drawn].copy()
+    chosen["reason"] = [UNCERTAIN] * len(uncertain) + [RANDOM] * len(drawn)
+    return chosen.reset_index(drop=True)
+
+
+def _diverse(candidates: pd.DataFrame, order, wanted: int, used: set[str]) -> list[int]:
+    """The first ``wanted`` rows in ``order`` whose two questions are not in ``used`` (which grows)."""
+    picked: list[int] = []
+    if wanted <= 0:
+        return picked
+    first, second = candidates["question1"].to_numpy(dtype=object), candidates["question2"].to_numpy(dtype=object)
+    for row in order:
+        a, b = normalise_questions([first[row], second[row]])
+        if a in used or b in used or a == b:
+            continue
+        used.update((a, b))
+        picked.append(int(row))
+        if len(picked) == wanted:
+            break
+    return picked

@@ -1,0 +1,202 @@
+"""The rounds of the active-labelling loop: which labels are held out, what a retrain is, and the learning curve.
+
+A person labels the pairs ``core.inference.candidates`` suggests (kept by ``core.saving.label_store``), retrains
+from the current model, and watches a learning curve. This module holds the loop's rules, pure where possible:
+
+* ``held_out_mask``: a fixed ``HELD_OUT_SHARE`` of the labels, chosen by a hash of each pair's
+  ``core.data.pair_key``, never trains. A label's side never changes between rounds, so the held-out set only
+  grows, and every round's model is scored on labels no round trained on. ``round_splits`` cuts the labels so.
+* ``retrain_spec``: the loop's recipe, started from the current model's folder (``init_model``).
+* ``score_point``: a model's held-out ROC AUC and accuracy, at its pair threshold
+  (``core.inference.calibration.pair_threshold``).
+* the learning curve: one JSON line per scored model in ``<labels file>.curve.jsonl``, appended under an
+  ``flock`` with one ``O_APPEND`` write (``add_point``), one point per model, read back by ``read_curve``.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import math
+import os
+import re
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from core.data import Splits
+from core.data.questions import pair_keys
+from core.inference.calibration import pair_threshold
+from core.inference.candidates import EmbeddedCorpus, candidate_pairs, choose_pairs
+from core.inference.metrics import ranking_metrics, threshold_metrics
+from core.model_names import ZERO_SHOT
+from core.saving.runs import LABELS_FOLDER
+from core.training.specs import SpecError, spec_from_options
+
+HELD_OUT_SHARE = 0.2  # of the labels: scored on, calibrated on, never trained on
+ROUND_SIZE = 10  # pairs asked per round
+CURVE_SUFFIX = ".curve.jsonl"
+PAIR_COLUMNS = ["question1", "question2", "is_duplicate"]
+# The loop's recipe: MiniLM fine-tuned with the contrastive loss, which learns from both classes (a person labels
+# as many non-duplicates as duplicates near the threshold), one short epoch per round.
+RETRAIN_OPTIONS = {"model": "minilm", "loss": "contrastive", "form": "squared_hinge", "epochs": 1, "batch_size": 16,
+                   "lr": 2e-5, "max_length": 32, "patience": 0}
+
+
+# ---- which labels are held out ---------------------------------------------------------------------------------
+def held_out_mask(pairs: pd.DataFrame) -> np.ndarray:
+    """(N,) bool: the pairs held out. A pair is held out when the sha1 of its ``pair_key`` is below
+    ``HELD_OUT_SHARE`` of 100 (mod 100), so the answer depends on the two texts only: not on the order of
+    the rows, the order of the two questions, other labels, or the round."""
+    keys = pair_keys(pairs["question1"], pairs["question2"])
+    buckets = [int.from_bytes(hashlib.sha1(f"{a}\x1f{b}".encode("utf-8", "surrogatepass")).digest()[:8], "big") % 100
+               for a, b in keys]
+    return np.asarray(buckets, dtype=np.int64) < round(HELD_OUT_SHARE * 100)
+
+
+def round_splits(labels: pd.DataFrame) -> Splits:
+    """The labels as a run's ``Splits``: train = not held out, val = held out (it calibrates the threshold and
+    scores the run), test empty. Only the three pairs columns are kept."""
+    frame = labels[PAIR_COLUMNS].reset_index(drop=True)
+    held = held_out_mask(frame)
+    return Splits(train=frame[~held].reset_index(drop=True), val=frame[held].reset_index(drop=True),
+                  test=frame.iloc[:0].reset_index(drop=True))
+
+
+def retrain_problem(labels: pd.DataFrame) -> str | None:
+    """Why these labels cannot make a round's run yet (one sentence), or None: both shares need both classes."""
+    splits = round_splits(labels)
+    for name, share in (("training", splits.train), ("held-out", splits.val)):
+        duplicates = int(share["is_duplicate"].sum())
+        if duplicates == 0 or duplicates == len(share):
+            return (f"The {name} share of your labels needs duplicates and non-duplicates (it has {duplicates:,} "
+                    f"duplicates of {len(share):,}): label a few more pairs.")
+    return None
+
+
+# ---- a round -----------------------------------------------------------------------------------------------------
+def round_threshold(config: dict, corpus: EmbeddedCorpus, labels: pd.DataFrame) -> float:
+    """The threshold a round asks around: the model's pair threshold, calibrated on the labels (scored from the
+    corpus's vectors, nothing encoded) when the model has none of its own."""
+    scores = corpus.similarity(labels["question1"], labels["question2"])
+    known = ~np.isnan(scores)
+    return pair_threshold(config, labels["is_duplicate"].to_numpy()[known], scores[known]).threshold
+
+
+def next_round(corpus: EmbeddedCorpus, threshold: float, done: set, n: int = ROUND_SIZE, seed: int = 0) -> pd.DataFrame:
+    """The next ``n`` pairs to ask (``choose_pairs`` by uncertainty), none whose ``pair_key`` is in ``done``
+    (labelled or skipped)."""
+    return choose_pairs(candidate_pairs(corpus, labelled=done), n, threshold, seed=seed)
+
+
+# ---- retraining --------------------------------------------------------------------------------------------------
+def retrain_spec(init_model: str = "", options: dict | None = None):
+    """The loop's run: ``RETRAIN_OPTIONS`` (MiniLM, contrastive loss, 1 epoch, batch 16, lr 2e-5, 32 tokens)
+    started from ``init_model``, the current model's folder ("" or ``ZERO_SHOT``: zero-shot MiniLM), with
+    ``options`` on top. A folder of another family is retrained as itself (a run starts only from a model of its
+    own family), with that family's default learning rate. The validation share is not used: the run is given ``round_splits``."""
+    recipe = dict(RETRAIN_OPTIONS)
+    if init_model and init_model != ZERO_SHOT:
+        from core.saving import ModelLoadError, read_config
+
+        try:
+            config = read_config(init_model)
+        except ModelLoadError as error:
+            raise SpecError("init_model", f"is not a model folder: {error}") from None
+        if config["model_type"] != recipe["model"]:  # its architecture and tokenizer come from the folder
+            recipe.update(model=config["model_type"], lr=None)
+        recipe["init_model"] = str(init_model)
+    return spec_from_options(**{**recipe, **(options or {})})
+
+
+# ---- scoring -----------------------------------------------------------------------------------------------------
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def score_point(model, config: dict, labels: pd.DataFrame) -> dict:
+    """A model on the held-out share of ``labels``: {"labels": all labels, "held_out": m, "roc_auc", "accuracy",
+    "threshold"}; accuracy at the model's ``pair_threshold`` (zero-shot MiniLM's calibrated on these held-out
+    labels, as a run's is on its validation split). ROC AUC is None with one class only. ValueError when
+    nothing is held out."""
+    held = labels[held_out_mask(labels)]
+    if held.empty:
+        raise ValueError("no label is held out yet: nothing to score the model on")
+    y = held["is_duplicate"].to_numpy().astype(int)
+    scores = np.asarray(model.score_pairs(held["question1"].tolist(), held["question2"].tolist()), dtype=np.float64)
+    threshold = pair_threshold(config, y, scores).threshold
+    return {"labels": len(labels), "held_out": len(held),
+            "roc_auc": _number(ranking_metrics(y, scores)["roc_auc"]),
+            "accuracy": _number(threshold_metrics(y, scores, threshold)["accuracy"]), "threshold": float(threshold)}
+
+
+# ---- where the labels and the curve live -------------------------------------------------------------------------
+def labels_path(runs_root: str | Path, corpus_name: str, corpus_fingerprint: str) -> Path:
+    """``<runs_root>/labels/<slug>-<8 hex>.csv``: the corpus's name made file-safe (at most 40 characters) and
+    8 hex digits of the sha1 of its fingerprint, so two corpora of one name keep apart."""
+    slug = re.sub(r"[^a-z0-9]+", "-", corpus_name.lower()).strip("-")[:40].strip("-") or "corpus"
+    digest = hashlib.sha1(corpus_fingerprint.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return Path(runs_root) / LABELS_FOLDER / f"{slug}-{digest}.csv"
+
+
+def curve_path(labels_file: str | Path) -> Path:
+    labels_file = Path(labels_file)
+    return labels_file.with_name(labels_file.name + CURVE_SUFFIX)
+
+
+@contextmanager
+def _locked(labels_file: str | Path, exclusive: bool):
+    curve = curve_path(labels_file)
+    curve.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(curve.with_name(f".{curve.name}.lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield curve
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _read(curve: Path) -> list[dict]:
+    try:
+        lines = curve.read_bytes().split(b"\n")
+    except FileNotFoundError:
+        return []
+    points = []
+    for line in lines:
+        try:
+            point = json.loads(line)
+        except ValueError:  # blank, or a line a crash cut short: never acknowledged
+            continue
+        if isinstance(point, dict):
+            points.append(point)
+    return points
+
+
+def read_curve(labels_file: str | Path) -> list[dict]:
+    """The learning curve of a labels file: its points in the order they were added."""
+    with _locked(labels_file, exclusive=False) as curve:
+        return _read(curve)
+
+
+def add_point(labels_file: str | Path, point: dict, model: str) -> bool:
+    """Append ``point`` (``score_point``'s) for ``model`` (a folder, or ``ZERO_SHOT``) with the time, unless the
+    curve already has a point of that model (two tabs, a reload): True when it was added. One ``O_APPEND``
+    write under an exclusive ``flock``, fsynced."""
+    row = {**point, "model": str(model), "at": datetime.now(UTC).isoformat(timespec="seconds")}
+    with _locked(labels_file, exclusive=True) as curve:
+        if any(existing.get("model") == row["model"] for existing in _read(curve)):
+            return False
+        payload = (json.dumps(row, allow_nan=False) + "\n").encode("utf-8")
+        fd = os.open(curve, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":  # a line cut short by a crash: end it, it is skipped
+                payload = b"\n" + payload
+            os.write(fd, payload)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return True

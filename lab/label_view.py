@@ -1,0 +1,202 @@
+"""The Label page's parts: the corpus encoded once, the round of pairs to ask, the answers, and the retrain.
+
+The corpus is encoded once per (model, saved-folder stamp, corpus key) (``core.inference.candidates.embed_corpus``,
+kept with ``st.cache_resource`` and built outside the cached function so a progress bar can be drawn). A round of
+``ROUND_SIZE`` pairs (``core.training.active_rounds.next_round``) is kept in the session and asked one pair at a
+time; a new round is chosen when every pair of the last one is answered or skipped, or the model changed. Every
+answer goes to the labels file at once (``core.saving.label_store.LabelStore``); skips stay in the session. A
+retrain is a ``TrainingJob`` on the app's queue; when it ends its held-out score joins the learning curve.
+"""
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from core.data.questions import pair_keys
+from core.saving.label_store import LabelStore
+from core.status import DONE, WAITING
+from core.training import active_rounds
+from core.training.active_rounds import ROUND_SIZE
+from lab import training_view
+from lab.cached import model_stamp
+from lab.session import ZERO_SHOT, get_model, job_queue, show_error
+
+LABELLER = "label_session_id"  # session key: this session's ``labelled_by``, so Undo takes back only its answers
+SKIPPED = "label_skipped"  # session key: pair keys skipped in this session (never written)
+ROUND = "label_round"  # session key: {"for": (model, stamp, corpus key), "pairs": [...]}
+LABEL_JOBS = "label_jobs"  # session key: job id -> labels file, for this session's retrains
+SCORED = "label_scored"  # session key: ids of the retrains already put on the learning curve (or not to be)
+
+
+def labeller() -> str:
+    """This session's ``labelled_by`` id."""
+    return st.session_state.setdefault(LABELLER, f"session-{uuid.uuid4().hex[:8]}")
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _store(path: str) -> LabelStore:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return LabelStore(path)
+
+
+def store(path: str | Path) -> LabelStore:
+    """The ``LabelStore`` of a labels file, one per server (it reads only what was appended since)."""
+    return _store(str(path))
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _corpus_slot(choice: str, stamp: float, key: str) -> dict:
+    # The slot is cached and the corpus encoded outside it: a progress bar drawn inside a cached function would be
+    # replayed by Streamlit. Two sessions asking at once encode it once (the lock).
+    return {"corpus": None, "lock": threading.Lock()}
+
+
+def embedded_corpus(choice: str, key: str, texts: Sequence[str], progress: Callable[[int, int], None] | None = None):
+    """The ``EmbeddedCorpus`` of ``texts`` (whose key is ``key``) under a model, encoded once."""
+    from core.inference.candidates import embed_corpus
+
+    slot = _corpus_slot(choice, model_stamp(choice), key)
+    with slot["lock"]:
+        if slot["corpus"] is None:
+            model, _ = get_model(choice)
+            slot["corpus"] = embed_corpus(model, list(texts), progress=progress)
+        return slot["corpus"]
+
+
+def done_keys(labels: LabelStore) -> set:
+    """The pair keys not to ask again: labelled (by anyone) or skipped in this session."""
+    return labels.keys() | st.session_state.setdefault(SKIPPED, set())
+
+
+def pending_pair(choice: str, key: str, config: dict, corpus, labels: LabelStore) -> dict | None:
+    """The pair to ask now: the first of the round not yet labelled or skipped; a new round when there is none
+    (or the model or corpus changed). None when the corpus has no pair left to ask."""
+    state, done = st.session_state, done_keys(labels)
+    where = (choice, model_stamp(choice), key)
+    current = state.get(ROUND)
+    for _ in range(2):  # the round kept, else a new one
+        if current is not None and current["for"] == where:
+            waiting = [pair for pair in current["pairs"] if pair["key"] not in done]
+            if waiting:
+                return waiting[0]
+            if not current["pairs"] and current["done"] == len(done):
+                return None  # the last round found nothing, and nothing was labelled, skipped or undone since
+        frame = labels.pairs()
+        threshold = active_rounds.round_threshold(config, corpus, frame)
+        chosen = active_rounds.next_round(corpus, threshold, done, ROUND_SIZE, seed=len(frame) + len(done))
+        chosen["key"] = pair_keys(chosen["question1"], chosen["question2"])
+        current = state[ROUND] = {"for": where, "pairs": chosen.to_dict("records"), "threshold": threshold,
+                                  "done": len(done)}
+    return None
+
+
+def answer(labels: LabelStore, pair: dict, is_duplicate: int) -> None:
+    """A button's callback: the answer is written at once."""
+    labels.add(pair["question1"], pair["question2"], is_duplicate, labelled_by=labeller())
+
+
+def skip(pair: dict) -> None:
+    st.session_state.setdefault(SKIPPED, set()).add(tuple(pair["key"]))
+
+
+def undo(labels: LabelStore) -> None:
+    """Take back this session's last answer; a round that is still open asks that pair again."""
+    labels.undo_last(labelled_by=labeller())
+
+
+def can_undo(labels: LabelStore) -> bool:
+    """Whether this session has an answer in the labels file to take back."""
+    return bool(len(labels)) and bool((labels.pairs()["labelled_by"] == labeller()).any())
+
+
+def counts(frame: pd.DataFrame) -> tuple[int, int]:
+    """(labels, held out of them)."""
+    return len(frame), int(active_rounds.held_out_mask(frame).sum()) if len(frame) else 0
+
+
+def curve_points(labels_file: Path) -> list[dict]:
+    return active_rounds.read_curve(labels_file) if labels_file.exists() else []
+
+
+# ---- retraining ------------------------------------------------------------------------------------------------
+def start_retrain(choice: str, labels_file: Path, labels: LabelStore) -> bool:
+    """Submit a run of the loop's recipe from the current model on the labels' ``round_splits``; the first time,
+    zero-shot MiniLM is scored on the same held-out labels as the curve's first point. False (and the reason
+    shown) when it cannot start."""
+    from core.training.jobs import TrainingJob
+    from core.training.specs import SpecError
+
+    state, frame = st.session_state, labels.pairs()
+    problem = active_rounds.retrain_problem(frame)
+    if problem:
+        show_error(problem)
+        return False
+    try:
+        spec = active_rounds.retrain_spec("" if choice == ZERO_SHOT else choice,
+                                          {"data_name": f"labels {labels_file.name}"})
+    except SpecError as error:
+        show_error(f"Cannot retrain: {error}")
+        return False
+    if not curve_points(labels_file):
+        with st.spinner("Scoring zero-shot MiniLM on the held-out labels (the curve's first point)…"):
+            model, config = get_model(ZERO_SHOT)
+            point = {**active_rounds.score_point(model, config, frame), "labels": 0}  # it learned from none
+            active_rounds.add_point(labels_file, point, ZERO_SHOT)
+    job = job_queue().submit(TrainingJob(spec, active_rounds.round_splits(frame), state.runs_root))
+    state.jobs.append(job.id)  # this session's run: its model once it is done and good
+    state.setdefault(LABEL_JOBS, {})[job.id] = str(labels_file)
+    return True
+
+
+def record_finished_retrains() -> None:
+    """Put each of this session's finished retrains on its labels file's learning curve, once."""
+    state, queue = st.session_state, job_queue()
+    scored = state.setdefault(SCORED, set())
+    for job_id, labels_file in state.get(LABEL_JOBS, {}).items():
+        job = queue.jobs.get(job_id)
+        if job is None or not job.finished or job_id in scored:
+            continue
+        scored.add(job_id)
+        folder = job.result.folder if job.result is not None else None
+        if job.status != DONE or folder is None:
+            continue
+        try:
+            model, config = get_model(str(folder))
+            labels = pd.concat([job.pairs.train, job.pairs.val], ignore_index=True)  # those it was given
+            active_rounds.add_point(labels_file, active_rounds.score_point(model, config, labels), str(folder))
+        except Exception as error:  # noqa: BLE001 - the run is kept; only its point is missing
+            show_error(f"Could not score the retrained model {Path(folder).name}: {error}")
+
+
+def unfinished_retrain() -> bool:
+    queue = job_queue()
+    return any(not queue.jobs[job_id].finished for job_id in st.session_state.get(LABEL_JOBS, {})
+               if job_id in queue.jobs)
+
+
+def retrain_status() -> None:
+    """The newest retrain of this session: its progress, redrawn every second while it runs, then its outcome."""
+    queue = job_queue()
+    jobs = [queue.jobs[job_id] for job_id in st.session_state.get(LABEL_JOBS, {}) if job_id in queue.jobs]
+    if not jobs:
+        return
+    latest = jobs[-1]
+    polling = not latest.finished
+
+    @st.fragment(run_every=1.0 if polling else None)
+    def panel() -> None:
+        if polling and latest.finished:
+            st.rerun()  # it just ended: the whole page again, for its curve point and the new model
+        if latest.finished:
+            training_view.show_outcome(latest)
+        elif latest.status == WAITING:
+            st.info(training_view.waiting_text(queue, latest))
+        else:
+            st.progress(min(latest.progress.fraction, 1.0), text=training_view.progress_text(latest))
+
+    panel()

@@ -1,0 +1,104 @@
+"""Label: answer the pairs the model is least sure of, retrain from where the model is, watch the learning curve."""
+from dataclasses import astuple
+
+import streamlit as st
+
+from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path
+from lab import label_view
+from lab.charts import learning_curve_chart
+from lab.corpus_picker import pick_corpus
+from lab.figures import PLOTLY_CONFIG
+from lab.session import (
+    enter_through_app,
+    get_model,
+    model_picker,
+    show_error,
+)
+
+enter_through_app(__file__)
+
+state = st.session_state
+
+st.title("Label pairs")
+st.caption(f"Each question of the corpus is paired with its nearest neighbours under the model; each round asks "
+           f"the {ROUND_SIZE} pairs whose similarity is closest to the model's threshold (no question twice, a few "
+           f"at random). Every answer is saved at once. {HELD_OUT_SHARE:.0%} of the labels, fixed by the pair's "
+           "text, are held out: they calibrate the threshold and score each retrained model, never train it.")
+
+choice = model_picker()
+name, texts, key = astuple(pick_corpus("label"))
+
+labels_file = labels_path(state.runs_root, name, key)
+labels = label_view.store(labels_file)
+label_view.record_finished_retrains()  # a retrain that just ended joins the curve before its model encodes anything
+try:
+    with st.spinner("Loading the model…"):
+        model, config = get_model(choice)
+except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, not raised
+    show_error(f"Could not load the model: {error}")
+    st.stop()
+
+status = st.empty()
+
+
+def show_progress(done: int, total: int) -> None:
+    status.progress(done / max(total, 1), text=f"Encoding the questions (once per model): {done:,} / {total:,}")
+
+
+try:
+    corpus = label_view.embedded_corpus(choice, key, texts, progress=show_progress)
+except Exception as error:  # noqa: BLE001
+    status.empty()
+    show_error(f"Could not encode the questions: {error}")
+    st.stop()
+status.empty()
+if len(corpus) < 2:
+    show_error(f"{name} has {len(corpus)} distinct question(s): a pair needs two.")
+    st.stop()
+
+given, held_out = label_view.counts(labels.pairs())
+st.markdown(f"**{given:,} labelled, {held_out:,} held out** · {len(corpus):,} questions of {name}")
+st.caption(f"Saved to `{labels_file}`: an ordinary pairs file that the Data and Train pages read.")
+
+pair = label_view.pending_pair(choice, key, config, corpus, labels)
+if pair is None:
+    st.info("No pair left to ask: every near pair of this corpus is labelled or skipped. Retrain, or pick another "
+            "model: its neighbours differ.")
+else:
+    with st.container(border=True):
+        first, second = st.columns(2)
+        first.markdown("**Question 1**")
+        first.text(pair["question1"])
+        second.markdown("**Question 2**")
+        second.text(pair["question2"])
+        reason = "closest to the threshold" if pair["reason"] == "uncertain" else "drawn at random, for an honest score"
+        st.caption(f"Similarity {pair['similarity']:.3f} (threshold {state[label_view.ROUND]['threshold']:.3f}); "
+                   f"asked because it is {reason}.")
+        yes, no, skip = st.columns(3)
+        yes.button("Duplicate", key="label_duplicate", type="primary", shortcut="D", width="stretch",
+                   on_click=label_view.answer, args=(labels, pair, 1))
+        no.button("Not duplicate", key="label_not_duplicate", shortcut="N", width="stretch",
+                  on_click=label_view.answer, args=(labels, pair, 0))
+        skip.button("Skip", key="label_skip", shortcut="S", width="stretch", on_click=label_view.skip, args=(pair,))
+
+undo_column, retrain_column = st.columns(2)
+undo_column.button("Undo last answer", key="label_undo", shortcut="U", disabled=not label_view.can_undo(labels), icon=":material/undo:",
+                   on_click=label_view.undo, args=(labels,),
+                   help="Takes back this session's last answer; its pair is asked again.")
+training = label_view.unfinished_retrain()
+if retrain_column.button("Retrain now", key="label_retrain", disabled=training, icon=":material/model_training:",
+                         help="Your retrain is queued or training: wait for it." if training else
+                         "Fine-tunes the current model on the labels not held out, on the job queue like any run.") \
+        and label_view.start_retrain(choice, labels_file, labels):
+    st.rerun()  # draws Retrain now disabled while the run is queued or training
+label_view.retrain_status()
+
+st.subheader("Learning curve")
+points = label_view.curve_points(labels_file)
+if points:
+    st.plotly_chart(learning_curve_chart(points), width="stretch", key="label_curve", config=PLOTLY_CONFIG)
+    st.caption("Each point is a model scored on the labels held out when it was trained; zero-shot MiniLM learned "
+               "from none. Models retrained since answer on more held-out labels.")
+else:
+    st.caption("The curve starts with your first retrain: zero-shot MiniLM and the retrained model, scored on the "
+               "same held-out labels.")

@@ -1,0 +1,158 @@
+"""The Label page (AppTest): every answer is written to the labels file at once, Undo takes it back, Skip writes
+nothing, the count survives a visit to another page, and Retrain now queues a run from the current model on the
+labels' fixed splits, whose held-out score joins zero-shot MiniLM's on the learning curve.
+
+A tiny Siamese LSTM is the active model (picked before the first run), so the corpus encodes in a blink."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import core.training.jobs
+from core.data import Splits
+from core.model_names import ZERO_SHOT
+from core.saving.label_store import LabelStore
+from core.status import DONE
+from core.training.active_rounds import (
+    held_out_mask,
+    labels_path,
+    read_curve,
+    retrain_problem,
+    round_splits,
+)
+from core.training.pipeline import RunResult
+from core.training.trainer import TrainOutcome
+from lab.navigation import DATA, LABEL
+from lab.session import (
+    ACTIVE_MODEL,
+    ACTIVE_MODEL_PICKED,
+    SAMPLE_NAME,
+    data_key,
+    job_queue,
+    load_sample,
+)
+
+
+@pytest.fixture
+def label_page(runs_with_models, open_page):
+    """(AppTest on the Label page with the tiny LSTM picked, its labels file, the LSTM's folder)."""
+    root, folders = runs_with_models
+    at = open_page(LABEL.path, **{ACTIVE_MODEL: str(folders["lstm"]), ACTIVE_MODEL_PICKED: True})
+    assert not at.exception and not at.error, (at.exception, at.error)
+    pairs, _ = load_sample()
+    return at, labels_path(root, SAMPLE_NAME, "pairs:" + data_key(pairs)), folders["lstm"]
+
+
+def shown_pair(at) -> tuple[str, str]:
+    return at.text[0].value, at.text[1].value
+
+
+def count_line(at) -> str:
+    return next(m.value for m in at.markdown if " labelled, " in m.value)
+
+
+def test_an_answer_is_written_at_once_and_undo_takes_it_back(label_page):
+    at, labels_file, _ = label_page
+    assert count_line(at).startswith("**0 labelled, 0 held out**")
+    first = shown_pair(at)
+    at.button(key="label_duplicate").click().run()
+    assert not at.exception, at.exception
+    saved = pd.read_csv(labels_file)
+    assert saved[["question1", "question2", "is_duplicate"]].values.tolist() == [[*first, 1]]
+    assert saved["labelled_by"][0] == at.session_state["label_session_id"]
+    assert count_line(at).startswith("**1 labelled, ")
+    second = shown_pair(at)
+    assert second != first and not set(second) & set(first)  # a round asks no question twice
+
+    at.button(key="label_not_duplicate").click().run()
+    assert pd.read_csv(labels_file)[["question1", "question2", "is_duplicate"]].values.tolist() == [[*first, 1],
+                                                                                                  [*second, 0]]
+    at.button(key="label_undo").click().run()
+    assert not at.exception, at.exception
+    assert pd.read_csv(labels_file)[["question1", "question2"]].values.tolist() == [list(first)]
+    assert shown_pair(at) == second  # the pair taken back is asked again
+    assert count_line(at).startswith("**1 labelled, ")
+
+
+def test_skip_shows_the_next_pair_and_writes_nothing(label_page):
+    at, labels_file, _ = label_page
+    first = shown_pair(at)
+    at.button(key="label_skip").click().run()
+    assert not at.exception, at.exception
+    assert shown_pair(at) != first
+    assert not labels_file.exists() or len(LabelStore(labels_file)) == 0
+    assert count_line(at).startswith("**0 labelled, 0 held out**")
+    assert at.button(key="label_undo").disabled  # nothing of this session to take back
+
+
+def test_the_count_survives_a_visit_to_another_page(label_page):
+    at, labels_file, _ = label_page
+    for _ in range(3):
+        at.button(key="label_duplicate").click().run()
+    assert count_line(at).startswith("**3 labelled, ")
+    at.switch_page(DATA.path).run()
+    assert not at.exception, at.exception
+    at.switch_page(LABEL.path).run()
+    assert not at.exception, at.exception
+    held = int(held_out_mask(LabelStore(labels_file).pairs()).sum())
+    assert count_line(at).startswith(f"**3 labelled, {held} held out**")
+    assert len(LabelStore(labels_file)) == 3
+
+
+class RecordingRun:
+    """Stands in for core.training.jobs.train_run: keeps what it was given and "trains" by saving a copy of a tiny
+    model (with a validation ROC AUC of 0.9, so it is never flagged) in the models folder."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.calls = folder, []
+
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+        self.calls.append((spec, pairs))
+        saved = Path(shutil.copytree(self.folder, Path(runs_root) / "label-retrain"))
+        config = json.loads((saved / "config.json").read_text())
+        config.update(name=saved.name, metrics={"validation": {"roc_auc": 0.9}})
+        (saved / "config.json").write_text(json.dumps(config))
+        return RunResult(saved, TrainOutcome(DONE, "done after 1 epoch", 1, {"roc_auc": 0.9}), {}, {"roc_auc": 0.9}, {})
+
+
+def test_retrain_now_queues_a_run_from_the_current_model_on_the_labels_splits(label_page, monkeypatch, rerun_until,
+                                                                                  plotly_figures):
+    at, labels_file, lstm = label_page
+    pairs, _ = load_sample()
+    labels = LabelStore(labels_file)
+    for q1, q2, y in pairs[["question1", "question2", "is_duplicate"]].head(60).itertuples(index=False):
+        labels.add(q1, q2, int(y), labelled_by="someone else")
+    assert retrain_problem(labels.pairs()) is None
+    fake = RecordingRun(lstm)
+    monkeypatch.setattr(core.training.jobs, "train_run", fake)
+    at.run()
+    assert count_line(at).startswith("**60 labelled, ")
+
+    at.button(key="label_retrain").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    job = job_queue().jobs[at.session_state.jobs[-1]]
+    assert job.spec.init_model == str(lstm) and job.spec.model == "lstm" and job.spec.loss.name == "contrastive"
+    expected = round_splits(labels.pairs())
+    assert isinstance(job.pairs, Splits)
+    pd.testing.assert_frame_equal(job.pairs.train, expected.train)
+    pd.testing.assert_frame_equal(job.pairs.val, expected.val)
+    # Zero-shot MiniLM is the curve's first point, scored on the same held-out labels, at 0 labels learned.
+    zero_shot = read_curve(labels_file)[0]  # the fake run may be over and on the curve already
+    assert zero_shot["model"] == ZERO_SHOT and zero_shot["labels"] == 0 and zero_shot["held_out"] == len(expected.val)
+
+    rerun_until(at, lambda at: job.finished)
+    at.run()
+    assert not at.exception, at.exception
+    assert len(fake.calls) == 1 and job.status == DONE
+    curve = read_curve(labels_file)
+    assert [(p["model"], p["labels"], p["held_out"]) for p in curve] == [
+        (ZERO_SHOT, 0, len(expected.val)), (str(job.result.folder), 60, len(expected.val))]
+    [figure] = plotly_figures(at)
+    assert [trace["x"] for trace in figure["data"]] == [[0, 60], [0, 60]]
+    assert figure["data"][0]["y"] == [curve[0]["roc_auc"], curve[1]["roc_auc"]]
+    at.run()  # the point is added once
+    assert len(read_curve(labels_file)) == 2
