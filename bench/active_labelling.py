@@ -52,8 +52,7 @@ def fine_tune(init_model: str, labels: pd.DataFrame, work: Path, name: str, seed
     validation (it calibrates the threshold). Returns the new model's folder."""
     held = held_out_mask(labels)
     splits = Splits(labels[~held].reset_index(drop=True), labels[held].reset_index(drop=True), labels.iloc[:0])
-    spec = retrain_spec(init_model)
-    spec.train.seed = seed
+    spec = retrain_spec(init_model, {"seed": seed})
     result = train_run(spec, splits, out_dir=work / name)
     return str(result.folder)
 
