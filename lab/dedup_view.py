@@ -66,6 +66,18 @@ def clusters(choice: str, stamp: float, key: str, threshold: float, min_size: in
     return frame, dedup_graph.capped_note(_graph.capped, _graph.max_neighbourhood, threshold)
 
 
+def engine_caption() -> str:
+    """Which engine clustered (this page always runs the local one), and where Ray is installed, the command
+    that runs the same on a Ray cluster (the page never starts Ray)."""
+    import importlib.util
+
+    text = "Engine: local (encoded and searched in this process)."
+    if importlib.util.find_spec("ray") is not None:
+        text += (" For a corpus bigger than this machine, `python -m core dedup --engine ray` runs the same "
+                 "clustering on a Ray cluster (`--ray-address` for an existing one).")
+    return text
+
+
 def slider_range(default: float) -> tuple[float, float]:
     """The threshold slider's bounds: up to 1, down to 0.5 or a little under the calibrated threshold."""
     low = min(0.5, np.floor((default - 0.1) * 100) / 100)

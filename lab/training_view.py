@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from core.device import cuda_available, describe_devices
+from core.device import cuda_available
 from core.models import MODEL_LABELS, ZERO_SHOT
 from core.saving import ModelLoadError, list_runs, read_config
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
@@ -33,8 +33,27 @@ def device_picker(persist_state: str) -> None:
         st.session_state.device = "auto"
     st.radio("Device", devices, key="device", horizontal=True, persist_state=persist_state,
              format_func={"auto": "Auto", "cpu": "CPU", "cuda": "GPU (CUDA)"}.get)
-    st.caption(describe_devices() if gpu else
-               "GPU (CUDA): unavailable — no CUDA GPU visible to PyTorch on this machine, so training runs on the CPU.")
+    st.caption(gpu_caption() if gpu else CPU_ONLY_CAPTION)
+
+
+CPU_ONLY_CAPTION = ("CPU only (no CUDA device) — no CUDA GPU visible to PyTorch on this machine, so training runs "
+                    "on the CPU.")
+
+
+def gpu_caption() -> str:
+    """"GPU: NVIDIA H100 80GB HBM3 · 78.1 GiB free of 79.1 GiB", for the first CUDA device (where "auto" trains)."""
+    import torch  # loaded already: this is only called where CUDA was found
+
+    free, total = torch.cuda.mem_get_info(0)
+    count = torch.cuda.device_count()
+    more = f" (and {count - 1} more)" if count > 1 else ""
+    return f"GPU: {torch.cuda.get_device_name(0)}{more} · {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB"
+
+
+def preset_label(name: str) -> str:
+    """The preset menu's line: "minilm-quora-gpu (GPU): <description>" for a preset meant for a CUDA GPU."""
+    preset = PRESETS[name]
+    return f"{name}{' (GPU)' if preset.for_gpu else ''}: {preset.description}"
 
 
 def start_family(folder: str) -> str | None:

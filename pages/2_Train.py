@@ -115,7 +115,7 @@ st.page_link(DATA.path, label="Change the dataset", icon=DATA.icon)
 
 # ---- the run's settings ---------------------------------------------------------------------------
 st.selectbox("Preset", [CUSTOM, *PRESETS], key="preset", on_change=apply_preset, persist_state=PERSIST,
-             format_func=lambda name: "Custom settings" if name == CUSTOM else f"{name}: {PRESETS[name].description}",
+             format_func=lambda name: "Custom settings" if name == CUSTOM else training_view.preset_label(name),
              help="A named recipe from docs/BENCHMARKS.md fills in every setting below; you can still change any.")
 model_column, loss_column = st.columns(2)
 model_column.selectbox("Model", MODEL_NAMES, format_func=MODEL_LABELS.get, key="model", on_change=apply_model_defaults,

@@ -84,6 +84,7 @@ table = dedup_view.cluster_table(frame)
 search = "exact search (FAISS flat)" if graph.kind == "flat" else "approximate search (FAISS HNSW)"
 st.caption(f"{len(texts):,} questions of {name}; neighbours by {search}, {graph.k} per question at first "
            "(more where they are all above the threshold).")
+st.caption(dedup_view.engine_caption())
 questions_metric, clusters_metric, clustered_metric = st.columns(3)
 questions_metric.metric("Questions", f"{len(texts):,}")
 clusters_metric.metric("Clusters", f"{len(table):,}")

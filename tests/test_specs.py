@@ -273,3 +273,53 @@ def test_a_presets_reference_curve_is_a_measured_validation_curve(name):
         assert len(curve) == 31 and max(auc for _, auc in curve) == pytest.approx(0.9234)
     if name == "minilm-quora":
         assert len(curve) == 15 and max(auc for _, auc in curve) == pytest.approx(0.9437)
+
+
+# ---- precision and compile (issue 26) -----------------------------------------------------------------
+def test_precision_and_compile_are_options_with_cli_flags():
+    spec = spec_from_options()
+    assert (spec.train.precision, spec.train.compile) == ("auto", False)  # compile: not yet measured faster
+    spec = spec_from_options(precision="bf16", compile=True)
+    assert (spec.train.precision, spec.train.compile) == ("bf16", True)
+    assert cli_spec("--precision", "bf16", "--compile") == dataclasses.replace(spec, data_name="sample_pairs.csv")
+    assert spec_from_options(amp=False).train.precision == "fp32"  # the option before precision still reads
+    for options, option in (({"precision": "fp8"}, "precision"), ({"compile": "yes"}, "compile")):
+        with pytest.raises(SpecError) as raised:
+            spec_from_options(**options)
+        assert raised.value.option == option
+
+
+def test_the_gpu_preset_is_minilm_quora_at_batch_256_compiled():
+    preset = PRESETS["minilm-quora-gpu"]
+    assert preset.for_gpu and not any(PRESETS[name].for_gpu for name in ("lstm-quora", "minilm-quora", "sample-demo"))
+    spec = spec_from_options("minilm-quora-gpu")
+    assert (spec.model, spec.loss.name, spec.loss.form, spec.loss.margin) == ("minilm", "contrastive",
+                                                                              "squared_hinge", 1.0)
+    t = spec.train
+    assert (t.batch_size, t.epochs, t.lr, t.validate_every, t.max_minutes) == (256, 4, 1e-4, 250, 10.0)
+    assert (t.precision, t.compile, spec.max_length, spec.val_fraction) == ("auto", True, 40, 0.05)
+    assert not cli_spec("--preset", "minilm-quora-gpu", "--no-compile").train.compile  # the preset's choice yields
+    assert cli_spec("--preset", "minilm-quora-gpu", "--precision", "fp32").train.precision == "fp32"
+
+
+def test_the_train_page_marks_gpu_presets_and_says_what_device_is_there(runs_root, open_page, monkeypatch):
+    at = open_page(TRAIN.path)
+    labels = at.selectbox(key="preset").options
+    assert labels[0] == "Custom settings" and at.selectbox(key="preset").value == "custom"  # the default stays
+    assert [label.split(":")[0] for label in labels[1:]] == [
+        f"{name} (GPU)" if PRESETS[name].for_gpu else name for name in PRESETS]
+    assert "minilm-quora-gpu (GPU)" in [label.split(":")[0] for label in labels]
+    import torch
+
+    import lab.training_view
+
+    if not torch.cuda.is_available():
+        assert any(caption.value.startswith("CPU only (no CUDA device)") for caption in at.caption)
+    monkeypatch.setattr(lab.training_view, "cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=0: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=0: (int(78.5 * 2**30), 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    at.run()
+    assert not at.exception, at.exception
+    assert "GPU: NVIDIA H100 80GB HBM3 · 78.5 GiB free of 80.0 GiB" in [caption.value for caption in at.caption]
+    assert at.radio(key="device").options == ["Auto", "CPU", "GPU (CUDA)"]

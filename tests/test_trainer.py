@@ -1,6 +1,7 @@
 """Objectives and the training loop: learning, callbacks, cancellation, early stopping, failures."""
 
 import math
+import shutil
 import threading
 
 import numpy as np
@@ -641,3 +642,80 @@ def test_the_validation_curve_is_saved_with_the_model(train_tiny_model, tmp_path
         (folder / "config.json").write_text(json.dumps(config))
         with pytest.raises(ModelLoadError, match="validation_curve"):
             read_config(folder)
+
+
+# ---- precision and compile (core.training.precision) -------------------------------------------------------
+class StepLosses:
+    def __init__(self):
+        self.losses = []
+
+    def on_batch_end(self, trainer):
+        self.losses.append(trainer.loss)
+
+
+def _autocast_seen_by_the_model(trainer) -> list:
+    """(autocast enabled, its dtype) as each forward pass of ``trainer.model`` finds them."""
+    seen = []
+    trainer.model.register_forward_pre_hook(
+        lambda module, args: seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))))
+    return seen
+
+
+def _tiny_dual_encoder_trainer(precision: str, callbacks) -> Trainer:
+    """Two steps of a one-layer dual encoder on the synthetic task. Not the LSTM: oneDNN on some CPUs has no
+    bf16 LSTM kernel ("could not create a primitive descriptor"), while attention and linear layers run."""
+    from core.models import DualEncoder, DualEncoderConfig
+
+    train = synthetic_pairs(60, 0)
+    tokenizer = WordTokenizer.build(pd.concat([train.question1, train.question2]), min_freq=1, max_length=11)
+    torch.manual_seed(0)
+    model = DualEncoder(DualEncoderConfig(vocab_size=tokenizer.vocab_size, d_model=16, num_heads=2, num_layers=1,
+                                          ff_dim=32, dropout=0.0, max_length=11, projection_dim=8), tokenizer)
+    config = TrainConfig(epochs=1, batch_size=7, lr=1e-2, device="cpu", patience=0, warmup_ratio=0.0, max_steps=2,
+                         precision=precision)
+    return Trainer(model, Objective(LossConfig("triplet")), PairTable(train, tokenizer), config, callbacks=callbacks)
+
+
+@pytest.mark.parametrize("precision, autocast", [("auto", False), ("fp32", False), ("bf16", True)])
+def test_precision_sets_the_cpu_steps_autocast(precision, autocast):
+    eager, losses = StepLosses(), StepLosses()
+    _tiny_dual_encoder_trainer("fp32", [eager]).run()
+    trainer = _tiny_dual_encoder_trainer(precision, [losses])
+    seen = _autocast_seen_by_the_model(trainer)
+    assert trainer.run().status == DONE
+    assert [enabled for enabled, _ in seen] == [autocast, autocast]  # one forward pass per step
+    if autocast:
+        assert {dtype for _, dtype in seen} == {torch.bfloat16}
+        # bf16 keeps 8 bits of mantissa: the same start gives nearly, not exactly, the same losses
+        assert losses.losses != eager.losses
+        assert losses.losses == pytest.approx(eager.losses, rel=0.05)
+    else:
+        assert losses.losses == eager.losses
+
+
+def test_fp16_on_the_cpu_is_refused_before_a_step():
+    trainer = make_trainer(n_val=0, precision="fp16")
+    with pytest.raises(TrainingError, match="fp16 needs a CUDA device"):
+        trainer.run()
+    assert trainer.step == 0
+
+
+def test_a_saved_amp_false_reads_as_fp32():
+    assert TrainConfig(amp=False).precision == "fp32"  # configs saved before precision carry "amp"
+    assert TrainConfig(amp=True).precision == "auto"
+    assert TrainConfig(amp=False, precision="bf16").precision == "bf16"  # the new setting wins when given
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(precision="fp8")
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                    reason="torch.compile's CPU backend needs a C compiler")
+def test_a_compiled_step_gives_the_eager_losses():
+    pytest.importorskip("torch._inductor")
+    eager, compiled = StepLosses(), StepLosses()
+    make_trainer(n_val=0, epochs=1, max_steps=2, callbacks=[eager]).run()
+    trainer = make_trainer(n_val=0, epochs=1, max_steps=2, callbacks=[compiled], compile=True)
+    assert trainer.run().status == DONE
+    assert trainer._module is not trainer.model  # the steps went through the compiled wrapper
+    assert compiled.losses == pytest.approx(eager.losses, rel=1e-4)
+    assert all(not key.startswith("_orig_mod") for key in trainer.model.state_dict())  # saved under its own names

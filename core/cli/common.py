@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 BACKENDS = ("torch", "onnx")
+ENGINES = ("local", "ray")  # where embed / dedup encode and search: this process, or a Ray cluster
 # The metrics evaluate and score print, in this order.
 METRIC_KEYS = ("roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n",
                "tp", "fp", "tn", "fn")
@@ -59,6 +60,51 @@ def add_backend_option(command) -> None:
 
 
 # ---- argparse types ----------------------------------------------------------------------------
+def add_engine_options(command) -> None:
+    """``--engine {local,ray}``, ``--ray-address`` and ``--workers`` of embed / dedup (``engine_session`` and
+    ``ray_vectors`` read them)."""
+    command.add_argument("--engine", choices=ENGINES, default="local",
+                         help="local: encode and search in this process; ray: on a Ray cluster (encoder actors "
+                              "and search tasks, core.inference.ray_engine), the same output")
+    command.add_argument("--ray-address", default="",
+                         help="with --engine ray: a running cluster's address (host:6379 or ray://host:10001), "
+                              "where the model folder and --out's folder must be on storage every node sees; "
+                              "empty starts a local Ray sized to this machine")
+    command.add_argument("--workers", type=count, default=2,
+                         help="with --engine ray: encoder actors, and search tasks, at once")
+
+
+@contextmanager
+def engine_session(args):
+    """A Ray session for the block when ``args.engine`` is "ray" (``core.inference.ray_engine.ray_session``:
+    started or joined, and shut down after), else nothing."""
+    if args.engine != "ray":
+        yield
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise CliError("--engine ray needs Ray: pip install 'ray[data]==2.60.0' (requirements.txt)")
+    from core.inference.ray_engine import ray_session
+
+    with ray_session(args.ray_address):
+        yield
+
+
+def ray_vectors(args, texts, folder: Path, unit: bool):
+    """(vectors, queries or None) of ``texts`` encoded on Ray (``engine_session``'s) by ``args.workers``
+    actors, each loading ``args.model`` the way ``load_backend`` does; the shards live in a temporary
+    folder in ``folder`` (``--out``'s, which a cluster's nodes must see) until gathered."""
+    import functools
+    import tempfile
+
+    from core.inference.ray_engine import gather_shards, ray_encode
+
+    with tempfile.TemporaryDirectory(prefix=".ray-shards-", dir=folder) as shards:
+        stems = ray_encode(functools.partial(backend_model, args), texts, shards, workers=args.workers, unit=unit)
+        return gather_shards(stems, len(texts))
+
+
 def count(text: str) -> int:
     """argparse type of a count: a whole number, at least 1."""
     try:
@@ -239,3 +285,8 @@ def load_backend(args):
         return onnx_model(args.model)
     except (OnnxBackendError, ExportError, ModelLoadError) as error:
         raise CliError(str(error)) from None
+
+
+def backend_model(args):
+    """``load_backend(args)``'s model alone: a picklable loader for Ray's encoder actors."""
+    return load_backend(args)[0]

@@ -8,12 +8,15 @@ from core.cli.common import (
     TqdmCounter,
     add_backend_option,
     add_columns_option,
+    add_engine_options,
     claimed_output,
     count,
+    engine_session,
     load_backend,
     load_data,
     model_command,
     print_json,
+    ray_vectors,
 )
 
 
@@ -35,7 +38,12 @@ def cmd_search(args) -> int:
         from core.export.onnx_cache import search_cache
 
         cache = search_cache(model.digest)
-    index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"))
+    if args.index is None:  # auto: exact up to search.FLAT_LIMIT questions, HNSW above (the search cache)
+        index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"))
+    else:
+        from core.inference.vector_index import load_or_build_kind
+
+        index = load_or_build_kind(model, texts, args.index, cache, progress=TqdmCounter("indexing"))
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
         print_json({"rank": rank, "score": round(score, 6), "question": text})
     return 0
@@ -49,13 +57,22 @@ def cmd_embed(args) -> int:
     with claimed_output([vectors, questions], args.overwrite, create_folder=True) as claim:
         model, _ = load_backend(args)
         texts = _corpus(args.data, args.columns)
+        if args.engine == "ray":  # encoded by Ray's actors, then written here the local way
+            from core.inference.ray_engine import ShardVectors
+
+            with engine_session(args):
+                model = ShardVectors(ray_vectors(args, texts, vectors.parent, unit=False)[0])
         write_embeddings(claim, model, texts, vectors, progress=TqdmCounter("embedding"))
-    print_json({"vectors": str(vectors), "questions": str(questions), "n": len(texts), "dim": model.embedding_dim})
+    print_json({"vectors": str(vectors), "questions": str(questions), "n": len(texts), "dim": model.embedding_dim,
+                "engine": args.engine})
     return 0
 
 
 def add_parsers(sub) -> None:
     """Register ``search`` and ``embed`` on the subparsers ``sub``."""
+    from core.inference.search import FLAT_LIMIT
+    from core.inference.vector_index import INDEX_KINDS
+
     search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
     search.add_argument("question")
@@ -63,6 +80,10 @@ def add_parsers(sub) -> None:
     search.add_argument("-k", type=count, default=10, help="number of results")
     search.add_argument("--runs", default="runs", help="models folder (zero-shot MiniLM caches its index here)")
     add_backend_option(search)
+    search.add_argument("--index", choices=INDEX_KINDS, default=None,
+                        help=f"the corpus's index, cached beside the model: flat (exact), hnsw (approximate graph) "
+                             f"or ivfpq (compressed about 15x, trained on a seeded sample; scores are estimates); "
+                             f"default: flat up to {FLAT_LIMIT:,} questions, hnsw above")
 
     embed = model_command(sub, "embed", "write the vectors of a corpus's distinct questions to a .npy file",
                           cmd_embed)
@@ -71,3 +92,4 @@ def add_parsers(sub) -> None:
     embed.add_argument("--out", required=True, help="output .npy file (questions go to <out>.questions.jsonl)")
     embed.add_argument("--overwrite", action="store_true", help="replace the two output files if they exist")
     add_backend_option(embed)
+    add_engine_options(embed)

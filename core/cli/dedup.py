@@ -1,7 +1,7 @@
 """``python -m core dedup``: cluster the near-duplicate questions of a corpus into a CSV.
 
     python -m core dedup --model M --questions FILE --out clusters.csv [--threshold T] [--min-size 2]
-                         [--backend {torch,onnx}]
+                         [--backend {torch,onnx}] [--engine {local,ray} [--ray-address A] [--workers N]]
 
 FILE is a CSV/TSV with a question column, a pairs file, or plain text with one question per line
 (``core.data.load_questions``). The clusters are ``core.inference.dedup``'s (community detection on a FAISS
@@ -17,13 +17,16 @@ from core.cli.common import (
     CliError,
     TqdmCounter,
     add_backend_option,
+    add_engine_options,
     claimed_output,
     count,
+    engine_session,
     load_backend,
     load_corpus,
     model_command,
     output_path,
     print_json,
+    ray_vectors,
     threshold,
 )
 
@@ -32,6 +35,7 @@ def add_parsers(sub):
     """Register ``dedup`` on the subparsers ``sub``."""
     from core.inference.dedup_graph import DEFAULT_K, MAX_NEIGHBOURHOOD
     from core.inference.search import FLAT_LIMIT
+    from core.inference.vector_index import INDEX_KINDS
 
     dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
     dedup.add_argument("--questions", required=True,
@@ -51,6 +55,11 @@ def add_parsers(sub):
                             f"closest, and a warning says how many questions reached it (default: {MAX_NEIGHBOURHOOD} "
                             f"when the search is approximate, over {FLAT_LIMIT:,} questions; else unbounded)")
     add_backend_option(dedup)
+    dedup.add_argument("--index", choices=INDEX_KINDS, default=None,
+                       help=f"the neighbour search's index: flat (exact), hnsw (approximate graph) or ivfpq "
+                            f"(compressed about 15x, trained on a seeded sample; its candidates are scored again "
+                            f"exactly); default: flat up to {FLAT_LIMIT:,} questions, hnsw above")
+    add_engine_options(dedup)
     return dedup
 
 
@@ -106,11 +115,21 @@ def _dedup_into(claim, out: Path, args) -> dict:
     print(f"threshold: {cosine:.4g} ({chosen.source})", file=sys.stderr)
     started = time.perf_counter()
     phases = {}  # seconds per phase, in the summary: where a long run spends its time
-    vectors, queries = encode_corpus(model, texts, progress=TqdmCounter("encoding"))
-    phases["encode"] = time.perf_counter() - started
-    graph = NeighbourGraph(vectors, k=args.neighbours, queries=queries, progress=TqdmCounter("neighbours"),
-                           max_neighbourhood=args.max_neighbourhood)
-    del vectors, queries  # the graph holds them (in its index): a corpus's vectors are kept once
+    with engine_session(args):  # --engine ray: encoder actors, then the first search in Ray tasks
+        if args.engine == "ray":
+            vectors, queries = ray_vectors(args, texts, out.parent, unit=True)
+        else:
+            vectors, queries = encode_corpus(model, texts, progress=TqdmCounter("encoding"))
+        phases["encode"] = time.perf_counter() - started
+        options = dict(k=args.neighbours, queries=queries, max_neighbourhood=args.max_neighbourhood,
+                       index_kind=args.index)
+        if args.engine == "ray":
+            from core.inference.ray_engine import ray_graph
+
+            graph = ray_graph(vectors, workers=args.workers, **options)
+        else:
+            graph = NeighbourGraph(vectors, progress=TqdmCounter("neighbours"), **options)
+        del vectors, queries, options  # the graph holds them (in its index): a corpus's vectors are kept once
     phases["neighbours"] = time.perf_counter() - started - sum(phases.values())
     _check_threshold(graph, cosine, calibrated.threshold)
     clusters = graph.cluster(cosine, args.min_size)
@@ -127,6 +146,7 @@ def _dedup_into(claim, out: Path, args) -> dict:
             "clustered_questions": int(len(frame)), "largest_cluster": largest,
             "threshold": float(cosine), "threshold_source": chosen.source, "min_size": args.min_size,
             "capped_questions": graph.capped,
-            "search": "exact" if graph.kind == "flat" else "hnsw (approximate)", "backend": args.backend,
+            "search": "exact" if graph.kind == "flat" else f"{graph.kind} (approximate)", "backend": args.backend,
+            "engine": args.engine, **({"workers": args.workers} if args.engine == "ray" else {}),
             "seconds": round(time.perf_counter() - started, 1),
             "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}}

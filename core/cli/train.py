@@ -6,6 +6,7 @@ and must not load the trainer, the pipeline or the spec builder.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import signal
@@ -66,7 +67,7 @@ def spec_from_args(args):
         raise CliError(f"--model-options is not valid JSON: {error}") from None
     options = {name: getattr(args, name) for name in (
         "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
-        "max_steps", "max_minutes", "device", "max_length", "min_freq", "max_vocab")}
+        "max_steps", "max_minutes", "device", "precision", "compile", "max_length", "min_freq", "max_vocab")}
     options["model"] = args.model or (None if args.preset else family)  # a preset says its own model
     switches = {name: True for name in ("split_by_question", "hard_negatives", "implied_pairs", "keep_unvalidated")
                 if getattr(args, name)}
@@ -181,6 +182,7 @@ def add_parsers(sub) -> None:
     """Register ``train`` on the subparsers ``sub``."""
     from core.models import MODEL_NAMES
     from core.training.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
+    from core.training.precision import PRECISIONS
     from core.training.presets import preset_names
 
     train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=help_formatter)
@@ -219,6 +221,13 @@ def add_parsers(sub) -> None:
                        help="time budget: stop after this many minutes of training, with a final validation "
                             "(default: no cap)")
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
+    train.add_argument("--precision", choices=PRECISIONS, default=None,
+                       help="arithmetic of the training steps: auto = bf16 on a CUDA GPU that has it, fp16 with "
+                            "loss scaling on other GPUs, fp32 on the CPU; bf16 also runs on the CPU "
+                            "(default: the preset's, else auto)")
+    train.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                       help="torch.compile the training step (CUDA graphs on a GPU); the first steps wait for the "
+                            "compiler (default: the preset's, else off)")
     train.add_argument("--patience", type=int, default=None, help="early stopping patience in epochs, 0 = off (default depends on the model)")
     train.add_argument("--split-by-question", action="store_true", help="no validation question occurs in training")
     train.add_argument("--keep-unvalidated", action="store_true",

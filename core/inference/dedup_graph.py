@@ -27,7 +27,9 @@ its closest ``max_neighbourhood`` ones, and the graph counts such questions (``c
 say the threshold is too low for the corpus. Every member still lies above the threshold of its
 representative; only a giant neighbourhood's tail may be left out of that cluster. Without the cap, a
 weak model at a low threshold makes neighbourhoods of tens of thousands of questions, each one searched
-that deep (see docs/BENCHMARKS.md, issue 13 at scale). With the exact index and no capped question the
+that deep (see docs/BENCHMARKS.md, issue 13 at scale). ``index_kind`` asks for an index by name
+(``core.inference.vector_index``: "flat", "hnsw" or the compressed "ivfpq"); an ivfpq index only proposes
+the candidates, each scored again exactly against the vectors, so a threshold means the same on every kind. With the exact index and no capped question the
 neighbourhoods, and so the clusters, are exactly community_detection's (up to cosines that round
 differently at the threshold itself); with HNSW a neighbour the graph search misses is missed. HNSW
 searches here keep ``ef_search`` candidates (``GRAPH_EF_SEARCH``, never fewer than the neighbours asked
@@ -68,6 +70,7 @@ MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate i
 # where 32 links and 128 candidates take 80 s and 4,141 questions/s for 99.98 % (docs/BENCHMARKS.md).
 GRAPH_HNSW_LINKS = 16
 GRAPH_EF_SEARCH = 64
+RESCORE_PAIRS = 1 << 14  # (row, neighbour) pairs re-scored at a time on an ivfpq index: the gather stays small
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -109,8 +112,9 @@ class NeighbourGraph:
 
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
                  progress: Progress | None = None, max_neighbourhood: int | None = None,
-                 ef_search: int = GRAPH_EF_SEARCH):
+                 ef_search: int = GRAPH_EF_SEARCH, index_kind: str | None = None, seed: int = 0):
         from core.inference.search import FLAT_LIMIT, new_index
+        from core.inference.vector_index import checked_kind, new_vector_index, training_sample
 
         for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1), ("ef_search", ef_search)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -143,17 +147,21 @@ class NeighbourGraph:
         # None: bounded on an approximate index only; an exact one is searched as deep as needed, as
         # community_detection does (its corpus is small enough for that, FLAT_LIMIT).
         flat_limit = FLAT_LIMIT if flat_limit is None else flat_limit
+        exact = index_kind == "flat" or (index_kind is None and u <= flat_limit)
         self.max_neighbourhood = max(int(max_neighbourhood), self.k) if max_neighbourhood is not None else (
-            MAX_NEIGHBOURHOOD if u > flat_limit else max(u, 1))
+            max(u, 1) if exact else MAX_NEIGHBOURHOOD)
         if u == 0 or dim == 0:
             self.k = 0
             self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
             return
-        self.index = new_index(dim, u, flat_limit, links=GRAPH_HNSW_LINKS)
+        if index_kind is None or checked_kind(index_kind) != "ivfpq":
+            self.index = new_index(dim, u, u if exact else -1, links=GRAPH_HNSW_LINKS)
+        else:
+            self.index = new_vector_index("ivfpq", dim, u, training_sample(self.vectors, seed), seed)
         if hasattr(self.index, "hnsw"):
             self.index.hnsw.efSearch = int(ef_search)  # FAISS searches with max(efSearch, k)
         self.index.add(self.vectors)
-        if self.queries is self.vectors:  # one tower: search with FAISS's own copy and drop ours
+        if self.queries is self.vectors and self.kind != "ivfpq":  # one tower: search FAISS's copy, drop ours
             self.vectors = self.queries = stored_vectors(self.index)
         step = max(1, SEARCH_BUDGET // self.k)
         for start in range(0, u, step):
@@ -164,10 +172,10 @@ class NeighbourGraph:
 
     @property
     def kind(self) -> str:
-        """"flat" (exact) or "hnsw" (approximate)."""
-        import faiss
+        """"flat" (exact), "hnsw" or "ivfpq" (approximate)."""
+        from core.inference.vector_index import index_kind
 
-        return "hnsw" if isinstance(self.index, faiss.IndexHNSWFlat) else "flat"
+        return index_kind(self.index)
 
     def copies(self, unique: int) -> np.ndarray:
         """The rows (ascending) that distinct row ``unique`` stands for."""
@@ -178,6 +186,15 @@ class NeighbourGraph:
         one is id -1 with score -inf (so never above a threshold)."""
         scores, ids = self.index.search(self.queries[rows], k)
         scores = np.where(ids >= 0, scores, -np.inf).astype(np.float32)
+        if self.kind == "ivfpq":  # PQ scores are estimates: score the candidates exactly, then sort again
+            step = max(1, RESCORE_PAIRS // k)
+            for start in range(0, len(rows), step):
+                part = slice(start, start + step)
+                found = ids[part] >= 0
+                exact = np.einsum("rd,rkd->rk", self.queries[rows[part]], self.vectors[np.maximum(ids[part], 0)])
+                scores[part] = np.where(found, exact, -np.inf)
+            order = np.argsort(-scores, axis=1, kind="stable")
+            scores, ids = np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
         return ids.astype(self._id_type), scores
 
     def _self_score(self, unique: int) -> np.float32:

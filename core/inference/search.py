@@ -156,6 +156,8 @@ class SearchIndex:
 
     @property
     def kind(self) -> str:
+        if isinstance(self.index, faiss.IndexIVFPQ):
+            return "ivfpq"
         return "hnsw" if isinstance(self.index, faiss.IndexHNSWFlat) else "flat"
 
     def __len__(self) -> int:
@@ -265,22 +267,29 @@ def _parse_index(data: bytes, path: Path) -> faiss.Index:
     kind = _INDEX_MAGIC.get(bytes(data[:4]))
     if kind is None:
         raise ValueError(f"{path} is not a flat or HNSW FAISS index")
-    with _FAISS_LIMITS:
-        byte_limit, loop_limit = faiss.get_deserialization_vector_byte_limit(), faiss.get_deserialization_loop_limit()
-        faiss.set_deserialization_vector_byte_limit(len(data) + 1)
-        faiss.set_deserialization_loop_limit(1_000_000)
-        try:
-            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
-        except RuntimeError as error:
-            raise ValueError(f"{path} is not a readable FAISS index: {str(error).splitlines()[0][:200]}") from None
-        finally:
-            faiss.set_deserialization_vector_byte_limit(byte_limit)
-            faiss.set_deserialization_loop_limit(loop_limit)
+    index = deserialize_bounded(data, path)
     expected = faiss.IndexFlatIP if kind == "flat" else faiss.IndexHNSWFlat
     if type(index) is not expected or index.metric_type != faiss.METRIC_INNER_PRODUCT:
         raise ValueError(f"{path} is not an inner-product {kind} index")
     if kind == "hnsw":
         _check_hnsw(index, path)
+    return index
+
+
+def deserialize_bounded(data: bytes, path: Path, io_flags: int = 0) -> faiss.Index:
+    """FAISS's parse of ``data`` (whose type the caller has checked by its magic), with FAISS's ``io_flags``,
+    allocating no vector larger than ``data`` itself; ``ValueError`` when FAISS cannot read it."""
+    with _FAISS_LIMITS:
+        byte_limit, loop_limit = faiss.get_deserialization_vector_byte_limit(), faiss.get_deserialization_loop_limit()
+        faiss.set_deserialization_vector_byte_limit(len(data) + 1)
+        faiss.set_deserialization_loop_limit(1_000_000)
+        try:
+            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8), io_flags)
+        except RuntimeError as error:
+            raise ValueError(f"{path} is not a readable FAISS index: {str(error).splitlines()[0][:200]}") from None
+        finally:
+            faiss.set_deserialization_vector_byte_limit(byte_limit)
+            faiss.set_deserialization_loop_limit(loop_limit)
     return index
 
 

@@ -25,6 +25,7 @@ from core.training.objectives import (
     LOSS_NAMES,
     LossConfig,
 )
+from core.training.precision import PRECISIONS
 from core.training.presets import PRESETS
 from core.training.train_config import TrainConfig
 
@@ -166,7 +167,9 @@ _RULES: dict[str, _Rule] = {
     "grad_clip": _Rule(float, 0.0, 1e6),
     "seed": _Rule(int, 0, 2**31 - 1),
     "device": _choice("auto", "cpu", "cuda"),
-    "amp": _Rule(bool),
+    "precision": _choice(*PRECISIONS),  # auto | fp32 | bf16 | fp16 (core.training.precision)
+    "compile": _Rule(bool),  # torch.compile the step's forward pass
+    "amp": _Rule(bool),  # the switch before precision: False = precision fp32 (TrainConfig reads it)
     "patience": _Rule(int, 0, 1000),
     "max_val_pairs": _Rule(int, 1, 10_000_000),
     "validate_every": _Rule(int, 0, 1_000_000_000),  # steps between validations inside an epoch; 0 = per epoch
@@ -326,7 +329,8 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
         loss_config.margin = DEFAULT_MARGINS[loss]
     if loss != "multitask":
         loss_config.weight = LossConfig().weight
-    train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS})
+    train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS},
+                        amp=values.get("amp"))
     run = {name: value for name, value in values.items() if name in _RUN_FIELDS}
     # Labelled non-duplicates only become extra negatives in batches of duplicates.
     run["hard_negatives"] = run.get("hard_negatives", False) and loss_config.batch_kind == "duplicates"

@@ -1,7 +1,9 @@
 """``TrainConfig``: the settings of one training loop (``core.training.trainer.Trainer``), checked when made."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
+
+from core.training.precision import PRECISIONS
 
 
 @dataclass
@@ -15,7 +17,12 @@ class TrainConfig:
     grad_clip: float = 1.0  # max gradient norm; 0 disables clipping
     seed: int = 0  # weights, batch order and dropout
     device: str = "auto"  # auto | cpu | cuda
-    amp: bool = True  # float16 autocast on CUDA (ignored on CPU)
+    # auto | fp32 | bf16 | fp16 (core.training.precision): auto is bf16 on a CUDA device that has it, fp16 with a
+    # gradient scaler on other CUDA devices, fp32 on the CPU.
+    precision: str = "auto"
+    # torch.compile the step's forward pass (CUDA graphs on CUDA). Off by default: not yet measured faster on a
+    # GPU (issue 26), and on 2 CPU cores it gave no reliable gain (docs/BENCHMARKS.md, bench/compile_speed.py).
+    compile: bool = False
     patience: int = 2  # validations (epochs unless validate_every) without a better ROC AUC, then stop; 0 = off
     max_val_pairs: int = 5000  # validation pairs scored at each validation (a seeded subset if more)
     # Steps are counted over the whole run, so a one-epoch MiniLM run draws a curve, not one point.
@@ -25,8 +32,14 @@ class TrainConfig:
     max_steps: int = 0  # stop after this many steps in all, ending with a validation (0 = no cap)
     max_minutes: float = 0.0  # stop (with a final validation) after this much training time; 0 = no cap
     length_buckets: bool = True  # batch pairs of similar length together: far less padding to compute
+    # The switch configs saved before ``precision`` carry: False (no autocast) reads as precision fp32.
+    amp: InitVar[bool | None] = None
 
-    def __post_init__(self):
+    def __post_init__(self, amp: bool | None):
+        if amp is False and self.precision == "auto":
+            self.precision = "fp32"
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.optimizer not in ("adam", "adamw"):
             raise ValueError(f"optimizer must be adam or adamw, got {self.optimizer!r}")
         for name in ("epochs", "batch_size"):

@@ -15,6 +15,7 @@ Messages name settings, never CLI flags: wording for users is the CLI's and the 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -28,6 +29,7 @@ from core.device import resolve_device
 from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import Batch, PairTable
 from core.training import distributed
+from core.training.precision import FP32, compile_mode, device_autocast_plan
 from core.training.schedule import warmup_then_linear_decay
 from core.training.train_config import TrainConfig
 
@@ -120,7 +122,8 @@ class Trainer:
         self._best_state: dict | None = None
         self._best_validation = 0  # 1-based index into validations; patience counts from it
         self._best_metrics: dict = {}
-        self._module: torch.nn.Module = model  # what the steps call: the model, or its distributed wrapper
+        self._module: torch.nn.Module = model  # what the steps call: the model, or its distributed/compiled wrapper
+        self._autocast_plan = FP32  # set from config.precision and the device when run() starts
 
     # ---- control -----------------------------------------------------------------------------
     def cancel(self) -> None:
@@ -190,9 +193,15 @@ class Trainer:
             where += " while scoring a validation"
         return f"{where}; the best model so far (step {self.best_step:,}, epoch {self.best_epoch}) is kept"
 
+    def _autocast(self):
+        plan = self._autocast_plan
+        if not plan.enabled:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=plan.dtype)
+
     def _train_step(self, batch: Batch, optimizer, scheduler, scaler) -> float:
         batch = batch.to(self.device)
-        with torch.autocast(device_type=self.device.type, dtype=torch.float16, enabled=scaler is not None):
+        with self._autocast():
             v1, v2, vn = self._module(batch.first, batch.second, batch.negatives)  # (B, d), (B, d), (K, d)|None
             loss = self.objective(v1.float(), v2.float(), batch.labels, None if vn is None else vn.float())
         value = float(loss.detach())
@@ -263,6 +272,13 @@ class Trainer:
         # In-batch losses need every process's vectors as negatives: the wrapper gathers them.
         self._module = distributed.wrap(self.model, self.device, self.context,
                                         gather_outputs=self.objective.batch_kind == "duplicates")
+        try:
+            self._autocast_plan = device_autocast_plan(self.device, c.precision)
+        except ValueError as error:
+            raise TrainingError(str(error)) from None
+        if c.compile:  # the steps call the compiled wrapper; validation and saving use the model itself
+            # dynamic: batch widths vary with the length buckets (bench/compile_speed.py: no recompiles then)
+            self._module = torch.compile(self._module, mode=compile_mode(self.device.type), dynamic=True)
         first_epoch = self._epoch_batches(0)
         self.steps_per_epoch = len(first_epoch)
         if self.steps_per_epoch == 0:
@@ -275,7 +291,7 @@ class Trainer:
         self.total_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         optimizer = self._optimizer()
         scheduler = self._schedule(optimizer)
-        scaler = torch.amp.GradScaler("cuda") if (c.amp and self.device.type == "cuda") else None
+        scaler = torch.amp.GradScaler(self.device.type) if self._autocast_plan.use_scaler else None
         status, stopped_early = DONE, False
         message = (f"stopped at the step cap of {c.max_steps:,} steps" if self.total_steps < planned
                    else f"all {c.epochs} epoch(s) trained")

@@ -1,0 +1,162 @@
+"""Deduplication on Ray against the local path: the first N distinct questions of the shared Quora pairs,
+clustered by ``core.inference`` locally (``encode_corpus``, ``NeighbourGraph``) and with ``--engine ray``'s code
+(``core.inference.ray_engine``: a local Ray sized to this machine, ``--workers`` encoder actors, the first k-NN
+search in Ray tasks), each side in its own process so that its peak memory is its own.
+
+Reported per side: wall time by phase (Ray's start-up separately), the driver's peak RSS and, for Ray, the peak
+RSS of the largest worker and of all Ray processes together (sampled with psutil every 0.2 s), the clusters;
+then the pair F1 of the two clusterings (pairs of questions put in one cluster; 1.0 = the same clusters).
+
+The model is zero-shot MiniLM by default (a fresh tiny model makes meaningless clusters) or any saved folder
+(``--model runs/lstm-quora``); the threshold is the model's clustering threshold unless given. The issue's target
+is all 448k questions (``--questions 448316``): on this 2-core machine that takes tens of minutes a side.
+
+    .venv/bin/python bench/dedup_ray.py [--quick] [--questions N] [--model M] [--workers W] [--threshold T]
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import date
+from itertools import combinations
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import DATA, peak_rss_mb, setup_torch  # noqa: E402
+from bench.common import parser as bench_parser  # noqa: E402
+
+
+class RaySampler:
+    """Peak RSS (MB) of the largest process this driver started (Ray's workers, raylet, GCS) and of all of them
+    together, sampled."""
+
+    def __init__(self, every: float = 0.2):
+        self.every, self.worker_mb, self.total_mb = every, 0.0, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import psutil
+
+        driver = psutil.Process()
+        while not self._stop.is_set():
+            sizes = []
+            for process in driver.children(recursive=True):  # the local Ray this driver started, all of it
+                try:
+                    sizes.append(process.memory_info().rss / 2**20)
+                except psutil.Error:  # ended between the listing and the reading
+                    pass
+            self.worker_mb = max([self.worker_mb, *sizes])
+            self.total_mb = max(self.total_mb, sum(sizes))
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def run_side(args) -> dict:
+    """One side's run (in this process): timings, memory and clusters as JSON-ready values."""
+    from bench.dedup_speed import load_corpus
+    from core.inference.calibration import clustering_threshold
+    from core.inference.dedup import encode_corpus
+    from core.inference.dedup_graph import NeighbourGraph
+    from core.models import load_model
+
+    setup_torch()
+    texts = load_corpus(args.questions)[0]
+    model, config = load_model(args.model)
+    threshold = args.threshold if args.threshold is not None else clustering_threshold(config).threshold
+    phases: dict[str, float] = {}
+    result = {"side": args.side, "questions": len(texts), "threshold": float(threshold)}
+    started = time.perf_counter()
+    if args.side == "local":
+        vectors, queries = encode_corpus(model, texts)
+        phases["encode"] = time.perf_counter() - started
+        graph = NeighbourGraph(vectors, queries=queries)
+    else:
+        from core.inference.ray_engine import gather_shards, ray_encode, ray_graph, ray_session
+
+        del model  # the actors load their own; the driver needs only the config
+        with RaySampler() as sampler, ray_session(), tempfile.TemporaryDirectory() as shards:
+            phases["ray start"] = time.perf_counter() - started
+            stems = ray_encode(args.model, texts, shards, workers=args.workers)
+            vectors, queries = gather_shards(stems, len(texts))
+            phases["encode"] = time.perf_counter() - started - sum(phases.values())
+            graph = ray_graph(vectors, workers=args.workers, queries=queries)
+        result.update(ray_worker_peak_mb=round(sampler.worker_mb), ray_all_peak_mb=round(sampler.total_mb))
+    phases["neighbours"] = time.perf_counter() - started - sum(phases.values())
+    clusters = graph.cluster(threshold)
+    phases["cluster"] = time.perf_counter() - started - sum(phases.values())
+    result.update(seconds=round(time.perf_counter() - started, 1),
+                  phases={name: round(value, 1) for name, value in phases.items()},
+                  driver_peak_mb=round(peak_rss_mb()), clusters=[c.members.tolist() for c in clusters])
+    return result
+
+
+def co_clustered(clusters) -> set[tuple[int, int]]:
+    return {pair for members in clusters for pair in combinations(sorted(members), 2)}
+
+
+def pair_f1(first, second) -> float:
+    a, b = co_clustered(first), co_clustered(second)
+    if not a and not b:
+        return 1.0
+    both = len(a & b)
+    return 2 * both / (len(a) + len(b))
+
+
+def main() -> int:
+    p = bench_parser(__doc__)
+    p.add_argument("--questions", type=int, default=20_000, help="distinct questions (--quick: 2,000)")
+    p.add_argument("--model", default="minilm", help="'minilm' (zero-shot) or a saved model folder")
+    p.add_argument("--workers", type=int, default=2, help="Ray encoder actors and search tasks")
+    p.add_argument("--threshold", type=float, default=None, help="default: the model's clustering threshold")
+    p.add_argument("--side", choices=("local", "ray"), help=None)  # internal: run one side, print its JSON
+    args = p.parse_args()
+    if args.quick:
+        args.questions = 2_000
+    if not DATA.is_file():
+        print(f"skipped: the shared Quora pairs are not at {DATA}")
+        return 0
+    if args.side:
+        print(json.dumps(run_side(args)))
+        return 0
+    sides = {}
+    for side in ("local", "ray"):
+        command = [sys.executable, __file__, "--side", side, "--questions", str(args.questions), "--model",
+                   args.model, "--workers", str(args.workers)]
+        if args.threshold is not None:
+            command += ["--threshold", str(args.threshold)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:
+            sys.exit(f"{side} side failed:\n{done.stderr[-3000:]}")
+        sides[side] = json.loads(done.stdout.strip().splitlines()[-1])
+    local, ray = sides["local"], sides["ray"]
+    print(f"dedup_ray.py, {date.today()}: {local['questions']:,} questions, model {args.model}, threshold "
+          f"{local['threshold']:.4g}, Ray with {args.workers} workers")
+    for result in (local, ray):
+        memory = f"driver peak {result['driver_peak_mb']:,} MB"
+        if "ray_worker_peak_mb" in result:
+            memory += (f", largest Ray process {result['ray_worker_peak_mb']:,} MB, all Ray processes "
+                       f"{result['ray_all_peak_mb']:,} MB")
+        print(f"  {result['side']:5s} {result['seconds']:7.1f} s {result['phases']}  {memory}; "
+              f"{len(result['clusters']):,} clusters")
+    encode = ray["phases"]["encode"]
+    print(f"  ray / local wall time {ray['seconds'] / local['seconds']:.2f}; encoding on Ray "
+          f"{ray['questions'] / encode / args.workers:,.0f} questions/s per worker, locally "
+          f"{local['questions'] / local['phases']['encode']:,.0f} questions/s")
+    print(f"  pair F1 between the two clusterings: {pair_f1(local['clusters'], ray['clusters']):.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

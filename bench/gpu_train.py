@@ -1,0 +1,166 @@
+"""The Trainer on a CUDA GPU against a bare PyTorch loop doing the same work, eager and compiled (issue 26).
+
+MiniLM (pretrained, max length 40) with the contrastive loss (squared hinge, margin 1.0), as the
+``minilm-quora`` and ``minilm-quora-gpu`` presets train it, on real Quora pairs. For each batch size
+(64, 256, 1,024) and each of eager / ``torch.compile`` (mode reduce-overhead, CUDA graphs), both sides
+start from the same weights and see the same batches (``PairTable.index_batches``, length-bucketed):
+
+* the Trainer: ``Trainer.run()`` with ``precision`` / ``compile`` set, a step cap, no validation; its
+  steps are timed between ``on_batch_end`` callbacks after the warm-up steps;
+* the bare loop: batches tokenised and copied to the GPU beforehand, the same autocast plan
+  (``core.training.precision``), a GradScaler where it needs one, fused AdamW, clipping, the same
+  schedule, and no read-back of the loss until the end.
+
+The sides alternate run by run (``--rounds`` each); printed per setting: steps/s and pairs/s (medians),
+the ratio Trainer / bare (goal >= 0.95), torch.cuda.max_memory_allocated per side, and the largest
+difference of their per-step losses. On a machine without CUDA it says so and exits 0.
+
+    .venv/bin/python bench/gpu_train.py --quick
+    .venv/bin/python bench/gpu_train.py
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+
+try:
+    from bench.common import header, load_real_pairs, median, parser, report
+except ModuleNotFoundError:  # run as a script: bench/ is on sys.path, the repo is added by common
+    from common import header, load_real_pairs, median, parser, report
+
+SEED = 0
+LR = 1e-4
+MAX_LENGTH = 40
+BATCH_SIZES = (64, 256, 1024)
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16"))
+    p.add_argument("--rounds", type=int, help="runs per side and setting (default 1 quick / 2)")
+    p.add_argument("--warm", type=int, help="untimed steps at the start of each run (default 5 quick / 10)")
+    p.add_argument("--steps", type=int, help="timed steps per run (default 10 quick / 40)")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES))
+    args = p.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing measured")
+        return
+    rounds = args.rounds or (1 if args.quick else 2)
+    warm = args.warm or (5 if args.quick else 10)
+    steps = args.steps or (10 if args.quick else 40)
+    header(f"gpu_train: Trainer vs bare loop on {torch.cuda.get_device_name(0)} (MiniLM, contrastive)", args.quick)
+
+    from core.models import MiniLM
+    from core.status import DONE
+    from core.text.pair_table import PairTable
+    from core.training.objectives import LossConfig, Objective
+    from core.training.precision import compile_mode, device_autocast_plan
+    from core.training.schedule import warmup_then_linear_decay
+    from core.training.train_config import TrainConfig
+    from core.training.trainer import Trainer
+
+    device = torch.device("cuda")
+    plan = device_autocast_plan(device, args.precision)
+    objective = Objective(LossConfig("contrastive"))  # squared hinge, margin 1.0
+    pairs = load_real_pairs(max_rows=max(args.batch_sizes) * (warm + steps) + 1000)
+    base = MiniLM.pretrained(max_length=MAX_LENGTH)
+    initial = copy.deepcopy(base.state_dict())
+    table = PairTable(pairs, base.tokenizer)
+    report("setup", {"GPU": torch.cuda.get_device_name(0), "torch": torch.__version__, "pairs": len(table),
+                     "precision": args.precision, "autocast dtype": str(plan.dtype), "GradScaler": plan.use_scaler,
+                     "warm-up steps": warm, "timed steps": steps, "runs per side": rounds})
+
+    def fresh_model():
+        model = copy.deepcopy(base)
+        model.load_state_dict(initial)
+        return model
+
+    def config(batch: int, compiled: bool) -> TrainConfig:
+        return TrainConfig(epochs=1, batch_size=batch, lr=LR, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+                           grad_clip=1.0, seed=SEED, device="cuda", precision=args.precision, compile=compiled,
+                           patience=0, max_steps=warm + steps)
+
+    class StepTimes:
+        def __init__(self):
+            self.times, self.losses = [], []
+
+        def on_batch_end(self, trainer):
+            self.times.append(time.perf_counter())  # the Trainer reads the loss back each step: synced here
+            self.losses.append(trainer.loss)
+
+    def trainer_side(batch: int, compiled: bool) -> dict:
+        torch._dynamo.reset()  # a fresh model per run: never hit the recompile limit and fall back to eager
+        torch.cuda.reset_peak_memory_stats()
+        clock = StepTimes()
+        outcome = Trainer(fresh_model(), objective, table, config(batch, compiled), callbacks=[clock]).run()
+        if outcome.status != DONE:
+            raise SystemExit(f"trainer run ended {outcome.status}: {outcome.message}")
+        seconds = clock.times[-1] - clock.times[warm - 1]
+        return {"seconds": seconds, "memory": torch.cuda.max_memory_allocated(), "losses": clock.losses}
+
+    def bare_side(batch: int, compiled: bool) -> dict:
+        torch._dynamo.reset()
+        torch.cuda.reset_peak_memory_stats()
+        c = config(batch, compiled)
+        rows = table.index_batches(objective.batch_kind, batch, c.seed, c.length_buckets)[: warm + steps]
+        batches = [table.batch(r).to(device) for r in rows]  # pre-tokenised, on the GPU before the clock starts
+        torch.manual_seed(c.seed)
+        model = fresh_model().to(device).train()
+        step_model = torch.compile(model, mode=compile_mode("cuda"), dynamic=True) if compiled else model
+        optimizer = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay, fused=True)
+        scheduler = warmup_then_linear_decay(optimizer, len(batches), c.warmup_ratio)
+        scaler = torch.amp.GradScaler("cuda") if plan.use_scaler else None
+        losses = []
+        started = 0.0
+        for index, b in enumerate(batches):
+            if index == warm:
+                torch.cuda.synchronize()
+                started = time.perf_counter()
+            with torch.autocast("cuda", dtype=plan.dtype) if plan.enabled else contextlib.nullcontext():
+                v1, v2, _ = step_model(b.first, b.second, b.negatives)
+                loss = objective(v1.float(), v2.float(), b.labels, None)
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+            else:
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), c.grad_clip)
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            scheduler.step()
+            losses.append(loss.detach())
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+        return {"seconds": seconds, "memory": torch.cuda.max_memory_allocated(), "losses": [float(v) for v in losses]}
+
+    for batch in args.batch_sizes:
+        for compiled in (False, True):
+            runs = {"bare": [], "trainer": []}
+            for _ in range(rounds):  # alternated: bare, trainer, bare, trainer, ...
+                runs["bare"].append(bare_side(batch, compiled))
+                runs["trainer"].append(trainer_side(batch, compiled))
+            seconds = {side: median([r["seconds"] for r in results]) for side, results in runs.items()}
+            timed_rows = table.index_batches(objective.batch_kind, batch, SEED, True)[warm: warm + steps]
+            timed_pairs = sum(len(r) for r in timed_rows)  # the same batches on both sides
+            loss_diff = max(abs(a - b) for a, b in zip(runs["bare"][0]["losses"], runs["trainer"][0]["losses"]))
+            report(f"batch {batch}, {'compiled (' + compile_mode('cuda') + ')' if compiled else 'eager'}", {
+                "bare steps/s": steps / seconds["bare"],
+                "Trainer steps/s": steps / seconds["trainer"],
+                "bare pairs/s": timed_pairs / seconds["bare"],
+                "Trainer pairs/s": timed_pairs / seconds["trainer"],
+                "ratio Trainer / bare (goal >= 0.95)": seconds["bare"] / seconds["trainer"],
+                "bare max_memory_allocated, GiB": max(r["memory"] for r in runs["bare"]) / 2**30,
+                "Trainer max_memory_allocated, GiB": max(r["memory"] for r in runs["trainer"]) / 2**30,
+                "max |loss Trainer - loss bare| over the first run's steps": loss_diff,
+            })
+
+
+if __name__ == "__main__":
+    main()

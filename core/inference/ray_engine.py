@@ -1,0 +1,274 @@
+"""Embedding and deduplicating on a Ray cluster (``--engine ray``): the same vectors and clusters as the local
+path, with the encoding spread over a pool of encoder actors and the first k-NN search over Ray tasks.
+
+- ``ray_session``: a local Ray sized to this machine (or a running cluster at an address), shut down after.
+- ``ray_encode``: the corpus as a Ray dataset of (id, question) rows, encoded by ``ShardEncoder`` actors
+  (``map_batches`` with a class: each actor loads the model once), written as vector shards on disk. Ray Data
+  restarts a killed encoder actor and retries its batch (its defaults for actor pools: ``max_restarts=-1``,
+  ``max_task_retries=-1``). A shard is named by its first question id and written to a temporary then renamed,
+  so a retried batch rewrites the same shard whole instead of adding a second one; ``gather_shards`` reads
+  them back in id order and checks that every question is there exactly once.
+- ``ray_neighbours``: each Ray task searches one shard of queries against the FAISS index, which is put in
+  the object store once (``faiss.serialize_index``). ``ray_graph`` is ``NeighbourGraph`` with its first
+  search fanned out that way, so clustering (the community rule, deeper searches) is the local code itself.
+
+Ray is imported inside the functions: importing this module never imports or starts Ray. On a real cluster
+the model folder and ``out_dir`` must be on storage every node sees, and the lab installed on the nodes.
+"""
+from __future__ import annotations
+
+import math
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from core.inference.dedup_graph import NeighbourGraph
+
+OBJECT_STORE_CAP = 2 << 30  # bytes: a local Ray's shared-memory store, at most a tenth of this machine's memory
+BATCHES_PER_BLOCK = 8  # encoder batches per dataset block: blocks start at multiples of the batch size
+TASK_RETRIES = 3  # retries of a search task whose worker died, before the run fails
+SHARD_PREFIX = "shard-"
+
+
+@contextmanager
+def ray_session(address: str = "", num_cpus: int | None = None):
+    """Ray for the block: an empty ``address`` starts a local Ray with ``num_cpus`` CPUs (default: this
+    machine's), else connects to the cluster there. Quiet (no dashboard, workers' logs not forwarded);
+    whatever it started is shut down at the end. A Ray already running in this process is used as it is."""
+    import logging
+
+    import psutil
+    import ray
+
+    if ray.is_initialized():  # a caller (a test's one local cluster) owns it
+        yield
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # offline: no usage report
+    quiet = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    if address:
+        ray.init(address=address, **quiet)
+    else:
+        store = min(OBJECT_STORE_CAP, psutil.virtual_memory().total // 10)
+        root = str(Path(__file__).resolve().parents[2])  # workers import core from this checkout
+        path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
+        ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=store,
+                 runtime_env={"env_vars": {"PYTHONPATH": path}}, **quiet)
+    _quiet_ray_data()
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _quiet_ray_data() -> None:
+    """No progress bars or per-operator INFO lines from Ray Data on the command's stderr."""
+    import logging
+
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def load_named_model(source: str):
+    """The torch model of a folder or ``"minilm"`` on the CPU (what an encoder actor loads by default)."""
+    from core.models import load_model
+
+    return load_model(source, device="cpu")[0]
+
+
+class ShardEncoder:
+    """A Ray Data encoder actor: loads the model once, then encodes batches of (id, question) rows and writes
+    each as a shard in ``out_dir``: ``<stem>.vectors.npy``, ``<stem>.queries.npy`` (two-tower models' query
+    side, deduplication only) and ``<stem>.ids.npy``, written last, which marks the shard whole."""
+
+    def __init__(self, load: Callable[[], object], out_dir: str, unit: bool, batch_size: int):
+        self.model = load()
+        self.out_dir, self.unit, self.batch_size = Path(out_dir), unit, batch_size
+
+    def __call__(self, batch: dict) -> dict:
+        from core.inference.dedup import encode_corpus
+
+        ids = np.asarray(batch["id"], dtype=np.int64)
+        texts = [str(text) for text in batch["question"]]
+        if self.unit:  # deduplication's vectors: unit rows, both towers' mean for a two-tower model
+            vectors, queries = encode_corpus(self.model, texts, batch_size=self.batch_size)
+        else:  # ``embed``'s raw vectors of tower 1, as the local path writes them
+            vectors = np.asarray(self.model.encode(texts, tower=1, batch_size=self.batch_size), dtype=np.float32)
+            queries = None
+        stem = self.out_dir / f"{SHARD_PREFIX}{int(ids[0]):012d}"
+        _write_atomic(shard_file(stem, "vectors"), vectors)
+        if queries is not None:
+            _write_atomic(shard_file(stem, "queries"), queries)
+        _write_atomic(shard_file(stem, "ids"), ids)
+        return {"shard": np.array([str(stem)]), "rows": np.array([len(ids)])}
+
+
+def shard_file(stem: Path, part: str) -> Path:
+    """The ``part`` ("vectors", "queries" or "ids") file of the shard ``stem``."""
+    return stem.parent / f"{stem.name}.{part}.npy"
+
+
+def _write_atomic(path: Path, array: np.ndarray) -> None:
+    """``array`` to ``path`` through a temporary in the same folder and a rename: a killed writer leaves no
+    half file, and a retried batch replaces its shard."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as handle:
+        np.save(handle, np.ascontiguousarray(array))
+    os.replace(temporary, path)
+
+
+def ray_encode(model_source: str | Callable[[], object], questions: Sequence[str], out_dir: str | Path,
+               batch_size: int = 256, workers: int = 2, unit: bool = True,
+               encoder: type = ShardEncoder) -> list[Path]:
+    """Encode ``questions`` on Ray into shards in ``out_dir`` (created; must hold no shards yet) and return
+    the shards' stems in id order. ``model_source`` is a model folder or ``"minilm"`` (torch, CPU), or a
+    picklable ``load()`` returning any model with ``encode`` (the CLI's ``--backend`` loader: core.inference
+    may not import the ONNX backend). ``unit``: deduplication's vectors (``encode_corpus``), else ``embed``'s."""
+    import pandas as pd
+    import ray.data
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if any(out_dir.glob(f"{SHARD_PREFIX}*")):
+        raise ValueError(f"{out_dir} already holds shards; give an empty folder")
+    load = model_source if callable(model_source) else _NamedLoader(str(model_source))
+    total = len(questions)
+    if not total:
+        return []
+    # Blocks of whole batches, about four per worker (at most BATCHES_PER_BLOCK batches): every batch starts
+    # at a multiple of batch_size, so a retried batch is the same rows and rewrites the same shard.
+    per_block = math.ceil(total / (4 * max(workers, 1)) / batch_size) * batch_size
+    rows = min(max(per_block, batch_size), BATCHES_PER_BLOCK * batch_size)
+    frame = pd.DataFrame({"id": np.arange(total, dtype=np.int64), "question": list(questions)})
+    dataset = ray.data.from_pandas([frame.iloc[start : start + rows] for start in range(0, total, rows)])
+    written = dataset.map_batches(
+        encoder, fn_constructor_args=(load, str(out_dir), unit, batch_size), batch_size=batch_size,
+        batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
+    stems = {Path(row["shard"]) for row in written.take_all()}
+    return sorted(stems)
+
+
+class _NamedLoader:
+    """A picklable ``load()`` of a model folder or ``"minilm"``."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def __call__(self):
+        return load_named_model(self.source)
+
+
+def gather_shards(shards: Sequence[Path], total: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(vectors, queries or None), each (total, d), of ``ray_encode``'s shards in question-id order. A row
+    written twice (a batch retried with other bounds) is kept once; a missing one is a RuntimeError."""
+    vectors = queries = None
+    seen = np.zeros(total, dtype=bool)
+    for stem in shards:
+        ids = np.load(shard_file(stem, "ids"))
+        fresh = ~seen[ids]
+        part = np.load(shard_file(stem, "vectors"))
+        if vectors is None:
+            vectors = np.empty((total, part.shape[1]), dtype=np.float32)
+            two_towers = shard_file(stem, "queries").exists()
+            queries = np.empty_like(vectors) if two_towers else None
+        vectors[ids[fresh]] = part[fresh]
+        if queries is not None:
+            queries[ids[fresh]] = np.load(shard_file(stem, "queries"))[fresh]
+        seen[ids] = True
+    if not seen.all():
+        raise RuntimeError(f"{int((~seen).sum()):,} of {total:,} questions are missing from the shards")
+    if vectors is None:
+        return np.zeros((0, 0), dtype=np.float32), None
+    return vectors, queries
+
+
+class ShardVectors:
+    """Gathered vectors served to ``core.inference.embedding.write_embeddings`` as if encoded: each
+    ``encode`` call returns the next rows, so ``embed --engine ray`` writes its files the local way."""
+
+    def __init__(self, vectors: np.ndarray):
+        self.vectors, self.at = vectors, 0
+        self.embedding_dim = vectors.shape[1]
+
+    def encode(self, texts: Sequence[str], tower: int = 1, batch_size: int = 256):
+        import torch
+
+        rows = self.vectors[self.at : self.at + len(texts)]
+        self.at += len(texts)
+        return torch.from_numpy(rows)
+
+
+def _search_shard(index_bytes: np.ndarray, queries, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, ids) of the ``k`` best of each row of ``queries`` (an array, or a ``.npy`` path) in the
+    serialised index: one Ray task's work."""
+    import faiss
+
+    index = faiss.deserialize_index(index_bytes)
+    if isinstance(queries, (str, Path)):
+        queries = np.load(queries)
+    return index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+
+
+def ray_neighbours(index, query_shards: Sequence, k: int, threshold: float | None = None):
+    """The ``k`` nearest neighbours of every query in ``index`` (a FAISS index, or (N, d) unit vectors for an
+    exact one), one Ray task per shard of ``query_shards`` (arrays or ``.npy`` paths), the index bytes in
+    the object store once. Returns (scores, ids), each (Q, k), shards in order; with ``threshold``, the
+    edges above it instead: (i, j, score) arrays, i the query's row across the shards (never j)."""
+    import faiss
+    import ray
+
+    if not hasattr(index, "search"):
+        vectors = np.ascontiguousarray(index, dtype=np.float32)
+        index = faiss.IndexFlatIP(vectors.shape[1])
+        index.add(vectors)
+    stored = ray.put(faiss.serialize_index(index))
+    search = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_search_shard)
+    parts = ray.get([search.remote(stored, shard, k) for shard in query_shards])
+    del stored
+    if not parts:
+        return np.zeros((0, k), np.float32), np.zeros((0, k), np.int64)
+    scores, ids = (np.concatenate(column) for column in zip(*parts))
+    if threshold is None:
+        return scores, ids
+    itself = ids == np.arange(len(ids))[:, None]  # a question and its own row: no edge
+    rows, ranks = np.nonzero((scores > np.float32(threshold)) & (ids >= 0) & ~itself)
+    return rows.astype(np.int64), ids[rows, ranks].astype(np.int64), scores[rows, ranks]
+
+
+def _sharded_search(index, queries: np.ndarray, k: int, shards: int):
+    """``index.search`` of ``queries`` cut into ``shards`` Ray tasks (``ray_neighbours``)."""
+    step = -(-len(queries) // shards)
+    return ray_neighbours(index, [queries[start : start + step] for start in range(0, len(queries), step)], k)
+
+
+class _RayGraph(NeighbourGraph):
+    """``NeighbourGraph`` whose first search of every row runs as Ray tasks; deeper searches of the few rows
+    whose neighbours are all above a threshold, and the clustering, run here as the local graph's do."""
+
+    def __init__(self, vectors, shards: int, **options):
+        self._shards = shards  # > 0 while the constructor's first search runs
+        super().__init__(vectors, **options)
+        self._shards = 0
+
+    def _search(self, rows: np.ndarray, k: int):
+        if not self._shards:
+            return super()._search(rows, k)
+        # The graph's own search, its index's ``search`` alone sent to Ray for the call (an instance
+        # attribute over FAISS's method): everything else (kind, re-scoring) sees the real index.
+        index, shards = self.index, self._shards
+        index.search = lambda queries, depth: _sharded_search(index, queries, depth, shards)
+        try:
+            return super()._search(rows, k)
+        finally:
+            del index.search
+
+
+def ray_graph(vectors: np.ndarray, workers: int = 2, **options) -> NeighbourGraph:
+    """``NeighbourGraph(vectors, **options)`` with its first k-NN search split into ``workers`` Ray tasks:
+    the same neighbours, so the same clusters, as the local graph's."""
+    return _RayGraph(vectors, shards=max(int(workers), 1), **options)
