@@ -237,8 +237,8 @@ def test_two_runs_queue_while_a_third_user_gets_verdicts(server, new_user):
 
     # Both users press Start within a moment of each other; at most one run trains at a time, so whichever
     # reached the queue second is told it waits behind one run, while the other one trains.
-    first.get_by_role("button", name="Start").click()
-    second.get_by_role("button", name="Start").click()
+    first.get_by_role("button", name="Start", exact=True).click()
+    second.get_by_role("button", name="Start", exact=True).click()
     queued, training, queued_status = wait_for_one_waiting(first, second, server)
     assert queued_status == "waiting", queued_status
     expect(run_status(training)).to_have_text(re.compile(r" — (running|done)$"))

@@ -138,7 +138,7 @@ def run_flow(server, page, tmp_path) -> None:
     expect(page.get_by_text(f"({n_pairs} pairs; change it on the Data page)")).to_be_visible()
     set_numbers(page, {"Epochs": 1, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
                        "Max length (tokens per question)": 16})
-    page.get_by_role("button", name="Start").click()
+    page.get_by_role("button", name="Start", exact=True).click()
     finished = page.locator('[data-testid="stAlertContentSuccess"]').filter(has_text="Finished")
     expect(finished).to_be_visible(timeout=TRAIN_TIMEOUT_MS)
     run_name = re.search(r"saved as (\S+) in", finished.inner_text()).group(1)

@@ -120,7 +120,7 @@ def test_first_run_beats_both_baselines_and_users_keep_their_own_model(server, n
     expect(user_b.get_by_text("bundled sample", exact=False).first).to_be_visible()
     assert not widget(user_b, "stTextInput", "Models folder").count()  # no box to point the app elsewhere
     select_option(user_b, "Preset", "sample-demo")
-    user_b.get_by_role("button", name="Start").click()
+    user_b.get_by_role("button", name="Start", exact=True).click()
     outcome = wait_for_outcome(user_b, server)
     expect(user_b.locator('[data-testid="stAlertContentSuccess"]').filter(has_text="Finished")).to_be_visible()
     found = COMPARISON.search(outcome)
@@ -141,7 +141,7 @@ def test_first_run_beats_both_baselines_and_users_keep_their_own_model(server, n
     # C: a deliberately bad run, one step of a Siamese LSTM. It is saved but warned about, and not C's model.
     open_sidebar_page(user_c, "Train", "Train")
     set_numbers(user_c, {"Max steps (0 = no cap)": 1})
-    user_c.get_by_role("button", name="Start").click()
+    user_c.get_by_role("button", name="Start", exact=True).click()
     bad = wait_for_outcome(user_c, server)
     expect(user_c.locator('[data-testid="stAlertContentWarning"]').filter(has_text="not a useful model")).to_be_visible()
     assert "saved as" in bad
