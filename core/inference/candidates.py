@@ -3,7 +3,8 @@ few of them a person should answer.
 
 ``embed_corpus(model, questions)`` encodes a corpus once (``EmbeddedCorpus``); ``candidate_pairs(corpus, k,
 labelled)`` pairs each question with its ``k`` nearest neighbours under the model, searched by FAISS
-(``core.inference.search.new_index``: exact up to ``EXACT_LIMIT`` questions, HNSW above); ``choose_pairs(candidates, n, threshold)`` picks the ``n`` to ask.
+(``core.inference.search.new_index``: exact up to ``EXACT_LIMIT`` questions, HNSW above);
+``choose_pairs(candidates, n, threshold)`` picks the ``n`` to ask.
 The neighbours are searched once per corpus and kept, so a later round (new labels, same model) only
 filters and chooses.
 
@@ -27,10 +28,10 @@ UNCERTAIN, RANDOM = "uncertain", "random"  # the ``reason`` of a chosen pair
 DEFAULT_K = 10  # neighbours per question
 RANDOM_SHARE = 0.1  # share of a round drawn at random, so quality is also estimated on unbiased pairs
 SEARCH_ROWS = 8192  # questions searched per FAISS call: bounds the (rows, N) score block
-# Up to this many questions the neighbours are searched exactly; above, with HNSW. Every question is a query, so
-# an exact search costs N^2 inner products: 20,000 questions took 10 s exactly on 2 cores, where a neighbour
-# HNSW misses only means one candidate fewer, never a wrong label.
-EXACT_LIMIT = 5_000
+# Up to this many questions the neighbours are searched exactly; above, with HNSW. Every question is a query, so an
+# exact search costs N^2 inner products, yet building an HNSW graph costs more up to here: on 20,000 questions of
+# width 384 the exact search took 4.1 s and the HNSW build and search 44 s (bench/suggest_speed.py, 2 threads).
+EXACT_LIMIT = 50_000
 
 Progress = Callable[[int, int], None]
 
