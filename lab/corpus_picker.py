@@ -64,3 +64,20 @@ def pick_corpus(prefix: str) -> Corpus:
     if report.dropped:
         st.caption(f"{report.source}: {report.summary()}")
     return Corpus(name, texts, key)
+
+
+def encode_with_progress(build, text: str = "Encoding the questions"):
+    """``build(progress)``'s result, with a progress bar while it encodes; a failure is shown as one error and
+    stops the page. Used by the pages that encode their corpus once per model (Deduplicate, Label)."""
+    status = st.empty()
+
+    def progress(done: int, total: int) -> None:
+        status.progress(done / max(total, 1), text=f"{text}: {done:,} / {total:,}")
+
+    try:
+        return build(progress)
+    except Exception as error:  # noqa: BLE001 - a corpus that cannot be encoded is shown, not raised
+        show_error(f"Could not encode the questions: {error}")
+        st.stop()
+    finally:
+        status.empty()

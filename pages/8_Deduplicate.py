@@ -6,7 +6,7 @@ import streamlit as st
 from core.inference.dedup import outsized_cluster_note
 from core.saving.safe_csv import safe_csv
 from lab import cached, dedup_view
-from lab.corpus_picker import pick_corpus
+from lab.corpus_picker import encode_with_progress, pick_corpus
 from lab.figures import PLOTLY_CONFIG
 from lab.session import (
     enter_through_app,
@@ -63,20 +63,7 @@ threshold_column.caption(f"Starts at {start:.3f}: {calibrated.source}.")
 min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, value=2, step=1,
                                     key="dedup_min_size", persist_state=PERSIST)
 
-status = st.empty()
-
-
-def show_progress(done: int, total: int) -> None:
-    status.progress(done / max(total, 1), text=f"Encoding the questions: {done:,} / {total:,}")
-
-
-try:
-    graph = dedup_view.neighbour_graph(choice, key, texts, progress=show_progress)
-except Exception as error:  # noqa: BLE001
-    status.empty()
-    show_error(f"Could not encode the questions: {error}")
-    st.stop()
-status.empty()
+graph = encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))
 frame, capped = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size),
                                    graph, texts)
 table = dedup_view.cluster_table(frame)

@@ -6,7 +6,7 @@ import streamlit as st
 from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path
 from lab import label_view
 from lab.charts import learning_curve_chart
-from lab.corpus_picker import pick_corpus
+from lab.corpus_picker import encode_with_progress, pick_corpus
 from lab.figures import PLOTLY_CONFIG
 from lab.session import (
     enter_through_app,
@@ -38,20 +38,8 @@ except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, 
     show_error(f"Could not load the model: {error}")
     st.stop()
 
-status = st.empty()
-
-
-def show_progress(done: int, total: int) -> None:
-    status.progress(done / max(total, 1), text=f"Encoding the questions (once per model): {done:,} / {total:,}")
-
-
-try:
-    corpus = label_view.embedded_corpus(choice, key, texts, progress=show_progress)
-except Exception as error:  # noqa: BLE001
-    status.empty()
-    show_error(f"Could not encode the questions: {error}")
-    st.stop()
-status.empty()
+corpus = encode_with_progress(lambda progress: label_view.embedded_corpus(choice, key, texts, progress=progress),
+                              "Encoding the questions (once per model)")
 if len(corpus) < 2:
     show_error(f"{name} has {len(corpus)} distinct question(s): a pair needs two.")
     st.stop()

@@ -9,7 +9,7 @@ build their own (module-scoped) fixtures from these pieces.
   with ``SIAMESE_LAB_RUNS`` pointing at a temporary models folder, and stops it by that PID.
 - ``launch_chromium(playwright)`` launches headless chromium (a fresh user-data dir per launch).
 - Page helpers for Streamlit 1.67's DOM: ``wait_for_script`` / ``wait_for_rerun`` (the app root's
-  ``data-test-script-state``), ``open_sidebar_page`` (navigation that keeps the session), ``widget`` (a widget
+  ``data-test-script-state``), ``open_url_page`` (a new session on a page), ``open_sidebar_page`` (navigation that keeps the session), ``widget`` (a widget
   by its exact label), ``set_numbers``, ``set_text_area``, ``select_option``, ``wait_for_charts`` and
   ``full_page_screenshot`` (Streamlit scrolls inside ``stMain``, so the window is grown for the shot).
 No fixed sleeps (bar a short settle before a screenshot): auto-waiting locators and the script state decide when a page is ready.
@@ -199,6 +199,16 @@ def wait_for_rerun(page, timeout_ms: int = PAGE_TIMEOUT_MS, start_ms: int = 1500
     except PlaywrightTimeout:
         pass  # the rerun was quick and is already over
     wait_for_script(page, timeout_ms)
+
+
+def open_url_page(page, server: "StreamlitServer", path: str, heading: str) -> None:
+    """A full URL load of a page by its ``url_path``: a new session on that page (fine before anything
+    session-specific happened), waited for until its heading shows and its script is done."""
+    from playwright.sync_api import expect
+
+    page.goto(server.page_url(path))
+    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
+    wait_for_script(page)
 
 
 def open_sidebar_page(page, link: str, heading: str, timeout_ms: int = PAGE_TIMEOUT_MS) -> None:

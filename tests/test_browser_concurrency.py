@@ -26,6 +26,7 @@ from browser_support import (
     PAGE_TIMEOUT_MS,
     StreamlitServer,
     launch_chromium,
+    open_url_page,
     require_browser,
     set_numbers,
     wait_for_script,
@@ -97,17 +98,8 @@ def new_user(browser, server, tmp_path):
         context.close()
 
 
-def open_page(page, server: StreamlitServer, path: str, heading: str) -> None:
-    """A full URL load: a new session on that page (fine before anything session-specific happened)."""
-    from playwright.sync_api import expect
-
-    page.goto(server.page_url(path))
-    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
-    wait_for_script(page)
-
-
 def prepare_tiny_run(page, server: StreamlitServer) -> None:
-    open_page(page, server, "Train", "Train")
+    open_url_page(page, server, "Train", "Train")
     page.get_by_text("More settings").click()  # the patience input lives in this expander
     set_numbers(page, TINY_RUN)
 
@@ -307,7 +299,7 @@ def test_upload_limits_keep_the_previous_dataset(server, new_user, tmp_path):
     from playwright.sync_api import expect
 
     page = new_user()
-    open_page(page, server, "Data", "Data")
+    open_url_page(page, server, "Data", "Data")
     expect(page.get_by_text(f"Upload limit: {UPLOAD_LIMIT_MB} MB per file")).to_be_visible()
     uploader = page.locator('[data-testid="stFileUploader"]')
     expect(uploader).to_contain_text(f"{UPLOAD_LIMIT_MB}MB per file")

@@ -24,10 +24,10 @@ from browser_support import (
     StreamlitServer,
     launch_chromium,
     open_sidebar_page,
+    open_url_page,
     require_browser,
     select_option,
     set_numbers,
-    wait_for_script,
     widget,
 )
 
@@ -77,15 +77,6 @@ def new_user(server, tmp_path):
         browser.close()
 
 
-def open_page(page, server: StreamlitServer, path: str, heading: str) -> None:
-    """A full URL load: starts the user's session on that page."""
-    from playwright.sync_api import expect
-
-    page.goto(server.page_url(path))
-    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
-    wait_for_script(page)
-
-
 def active_model(page) -> str:
     """The text of the analysis pages' shared "Model" selectbox."""
     return widget(page, "stSelectbox", "Model").get_by_role("combobox").input_value()
@@ -111,12 +102,12 @@ def test_first_run_beats_both_baselines_and_users_keep_their_own_model(server, n
 
     # User A: the Verdict page, on zero-shot MiniLM (nothing trained yet).
     user_a = new_user()
-    open_page(user_a, server, "Verdict", VERDICT)
+    open_url_page(user_a, server, "Verdict", VERDICT)
     assert active_model(user_a) == ZERO_SHOT_LABEL
 
     # User B: the newcomer's first run, sample-demo on the bundled sample.
     user_b = new_user()
-    open_page(user_b, server, "Train", "Train")
+    open_url_page(user_b, server, "Train", "Train")
     expect(user_b.get_by_text("bundled sample", exact=False).first).to_be_visible()
     assert not widget(user_b, "stTextInput", "Models folder").count()  # no box to point the app elsewhere
     select_option(user_b, "Preset", "sample-demo")
@@ -135,7 +126,7 @@ def test_first_run_beats_both_baselines_and_users_keep_their_own_model(server, n
     open_sidebar_page(user_a, "Verdict", VERDICT)
     assert active_model(user_a) == ZERO_SHOT_LABEL
     user_c = new_user()
-    open_page(user_c, server, "Verdict", VERDICT)
+    open_url_page(user_c, server, "Verdict", VERDICT)
     assert active_model(user_c) == ZERO_SHOT_LABEL
 
     # C: a deliberately bad run, one step of a Siamese LSTM. It is saved but warned about, and not C's model.

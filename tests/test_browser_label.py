@@ -20,9 +20,9 @@ from browser_support import (
     PAGE_TIMEOUT_MS,
     StreamlitServer,
     launch_chromium,
+    open_url_page,
     require_browser,
     wait_for_rerun,
-    wait_for_script,
 )
 
 from core.data import load_pairs
@@ -70,9 +70,7 @@ def page(server, tmp_path):
 def open_label_page(page, server: StreamlitServer) -> None:
     from playwright.sync_api import expect
 
-    page.goto(server.page_url("Label"))
-    expect(page.get_by_role("heading", name=HEADING, exact=True)).to_be_visible()
-    wait_for_script(page)
+    open_url_page(page, server, "Label", HEADING)
     expect(page.get_by_text(re.compile(r"^\d+ labelled, \d+ held out$"))).to_be_visible()
 
 

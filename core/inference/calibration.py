@@ -15,12 +15,12 @@ and the CLI print beside it.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from core.inference.metrics import best_thresholds
+from core.inference.run_quality import finite_number
 
 MIN_CALIBRATION_PAIRS = 20  # fewer labelled pairs than this calibrate nothing worth trusting
 CLUSTER_PRECISION = 0.9  # the share of true duplicates wanted among the pairs above a clustering threshold
@@ -31,12 +31,6 @@ class Calibrated:
     threshold: float  # duplicate when the cosine similarity is strictly above it
     source: str  # where it came from, in words, e.g. "best accuracy on 480 of your labelled pairs"
     pairs: int = 0  # how many labelled pairs it was calibrated on (0: not calibrated on the user's pairs)
-
-
-def _finite(value) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
 
 
 def can_calibrate(labels) -> bool:
@@ -61,7 +55,7 @@ def pair_threshold(config: dict, labels=None, scores=None) -> Calibrated:
 
     config = config if isinstance(config, dict) else {}
     zero_shot = bool(config.get("zero_shot"))
-    saved = None if zero_shot else _finite((config.get("thresholds") or {}).get("accuracy"))
+    saved = None if zero_shot else finite_number((config.get("thresholds") or {}).get("accuracy"))
     if saved is not None:
         return Calibrated(saved, "best accuracy on the model's own validation split")
     if labels is not None and scores is not None and can_calibrate(labels):
@@ -118,7 +112,7 @@ def clustering_threshold(config: dict, labels=None, scores=None) -> Calibrated:
     """
     config = config if isinstance(config, dict) else {}
     zero_shot = bool(config.get("zero_shot"))
-    saved = None if zero_shot else _finite((config.get("thresholds") or {}).get("clusters"))
+    saved = None if zero_shot else finite_number((config.get("thresholds") or {}).get("clusters"))
     if saved is not None:
         return Calibrated(saved, f"precision {CLUSTER_PRECISION:.0%} on the model's own validation split")
     unreached = ""  # said when the user's pairs were tried: the fallback is not for want of labels

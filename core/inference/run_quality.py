@@ -21,6 +21,8 @@ import pandas as pd
 CHANCE_ROC_AUC = 0.5
 # The baselines a run is compared with, by their key in metrics.
 BASELINE_LABELS = {"tfidf": "TF-IDF cosine", "zero_shot": "zero-shot MiniLM"}
+# What each baseline is, in words, for "so ... ranks these pairs better than this model".
+BASELINE_MEANING = {"tfidf": "counting shared words", "zero_shot": "the pretrained MiniLM with no training at all"}
 TFIDF_FIT_MAX_PAIRS = 50_000  # TF-IDF is fitted on at most this many training pairs (seeded): seconds at most
 # Zero-shot MiniLM scores at most this many validation pairs (seeded): about 15 s on 2 CPU threads.
 ZERO_SHOT_MAX_PAIRS = 2_000
@@ -65,7 +67,9 @@ class RunQuality:
                 "baselines": dict(self.baselines), "message": self.message}
 
 
-def _finite(value) -> float | None:
+def finite_number(value) -> float | None:
+    """``value`` as a float when it is a finite number (not a bool), else None: how the lab reads a metric or a
+    threshold from a config.json that may be old, damaged or someone else's."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
 
@@ -80,12 +84,12 @@ def judge_run(metrics) -> RunQuality:
     """
     metrics = metrics if isinstance(metrics, Mapping) else {}
     validation = metrics.get("validation")
-    auc = _finite(validation.get("roc_auc")) if isinstance(validation, Mapping) else None
+    auc = finite_number(validation.get("roc_auc")) if isinstance(validation, Mapping) else None
     recorded = metrics.get("baselines")
     baselines = {}
     for key in BASELINE_LABELS:
         entry = recorded.get(key) if isinstance(recorded, Mapping) else None
-        value = _finite(entry.get("roc_auc")) if isinstance(entry, Mapping) else None
+        value = finite_number(entry.get("roc_auc")) if isinstance(entry, Mapping) else None
         if value is not None:
             baselines[key] = value
     if auc is None:
@@ -104,9 +108,8 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple) -> str:
                  "pair below a non-duplicate more often than not (a coin flip scores 0.5)")
         found += f", and below {than} on the same validation pairs." if below else "."
     else:
-        better = {"tfidf": "counting shared words", "zero_shot": "the pretrained MiniLM with no training at all"}
         found = (f"Below the baseline: validation ROC AUC {auc:.3f} is below {than} on the same validation pairs, "
-                 f"so {' and '.join(better[key] for key in below)} ranks these pairs better than this model.")
+                 f"so {' and '.join(BASELINE_MEANING[key] for key in below)} ranks these pairs better than this model.")
     return f"{found} {WHAT_TO_TRY}"
 
 
@@ -127,7 +130,7 @@ def validation_baselines(train: pd.DataFrame, val: pd.DataFrame, seed: int = 0) 
     fit = train.sample(n=TFIDF_FIT_MAX_PAIRS, random_state=seed) if len(train) > TFIDF_FIT_MAX_PAIRS else train
     fit_texts = fit["question1"].astype(str).tolist() + fit["question2"].astype(str).tolist()
     scores = tfidf_scores(val["question1"], val["question2"], fit_texts=fit_texts or None)
-    auc = _finite(ranking_metrics(labels, scores).get("roc_auc"))
+    auc = finite_number(ranking_metrics(labels, scores).get("roc_auc"))
     baselines = {} if auc is None else {"tfidf": {"roc_auc": auc, "pairs": len(val)}}
     zero_shot = zero_shot_baseline(val, seed)
     return {**baselines, **zero_shot}
@@ -148,7 +151,7 @@ def zero_shot_baseline(val: pd.DataFrame, seed: int = 0) -> dict:
     if model is None:
         return {}
     scores = pair_scores(model, PairTable(chosen, model.tokenizer))
-    auc = _finite(ranking_metrics(labels, scores).get("roc_auc"))
+    auc = finite_number(ranking_metrics(labels, scores).get("roc_auc"))
     return {} if auc is None else {"zero_shot": {"roc_auc": auc, "pairs": len(chosen)}}
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import math
 import os
 import re
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ from core.data.questions import pair_keys
 from core.inference.calibration import pair_threshold
 from core.inference.candidates import EmbeddedCorpus, candidate_pairs, choose_pairs
 from core.inference.metrics import ranking_metrics, threshold_metrics
+from core.inference.run_quality import finite_number
 from core.model_names import ZERO_SHOT
 from core.saving.runs import LABELS_FOLDER
 from core.training.specs import SpecError, spec_from_options
@@ -113,10 +113,6 @@ def retrain_spec(init_model: str = "", options: dict | None = None):
 
 
 # ---- scoring -----------------------------------------------------------------------------------------------------
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
 def score_point(model, config: dict, labels: pd.DataFrame) -> dict:
     """A model on the held-out share of ``labels``: {"labels": all labels, "held_out": m, "roc_auc", "accuracy",
     "threshold"}; accuracy at the model's ``pair_threshold`` (zero-shot MiniLM's calibrated on these held-out
@@ -129,8 +125,8 @@ def score_point(model, config: dict, labels: pd.DataFrame) -> dict:
     scores = np.asarray(model.score_pairs(held["question1"].tolist(), held["question2"].tolist()), dtype=np.float64)
     threshold = pair_threshold(config, y, scores).threshold
     return {"labels": len(labels), "held_out": len(held),
-            "roc_auc": _number(ranking_metrics(y, scores)["roc_auc"]),
-            "accuracy": _number(threshold_metrics(y, scores, threshold)["accuracy"]), "threshold": float(threshold)}
+            "roc_auc": finite_number(ranking_metrics(y, scores)["roc_auc"]),
+            "accuracy": finite_number(threshold_metrics(y, scores, threshold)["accuracy"]), "threshold": float(threshold)}
 
 
 # ---- where the labels and the curve live -------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from core.data.implied import with_implied_pairs
 from core.inference.calibration import precision_threshold
 from core.inference.evaluation import calibrate, pair_scores
 from core.inference.metrics import evaluate_scores
-from core.inference.run_quality import RunQuality, judge_run, validation_baselines
+from core.inference.run_quality import RunQuality, finite_number, judge_run, validation_baselines
 from core.models import PairEncoder, build_model, load_model
 from core.notices import notice
 from core.saving import OutputClaim, claim_new_run, claim_output, save_model
@@ -173,7 +173,7 @@ def _start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | N
     metrics = config.get("metrics") if isinstance(config.get("metrics"), dict) else {}
     validation = metrics.get("validation") if isinstance(metrics.get("validation"), dict) else {}
     parent = {"name": config.get("name") or Path(spec.init_model).name, "path": str(spec.init_model),
-              "validation_roc_auc": _finite(validation.get("roc_auc"))}
+              "validation_roc_auc": finite_number(validation.get("roc_auc"))}
     return model.train(), parent
 
 
@@ -183,16 +183,12 @@ def _kept_instead(existing: dict | None, status: str, validation: dict) -> str:
         return ""
     metrics = existing.get("metrics")
     old_metrics = metrics.get("validation") if isinstance(metrics, dict) else None
-    old = _finite(old_metrics.get("roc_auc") if isinstance(old_metrics, dict) else None)
-    new = _finite(validation.get("roc_auc"))
+    old = finite_number(old_metrics.get("roc_auc") if isinstance(old_metrics, dict) else None)
+    new = finite_number(validation.get("roc_auc"))
     if new is not None and (old is None or new > old):
         return ""
     shown = lambda value: "n/a" if value is None else f"{value:.4f}"  # noqa: E731
     return f"this run was {status} and is not better (validation ROC AUC {shown(new)} against {shown(old)})"
-
-
-def _finite(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) else None
 
 
 def validation_curve(validations: Sequence[Validation]) -> list[dict]:
@@ -201,7 +197,7 @@ def validation_curve(validations: Sequence[Validation]) -> list[dict]:
     saved folder, the benchmarks' rows and the figures. Validations without a finite ROC AUC (no
     validation split, one class) are left out."""
     return [{"step": v.step, "train_seconds": round(float(v.train_seconds), 3), "roc_auc": float(v.metrics["roc_auc"])}
-            for v in validations if _finite(v.metrics.get("roc_auc")) is not None]
+            for v in validations if finite_number(v.metrics.get("roc_auc")) is not None]
 
 
 def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:
