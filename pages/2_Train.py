@@ -5,11 +5,12 @@ sizes and every check come from there.
 """
 import streamlit as st
 
+from core.device import cuda_available
 from core.models import MODEL_LABELS, MODEL_NAMES
 from core.training.jobs import TrainingJob
 from core.training.loss_menu import LOSS_CHOICES
 from core.training.objectives import DEFAULT_MARGINS, LossConfig
-from core.training.presets import PRESETS
+from core.training.presets import PRESETS, suggested_preset
 from core.training.specs import (
     SIZE_OPTIONS,
     TRAINING_DEFAULTS,
@@ -67,8 +68,12 @@ def apply_preset() -> None:
 
 
 def init_widgets() -> None:
-    """Defaults through session state (widgets get no value=), so callbacks can change them later."""
-    for key, value in dict(preset=CUSTOM, hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
+    """Defaults through session state (widgets get no value=), so callbacks can change them later. With a CUDA
+    GPU and enough pairs the page starts from the GPU recipe (core.training.presets.suggested_preset)."""
+    if "preset" not in state:
+        state.preset = suggested_preset(len(state.pairs), cuda_available()) or CUSTOM
+        apply_preset()
+    for key, value in dict(hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
                            margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),
                            device=DEFAULTS.train.device, max_length=DEFAULTS.max_length, seed=DEFAULTS.train.seed,
                            patience=DEFAULTS.train.patience, val_fraction=DEFAULTS.val_fraction,

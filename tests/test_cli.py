@@ -214,3 +214,13 @@ def test_subprocess_error_has_exit_code_2_and_no_traceback(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"error: no data file at {tmp_path / 'missing.tsv'}"]
     assert result.stdout == ""
+
+
+def test_train_names_the_gpu_preset_only_on_a_gpu_with_data_enough(capsys):
+    from core.cli.train import _offer_gpu_preset
+
+    _offer_gpu_preset(479, cuda=True)
+    _offer_gpu_preset(323_000, cuda=False)
+    assert capsys.readouterr().err == ""
+    _offer_gpu_preset(323_000, cuda=True)
+    assert capsys.readouterr().err.startswith("note: a CUDA GPU is here; --preset minilm-quora-gpu ")

@@ -177,11 +177,15 @@ class FakeTrainer:
         self.total_steps, self.total_epochs, self.batch = total_steps, 2, batch
         self.config = TrainConfig(max_minutes=max_minutes)
         self.step, self.epoch, self.pairs_seen, self.loss = 0, 1, 0, 1.0
+        self.loss_step = 0  # the step whose loss ``loss`` is
+        self.read_every = 1  # the Trainer's read_loss_every: 1 on the CPU, more on CUDA
         self.validation_progress = None
 
     def advance(self):
         self.step += 1
         self.pairs_seen += self.batch
+        if self.step % self.read_every == 0:
+            self.loss, self.loss_step = 1.0 / self.step, self.step
 
 
 class Clock:
@@ -210,6 +214,25 @@ def test_speed_and_time_left_follow_the_last_steps_not_the_whole_run():
     trainer.validation_progress = (1200, 3000)
     recorder.on_validation_progress(trainer)
     assert progress.phase == "scoring validation 1,200/3,000"
+
+
+def test_the_loss_curve_has_one_point_per_loss_read():
+    clock, progress = Clock(), Progress()
+    recorder = core.training.jobs._Recorder(progress, clock=clock)
+    every_step, every_third = FakeTrainer(total_steps=10), FakeTrainer(total_steps=10)
+    every_third.read_every = 3  # as on CUDA: the loss is read back every few steps
+    recorder.on_train_start(every_step)
+    for _ in range(7):
+        every_step.advance()
+        recorder.on_batch_end(every_step)
+    assert progress.losses == [(s, 1.0 / s) for s in range(1, 8)]
+    progress = Progress()
+    recorder = core.training.jobs._Recorder(progress, clock=clock)
+    recorder.on_train_start(every_third)
+    for _ in range(7):
+        every_third.advance()
+        recorder.on_batch_end(every_third)
+    assert progress.losses == [(3, 1.0 / 3), (6, 1.0 / 6)]  # no point before the first read, none repeated
 
 
 def test_time_left_stays_within_the_time_budget():

@@ -323,3 +323,13 @@ def test_the_train_page_marks_gpu_presets_and_says_what_device_is_there(runs_roo
     assert not at.exception, at.exception
     assert "GPU: NVIDIA H100 80GB HBM3 · 78.5 GiB free of 80.0 GiB" in [caption.value for caption in at.caption]
     assert at.radio(key="device").options == ["Auto", "CPU", "GPU (CUDA)"]
+
+
+def test_the_gpu_preset_is_suggested_only_with_a_gpu_and_data_enough():
+    from core.training.presets import GPU_PRESET, GPU_PRESET_MIN_PAIRS, PRESETS, suggested_preset
+
+    assert PRESETS[GPU_PRESET].for_gpu
+    assert suggested_preset(323_000, cuda=True) == GPU_PRESET
+    assert suggested_preset(GPU_PRESET_MIN_PAIRS, cuda=True) == GPU_PRESET
+    assert suggested_preset(GPU_PRESET_MIN_PAIRS - 1, cuda=True) is None  # the bundled sample: 479 pairs
+    assert suggested_preset(323_000, cuda=False) is None

@@ -95,7 +95,7 @@ def cmd_train(args) -> int:
     from core.device import DeviceError, resolve_device
 
     try:
-        resolve_device(args.device)
+        device = resolve_device(args.device)
     except DeviceError as error:
         raise CliError(str(error)) from None
     spec = spec_from_args(args)
@@ -107,6 +107,8 @@ def cmd_train(args) -> int:
     with output or contextlib.nullcontext():
         pairs = load_data(args.data, args.max_rows, args.columns)
         _check_trainable(args.data, pairs, spec)
+        if context.is_main and not args.preset:
+            _offer_gpu_preset(len(pairs), device.type == "cuda")
         return _run_training(args, spec, pairs, context, output)
 
 
@@ -123,6 +125,17 @@ def _check_trainable(path: str, pairs, spec) -> None:
         raise CliError(f"{Path(path).name}: {fatal.message}")
     for problem in problems:
         notice(f"{Path(path).name}: {problem.message}")
+
+
+def _offer_gpu_preset(n_pairs: int, cuda: bool) -> None:
+    """One ``note:`` line naming the GPU recipe when a run with no preset trains on a CUDA GPU with data
+    enough for it (``core.training.presets.suggested_preset``); the run goes on as asked."""
+    from core.training.presets import suggested_preset
+
+    name = suggested_preset(n_pairs, cuda)
+    if name:
+        print(f"note: a CUDA GPU is here; --preset {name} is the recipe measured for one (batches of 256, bf16, "
+              "a compiled step)", file=sys.stderr)
 
 
 def _claim_output(args, spec):

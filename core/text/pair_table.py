@@ -17,7 +17,7 @@ from core.data.batching import (
     labelled_batches,
     labelled_distinct_batches,
 )
-from core.text.token_table import TokenTable
+from core.text.token_table import TokenTable, padded_width
 from core.text.tokenizer_kinds import Tokenizer
 
 Side = tuple[torch.Tensor, torch.Tensor]  # ids (B, T) and bool mask (B, T)
@@ -36,9 +36,17 @@ class Batch:
     def to(self, device: torch.device) -> "Batch":
         if device.type == "cpu":
             return self
-        move = lambda side: None if side is None else tuple(t.to(device, non_blocking=True) for t in side)  # noqa: E731
-        return Batch(move(self.first), move(self.second), self.labels.to(device, non_blocking=True),
-                     move(self.negatives))
+        # From page-locked memory a non-blocking copy is truly asynchronous: the host goes on to build the next
+        # batch while the GPU copies and computes this one (from pageable memory the copy waits).
+        pinned = device.type == "cuda"
+
+        def move(tensor: torch.Tensor) -> torch.Tensor:
+            return (tensor.pin_memory() if pinned else tensor).to(device, non_blocking=True)
+
+        def move_side(side: Side | None) -> Side | None:
+            return None if side is None else tuple(move(t) for t in side)
+
+        return Batch(move_side(self.first), move_side(self.second), move(self.labels), move_side(self.negatives))
 
 
 class PairTable:
@@ -68,8 +76,8 @@ class PairTable:
         rows = np.asarray(rows, dtype=np.int64)
         part = PairTable.__new__(PairTable)
         part.pairs = self.pairs.iloc[rows].reset_index(drop=True)
-        part.first = TokenTable(self.first.ids[rows], self.first.lengths[rows])
-        part.second = TokenTable(self.second.ids[rows], self.second.lengths[rows])
+        part.first = TokenTable(self.first.ids[rows], self.first.lengths[rows], self.first.pad_id)
+        part.second = TokenTable(self.second.ids[rows], self.second.lengths[rows], self.second.pad_id)
         part.labels = self.labels[rows]
         part.negative_of, part.negative_texts = None, None
         return part
@@ -105,7 +113,7 @@ class PairTable:
         duplicates = self.labels == 1
         return float((self.negative_of[duplicates] >= 0).mean()) if duplicates.any() else 0.0
 
-    def _batch_negatives(self, rows: np.ndarray) -> Side | None:
+    def _batch_negatives(self, rows: np.ndarray, widths: tuple[int, ...] | None = None) -> Side | None:
         candidates = self.negative_of[rows]
         candidates = np.unique(candidates[candidates >= 0])
         if candidates.size == 0:
@@ -113,11 +121,21 @@ class PairTable:
         # A negative that is itself a question of this batch would be some row's positive.
         in_batch = np.concatenate([self._codes[0][rows], self._codes[1][rows]])
         candidates = candidates[~np.isin(self._negative_code[candidates], in_batch)]
-        return self.negative_texts.take(candidates) if candidates.size else None
+        if not candidates.size:
+            return None
+        width = padded_width(widths, int(self.negative_texts.lengths[candidates].max())) if widths else None
+        return self.negative_texts.take(candidates, width)
 
-    def batch(self, rows: np.ndarray) -> Batch:
-        negatives = self._batch_negatives(rows) if self.negative_of is not None else None
-        return Batch(self.first.take(rows), self.second.take(rows), torch.from_numpy(self.labels[rows]), negatives)
+    def batch(self, rows: np.ndarray, widths: tuple[int, ...] | None = None) -> Batch:
+        """The pairs at ``rows``. Each side is trimmed to its longest text, or, with ``widths`` (ascending,
+        ``token_table.pad_widths``), both sides are padded to the one width of those that holds the batch's
+        longest text: few shapes for a compiled step, at some padding."""
+        negatives = self._batch_negatives(rows, widths) if self.negative_of is not None else None
+        width = None
+        if widths:
+            width = padded_width(widths, int(max(self.first.lengths[rows].max(), self.second.lengths[rows].max())))
+        return Batch(self.first.take(rows, width), self.second.take(rows, width), torch.from_numpy(self.labels[rows]),
+                     negatives)
 
     def pair_lengths(self) -> np.ndarray:
         """(N,) tokens of the longer question of each pair: what a batch holding the pair pads to."""

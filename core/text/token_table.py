@@ -15,6 +15,7 @@ class TokenTable:
 
     ids: np.ndarray  # (N, L) int32, pad_id beyond each text's length
     lengths: np.ndarray  # (N,) int32, at least 1
+    pad_id: int = 0  # the id beyond each text's length, also what a wider ``take`` pads with
 
     @classmethod
     def padded(cls, sequences: Sequence[Sequence[int]], max_length: int, pad_id: int) -> "TokenTable":
@@ -27,18 +28,41 @@ class TokenTable:
             seq = seq[:width] or [pad_id]
             ids[row, : len(seq)] = seq
             lengths[row] = len(seq)
-        return cls(ids, lengths)
+        return cls(ids, lengths, pad_id)
 
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def take(self, rows: np.ndarray | Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Ids and attention mask for ``rows``, trimmed to the longest text among them."""
+    def take(self, rows: np.ndarray | Sequence[int], width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Ids and attention mask for ``rows``, trimmed to the longest text among them, or padded to ``width``
+        when given (at least that longest text: a fixed width, so that a compiled step meets few shapes)."""
         rows = np.asarray(rows)
-        width = int(self.lengths[rows].max())
-        ids = torch.from_numpy(self.ids[rows, :width].astype(np.int64))  # (B, T)
+        longest = int(self.lengths[rows].max())
+        width = longest if width is None else width
+        if width < longest:
+            raise ValueError(f"width {width} would cut texts of {longest} tokens")
+        table = self.ids[rows, : min(width, self.ids.shape[1])]
+        if table.shape[1] < width:  # wider than this table was padded: pad the rest
+            table = np.pad(table, ((0, 0), (0, width - table.shape[1])), constant_values=self.pad_id)
+        ids = torch.from_numpy(table.astype(np.int64))  # (B, T)
         mask = torch.arange(width)[None, :] < torch.from_numpy(self.lengths[rows].astype(np.int64))[:, None]
         return ids, mask  # (B, T), (B, T) bool
+
+
+def pad_widths(limit: int) -> tuple[int, ...]:
+    """The few widths a fixed-shape batch is padded to, up to ``limit`` tokens: multiples of 8 to 32, then
+    steps of about 1.5x, and ``limit`` itself. Each width is one shape for a compiled step to capture
+    (a CUDA graph each), so few widths keep compilation short while padding stays under about a third.
+
+    Example: pad_widths(40) -> (8, 16, 24, 32, 40); pad_widths(128) -> (8, 16, 24, 32, 48, 64, 96, 128).
+    """
+    steps = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+    return tuple(w for w in steps if w < limit) + (limit,)
+
+
+def padded_width(widths: Sequence[int], longest: int) -> int:
+    """The smallest of ``widths`` (ascending) that holds ``longest`` tokens; the last one when none does."""
+    return next((w for w in widths if w >= longest), widths[-1])
 
 
 def check_max_length(max_length) -> int:

@@ -33,7 +33,7 @@ class Progress:
     total_steps: int = 0
     epoch: int = 0
     total_epochs: int = 0  # epochs the run plans (fewer than asked when the step cap ends it sooner)
-    losses: list[tuple[int, float]] = field(default_factory=list)  # (step, loss) after each batch
+    losses: list[tuple[int, float]] = field(default_factory=list)  # (step, loss) per loss read: every step on the CPU
     epochs: list[dict] = field(default_factory=list)  # {"epoch", "train_loss", validation metrics...}
     # {"step", "epoch", "train_seconds", "seconds", validation metrics...} after every validation
     validations: list[dict] = field(default_factory=list)
@@ -85,7 +85,9 @@ class _Recorder:
             p.seconds_per_step = (last_time - first_time) / (last_step - first_step)
             p.pairs_per_second = (last_pairs - first_pairs) / (last_time - first_time)
         p.step, p.epoch, p.seconds, p.phase = trainer.step, trainer.epoch, now - self.started, "training"
-        p.losses.append((trainer.step, trainer.loss))
+        # On CUDA the loss is read back every few steps (read_loss_every): a point per loss read.
+        if trainer.loss_step and (not p.losses or p.losses[-1][0] != trainer.loss_step):
+            p.losses.append((trainer.loss_step, trainer.loss))
 
     def on_validation_progress(self, trainer):
         done, total = trainer.validation_progress

@@ -20,8 +20,10 @@ class TrainConfig:
     # auto | fp32 | bf16 | fp16 (core.training.precision): auto is bf16 on a CUDA device that has it, fp16 with a
     # gradient scaler on other CUDA devices, fp32 on the CPU.
     precision: str = "auto"
-    # torch.compile the step's forward pass (CUDA graphs on CUDA). Off by default: not yet measured faster on a
-    # GPU (issue 26), and on 2 CPU cores it gave no reliable gain (docs/BENCHMARKS.md, bench/compile_speed.py).
+    # torch.compile the step's forward pass (CUDA graphs on CUDA; batches then padded to a few fixed widths). Off by
+    # default: on an H100 it makes MiniLM's steps 2x (batch 64) to 5x (batch 256) faster, but its first steps
+    # compile for 30-100 s, which only runs of minutes earn back (the minilm-quora-gpu preset turns it on); on 2
+    # CPU cores it gave no reliable gain (docs/BENCHMARKS.md, "Issue 26: the GPU", bench/compile_speed.py).
     compile: bool = False
     patience: int = 2  # validations (epochs unless validate_every) without a better ROC AUC, then stop; 0 = off
     max_val_pairs: int = 5000  # validation pairs scored at each validation (a seeded subset if more)
@@ -32,6 +34,11 @@ class TrainConfig:
     max_steps: int = 0  # stop after this many steps in all, ending with a validation (0 = no cap)
     max_minutes: float = 0.0  # stop (with a final validation) after this much training time; 0 = no cap
     length_buckets: bool = True  # batch pairs of similar length together: far less padding to compute
+    # Steps between reading the loss back to the host. On CUDA each read waits for the GPU to finish the queued
+    # steps (a host sync), so between reads the host runs ahead, building and queueing the next batches. The
+    # progress callbacks see the last loss read; a non-finite loss fails the run at the next read, naming its
+    # step. 0 = auto: every step on the CPU (free there), every LOSS_READ_EVERY_CUDA steps on CUDA.
+    read_loss_every: int = 0
     # The switch configs saved before ``precision`` carry: False (no autocast) reads as precision fp32.
     amp: InitVar[bool | None] = None
 
@@ -49,5 +56,7 @@ class TrainConfig:
             raise ValueError("lr must be positive")
         if not self.max_minutes >= 0:
             raise ValueError("max_minutes must be 0 (no cap) or positive")
+        if self.read_loss_every < 0:
+            raise ValueError("read_loss_every must be 0 (auto) or positive")
         if self.validate_every < 0:
             raise ValueError("validate_every must be 0 (once per epoch) or positive")

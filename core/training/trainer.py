@@ -7,7 +7,9 @@ as it scores; it knows nothing of the model family, the loss, or how validation 
 the loop, records every validation (``trainer.validations``: step, training seconds, metrics, the
 curve a run is judged on against time), keeps the best weights by the hook's ``roc_auc``, stops at
 the step cap or the time budget (each time after a final validation), and turns cancellation, a
-non-finite loss and out of memory into an outcome. Progress leaves the loop only through
+non-finite loss and out of memory into an outcome. A step never waits for the device: the loss stays there
+and is read back every ``read_loss_every`` steps (one host sync on CUDA), batches come from page-locked
+memory, and a compiled step gets batches padded to a few fixed widths, so that it is captured once per width. Progress leaves the loop only through
 callbacks: ``on_train_start``, ``on_batch_end``, ``on_validation_progress``, ``on_validation_end``,
 ``on_epoch_end``, ``on_train_end``, each called with the trainer. Cancellation is a flag checked
 before every step and between the validation hook's batches, so it takes effect within one step.
@@ -28,10 +30,14 @@ import torch
 from core.device import resolve_device
 from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import Batch, PairTable
+from core.text.token_table import pad_widths
 from core.training import distributed
 from core.training.precision import FP32, compile_mode, device_autocast_plan
 from core.training.schedule import warmup_then_linear_decay
 from core.training.train_config import TrainConfig
+
+
+LOSS_READ_EVERY_CUDA = 50  # read_loss_every's auto on CUDA: one host sync per 50 steps (about a second on an H100)
 
 
 class TrainingError(RuntimeError):
@@ -109,7 +115,8 @@ class Trainer:
         self.total_epochs = 0  # epochs the run plans, after the step cap
         self.steps_per_epoch = 0
         self.validation_progress: tuple[int, int] | None = None  # (scored, to score) while validating
-        self.loss = float("nan")
+        self.loss = float("nan")  # the last loss read back to the host (read_loss_every)
+        self.loss_step = 0  # the step whose loss ``loss`` is
         self.pairs_seen = 0
         self.pairs_per_second = 0.0
         self.train_seconds = 0.0  # spent in training steps, validations left out
@@ -124,6 +131,10 @@ class Trainer:
         self._best_metrics: dict = {}
         self._module: torch.nn.Module = model  # what the steps call: the model, or its distributed/compiled wrapper
         self._autocast_plan = FP32  # set from config.precision and the device when run() starts
+        self._read_every = 1  # steps between loss reads, set from config.read_loss_every and the device
+        self._unread_losses: list[torch.Tensor] = []  # 0-d losses on the device, steps not yet read back
+        self._epoch_losses: list[float] = []  # this epoch's losses read so far
+        self._widths: tuple[int, ...] | None = None  # the fixed batch widths of a compiled step; None: trimmed
 
     # ---- control -----------------------------------------------------------------------------
     def cancel(self) -> None:
@@ -199,16 +210,20 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=plan.dtype)
 
-    def _train_step(self, batch: Batch, optimizer, scheduler, scaler) -> float:
+    def _train_step(self, batch: Batch, optimizer, scheduler, scaler) -> None:
+        """One optimizer step, its loss queued as a 0-d tensor on the device. Reading every step (the CPU's
+        auto) checks the loss before the update, so a non-finite loss never reaches the weights; reading every
+        few steps (CUDA's), nothing here waits for the device (fused AdamW and the scaler keep their inf checks
+        on it too), and a non-finite loss fails the run at the next read with the best validated weights."""
         batch = batch.to(self.device)
+        if self._cuda_graphs():  # a new step: the graphs may reuse the last step's output memory
+            torch.compiler.cudagraph_mark_step_begin()
         with self._autocast():
             v1, v2, vn = self._module(batch.first, batch.second, batch.negatives)  # (B, d), (B, d), (K, d)|None
             loss = self.objective(v1.float(), v2.float(), batch.labels, None if vn is None else vn.float())
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise TrainingError(
-                f"the loss became {value} at step {self.step + 1}; try a lower learning rate (now {self.config.lr:g})"
-            )
+        self._unread_losses.append(loss.detach())
+        if self._read_every == 1:
+            self._read_losses(self.step + 1)
         optimizer.zero_grad(set_to_none=True)
         if scaler is not None:
             scaler.scale(loss).backward()
@@ -223,7 +238,31 @@ class Trainer:
         else:
             optimizer.step()
         scheduler.step()
-        return value
+
+    def _cuda_graphs(self) -> bool:
+        return self.config.compile and compile_mode(self.device.type) == "reduce-overhead"
+
+    def _read_losses(self, last_step: int) -> None:
+        """Read the queued losses of the steps up to ``last_step`` back (one host sync on CUDA) into this
+        epoch's losses and ``loss``. Raises TrainingError at the first non-finite one, naming its step."""
+        if not self._unread_losses:
+            return
+        values = torch.stack(self._unread_losses).float().tolist()
+        self._unread_losses.clear()
+        first_step = last_step - len(values) + 1
+        for offset, value in enumerate(values):
+            if not math.isfinite(value):
+                raise TrainingError(f"the loss became {value} at step {first_step + offset}; try a lower learning "
+                                    f"rate (now {self.config.lr:g})")
+        self._epoch_losses.extend(values)
+        self.loss, self.loss_step = values[-1], last_step
+
+    def _batch_widths(self) -> tuple[int, ...] | None:
+        """A compiled step's fixed batch widths (every table's texts fit the widest); None when not compiled."""
+        if not self.config.compile:
+            return None
+        tables = [self.train_table.first, self.train_table.second, self.train_table.negative_texts]
+        return pad_widths(max(t.ids.shape[1] for t in tables if t is not None))
 
     def _remember_if_best(self, record: Validation) -> None:
         # Without validation metrics every validation counts as the best so far (once per epoch,
@@ -276,8 +315,11 @@ class Trainer:
             self._autocast_plan = device_autocast_plan(self.device, c.precision)
         except ValueError as error:
             raise TrainingError(str(error)) from None
+        self._read_every = c.read_loss_every or (LOSS_READ_EVERY_CUDA if self.device.type == "cuda" else 1)
+        self._widths = self._batch_widths()
         if c.compile:  # the steps call the compiled wrapper; validation and saving use the model itself
-            # dynamic: batch widths vary with the length buckets (bench/compile_speed.py: no recompiles then)
+            # dynamic: one compilation for every batch shape (bench/compile_speed.py: no recompiles then); the
+            # fixed widths keep the shapes, and so the CUDA graphs recorded, to a few.
             self._module = torch.compile(self._module, mode=compile_mode(self.device.type), dynamic=True)
         first_epoch = self._epoch_batches(0)
         self.steps_per_epoch = len(first_epoch)
@@ -303,7 +345,7 @@ class Trainer:
                 self.epoch = epoch
                 self.model.train()
                 epoch_started = self.clock()
-                losses = []
+                self._epoch_losses = []
                 out_of_time = cancelled_in_validation = False
                 for rows in first_epoch if epoch == 1 else self._epoch_batches(epoch - 1):
                     if distributed.broadcast_flag(self.cancelled):
@@ -316,10 +358,12 @@ class Trainer:
                         break
                     local_rows = distributed.local_slice(rows, self.context)
                     step_started = self.clock()
-                    self.loss = self._train_step(self.train_table.batch(local_rows), optimizer, scheduler, scaler)
-                    self.train_seconds += self.clock() - step_started
-                    losses.append(self.loss)
+                    batch = self.train_table.batch(local_rows, self._widths)
+                    self._train_step(batch, optimizer, scheduler, scaler)
                     self.step += 1
+                    if self.step % self._read_every == 0 or self._validation_due():
+                        self._read_losses(self.step)
+                    self.train_seconds += self.clock() - step_started
                     self.pairs_seen += len(rows)
                     self.pairs_per_second = self.pairs_seen / max(self.train_seconds, 1e-9)
                     self._emit("on_batch_end")
@@ -335,6 +379,7 @@ class Trainer:
                         self.model.train()  # the hook may leave the model in eval mode
                         if self._patience_spent():
                             break  # the epoch ends here, on this validation, and the run with it
+                self._read_losses(self.step)  # the epoch's last steps, whatever ended it
                 if self.cancelled:
                     status, message = CANCELLED, self._cancel_message(during_validation=cancelled_in_validation)
                     break
@@ -347,6 +392,7 @@ class Trainer:
                     except _CancelledDuringValidation:
                         status, message = CANCELLED, self._cancel_message(during_validation=True)
                         break
+                losses = self._epoch_losses
                 result = EpochResult(epoch, float(np.mean(losses)) if losses else float("nan"), metrics,
                                      self.clock() - epoch_started)
                 self.epoch_results.append(result)
