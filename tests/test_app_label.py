@@ -25,7 +25,7 @@ from core.training.active_rounds import (
     round_splits,
 )
 from core.training.pipeline import RunResult
-from core.training.trainer import TrainOutcome
+from core.training.outcome import TrainOutcome
 from lab.navigation import DATA, LABEL
 from lab.session import (
     ACTIVE_MODEL,

@@ -33,7 +33,8 @@ from core.text.pair_table import PairTable
 from core.training import distributed
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
 from core.training.specs import RunSpec, SpecError
-from core.training.trainer import Trainer, TrainOutcome, Validation
+from core.training.outcome import TrainOutcome, Validation
+from core.training.trainer import Trainer
 
 MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
 

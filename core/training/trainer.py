@@ -21,7 +21,6 @@ import contextlib
 import math
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -34,6 +33,7 @@ from core.text.token_table import pad_widths
 from core.training import distributed
 from core.training.precision import FP32, compile_mode, device_autocast_plan
 from core.training.schedule import warmup_then_linear_decay
+from core.training.outcome import EpochResult, TrainOutcome, Validation
 from core.training.train_config import TrainConfig
 
 
@@ -46,41 +46,6 @@ class TrainingError(RuntimeError):
 
 class _CancelledDuringValidation(Exception):
     """Raised through the validation hook by its progress callback when the run is cancelled."""
-
-
-@dataclass
-class EpochResult:
-    epoch: int
-    train_loss: float
-    metrics: dict  # validation roc_auc, average_precision, accuracy, f1, threshold
-    seconds: float
-
-
-@dataclass
-class Validation:
-    step: int  # steps trained when the weights were scored
-    epoch: int  # the epoch it fell in
-    train_seconds: float  # time spent in training steps so far, validations left out: the curve's x
-    seconds: float  # wall time since training started, validations included
-    metrics: dict  # the hook's metrics ({} without a hook)
-
-
-@dataclass
-class TrainOutcome:
-    status: str  # done | cancelled | failed (core.status)
-    message: str  # what happened, e.g. why a done run stopped before its last epoch
-    best_epoch: int  # the epoch of the best validation; 0 when none ran
-    best_metrics: dict  # the best validation's metrics
-    epochs: list[EpochResult] = field(default_factory=list)
-    seconds: float = 0.0
-    pairs_seen: int = 0
-    stopped_early: bool = False  # done before its last epoch: validation stopped improving
-    validations: list[Validation] = field(default_factory=list)  # every validation, in order
-    best_step: int = 0  # the step of the best validation; 0 when none ran
-
-    @property
-    def pairs_per_second(self) -> float:
-        return self.pairs_seen / self.seconds if self.seconds else 0.0
 
 
 class Trainer:
