@@ -42,6 +42,24 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def add_ray_corpus_options(p: argparse.ArgumentParser, questions: int, quick_questions: int) -> None:
+    """The Ray benchmarks' corpus options: how many distinct Quora questions (fewer with --quick) and the model."""
+    p.add_argument("--questions", type=int, default=questions, help=f"distinct questions (--quick: {quick_questions:,})")
+    p.add_argument("--model", default="minilm", help="'minilm' (zero-shot) or a saved model folder")
+    p.set_defaults(quick_questions=quick_questions)
+
+
+def ray_corpus_args(p: argparse.ArgumentParser):
+    """Parsed arguments with --quick's corpus size applied; None (after saying so) without the shared data."""
+    args = p.parse_args()
+    if args.quick:
+        args.questions = args.quick_questions
+    if not DATA.is_file():
+        print(f"skipped: the shared Quora pairs are not at {DATA}")
+        return None
+    return args
+
+
 def setup_torch(threads: int = 2) -> None:
     import torch
 

@@ -26,7 +26,7 @@ from itertools import combinations
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import DATA, peak_rss_mb, setup_torch  # noqa: E402
+from bench.common import add_ray_corpus_options, peak_rss_mb, ray_corpus_args, setup_torch  # noqa: E402
 from bench.common import parser as bench_parser  # noqa: E402
 
 
@@ -116,16 +116,12 @@ def pair_f1(first, second) -> float:
 
 def main() -> int:
     p = bench_parser(__doc__)
-    p.add_argument("--questions", type=int, default=20_000, help="distinct questions (--quick: 2,000)")
-    p.add_argument("--model", default="minilm", help="'minilm' (zero-shot) or a saved model folder")
+    add_ray_corpus_options(p, 20_000, 2_000)
     p.add_argument("--workers", type=int, default=2, help="Ray encoder actors and search tasks")
     p.add_argument("--threshold", type=float, default=None, help="default: the model's clustering threshold")
     p.add_argument("--side", choices=("local", "ray"), help=None)  # internal: run one side, print its JSON
-    args = p.parse_args()
-    if args.quick:
-        args.questions = 2_000
-    if not DATA.is_file():
-        print(f"skipped: the shared Quora pairs are not at {DATA}")
+    args = ray_corpus_args(p)
+    if args is None:
         return 0
     if args.side:
         print(json.dumps(run_side(args)))

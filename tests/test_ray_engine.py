@@ -73,6 +73,9 @@ def test_dedup_on_ray_gives_the_local_clusters(ray_cluster, tiny_models, texts, 
     local = run(capsys, *common, "--out", tmp_path / "local.csv")
     on_ray = run(capsys, *common, "--out", tmp_path / "ray.csv", "--engine", "ray")
     assert (local["engine"], on_ray["engine"], on_ray["workers"]) == ("local", "ray", 2)
+    # The same model and corpus: the Ray run finds the local run's index on disk and checks it against its vectors.
+    assert (local["index"]["reused"], on_ray["index"]["reused"]) == (False, True)
+    assert on_ray["read_by"] == "ray"  # a text file: Ray Data read it itself, the same questions in the same order
     assert 5 <= on_ray["clusters"] == local["clusters"] and on_ray["clustered_questions"] < QUESTIONS / 2
     # -k 5 makes rows whose 5 neighbours are all above the threshold: searched deeper, here, after Ray's search
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "ray.csv"), pd.read_csv(tmp_path / "local.csv"))
@@ -95,28 +98,77 @@ def test_a_two_tower_model_encodes_and_clusters_on_ray_as_locally(ray_cluster, t
     assert local and [c.members.tolist() for c in on_ray] == [c.members.tolist() for c in local]
 
 
-def test_a_killed_encoder_worker_is_retried_and_every_question_written_once(ray_cluster, tiny_models, texts,
-                                                                             tmp_path):
-    from core.inference.ray_engine import ShardEncoder, gather_shards, ray_encode
+def test_an_encoder_killed_mid_run_is_restarted_and_writes_an_undisturbed_runs_shards(ray_cluster, tiny_models,
+                                                                                       texts, tmp_path):
+    import torch
+
+    from core.inference.ray_engine import ShardEncoder, ray_encode, shard_file
 
     killed = tmp_path / "killed"
 
-    class DiesOnItsFirstBatch(ShardEncoder):  # defined here, so Ray ships the class itself to the workers
+    class DiesOnItsThirdBatch(ShardEncoder):  # defined here, so Ray ships the class itself to the workers
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.batches = 0
+
         def __call__(self, batch):
-            if not killed.exists():  # the first batch of the run, in whichever worker: the process dies
+            self.batches += 1
+            if self.batches == 3 and not killed.exists():  # mid-run, once: its restarted self goes on
                 killed.write_text(str(os.getpid()))
                 os._exit(1)
             return super().__call__(batch)
 
+    # 300 questions in batches of 32 over 2 actors: one of them reaches its third batch, with shards written.
     shards = ray_encode(str(tiny_models["lstm"]), texts, tmp_path / "shards", batch_size=32, workers=2,
-                        encoder=DiesOnItsFirstBatch)
+                        encoder=DiesOnItsThirdBatch)
     assert killed.exists()
-    assert np.array_equal(np.sort(shard_ids(shards)), np.arange(QUESTIONS))  # each question once, none lost
     assert not [p for p in (tmp_path / "shards").iterdir() if p.name.endswith(".tmp")]
-    model, _ = load_model(tiny_models["lstm"])
-    vectors, queries = gather_shards(shards, QUESTIONS)
-    assert queries is None
-    np.testing.assert_allclose(vectors, encode_corpus(model, texts)[0], atol=1e-5)
+    # The undisturbed run: the same encoder on the same batches, here, on one thread as an actor has.
+    undisturbed = tmp_path / "undisturbed"
+    undisturbed.mkdir()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        encoder = ShardEncoder(lambda: load_model(tiny_models["lstm"], device="cpu")[0], str(undisturbed), True, 32)
+        expected = [Path(encoder({"id": np.arange(start, min(start + 32, QUESTIONS)),
+                                  "question": np.array(texts[start : start + 32], dtype=object)})["shard"][0])
+                    for start in range(0, QUESTIONS, 32)]
+    finally:
+        torch.set_num_threads(threads)
+    assert [stem.name for stem in shards] == [stem.name for stem in expected] and len(shards) == 10
+    for got, want in zip(shards, expected):
+        assert sorted(p.name.split(".", 1)[1] for p in got.parent.glob(got.name + ".*")) == ["ids.npy", "vectors.npy"]
+        for part in ("ids", "vectors"):
+            assert np.array_equal(np.load(shard_file(got, part)), np.load(shard_file(want, part))), (got, part)
+
+
+def test_ray_data_reads_a_text_or_csv_corpus_as_the_local_reader_does_or_leaves_it_to_the_driver(ray_cluster,
+                                                                                                   tmp_path):
+    from core.cli.dedup import ray_corpus_file
+    from core.inference.ray_corpus import corpus_dataset
+
+    files = {  # name -> bytes; what load_questions reads from each is the reference
+        "lines.txt": b"  How do I learn Python?\r\n\r\nWhy is the sky blue?\nHow do I learn Python?\n\n",
+        "column.csv": b'id,question\n1,"Is a comma, inside, kept?"\n2,\n3,"A question\non two lines?"\n4, Why? \n',
+        "one-column.csv": b'question\nWhat is 2+2, really?\n"Quoted, with commas"\n',
+        "separator.txt": "Is this one\u2028question?\nAnother one\n".encode(),  # str.splitlines cuts at \u2028
+        "pairs.csv": b"question1,question2\nHow?,Why?\nWhy?,What?\n",
+    }
+    read = {}
+    for name, data in files.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        questions, report = load_questions(path)
+        source = ray_corpus_file(str(path), report)
+        if source is None:
+            read[name] = "no file read"
+            continue
+        dataset, read[name] = corpus_dataset(questions, batch_size=2, workers=2, source=source)
+        rows = sorted((int(row["id"]), row["question"]) for row in dataset.take_all())
+        assert rows == list(enumerate(questions)), name  # every question once, its id its place in the file
+        assert dataset.num_blocks() >= 2 or len(questions) <= 2  # cut into blocks for several actors
+    assert read == {"lines.txt": "ray", "column.csv": "ray", "one-column.csv": "ray", "separator.txt": "driver",
+                    "pairs.csv": "no file read"}
 
 
 def test_ray_neighbours_returns_every_edge_above_the_threshold_once_per_direction(ray_cluster, tmp_path):

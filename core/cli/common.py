@@ -91,18 +91,24 @@ def engine_session(args):
         yield
 
 
-def ray_vectors(args, texts, folder: Path, unit: bool):
-    """(vectors, queries or None) of ``texts`` encoded on Ray (``engine_session``'s) by ``args.workers``
-    actors, each loading ``args.model`` the way ``load_backend`` does; the shards live in a temporary
-    folder in ``folder`` (``--out``'s, which a cluster's nodes must see) until gathered."""
+def ray_vectors(args, texts, folder: Path, unit: bool, source=None):
+    """(vectors, queries or None, "ray" or "driver") of ``texts`` encoded on Ray (``engine_session``'s) by
+    ``args.workers`` actors, each loading ``args.model`` the way ``load_backend`` does; the shards live in a
+    temporary folder in ``folder`` (``--out``'s, which a cluster's nodes must see) until gathered. ``source``
+    (``core.inference.ray_corpus.CorpusFile``): the file of ``texts`` for Ray Data to read itself; the last
+    value says who read it (``corpus_dataset``)."""
     import functools
     import tempfile
 
+    from core.inference.ray_corpus import corpus_dataset
     from core.inference.ray_engine import gather_shards, ray_encode
 
+    batch_size = 256
+    dataset, read_by = corpus_dataset(texts, batch_size, args.workers, source) if texts else (None, "driver")
     with tempfile.TemporaryDirectory(prefix=".ray-shards-", dir=folder) as shards:
-        stems = ray_encode(functools.partial(backend_model, args), texts, shards, workers=args.workers, unit=unit)
-        return gather_shards(stems, len(texts))
+        stems = ray_encode(functools.partial(backend_model, args), texts, shards, batch_size=batch_size,
+                           workers=args.workers, unit=unit, dataset=dataset)
+        return (*gather_shards(stems, len(texts)), read_by)
 
 
 def count(text: str) -> int:
@@ -233,6 +239,11 @@ def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | 
 def load_corpus(path: str) -> list[str]:
     """The questions of a corpus file (``core.data.load_questions``: one per line, a question column or a pairs
     file), dropped rows and notes on stderr; a missing or unreadable file is one ``CliError``."""
+    return read_corpus(path)[0]
+
+
+def read_corpus(path: str):
+    """``load_corpus``'s (questions, ``core.data.QuestionsReport``): the report says the file's shape."""
     from core.data import DataError, load_questions
 
     if not Path(path).is_file():
@@ -245,7 +256,7 @@ def load_corpus(path: str) -> list[str]:
         print(f"data: {report.summary()}", file=sys.stderr)
     for warning in report.warnings:
         print(f"data: note: {warning}", file=sys.stderr)
-    return questions
+    return questions, report
 
 
 def output_path(path: str, *inputs: str | None) -> Path:

@@ -5,7 +5,9 @@
 
 FILE is a CSV/TSV with a question column, a pairs file, or plain text with one question per line
 (``core.data.load_questions``). The clusters are ``core.inference.dedup``'s (community detection on a FAISS
-k-NN graph); the CSV has one row per clustered question and is formula safe.
+k-NN graph); the CSV has one row per clustered question and is formula safe. The graph's index is kept in
+the lab's cache (``index_cache``) and used again by the next run of the same model on the same corpus
+(``core.inference.dedup_index``); the summary's ``index`` says whether it was.
 """
 from __future__ import annotations
 
@@ -22,11 +24,11 @@ from core.cli.common import (
     count,
     engine_session,
     load_backend,
-    load_corpus,
     model_command,
     output_path,
     print_json,
     ray_vectors,
+    read_corpus,
     threshold,
 )
 
@@ -87,6 +89,29 @@ def _check_threshold(graph, cosine: float, calibrated: float) -> None:
                        "--max-neighbourhood")
 
 
+def index_cache() -> Path:
+    """Where dedup keeps its neighbour indexes between runs: the lab's own cache (``$SIAMESE_LAB_CACHE``,
+    ``core.export.onnx_cache.cache_root``), never the model folder or the corpus's."""
+    from core.export.onnx_cache import cache_root
+
+    return cache_root() / "dedup"
+
+
+def ray_corpus_file(path: str, report):
+    """The questions file as Ray Data may read it itself (``core.inference.ray_corpus.CorpusFile``): plain text
+    or a CSV's question column, in UTF-8; None for a pairs file (its distinct questions are a corpus-wide
+    de-duplication) or another encoding, which the driver's reading serves."""
+    from core.data.questions import COLUMN, LINES
+    from core.inference.ray_corpus import CorpusFile
+
+    if report.encoding != "utf-8" or report.shape not in (LINES, COLUMN):
+        return None
+    if report.shape == LINES:
+        return CorpusFile(str(Path(path).resolve()))
+    # A one-column file is read whole lines to a field (commas kept): a separator no question holds.
+    return CorpusFile(str(Path(path).resolve()), report.columns[0], report.delimiter or "\x1f")
+
+
 def cmd_dedup(args) -> int:
     out = output_path(args.out, args.questions)
     # Claimed before anything is read or encoded; the CSV goes into place whole when the run ends well.
@@ -106,9 +131,11 @@ def _dedup_into(claim, out: Path, args) -> dict:
         write_csv_chunks,
     )
     from core.inference.dedup_graph import NeighbourGraph, capped_note
+    from core.inference.dedup_index import saved_graph_index
 
-    texts = load_corpus(args.questions)
+    texts, report = read_corpus(args.questions)
     model, config = load_backend(args)
+    store = saved_graph_index(index_cache(), model, texts)  # None: a model nothing identifies, built each run
     calibrated = clustering_threshold(config)
     chosen = calibrated if args.threshold is None else Calibrated(args.threshold, "given with --threshold")
     cosine = chosen.threshold
@@ -117,12 +144,13 @@ def _dedup_into(claim, out: Path, args) -> dict:
     phases = {}  # seconds per phase, in the summary: where a long run spends its time
     with engine_session(args):  # --engine ray: encoder actors, then the first search in Ray tasks
         if args.engine == "ray":
-            vectors, queries = ray_vectors(args, texts, out.parent, unit=True)
+            vectors, queries, read_by = ray_vectors(args, texts, out.parent, unit=True,
+                                                    source=ray_corpus_file(args.questions, report))
         else:
             vectors, queries = encode_corpus(model, texts, progress=TqdmCounter("encoding"))
         phases["encode"] = time.perf_counter() - started
         options = dict(k=args.neighbours, queries=queries, max_neighbourhood=args.max_neighbourhood,
-                       index_kind=args.index)
+                       index_kind=args.index, index_store=store)
         if args.engine == "ray":
             from core.inference.ray_engine import ray_graph
 
@@ -146,7 +174,10 @@ def _dedup_into(claim, out: Path, args) -> dict:
             "clustered_questions": int(len(frame)), "largest_cluster": largest,
             "threshold": float(cosine), "threshold_source": chosen.source, "min_size": args.min_size,
             "capped_questions": graph.capped,
-            "search": "exact" if graph.kind == "flat" else f"{graph.kind} (approximate)", "backend": args.backend,
-            "engine": args.engine, **({"workers": args.workers} if args.engine == "ray" else {}),
+            "search": "exact" if graph.kind == "flat" else f"{graph.kind} (approximate)",
+            "index": {"kind": graph.kind, "reused": bool(store and store.reused),
+                      **({"folder": str(store.folder(graph.kind))} if store else {})},
+            "backend": args.backend,
+            "engine": args.engine, **({"workers": args.workers, "read_by": read_by} if args.engine == "ray" else {}),
             "seconds": round(time.perf_counter() - started, 1),
             "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}}

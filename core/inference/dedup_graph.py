@@ -29,7 +29,9 @@ representative; only a giant neighbourhood's tail may be left out of that cluste
 weak model at a low threshold makes neighbourhoods of tens of thousands of questions, each one searched
 that deep (see docs/BENCHMARKS.md, issue 13 at scale). ``index_kind`` asks for an index by name
 (``core.inference.vector_index``: "flat", "hnsw" or the compressed "ivfpq"); an ivfpq index only proposes
-the candidates, each scored again exactly against the vectors, so a threshold means the same on every kind. With the exact index and no capped question the
+the candidates, each scored again exactly against the vectors, so a threshold means the same on every kind. ``index_store``
+(``core.inference.dedup_index``) keeps the built index on disk and hands it back to a later graph of the same
+vectors, so a second run skips the build. With the exact index and no capped question the
 neighbourhoods, and so the clusters, are exactly community_detection's (up to cosines that round
 differently at the threshold itself); with HNSW a neighbour the graph search misses is missed. HNSW
 searches here keep ``ef_search`` candidates (``GRAPH_EF_SEARCH``, never fewer than the neighbours asked
@@ -112,9 +114,9 @@ class NeighbourGraph:
 
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
                  progress: Progress | None = None, max_neighbourhood: int | None = None,
-                 ef_search: int = GRAPH_EF_SEARCH, index_kind: str | None = None, seed: int = 0):
-        from core.inference.search import FLAT_LIMIT, new_index
-        from core.inference.vector_index import checked_kind, new_vector_index, training_sample
+                 ef_search: int = GRAPH_EF_SEARCH, index_kind: str | None = None, seed: int = 0,
+                 index_store=None):
+        from core.inference.search import FLAT_LIMIT
 
         for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1), ("ef_search", ef_search)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -154,13 +156,9 @@ class NeighbourGraph:
             self.k = 0
             self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
             return
-        if index_kind is None or checked_kind(index_kind) != "ivfpq":
-            self.index = new_index(dim, u, u if exact else -1, links=GRAPH_HNSW_LINKS)
-        else:
-            self.index = new_vector_index("ivfpq", dim, u, training_sample(self.vectors, seed), seed)
+        self.index = self._index(index_kind, exact, seed, index_store)
         if hasattr(self.index, "hnsw"):
             self.index.hnsw.efSearch = int(ef_search)  # FAISS searches with max(efSearch, k)
-        self.index.add(self.vectors)
         if self.queries is self.vectors and self.kind != "ivfpq":  # one tower: search FAISS's copy, drop ours
             self.vectors = self.queries = stored_vectors(self.index)
         step = max(1, SEARCH_BUDGET // self.k)
@@ -169,6 +167,30 @@ class NeighbourGraph:
             self.ids[rows], self.scores[rows] = self._search(rows, self.k)
             if progress is not None:
                 progress(int(rows[-1]) + 1, u)
+
+    def _index(self, index_kind: str | None, exact: bool, seed: int, store):
+        """The filled index of the distinct rows: ``store``'s saved one when it holds these vectors
+        (``core.inference.dedup_index.SavedGraphIndex``), else built (and given to ``store`` to keep)."""
+        from core.inference.search import HNSW_EF_CONSTRUCTION, new_index
+        from core.inference.vector_index import checked_kind, index_parameters, new_vector_index, training_sample
+
+        u, dim = self.vectors.shape
+        asked = checked_kind(index_kind) if index_kind is not None else None
+        kind = "ivfpq" if asked == "ivfpq" else "flat" if exact else "hnsw"
+        parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
+                      "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": seed}}[kind]
+        if store is not None:
+            index = store.load(kind, parameters, self.vectors)
+            if index is not None:
+                return index
+        if kind == "ivfpq":
+            index = new_vector_index("ivfpq", dim, u, training_sample(self.vectors, seed), seed)
+        else:
+            index = new_index(dim, u, u if exact else -1, links=GRAPH_HNSW_LINKS)
+        index.add(self.vectors)
+        if store is not None:
+            store.save(index, kind, parameters, self.vectors)
+        return index
 
     @property
     def kind(self) -> str:

@@ -2,7 +2,8 @@
 path, with the encoding spread over a pool of encoder actors and the first k-NN search over Ray tasks.
 
 - ``ray_session``: a local Ray sized to this machine (or a running cluster at an address), shut down after.
-- ``ray_encode``: the corpus as a Ray dataset of (id, question) rows, encoded by ``ShardEncoder`` actors
+- ``ray_encode``: the corpus as a Ray dataset of (id, question) rows (``core.inference.ray_corpus``: put there
+  from the driver, or the file read by Ray Data itself), encoded by ``ShardEncoder`` actors
   (``map_batches`` with a class: each actor loads the model once), written as vector shards on disk. Ray Data
   restarts a killed encoder actor and retries its batch (its defaults for actor pools: ``max_restarts=-1``,
   ``max_task_retries=-1``). A shard is named by its first question id and written to a temporary then renamed,
@@ -17,7 +18,6 @@ the model folder and ``out_dir`` must be on storage every node sees, and the lab
 """
 from __future__ import annotations
 
-import math
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +28,6 @@ import numpy as np
 from core.inference.dedup_graph import NeighbourGraph
 
 OBJECT_STORE_CAP = 2 << 30  # bytes: a local Ray's shared-memory store, at most a tenth of this machine's memory
-BATCHES_PER_BLOCK = 8  # encoder batches per dataset block: blocks start at multiples of the batch size
 TASK_RETRIES = 3  # retries of a search task whose worker died, before the run fails
 SHARD_PREFIX = "shard-"
 
@@ -53,9 +52,17 @@ def ray_session(address: str = "", num_cpus: int | None = None):
     else:
         store = min(OBJECT_STORE_CAP, psutil.virtual_memory().total // 10)
         root = str(Path(__file__).resolve().parents[2])  # workers import core from this checkout
-        path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))
-        ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=store,
-                 runtime_env={"env_vars": {"PYTHONPATH": path}}, **quiet)
+        before = os.environ.get("PYTHONPATH")
+        # In the environment the local Ray's processes inherit, not a runtime_env: a runtime_env makes Ray
+        # start a fresh worker process for it instead of taking a pooled one (~2 s per encoder actor here).
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, before]))
+        try:
+            ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=store, **quiet)
+        finally:
+            if before is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = before
     _quiet_ray_data()
     try:
         yield
@@ -124,28 +131,26 @@ def _write_atomic(path: Path, array: np.ndarray) -> None:
 
 def ray_encode(model_source: str | Callable[[], object], questions: Sequence[str], out_dir: str | Path,
                batch_size: int = 256, workers: int = 2, unit: bool = True,
-               encoder: type = ShardEncoder) -> list[Path]:
+               encoder: type = ShardEncoder, dataset=None) -> list[Path]:
     """Encode ``questions`` on Ray into shards in ``out_dir`` (created; must hold no shards yet) and return
     the shards' stems in id order. ``model_source`` is a model folder or ``"minilm"`` (torch, CPU), or a
     picklable ``load()`` returning any model with ``encode`` (the CLI's ``--backend`` loader: core.inference
-    may not import the ONNX backend). ``unit``: deduplication's vectors (``encode_corpus``), else ``embed``'s."""
-    import pandas as pd
+    may not import the ONNX backend). ``unit``: deduplication's vectors (``encode_corpus``), else ``embed``'s.
+    ``dataset``: the questions as ``core.inference.ray_corpus.corpus_dataset`` gives them (the file read by Ray
+    Data itself); by default ``questions`` are put in Ray's object store from here."""
     import ray.data
+
+    from core.inference.ray_corpus import corpus_dataset
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if any(out_dir.glob(f"{SHARD_PREFIX}*")):
         raise ValueError(f"{out_dir} already holds shards; give an empty folder")
     load = model_source if callable(model_source) else _NamedLoader(str(model_source))
-    total = len(questions)
-    if not total:
+    if not len(questions):
         return []
-    # Blocks of whole batches, about four per worker (at most BATCHES_PER_BLOCK batches): every batch starts
-    # at a multiple of batch_size, so a retried batch is the same rows and rewrites the same shard.
-    per_block = math.ceil(total / (4 * max(workers, 1)) / batch_size) * batch_size
-    rows = min(max(per_block, batch_size), BATCHES_PER_BLOCK * batch_size)
-    frame = pd.DataFrame({"id": np.arange(total, dtype=np.int64), "question": list(questions)})
-    dataset = ray.data.from_pandas([frame.iloc[start : start + rows] for start in range(0, total, rows)])
+    if dataset is None:
+        dataset = corpus_dataset(questions, batch_size, workers)[0]
     written = dataset.map_batches(
         encoder, fn_constructor_args=(load, str(out_dir), unit, batch_size), batch_size=batch_size,
         batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)

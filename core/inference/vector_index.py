@@ -283,6 +283,13 @@ def _spot_check_ivfpq(model, index: faiss.IndexIVFPQ, texts: list[str], folder: 
     """``search._spot_check`` for compressed vectors: the stored code of a few texts, chosen at random,
     must decode as close to the model's vector now as the index's own code for that vector does."""
     picks = np.unique(np.random.default_rng().choice(len(texts), size=min(SPOT_CHECKS, len(texts)), replace=False))
+    fresh = encode_unit_rows(model, [texts[i] for i in picks], tower=1, batch_size=64, progress=None)  # (k, d)
+    check_ivfpq_rows(index, picks, fresh, folder)
+
+
+def check_ivfpq_rows(index: faiss.IndexIVFPQ, picks: np.ndarray, fresh: np.ndarray, folder: Path) -> None:
+    """The codes ``index`` holds for the ids ``picks`` (ascending, distinct) must decode as close to
+    ``fresh`` ((k, d), what those rows are now) as the index's own code of ``fresh`` does; ValueError if not."""
     stored = np.zeros((len(picks), index.d), dtype=np.float32)  # (k, d)
     found = np.zeros(len(picks), dtype=bool)
     lists = faiss.downcast_InvertedLists(index.invlists)
@@ -293,9 +300,9 @@ def _spot_check_ivfpq(model, index: faiss.IndexIVFPQ, texts: list[str], folder: 
             at = int(np.searchsorted(picks, ids[offset]))
             index.reconstruct_from_offset(cell, offset, faiss.swig_ptr(stored[at]))
             found[at] = True
-    fresh = encode_unit_rows(model, [texts[i] for i in picks], tower=1, batch_size=64, progress=None)  # (k, d)
     if not found.all() or fresh.shape[1] != index.d:
         raise ValueError(f"{folder}: the index does not hold the vectors of its texts")
+    fresh = np.ascontiguousarray(fresh, dtype=np.float32)
     own = index.sa_decode(index.sa_encode(fresh))  # (k, d) the best this index's codes give them
     error = np.linalg.norm(stored - fresh, axis=1) - np.linalg.norm(own - fresh, axis=1)
     if not np.isfinite(error).all() or error.max() > SPOT_TOLERANCE:
