@@ -235,6 +235,22 @@ def test_the_loss_curve_has_one_point_per_loss_read():
     assert progress.losses == [(3, 1.0 / 3), (6, 1.0 / 6)]  # no point before the first read, none repeated
 
 
+def test_the_speed_counts_only_steps_whose_loss_was_read():
+    """On CUDA the steps between loss reads return at once (queued) and the read waits for all of them: the speed
+    comes from the reads, not from the queueing."""
+    clock, trainer, progress = Clock(), FakeTrainer(total_steps=100), Progress()
+    trainer.read_every = 4
+    recorder = core.training.jobs._Recorder(progress, clock=clock)
+    recorder.on_train_start(trainer)
+    for _ in range(14):  # three steps queued in 0.01 s each, then a read that waits 3.97 s: 1 s a step in truth
+        clock.now += 3.97 if (trainer.step + 1) % 4 == 0 else 0.01
+        trainer.advance()
+        recorder.on_batch_end(trainer)
+    assert progress.step == 14  # two steps queued since the last read at step 12: they do not count yet
+    assert progress.seconds_per_step == pytest.approx(1.0)  # counting them would give 12.02 s / 14 steps
+    assert progress.seconds_left == pytest.approx(86 * 1.0)
+
+
 def test_time_left_stays_within_the_time_budget():
     clock, trainer, progress = Clock(), FakeTrainer(total_steps=1000, max_minutes=2.0), Progress()
     recorder = core.training.jobs._Recorder(progress, clock=clock)

@@ -21,7 +21,7 @@ from core.status import CANCELLED, DONE, FAILED, FINISHED, RUNNING, WAITING  # n
 from core.training.pipeline import RunResult, train_run
 from core.training.specs import RunSpec
 
-SPEED_WINDOW = 20  # steps whose wall time gives the speed and the time left
+SPEED_WINDOW = 20  # loss reads (every step on the CPU) whose wall time gives the speed and the time left
 
 
 @dataclass
@@ -61,9 +61,11 @@ class Progress:
 class _Recorder:
     """Trainer callback that copies progress into a ``Progress`` (appends are atomic in CPython).
 
-    The speed is measured over the wall time of the last ``SPEED_WINDOW`` steps, so it follows
+    The speed is measured over the wall time of the last ``SPEED_WINDOW`` loss reads, so it follows
     what the machine does now (other users' work, longer batches); the window restarts after
-    each validation, whose time is not a step's."""
+    each validation, whose time is not a step's. Only a step whose loss was read counts: on CUDA the
+    steps between reads return before the GPU has run them (read_loss_every), so their times say how
+    fast steps are queued, not run; a read waits for the GPU, so the time between reads is the true one."""
 
     def __init__(self, progress: Progress, clock: Callable[[], float] = time.monotonic):
         self.progress, self.clock = progress, clock
@@ -79,7 +81,8 @@ class _Recorder:
 
     def on_batch_end(self, trainer):
         p, now = self.progress, self.clock()
-        self.recent.append((now, trainer.step, trainer.pairs_seen))
+        if trainer.loss_step == trainer.step:  # the device has caught up: a true time for the steps so far
+            self.recent.append((now, trainer.step, trainer.pairs_seen))
         (first_time, first_step, first_pairs), (last_time, last_step, last_pairs) = self.recent[0], self.recent[-1]
         if last_step > first_step and last_time > first_time:
             p.seconds_per_step = (last_time - first_time) / (last_step - first_step)
