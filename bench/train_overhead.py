@@ -89,7 +89,7 @@ def main() -> None:
                          grad_clip=1.0, seed=SEED, device="cpu", patience=0)
     objective = Objective(LossConfig("triplet"))
     margin = objective.config.margin
-    index_batches = table.index_batches(objective.batch_kind, BATCH, SEED)  # the Trainer's epoch-1 order
+    index_batches = table.index_batches(objective.batch_kind, BATCH, SEED, config.length_buckets)  # the Trainer's epoch-1 order
     prebuilt = [table.batch(rows) for rows in index_batches]
     n_steps = len(prebuilt)
     n_pairs = sum(len(b) for b in prebuilt)
