@@ -476,3 +476,24 @@ def test_a_queued_run_says_its_place_and_when_it_should_start(train_page, monkey
     finally:
         other.cancel()
         assert queue.wait(other, timeout=60)
+
+
+def test_with_a_gpu_and_data_enough_the_page_starts_from_the_gpu_recipe(monkeypatch, runs_root, open_page):
+    import pandas as pd
+
+    import core.device
+    from core.training.presets import GPU_PRESET, GPU_PRESET_MIN_PAIRS
+
+    # The page asks core.device whether CUDA is here; the Device radio keeps its own answer (no GPU to describe).
+    monkeypatch.setattr(core.device, "cuda_available", lambda: True)
+    n = GPU_PRESET_MIN_PAIRS
+    pairs = pd.DataFrame({"question1": [f"How do I grow plant {i}?" for i in range(n)],
+                          "question2": [f"How can plant {i} grow?" for i in range(n)], "is_duplicate": [1, 0] * (n // 2)})
+    at = open_page(TRAIN.path, pairs=pairs, data_name="big.csv")
+    assert not at.exception, at.exception
+    assert at.selectbox(key="preset").value == GPU_PRESET
+    assert at.selectbox(key="model").value == "minilm"
+    assert (values(at)["batch_size"], values(at)["epochs"]) == (256, 4)  # the recipe's settings, filled in
+
+    small = open_page(TRAIN.path)  # the bundled sample: too small for the GPU recipe
+    assert small.selectbox(key="preset").value != GPU_PRESET

@@ -142,7 +142,7 @@ def test_an_encoder_killed_mid_run_is_restarted_and_writes_an_undisturbed_runs_s
             assert np.array_equal(np.load(shard_file(got, part)), np.load(shard_file(want, part))), (got, part)
 
 
-def test_ray_data_reads_a_text_or_csv_corpus_as_the_local_reader_does_or_leaves_it_to_the_driver(ray_cluster,
+def test_ray_data_reads_a_text_csv_or_parquet_corpus_as_the_local_reader_does_or_leaves_it_to_the_driver(ray_cluster,
                                                                                                    tmp_path):
     from core.cli.dedup import ray_corpus_file
     from core.inference.ray_corpus import corpus_dataset
@@ -153,6 +153,8 @@ def test_ray_data_reads_a_text_or_csv_corpus_as_the_local_reader_does_or_leaves_
         "one-column.csv": b'question\nWhat is 2+2, really?\n"Quoted, with commas"\n',
         "separator.txt": "Is this one\u2028question?\nAnother one\n".encode(),  # str.splitlines cuts at \u2028
         "pairs.csv": b"question1,question2\nHow?,Why?\nWhy?,What?\n",
+        "column.parquet": _parquet_bytes(pd.DataFrame({"id": [1, 2, 3, 4, 5], "question": [
+            " Is Parquet read by Ray? ", None, "Are the ids kept?", "", "Is the order kept?"]})),
     }
     read = {}
     for name, data in files.items():
@@ -168,7 +170,15 @@ def test_ray_data_reads_a_text_or_csv_corpus_as_the_local_reader_does_or_leaves_
         assert rows == list(enumerate(questions)), name  # every question once, its id its place in the file
         assert dataset.num_blocks() >= 2 or len(questions) <= 2  # cut into blocks for several actors
     assert read == {"lines.txt": "ray", "column.csv": "ray", "one-column.csv": "ray", "separator.txt": "driver",
-                    "pairs.csv": "no file read"}
+                    "pairs.csv": "no file read", "column.parquet": "ray"}
+
+
+def _parquet_bytes(frame: pd.DataFrame) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer)
+    return buffer.getvalue()
 
 
 def test_ray_neighbours_returns_every_edge_above_the_threshold_once_per_direction(ray_cluster, tmp_path):

@@ -3,7 +3,7 @@
     python -m core dedup --model M --questions FILE --out clusters.csv [--threshold T] [--min-size 2]
                          [--backend {torch,onnx}] [--engine {local,ray} [--ray-address A] [--workers N]]
 
-FILE is a CSV/TSV with a question column, a pairs file, or plain text with one question per line
+FILE is a CSV/TSV or Parquet file with a question column, a pairs file, or plain text with one question per line
 (``core.data.load_questions``). The clusters are ``core.inference.dedup``'s (community detection on a FAISS
 k-NN graph); the CSV has one row per clustered question and is formula safe. The graph's index is kept in
 the lab's cache (``index_cache``) and used again by the next run of the same model on the same corpus
@@ -41,8 +41,9 @@ def add_parsers(sub):
 
     dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
     dedup.add_argument("--questions", required=True,
-                       help="CSV/TSV with a question column (question, text, sentence, title or q), a pairs file "
-                            "(its distinct questions), or plain text with one question per line; optionally .gz")
+                       help="CSV/TSV or Parquet with a question column (question, text, sentence, title or q), a "
+                            "pairs file (its distinct questions), or plain text with one question per line; optionally "
+                            ".gz")
     dedup.add_argument("--out", required=True, help="output CSV: one row per clustered question")
     dedup.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     dedup.add_argument("--threshold", type=threshold, default=None,
@@ -98,14 +99,16 @@ def index_cache() -> Path:
 
 
 def ray_corpus_file(path: str, report):
-    """The questions file as Ray Data may read it itself (``core.inference.ray_corpus.CorpusFile``): plain text
-    or a CSV's question column, in UTF-8; None for a pairs file (its distinct questions are a corpus-wide
-    de-duplication) or another encoding, which the driver's reading serves."""
+    """The questions file as Ray Data may read it itself (``core.inference.ray_corpus.CorpusFile``): plain text,
+    a CSV's question column (UTF-8) or a Parquet file's; None for a pairs file (its distinct questions are a
+    corpus-wide de-duplication) or another encoding, which the driver's reading serves."""
     from core.data.questions import COLUMN, LINES
     from core.inference.ray_corpus import CorpusFile
 
     if report.encoding != "utf-8" or report.shape not in (LINES, COLUMN):
         return None
+    if report.file_format == "parquet":
+        return CorpusFile(str(Path(path).resolve()), report.columns[0], parquet=True)
     if report.shape == LINES:
         return CorpusFile(str(Path(path).resolve()))
     # A one-column file is read whole lines to a field (commas kept): a separator no question holds.

@@ -10,6 +10,9 @@ Three shapes are read, told apart by the first line:
   gives them (labels are not needed);
 - anything else: plain text, one question per line (the first line is a question too).
 
+A Parquet file (told by its first bytes, ``core.data.parquet_table``) is read by column names the same way: a
+question column, else a pairs file's two columns, else its only column; ``file_format`` says "parquet".
+
 The bytes go through ``core.data.parsing`` as pairs do (path, bytes or upload; gzip; UTF-8, UTF-16,
 cp1252 / latin-1; binary and empty files refused; the caps of ``core.data.limits`` on bytes, lines,
 columns and field length), and every failure is a ``DataError``. Questions are
@@ -28,6 +31,7 @@ import pandas as pd
 from core.data import limits
 from core.data.limits import DataError
 from core.data.pair_chunks import record_line
+from core.data.parquet_table import parquet_bytes, parquet_header, parquet_text_columns
 from core.data.parsing import (
     DELIMITERS,
     ROLE_ALIASES,
@@ -62,6 +66,7 @@ class QuestionsReport:
     examples: list[tuple[int, str]]  # first MAX_EXAMPLES (line number, reason)
     encoding: str = "utf-8"
     warnings: list[str] = field(default_factory=list)
+    file_format: str = "text"  # "text" (plain lines, CSV or TSV) or "parquet"
 
     def summary(self) -> str:
         unit = "lines" if self.shape == LINES else "rows"
@@ -111,18 +116,23 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     Raises ``DataError`` when nothing usable is there (empty, binary, UTF-32, a header and no questions,
     only empty questions, an unparseable CSV, over a cap).
     """
-    data, name, utf16 = read_text_bytes(source, max_bytes)
-    shape, delimiter, header = _shape(data)
-    if header:
-        check_header(header, name, at_least=len(data) > HEADER_SNIFF_BYTES)
-    if shape == LINES:
-        questions, report = _lines(data, name)
-    elif shape == COLUMN and len(header) == 1:
-        questions, report = _one_column(data, name, header)
+    parquet = parquet_bytes(source, max_bytes)
+    if parquet is not None:
+        questions, report = _parquet(*parquet)
     else:
-        questions, report = _columns(data, name, shape, delimiter, header)
-    if utf16:
-        report.encoding = utf16
+        data, name, utf16 = read_text_bytes(source, max_bytes)
+        shape, delimiter, header = _shape(data)
+        if header:
+            check_header(header, name, at_least=len(data) > HEADER_SNIFF_BYTES)
+        if shape == LINES:
+            questions, report = _lines(data, name)
+        elif shape == COLUMN and len(header) == 1:
+            questions, report = _one_column(data, name, header)
+        else:
+            questions, report = _columns(data, name, shape, delimiter, header)
+        if utf16:
+            report.encoding = utf16
+    name = report.source
     longest = max(map(len, questions), default=0)
     if longest > limits.MAX_FIELD_CHARS:
         raise DataError(f"{name}: a question of {longest:,} characters; the limit is {limits.MAX_FIELD_CHARS:,}")
@@ -200,25 +210,55 @@ def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], Q
     return questions, report
 
 
+def _question_positions(names: list[str], shape: str) -> list[int]:
+    """The question column's position (COLUMN), or question1's and question2's (PAIRS), in lower-cased ``names``."""
+    if shape == COLUMN:
+        return [names.index(next(alias for alias in QUESTION_ALIASES if alias in names))]
+    return [next(names.index(a) for a in ROLE_ALIASES[role] if a in names) for role in ("question1", "question2")]
+
+
+def _parquet(data: bytes, name: str) -> tuple[list[str], QuestionsReport]:
+    header = parquet_header(data, name)
+    names = [column.strip().lower() for column in header]
+    if any(alias in names for alias in QUESTION_ALIASES):
+        shape = COLUMN
+    elif all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
+        shape = PAIRS
+    elif len(header) == 1:  # one column, whatever its name: the questions
+        shape, names = COLUMN, [QUESTION_ALIASES[0]]
+    else:
+        raise DataError(f"{name}: no question column among {', '.join(header[:10])}; name one question (or "
+                        f"{', '.join(QUESTION_ALIASES[1:])}), or question1 and question2")
+    positions = _question_positions(names, shape)
+    columns = parquet_text_columns(data, name, [header[p] for p in positions])
+    grid = np.array([[text.strip() for text in column] for column in columns], dtype=object).T.reshape(-1, len(positions))
+    report = _grid_report(grid, name, shape, [header[p] for p in positions], "", np.zeros(0, np.int64), "utf-8",
+                          first_line=1)
+    report[1].file_format = "parquet"
+    return report
+
+
 def _columns(data: bytes, name: str, shape: str, delimiter: str,
              header: list[str]) -> tuple[list[str], QuestionsReport]:
-    names = [column.strip().lower() for column in header]
-    if shape == COLUMN:
-        alias = next(alias for alias in QUESTION_ALIASES if alias in names)
-        positions = [names.index(alias)]
-    else:
-        positions = [next(names.index(a) for a in ROLE_ALIASES[role] if a in names)
-                     for role in ("question1", "question2")]
+    positions = _question_positions([column.strip().lower() for column in header], shape)
     frame, skipped, encoding = parse_any_encoding(data, delimiter, name, dtype={p: str for p in positions})
     body = frame.iloc[1:]
     skipped = np.asarray(skipped, dtype=np.int64)
     cells = [body.iloc[:, p].fillna("").astype(str).str.strip().to_numpy(dtype=object) for p in positions]
     grid = np.stack(cells, axis=1) if cells else np.zeros((0, 1), dtype=object)  # (rows, 1 or 2)
+    return _grid_report(grid, name, shape, [header[p] for p in positions], delimiter, skipped, encoding)
+
+
+def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], delimiter: str, skipped: np.ndarray,
+                 encoding: str, first_line: int | None = None) -> tuple[list[str], QuestionsReport]:
+    """The questions of ``grid`` ((rows, 1) question cells or (rows, 2) pairs, stripped) and their report;
+    ``skipped``: the malformed lines a CSV reader left out. Empty rows are reported by ``first_line`` + row
+    (Parquet) or by their CSV line (``record_line``)."""
     empty = grid == ""  # (rows, columns)
     dropped = {EMPTY_QUESTION: int(empty.sum()), MALFORMED_LINE: int(skipped.size)}
     examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
-    examples += [(record_line(int(row), skipped), EMPTY_QUESTION)
-                 for row in np.flatnonzero(empty.any(axis=1))[:MAX_EXAMPLES]]
+    examples += [(first_line + int(row) if first_line is not None else record_line(int(row), skipped),
+                  EMPTY_QUESTION) for row in np.flatnonzero(empty.any(axis=1))[:MAX_EXAMPLES]]
     warnings = []
     if shape == COLUMN:
         questions = grid[~empty[:, 0], 0].tolist()
@@ -230,7 +270,6 @@ def _columns(data: bytes, name: str, shape: str, delimiter: str,
             warnings.append(f"{repeated:,} repeated questions of the pairs were merged: each distinct question "
                             "is clustered once")
     dropped = {reason: count for reason, count in dropped.items() if count}
-    report = QuestionsReport(name, shape, [header[p] for p in positions], delimiter,
-                             int(body.shape[0] + skipped.size), len(questions), dropped,
-                             sorted(examples)[:MAX_EXAMPLES], encoding, warnings)
+    report = QuestionsReport(name, shape, columns, delimiter, int(grid.shape[0] + skipped.size), len(questions),
+                             dropped, sorted(examples)[:MAX_EXAMPLES], encoding, warnings)
     return questions, report

@@ -4,7 +4,8 @@ Two ways in, the same rows out:
 
 - ``driver_dataset``: questions already read here (``core.data.load_questions``) put in Ray's object store.
 - ``file_dataset``: Ray Data reads the file itself, on whichever node runs the read task (``ray.data.read_text``
-  for one question per line, ``ray.data.read_csv`` for a CSV's question column), strips the questions and drops
+  for one question per line, ``ray.data.read_csv`` for a CSV's question column, ``ray.data.read_parquet`` for a
+  Parquet file's), strips the questions and drops
   the empty ones as ``load_questions`` does. Ray Data has no row numbers, so ids are given in two steps: a task
   per block cleans it and returns its count and fingerprint; the blocks' counts give each one its first id; a
   task per block adds the ids and cuts it at multiples of the block size.
@@ -31,11 +32,12 @@ TEXT_COLUMN = "text"  # the column ray.data.read_text names its lines
 
 @dataclass(frozen=True)
 class CorpusFile:
-    """A corpus file for Ray Data to read: plain text (one question per line) or one column of a CSV."""
+    """A corpus file for Ray Data to read: plain text (one question per line), or one column of a CSV or Parquet."""
 
     path: str  # the file, on storage every node of the cluster sees
-    column: str = ""  # a CSV's question column as its header spells it; "" for plain text
-    delimiter: str = ","  # the CSV's field delimiter
+    column: str = ""  # the question column as the file spells it; "" for plain text
+    delimiter: str = ","  # a CSV's field delimiter
+    parquet: bool = False  # a Parquet file (``column`` is then one of its columns)
 
 
 def block_rows(total: int, batch_size: int, workers: int) -> int:
@@ -82,7 +84,9 @@ def file_dataset(source: CorpusFile, questions: Sequence[str], rows: int):
     ordered = context.execution_options.preserve_order
     context.execution_options.preserve_order = True  # blocks in file order: ids are positions
     try:
-        if source.column:
+        if source.parquet:
+            read = ray.data.read_parquet(source.path, columns=[source.column])
+        elif source.column:
             read = ray.data.read_csv(
                 source.path, parse_options=pyarrow.csv.ParseOptions(delimiter=source.delimiter, newlines_in_values=True),
                 convert_options=pyarrow.csv.ConvertOptions(include_columns=[source.column],
