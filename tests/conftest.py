@@ -230,3 +230,12 @@ def inverted_pairs(n: int = 120, seed: int = 0):
                   else list(rng.permutation(first)))
         rows.append((" ".join(first), " ".join(second), int(duplicate)))
     return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])
+
+
+def parquet_bytes(frame) -> bytes:
+    """``frame`` written as a Parquet file, in memory."""
+    import io
+
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer)
+    return buffer.getvalue()

@@ -32,6 +32,7 @@ from core.inference.dedup_graph import NeighbourGraph, cluster
 from core.models import load_model
 from core.saving.safe_csv import FORMULA_STARTS
 from lab.session import SAMPLE_PATH
+from tests.conftest import parquet_bytes
 
 
 def unit(rows) -> np.ndarray:
@@ -241,15 +242,9 @@ def test_a_question_column_by_any_alias(header):
     assert report.examples == [(3, "empty question")]
 
 
-def _parquet(frame: pd.DataFrame) -> bytes:
-    buffer = io.BytesIO()
-    frame.to_parquet(buffer)
-    return buffer.getvalue()
-
-
 def test_a_parquet_corpus_is_read_by_its_column_names(tmp_path):
     path = tmp_path / "corpus.parquet"
-    path.write_bytes(_parquet(pd.DataFrame({"id": [7, 8, 9, 10], "Text": ["  How do I cook rice? ", None, "",
+    path.write_bytes(parquet_bytes(pd.DataFrame({"id": [7, 8, 9, 10], "Text": ["  How do I cook rice? ", None, "",
                                                                           "Is it hot, really?"]})))
     questions, report = load_questions(path)
     assert questions == ["How do I cook rice?", "Is it hot, really?"]
@@ -257,21 +252,21 @@ def test_a_parquet_corpus_is_read_by_its_column_names(tmp_path):
                                                                                    "corpus.parquet")
     assert report.rows_read == 4 and report.dropped == {"empty question": 2}
     assert report.examples == [(2, "empty question"), (3, "empty question")]  # row numbers, from 1
-    pairs = _parquet(pd.DataFrame({"question1": ["A", "B", "C"], "question2": ["B", "", "A"],
+    pairs = parquet_bytes(pd.DataFrame({"question1": ["A", "B", "C"], "question2": ["B", "", "A"],
                                    "is_duplicate": [1, 0, 0]}))
     questions, report = load_questions(pairs)
     assert questions == ["A", "B", "C"] and report.shape == "pairs"  # distinct questions of both columns
-    only = load_questions(_parquet(pd.DataFrame({"body": ["one?", "two?"]})))  # one column, any name
+    only = load_questions(parquet_bytes(pd.DataFrame({"body": ["one?", "two?"]})))  # one column, any name
     assert only[0] == ["one?", "two?"] and only[1].columns == ["body"]
-    assert load_questions(_parquet(pd.DataFrame({"q": [1, 22]})))[0] == ["1", "22"]  # read as text
+    assert load_questions(parquet_bytes(pd.DataFrame({"q": [1, 22]})))[0] == ["1", "22"]  # read as text
 
 
 def test_a_parquet_corpus_without_a_question_column_or_over_the_cap_is_refused(tmp_path):
     with pytest.raises(DataError, match="no question column among id, body"):
-        load_questions(_parquet(pd.DataFrame({"id": [1], "body": ["x?"]})))
+        load_questions(parquet_bytes(pd.DataFrame({"id": [1], "body": ["x?"]})))
     with pytest.raises(DataError, match="could not read <upload> as Parquet"):
         load_questions(b"PAR1" + b"not really parquet")
-    data = _parquet(pd.DataFrame({"question": ["Why?"] * 50}))
+    data = parquet_bytes(pd.DataFrame({"question": ["Why?"] * 50}))
     with pytest.raises(DataError, match="the limit is"):
         load_questions(data, max_bytes=len(data) - 1)
     path = tmp_path / "big.parquet"

@@ -23,6 +23,7 @@ from core.inference.dedup import encode_corpus
 from core.inference.dedup_graph import NeighbourGraph
 from core.models import load_model
 from lab.session import SAMPLE_PATH
+from tests.conftest import parquet_bytes
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
 
@@ -153,7 +154,7 @@ def test_ray_data_reads_a_text_csv_or_parquet_corpus_as_the_local_reader_does_or
         "one-column.csv": b'question\nWhat is 2+2, really?\n"Quoted, with commas"\n',
         "separator.txt": "Is this one\u2028question?\nAnother one\n".encode(),  # str.splitlines cuts at \u2028
         "pairs.csv": b"question1,question2\nHow?,Why?\nWhy?,What?\n",
-        "column.parquet": _parquet_bytes(pd.DataFrame({"id": [1, 2, 3, 4, 5], "question": [
+        "column.parquet": parquet_bytes(pd.DataFrame({"id": [1, 2, 3, 4, 5], "question": [
             " Is Parquet read by Ray? ", None, "Are the ids kept?", "", "Is the order kept?"]})),
     }
     read = {}
@@ -172,13 +173,6 @@ def test_ray_data_reads_a_text_csv_or_parquet_corpus_as_the_local_reader_does_or
     assert read == {"lines.txt": "ray", "column.csv": "ray", "one-column.csv": "ray", "separator.txt": "driver",
                     "pairs.csv": "no file read", "column.parquet": "ray"}
 
-
-def _parquet_bytes(frame: pd.DataFrame) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    frame.to_parquet(buffer)
-    return buffer.getvalue()
 
 
 def test_ray_neighbours_returns_every_edge_above_the_threshold_once_per_direction(ray_cluster, tmp_path):

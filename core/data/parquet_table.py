@@ -13,10 +13,9 @@ from pathlib import Path
 
 from core.data import limits
 from core.data.limits import DataError, over_input_limit
-from core.data.text_source import _check_regular_file
+from core.data.text_source import _UPLOAD_NAME, _check_regular_file
 
 PARQUET_MAGIC = b"PAR1"  # a Parquet file's first and last four bytes
-UPLOAD_NAME = "<upload>"
 
 
 def parquet_bytes(source, max_bytes: int | None = None) -> tuple[bytes, str] | None:
@@ -27,7 +26,7 @@ def parquet_bytes(source, max_bytes: int | None = None) -> tuple[bytes, str] | N
         data = bytes(source)
         if data[:4] != PARQUET_MAGIC:
             return None
-        name = UPLOAD_NAME
+        name = _UPLOAD_NAME
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
         size = _check_regular_file(path)  # a pipe or a device would block or never end
@@ -45,7 +44,7 @@ def parquet_bytes(source, max_bytes: int | None = None) -> tuple[bytes, str] | N
             return None
         data = source.read(limit + 1)
         name = getattr(source, "name", None)
-        name = Path(name).name if isinstance(name, str) and name else UPLOAD_NAME
+        name = Path(name).name if isinstance(name, str) and name else _UPLOAD_NAME
     else:
         return None
     if len(data) > limit:
