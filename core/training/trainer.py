@@ -326,7 +326,8 @@ class Trainer:
                     batch = self.train_table.batch(local_rows, self._widths)
                     self._train_step(batch, optimizer, scheduler, scaler)
                     self.step += 1
-                    if self.step % self._read_every == 0 or self._validation_due():
+                    # every step (the CPU's auto) reads inside the step, before the update
+                    if self._read_every > 1 and (self.step % self._read_every == 0 or self._validation_due()):
                         self._read_losses(self.step)
                     self.train_seconds += self.clock() - step_started
                     self.pairs_seen += len(rows)
