@@ -44,6 +44,8 @@ def main() -> None:
     p.add_argument("--warm", type=int, help="untimed steps at the start of each run (default 5 quick / 60)")
     p.add_argument("--steps", type=int, help="timed steps per run (default 10 quick / 200)")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES))
+    p.add_argument("--modes", nargs="+", default=["eager", "compiled"], choices=("eager", "compiled"),
+                   help="which steps to time (a lease short of device time may take only the compiled ones)")
     args = p.parse_args()
     import torch
 
@@ -156,7 +158,7 @@ def main() -> None:
                 "mean loss": float(torch.stack(losses).float().mean())}
 
     for batch in args.batch_sizes:
-        for compiled in (False, True):
+        for compiled in [mode == "compiled" for mode in args.modes]:
             runs = {"bare": [], "trainer": []}
             for _ in range(rounds):  # alternated: bare, trainer, bare, trainer, ...
                 runs["bare"].append(bare_side(batch, compiled))
