@@ -165,7 +165,8 @@ def test_on_cuda_a_compiled_step_gives_the_eager_losses(precision):
     table = trainer.train_table
     assert trainer._widths == pad_widths(max(table.first.ids.shape[1], table.second.ids.shape[1]))
     # Fixed widths pad with masked positions and Inductor fuses differently, so the losses agree to rounding at
-    # first; bf16 (auto on a recent GPU) and fp16 (with its GradScaler) round coarsely, and at lr 1e-2 the two runs drift apart after some steps.
+    # first; bf16 (auto on a recent GPU) and fp16 (with its GradScaler) round coarsely, and at lr 1e-2 the two runs
+    # drift apart after some steps.
     steps, rel, abs_ = (60, 1e-3, 1e-4) if precision == "fp32" else (5, 5e-2, 1e-2)
     assert [loss for *_, loss in compiled.seen][:steps] == pytest.approx([loss for *_, loss in eager.seen][:steps],
                                                                          rel=rel, abs=abs_)
