@@ -7,10 +7,9 @@ import streamlit as st
 
 from core.device import cuda_available
 from core.models import MODEL_LABELS, MODEL_NAMES
-from core.training.jobs import TrainingJob
 from core.training.loss_menu import LOSS_CHOICES
 from core.training.objectives import DEFAULT_MARGINS, LossConfig
-from core.training.presets import PRESETS, suggested_preset
+from core.training.presets import PRESETS
 from core.training.specs import (
     SIZE_OPTIONS,
     TRAINING_DEFAULTS,
@@ -18,7 +17,6 @@ from core.training.specs import (
     SpecError,
     loss_choice,
     size_defaults,
-    spec_from_options,
 )
 from lab import training_view
 from lab.navigation import DATA
@@ -64,14 +62,14 @@ def apply_loss_defaults() -> None:
 def apply_preset() -> None:
     """Fill every widget from the chosen recipe; editing a widget afterwards still overrides it."""
     if state.preset != CUSTOM:
-        state.update(training_view.preset_widget_values(state.preset))
+        state.update(training_view.preset_widget_values(state.preset, state.pairs, *training_view.recipe_context()))
 
 
 def init_widgets() -> None:
     """Defaults through session state (widgets get no value=), so callbacks can change them later. With a CUDA
     GPU and enough pairs the page starts from the GPU recipe (core.training.presets.suggested_preset)."""
     if "preset" not in state:
-        state.preset = suggested_preset(len(state.pairs), cuda_available()) or CUSTOM
+        state.preset = training_view.starting_preset(len(state.pairs), state.data_name) or CUSTOM
         apply_preset()
     for key, value in dict(hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
                            margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),
@@ -103,11 +101,11 @@ def options_from_widgets() -> dict:
 def start_run() -> None:
     preset = None if state.preset == CUSTOM else state.preset  # the job keeps it: its reference curve
     try:
-        spec = spec_from_options(preset, **options_from_widgets())
+        spec = training_view.spec_for(preset, state.pairs, options_from_widgets())
     except SpecError as error:
         show_error(f"Cannot start: {OPTION_LABELS.get(error.option, error.option)} {error.problem}")
         return
-    job = job_queue().submit(TrainingJob(spec, state.pairs, state.runs_root, preset=preset))
+    job = job_queue().submit(training_view.training_job(spec, state.pairs, state.runs_root, preset))
     state.jobs.append(job.id)
     st.rerun()  # draws the Start button disabled while the run is queued or training
 

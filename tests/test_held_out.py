@@ -22,8 +22,10 @@ def test_the_training_dataset_gives_back_exactly_its_validation_split(tmp_path, 
     folder = train_tiny_model("lstm", tmp_path, val_fraction=0.2, seed=5)
     config = json.loads((folder / "config.json").read_text())
     held = held_out_pairs(config, pairs)
-    expected = split_pairs(pairs, val_fraction=0.2, test_fraction=0.0, seed=5).val
-    assert held.is_validation and len(held.pairs) == config["data"]["val_pairs"] == round(0.2 * len(pairs))
+    # The sample repeats questions across pairs, so the run split by question (the auto rule).
+    assert config["run"]["split_by"] == "question"
+    expected = split_pairs(pairs, val_fraction=0.2, test_fraction=0.0, seed=5, by_question=True).val
+    assert held.is_validation and len(held.pairs) == config["data"]["val_pairs"] == len(expected)
     pd.testing.assert_frame_equal(held.pairs, expected)
     assert f"the {len(expected)} validation pairs" in held.description
 

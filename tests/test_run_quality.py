@@ -29,7 +29,8 @@ def test_a_run_below_chance_and_tfidf_is_flagged_with_both():
     assert "below TF-IDF cosine (0.285) on the same validation pairs" in quality.message
     assert "Try more epochs" in quality.message
     assert quality.as_dict() == {"worse_than_chance": True, "below_baselines": ["tfidf"],
-                                 "baselines": {"tfidf": 0.285}, "message": quality.message}
+                                 "no_measurable_difference": [], "baselines": {"tfidf": 0.285}, "verdicts": {},
+                                 "message": quality.message}
 
 
 def test_a_run_above_chance_but_below_tfidf_is_flagged_as_such():
@@ -111,13 +112,14 @@ def test_a_one_row_file_is_too_small_and_fatal_only_for_in_batch_losses():
     assert page[1].message.startswith("the one pair is a duplicate")
     assert "use at least 15 pairs" in page[2].message
     assert training_problems(summary, in_batch_loss=True)[0].fatal
-    assert not any(p.fatal for p in training_problems(summary, in_batch_loss=False))
-    assert len(training_problems(summary, in_batch_loss=False)) == 2
+    # Without an in-batch loss only one class is fatal: such a run could never be measured.
+    assert [p.fatal for p in training_problems(summary, in_batch_loss=False)] == [True, False]
 
 
-def test_a_one_class_file_is_warned_and_a_good_one_is_not(sample_pairs):
+def test_a_one_class_file_is_refused_for_training_warned_on_the_data_page_and_a_good_one_is_not(sample_pairs):
     problems = training_problems({"pairs": 200, "duplicates": 200}, in_batch_loss=True)
-    assert [p.fatal for p in problems] == [False]
+    assert [p.fatal for p in problems] == [True]
+    assert [p.fatal for p in training_problems({"pairs": 200, "duplicates": 200})] == [False]
     assert problems[0].message.startswith("all 200 pairs are duplicates") and "add at least 1 non-duplicate" in problems[0].message
     assert training_problems(dataset_summary(sample_pairs[0])) == []
     assert training_problems({"pairs": 0, "duplicates": 0})[0].fatal
@@ -137,8 +139,9 @@ def test_cli_train_says_a_run_is_worse_than_chance(capsys, tmp_path):
     assert warnings == [f"warning: {quality['message']}"]
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     recorded = config["metrics"]["baselines"]
-    assert recorded["tfidf"] == {"roc_auc": quality["baselines"]["tfidf"], "pairs": 12}
-    assert recorded["zero_shot"] == {"roc_auc": quality["baselines"]["zero_shot"], "pairs": 12}
+    for key in ("tfidf", "zero_shot"):
+        assert (recorded[key]["roc_auc"], recorded[key]["pairs"]) == (quality["baselines"][key], 12)
+        assert recorded[key]["verdict"] == quality["verdicts"][key]  # the paired bootstrap, as the CLI printed it
     assert judge_run(config["metrics"]).worse_than_chance  # what the pages read back
 
 
@@ -153,16 +156,16 @@ def test_cli_train_refuses_a_one_row_file_before_training(capsys, tmp_path):
     assert not (tmp_path / "model").exists() or not any((tmp_path / "model").iterdir())
 
 
-def test_cli_train_warns_about_a_one_class_file_and_trains(capsys, tmp_path):
+def test_cli_train_refuses_a_one_class_file_in_one_line(capsys, tmp_path):
     data = tmp_path / "duplicates.csv"
     pairs = inverted_pairs(40)
     pairs[pairs["is_duplicate"] == 1].to_csv(data, index=False)
     code, out, err = run_cli(capsys, "train", "--data", data, "--device", "cpu", "--out", tmp_path / "model", *BAD_RUN)
-    assert code == 0, err
-    [warning] = [line for line in err.splitlines() if line.startswith("warning: duplicates.csv:")]
-    assert warning.startswith("warning: duplicates.csv: all 20 pairs are duplicates")
-    summary = json.loads(out)
-    assert summary["quality"]["worse_than_chance"] is False  # no ROC AUC on one class: nothing to judge
+    assert code == 2 and out == ""  # a run on one class could never be validated: never "done"
+    assert err.splitlines() == [("error: duplicates.csv: all 20 pairs are duplicates: a model learns to tell duplicates "
+                                 "apart only from both classes, and validation ROC AUC needs both; add at least 1 "
+                                 "non-duplicate pair (several, so the validation split holds one of each)")]
+    assert not (tmp_path / "model").exists() or not any((tmp_path / "model").iterdir())
 
 
 def test_a_good_run_is_set_beside_both_baselines_in_one_sentence():

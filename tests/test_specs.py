@@ -281,7 +281,8 @@ def test_precision_and_compile_are_options_with_cli_flags():
     assert (spec.train.precision, spec.train.compile) == ("auto", False)  # compile: not yet measured faster
     spec = spec_from_options(precision="bf16", compile=True)
     assert (spec.train.precision, spec.train.compile) == ("bf16", True)
-    assert cli_spec("--precision", "bf16", "--compile") == dataclasses.replace(spec, data_name="sample_pairs.csv")
+    assert cli_spec("--model", "lstm", "--precision", "bf16", "--compile") == dataclasses.replace(
+        spec, data_name="sample_pairs.csv")
     assert spec_from_options(amp=False).train.precision == "fp32"  # the option before precision still reads
     for options, option in (({"precision": "fp8"}, "precision"), ({"compile": "yes"}, "compile")):
         with pytest.raises(SpecError) as raised:

@@ -46,16 +46,44 @@ class TqdmProgress:
         if self.bar is not None:
             self.bar.close()
 
+    def on_stage_progress(self, stage: str, done: int, total: int):
+        """A bar per step after training (scoring validation, zero-shot MiniLM, the test pairs)."""
+        from tqdm import tqdm
+
+        if getattr(self, "stage", None) != stage:
+            self.stage, self.stage_bar = stage, tqdm(total=total, desc=stage, unit="pair", file=self.stream,
+                                                     mininterval=0.5)
+        self.stage_bar.update(done - self.stage_bar.n)
+        if done >= total:
+            self.stage_bar.close()
+
 
 def _flag(option: str) -> str:
     return "--" + option.replace("_", "-")
 
 
-def spec_from_args(args):
-    """The RunSpec of ``train``: options given on the command line, over a preset if one is named.
+# The options that make a recipe: with none of them and no --preset, a run takes the auto recipe.
+RECIPE_OPTIONS = ("model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "patience",
+                  "max_steps", "max_minutes", "max_length", "min_freq", "max_vocab", "model_options", "init_model",
+                  "hard_negatives", "implied_pairs")
+
+
+def wants_auto_recipe(args) -> bool:
+    """``--preset auto``, or no preset and no recipe option at all."""
+    from core.training.auto_recipe import AUTO_PRESET
+
+    return args.preset == AUTO_PRESET or (args.preset is None and not any(getattr(args, name) for name in RECIPE_OPTIONS))
+
+
+def spec_from_args(args, data_options: dict | None = None):
+    """The RunSpec of ``train``: options given on the command line, over a preset if one is named, over
+    ``data_options`` (the auto recipe's, read off the data) if given.
     With ``--init-model`` and neither ``--model`` nor ``--preset``, the model is that folder's family."""
+    from core.training.auto_recipe import AUTO_PRESET
     from core.training.specs import SpecError, spec_from_options
 
+    if wants_auto_recipe(args) and args.preset is None:
+        args.preset = AUTO_PRESET
     if args.preset and (args.model or args.loss):
         raise CliError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
     family = _init_model_family(args.init_model) if args.init_model else None
@@ -69,8 +97,12 @@ def spec_from_args(args):
         "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
         "max_steps", "max_minutes", "device", "precision", "compile", "max_length", "min_freq", "max_vocab")}
     options["model"] = args.model or (None if args.preset else family)  # a preset says its own model
-    switches = {name: True for name in ("split_by_question", "hard_negatives", "implied_pairs", "keep_unvalidated")
-                if getattr(args, name)}
+    switches = {name: True for name in ("hard_negatives", "implied_pairs", "keep_unvalidated") if getattr(args, name)}
+    options["split_by"] = "question" if args.split_by_question else args.split_by
+    options["val_data_name"] = Path(args.val).name if args.val else None
+    options["test_data_name"] = Path(args.test).name if args.test else None
+    if data_options:
+        options = {**data_options, **{name: value for name, value in options.items() if value is not None}}
     try:
         return spec_from_options(args.preset, **options, **switches, model_options=model_options,
                                  init_model=args.init_model, data_name=Path(args.data).name)
@@ -105,11 +137,35 @@ def cmd_train(args) -> int:
     # The output is claimed (and found writable) before the data is even read: one saved model, rank 0's.
     output = _claim_output(args, spec) if context.is_main else None
     with output or contextlib.nullcontext():
-        pairs = load_data(args.data, args.max_rows, args.columns)
+        pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)
+        held_out = {kind: load_data(path, None, args.columns) if path else None
+                    for kind, path in (("val", args.val), ("test", args.test))}
         _check_trainable(args.data, pairs, spec)
+        if wants_auto_recipe(args):
+            spec = _auto_spec(args, pairs, device.type, context.is_main)
         if context.is_main and not args.preset:
             _offer_gpu_preset(len(pairs), device.type == "cuda")
-        return _run_training(args, spec, pairs, context, output)
+        return _run_training(args, spec, pairs, context, output, held_out)
+
+
+def _auto_spec(args, pairs, device: str, is_main: bool):
+    """The spec of the auto recipe fitted to ``pairs``: the GPU preset on a CUDA GPU with data enough for it,
+    else ``core.training.auto_recipe``'s, with every option given explicitly still winning; one ``note:`` line
+    says what was picked and why."""
+    from core.training.auto_recipe import auto_options
+    from core.training.presets import suggested_preset
+
+    gpu_preset = suggested_preset(len(pairs), device == "cuda")
+    if gpu_preset:
+        args.preset = gpu_preset
+        reason = f"auto recipe: a CUDA GPU and {len(pairs):,} pairs: the {gpu_preset} preset"
+        spec = spec_from_args(args)
+    else:
+        recipe = auto_options(pairs, device, has_val_file=bool(args.val), seed=args.seed or 0)
+        reason, spec = recipe.reason, spec_from_args(args, recipe.options)
+    if is_main:
+        print(f"note: {reason}", file=sys.stderr)
+    return spec
 
 
 def _check_trainable(path: str, pairs, spec) -> None:
@@ -151,7 +207,7 @@ def _claim_output(args, spec):
         raise CliError(f"--out {error.path}: {problem}{hint}" if args.out else str(error)) from None
 
 
-def _run_training(args, spec, pairs, context, output) -> int:
+def _run_training(args, spec, pairs, context, output, held_out: dict) -> int:
     from core.saving import CarryOverError
     from core.status import FAILED
     from core.training.pipeline import train_run
@@ -170,7 +226,7 @@ def _run_training(args, spec, pairs, context, output) -> int:
     try:
         # One progress bar and one saved model: both belong to rank 0.
         result = train_run(spec, pairs, callbacks=[TqdmProgress()] if context.is_main else [], stop_event=stop,
-                           save=context.is_main, output=output)
+                           save=context.is_main, output=output, val=held_out["val"], test=held_out["test"])
     except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
         raise CliError("interrupted") from None
     except (TrainingError, ValueError, TypeError, CarryOverError) as error:  # CarryOverError: a user's file in the way
@@ -184,7 +240,7 @@ def _run_training(args, spec, pairs, context, output) -> int:
     if result.note:
         print(f"note: {result.note}", file=sys.stderr)
     print_json({"status": outcome.status, "folder": str(result.folder) if result.folder else None,
-                "thresholds": result.thresholds, "validation": result.validation,
+                "thresholds": result.thresholds, "validation": result.validation, "test": result.test,
                 "quality": result.quality.as_dict(),  # worse than chance or a baseline (the pipeline warned)
                 "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1)},
                indent=2)
@@ -193,6 +249,7 @@ def _run_training(args, spec, pairs, context, output) -> int:
 
 def add_parsers(sub) -> None:
     """Register ``train`` on the subparsers ``sub``."""
+    from core.data import SPLIT_BY
     from core.models import MODEL_NAMES
     from core.training.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
     from core.training.precision import PRECISIONS
@@ -202,7 +259,9 @@ def add_parsers(sub) -> None:
     train.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) with question1, question2, is_duplicate")
     add_columns_option(train)
     train.add_argument("--preset", choices=preset_names(), default=None,
-                       help="a named recipe from docs/BENCHMARKS.md (sets model, loss and settings)")
+                       help="a named recipe from docs/BENCHMARKS.md (sets model, loss and settings); auto reads the "
+                            "training pairs and picks epochs, batches, learning rate, validation and max_length for "
+                            "them (default: auto when no model, loss or training option is given)")
     train.add_argument("--model", choices=MODEL_NAMES, default=None,
                        help="model family (default: the --init-model's, else lstm)")
     train.add_argument("--init-model", default=None, metavar="FOLDER",
@@ -242,7 +301,16 @@ def add_parsers(sub) -> None:
                        help="torch.compile the training step (CUDA graphs on a GPU); the first steps wait for the "
                             "compiler (default: the preset's, else off)")
     train.add_argument("--patience", type=int, default=None, help="early stopping patience in epochs, 0 = off (default depends on the model)")
-    train.add_argument("--split-by-question", action="store_true", help="no validation question occurs in training")
+    train.add_argument("--val", default=None, metavar="FILE",
+                       help="validation pairs (a dataset's development file), read like --data with the same "
+                            "--columns; default: pairs held out of --data")
+    train.add_argument("--test", default=None, metavar="FILE",
+                       help="test pairs, scored once after training (metrics with 95 %% intervals); read like --data")
+    train.add_argument("--split-by", choices=SPLIT_BY, default="auto",
+                       help="how validation pairs are held out of --data: question keeps every group of pairs "
+                            "linked by a shared question on one side; auto = question when any question occurs in "
+                            "more than one pair, else pair")
+    train.add_argument("--split-by-question", action="store_true", help="the same as --split-by question")
     train.add_argument("--keep-unvalidated", action="store_true",
                        help="save a run cancelled (Ctrl-C) before its first validation; by default nothing is saved")
     train.add_argument("--hard-negatives", action="store_true",

@@ -3,6 +3,7 @@ over ``parsing`` and ``text_source``, within the caps of ``limits``), ``splittin
 ``readiness`` says whether they are enough to train on.
 ``from core.data import X`` works for every public name."""
 
+from core.data.labels import MAX_LABEL_VALUES, LabelValuesError, normalise_label_map
 from core.data.limits import input_limit
 from core.data.pair_chunks import PairChunk, PairReader, PairsHead
 from core.data.parsing import MissingColumnsError
@@ -29,13 +30,26 @@ from core.data.reading import (
     load_pairs,
     normalise_questions,
 )
-from core.data.readiness import TrainingProblem, min_pairs_for_validation, training_problems
+from core.data.readiness import (
+    MIN_PAIRS_PER_CLASS,
+    MIN_TRUSTED_VALIDATION_PAIRS,
+    TrainingProblem,
+    min_pairs_for_validation,
+    small_validation_note,
+    split_problems,
+    training_problems,
+)
 from core.data.splitting import (
     DEFAULT_VAL_FRACTION,
+    SPLIT_BY,
     Splits,
     dataset_summary,
     pairs_fingerprint,
+    question_groups,
+    recorded_by_question,
+    resolve_split_by,
     split_pairs,
+    split_with_files,
     unseen_mask,
 )
 
@@ -45,5 +59,8 @@ __all__ = [
     "normalise_questions", "pairs_fingerprint", "split_pairs", "unseen_mask",
     "QUESTION_ALIASES", "QuestionsReport", "corpus_questions", "load_questions", "pair_key", "pair_keys",
     "PairChunk", "PairReader", "PairsHead", "input_limit", "MissingColumnsError",
-    "DEFAULT_VAL_FRACTION", "TrainingProblem", "min_pairs_for_validation", "training_problems",
+    "LabelValuesError", "MAX_LABEL_VALUES", "normalise_label_map",
+    "DEFAULT_VAL_FRACTION", "SPLIT_BY", "question_groups", "recorded_by_question", "resolve_split_by",
+    "split_with_files", "MIN_PAIRS_PER_CLASS", "MIN_TRUSTED_VALIDATION_PAIRS", "small_validation_note",
+    "split_problems", "TrainingProblem", "min_pairs_for_validation", "training_problems",
 ]

@@ -65,7 +65,7 @@ def training_problems(summary: dict, val_fraction: float = DEFAULT_VAL_FRACTION,
         problems.append(TrainingProblem(
             f"{which}: a model learns to tell duplicates apart only from both classes, and "
             f"validation ROC AUC needs both; add at least 1 {need} pair (several, so the validation split holds "
-            "one of each)", fatal=False))
+            "one of each)", fatal=in_batch_loss is not None))  # a run on one class can never be measured
     if val_fraction > 0 and round(pairs * val_fraction) < MIN_VALIDATION_PAIRS:
         held = round(pairs * val_fraction)
         problems.append(TrainingProblem(
@@ -73,3 +73,37 @@ def training_problems(summary: dict, val_fraction: float = DEFAULT_VAL_FRACTION,
             f"ROC AUC (which picks the best epoch and the thresholds) needs at least {MIN_VALIDATION_PAIRS}, one of "
             f"each class: use at least {min_pairs_for_validation(val_fraction):,} pairs", fatal=False))
     return problems
+
+
+# The fewest pairs of each class a split may hold: a ROC AUC needs one of each, and a second of each keeps
+# one stray label from deciding the best epoch and the thresholds alone.
+MIN_PAIRS_PER_CLASS = 2
+# Validation splits smaller than this are warned about: with half of them duplicates and a ROC AUC near 0.85,
+# Hanley & McNeil's standard error puts the 95 % interval at about +-0.035 for 500 pairs (+-0.07 for 120),
+# already as wide as the gap between two reasonable recipes.
+MIN_TRUSTED_VALIDATION_PAIRS = 500
+
+
+def split_problems(train_labels, val_labels, pair_loss: bool) -> list[str]:
+    """Why the split training and validation pairs cannot make a run that is measured, as one-line messages
+    (empty when they can): fewer than MIN_PAIRS_PER_CLASS of either class in validation, or in training for a
+    loss that learns from both classes (``pair_loss``); the in-batch losses train on duplicates alone."""
+    problems = []
+    for name, labels, needed in (("training", train_labels, pair_loss), ("validation", val_labels, True)):
+        if not needed:
+            continue
+        duplicates = int(sum(int(label) == 1 for label in labels))
+        others = len(labels) - duplicates
+        if min(duplicates, others) < MIN_PAIRS_PER_CLASS:
+            problems.append(f"the {name} pairs hold {duplicates:,} duplicate(s) and {others:,} non-duplicate(s); "
+                            f"a run needs at least {MIN_PAIRS_PER_CLASS} of each class there to be measured")
+    return problems
+
+
+def small_validation_note(pairs: int) -> str | None:
+    """One line when ``pairs`` validation pairs are too few for figures to be trusted, saying what to do."""
+    if pairs >= MIN_TRUSTED_VALIDATION_PAIRS:
+        return None
+    return (f"only {pairs:,} validation pairs: their figures are uncertain by several hundredths (see the "
+            f"intervals); give a validation file (train --val, or the Data page) or a larger val_fraction for at "
+            f"least {MIN_TRUSTED_VALIDATION_PAIRS:,} pairs")

@@ -18,6 +18,9 @@ from core.data.reading import normalise_questions
 
 
 DEFAULT_VAL_FRACTION = 0.1  # the share of pairs held out for validation unless a run says otherwise
+# How a run holds pairs out: "auto" is "question" when some question occurs in more than one pair (pairs that
+# share a question would otherwise sit on both sides and flatter the validation), else "pair".
+SPLIT_BY = ("auto", "pair", "question")
 
 
 @dataclass
@@ -72,7 +75,7 @@ def split_pairs(
     val_target = round(count * val_fraction)
     rng = np.random.default_rng(seed)
     if by_question:
-        assignment = _assign_groups(_question_groups(pairs), test_target, val_target, rng)
+        assignment = _assign_groups(question_groups(pairs), test_target, val_target, rng)
     else:
         assignment = np.zeros(count, dtype=np.int8)  # 0 train, 1 val, 2 test
         order = rng.permutation(count)
@@ -85,7 +88,36 @@ def split_pairs(
     )
 
 
-def _question_groups(pairs: pd.DataFrame) -> np.ndarray:
+def split_with_files(pairs: pd.DataFrame, val: pd.DataFrame | None, test: pd.DataFrame | None,
+                     val_fraction: float, test_fraction: float, seed: int, by_question: bool) -> Splits:
+    """``split_pairs`` where the user brought their own validation or test pairs (a dataset's official
+    development and test files): a given file is that split as it is, and ``pairs`` are split only into
+    what is still missing (all of them train when both are given)."""
+    rest = split_pairs(pairs, val_fraction=0.0 if val is not None else val_fraction,
+                       test_fraction=0.0 if test is not None else test_fraction, seed=seed, by_question=by_question)
+    return Splits(train=rest.train,
+                  val=rest.val if val is None else val.reset_index(drop=True),
+                  test=rest.test if test is None else test.reset_index(drop=True))
+
+
+def resolve_split_by(pairs: pd.DataFrame, split_by: str) -> str:
+    """"pair" or "question": ``split_by`` itself, or for "auto" whether any question links two pairs.
+
+    Example: pairs (a, b), (b, c) share b -> "question"; pairs (a, b), (c, d) -> "pair".
+    """
+    if split_by not in SPLIT_BY:
+        raise ValueError(f"split_by must be one of {', '.join(SPLIT_BY)}, got {split_by!r}")
+    if split_by != "auto":
+        return split_by
+    return "question" if len(pairs) and question_groups(pairs).max() + 1 < len(pairs) else "pair"
+
+
+def recorded_by_question(run: dict) -> bool:
+    """Whether a saved run split by question: its resolved ``split_by``, or the switch older folders carry."""
+    return run.get("split_by") == "question" if "split_by" in run else bool(run.get("split_by_question"))
+
+
+def question_groups(pairs: pd.DataFrame) -> np.ndarray:
     """Connected-component id per pair, pairs linked by shared normalised question text. (n,)"""
     count = pairs.shape[0]
     texts = np.concatenate(

@@ -6,6 +6,7 @@ import json
 import math
 import re
 
+from core.data.splitting import recorded_by_question
 from core.export.manifest import MANIFEST_FILE
 from core.export.onnx_graph import OUTPUT_NAME
 
@@ -116,11 +117,35 @@ print(round(score, 4), "DUPLICATE" if score > THRESHOLD else "NOT DUPLICATE")
 def _metrics_table(metrics: dict) -> list[str]:
     rows = [("ROC AUC", "roc_auc"), ("Average precision", "average_precision"), ("Accuracy", "accuracy"),
             ("Precision", "precision"), ("Recall", "recall"), ("F1", "f1"), ("Threshold", "threshold")]
-    lines = ["| Metric | Value |", "|:--|--:|"]
-    lines += [f"| {label} | {_number(metrics.get(key))} |" for label, key in rows if key in metrics]
+    intervals = metrics.get("intervals") if isinstance(metrics.get("intervals"), dict) else {}
+    lines = ["| Metric | Value | 95 % interval |", "|:--|--:|:--|"]
+    lines += [f"| {label} | {_number(metrics.get(key))} | {_interval(intervals.get(key))} |"
+              for label, key in rows if key in metrics]
     if "n" in metrics:
         lines.append(f"| Pairs | {_number(metrics.get('n'))} |")
     return lines
+
+
+def _interval(bounds) -> str:
+    """"0.8120 to 0.8710" for a bootstrap interval, "" when there is none."""
+    if not (isinstance(bounds, (list, tuple)) and len(bounds) == 2):
+        return ""
+    return f"{_number(bounds[0])} to {_number(bounds[1])}"
+
+
+def _verdict_lines(metrics: dict) -> list[str]:
+    """One line per baseline: the paired bootstrap verdict of the run against it on its validation pairs."""
+    baselines = metrics.get("baselines") if isinstance(metrics.get("baselines"), dict) else {}
+    lines = []
+    for key, name in (("tfidf", "TF-IDF cosine"), ("zero_shot", "zero-shot MiniLM")):
+        entry = baselines.get(key) if isinstance(baselines.get(key), dict) else {}
+        verdict = entry.get("verdict") if isinstance(entry.get("verdict"), dict) else {}
+        if verdict.get("verdict") in ("better", "no measurable difference", "worse"):
+            lines.append(f"- Against {name} (ROC AUC {_number(entry.get('roc_auc'))}): **{verdict['verdict']}** "
+                         f"(difference {_number(verdict.get('difference'))}, 95 % interval "
+                         f"{_interval(verdict.get('interval'))}, paired bootstrap over {_number(verdict.get('pairs'))} "
+                         "validation pairs)")
+    return lines + [""] if lines else []
 
 
 def parent_line(config: dict) -> str:
@@ -236,10 +261,11 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
         lines += [f"Held-out validation pairs of {_code(data.get('name', 'the training data'))}: "
                   f"{_number(validation.get('n', held))} pairs the model did not train on "
                   f"({_number(data.get('val_pairs'))} held out of {_number(data.get('pairs'))}"
-                  + (", split so that no validation question occurs in training" if (config.get("run") or {}).get(
-                      "split_by_question") else "")
+                  + (", split so that no validation question occurs in training" if recorded_by_question(
+                      config.get("run") or {}) else "")
                   + "). The threshold is the best-accuracy cosine threshold on these same pairs.", ""]
         lines += _metrics_table(validation) + [""]
+        lines += _verdict_lines(config.get("metrics") or {})
         if test:
             lines += [f"Test pairs ({_number(data.get('test_pairs'))} pairs, neither trained nor calibrated on), "
                       "at that threshold:", ""]

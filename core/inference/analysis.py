@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from core.data import normalise_questions, split_pairs
+from core.data import normalise_questions, recorded_by_question, split_pairs
 from core.inference.evaluation import HeldOut, held_out_pairs
 from core.inference.metrics import predict
 
@@ -137,7 +137,7 @@ def training_pairs(config: dict, pairs: pd.DataFrame) -> pd.DataFrame | None:
         return None
     run, train = config["run"], config["train_config"]
     return split_pairs(pairs, val_fraction=run["val_fraction"], test_fraction=run["test_fraction"],
-                       seed=train["seed"], by_question=run["split_by_question"]).train
+                       seed=train["seed"], by_question=recorded_by_question(run)).train
 
 
 def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch.nn.functional as F
 
-from core.data import pairs_fingerprint, split_pairs
+from core.data import pairs_fingerprint, recorded_by_question, split_pairs
 from core.inference.metrics import best_thresholds, evaluate_scores
 from core.models.base import PairEncoder
 from core.text.pair_table import PairTable
@@ -53,6 +53,18 @@ def evaluate_model(model: PairEncoder, pairs: pd.DataFrame, threshold: float | N
     return {**evaluate_scores(table.labels, scores, threshold), "scores": scores}
 
 
+def scorer_scores(model, pairs: pd.DataFrame, batch_size: int = 256, progress=None) -> np.ndarray:
+    """(N,) scores of ``pairs`` under any scorer: a ``PairEncoder``'s cosines (``pair_scores``), else the
+    ``score_pairs`` of a scorer without vectors (the TF-IDF baseline, ``core.inference.tfidf_scorer``)."""
+    if isinstance(model, PairEncoder):
+        return pair_scores(model, PairTable(pairs, model.tokenizer), batch_size, progress)
+    first, second = pairs["question1"].astype(str).tolist(), pairs["question2"].astype(str).tolist()
+    scores = np.asarray(model.score_pairs(first, second), dtype=np.float64)
+    if progress is not None:
+        progress(len(scores), len(scores))
+    return scores
+
+
 @dataclass
 class HeldOut:
     pairs: pd.DataFrame  # what to measure the model on
@@ -73,7 +85,7 @@ def held_out_pairs(config: dict, pairs: pd.DataFrame) -> HeldOut:
         train = config.get("train_config", {})
         try:
             val = split_pairs(pairs, val_fraction=run["val_fraction"], test_fraction=run["test_fraction"],
-                              seed=train["seed"], by_question=run["split_by_question"]).val
+                              seed=train["seed"], by_question=recorded_by_question(run)).val
         except (KeyError, TypeError, ValueError):
             val = None
         if val is not None and len(val) and pairs_fingerprint(val) == data.get("validation_fingerprint"):

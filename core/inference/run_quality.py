@@ -16,7 +16,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
+
+from core.inference.uncertainty import BETTER, NO_DIFFERENCE, WORSE, paired_verdict
 
 CHANCE_ROC_AUC = 0.5
 # The baselines a run is compared with, by their key in metrics.
@@ -37,20 +40,29 @@ class RunQuality:
     roc_auc: float | None  # the run's validation ROC AUC; None when there is none (no validation, one class)
     worse_than_chance: bool  # roc_auc < 0.5
     baselines: dict = field(default_factory=dict)  # {"tfidf": its ROC AUC on the same validation pairs}
-    below: tuple = ()  # the keys of the baselines the run scores below
-    message: str = ""  # one plain paragraph saying so and what to try; "" for a run that is neither
+    below: tuple = ()  # the keys of the baselines the run is worse than (measurably, where a verdict is recorded)
+    message: str = ""  # one plain paragraph saying so and what to try; "" for a run better than every baseline
+    # The keys of the baselines the run cannot be told apart from: a paired bootstrap's interval of the difference
+    # holds zero. Such a run is no one's default model: nothing shows it beats what the lab has without it.
+    not_better: tuple = ()
+    verdicts: dict = field(default_factory=dict)  # {"zero_shot": PairedComparison.as_dict(), ...} where recorded
 
     @property
     def flagged(self) -> bool:
-        """Worse than chance or below a baseline: never anyone's model by default."""
-        return self.worse_than_chance or bool(self.below)
+        """Worse than chance, or not measurably better than a baseline: never anyone's model by default."""
+        return self.worse_than_chance or bool(self.below) or bool(self.not_better)
 
     @property
     def short(self) -> str:
-        """A few words for a label: "worse than chance", "below TF-IDF cosine" or ""."""
+        """A few words for a label: "worse than chance", "below TF-IDF cosine",
+        "no measurable difference from zero-shot MiniLM" or ""."""
         if self.worse_than_chance:
             return "worse than chance"
-        return "below " + " and ".join(BASELINE_LABELS[key] for key in self.below) if self.below else ""
+        if self.below:
+            return "below " + " and ".join(BASELINE_LABELS[key] for key in self.below)
+        if self.not_better:
+            return "no measurable difference from " + " and ".join(BASELINE_LABELS[key] for key in self.not_better)
+        return ""
 
     @property
     def comparison(self) -> str:
@@ -59,12 +71,16 @@ class RunQuality:
         if self.roc_auc is None or not self.baselines:
             return ""
         than = " and ".join(f"{BASELINE_LABELS[key]} {value:.3f}" for key, value in self.baselines.items())
-        return f"ROC AUC {self.roc_auc:.3f} against {than} on the same validation pairs."
+        better = [key for key, verdict in self.verdicts.items() if verdict["verdict"] == BETTER]
+        measured = (f" Better than {' and '.join(BASELINE_LABELS[key] for key in better)} at 95 % (paired bootstrap "
+                    f"over {self.verdicts[better[0]]['pairs']:,} pairs).") if better and not self.flagged else ""
+        return f"ROC AUC {self.roc_auc:.3f} against {than} on the same validation pairs.{measured}"
 
     def as_dict(self) -> dict:
         """The CLI summary's ``quality`` field."""
         return {"worse_than_chance": self.worse_than_chance, "below_baselines": list(self.below),
-                "baselines": dict(self.baselines), "message": self.message}
+                "no_measurable_difference": list(self.not_better), "baselines": dict(self.baselines),
+                "verdicts": dict(self.verdicts), "message": self.message}
 
 
 def finite_number(value) -> float | None:
@@ -74,10 +90,25 @@ def finite_number(value) -> float | None:
     return float(value) if ok else None
 
 
+def _recorded_verdict(entry: Mapping) -> dict | None:
+    """A baseline entry's paired verdict when it is well formed, else None."""
+    verdict = entry.get("verdict")
+    if not isinstance(verdict, Mapping) or verdict.get("verdict") not in (BETTER, NO_DIFFERENCE, WORSE):
+        return None
+    interval = verdict.get("interval")
+    bounds = [finite_number(v) for v in interval] if isinstance(interval, (list, tuple)) and len(interval) == 2 else []
+    difference, pairs = finite_number(verdict.get("difference")), finite_number(verdict.get("pairs"))
+    if len(bounds) != 2 or None in bounds or difference is None or pairs is None:
+        return None
+    return {"verdict": verdict["verdict"], "difference": difference, "interval": bounds, "pairs": int(pairs)}
+
+
 def judge_run(metrics) -> RunQuality:
     """The quality of a run from its metrics (config.json's ``metrics``: ``validation.roc_auc`` and
-    ``baselines.<key>.roc_auc``). Anything missing or malformed counts as absent (a folder from someone
-    else, or saved before baselines were recorded): such a run is judged against chance only.
+    ``baselines.<key>`` with its ``roc_auc`` and, since runs record one, its paired ``verdict``). Anything
+    missing or malformed counts as absent (a folder from someone else, or saved before baselines were
+    recorded): such a run is judged against chance, and against a baseline without a verdict by the two
+    ROC AUCs alone.
 
     Example: ``{"validation": {"roc_auc": 0.23}, "baselines": {"tfidf": {"roc_auc": 0.29}}}`` is worse
     than chance and below TF-IDF.
@@ -86,40 +117,57 @@ def judge_run(metrics) -> RunQuality:
     validation = metrics.get("validation")
     auc = finite_number(validation.get("roc_auc")) if isinstance(validation, Mapping) else None
     recorded = metrics.get("baselines")
-    baselines = {}
+    baselines, verdicts = {}, {}
     for key in BASELINE_LABELS:
         entry = recorded.get(key) if isinstance(recorded, Mapping) else None
         value = finite_number(entry.get("roc_auc")) if isinstance(entry, Mapping) else None
         if value is not None:
             baselines[key] = value
+            verdict = _recorded_verdict(entry)
+            if verdict is not None:
+                verdicts[key] = verdict
     if auc is None:
-        return RunQuality(None, False, baselines)
+        return RunQuality(None, False, baselines, verdicts=verdicts)
     worse = auc < CHANCE_ROC_AUC
-    below = tuple(key for key, value in baselines.items() if auc < value)
-    return RunQuality(auc, worse, baselines, below, _message(auc, worse, baselines, below))
+    below = tuple(key for key, value in baselines.items()
+                  if (verdicts[key]["verdict"] == WORSE if key in verdicts else auc < value))
+    not_better = tuple(key for key in verdicts if verdicts[key]["verdict"] == NO_DIFFERENCE)
+    message = _message(auc, worse, baselines, below, not_better, verdicts)
+    return RunQuality(auc, worse, baselines, below, message, not_better, verdicts)
 
 
-def _message(auc: float, worse: bool, baselines: dict, below: tuple) -> str:
-    if not worse and not below:
+def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better: tuple, verdicts: dict) -> str:
+    if not worse and not below and not not_better:
         return ""
     than = " and ".join(f"{BASELINE_LABELS[key]} ({baselines[key]:.3f})" for key in below)
     if worse:
         found = (f"Worse than chance: validation ROC AUC {auc:.3f} is below 0.5, so this model ranks a duplicate "
                  "pair below a non-duplicate more often than not (a coin flip scores 0.5)")
         found += f", and below {than} on the same validation pairs." if below else "."
-    else:
+    elif below:
         found = (f"Below the baseline: validation ROC AUC {auc:.3f} is below {than} on the same validation pairs, "
                  f"so {' and '.join(BASELINE_MEANING[key] for key in below)} ranks these pairs better than this model.")
+    else:
+        parts = [f"{BASELINE_LABELS[key]} ({baselines[key]:.3f}; difference {verdicts[key]['difference']:+.3f}, 95 % "
+                 f"interval {verdicts[key]['interval'][0]:+.3f} to {verdicts[key]['interval'][1]:+.3f})"
+                 for key in not_better]
+        pairs = verdicts[not_better[0]]["pairs"]
+        found = (f"No measurable difference from {' and '.join(parts)} on {pairs:,} validation pairs: validation "
+                 f"ROC AUC {auc:.3f}, but resampling these pairs cannot tell the two apart, so this run is not made "
+                 "the default model. More validation pairs (a validation file) would tell them apart.")
     return f"{found} {WHAT_TO_TRY}"
 
 
-def validation_baselines(train: pd.DataFrame, val: pd.DataFrame, seed: int = 0) -> dict:
-    """``{"tfidf": {"roc_auc", "pairs"}, "zero_shot": {"roc_auc", "pairs"}}`` on the validation pairs ``val``.
+def validation_baselines(train: pd.DataFrame, val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None,
+                         progress=None) -> dict:
+    """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val``.
 
     TF-IDF's vectorizer is fitted on the training pairs' questions (as on the Compare page; a seeded sample of
     ``TFIDF_FIT_MAX_PAIRS`` at most). Zero-shot MiniLM scores a seeded sample of ``ZERO_SHOT_MAX_PAIRS`` of
-    them at most, and is left out when the pretrained encoder is not installed. Empty when the validation
-    pairs hold one class (no ROC AUC) or none."""
+    them at most, and is left out when the pretrained encoder is not installed. With ``run_scores`` (the run's
+    scores of ``val``, (N,)), each baseline carries the paired bootstrap ``verdict`` of the run against it on
+    exactly the pairs the baseline scored (resampling ``groups`` of pairs when given). ``progress(done, total)``
+    counts the pairs zero-shot MiniLM has scored. Empty when the validation pairs hold one class or none."""
     # Imported here: judging a saved run (the model picker) needs neither scikit-learn nor the models.
     from core.inference.baselines import tfidf_scores
     from core.inference.metrics import ranking_metrics
@@ -131,27 +179,50 @@ def validation_baselines(train: pd.DataFrame, val: pd.DataFrame, seed: int = 0) 
     fit_texts = fit["question1"].astype(str).tolist() + fit["question2"].astype(str).tolist()
     scores = tfidf_scores(val["question1"], val["question2"], fit_texts=fit_texts or None)
     auc = finite_number(ranking_metrics(labels, scores).get("roc_auc"))
-    baselines = {} if auc is None else {"tfidf": {"roc_auc": auc, "pairs": len(val)}}
-    zero_shot = zero_shot_baseline(val, seed)
-    return {**baselines, **zero_shot}
+    baselines = {}
+    if auc is not None:
+        baselines["tfidf"] = {"roc_auc": auc, "pairs": len(val),
+                              **_verdict_on(labels, run_scores, scores, groups, seed)}
+    rows = _sample_rows(len(val), ZERO_SHOT_MAX_PAIRS, seed)
+    zero_shot = zero_shot_baseline(val.iloc[rows], progress=progress, return_scores=True)
+    if zero_shot:
+        entry, zero_shot_scores = zero_shot
+        picked = None if run_scores is None else np.asarray(run_scores)[rows]
+        group_rows = None if groups is None else np.asarray(groups)[rows]
+        baselines["zero_shot"] = {**entry, **_verdict_on(labels[rows], picked, zero_shot_scores, group_rows, seed)}
+    return baselines
 
 
-def zero_shot_baseline(val: pd.DataFrame, seed: int = 0) -> dict:
+def _verdict_on(labels, run_scores, baseline_scores, groups, seed: int) -> dict:
+    """``{"verdict": PairedComparison.as_dict()}`` of the run against a baseline, or {} without run scores."""
+    if run_scores is None:
+        return {}
+    comparison = paired_verdict(labels, run_scores, baseline_scores, groups=groups, seed=seed)
+    return {} if comparison is None else {"verdict": comparison.as_dict()}
+
+
+def _sample_rows(n: int, limit: int, seed: int) -> np.ndarray:
+    """All of 0..n-1 when n <= limit, else a seeded sample of ``limit`` of them in file order."""
+    if n <= limit:
+        return np.arange(n)
+    return np.sort(np.random.RandomState(seed).permutation(n)[:limit])
+
+
+def zero_shot_baseline(val: pd.DataFrame, seed: int = 0, progress=None, return_scores: bool = False):
     """``{"zero_shot": {"roc_auc", "pairs"}}``: the pretrained MiniLM's ROC AUC on ``val`` (a seeded sample
-    of ``ZERO_SHOT_MAX_PAIRS`` at most), or ``{}`` when it has no ROC AUC or MiniLM is not installed."""
+    of ``ZERO_SHOT_MAX_PAIRS`` at most), or ``{}`` when it has no ROC AUC or MiniLM is not installed.
+    ``return_scores``: ``({"roc_auc", "pairs"}, scores)`` of all of ``val`` instead (no sampling), or None."""
     from core.inference.evaluation import pair_scores
     from core.inference.metrics import ranking_metrics
     from core.text.pair_table import PairTable
 
-    chosen = val.sample(n=ZERO_SHOT_MAX_PAIRS, random_state=seed) if len(val) > ZERO_SHOT_MAX_PAIRS else val
+    chosen = val if return_scores else val.iloc[_sample_rows(len(val), ZERO_SHOT_MAX_PAIRS, seed)]
     labels = chosen["is_duplicate"].to_numpy()
-    if len(set(labels.tolist())) < 2:
-        return {}
-    model = _zero_shot_model()
-    if model is None:
-        return {}
-    scores = pair_scores(model, PairTable(chosen, model.tokenizer))
-    auc = finite_number(ranking_metrics(labels, scores).get("roc_auc"))
+    model = _zero_shot_model() if len(set(labels.tolist())) == 2 else None
+    scores = None if model is None else pair_scores(model, PairTable(chosen, model.tokenizer), progress=progress)
+    auc = None if scores is None else finite_number(ranking_metrics(labels, scores).get("roc_auc"))
+    if return_scores:
+        return None if auc is None else ({"roc_auc": auc, "pairs": len(chosen)}, scores)
     return {} if auc is None else {"zero_shot": {"roc_auc": auc, "pairs": len(chosen)}}
 
 

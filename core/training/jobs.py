@@ -96,6 +96,10 @@ class _Recorder:
         done, total = trainer.validation_progress
         self.progress.phase = f"scoring validation {done:,}/{total:,}"
 
+    def on_stage_progress(self, stage: str, done: int, total: int):
+        """After training: the final validation, the baselines and the test pairs being scored."""
+        self.progress.phase = f"{stage} {done:,}/{total:,}"
+
     def on_validation_end(self, trainer):
         v = trainer.validations[-1]
         self.progress.validations.append({"step": v.step, "epoch": v.epoch, "train_seconds": v.train_seconds,
@@ -132,9 +136,11 @@ class WaitEstimate:
 
 
 class TrainingJob:
-    def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = "", preset: str | None = None):
+    def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = "", preset: str | None = None,
+                 val: pd.DataFrame | None = None, test: pd.DataFrame | None = None):
         self.id = uuid.uuid4().hex[:8]
         self.spec, self.pairs, self.runs_root = spec, pairs, runs_root
+        self.val, self.test = val, test  # the user's own validation and test pairs, if given (train_run's)
         self.preset = preset  # the core.training.presets recipe the run started from, if any: its reference curve
         self.label = label or run_label(spec)
         self.status = WAITING
@@ -160,7 +166,7 @@ class TrainingJob:
             return
         self.status = RUNNING
         try:
-            self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root,
+            self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root, val=self.val, test=self.test,
                                     callbacks=[_Recorder(self.progress)], stop_event=self._stop)
             outcome = self.result.outcome
             self.status = outcome.status  # the trainer speaks the same vocabulary (core.status)

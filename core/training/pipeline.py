@@ -19,11 +19,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from core.data import Splits, dataset_summary, pairs_fingerprint, split_pairs
+from core.data import (
+    Splits,
+    dataset_summary,
+    pairs_fingerprint,
+    question_groups,
+    resolve_split_by,
+    small_validation_note,
+    split_problems,
+    split_with_files,
+)
 from core.data.implied import with_implied_pairs
 from core.inference.calibration import precision_threshold
 from core.inference.evaluation import calibrate, pair_scores
 from core.inference.metrics import evaluate_scores
+from core.inference.uncertainty import metric_intervals
 from core.inference.run_quality import RunQuality, finite_number, judge_run, validation_baselines
 from core.models import PairEncoder, build_model, load_model
 from core.notices import notice
@@ -48,7 +58,8 @@ class RunResult:
     test: dict  # same on the test split (empty when test_fraction is 0)
     model: PairEncoder = field(repr=False, default=None)
     note: str = ""  # why nothing was saved although something was learned, if so
-    baselines: dict = field(default_factory=dict)  # {"tfidf": {"roc_auc", "pairs"}} on the same validation pairs
+    # {"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}} on the same validation pairs
+    baselines: dict = field(default_factory=dict)
 
     @property
     def quality(self) -> RunQuality:
@@ -67,6 +78,8 @@ def train_run(
     overwrite: bool = False,
     output: OutputClaim | None = None,
     objective: Callable | None = None,
+    val: pd.DataFrame | None = None,
+    test: pd.DataFrame | None = None,
 ) -> RunResult:
     """Train, calibrate and save one model; see the module docstring.
 
@@ -77,24 +90,37 @@ def train_run(
     the folder itself (the CLI does, before loading the data) passes the claim as ``output``. The
     claim is released when the run returns. ``objective`` replaces the spec's loss for training only
     (``core.training.distillation`` regresses on a teacher's scores held in ``is_duplicate``); validation and
-    calibration still read the validation split's 0/1 labels.
+    calibration still read the validation split's 0/1 labels. ``val`` and ``test``: the user's own validation
+    and test pairs (a dataset's official files), used as they are instead of pairs split off ``pairs``.
     """
     if output is None and save:
         output = claim_output(out_dir, overwrite) if out_dir else claim_new_run(runs_root, spec.model, spec.loss.name)
     try:
-        return _train(spec, pairs, output if save else None, callbacks, stop_event, objective)
+        return _train(spec, pairs, output if save else None, callbacks, stop_event, objective, val, test)
     finally:
         if output is not None:
             output.release()
 
 
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
-           objective: Callable | None = None) -> RunResult:
+           objective: Callable | None = None, val: pd.DataFrame | None = None,
+           test: pd.DataFrame | None = None) -> RunResult:
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
+        spec = dataclasses.replace(spec, split_by=resolve_split_by(all_pairs, spec.split_by))
     else:
-        splits, all_pairs = split_pairs(pairs, val_fraction=spec.val_fraction, test_fraction=spec.test_fraction,
-                                        seed=spec.train.seed, by_question=spec.split_by_question), pairs
+        spec = dataclasses.replace(spec, split_by=resolve_split_by(pairs, spec.split_by))
+        splits, all_pairs = split_with_files(pairs, val, test, val_fraction=spec.val_fraction,
+                                             test_fraction=spec.test_fraction, seed=spec.train.seed,
+                                             by_question=spec.split_by == "question"), pairs
+    if len(splits.val) or spec.val_fraction > 0:  # a run asked to validate must be able to
+        problems = split_problems(splits.train["is_duplicate"], splits.val["is_duplicate"],
+                                  pair_loss=spec.loss.batch_kind != "duplicates")
+        if problems:
+            raise ValueError(problems[0])
+        small = small_validation_note(len(splits.val))
+        if small:
+            notice(small)
     if spec.hard_negatives and distributed.current().enabled:
         raise ValueError("hard negatives are not supported in multi-process training yet")
     if spec.loss.name in SINGLE_PROCESS_LOSSES and distributed.current().enabled:
@@ -132,20 +158,29 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         # validation split) rather than score the whole split again.
         thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
     elif val_table is not None and not discarded:
-        final = calibrate(model, val_table)
+        final = calibrate(model, val_table, progress=_stage_progress(callbacks, "scoring validation"))
         thresholds, validation = dict(final.thresholds), final.metrics
+        groups = question_groups(splits.val) if spec.split_by == "question" else None
+        validation["intervals"] = metric_intervals(val_table.labels, final.scores, thresholds["accuracy"],
+                                                   groups=groups, seed=spec.train.seed)
         # Deduplication's operating point (core.inference.calibration): none when no threshold reaches the precision.
         clusters = precision_threshold(val_table.labels, final.scores)
         if clusters is not None:
             thresholds["clusters"] = clusters
-        # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a subset).
-        baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed)
+        # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a subset),
+        # each baseline against the run's own scores of the same pairs.
+        baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed, run_scores=final.scores,
+                                         groups=groups, progress=_stage_progress(callbacks, "scoring zero-shot MiniLM"))
     quality = judge_run({"validation": validation, "baselines": baselines})
     if quality.flagged:
         notice(quality.message)
     if len(splits.test) and not discarded:
         test_table = PairTable(splits.test, model.tokenizer)
-        test = evaluate_scores(test_table.labels, pair_scores(model, test_table), thresholds.get("accuracy", 0.5))
+        test_scores = pair_scores(model, test_table, progress=_stage_progress(callbacks, "scoring test"))
+        test = evaluate_scores(test_table.labels, test_scores, thresholds.get("accuracy", 0.5))
+        groups = question_groups(splits.test) if spec.split_by == "question" else None
+        test["intervals"] = metric_intervals(test_table.labels, test_scores, test["threshold"], groups=groups,
+                                             seed=spec.train.seed)
     folder, note = None, ""
     if output is not None and discarded and outcome.status == CANCELLED:
         why = "this run was cancelled before its first validation (the keep-unvalidated option keeps such runs)"
@@ -159,6 +194,15 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
                                                              validation, test, implied, baselines, parent))
     return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines)
+
+
+def _stage_progress(callbacks, stage: str):
+    """``progress(done, total)`` for a step after training (scoring the validation, the baselines, the test),
+    passed to each callback's optional ``on_stage_progress(stage, done, total)``; None when none has one."""
+    listeners = [callback.on_stage_progress for callback in callbacks if hasattr(callback, "on_stage_progress")]
+    if not listeners:
+        return None
+    return lambda done, total: [listener(stage, done, total) for listener in listeners] and None
 
 
 def _start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
@@ -221,6 +265,8 @@ def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFra
         # baselines: what core.inference.run_quality.judge_run compares the validation ROC AUC with.
         "metrics": {"validation": validation, "test": test, "baselines": baselines or {}},
         "data": {"name": spec.data_name, **dataset_summary(pairs),
+                 **({"val_name": spec.val_data_name} if spec.val_data_name else {}),
+                 **({"test_name": spec.test_data_name} if spec.test_data_name else {}),
                  "train_pairs": len(splits.train), "implied_pairs": implied, "val_pairs": len(splits.val), "test_pairs": len(splits.test),
                  # Which rows were held out: core.inference.evaluation.held_out_pairs finds them again in this dataset.
                  "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},

@@ -18,6 +18,7 @@ import math
 import operator
 from dataclasses import dataclass, field
 
+from core.data import SPLIT_BY
 from core.models import MODEL_NAMES, MODEL_TYPES, ZERO_SHOT, ModelTooLarge, check_model_size
 from core.training.objectives import (
     CONTRASTIVE_FORMS,
@@ -41,13 +42,18 @@ class RunSpec:
     max_vocab: int = 30000  # LSTM vocabulary size, <pad> and <unk> included
     val_fraction: float = 0.1  # share of pairs held out to pick the best epoch and calibrate thresholds
     test_fraction: float = 0.0  # share of pairs held out for a final test report (0 = none)
-    split_by_question: bool = False  # keep every validation/test question out of training
+    # auto | pair | question (core.data.SPLIT_BY): "question" keeps every group of pairs linked by a shared question
+    # on one side, so no held-out question is seen in training; auto picks it when any question repeats. A saved
+    # run records the resolved choice.
+    split_by: str = "auto"
     hard_negatives: bool = False  # triplet/softmax: add labelled non-duplicates as extra negatives
     # Also train on the pairs the training labels imply (core.data.implied: two duplicates of one question
     # are duplicates; a duplicate of a non-duplicate's question is a non-duplicate). Held-out splits untouched.
     implied_pairs: bool = False
     keep_unvalidated: bool = False  # save a run cancelled before its first validation (else nothing is saved)
     data_name: str = ""  # shown in the runs list
+    val_data_name: str = ""  # the file the validation pairs came from, when the user gave one ("" = split off)
+    test_data_name: str = ""  # likewise for the test pairs
     # A saved model folder whose weights and tokenizer the run starts from (its own architecture and vocabulary
     # kept: model_options, max_length, min_freq and max_vocab do not rebuild it); "" = the family's usual start.
     init_model: str = ""
@@ -153,8 +159,10 @@ _RULES: dict[str, _Rule] = {
     "max_vocab": _Rule(int, 3, 10_000_000),
     "val_fraction": _Rule(float, 0.0, 0.5),
     "test_fraction": _Rule(float, 0.0, 0.5),
-    "split_by_question": _Rule(bool),
+    "split_by": _choice(*SPLIT_BY),
     "data_name": _Rule(str),
+    "val_data_name": _Rule(str),
+    "test_data_name": _Rule(str),
     "init_model": _Rule(str),  # a saved model folder; "" or ZERO_SHOT = the family's usual start
     "keep_unvalidated": _Rule(bool),
     # training (TrainConfig)

@@ -1,0 +1,165 @@
+"""Validation a user can trust: splits that do not leak, the user's own validation and test files, runs that
+cannot be measured refused, and the auto recipe read off the data."""
+import argparse
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.cli.main import main
+from core.cli.train import wants_auto_recipe
+from core.data import (
+    MIN_PAIRS_PER_CLASS,
+    question_groups,
+    recorded_by_question,
+    resolve_split_by,
+    split_pairs,
+    unseen_mask,
+)
+from core.training.auto_recipe import LENGTH_QUANTILE, MIN_VALIDATIONS, auto_options
+from core.text.wordpiece_tokenizer import bert_wordpiece
+
+TINY = ["--model", "lstm", "--loss", "contrastive", "--epochs", "1", "--device", "cpu", "--max-length", "12",
+        "--model-options", json.dumps({"hidden_size": 10, "embedding_dim": 12})]
+
+
+def hub_pairs(hubs: int = 40, spokes: int = 4) -> pd.DataFrame:
+    """Each hub question paired with ``spokes`` others, duplicates and not in turn: every hub links pairs."""
+    rows = [(f"hub question number {h} about topic {h}?", f"spoke {s} of hub {h}: is it topic {h}?", int(s % 2 == 0))
+            for h in range(hubs) for s in range(spokes)]
+    return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])
+
+
+def write(frame: pd.DataFrame, path) -> str:
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_pair_split_leaks_shared_questions_and_the_group_split_does_not():
+    pairs = hub_pairs()
+    by_pair = split_pairs(pairs, val_fraction=0.2, test_fraction=0.0, seed=0, by_question=False)
+    assert (~unseen_mask(by_pair.train, by_pair.val)).sum() > len(by_pair.val) // 2  # most validation pairs leak
+    by_group = split_pairs(pairs, val_fraction=0.2, test_fraction=0.0, seed=0, by_question=True)
+    assert len(by_group.val) == 32 and unseen_mask(by_group.train, by_group.val).all()  # 8 whole hubs, no leak
+    assert resolve_split_by(pairs, "auto") == "question"
+    assert resolve_split_by(pairs.drop_duplicates("question1"), "auto") == "pair"  # one pair per hub: no link
+    assert resolve_split_by(pairs, "pair") == "pair"
+
+
+def test_question_groups_number_connected_pairs_alike():
+    pairs = pd.DataFrame({"question1": ["a", "B ", "c", "x"], "question2": ["b", "c", "d", "y"], "is_duplicate": 1})
+    groups = question_groups(pairs)
+    assert groups[0] == groups[1] == groups[2] != groups[3]  # "b" and "B " are one question once normalised
+
+
+def test_recorded_split_reads_new_and_old_folders():
+    assert recorded_by_question({"split_by": "question"}) and not recorded_by_question({"split_by": "pair"})
+    assert recorded_by_question({"split_by_question": True}) and not recorded_by_question({})
+
+
+def test_train_uses_the_users_validation_and_test_files_as_they_are(capsys, tmp_path):
+    pairs = hub_pairs()
+    train = write(pairs.iloc[:100], tmp_path / "train.csv")
+    val = write(pairs.iloc[100:140], tmp_path / "dev.csv")
+    test = write(pairs.iloc[140:], tmp_path / "test.csv")
+    code, out, err = run_cli(capsys, "train", "--data", train, "--val", val, "--test", test, "--out",
+                             tmp_path / "model", *TINY)
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["validation"]["n"] == 40 and summary["test"]["n"] == 20
+    for split in ("validation", "test"):
+        low, high = summary[split]["intervals"]["roc_auc"]
+        assert low <= summary[split]["roc_auc"] <= high
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    data = config["data"]
+    assert (data["train_pairs"], data["val_pairs"], data["test_pairs"]) == (100, 40, 20)
+    assert (data["val_name"], data["test_name"]) == ("dev.csv", "test.csv")
+    assert config["run"]["split_by"] == "question"  # hubs link pairs: auto split by question
+    assert "only 40 validation pairs" in err  # below the floor: one warning line saying what to do
+    assert set(config["metrics"]["baselines"]["tfidf"]["verdict"]) == {"verdict", "difference", "interval", "pairs"}
+
+
+def test_split_by_pair_is_recorded(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "train", "--data", write(hub_pairs(), tmp_path / "d.csv"), "--split-by", "pair",
+                             "--out", tmp_path / "model", *TINY)
+    assert code == 0, err
+    assert json.loads((tmp_path / "model" / "config.json").read_text())["run"]["split_by"] == "pair"
+
+
+def test_a_one_class_file_is_refused_in_one_line(capsys, tmp_path):
+    pairs = hub_pairs().assign(is_duplicate=1)
+    code, out, err = run_cli(capsys, "train", "--data", write(pairs, tmp_path / "ones.csv"), "--out",
+                             tmp_path / "model", *TINY)
+    assert code == 2 and out == ""
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: ones.csv: all 160 pairs are duplicates") and "Traceback" not in err
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_validation_file_without_both_classes_is_refused_in_one_line(capsys, tmp_path):
+    pairs = hub_pairs()
+    one_duplicate = pairs.iloc[100:140].assign(is_duplicate=[1] + [0] * 39)
+    code, out, err = run_cli(capsys, "train", "--data", write(pairs.iloc[:100], tmp_path / "train.csv"), "--val",
+                             write(one_duplicate, tmp_path / "dev.csv"), "--out", tmp_path / "model", *TINY)
+    assert code == 2 and out == ""
+    line = err.strip().splitlines()[-1]
+    assert line == (f"error: the validation pairs hold 1 duplicate(s) and 39 non-duplicate(s); a run needs at least "
+                    f"{MIN_PAIRS_PER_CLASS} of each class there to be measured")
+    assert not (tmp_path / "model").exists()
+
+
+def long_pairs(count: int) -> pd.DataFrame:
+    words = "the forum post asks how to configure the network interface after an upgrade of the system".split()
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(words, size=rng.integers(10, 90))) for _ in range(2 * count)]
+    return pd.DataFrame({"question1": texts[:count], "question2": texts[count:],
+                         "is_duplicate": np.arange(count) % 2})
+
+
+def test_the_auto_recipe_reads_lengths_size_and_validations_off_the_data():
+    pairs = long_pairs(600)
+    recipe = auto_options(pairs, "cpu")
+    options = recipe.options
+    tokenizer = bert_wordpiece(256)
+    counts = [tokenizer.count(text) for text in pd.concat([pairs["question1"], pairs["question2"]])]
+    quantile = math.ceil(np.quantile(counts, LENGTH_QUANTILE))
+    assert options["max_length"] == 8 * math.ceil(quantile / 8)
+    assert options["val_fraction"] == 0.2  # 600 pairs: a fifth, the most it holds out
+    train_pairs = 480
+    steps_per_epoch = math.ceil(train_pairs / options["batch_size"])
+    total = options["max_steps"] or options["epochs"] * steps_per_epoch
+    every = options["validate_every"] or steps_per_epoch
+    assert total // every >= MIN_VALIDATIONS and every <= steps_per_epoch
+    assert f"max_length {options['max_length']}" in recipe.reason and "480 training pairs" in recipe.reason
+    with_file = auto_options(pairs, "cpu", has_val_file=True).options
+    assert "val_fraction" not in with_file and "a validation file" in auto_options(pairs, "cpu", True).reason
+
+
+def test_the_auto_recipe_is_the_default_only_without_recipe_options():
+    def parsed(**given):
+        names = ("preset", "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr",
+                 "patience", "max_steps", "max_minutes", "max_length", "min_freq", "max_vocab", "model_options",
+                 "init_model", "hard_negatives", "implied_pairs")
+        return argparse.Namespace(**{name: None for name in names} | given)
+
+    assert wants_auto_recipe(parsed()) and wants_auto_recipe(parsed(preset="auto", epochs=3))
+    assert not wants_auto_recipe(parsed(epochs=3)) and not wants_auto_recipe(parsed(preset="lstm-quora"))
+
+
+def test_preset_auto_trains_minilm_and_says_what_it_picked(capsys, tmp_path):
+    pairs = hub_pairs(12, 4)
+    code, out, err = run_cli(capsys, "train", "--data", write(pairs, tmp_path / "forum.csv"), "--preset", "auto",
+                             "--max-steps", "2", "--out", tmp_path / "model")
+    assert code == 0, err
+    assert "note: auto recipe for 38 training pairs: MiniLM fine-tuned with the contrastive loss" in err
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert config["model_type"] == "minilm" and config["train_config"]["max_steps"] == 2  # explicit wins
+    assert config["run"]["val_fraction"] == 0.2

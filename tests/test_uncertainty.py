@@ -1,0 +1,120 @@
+"""Bootstrap intervals and paired verdicts (core.inference.uncertainty) against scikit-learn and hand counts."""
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
+
+from core.inference.run_quality import judge_run
+from core.inference.uncertainty import (
+    BETTER,
+    NO_DIFFERENCE,
+    WORSE,
+    metric_intervals,
+    paired_verdict,
+    resample_weights,
+    weighted_roc_auc,
+)
+
+
+def test_weighted_roc_auc_is_sklearns_on_the_resampled_rows_ties_included():
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, 57)
+    scores = np.round(rng.random(57) + 0.3 * labels, 1)  # rounded: many ties
+    drawn = rng.integers(0, 57, size=(5, 57))
+    weights = np.stack([np.bincount(row, minlength=57) for row in drawn]).astype(float)
+    expected = [roc_auc_score(labels[row], scores[row]) for row in drawn]
+    np.testing.assert_allclose(weighted_roc_auc(labels, scores, weights), expected, rtol=1e-12)
+
+
+def test_intervals_are_the_percentiles_of_sklearns_metrics_on_the_same_resamples():
+    rng = np.random.default_rng(7)
+    labels = rng.integers(0, 2, 40)
+    scores = rng.random(40) + 0.4 * labels
+    threshold = 0.6
+    intervals = metric_intervals(labels, scores, threshold, rounds=300, seed=11)
+    # The same draws, one resample at a time, scored by scikit-learn.
+    draws = np.random.default_rng(11)
+    auc, accuracy, f1 = [], [], []
+    for _ in range(3):  # 300 rounds come in chunks of 100
+        for row in draws.integers(0, 40, size=(100, 40)):
+            y, s = labels[row], scores[row]
+            if len(set(y)) == 2:
+                auc.append(roc_auc_score(y, s))
+            accuracy.append(accuracy_score(y, s > threshold))
+            f1.append(f1_score(y, s > threshold, zero_division=0))
+    for name, values in (("roc_auc", auc), ("accuracy", accuracy), ("f1", f1)):
+        np.testing.assert_allclose(intervals[name], np.percentile(values, [2.5, 97.5]), rtol=1e-12)
+
+
+def test_accuracy_interval_of_four_pairs_with_one_wrong_matches_the_binomial_by_hand():
+    # One wrong pair in four: a resample holds k ~ Binomial(4, 1/4) copies of it, accuracy (4 - k) / 4.
+    # P(k = 4) = 0.4 % and P(k >= 3) = 5.1 %, so the 2.5th percentile is 0.25; P(k = 0) = 31.6 % puts the
+    # 97.5th at 1.0.
+    labels, scores = [0, 0, 1, 1], [0.1, 0.9, 0.8, 0.7]  # the second pair is the wrong one at 0.5
+    intervals = metric_intervals(labels, scores, threshold=0.5, rounds=2000, seed=0)
+    assert intervals["accuracy"] == (0.25, 1.0)
+
+
+def test_group_resampling_moves_linked_pairs_together():
+    # Two groups, each one right and one wrong pair: any resample of whole groups is exactly half right,
+    # while resampling pairs one by one is not.
+    labels = np.array([1, 1, 0, 0])
+    scores = np.array([0.9, 0.1, 0.2, 0.8])
+    groups = np.array([0, 0, 1, 1])
+    assert metric_intervals(labels, scores, 0.5, groups=groups, seed=1)["accuracy"] == (0.5, 0.5)
+    low, high = metric_intervals(labels, scores, 0.5, seed=1)["accuracy"]
+    assert low < 0.5 < high
+
+
+def test_group_weights_count_a_drawn_group_on_each_of_its_rows():
+    groups = np.array([5, 5, 9, 2, 9])
+    for weights in resample_weights(5, 20, seed=4, groups=groups):
+        assert weights.shape == (20, 5)
+        np.testing.assert_array_equal(weights[:, 0], weights[:, 1])  # group 5
+        np.testing.assert_array_equal(weights[:, 2], weights[:, 4])  # group 9
+        assert set((weights[:, [0, 2, 3]].sum(axis=1)).tolist()) == {3.0}  # three groups drawn per round
+
+
+def test_paired_verdicts_say_no_difference_for_noise_and_better_or_worse_for_a_clear_gap():
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 2, 400)
+    good = labels + rng.normal(0, 0.8, 400)
+    twin = labels + rng.normal(0, 0.8, 400)  # as good, with its own noise
+    weak = labels + rng.normal(0, 3.0, 400)
+    same = paired_verdict(labels, twin, good, seed=0)
+    assert same.verdict == NO_DIFFERENCE and same.interval[0] < 0 < same.interval[1] and same.pairs == 400
+    assert paired_verdict(labels, good, weak, seed=0).verdict == BETTER
+    worse = paired_verdict(labels, weak, good, seed=0)
+    assert worse.verdict == WORSE and worse.interval[1] < 0
+    assert worse.difference == pytest.approx(roc_auc_score(labels, weak) - roc_auc_score(labels, good))
+    assert paired_verdict([1, 1, 1], [0.1, 0.2, 0.3], [0.3, 0.2, 0.1]) is None  # one class: no ROC AUC
+
+
+def _metrics_with(verdict: str, difference: float, interval: list) -> dict:
+    return {"validation": {"roc_auc": 0.871}, "baselines": {
+        "tfidf": {"roc_auc": 0.70, "pairs": 123,
+                  "verdict": {"verdict": BETTER, "difference": 0.171, "interval": [0.1, 0.24], "pairs": 123}},
+        "zero_shot": {"roc_auc": 0.807, "pairs": 123,
+                      "verdict": {"verdict": verdict, "difference": difference, "interval": interval, "pairs": 123}}}}
+
+
+def test_a_run_not_measurably_better_than_zero_shot_is_flagged_and_says_so():
+    quality = judge_run(_metrics_with(NO_DIFFERENCE, 0.064, [-0.01, 0.14]))
+    assert quality.flagged and quality.not_better == ("zero_shot",) and quality.below == ()
+    assert quality.short == "no measurable difference from zero-shot MiniLM"
+    assert "No measurable difference from zero-shot MiniLM" in quality.message and "123 validation pairs" in quality.message
+    assert quality.as_dict()["verdicts"]["zero_shot"]["verdict"] == NO_DIFFERENCE
+
+
+def test_a_measurably_better_run_is_not_flagged_and_a_measurably_worse_one_is_below():
+    better = judge_run(_metrics_with(BETTER, 0.064, [0.02, 0.11]))
+    assert not better.flagged and better.message == "" and "Better than TF-IDF cosine and zero-shot" in better.comparison
+    worse = judge_run(_metrics_with(WORSE, -0.05, [-0.09, -0.01]))
+    assert worse.flagged and worse.below == ("zero_shot",)
+
+
+def test_a_point_difference_inside_the_interval_is_not_below_when_the_verdict_says_no_difference():
+    # The run's ROC AUC is under zero-shot's, but the paired bootstrap cannot tell them apart: not "below".
+    metrics = _metrics_with(NO_DIFFERENCE, -0.01, [-0.05, 0.03])
+    metrics["baselines"]["zero_shot"]["roc_auc"] = 0.881
+    quality = judge_run(metrics)
+    assert quality.below == () and quality.not_better == ("zero_shot",)
