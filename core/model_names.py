@@ -3,3 +3,4 @@ MODEL_NAMES = ("lstm", "dual-transformer", "minilm")  # the model_type of each f
 MODEL_LABELS = {"lstm": "Siamese LSTM", "dual-transformer": "Dual transformer encoder", "minilm": "MiniLM (fine-tune)"}
 ZERO_SHOT = "minilm"  # the load source that means the pretrained MiniLM, with no training
 ZERO_SHOT_LABEL = "MiniLM zero-shot (pretrained, no training)"
+TFIDF = "tfidf"  # the load source that means the TF-IDF cosine baseline: it scores pairs, it has no vectors

@@ -24,7 +24,7 @@ from core.inference.baselines import (
     model_scores,
     tfidf_scores,
 )
-from core.inference.calibration import pair_threshold
+from core.inference.calibration import calibrated_on, pair_threshold
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
 from lab.cached import model_stamp
 from lab.session import ZERO_SHOT, get_model
@@ -68,6 +68,15 @@ def scores_of(choice: str, chosen: CommonPairs, progress: Callable[[int, int], N
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
+def run_kind(run: dict) -> str:
+    """A saved run's family for the table's kind column; a calibrated copy (``python -m core calibrate``) says so."""
+    record = run.get("calibrated_from")
+    if not isinstance(record, dict):
+        return MODEL_LABELS.get(run.get("model_type"), "?")
+    family = "MiniLM zero-shot" if record.get("source") == ZERO_SHOT else MODEL_LABELS.get(run.get("model_type"), "?")
+    return f"{family}, calibrated copy"
+
+
 def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.DataFrame,
                bar=None) -> tuple[list[dict], list[str]]:
     """The comparison rows (zero-shot MiniLM, every run, TF-IDF) on ``chosen.pairs`` of ``dataset`` (whose
@@ -75,7 +84,7 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.
     or the trained model's family. ``bar`` is an ``st.progress`` element moved as models are scored."""
     labels = chosen.pairs["is_duplicate"].to_numpy()
     entries = [(ZERO_SHOT_LABEL, ZERO_SHOT, REFERENCE)]
-    entries += [(run["name"], run["path"], MODEL_LABELS.get(run.get("model_type"), "?")) for run in runs]
+    entries += [(run["name"], run["path"], run_kind(run)) for run in runs]
     rows, failures = [], []
     for number, (name, choice, kind) in enumerate(entries):
         def moved(done: int, total: int, number=number, name=name) -> None:
@@ -94,7 +103,7 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.
             source = ZERO_SHOT_CALIBRATED_SOURCE if calibrated.pairs else ZERO_SHOT_SOURCE
         else:
             threshold = (config.get("thresholds") or {}).get("accuracy")
-            source = SAVED_SOURCE if threshold is not None else UNCALIBRATED_SOURCE
+            source = (calibrated_on(config) or SAVED_SOURCE) if threshold is not None else UNCALIBRATED_SOURCE
         rows.append(comparison_row(name, kind, labels, scores, threshold, source))
     tfidf = _tfidf(chosen.key, key, chosen, dataset)
     rows.append(comparison_row(TFIDF_LABEL, REFERENCE, labels, tfidf, None, TFIDF_SOURCE))
@@ -105,7 +114,7 @@ def thresholds_note(table: pd.DataFrame) -> str:
     """Where the table's accuracy / F1 thresholds come from, said honestly for zero-shot MiniLM's row."""
     [zero_shot] = table.loc[table["model"] == ZERO_SHOT_LABEL, "threshold from"].tolist() or [None]
     text = ("ROC AUC and average precision need no threshold; accuracy and F1 are at each model's calibrated "
-            "threshold (a saved model's from its own validation split"
+            "threshold (a saved model's from its own validation split, a calibrated copy's from its labelled file"
             + (", zero-shot MiniLM's fixed default, as these pairs cannot calibrate it"
                if zero_shot == ZERO_SHOT_SOURCE else "") + "). ")
     if zero_shot == ZERO_SHOT_CALIBRATED_SOURCE:

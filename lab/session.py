@@ -40,14 +40,15 @@ def load_sample() -> tuple[pd.DataFrame, LoadReport]:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def load_upload(name: str, data: bytes, columns: dict[str, str] | None = None) -> tuple[pd.DataFrame, LoadReport]:
+def load_upload(name: str, data: bytes, columns: dict[str, str] | None = None,
+                label_map: dict[str, int] | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """An uploaded file's pairs; ``columns`` (role -> column name) when its header names are not the usual
-    ones (``lab.column_picker``)."""
+    ones and ``label_map`` (value -> 1 or 0) when its labels are not 0/1 (``lab.column_picker``)."""
     import io
 
     buffer = io.BytesIO(data)
     buffer.name = name
-    return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes())
+    return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes(), label_map=label_map)
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
@@ -90,7 +91,44 @@ def init_state() -> None:
 
 
 def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str) -> None:
+    """Make ``pairs`` the active dataset; validation and test files added for the previous one are let go."""
     st.session_state.pairs, st.session_state.data_report, st.session_state.data_name = pairs, report, name
+    clear_held_out()
+
+
+HELD_OUT_KINDS = ("val", "test")
+_HELD_OUT = "held_out_files"  # session key: kind -> (pairs, file name) of the Data page's extra uploads
+_HELD_OUT_CLEARED = "held_out_cleared"  # session key: how many times they were let go (their uploaders' keys)
+
+
+def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None) -> None:
+    """The user's validation ("val") or test ("test") pairs for the active dataset, from file ``name``;
+    None lets that kind go."""
+    if kind not in HELD_OUT_KINDS:
+        raise ValueError(f"kind must be one of {HELD_OUT_KINDS}, got {kind!r}")
+    files = st.session_state.setdefault(_HELD_OUT, {})
+    if pairs is None:
+        files.pop(kind, None)
+    else:
+        files[kind] = (pairs, name)
+
+
+def held_out_pairs(kind: str) -> tuple[pd.DataFrame | None, str | None]:
+    """(pairs, file name) of this session's validation ("val") or test ("test") file, or (None, None)."""
+    if kind not in HELD_OUT_KINDS:
+        raise ValueError(f"kind must be one of {HELD_OUT_KINDS}, got {kind!r}")
+    return st.session_state.get(_HELD_OUT, {}).get(kind, (None, None))
+
+
+def clear_held_out() -> None:
+    """Let both held-out files go and empty their uploaders (new widget keys: ``held_out_key``)."""
+    st.session_state[_HELD_OUT_CLEARED] = st.session_state.get(_HELD_OUT_CLEARED, 0) + 1
+    st.session_state[_HELD_OUT] = {}
+
+
+def held_out_key(kind: str) -> str:
+    """The Data page's uploader key for a held-out file; a new one after each ``clear_held_out``."""
+    return f"held_out_{kind}_{st.session_state.get(_HELD_OUT_CLEARED, 0)}"
 
 
 _UPLOADS_CLEARED = "uploads_cleared"  # session key: how many times the Data page's uploader was emptied
@@ -157,6 +195,8 @@ def model_choices() -> dict[str, str]:
         status = run_status(run)  # a run that did not finish says so: "name (cancelled, val AUC 0.712)"
         notes = [status] if status in (CANCELLED, FAILED) else []
         notes += [f"val AUC {auc:.3f}"] if isinstance(auc, float) else []
+        calibration = run.get("calibration")  # a calibrated copy (python -m core calibrate): thresholds from a file
+        notes += [f"calibrated on {calibration.get('data')}"] if isinstance(calibration, dict) else []
         quality = judge_run(run.get("metrics"))  # never the default, but still a choice, named for what it is
         notes += [quality.short] if quality.flagged else []
         label = run["name"] + (f" ({', '.join(notes)})" if notes else "")
@@ -256,4 +296,4 @@ def warn_not_models(problems: list[str]) -> None:
 
 __all__ = ["DataError", "setup_page", "set_dataset", "get_model", "job_queue", "model_choices", "load_sample",
            "load_upload", "data_key", "show_error", "model_picker", "ZERO_SHOT", "SAMPLE_NAME", "upload_limit_bytes",
-           "warn_not_models"]
+           "warn_not_models", "set_held_out", "held_out_pairs", "clear_held_out", "held_out_key", "HELD_OUT_KINDS"]

@@ -2,8 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from core.data import DataError, MissingColumnsError, dataset_summary, training_problems
-from lab import charts, column_picker
+from core.data import DataError, dataset_summary, training_problems
+from lab import charts, column_picker, held_out_view
 from lab.session import (
     SAMPLE_NAME,
     clear_upload,
@@ -52,13 +52,13 @@ def apply_upload() -> None:
         pairs, report = column_picker.load_with_choice(uploaded.name, uploaded.getvalue())
     except DataError as error:
         problem = str(error)
-        if isinstance(error, MissingColumnsError):  # the user can name the columns instead
-            column_picker.offer(uploaded.file_id, uploaded.name, error)
+        column_picker.offer(uploaded.file_id, uploaded.name, error)  # missing columns, labels of other values
     except Exception as error:  # anything unforeseen still reaches the user as one readable line
         problem = f"could not be read ({type(error).__name__}: {error})"
     else:
         set_dataset(pairs, report, f"{uploaded.name} (upload)")
         state.data_upload_error = None
+        column_picker.offer_labels(uploaded.file_id, uploaded.name, report)  # rows dropped for their label
         return
     if uploaded.name not in problem:  # core.data's messages name the file already: once is enough
         problem = f"{uploaded.name}: {problem}"
@@ -75,8 +75,9 @@ with upload_column:
                                 key=upload_key(), on_change=apply_upload)
     st.caption(f"Upload limit: {st.get_option('server.maxUploadSize')} MB per file (a .gz file: that much once "
                "decompressed). Column aliases such as "
-               "`q1`/`q2`/`label` or `sentence1`/`sentence2`/`label` are recognised (for other names you pick the "
-               "columns); the delimiter and the text encoding are detected.")
+               "`q1`/`q2`/`label` or `sentence1`/`sentence2`/`labels` are recognised (for other names you pick the "
+               "columns, for labels other than 0/1 what they mean); the delimiter and the text encoding are "
+               "detected.")
 with sample_column:
     st.button("Use the bundled sample", key="use_sample", on_click=use_sample, disabled=state.data_name == SAMPLE_NAME,
               help="479 question pairs written for this project (assets/sample_pairs.csv)")
@@ -86,6 +87,7 @@ if failure and uploaded is not None and failure[0] == uploaded.file_id:
     show_error(failure[1])
 if uploaded is not None:
     column_picker.picker(uploaded.file_id)
+held_out_view.held_out_files()
 
 pairs, report = state.pairs, state.data_report
 summary = summary_of(pairs)

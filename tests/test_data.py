@@ -239,10 +239,12 @@ def test_mapping_an_exact_name_beside_a_case_variant_does_not_warn():
     assert report.warnings == []
 
 
-def test_one_column_read_as_two_roles_warns():
-    pairs, report = load_pairs(csv_bytes("A?,B?,1"), columns={"question2": "question1"})
-    assert pairs.to_dict("list") == {"question1": ["A?"], "question2": ["A?"], "is_duplicate": [1]}
-    assert report.warnings == ['column 1 "question1" is read as both question1 and question2']
+def test_one_column_read_as_two_roles_is_refused():
+    # A pair of a question with itself teaches nothing: refused (tests/test_label_map.py has the other cases).
+    with pytest.raises(DataError) as caught:
+        load_pairs(csv_bytes("A?,B?,1"), columns={"question2": "question1"})
+    assert str(caught.value) == ('<upload>: column 1 "question1" is given two roles, question1 and question2 '
+                                 '(values such as "A?"); each role needs a column of its own')
 
 
 def test_load_report_without_warnings_stays_backward_compatible():

@@ -365,7 +365,8 @@ def check_table(frame: pd.DataFrame, threshold: float, min_size: int = 2) -> Non
     assert (others["similarity_to_representative"] > threshold).all()
 
 
-def test_cli_on_the_bundled_sample(lstm_folder, tmp_path, capsys):
+def test_cli_on_the_bundled_sample(lstm_folder, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SIAMESE_LAB_CACHE", str(tmp_path / "cache"))  # no vectors cached by an earlier test: encoded
     out = tmp_path / "clusters.csv"
     assert main(["dedup", "--model", str(lstm_folder), "--questions", str(SAMPLE_PATH), "--out", str(out)]) == 0
     captured = capsys.readouterr()

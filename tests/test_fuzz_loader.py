@@ -12,7 +12,9 @@ Three properties:
     DataError.
 
 A row is valid when both questions are non-empty after ``str.strip()`` and the label is one of the
-spellings the loader documents. A line of only spaces/tabs is a blank line to pandas, so it is no
+spellings the loader documents. A file is refused as a whole (``core.data.labels``), judged on its rows
+with both questions, when a question column holds only label spellings, or when at least two of those
+rows have an unreadable label and they outnumber the rows whose label is read. A line of only spaces/tabs is a blank line to pandas, so it is no
 row at all (neither read nor dropped), like an empty line. Generated text holds no NUL or other C0
 control (tab, newline and carriage return excepted): the loader may legitimately call such bytes
 binary. Binary detection itself is fuzzed separately, with the weaker "DataError or a consistent
@@ -36,7 +38,9 @@ from hypothesis import strategies as st
 
 from core.data import (
     EMPTY_QUESTION,
+    FALSE_LABELS,
     MALFORMED_LINE,
+    TRUE_LABELS,
     UNREADABLE_LABEL,
     DataError,
     load_pairs,
@@ -254,6 +258,28 @@ def expected_outcome(rows, roles, decode=lambda text: text, blank=frozenset(), m
     return kept, dropped, problems, rows_read
 
 
+def expected_refusal(rows, roles, decode=lambda text: text, blank=frozenset()):
+    """The message (a regex) load_pairs refuses these rows with, or None. Judged on the rows with both
+    questions of the whole file (the files here are one chunk, so ``max_rows`` reads them whole too)."""
+    firsts, seconds, unreadable = [], [], 0
+    spellings = {label.strip().lower() for label in LABEL_VALUE}
+    for position, (q1, q2, label, shape) in enumerate(rows):
+        if position in blank or (isinstance(shape, tuple) and shape[0] == "extra"):
+            continue
+        present = dict(zip(roles, written_fields(q1, q2, label, shape, roles, position)))
+        first, second = decode(present.get("q1", "")).strip(), decode(present.get("q2", "")).strip()
+        if first and second:
+            firsts.append(first)
+            seconds.append(second)
+            unreadable += present.get("label", "").strip().lower() not in spellings
+    for role, questions in (("question1", firsts), ("question2", seconds)):
+        if questions and all(text.lower() in TRUE_LABELS | FALSE_LABELS for text in questions):
+            return f"the {role} column .* holds labels, not questions"
+    if unreadable >= 2 and unreadable > len(firsts) - unreadable:
+        return "does not hold duplicate labels"
+    return None
+
+
 def written_fields(q1, q2, label, shape, roles, position):
     values = {"q1": q1, "q2": q2, "label": label}
     fields = [values.get(role, f"{role}-{position}") for role in roles]
@@ -306,6 +332,11 @@ def assert_loads_as_expected(
         "\n" in value or "\r" in value for row in rows for value in row[:3]
     )
     kept, dropped, problems, rows_read = expected_outcome(rows, roles, decode, blank, max_rows)
+    refusal = expected_refusal(rows, roles, decode, blank)
+    if refusal and rows_read:
+        with pytest.raises(DataError, match=refusal):
+            load_pairs(content, max_rows=max_rows)
+        return
     if not kept:
         # Only blank lines under the header (pandas skips them) is a file without rows; rows that are
         # all dropped is a file without usable ones. (Hypothesis found the first: one row cut to " ".)
@@ -392,18 +423,16 @@ def test_label_distributions(mode, question, count, delimiter, compress):
         rows = [(f"{question} {i}", f"other {i}", "0", "full") for i in range(count)]
     elif mode == "identical rows":
         rows = [(question, question, "1", "full")] * count
-    else:  # every label unreadable but one readable row at the end
+    else:  # every label unreadable but one readable row at the end: refused from two unreadable rows on
         rows = [(question, question, UNREADABLE_LABELS[i % len(UNREADABLE_LABELS)], "full") for i in range(count)]
         rows.append((question, "last", "0", "full"))
     names, roles = LAYOUTS[0]
     text, blank = write_csv(names, roles, rows, delimiter, "\n", csv.QUOTE_MINIMAL)
     content = maybe_gzip(text.encode("utf-8"), compress)
     assert_loads_as_expected(content, rows, roles, blank=blank)
-    pairs, _ = load_pairs(content)
-    if mode == "all duplicates":
-        assert pairs["is_duplicate"].tolist() == [1] * count
-    elif mode == "no duplicates":
-        assert pairs["is_duplicate"].tolist() == [0] * count
+    if mode in ("all duplicates", "no duplicates"):  # questions numbered, so never mere labels: loaded
+        pairs, _ = load_pairs(content)
+        assert pairs["is_duplicate"].tolist() == [1 if mode == "all duplicates" else 0] * count
 
 
 def long_text(piece: str, length: int) -> str:

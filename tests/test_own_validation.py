@@ -163,3 +163,13 @@ def test_preset_auto_trains_minilm_and_says_what_it_picked(capsys, tmp_path):
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config["model_type"] == "minilm" and config["train_config"]["max_steps"] == 2  # explicit wins
     assert config["run"]["val_fraction"] == 0.2
+
+
+def test_a_run_that_cuts_most_questions_short_says_so(capsys, tmp_path):
+    data = write(hub_pairs(), tmp_path / "d.csv")
+    code, out, err = run_cli(capsys, "train", "--data", data, "--out", tmp_path / "cut", *TINY, "--max-length", "4")
+    assert code == 0, err
+    assert "warning: max_length 4 cuts 100% of the training questions short" in err
+    code, out, err = run_cli(capsys, "train", "--data", data, "--out", tmp_path / "whole", *TINY, "--max-length", "32")
+    assert code == 0, err
+    assert "cuts" not in err

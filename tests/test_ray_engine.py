@@ -72,6 +72,7 @@ def test_dedup_on_ray_gives_the_local_clusters(ray_cluster, tiny_models, texts, 
     questions.write_text("\n".join(texts) + "\n", encoding="utf-8")
     common = ["dedup", "--model", tiny_models["lstm"], "--questions", questions, "--threshold", 0.97, "-k", 5]
     local = run(capsys, *common, "--out", tmp_path / "local.csv")
+    shutil.rmtree(local["vectors"]["folder"])  # the local run's cached vectors: without them Ray encodes the corpus
     on_ray = run(capsys, *common, "--out", tmp_path / "ray.csv", "--engine", "ray")
     assert (local["engine"], on_ray["engine"], on_ray["workers"]) == ("local", "ray", 2)
     # The same model and corpus: the Ray run finds the local run's index on disk and checks it against its vectors.
@@ -81,6 +82,9 @@ def test_dedup_on_ray_gives_the_local_clusters(ray_cluster, tiny_models, texts, 
     # -k 5 makes rows whose 5 neighbours are all above the threshold: searched deeper, here, after Ray's search
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "ray.csv"), pd.read_csv(tmp_path / "local.csv"))
     assert not list(tmp_path.glob(".ray-shards-*"))  # the shards' temporary folder is gone
+    again = run(capsys, *common, "--out", tmp_path / "again.csv", "--engine", "ray")  # the vectors Ray's run kept
+    assert again["read_by"] == "cache" and again["vectors"]["reused"] and not on_ray["vectors"]["reused"]
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "again.csv"), pd.read_csv(tmp_path / "local.csv"))
 
 
 def test_a_two_tower_model_encodes_and_clusters_on_ray_as_locally(ray_cluster, tiny_models, texts, tmp_path):

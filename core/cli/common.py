@@ -42,10 +42,14 @@ def help_formatter(prog):
     return DefaultsFormatter(prog, max_help_position=32)
 
 
-def model_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
-    """A subcommand that runs a saved (or the zero-shot) model: --model and --device, then its own options."""
+def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -> argparse.ArgumentParser:
+    """A subcommand that runs a saved (or the zero-shot) model: --model and --device, then its own options.
+    ``scores_pairs``: the command only scores pairs, so ``--model tfidf`` (``core.cli.scorers``) is offered too."""
     command = sub.add_parser(name, help=help, formatter_class=help_formatter)
-    command.add_argument("--model", required=True, help="a saved model folder, or 'minilm' for zero-shot MiniLM")
+    tfidf = (", or 'tfidf' for the TF-IDF cosine baseline (fitted on the questions it scores; a calibrated "
+             "TF-IDF folder keeps the fit of its calibration file)") if scores_pairs else ""
+    command.add_argument("--model", required=True,
+                         help=f"a saved model folder (a calibrated copy included), 'minilm' for zero-shot MiniLM{tfidf}")
     command.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
     command.set_defaults(func=func)
     return command
@@ -154,12 +158,38 @@ def columns_spec(text: str) -> dict[str, str]:
     return mapping
 
 
-def add_columns_option(command) -> None:
-    """``--columns`` of every command that reads pairs; ``load_data`` (or ``score_file``) takes it."""
+def label_map_spec(text: str) -> dict[str, int]:
+    """argparse type of ``--label-map``: ``VALUE=1`` or ``VALUE=0`` pairs separated by commas (a value may
+    hold "=": the last one splits); value -> label, for ``core.data``'s reader, which matches the values
+    ignoring case and surrounding spaces."""
+    mapping: dict[str, int] = {}
+    for entry in text.split(","):
+        value, equals, label = (part.strip() for part in entry.rpartition("="))
+        if not equals or not value:
+            raise argparse.ArgumentTypeError(
+                f"expected VALUE=1 or VALUE=0 pairs separated by commas (e.g. PerfectMatch=1,Irrelevant=0), "
+                f"got {entry.strip()!r}")
+        if label not in ("0", "1"):
+            raise argparse.ArgumentTypeError(f"{value!r} must map to 1 (duplicate) or 0 (not duplicate), got {label!r}")
+        if value.lower() in {known.lower() for known in mapping}:
+            raise argparse.ArgumentTypeError(f"{value!r} is given twice (values match ignoring case and spaces)")
+        mapping[value] = int(label)
+    return mapping
+
+
+def add_columns_option(command, labels: bool = True) -> None:
+    """``--columns`` of every command that reads pairs, and ``--label-map`` of those that read their labels
+    (``labels``); ``load_data`` (or ``score_file``) takes them."""
     command.add_argument("--columns", type=columns_spec, default=None, metavar="ROLE=NAME,...",
                          help="the file's columns for the pair, e.g. 'question1=#1 String,question2=#2 String,"
                               "is_duplicate=Quality'; a role left out is found by its usual names "
-                              "(question1/q1/sentence1, question2/q2/sentence2, is_duplicate/label)")
+                              "(question1/q1/sentence1, question2/q2/sentence2, is_duplicate/label/labels)")
+    if labels:
+        command.add_argument("--label-map", type=label_map_spec, default=None, metavar="VALUE=0|1,...",
+                             help="what the label column's values mean, e.g. 'PerfectMatch=1,Relevant=1,"
+                                  "Irrelevant=0' (matched ignoring case and surrounding spaces); a value left "
+                                  "out is an unreadable label, its rows dropped (default: 1/0, true/false, "
+                                  "yes/no, t/f, y/n)")
 
 
 # ---- output ------------------------------------------------------------------------------------
@@ -183,14 +213,16 @@ def print_json(value, indent: int | None = None) -> None:
 class TqdmCounter:
     """progress(done, total) -> one tqdm bar on stderr (index building, embedding)."""
 
-    def __init__(self, description: str, unit: str = "q"):
+    def __init__(self, description: str, unit: str = "q", delay: float = 0):
         self.description, self.unit, self.bar = description, unit, None
+        self.delay = delay  # seconds before the bar first shows: a step done sooner prints nothing
 
     def __call__(self, done: int, total: int | None) -> None:
         from tqdm import tqdm
 
         if self.bar is None:
-            self.bar = tqdm(total=total, desc=self.description, unit=self.unit, file=sys.stderr, mininterval=0.5)
+            self.bar = tqdm(total=total, desc=self.description, unit=self.unit, file=sys.stderr, mininterval=0.5,
+                            delay=self.delay)
         self.bar.update(done - self.bar.n)
         if total is not None and done >= total:
             self.bar.close()
@@ -218,15 +250,17 @@ def claimed_output(paths, overwrite: bool, create_folder: bool = False, flag: st
 
 
 # ---- loading -----------------------------------------------------------------------------------
-def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | None = None):
-    """The pairs of a CSV/TSV file, its columns found by name or by ``columns`` (``--columns``); what was
-    dropped, and any warning, is reported on stderr."""
+def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | None = None,
+              label_map: dict[str, int] | None = None):
+    """The pairs of a CSV/TSV file, its columns found by name or by ``columns`` (``--columns``), its labels
+    read by ``label_map`` (``--label-map``) when given; what was dropped, and any warning, is reported on
+    stderr."""
     from core.data import DataError, load_pairs
 
     if not Path(path).is_file():
         raise CliError(f"no data file at {path}")
     try:
-        pairs, report = load_pairs(path, columns=columns, max_rows=max_rows)
+        pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map)
     except DataError as error:  # core.data's message names the file itself: no second mention
         raise CliError(str(error)) from None
     if report.rows_kept < report.rows_read:
@@ -269,8 +303,19 @@ def output_path(path: str, *inputs: str | None) -> Path:
     return out
 
 
+def refuse_tfidf(name: str) -> None:
+    """One ``CliError`` when ``--model`` is the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder) for a
+    command that needs vectors."""
+    from core.inference.tfidf_scorer import is_tfidf
+
+    if is_tfidf(name):
+        raise CliError(f"--model {name} is the TF-IDF baseline: it scores pairs (evaluate, score, predict, calibrate) "
+                       "but has no vectors for this command")
+
+
 def load_model(name: str, device: str):
     """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``."""
+    refuse_tfidf(name)
     from core import models
     from core.device import DeviceError, resolve_device
     from core.saving import ModelLoadError
@@ -286,6 +331,7 @@ def load_backend(args):
     ``core.export.onnx_backend.onnx_model`` (the exported graph run by onnxruntime on the CPU)."""
     if getattr(args, "backend", "torch") != "onnx":
         return load_model(args.model, args.device)
+    refuse_tfidf(args.model)
     if args.device == "cuda":
         raise CliError("--backend onnx runs on the CPU; drop --device cuda")
     from core.export.common import ExportError
@@ -301,3 +347,25 @@ def load_backend(args):
 def backend_model(args):
     """``load_backend(args)``'s model alone: a picklable loader for Ray's encoder actors."""
     return load_backend(args)[0]
+
+
+def vector_cache():
+    """``core.inference.vector_cache.VectorCache`` in the lab's cache (``$SIAMESE_LAB_CACHE``, ``vectors/``):
+    dedup, suggest and search keep a corpus's vectors there and reuse them."""
+    from core.export.onnx_cache import cache_root
+    from core.inference.vector_cache import VectorCache
+
+    return VectorCache(cache_root() / "vectors")
+
+
+def vector_cache_key(args) -> str | None:
+    """What names ``args.model``'s vectors in ``vector_cache`` before it is loaded: on the torch backend the
+    sha256 of the files they are made from (``core.export.onnx_cache.content_key``), so a run whose vectors
+    are cached never loads the model; None on the ONNX backend (its loaded graphs' digest names them)."""
+    from core.model_names import ZERO_SHOT
+
+    if getattr(args, "backend", "torch") == "onnx" or not (args.model == ZERO_SHOT or Path(args.model).is_dir()):
+        return None  # None also for what is no model folder at all (or TF-IDF): loading it says why, in one line
+    from core.export.onnx_cache import content_key
+
+    return "files-" + content_key(args.model)

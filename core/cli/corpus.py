@@ -17,6 +17,8 @@ from core.cli.common import (
     model_command,
     print_json,
     ray_vectors,
+    vector_cache,
+    vector_cache_key,
 )
 
 
@@ -38,15 +40,29 @@ def cmd_search(args) -> int:
         from core.export.onnx_cache import search_cache
 
         cache = search_cache(model.digest)
+    encode = _cached_vectors(args, model)
     if args.index is None:  # auto: exact up to search.FLAT_LIMIT questions, HNSW above (the search cache)
-        index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"))
+        index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), encode=encode)
     else:
         from core.inference.vector_index import load_or_build_kind
 
-        index = load_or_build_kind(model, texts, args.index, cache, progress=TqdmCounter("indexing"))
+        index = load_or_build_kind(model, texts, args.index, cache, progress=TqdmCounter("indexing"), encode=encode)
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
         print_json({"rank": rank, "score": round(score, 6), "question": text})
     return 0
+
+
+def _cached_vectors(args, model):
+    """What builds a search index's vectors: the corpus's in the lab's vector cache (shared with dedup and
+    suggest), encoded and kept there when they are not."""
+    from core.inference.vector_cache import corpus_vectors
+    from core.inference.vector_index import model_identity
+
+    def encode(texts, progress):  # called only when the index is built: a saved index needs no key
+        key = vector_cache_key(args) or model_identity(model)
+        return corpus_vectors(texts, model, vector_cache() if key else None, key, progress=progress).second
+
+    return encode
 
 
 def cmd_embed(args) -> int:
@@ -76,7 +92,7 @@ def add_parsers(sub) -> None:
     search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
     search.add_argument("question")
-    add_columns_option(search)
+    add_columns_option(search, labels=False)
     search.add_argument("-k", type=count, default=10, help="number of results")
     search.add_argument("--runs", default="runs", help="models folder (zero-shot MiniLM caches its index here)")
     add_backend_option(search)
@@ -88,7 +104,7 @@ def add_parsers(sub) -> None:
     embed = model_command(sub, "embed", "write the vectors of a corpus's distinct questions to a .npy file",
                           cmd_embed)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
-    add_columns_option(embed)
+    add_columns_option(embed, labels=False)
     embed.add_argument("--out", required=True, help="output .npy file (questions go to <out>.questions.jsonl)")
     embed.add_argument("--overwrite", action="store_true", help="replace the two output files if they exist")
     add_backend_option(embed)

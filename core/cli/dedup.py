@@ -1,13 +1,17 @@
 """``python -m core dedup``: cluster the near-duplicate questions of a corpus into a CSV.
 
     python -m core dedup --model M --questions FILE --out clusters.csv [--threshold T] [--min-size 2]
-                         [--backend {torch,onnx}] [--engine {local,ray} [--ray-address A] [--workers N]]
+                         [--vectors EMBEDDED.npy] [--backend {torch,onnx}] [--engine {local,ray} ...]
+    python -m core dedup --model M --questions FILE --sweep [START:STOP:STEP]
 
 FILE is a CSV/TSV or Parquet file with a question column, a pairs file, or plain text with one question per line
 (``core.data.load_questions``). The clusters are ``core.inference.dedup``'s (community detection on a FAISS
-k-NN graph); the CSV has one row per clustered question and is formula safe. The graph's index is kept in
-the lab's cache (``index_cache``) and used again by the next run of the same model on the same corpus
-(``core.inference.dedup_index``); the summary's ``index`` says whether it was.
+k-NN graph); the CSV has one row per clustered question and is formula safe. What a second run of the same model
+on the same corpus needs is kept in the lab's cache and used again: the corpus's vectors
+(``core.cli.common.vector_cache``, keyed by the model's files, so such a run never loads the model), the graph's
+index and its first search (``index_cache``, ``core.inference.dedup_index``); the summary's ``vectors`` and
+``index`` say what was reused. ``--vectors`` takes ``embed``'s vector file instead of encoding;
+``--sweep`` clusters at every threshold of a range from one graph and prints one row per threshold.
 """
 from __future__ import annotations
 
@@ -30,7 +34,30 @@ from core.cli.common import (
     ray_vectors,
     read_corpus,
     threshold,
+    vector_cache,
+    vector_cache_key,
 )
+
+DEFAULT_SWEEP = "0.70:0.95:0.05"  # --sweep without a range: from topic-level likeness to near copies
+
+
+def sweep_range(text: str) -> list[float]:
+    """argparse type of ``--sweep``: ``START:STOP:STEP``, cosines from START up to STOP (included) by STEP."""
+    import argparse
+
+    from core.inference.dedup import MAX_SWEEP, threshold_range
+
+    parts = text.split(":")
+    try:
+        start, stop, step = (float(part) for part in parts) if len(parts) == 3 else (None, None, None)
+    except ValueError:
+        start = None
+    if start is None:
+        raise argparse.ArgumentTypeError(f"expected START:STOP:STEP, e.g. {DEFAULT_SWEEP}, got {text!r}")
+    try:
+        return threshold_range(start, stop, step)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error} (at most {MAX_SWEEP} thresholds)") from None
 
 
 def add_parsers(sub):
@@ -44,12 +71,22 @@ def add_parsers(sub):
                        help="CSV/TSV or Parquet with a question column (question, text, sentence, title or q), a "
                             "pairs file (its distinct questions), or plain text with one question per line; optionally "
                             ".gz")
-    dedup.add_argument("--out", required=True, help="output CSV: one row per clustered question")
+    dedup.add_argument("--out", default=None, help="output CSV: one row per clustered question (required "
+                                                     "unless --sweep)")
     dedup.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     dedup.add_argument("--threshold", type=threshold, default=None,
                        help="cosine a member must exceed to its cluster's representative (default: the model's "
                             "clustering threshold, picked for a high precision on its validation split; zero-shot "
                             "MiniLM's fixed one; else its pair threshold. The one used is printed with its source)")
+    dedup.add_argument("--sweep", type=sweep_range, nargs="?", const=sweep_range(DEFAULT_SWEEP), default=None,
+                       metavar="START:STOP:STEP",
+                       help=f"instead of writing clusters, print per threshold from START to STOP the clusters, the "
+                            f"largest one's size and the questions clustered, from one encoding and one graph "
+                            f"(without a range: {DEFAULT_SWEEP})")
+    dedup.add_argument("--vectors", default=None, metavar="FILE.npy",
+                       help="the corpus's vectors as `embed` wrote them (its questions file beside it, when there, "
+                            "must list the corpus's questions in order), instead of encoding; refused when their "
+                            "number or width is not the corpus's and the model's")
     dedup.add_argument("--min-size", type=count, default=2, help="smallest cluster kept")
     dedup.add_argument("-k", "--neighbours", type=count, default=DEFAULT_K,
                        help="neighbours searched per question at first (more where all are above the threshold)")
@@ -71,7 +108,7 @@ def add_parsers(sub):
 DEEPER_SEARCH_LIMIT = 1 << 25
 
 
-def _check_threshold(graph, cosine: float, calibrated: float) -> None:
+def _check_threshold(graph, cosine: float, config: dict) -> None:
     """Refuse a threshold at which nearly every question's neighbourhood is the whole corpus.
 
     Most questions then have all of their first neighbours above the threshold, each is searched again as
@@ -83,7 +120,9 @@ def _check_threshold(graph, cosine: float, calibrated: float) -> None:
     """
     rows, results = graph.deeper_search(cosine)
     if results > DEEPER_SEARCH_LIMIT:
-        hint = f" (the model's clustering threshold is {calibrated:.4g})"
+        from core.inference.calibration import clustering_threshold
+
+        hint = f" (the model's clustering threshold is {clustering_threshold(config).threshold:.4g})"
         raise CliError(f"--threshold {cosine:.4g} is too low for this corpus: {rows:,} questions have all "
                        f"{graph.k} nearest neighbours above it, so nearly everything would be one cluster after a "
                        f"search of ~{results:,} pairs; raise the threshold{hint} or bound the search with "
@@ -116,7 +155,18 @@ def ray_corpus_file(path: str, report):
 
 
 def cmd_dedup(args) -> int:
-    out = output_path(args.out, args.questions)
+    if args.sweep is not None:
+        for flag, value in (("--out", args.out), ("--threshold", args.threshold)):
+            if value is not None:
+                raise CliError(f"--sweep prints a row per threshold of its range and writes no clusters; drop {flag}")
+        rows, summary = _sweep(args)
+        for row in rows:
+            print_json(row)
+        print_json(summary)
+        return 0
+    if args.out is None:
+        raise CliError("python -m core dedup: --out is required (or --sweep, which writes no file)")
+    out = output_path(args.out, args.questions, args.vectors)
     # Claimed before anything is read or encoded; the CSV goes into place whole when the run ends well.
     with claimed_output([out], args.overwrite) as claim:
         summary = _dedup_into(claim, out, args)
@@ -124,63 +174,159 @@ def cmd_dedup(args) -> int:
     return 0
 
 
-def _dedup_into(claim, out: Path, args) -> dict:
-    """Cluster ``args.questions`` into ``claim``'s temporary for ``out``; the run's summary."""
-    from core.inference.calibration import Calibrated, clustering_threshold
-    from core.inference.dedup import (
-        clusters_frame,
-        encode_corpus,
-        outsized_cluster_note,
-        write_csv_chunks,
-    )
-    from core.inference.dedup_graph import NeighbourGraph, capped_note
-    from core.inference.dedup_index import saved_graph_index
+class _Model:
+    """``args.model``, loaded (``load_backend``) only when something asks for it: a run whose vectors are cached
+    needs only its config."""
 
-    texts, report = read_corpus(args.questions)
-    model, config = load_backend(args)
-    store = saved_graph_index(index_cache(), model, texts)  # None: a model nothing identifies, built each run
-    calibrated = clustering_threshold(config)
-    chosen = calibrated if args.threshold is None else Calibrated(args.threshold, "given with --threshold")
-    cosine = chosen.threshold
-    print(f"threshold: {cosine:.4g} ({chosen.source})", file=sys.stderr)
-    started = time.perf_counter()
-    phases = {}  # seconds per phase, in the summary: where a long run spends its time
+    def __init__(self, args):
+        self.args, self.loaded = args, None
+
+    def __call__(self):
+        if self.loaded is None:
+            self.loaded = load_backend(self.args)
+        return self.loaded[0]
+
+    def config(self) -> dict:
+        """The model's config, read without its weights when they were not loaded."""
+        from core.models.registry import zero_shot_config
+        from core.model_names import ZERO_SHOT
+        from core.saving import ModelLoadError, read_config
+
+        if self.loaded is not None or self.args.backend == "onnx":
+            self()
+            return self.loaded[1]
+        if self.args.model == ZERO_SHOT:
+            return zero_shot_config()
+        try:
+            return read_config(self.args.model)
+        except ModelLoadError as error:
+            raise CliError(str(error)) from None
+
+
+def _graph(args, texts, report, folder: Path):
+    """(the ``NeighbourGraph`` of ``texts``, its model's config, what the summary says of its vectors and index,
+    seconds per phase): vectors from ``--vectors``, the cache or the encoder (``--engine``'s), the graph's index
+    and first search from ``index_cache`` when they are there."""
+    from core.inference.dedup_graph import NeighbourGraph
+    from core.inference.dedup_index import SavedGraphIndex
+    from core.inference.search import fingerprint
+    from core.inference.vector_cache import CorpusVectors, corpus_vectors
+    from core.inference.vector_index import model_identity
+
+    started, phases = time.perf_counter(), {}
+    model = _Model(args)
+    key = vector_cache_key(args) or model_identity(model())
+    cache = vector_cache() if key else None
+    corpus = fingerprint(texts)
+    facts = {"reused": False, "source": "encoded", **({"folder": str(cache.folder(key, corpus))} if cache else {})}
+    read_by = None
     with engine_session(args):  # --engine ray: encoder actors, then the first search in Ray tasks
-        if args.engine == "ray":
-            vectors, queries, read_by = ray_vectors(args, texts, out.parent, unit=True,
-                                                    source=ray_corpus_file(args.questions, report))
+        if args.vectors is not None:
+            points, queries = _vectors_file(args.vectors, texts, model()), None
+            facts = {"reused": True, "source": "file", "file": str(args.vectors)}
+        elif args.engine == "ray":
+            saved = cache.load(key, texts, corpus) if cache is not None else None
+            if saved is not None:
+                (points, queries), read_by = saved.for_clustering(), "cache"
+            else:
+                points, queries, read_by = ray_vectors(args, texts, folder, unit=True,
+                                                       source=ray_corpus_file(args.questions, report))
+                if queries is None and cache is not None:  # a two-tower model's rows are its towers mixed
+                    cache.save(key, texts, CorpusVectors(points), corpus)
+            facts.update(reused=saved is not None, source="cache" if saved is not None else "encoded")
         else:
-            vectors, queries = encode_corpus(model, texts, progress=TqdmCounter("encoding"))
+            vectors = corpus_vectors(texts, model, cache, key, progress=TqdmCounter("encoding"))
+            facts.update(reused=vectors.reused, source="cache" if vectors.reused else "encoded")
+            points, queries = vectors.for_clustering()
+            del vectors
         phases["encode"] = time.perf_counter() - started
+        store = SavedGraphIndex(index_cache(), key, corpus, len(texts)) if key else None
         options = dict(k=args.neighbours, queries=queries, max_neighbourhood=args.max_neighbourhood,
                        index_kind=args.index, index_store=store)
         if args.engine == "ray":
             from core.inference.ray_engine import ray_graph
 
-            graph = ray_graph(vectors, workers=args.workers, **options)
+            graph = ray_graph(points, workers=args.workers, **options)
         else:
-            graph = NeighbourGraph(vectors, progress=TqdmCounter("neighbours"), **options)
-        del vectors, queries, options  # the graph holds them (in its index): a corpus's vectors are kept once
+            graph = NeighbourGraph(points, progress=TqdmCounter("neighbours"), **options)
+        del points, queries, options  # the graph holds them (in its index): a corpus's vectors are kept once
     phases["neighbours"] = time.perf_counter() - started - sum(phases.values())
-    _check_threshold(graph, cosine, calibrated.threshold)
+    index = {"kind": graph.kind, "reused": bool(store and store.reused),
+             **({"folder": str(store.folder(graph.kind))} if store else {})}
+    engine = {"engine": args.engine, **({"workers": args.workers, "read_by": read_by} if args.engine == "ray" else {})}
+    return graph, model.config(), {"vectors": facts, "index": index, **engine}, phases
+
+
+def _vectors_file(path: str, texts, model):
+    """``--vectors``: ``embed``'s vectors of ``texts``, checked (``core.inference.embedding.read_embedding_file``)."""
+    from core.inference.embedding import read_embedding_file
+
+    try:
+        return read_embedding_file(path, texts, model)
+    except ValueError as error:
+        raise CliError(f"--vectors: {error}") from None
+
+
+def _chosen_threshold(args, config: dict) -> tuple[float, str]:
+    """(the threshold to cluster at, where it comes from): ``--threshold``, else the model's clustering
+    threshold. Calibration is imported only for the latter: it brings scikit-learn, seconds of a run whose
+    vectors are cached."""
+    if args.threshold is not None:
+        return args.threshold, "given with --threshold"
+    from core.inference.calibration import clustering_threshold
+
+    calibrated = clustering_threshold(config)
+    return calibrated.threshold, calibrated.source
+
+
+def _dedup_into(claim, out: Path, args) -> dict:
+    """Cluster ``args.questions`` into ``claim``'s temporary for ``out``; the run's summary."""
+    from core.inference.dedup import clusters_frame, outsized_cluster_note, write_csv_chunks
+    from core.inference.dedup_graph import capped_note
+
+    started = time.perf_counter()
+    texts, report = read_corpus(args.questions)
+    read = time.perf_counter() - started
+    graph, config, reuse, phases = _graph(args, texts, report, out.parent)
+    cosine, source = _chosen_threshold(args, config)
+    print(f"threshold: {cosine:.4g} ({source})", file=sys.stderr)
+    clustering = time.perf_counter()
+    _check_threshold(graph, cosine, config)
     clusters = graph.cluster(cosine, args.min_size)
-    phases["cluster"] = time.perf_counter() - started - sum(phases.values())
+    phases["cluster"] = time.perf_counter() - clustering
     largest = clusters[0].size if clusters else 0
     for note in (capped_note(graph.capped, graph.max_neighbourhood, cosine),
                  outsized_cluster_note(largest, len(texts), cosine)):
         if note:
             print(f"warning: {note}", file=sys.stderr)
     frame = clusters_frame(clusters, texts)
+    writing = time.perf_counter()
     with claim.open(out) as handle:
         write_csv_chunks(handle, frame)
+    phases["write"] = time.perf_counter() - writing
     return {"out": str(out), "questions": len(texts), "clusters": len(clusters),
             "clustered_questions": int(len(frame)), "largest_cluster": largest,
-            "threshold": float(cosine), "threshold_source": chosen.source, "min_size": args.min_size,
+            "threshold": float(cosine), "threshold_source": source, "min_size": args.min_size,
             "capped_questions": graph.capped,
             "search": "exact" if graph.kind == "flat" else f"{graph.kind} (approximate)",
-            "index": {"kind": graph.kind, "reused": bool(store and store.reused),
-                      **({"folder": str(store.folder(graph.kind))} if store else {})},
-            "backend": args.backend,
-            "engine": args.engine, **({"workers": args.workers, "read_by": read_by} if args.engine == "ray" else {}),
-            "seconds": round(time.perf_counter() - started, 1),
-            "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}}
+            **reuse, "backend": args.backend, "seconds": round(time.perf_counter() - started, 1),
+            "phase_seconds": {name: round(seconds, 1) for name, seconds in {"read": read, **phases}.items()}}
+
+
+def _sweep(args) -> tuple[list[dict], dict]:
+    """``--sweep``: (one row per threshold of ``args.sweep``, the summary), all from one graph."""
+    from core.inference.dedup import sweep_rows
+
+    started = time.perf_counter()
+    texts, report = read_corpus(args.questions)
+    graph, config, reuse, phases = _graph(args, texts, report, Path.cwd())
+    default, source = _chosen_threshold(args, config)
+    print(f"default threshold: {default:.4g} ({source})", file=sys.stderr)
+    clustering = time.perf_counter()
+    rows = sweep_rows(graph, args.sweep, args.min_size, DEEPER_SEARCH_LIMIT)
+    phases["cluster"] = time.perf_counter() - clustering
+    return rows, {"questions": len(texts), "thresholds": len(rows), "min_size": args.min_size,
+                  "default_threshold": float(default), "threshold_source": source,
+                  "search": "exact" if graph.kind == "flat" else f"{graph.kind} (approximate)",
+                  **reuse, "backend": args.backend, "seconds": round(time.perf_counter() - started, 1),
+                  "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}}

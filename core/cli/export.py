@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.cli.common import CliError, load_model, model_command, print_json
+from core.cli.common import CliError, load_model, model_command, print_json, refuse_tfidf
 from core.export.export_folder import EXPORT_FORMATS, QUANTIZE_CHOICES
 
 
@@ -32,6 +32,7 @@ def cmd_export(args) -> int:
     from core.models import ZERO_SHOT
     from core.saving import CarryOverError, ModelLoadError, OutputError, read_config
 
+    refuse_tfidf(args.model)
     # The format is checked against the model's family before any weights are read.
     try:
         model_type = "minilm" if args.model == ZERO_SHOT else read_config(args.model)["model_type"]

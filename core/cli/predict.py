@@ -1,5 +1,6 @@
 """``python -m core evaluate`` and ``predict``: a model's metrics on a labelled pairs file, and its
-verdict on one pair of questions."""
+verdict on one pair of questions. Both take ``--model tfidf`` (``core.inference.tfidf_scorer`` says what it is
+fitted on)."""
 from __future__ import annotations
 
 from core.cli.common import (
@@ -8,31 +9,67 @@ from core.cli.common import (
     add_backend_option,
     add_columns_option,
     count,
-    load_backend,
     load_data,
-    load_model,
     model_command,
     print_json,
     threshold,
 )
+from core.cli.scorers import calibrate_on_file, load_scorer
 
 
 def cmd_evaluate(args) -> int:
-    from core.inference.evaluation import evaluate_model
+    from core.inference.evaluation import scorer_scores
+    from core.inference.metrics import evaluate_scores
 
-    model, config = load_model(args.model, args.device)
-    pairs = load_data(args.data, args.max_rows, args.columns)
-    cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy")
-    metrics = evaluate_model(model, pairs, threshold=cosine)
-    print_json({k: metrics[k] for k in METRIC_KEYS})
+    if args.threshold is not None and args.calibrate_on:
+        raise CliError("--threshold and --calibrate-on both set the threshold; give one of them")
+    model, config = load_scorer(args)
+    pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)
+    calibrated = None
+    if args.calibrate_on:  # before --data is scored: a TF-IDF baseline is fitted on the calibration file
+        model, calibrated = calibrate_on_file(model, args.calibrate_on, args.columns, label_map=args.label_map)
+    cosine, source = _threshold(args, config, calibrated)
+    labels, scores = pairs["is_duplicate"].to_numpy(), scorer_scores(model, pairs)
+    metrics = evaluate_scores(labels, scores, threshold=cosine)
+    result = {**{key: metrics[key] for key in METRIC_KEYS}, "threshold_from": source}
+    if calibrated is not None:
+        result["calibrated_on"] = {**calibrated.record(), "thresholds": calibrated.thresholds}
+    result["intervals"] = _intervals(labels, scores, metrics["threshold"])
+    print_json(result)
     return 0
+
+
+def _threshold(args, config: dict, calibrated) -> tuple[float | None, str]:
+    """The threshold evaluate measures at, and where it comes from: --threshold, else --calibrate-on's best
+    accuracy, else the model's calibrated one (``core.inference.calibration.pair_threshold``), else None: the best
+    accuracy on the evaluated pairs themselves."""
+    from core.inference.calibration import pair_threshold
+    from core.inference.run_quality import finite_number
+
+    if args.threshold is not None:
+        return args.threshold, "--threshold"
+    if calibrated is not None:
+        return calibrated.thresholds["accuracy"], (f"best accuracy on the {calibrated.pairs:,} labelled pairs of "
+                                                   f"{calibrated.data} (--calibrate-on)")
+    if finite_number((config.get("thresholds") or {}).get("accuracy")) is not None:
+        chosen = pair_threshold(config)
+        return chosen.threshold, chosen.source
+    return None, "best accuracy on these very pairs (the model has no threshold of its own: optimistic)"
+
+
+def _intervals(labels, scores, cosine: float) -> dict:
+    """95 % bootstrap intervals of ROC AUC, accuracy and F1 over the evaluated pairs
+    (``core.inference.uncertainty.metric_intervals``, seed 0), as [low, high] lists."""
+    from core.inference.uncertainty import metric_intervals
+
+    return {name: list(bounds) for name, bounds in metric_intervals(labels, scores, cosine).items()}
 
 
 def cmd_predict(args) -> int:
     for name in ("question1", "question2"):
         if not getattr(args, name).strip():
             raise CliError(f"{name} is empty: type the question to compare")
-    model, config = load_backend(args)
+    model, config = load_scorer(args)  # the TF-IDF baseline, unless calibrated, is fitted on the two questions
     cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
     score = float(model.score_pairs([args.question1], [args.question2])[0])
     verdict = "DUPLICATE" if score > cosine else "NOT DUPLICATE"
@@ -42,14 +79,18 @@ def cmd_predict(args) -> int:
 
 def add_parsers(sub) -> None:
     """Register ``evaluate`` and ``predict`` on the subparsers ``sub``."""
-    evaluate = model_command(sub, "evaluate", "metrics of a model on a labelled pairs file", cmd_evaluate)
+    evaluate = model_command(sub, "evaluate", "metrics of a model on a labelled pairs file", cmd_evaluate,
+                             scores_pairs=True)
     evaluate.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) of labelled pairs")
     add_columns_option(evaluate)
     evaluate.add_argument("--threshold", type=threshold, default=None,
                           help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
+    evaluate.add_argument("--calibrate-on", default=None, metavar="FILE",
+                          help="a labelled pairs file (read with --columns) to calibrate the threshold on, once: the "
+                               "metrics on --data are at its best-accuracy threshold (what 'calibrate' would save)")
     evaluate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
 
-    predict = model_command(sub, "predict", "are two questions duplicates?", cmd_predict)
+    predict = model_command(sub, "predict", "are two questions duplicates?", cmd_predict, scores_pairs=True)
     predict.add_argument("question1")
     predict.add_argument("question2")
     predict.add_argument("--threshold", type=threshold, default=None, help="cosine threshold (default: calibrated)")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from core.cli.common import (
@@ -11,16 +12,16 @@ from core.cli.common import (
     add_backend_option,
     add_columns_option,
     claimed_output,
-    load_backend,
     model_command,
     print_json,
     threshold,
 )
+from core.cli.scorers import fitted_for_file, load_scorer
 
 
 def cmd_score(args) -> int:
     from core.data import DataError
-    from core.inference.scoring import score_file
+    from core.inference.scoring import ScoreSteps, score_file
 
     source, out = Path(args.pairs), Path(args.out)
     if not source.is_file():
@@ -29,17 +30,21 @@ def cmd_score(args) -> int:
     with claimed_output([out], args.overwrite) as claim:
         if out.resolve() == source.resolve():
             raise CliError("--out is the input file; choose a new file")
-        model, config = load_backend(args)
+        model, config = load_scorer(args)
         cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
-        bar = TqdmCounter("scoring", unit="pair")
+        bars = [TqdmCounter(step, unit="pair", delay=PROGRESS_DELAY) for step in ("reading", "encoding", "writing")]
         try:
-            with claim.open(out, "w", encoding="utf-8", newline="") as sink:
-                report = score_file(model, source, sink, cosine, progress=lambda done: bar(done, None),
-                                    columns=args.columns)
+            model = fitted_for_file(model, source, args.columns)  # the plain TF-IDF baseline: on this whole file
+            with claim.open(out, "w", encoding="utf-8", newline="") as sink, _ticking(bars):
+                report = score_file(model, source, sink, cosine, columns=args.columns, label_map=args.label_map,
+                                    steps=ScoreSteps(*bars))
         except DataError as error:
             raise CliError(str(error)) from None
         finally:
-            bar.close()
+            for bar in bars:
+                bar.close()
+    for warning in report.warnings:
+        print(f"data: warning: {warning}", file=sys.stderr)
     print(f"scored {report.scored:,} of {report.rows:,} pairs"
           + (f" ({report.skipped_empty:,} with an empty question left unscored)" if report.skipped_empty else "")
           + (f" ({report.malformed:,} malformed line(s) dropped, as load_pairs drops them)" if report.malformed else "")
@@ -49,9 +54,39 @@ def cmd_score(args) -> int:
     return 0
 
 
+TICK_SECONDS = 0.5  # how often the bars' clocks move while a step gives no news
+# A step's bar shows once it has taken this long: a small file is scored without them, and a file refused by
+# the reader's first pass gets its one-line error alone.
+PROGRESS_DELAY = 2.0
+
+
+@contextmanager
+def _ticking(bars: list[TqdmCounter]):
+    """The open bars redrawn every ``TICK_SECONDS`` for the block, so their elapsed time moves through a step that
+    reports nothing for a while (the reader's first pass checks the whole file before the first row)."""
+    import threading
+
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(TICK_SECONDS):
+            for counter in bars:  # a closed bar is disabled (nothing drawn); a bar within its delay stays unseen
+                if counter.bar is not None and counter.bar.format_dict["elapsed"] >= counter.delay:
+                    counter.bar.refresh()
+
+    thread = threading.Thread(target=tick, name="score-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def add_parsers(sub) -> None:
     """Register ``score`` on the subparsers ``sub``."""
-    score = model_command(sub, "score", "score every pair of a file at a threshold (CSV out, streamed)", cmd_score)
+    score = model_command(sub, "score", "score every pair of a file at a threshold (CSV out, streamed)", cmd_score,
+                          scores_pairs=True)
     score.add_argument("--pairs", required=True, help="CSV/TSV (optionally .gz) with question1, question2 "
                                                       "(is_duplicate optional: metrics are printed when present)")
     add_columns_option(score)

@@ -26,6 +26,8 @@ from core.cli.common import (
     output_path,
     print_json,
     threshold,
+    vector_cache,
+    vector_cache_key,
 )
 
 
@@ -105,6 +107,7 @@ def _suggest_into(claim, out: Path, args) -> dict:
         distinct_questions,
         embed_corpus,
     )
+    from core.inference.vector_index import model_identity
     from core.saving.safe_csv import safe_csv_text
 
     questions = distinct_questions(load_corpus(args.questions))
@@ -113,7 +116,9 @@ def _suggest_into(claim, out: Path, args) -> dict:
     labels = _load_labels(args.labels)
     model, config = load_backend(args)
     started = time.perf_counter()
-    corpus = embed_corpus(model, questions, progress=TqdmCounter("encoding"))
+    key = vector_cache_key(args) or model_identity(model)  # the vectors dedup and search keep, shared with them
+    corpus = embed_corpus(model, questions, progress=TqdmCounter("encoding"), cache=vector_cache() if key else None,
+                          model_key=key)
     encoded = time.perf_counter()
     if args.threshold is not None:
         chosen = Calibrated(args.threshold, "given with --threshold")
@@ -137,5 +142,5 @@ def _suggest_into(claim, out: Path, args) -> dict:
             "uncertain": int((picked["reason"] == "uncertain").sum()),
             "random": int((picked["reason"] == "random").sum()), "strategy": args.strategy,
             "threshold": float(chosen.threshold), "threshold_source": chosen.source, "seed": args.seed,
-            "backend": args.backend, "seconds": {"encode": round(encoded - started, 2),
+            "vectors": {"reused": corpus.reused}, "backend": args.backend, "seconds": {"encode": round(encoded - started, 2),
                                                  "choose": round(time.perf_counter() - encoded, 2)}}

@@ -138,7 +138,7 @@ def cmd_train(args) -> int:
     output = _claim_output(args, spec) if context.is_main else None
     with output or contextlib.nullcontext():
         pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)
-        held_out = {kind: load_data(path, None, args.columns) if path else None
+        held_out = {kind: load_data(path, None, args.columns, label_map=args.label_map) if path else None
                     for kind, path in (("val", args.val), ("test", args.test))}
         _check_trainable(args.data, pairs, spec)
         if wants_auto_recipe(args):

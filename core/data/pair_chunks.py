@@ -2,10 +2,11 @@
 
 ``PairReader(source)`` decides everything about a file before its first row: the text is scanned and
 bounded (``core.data.text_source``), the delimiter found, the header parsed by pandas itself and held to
-the column cap, the roles resolved (``is_duplicate`` optional when asked), and the encoding chosen
-(UTF-8 when the rows pandas parses decode as UTF-8, else cp1252, else latin-1, the whole file one way).
-Iterating it then yields ``PairChunk``s of at most ``chunk_rows`` records: the chunk's rows (every column),
-its questions cleaned, its labels parsed, and the records pandas skipped as malformed. A caller keeps only
+the column cap, the roles resolved (``is_duplicate`` optional when asked; never two roles in one column),
+and the encoding chosen (UTF-8 when the rows pandas parses decode as UTF-8, else cp1252, else latin-1,
+the whole file one way). Iterating it then yields ``PairChunk``s of at most ``chunk_rows`` records: the
+chunk's rows (every column), its questions cleaned, its labels parsed (``core.data.labels``, by a label
+map when given), and the records pandas skipped as malformed. A caller keeps only
 what it needs of each chunk, so memory follows the chunk, not the file. Every field kept as text is held
 to ``MAX_FIELD_CHARS``. Every failure is a ``DataError``.
 """
@@ -18,11 +19,13 @@ import numpy as np
 import pandas as pd
 
 from core.data import limits
+from core.data.labels import FALSE_LABELS, TRUE_LABELS, normalise_label_map, parse_labels
 from core.data.limits import DataError
 from core.data.parsing import (
     ROLES,
     _header_fields,
     check_header,
+    check_one_role_per_column,
     choose_delimiter,
     column_warnings,
     parse_chunks,
@@ -30,8 +33,7 @@ from core.data.parsing import (
 )
 from core.data.text_source import HEADER_SNIFF_BYTES, scan_text
 
-TRUE_LABELS = frozenset({"1", "1.0", "true", "yes", "t", "y"})
-FALSE_LABELS = frozenset({"0", "0.0", "false", "no", "f", "n"})
+__all__ = ["CHUNK_ROWS", "FALSE_LABELS", "TRUE_LABELS", "PairChunk", "PairReader", "PairsHead", "record_line"]
 CHUNK_ROWS = 100_000  # records parsed at a time: a few tens of MB of frame for Quora-sized rows
 _WHOLE_FILE = 1 << 62  # chunk size of a parse read only for what pandas reports
 
@@ -57,6 +59,7 @@ class PairChunk:
     question2: pd.Series
     labels: np.ndarray | None  # (n,) int64 0/1 (0 where unreadable); None without a label column
     label_readable: np.ndarray | None  # (n,) bool
+    label_values: dict[str, int] | None = None  # the label column's distinct values as text -> rows
 
 
 class PairReader:
@@ -64,11 +67,15 @@ class PairReader:
     needed (each pass reads the source again)."""
 
     def __init__(self, source, columns: dict[str, str] | None = None, *, labels_required: bool = True,
-                 all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None):
+                 all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None,
+                 label_map: dict | None = None):
         """``all_text``: every column kept as written (score writes them back); otherwise only the
-        questions are forced to text and the rest is typed by pandas (faster; only they are kept)."""
+        questions are forced to text and the rest is typed by pandas (faster; only they are kept).
+        ``label_map``: value -> 1 or 0 (``core.data.labels.normalise_label_map``); the labels are then
+        read by it alone."""
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
+        self.label_map = normalise_label_map(label_map)
         self._facts = facts = scan_text(source, max_bytes)
         self._chunk_rows = chunk_rows
         name = facts.name
@@ -80,6 +87,8 @@ class PairReader:
         check_header(header, name)
         required = ROLES if labels_required else ROLES[:2]
         positions = resolve_columns(header, columns, name, required)
+        check_one_role_per_column(header, positions, name,
+                                  lambda position: self._first_values(encoding, delimiter, position))
         self._text_questions = {positions["question1"]: str, positions["question2"]: str}
         self._dtype = str if all_text else None  # None: typed by pandas, questions checked per chunk
         self._delimiter, self._encoding = delimiter, encoding
@@ -101,6 +110,15 @@ class PairReader:
                 raise DataError(f"{name}: the file is empty")
             return encoding, ["" if pd.isna(value) else str(value) for value in frames[0].iloc[0].tolist()]
         raise AssertionError("cp1252 / latin-1 text always decodes")
+
+    def _first_values(self, encoding: str, delimiter: str, position: int, rows: int = 3) -> list[str]:
+        """The first ``rows`` values of column ``position``, as text (for a message; none when they do
+        not parse as ``encoding``, which is only the header's so far)."""
+        try:
+            frames = [frame for frame, _ in self._parse(encoding, delimiter, self._facts.name, str, nrows=rows + 1)]
+        except (UnicodeDecodeError, DataError):
+            return []
+        return [] if not frames else frames[0].iloc[1:, position].fillna("").tolist()
 
     def _fallback(self) -> str:
         return "cp1252" if self._facts.cp1252 else "latin-1"
@@ -152,7 +170,7 @@ class PairReader:
             raise DataError(f"{head.name} changed while it was read ({error.reason})") from None
 
     def _questions_parsed_as_text(self, frame: pd.DataFrame) -> bool:
-        # Labels need no such check: _parse_labels reads numbers and text alike.
+        # Labels need no such check: parse_labels reads numbers and text alike.
         return all(pd.api.types.is_string_dtype(frame.iloc[:, self.head.positions[role]])
                    for role in ("question1", "question2"))
 
@@ -161,12 +179,12 @@ class PairReader:
         self._check_fields(rows, start, skipped_so_far)
         question1 = _clean_questions(rows.iloc[:, positions["question1"]])
         question2 = _clean_questions(rows.iloc[:, positions["question2"]])
-        labels = readable = None
+        labels = readable = values = None
         if "is_duplicate" in positions:
-            labels, readable = _parse_labels(rows.iloc[:, positions["is_duplicate"]])
+            labels, readable, values = parse_labels(rows.iloc[:, positions["is_duplicate"]], self.label_map)
         rows = rows.set_axis(self.head.header, axis=1).reset_index(drop=True)
         return PairChunk(rows, start, skipped, question1.reset_index(drop=True), question2.reset_index(drop=True),
-                         labels, readable)
+                         labels, readable, values)
 
     def _check_fields(self, rows: pd.DataFrame, start: int, skipped: np.ndarray) -> None:
         """``MAX_FIELD_CHARS`` on every field kept as text."""
@@ -193,36 +211,6 @@ class PairReader:
 
 def _clean_questions(column: pd.Series) -> pd.Series:
     return column.fillna("").str.strip()
-
-
-def _parse_labels(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(labels as int64, 0 where unreadable; readable mask), both (n,).
-
-    Spellings are decided once per distinct value: a label column has a handful of them, and the
-    parse may hand back ints, floats, bools or text depending on the chunk.
-    """
-    codes, distinct = pd.factorize(column)  # missing values get code -1
-    verdicts = np.array([_label_value(value) for value in distinct.tolist()] + [-1], dtype=np.int64)
-    labels = verdicts[codes]  # code -1 picks the trailing "unreadable" verdict
-    readable = labels >= 0
-    return np.where(readable, labels, 0), readable
-
-
-def _label_value(value) -> int:
-    """1, 0, or -1 for unreadable."""
-    if isinstance(value, (bool, int, float, np.number)):
-        number = float(value)
-    else:
-        text = str(value).strip().lower()
-        if text in TRUE_LABELS:
-            return 1
-        if text in FALSE_LABELS:
-            return 0
-        try:
-            number = float(text)  # numeric spellings such as "1.00" or "+1"
-        except ValueError:
-            return -1
-    return 1 if number == 1 else 0 if number == 0 else -1
 
 
 def record_line(position: int, skipped: np.ndarray) -> int:

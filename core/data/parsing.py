@@ -3,10 +3,11 @@
 ``core.data.text_source`` turns a path, bytes or an upload into checked, bounded UTF-8 text;
 ``core.data.pair_chunks`` drives the steps here over it: ``choose_delimiter``, ``check_header`` (the
 column cap), ``resolve_columns`` (with ``column_warnings`` for header names that fit a role more than
-once) and ``parse_chunks`` (pandas' C parser in chunks of rows, recording the records it skipped as
-malformed). ``parse_any_encoding`` parses text held whole (UTF-8, else cp1252 / latin-1), for question
-corpora. Every failure the user can cause is a ``DataError``; a header that lacks a role's column,
-a ``MissingColumnsError`` carrying the header's names.
+once, and ``check_one_role_per_column``, which refuses a column given two roles) and ``parse_chunks``
+(pandas' C parser in chunks of rows, recording the records it skipped as malformed).
+``parse_any_encoding`` parses text held whole (UTF-8, else cp1252 / latin-1), for question corpora.
+Every failure the user can cause is a ``DataError``; a header that lacks a role's column, a
+``MissingColumnsError`` carrying the header's names.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 import threading
 import warnings
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pandas as pd
 
@@ -32,7 +33,7 @@ ROLES = ("question1", "question2", "is_duplicate")
 ROLE_ALIASES = {
     "question1": ("question1", "q1", "sentence1", "text1"),
     "question2": ("question2", "q2", "sentence2", "text2"),
-    "is_duplicate": ("is_duplicate", "label", "duplicate"),
+    "is_duplicate": ("is_duplicate", "label", "labels", "duplicate"),
 }
 DELIMITERS = (",", "\t", ";", "|")
 
@@ -112,7 +113,8 @@ def _role_candidates(header: list[str], columns: dict[str, str] | None) -> dict[
 
 def column_warnings(header: list[str], columns: dict[str, str] | None) -> list[str]:
     """One line per role that more than one column could fill (a repeated header name, or two
-    aliases of one role), naming the column used; and one per column that fills two roles."""
+    aliases of one role), naming the column used. (A column that fills two roles is an error:
+    ``check_one_role_per_column``.)"""
     candidates = _role_candidates(header, columns)
     lines = []
     for role, found in candidates.items():
@@ -133,14 +135,23 @@ def column_warnings(header: list[str], columns: dict[str, str] | None) -> list[s
                 f"columns {listed} {'both' if len(found) == 2 else 'all'} name {role}; {role} is read "
                 f"from column {used + 1} {_quote(header[used])}, {ignored}"
             )
+    return lines
+
+
+def check_one_role_per_column(header: list[str], positions: dict[str, int], name: str,
+                              first_values: Callable[[int], list[str]]) -> None:
+    """A DataError when two roles resolved to one column (named so by ``columns``, or found so): the pair
+    would compare a question with itself, or learn from its own text. ``first_values(position)`` gives
+    the column's first values for the message."""
     used_by: dict[int, list[str]] = {}
-    for role, found in candidates.items():
-        if found:
-            used_by.setdefault(found[0], []).append(role)
+    for role, position in positions.items():
+        used_by.setdefault(position, []).append(role)
     for position, roles in sorted(used_by.items()):
         if len(roles) > 1:
-            lines.append(f"column {position + 1} {_quote(header[position])} is read as both {' and '.join(roles)}")
-    return lines
+            values = [value for value in dict.fromkeys(first_values(position)) if str(value).strip()][:3]
+            shown = f" (values such as {', '.join(_quote(value) for value in values)})" if values else ""
+            raise DataError(f"{name}: column {position + 1} {_quote(header[position])} is given two roles, "
+                            f"{' and '.join(roles)}{shown}; each role needs a column of its own")
 
 
 def _quote(name: str) -> str:

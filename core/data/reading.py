@@ -3,7 +3,9 @@
 `load_pairs` accepts whatever a user may hand us (CSV/TSV/;/| text, plain or gzip, path, bytes or
 an upload) and returns exactly `question1, question2, is_duplicate` plus a `LoadReport` that counts
 every row it had to drop and why. Unusable input raises `DataError`, and only `DataError`. The
-byte-level steps (source, gzip, delimiter, columns, the pandas parse) live in ``core.data.parsing``.
+byte-level steps (source, gzip, delimiter, columns, the pandas parse) live in ``core.data.parsing``;
+what a label means (the spellings, a label map) and the refusals of columns that cannot hold their
+roles, in ``core.data.labels``.
 
 Line numbers in reports count records: the header is line 1 and data row k (0-based) is line k+2,
 corrected for malformed records that pandas skipped. Quoted fields with embedded newlines and blank
@@ -17,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from core.data.labels import LabelTally, LabelValuesError
 from core.data.limits import DataError
 from core.data.pair_chunks import (
     FALSE_LABELS,
@@ -28,7 +31,8 @@ from core.data.parsing import DELIMITERS, ROLE_ALIASES, ROLES
 
 __all__ = [
     "DELIMITERS", "EMPTY_QUESTION", "FALSE_LABELS", "MALFORMED_LINE", "MAX_EXAMPLES", "ROLES", "ROLE_ALIASES",
-    "TRUE_LABELS", "UNREADABLE_LABEL", "DataError", "LoadReport", "load_pairs", "normalise_questions",
+    "TRUE_LABELS", "UNREADABLE_LABEL", "DataError", "LabelValuesError", "LoadReport", "load_pairs",
+    "normalise_questions",
 ]
 
 EMPTY_QUESTION = "empty question"
@@ -48,8 +52,13 @@ class LoadReport:
     examples: list[tuple[int, str]]  # first MAX_EXAMPLES (line number, reason) of dropped rows
     encoding: str = "utf-8"  # how the bytes were decoded: "utf-8", "cp1252", "latin-1", "utf-16-le" or "utf-16-be"
     # One line each for what loaded but may not be what was meant (e.g. a header name repeated:
-    # which column was used). Not part of summary(); callers show them on their own.
+    # which column was used; labels that were not read). Not part of summary(); callers show them on their own.
     warnings: list[str] = field(default_factory=list)
+    label_map: dict[str, int] | None = None  # the label map the labels were read by (values lower-cased)
+    # When rows were dropped for an unreadable label: the label column's distinct values as text -> rows of
+    # the rows parsed, most frequent first (at most core.data.labels.MAX_LABEL_VALUES), what a label mapping
+    # has to cover. Empty otherwise.
+    label_values: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         text = f"kept {self.rows_kept:,} of {self.rows_read:,} rows"
@@ -64,7 +73,8 @@ class LoadReport:
 
 
 def load_pairs(
-    source, columns: dict[str, str] | None = None, max_rows: int | None = None, max_bytes: int | None = None
+    source, columns: dict[str, str] | None = None, max_rows: int | None = None, max_bytes: int | None = None,
+    label_map: dict | None = None,
 ) -> tuple[pd.DataFrame, LoadReport]:
     """Read question pairs from a CSV/TSV file, raw bytes or a binary file object.
 
@@ -79,6 +89,10 @@ def load_pairs(
             the report then describes the rows up to the last one kept.
         max_bytes: the cap on the text read (a compressed file's expanded size), instead of
             ``core.data.limits.input_limit()``'s; the app passes its upload limit.
+        label_map: optional label value -> 1 (duplicate) or 0 (not), matched ignoring case and
+            surrounding spaces (e.g. {"PerfectMatch": 1, "Relevant": 1, "Irrelevant": 0}); a value it
+            leaves out is an unreadable label. Without it the documented spellings are read (1/0,
+            true/false, yes/no...).
 
     Returns:
         (pairs, report): pairs has exactly `question1`, `question2` (stripped text) and
@@ -86,16 +100,20 @@ def load_pairs(
 
     Raises:
         DataError: the input cannot give any pairs (binary, empty, missing columns, unparseable,
-            UTF-32, UTF-16 that does not decode, over a cap of ``core.data.limits``...).
+            UTF-32, UTF-16 that does not decode, over a cap of ``core.data.limits``...), or its columns
+            cannot hold what their roles say (``core.data.labels``: one column given two roles, a question
+            column of labels, a label column of other values: ``LabelValuesError``).
     """
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be a positive integer, got {max_rows}")
-    reader = PairReader(source, columns, max_bytes=max_bytes)
+    reader = PairReader(source, columns, max_bytes=max_bytes, label_map=label_map)
     head = reader.head
     name = head.name
+    tally = LabelTally(name, head.header, head.positions, reader.label_map)
     firsts, seconds, label_parts, readable_parts, skipped_parts = [], [], [], [], []
     kept_so_far = 0
     for chunk in reader:  # only the three columns of each chunk are kept
+        tally.add(chunk)
         firsts.append(chunk.question1)
         seconds.append(chunk.question2)
         label_parts.append(chunk.labels)
@@ -111,6 +129,7 @@ def load_pairs(
     skipped = np.unique(np.concatenate(skipped_parts)).astype(np.int64)
     if len(question1) == 0 and not skipped.size:
         raise DataError(f"{name}: the file has a header but no rows")
+    tally.refuse()
 
     empty_question = (question1 == "").to_numpy(dtype=bool) | (question2 == "").to_numpy(dtype=bool)
     unreadable_label = ~label_readable & ~empty_question  # a row is counted under one reason only
@@ -131,8 +150,10 @@ def load_pairs(
         MALFORMED_LINE: int(skipped.size),
     }
     dropped = {reason: count for reason, count in dropped.items() if count}
+    label_warning = tally.unreadable_warning(rows_considered)
     if rows_kept == 0:
-        raise DataError(f"{name}: no usable rows: dropped {_describe_counts(dropped)}")
+        raise DataError(f"{name}: no usable rows: dropped {_describe_counts(dropped)}"
+                        + (f"; {label_warning}" if label_warning else ""))
 
     report = LoadReport(
         source=name,
@@ -143,7 +164,9 @@ def load_pairs(
         dropped=dropped,
         examples=_dropped_examples(empty_question, unreadable_label, skipped),
         encoding=head.encoding,
-        warnings=head.warnings,
+        warnings=head.warnings + ([label_warning] if label_warning else []),
+        label_map=reader.label_map,
+        label_values=tally.label_values() if label_warning else {},
     )
     pairs = pd.DataFrame(
         {

@@ -57,7 +57,7 @@ def pair_threshold(config: dict, labels=None, scores=None) -> Calibrated:
     zero_shot = bool(config.get("zero_shot"))
     saved = None if zero_shot else finite_number((config.get("thresholds") or {}).get("accuracy"))
     if saved is not None:
-        return Calibrated(saved, "best accuracy on the model's own validation split")
+        return Calibrated(saved, "best accuracy on " + (calibrated_on(config) or "the model's own validation split"))
     if labels is not None and scores is not None and can_calibrate(labels):
         threshold = best_thresholds(labels, scores)["accuracy"]
         return Calibrated(threshold, f"best accuracy on {len(np.asarray(labels)):,} of your labelled pairs",
@@ -114,7 +114,8 @@ def clustering_threshold(config: dict, labels=None, scores=None) -> Calibrated:
     zero_shot = bool(config.get("zero_shot"))
     saved = None if zero_shot else finite_number((config.get("thresholds") or {}).get("clusters"))
     if saved is not None:
-        return Calibrated(saved, f"precision {CLUSTER_PRECISION:.0%} on the model's own validation split")
+        where = calibrated_on(config) or "the model's own validation split"
+        return Calibrated(saved, f"precision {CLUSTER_PRECISION:.0%} on {where}")
     unreached = ""  # said when the user's pairs were tried: the fallback is not for want of labels
     if labels is not None and scores is not None and can_calibrate(labels):
         threshold = precision_threshold(labels, scores)
@@ -128,3 +129,69 @@ def clustering_threshold(config: dict, labels=None, scores=None) -> Calibrated:
     pair = pair_threshold(config, labels, scores)
     return Calibrated(pair.threshold, f"the model's pair threshold ({pair.source}){unreached}; it recorded no "
                       "clustering threshold, so clusters at it may chain unrelated questions", pairs=pair.pairs)
+
+
+# ---- a calibrated copy (python -m core calibrate) and evaluate --calibrate-on ---------------------------
+def calibrated_on(config: dict) -> str:
+    """"the 480 labelled pairs of FILE (calibrated copy)" for a calibrated copy's config, else ""."""
+    record = config.get("calibration")
+    if not isinstance(record, dict) or not isinstance(record.get("pairs"), int):
+        return ""
+    return f"the {record['pairs']:,} labelled pairs of {record.get('data', '?')} (calibrated copy)"
+
+
+@dataclass(frozen=True)
+class FileCalibration:
+    """The operating points of a scorer calibrated on a labelled file."""
+
+    thresholds: dict  # "accuracy", "f1", and "clusters" when some threshold reaches CLUSTER_PRECISION
+    data: str  # the labelled file's name
+    pairs: int
+    duplicates: int
+    metrics: dict  # ranking metrics, and those at the accuracy threshold, on the calibration pairs
+
+    def record(self) -> dict:
+        """What a calibrated config's ``calibration`` holds (``core.saving.calibrated``)."""
+        return {"data": self.data, "pairs": self.pairs, "duplicates": self.duplicates, "metrics": self.metrics}
+
+
+def calibration_problem(labels, data: str) -> str:
+    """Why the labelled pairs of the file named ``data`` cannot calibrate a threshold (``can_calibrate``), or ""."""
+    y = np.asarray(labels).astype(int).ravel()
+    if can_calibrate(y):
+        return ""
+    return (f"{data}: {len(y):,} labelled pairs, {int(y.sum()):,} duplicates; calibrating needs at least "
+            f"{MIN_CALIBRATION_PAIRS} pairs with both duplicates and non-duplicates")
+
+
+def calibrate_on(labels, scores, data: str) -> FileCalibration:
+    """The thresholds of best accuracy and best F1 (``best_thresholds``) and the clustering operating point
+    (``precision_threshold``) of ``scores`` on the labelled pairs of the file named ``data``. ValueError when the
+    labels cannot calibrate (``can_calibrate``: fewer than ``MIN_CALIBRATION_PAIRS``, or one class)."""
+    from core.inference.metrics import evaluate_scores
+
+    y = np.asarray(labels).astype(int).ravel()
+    problem = calibration_problem(y, data)
+    if problem:
+        raise ValueError(problem)
+    thresholds = best_thresholds(y, scores)
+    clusters = precision_threshold(y, scores)
+    if clusters is not None:
+        thresholds["clusters"] = clusters
+    measured = evaluate_scores(y, scores, thresholds["accuracy"])
+    metrics = {key: value for key, value in measured.items() if key != "best_thresholds"}
+    return FileCalibration(thresholds, data, len(y), int(y.sum()), metrics)
+
+
+def calibrate_scorer(model, pairs, data: str, progress=None):
+    """(scorer, ``FileCalibration``) of ``model`` on the labelled ``pairs`` of the file named ``data``. The TF-IDF
+    baseline is first fitted on these pairs' questions (``core.inference.tfidf_scorer``; a calibrated one's earlier
+    fit is replaced, as its thresholds are), and that fitted scorer comes back: it is what the thresholds are
+    calibrated for. ``progress(pairs_done, pairs)`` while encoding."""
+    from core.inference.evaluation import scorer_scores
+    from core.inference.tfidf_scorer import TfidfScorer
+
+    if isinstance(model, TfidfScorer):
+        model = TfidfScorer.fit(pairs["question1"].astype(str).tolist() + pairs["question2"].astype(str).tolist())
+    scores = scorer_scores(model, pairs, progress=progress)
+    return model, calibrate_on(pairs["is_duplicate"].to_numpy(), scores, data)

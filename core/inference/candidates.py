@@ -1,7 +1,7 @@
 """Which pairs of a corpus to label next: candidate pairs from each question's nearest neighbours, and the
 few of them a person should answer.
 
-``embed_corpus(model, questions)`` encodes a corpus once (``EmbeddedCorpus``); ``candidate_pairs(corpus, k,
+``embed_corpus(model, questions)`` encodes a corpus once (``EmbeddedCorpus``; kept in a vector cache when given); ``candidate_pairs(corpus, k,
 labelled)`` pairs each question with its ``k`` nearest neighbours under the model, searched by FAISS
 (``core.inference.search.new_index``: exact up to ``EXACT_LIMIT`` questions, HNSW above);
 ``choose_pairs(candidates, n, threshold)`` picks the ``n`` to ask.
@@ -44,8 +44,10 @@ class EmbeddedCorpus:
     (``core.inference.dedup.encode_corpus``).
     """
 
-    def __init__(self, questions: Sequence[str], vectors: np.ndarray, queries: np.ndarray | None = None):
+    def __init__(self, questions: Sequence[str], vectors: np.ndarray, queries: np.ndarray | None = None,
+                 reused: bool = False):
         self.questions = list(questions)
+        self.reused = reused  # the vectors came from a vector cache (``embed_corpus``), not from the encoder
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)  # (N, d)
         self.queries = self.vectors if queries is None else np.ascontiguousarray(queries, dtype=np.float32)
         if len(self.vectors) != len(self.questions) or self.queries.shape != self.vectors.shape:
@@ -108,15 +110,17 @@ def distinct_questions(questions: Sequence[str]) -> list[str]:
 
 
 def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None,
-                 batch_size: int = 256) -> EmbeddedCorpus:
-    """Encode the ``distinct_questions`` of ``questions`` with ``model`` once, for any number of rounds."""
-    from core.inference.dedup import encode_corpus
+                 batch_size: int = 256, cache=None, model_key: str | None = None) -> EmbeddedCorpus:
+    """Encode the ``distinct_questions`` of ``questions`` with ``model`` once, for any number of rounds; with a
+    ``core.inference.vector_cache.VectorCache``, its vectors for ``model_key`` (default: the model's identity)
+    when it holds them, else encoded and kept there. ``reused`` on the result says which."""
+    from core.inference.vector_cache import corpus_vectors
 
     texts = distinct_questions(questions)
-    vectors, queries = encode_corpus(model, texts, progress=progress, batch_size=batch_size)
     if not texts:
-        vectors = np.zeros((0, 1), dtype=np.float32)
-    return EmbeddedCorpus(texts, vectors, queries)
+        return EmbeddedCorpus(texts, np.zeros((0, 1), dtype=np.float32))
+    found = corpus_vectors(texts, model, cache, model_key, progress=progress, batch_size=batch_size)
+    return EmbeddedCorpus(texts, *found.for_clustering(), reused=found.reused)
 
 
 def candidate_pairs(corpus: EmbeddedCorpus, k: int = DEFAULT_K,

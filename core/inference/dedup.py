@@ -38,23 +38,45 @@ def encode_corpus(model, texts: Sequence[str], progress: Progress | None = None,
     """(vectors, queries) to cluster ``texts`` with: a Siamese model's unit vectors and None; for a model
     whose two towers differ, [t1, t0]/√2 and [t0, t1]/√2, whose inner product is the mean of the model's
     scores of the pair in both orders. Encoded in chunks (``core.inference.search``), with ``progress(done, total)``."""
+    return clustering_rows(*encode_towers(model, texts, progress=progress, batch_size=batch_size))
+
+
+def towers_differ(model, texts: Sequence[str], batch_size: int = 256) -> bool:
+    """Whether ``model``'s two towers give different vectors, told from the first ``PROBE_TEXTS`` of ``texts``."""
+    probe = list(texts[:PROBE_TEXTS])
+    if not probe:
+        return False
+    first = np.asarray(model.encode(probe, tower=0, batch_size=batch_size))
+    second = np.asarray(model.encode(probe, tower=1, batch_size=batch_size))
+    return not (first.shape == second.shape and np.allclose(first, second, atol=1e-5))
+
+
+def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
+                  batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
+    """(tower 1's unit rows, tower 0's or None) of ``texts``: None for a Siamese model, whose towers agree,
+    so it is encoded once. ``progress(done, total)`` counts every text encoded, both towers together."""
     from core.inference.search import encode_unit_rows
 
     texts = list(texts)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32), None
-    probe = texts[:PROBE_TEXTS]
-    first = np.asarray(model.encode(probe, tower=0, batch_size=batch_size))
-    second = np.asarray(model.encode(probe, tower=1, batch_size=batch_size))
-    if first.shape == second.shape and np.allclose(first, second, atol=1e-5):
+    if not towers_differ(model, texts, batch_size):
         return encode_unit_rows(model, texts, tower=1, batch_size=batch_size, progress=progress), None
     total = 2 * len(texts)
     one = encode_unit_rows(model, texts, tower=1, batch_size=batch_size,
-                  progress=None if progress is None else (lambda done, _n: progress(done, total)))
-    zero = encode_unit_rows(model, texts, tower=0, batch_size=batch_size,
-                   progress=None if progress is None else (lambda done, _n: progress(len(texts) + done, total)))
+                           progress=None if progress is None else (lambda done, _n: progress(done, total)))
+    zero = encode_unit_rows(model, texts, tower=0, batch_size=batch_size, progress=None if progress is None else (
+        lambda done, _n: progress(len(texts) + done, total)))
+    return one, zero
+
+
+def clustering_rows(second: np.ndarray, first: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(vectors, queries) of ``encode_corpus`` from ``encode_towers``' rows: ``second`` and None for a
+    Siamese model, else [t1, t0]/√2 and [t0, t1]/√2."""
+    if first is None:
+        return second, None
     half = np.float32(1 / math.sqrt(2))
-    return np.hstack([one, zero]) * half, np.hstack([zero, one]) * half
+    return np.hstack([second, first]) * half, np.hstack([first, second]) * half
 
 
 def clusters_frame(clusters: Sequence[Cluster], texts: Sequence[str]) -> pd.DataFrame:
@@ -90,6 +112,39 @@ def dedup_questions(model, texts: Sequence[str], threshold: float, min_size: int
         return clusters_frame([], texts)
     graph = NeighbourGraph(vectors, k=k, queries=queries, flat_limit=flat_limit)
     return clusters_frame(graph.cluster(threshold, min_size), texts)
+
+
+MAX_SWEEP = 201  # thresholds one sweep may ask for: -1 to 1 by 0.01
+
+
+def threshold_range(start: float, stop: float, step: float) -> list[float]:
+    """The cosines ``start``, ``start + step``, ... up to ``stop`` (included, within rounding), each rounded to
+    6 decimals so that 0.1 + 0.2 is 0.3; ValueError for a range that is not one."""
+    if not all(math.isfinite(v) for v in (start, stop, step)) or not -1 <= start <= stop <= 1 or step <= 0:
+        raise ValueError(f"a range of cosines needs -1 <= START <= STOP <= 1 and STEP > 0, got {start}:{stop}:{step}")
+    count = math.floor((stop - start) / step + 1e-9) + 1
+    if count > MAX_SWEEP:
+        raise ValueError(f"{start}:{stop}:{step} holds {count:,} thresholds")
+    return [round(start + i * step, 6) for i in range(count)]
+
+
+def sweep_rows(graph: NeighbourGraph, thresholds: Sequence[float], min_size: int = 2,
+               max_results: int | None = None) -> list[dict]:
+    """Per threshold, what ``graph.cluster`` gives: the clusters, the largest one's size and the questions in
+    one. A threshold whose deeper searches would return more than ``max_results`` (``deeper_search``) is
+    not clustered: its row says so (``too_low``: the questions whose first neighbours are all above it)."""
+    rows = []
+    for threshold in thresholds:
+        full, results = graph.deeper_search(threshold)
+        if max_results is not None and results > max_results:
+            rows.append({"threshold": threshold, "clusters": None, "largest_cluster": None,
+                         "clustered_questions": None, "too_low": full})
+            continue
+        clusters = graph.cluster(threshold, min_size)
+        rows.append({"threshold": threshold, "clusters": len(clusters),
+                     "largest_cluster": clusters[0].size if clusters else 0,
+                     "clustered_questions": int(sum(c.size for c in clusters)), "capped_questions": graph.capped})
+    return rows
 
 
 # A cluster is outsized when it holds more than this share of the corpus and at least this many questions.

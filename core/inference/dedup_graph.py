@@ -30,8 +30,8 @@ weak model at a low threshold makes neighbourhoods of tens of thousands of quest
 that deep (see docs/BENCHMARKS.md, issue 13 at scale). ``index_kind`` asks for an index by name
 (``core.inference.vector_index``: "flat", "hnsw" or the compressed "ivfpq"); an ivfpq index only proposes
 the candidates, each scored again exactly against the vectors, so a threshold means the same on every kind. ``index_store``
-(``core.inference.dedup_index``) keeps the built index on disk and hands it back to a later graph of the same
-vectors, so a second run skips the build. With the exact index and no capped question the
+(``core.inference.dedup_index``) keeps the built index and the first search on disk and hands them back to a
+later graph of the same vectors, so a second run skips the build and the search. With the exact index and no capped question the
 neighbourhoods, and so the clusters, are exactly community_detection's (up to cosines that round
 differently at the threshold itself); with HNSW a neighbour the graph search misses is missed. HNSW
 searches here keep ``ef_search`` candidates (``GRAPH_EF_SEARCH``, never fewer than the neighbours asked
@@ -156,17 +156,21 @@ class NeighbourGraph:
             self.k = 0
             self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
             return
+        self.ef_search = int(ef_search)
         self.index = self._index(index_kind, exact, seed, index_store)
         if hasattr(self.index, "hnsw"):
-            self.index.hnsw.efSearch = int(ef_search)  # FAISS searches with max(efSearch, k)
+            self.index.hnsw.efSearch = self.ef_search  # FAISS searches with max(efSearch, k)
         if self.queries is self.vectors and self.kind != "ivfpq":  # one tower: search FAISS's copy, drop ours
             self.vectors = self.queries = stored_vectors(self.index)
+        saved = index_store is not None and index_store.load_neighbours(self)  # this index's first search, kept
         step = max(1, SEARCH_BUDGET // self.k)
-        for start in range(0, u, step):
+        for start in range(0, 0 if saved else u, step):
             rows = np.arange(start, min(start + step, u))
             self.ids[rows], self.scores[rows] = self._search(rows, self.k)
             if progress is not None:
                 progress(int(rows[-1]) + 1, u)
+        if index_store is not None and not saved:
+            index_store.save_neighbours(self)
 
     def _index(self, index_kind: str | None, exact: bool, seed: int, store):
         """The filled index of the distinct rows: ``store``'s saved one when it holds these vectors
@@ -179,6 +183,7 @@ class NeighbourGraph:
         kind = "ivfpq" if asked == "ivfpq" else "flat" if exact else "hnsw"
         parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
                       "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": seed}}[kind]
+        self.index_parameters = parameters  # what decides the index beyond its vectors (its saved stamp)
         if store is not None:
             index = store.load(kind, parameters, self.vectors)
             if index is not None:

@@ -74,3 +74,93 @@ def _npy_header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
     np.lib.format.write_array_header_1_0(buffer, {"descr": np.lib.format.dtype_to_descr(dtype),
                                                   "fortran_order": False, "shape": shape})
     return buffer.getvalue()
+
+
+# ---- reading them back: ``dedup --vectors`` ----------------------------------------------------------
+QUESTIONS_MAX_BYTES = 4 << 30  # the questions file beside a vector file: a corpus's texts, bounded
+VECTOR_CHECKS = 16  # rows of a vector file compared with the model's own vectors of their texts
+
+
+def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.ndarray:
+    """(N, d) float32 unit rows of ``embed``'s vector file ``path`` for the corpus ``texts``, checked against it
+    and against ``model``; ValueError saying what disagrees.
+
+    ``embed`` writes its model's tower-1 vectors as they come (not made unit) for the distinct questions of a
+    pairs file in first-seen order, and those questions beside it (``embedding_paths``). The file must hold a
+    2-D float array of one row per text and ``model.embedding_dim`` columns, all finite; when the questions
+    file is there, it must list ``texts`` in order; ``model``'s towers must agree (one tower's vectors cannot
+    stand for a two-tower model's), and a few rows must be what the model gives their texts now.
+    """
+    from core.inference.dedup import towers_differ
+    from core.inference.dedup_rows import unit_vectors
+    from core.inference.search import SPOT_TOLERANCE, encode_unit_rows
+
+    path, texts = Path(path), list(texts)
+    rows = unit_vectors(_read_npy(path, len(texts), int(model.embedding_dim)), f"{path}'s vectors")
+    _check_questions(embedding_paths(path)[1], texts, path)
+    if towers_differ(model, texts):
+        raise ValueError(f"{path} holds one tower's vectors (embed's question2 side), and this model's two towers "
+                         "differ: dedup needs both, so it encodes them itself; drop --vectors")
+    picks = np.unique([0, len(texts) - 1, *np.random.default_rng().choice(
+        len(texts), size=min(VECTOR_CHECKS, len(texts)), replace=False).tolist()])
+    fresh = encode_unit_rows(model, [texts[i] for i in picks], tower=1, batch_size=64, progress=None)
+    distance = np.linalg.norm(fresh - rows[picks], axis=1)
+    if distance.max() > SPOT_TOLERANCE:
+        row = int(picks[int(distance.argmax())])
+        raise ValueError(f"{path} was not written by this model: row {row:,} is {distance.max():.3g} away from "
+                         "the model's vector of its question")
+    return rows
+
+
+def _read_npy(path: Path, count: int, dim: int) -> np.ndarray:
+    """The (count, dim) float array of the ``.npy`` file ``path`` (a regular file; no pickled objects)."""
+    import os
+
+    from core.saving.files import open_regular_file
+
+    if not path.exists():
+        raise ValueError(f"no vector file at {path}")
+    with open_regular_file(path, 1 << 50) as (fd, size), os.fdopen(os.dup(fd), "rb") as handle:
+        try:
+            version = np.lib.format.read_magic(handle)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                           (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read_header is None:
+                raise ValueError(f"format version {version}")
+            shape, fortran, dtype = read_header(handle)
+        except (ValueError, OSError, SyntaxError) as error:
+            raise ValueError(f"{path} is not a .npy vector file ({error})") from None
+        if dtype.kind != "f" or len(shape) != 2 or fortran:
+            raise ValueError(f"{path} holds a {'x'.join(map(str, shape)) or 'scalar'} {dtype} array; a vector file "
+                             "is a 2-D float array, one row per question")
+        if shape[0] != count:
+            raise ValueError(f"{path} holds {shape[0]:,} vectors; the corpus has {count:,} questions")
+        if shape[1] != dim:
+            raise ValueError(f"{path} holds vectors of width {shape[1]:,}; this model's are {dim:,} wide")
+        if size != handle.tell() + count * dim * dtype.itemsize:
+            raise ValueError(f"{path} is {size:,} bytes, not the size its header gives")
+        return np.fromfile(handle, dtype=dtype, count=count * dim).reshape(count, dim)
+
+
+def _check_questions(questions: Path, texts: list[str], path: Path) -> None:
+    """``embed``'s questions file for ``path``, when there is one, must list ``texts`` in order."""
+    import os
+
+    from core.saving.files import open_regular_file
+
+    if not questions.exists():
+        return
+    number = 0  # the line read last
+    with open_regular_file(questions, QUESTIONS_MAX_BYTES) as (fd, _), os.fdopen(os.dup(fd), encoding="utf-8") as lines:
+        try:
+            for number, line in enumerate(lines, start=1):
+                if number > len(texts) or json.loads(line) != texts[number - 1]:
+                    break
+            else:
+                if number == len(texts):
+                    return
+                number += 1  # the file ends before the corpus does
+        except (ValueError, UnicodeDecodeError):
+            raise ValueError(f"{questions} is not embed's questions file (one JSON string per line)") from None
+    raise ValueError(f"{path} was embedded from other questions than the corpus's (its {questions.name} "
+                     f"differs at question {number:,}): embed the same file, or drop --vectors")

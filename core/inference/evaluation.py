@@ -94,4 +94,6 @@ def held_out_pairs(config: dict, pairs: pd.DataFrame) -> HeldOut:
     trained_on = data.get("name")
     why = (f"it trained on {trained_on!r}, not on this dataset" if trained_on
            else "it was not trained on this dataset")
+    if data.get("val_name") and data.get("fingerprint") == pairs_fingerprint(pairs):
+        why = f"it trained on all of them and was validated on {data['val_name']!r}"
     return HeldOut(pairs.reset_index(drop=True), f"all {len(pairs):,} pairs of the active dataset ({why})", False)

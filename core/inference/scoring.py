@@ -1,8 +1,8 @@
 """Score a whole file of pairs at a threshold, streamed: a 1 GB file never sits in memory twice.
 
 The file is read in chunks of rows by ``core.data``'s one pairs reader (``PairReader``: the same
-decoding, delimiter, columns, labels and caps as ``load_pairs``, so ``score`` accepts and refuses the
-files every other command does; only the label column is optional here). Each chunk is scored and
+decoding, delimiter, columns, labels, label map, caps and refusals as ``load_pairs``, so ``score`` accepts
+and refuses the files every other command does; only the label column is optional here). Each chunk is scored and
 appended to the output, which keeps every input column and adds ``similarity`` and
 ``predicted_duplicate`` (1 when the similarity is above the threshold), formula-safe. When the file
 has labels, the metrics of ``core.inference.metrics.evaluate_scores`` come back too.
@@ -18,12 +18,29 @@ import numpy as np
 import pandas as pd
 
 from core.data import DataError
+from core.data.labels import LabelTally
 from core.data.pair_chunks import PairReader
 from core.inference.metrics import evaluate_scores
 from core.saving.safe_csv import safe_csv_text
 from core.saving.user_files import claim_files
 
 CHUNK_ROWS = 20_000  # pairs read, scored and written at a time: bounds memory whatever the file size
+# Pairs scored per model call when the encoding's progress is followed: a chunk of MiniLM pairs takes a minute
+# on a CPU, so its progress moves within it, while each call still fills several encoding batches.
+SCORE_STEP = 2048
+
+StepProgress = Callable[[int, "int | None"], None]  # (rows done, total or None: a stream's length is unknown)
+
+
+@dataclass
+class ScoreSteps:
+    """What ``score_file`` reports of its three steps, each in rows (``None``: not followed): ``reading`` the
+    rows read (called with 0 before the file's first pass, which checks all of it), ``encoding`` the pairs
+    scored (within a chunk too, ``SCORE_STEP`` at a time), ``writing`` the rows written."""
+
+    reading: StepProgress | None = None
+    encoding: StepProgress | None = None
+    writing: StepProgress | None = None
 
 
 @dataclass
@@ -34,6 +51,7 @@ class ScoreReport:
     skipped_empty: int = 0  # rows with an empty question: written with an empty similarity
     labelled: int = 0  # scored rows whose label could be read
     metrics: dict = field(default_factory=dict)  # evaluate_scores on the labelled rows (empty without labels)
+    warnings: list[str] = field(default_factory=list)  # as LoadReport's: which column was used, unread labels
 
 
 def _sink(out):
@@ -53,25 +71,35 @@ def _claimed_text_file(path: Path):
 
 def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: float, chunk_rows: int = CHUNK_ROWS,
                progress: Callable[[int], None] | None = None, max_bytes: int | None = None,
-               columns: dict[str, str] | None = None) -> ScoreReport:
+               columns: dict[str, str] | None = None, label_map: dict | None = None,
+               steps: ScoreSteps | None = None) -> ScoreReport:
     """Score every pair of ``source`` with ``model`` and write ``out`` (a new file's path, or an open text file,
-    see ``_sink``); ``progress(rows_done)`` after each chunk.
+    see ``_sink``); ``progress(rows_done)`` after each chunk, and each step's own progress to ``steps``.
     ``max_bytes`` caps the text read (``core.data.limits``); ``columns`` maps roles to the file's column
-    names, as ``load_pairs``'s does; unusable input is a ``DataError``."""
+    names and ``label_map`` label values to 1 or 0, as ``load_pairs``'s do; unusable input is a ``DataError``
+    (found after the last row, such as a label column of other values, it leaves no output file)."""
     source = Path(source)
-    pairs = PairReader(source, columns, labels_required=False, all_text=True, chunk_rows=chunk_rows, max_bytes=max_bytes)
+    steps = steps or ScoreSteps()
+    _report(steps.reading, 0)
+    pairs = PairReader(source, columns, labels_required=False, all_text=True, chunk_rows=chunk_rows,
+                       max_bytes=max_bytes, label_map=label_map)
+    tally = LabelTally(pairs.head.name, pairs.head.header, pairs.head.positions, pairs.label_map)
     report = ScoreReport()
     labels_seen, scores_seen = [], []
     with _sink(out) as sink:
         for number, pair_chunk in enumerate(pairs):
+            tally.add(pair_chunk)
             chunk, first, second = pair_chunk.rows, pair_chunk.question1, pair_chunk.question2
+            _report(steps.reading, report.rows + len(chunk))
             usable = ((first != "") & (second != "")).to_numpy()
             similarity = np.full(len(chunk), np.nan)
             if usable.any():
-                similarity[usable] = model.score_pairs(first[usable].tolist(), second[usable].tolist())
+                similarity[usable] = _scores(model, first[usable].tolist(), second[usable].tolist(), steps.encoding,
+                                             report.scored)
             predicted = np.where(np.isnan(similarity), pd.NA, (similarity > threshold).astype(int))
             written = chunk.assign(similarity=np.round(similarity, 6), predicted_duplicate=predicted)
             sink.write(safe_csv_text(written, header=number == 0))
+            _report(steps.writing, report.rows + len(chunk))
             report.rows += len(chunk)
             report.malformed += len(pair_chunk.skipped)
             report.scored += int(usable.sum())
@@ -85,9 +113,29 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
         if report.rows == 0:  # as load_pairs says it; inside the claim, so no output file is left behind
             raise DataError(f"{pairs.head.name}: " + (f"no usable rows: dropped {report.malformed:,} malformed line"
                                                       if report.malformed else "the file has a header but no rows"))
+        tally.refuse()  # inside the claim too: a refused file leaves no output
+    label_warning = tally.unreadable_warning()
+    report.warnings = pairs.head.warnings + ([label_warning] if label_warning else [])
     if labels_seen:
         labels, scores = np.concatenate(labels_seen), np.concatenate(scores_seen)
         report.labelled = int(labels.size)
         if labels.size:
             report.metrics = evaluate_scores(labels, scores, threshold)
     return report
+
+
+def _report(progress: StepProgress | None, done: int) -> None:
+    if progress is not None:
+        progress(done, None)
+
+
+def _scores(model, first: list[str], second: list[str], progress: StepProgress | None, before: int) -> np.ndarray:
+    """``model.score_pairs`` of the pairs, in one call, or ``SCORE_STEP`` at a time with ``progress(before +
+    pairs scored)`` after each."""
+    if progress is None:
+        return model.score_pairs(first, second)
+    parts = []
+    for start in range(0, len(first), SCORE_STEP):
+        parts.append(model.score_pairs(first[start : start + SCORE_STEP], second[start : start + SCORE_STEP]))
+        progress(before + start + len(parts[-1]), None)
+    return np.concatenate(parts)

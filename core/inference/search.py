@@ -47,6 +47,7 @@ SPOT_TOLERANCE = 0.05  # largest L2 distance allowed between a stored unit vecto
 _INDEX_MAGIC = {b"IxFI": "flat", b"IHNf": "hnsw"}  # the only FAISS index types ever parsed
 
 Progress = Callable[[int, int], None]  # (texts encoded so far, total)
+UnitEncoder = Callable[[list, "Progress | None"], np.ndarray]  # (texts, progress) -> (N, d) unit rows, tower 1
 
 
 def fingerprint(texts: Sequence[str]) -> str:
@@ -165,12 +166,14 @@ class SearchIndex:
 
     @classmethod
     def build(cls, model, texts: Sequence[str], progress: Progress | None = None, batch_size: int = 256,
-              flat_limit: int = FLAT_LIMIT) -> "SearchIndex":
-        """Encode ``texts`` with ``model`` (tower 1) and index them; exact up to ``flat_limit`` texts."""
+              flat_limit: int = FLAT_LIMIT, encode: UnitEncoder | None = None) -> "SearchIndex":
+        """Encode ``texts`` with ``model`` (tower 1; or ``encode(texts, progress)``'s unit rows, such as the
+        vectors cached by ``core.inference.vector_cache``) and index them; exact up to ``flat_limit`` texts."""
         texts = list(texts)
         if not texts:
             raise ValueError("nothing to index: the corpus has no questions")
-        vectors = encode_unit_rows(model, texts, tower=1, batch_size=batch_size, progress=progress)  # (N, d)
+        vectors = encode(texts, progress) if encode is not None else encode_unit_rows(  # (N, d)
+            model, texts, tower=1, batch_size=batch_size, progress=progress)
         index = new_index(vectors.shape[1], len(texts), flat_limit)
         index.add(vectors)
         return cls(model, index, texts)
@@ -331,13 +334,13 @@ def cache_folder(cache_dir: str | Path, texts_fingerprint: str) -> Path:
 
 
 def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, progress: Progress | None = None,
-                  flat_limit: int = FLAT_LIMIT, batch_size: int = 256) -> SearchIndex:
+                  flat_limit: int = FLAT_LIMIT, batch_size: int = 256, encode: UnitEncoder | None = None) -> SearchIndex:
     """The saved index for exactly these texts in ``cache_dir`` if there is one, else a new one
     (saved there when ``cache_dir`` is given and writable).
 
     A saved index is used only when everything ``SearchIndex.load`` checks agrees (the model, the
     texts, the width, the index file's hash, sampled vectors); anything else, including files that
-    are not regular or are too large, rebuilds it.
+    are not regular or are too large, rebuilds it, from ``encode``'s vectors when given (``SearchIndex.build``).
     """
     texts = list(texts)
     wanted = fingerprint(texts)
@@ -349,7 +352,8 @@ def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, pro
                 return saved
         except (OSError, ValueError, RuntimeError, MemoryError):  # unreadable, tampered or stale: rebuild
             pass
-    built = SearchIndex.build(model, texts, progress=progress, batch_size=batch_size, flat_limit=flat_limit)
+    built = SearchIndex.build(model, texts, progress=progress, batch_size=batch_size, flat_limit=flat_limit,
+                              encode=encode)
     if folder is not None:
         try:
             built.save(folder)

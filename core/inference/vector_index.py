@@ -248,10 +248,11 @@ def corpus_stamp(model, texts: Sequence[str], kind: str, dim: int) -> dict:
 
 
 def load_or_build_kind(model, texts: Sequence[str], kind: str, cache_dir: str | Path | None,
-                       progress=None, batch_size: int = 256, seed: int = 0) -> SearchIndex:
+                       progress=None, batch_size: int = 256, seed: int = 0, encode=None) -> SearchIndex:
     """A ``SearchIndex`` of ``texts`` in an index of ``kind``: the one saved in ``cache_dir`` for this
     model, corpus and kind if its stamp agrees and a few of its vectors are what the model gives their
-    texts now, else a new one (saved there when it can be)."""
+    texts now, else a new one (saved there when it can be) of ``encode(texts, progress)``'s unit rows when
+    given (``core.inference.search.SearchIndex.build``), else the model's."""
     texts = list(texts)
     if not texts:
         raise ValueError("nothing to index: the corpus has no questions")
@@ -267,7 +268,8 @@ def load_or_build_kind(model, texts: Sequence[str], kind: str, cache_dir: str | 
                 return SearchIndex(model, saved, texts)
         except ValueError:  # stored vectors that are not this model's: build again
             pass
-    vectors = encode_unit_rows(model, texts, tower=1, batch_size=batch_size, progress=progress)  # (N, d)
+    vectors = encode(texts, progress) if encode is not None else encode_unit_rows(  # (N, d)
+        model, texts, tower=1, batch_size=batch_size, progress=progress)
     dim = vectors.shape[1]
     sample = training_sample(vectors, seed) if kind == "ivfpq" else None
     index = add_vectors(new_vector_index(kind, dim, len(texts), sample, seed), vectors)

@@ -18,11 +18,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Sequence
 
-from core.model_names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
+from core.model_names import MODEL_LABELS, MODEL_NAMES, TFIDF, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
 from core.models.base import PairEncoder
 from core.models.dual_encoder import DualEncoder
 from core.models.minilm import ZERO_SHOT_THRESHOLD, MiniLM
 from core.models.siamese_lstm import SiameseLSTM
+from core.saving import ModelLoadError, read_config
+from core.saving.calibrated import CALIBRATED_FROM, folder_digest, is_calibrated, parent_folder
 
 MODEL_TYPES: dict[str, type[PairEncoder]] = {cls.model_type: cls for cls in (SiameseLSTM, DualEncoder, MiniLM)}
 assert tuple(MODEL_TYPES) == MODEL_NAMES, "core.model_names must list every family, in menu order"
@@ -86,21 +88,16 @@ def zero_shot_config() -> dict:
 
 
 def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, dict]:
-    """``ZERO_SHOT`` ("minilm") is the pretrained MiniLM; anything else is a saved model folder.
+    """``ZERO_SHOT`` ("minilm") is the pretrained MiniLM; anything else is a saved model folder, or a calibrated
+    copy of one (``core.saving.calibrated``: its parent's weights, checked by ``parent_of``, with the copy's
+    config and thresholds).
 
     Returns the model in eval mode on ``device`` and its config (config.json's contents). A folder
     that cannot be used raises ``core.saving.ModelLoadError`` saying which file and why.
     """
     if str(source) == ZERO_SHOT:
         return MiniLM.pretrained().to(device).eval(), zero_shot_config()
-    from core.saving import (
-        CONFIG_FILE,
-        WEIGHTS_FILE,
-        ModelLoadError,
-        config_from_dict,
-        read_config,
-        read_weights,
-    )
+    from core.saving import CONFIG_FILE, WEIGHTS_FILE, config_from_dict, read_weights
     from core.saving.model_folder import weights_max_bytes
     from core.text.tokenizer_kinds import read_tokenizer
 
@@ -108,6 +105,12 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     config_path = folder / CONFIG_FILE
     # 1. config.json: a regular file <= 1 MiB, shallow JSON, known format and type, usable metadata.
     config = read_config(folder)
+    if is_calibrated(config):  # the parent's weights, this folder's thresholds
+        parent = parent_of(folder, config)  # the same files as when the copy was made, or refused
+        if parent == TFIDF or config["model_type"] == TFIDF:
+            raise ModelLoadError(f"{folder} is a calibrated TF-IDF baseline: it has no vectors (only evaluate, score, "
+                                 "predict and calibrate take it)")
+        return load_model(parent, device)[0], config
     model_class = MODEL_TYPES[config["model_type"]]
     # 2. every field of the model config typed and bounded; 3. the parameter count under the limit.
     try:
@@ -134,3 +137,60 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
         first = " ".join(str(error).splitlines()[:3])
         raise ModelLoadError(f"{folder / WEIGHTS_FILE} does not fit the model in {CONFIG_FILE}: {first}") from None
     return model.to(device).eval(), config
+
+
+# ---- calibrated copies (core.saving.calibrated): which model one stands for, checked before it is served ----
+def _digest_limit() -> int:
+    """The largest parent file read for its digest: the weights of the largest model allowed."""
+    from core.saving import weights_max_bytes
+
+    try:
+        return weights_max_bytes(2 * max_parameters())  # MiniLM's package file also holds its pooler
+    except ValueError as error:  # SIAMESE_LAB_MAX_PARAMETERS set to something other than a count
+        raise ModelLoadError(str(error)) from None
+
+
+def source_folder(source: str | Path) -> Path | None:
+    """The folder of files a load source's vectors come from: the installed package for zero-shot MiniLM, the
+    folder itself for a saved model, None for TF-IDF (fitted on text, no files)."""
+    if str(source) == TFIDF:
+        return None
+    if str(source) == ZERO_SHOT:
+        from core.text.wordpiece_tokenizer import minilm_folder
+
+        return minilm_folder()
+    return Path(source)
+
+
+def parent_record(source: str | Path, name: str) -> dict:
+    """``calibrated_from`` of a copy of ``source`` (``ZERO_SHOT``, ``TFIDF`` or a saved model folder that is
+    not itself a copy): the source by name or absolute path, the parent's ``name`` and the digest of its files."""
+    folder = source_folder(source)
+    if folder is None:
+        return {"source": TFIDF, "name": name}
+    shown = ZERO_SHOT if str(source) == ZERO_SHOT else os.path.abspath(folder)
+    return {"source": shown, "name": name, "sha256": folder_digest(folder, _digest_limit())}
+
+
+def parent_of(folder: str | Path, config: dict) -> str | Path:
+    """The load source of the calibrated copy in ``folder`` with this ``config``: ``ZERO_SHOT``, ``TFIDF`` or
+    the parent folder. ModelLoadError, one line, when the parent is unknown, missing, itself a copy, or no
+    longer the model the thresholds were calibrated on."""
+    record = config[CALIBRATED_FROM]
+    source = record["source"]
+    if source == TFIDF:
+        return TFIDF
+    parent = parent_folder(config)
+    if source != ZERO_SHOT and parent is None:
+        raise ModelLoadError(f"{folder}: {CALIBRATED_FROM}.source must be 'minilm', 'tfidf' or an absolute path, "
+                             f"got {source!r:.80}")
+    if parent is not None:
+        if not parent.is_dir():
+            raise ModelLoadError(f"{folder} was calibrated from {parent}, which is gone; calibrate the model again")
+        if is_calibrated(read_config(parent)):
+            raise ModelLoadError(f"{folder} points at {parent}, itself a calibrated copy; calibrate the original")
+    files = source_folder(source)
+    if record.get("sha256") != folder_digest(files, _digest_limit()):
+        raise ModelLoadError(f"{folder} was calibrated on another version of {files} (its files changed since); "
+                             "calibrate the model again")
+    return source if parent is None else parent

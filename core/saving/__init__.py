@@ -11,6 +11,8 @@
 * ``model_folder``: the schema (``config.json`` + ``model.safetensors`` + vocabulary): ``save_model``
   and the checked readers (``read_config``, ``config_from_dict``, ``read_weights``)
   that ``core.models.load_model`` builds a model from; nothing is ever unpickled or run from the folder.
+* ``calibrated``: a calibrated copy, a config.json that points at its parent's weights (``calibrated_from``, with
+  the digest of the parent's files) and holds thresholds calibrated on a labelled file; ``model_folder`` writes it.
 * ``output``: where a training may write: ``claim_output`` / ``claim_new_run`` refuse paths that are not
   ours, replace a model only with ``overwrite``, and lock the folder for one writer, all before training.
 * ``runs``: the runs folder: run names, ``list_runs`` and ``recover_interrupted_saves``.

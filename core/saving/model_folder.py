@@ -30,8 +30,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from core.model_names import MODEL_NAMES
+from core.model_names import MODEL_NAMES, TFIDF
 from core.saving.atomic import displaced_folders, write_folder_atomically
+from core.saving.calibrated import CALIBRATED_FROM, CALIBRATION, TFIDF_FILE, check_calibration_metadata
 from core.saving.files import (
     CONFIG_MAX_BYTES,
     ModelLoadError,
@@ -55,7 +56,8 @@ CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB c
 
 __all__ = [
     "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "MODEL_FILES", "WEIGHTS_FILE", "ModelLoadError", "check_metadata",
-    "config_from_dict", "read_config", "read_weights", "save_model", "weights_max_bytes",
+    "config_from_dict", "read_config", "read_weights", "save_model", "weights_max_bytes", "calibrated_config",
+    "save_calibrated",
 ]
 
 
@@ -83,6 +85,32 @@ def save_model(model, folder: str | Path, metadata: dict | None = None) -> Path:
         os.chmod(temp / WEIGHTS_FILE, stat.S_IMODE(os.stat(temp / CONFIG_FILE).st_mode))
 
     return write_folder_atomically(Path(folder), write, owned_before=MODEL_FILES)
+
+
+# What a calibrated copy does not take over from the config of the model it copies: what the copy says anew.
+_NOT_INHERITED = ("format", "format_version", "name", "saved_at", "thresholds", "zero_shot", CALIBRATED_FROM,
+                  CALIBRATION)
+
+
+def calibrated_config(base: Mapping, parent: dict, thresholds: dict, calibration: dict, name: str) -> dict:
+    """The config.json of a calibrated copy (``core.saving.calibrated``): ``base`` (the copied model's config:
+    its type, training data and validation metrics) less what the copy says anew, then its ``name``, the
+    ``thresholds`` calibrated on the file that ``calibration`` describes, and ``parent`` (``calibrated_from``)."""
+    inherited = {key: value for key, value in base.items() if key not in _NOT_INHERITED}
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, **inherited, "name": name,
+            "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "thresholds": dict(thresholds),
+            CALIBRATED_FROM: dict(parent), CALIBRATION: dict(calibration)}
+
+
+def save_calibrated(folder: str | Path, config: dict, extra: Mapping[str, object] | None = None) -> Path:
+    """Write a calibrated copy atomically, as ``save_model`` writes a model: each of ``extra`` (file name -> JSON
+    value), then ``config.json`` last; a folder already there keeps the files the lab did not write."""
+    def write(temp: Path) -> None:
+        for name, value in (extra or {}).items():
+            (temp / name).write_text(json.dumps(value), encoding="utf-8")
+        (temp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=_json_default), encoding="utf-8")
+
+    return write_folder_atomically(Path(folder), write, owned_before=(*MODEL_FILES, TFIDF_FILE))
 
 
 def _json_default(value):
@@ -116,7 +144,8 @@ def read_config(folder: str | Path) -> dict:
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise ModelLoadError(f"{path} is not a {FORMAT} config")
     model_type = config.get("model_type")
-    if not isinstance(model_type, str) or model_type not in MODEL_NAMES:
+    calibrated_tfidf = model_type == TFIDF and CALIBRATED_FROM in config  # a baseline with thresholds, no weights
+    if not isinstance(model_type, str) or (model_type not in MODEL_NAMES and not calibrated_tfidf):
         raise ModelLoadError(f"{path}: unknown model type {model_type!r}; expected one of {', '.join(MODEL_NAMES)}")
     check_metadata(config, path)
     return config
@@ -134,7 +163,8 @@ def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
     * ``metrics``: absent, or a mapping whose ``validation`` / ``test`` entries are mappings;
     * ``training.validation_curve`` (the Train page draws it): absent, or at most ``CURVE_MAX_POINTS``
       points ``{"step": whole number >= 0, "train_seconds": finite >= 0, "roc_auc": finite in [0, 1]}``;
-    * ``model_config`` and ``tokenizer``: absent or mappings (their fields are checked when loading).
+    * ``model_config`` and ``tokenizer``: absent or mappings (their fields are checked when loading);
+    * ``calibrated_from`` and ``calibration`` (a calibrated copy, ``core.saving.calibrated``): absent or well formed.
 
     Raises ModelLoadError naming ``path`` and the field.
     """
@@ -160,6 +190,7 @@ def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
     for key in ("model_config", "tokenizer"):
         if key in config and not isinstance(config[key], Mapping):
             raise ModelLoadError(f"{path}: {key} must be a JSON object, got {config[key]!r:.80}")
+    check_calibration_metadata(config, path)
 
 
 def _check_curve(curve, path: str | Path) -> None:

@@ -5,14 +5,16 @@ checked by ``check_run_name``.
 ``.tmp-*`` / ``.old-*`` folder of an interrupted save is never loaded. A save killed between the two
 renames of the fallback (see ``core.saving.atomic``) leaves its run missing and the previous model in
 ``.old-<name>-<id>``; ``load_model`` and ``list_runs`` say so and ``recover_interrupted_saves(root)``
-puts it back.
+puts it back. A calibrated copy (``core.saving.calibrated``) is listed like the model it points at.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from core.model_names import TFIDF
 from core.saving.atomic import OLD_PREFIX
+from core.saving.calibrated import is_calibrated, parent_folder
 from core.saving.leftovers import TEMP_PREFIX
 from core.saving.model_folder import (
     SAFE_NAME,
@@ -61,12 +63,29 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
         except ModelLoadError as error:
             problems.append(f"{path.name}: {error}")
             continue
-        if not (path / WEIGHTS_FILE).is_file():
+        if is_calibrated(config):  # a pointer at its parent's weights: cheap checks here, the digest when loaded
+            problem = _calibrated_problem(config)
+            if problem:
+                problems.append(f"{path.name}: {problem}")
+                continue
+        elif not (path / WEIGHTS_FILE).is_file():
             problems.append(f"{path.name}: no {WEIGHTS_FILE}; ignored")
             continue
         runs.append({"name": path.name, "path": str(path), **config})
     runs.sort(key=lambda r: str(r.get("saved_at", "")), reverse=True)
     return runs, problems
+
+
+def _calibrated_problem(config: dict) -> str:
+    """Why a calibrated folder is no model for the app's pages, or "": the TF-IDF baseline has no vectors, and
+    a parent folder that is gone cannot be loaded."""
+    if config.get("model_type") == TFIDF:
+        return ("a calibrated TF-IDF baseline: the command line scores pairs with it (evaluate, score, predict); "
+                "the app's pages need a model with vectors")
+    parent = parent_folder(config)
+    if parent is not None and not parent.is_dir():
+        return f"calibrated from {parent}, which is gone"
+    return ""
 
 
 def recover_interrupted_saves(root: str | Path) -> list[str]:

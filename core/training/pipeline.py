@@ -41,6 +41,7 @@ from core.saving import OutputClaim, claim_new_run, claim_output, save_model
 from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import PairTable
 from core.training import distributed
+from core.training.auto_recipe import TRUNCATION_NOTE_SHARE, truncated_share
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
 from core.training.specs import RunSpec, SpecError
 from core.training.outcome import TrainOutcome, Validation
@@ -105,6 +106,7 @@ def train_run(
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
            objective: Callable | None = None, val: pd.DataFrame | None = None,
            test: pd.DataFrame | None = None) -> RunResult:
+    val_given, test_given = val is not None, test is not None
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
         spec = dataclasses.replace(spec, split_by=resolve_split_by(all_pairs, spec.split_by))
@@ -137,6 +139,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     if model.tokenizer.vocab_size < MIN_USEFUL_VOCABULARY:
         notice(f"the vocabulary has only {model.tokenizer.vocab_size} tokens: most words will be unknown "
                f"(min_freq {spec.min_freq}, max_vocab {spec.max_vocab}, {len(splits.train):,} training pairs)")
+    _note_truncation(splits.train, model.tokenizer, spec.train.seed)
     train_table = PairTable(splits.train, model.tokenizer, hard_negatives=spec.hard_negatives)
     val_table = PairTable(splits.val, model.tokenizer) if len(splits.val) else None
     validate = None
@@ -160,7 +163,9 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     elif val_table is not None and not discarded:
         final = calibrate(model, val_table, progress=_stage_progress(callbacks, "scoring validation"))
         thresholds, validation = dict(final.thresholds), final.metrics
-        groups = question_groups(splits.val) if spec.split_by == "question" else None
+        # Pairs the lab dealt out by question group are resampled by group; a user's file is taken pair by pair
+        # (its questions may chain most pairs into one group, which no resampling can vary).
+        groups = question_groups(splits.val) if spec.split_by == "question" and not val_given else None
         validation["intervals"] = metric_intervals(val_table.labels, final.scores, thresholds["accuracy"],
                                                    groups=groups, seed=spec.train.seed)
         # Deduplication's operating point (core.inference.calibration): none when no threshold reaches the precision.
@@ -178,7 +183,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         test_table = PairTable(splits.test, model.tokenizer)
         test_scores = pair_scores(model, test_table, progress=_stage_progress(callbacks, "scoring test"))
         test = evaluate_scores(test_table.labels, test_scores, thresholds.get("accuracy", 0.5))
-        groups = question_groups(splits.test) if spec.split_by == "question" else None
+        groups = question_groups(splits.test) if spec.split_by == "question" and not test_given else None
         test["intervals"] = metric_intervals(test_table.labels, test_scores, test["threshold"], groups=groups,
                                              seed=spec.train.seed)
     folder, note = None, ""
@@ -194,6 +199,16 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
                                                              validation, test, implied, baselines, parent))
     return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines)
+
+
+def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
+    """One warning when the tokenizer's max_length cuts more than TRUNCATION_NOTE_SHARE of the training questions:
+    the model then never sees their ends (a sample of them is measured)."""
+    questions = pd.concat([train["question1"], train["question2"]], ignore_index=True)
+    share = truncated_share(questions, tokenizer, tokenizer.max_length, seed)
+    if share > TRUNCATION_NOTE_SHARE:
+        notice(f"max_length {tokenizer.max_length} cuts {share:.0%} of the training questions short: raise it "
+               "(or take the auto recipe, which reads it off the data) if their ends matter")
 
 
 def _stage_progress(callbacks, stage: str):

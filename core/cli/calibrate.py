@@ -1,0 +1,85 @@
+"""``python -m core calibrate``: a calibrated copy of any model, with thresholds from the user's labelled file.
+
+The copy is a small folder (``core.saving.calibrated``): a config.json that points at the model's weights (a
+saved folder by its absolute path, zero-shot MiniLM by name, never a copy of the weights) and records the
+thresholds of best accuracy, best F1 and the clustering operating point on ``--data``. Every command, and the
+app's model picker, then loads it like any model; a parent removed or changed since is a one-line error.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from core.cli.common import CliError, add_columns_option, count, model_command, print_json
+from core.cli.scorers import calibrate_on_file, load_scorer
+
+
+def cmd_calibrate(args) -> int:
+    from core.saving import OutputError, claim_output
+
+    parent = _parent(args.model)
+    _check_out(Path(args.out), args.model, parent)
+    try:
+        claim = claim_output(args.out, overwrite=args.overwrite)  # before any work: a refused --out costs nothing
+    except OutputError as error:
+        hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
+        problem = error.problem.replace("; replacing it needs overwrite", "")
+        raise CliError(f"--out {error.path}: {problem}{hint}") from None
+    with claim:
+        model, config = load_scorer(args)  # a calibrated --model: its parent is checked here
+        scorer, calibrated = calibrate_on_file(model, args.data, args.columns, args.max_rows, args.label_map)
+        written = _write(claim.target, config, parent, scorer, calibrated)
+    print_json({"folder": str(claim.target), "calibrated_from": written["calibrated_from"],
+                "thresholds": written["thresholds"], "calibration": written["calibration"]}, indent=2)
+    return 0
+
+
+def _parent(model: str) -> dict:
+    """``calibrated_from`` of a copy of ``model``; a copy of a calibrated copy points at the same original."""
+    from core.model_names import TFIDF, ZERO_SHOT, ZERO_SHOT_LABEL
+    from core.models.registry import parent_record
+    from core.saving import ModelLoadError, read_config
+    from core.saving.calibrated import CALIBRATED_FROM, is_calibrated
+
+    if model in (ZERO_SHOT, TFIDF):
+        return parent_record(model, ZERO_SHOT_LABEL if model == ZERO_SHOT else "TF-IDF cosine")
+    try:
+        config = read_config(model)
+        if is_calibrated(config):
+            return dict(config[CALIBRATED_FROM])
+        return parent_record(model, str(config.get("name") or Path(model).name))
+    except ModelLoadError as error:
+        raise CliError(str(error)) from None
+
+
+def _check_out(out: Path, model: str, parent: dict) -> None:
+    """--out may not be the model calibrated, nor the folder its weights are in: the copy would point at itself."""
+    for folder in (model, parent["source"]):
+        if Path(folder).is_dir() and os.path.realpath(out) == os.path.realpath(folder):
+            raise CliError(f"--out {out} is the model being calibrated; choose a new folder for the copy")
+
+
+def _write(target: Path, base: dict, parent: dict, scorer, calibrated) -> dict:
+    """Save the copy of the model whose config is ``base``; its config.json comes back."""
+    from core.inference.tfidf_scorer import TfidfScorer
+    from core.saving.calibrated import TFIDF_FILE
+    from core.saving.model_folder import calibrated_config, save_calibrated
+
+    config = calibrated_config(base, parent, calibrated.thresholds, calibrated.record(), name=target.name)
+    extra = {TFIDF_FILE: scorer.to_dict()} if isinstance(scorer, TfidfScorer) else None
+    save_calibrated(target, config, extra)
+    return config
+
+
+def add_parsers(sub) -> None:
+    """Register ``calibrate`` on the subparsers ``sub``."""
+    calibrate = model_command(sub, "calibrate", "a copy of a model with thresholds calibrated on your labelled pairs",
+                              cmd_calibrate, scores_pairs=True)
+    calibrate.add_argument("--data", required=True,
+                           help="CSV/TSV (optionally .gz) of labelled pairs, both classes, at least 20 pairs")
+    add_columns_option(calibrate)
+    calibrate.add_argument("--out", required=True,
+                           help="the calibrated copy's folder: config.json pointing at the model's weights (never "
+                                "copied); a new or empty folder, or an earlier model with --overwrite")
+    calibrate.add_argument("--overwrite", action="store_true", help="replace the model saved in --out")
+    calibrate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")

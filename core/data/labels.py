@@ -1,0 +1,226 @@
+"""What a label column means, and whether a file's columns hold what their roles say.
+
+``parse_labels`` reads a label column: the documented spellings (``TRUE_LABELS``, ``FALSE_LABELS``, and
+numbers equal to 1 or 0), or, given a label map (``normalise_label_map``: value -> 1 or 0), exactly the
+map's values, matched ignoring case and surrounding spaces; every other value is an unreadable label.
+
+``LabelTally`` follows one pass over a file's chunks. Once the rows are read, ``refuse`` rejects two
+mappings no one means, each as a one-line ``DataError`` quoting up to three of the column's values:
+
+- a question column whose every value (in the rows with both questions) is one of ``TRUE_LABELS``,
+  ``FALSE_LABELS`` or the label map's values: the label column given a question's role;
+- without a label map, a label column where the rows whose label is not read (among rows with both
+  questions) are at least two and outnumber the rows whose label is: a 1-5 score or text classes such as
+  "Relevant", of which loading would keep a handful of rows. This is a ``LabelValuesError``, which carries
+  the column's values so that the app can offer a label mapping. With a map, a value left out of it is
+  dropped on purpose, never refused.
+
+``refuse`` judges the rows parsed: the whole file, or with ``max_rows`` the chunks read until enough rows
+were kept (a prefix of 100,000 rows or more). ``unreadable_warning`` words the unreadable labels of the rows
+a report covers as one line: the values found, the values accepted, and where to map them.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from core.data.limits import DataError, clip
+
+TRUE_LABELS = frozenset({"1", "1.0", "true", "yes", "t", "y"})
+FALSE_LABELS = frozenset({"0", "0.0", "false", "no", "f", "n"})
+LABEL_SPELLINGS = TRUE_LABELS | FALSE_LABELS
+MAX_LABEL_VALUES = 20  # distinct label values a report or a refusal lists, most frequent first
+QUOTED_VALUES = 3  # values a message quotes
+_TRACKED_VALUES = 1_000  # distinct label values counted; a column with more is no label column anyway
+_HEAD_ROWS = 256  # question values looked at first: one that is not a label decides at once
+_MAP_HINT = "--label-map on the command line or the label mapping on the Data page"
+
+
+class LabelValuesError(DataError):
+    """A label column that does not hold duplicate labels; ``values`` (its distinct non-empty values as
+    text, most frequent first, at most ``MAX_LABEL_VALUES``), ``header`` and ``columns`` (role -> column
+    name) let a caller offer a label mapping for the same columns."""
+
+    def __init__(self, message: str, column: str, values: list[str], header: list[str], columns: dict[str, str]):
+        super().__init__(message)
+        self.column, self.values, self.header, self.columns = column, list(values), list(header), dict(columns)
+
+
+def normalise_label_map(label_map) -> dict[str, int] | None:
+    """``label_map`` (value -> 1/0 or True/False) with its values stripped and lower-cased; None stays None.
+    A DataError when it is empty, a value is blank, a label is not 0 or 1, or one value gets both."""
+    if label_map is None:
+        return None
+    normalised: dict[str, int] = {}
+    for value, label in dict(label_map).items():
+        key = str(value).strip().lower()
+        if not key:
+            raise DataError("the label map has a blank value; name each label value, e.g. Relevant=1")
+        if isinstance(label, str):
+            label = label.strip()
+        if label not in (0, 1, "0", "1"):  # True and False compare equal to 1 and 0
+            raise DataError(f"the label map gives {clip(value)!r} the label {clip(repr(label))}; labels are 1 "
+                            "(duplicate) and 0 (not duplicate)")
+        if normalised.get(key, int(label)) != int(label):
+            raise DataError(f"the label map gives {clip(value)!r} both 1 and 0 (values match ignoring case and spaces)")
+        normalised[key] = int(label)
+    if not normalised:
+        raise DataError("the label map is empty; give at least one value a label, e.g. Relevant=1")
+    return normalised
+
+
+def label_value(value, label_map: dict[str, int] | None = None) -> int:
+    """1, 0, or -1 for unreadable: by ``label_map`` (normalised) when given, else by the documented spellings."""
+    if label_map is not None:
+        for text in _map_keys(value):
+            if text in label_map:
+                return label_map[text]
+        return -1
+    if isinstance(value, (bool, int, float, np.number)):
+        number = float(value)
+    else:
+        text = str(value).strip().lower()
+        if text in TRUE_LABELS:
+            return 1
+        if text in FALSE_LABELS:
+            return 0
+        try:
+            number = float(text)  # numeric spellings such as "1.00" or "+1"
+        except ValueError:
+            return -1
+    return 1 if number == 1 else 0 if number == 0 else -1
+
+
+def _map_keys(value) -> list[str]:
+    """How a parsed value may be written in a label map: as pandas gives it ("1.0", "True") and, for a
+    whole float, as a whole number ("1"), since pandas reads a column of "1" and "" as floats."""
+    texts = [str(value).strip().lower()]
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+        texts.append(str(int(value)))
+    return texts
+
+
+def parse_labels(column: pd.Series, label_map: dict[str, int] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """(labels as int64, 0 where unreadable; readable mask; distinct values as text -> rows).
+
+    Spellings are decided once per distinct value: a label column has a handful of them, and the
+    parse may hand back ints, floats, bools or text depending on the chunk. A missing value counts as "".
+    """
+    codes, distinct = pd.factorize(column)  # missing values get code -1
+    values = distinct.tolist()
+    verdicts = np.array([label_value(value, label_map) for value in values] + [-1], dtype=np.int64)
+    labels = verdicts[codes]  # code -1 picks the trailing "unreadable" verdict
+    readable = labels >= 0
+    rows = np.bincount(codes + 1, minlength=len(values) + 1)  # missing first
+    counts: dict[str, int] = {}
+    for text, count in zip([""] + [str(value).strip() for value in values], rows.tolist()):
+        if count:
+            counts[text] = counts.get(text, 0) + count
+    return np.where(readable, labels, 0), readable, counts
+
+
+def quoted(values) -> str:
+    """Values from a file as a message quotes them: '"a", "b"'; an empty value as (empty)."""
+    return ", ".join(f'"{clip(value)}"' if str(value).strip() else "(empty)" for value in values)
+
+
+def accepted_labels(label_map: dict[str, int] | None) -> str:
+    if label_map is not None:
+        return "the label map's " + ", ".join(f'"{clip(value)}"={label}' for value, label in label_map.items())
+    return (", ".join(sorted(TRUE_LABELS)) + " for a duplicate; " + ", ".join(sorted(FALSE_LABELS))
+            + " for not a duplicate")
+
+
+class LabelTally:
+    """What ``refuse`` and ``unreadable_warning`` need of a file, gathered chunk by chunk (``add``)."""
+
+    def __init__(self, name: str, header: list[str], positions: dict[str, int], label_map: dict[str, int] | None):
+        self.name, self.header, self.positions, self.label_map = name, header, positions, label_map
+        self.label_column = header[positions["is_duplicate"]] if "is_duplicate" in positions else None
+        self.values: Counter[str] = Counter()  # the label column's values as text -> rows
+        self.readable = self.unreadable = 0  # rows with both questions, by whether their label was read
+        self._unreadable_values: list[pd.Series] = []  # their label text, indexed by row position
+        self._spellings = LABEL_SPELLINGS | set(label_map or ())
+        self._holds_text: set[str] = set()  # question roles seen with a value that is not a label
+        self._label_like: dict[str, list[str]] = {"question1": [], "question2": []}  # the first few such values
+
+    def add(self, chunk) -> None:
+        """One ``PairChunk`` of the pass."""
+        both = ((chunk.question1 != "") & (chunk.question2 != "")).to_numpy(dtype=bool)
+        for role, questions in (("question1", chunk.question1), ("question2", chunk.question2)):
+            if role not in self._holds_text:
+                self._look_at_questions(role, questions, both)
+        if chunk.labels is None:
+            return
+        for text, count in (chunk.label_values or {}).items():
+            if text in self.values or len(self.values) < _TRACKED_VALUES:
+                self.values[text] += count
+        unread = both & ~chunk.label_readable
+        self.readable += int(np.count_nonzero(both & chunk.label_readable))
+        self.unreadable += int(np.count_nonzero(unread))
+        if unread.any():
+            column = chunk.rows.iloc[:, self.positions["is_duplicate"]]
+            texts = column[unread].fillna("").astype(str).str.strip()
+            self._unreadable_values.append(texts.set_axis(chunk.start + np.flatnonzero(unread)))
+
+    def _look_at_questions(self, role: str, questions: pd.Series, both: np.ndarray) -> None:
+        """Whether ``role``'s column, in the rows with both questions, holds a value that is not a label."""
+        for part in (slice(None, _HEAD_ROWS), slice(_HEAD_ROWS, None)):
+            present = questions.iloc[part][both[part]]
+            if not present.str.lower().isin(self._spellings).all():
+                self._holds_text.add(role)
+                return
+            seen = self._label_like[role]
+            seen += [value for value in dict.fromkeys(present.head(64)) if value not in seen][:QUOTED_VALUES - len(seen)]
+
+    def label_values(self) -> dict[str, int]:
+        """The label column's distinct values as text -> rows, most frequent first, at most MAX_LABEL_VALUES."""
+        return dict(self.values.most_common(MAX_LABEL_VALUES))
+
+    def refuse(self) -> None:
+        """A DataError for a question column of labels; a LabelValuesError for a label column that holds
+        something else (without a label map). Nothing when the mapping may be what was meant."""
+        for role, which in (("question1", "first"), ("question2", "second")):
+            if role not in self._holds_text and self._label_like[role]:
+                column = self.header[self.positions[role]]
+                raise DataError(f'{self.name}: the {role} column "{clip(column)}" holds labels, not questions '
+                                f"(values such as {quoted(self._label_like[role])}); give {role} the column of "
+                                f"the {which} question")
+        if self.label_map is None and self.unreadable >= 2 and self.unreadable > self.readable:
+            found = self._found(self._unreadable_series())
+            values = [value for value, _ in self.values.most_common() if value][:MAX_LABEL_VALUES]
+            raise LabelValuesError(
+                f'{self.name}: the is_duplicate column "{clip(self.label_column)}" does not hold duplicate '
+                f"labels: {self.unreadable:,} of {self.readable + self.unreadable:,} rows have another value "
+                f"({found}); accepted: {accepted_labels(None)}; give each value a label with {_MAP_HINT}, or "
+                "choose another column",
+                self.label_column, values, self.header,
+                {role: self.header[position] for role, position in self.positions.items()})
+
+    def unreadable_warning(self, rows: int | None = None) -> str | None:
+        """One line on the rows with both questions and an unreadable label among the first ``rows`` rows
+        (all rows read when None): the values found, those accepted, where to map them. None without any."""
+        found = self._unreadable_series()
+        if rows is not None:
+            found = found[found.index < rows]
+        if found.empty:
+            return None
+        count = len(found)
+        return (f"{count:,} {'row has' if count == 1 else 'rows have'} an unreadable label in column "
+                f'"{clip(self.label_column)}" ({self._found(found)}); accepted: {accepted_labels(self.label_map)}; '
+                f"give such values a label with {_MAP_HINT}")
+
+    def _unreadable_series(self) -> pd.Series:
+        if not self._unreadable_values:
+            return pd.Series([], dtype=object)
+        return pd.concat(self._unreadable_values)
+
+    @staticmethod
+    def _found(values: pd.Series) -> str:
+        distinct = [value for value, _ in Counter(values.tolist()).most_common()]
+        if len(distinct) > QUOTED_VALUES:
+            return f"{len(distinct):,} distinct values, such as {quoted(distinct[:QUOTED_VALUES])}"
+        return f"{'value' if len(distinct) == 1 else 'values'} {quoted(distinct)}"

@@ -1,0 +1,185 @@
+"""The TF-IDF cosine baseline as a model of the commands that score pairs (``--model tfidf``).
+
+TF-IDF learns its vocabulary and IDF weights from text and has no weights of its own, so what it is fitted on
+is part of every score it gives:
+
+* a calibrated TF-IDF folder (``python -m core calibrate --model tfidf``, ``core.saving.calibrated``) is fitted
+  on the calibration file's questions and keeps that fit, so its thresholds apply to the scores it gives on any
+  other file, and ``predict`` gives the same score for a pair wherever it is asked;
+* plain ``tfidf`` is fitted on the questions being scored, both sides of every pair: ``evaluate`` the file's
+  pairs (the rule of the Compare page's TF-IDF row when no compared model trained on the data), ``score`` the
+  whole file (a first pass counts in how many questions each word occurs, so the chunks the file is scored in
+  change nothing), ``predict`` the two questions themselves.
+
+The vectorizer is scikit-learn's ``TfidfVectorizer`` with its defaults, as ``core.inference.baselines.tfidf_scores``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from core.inference.baselines import tfidf_scores
+from core.model_names import TFIDF
+
+TFIDF_NAME = "TF-IDF cosine"
+MAX_VOCABULARY = 2_000_000  # words in a saved fit; the file's size cap (core.saving.files) bounds it first
+
+
+class TfidfScorer:
+    """Scores pairs by the cosine of their TF-IDF vectors; fitted (a vocabulary and IDF weights) or not (each
+    call fits on its own questions). No vectors: ``encode`` is not offered."""
+
+    model_type = TFIDF
+
+    def __init__(self, vectorizer=None):
+        self.vectorizer = vectorizer  # a fitted TfidfVectorizer, or None; one with no vocabulary scores 0
+
+    @property
+    def fitted(self) -> bool:
+        return self.vectorizer is not None
+
+    @classmethod
+    def fit(cls, texts: Sequence[str]) -> "TfidfScorer":
+        """Fitted on ``texts`` (a question per entry, repeats counted), as ``tfidf_scores``' ``fit_texts``."""
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        vectorizer = TfidfVectorizer()
+        try:
+            vectorizer.fit([str(text) for text in texts])
+        except ValueError:  # no text holds a word
+            return cls.from_counts([], np.zeros(0), len(texts))
+        return cls(vectorizer)
+
+    @classmethod
+    def fit_chunks(cls, chunks: Iterable[Sequence[str]]) -> "TfidfScorer":
+        """The fit of ``fit`` on all the chunks' texts together, counted one chunk at a time: document
+        frequencies add up, so the texts never sit in memory at once."""
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        frequencies: dict[str, int] = {}
+        documents = 0
+        for texts in chunks:
+            texts = [str(text) for text in texts]
+            documents += len(texts)
+            counter = CountVectorizer(binary=True)  # TfidfVectorizer's analyzer: the same defaults
+            try:
+                present = counter.fit_transform(texts)
+            except ValueError:  # no word in this chunk
+                continue
+            counts = np.asarray(present.sum(axis=0)).ravel()
+            for word, count in zip(counter.get_feature_names_out().tolist(), counts.tolist()):
+                frequencies[word] = frequencies.get(word, 0) + int(count)
+        words = sorted(frequencies)
+        return cls.from_counts(words, np.array([frequencies[w] for w in words], dtype=np.float64), documents)
+
+    @classmethod
+    def from_counts(cls, words: list[str], frequencies: np.ndarray, documents: int) -> "TfidfScorer":
+        """The fit whose vocabulary is ``words`` (sorted), each in ``frequencies`` of ``documents`` texts:
+        scikit-learn's smoothed IDF, ln((1 + n) / (1 + df)) + 1, computed as ``TfidfTransformer.fit`` does."""
+        idf = np.log((documents + 1) / (np.asarray(frequencies, dtype=np.float64) + 1.0)) + 1.0
+        return cls.from_weights(words, idf)
+
+    @classmethod
+    def from_weights(cls, words: list[str], idf) -> "TfidfScorer":
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        if not words:
+            return cls(_EmptyFit())
+        vectorizer = TfidfVectorizer(vocabulary={word: index for index, word in enumerate(words)})
+        vectorizer.idf_ = np.asarray(idf, dtype=np.float64)
+        return cls(vectorizer)
+
+    def score_pairs(self, first: Sequence[str], second: Sequence[str], batch_size: int | None = None) -> np.ndarray:
+        """Cosine of the TF-IDF vectors of each (first[i], second[i]), (N,) float64; ``batch_size`` is ignored
+        (the interface of ``core.models.base.PairEncoder.score_pairs``)."""
+        first, second = [str(t) for t in first], [str(t) for t in second]
+        if len(first) != len(second):
+            raise ValueError(f"{len(first)} first questions but {len(second)} second ones")
+        if not self.fitted:
+            return tfidf_scores(first, second)
+        if isinstance(self.vectorizer, _EmptyFit) or not first:
+            return np.zeros(len(first))
+        a, b = self.vectorizer.transform(first), self.vectorizer.transform(second)  # rows of unit length
+        return np.asarray(a.multiply(b).sum(axis=1), dtype=np.float64).ravel()
+
+    def to_dict(self) -> dict:
+        """The fit as JSON: ``{"vocabulary": [words in column order], "idf": [weights]}``."""
+        if not self.fitted or isinstance(self.vectorizer, _EmptyFit):
+            return {"vocabulary": [], "idf": []}
+        return {"vocabulary": self.vectorizer.get_feature_names_out().tolist(),
+                "idf": self.vectorizer.idf_.tolist()}
+
+    @classmethod
+    def from_dict(cls, data, where: str) -> "TfidfScorer":
+        """``to_dict``'s value read back; ValueError naming ``where`` when it is not one."""
+        words = data.get("vocabulary") if isinstance(data, dict) else None
+        idf = data.get("idf") if isinstance(data, dict) else None
+        if not (isinstance(words, list) and isinstance(idf, list) and len(words) == len(idf) <= MAX_VOCABULARY):
+            raise ValueError(f"{where} must hold a vocabulary and as many IDF weights")
+        if not all(isinstance(word, str) and word for word in words) or len(set(words)) != len(words):
+            raise ValueError(f"{where}: the vocabulary must be distinct non-empty words")
+        weights = np.asarray([w if isinstance(w, (int, float)) and not isinstance(w, bool) else np.nan for w in idf],
+                             dtype=np.float64)
+        if not np.isfinite(weights).all() or (weights < 1.0).any():
+            raise ValueError(f"{where}: every IDF weight must be a finite number of at least 1")
+        return cls.from_weights(words, weights)
+
+
+class _EmptyFit:
+    """A fit on texts that hold no word: every pair scores 0."""
+
+
+def fit_on_file(source: str | Path, columns: dict[str, str] | None = None, max_bytes: int | None = None) -> TfidfScorer:
+    """Fitted on the questions of the pairs of a file that ``score`` scores (both questions non-empty), read
+    chunk by chunk by the same reader (``core.data.pair_chunks.PairReader``); unusable input is a DataError."""
+    from core.data.pair_chunks import PairReader
+
+    reader = PairReader(Path(source), columns, labels_required=False, all_text=True, max_bytes=max_bytes)
+
+    def questions():
+        for chunk in reader:
+            usable = ((chunk.question1 != "") & (chunk.question2 != "")).to_numpy()
+            yield chunk.question1[usable].tolist() + chunk.question2[usable].tolist()
+
+    return TfidfScorer.fit_chunks(questions())
+
+
+def tfidf_config() -> dict:
+    """What a saved folder's config.json would say of plain ``tfidf``: no thresholds of its own."""
+    return {"model_type": TFIDF, "name": TFIDF_NAME, "thresholds": {}}
+
+
+def is_tfidf(source: str | Path) -> bool:
+    """Whether a ``--model`` value is the TF-IDF baseline: ``tfidf``, or a folder holding a calibrated one."""
+    from core.saving import ModelLoadError, read_config
+
+    if str(source) == TFIDF:
+        return True
+    try:
+        return Path(source).is_dir() and read_config(source).get("model_type") == TFIDF
+    except ModelLoadError:
+        return False  # not a usable folder: the loader that tries it says why
+
+
+def load_tfidf(source: str | Path) -> tuple[TfidfScorer, dict]:
+    """(scorer, config) of ``tfidf`` (fitted on what it scores) or of a calibrated TF-IDF folder (its saved fit,
+    its thresholds); ModelLoadError for a folder that is not one."""
+    from core.saving import VOCAB_MAX_BYTES, ModelLoadError, read_config, read_json_file
+    from core.saving.calibrated import CALIBRATED_FROM, TFIDF_FILE, is_calibrated
+
+    if str(source) == TFIDF:
+        return TfidfScorer(), tfidf_config()
+    folder = Path(source)
+    config = read_config(folder)
+    if config.get("model_type") != TFIDF or not is_calibrated(config) or config[CALIBRATED_FROM]["source"] != TFIDF:
+        raise ModelLoadError(f"{folder} is not a calibrated TF-IDF baseline")
+    path = folder / TFIDF_FILE
+    try:
+        scorer = TfidfScorer.from_dict(read_json_file(path, VOCAB_MAX_BYTES, folder=folder), str(path))
+    except FileNotFoundError:
+        raise ModelLoadError(f"{folder} has no {TFIDF_FILE}; calibrate the baseline again") from None
+    except ValueError as error:  # ModelLoadError included
+        raise ModelLoadError(str(error)) from None
+    return scorer, config

@@ -1,0 +1,86 @@
+"""The Data page in a real headless Chromium: a file whose labels are words is refused until the user says
+what each word means, then loads; a validation and a test file read with the same mapping show their counts.
+
+Needs Debian's chromium at /usr/bin/chromium (``make browser``): without it the test skips, except under
+``CI=true`` where it fails.
+"""
+from __future__ import annotations
+
+import pytest
+from browser_support import (
+    PAGE_TIMEOUT_MS,
+    StreamlitServer,
+    launch_chromium,
+    open_url_page,
+    require_browser,
+    select_option,
+    wait_for_rerun,
+    wait_for_script,
+    widget,
+)
+
+pytestmark = pytest.mark.browser
+
+MAIN = ("question1,question2,labels\n"
+        "How old are you?,What is your age?,PerfectMatch\n"
+        "How do I learn Python?,What is the best way to learn Python?,Relevant\n"
+        "Is coffee bad for you?,How do I bake bread?,Irrelevant\n"
+        "Where is Paris?,How tall is Everest?,Irrelevant\n"
+        "Why is the sky blue?,What makes the sky blue?,PerfectMatch\n")
+VAL = ("question1,question2,labels\n"
+       "How far is the Moon?,What is the distance to the Moon?,Relevant\n"
+       "Who wrote Hamlet?,Who painted the Mona Lisa?,Irrelevant\n")
+TEST = ("question1,question2,labels\n"
+        "What is DNA?,What does DNA stand for?,PerfectMatch\n"
+        "Is tea healthy?,How do cars work?,Irrelevant\n"
+        "How do I sleep better?,How can I improve my sleep?,Relevant\n")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    require_browser()
+    work = tmp_path_factory.mktemp("browser_data_files")
+    with StreamlitServer(work / "runs", work_dir=work) as running:
+        yield running
+
+
+def test_text_labels_are_mapped_and_held_out_files_counted(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    files = {}
+    for name, text in (("graded.csv", MAIN), ("val.csv", VAL), ("test.csv", TEST)):
+        files[name] = tmp_path / name
+        files[name].write_text(text)
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(PAGE_TIMEOUT_MS)
+        try:
+            open_url_page(page, server, "Data", "Data")
+            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(files["graded.csv"])
+            expect(page.locator('[data-testid="stAlertContentError"]')).to_contain_text(
+                "does not hold duplicate labels")
+            for value, meaning in (("PerfectMatch", "duplicate"), ("Relevant", "duplicate"),
+                                   ("Irrelevant", "not duplicate")):
+                select_option(page, f'"{value}"', meaning)
+            page.get_by_role("button", name="Load with these columns and label mapping").click()
+            expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("graded.csv (upload) (5 pairs)")
+            wait_for_script(page)  # the rerun's elements replace the previous run's
+            pairs_value = page.locator('[data-testid="stMetric"]').filter(
+                has=page.locator('[data-testid="stMetricLabel"]').get_by_text("Pairs", exact=True)) \
+                .locator('[data-testid="stMetricValue"]')
+            expect(pairs_value).to_have_text("5")
+            expect(page.locator('[data-testid="stAlertContentError"]')).to_have_count(0)
+
+            page.get_by_text("Add validation and test files (optional)").click()
+            wait_for_rerun(page)
+            for title, name, count in (("Validation", "val.csv", "2 pairs"), ("Test", "test.csv", "3 pairs")):
+                widget(page, "stFileUploader", f"{title} pairs").locator('input[type="file"]').set_input_files(
+                    files[name])
+                caption = page.locator('[data-testid="stCaptionContainer"]').filter(has_text=f"{title}:")
+                expect(caption).to_contain_text(f"{title}: {count} from {name}")
+            expect(page.locator('[data-testid="stAlertContentError"]')).to_have_count(0)
+        finally:
+            page.screenshot(path=str(tmp_path / "data_files.png"), full_page=True)
+            browser.close()
