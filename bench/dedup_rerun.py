@@ -86,8 +86,8 @@ def main() -> None:
                 f"{name}: phase s (last)": json.dumps(summary["phase_seconds"]),
                 f"{name}: threshold": summary["threshold"],
                 f"{name}: vectors / index reused": f"{summary['vectors']['reused']} / {summary['index']['reused']}",
-                f"{name}: clusters / largest / clustered": f"{summary['clusters']:,} / {summary['largest_cluster']:,} / "
-                                                           f"{summary['clustered_questions']:,}",
+                f"{name}: clusters / largest / clustered": (
+                    f"{summary['clusters']:,} / {summary['largest_cluster']:,} / {summary['clustered_questions']:,}"),
             })
         ratio = figures["second: wall s (median)"] / figures["first: wall s (median)"]
         figures[f"ratio second / first, wall (goal < {GOAL:.0%})"] = ratio

@@ -85,7 +85,7 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.
     labels = chosen.pairs["is_duplicate"].to_numpy()
     entries = [(ZERO_SHOT_LABEL, ZERO_SHOT, REFERENCE)]
     entries += [(run["name"], run["path"], run_kind(run)) for run in runs]
-    rows, failures = [], []
+    rows, failures, zero_shot_scores = [], [], None  # every other row is judged against zero-shot's scores
     for number, (name, choice, kind) in enumerate(entries):
         def moved(done: int, total: int, number=number, name=name) -> None:
             if bar is not None:
@@ -101,12 +101,14 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.
             calibrated = pair_threshold(config, labels, scores)
             threshold = calibrated.threshold
             source = ZERO_SHOT_CALIBRATED_SOURCE if calibrated.pairs else ZERO_SHOT_SOURCE
+            zero_shot_scores = scores
         else:
             threshold = (config.get("thresholds") or {}).get("accuracy")
             source = (calibrated_on(config) or SAVED_SOURCE) if threshold is not None else UNCALIBRATED_SOURCE
-        rows.append(comparison_row(name, kind, labels, scores, threshold, source))
+        rows.append(comparison_row(name, kind, labels, scores, threshold, source,
+                                   None if choice == ZERO_SHOT else zero_shot_scores))
     tfidf = _tfidf(chosen.key, key, chosen, dataset)
-    rows.append(comparison_row(TFIDF_LABEL, REFERENCE, labels, tfidf, None, TFIDF_SOURCE))
+    rows.append(comparison_row(TFIDF_LABEL, REFERENCE, labels, tfidf, None, TFIDF_SOURCE, zero_shot_scores))
     return rows, failures
 
 

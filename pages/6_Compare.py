@@ -5,6 +5,8 @@ import streamlit as st
 from core.inference.baselines import (
     COMPARE_COLUMNS,
     METRICS,
+    ROC_AUC_INTERVAL,
+    VERSUS_ZERO_SHOT,
     comparison_table,
     sort_table,
 )
@@ -21,7 +23,7 @@ enter_through_app(__file__)
 
 state = st.session_state
 SORT_CHOICES = [*METRICS.values(), "threshold", "model"]
-SHOWN_COLUMNS = ["model", "kind", *METRICS.values(), "threshold"]
+SHOWN_COLUMNS = ["model", "kind", *METRICS.values(), ROC_AUC_INTERVAL, VERSUS_ZERO_SHOT, "threshold"]
 
 st.title("Compare models")
 st.caption("Every saved model of the models folder, beside two references that need no training (zero-shot "
@@ -62,11 +64,17 @@ ascending = order_column.toggle("Ascending", value=False, key="compare_ascending
 shown = sort_table(table, sort_by, ascending)
 
 number = st.column_config.NumberColumn
-# Seven columns that fit a laptop screen; where each threshold comes from is in the caption and the CSV.
+# Where each threshold comes from is in the caption and the CSV; the model column stays pinned when the rest scrolls.
 st.dataframe(shown, hide_index=True, width="stretch", key="compare_table", column_order=SHOWN_COLUMNS,
              column_config={
                  "model": st.column_config.TextColumn(width=300, pinned=True),
                  "kind": st.column_config.TextColumn(width=180),
+                 ROC_AUC_INTERVAL: st.column_config.TextColumn(width=110, help="95 % bootstrap interval over these "
+                                                                                "pairs: a narrower one needs more"),
+                 VERSUS_ZERO_SHOT: st.column_config.TextColumn(width=210, help="Paired bootstrap on these same pairs: "
+                                                                                "better only when the whole 95 % "
+                                                                                "interval of the ROC AUC difference is "
+                                                                                "above zero"),
                  **{column: number(format="%.3f", width=95) for column in METRICS.values()},
                  "threshold": number(format="%.3f", width=80, help="Accuracy and F1 are measured at this threshold "
                                                                     "(duplicate when the score is above it)."),

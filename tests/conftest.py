@@ -117,7 +117,9 @@ def train_tiny_model(sample_pairs):
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory, train_tiny_model) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny_models")
-    return {model: train_tiny_model(model, root, loss=loss) for model, loss in TINY_LOSSES.items()}
+    # Split by pair as these models always were: the pages' tests below were written against their thresholds
+    # (the sample's auto rule, by question, leaves the tiny LSTM calling nothing a duplicate).
+    return {model: train_tiny_model(model, root, loss=loss, split_by="pair") for model, loss in TINY_LOSSES.items()}
 
 
 @pytest.fixture

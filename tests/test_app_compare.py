@@ -76,15 +76,16 @@ def test_runs_table_tolerates_missing_fields():
 
 
 # ---- the page ----------------------------------------------------------------------------------------
-def _expected_row(choice, name, kind, common, source, calibrated_here=False):
+def _expected_row(choice, name, kind, common, source, calibrated_here=False, zero_shot_scores=None):
     """The comparison row of one model computed here, outside the app, from the same pairs: at its saved
-    threshold, or (``calibrated_here``) at the best-accuracy threshold of its scores on these pairs."""
+    threshold, or (``calibrated_here``) at the best-accuracy threshold of its scores on these pairs; judged
+    against ``zero_shot_scores`` when given."""
     from core.models import load_model
 
     model, config = load_model(choice)
     labels, scores = common.pairs["is_duplicate"].to_numpy(), model_scores(model, common.pairs)
     threshold = best_thresholds(labels, scores)["accuracy"] if calibrated_here else config["thresholds"]["accuracy"]
-    return comparison_row(name, kind, labels, scores, threshold, source)
+    return comparison_row(name, kind, labels, scores, threshold, source, zero_shot_scores)
 
 
 def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_with_models, open_page,
@@ -95,10 +96,10 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
     at = open_page(COMPARE.path)
     assert not at.exception and not at.info
 
-    # the common pairs: both tiny models trained on the sample with the default split (by question: the sample
-    # repeats questions), so their validation pairs, which neither trained on
+    # the common pairs: both tiny models trained on the sample split by pair, so their validation pairs, which
+    # neither trained on
     common = common_pairs(runs, pairs)
-    val = split_pairs(pairs, val_fraction=0.1, test_fraction=0.0, seed=0, by_question=True).val
+    val = split_pairs(pairs, val_fraction=0.1, test_fraction=0.0, seed=0).val
     assert len(common.pairs) == len(val) == 48 and len(common.constrained_by) == 2
     assert sorted(zip(common.pairs["question1"], common.pairs["question2"])) == \
         sorted(zip(val["question1"], val["question2"]))
@@ -108,21 +109,28 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
 
     [shown, details] = [frame.value for frame in at.dataframe]
     assert shown.columns.tolist() == COMPARE_COLUMNS  # all in the CSV; the screen shows the ones that fit
-    assert list(at.dataframe[0].proto.column_order) == ["model", "kind", *METRICS.values(), "threshold"]
+    assert list(at.dataframe[0].proto.column_order) == ["model", "kind", *METRICS.values(), "ROC AUC 95 %",
+                                                        "vs zero-shot", "threshold"]
     assert set(shown["model"]) == {
         ZERO_SHOT_LABEL, TFIDF_LABEL, *(folder.name for folder in folders.values())}
     assert shown["ROC AUC"].tolist() == sorted(shown["ROC AUC"], reverse=True)  # the default order
     rows = shown.set_index("model")
 
-    # every number is the metric of that model's scores on exactly these pairs
+    # every number is the metric of that model's scores on exactly these pairs, every verdict a paired bootstrap
+    # against zero-shot MiniLM's scores of them
+    from core.models import load_model
+
+    zero_shot_scores = model_scores(load_model("minilm")[0], common.pairs)
     lstm = _expected_row(str(folders["lstm"]), folders["lstm"].name, MODEL_LABELS["lstm"], common,
-                         compare_view.SAVED_SOURCE)
+                         compare_view.SAVED_SOURCE, zero_shot_scores=zero_shot_scores)
     # zero-shot MiniLM has no validation split: calibrated on these labelled pairs (core.inference.calibration)
     minilm = _expected_row("minilm", ZERO_SHOT_LABEL, "reference", common, compare_view.ZERO_SHOT_CALIBRATED_SOURCE,
                            calibrated_here=True)
     tfidf = comparison_row(TFIDF_LABEL, "reference", common.pairs["is_duplicate"].to_numpy(),
                            tfidf_scores(common.pairs["question1"], common.pairs["question2"], common.fit_texts(pairs)),
-                           None, compare_view.TFIDF_SOURCE)
+                           None, compare_view.TFIDF_SOURCE, zero_shot_scores)
+    assert lstm["vs zero-shot"].split(" (")[0] in ("better", "no measurable difference", "worse")
+    assert minilm["vs zero-shot"] == "" and minilm["ROC AUC 95 %"].count("–") == 1
     assert minilm["threshold"] != ZERO_SHOT_THRESHOLD
     assert rows.loc[ZERO_SHOT_LABEL, "threshold"] == pytest.approx(minilm["threshold"], abs=1e-6)
     assert "Zero-shot MiniLM and the TF-IDF baseline have no threshold of their own" in caption

@@ -248,7 +248,8 @@ def test_an_unwritable_cache_still_gives_the_vectors(tmp_path):
 def test_search_and_suggest_reuse_the_vectors_dedup_kept(lstm, tmp_path, capsys, encoded):
     dedup(capsys, lstm, SAMPLE_PATH, tmp_path / "c.csv", "--threshold", "0.95")
     encoded.clear()
-    code, lines, err = run(capsys, "search", "--model", lstm, "--corpus", SAMPLE_PATH, "Why is the sky blue?", "-k", "3")
+    code, lines, err = run(capsys, "search", "--model", lstm, "--corpus", SAMPLE_PATH, "Why is the sky blue?",
+                           "-k", "3")
     assert code == 0 and len(lines) == 3, err
     assert sum(encoded) <= 1 + 20  # the query, and the saved index's spot check: never the 722 questions
     encoded.clear()

@@ -142,5 +142,5 @@ def _suggest_into(claim, out: Path, args) -> dict:
             "uncertain": int((picked["reason"] == "uncertain").sum()),
             "random": int((picked["reason"] == "random").sum()), "strategy": args.strategy,
             "threshold": float(chosen.threshold), "threshold_source": chosen.source, "seed": args.seed,
-            "vectors": {"reused": corpus.reused}, "backend": args.backend, "seconds": {"encode": round(encoded - started, 2),
-                                                 "choose": round(time.perf_counter() - encoded, 2)}}
+            "vectors": {"reused": corpus.reused}, "backend": args.backend,
+            "seconds": {"encode": round(encoded - started, 2), "choose": round(time.perf_counter() - encoded, 2)}}

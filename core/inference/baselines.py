@@ -22,12 +22,15 @@ import pandas as pd
 from core.data import pairs_fingerprint
 from core.inference.evaluation import held_out_pairs
 from core.inference.metrics import best_thresholds, ranking_metrics, threshold_metrics
+from core.inference.uncertainty import metric_intervals, paired_verdict
 
 COMPARE_MAX_PAIRS = 2000  # a seeded sample of this size at most: zero-shot MiniLM on a CPU stays under a minute
 COMPARE_SEED = 0
 TFIDF_LABEL = "TF-IDF cosine (scikit-learn)"
 METRICS = {"roc_auc": "ROC AUC", "average_precision": "avg precision", "accuracy": "accuracy", "f1": "F1"}
-COMPARE_COLUMNS = ["model", "kind", *METRICS.values(), "threshold", "threshold from"]
+ROC_AUC_INTERVAL, VERSUS_ZERO_SHOT = "ROC AUC 95 %", "vs zero-shot"  # a row's uncertainty and its paired verdict
+COMPARE_COLUMNS = ["model", "kind", *METRICS.values(), ROC_AUC_INTERVAL, VERSUS_ZERO_SHOT, "threshold",
+                   "threshold from"]
 REFERENCE, TRAINED = "reference", "trained"
 _PAIR_COLUMNS = ["question1", "question2", "is_duplicate"]
 
@@ -162,8 +165,11 @@ def model_scores(model, pairs: pd.DataFrame, progress: Callable[[int, int], None
     return F.cosine_similarity(v1, v2, dim=-1).double().numpy()
 
 
-def comparison_row(name: str, kind: str, labels, scores, threshold: float | None, threshold_from: str) -> dict:
-    """One row of the comparison table: ranking metrics of ``scores`` and accuracy / F1 at ``threshold``.
+def comparison_row(name: str, kind: str, labels, scores, threshold: float | None, threshold_from: str,
+                   zero_shot_scores=None) -> dict:
+    """One row of the comparison table: ranking metrics of ``scores`` and accuracy / F1 at ``threshold``, the
+    95 % bootstrap interval of the ROC AUC and, given zero-shot MiniLM's scores of the same pairs, the paired
+    verdict against it ("" for zero-shot itself or without its scores).
 
     ``threshold=None`` calibrates it on these very scores (best accuracy), and ``threshold_from`` should
     then say so: such a row is measured on the pairs it was calibrated on.
@@ -172,7 +178,11 @@ def comparison_row(name: str, kind: str, labels, scores, threshold: float | None
         threshold = best_thresholds(labels, scores)["accuracy"]
     at = threshold_metrics(labels, scores, float(threshold))
     values = {**ranking_metrics(labels, scores), "accuracy": at["accuracy"], "f1": at["f1"]}
+    interval = metric_intervals(labels, scores, float(threshold)).get("roc_auc")
+    verdict = paired_verdict(labels, scores, zero_shot_scores) if zero_shot_scores is not None else None
     return {"model": name, "kind": kind, **{column: values[key] for key, column in METRICS.items()},
+            ROC_AUC_INTERVAL: f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "",
+            VERSUS_ZERO_SHOT: f"{verdict.verdict} ({verdict.difference:+.3f})" if verdict else "",
             "threshold": float(threshold), "threshold from": threshold_from}
 
 

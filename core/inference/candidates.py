@@ -1,9 +1,9 @@
 """Which pairs of a corpus to label next: candidate pairs from each question's nearest neighbours, and the
 few of them a person should answer.
 
-``embed_corpus(model, questions)`` encodes a corpus once (``EmbeddedCorpus``; kept in a vector cache when given); ``candidate_pairs(corpus, k,
-labelled)`` pairs each question with its ``k`` nearest neighbours under the model, searched by FAISS
-(``core.inference.search.new_index``: exact up to ``EXACT_LIMIT`` questions, HNSW above);
+``embed_corpus(model, questions)`` encodes a corpus once (``EmbeddedCorpus``; kept in a vector cache when
+given); ``candidate_pairs(corpus, k, labelled)`` pairs each question with its ``k`` nearest neighbours under the
+model, searched by FAISS (``core.inference.search.new_index``: exact up to ``EXACT_LIMIT`` questions, HNSW above);
 ``choose_pairs(candidates, n, threshold)`` picks the ``n`` to ask.
 The neighbours are searched once per corpus and kept, so a later round (new labels, same model) only
 filters and chooses.

@@ -334,7 +334,8 @@ def cache_folder(cache_dir: str | Path, texts_fingerprint: str) -> Path:
 
 
 def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, progress: Progress | None = None,
-                  flat_limit: int = FLAT_LIMIT, batch_size: int = 256, encode: UnitEncoder | None = None) -> SearchIndex:
+                  flat_limit: int = FLAT_LIMIT, batch_size: int = 256,
+                  encode: UnitEncoder | None = None) -> SearchIndex:
     """The saved index for exactly these texts in ``cache_dir`` if there is one, else a new one
     (saved there when ``cache_dir`` is given and writable).
 

@@ -5,13 +5,13 @@ An entry is one folder under the cache root, named by the model's key and the co
 (``core.inference.search.fingerprint``: the texts, in order). It holds ``second.npy``, the unit vectors of
 the question2 side (tower 1: what a search indexes and what a Siamese model clusters), ``first.npy`` (tower
 0) only for a model whose two towers differ, and ``meta.json``: the stamp (the model's key, the corpus's
-fingerprint and count, the width, the towers) and each file's size and sha256, written with it. The folder
+fingerprint and count, the width, the towers) and each file's sha256, computed as it was written. The folder
 is written atomically (``core.saving.write_folder_atomically``), so a reader sees a whole entry or none.
 
 Nothing read back is trusted as it is (``load_arrays``): the stamp must be the one asked for; each file must be
 a regular file inside the folder of exactly the size its shape needs, with exactly the ``.npy`` header of
 a C-ordered float32 array of that shape, and hash to the recorded sha256; every value must be finite and every
-row of length 1 (or 0, as ``unit_rows`` leaves an empty text). Anything else gives None: the caller encodes
+row of length 1 (or 0: ``unit_rows`` leaves an all-zero vector so). Anything else gives None: the caller encodes
 again and writes the entry over. A cache that cannot be written costs only the reuse.
 
 The model's key is the caller's: the CLI names a saved model by the sha256 of its files, so a second run
@@ -94,11 +94,12 @@ def _read_array(path: Path, folder: Path, shape: tuple[int, ...], dtype, sha256:
     to ``sha256``, read once into a fresh (writable) array; None otherwise."""
     from core.saving.files import open_regular_file
 
-    array = np.empty(shape, dtype=dtype)
     header = npy_header(shape, dtype)
-    with open_regular_file(path, len(header) + array.nbytes, folder=folder) as (fd, size):
-        if size != len(header) + array.nbytes:
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    with open_regular_file(path, len(header) + nbytes, folder=folder) as (fd, size):
+        if size != len(header) + nbytes:
             return None
+        array = np.empty(shape, dtype=dtype)  # allocated once the file is known to hold exactly that much
         reader = io.FileIO(fd, "rb", closefd=False)
         if reader.read(len(header)) != header:
             return None
@@ -114,9 +115,9 @@ def _read_array(path: Path, folder: Path, shape: tuple[int, ...], dtype, sha256:
     return array if digest.hexdigest() == sha256 else None
 
 
-def saved_stamp(folder: str | Path) -> dict | None:
-    """The stamp of what ``save_arrays`` wrote to ``folder`` (read through ``core.saving.files``'s checks);
-    None when there is none."""
+def saved_meta(folder: str | Path) -> dict | None:
+    """The ``meta.json`` ``save_arrays`` wrote to ``folder`` (read through ``core.saving.files``'s checks): its
+    stamp and hashes; None when there is none."""
     from core.saving.files import CONFIG_MAX_BYTES, read_json_file
 
     folder = Path(folder)
@@ -135,7 +136,7 @@ def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[i
     """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp``, each file's name mapped to the
     (shape, dtype) it must have; None when there is no such entry or anything about it disagrees."""
     folder = Path(folder)
-    meta = saved_stamp(folder)
+    meta = saved_meta(folder)
     if meta is None:
         return None
     try:
@@ -187,7 +188,7 @@ class VectorCache:
 
         corpus = corpus or fingerprint(texts)
         folder = self.folder(model_key, corpus)
-        saved = (saved_stamp(folder) or {}).get("stamp")  # its width and towers, checked against the stamp below
+        saved = (saved_meta(folder) or {}).get("stamp")  # its width and towers, checked against the stamp below
         dim, towers = (saved.get("dim"), saved.get("towers")) if isinstance(saved, dict) else (None, None)
         if not (isinstance(dim, int) and 1 <= dim <= 1 << 16 and towers in (1, 2)):
             return None

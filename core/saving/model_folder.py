@@ -24,11 +24,10 @@ import stat
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
 from core.model_names import MODEL_NAMES, TFIDF
 from core.saving.atomic import displaced_folders, write_folder_atomically
@@ -39,6 +38,24 @@ from core.saving.files import (
     open_regular_file,
     read_json_file,
 )
+
+if TYPE_CHECKING:  # torch is imported where weights are read or written: listing and caching need none
+    import torch
+
+
+def save_file(tensors: dict, path: str) -> None:
+    """safetensors' writer, imported (with torch) on first use."""
+    from safetensors.torch import save_file as write
+
+    write(tensors, path)
+
+
+def load_file(path: str) -> dict:
+    """safetensors' reader, imported (with torch) on first use."""
+    from safetensors.torch import load_file as read
+
+    return read(path)
+
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -257,6 +274,8 @@ def weights_max_bytes(parameters: int) -> int:
 
 
 def _first_non_finite(weights: dict[str, torch.Tensor]) -> str | None:
+    import torch
+
     for name, tensor in weights.items():
         if not (tensor.is_floating_point() or tensor.is_complex()):
             continue
