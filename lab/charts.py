@@ -118,17 +118,24 @@ def compare_bars(table: pd.DataFrame) -> go.Figure:
     return _layout(figure, "Validation metrics per model", "model", "score", barmode="group", yaxis_range=[0, 1.02])
 
 
+def _trained_on(point: dict) -> int:
+    return point.get("trained_on", point.get("labels", 0))
+
+
 def learning_curve_chart(points: Iterable[dict]) -> go.Figure:
     """The active-labelling loop's learning curve: held-out ROC AUC and accuracy (y) of each scored model against
-    the labels it learned from (x); ``points`` are ``core.training.active_rounds.read_curve``'s, in any order."""
-    shown = sorted(points, key=lambda p: (p.get("labels", 0), p.get("at", "")))
+    the labels it trained on (x: the held-out ones never count); ``points`` are
+    ``core.training.active_rounds.read_curve``'s, in any order (a point written before ``trained_on`` was kept
+    counts all its labels)."""
+    shown = sorted(points, key=lambda p: (_trained_on(p), p.get("at", "")))
     names = [ZERO_SHOT_LABEL if p.get("model") == ZERO_SHOT else Path(str(p.get("model", ""))).name for p in shown]
     figure = go.Figure()
     for key, label in (("roc_auc", "held-out ROC AUC"), ("accuracy", "held-out accuracy")):
-        figure.add_scatter(x=[p.get("labels") for p in shown], y=[p.get(key) for p in shown], mode="lines+markers",
+        figure.add_scatter(x=[_trained_on(p) for p in shown], y=[p.get(key) for p in shown], mode="lines+markers",
                            name=label, customdata=[[name, p.get("held_out")] for name, p in zip(names, shown)],
-                           hovertemplate="%{x:,d} labels · %{customdata[0]}: %{y:.3f} on %{customdata[1]:,d} "
+                           hovertemplate="trained on %{x:,d} labels · %{customdata[0]}: %{y:.3f} on "
+                                         "%{customdata[1]:,d} "
                                          f"held-out pairs<extra>{label}</extra>")
     figure.update_xaxes(rangemode="tozero", tickformat=",d")
-    return _layout(figure, "Learning curve", "labels learned from", "score on the held-out labels",
+    return _layout(figure, "Learning curve", "labels trained on", "score on the held-out labels",
                    yaxis_range=[0, 1.02])

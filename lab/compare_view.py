@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from core.data import resampling_groups
 from core.inference.baselines import (
     METRICS,
     REFERENCE,
@@ -86,6 +87,7 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.
     entries = [(ZERO_SHOT_LABEL, ZERO_SHOT, REFERENCE)]
     entries += [(run["name"], run["path"], run_kind(run)) for run in runs]
     rows, failures, zero_shot_scores = [], [], None  # every other row is judged against zero-shot's scores
+    groups = resampling_groups(chosen.pairs)
     for number, (name, choice, kind) in enumerate(entries):
         def moved(done: int, total: int, number=number, name=name) -> None:
             if bar is not None:
@@ -106,9 +108,9 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.
             threshold = (config.get("thresholds") or {}).get("accuracy")
             source = (calibrated_on(config) or SAVED_SOURCE) if threshold is not None else UNCALIBRATED_SOURCE
         rows.append(comparison_row(name, kind, labels, scores, threshold, source,
-                                   None if choice == ZERO_SHOT else zero_shot_scores))
+                                   None if choice == ZERO_SHOT else zero_shot_scores, groups))
     tfidf = _tfidf(chosen.key, key, chosen, dataset)
-    rows.append(comparison_row(TFIDF_LABEL, REFERENCE, labels, tfidf, None, TFIDF_SOURCE, zero_shot_scores))
+    rows.append(comparison_row(TFIDF_LABEL, REFERENCE, labels, tfidf, None, TFIDF_SOURCE, zero_shot_scores, groups))
     return rows, failures
 
 

@@ -3,14 +3,14 @@
 The corpus is encoded once per (model, saved-folder stamp, corpus key) (``core.inference.candidates.embed_corpus``,
 kept with ``st.cache_resource`` and built outside the cached function so a progress bar can be drawn). A round of
 ``ROUND_SIZE`` pairs (``core.training.active_rounds.next_round``) is kept in the session and asked one pair at a
-time; a new round is chosen when every pair of the last one is answered or skipped, or the model changed. Every
-answer goes to the labels file at once (``core.saving.label_store.LabelStore``); skips stay in the session. A
-retrain is a ``TrainingJob`` on the app's queue; when it ends its held-out score joins the learning curve.
+time; a new round is chosen when every pair of the last one is answered or skipped, or the model changed. The
+answers are ``lab.label_answers``' (the label database, ``core.saving.label_store.LabelStore``); skips stay in the
+session. A retrain is a ``TrainingJob`` on the app's queue, offered only when the labels can make one; when it
+ends its held-out score, with its intervals, joins the learning curve.
 """
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -18,34 +18,30 @@ import pandas as pd
 import streamlit as st
 
 from core.data.questions import pair_keys
+from core.model_names import ZERO_SHOT_LABEL
 from core.saving.label_store import LabelStore
 from core.status import DONE, WAITING
 from core.training import active_rounds
-from core.training.active_rounds import ROUND_SIZE
+from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE, legacy_labels_path
 from lab import training_view
 from lab.cached import model_stamp
+from lab.label_answers import labeller, taken_back
 from lab.session import ZERO_SHOT, get_model, job_queue, show_error
 
-LABELLER = "label_session_id"  # session key: this session's ``labelled_by``, so Undo takes back only its answers
 SKIPPED = "label_skipped"  # session key: pair keys skipped in this session (never written)
 ROUND = "label_round"  # session key: {"for": (model, stamp, corpus key), "pairs": [...]}
 LABEL_JOBS = "label_jobs"  # session key: job id -> labels file, for this session's retrains
 SCORED = "label_scored"  # session key: ids of the retrains already put on the learning curve (or not to be)
 
 
-def labeller() -> str:
-    """This session's ``labelled_by`` id."""
-    return st.session_state.setdefault(LABELLER, f"session-{uuid.uuid4().hex[:8]}")
-
-
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _store(path: str) -> LabelStore:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return LabelStore(path)
+    return LabelStore(path, legacy_csv=legacy_labels_path(path))
 
 
 def store(path: str | Path) -> LabelStore:
-    """The ``LabelStore`` of a labels file, one per server (it reads only what was appended since)."""
+    """The ``LabelStore`` of a label database, one per server (so the CSV file of before is imported once); it
+    keeps nothing else between runs, so every run reads what every tab wrote."""
     return _store(str(path))
 
 
@@ -95,9 +91,13 @@ def pending_pair(choice: str, key: str, config: dict, corpus, labels: LabelStore
     return None
 
 
-def answer(labels: LabelStore, pair: dict, is_duplicate: int) -> None:
-    """A button's callback: the answer is written at once."""
-    labels.add(pair["question1"], pair["question2"], is_duplicate, labelled_by=labeller())
+def round_progress(labels: LabelStore) -> tuple[int, int]:
+    """(pairs of the current round answered or skipped, pairs in it); (0, 0) before the first round."""
+    current = st.session_state.get(ROUND)
+    if not current:
+        return 0, 0
+    done = done_keys(labels)
+    return sum(tuple(pair["key"]) in done for pair in current["pairs"]), len(current["pairs"])
 
 
 def skip(pair: dict) -> None:
@@ -106,12 +106,12 @@ def skip(pair: dict) -> None:
 
 def undo(labels: LabelStore) -> None:
     """Take back this session's last answer; a round that is still open asks that pair again."""
-    labels.undo_last(labelled_by=labeller())
+    taken_back(labels.undo_last(labelled_by=labeller()))
 
 
 def can_undo(labels: LabelStore) -> bool:
-    """Whether this session has an answer in the labels file to take back."""
-    return bool(len(labels)) and bool((labels.pairs()["labelled_by"] == labeller()).any())
+    """Whether this session has an answer that is a pair's label, to take back."""
+    return bool(labels.recent(1, labelled_by=labeller()))
 
 
 def counts(frame: pd.DataFrame) -> tuple[int, int]:
@@ -120,7 +120,36 @@ def counts(frame: pd.DataFrame) -> tuple[int, int]:
 
 
 def curve_points(labels_file: Path) -> list[dict]:
-    return active_rounds.read_curve(labels_file) if labels_file.exists() else []
+    return active_rounds.read_curve(labels_file) if active_rounds.curve_path(labels_file).exists() else []
+
+
+def retrain_blocker(frame: pd.DataFrame) -> str | None:
+    """Why Retrain now cannot run on these labels, with how many more of which class it needs; None when it can."""
+    if frame.empty:
+        return "Retrain needs labels: answer a few pairs, duplicates and non-duplicates."
+    return active_rounds.retrain_problem(frame)
+
+
+def _interval(point: dict, name: str) -> str:
+    value, interval = point.get(name), point.get(f"{name}_interval")
+    if value is None:
+        return "n/a (one class held out)"
+    return f"{value:.2f}" + (f" (95 % interval {interval[0]:.2f}–{interval[1]:.2f})" if interval else "")
+
+
+def held_out_figures(points: list[dict]) -> tuple[str, str | None]:
+    """The newest model's held-out ROC AUC and accuracy with their intervals, and a warning when it was scored on
+    too few held-out labels to trust."""
+    point = points[-1]
+    held, model = int(point.get("held_out", 0)), str(point.get("model", ""))
+    name = ZERO_SHOT_LABEL if model == ZERO_SHOT else Path(model).name  # a folder's name, never its server path
+    text = (f"**{name}** on {held:,} held-out labels: ROC AUC "
+            f"{_interval(point, 'roc_auc')}, accuracy {_interval(point, 'accuracy')}.")
+    if held >= MIN_TRUSTED_HELD_OUT:
+        return text, None
+    return text, (f"Only {held:,} labels are held out: figures on so few swing widely from one label to the next. "
+                  f"Trust them from about {MIN_TRUSTED_HELD_OUT} held-out labels (a fifth of your labels are held "
+                  "out).")
 
 
 # ---- retraining ------------------------------------------------------------------------------------------------
@@ -145,7 +174,7 @@ def start_retrain(choice: str, labels_file: Path, labels: LabelStore) -> bool:
     if not curve_points(labels_file):
         with st.spinner("Scoring zero-shot MiniLM on the held-out labels (the curve's first point)…"):
             model, config = get_model(ZERO_SHOT)
-            point = {**active_rounds.score_point(model, config, frame), "labels": 0}  # it learned from none
+            point = {**active_rounds.score_point(model, config, frame), "labels": 0, "trained_on": 0}  # none learned
             active_rounds.add_point(labels_file, point, ZERO_SHOT)
     job = job_queue().submit(TrainingJob(spec, active_rounds.round_splits(frame), state.runs_root))
     state.jobs.append(job.id)  # this session's run: its model once it is done and good

@@ -107,8 +107,10 @@ def data_options(preset: str | None, pairs: pd.DataFrame, device: str, has_val_f
 
 
 def spec_for(preset: str | None, pairs: pd.DataFrame, options: dict):
-    """The run of the page's widgets (``options``) over ``preset``, the auto recipe read off ``pairs`` included."""
-    return spec_from_options(preset, **{**data_options(preset, pairs, *recipe_context()), **options})
+    """The run of the page's widgets (``options``) over ``preset``, the auto recipe read off ``pairs`` included, with
+    the names of the Data page's validation and test files."""
+    files = {"val_data_name": held_out_pairs("val")[1], "test_data_name": held_out_pairs("test")[1]}
+    return spec_from_options(preset, **{**data_options(preset, pairs, *recipe_context()), **options, **files})
 
 
 def training_job(spec, pairs: pd.DataFrame, runs_root: str, preset: str | None) -> TrainingJob:

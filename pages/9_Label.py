@@ -3,8 +3,9 @@ from dataclasses import astuple
 
 import streamlit as st
 
+from core.data import DataError
 from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path
-from lab import label_view
+from lab import label_answers, label_view
 from lab.charts import learning_curve_chart
 from lab.corpus_picker import encode_with_progress, pick_corpus
 from lab.figures import PLOTLY_CONFIG
@@ -23,7 +24,8 @@ st.title("Label pairs")
 st.caption(f"Each question of the corpus is paired with its nearest neighbours under the model; each round asks "
            f"the {ROUND_SIZE} pairs whose similarity is closest to the model's threshold (no question twice, a few "
            f"at random). Every answer is saved at once. {HELD_OUT_SHARE:.0%} of the labels, fixed by the pair's "
-           "text, are held out: they calibrate the threshold and score each retrained model, never train it.")
+           "text, are held out: they calibrate the threshold and score each retrained model, never train it. "
+           "A pair keeps one label: answering it again, here or in another tab, changes it.")
 
 choice = model_picker()
 name, texts, key = astuple(pick_corpus("label"))
@@ -44,11 +46,20 @@ if len(corpus) < 2:
     show_error(f"{name} has {len(corpus)} distinct question(s): a pair needs two.")
     st.stop()
 
-given, held_out = label_view.counts(labels.pairs())
-st.markdown(f"**{given:,} labelled, {held_out:,} held out** · {len(corpus):,} questions of {name}")
-st.caption(f"Saved to `{labels_file}`: an ordinary pairs file that the Data and Train pages read.")
-
+try:
+    frame = labels.pairs()
+except DataError as error:  # a database this lab cannot use: said in one line, never a traceback
+    show_error(f"The labels of {name} cannot be read: {error}")
+    st.stop()
+label_answers.show_notices(labels)
+given, held_out = label_view.counts(frame)
 pair = label_view.pending_pair(choice, key, config, corpus, labels)
+answered, round_size = label_view.round_progress(labels)
+st.markdown(f"**{given:,} labelled, {held_out:,} held out** · {len(corpus):,} questions of {name}")
+if round_size:
+    st.progress(answered / round_size, text=f"This round: {answered} of {round_size} pairs answered or skipped")
+st.caption("Saved on the server as you answer; download them below as a pairs file for the Data and Train pages.")
+
 if pair is None:
     st.info("No pair left to ask: every near pair of this corpus is labelled or skipped. Retrain, or pick another "
             "model: its neighbours differ.")
@@ -63,30 +74,41 @@ else:
         st.caption(f"Similarity {pair['similarity']:.3f} (threshold {state[label_view.ROUND]['threshold']:.3f}); "
                    f"asked because it is {reason}.")
         yes, no, skip = st.columns(3)
-        yes.button("Duplicate", key="label_duplicate", type="primary", shortcut="D", width="stretch",
-                   on_click=label_view.answer, args=(labels, pair, 1))
+        question_pair = (labels, pair["question1"], pair["question2"])
+        yes.button("Duplicate", key="label_duplicate", shortcut="D", width="stretch",
+                   on_click=label_answers.answer, args=(*question_pair, 1))
         no.button("Not duplicate", key="label_not_duplicate", shortcut="N", width="stretch",
-                  on_click=label_view.answer, args=(labels, pair, 0))
+                  on_click=label_answers.answer, args=(*question_pair, 0))
         skip.button("Skip", key="label_skip", shortcut="S", width="stretch", on_click=label_view.skip, args=(pair,))
 
 undo_column, retrain_column = st.columns(2)
 undo_column.button("Undo last answer", key="label_undo", shortcut="U", disabled=not label_view.can_undo(labels), icon=":material/undo:",
                    on_click=label_view.undo, args=(labels,),
                    help="Takes back this session's last answer; its pair is asked again.")
-training = label_view.unfinished_retrain()
-if retrain_column.button("Retrain now", key="label_retrain", disabled=training, icon=":material/model_training:",
-                         help="Your retrain is queued or training: wait for it." if training else
+training, blocker = label_view.unfinished_retrain(), label_view.retrain_blocker(frame)
+if retrain_column.button("Retrain now", key="label_retrain", disabled=training or blocker is not None,
+                         icon=":material/model_training:",
+                         help="Your retrain is queued or training: wait for it." if training else blocker or
                          "Fine-tunes the current model on the labels not held out, on the job queue like any run.") \
         and label_view.start_retrain(choice, labels_file, labels):
     st.rerun()  # draws Retrain now disabled while the run is queued or training
+if blocker and not training:
+    st.caption(blocker)
 label_view.retrain_status()
+label_answers.show_recent(labels)
+label_answers.transfer(labels, f"labels-{labels_file.stem}.csv")
 
 st.subheader("Learning curve")
 points = label_view.curve_points(labels_file)
 if points:
+    figures, warning = label_view.held_out_figures(points)
+    st.markdown(figures)
+    if warning:
+        st.warning(warning, icon=":material/warning:")
     st.plotly_chart(learning_curve_chart(points), width="stretch", key="label_curve", config=PLOTLY_CONFIG)
-    st.caption("Each point is a model scored on the labels held out when it was trained; zero-shot MiniLM learned "
-               "from none. Models retrained since answer on more held-out labels.")
+    st.caption("Each point is a model scored on the labels held out when it was trained, against the labels it "
+               "trained on (held-out ones never count); zero-shot MiniLM trained on none. Models retrained since "
+               "answer on more held-out labels.")
 else:
     st.caption("The curve starts with your first retrain: zero-shot MiniLM and the retrained model, scored on the "
                "same held-out labels.")

@@ -17,6 +17,7 @@ from core.training.active_rounds import (
     curve_path,
     held_out_mask,
     labels_path,
+    legacy_labels_path,
     read_curve,
     retrain_problem,
     retrain_spec,
@@ -70,20 +71,28 @@ def test_retrain_needs_both_classes_on_both_sides():
     labels = pairs_frame(200)
     assert retrain_problem(labels) is None
     all_duplicates = labels.assign(is_duplicate=1)
-    assert retrain_problem(all_duplicates).startswith("The training share of your labels needs duplicates")
+    problem = retrain_problem(all_duplicates)
+    assert problem.startswith("The training share of your labels needs duplicates")
+    # What it needs, by class: 80 % of new labels train, so about 2 labels bring one non-duplicate there.
+    assert "label about 2 more non-duplicates; 80% of labels land in it." in problem and " duplicates;" not in problem
     mask = held_out_mask(labels)
     held_one_class = labels.assign(is_duplicate=np.where(mask, 0, labels["is_duplicate"]))
-    assert retrain_problem(held_one_class).startswith("The held-out share of your labels needs duplicates")
+    problem = retrain_problem(held_one_class)
+    assert problem.startswith("The held-out share of your labels needs duplicates")
+    assert f"(it has 0 duplicates of {int(mask.sum())})" in problem  # a fifth of new labels are held out: 5
+    assert problem.endswith("label about 5 more duplicates; 20% of labels land in it.")
 
 
 def test_the_labels_file_is_named_after_the_corpus_in_the_runs_folder(tmp_path):
     path = labels_path(tmp_path, "bundled sample (assets/sample_pairs.csv)", "pairs:abc")
     assert path.parent == tmp_path / "labels"
-    assert path.name.startswith("bundled-sample-assets-sample-pairs-csv-") and path.suffix == ".csv"
+    assert path.name.startswith("bundled-sample-assets-sample-pairs-csv-") and path.suffix == ".sqlite3"
+    assert legacy_labels_path(path) == path.with_suffix(".csv")  # the CSV file of before, imported once
     assert len(path.stem.rsplit("-", 1)[1]) == 8
     assert labels_path(tmp_path, "bundled sample (assets/sample_pairs.csv)", "pairs:abd") != path
     assert labels_path(tmp_path, "???", "x").name.startswith("corpus-")
-    assert curve_path(path).name == path.name + ".curve.jsonl"
+    # The curve keeps the name it had beside the CSV labels file, so a curve drawn before the database still shows.
+    assert curve_path(path).name == path.stem + ".csv.curve.jsonl"
 
 
 def test_curve_points_are_appended_once_per_model_and_read_back(tmp_path):
@@ -139,11 +148,17 @@ def test_score_point_on_four_held_out_pairs_by_hand(monkeypatch):
     point = score_point(KnownScores(), {"thresholds": {"accuracy": 0.65}}, labels)
     # Held out: scores 0.9, 0.7, 0.6, 0.2 with labels 1, 1, 0, 1. ROC AUC: of the 3 (positive, negative) pairs,
     # 0.9 > 0.6 and 0.7 > 0.6 are ranked right, 0.2 < 0.6 wrong: 2/3. At 0.65: 0.9 and 0.7 called duplicates
-    # (right), 0.6 not (right), 0.2 not (wrong): accuracy 3/4.
-    assert point == {"labels": 5, "held_out": 4, "roc_auc": pytest.approx(2 / 3), "accuracy": 0.75,
+    # (right), 0.6 not (right), 0.2 not (wrong): accuracy 3/4. It trained on the one label not held out.
+    intervals = {name: point.pop(f"{name}_interval") for name in ("roc_auc", "accuracy")}
+    assert point == {"labels": 5, "trained_on": 1, "held_out": 4, "roc_auc": pytest.approx(2 / 3), "accuracy": 0.75,
                      "threshold": 0.65}
+    # 95 % bootstrap intervals over 4 pairs: a resample of only the three right pairs (probability 0.32) gives
+    # accuracy 1, so the upper end is 1; they are wide, as 4 labels deserve.
+    assert intervals["accuracy"][1] == 1.0 and intervals["accuracy"][0] <= 0.5
+    assert 0.0 <= intervals["roc_auc"][0] < 2 / 3 < intervals["roc_auc"][1] <= 1.0
     one_class = labels.assign(is_duplicate=1)
-    assert score_point(KnownScores(), {"thresholds": {"accuracy": 0.65}}, one_class)["roc_auc"] is None
+    scored = score_point(KnownScores(), {"thresholds": {"accuracy": 0.65}}, one_class)
+    assert scored["roc_auc"] is None and scored["roc_auc_interval"] is None
     monkeypatch.setattr(active_rounds, "held_out_mask", lambda frame: np.zeros(len(frame), dtype=bool))
     with pytest.raises(ValueError, match="no label is held out"):
         score_point(KnownScores(), {}, labels)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from core.data import split_pairs
+from core.data import resampling_groups, split_pairs
 from core.inference.baselines import (
     COMPARE_COLUMNS,
     METRICS,
@@ -85,7 +85,8 @@ def _expected_row(choice, name, kind, common, source, calibrated_here=False, zer
     model, config = load_model(choice)
     labels, scores = common.pairs["is_duplicate"].to_numpy(), model_scores(model, common.pairs)
     threshold = best_thresholds(labels, scores)["accuracy"] if calibrated_here else config["thresholds"]["accuracy"]
-    return comparison_row(name, kind, labels, scores, threshold, source, zero_shot_scores)
+    return comparison_row(name, kind, labels, scores, threshold, source, zero_shot_scores,
+                          resampling_groups(common.pairs))
 
 
 def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_with_models, open_page,
@@ -128,7 +129,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
                            calibrated_here=True)
     tfidf = comparison_row(TFIDF_LABEL, "reference", common.pairs["is_duplicate"].to_numpy(),
                            tfidf_scores(common.pairs["question1"], common.pairs["question2"], common.fit_texts(pairs)),
-                           None, compare_view.TFIDF_SOURCE, zero_shot_scores)
+                           None, compare_view.TFIDF_SOURCE, zero_shot_scores, resampling_groups(common.pairs))
     assert lstm["vs zero-shot"].split(" (")[0] in ("better", "no measurable difference", "worse")
     assert minilm["vs zero-shot"] == "" and minilm["ROC AUC 95 %"].count("–") == 1
     assert minilm["threshold"] != ZERO_SHOT_THRESHOLD

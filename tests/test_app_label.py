@@ -1,6 +1,8 @@
-"""The Label page (AppTest): every answer is written to the labels file at once, Undo takes it back, Skip writes
-nothing, the count survives a visit to another page, and Retrain now queues a run from the current model on the
-labels' fixed splits, whose held-out score joins zero-shot MiniLM's on the learning curve.
+"""The Label page (AppTest): every answer is written to the label database at once, Undo takes it back, Skip writes
+nothing, the count survives a visit to another page, an answer is changed from the list of the last ones, another
+tab's different answer is said and shown, the labels download as a pairs CSV, Retrain now waits until the labels
+can train and queues a run from the current model on the labels' fixed splits, whose held-out score joins
+zero-shot MiniLM's on the learning curve against the labels it trained on.
 
 A tiny Siamese LSTM is the active model (picked before the first run), so the corpus encodes in a blink."""
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pandas as pd
 import pytest
 
 import core.training.jobs
-from core.data import Splits
+from core.data import Splits, load_pairs
 from core.model_names import ZERO_SHOT
 from core.saving.label_store import LabelStore
 from core.status import DONE
@@ -61,7 +63,7 @@ def test_an_answer_is_written_at_once_and_undo_takes_it_back(label_page):
     first = shown_pair(at)
     at.button(key="label_duplicate").click().run()
     assert not at.exception, at.exception
-    saved = pd.read_csv(labels_file)
+    saved = LabelStore(labels_file).pairs()
     assert saved[["question1", "question2", "is_duplicate"]].values.tolist() == [[*first, 1]]
     assert saved["labelled_by"][0] == at.session_state["label_session_id"]
     assert count_line(at).startswith("**1 labelled, ")
@@ -69,11 +71,11 @@ def test_an_answer_is_written_at_once_and_undo_takes_it_back(label_page):
     assert second != first and not set(second) & set(first)  # a round asks no question twice
 
     at.button(key="label_not_duplicate").click().run()
-    assert pd.read_csv(labels_file)[["question1", "question2", "is_duplicate"]].values.tolist() == [[*first, 1],
-                                                                                                  [*second, 0]]
+    assert LabelStore(labels_file).pairs()[["question1", "question2", "is_duplicate"]].values.tolist() == [
+        [*first, 1], [*second, 0]]
     at.button(key="label_undo").click().run()
     assert not at.exception, at.exception
-    assert pd.read_csv(labels_file)[["question1", "question2"]].values.tolist() == [list(first)]
+    assert LabelStore(labels_file).pairs()[["question1", "question2"]].values.tolist() == [list(first)]
     assert shown_pair(at) == second  # the pair taken back is asked again
     assert count_line(at).startswith("**1 labelled, ")
 
@@ -152,7 +154,92 @@ def test_retrain_now_queues_a_run_from_the_current_model_on_the_labels_splits(la
     assert [(p["model"], p["labels"], p["held_out"]) for p in curve] == [
         (ZERO_SHOT, 0, len(expected.val)), (str(job.result.folder), 60, len(expected.val))]
     [figure] = plotly_figures(at)
-    assert [trace["x"] for trace in figure["data"]] == [[0, 60], [0, 60]]
+    trained = len(expected.train)  # the x-axis: labels trained on, the held-out ones never
+    assert [trace["x"] for trace in figure["data"]] == [[0, trained], [0, trained]] and trained < 60
     assert figure["data"][0]["y"] == [curve[0]["roc_auc"], curve[1]["roc_auc"]]
+    # The newest model's held-out figures with their intervals, and a word on how few labels they rest on.
+    figures = next(m.value for m in at.markdown if "held-out labels: ROC AUC" in m.value)
+    assert f"on {len(expected.val)} held-out labels" in figures and "95 % interval" in figures
+    assert any(w.value.startswith(f"Only {len(expected.val)} labels are held out") for w in at.warning)
     at.run()  # the point is added once
     assert len(read_curve(labels_file)) == 2
+
+
+def round_progress(at) -> list[str]:
+    return [element.proto.text for element in at.get("progress") if element.proto.text.startswith("This round")]
+
+
+def page_text(at) -> str:
+    return "\n".join(str(element.value) for kind in ("markdown", "caption", "info", "warning", "text")
+                     for element in getattr(at, kind))
+
+
+def test_duplicate_and_not_duplicate_weigh_the_same_and_the_round_shows_its_progress(label_page):
+    at, _, _ = label_page
+    assert at.button(key="label_duplicate").proto.type == at.button(key="label_not_duplicate").proto.type
+    assert at.button(key="label_duplicate").proto.type != "primary"
+    assert round_progress(at) == ["This round: 0 of 10 pairs answered or skipped"]
+    at.button(key="label_duplicate").click().run()
+    at.button(key="label_skip").click().run()
+    assert round_progress(at) == ["This round: 2 of 10 pairs answered or skipped"]
+
+
+def test_retrain_is_offered_only_when_the_labels_can_train_and_says_what_it_needs(label_page):
+    at, labels_file, _ = label_page
+    assert at.button(key="label_retrain").disabled
+    assert any(c.value.startswith("Retrain needs labels") for c in at.caption)
+    pairs, _ = load_sample()
+    store = LabelStore(labels_file)
+    for q1, q2 in pairs[["question1", "question2"]].head(12).itertuples(index=False):
+        store.add(q1, q2, 1, labelled_by="someone else")  # duplicates only
+    at.run()
+    assert at.button(key="label_retrain").disabled
+    needs = retrain_problem(store.pairs())
+    assert "more non-duplicates" in needs and any(c.value == needs for c in at.caption)
+
+
+def test_an_answer_is_changed_from_the_list_of_the_last_answers(label_page):
+    at, labels_file, _ = label_page
+    first = shown_pair(at)
+    at.button(key="label_duplicate").click().run()
+    assert "**Duplicate**  \nby you" in [m.value for m in at.markdown]
+    at.button(key="label_change_0").click().run()
+    assert not at.exception, at.exception
+    store = LabelStore(labels_file)
+    assert store.pairs()[["question1", "question2", "is_duplicate"]].values.tolist() == [[*first, 0]]
+    assert "**Not duplicate**  \nby you" in [m.value for m in at.markdown]
+    assert store.history(*first)["is_duplicate"].tolist() == [1, 0]  # the correction is kept as history
+    assert count_line(at).startswith("**1 labelled, ") and not at.info  # one's own change is no news
+
+
+def test_two_tabs_answering_one_pair_differently_show_the_later_answer_and_say_so(label_page):
+    at, labels_file, _ = label_page
+    other_tab = LabelStore(labels_file)
+    first = shown_pair(at)
+    at.button(key="label_duplicate").click().run()
+    other_tab.add(*first, 0, labelled_by="session-other")  # another tab answers the same pair later
+    at.run()
+    assert any("Another tab or session changed your answer" in i.value and "Not duplicate" in i.value for i in at.info)
+    assert "**Not duplicate**  \nby another session" in [m.value for m in at.markdown]
+    second = shown_pair(at)
+    other_tab.add(*second, 0, labelled_by="session-other")  # the other tab answers first this time
+    at.button(key="label_duplicate").click().run()
+    assert any("had been answered Not duplicate in another tab" in i.value and "replaced it" in i.value
+               for i in at.info)
+    labels = other_tab.pairs()
+    assert labels[["question1", "question2", "is_duplicate"]].values.tolist() == [[*first, 0], [*second, 1]]
+    at.run()
+    assert not at.info  # each change is told once
+
+
+def test_the_labels_download_as_a_pairs_file_and_no_server_path_is_shown(label_page):
+    at, labels_file, _ = label_page
+    at.button(key="label_duplicate").click().run()
+    at.button(key="label_not_duplicate").click().run()
+    [download] = at.get("download_button")
+    assert download.proto.label == "Download the labels (CSV)"
+    pairs, _ = load_pairs(LabelStore(labels_file).export_csv())
+    assert pairs.values.tolist() == LabelStore(labels_file).pairs()[["question1", "question2", "is_duplicate"]
+                                                                     ].values.tolist()
+    shown = page_text(at)
+    assert shown.count(" labelled, ") == 1 and str(labels_file.parent.parent) not in shown  # no server path

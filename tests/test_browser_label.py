@@ -1,6 +1,6 @@
 """The Label page in a real headless Chromium (issue 24): label pairs of the bundled sample with the keyboard
-(D: duplicate, N: not duplicate), reload the page and find the 10 labels still there (the count and the labels
-file), retrain from zero-shot MiniLM on the background queue, and see the learning curve's two points: zero-shot
+(D: duplicate, N: not duplicate), reload the page and find the 10 labels still there (the count and the label
+database), retrain from zero-shot MiniLM on the background queue, and see the learning curve's two points: zero-shot
 MiniLM and the retrained model.
 
 The answers are chosen so that both the training share and the held-out share of the labels get both classes
@@ -26,6 +26,7 @@ from browser_support import (
 )
 
 from core.data import load_pairs
+from core.saving.label_store import LabelStore
 from core.training.active_rounds import (
     held_out_mask,
     labels_path,
@@ -97,7 +98,7 @@ def label_with_keyboard(page, labels_file, count: int) -> None:
     from playwright.sync_api import expect
 
     while labelled_count(page) < count:
-        given = pd.read_csv(labels_file) if labels_file.exists() else pd.DataFrame(columns=["question1", "question2"])
+        given = LabelStore(labels_file).pairs()  # empty before the first answer
         before = labelled_count(page)
         page.keyboard.press("d" if answer_for(shown_pair(page), given) else "n")
         wait_for_rerun(page)
@@ -113,14 +114,14 @@ def test_label_reload_retrain_and_the_learning_curve(server, page):
     assert labelled_count(page) == 0
 
     label_with_keyboard(page, labels_file, 10)
-    assert len(pd.read_csv(labels_file)) == 10
+    assert len(LabelStore(labels_file).pairs()) == 10
     page.reload()  # a new session: the labels are in the file, not in the session
     open_label_page(page, server)
     assert labelled_count(page) == 10
-    saved = pd.read_csv(labels_file)
+    saved = LabelStore(labels_file).pairs()
     assert len(saved) == 10 and set(saved["is_duplicate"]) == {0, 1}
 
-    while retrain_problem(pd.read_csv(labels_file)) is not None:  # both classes in both shares
+    while retrain_problem(LabelStore(labels_file).pairs()) is not None:  # both classes in both shares
         assert labelled_count(page) < MAX_LABELS, "the held-out share never got both classes"
         label_with_keyboard(page, labels_file, labelled_count(page) + 1)
     given = labelled_count(page)

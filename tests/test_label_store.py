@@ -1,11 +1,11 @@
-"""core.saving.label_store: labels appended whole, never doubled, undone atomically, read back as pairs."""
+"""core.saving.label_store: one label per pair in SQLite, the later answer winning, undo and corrections kept in the
+history, bounded fields refused in one line, labels out and back in as a pairs CSV, the CSV of before imported."""
 from __future__ import annotations
 
-import csv
-import io
 import multiprocessing
 import os
 import signal
+import sqlite3
 import time
 
 import pytest
@@ -13,176 +13,151 @@ import pytest
 from core.data import DataError, load_pairs
 from core.saving.label_store import (
     LABEL_COLUMNS,
+    MAX_QUESTION_CHARS,
+    Label,
     LabelStore,
+    MergeCounts,
     escape_cell,
+    is_label_database,
+    read_labels_csv,
     unescape_cell,
 )
-from core.saving.safe_csv import FORMULA_STARTS, is_formula
+from core.saving.safe_csv import is_formula
 
-HEADER = "question1,question2,is_duplicate,labelled_by,labelled_at\r\n"
-
-
-def rows_of(path) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(path.read_bytes().decode("utf-8"), newline="")))
+LEGACY_HEADER = "question1,question2,is_duplicate,labelled_by,labelled_at\r\n"
 
 
-def test_add_writes_the_header_once_and_one_row_per_label(tmp_path):
-    path = tmp_path / "labels.csv"
+def rows_in(path) -> list[tuple]:
+    """The ``labels`` table as SQLite holds it, read without the store: (question1, question2, is_duplicate)."""
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT a.question1, a.question2, a.is_duplicate FROM labels AS l JOIN answers AS a "
+                          "ON a.id = l.answer_id ORDER BY l.answer_id").fetchall()
+
+
+def test_answers_are_stored_in_order_with_who_and_when(tmp_path):
+    path = tmp_path / "labels.sqlite3"
     store = LabelStore(path)
-    assert len(store) == 0 and not path.exists()  # nothing is created before the first label
-    assert store.add("How old are you?", "What is your age?", 1, labelled_by="ann")
-    assert store.add("Why?", "How?", False)
-    assert path.read_bytes().decode("utf-8").startswith(HEADER)
-    rows = rows_of(path)
-    assert rows[0] == list(LABEL_COLUMNS) and len(rows) == 3
-    assert rows[1][:4] == ["How old are you?", "What is your age?", "1", "ann"] and rows[2][:4] == ["Why?", "How?", "0", ""]
-    assert rows[1][4].endswith("+00:00")  # when, in UTC
+    assert len(store) == 0 and store.pairs().empty and not path.exists()  # nothing is created before an answer
+    assert store.add("How old are you?", "What is your age?", 1, labelled_by="ann") is None
+    assert store.add("Why?", "How?", False) is None
+    assert is_label_database(path) and rows_in(path) == [("How old are you?", "What is your age?", 1),
+                                                         ("Why?", "How?", 0)]
     frame = store.pairs()
     assert frame.columns.tolist() == list(LABEL_COLUMNS) and frame["is_duplicate"].tolist() == [1, 0]
+    assert frame["labelled_by"].tolist() == ["ann", ""] and frame["labelled_at"][0].endswith("+00:00")
     assert len(store) == 2 and store.keys() == {("how old are you?", "what is your age?"), ("how?", "why?")}
+    assert ("WHAT is your age?", "how old are you?") in store and ("Why?", "When?") not in store
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_a_pair_already_labelled_is_not_added_again(tmp_path):
-    store = LabelStore(tmp_path / "labels.csv")
-    assert store.add("How old are you?", "What is your age?", 1)
-    assert not store.add("what is your  age?", " How OLD are you?", 0)  # either order, any case or spacing
-    other = LabelStore(tmp_path / "labels.csv")  # a second tab: sees the first's label
-    assert not other.add("How old are you?", "What is your age?", 0)
-    assert ("WHAT is your age?", "how old are you?") in other
-    assert len(rows_of(tmp_path / "labels.csv")) == 2
-    with pytest.raises(ValueError, match="itself"):
-        store.add("Why?", "why? ", 1)
-    with pytest.raises(ValueError, match="0 or 1"):
-        store.add("a", "b", 2)
-    with pytest.raises(ValueError, match="non-empty"):
-        store.add(" ", "b", 1)
+def test_a_second_answer_to_a_pair_replaces_the_first_and_says_what_it_was(tmp_path):
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    store.add("How old are you?", "What is your age?", 1, labelled_by="ann")
+    previous = store.add("what is your  age?", " How OLD are you?", 0, labelled_by="bob")  # either order, any case
+    assert previous == Label("How old are you?", "What is your age?", 1, "ann", previous.labelled_at)
+    assert len(store) == 1 and store.pairs()[["question1", "is_duplicate", "labelled_by"]].values.tolist() == [
+        ["what is your  age?", 0, "bob"]]
+    history = store.history("How old are you?", "What is your age?")
+    assert history["is_duplicate"].tolist() == [1, 0] and history["undone_at"].isna().all()
 
 
-def test_undo_removes_the_last_label_or_the_last_of_one_labeller(tmp_path):
-    path = tmp_path / "labels.csv"
+@pytest.mark.parametrize("question1, question2, label, message", [
+    ("Why?", "why? ", 1, "itself"),
+    ("a", "b", 2, "0 or 1"),
+    ("a", "b", "1", "0 or 1"),
+    (" ", "b", 1, "non-empty"),
+    ("a\ud800", "b", 1, "not valid text"),
+])
+def test_an_answer_that_cannot_be_stored_is_one_line_and_writes_nothing(tmp_path, question1, question2, label, message):
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    store.add("kept?", "here?", 1)
+    with pytest.raises(DataError, match=message) as error:
+        store.add(question1, question2, label)
+    assert "\n" not in str(error.value) and len(store) == 1
+
+
+def test_a_question_of_a_million_characters_is_refused_in_one_line_and_the_store_still_works(tmp_path):
+    path = tmp_path / "labels.sqlite3"
+    store = LabelStore(path)
+    store.add("before?", "it?", 0)
+    for size in (1_000_000, 131_073, MAX_QUESTION_CHARS + 1):
+        with pytest.raises(DataError) as error:
+            store.add("x" * size, "short?", 1)
+        message = str(error.value)
+        assert "\n" not in message and f"{size:,} characters" in message and f"{MAX_QUESTION_CHARS:,}" in message
+    longest = "y" * MAX_QUESTION_CHARS
+    assert store.add(longest, "short?", 1) is None  # the limit itself is kept, whole
+    assert store.add("after?", "it?", 1) is None
+    assert LabelStore(path).pairs()["question1"].tolist() == ["before?", longest, "after?"]
+    with sqlite3.connect(path) as db:  # the schema refuses it too, whoever writes
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+            db.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, "
+                       "labelled_at) VALUES ('a', 'b', ?, 'b', 1, '', 'now')", ("z" * 1_000_000,))
+
+
+def test_undo_takes_back_the_last_answer_and_brings_back_the_one_it_replaced(tmp_path):
+    path = tmp_path / "labels.sqlite3"
     store, other = LabelStore(path), LabelStore(path)
     for i, who in enumerate(["ann", "bob", "ann", "bob"]):
-        assert store.add(f"q{i}", f"p{i}", i % 2, labelled_by=who)
-    assert other.undo_last("ann")["question1"] == "q2"
-    assert store.undo_last()["question1"] == "q3"  # the last of anyone, once ann's q2 is gone
+        store.add(f"q{i}", f"p{i}", i % 2, labelled_by=who)
+    assert other.undo_last("ann").question1 == "q2"
+    assert store.undo_last().question1 == "q3"  # the last of anyone, once ann's q2 is gone
     assert store.pairs()["question1"].tolist() == ["q0", "q1"]
-    assert other.undo_last("carl") is None
-    assert store.add("q2", "p2", 1)  # an undone pair may be labelled again
-    assert [row[0] for row in rows_of(path)] == ["question1", "q0", "q1", "q2"]
-    assert not [name for name in os.listdir(tmp_path) if "siamese-tmp" in name]
-    assert LabelStore(tmp_path / "none.csv").undo_last() is None
+    assert other.undo_last("carl") is None and LabelStore(tmp_path / "none.sqlite3").undo_last() is None
+    store.add("q0", "p0", 1, labelled_by="ann")  # a correction of q0 (it was 0)
+    assert store.pairs()["is_duplicate"].tolist() == [1, 1] and store.pairs()["question1"].tolist() == ["q1", "q0"]
+    assert store.undo_last("ann") == Label("q0", "p0", 1, "ann", store.history("q0", "p0")["labelled_at"][1])
+    assert store.label_of("q0", "p0").is_duplicate == 0  # the answer it corrected is the label again
+    assert store.pairs()["question1"].tolist() == ["q0", "q1"]  # in its first place
+    assert store.history("q0", "p0")["undone_at"].notna().tolist() == [False, True]  # the history keeps both
+    assert store.add("q2", "p2", 1) is None  # an undone pair is new again
+    assert rows_in(path) == [("q0", "p0", 0), ("q1", "p1", 1), ("q2", "p2", 1)]
 
 
-def test_a_store_sees_another_rewrite_the_file_even_when_its_inode_and_size_come_back(tmp_path):
-    path = tmp_path / "labels.csv"
-    mine, theirs = LabelStore(path), LabelStore(path)
-    for i in range(3):
-        mine.add(f"q{i}", f"p{i}", 1)
-    assert len(mine) == 3
-    theirs.undo_last()
-    theirs.undo_last()
-    theirs.add("q8", "p8", 1)  # as long as the row it replaces; a rewrite may reuse the freed inode
-    theirs.add("q9", "p9", 1)
-    assert mine.pairs()["question1"].tolist() == ["q0", "q8", "q9"]
-    assert mine.add("q1", "p1", 0)  # undone, so new again
+def test_two_writers_answering_one_pair_differently_leave_one_row_with_the_later_answer(tmp_path):
+    path = tmp_path / "labels.sqlite3"
+    first_tab, second_tab = LabelStore(path), LabelStore(path)
+    assert first_tab.add("Is tea healthy?", "Is drinking tea good for you?", 1, labelled_by="tab-1") is None
+    replaced = second_tab.add("is drinking tea good for you?", "Is tea healthy?", 0, labelled_by="tab-2")
+    assert replaced.is_duplicate == 1 and replaced.labelled_by == "tab-1"  # the later writer is told
+    assert len(first_tab) == len(second_tab) == 1 and rows_in(path) == [
+        ("is drinking tea good for you?", "Is tea healthy?", 0)]
+    assert first_tab.label_of("Is tea healthy?", "Is drinking tea good for you?").labelled_by == "tab-2"
+    assert first_tab.undo_last("tab-1") is None  # its answer is no longer the label: nothing of it to take back
 
 
-def test_undo_returns_the_label_it_removed(tmp_path):
-    store = LabelStore(tmp_path / "labels.csv")
-    store.add("a?", "b?", 1, labelled_by="ann")
-    removed = store.undo_last()
-    assert removed["question1"] == "a?" and removed["question2"] == "b?" and removed["is_duplicate"] == 1
-    assert removed["labelled_by"] == "ann" and len(store) == 0 and rows_of(tmp_path / "labels.csv") == [list(LABEL_COLUMNS)]
-
-
-def test_text_is_formula_safe_and_read_back_exactly(tmp_path):
-    path = tmp_path / "labels.csv"
-    store = LabelStore(path)
-    texts = ["=HYPERLINK(\"http://x\")", "+1 what?", "@home how?", "'=1+1", "-2", "a, \"quoted\"\nline"]
-    for i, text in enumerate(texts):
-        assert store.add(text, f"other {i}", 1, labelled_by="=cmd|' /C calc'!A0")
-    for row in rows_of(path)[1:]:
-        assert not is_formula(row[0]) and not row[3].startswith(FORMULA_STARTS)
-    assert LabelStore(path).pairs()["question1"].tolist() == texts
-    assert set(LabelStore(path).pairs()["labelled_by"]) == {"=cmd|' /C calc'!A0"}
-    assert rows_of(path)[4][0] == "''=1+1" and rows_of(path)[5][0] == "-2"  # a plain number stays a number
-    for text in texts + ["'", "''+x", "'plain", "plain"]:
-        assert unescape_cell(escape_cell(text)) == text
-
-
-def test_core_data_reads_a_labels_file_as_pairs(tmp_path):
-    path = tmp_path / "labels.csv"
-    store = LabelStore(path)
-    store.add("How old are you?", "What is your age?", 1, labelled_by="ann")
-    store.add("Why?", "How?", 0)
-    pairs, report = load_pairs(path)
-    assert pairs.values.tolist() == [["How old are you?", "What is your age?", 1], ["Why?", "How?", 0]]
-    assert report.rows_kept == 2
-
-
-def test_a_plain_pairs_file_is_accepted_and_grows_by_three_columns(tmp_path):
-    path = tmp_path / "pairs.csv"
-    path.write_text("question1,question2,is_duplicate\na?,b?,1\nc?,d?,false", encoding="utf-8")  # no final line end
-    store = LabelStore(path)
-    assert len(store) == 2 and store.pairs()["is_duplicate"].tolist() == [1, 0]
-    assert store.pairs()["labelled_by"].tolist() == ["", ""]
-    assert store.add("e?", "f?", 1, labelled_by="ann")
-    assert rows_of(path) == [["question1", "question2", "is_duplicate"], ["a?", "b?", "1"], ["c?", "d?", "false"],
-                             ["e?", "f?", "1"]]
-    assert len(load_pairs(path)[0]) == 3
-
-
-@pytest.mark.parametrize("header", ["q1,q2,label\n", "question1,question2,is_duplicate,note\n", "question\n"])
-def test_a_file_with_other_columns_is_one_error_naming_it(tmp_path, header):
-    path = tmp_path / "mine.csv"
-    path.write_text(header + "a,b,1\n", encoding="utf-8")
-    with pytest.raises(DataError) as error:
-        LabelStore(path).add("x", "y", 1)
-    message = str(error.value)
-    assert str(path) in message and "not a labels file" in message and "\n" not in message
-    assert path.read_text(encoding="utf-8") == header + "a,b,1\n"  # untouched
-
-
-def test_a_row_cut_short_by_a_crash_is_dropped_by_the_next_add(tmp_path):
-    path = tmp_path / "labels.csv"
-    store = LabelStore(path)
-    store.add("a?", "b?", 1)
-    whole = path.read_bytes()
-    with open(path, "ab") as handle:
-        handle.write(b'c?,"d')  # a power cut in the middle of a row
-    reader = LabelStore(path)
-    assert len(reader) == 1  # the torn row is not a label
-    assert reader.add("c?", "d?", 0)
-    assert path.read_bytes().startswith(whole) and [r[0] for r in rows_of(path)] == ["question1", "a?", "c?"]
-
-
-def _add_many(path, worker: int, shared: int, own: int) -> None:
+def _answer_many(path, worker: int, shared: int, own: int) -> None:
     store = LabelStore(path)
     for i in range(max(shared, own)):
         if i < shared:
-            store.add(f"shared {i}", f"pair {i}", i % 2, labelled_by=f"w{worker}")
+            store.add(f"shared {i}", f"pair {i}", worker % 2, labelled_by=f"w{worker}")
         if i < own:
             store.add(f"worker {worker} q{i}", f"answer {i}", 1, labelled_by=f"w{worker}")
 
 
-def test_processes_appending_at_once_give_every_label_once(tmp_path):
-    path = tmp_path / "labels.csv"
+def test_processes_answering_at_once_give_one_label_per_pair(tmp_path):
+    path = tmp_path / "labels.sqlite3"
     context = multiprocessing.get_context("fork")
-    workers = [context.Process(target=_add_many, args=(path, w, 30, 20)) for w in range(4)]
+    workers = [context.Process(target=_answer_many, args=(path, w, 30, 20)) for w in range(4)]
     for worker in workers:
         worker.start()
     for worker in workers:
-        worker.join(60)
+        worker.join(120)
         assert worker.exitcode == 0
-    pairs, report = load_pairs(path)
-    assert report.rows_kept == report.rows_read == 30 + 4 * 20
+    pairs = LabelStore(path).pairs()
     expected = {(f"shared {i}", f"pair {i}") for i in range(30)}
     expected |= {(f"worker {w} q{i}", f"answer {i}") for w in range(4) for i in range(20)}
-    assert set(zip(pairs["question1"], pairs["question2"])) == expected
-    assert len(LabelStore(path)) == 110
+    assert len(pairs) == 110 and set(zip(pairs["question1"], pairs["question2"])) == expected
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM answers").fetchone()[0] == 4 * 30 + 4 * 20  # every answer kept
+        for i in (0, 29):  # each shared pair's label is the answer written last
+            last = db.execute("SELECT is_duplicate FROM answers WHERE question1 = ? ORDER BY id DESC LIMIT 1",
+                              (f"shared {i}",)).fetchone()[0]
+            assert LabelStore(path).label_of(f"shared {i}", f"pair {i}").is_duplicate == last
 
 
-def _add_forever(path) -> None:
+def _answer_forever(path) -> None:
     store = LabelStore(path)
     i = 0
     while True:
@@ -190,18 +165,99 @@ def _add_forever(path) -> None:
         i += 1
 
 
-def test_a_kill_at_any_moment_leaves_only_whole_rows(tmp_path):
-    path = tmp_path / "labels.csv"
+def test_a_kill_at_any_moment_leaves_every_answer_whole_once(tmp_path):
+    path = tmp_path / "labels.sqlite3"
     context = multiprocessing.get_context("fork")
     for delay in (0.3, 0.45, 0.6):
-        writer = context.Process(target=_add_forever, args=(path,))
+        writer = context.Process(target=_answer_forever, args=(path,))
         writer.start()
         time.sleep(delay)
         os.kill(writer.pid, signal.SIGKILL)
         writer.join()
-        data = path.read_bytes()
-        assert data.endswith(b"\r\n")
-        pairs, report = load_pairs(path)
-        assert report.rows_kept == report.rows_read == len(LabelStore(path)) > 0
+        pairs = LabelStore(path).pairs()
         numbers = sorted(int(q.split()[2]) for q in pairs["question1"])
-        assert numbers == list(range(len(numbers)))  # whole rows, each once, none missing before the last
+        assert len(numbers) > 0 and numbers == list(range(len(numbers)))  # whole answers, each once, none missing
+        assert pairs["is_duplicate"].tolist() == [int(q.split()[2]) % 2 for q in pairs["question1"]]
+
+
+def test_the_export_is_a_pairs_file_and_a_hand_edited_copy_merges_back_without_loss_or_doubles(tmp_path):
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    texts = ["=HYPERLINK(\"http://x\")", "+1 what?", "'=1+1", "-2", "a, \"quoted\"\nline", "plain?"]
+    for i, text in enumerate(texts):
+        store.add(text, f"other {i}", i % 2, labelled_by="ann")
+    exported = store.export_csv()
+    lines = exported.decode("utf-8").split("\r\n")
+    assert lines[0] == "question1,question2,is_duplicate" and lines[1].startswith("\"'=HYPERLINK")
+    pairs, report = load_pairs(exported)  # what the Data and Train pages read
+    assert report.rows_kept == 6 and not any(is_formula(text) for text in pairs["question1"])
+    # By hand: one label flipped, a row added, a row with only its spacing changed, and the file re-sorted.
+    edited = read_labels_csv(exported)
+    edited.loc[1, "is_duplicate"] = 1 - edited.loc[1, "is_duplicate"]
+    edited.loc[5, "question1"] = "  PLAIN? "
+    edited.loc[6] = ["A new question?", "Another one?", 1]
+    assert store.merge(edited.iloc[::-1], labelled_by="bob") == MergeCounts(added=1, changed=1, unchanged=5)
+    after = store.pairs()
+    assert len(after) == 7 and len(store.keys()) == 7
+    assert after["question1"].tolist() == [texts[0], *texts[2:], "A new question?", "+1 what?"]  # new answers last
+    assert {q: y for q, y in zip(after["question1"], after["is_duplicate"])} == {
+        **{text: i % 2 for i, text in enumerate(texts)}, "+1 what?": 0, "A new question?": 1}
+    assert store.merge(read_labels_csv(store.export_csv())) == MergeCounts(0, 0, 7)  # a round trip changes nothing
+
+
+def test_a_merge_with_one_bad_row_adds_nothing_and_names_the_row(tmp_path):
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    store.add("kept?", "here?", 1)
+    upload = (f"question1,question2,is_duplicate\r\nnew?,one?,1\r\n{'w' * 1_000_000},long?,0\r\n").encode()
+    with pytest.raises(DataError, match=r"^row 2: question1 has 1,000,000 characters") as error:
+        store.merge(read_labels_csv(upload))
+    assert "\n" not in str(error.value) and store.pairs()["question1"].tolist() == ["kept?"]
+
+
+def test_the_csv_labels_file_of_before_is_imported_once_whole(tmp_path):
+    legacy = tmp_path / "corpus-12345678.csv"
+    legacy_bytes = (LEGACY_HEADER + "a?,b?,1,session-1,2026-01-01T00:00:00+00:00\r\n"
+                    "'=c?,d?,0,session-1,2026-01-01T00:00:01+00:00\r\n"
+                    "e?,f?,1,,2026-01-01T00:00:02+00:00").encode()  # a last row typed by hand, no line end
+    legacy.write_bytes(legacy_bytes)
+    path = tmp_path / "corpus-12345678.sqlite3"
+    store = LabelStore(path, legacy_csv=legacy)
+    assert store.pairs()[["question1", "question2", "is_duplicate"]].values.tolist() == [
+        ["a?", "b?", 1], ["=c?", "d?", 0], ["e?", "f?", 1]]
+    assert store.import_problem is None and legacy.read_bytes() == legacy_bytes  # the old file is left as it was
+    store.undo_last()
+    store.add("g?", "h?", 0)
+    again = LabelStore(path, legacy_csv=legacy)  # a restarted server: not imported a second time
+    assert again.pairs()["question1"].tolist() == ["a?", "=c?", "g?"]
+
+
+def test_a_csv_of_before_that_cannot_be_read_is_reported_and_the_store_still_works(tmp_path):
+    legacy = tmp_path / "old.csv"
+    legacy.write_bytes(b"\x00\x01\x02 binary, not text" * 20)
+    store = LabelStore(tmp_path / "old.sqlite3", legacy_csv=legacy)
+    assert len(store) == 0 and "old.csv was not imported" in store.import_problem
+    assert "\n" not in store.import_problem
+    assert store.add("a?", "b?", 1) is None and len(store) == 1
+
+
+def test_a_link_a_pipe_or_another_file_at_the_path_is_one_line_never_followed_or_waited_on(tmp_path):
+    real = tmp_path / "real.sqlite3"
+    LabelStore(real).add("a?", "b?", 1)
+    link = tmp_path / "link.sqlite3"
+    link.symlink_to(real)
+    fifo = tmp_path / "fifo.sqlite3"
+    os.mkfifo(fifo)
+    text = tmp_path / "text.sqlite3"
+    text.write_text("question1,question2,is_duplicate\na,b,1\n", encoding="utf-8")
+    for path, message in ((link, "symbolic link"), (fifo, "not a regular file"), (text, "not a database")):
+        for call in (lambda store: store.pairs(), lambda store: store.add("c?", "d?", 0)):
+            with pytest.raises(DataError, match=message) as error:
+                call(LabelStore(path))
+            assert "\n" not in str(error.value) and str(tmp_path) not in str(error.value)  # no server path
+    assert len(LabelStore(real)) == 1 and text.read_text(encoding="utf-8").startswith("question1")
+
+
+def test_cells_a_spreadsheet_would_run_are_quoted_and_read_back_exactly():
+    for text in ["=1+1", "+1 what?", "@home how?", "'=1+1", "-2", "'", "''+x", "'plain", "plain"]:
+        assert unescape_cell(escape_cell(text)) == text
+        assert not is_formula(escape_cell(text))
+    assert escape_cell("-2") == "-2" and escape_cell("'=1+1") == "''=1+1"

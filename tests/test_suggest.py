@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -61,9 +62,21 @@ def test_the_most_uncertain_pair_under_the_models_threshold(corpus, tmp_path, ca
     assert "threshold: 0.8 (best accuracy" in err
 
 
-def test_labelled_pairs_are_not_suggested_and_the_threshold_can_be_given(corpus, tmp_path, capsys):
-    labels = tmp_path / "labels.csv"
-    LabelStore(labels).add("what makes the sky look blue?", "=why is the sky blue?", 1)  # other order and case
+def labels_in(kind: str, tmp_path):
+    """The Label page's database, or the pairs CSV it downloads (its formula cell quoted), holding one label."""
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    store.add("what makes the sky look blue?", "=why is the sky blue?", 1)  # other order and case
+    if kind == "database":
+        return store.path
+    exported = tmp_path / "labels-download.csv"
+    exported.write_bytes(store.export_csv())
+    assert b"'=why is the sky blue?" in exported.read_bytes()
+    return exported
+
+
+@pytest.mark.parametrize("kind", ["database", "csv"])
+def test_labelled_pairs_are_not_suggested_and_the_threshold_can_be_given(corpus, tmp_path, capsys, kind):
+    labels = labels_in(kind, tmp_path)
     out = tmp_path / "next.csv"
     code, summary, _ = run(capsys, "--questions", corpus, "--labels", labels, "--n", 3, "-k", 1, "--out", out,
                            "--threshold", 0.95)
@@ -109,12 +122,26 @@ def test_a_corpus_without_two_questions_is_one_line(corpus, tmp_path, capsys, co
     assert not (tmp_path / "o.csv").exists()
 
 
-def test_a_labels_file_with_other_columns_is_one_line(corpus, tmp_path, capsys):
+@pytest.mark.parametrize("content", [b"name,age\nann,3\n", b"\x00\x01binary\x02" * 10])
+def test_labels_that_are_not_a_pairs_file_are_one_line(corpus, tmp_path, capsys, content):
     labels = tmp_path / "labels.csv"
-    labels.write_text("q1,q2,label,who\na,b,1,me\n", encoding="utf-8")
+    labels.write_bytes(content)
     code, _, err = run(capsys, "--questions", corpus, "--labels", labels, "--n", 1, "--out", tmp_path / "o.csv")
     lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "not a labels file" in lines[0] and str(labels) in lines[0]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and str(labels) in lines[0]
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_labels_pipe_or_link_is_one_line_never_waited_on(corpus, tmp_path, capsys):
+    fifo = tmp_path / "labels.csv"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.sqlite3"
+    LabelStore(tmp_path / "real.sqlite3").add("a?", "b?", 1)
+    link.symlink_to(tmp_path / "real.sqlite3")
+    for labels, message in ((fifo, "not a regular file"), (link, "symbolic link")):
+        code, _, err = run(capsys, "--questions", corpus, "--labels", labels, "--n", 1, "--out", tmp_path / "o.csv")
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and message in lines[0]
 
 
 def test_a_folder_that_is_not_a_model_is_one_line(tmp_path, capsys):

@@ -118,3 +118,20 @@ def test_a_point_difference_inside_the_interval_is_not_below_when_the_verdict_sa
     metrics["baselines"]["zero_shot"]["roc_auc"] = 0.881
     quality = judge_run(metrics)
     assert quality.below == () and quality.not_better == ("zero_shot",)
+
+
+def test_resampling_groups_link_pairs_that_share_a_question_and_fall_back_to_the_anchor_when_they_chain():
+    import pandas as pd
+
+    from core.data import resampling_groups
+
+    linked = pd.DataFrame({"question1": ["a", "A ", "c", "d"], "question2": ["x", "y", "z", "w"], "is_duplicate": 1})
+    groups = resampling_groups(linked)
+    assert groups[0] == groups[1] and len(set(groups.tolist())) == 3  # "a" and "A " are one question
+    assert resampling_groups(linked.iloc[2:]) is None  # no question repeats: every pair on its own
+    # Two anchors, each with four candidates, the candidates shared: connected groups would chain all eight pairs
+    # into one, so the pairs go by their anchor (the first question).
+    chained = pd.DataFrame({"question1": ["q1"] * 4 + ["q2"] * 4, "question2": ["r1", "r2", "r3", "r4"] * 2,
+                            "is_duplicate": 0})
+    groups = resampling_groups(chained)
+    assert groups.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]

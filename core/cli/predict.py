@@ -34,7 +34,7 @@ def cmd_evaluate(args) -> int:
     result = {**{key: metrics[key] for key in METRIC_KEYS}, "threshold_from": source}
     if calibrated is not None:
         result["calibrated_on"] = {**calibrated.record(), "thresholds": calibrated.thresholds}
-    result["intervals"] = _intervals(labels, scores, metrics["threshold"])
+    result["intervals"] = _intervals(pairs, scores, metrics["threshold"])
     print_json(result)
     return 0
 
@@ -57,12 +57,14 @@ def _threshold(args, config: dict, calibrated) -> tuple[float | None, str]:
     return None, "best accuracy on these very pairs (the model has no threshold of its own: optimistic)"
 
 
-def _intervals(labels, scores, cosine: float) -> dict:
-    """95 % bootstrap intervals of ROC AUC, accuracy and F1 over the evaluated pairs
-    (``core.inference.uncertainty.metric_intervals``, seed 0), as [low, high] lists."""
+def _intervals(pairs, scores, cosine: float) -> dict:
+    """95 % bootstrap intervals of ROC AUC, accuracy and F1 over the evaluated pairs, pairs that share a question
+    resampled together (``core.inference.uncertainty.metric_intervals``, seed 0), as [low, high] lists."""
+    from core.data import resampling_groups
     from core.inference.uncertainty import metric_intervals
 
-    return {name: list(bounds) for name, bounds in metric_intervals(labels, scores, cosine).items()}
+    labels, groups = pairs["is_duplicate"].to_numpy(), resampling_groups(pairs)
+    return {name: list(bounds) for name, bounds in metric_intervals(labels, scores, cosine, groups=groups).items()}
 
 
 def cmd_predict(args) -> int:

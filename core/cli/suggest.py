@@ -4,8 +4,9 @@
                            [--threshold T] [--seed S] [--random-share R] [-k K] --out OUT.csv [--overwrite]
 
 FILE is read as ``dedup`` reads it (``core.data.load_questions``). Each question is paired with its ``k``
-nearest neighbours under the model, pairs already in LABELS (a ``core.saving.label_store`` file; it need
-not exist yet) are left out, and ``core.inference.candidates.choose_pairs`` picks N. The CSV has the columns
+nearest neighbours under the model, pairs already in LABELS (the Label page's database, a
+``core.saving.label_store`` file, or a pairs CSV such as the one it downloads; it need not exist yet) are
+left out, and ``core.inference.candidates.choose_pairs`` picks N. The CSV has the columns
 question1, question2, similarity, reason, and is formula safe.
 """
 from __future__ import annotations
@@ -52,8 +53,9 @@ def add_parsers(sub):
                          help="CSV/TSV with a question column (question, text, sentence, title or q), a pairs file "
                               "(its distinct questions), or plain text with one question per line; optionally .gz")
     suggest.add_argument("--labels", default=None,
-                         help="the labels so far (question1,question2,is_duplicate[,labelled_by,labelled_at]); "
-                              "their pairs are not suggested again. A file that does not exist yet holds none")
+                         help="the labels so far: a label database (.sqlite3) or a pairs CSV (question1, question2, "
+                              "is_duplicate); their pairs are not suggested again. A file that does not exist yet "
+                              "holds none")
     suggest.add_argument("--n", type=count, required=True, help="how many pairs to suggest")
     suggest.add_argument("--strategy", choices=STRATEGIES, default="uncertainty",
                          help="uncertainty: the pairs whose similarity is closest to the threshold, plus a random "
@@ -73,19 +75,21 @@ def add_parsers(sub):
 
 
 def _load_labels(path: str | None):
-    """The labels' pairs frame (empty when there is no file yet)."""
+    """The labels' pairs frame: of a label database (told by its first bytes) or a pairs CSV; None when there is
+    no file yet."""
     from core.data import DataError
-    from core.saving.label_store import LabelStore
+    from core.saving.label_store import LabelStore, is_label_database, read_labels_csv
 
     if path is None:
         return None
-    if not Path(path).exists():
+    if not Path(path).exists() and not Path(path).is_symlink():
         print(f"labels: {path} does not exist yet; no pair is labelled", file=sys.stderr)
         return None
     try:
-        return LabelStore(path).pairs()
+        return LabelStore(path).pairs() if is_label_database(path) else read_labels_csv(path)
     except DataError as error:
-        raise CliError(str(error)) from None
+        message = str(error)
+        raise CliError(message if str(path) in message else f"--labels {path}: {message}") from None
 
 
 def cmd_suggest(args) -> int:

@@ -47,6 +47,7 @@ from core.data.splitting import (
     pairs_fingerprint,
     question_groups,
     recorded_by_question,
+    resampling_groups,
     resolve_split_by,
     split_pairs,
     split_with_files,
@@ -60,7 +61,8 @@ __all__ = [
     "QUESTION_ALIASES", "QuestionsReport", "corpus_questions", "load_questions", "pair_key", "pair_keys",
     "PairChunk", "PairReader", "PairsHead", "input_limit", "MissingColumnsError",
     "LabelValuesError", "MAX_LABEL_VALUES", "normalise_label_map",
-    "DEFAULT_VAL_FRACTION", "SPLIT_BY", "question_groups", "recorded_by_question", "resolve_split_by",
+    "DEFAULT_VAL_FRACTION", "SPLIT_BY", "question_groups", "recorded_by_question", "resampling_groups",
+    "resolve_split_by",
     "split_with_files", "MIN_PAIRS_PER_CLASS", "MIN_TRUSTED_VALIDATION_PAIRS", "small_validation_note",
     "split_problems", "TrainingProblem", "min_pairs_for_validation", "training_problems",
 ]

@@ -100,10 +100,12 @@ def split_problems(train_labels, val_labels, pair_loss: bool) -> list[str]:
     return problems
 
 
-def small_validation_note(pairs: int) -> str | None:
-    """One line when ``pairs`` validation pairs are too few for figures to be trusted, saying what to do."""
+def small_validation_note(pairs: int, from_file: bool = False) -> str | None:
+    """One line when ``pairs`` validation pairs (split off, or ``from_file``: the user's validation file) are too
+    few for figures to be trusted, saying what to do."""
     if pairs >= MIN_TRUSTED_VALIDATION_PAIRS:
         return None
+    remedy = ("a larger validation file" if from_file else
+              "a validation file (train --val, or the Data page) or a larger val_fraction")
     return (f"only {pairs:,} validation pairs: their figures are uncertain by several hundredths (see the "
-            f"intervals); give a validation file (train --val, or the Data page) or a larger val_fraction for at "
-            f"least {MIN_TRUSTED_VALIDATION_PAIRS:,} pairs")
+            f"intervals); {remedy} would give at least {MIN_TRUSTED_VALIDATION_PAIRS:,}")

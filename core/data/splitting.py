@@ -112,6 +112,31 @@ def resolve_split_by(pairs: pd.DataFrame, split_by: str) -> str:
     return "question" if len(pairs) and question_groups(pairs).max() + 1 < len(pairs) else "pair"
 
 
+# Resampling groups larger than this share of the pairs say the questions chain (a related question answering
+# several anchors links them all): whole groups that big cannot vary, so pairs are grouped by their first question.
+MAX_GROUP_SHARE = 0.25
+
+
+def resampling_groups(pairs: pd.DataFrame) -> np.ndarray | None:
+    """A group id per pair for a bootstrap that treats pairs sharing a question as one piece of evidence, or None
+    when no question occurs in two pairs (every pair is its own piece).
+
+    The groups are the connected groups of ``question_groups``; where those chain more than MAX_GROUP_SHARE of the
+    pairs into one (a forum's dev file: each original question with ten related ones, the related ones shared),
+    the pairs are grouped by their first question alone, the anchor each pair was retrieved for.
+
+    Example: (a, b), (a, c), (d, e) -> a's two pairs share a group, (d, e) has its own.
+    """
+    if len(pairs) < 2:
+        return None
+    groups = question_groups(pairs)
+    if groups.max() + 1 == len(pairs):
+        return None
+    if np.bincount(groups).max() > MAX_GROUP_SHARE * len(pairs):
+        groups = pd.factorize(normalise_questions(pairs["question1"]))[0]
+    return groups
+
+
 def recorded_by_question(run: dict) -> bool:
     """Whether a saved run split by question: its resolved ``split_by``, or the switch older folders carry."""
     return run.get("split_by") == "question" if "split_by" in run else bool(run.get("split_by_question"))

@@ -166,20 +166,22 @@ def model_scores(model, pairs: pd.DataFrame, progress: Callable[[int, int], None
 
 
 def comparison_row(name: str, kind: str, labels, scores, threshold: float | None, threshold_from: str,
-                   zero_shot_scores=None) -> dict:
+                   zero_shot_scores=None, groups=None) -> dict:
     """One row of the comparison table: ranking metrics of ``scores`` and accuracy / F1 at ``threshold``, the
     95 % bootstrap interval of the ROC AUC and, given zero-shot MiniLM's scores of the same pairs, the paired
     verdict against it ("" for zero-shot itself or without its scores).
 
     ``threshold=None`` calibrates it on these very scores (best accuracy), and ``threshold_from`` should
-    then say so: such a row is measured on the pairs it was calibrated on.
+    then say so: such a row is measured on the pairs it was calibrated on. ``groups``
+    (``core.data.resampling_groups``): pairs resampled together.
     """
     if threshold is None or not math.isfinite(float(threshold)):
         threshold = best_thresholds(labels, scores)["accuracy"]
     at = threshold_metrics(labels, scores, float(threshold))
     values = {**ranking_metrics(labels, scores), "accuracy": at["accuracy"], "f1": at["f1"]}
-    interval = metric_intervals(labels, scores, float(threshold)).get("roc_auc")
-    verdict = paired_verdict(labels, scores, zero_shot_scores) if zero_shot_scores is not None else None
+    interval = metric_intervals(labels, scores, float(threshold), groups=groups).get("roc_auc")
+    verdict = (paired_verdict(labels, scores, zero_shot_scores, groups=groups) if zero_shot_scores is not None
+               else None)
     return {"model": name, "kind": kind, **{column: values[key] for key, column in METRICS.items()},
             ROC_AUC_INTERVAL: f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "",
             VERSUS_ZERO_SHOT: f"{verdict.verdict} ({verdict.difference:+.3f})" if verdict else "",

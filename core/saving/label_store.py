@@ -1,41 +1,29 @@
-"""Labels that are never lost: ``LabelStore(path)``, one labelled pair appended per answer.
+"""Labels that are never lost: ``LabelStore(path)``, an SQLite database of answers, one current label per pair.
 
-The file is an ordinary pairs CSV (``core.data.load_pairs`` reads it like any other, its extra columns
-ignored), with the header ``LABEL_COLUMNS``: ``question1,question2,is_duplicate,labelled_by,labelled_at``.
-A plain pairs file with only the first three columns is accepted too, and grows by rows of three. Any
-other header is refused with one ``DataError`` naming the file.
+The database (the standard library's ``sqlite3``: WAL journal, ``synchronous=FULL``, a busy timeout, every
+change one ``BEGIN IMMEDIATE`` transaction, so a killed process leaves it before or after an answer) holds:
 
-How nothing is lost or doubled:
+* ``answers``: every answer in the order given: the pair's ``core.data.pair_key``, both questions as given,
+  the label, who gave it (a session id, may be empty) and when. An undo marks its answer ``undone_at``;
+  nothing is deleted, so it is the pair's history.
+* ``labels``: the current label of each pair, one row per ``pair_key`` (its primary key) pointing at the latest
+  answer not undone. Answering a labelled pair again (a correction, another tab) makes the new answer the
+  label; ``add`` returns the label it replaced so the caller can say so. Undo brings back the pair's previous
+  answer, or removes the label when there was none.
+* ``imports``: the files taken in by name, so the CSV labels file the lab kept before is imported once.
 
-* Every change holds an ``flock`` on a lock file beside the labels (``.<name>.lock``), so two processes,
-  or two browser tabs, never interleave; reads hold it shared.
-* ``add`` writes its whole row (and the header, on a new file) with one ``O_APPEND`` ``write``, then
-  ``fsync``: a process killed at any moment leaves the row whole or absent. A short write (a full disk)
-  is cut off again and raised. A pair already in the file (``core.data.pair_key``: the same two texts
-  after ``normalise_questions``, in either order) is not added again, so two tabs answering one pair at
-  once give one row.
-* ``undo_last`` rewrites the file without its last row (of one labeller, if given) into a temporary
-  beside it, ``fsync``s it and renames it into place: the old file or the new one, whole.
-* A last row cut short by a power cut (no line end, too few fields) is dropped by the next ``add``; a
-  last row that is whole but lacks its line end (a hand-made file) gets one before the next row.
+Fields are bounded (``core.saving.label_rows``: ``MAX_QUESTION_CHARS``, ``MAX_LABELLER_CHARS``): checked by
+``checked_answer`` before any write, and again by the schema's CHECKs; a refusal is one ``DataError`` line and
+leaves the database as it was. The path must be a regular file or absent: a link, a pipe or a device is refused in one line, never followed or waited on.
 
-Text is formula safe (``core.saving.safe_csv``): a cell a spreadsheet would run as a formula is written
-with a leading ``'``, and so is a text that starts with ``'`` before such a formula, so reading undoes
-it exactly (``pairs`` gives back the texts as given; ``load_pairs`` sees them with the quote).
-
->>> store = LabelStore(folder / "labels.csv")  # doctest: +SKIP
->>> store.add("How old are you?", "What is your age?", 1, labelled_by="ann")  # doctest: +SKIP
-True
->>> store.add("what is your age?", "How old are you?", 0)  # the same pair: not added  # doctest: +SKIP
-False
+Labels travel as an ordinary pairs CSV: ``export_csv`` gives question1, question2, is_duplicate, formula safe
+(a cell a spreadsheet would run gets a leading ``'``, as ``escape_cell`` says); ``merge`` takes a pairs frame
+back (``read_labels_csv``: ``core.data.load_pairs`` with that quote undone), its later rows winning.
 """
 from __future__ import annotations
 
-import csv
-import errno
-import fcntl
-import io
 import os
+import sqlite3
 import stat
 import threading
 from contextlib import contextmanager
@@ -45,279 +33,312 @@ from pathlib import Path
 import pandas as pd
 
 from core.data.limits import DataError
-from core.data.questions import pair_key, pair_keys
-from core.data.reading import FALSE_LABELS, TRUE_LABELS
-from core.saving.owned_files import fsync_folder
-from core.saving.safe_csv import is_formula
-from core.saving.temp_files import create_temporary, unlink_quietly
+from core.data.questions import pair_key
+from core.saving.label_rows import (
+    LABEL_COLUMNS,
+    MAX_LABELLER_CHARS,
+    MAX_QUESTION_CHARS,
+    PAIR_COLUMNS,
+    Label,
+    MergeCounts,
+    checked_answer,
+    escape_cell,
+    is_label_database,
+    read_labels_csv,
+    unescape_cell,
+)
 
-LABEL_COLUMNS = ("question1", "question2", "is_duplicate", "labelled_by", "labelled_at")
-PAIR_COLUMNS = LABEL_COLUMNS[:3]  # a plain pairs file: accepted as labels without who and when
-_OPEN_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_BOM = b"\xef\xbb\xbf"
+BUSY_TIMEOUT_S = 15.0  # how long a write waits for another writer before giving up
+SCHEMA_VERSION = 1
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS answers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key1 TEXT NOT NULL,
+    key2 TEXT NOT NULL,
+    question1 TEXT NOT NULL CHECK (length(question1) BETWEEN 1 AND {MAX_QUESTION_CHARS}),
+    question2 TEXT NOT NULL CHECK (length(question2) BETWEEN 1 AND {MAX_QUESTION_CHARS}),
+    is_duplicate INTEGER NOT NULL CHECK (is_duplicate IN (0, 1)),
+    labelled_by TEXT NOT NULL CHECK (length(labelled_by) <= {MAX_LABELLER_CHARS}),
+    labelled_at TEXT NOT NULL,
+    undone_at TEXT
+);
+CREATE INDEX IF NOT EXISTS answers_of_pair ON answers (key1, key2, id);
+CREATE TABLE IF NOT EXISTS labels (
+    key1 TEXT NOT NULL,
+    key2 TEXT NOT NULL,
+    answer_id INTEGER NOT NULL UNIQUE REFERENCES answers (id),
+    PRIMARY KEY (key1, key2)
+);
+CREATE TABLE IF NOT EXISTS imports (
+    source TEXT PRIMARY KEY,
+    labels INTEGER NOT NULL,
+    imported_at TEXT NOT NULL
+);
+"""
+_CURRENT = ("SELECT a.question1, a.question2, a.is_duplicate, a.labelled_by, a.labelled_at "
+            "FROM labels AS l JOIN answers AS a ON a.id = l.answer_id")
 
 
-def escape_cell(text: str) -> str:
-    """``text`` as written: a leading ``'`` when a spreadsheet could run it (or it is ``'`` + such a text)."""
-    return "'" + text if is_formula(text.lstrip("'")) else text
-
-
-def unescape_cell(text: str) -> str:
-    """The inverse of ``escape_cell``."""
-    return text[1:] if text.startswith("'") and is_formula(text.lstrip("'")) else text
-
-
-def _label(value, where: str) -> int:
-    text = str(value).strip().lower()
-    if text in TRUE_LABELS:
-        return 1
-    if text in FALSE_LABELS:
-        return 0
-    raise DataError(f"{where}: is_duplicate is {str(value)[:20]!r}, not 0 or 1")
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class LabelStore:
-    """The labelled pairs of one CSV file; safe to share between threads and processes (see the module)."""
+    """The labels of one SQLite file; safe to share between threads and processes (see the module). Nothing is
+    created before the first change. ``legacy_csv``: a CSV labels file imported once, on first use; a file that
+    cannot be read is left alone and its one-line reason kept in ``import_problem``."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, legacy_csv: str | Path | None = None):
         self.path = Path(path)
-        self.lock_path = self.path.with_name(f".{self.path.name}.lock")
-        self._mutex = threading.RLock()
-        self._forget()
+        self.legacy_csv = Path(legacy_csv) if legacy_csv is not None else None
+        self.import_problem: str | None = None
+        self._mutex = threading.RLock()  # one transaction at a time on the connection, whatever the thread
+        self._db: sqlite3.Connection | None = None
+        self._opened: tuple | None = None  # (process, device, inode) the connection belongs to
 
     # ---- reading -------------------------------------------------------------------------------
     def pairs(self) -> pd.DataFrame:
-        """The labels in file order: ``LABEL_COLUMNS`` (who and when empty for a plain pairs file), texts
-        as they were given, ``is_duplicate`` 0 or 1."""
-        with self._locked(exclusive=False):
-            rows = [row[:5] for row in self._rows]
+        """The current labels in the order they were given: ``LABEL_COLUMNS``, ``is_duplicate`` 0 or 1."""
+        with self._transaction(write=False) as db:
+            rows = [] if db is None else db.execute(f"{_CURRENT} ORDER BY l.answer_id").fetchall()
         frame = pd.DataFrame(rows, columns=list(LABEL_COLUMNS))
         frame["is_duplicate"] = frame["is_duplicate"].astype("int64")
         return frame
 
     def keys(self) -> set[tuple[str, str]]:
         """The ``pair_key`` of every labelled pair."""
-        with self._locked(exclusive=False):
-            return set(self._keys)
+        with self._transaction(write=False) as db:
+            return set() if db is None else set(db.execute("SELECT key1, key2 FROM labels"))
 
     def __len__(self) -> int:
-        with self._locked(exclusive=False):
-            return len(self._rows)
+        with self._transaction(write=False) as db:
+            return 0 if db is None else db.execute("SELECT count(*) FROM labels").fetchone()[0]
 
     def __contains__(self, pair) -> bool:
         """Whether the pair (question1, question2) is labelled, in either order."""
-        with self._locked(exclusive=False):
-            return pair_key(*pair) in self._keys
+        return self.label_of(*pair) is not None
+
+    def label_of(self, question1: str, question2: str) -> Label | None:
+        """The pair's current label (in either order), None when it has none."""
+        with self._transaction(write=False) as db:
+            return None if db is None else _current(db, pair_key(str(question1).strip(), str(question2).strip()))
+
+    def recent(self, n: int, labelled_by: str | None = None) -> list[Label]:
+        """The ``n`` labels given last (of ``labelled_by``, when given), the latest first."""
+        where, values = ("WHERE a.labelled_by = ?", (labelled_by, n)) if labelled_by is not None else ("", (n,))
+        with self._transaction(write=False) as db:
+            rows = [] if db is None else db.execute(f"{_CURRENT} {where} ORDER BY l.answer_id DESC LIMIT ?", values)
+            return [Label(*row) for row in rows]
+
+    def history(self, question1: str, question2: str) -> pd.DataFrame:
+        """Every answer the pair was given, the first first: ``LABEL_COLUMNS`` and ``undone_at`` (None if not)."""
+        key = pair_key(str(question1).strip(), str(question2).strip())
+        with self._transaction(write=False) as db:
+            rows = [] if db is None else db.execute(
+                f"SELECT {', '.join(LABEL_COLUMNS)}, undone_at FROM answers WHERE key1 = ? AND key2 = ? ORDER BY id",
+                key).fetchall()
+        return pd.DataFrame(rows, columns=[*LABEL_COLUMNS, "undone_at"])
+
+    def export_csv(self) -> bytes:
+        """The current labels as a pairs CSV (``PAIR_COLUMNS``, UTF-8, CRLF), formula safe; ``merge`` of
+        ``read_labels_csv`` of it gives back the same labels."""
+        frame = self.pairs()[list(PAIR_COLUMNS)].copy()
+        for column in ("question1", "question2"):
+            frame[column] = frame[column].map(escape_cell)
+        return frame.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
 
     # ---- changing ------------------------------------------------------------------------------
-    def add(self, question1: str, question2: str, is_duplicate, labelled_by: str = "") -> bool:
-        """Append one label, durably (fsynced before returning); False, and nothing written, when the pair
-        is already labelled. Raises ``ValueError`` for an empty question, a self-pair or a label that is
-        not 0/1, ``DataError`` for a file that is not a labels file, ``OSError`` when it cannot be written."""
-        question1, question2, labelled_by = str(question1).strip(), str(question2).strip(), str(labelled_by)
-        if not question1 or not question2:
-            raise ValueError("a labelled pair needs two non-empty questions")
-        key = pair_key(question1, question2)
-        if key[0] == key[1]:
-            raise ValueError(f"a question is not paired with itself: {question1[:60]!r}")
-        if is_duplicate not in (0, 1):  # True and False too
-            raise ValueError(f"is_duplicate must be 0 or 1, got {is_duplicate!r}")
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        with self._locked(exclusive=True):
-            if key in self._keys:
-                return False
-            cells = [question1, question2, str(int(is_duplicate)), labelled_by, stamp]
-            self._append(self._record(cells[:len(self._columns or LABEL_COLUMNS)]))
-            self._refresh(repair=False)  # takes in the row just written (and the header of a new file)
-        return True
+    def add(self, question1: str, question2: str, is_duplicate, labelled_by: str = "") -> Label | None:
+        """Record an answer, durably: from now on it is the pair's label. Returns the label it replaced (a
+        correction, or another tab's answer), None for a pair not labelled before. ``DataError`` (one line,
+        nothing written) for an answer ``checked_answer`` refuses or a database that cannot be used."""
+        answer = checked_answer(question1, question2, is_duplicate, labelled_by)
+        with self._transaction(write=True) as db:
+            previous = _current(db, answer[:2])
+            _record(db, answer, _now())
+        return previous
 
-    def undo_last(self, labelled_by: str | None = None) -> dict | None:
-        """Remove the last label (the last of ``labelled_by``, when given) and return it as a dict of
-        ``LABEL_COLUMNS``; None when there is none. The file is rewritten whole and renamed into place."""
-        with self._locked(exclusive=True):
-            matches = [i for i, row in enumerate(self._rows) if labelled_by is None or row[3] == labelled_by]
-            if not matches:
+    def undo_last(self, labelled_by: str | None = None) -> Label | None:
+        """Take back the last answer that is a pair's label (the last of ``labelled_by``, when given): the pair's
+        answer before it is its label again, or it has none. Returns the answer taken back; None when none."""
+        where, values = ("WHERE a.labelled_by = ?", (labelled_by,)) if labelled_by is not None else ("", ())
+        with self._transaction(write=True) as db:
+            found = db.execute(f"SELECT a.id, l.key1, l.key2, {', '.join('a.' + c for c in LABEL_COLUMNS)} FROM "
+                               f"labels AS l JOIN answers AS a ON a.id = l.answer_id {where} "
+                               "ORDER BY l.answer_id DESC LIMIT 1", values).fetchone()
+            if found is None:
                 return None
-            row = self._rows[matches[-1]]
-            start, end = row[5], row[6]
-            data = self._read_all()
-            self._replace(data[:start] + data[end:])
-            self._forget()
-            self._refresh(repair=False)
-        return dict(zip(LABEL_COLUMNS, row[:5]))
+            answer_id, key = found[0], found[1:3]
+            db.execute("UPDATE answers SET undone_at = ? WHERE id = ?", (_now(), answer_id))
+            before = db.execute("SELECT max(id) FROM answers WHERE key1 = ? AND key2 = ? AND undone_at IS NULL "
+                                "AND id < ?", (*key, answer_id)).fetchone()[0]
+            if before is None:
+                db.execute("DELETE FROM labels WHERE key1 = ? AND key2 = ?", key)
+            else:
+                db.execute("UPDATE labels SET answer_id = ? WHERE key1 = ? AND key2 = ?", (before, *key))
+        return Label(*found[3:])
 
-    # ---- the file ------------------------------------------------------------------------------
-    @contextmanager
-    def _locked(self, exclusive: bool):
-        """The lock file held (shared for reading), the cached rows brought up to date with the file. A
-        reader that cannot create the lock file (a read-only folder) reads without it."""
+    def merge(self, pairs: pd.DataFrame, labelled_by: str = "") -> MergeCounts:
+        """Take in a pairs frame (``PAIR_COLUMNS``; ``read_labels_csv``'s) as answers given now, in its row
+        order, so a later row wins over an earlier one and over the store; a row that says what the store
+        holds is no new answer. All rows or none: the first row ``checked_answer`` refuses is one
+        ``DataError`` naming its row, and nothing is written."""
+        answers = []
+        for row, (question1, question2, label) in enumerate(pairs[list(PAIR_COLUMNS)].itertuples(index=False), 1):
+            try:
+                answers.append(checked_answer(question1, question2, label, labelled_by))
+            except DataError as error:
+                raise DataError(f"row {row:,}: {error}") from None
+        with self._transaction(write=True) as db:
+            return _merge(db, answers)
+
+    # ---- the database --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connection (a later call opens another)."""
         with self._mutex:
-            try:
-                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _OPEN_FLAGS, 0o644)
-            except OSError:
-                if exclusive:
-                    raise
-                fd = None
-            try:
-                if fd is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-                self._refresh(repair=exclusive)
-                yield
-            finally:
-                if fd is not None:
-                    os.close(fd)  # closing releases the lock
+            if self._db is not None:
+                self._db.close()
+            self._db = self._opened = None
 
-    def _forget(self) -> None:
-        self._columns: tuple[str, ...] | None = None  # those of the file, once its header is read
-        self._rows: list[tuple] = []  # (question1, question2, label, by, at, start byte, end byte)
-        self._keys: set[tuple[str, str]] = set()
-        self._seen: tuple[int, int] | None = None  # (device, inode) of the file read
-        self._offset = 0  # bytes of it read (whole records only)
-        self._line = 1  # the line the next record starts on
-        self._tail = b""  # the bytes of the last record read
-
-    def _open(self, flags: int) -> int:
-        fd = os.open(self.path, flags | _OPEN_FLAGS, 0o644)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise DataError(f"{self.path}: not a regular file")
-        return fd
-
-    def _read_all(self) -> bytes:
-        fd = self._open(os.O_RDONLY)
-        with open(fd, "rb") as handle:
-            return handle.read()
-
-    def _refresh(self, repair: bool) -> None:
-        """Read what was appended since the last read (all of it after a rewrite or a new file)."""
+    def _regular_file(self) -> os.stat_result | None:
+        """The database's ``lstat``, None when it does not exist; one ``DataError`` line when its path is not a
+        regular file."""
         try:
-            fd = self._open(os.O_RDONLY)
+            info = os.lstat(self.path)
         except FileNotFoundError:
-            self._forget()
-            return
-        with open(fd, "rb") as handle:
-            info = os.fstat(fd)
-            if not self._unchanged(fd, info):
-                self._forget()
-                self._seen = (info.st_dev, info.st_ino)
-            if info.st_size == self._offset:
-                return
-            handle.seek(self._offset)
-            data = handle.read(info.st_size - self._offset)
-        self._parse(data, repair)
-
-    def _unchanged(self, fd: int, info: os.stat_result) -> bool:
-        """Whether the file still begins with what was read: the same inode, at least as long, and the last
-        record read still where it was (an inode is reused by a rewrite, so the bytes are compared too)."""
-        if (info.st_dev, info.st_ino) != self._seen or info.st_size < self._offset:
-            return False
-        return not self._tail or os.pread(fd, len(self._tail), self._offset - len(self._tail)) == self._tail
-
-    def _parse(self, data: bytes, repair: bool) -> None:
-        """Take in the whole records of ``data`` (the file from ``_offset`` on)."""
-        base = self._offset
-        if base == 0 and data.startswith(_BOM):
-            base, data = len(_BOM), data[len(_BOM):]
-        lines = [line + b"\n" for line in data.split(b"\n")]
-        lines[-1] = lines[-1][:-1]  # what follows the last line end (b"" when the data ends with one)
-        fed = [0, 0]  # bytes and lines given to the csv reader so far
-
-        def feed():
-            for line in lines:
-                if line:
-                    fed[0], fed[1] = fed[0] + len(line), fed[1] + 1
-                    try:
-                        yield line.decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise DataError(f"{self.path}: line {self._line + fed[1] - 1} is not UTF-8 text") from None
-
-        begin, begin_lines = 0, 0
-        taken: list[tuple] = []
-        try:
-            for fields in csv.reader(feed()):
-                end, end_lines = fed
-                unended = end == len(data) and not data.endswith(b"\n")  # the last record has no line end
-                try:
-                    row = self._header(fields) if self._columns is None else self._row(fields)
-                except DataError:
-                    if not unended:
-                        raise
-                    if repair:  # a record cut short by a crash was never acknowledged: drop it
-                        self._truncate(base + begin)
-                    return
-                if row is not None:
-                    taken.append((*row, base + begin, base + end))
-                self._tail = data[begin:end]
-                begin, self._offset, self._line = end, base + end, self._line + end_lines - begin_lines
-                begin_lines = end_lines
-        finally:  # the records before a bad one are taken in all the same, their keys in one pass
-            self._rows.extend(taken)
-            self._keys.update(pair_keys([row[0] for row in taken], [row[1] for row in taken]))
-
-    def _header(self, fields: list[str]) -> None:
-        names = tuple(name.strip().lower() for name in fields)
-        if names not in (LABEL_COLUMNS, PAIR_COLUMNS):
-            raise DataError(f"{self.path} is not a labels file: its columns are {', '.join(fields)[:120]}; a labels "
-                            f"file has {', '.join(LABEL_COLUMNS)} (or only the first three)")
-        self._columns = names
-
-    def _row(self, fields: list[str]) -> tuple | None:
-        """A label from a record's fields; None for a blank line (skipped, as ``load_pairs`` skips it)."""
-        if not fields:
             return None
-        where = f"{self.path}: line {self._line}"
-        if len(fields) != len(self._columns):
-            raise DataError(f"{where} has {len(fields)} fields; the header has {len(self._columns)}")
-        question1, question2 = unescape_cell(fields[0].strip()), unescape_cell(fields[1].strip())
-        who, when = (unescape_cell(fields[3]), fields[4]) if len(fields) == 5 else ("", "")
-        return question1, question2, _label(fields[2], where), who, when
+        except OSError as error:
+            raise DataError(f"cannot open the labels {self.path.name}: {error.strerror or error}") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise DataError(f"the labels {self.path.name} is a symbolic link; it must be a regular file")
+        if not stat.S_ISREG(info.st_mode):
+            raise DataError(f"the labels {self.path.name} is not a regular file (a pipe, socket, device or folder)")
+        return info
 
-    def _record(self, cells: list[str]) -> bytes:
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\r\n").writerow([escape_cell(cell) for cell in cells])
-        return buffer.getvalue().encode("utf-8")
+    @contextmanager
+    def _transaction(self, write: bool):
+        """A connection inside one transaction (``BEGIN IMMEDIATE`` to write), committed when the block ends,
+        rolled back when it raises; None for a read of a database that does not exist yet. Any SQLite
+        failure becomes one ``DataError`` line."""
+        with self._mutex:
+            info = self._regular_file()
+            if info is None and not write and not (self.legacy_csv and self.legacy_csv.exists()):
+                yield None
+                return
+            try:
+                db = self._connection(info)
+            except sqlite3.Error as error:
+                raise DataError(f"the labels {self.path.name} cannot be opened: {error}") from None
+            try:
+                db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                yield db
+                db.execute("COMMIT")
+            except sqlite3.Error as error:
+                raise DataError(f"the labels {self.path.name}: {error}") from None
+            finally:
+                if db.in_transaction:
+                    db.rollback()
 
-    def _append(self, record: bytes) -> None:
-        """One ``O_APPEND`` write of ``record`` (after the header on a new file), fsynced; cut off again if
-        the disk took only part of it."""
-        fd = self._open(os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    def _connection(self, info: os.stat_result | None) -> sqlite3.Connection:
+        """The open connection, or a new one in a forked child (a connection must not cross a fork) or when the
+        file was removed or replaced (writing on would write into a file no one reads)."""
+        if self._db is not None and (info is None or self._opened != (os.getpid(), info.st_dev, info.st_ino)):
+            if self._opened[0] == os.getpid():
+                self._db.close()
+            self._db = None
+        if self._db is None:
+            self._db = self._connect()
+            opened = os.stat(self.path)
+            self._opened = (os.getpid(), opened.st_dev, opened.st_ino)
+        return self._db
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=rwc"
+        db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
-            size = os.fstat(fd).st_size
-            if size == 0:
-                payload = self._record(list(LABEL_COLUMNS)) + record
-            else:  # a hand-made file may lack its last line end
-                payload = (b"" if os.pread(fd, 1, size - 1) == b"\n" else b"\r\n") + record
-            written = os.write(fd, payload)
-            if written != len(payload):
-                os.ftruncate(fd, size)
-                raise OSError(errno.ENOSPC, f"only {written} of {len(payload)} bytes could be written", str(self.path))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if size == 0:
-            fsync_folder(self.path.parent)
-
-    def _truncate(self, size: int) -> None:
-        fd = self._open(os.O_WRONLY)
-        try:
-            os.ftruncate(fd, size)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _replace(self, data: bytes) -> None:
-        """``data`` into a temporary beside the file, fsynced, renamed onto it; the folder fsynced."""
-        mode = stat.S_IMODE(os.stat(self.path).st_mode)
-        temp, fd = create_temporary(self.path)
-        try:
-            with open(fd, "wb", closefd=False) as handle:
-                handle.write(data)
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-            os.replace(temp, self.path)
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # set once: it stays with the file
+                db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = FULL")  # an answer acknowledged survives a power cut too
+            db.execute("PRAGMA foreign_keys = ON")
+            self._prepare(db)
         except BaseException:
-            unlink_quietly(temp)
+            db.close()
             raise
+        return db
+
+    def _prepare(self, db: sqlite3.Connection) -> None:
+        """The schema, on each new connection (the file may be new); then the legacy CSV, unless it was imported
+        before."""
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
+                                        f"{SCHEMA_VERSION})")
+        db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        if self.legacy_csv is None or not self.legacy_csv.exists():
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if db.execute("SELECT 1 FROM imports WHERE source = ?", (self.legacy_csv.name,)).fetchone() is None:
+                self._import_legacy(db)
+            db.execute("COMMIT")
         finally:
-            os.close(fd)
-        fsync_folder(self.path.parent)
+            if db.in_transaction:
+                db.rollback()
+
+    def _import_legacy(self, db: sqlite3.Connection) -> None:
+        """The legacy CSV's labels, each row ``checked_answer`` accepts (a row it refuses is skipped and said,
+        so one bad row costs no other label); a file that cannot be read is said and tried again next time."""
+        name = self.legacy_csv.name  # messages name it, never by its server path
+        try:
+            frame = read_labels_csv(self.legacy_csv)
+        except DataError as error:
+            self.import_problem = (f"the earlier labels file {name} was not imported: "
+                                   f"{str(error).replace(str(self.legacy_csv), name)}")
+            return
+        answers, refused = [], []
+        for row, values in enumerate(frame.itertuples(index=False), 1):
+            try:
+                answers.append(checked_answer(*values, ""))
+            except DataError as error:
+                refused.append(f"row {row:,}: {error}")
+        counts = _merge(db, answers)
+        db.execute("INSERT INTO imports VALUES (?, ?, ?)", (name, counts.added + counts.changed, _now()))
+        if refused:
+            self.import_problem = (f"{len(refused):,} rows of the earlier labels file {name} were not imported "
+                                   f"(the first, {refused[0]}); the file is kept as it was")
+
+
+def _current(db: sqlite3.Connection, key) -> Label | None:
+    row = db.execute(f"{_CURRENT} WHERE l.key1 = ? AND l.key2 = ?", tuple(key)).fetchone()
+    return None if row is None else Label(*row)
+
+
+def _record(db: sqlite3.Connection, answer: tuple, when: str) -> None:
+    """One answer into the history and, as the pair's label, into ``labels`` (the uniqueness rule per pair)."""
+    cursor = db.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, "
+                        "labelled_at) VALUES (?, ?, ?, ?, ?, ?, ?)", (*answer, when))
+    db.execute("INSERT INTO labels (key1, key2, answer_id) VALUES (?, ?, ?) "
+               "ON CONFLICT (key1, key2) DO UPDATE SET answer_id = excluded.answer_id",
+               (*answer[:2], cursor.lastrowid))
+
+
+def _merge(db: sqlite3.Connection, answers: list[tuple]) -> MergeCounts:
+    held = {(key1, key2): label for key1, key2, label in db.execute(
+        "SELECT l.key1, l.key2, a.is_duplicate FROM labels AS l JOIN answers AS a ON a.id = l.answer_id")}
+    added = changed = unchanged = 0
+    when = _now()
+    for answer in answers:
+        before = held.get(answer[:2])
+        if before == answer[4]:
+            unchanged += 1
+            continue
+        added, changed = (added + 1, changed) if before is None else (added, changed + 1)
+        held[answer[:2]] = answer[4]
+        _record(db, answer, when)
+    return MergeCounts(added, changed, unchanged)
+
+
+__all__ = ["LABEL_COLUMNS", "MAX_LABELLER_CHARS", "MAX_QUESTION_CHARS", "PAIR_COLUMNS", "Label", "LabelStore",
+           "MergeCounts", "checked_answer", "escape_cell", "is_label_database", "read_labels_csv", "unescape_cell"]

@@ -9,7 +9,7 @@ from the current model, and watches a learning curve. This module holds the loop
 * ``retrain_spec``: the loop's recipe, started from the current model's folder (``init_model``).
 * ``score_point``: a model's held-out ROC AUC and accuracy, at its pair threshold
   (``core.inference.calibration.pair_threshold``).
-* the learning curve: one JSON line per scored model in ``<labels file>.curve.jsonl``, appended under an
+* the learning curve: one JSON line per scored model in ``<labels name>.csv.curve.jsonl``, appended under an
   ``flock`` with one ``O_APPEND`` write (``add_point``), one point per model, read back by ``read_curve``.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from core.data.questions import pair_keys
 from core.inference.calibration import pair_threshold
 from core.inference.candidates import EmbeddedCorpus, candidate_pairs, choose_pairs
 from core.inference.metrics import ranking_metrics, threshold_metrics
+from core.inference.uncertainty import metric_intervals
 from core.inference.run_quality import finite_number
 from core.model_names import ZERO_SHOT
 from core.saving.runs import LABELS_FOLDER
@@ -38,6 +40,9 @@ from core.training.specs import SpecError, spec_from_options
 
 HELD_OUT_SHARE = 0.2  # of the labels: scored on, calibrated on, never trained on
 ROUND_SIZE = 10  # pairs asked per round
+# Below this many held-out labels a model's held-out figures swing by tenths from one label to the next: the
+# page says so beside their intervals.
+MIN_TRUSTED_HELD_OUT = 30
 CURVE_SUFFIX = ".curve.jsonl"
 PAIR_COLUMNS = ["question1", "question2", "is_duplicate"]
 # The loop's recipe: MiniLM fine-tuned with the contrastive loss, which learns from both classes (a person labels
@@ -67,13 +72,19 @@ def round_splits(labels: pd.DataFrame) -> Splits:
 
 
 def retrain_problem(labels: pd.DataFrame) -> str | None:
-    """Why these labels cannot make a round's run yet (one sentence), or None: both shares need both classes."""
+    """Why these labels cannot make a round's run yet, and about how many more labels of which class would
+    mend it, or None: both shares need both classes. A share takes its fraction of new labels (by their text,
+    not chosen), so one more label of a class lands in the held-out share after about 1 / 0.2 = 5 of them."""
     splits = round_splits(labels)
-    for name, share in (("training", splits.train), ("held-out", splits.val)):
+    for name, share, fraction in (("training", splits.train, 1 - HELD_OUT_SHARE),
+                                  ("held-out", splits.val, HELD_OUT_SHARE)):
         duplicates = int(share["is_duplicate"].sum())
-        if duplicates == 0 or duplicates == len(share):
+        missing = [word for word, have in (("duplicates", duplicates), ("non-duplicates", len(share) - duplicates))
+                   if have == 0]
+        if missing:
+            more = " and ".join(f"about {math.ceil(1 / fraction)} more {word}" for word in missing)
             return (f"The {name} share of your labels needs duplicates and non-duplicates (it has {duplicates:,} "
-                    f"duplicates of {len(share):,}): label a few more pairs.")
+                    f"duplicates of {len(share):,}): label {more}; {fraction:.0%} of labels land in it.")
     return None
 
 
@@ -114,33 +125,45 @@ def retrain_spec(init_model: str = "", options: dict | None = None):
 
 # ---- scoring -----------------------------------------------------------------------------------------------------
 def score_point(model, config: dict, labels: pd.DataFrame) -> dict:
-    """A model on the held-out share of ``labels``: {"labels": all labels, "held_out": m, "roc_auc", "accuracy",
-    "threshold"}; accuracy at the model's ``pair_threshold`` (zero-shot MiniLM's calibrated on these held-out
-    labels, as a run's is on its validation split). ROC AUC is None with one class only. ValueError when
-    nothing is held out."""
+    """A model on the held-out share of ``labels``: {"labels": all labels, "trained_on": the others (the curve's
+    x), "held_out": m, "roc_auc", "accuracy", "threshold", "roc_auc_interval", "accuracy_interval"}; accuracy at
+    the model's ``pair_threshold`` (zero-shot MiniLM's calibrated on these held-out labels, as a run's is on its
+    validation split); the intervals are ``metric_intervals``' 95 % bootstrap over the held-out pairs. ROC AUC
+    and its interval are None with one class only. ValueError when nothing is held out."""
     held = labels[held_out_mask(labels)]
     if held.empty:
         raise ValueError("no label is held out yet: nothing to score the model on")
     y = held["is_duplicate"].to_numpy().astype(int)
     scores = np.asarray(model.score_pairs(held["question1"].tolist(), held["question2"].tolist()), dtype=np.float64)
     threshold = pair_threshold(config, y, scores).threshold
-    return {"labels": len(labels), "held_out": len(held),
+    intervals = {name: [float(end) for end in interval]
+                 for name, interval in metric_intervals(y, scores, threshold).items()}
+    return {"labels": len(labels), "trained_on": len(labels) - len(held), "held_out": len(held),
             "roc_auc": finite_number(ranking_metrics(y, scores)["roc_auc"]),
-            "accuracy": finite_number(threshold_metrics(y, scores, threshold)["accuracy"]), "threshold": float(threshold)}
+            "accuracy": finite_number(threshold_metrics(y, scores, threshold)["accuracy"]),
+            "threshold": float(threshold), "roc_auc_interval": intervals.get("roc_auc"),
+            "accuracy_interval": intervals.get("accuracy")}
 
 
 # ---- where the labels and the curve live -------------------------------------------------------------------------
 def labels_path(runs_root: str | Path, corpus_name: str, corpus_fingerprint: str) -> Path:
-    """``<runs_root>/labels/<slug>-<8 hex>.csv``: the corpus's name made file-safe (at most 40 characters) and
-    8 hex digits of the sha1 of its fingerprint, so two corpora of one name keep apart."""
+    """``<runs_root>/labels/<slug>-<8 hex>.sqlite3`` (a ``core.saving.label_store`` database): the corpus's name
+    made file-safe (at most 40 characters) and 8 hex digits of the sha1 of its fingerprint, so two corpora of
+    one name keep apart."""
     slug = re.sub(r"[^a-z0-9]+", "-", corpus_name.lower()).strip("-")[:40].strip("-") or "corpus"
     digest = hashlib.sha1(corpus_fingerprint.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return Path(runs_root) / LABELS_FOLDER / f"{slug}-{digest}.csv"
+    return Path(runs_root) / LABELS_FOLDER / f"{slug}-{digest}.sqlite3"
+
+
+def legacy_labels_path(labels_file: str | Path) -> Path:
+    """The CSV labels file the lab kept for this corpus before the database, beside it: imported once."""
+    return Path(labels_file).with_suffix(".csv")
 
 
 def curve_path(labels_file: str | Path) -> Path:
-    labels_file = Path(labels_file)
-    return labels_file.with_name(labels_file.name + CURVE_SUFFIX)
+    """``<labels name>.csv.curve.jsonl``: the name the curve had beside the CSV labels file, so a curve drawn
+    before the database still shows."""
+    return legacy_labels_path(labels_file).with_name(legacy_labels_path(labels_file).name + CURVE_SUFFIX)
 
 
 @contextmanager

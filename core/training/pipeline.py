@@ -23,7 +23,7 @@ from core.data import (
     Splits,
     dataset_summary,
     pairs_fingerprint,
-    question_groups,
+    resampling_groups,
     resolve_split_by,
     small_validation_note,
     split_problems,
@@ -106,7 +106,6 @@ def train_run(
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
            objective: Callable | None = None, val: pd.DataFrame | None = None,
            test: pd.DataFrame | None = None) -> RunResult:
-    val_given, test_given = val is not None, test is not None
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
         spec = dataclasses.replace(spec, split_by=resolve_split_by(all_pairs, spec.split_by))
@@ -120,7 +119,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
                                   pair_loss=spec.loss.batch_kind != "duplicates")
         if problems:
             raise ValueError(problems[0])
-        small = small_validation_note(len(splits.val))
+        small = small_validation_note(len(splits.val), from_file=val is not None)
         if small:
             notice(small)
     if spec.hard_negatives and distributed.current().enabled:
@@ -163,9 +162,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     elif val_table is not None and not discarded:
         final = calibrate(model, val_table, progress=_stage_progress(callbacks, "scoring validation"))
         thresholds, validation = dict(final.thresholds), final.metrics
-        # Pairs the lab dealt out by question group are resampled by group; a user's file is taken pair by pair
-        # (its questions may chain most pairs into one group, which no resampling can vary).
-        groups = question_groups(splits.val) if spec.split_by == "question" and not val_given else None
+        groups = resampling_groups(splits.val)  # pairs that share a question are one piece of evidence
         validation["intervals"] = metric_intervals(val_table.labels, final.scores, thresholds["accuracy"],
                                                    groups=groups, seed=spec.train.seed)
         # Deduplication's operating point (core.inference.calibration): none when no threshold reaches the precision.
@@ -183,7 +180,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         test_table = PairTable(splits.test, model.tokenizer)
         test_scores = pair_scores(model, test_table, progress=_stage_progress(callbacks, "scoring test"))
         test = evaluate_scores(test_table.labels, test_scores, thresholds.get("accuracy", 0.5))
-        groups = question_groups(splits.test) if spec.split_by == "question" and not test_given else None
+        groups = resampling_groups(splits.test)
         test["intervals"] = metric_intervals(test_table.labels, test_scores, test["threshold"], groups=groups,
                                              seed=spec.train.seed)
     folder, note = None, ""
