@@ -13,12 +13,12 @@ from core.saving import ModelLoadError, list_runs, read_config
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.auto_recipe import AUTO_PRESET, AutoRecipe, auto_options
 from core.training.jobs import JobQueue, TrainingJob
-from core.training.presets import PRESETS, suggested_preset
+from core.training.presets import PRESETS
 from core.training.runs_table import METRIC_COLUMNS, runs_table
 from core.training.specs import SIZE_OPTIONS, loss_choice, spec_from_options
 from lab import charts
 from lab.navigation import COMPARE
-from lab.session import SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
+from lab.session import held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
 KEEP_UNVALIDATED_LABEL = "Keep a run cancelled before its first validation"  # the Train page's checkbox
@@ -93,12 +93,6 @@ def auto_recipe(pairs: pd.DataFrame, device: str, has_val_file: bool) -> AutoRec
 def recipe_context() -> tuple[str, bool]:
     """(device, whether a validation file is given): what the auto recipe reads besides the pairs."""
     return "cuda" if cuda_available() else "cpu", held_out_pairs("val")[0] is not None
-
-
-def starting_preset(pairs: int, data_name: str) -> str | None:
-    """The preset the Train page starts from: the GPU recipe on a CUDA GPU with data enough for it, the auto
-    recipe for a user's own data, none (the plain defaults) for the bundled sample, whose recipes are measured."""
-    return suggested_preset(pairs, cuda_available()) or (AUTO_PRESET if data_name != SAMPLE_NAME else None)
 
 
 def data_options(preset: str | None, pairs: pd.DataFrame, device: str, has_val_file: bool) -> dict:

@@ -9,7 +9,7 @@ from core.device import cuda_available
 from core.models import MODEL_LABELS, MODEL_NAMES
 from core.training.loss_menu import LOSS_CHOICES
 from core.training.objectives import DEFAULT_MARGINS, LossConfig
-from core.training.presets import PRESETS
+from core.training.presets import PRESETS, suggested_preset
 from core.training.specs import (
     SIZE_OPTIONS,
     TRAINING_DEFAULTS,
@@ -69,7 +69,7 @@ def init_widgets() -> None:
     """Defaults through session state (widgets get no value=), so callbacks can change them later. With a CUDA
     GPU and enough pairs the page starts from the GPU recipe (core.training.presets.suggested_preset)."""
     if "preset" not in state:
-        state.preset = training_view.starting_preset(len(state.pairs), state.data_name) or CUSTOM
+        state.preset = suggested_preset(len(state.pairs), cuda_available()) or CUSTOM
         apply_preset()
     for key, value in dict(hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
                            margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),

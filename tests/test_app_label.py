@@ -112,7 +112,7 @@ class RecordingRun:
     def __init__(self, folder: Path):
         self.folder, self.calls = folder, []
 
-    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event, val=None, test=None):
         self.calls.append((spec, pairs))
         saved = Path(shutil.copytree(self.folder, Path(runs_root) / "label-retrain"))
         config = json.loads((saved / "config.json").read_text())
@@ -135,7 +135,7 @@ def test_retrain_now_queues_a_run_from_the_current_model_on_the_labels_splits(la
     assert count_line(at).startswith("**60 labelled, ")
 
     at.button(key="label_retrain").click().run()
-    assert not at.exception and not at.error, (at.exception, at.error)
+    assert not at.exception and not at.error, (at.exception, [error.value for error in at.error])
     job = job_queue().jobs[at.session_state.jobs[-1]]
     assert job.spec.init_model == str(lstm) and job.spec.model == "lstm" and job.spec.loss.name == "contrastive"
     expected = round_splits(labels.pairs())

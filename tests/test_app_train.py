@@ -7,6 +7,7 @@ import pytest
 import core.training.jobs
 from core.device import cuda_available
 from core.status import CANCELLED, DONE, FAILED
+from core.data import resolve_split_by
 from core.training.objectives import DEFAULT_MARGINS
 from core.training.specs import TRAINING_DEFAULTS, spec_from_options
 from lab.navigation import TRAIN
@@ -401,7 +402,7 @@ def test_implied_pairs_tick_trains_on_them(train_page, rerun_until):
     # The implied pairs of the run's own training split: the split is seeded, so redo it here.
     spec = job.spec
     splits = split_pairs(job.pairs, val_fraction=spec.val_fraction, test_fraction=spec.test_fraction, seed=spec.train.seed,
-                         by_question=spec.split_by_question)
+                         by_question=resolve_split_by(job.pairs, spec.split_by) == "question")
     assert len(splits.val) == data["val_pairs"]
     assert data["implied_pairs"] == len(implied_pairs(splits.train)) > 0
     assert data["train_pairs"] == len(splits.train) + data["implied_pairs"]

@@ -17,6 +17,7 @@ from core.cli.main import main
 from core.inference.calibration import pair_threshold, precision_threshold
 from core.inference.evaluation import pair_scores
 from core.inference.metrics import best_thresholds, evaluate_scores
+from core.data import resampling_groups
 from core.inference.uncertainty import metric_intervals
 from core.models import load_model
 from core.saving import ModelLoadError, list_runs
@@ -98,7 +99,9 @@ def test_calibrate_then_evaluate_reproduces_the_thresholds_calibrated_directly(c
     for key in ("roc_auc", "accuracy", "f1", "tp", "fp", "tn", "fn"):
         assert result[key] == pytest.approx(reference[key], abs=1e-9), key
     assert result["threshold_from"] == "best accuracy on the 240 labelled pairs of calibration.csv (calibrated copy)"
-    intervals = metric_intervals(held_labels, held_scores, expected["accuracy"])
+    # pairs that share a question are resampled together (core.data.resampling_groups)
+    intervals = metric_intervals(held_labels, held_scores, expected["accuracy"],
+                                 groups=resampling_groups(evaluation_pairs))
     assert result["intervals"] == {name: pytest.approx(list(bounds), abs=1e-12) for name, bounds in intervals.items()}
     assert set(result["intervals"]) == {"roc_auc", "accuracy", "f1"}
 

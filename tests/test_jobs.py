@@ -158,14 +158,15 @@ def test_cancel_a_waiting_job(pairs, tmp_path, monkeypatch):
 
 
 def test_a_failing_job_reports_its_error(tmp_path):
-    # no duplicate pair at all: a triplet batch cannot be formed
+    # no duplicate pair at all: neither a triplet batch nor a validation can be formed
     bad = pd.DataFrame({"question1": [f"question {i}" for i in range(20)],
                         "question2": [f"other {i}" for i in range(20)], "is_duplicate": [0] * 20})
     queue = JobQueue(max_running=1)
     job = queue.submit(TrainingJob(tiny_spec(), bad, str(tmp_path)))
     assert queue.wait(job, timeout=TIMEOUT)
     assert job.status == FAILED
-    assert job.error.startswith("TrainingError: no training batch")
+    # refused before training: its validation split could never measure it
+    assert job.error.startswith("ValueError: the validation pairs hold 0 duplicate(s) and 2 non-duplicate(s)")
     assert job.finished and job.result is None
 
 

@@ -98,7 +98,7 @@ class _Recorder:
 
     def on_stage_progress(self, stage: str, done: int, total: int):
         """After training: the final validation, the baselines and the test pairs being scored."""
-        self.progress.phase = f"{stage} {done:,}/{total:,}"
+        self.progress.phase = f"finishing: {stage} {done:,}/{total:,}"
 
     def on_validation_end(self, trainer):
         v = trainer.validations[-1]
@@ -166,7 +166,8 @@ class TrainingJob:
             return
         self.status = RUNNING
         try:
-            self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root, val=self.val, test=self.test,
+            files = {name: frame for name, frame in (("val", self.val), ("test", self.test)) if frame is not None}
+            self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root, **files,
                                     callbacks=[_Recorder(self.progress)], stop_event=self._stop)
             outcome = self.result.outcome
             self.status = outcome.status  # the trainer speaks the same vocabulary (core.status)

@@ -115,8 +115,9 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
                                              test_fraction=spec.test_fraction, seed=spec.train.seed,
                                              by_question=spec.split_by == "question"), pairs
     if len(splits.val) or spec.val_fraction > 0:  # a run asked to validate must be able to
+        # A custom objective (distillation) trains on other targets than 0/1 labels: only validation is checked.
         problems = split_problems(splits.train["is_duplicate"], splits.val["is_duplicate"],
-                                  pair_loss=spec.loss.batch_kind != "duplicates")
+                                  pair_loss=objective is None and spec.loss.batch_kind != "duplicates")
         if problems:
             raise ValueError(problems[0])
         small = small_validation_note(len(splits.val), from_file=val is not None)
