@@ -106,12 +106,12 @@ def test_a_one_class_file_is_refused_in_one_line(capsys, tmp_path):
 
 def test_a_validation_file_without_both_classes_is_refused_in_one_line(capsys, tmp_path):
     pairs = hub_pairs()
-    one_duplicate = pairs.iloc[100:140].assign(is_duplicate=[1] + [0] * 39)
+    one_duplicate = pairs.iloc[100:140].assign(is_duplicate=0)
     code, out, err = run_cli(capsys, "train", "--data", write(pairs.iloc[:100], tmp_path / "train.csv"), "--val",
                              write(one_duplicate, tmp_path / "dev.csv"), "--out", tmp_path / "model", *TINY)
     assert code == 2 and out == ""
     line = err.strip().splitlines()[-1]
-    assert line == (f"error: the validation pairs hold 1 duplicate(s) and 39 non-duplicate(s); a run needs at least "
+    assert line == (f"error: the validation pairs hold 0 duplicate(s) and 40 non-duplicate(s); a run needs at least "
                     f"{MIN_PAIRS_PER_CLASS} of each class there to be measured")
     assert not (tmp_path / "model").exists()
 

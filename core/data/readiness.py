@@ -75,9 +75,9 @@ def training_problems(summary: dict, val_fraction: float = DEFAULT_VAL_FRACTION,
     return problems
 
 
-# The fewest pairs of each class a split may hold: a ROC AUC needs one of each, and a second of each keeps
-# one stray label from deciding the best epoch and the thresholds alone.
-MIN_PAIRS_PER_CLASS = 2
+# The fewest pairs of each class a split may hold: a ROC AUC, the best epoch and the thresholds need one of each.
+# How little a few pairs say is the intervals' job (and small_validation_note's), not a refusal's.
+MIN_PAIRS_PER_CLASS = 1
 # Validation splits smaller than this are warned about: with half of them duplicates and a ROC AUC near 0.85,
 # Hanley & McNeil's standard error puts the 95 % interval at about +-0.035 for 500 pairs (+-0.07 for 120),
 # already as wide as the gap between two reasonable recipes.
