@@ -31,7 +31,7 @@ from core.saving.files import (
     CONFIG_MAX_BYTES,
     VOCAB_MAX_BYTES,
     ModelLoadError,
-    open_regular_file,
+    hash_regular_file,
 )
 
 CACHE_ENV = "SIAMESE_LAB_CACHE"
@@ -63,15 +63,10 @@ def _max_bytes(name: str) -> int:
 
 
 def _hash_file(digest, path: Path, folder: Path) -> None:
-    """``path``'s name, size and bytes into ``digest``, read through the checks of ``open_regular_file``."""
+    """``path`` into ``digest`` (``core.saving.files.hash_regular_file``); a file its checks refuse is the
+    backend's error."""
     try:
-        with open_regular_file(path, _max_bytes(path.name), folder) as (fd, size):
-            digest.update(f"{path.name}\0{size}\0".encode())
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-    except FileNotFoundError:
-        digest.update(f"{path.name}\0missing\0".encode())
+        hash_regular_file(digest, path, _max_bytes(path.name), folder)
     except ModelLoadError as error:
         raise OnnxBackendError(str(error)) from None
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from core.saving.files import ModelLoadError, open_regular_file
+from core.saving.files import ModelLoadError, hash_regular_file
 
 CALIBRATED_FROM = "calibrated_from"
 CALIBRATION = "calibration"
@@ -44,14 +44,7 @@ def folder_digest(folder: str | Path, max_bytes: int) -> str:
     folder = Path(folder)
     digest = hashlib.sha256(b"siamese-lab-parent 1\0")
     for name in DIGEST_FILES:
-        try:
-            with open_regular_file(folder / name, max_bytes, folder) as (fd, size):
-                digest.update(f"{name}\0{size}\0".encode())
-                with os.fdopen(os.dup(fd), "rb") as handle:
-                    for block in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(block)
-        except FileNotFoundError:
-            digest.update(f"{name}\0missing\0".encode())
+        hash_regular_file(digest, folder / name, max_bytes, folder)
     return digest.hexdigest()
 
 

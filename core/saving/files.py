@@ -177,3 +177,16 @@ def read_json_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, folder: 
                    max_depth: int = JSON_MAX_DEPTH):
     """``read_regular_file`` + ``parse_json``."""
     return parse_json(read_regular_file(path, max_bytes, folder), path, max_depth)
+
+
+def hash_regular_file(digest, path: Path, max_bytes: int, folder: Path) -> None:
+    """``path``'s name, size and bytes into ``digest`` (a hashlib object), read through ``open_regular_file``'s
+    checks; a missing file counts as missing, so its absence is part of the digest too."""
+    try:
+        with open_regular_file(path, max_bytes, folder) as (fd, size):
+            digest.update(f"{path.name}\0{size}\0".encode())
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    except FileNotFoundError:
+        digest.update(f"{path.name}\0missing\0".encode())

@@ -215,7 +215,12 @@ def _stage_progress(callbacks, stage: str):
     listeners = [callback.on_stage_progress for callback in callbacks if hasattr(callback, "on_stage_progress")]
     if not listeners:
         return None
-    return lambda done, total: [listener(stage, done, total) for listener in listeners] and None
+
+    def progress(done: int, total: int) -> None:
+        for listener in listeners:
+            listener(stage, done, total)
+
+    return progress
 
 
 def _start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
