@@ -6,6 +6,7 @@ therefore never encodes anything twice.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,9 +113,13 @@ def _index_slot(choice: str, stamp: float, key: str) -> dict:
 
 def search_cache_dir(choice: str) -> Path | None:
     """Where a search index is saved: inside the saved model's folder, so it goes when the model
-    goes; zero-shot MiniLM's goes to the hidden ``.cache/minilm`` of the models folder."""
+    goes; zero-shot MiniLM's, and a published model's (read-only, outside the workspace), go to the hidden
+    ``.cache`` of the workspace's models folder."""
+    workspace_models = Path(st.session_state.runs_root)
     if choice == ZERO_SHOT:
-        return Path(st.session_state.runs_root) / ".cache" / "minilm"
+        return workspace_models / ".cache" / "minilm"
+    if not Path(choice).resolve().is_relative_to(workspace_models.resolve()):
+        return workspace_models / ".cache" / f"published-{hashlib.sha256(choice.encode()).hexdigest()[:16]}"
     return Path(choice)
 
 

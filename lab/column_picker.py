@@ -152,7 +152,7 @@ def _load_picked() -> None:
             offer(uploaded.file_id, uploaded.name, error)
         state.data_upload_error = (uploaded.file_id, f"{error}. The previous dataset ({previous}) is still active.")
         return
-    set_dataset(pairs, report, f"{uploaded.name} (upload)")
+    set_dataset(pairs, report, f"{uploaded.name} (upload)", upload=(uploaded.name, uploaded.getvalue()))
     if pending.get("header"):
         state.setdefault(CHOICES, {})[uploaded.name] = columns
     if label_map:

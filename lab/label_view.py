@@ -26,11 +26,10 @@ from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE, legacy
 from lab import training_view
 from lab.cached import model_stamp
 from lab.label_answers import labeller, taken_back
-from lab.session import ZERO_SHOT, get_model, job_queue, show_error
+from lab.session import ZERO_SHOT, get_model, job_queue, session_jobs, show_error, submit_job
 
 SKIPPED = "label_skipped"  # session key: pair keys skipped in this session (never written)
 ROUND = "label_round"  # session key: {"for": (model, stamp, corpus key), "pairs": [...]}
-LABEL_JOBS = "label_jobs"  # session key: job id -> labels file, for this session's retrains
 SCORED = "label_scored"  # session key: ids of the retrains already put on the learning curve (or not to be)
 
 
@@ -176,24 +175,24 @@ def start_retrain(choice: str, labels_file: Path, labels: LabelStore) -> bool:
             model, config = get_model(ZERO_SHOT)
             point = {**active_rounds.score_point(model, config, frame), "labels": 0, "trained_on": 0}  # none learned
             active_rounds.add_point(labels_file, point, ZERO_SHOT)
-    job = job_queue().submit(TrainingJob(spec, active_rounds.round_splits(frame), state.runs_root))
-    state.jobs.append(job.id)  # this session's run: its model once it is done and good
-    state.setdefault(LABEL_JOBS, {})[job.id] = str(labels_file)
+    job = TrainingJob(spec, active_rounds.round_splits(frame), state.runs_root)
+    job.labels_file = str(labels_file)
+    submit_job(job)
     return True
 
 
 def record_finished_retrains() -> None:
     """Put each of this session's finished retrains on its labels file's learning curve, once."""
-    state, queue = st.session_state, job_queue()
-    scored = state.setdefault(SCORED, set())
-    for job_id, labels_file in state.get(LABEL_JOBS, {}).items():
-        job = queue.jobs.get(job_id)
-        if job is None or not job.finished or job_id in scored:
+    scored = st.session_state.setdefault(SCORED, set())
+    for job in retrains():
+        if not job.finished or job.id in scored:
             continue
-        scored.add(job_id)
+        scored.add(job.id)
         folder = job.result.folder if job.result is not None else None
-        if job.status != DONE or folder is None:
-            continue
+        labels_file = Path(job.labels_file)
+        if job.status != DONE or folder is None or any(point.get("model") == str(folder)
+                                                       for point in curve_points(labels_file)):
+            continue  # not a model, or on the curve already (another tab, or before a reload)
         try:
             model, config = get_model(str(folder))
             labels = pd.concat([job.pairs.train, job.pairs.val], ignore_index=True)  # those it was given
@@ -202,16 +201,19 @@ def record_finished_retrains() -> None:
             show_error(f"Could not score the retrained model {Path(folder).name}: {error}")
 
 
+def retrains() -> list:
+    """The workspace's retrains from the Label page, oldest first."""
+    return [job for job in reversed(session_jobs(job_queue())) if job.labels_file is not None]
+
+
 def unfinished_retrain() -> bool:
-    queue = job_queue()
-    return any(not queue.jobs[job_id].finished for job_id in st.session_state.get(LABEL_JOBS, {})
-               if job_id in queue.jobs)
+    return any(not job.finished for job in retrains())
 
 
 def retrain_status() -> None:
     """The newest retrain of this session: its progress, redrawn every second while it runs, then its outcome."""
     queue = job_queue()
-    jobs = [queue.jobs[job_id] for job_id in st.session_state.get(LABEL_JOBS, {}) if job_id in queue.jobs]
+    jobs = retrains()
     if not jobs:
         return
     latest = jobs[-1]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,9 @@ import streamlit as st
 
 from core.data import DataError, LoadReport, load_pairs, pairs_fingerprint
 from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
+from core.saving.workspaces import WorkspaceError
+from lab import workspace_state
+from lab.workspace_state import ACTIVE_MODEL, DATASET, ENTERED_THROUGH_APP
 
 if TYPE_CHECKING:  # annotations only: the inference pages never import a training module
     from core.training.jobs import JobQueue, TrainingJob
@@ -17,10 +21,6 @@ if TYPE_CHECKING:  # annotations only: the inference pages never import a traini
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_PATH = ROOT / "assets" / "sample_pairs.csv"
 SAMPLE_NAME = "bundled sample (assets/sample_pairs.csv)"
-
-
-def default_runs_root() -> str:
-    return os.environ.get("SIAMESE_LAB_RUNS", str(ROOT / "runs"))
 
 
 def max_concurrent_training() -> int:
@@ -80,20 +80,49 @@ def data_key(pairs: pd.DataFrame) -> str:
 
 
 def init_state() -> None:
-    """Guarded defaults: a rerun never resets what the user already chose. The models folder is the
-    server's (``SIAMESE_LAB_RUNS``) on every run: no page sets it."""
+    """Guarded defaults: a rerun never resets what the user already chose. A new session starts from what its
+    workspace kept (``lab.workspace_state``): its dataset and model. The models folder is the workspace's on
+    every run: no page sets it."""
     state = st.session_state
+    workspace = workspace_state.current_workspace()
     if "pairs" not in state:
-        pairs, report = load_sample()
-        state.pairs, state.data_report, state.data_name = pairs, report, SAMPLE_NAME
-    state.runs_root = default_runs_root()  # the server's folder, never the session's: a forged value is undone
+        state.pairs, state.data_report, state.data_name = _kept_dataset() or (*load_sample(), SAMPLE_NAME)
+        kept_model = workspace_state.saved(ACTIVE_MODEL)
+        if isinstance(kept_model, dict) and isinstance(kept_model.get("choice"), str):
+            state[ACTIVE_MODEL], state[ACTIVE_MODEL_PICKED] = kept_model["choice"], bool(kept_model.get("picked"))
+    state.runs_root = str(workspace.models)  # the workspace's folder, never the session's: a forged value is undone
     state.setdefault("jobs", [])  # ids of this session's training jobs, newest last
 
 
-def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str) -> None:
-    """Make ``pairs`` the active dataset; validation and test files added for the previous one are let go."""
+def _kept_dataset() -> tuple[pd.DataFrame, LoadReport, str] | None:
+    """The upload the workspace kept as its active dataset, read as it was read then; None for the sample, or
+    when it cannot be read any more (said once, on the Data page)."""
+    kept = workspace_state.saved(DATASET)
+    if not isinstance(kept, dict) or "upload" not in kept:
+        return None
+    try:
+        data = st.session_state.workspace.read_upload(str(kept["upload"]), upload_limit_bytes())
+        pairs, report = load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"))
+    except (WorkspaceError, DataError, KeyError, TypeError) as error:
+        st.session_state.data_upload_error = (None, f"The workspace's dataset could not be read again ({error}); "
+                                                    "the bundled sample is active.")
+        return None
+    return pairs, report, f"{kept['file']} (upload)"
+
+
+def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str, upload: tuple[str, bytes] | None = None) -> None:
+    """Make ``pairs`` the active dataset, kept in the workspace: the bundled sample, or the ``upload`` (file name,
+    bytes) they were read from. Validation and test files added for the previous one are let go."""
     st.session_state.pairs, st.session_state.data_report, st.session_state.data_name = pairs, report, name
     clear_held_out()
+    kept = {"sample": True}
+    if upload is not None:
+        try:
+            stored = st.session_state.workspace.store_upload(*upload)
+        except OSError:  # a full disk: the dataset is active in this session, only not kept for the next
+            return
+        kept = {"upload": stored, "file": upload[0], "columns": dict(report.columns), "label_map": report.label_map}
+    workspace_state.keep({DATASET: kept})
 
 
 HELD_OUT_KINDS = ("val", "test")
@@ -146,7 +175,6 @@ def clear_upload() -> None:
     st.session_state[_UPLOADS_CLEARED] = st.session_state.get(_UPLOADS_CLEARED, 0) + 1
 
 
-ENTERED_THROUGH_APP = "entered_through_app"  # session key: app.py has run in this session
 _DEEP_LINK = "deep_link_page"  # session key: the page a first visit asked for before app.py ran
 
 
@@ -157,7 +185,7 @@ def enter_through_app(page_file: str) -> None:
     navigation for the whole server), and app.py then opens the page that was asked for."""
     if not st.session_state.get(ENTERED_THROUGH_APP):
         st.session_state[_DEEP_LINK] = str(Path(page_file).resolve())
-        st.switch_page(str(Path(__file__).resolve().parent.parent / "app.py"))
+        st.switch_page(str(Path(__file__).resolve().parent.parent / "app.py"), query_params=dict(st.query_params))
 
 
 def open_deep_link() -> None:
@@ -166,7 +194,7 @@ def open_deep_link() -> None:
     st.session_state[ENTERED_THROUGH_APP] = True
     page = st.session_state.pop(_DEEP_LINK, None)
     if page is not None:
-        st.switch_page(page)
+        st.switch_page(page, query_params=dict(st.query_params))  # the workspace's ws= travels with it
 
 
 def setup_page(title: str, icon: str = "🧪") -> None:
@@ -177,23 +205,27 @@ def setup_page(title: str, icon: str = "🧪") -> None:
     init_state()
     with st.sidebar:
         st.caption(f"Dataset: **{st.session_state.data_name}** ({len(st.session_state.pairs):,} pairs)")
-        st.caption(f"Models folder: `{st.session_state.runs_root}`")
+        workspace_state.sidebar_note()
 
 
 def model_choices() -> dict[str, str]:
-    """label -> choice, zero-shot MiniLM first, then saved models newest first."""
+    """label -> choice, zero-shot MiniLM first, then the workspace's saved models newest first, then the models
+    the server's operator published (``SIAMESE_LAB_PUBLISHED``)."""
     from core.inference.run_quality import judge_run
     from core.saving import list_runs
     from core.status import CANCELLED, FAILED
     from core.training.runs_table import run_status
 
     runs, _ = list_runs(st.session_state.runs_root)
+    published = workspace_state.published_folder()
+    published_runs = list_runs(published)[0] if published is not None and published.is_dir() else []
     choices = {ZERO_SHOT_LABEL: ZERO_SHOT}
-    for run in runs:
+    for run in [*runs, *({**run, "published": True} for run in published_runs)]:
         metrics = run.get("metrics", {}).get("validation", {})
         auc = metrics.get("roc_auc") if isinstance(metrics, dict) else None
         status = run_status(run)  # a run that did not finish says so: "name (cancelled, val AUC 0.712)"
-        notes = [status] if status in (CANCELLED, FAILED) else []
+        notes = ["published"] if run.get("published") else []  # the operator's, read-only, in every workspace
+        notes += [status] if status in (CANCELLED, FAILED) else []
         notes += [f"val AUC {auc:.3f}"] if isinstance(auc, float) else []
         calibration = run.get("calibration")  # a calibrated copy (python -m core calibrate): thresholds from a file
         notes += [f"calibrated on {calibration.get('data')}"] if isinstance(calibration, dict) else []
@@ -204,22 +236,34 @@ def model_choices() -> dict[str, str]:
     return choices
 
 
-ACTIVE_MODEL = "active_model"  # session key of the one model every analysis page uses
 ACTIVE_MODEL_PICKED = "active_model_picked"  # True once the user chose a model: it then stays until they choose again
 DONE_STATUSES = ("done", "completed", "early_stopped")  # the last two: folders saved before core.status
 
 
+def submit_job(job: TrainingJob) -> TrainingJob:
+    """Queue a training job as the workspace's: its other tabs, and this one after a reload, follow it."""
+    job_queue().submit(job)
+    st.session_state.jobs.append(job.id)
+    return job
+
+
 def session_jobs(queue: JobQueue) -> list[TrainingJob]:
-    """This session's jobs, newest first."""
-    return [queue.jobs[job_id] for job_id in reversed(st.session_state.jobs) if job_id in queue.jobs]
+    """The workspace's jobs on this server (those saving into its models folder), newest first."""
+    mine = str(st.session_state.workspace.models)
+    return sorted((job for job in list(queue.jobs.values()) if str(job.runs_root) == mine),
+                  key=lambda job: job.created, reverse=True)
 
 
 def trained_here() -> set[Path]:
-    """The folders this session's finished training runs saved (resolved)."""
-    if not st.session_state.get("jobs"):  # no run started: the job queue (a training module) is never imported
-        return set()
+    """The folders the workspace's finished training runs saved (resolved), and the model it last followed
+    as its default (kept across restarts, when the jobs are gone)."""
+    kept = workspace_state.saved(ACTIVE_MODEL)
+    folders = {Path(kept["choice"]).resolve()} if isinstance(kept, dict) and not kept.get("picked") \
+        and kept.get("choice") not in (None, ZERO_SHOT) else set()
+    if "core.training.jobs" not in sys.modules:  # no run started here: the training modules stay unimported
+        return folders
     results = [job.result for job in session_jobs(job_queue()) if job.finished and job.result is not None]
-    return {Path(result.folder).resolve() for result in results if result.folder is not None}
+    return folders | {Path(result.folder).resolve() for result in results if result.folder is not None}
 
 
 def default_model() -> str:
@@ -252,11 +296,23 @@ def model_picker(key: str | None = None) -> str:
     if not state.get(ACTIVE_MODEL_PICKED) or state.get(ACTIVE_MODEL) not in labels:
         state[ACTIVE_MODEL] = default_model()
         state[ACTIVE_MODEL_PICKED] = False
+        _keep_active_model()
     st.selectbox("Model", list(labels), format_func=labels.get, key=ACTIVE_MODEL, persist_state="session",
-                 on_change=lambda: state.__setitem__(ACTIVE_MODEL_PICKED, True),
+                 on_change=_picked,
                  help="One model for every page: zero-shot MiniLM, or your newest finished run, until you "
                       "pick another.")
     return state[ACTIVE_MODEL]
+
+
+def _picked() -> None:
+    st.session_state[ACTIVE_MODEL_PICKED] = True
+    _keep_active_model()
+
+
+def _keep_active_model() -> None:
+    kept = {"choice": st.session_state[ACTIVE_MODEL], "picked": bool(st.session_state[ACTIVE_MODEL_PICKED])}
+    if workspace_state.saved(ACTIVE_MODEL) != kept:
+        workspace_state.keep({ACTIVE_MODEL: kept})
 
 
 def show_error(message: str) -> None:

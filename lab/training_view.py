@@ -187,7 +187,7 @@ def show_progress(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
 def show_outcome(job: TrainingJob) -> None:
     result = job.result
     folder = result.folder if result else None
-    saved = f"saved as **{folder.name}** in `{folder.parent}`" if folder else "nothing was saved"
+    saved = f"saved as **{folder.name}** in this workspace" if folder else "nothing was saved"
     validation = result.validation if result and folder else {}
     test = result.test if result and folder else {}
     metrics = f" Validation ({validation.get('n', 0):,} pairs): {figures_with_intervals(validation)}." if validation else ""
@@ -300,5 +300,5 @@ def saved_models(runs_root: str) -> None:
                      column_config={column: number for column in METRIC_COLUMNS.values()})
         st.page_link(COMPARE.path, label="Compare them", icon=COMPARE.icon)
     else:
-        st.caption(f"No saved model in `{runs_root}` yet.")
+        st.caption("No saved model in this workspace yet.")
     warn_not_models(problems)

@@ -13,7 +13,7 @@ from core.inference import analysis
 from core.inference.calibration import Calibrated, pair_threshold
 from core.inference.metrics import curves, predict, ranking_metrics, threshold_metrics
 from core.saving.safe_csv import safe_csv
-from lab import cached, figures
+from lab import cached, figures, workspace_state
 from lab.session import ZERO_SHOT, show_error, upload_limit_bytes
 
 PERSIST = "session"  # the typed questions and the threshold survive a visit to another page
@@ -44,10 +44,11 @@ def calibrated_threshold(config: dict, measured: cached.HeldOutScores | None = N
 def start_slider_at(choice: str, calibrated: Calibrated) -> None:
     """A new model, or a new calibration (zero-shot MiniLM on another dataset), sets the slider to the
     calibrated threshold; the user's value stays otherwise."""
-    marker = (choice, calibrated.threshold)
+    marker = [choice, calibrated.threshold]  # a list: the workspace keeps it as JSON
     if st.session_state.get(CALIBRATED_FOR) != marker or "threshold" not in st.session_state:
         st.session_state.threshold = round(calibrated.threshold, 2)
         st.session_state[CALIBRATED_FOR] = marker
+        workspace_state.keep({"threshold": st.session_state.threshold, CALIBRATED_FOR: marker})
 
 
 def threshold_caption(choice: str, calibrated: Calibrated) -> str:

@@ -40,4 +40,4 @@ for number, lab_page in enumerate(PAGES[1:], start=1):
 st.subheader("Active dataset")
 st.write(f"**{state.data_name}**: {len(state.pairs):,} question pairs, "
          f"{int(state.pairs['is_duplicate'].sum()):,} of them labelled duplicates. "
-         f"Trained models are saved in `{state.runs_root}`.")
+         "Trained models, labels and settings are kept in this workspace (see the sidebar).")

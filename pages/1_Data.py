@@ -56,7 +56,7 @@ def apply_upload() -> None:
     except Exception as error:  # anything unforeseen still reaches the user as one readable line
         problem = f"could not be read ({type(error).__name__}: {error})"
     else:
-        set_dataset(pairs, report, f"{uploaded.name} (upload)")
+        set_dataset(pairs, report, f"{uploaded.name} (upload)", upload=(uploaded.name, uploaded.getvalue()))
         state.data_upload_error = None
         column_picker.offer_labels(uploaded.file_id, uploaded.name, report)  # rows dropped for their label
         return
@@ -83,7 +83,7 @@ with sample_column:
               help="479 question pairs written for this project (assets/sample_pairs.csv)")
 
 failure = state.get("data_upload_error")
-if failure and uploaded is not None and failure[0] == uploaded.file_id:
+if failure and (failure[0] is None or uploaded is not None and failure[0] == uploaded.file_id):  # None: the kept one
     show_error(failure[1])
 if uploaded is not None:
     column_picker.picker(uploaded.file_id)

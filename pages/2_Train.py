@@ -20,7 +20,7 @@ from core.training.specs import (
 )
 from lab import training_view
 from lab.navigation import DATA
-from lab.session import enter_through_app, job_queue, show_error
+from lab.session import enter_through_app, job_queue, show_error, submit_job
 
 enter_through_app(__file__)
 
@@ -105,8 +105,7 @@ def start_run() -> None:
     except SpecError as error:
         show_error(f"Cannot start: {OPTION_LABELS.get(error.option, error.option)} {error.problem}")
         return
-    job = job_queue().submit(training_view.training_job(spec, state.pairs, state.runs_root, preset))
-    state.jobs.append(job.id)
+    submit_job(training_view.training_job(spec, state.pairs, state.runs_root, preset))
     st.rerun()  # draws the Start button disabled while the run is queued or training
 
 
@@ -185,8 +184,7 @@ with st.expander("More settings"):
                 help="Otherwise a run cancelled before any epoch finished is not saved, so it never clutters the model lists.")
     training_view.start_from_picker(PERSIST, on_change=apply_start_family)
 
-st.caption(f"Finished models are saved in the server's models folder, `{state.runs_root}`, one folder each; "
-           "every page lists the models in it.")
+st.caption("Finished models are saved in this workspace, one folder each; every page lists them.")
 
 running = training_view.has_unfinished_run(job_queue())
 if st.button("Start", key="start", type="primary", disabled=running,

@@ -10,6 +10,7 @@ from lab.session import (
     model_picker,
     show_error,
 )
+from lab.workspace_state import kept
 
 enter_through_app(__file__)
 
@@ -38,7 +39,7 @@ verdict_view.start_slider_at(choice, calibrated)
 
 question1, question2 = verdict_view.question_form()
 threshold = st.slider("Threshold: duplicate when the similarity is above it", min_value=-1.0, max_value=1.0,
-                      step=0.01, key="threshold", persist_state=verdict_view.PERSIST,
+                      step=0.01, **kept("threshold"), persist_state=verdict_view.PERSIST,
                       help="Starts at the model's calibrated threshold: best accuracy on its validation split "
                            "(zero-shot MiniLM's on your labelled pairs).")
 st.caption(verdict_view.threshold_caption(choice, calibrated))

@@ -4,6 +4,7 @@ import streamlit as st
 
 from lab import cached
 from lab.session import enter_through_app, get_model, model_picker, show_error
+from lab.workspace_state import kept
 
 enter_through_app(__file__)
 
@@ -13,7 +14,7 @@ st.caption("Every distinct question of the active dataset (both columns) is enco
 
 choice = model_picker()
 query = st.text_input("Question", value="How can I learn to code?", key="query", persist_state="session")
-k = st.slider("Number of results", min_value=1, max_value=50, value=10, step=1, key="k", persist_state="session")
+k = st.slider("Number of results", min_value=1, max_value=50, value=10, step=1, **kept("k"), persist_state="session")
 
 pairs = st.session_state.pairs
 key = cached.active_data_key(pairs)

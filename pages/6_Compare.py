@@ -32,7 +32,7 @@ st.caption("Every saved model of the models folder, beside two references that n
 
 runs, problems = list_runs(state.runs_root)
 if not runs:
-    st.info(f"No trained model in `{state.runs_root}` yet: train one on the Train page to see it beside the "
+    st.info("No trained model in this workspace yet: train one on the Train page to see it beside the "
             "two references below.")
     st.page_link(TRAIN.path, label="Go to the Train page", icon=TRAIN.icon)
 names = [run["name"] for run in runs]

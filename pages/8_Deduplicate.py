@@ -14,6 +14,7 @@ from lab.session import (
     model_picker,
     show_error,
 )
+from lab.workspace_state import kept
 
 enter_through_app(__file__)
 
@@ -56,12 +57,12 @@ low, high = dedup_view.slider_range(start)
 threshold_column, size_column = st.columns([3, 1])
 threshold = threshold_column.slider(
     "Threshold (cosine to the representative, strictly above)", min_value=low, max_value=high, step=0.005,
-    format="%.3f", key="dedup_threshold",
+    format="%.3f", **kept("dedup_threshold"),
     help="Starts at the model's clustering threshold, set for a high precision (the caption says where it comes "
          "from): a higher threshold gives tighter clusters, a lower one lets unrelated questions share one")
 threshold_column.caption(f"Starts at {start:.3f}: {calibrated.source}.")
 min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, value=2, step=1,
-                                    key="dedup_min_size", persist_state=PERSIST)
+                                    **kept("dedup_min_size"), persist_state=PERSIST)
 
 graph = encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))
 frame, capped = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size),

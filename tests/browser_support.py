@@ -6,7 +6,7 @@ build their own (module-scoped) fixtures from these pieces.
 - ``require_browser()`` skips the test when ``/usr/bin/chromium`` (or the playwright package) is missing, except
   under ``CI=true`` where a missing browser is a failure.
 - ``StreamlitServer`` starts the server so that the PID it keeps is the server process itself (``sh -c 'exec ...'``),
-  with ``SIAMESE_LAB_RUNS`` pointing at a temporary models folder, and stops it by that PID.
+  with ``SIAMESE_LAB_WORKSPACES`` pointing at a temporary folder, and stops it by that PID.
 - ``launch_chromium(playwright)`` launches headless chromium (a fresh user-data dir per launch).
 - Page helpers for Streamlit 1.67's DOM: ``wait_for_script`` / ``wait_for_rerun`` (the app root's
   ``data-test-script-state``), ``open_url_page`` (a new session on a page), ``open_sidebar_page`` (navigation that keeps the session), ``widget`` (a widget
@@ -25,6 +25,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+
+from app_support import TEST_WORKSPACE
 from pathlib import Path
 
 import pytest
@@ -65,16 +67,19 @@ def free_port() -> int:
 
 
 class StreamlitServer:
-    """``streamlit run app.py`` on 127.0.0.1 and a free port, its models folder in ``runs_root``; its log
+    """``streamlit run app.py`` on 127.0.0.1 and a free port, its workspaces in ``work_dir``/workspaces (``runs_root``:
+    the models of ``TEST_WORKSPACE``, the one ``page_url`` opens unless told otherwise); its log
     and pid file go to ``work_dir`` (give it a folder from pytest's ``tmp_path`` / ``tmp_path_factory``).
 
     ``extra_args`` are appended to the command line (e.g. ``["--server.maxUploadSize", "1"]``);
     ``max_training`` sets ``SIAMESE_LAB_MAX_TRAINING`` (how many runs train at once).
     """
 
-    def __init__(self, runs_root: Path, work_dir: Path, max_training: int | None = None,
-                 extra_args: tuple[str, ...] = ()):
-        self.runs_root = Path(runs_root)
+    def __init__(self, work_dir: Path, max_training: int | None = None, extra_args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None):
+        self.workspaces = Path(work_dir) / "workspaces"  # SIAMESE_LAB_WORKSPACES
+        self.runs_root = self.workspaces / TEST_WORKSPACE / "models"  # the models of page_url's default workspace
+        self.env = dict(env or {})
         self.max_training = max_training
         self.extra_args = tuple(extra_args)
         self.work_dir = Path(work_dir)  # a pytest tmp_path: nothing is written outside pytest's temp folders
@@ -87,13 +92,14 @@ class StreamlitServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def page_url(self, page: str = "") -> str:
-        """URL of a page by its ``url_path`` (``lab.navigation``): ``page_url("Similarity_matrix")``."""
-        return f"{self.url}/{page}"
+    def page_url(self, page: str = "", workspace: str | None = TEST_WORKSPACE) -> str:
+        """URL of a page by its ``url_path`` (``lab.navigation``) in ``workspace`` (its ``ws=``; None: none, so the
+        app starts a new workspace): ``page_url("Similarity_matrix")``."""
+        return f"{self.url}/{page}" + (f"?ws={workspace}" if workspace else "")
 
     def start(self) -> "StreamlitServer":
         self.runs_root.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, SIAMESE_LAB_RUNS=str(self.runs_root), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, SIAMESE_LAB_WORKSPACES=str(self.workspaces), PYTHONUNBUFFERED="1", **self.env)
         if self.max_training is not None:
             env["SIAMESE_LAB_MAX_TRAINING"] = str(self.max_training)
         pid_file = self.work_dir / f"streamlit_{self.port}.pid"

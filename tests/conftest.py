@@ -2,8 +2,9 @@
 
 Fixtures
 --------
-``runs_root``         (function) an empty models folder under ``tmp_path``; ``SIAMESE_LAB_RUNS`` points at it,
-                      so a new AppTest session starts with ``st.session_state.runs_root`` equal to it.
+``runs_root``         (function) the empty models folder of workspace ``TEST_WORKSPACE`` under ``tmp_path``
+                      (``SIAMESE_LAB_WORKSPACES``); an ``app_support`` session opens that workspace, so it starts
+                      with ``st.session_state.runs_root`` equal to it.
 ``lab_cache``         (session, autouse) the lab's cache folder (``SIAMESE_LAB_CACHE``) in a session tmp folder.
 ``sample_pairs``      (session)  ``(pairs, report)`` of the bundled sample, as ``core.data.load_pairs`` reads it.
 ``train_tiny_model``  (session)  ``train_tiny_model(model, runs_root, loss="triplet", **spec_fields) -> Path``:
@@ -51,6 +52,8 @@ if str(ROOT) not in sys.path:  # AppTest runs page scripts whose imports (core, 
     sys.path.insert(0, str(ROOT))
 
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from app_support import TEST_WORKSPACE  # noqa: E402 - the tests folder is on the path only from here
 
 # Sizes that train in about a second on the 479-pair sample; all different, so a mix-up shows.
 TINY_OPTIONS = {
@@ -73,10 +76,21 @@ def _keep_the_main_module():
 
 @pytest.fixture
 def runs_root(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "runs"
-    root.mkdir()
-    monkeypatch.setenv("SIAMESE_LAB_RUNS", str(root))
+    """The models folder of the workspace every ``app_support`` session opens (``TEST_WORKSPACE``), empty."""
+    monkeypatch.setenv("SIAMESE_LAB_WORKSPACES", str(tmp_path / "workspaces"))
+    root = tmp_path / "workspaces" / TEST_WORKSPACE / "models"
+    root.mkdir(parents=True)
     return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def lab_workspaces(tmp_path_factory) -> Path:
+    """The app's workspaces (``SIAMESE_LAB_WORKSPACES``) in a session tmp folder unless a test asks for its own
+    (``runs_root``), so no test writes into the repository's workspaces/ folder."""
+    root = tmp_path_factory.mktemp("workspaces")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SIAMESE_LAB_WORKSPACES", str(root))
+        yield root
 
 
 @pytest.fixture(scope="session", autouse=True)

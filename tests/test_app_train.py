@@ -460,7 +460,8 @@ def test_a_queued_run_says_its_place_and_when_it_should_start(train_page, monkey
     monkeypatch.setattr(core.training.jobs, "train_run", HeldRun())
     queue = job_queue()
     assert queue.max_running == 1
-    other = queue.submit(TrainingJob(spec_from_options(), sample_pairs[0], str(runs_root)))  # another user's run
+    elsewhere = runs_root.parent.parent / "another-workspace-0001" / "models"
+    other = queue.submit(TrainingJob(spec_from_options(), sample_pairs[0], str(elsewhere)))  # another user's run
     try:
         assert queue.wait(other, timeout=30, until=lambda job: job.status == "running")
         at = train_page

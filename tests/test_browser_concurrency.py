@@ -61,7 +61,7 @@ SECOND_QUESTIONS = ["What is the quickest way to learn Python?", "How do I bake 
 def server(tmp_path_factory):
     require_browser()
     work = tmp_path_factory.mktemp("browser_concurrency")
-    with StreamlitServer(work / "runs", max_training=1, work_dir=work,
+    with StreamlitServer(max_training=1, work_dir=work,
                          extra_args=("--server.maxUploadSize", str(UPLOAD_LIMIT_MB))) as running:
         yield running
 

@@ -40,7 +40,7 @@ TEST = ("question1,question2,labels\n"
 def server(tmp_path_factory):
     require_browser()
     work = tmp_path_factory.mktemp("browser_data_files")
-    with StreamlitServer(work / "runs", work_dir=work) as running:
+    with StreamlitServer(work_dir=work) as running:
         yield running
 
 

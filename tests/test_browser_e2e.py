@@ -72,7 +72,7 @@ def write_pairs_csv(path: Path) -> tuple[int, int]:
 def server(tmp_path_factory):
     require_browser()
     work = tmp_path_factory.mktemp("browser_e2e")
-    with StreamlitServer(work / "runs", max_training=1, work_dir=work) as running:
+    with StreamlitServer(max_training=1, work_dir=work) as running:
         yield running
 
 
@@ -108,7 +108,7 @@ def run_flow(server, page, tmp_path) -> None:
     from playwright.sync_api import expect
 
     # ---- home ----------------------------------------------------------------------------------
-    page.goto(server.url)
+    page.goto(server.page_url())
     expect(page.get_by_role("heading", name="Siamese Lab")).to_be_visible()
     # the link's icon is a ligature ("home") hidden from assistive tech; its accessible name is the title alone
     expect(page.locator('[data-testid="stSidebarNav"] a').first).to_have_accessible_name(HOME.title)

@@ -47,7 +47,7 @@ COMPARISON = re.compile(r"ROC AUC (\d\.\d{3}) against TF-IDF cosine (\d\.\d{3}) 
 def server(tmp_path_factory):
     require_browser()
     work = tmp_path_factory.mktemp("browser_first_run")
-    with StreamlitServer(work / "runs", work_dir=work) as running:
+    with StreamlitServer(work_dir=work) as running:
         yield running
 
 

@@ -46,7 +46,7 @@ MAX_LABELS = 60  # labels given before the test gives up on getting both classes
 def server(tmp_path_factory):
     require_browser()
     work = tmp_path_factory.mktemp("browser_label")
-    with StreamlitServer(work / "runs", work_dir=work) as running:
+    with StreamlitServer(work_dir=work) as running:
         yield running
 
 

@@ -243,7 +243,8 @@ def _picker_labels():
 
     from lab.session import model_choices
 
-    st.session_state.runs_root = os.environ["SIAMESE_LAB_RUNS"]
+    workspace = os.path.join(os.environ["SIAMESE_LAB_WORKSPACES"], "test-workspace-0000000001")  # TEST_WORKSPACE
+    st.session_state.runs_root = os.path.join(workspace, "models")
     for label, choice in model_choices().items():
         st.text(f"{label} -> {choice}")
 

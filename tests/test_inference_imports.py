@@ -36,7 +36,7 @@ def lstm_folder(tmp_path_factory, train_tiny_model):
 
 def imported_after(commands: list[list[str]], pages: list[str], env_runs: Path) -> list[str]:
     script = SCRIPT.format(root=str(ROOT), commands="".join(f"{c!r}," for c in commands), pages=pages)
-    env = {"SIAMESE_LAB_RUNS": str(env_runs), "PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE",
+    env = {"SIAMESE_LAB_WORKSPACES": str(env_runs), "PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE",
            "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=600)

@@ -208,7 +208,7 @@ at = open_page(DEDUPLICATE.path, timeout=120)
 print(json.dumps([code, 'ray' in sys.modules, [c.value for c in at.caption], [e.value for e in at.exception]]))
 """
     env = {"PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1",
-           "SIAMESE_LAB_RUNS": str(runs), "SIAMESE_LAB_CACHE": str(tmp_path / "cache")}
+           "SIAMESE_LAB_WORKSPACES": str(runs), "SIAMESE_LAB_CACHE": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env=env)
     assert done.returncode == 0, done.stderr[-2000:]

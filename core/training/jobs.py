@@ -148,6 +148,7 @@ class TrainingJob:
         self.result: RunResult | None = None
         self.error: str | None = None
         self.created = time.time()
+        self.labels_file: str | None = None  # a retrain from the Label page: the labels database it learned from
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

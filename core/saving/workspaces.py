@@ -1,0 +1,123 @@
+"""Workspaces: everything one person (or project) makes in the app, kept apart from everyone else's.
+
+A workspace is a folder named by an unguessable id (the ``ws`` query parameter of the app's URL): its trained
+models, its label databases, its active upload and a small ``state.json`` of choices (active dataset and model,
+thresholds, page settings). Whoever has the id can open it, so the id is the key: 128 random bits, never listed
+and never derived from anything a user typed. Nothing here knows about Streamlit.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.saving.files import read_regular_file
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16+ characters so it cannot be guessed
+STATE_MAX_BYTES = 1_000_000  # state.json holds choices, not data: anything larger was not written by the lab
+UPLOAD_SUFFIXES = (".csv", ".tsv", ".txt", ".gz")  # what the Data page accepts; a stored upload keeps its suffix
+MODELS, UPLOADS, STATE = "models", "uploads", "state.json"
+
+
+class WorkspaceError(ValueError):
+    """A workspace id or stored upload the lab will not use, said in one line."""
+
+
+def new_workspace_id() -> str:
+    """A fresh id: 128 random bits, URL-safe (22 characters)."""
+    return secrets.token_urlsafe(16)
+
+
+def is_workspace_id(text: object) -> bool:
+    return isinstance(text, str) and ID_PATTERN.fullmatch(text) is not None
+
+
+@dataclass(frozen=True)
+class Workspace:
+    folder: Path  # <workspaces root>/<id>
+
+    @property
+    def id(self) -> str:
+        return self.folder.name
+
+    @property
+    def models(self) -> Path:
+        """The workspace's models folder (``core.saving.list_runs`` reads it; its labels live in it too)."""
+        return self.folder / MODELS
+
+    @property
+    def uploads(self) -> Path:
+        return self.folder / UPLOADS
+
+    def load_state(self) -> dict:
+        """The saved choices, or {} for a new workspace or a state file the lab cannot read (it is rewritten
+        at the next change; choices are conveniences, never data)."""
+        path = self.folder / STATE
+        if not path.exists():
+            return {}
+        try:
+            state = json.loads(read_regular_file(path, STATE_MAX_BYTES, folder=self.folder))
+        except (OSError, ValueError):
+            return {}
+        return state if isinstance(state, dict) else {}
+
+    def save_state(self, state: dict) -> None:
+        """Replace state.json whole (a crash leaves the old file or the new one). ``state`` must be JSON."""
+        write_file_atomically(self.folder / STATE, json.dumps(state, allow_nan=False, sort_keys=True).encode())
+
+    def store_upload(self, name: str, data: bytes) -> str:
+        """Keep an uploaded file's bytes as the workspace's active upload; returns its stored name (content
+        hash + the original suffix). Earlier uploads the lab stored here are removed: only the active one is
+        kept, so a workspace holds at most one upload's bytes."""
+        suffix = Path(name).suffix.lower()
+        stored = hashlib.sha256(data).hexdigest()[:32] + (suffix if suffix in UPLOAD_SUFFIXES else ".csv")
+        self.uploads.mkdir(parents=True, exist_ok=True)
+        if not (self.uploads / stored).exists():
+            write_file_atomically(self.uploads / stored, data)
+        for old in self.uploads.iterdir():
+            if old.name != stored and _is_stored_upload(old.name):
+                old.unlink(missing_ok=True)
+        return stored
+
+    def read_upload(self, stored: str, max_bytes: int) -> bytes:
+        """The bytes of an upload ``store_upload`` kept; WorkspaceError when it is gone, was never one of ours,
+        or has grown past ``max_bytes``."""
+        if not _is_stored_upload(stored):
+            raise WorkspaceError(f"{stored!r} is not an upload this lab stored")
+        try:
+            return read_regular_file(self.uploads / stored, max_bytes, folder=self.uploads)
+        except (OSError, ValueError) as error:
+            raise WorkspaceError(f"the stored upload cannot be read ({error})") from error
+
+
+def _is_stored_upload(name: str) -> bool:
+    stem, suffix = os.path.splitext(name)
+    return suffix in UPLOAD_SUFFIXES and re.fullmatch(r"[0-9a-f]{32}", stem) is not None
+
+
+def open_workspace(root: str | Path, workspace_id: str) -> Workspace:
+    """The workspace ``workspace_id`` under ``root``, created (private to the server's user) when new."""
+    if not is_workspace_id(workspace_id):
+        raise WorkspaceError("a workspace id is 16 to 64 letters, digits, '-' or '_'")
+    folder = Path(root) / workspace_id
+    (folder / MODELS).mkdir(parents=True, exist_ok=True, mode=0o700)
+    return Workspace(folder)
+
+
+def write_file_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole: a temporary file beside it, fsynced, then renamed over it."""
+    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    try:
+        with handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise

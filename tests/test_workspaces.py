@@ -1,0 +1,146 @@
+"""Workspaces: the folder and its kept state (core.saving.workspaces), and the app keeping a person's choices
+across sessions of one workspace while another workspace sees none of them (lab.workspace_state)."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from app_support import TEST_WORKSPACE, open_page
+from core.saving.workspaces import (
+    WorkspaceError,
+    is_workspace_id,
+    new_workspace_id,
+    open_workspace,
+)
+from lab.navigation import COMPARE, DATA, HOME, LABEL, SIMILARITY, TRAIN, VERDICT
+
+PRIVATE = b"question1,question2,is_duplicate\n" + b"".join(
+    f"Private question number {i}?,Is private question {i} the same?,{i % 2}\n".encode() for i in range(40))
+
+
+# ---- the folder ------------------------------------------------------------------------------------
+def test_new_ids_are_long_random_and_valid():
+    ids = {new_workspace_id() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(is_workspace_id(value) and len(value) == 22 for value in ids)
+
+
+@pytest.mark.parametrize("value", [None, "", "short", "../../etc/passwd-xxxxxxxx", "a/b" * 10, "x" * 65, 12345,
+                                   "with space in it 1234"])
+def test_ids_that_could_name_another_folder_or_be_guessed_are_refused(tmp_path, value):
+    assert not is_workspace_id(value)
+    with pytest.raises(WorkspaceError):
+        open_workspace(tmp_path, value)
+
+
+def test_state_round_trips_and_an_unreadable_file_reads_as_empty(tmp_path):
+    workspace = open_workspace(tmp_path, TEST_WORKSPACE)
+    assert workspace.models.is_dir() and workspace.load_state() == {}
+    workspace.save_state({"threshold": 0.42, "dataset": {"sample": True}})
+    assert workspace.load_state() == {"threshold": 0.42, "dataset": {"sample": True}}
+    assert sorted(path.name for path in workspace.folder.iterdir()) == ["models", "state.json"]  # no temporaries
+    (workspace.folder / "state.json").write_text("{cut sho")
+    assert workspace.load_state() == {}
+    (workspace.folder / "state.json").write_text("[1, 2]")
+    assert workspace.load_state() == {}
+
+
+def test_one_upload_is_kept_and_only_uploads_the_lab_stored_are_read_or_removed(tmp_path):
+    workspace = open_workspace(tmp_path, TEST_WORKSPACE)
+    first = workspace.store_upload("a.csv", b"one")
+    workspace.uploads.joinpath("notes.txt").write_text("the user's own")  # not a name the lab gives
+    second = workspace.store_upload("b.tsv.gz", b"two")
+    assert second.endswith(".gz") and first.endswith(".csv")
+    assert sorted(path.name for path in workspace.uploads.iterdir()) == sorted([second, "notes.txt"])
+    assert workspace.read_upload(second, max_bytes=10) == b"two"
+    with pytest.raises(WorkspaceError):
+        workspace.read_upload("notes.txt", max_bytes=10)
+    with pytest.raises(WorkspaceError):
+        workspace.read_upload("../state.json", max_bytes=10)
+    with pytest.raises(WorkspaceError, match="cannot be read"):
+        workspace.read_upload(second, max_bytes=2)  # grown past the cap since
+
+
+# ---- the app -----------------------------------------------------------------------------------
+def upload_private(at):
+    at.file_uploader(key="upload").set_value(("private_a.csv", PRIVATE, "text/csv")).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_new_session_of_the_workspace_finds_its_dataset_model_and_threshold(runs_with_models):
+    runs_root, folders = runs_with_models
+    at = upload_private(open_page(DATA.path))
+    assert at.session_state.data_name == "private_a.csv (upload)"
+    pairs = at.session_state.pairs
+    at.switch_page(VERDICT.path).run()
+    at.selectbox(key="active_model").set_value(str(folders["lstm"])).run()
+    at.slider(key="threshold").set_value(0.37).run()
+    assert not at.exception, at.exception
+
+    again = open_page(VERDICT.path)  # a reload: a new session, the same ws=
+    assert again.session_state.data_name == "private_a.csv (upload)"
+    pd.testing.assert_frame_equal(again.session_state.pairs, pairs)
+    assert again.session_state.active_model == str(folders["lstm"])
+    assert again.slider(key="threshold").value == pytest.approx(0.37)
+    assert again.query_params["ws"] == TEST_WORKSPACE
+
+
+def test_another_workspace_sees_nothing_of_the_first(runs_with_models):
+    runs_root, folders = runs_with_models
+    first = upload_private(open_page(DATA.path))
+    first.switch_page(SIMILARITY.path).run()
+    first.slider(key="sim_margin").set_value(0.6).run()
+
+    other = open_page(HOME.path, workspace=None)
+    new_id = other.query_params["ws"]
+    assert is_workspace_id(new_id) and new_id != TEST_WORKSPACE
+    assert other.session_state.runs_root != str(runs_root)
+    for page in (HOME, DATA, TRAIN, SIMILARITY, VERDICT, COMPARE):
+        other.switch_page(page.path).run()
+        assert not other.exception, (page.path, other.exception)
+        text = " ".join(str(element.value) for kind in ("markdown", "caption", "info", "warning", "success", "error",
+                                                          "selectbox") for element in getattr(other, kind))
+        text += " ".join(" ".join(map(str, box.options)) for box in other.selectbox)
+        assert "private_a" not in text, page.path
+        assert str(runs_root.parent) not in text and "/tmp/" not in text, page.path
+        assert not any(folder.name in text for folder in folders.values()), page.path
+    assert other.session_state.data_name.startswith("bundled sample")
+    other.switch_page(SIMILARITY.path).run()
+    assert other.slider(key="sim_margin").value == pytest.approx(0.25)  # the default, not the first's 0.6
+
+
+def test_an_invalid_ws_starts_a_new_workspace(runs_root):
+    at = open_page(HOME.path, workspace="../../etc")
+    assert not at.exception, at.exception
+    assert is_workspace_id(at.query_params["ws"]) and at.query_params["ws"] != "../../etc"
+
+
+def test_two_tabs_each_keep_their_latest_change(runs_root):
+    first, second = open_page(SIMILARITY.path), open_page(SIMILARITY.path)
+    first.slider(key="sim_margin").set_value(0.6).run()
+    second.slider(key="sim_batch_size").set_value(12).run()  # must not put the first's margin back to 0.25
+    kept = json.loads((runs_root.parent / "state.json").read_text())
+    assert kept["sim_margin"] == pytest.approx(0.6) and kept["sim_batch_size"] == 12
+    third = open_page(SIMILARITY.path)
+    assert third.slider(key="sim_margin").value == pytest.approx(0.6)
+    assert third.slider(key="sim_batch_size").value == 12
+
+
+def test_published_models_are_choices_in_every_workspace_and_stay_untouched(runs_root, tiny_models, tmp_path,
+                                                                           monkeypatch):
+    published = tmp_path / "published"
+    shutil.copytree(tiny_models["lstm"], published / "team-model")
+    before = sorted(path.relative_to(published) for path in published.rglob("*"))
+    monkeypatch.setenv("SIAMESE_LAB_PUBLISHED", str(published))
+    for workspace in (TEST_WORKSPACE, None):
+        at = open_page(LABEL.path, workspace=workspace)
+        choices = at.selectbox(key="active_model")
+        published_labels = [label for label in choices.options if "published" in label]
+        assert len(published_labels) == 1 and published_labels[0].startswith(tiny_models["lstm"].name), choices.options
+    at.selectbox(key="active_model").set_value(str(published / "team-model")).run()
+    assert not at.exception, at.exception
+    assert sorted(path.relative_to(published) for path in published.rglob("*")) == before  # nothing written there
