@@ -20,7 +20,7 @@ from core.training.specs import (
 )
 from lab import training_view
 from lab.navigation import DATA
-from lab.session import enter_through_app, job_queue, show_error, submit_job
+from lab.session import SAMPLE_NAME, enter_through_app, job_queue, show_error, submit_job
 
 enter_through_app(__file__)
 
@@ -67,9 +67,10 @@ def apply_preset() -> None:
 
 def init_widgets() -> None:
     """Defaults through session state (widgets get no value=), so callbacks can change them later. With a CUDA
-    GPU and enough pairs the page starts from the GPU recipe (core.training.presets.suggested_preset)."""
+    GPU and enough pairs the page starts from the GPU recipe, on the bundled sample from sample-demo
+    (core.training.presets.suggested_preset)."""
     if "preset" not in state:
-        state.preset = suggested_preset(len(state.pairs), cuda_available()) or CUSTOM
+        state.preset = suggested_preset(len(state.pairs), cuda_available(), state.data_name == SAMPLE_NAME) or CUSTOM
         apply_preset()
     for key, value in dict(hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
                            margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),

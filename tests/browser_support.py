@@ -207,12 +207,13 @@ def wait_for_rerun(page, timeout_ms: int = PAGE_TIMEOUT_MS, start_ms: int = 1500
     wait_for_script(page, timeout_ms)
 
 
-def open_url_page(page, server: "StreamlitServer", path: str, heading: str) -> None:
-    """A full URL load of a page by its ``url_path``: a new session on that page (fine before anything
-    session-specific happened), waited for until its heading shows and its script is done."""
+def open_url_page(page, server: "StreamlitServer", path: str, heading: str,
+                  workspace: str | None = TEST_WORKSPACE) -> None:
+    """A full URL load of a page by its ``url_path`` in ``workspace`` (None: a new one): a new session on that
+    page, waited for until its heading shows and its script is done."""
     from playwright.sync_api import expect
 
-    page.goto(server.page_url(path))
+    page.goto(server.page_url(path, workspace))
     expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
     wait_for_script(page)
 

@@ -9,6 +9,7 @@ from core.device import cuda_available
 from core.status import CANCELLED, DONE, FAILED
 from core.data import resolve_split_by
 from core.training.objectives import DEFAULT_MARGINS
+from core.training.presets import PRESETS
 from core.training.specs import TRAINING_DEFAULTS, spec_from_options
 from lab.navigation import TRAIN
 from lab.session import job_queue
@@ -19,7 +20,7 @@ CURVE_TITLE = "Validation ROC AUC over training time"
 
 @pytest.fixture
 def train_page(runs_root, open_page):
-    at = open_page(TRAIN.path)
+    at = open_page(TRAIN.path, preset="custom")  # the plain defaults (on the sample the page starts from sample-demo)
     assert not at.exception, at.exception
     yield at
     # Never leave a run behind for the next test: the queue trains one run at a time.
@@ -42,6 +43,14 @@ def values(at) -> dict:
 def progress_text(at) -> str:
     [bar] = at.get("progress")
     return bar.proto.text
+
+
+def test_on_the_bundled_sample_the_first_start_trains_sample_demo(runs_root, open_page):
+    at = open_page(TRAIN.path)
+    assert at.selectbox(key="preset").value == "sample-demo"
+    demo = PRESETS["sample-demo"].options
+    assert at.selectbox(key="model").value == demo["model"] == "minilm"  # not the LSTM that scores below chance
+    assert (values(at)["epochs"], values(at)["batch_size"]) == (demo["epochs"], demo["batch_size"])
 
 
 def test_defaults_follow_the_model_and_the_loss(train_page, runs_root):

@@ -217,7 +217,7 @@ def same_run(a, b) -> bool:
 
 
 def test_the_cli_and_the_train_page_build_equal_specs(runs_root, open_page):
-    at = open_page(TRAIN.path)
+    at = open_page(TRAIN.path, preset="custom")  # the plain defaults, not the sample's sample-demo
     at.selectbox(key="loss").set_value("contrastive_margin_squared").run()
     for key, value in {"epochs": 1, "batch_size": 16, "lr": 0.01, "margin": 0.8, "max_length": 16, "seed": 3,
                        "patience": 1, "lstm.embedding_dim": 12, "lstm.hidden_size": 10, "max_steps": 40,
@@ -241,7 +241,7 @@ def test_the_cli_and_the_train_page_build_equal_specs(runs_root, open_page):
 
 
 def test_the_train_page_shows_the_setting_each_new_loss_uses(runs_root, open_page):
-    at = open_page(TRAIN.path)
+    at = open_page(TRAIN.path, preset="custom")  # the plain defaults, not the sample's sample-demo
     at.selectbox(key="loss").set_value("cosent").run()
     keys = lambda widgets: {widget.key for widget in widgets}  # noqa: E731
     assert "scale" in keys(at.number_input) and "margin" not in keys(at.number_input)  # lambda, no margin
@@ -252,7 +252,7 @@ def test_the_train_page_shows_the_setting_each_new_loss_uses(runs_root, open_pag
     assert from_page.loss == LossConfig("cosent", scale=12.0)
     assert same_run(from_page, cli_spec("--loss", "cosent", "--scale", "12", "--epochs", "1"))
 
-    at = open_page(TRAIN.path)
+    at = open_page(TRAIN.path, preset="custom")
     at.selectbox(key="loss").set_value("multitask").run()
     assert "margin" in keys(at.number_input) and "hard_negatives" not in keys(at.checkbox)
     assert at.number_input(key="margin").value == 1.0  # the contrastive term's default
@@ -304,7 +304,7 @@ def test_the_gpu_preset_is_minilm_quora_at_batch_256_compiled():
 
 
 def test_the_train_page_marks_gpu_presets_and_says_what_device_is_there(runs_root, open_page, monkeypatch):
-    at = open_page(TRAIN.path)
+    at = open_page(TRAIN.path, preset="custom")  # the plain defaults, not the sample's sample-demo
     labels = at.selectbox(key="preset").options
     assert labels[0] == "Custom settings" and at.selectbox(key="preset").value == "custom"  # the default stays
     assert [label.split(":")[0] for label in labels[1:]] == [
@@ -334,3 +334,4 @@ def test_the_gpu_preset_is_suggested_only_with_a_gpu_and_data_enough():
     assert suggested_preset(GPU_PRESET_MIN_PAIRS, cuda=True) == GPU_PRESET
     assert suggested_preset(GPU_PRESET_MIN_PAIRS - 1, cuda=True) is None  # the bundled sample: 479 pairs
     assert suggested_preset(323_000, cuda=False) is None
+    assert suggested_preset(479, cuda=False, bundled_sample=True) == "sample-demo" in PRESETS  # the first Start

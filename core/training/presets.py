@@ -112,10 +112,17 @@ def preset_names() -> list[str]:
     return list(PRESETS)
 
 
-def suggested_preset(n_pairs: int, cuda: bool) -> str | None:
-    """The preset a run starts from when the user names none: the GPU recipe where a CUDA device is here and
-    the data has at least GPU_PRESET_MIN_PAIRS pairs; None (the plain defaults) otherwise.
+SAMPLE_PRESET = "sample-demo"
 
-    Example: suggested_preset(323_000, cuda=True) -> "minilm-quora-gpu"; suggested_preset(479, True) -> None.
+
+def suggested_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> str | None:
+    """The preset a run starts from when the user names none: the GPU recipe where a CUDA device is here and
+    the data has at least GPU_PRESET_MIN_PAIRS pairs; sample-demo on the bundled sample (the plain defaults
+    train an LSTM that scores below chance there); None (the plain defaults) otherwise.
+
+    Example: suggested_preset(323_000, cuda=True) -> "minilm-quora-gpu"; suggested_preset(479, True) -> None;
+    suggested_preset(479, False, bundled_sample=True) -> "sample-demo".
     """
-    return GPU_PRESET if cuda and n_pairs >= GPU_PRESET_MIN_PAIRS else None
+    if cuda and n_pairs >= GPU_PRESET_MIN_PAIRS:
+        return GPU_PRESET
+    return SAMPLE_PRESET if bundled_sample else None
