@@ -1,9 +1,12 @@
 """Choosing where tensors live: "auto" takes CUDA when there is one."""
 from __future__ import annotations
 
+import re
+
 import torch
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|gpu|cuda(:\d{1,3})?)$")  # cuda:N names one GPU of several
 
 
 class DeviceError(ValueError):
@@ -14,20 +17,26 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def checked_device_name(name: str) -> str:
+    """``name`` lowercased once it is a device this module knows how to resolve: auto, cpu, cuda or cuda:N
+    (gpu is cuda); DeviceError otherwise. Says nothing of whether that device is here (``resolve_device`` does)."""
+    lowered = (name or "auto").strip().lower()
+    if not DEVICE_PATTERN.match(lowered):
+        raise DeviceError(f"unknown device {name!r}; expected one of {', '.join(DEVICE_CHOICES)} or cuda:N")
+    return lowered
+
+
 def resolve_device(name: str = "auto") -> torch.device:
-    name = (name or "auto").lower()
+    name = checked_device_name(name)
     if name == "auto":
         return torch.device("cuda" if cuda_available() else "cpu")
-    if name.startswith("cuda") or name == "gpu":
-        if not cuda_available():
-            raise DeviceError("a GPU was requested but PyTorch sees no CUDA device here; choose the CPU or auto")
-        return torch.device("cuda" if name == "gpu" else name)
     if name == "cpu":
         return torch.device("cpu")
-    raise DeviceError(f"unknown device {name!r}; expected one of {', '.join(DEVICE_CHOICES)}")
+    if not cuda_available():
+        raise DeviceError("a GPU was requested but PyTorch sees no CUDA device here; choose the CPU or auto")
+    device = torch.device("cuda" if name == "gpu" else name)
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise DeviceError(f"{name} names a GPU that is not here: PyTorch sees {torch.cuda.device_count()} "
+                          f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
+    return device
 
-
-def describe_devices() -> str:
-    if cuda_available():
-        return f"CUDA: {torch.cuda.get_device_name(0)} ({torch.cuda.device_count()} device(s))"
-    return "no CUDA device visible to PyTorch (CPU only)"

@@ -13,7 +13,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
-from core.training.runs_table import METRIC_COLUMNS
 
 QUESTION_COLUMNS = ("question1", "question2")
 # Longer questions are counted at this length, so one run-on question cannot stretch the axis.
@@ -108,14 +107,6 @@ def validation_curve_chart(points: Iterable[dict], reference: Sequence[tuple[flo
     figure.update_xaxes(rangemode="tozero")
     return _layout(figure, "Validation ROC AUC over training time", "training minutes (validation time left out)",
                    "validation ROC AUC")
-
-
-def compare_bars(table: pd.DataFrame) -> go.Figure:
-    """Grouped bars: for each model (``name``), its four validation metrics (``core.training.runs_table.METRIC_COLUMNS``)."""
-    figure = go.Figure()
-    for column in METRIC_COLUMNS.values():
-        figure.add_bar(x=table["name"], y=table[column], name=column)
-    return _layout(figure, "Validation metrics per model", "model", "score", barmode="group", yaxis_range=[0, 1.02])
 
 
 def _trained_on(point: dict) -> int:

@@ -97,6 +97,68 @@ def test_a_gzip_bomb_is_refused_by_every_reader(kind, monkeypatch, tmp_path):
             load_questions(source)
 
 
+# ---- Parquet: its text measured, not its file ------------------------------------------------------
+PARQUET_REFUSAL = "holds more than 1 MiB of text once decompressed; the limit is 1 MiB"
+LONG_QUESTION = "Why is the sky blue? " * 5_000  # 105,000 characters
+# Both store a repeated string once: a dictionary page, or delta encoding's shared prefixes.
+ENCODINGS = [{}, {"use_dictionary": False, "column_encoding": {"question": "DELTA_BYTE_ARRAY"}}]
+
+
+def parquet_of(rows: int, row_group_size: int | None = None, **options) -> bytes:
+    """A Parquet file of one ``question`` column repeating ``LONG_QUESTION`` ``rows`` times."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"question": pa.array([LONG_QUESTION] * rows)}), buffer,
+                   row_group_size=row_group_size, **options)
+    return buffer.getvalue()
+
+
+def test_a_small_parquet_file_of_much_plain_text_is_refused_from_its_footer(monkeypatch, tmp_path):
+    import pyarrow.parquet as pq
+
+    monkeypatch.setenv(limits.INPUT_LIMIT_VARIABLE, str(SMALL_LIMIT))
+    data = parquet_of(400, use_dictionary=False, compression="zstd")  # 42 MB of text
+    assert len(data) < SMALL_LIMIT // 10
+    path = tmp_path / "small.parquet"
+    path.write_bytes(data)
+
+    def never(*args, **kwargs):
+        raise AssertionError("a column was read")
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", never)
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", never)
+    for source in (path, data):
+        with pytest.raises(DataError, match=re.escape(PARQUET_REFUSAL)):
+            load_questions(source)
+
+
+@pytest.mark.parametrize("options", ENCODINGS, ids=["dictionary", "delta"])
+def test_a_parquet_file_storing_one_long_string_once_is_refused_before_it_is_decoded(options, monkeypatch, tmp_path):
+    from core.data import parquet_table
+
+    monkeypatch.setenv(limits.INPUT_LIMIT_VARIABLE, str(SMALL_LIMIT))
+    data = parquet_of(480, row_group_size=120, **options)  # 50 MB of text; the footer counts the string once
+    metadata = parquet_table._parquet_file(data, "x").metadata
+    assert parquet_table.stored_text_bytes(metadata, ["question"]) < SMALL_LIMIT
+    decoded = []
+    real = parquet_table._as_text
+    monkeypatch.setattr(parquet_table, "_as_text", lambda values: decoded.append(len(values)) or real(values))
+    with pytest.raises(DataError, match=re.escape(PARQUET_REFUSAL)):
+        load_questions(data)
+    assert sum(decoded) * len(LONG_QUESTION) <= SMALL_LIMIT  # refused before more than the cap became text
+
+
+@pytest.mark.parametrize("options", ENCODINGS, ids=["dictionary", "delta"])
+def test_a_parquet_file_under_the_cap_is_read_whole_across_its_row_groups(options, monkeypatch):
+    monkeypatch.setenv(limits.INPUT_LIMIT_VARIABLE, str(SMALL_LIMIT))
+    questions, report = load_questions(parquet_of(9, row_group_size=2, **options))  # 945,000 bytes of text
+    assert questions == [LONG_QUESTION.strip()] * 9 and report.file_format == "parquet"
+
+
 @pytest.mark.parametrize("name", ["train", "evaluate", "score", "dedup"])
 @pytest.mark.parametrize("kind", sorted(BOMBS))
 def test_a_gzip_bomb_is_one_error_line_for_every_command(name, kind, lstm, capsys, monkeypatch, tmp_path):

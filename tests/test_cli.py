@@ -38,8 +38,8 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 @pytest.mark.parametrize("command,defaults", [
     ("train", ["(default: the --init-model's, else lstm)", "(default: triplet)", "(default: 64)", "(default: auto)", "(default: 20.0)",
                "(default: squared_hinge)", "(default: runs)", "(default: 1)"]),
-    ("evaluate", ["(default: cpu)", "--threshold"]),
-    ("predict", ["(default: cpu)", "question1", "question2"]),
+    ("evaluate", ["(default: auto)", "--threshold"]),
+    ("predict", ["(default: auto)", "question1", "question2"]),
 ])
 def test_help_exits_zero_and_shows_defaults(capsys, command, defaults):
     with pytest.raises(SystemExit) as exit_info:

@@ -1,6 +1,6 @@
 """``python -m core dedup`` keeps its neighbour index on disk (core.inference.dedup_index): a second run of the same
 model on the same corpus loads it and writes the same clusters; another corpus or model builds its own; an index
-whose vectors are not the corpus's is never used."""
+whose vectors are not the corpus's, or that is not byte for byte what the lab wrote, is never used."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,8 @@ from core.cli.main import main
 from core.data import load_questions
 from core.inference.dedup_graph import NeighbourGraph
 from core.inference.dedup_index import SavedGraphIndex
-from core.inference.vector_index import INDEX_FILE
+from core.inference.vector_index import INDEX_FILE, META_FILE
+from core.saving.cache_seal import KEY_FILE
 from lab.session import SAMPLE_PATH
 
 QUESTIONS = 240
@@ -92,3 +93,45 @@ def test_a_saved_index_of_other_vectors_is_built_again_never_used(tmp_path, kind
     assert store.reused is False
     fresh = NeighbourGraph(moved, k=8, index_kind=kind).cluster(0.9)
     assert [c.members.tolist() for c in graph.cluster(0.9)] == [c.members.tolist() for c in fresh]
+
+
+def forge(folder, data: bytes) -> None:
+    """Write ``data`` as the index and its sha256 into meta.json, as a tamperer who knows the format would."""
+    import hashlib
+
+    (folder / INDEX_FILE).write_bytes(data)
+    meta = json.loads((folder / META_FILE).read_text())
+    meta["index_sha256"] = hashlib.sha256(data).hexdigest()
+    (folder / META_FILE).write_text(json.dumps(meta, sort_keys=True))
+
+
+def test_an_index_with_its_links_cut_and_its_hash_recomputed_is_built_again(tmp_path):
+    import faiss
+
+    vectors = groups()
+    store = SavedGraphIndex(tmp_path, model="m" * 64, corpus="c" * 40, count=len(vectors))
+    expected = [c.members.tolist() for c in NeighbourGraph(vectors, k=8, index_kind="hnsw").cluster(0.9)]
+    NeighbourGraph(vectors, k=8, index_kind="hnsw", index_store=store)
+    folder = store.folder("hnsw")
+    assert store.reused is False and oct((tmp_path / KEY_FILE).stat().st_mode & 0o777) == "0o600"
+    index = faiss.deserialize_index(np.frombuffer((folder / INDEX_FILE).read_bytes(), dtype=np.uint8))
+    links = faiss.vector_to_array(index.hnsw.neighbors)
+    links[:] = -1  # every link cut; the vectors kept
+    faiss.copy_array_to_vector(links, index.hnsw.neighbors)
+    forge(folder, faiss.serialize_index(index).tobytes())
+    graph = NeighbourGraph(vectors, k=8, index_kind="hnsw", index_store=store)
+    assert store.reused is False  # its seal no longer matches: built again, and saved over
+    assert [c.members.tolist() for c in graph.cluster(0.9)] == expected
+    NeighbourGraph(vectors, k=8, index_kind="hnsw", index_store=store)
+    assert store.reused is True  # the lab's own index, written again, is used again
+
+
+def test_a_saved_index_is_not_used_without_the_caches_key(tmp_path):
+    vectors = groups()
+    store = SavedGraphIndex(tmp_path, model="m" * 64, corpus="c" * 40, count=len(vectors))
+    NeighbourGraph(vectors, k=8, index_store=store)
+    (tmp_path / KEY_FILE).unlink()  # a cache copied without its key, or its key lost
+    NeighbourGraph(vectors, k=8, index_store=store)
+    assert store.reused is False and (tmp_path / KEY_FILE).is_file()
+    NeighbourGraph(vectors, k=8, index_store=store)
+    assert store.reused is True

@@ -83,6 +83,9 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     v1, v2, vn = module((ids1[local], mask1[local]), (ids2[local], mask2[local]), (ids2[:3], mask2[:3]))
     np.savez(os.path.join(out_dir, f"negatives-rank{rank}.npz"), v1=v1.detach().numpy(), v2=v2.detach().numpy(),
              vn=vn.detach().numpy())
+    # A cancel on rank 0 alone reaches every rank; no rank asking stops none.
+    np.save(os.path.join(out_dir, f"flags-rank{rank}.npy"),
+            np.array([distributed.broadcast_flag(rank == 0), distributed.broadcast_flag(False)]))
     dist.barrier()
     # Leave without tearing down: tearing down DDP's reducer and the gloo group from Python can
     # deadlock (the group's destructor joins a thread that waits for the GIL the main thread holds).
@@ -160,3 +163,35 @@ def test_gather_is_identity_in_one_process():
 def test_wrap_is_the_model_itself_in_one_process(gather_outputs):
     model = _model()
     assert distributed.wrap(model, torch.device("cpu"), distributed.SINGLE, gather_outputs=gather_outputs) is model
+
+
+def test_a_flag_raised_on_one_rank_is_seen_on_every_rank(two_rank_results):
+    for rank in range(WORLD):
+        assert np.load(two_rank_results / f"flags-rank{rank}.npy").tolist() == [True, False]
+
+
+def test_a_cuda_run_joins_a_group_that_reduces_cpu_and_cuda_tensors(monkeypatch):
+    """nccl alone refuses the CPU tensor ``broadcast_flag`` reduces: a CUDA run's group has gloo for the CPU."""
+    joined = {}
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: None)
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend: joined.update(backend=backend))
+    assert distributed.init_from_env("cuda") == distributed.DistContext(0, 2, 0)
+    assert set(joined["backend"].split(",")) == {"cpu:gloo", "cuda:nccl"}
+    distributed.init_from_env("cpu")
+    assert joined["backend"] == "gloo"
+
+
+def test_flags_are_reduced_on_a_device_the_group_handles(monkeypatch):
+    reduced = []
+    monkeypatch.setattr(distributed, "current", lambda: distributed.DistContext(0, 2, 0))
+    monkeypatch.setattr(dist, "get_backend", lambda: "cpu:gloo,cuda:nccl")
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor, op: reduced.append(tensor.device))
+    assert distributed.broadcast_flag(True) is True and reduced == [torch.device("cpu")]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert distributed.flag_device("nccl") == torch.device("cuda", 3)  # a group made elsewhere with nccl alone
+    assert distributed.flag_device("gloo") == torch.device("cpu")

@@ -12,7 +12,7 @@ model_folder.py, core/models/registry.py):
 4. MiniLM's ``bert`` sub-config takes only known BertConfig keys with bounded values;
 5. vocabulary, config and tensor shapes agree; a tokenizer.json gives only its WordLevel vocabulary (ids
    exactly 0..n-1, <pad> 0 and <unk> 1), which goes into our own pipeline: no pattern of the file runs;
-6. no NaN or infinite weight;
+6. no NaN or infinite weight, and every weight in the dtype the config's model has (no float64, no booleans);
 7. the metadata inference reads (thresholds, name, metrics) has the right shape; JSON nests at most 32 deep;
 8. model.safetensors gets the same mode as the other files.
 """
@@ -526,6 +526,33 @@ def test_non_finite_weights_are_refused_by_name(saved, tmp_path, value, kind, te
     weights[tensor].view(-1)[3] = value
     save_file(weights, str(folder / WEIGHTS_FILE))
     assert repr(tensor) in _refused(folder, "NaN or infinite")
+
+
+def _rewrite_weights(folder: Path, change) -> None:
+    """model.safetensors with every tensor replaced by ``change(tensor)``."""
+    weights = load_file(str(folder / WEIGHTS_FILE))
+    save_file({name: change(tensor).contiguous() for name, tensor in weights.items()}, str(folder / WEIGHTS_FILE))
+
+
+def test_float64_weights_are_refused_even_when_finite(folder):
+    # 1e300 is finite in float64 and an infinity once cast to the model's float32.
+    _rewrite_weights(folder, lambda tensor: torch.full(tensor.shape, 1e300, dtype=torch.float64))
+    message = _refused(folder, "float64")
+    assert "this model's weights are float32" in message
+
+
+@pytest.mark.parametrize("kind", ["lstm", "dual-transformer"])
+def test_boolean_weights_are_refused(saved, tmp_path, kind):
+    # Booleans would load as weights of 0 and 1: a model that calls every pair similar.
+    folder = _copy(saved, tmp_path, kind)
+    _rewrite_weights(folder, lambda tensor: tensor > 0)
+    _refused(folder, "is bool; this model's weights are float32")
+
+
+def test_weights_of_the_models_own_dtype_still_load(folder):
+    _rewrite_weights(folder, lambda tensor: tensor.clone())
+    model, _ = load_model(folder)
+    assert {value.dtype for value in model.state_dict().values()} == {torch.float32}
 
 
 # ---- 7. the metadata inference reads ---------------------------------------------------------------

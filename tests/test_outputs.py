@@ -215,6 +215,29 @@ def test_a_killed_writer_leaves_no_lock_behind(tmp_path):
     assert list(tmp_path.iterdir()) == []  # the next writer took the lock file over and removed it
 
 
+@pytest.mark.parametrize("content", [b"my notes on m1\n", b""], ids=["notes", "empty"])
+def test_a_users_file_named_like_the_lock_is_never_removed_or_rewritten(capsys, tmp_path, content):
+    mine = tmp_path / ".m1.lock"
+    mine.write_bytes(content)
+    os.utime(mine, (1_000_000_000, 1_000_000_000))
+    train_into(capsys, tmp_path / "m1")
+    assert mine.read_bytes() == content and mine.stat().st_mtime == 1_000_000_000
+    with claim_output(tmp_path / "m1", overwrite=True):  # it still keeps a second writer out
+        with pytest.raises(OutputError, match="another process"):
+            claim_output(tmp_path / "m1", overwrite=True)
+    assert mine.read_bytes() == content and sorted(p.name for p in tmp_path.iterdir()) == [".m1.lock", "m1"]
+
+
+def test_a_link_named_like_the_lock_is_refused_not_followed(tmp_path):
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    (tmp_path / ".m1.lock").symlink_to(target)
+    with pytest.raises(OutputError, match="cannot lock it") as refused:
+        claim_output(tmp_path / "m1")
+    assert refused.value.reason == "unwritable" and target.read_text() == "keep me"
+    assert (tmp_path / ".m1.lock").is_symlink()
+
+
 def test_new_runs_claimed_at_once_get_distinct_folders(tmp_path):
     claims = [claim_new_run(tmp_path, "lstm", "triplet") for _ in range(3)]
     names = [claim.target.name for claim in claims]

@@ -7,6 +7,7 @@ exits with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -50,9 +51,32 @@ def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -
              "TF-IDF folder keeps the fit of its calibration file)") if scores_pairs else ""
     command.add_argument("--model", required=True,
                          help=f"a saved model folder (a calibrated copy included), 'minilm' for zero-shot MiniLM{tfidf}")
-    command.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"), help="where to run")
+    command.add_argument("--device", default="auto", type=device_name, metavar="{auto,cpu,cuda,cuda:N}",
+                         help="where the model runs (auto: CUDA when PyTorch sees a GPU); on CUDA the transformer "
+                              "models encode in float16, and dedup and suggest search their neighbours exactly on "
+                              "the GPU when the corpus's vectors fit in its memory")
     command.set_defaults(func=func)
     return command
+
+
+def device_name(text: str) -> str:
+    """argparse type of ``--device``: auto, cpu, cuda or cuda:N (whether that device is here, ``resolved_device``)."""
+    from core.device import DeviceError, checked_device_name
+
+    try:
+        return checked_device_name(text)
+    except DeviceError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def resolved_device(args):
+    """``args.device`` as a ``torch.device`` (``core.device.resolve_device``); one that is not here is a ``CliError``."""
+    from core.device import DeviceError, resolve_device
+
+    try:
+        return resolve_device(args.device)
+    except DeviceError as error:
+        raise CliError(str(error)) from None
 
 
 def add_backend_option(command) -> None:
@@ -89,9 +113,13 @@ def engine_session(args):
 
     if importlib.util.find_spec("ray") is None:
         raise CliError("--engine ray needs Ray: pip install 'ray[data]==2.60.0' (requirements.txt)")
-    from core.inference.ray_engine import ray_session
+    from core.inference.ray_engine import RayAddressError, ray_session
 
-    with ray_session(args.ray_address):
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(ray_session(args.ray_address))
+        except RayAddressError as error:  # an address nothing answers at: one line, not Ray's minutes of retries
+            raise CliError(str(error)) from None
         yield
 
 
@@ -332,8 +360,8 @@ def load_backend(args):
     if getattr(args, "backend", "torch") != "onnx":
         return load_model(args.model, args.device)
     refuse_tfidf(args.model)
-    if args.device == "cuda":
-        raise CliError("--backend onnx runs on the CPU; drop --device cuda")
+    if args.device.startswith("cuda"):
+        raise CliError(f"--backend onnx runs on the CPU; drop --device {args.device}")
     from core.export.common import ExportError
     from core.export.onnx_backend import OnnxBackendError, onnx_model
     from core.saving import ModelLoadError
@@ -347,45 +375,3 @@ def load_backend(args):
 def backend_model(args):
     """``load_backend(args)``'s model alone: a picklable loader for Ray's encoder actors."""
     return load_backend(args)[0]
-
-
-def vector_cache():
-    """``core.inference.vector_cache.VectorCache`` in the lab's cache (``$SIAMESE_LAB_CACHE``, ``vectors/``):
-    dedup, suggest and search keep a corpus's vectors there and reuse them."""
-    from core.export.onnx_cache import cache_root
-    from core.inference.vector_cache import VectorCache
-
-    return VectorCache(cache_root() / "vectors")
-
-
-def vector_cache_key(args) -> str | None:
-    """What names ``args.model``'s vectors in ``vector_cache`` before it is loaded: on the torch backend the
-    sha256 of the files they are made from (``core.export.onnx_cache.content_key``), so a run whose vectors
-    are cached never loads the model; None on the ONNX backend (its loaded graphs' digest names them)."""
-    from core.model_names import TFIDF, ZERO_SHOT
-
-    if getattr(args, "backend", "torch") == "onnx" or not (args.model == ZERO_SHOT or Path(args.model).is_dir()):
-        return None  # None also for what is no model folder at all (or TF-IDF): loading it says why, in one line
-    from core.export.onnx_cache import content_key
-
-    key = "files-" + content_key(args.model)
-    parent = _calibrated_parent(args.model)
-    if parent == TFIDF:
-        return None  # no vectors at all: loading it refuses, in one line
-    # A calibrated copy's vectors are its parent's: keyed by the parent's files as they are now, so a parent changed
-    # since the copy was made is not served from the cache (loading the copy then refuses it, in one line).
-    return key if parent is None else key + "-" + content_key(parent)
-
-
-def _calibrated_parent(model: str) -> str | None:
-    """The source a calibrated copy (``python -m core calibrate``) points at, or None for any other model."""
-    from core.saving import ModelLoadError, read_config
-    from core.saving.calibrated import CALIBRATED_FROM
-
-    if not Path(model).is_dir():
-        return None
-    try:
-        record = read_config(model).get(CALIBRATED_FROM)
-    except ModelLoadError:
-        return None
-    return str(record["source"]) if isinstance(record, dict) else None

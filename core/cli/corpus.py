@@ -17,9 +17,8 @@ from core.cli.common import (
     model_command,
     print_json,
     ray_vectors,
-    vector_cache,
-    vector_cache_key,
 )
+from core.cli.vector_keys import vector_cache, vector_cache_key
 
 
 def _corpus(path: str, columns: dict[str, str] | None) -> list[str]:
@@ -86,8 +85,7 @@ def cmd_embed(args) -> int:
 
 def add_parsers(sub) -> None:
     """Register ``search`` and ``embed`` on the subparsers ``sub``."""
-    from core.inference.search import FLAT_LIMIT
-    from core.inference.vector_index import INDEX_KINDS
+    from core.inference.index_kinds import FLAT_LIMIT, INDEX_KINDS
 
     search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")

@@ -33,10 +33,10 @@ from core.cli.common import (
     print_json,
     ray_vectors,
     read_corpus,
+    resolved_device,
     threshold,
-    vector_cache,
-    vector_cache_key,
 )
+from core.cli.vector_keys import vector_cache, vector_cache_key
 
 DEFAULT_SWEEP = "0.70:0.95:0.05"  # --sweep without a range: from topic-level likeness to near copies
 
@@ -63,8 +63,7 @@ def sweep_range(text: str) -> list[float]:
 def add_parsers(sub):
     """Register ``dedup`` on the subparsers ``sub``."""
     from core.inference.dedup_graph import DEFAULT_K, MAX_NEIGHBOURHOOD
-    from core.inference.search import FLAT_LIMIT
-    from core.inference.vector_index import INDEX_KINDS
+    from core.inference.index_kinds import FLAT_LIMIT, INDEX_KINDS
 
     dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
     dedup.add_argument("--questions", required=True,
@@ -155,6 +154,7 @@ def ray_corpus_file(path: str, report):
 
 
 def cmd_dedup(args) -> int:
+    resolved_device(args)  # a GPU that is not here is refused before any work
     if args.sweep is not None:
         for flag, value in (("--out", args.out), ("--threshold", args.threshold)):
             if value is not None:
@@ -209,11 +209,13 @@ def _graph(args, texts, report, folder: Path):
     and first search from ``index_cache`` when they are there."""
     from core.inference.dedup_graph import NeighbourGraph
     from core.inference.dedup_index import SavedGraphIndex
+    from core.inference.exact_search import DeviceIndex
     from core.inference.search import fingerprint
     from core.inference.vector_cache import CorpusVectors, corpus_vectors
     from core.inference.vector_index import model_identity
 
     started, phases = time.perf_counter(), {}
+    device = resolved_device(args)
     model = _Model(args)
     key = vector_cache_key(args) or model_identity(model())
     cache = vector_cache() if key else None
@@ -247,12 +249,14 @@ def _graph(args, texts, report, folder: Path):
             from core.inference.ray_engine import ray_graph
 
             graph = ray_graph(points, workers=args.workers, **options)
-        else:
-            graph = NeighbourGraph(points, progress=TqdmCounter("neighbours"), **options)
+        else:  # on a CUDA --device the search is exact there, when the vectors fit (core.inference.exact_search)
+            graph = NeighbourGraph(points, progress=TqdmCounter("neighbours"), device=device, **options)
         del points, queries, options  # the graph holds them (in its index): a corpus's vectors are kept once
     phases["neighbours"] = time.perf_counter() - started - sum(phases.values())
-    index = {"kind": graph.kind, "reused": bool(store and store.reused),
-             **({"folder": str(store.folder(graph.kind))} if store else {})}
+    on_device = isinstance(graph.index, DeviceIndex)  # the store keeps FAISS indexes only
+    index = {"kind": graph.kind, "reused": bool(store and store.reused and not on_device),
+             "device": str(graph.index.device) if on_device else "cpu",
+             **({"folder": str(store.folder(graph.kind))} if store and not on_device else {})}
     engine = {"engine": args.engine, **({"workers": args.workers, "read_by": read_by} if args.engine == "ray" else {})}
     return graph, model.config(), {"vectors": facts, "index": index, **engine}, phases
 

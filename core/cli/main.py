@@ -73,3 +73,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as error:  # only the commands that search need FAISS; the others start without it
+        if error.name != "faiss":
+            raise
+        print("error: this command searches with FAISS, which is not installed: pip install 'faiss-cpu>=1.9' "
+              "(requirements.txt)", file=sys.stderr)
+        return EXIT_USAGE

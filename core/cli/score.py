@@ -45,6 +45,8 @@ def cmd_score(args) -> int:
                 bar.close()
     for warning in report.warnings:
         print(f"data: warning: {warning}", file=sys.stderr)
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
     print(f"scored {report.scored:,} of {report.rows:,} pairs"
           + (f" ({report.skipped_empty:,} with an empty question left unscored)" if report.skipped_empty else "")
           + (f" ({report.malformed:,} malformed line(s) dropped, as load_pairs drops them)" if report.malformed else "")
@@ -90,7 +92,9 @@ def add_parsers(sub) -> None:
     score.add_argument("--pairs", required=True, help="CSV/TSV (optionally .gz) with question1, question2 "
                                                       "(is_duplicate optional: metrics are printed when present)")
     add_columns_option(score)
-    score.add_argument("--out", required=True, help="output CSV: the input columns + similarity, predicted_duplicate")
+    score.add_argument("--out", required=True,
+                       help="output CSV: the input columns + similarity, predicted_duplicate (an input column of "
+                            "either name is kept as it is, and the output takes <name>_1, or _2 ...)")
     score.add_argument("--threshold", type=threshold, default=None,
                        help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
     score.add_argument("--overwrite", action="store_true", help="replace --out if it exists")

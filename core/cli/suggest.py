@@ -26,10 +26,10 @@ from core.cli.common import (
     model_command,
     output_path,
     print_json,
+    resolved_device,
     threshold,
-    vector_cache,
-    vector_cache_key,
 )
+from core.cli.vector_keys import vector_cache, vector_cache_key
 
 
 def _share(text: str) -> float:
@@ -114,6 +114,7 @@ def _suggest_into(claim, out: Path, args) -> dict:
     from core.inference.vector_index import model_identity
     from core.saving.safe_csv import safe_csv_text
 
+    device = resolved_device(args)  # a GPU that is not here is refused before any work
     questions = distinct_questions(load_corpus(args.questions))
     if len(questions) < 2:
         raise CliError(f"{args.questions} holds one distinct question; pairs need at least two")
@@ -122,7 +123,7 @@ def _suggest_into(claim, out: Path, args) -> dict:
     started = time.perf_counter()
     key = vector_cache_key(args) or model_identity(model)  # the vectors dedup and search keep, shared with them
     corpus = embed_corpus(model, questions, progress=TqdmCounter("encoding"), cache=vector_cache() if key else None,
-                          model_key=key)
+                          model_key=key, device=device)
     encoded = time.perf_counter()
     if args.threshold is not None:
         chosen = Calibrated(args.threshold, "given with --threshold")

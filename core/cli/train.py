@@ -65,7 +65,7 @@ def _flag(option: str) -> str:
 # The options that make a recipe: with none of them and no --preset, a run takes the auto recipe.
 RECIPE_OPTIONS = ("model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "patience",
                   "max_steps", "max_minutes", "max_length", "min_freq", "max_vocab", "model_options", "init_model",
-                  "hard_negatives", "implied_pairs")
+                  "base_model", "hard_negatives", "implied_pairs")
 
 
 def wants_auto_recipe(args) -> bool:
@@ -96,7 +96,8 @@ def spec_from_args(args, data_options: dict | None = None):
     options = {name: getattr(args, name) for name in (
         "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
         "max_steps", "max_minutes", "device", "precision", "compile", "max_length", "min_freq", "max_vocab")}
-    options["model"] = args.model or (None if args.preset else family)  # a preset says its own model
+    # A preset says its own model; a base folder is MiniLM's start.
+    options["model"] = args.model or (None if args.preset else family or ("minilm" if args.base_model else None))
     switches = {name: True for name in ("hard_negatives", "implied_pairs", "keep_unvalidated") if getattr(args, name)}
     options["split_by"] = "question" if args.split_by_question else args.split_by
     options["val_data_name"] = Path(args.val).name if args.val else None
@@ -105,7 +106,7 @@ def spec_from_args(args, data_options: dict | None = None):
         options = {**data_options, **{name: value for name, value in options.items() if value is not None}}
     try:
         return spec_from_options(args.preset, **options, **switches, model_options=model_options,
-                                 init_model=args.init_model, data_name=Path(args.data).name)
+                                 init_model=args.init_model, base_model=args.base_model, data_name=Path(args.data).name)
     except SpecError as error:
         raise CliError(f"{_flag(error.option)} {error.problem}") from None
 
@@ -269,6 +270,11 @@ def add_parsers(sub) -> None:
                             "the usual start): its weights, architecture and tokenizer with its vocabulary are kept, "
                             "so --model-options, --max-length, --min-freq and --max-vocab do not apply; "
                             "config.json and the model card name it as the parent")
+    train.add_argument("--base-model", default=None, metavar="FOLDER",
+                       help="fine-tune the encoder of this local Hugging Face BERT folder (config.json, "
+                            "model.safetensors, vocab.txt; no custom code, no pickled weights) instead of the "
+                            "bundled all-MiniLM-L6-v2; implies --model minilm. The saved run holds the whole "
+                            "fine-tuned encoder and names the folder in config.json and the model card")
     train.add_argument("--loss", choices=LOSS_NAMES, default=None, help="training loss (default: triplet)")
     train.add_argument("--epochs", type=int, default=None, help="epochs (default depends on the model)")
     train.add_argument("--batch-size", type=int, default=None, help="pairs per step (default depends on the model)")

@@ -4,6 +4,13 @@ Parquet is binary, so it never goes through ``core.data.text_source``: a file (o
 are Parquet's magic is read whole (within the same byte cap as text, ``limits.input_limit``) and parsed by
 pyarrow, which comes with the lab's Ray Data dependency. Only the columns asked for are decoded; every value is
 read as text (a number becomes its digits, a missing value an empty string).
+
+Parquet compresses, so its file size says little about its text: a few hundred bytes can hold a gigabyte of one
+repeated string. The text is held to the same cap as a decompressed text file, measured twice before it is
+decoded: the columns' uncompressed size in the footer (``stored_text_bytes``), before any column is read, and
+then, one row group at a time, the text its values decode to (``decoded_text_bytes``), counted on the
+dictionary pyarrow reads the strings into, because a dictionary (or delta) encoding stores one long string once
+for any number of rows.
 """
 from __future__ import annotations
 
@@ -52,11 +59,11 @@ def parquet_bytes(source, max_bytes: int | None = None) -> tuple[bytes, str] | N
     return data, name
 
 
-def _parquet_file(data: bytes, name: str):
+def _parquet_file(data: bytes, name: str, read_dictionary: list[str] | None = None):
     import pyarrow.parquet as pq
 
     try:
-        return pq.ParquetFile(io.BytesIO(data))
+        return pq.ParquetFile(io.BytesIO(data), read_dictionary=read_dictionary)
     except Exception as error:  # noqa: BLE001 - whatever pyarrow trips over in a user's file is theirs to see
         raise DataError(f"could not read {name} as Parquet: {error}") from None
 
@@ -72,15 +79,76 @@ def parquet_header(data: bytes, name: str) -> list[str]:
     return header
 
 
-def parquet_text_columns(data: bytes, name: str, columns: list[str]) -> list[list[str]]:
-    """The values of ``columns`` as text, one list per column, row order kept; a missing value is ""."""
-    import pyarrow as pa
-
+def parquet_text_columns(data: bytes, name: str, columns: list[str], max_bytes: int | None = None) -> list[list[str]]:
+    """The values of ``columns`` as text, one list per column, row order kept; a missing value is "". More text
+    than ``limits.input_limit(max_bytes)`` is refused before it is decoded (see the module docstring)."""
+    limit = limits.input_limit(max_bytes)
+    # As dictionaries: a string repeated on every row is held once, and its rows are counted, never expanded.
+    parquet = _parquet_file(data, name, read_dictionary=columns)
+    if stored_text_bytes(parquet.metadata, columns) > limit:
+        raise over_input_limit(name, limit, compressed=True)
+    texts: list[list[str]] = [[] for _ in columns]
+    decoded = 0
     try:
-        table = _parquet_file(data, name).read(columns=columns)
-        return [["" if value is None else value for value in table.column(column).cast(pa.string()).to_pylist()]
-                for column in columns]
+        for group in range(parquet.num_row_groups):
+            for part in _row_group_parts(parquet, data, group, columns, limit):
+                decoded += sum(decoded_text_bytes(part.column(column)) for column in columns)
+                if decoded > limit:
+                    raise over_input_limit(name, limit, compressed=True)
+                for values, column in zip(texts, columns):
+                    values.extend(_as_text(part.column(column)))
     except DataError:
         raise
     except Exception as error:  # noqa: BLE001 - a column that cannot be text (a list, a struct) says why
         raise DataError(f"could not read the column(s) {', '.join(columns)} of {name} as text: {error}") from None
+    return texts
+
+
+def _row_group_parts(parquet, data: bytes, group: int, columns: list[str], limit: int):
+    """Row group ``group`` of ``columns``: whole, its strings as dictionaries; else (pyarrow reads no delta-encoded
+    string column as a dictionary) in batches of so few rows that their text stays under ``limit``, since no
+    value is longer than the bytes the row group stores."""
+    try:
+        yield parquet.read_row_group(group, columns=columns)
+        return
+    except (NotImplementedError, OSError):  # pyarrow says "Not yet implemented" as either
+        pass
+    stored = stored_text_bytes(parquet.metadata, columns, groups=[group])
+    plain = _parquet_file(data, "")  # no dictionaries asked for: what the batches are read through
+    yield from plain.iter_batches(batch_size=max(1, limit // max(stored, 1)), row_groups=[group], columns=columns)
+
+
+def stored_text_bytes(metadata, columns: list[str], groups=None) -> int:
+    """The uncompressed bytes the footer gives ``columns`` (a nested column's every leaf) in the row groups
+    ``groups`` (default: all): what reading them decompresses, known before any of it is read."""
+    total = 0
+    for group in range(metadata.num_row_groups) if groups is None else groups:
+        row_group = metadata.row_group(group)
+        for leaf in range(row_group.num_columns):
+            chunk = row_group.column(leaf)
+            if any(chunk.path_in_schema == column or chunk.path_in_schema.startswith(column + ".")
+                   for column in columns):
+                total += chunk.total_uncompressed_size
+    return total
+
+
+def decoded_text_bytes(values) -> int:
+    """The UTF-8 bytes ``values`` (a pyarrow column, chunked or not) take as text, without building that text for
+    a dictionary column: each row counts its dictionary entry's length."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    total = 0
+    for chunk in getattr(values, "chunks", [values]):
+        if pa.types.is_dictionary(chunk.type):
+            lengths = pc.binary_length(chunk.dictionary.cast(pa.string())).fill_null(0).to_numpy()
+            total += int(lengths[pc.drop_null(chunk.indices).to_numpy()].sum())
+        else:
+            total += int(pc.sum(pc.binary_length(chunk.cast(pa.string()))).as_py() or 0)
+    return total
+
+
+def _as_text(values) -> list[str]:
+    import pyarrow as pa
+
+    return ["" if value is None else value for value in values.cast(pa.string()).to_pylist()]

@@ -118,7 +118,7 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     """
     parquet = parquet_bytes(source, max_bytes)
     if parquet is not None:
-        questions, report = _parquet(*parquet)
+        questions, report = _parquet(*parquet, max_bytes)
     else:
         data, name, utf16 = read_text_bytes(source, max_bytes)
         shape, delimiter, header = _shape(data)
@@ -217,7 +217,7 @@ def _question_positions(names: list[str], shape: str) -> list[int]:
     return [next(names.index(a) for a in ROLE_ALIASES[role] if a in names) for role in ("question1", "question2")]
 
 
-def _parquet(data: bytes, name: str) -> tuple[list[str], QuestionsReport]:
+def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], QuestionsReport]:
     header = parquet_header(data, name)
     names = [column.strip().lower() for column in header]
     if any(alias in names for alias in QUESTION_ALIASES):
@@ -230,7 +230,7 @@ def _parquet(data: bytes, name: str) -> tuple[list[str], QuestionsReport]:
         raise DataError(f"{name}: no question column among {', '.join(header[:10])}; name one question (or "
                         f"{', '.join(QUESTION_ALIASES[1:])}), or question1 and question2")
     positions = _question_positions(names, shape)
-    columns = parquet_text_columns(data, name, [header[p] for p in positions])
+    columns = parquet_text_columns(data, name, [header[p] for p in positions], max_bytes)
     grid = np.array([[text.strip() for text in column] for column in columns], dtype=object).T.reshape(-1, len(positions))
     report = _grid_report(grid, name, shape, [header[p] for p in positions], "", np.zeros(0, np.int64), "utf-8",
                           first_line=1)

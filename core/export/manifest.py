@@ -53,10 +53,10 @@ def _clean(value):
 
 def config_summary(config: dict) -> dict:
     """The parts of a model's config.json an export keeps: model, tokenizer, loss and training
-    settings, thresholds, metrics, data, the parent model it started from, and how training ended (not its per-epoch
+    settings, thresholds, metrics, data, the parent model or base folder it started from, and how training ended (not its per-epoch
     history)."""
     keep = ("name", "model_type", "model_config", "tokenizer", "loss", "train_config", "run", "thresholds",
-            "metrics", "data", "saved_at", "parent")
+            "metrics", "data", "saved_at", "parent", "base_model")
     summary = {key: config[key] for key in keep if key in config}
     training = config.get("training")
     if isinstance(training, dict):

@@ -9,6 +9,7 @@ import re
 from core.data.splitting import recorded_by_question
 from core.export.manifest import MANIFEST_FILE
 from core.export.onnx_graph import OUTPUT_NAME
+from core.losses.registry import LOSSES
 
 CARD_FILE = "README.md"
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -42,26 +43,15 @@ def loss_line(config: dict) -> str:
     loss = config.get("loss") if isinstance(config.get("loss"), dict) else {}
     run = config.get("run") if isinstance(config.get("run"), dict) else {}
     name = loss.get("name")
-    if name == "triplet":
-        hard = ", plus labelled hard negatives" if run.get("hard_negatives") else ""
-        return (f"triplet loss on cosine similarities (L1 + L2 with the mean and the closest in-batch negative), "
-                f"margin {_number(loss.get('margin'), 3)}{hard}")
-    if name == "contrastive":
-        return (f"contrastive loss on distances between unit vectors, form {_code(loss.get('form'))}, "
-                f"margin {_number(loss.get('margin'), 3)}")
-    if name == "softmax":
-        hard = ", plus labelled hard negatives" if run.get("hard_negatives") else ""
-        return (f"in-batch softmax (multiple negatives ranking) of cosines scaled by "
-                f"{_number(loss.get('scale'), 1)}{hard}")
-    if name == "cosent":
-        return (f"CoSENT ranking of cosines, log(1 + Σ exp(λ·(sⱼ − sᵢ))) over every duplicate i and "
-                f"non-duplicate j of a batch, λ {_number(loss.get('scale'), 1)}")
-    if name == "multitask":
-        return (f"multitask: contrastive loss on distances between unit vectors, form {_code(loss.get('form'))}, "
-                f"margin {_number(loss.get('margin'), 3)}, plus {_number(loss.get('weight'), 2)} × in-batch softmax "
-                f"of the duplicates' cosines scaled by {_number(loss.get('scale'), 1)}, with the batch's "
-                f"non-duplicates as extra negatives")
-    return f"{_code(name)}" if name else "n/a"
+    described = LOSSES.get(name) if isinstance(name, str) else None
+    if described is None:
+        return f"{_code(name)}" if name else "n/a"
+    # The config comes from a saved folder: only sanitised text goes into the registry's template.
+    line = described.card.format(margin=_number(loss.get("margin"), 3), form=_code(loss.get("form")),
+                                 scale=_number(loss.get("scale"), 1), weight=_number(loss.get("weight"), 2))
+    # Hard negatives join batches of duplicates only.
+    hard = described.batch_kind == "duplicates" and run.get("hard_negatives")
+    return line + (", plus labelled hard negatives" if hard else "")
 
 
 def _usage(manifest: dict, folder_name: str) -> str:
@@ -148,6 +138,14 @@ def _verdict_lines(metrics: dict) -> list[str]:
     return lines + [""] if lines else []
 
 
+def local_base_model(config: dict) -> str | None:
+    """The name of the local BERT folder a run fine-tuned instead of the bundled MiniLM (``config["base_model"]``,
+    written by ``core.training.pipeline``), or None."""
+    base = config.get("base_model")
+    name = base.get("name") if isinstance(base, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
 def parent_line(config: dict) -> str:
     """"Fine-tuned from `name` (validation ROC AUC 0.8123)." when the run started from a saved model
     (``config["parent"]``, written by ``core.training.pipeline``), else ""."""
@@ -174,7 +172,8 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
     train_config = config.get("train_config") if isinstance(config.get("train_config"), dict) else {}
     training = config.get("training") if isinstance(config.get("training"), dict) else {}
     threshold = manifest["threshold"]
-    base = BASE_MODEL if family == "minilm" else None
+    local_base = local_base_model(config)
+    base = BASE_MODEL if family == "minilm" and not local_base else None
 
     tags = ["siamese-lab", "sentence-similarity", "duplicate-questions", "feature-extraction"]
     tags += ["sentence-transformers"] if fmt == "sentence-transformers" else ["onnx"]
@@ -198,6 +197,7 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
     parent = parent_line(config)
     lines.append(f"- **Model family:** {label} (`{family}`)")
     lines.append(f"- **Base model:** [{base}](https://huggingface.co/{base})" if base
+                 else f"- **Base model:** {_code(local_base, 120)} (a local BERT folder)" if local_base
                  else f"- **Base model:** none (trained from scratch{', then fine-tuned' if parent else ''})")
     if parent:
         lines.append(f"- **Parent model:** {parent}")

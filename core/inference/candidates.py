@@ -45,9 +45,10 @@ class EmbeddedCorpus:
     """
 
     def __init__(self, questions: Sequence[str], vectors: np.ndarray, queries: np.ndarray | None = None,
-                 reused: bool = False):
+                 reused: bool = False, device=None):
         self.questions = list(questions)
         self.reused = reused  # the vectors came from a vector cache (``embed_corpus``), not from the encoder
+        self.device = device  # a CUDA device searches exactly there when the vectors fit (``neighbours``)
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)  # (N, d)
         self.queries = self.vectors if queries is None else np.ascontiguousarray(queries, dtype=np.float32)
         if len(self.vectors) != len(self.questions) or self.queries.shape != self.vectors.shape:
@@ -61,14 +62,19 @@ class EmbeddedCorpus:
 
     def neighbours(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids, scores), each (N, min(k, N - 1)): every question's nearest other questions, best first
-        (ties: lower row first, on the exact index). Searched once for the largest ``k`` asked, then sliced."""
-        from core.inference.search import new_index
+        (ties: lower row first, on the exact index). Searched once for the largest ``k`` asked, then sliced; on a
+        CUDA ``device`` the vectors fit on, exactly there (``core.inference.exact_search``), else with FAISS."""
+        from core.inference.exact_search import device_index
 
         k = max(0, min(int(k), len(self) - 1))
         if self._neighbours is None or self._neighbours[0].shape[1] < k:
             n, dim = self.vectors.shape
-            index = new_index(dim, n, flat_limit=EXACT_LIMIT)
-            index.add(self.vectors)
+            index = device_index(self.vectors, self.device, self.queries)
+            if index is None:
+                from core.inference.search import new_index
+
+                index = new_index(dim, n, flat_limit=EXACT_LIMIT)
+                index.add(self.vectors)
             ids = np.empty((n, k), dtype=np.int64)
             scores = np.empty((n, k), dtype=np.float32)
             for start in range(0, n, SEARCH_ROWS):
@@ -110,17 +116,18 @@ def distinct_questions(questions: Sequence[str]) -> list[str]:
 
 
 def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None,
-                 batch_size: int = 256, cache=None, model_key: str | None = None) -> EmbeddedCorpus:
+                 batch_size: int = 256, cache=None, model_key: str | None = None, device=None) -> EmbeddedCorpus:
     """Encode the ``distinct_questions`` of ``questions`` with ``model`` once, for any number of rounds; with a
     ``core.inference.vector_cache.VectorCache``, its vectors for ``model_key`` (default: the model's identity)
-    when it holds them, else encoded and kept there. ``reused`` on the result says which."""
+    when it holds them, else encoded and kept there. ``reused`` on the result says which; ``device`` is where its
+    neighbours are searched (``EmbeddedCorpus.neighbours``)."""
     from core.inference.vector_cache import corpus_vectors
 
     texts = distinct_questions(questions)
     if not texts:
         return EmbeddedCorpus(texts, np.zeros((0, 1), dtype=np.float32))
     found = corpus_vectors(texts, model, cache, model_key, progress=progress, batch_size=batch_size)
-    return EmbeddedCorpus(texts, *found.for_clustering(), reused=found.reused)
+    return EmbeddedCorpus(texts, *found.for_clustering(), reused=found.reused, device=device)
 
 
 def candidate_pairs(corpus: EmbeddedCorpus, k: int = DEFAULT_K,

@@ -109,14 +109,16 @@ class NeighbourGraph:
 
     Identical rows (a question repeated word for word) are indexed once and carry their count: they
     always share a neighbourhood, so a corpus of 100,000 copies of one question costs one search, not
-    100,000 searches of 100,000 neighbours each.
+    100,000 searches of 100,000 neighbours each. On a CUDA ``device`` the vectors fit on, FAISS gives way to
+    exact matrix products there (``core.inference.exact_search.DeviceIndex``), at any corpus size.
     """
 
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
                  progress: Progress | None = None, max_neighbourhood: int | None = None,
                  ef_search: int = GRAPH_EF_SEARCH, index_kind: str | None = None, seed: int = 0,
-                 index_store=None):
-        from core.inference.search import FLAT_LIMIT
+                 index_store=None, device=None):
+        from core.inference.exact_search import device_index
+        from core.inference.index_kinds import FLAT_LIMIT
 
         for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1), ("ef_search", ef_search)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -149,7 +151,9 @@ class NeighbourGraph:
         # None: bounded on an approximate index only; an exact one is searched as deep as needed, as
         # community_detection does (its corpus is small enough for that, FLAT_LIMIT).
         flat_limit = FLAT_LIMIT if flat_limit is None else flat_limit
-        exact = index_kind == "flat" or (index_kind is None and u <= flat_limit)
+        # On a CUDA ``device`` the vectors fit on, every search is exact there, whatever the corpus's size.
+        on_device = device_index(self.vectors, device, self.queries) if index_kind in (None, "flat") else None
+        exact = on_device is not None or index_kind == "flat" or (index_kind is None and u <= flat_limit)
         self.max_neighbourhood = max(int(max_neighbourhood), self.k) if max_neighbourhood is not None else (
             max(u, 1) if exact else MAX_NEIGHBOURHOOD)
         if u == 0 or dim == 0:
@@ -157,10 +161,12 @@ class NeighbourGraph:
             self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
             return
         self.ef_search = int(ef_search)
-        self.index = self._index(index_kind, exact, seed, index_store)
+        if on_device is not None:
+            index_store = None  # it keeps FAISS indexes; the device searches faster than one is read back
+        self.index = on_device or self._index(index_kind, exact, seed, index_store)
         if hasattr(self.index, "hnsw"):
             self.index.hnsw.efSearch = self.ef_search  # FAISS searches with max(efSearch, k)
-        if self.queries is self.vectors and self.kind != "ivfpq":  # one tower: search FAISS's copy, drop ours
+        if self.queries is self.vectors and self.kind != "ivfpq" and on_device is None:  # one tower: FAISS's copy
             self.vectors = self.queries = stored_vectors(self.index)
         saved = index_store is not None and index_store.load_neighbours(self)  # this index's first search, kept
         step = max(1, SEARCH_BUDGET // self.k)
@@ -200,9 +206,10 @@ class NeighbourGraph:
     @property
     def kind(self) -> str:
         """"flat" (exact), "hnsw" or "ivfpq" (approximate)."""
+        from core.inference.exact_search import DeviceIndex
         from core.inference.vector_index import index_kind
 
-        return index_kind(self.index)
+        return DeviceIndex.kind if isinstance(self.index, DeviceIndex) else index_kind(self.index)
 
     def copies(self, unique: int) -> np.ndarray:
         """The rows (ascending) that distinct row ``unique`` stands for."""

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.saving.user_files import FileClaim, claim_files
+from core.saving.user_files import FileClaim
 
 CHUNK = 4096  # texts encoded per call: bounds the live tensors whatever the corpus size
 
@@ -24,17 +24,6 @@ def embedding_paths(out: str | Path) -> tuple[Path, Path]:
     out = Path(out)
     vectors = out.with_suffix(".npy") if out.name not in ("", ".", "..") else out
     return vectors, vectors.with_suffix(".questions.jsonl")
-
-
-def embed_to_file(model, texts: Sequence[str], out: str | Path, tower: int = 1, batch_size: int = 256,
-                  progress: Callable[[int, int], None] | None = None, overwrite: bool = False) -> Path:
-    """Write ``(N, d)`` float32 vectors of ``texts`` to ``out`` (``.npy``) and the texts, one JSON
-    string per line, to ``out`` with ``.questions.jsonl``; ``overwrite`` replaces files already there
-    (else ``UserFileError``), a missing folder is created. Returns the ``.npy`` path."""
-    vectors, questions = embedding_paths(out)
-    with claim_files([vectors, questions], overwrite=overwrite, create_folder=True) as claim:
-        write_embeddings(claim, model, texts, vectors, tower=tower, batch_size=batch_size, progress=progress)
-    return vectors
 
 
 def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path, tower: int = 1,

@@ -1,7 +1,10 @@
 """Embedding and deduplicating on a Ray cluster (``--engine ray``): the same vectors and clusters as the local
 path, with the encoding spread over a pool of encoder actors and the first k-NN search over Ray tasks.
 
-- ``ray_session``: a local Ray sized to this machine (or a running cluster at an address), shut down after.
+- ``ray_session``: a local Ray sized to this machine (or a running cluster at an address), shut down after. A
+  cluster's address is reached first with a plain socket (``check_ray_address``): Ray itself would retry an
+  address that does not resolve or answer for minutes, printing its warnings; here it is one ``RayAddressError``
+  within ``CONNECT_TIMEOUT_S``.
 - ``ray_encode``: the corpus as a Ray dataset of (id, question) rows (``core.inference.ray_corpus``: put there
   from the driver, or the file read by Ray Data itself), encoded by ``ShardEncoder`` actors
   (``map_batches`` with a class: each actor loads the model once), written as vector shards on disk. Ray Data
@@ -19,9 +22,12 @@ the model folder and ``out_dir`` must be on storage every node sees, and the lab
 from __future__ import annotations
 
 import os
+import socket
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Sequence
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -30,6 +36,60 @@ from core.inference.dedup_graph import NeighbourGraph
 OBJECT_STORE_CAP = 2 << 30  # bytes: a local Ray's shared-memory store, at most a tenth of this machine's memory
 TASK_RETRIES = 3  # retries of a search task whose worker died, before the run fails
 SHARD_PREFIX = "shard-"
+CONNECT_TIMEOUT_S = 10.0  # resolving and reaching a cluster's address, before Ray is asked to join it
+NAMED_ADDRESSES = ("auto", "local")  # ray.init's own words: a cluster found on this machine, or a new one
+CLIENT_SCHEME, CLIENT_PORT, GCS_PORT = "ray://", 10001, 6379  # Ray's default ports: its client server, its GCS
+
+
+class RayAddressError(ValueError):
+    """A Ray cluster address that cannot be reached; the message is one line."""
+
+
+def check_ray_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """``RayAddressError`` unless something accepts a TCP connection at ``address`` (``host:port`` or
+    ``ray://host:port``) within ``timeout`` seconds, name resolution included. The words ray.init resolves
+    itself (``auto``, ``local``) pass unchecked."""
+    host, port = _host_and_port(address)
+    if host is None:
+        return
+    outcome: dict[str, BaseException | None] = {}
+
+    def connect() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            outcome["error"] = None
+        except OSError as error:
+            outcome["error"] = error
+
+    # In a thread: the system's name lookup has no timeout of its own and may wait on a resolver for minutes.
+    thread = threading.Thread(target=connect, name="ray-address-check", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if "error" not in outcome:
+        raise RayAddressError(f"Ray cluster {address}: no answer within {timeout:g} s")
+    error = outcome["error"]
+    if isinstance(error, socket.gaierror):
+        raise RayAddressError(f"Ray cluster {address}: cannot resolve {host} ({error.strerror or error})")
+    if error is not None:
+        reason = "timed out" if isinstance(error, TimeoutError) else (error.strerror or str(error))
+        raise RayAddressError(f"Ray cluster {address}: nothing answers there ({reason})")
+
+
+def _host_and_port(address: str) -> tuple[str | None, int | None]:
+    """(host, port) of ``host[:port]``, ``[v6][:port]`` or ``ray://host[:port]`` (Ray's default port when none
+    is given); (None, None) for ``auto`` and ``local``; RayAddressError for anything else."""
+    text = address.strip()
+    if text.lower() in NAMED_ADDRESSES:
+        return None, None
+    client = text.lower().startswith(CLIENT_SCHEME)
+    try:
+        parts = urlsplit("//" + (text[len(CLIENT_SCHEME):] if client else text))
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is no number, or out of range
+        parts, host, port = None, None, None
+    if parts is None or not host or parts.path or parts.query or parts.fragment:
+        raise RayAddressError(f"Ray cluster address {address!r} is not host:port (or ray://host:port, auto, local)")
+    return host, port if port is not None else CLIENT_PORT if client else GCS_PORT
 
 
 @contextmanager
@@ -48,6 +108,7 @@ def ray_session(address: str = "", num_cpus: int | None = None):
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # offline: no usage report
     quiet = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     if address:
+        check_ray_address(address)
         ray.init(address=address, **quiet)
     else:
         store = min(OBJECT_STORE_CAP, psutil.virtual_memory().total // 10)

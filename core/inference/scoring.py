@@ -4,7 +4,8 @@ The file is read in chunks of rows by ``core.data``'s one pairs reader (``PairRe
 decoding, delimiter, columns, labels, label map, caps and refusals as ``load_pairs``, so ``score`` accepts
 and refuses the files every other command does; only the label column is optional here). Each chunk is scored and
 appended to the output, which keeps every input column and adds ``similarity`` and
-``predicted_duplicate`` (1 when the similarity is above the threshold), formula-safe. When the file
+``predicted_duplicate`` (1 when the similarity is above the threshold), formula-safe; an input column already
+called so is kept as it is, and the output takes the next free ``<name>_1``, ``<name>_2``, ... (``output_names``). When the file
 has labels, the metrics of ``core.inference.metrics.evaluate_scores`` come back too.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ CHUNK_ROWS = 20_000  # pairs read, scored and written at a time: bounds memory w
 # Pairs scored per model call when the encoding's progress is followed: a chunk of MiniLM pairs takes a minute
 # on a CPU, so its progress moves within it, while each call still fills several encoding batches.
 SCORE_STEP = 2048
+OUTPUT_COLUMNS = ("similarity", "predicted_duplicate")  # what is appended to each row, in this order
 
 StepProgress = Callable[[int, "int | None"], None]  # (rows done, total or None: a stream's length is unknown)
 
@@ -52,6 +54,30 @@ class ScoreReport:
     labelled: int = 0  # scored rows whose label could be read
     metrics: dict = field(default_factory=dict)  # evaluate_scores on the labelled rows (empty without labels)
     warnings: list[str] = field(default_factory=list)  # as LoadReport's: which column was used, unread labels
+    # The names the two output columns took: OUTPUT_COLUMNS, or another where the input already had that name.
+    columns: dict = field(default_factory=lambda: {name: name for name in OUTPUT_COLUMNS})
+    notes: list[str] = field(default_factory=list)  # what a user should know of the output: a renamed column
+
+
+def output_names(input_columns) -> dict[str, str]:
+    """Each of ``OUTPUT_COLUMNS`` -> the name it is written under: itself, or where the input already has a
+    column of that name (kept as it is), the first of ``<name>_1``, ``<name>_2``, ... that no column has."""
+    taken = {str(column) for column in input_columns}
+    names = {}
+    for name in OUTPUT_COLUMNS:
+        chosen, number = name, 0
+        while chosen in taken:
+            number += 1
+            chosen = f"{name}_{number}"
+        names[name] = chosen
+        taken.add(chosen)
+    return names
+
+
+def renamed_note(names: dict[str, str]) -> str | None:
+    """One line saying which output columns took another name (``output_names``), or None."""
+    renamed = [f"{chosen!r} (the input's own {name!r} is kept)" for name, chosen in names.items() if chosen != name]
+    return f"the scores are written as {' and '.join(renamed)}" if renamed else None
 
 
 def _sink(out):
@@ -97,7 +123,11 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
                 similarity[usable] = _scores(model, first[usable].tolist(), second[usable].tolist(), steps.encoding,
                                              report.scored)
             predicted = np.where(np.isnan(similarity), pd.NA, (similarity > threshold).astype(int))
-            written = chunk.assign(similarity=np.round(similarity, 6), predicted_duplicate=predicted)
+            if number == 0:
+                report.columns = output_names(chunk.columns)
+            names = report.columns
+            written = chunk.assign(**{names["similarity"]: np.round(similarity, 6),
+                                      names["predicted_duplicate"]: predicted})
             sink.write(safe_csv_text(written, header=number == 0))
             _report(steps.writing, report.rows + len(chunk))
             report.rows += len(chunk)
@@ -116,6 +146,7 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
         tally.refuse()  # inside the claim too: a refused file leaves no output
     label_warning = tally.unreadable_warning()
     report.warnings = pairs.head.warnings + ([label_warning] if label_warning else [])
+    report.notes = [note for note in (renamed_note(report.columns),) if note]
     if labels_seen:
         labels, scores = np.concatenate(labels_seen), np.concatenate(scores_seen)
         report.labelled = int(labels.size)

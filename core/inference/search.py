@@ -29,9 +29,9 @@ from typing import Callable, Sequence
 import faiss
 import numpy as np
 
+from core.inference.index_kinds import FLAT_LIMIT
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
-FLAT_LIMIT = 50_000  # corpus size up to which search is exact
 HNSW_NEIGHBOURS = 32  # M: graph links per vector
 HNSW_EF_SEARCH = 512  # candidates kept while searching: recall@10 0.97 at p50 5.5 ms on 448k questions (docs/BENCHMARKS.md)
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while building

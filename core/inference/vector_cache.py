@@ -76,14 +76,17 @@ def _write_array(path: Path, array: np.ndarray) -> str:
     return digest.hexdigest()
 
 
-def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict) -> Path:
-    """Write ``arrays`` (file name -> array) and ``meta.json`` (the ``stamp``, each file's sha256) to ``folder``
-    atomically, replacing what was there."""
+def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict, key: bytes | None = None) -> Path:
+    """Write ``arrays`` (file name -> array) and ``meta.json`` (the ``stamp``, each file's sha256, sealed with
+    ``key`` when given: ``core.saving.cache_seal``) to ``folder`` atomically, replacing what was there."""
     from core.saving.atomic import write_folder_atomically
+    from core.saving.cache_seal import SEAL, seal
 
     def write(temp: Path) -> None:
         hashes = {name: _write_array(temp / name, array) for name, array in arrays.items()}
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "stamp": stamp, "sha256": hashes}
+        if key is not None:
+            meta[SEAL] = seal(meta, key)
         (temp / META_FILE).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
 
     return write_folder_atomically(folder, write, owned_before=(META_FILE, *arrays))
@@ -132,12 +135,16 @@ def saved_meta(folder: str | Path) -> dict | None:
     return meta
 
 
-def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[int, ...], object]]) -> dict | None:
-    """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp``, each file's name mapped to the
-    (shape, dtype) it must have; None when there is no such entry or anything about it disagrees."""
+def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[int, ...], object]],
+                key: bytes | None = None) -> dict | None:
+    """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp`` (and sealed with ``key`` when given),
+    each file's name mapped to the (shape, dtype) it must have; None when there is no such entry or anything
+    about it disagrees."""
+    from core.saving.cache_seal import is_sealed
+
     folder = Path(folder)
     meta = saved_meta(folder)
-    if meta is None:
+    if meta is None or (key is not None and not is_sealed(meta, key)):
         return None
     try:
         hashes = meta.get("sha256")

@@ -10,7 +10,9 @@ estimates of the cosine: callers that compare them with a threshold score their 
 
 An index saved with ``save_vector_index`` is reused by ``load_vector_index`` only when the ``stamp`` it
 was saved with (the model's and the corpus's fingerprints, the kind, its parameters) equals the one asked
-for, its file's sha256 is the one recorded, and it passes the same checks as the search cache
+for, its file's sha256 is the one recorded (and, when the caller gives its cache's key, its meta carries the
+seal of ``core.saving.cache_seal``: the index is byte for byte what the lab wrote), and it passes the same
+checks as the search cache
 (``core.inference.search``): bounded file sizes, only these three inner-product types parsed, under
 FAISS's allocation limits, and their tables checked to point only at stored vectors. Anything else
 gives None: the caller builds it again.
@@ -42,10 +44,11 @@ from core.inference.search import (
     model_fingerprint,
     new_index,
 )
+from core.inference.index_kinds import INDEX_KINDS
 from core.saving.atomic import write_folder_atomically
+from core.saving.cache_seal import SEAL, is_sealed, seal
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
-INDEX_KINDS = ("flat", "hnsw", "ivfpq")
 DEFAULT_INDEX = "flat"  # small corpora: exact, and small enough that compression buys nothing
 INDEX_FILE, META_FILE = "index.faiss", "meta.json"
 FORMAT, FORMAT_VERSION = "siamese-lab-vector-index", 1
@@ -155,11 +158,14 @@ def index_kind(index: faiss.Index) -> str:
 
 
 # ---- on disk -----------------------------------------------------------------------------------
-def save_vector_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
-    """Write ``index`` and ``meta.json`` (the ``stamp``, its size and sha256) to ``folder`` atomically."""
+def save_vector_index(index: faiss.Index, folder: str | Path, stamp: dict, key: bytes | None = None) -> Path:
+    """Write ``index`` and ``meta.json`` (the ``stamp``, its size and sha256, sealed with ``key`` when given) to
+    ``folder`` atomically."""
     data = faiss.serialize_index(index).tobytes()
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "stamp": stamp, "kind": index_kind(index),
             "count": int(index.ntotal), "dim": int(index.d), "index_sha256": hashlib.sha256(data).hexdigest()}
+    if key is not None:
+        meta[SEAL] = seal(meta, key)
     text = json.dumps(meta, sort_keys=True)
 
     def write(temp: Path) -> None:
@@ -169,9 +175,9 @@ def save_vector_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Pa
     return write_folder_atomically(folder, write, owned_before=(INDEX_FILE, META_FILE))
 
 
-def load_vector_index(folder: str | Path, stamp: dict) -> faiss.Index | None:
-    """The index saved in ``folder`` with exactly ``stamp``, checked; None when there is none, it was
-    saved with another stamp, or anything about its files is wrong."""
+def load_vector_index(folder: str | Path, stamp: dict, key: bytes | None = None) -> faiss.Index | None:
+    """The index saved in ``folder`` with exactly ``stamp`` (and sealed with ``key`` when given), checked; None
+    when there is none, it was saved with another stamp or key, or anything about its files is wrong."""
     folder = Path(folder)
     try:
         if not (folder / META_FILE).is_file():
@@ -180,6 +186,8 @@ def load_vector_index(folder: str | Path, stamp: dict) -> faiss.Index | None:
         if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
             return None
         if json.dumps(meta.get("stamp"), sort_keys=True) != json.dumps(stamp, sort_keys=True):
+            return None
+        if key is not None and not is_sealed(meta, key):  # edited after the lab wrote it, or never sealed
             return None
         count, dim = meta.get("count"), meta.get("dim")
         if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1 << 31 for v in (count, dim)):

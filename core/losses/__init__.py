@@ -6,25 +6,36 @@ distance of unit vectors for contrastive), and takes ``reduction="mean" | "sum" 
 and applied by ``core.losses.reduction.reduce``; CoSENT, one log-sum-exp over the whole batch, takes
 only "mean"). ``multitask_loss`` adds two of them rather than computing anything itself. Gathering
 vectors across processes is not a loss's business (see ``core.training.distributed.wrap``).
+``core.losses.registry`` describes each training loss once, for the objective, the menu and the card.
 """
 
-from core.losses.contrastive import CONTRASTIVE_FORMS, contrastive_loss
-from core.losses.cosent import cosent_loss
-from core.losses.multitask import multitask_loss
-from core.losses.score_regression import score_regression_loss
-from core.losses.similarity import closest_negative, mean_negative, similarity_matrix
-from core.losses.softmax import in_batch_softmax_loss
-from core.losses.triplet import triplet_loss
+import importlib
 
-__all__ = [
-    "similarity_matrix",
-    "mean_negative",
-    "closest_negative",
-    "triplet_loss",
-    "contrastive_loss",
-    "CONTRASTIVE_FORMS",
-    "in_batch_softmax_loss",
-    "cosent_loss",
-    "multitask_loss",
-    "score_regression_loss",
-]
+# Where each public name lives. Loaded on first use (PEP 562), so that importing core.losses, or its
+# torch-free registry, does not import torch: the Home page lists the losses without it.
+_HOMES = {
+    "similarity_matrix": "core.losses.similarity",
+    "mean_negative": "core.losses.similarity",
+    "closest_negative": "core.losses.similarity",
+    "triplet_loss": "core.losses.triplet",
+    "contrastive_loss": "core.losses.contrastive",
+    "CONTRASTIVE_FORMS": "core.losses.contrastive",
+    "in_batch_softmax_loss": "core.losses.softmax",
+    "cosent_loss": "core.losses.cosent",
+    "multitask_loss": "core.losses.multitask",
+    "score_regression_loss": "core.losses.score_regression",
+}
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})

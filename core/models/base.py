@@ -7,6 +7,7 @@ simply ignore ``tower``. Training, evaluation, the heatmap and search only ever 
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
 from typing import Callable, ClassVar, Sequence
 
@@ -22,11 +23,17 @@ from core.text.tokenizer_kinds import Tokenizer
 class PairEncoder(nn.Module):
     model_type: ClassVar[str]  # the key in config.json and the CLI's --model choice
     config_class: ClassVar[type]
+    # Whether the family may encode under float16 autocast on CUDA: transformer encoders keep their vectors there
+    # (autocast leaves the softmax, the layer norms and so the pooled vectors in float32).
+    half_precision_encoding: ClassVar[bool] = False
 
     def __init__(self, config, tokenizer: Tokenizer):
         super().__init__()
         self.config = config
         self.tokenizer = tokenizer
+        # What ``encode_table`` computes in on CUDA: float16 once loaded for inference on a GPU
+        # (``core.models.registry.load_model``); training and the CPU always take float32.
+        self.encoding_dtype = torch.float32
 
     # ---- what a family implements -------------------------------------------------------------
     @classmethod
@@ -101,13 +108,15 @@ class PairEncoder(nn.Module):
         out = torch.empty(len(table), self.embedding_dim, dtype=torch.float32)
         device = self.device
         done = 0
-        for rows in encoding_batches(table.lengths, batch_size, TOKEN_BUDGETS.get(self.model_type)):
-            ids, mask = table.take(rows)
-            vectors = self.embed(ids.to(device), mask.to(device), tower=tower)  # (b, d)
-            out[torch.from_numpy(rows)] = vectors.float().cpu()
-            done += len(rows)
-            if progress is not None:
-                progress(done, len(table))
+        half = device.type == "cuda" and self.encoding_dtype != torch.float32
+        with torch.autocast("cuda", dtype=self.encoding_dtype) if half else contextlib.nullcontext():
+            for rows in encoding_batches(table.lengths, batch_size, TOKEN_BUDGETS.get(self.model_type)):
+                ids, mask = table.take(rows)
+                vectors = self.embed(ids.to(device), mask.to(device), tower=tower)  # (b, d)
+                out[torch.from_numpy(rows)] = vectors.float().cpu()
+                done += len(rows)
+                if progress is not None:
+                    progress(done, len(table))
         self.train(was_training)
         return out
 

@@ -55,6 +55,7 @@ class Tower(nn.Module):
 class DualEncoder(PairEncoder):
     model_type = "dual-transformer"
     config_class = DualEncoderConfig
+    half_precision_encoding = True
 
     def __init__(self, config: DualEncoderConfig, tokenizer):
         super().__init__(config, tokenizer)

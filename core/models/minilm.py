@@ -169,6 +169,7 @@ class MiniLM(PairEncoder):
 
     model_type = "minilm"
     config_class = MiniLMConfig
+    half_precision_encoding = True
 
     def __init__(self, config: MiniLMConfig, tokenizer, bert=None):
         super().__init__(config, tokenizer)
@@ -212,7 +213,8 @@ class MiniLM(PairEncoder):
 
     @classmethod
     def for_run(cls, spec, train_texts) -> "MiniLM":
-        """The pretrained weights, to fine-tune: a run only chooses the max length."""
+        """The pretrained weights, to fine-tune: a run only chooses the max length (a run with a ``base_model``
+        starts from ``core.models.base_folder.base_minilm`` instead)."""
         return cls.pretrained(max_length=spec.max_length)
 
     @property

@@ -96,9 +96,9 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     that cannot be used raises ``core.saving.ModelLoadError`` saying which file and why.
     """
     if str(source) == ZERO_SHOT:
-        return MiniLM.pretrained().to(device).eval(), zero_shot_config()
+        return for_inference(MiniLM.pretrained(), device), zero_shot_config()
     from core.saving import CONFIG_FILE, WEIGHTS_FILE, config_from_dict, read_weights
-    from core.saving.model_folder import weights_max_bytes
+    from core.saving.model_folder import check_weight_dtypes, weights_max_bytes
     from core.text.tokenizer_kinds import read_tokenizer
 
     folder = Path(source)
@@ -130,13 +130,47 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
         model = model_class(model_config, tokenizer)
     except Exception as error:  # noqa: BLE001 - a checked config that still cannot build is a bad folder
         raise ModelLoadError(f"{folder}: cannot build the model from its config: {error}") from None
-    # 6. strict: every tensor present, of the shape the config gives.
+    # 6. strict: every tensor present, of the dtype and shape the config gives.
+    check_weight_dtypes(weights, {name: value.dtype for name, value in model.state_dict().items()},
+                        folder / WEIGHTS_FILE)
     try:
         model.load_state_dict(weights, strict=True)
     except RuntimeError as error:
         first = " ".join(str(error).splitlines()[:3])
         raise ModelLoadError(f"{folder / WEIGHTS_FILE} does not fit the model in {CONFIG_FILE}: {first}") from None
-    return model.to(device).eval(), config
+    return for_inference(model, device), config
+
+
+def encoding_dtype(model_type: str, device) -> torch.dtype:
+    """What a ``model_type`` model loaded on ``device`` encodes in: float16 on a CUDA device for the families that
+    allow it (``PairEncoder.half_precision_encoding``), float32 everywhere else."""
+    import torch
+
+    half = torch.device(device).type == "cuda" and MODEL_TYPES[model_type].half_precision_encoding
+    return torch.float16 if half else torch.float32
+
+
+def encodes_in_half(source: str | Path, device: str) -> bool:
+    """Whether the model ``load_model(source, device)`` gives encodes in float16, told from its config without
+    loading its weights; False for a source or device that cannot load (loading it says why)."""
+    from core.device import DeviceError, resolve_device
+
+    try:
+        resolved = resolve_device(device)
+        if resolved.type != "cuda":
+            return False
+        model_type = MiniLM.model_type if str(source) == ZERO_SHOT else read_config(source).get("model_type")
+    except (DeviceError, ModelLoadError):
+        return False
+    import torch
+
+    return model_type in MODEL_TYPES and encoding_dtype(model_type, resolved) == torch.float16
+
+
+def for_inference(model: PairEncoder, device) -> PairEncoder:
+    """``model`` on ``device`` in eval mode, encoding in ``encoding_dtype``'s precision there."""
+    model.encoding_dtype = encoding_dtype(model.model_type, device)
+    return model.to(device).eval()
 
 
 # ---- calibrated copies (core.saving.calibrated): which model one stands for, checked before it is served ----

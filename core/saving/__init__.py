@@ -15,6 +15,10 @@
   the digest of the parent's files) and holds thresholds calibrated on a labelled file; ``model_folder`` writes it.
 * ``output``: where a training may write: ``claim_output`` / ``claim_new_run`` refuse paths that are not
   ours, replace a model only with ``overwrite``, and lock the folder for one writer, all before training.
+* ``locks``: the one lock the lab takes on a path (``take_lock``, an ``flock`` through ``filelock``), which never
+  writes or removes a file of the lock's name that the lab did not create.
+* ``cache_seal``: a cache's own key, and the seal an entry's ``meta.json`` carries, so an entry edited after the
+  lab wrote it is never used.
 * ``runs``: the runs folder: run names, ``list_runs`` and ``recover_interrupted_saves``.
 * ``user_files``: the one way a command writes a file the user named: ``claim_files`` claims every
   output before any work (an existing file or link only with ``overwrite``, never followed), writes

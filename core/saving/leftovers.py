@@ -21,7 +21,8 @@ hard links to the user's files, which are still in the target; after it, the pre
 user files were carried into the target first. So removing a stale one loses nothing.
 
 A writer's claim lock (``.<name>.lock``) needs no cleaning here: an ``flock`` ends with its process,
-and the next claim of the same target takes that file over and unlinks it when it is done.
+and the next claim of the same target takes that file over and removes it when it is done
+(``core.saving.locks``, which never removes a file of that name the lab did not create).
 """
 from __future__ import annotations
 

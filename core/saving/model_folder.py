@@ -74,7 +74,7 @@ CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB c
 __all__ = [
     "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "MODEL_FILES", "WEIGHTS_FILE", "ModelLoadError", "check_metadata",
     "config_from_dict", "read_config", "read_weights", "save_model", "weights_max_bytes", "calibrated_config",
-    "save_calibrated",
+    "save_calibrated", "check_weight_dtypes",
 ]
 
 
@@ -310,6 +310,22 @@ def read_weights(folder: str | Path, max_bytes: int) -> dict[str, torch.Tensor]:
     if bad is not None:
         raise ModelLoadError(f"{weights_path}: tensor {bad!r} holds NaN or infinite values; refused")
     return weights
+
+
+def check_weight_dtypes(weights: Mapping[str, torch.Tensor], expected: Mapping[str, torch.dtype],
+                        path: str | Path) -> None:
+    """Every tensor of ``weights`` in the dtype the model built from the config gives it (``expected``, its
+    ``state_dict``'s); ModelLoadError naming the first that is not. ``load_state_dict`` would cast silently:
+    float64 values of 1e300 become infinities, booleans become weights of 0 and 1."""
+    for name, tensor in weights.items():
+        want = expected.get(name)
+        if want is not None and tensor.dtype != want:
+            raise ModelLoadError(f"{path}: tensor {name!r} is {_dtype_name(tensor.dtype)}; this model's weights are "
+                                 f"{_dtype_name(want)}; refused")
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def interrupted_saves(root: Path) -> dict[str, Path]:

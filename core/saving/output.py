@@ -8,12 +8,13 @@ The rules, so that a training never loses a user's file:
 * An existing model folder is replaced only when the caller says ``overwrite=True``; the claim then
   carries that model's config (``existing``) so that the pipeline can keep it when the new run was
   cancelled or failed and is not better.
-* One writer per folder: an exclusive lock on a hidden ``.<name>.lock`` beside the target, taken
-  without waiting, so a second training aimed at the same folder is refused at once. The lock goes
-  with its process (``flock``), so a killed training never leaves the folder locked.
+* One writer per folder: an exclusive lock on a hidden ``.<name>.lock`` beside the target
+  (``core.saving.locks``), taken without waiting, so a second training aimed at the same folder is refused at
+  once. The lock goes with its process, so a killed training never leaves the folder locked; a user's own
+  file of that name is locked as it is, never written or removed.
 * The location is found writable (or not) before training, not after an hour of it.
 * Leftovers of a killed writer of the same folder are removed once the lock is held: its lock file is
-  taken over (and unlinked at release), its temporary folders are stale (``core.saving.leftovers``).
+  taken over (and removed at release), its temporary folders are stale (``core.saving.leftovers``).
 * An overwrite replaces only the files the lab wrote; the user's are carried into the new folder
   (``core.saving.owned_files``, through ``write_folder_atomically``).
 
@@ -22,8 +23,6 @@ CLI without ``--out``).
 """
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import time
 from datetime import datetime
@@ -31,9 +30,8 @@ from pathlib import Path
 from typing import Callable
 
 from core.saving.leftovers import remove_stale_temps
+from core.saving.locks import HeldLock, LockBusy, lock_path_for, take_lock
 from core.saving.model_folder import CONFIG_FILE, ModelLoadError, read_config
-
-LOCK_SUFFIX = ".lock"
 
 
 class OutputError(ValueError):
@@ -49,21 +47,13 @@ class OutputError(ValueError):
 class OutputClaim:
     """The right to write one model folder; release it (or leave the ``with`` block) after saving."""
 
-    def __init__(self, target: Path, lock_path: Path, lock_fd: int, existing: dict | None):
+    def __init__(self, target: Path, lock: HeldLock, existing: dict | None):
         self.target = target  # the folder the model will be saved as
         self.existing = existing  # config.json of the model it would replace (overwrite=True), else None
-        self._lock_path, self._lock_fd = lock_path, lock_fd
+        self._lock = lock
 
     def release(self) -> None:
-        if self._lock_fd < 0:
-            return
-        # Unlink while still holding the lock: a claimant that opened the old file re-checks the path.
-        try:
-            os.unlink(self._lock_path)
-        except OSError:
-            pass
-        os.close(self._lock_fd)
-        self._lock_fd = -1
+        self._lock.release()
 
     def __enter__(self) -> "OutputClaim":
         return self
@@ -72,28 +62,16 @@ class OutputClaim:
         self.release()
 
 
-def _lock(lock_path: Path, target: Path) -> int:
-    """An exclusive flock on ``lock_path``, or OutputError at once when another process holds it."""
-    for _ in range(10):  # the file may be unlinked by its releasing holder between open and flock
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        except OSError as error:
-            raise OutputError(target, f"cannot write in {lock_path.parent} ({error.strerror})", "unwritable") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            os.close(fd)
-            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise OutputError(target, "another process is writing this folder right now", "busy") from None
-            raise OutputError(target, f"cannot lock it ({error.strerror})", "unwritable") from None
-        try:
-            same = os.fstat(fd).st_ino == os.stat(lock_path, follow_symlinks=False).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            return fd
-        os.close(fd)
-    raise OutputError(target, "could not take its lock (it keeps changing)", "busy")
+def _lock(target: Path) -> HeldLock:
+    """The lock of ``target``, or OutputError at once when another process holds it."""
+    lock_path = lock_path_for(target)
+    try:
+        return take_lock(lock_path, wait=False)
+    except LockBusy:
+        raise OutputError(target, "another process is writing this folder right now", "busy") from None
+    except OSError as error:
+        raise OutputError(target, f"cannot lock it through {lock_path} ({error.strerror or error})",
+                          "unwritable") from None
 
 
 def _existing_model(target: Path, overwrite: bool) -> dict | None:
@@ -133,8 +111,7 @@ def claim_output(target: str | Path, overwrite: bool = False,
         raise OutputError(target, f"its folder cannot be created ({error.strerror or error})", "unwritable") from None
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise OutputError(target, f"cannot write in {target.parent}", "unwritable")
-    lock_path = target.parent / f".{target.name}{LOCK_SUFFIX}"
-    claim = OutputClaim(target, lock_path, _lock(lock_path, target), None)
+    claim = OutputClaim(target, _lock(target), None)
     try:
         remove_stale_temps(target, locked_since=time.time())  # no claimed writer of target is left alive
         # Checked under the lock: no one else is writing it.

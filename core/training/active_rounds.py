@@ -9,18 +9,17 @@ from the current model, and watches a learning curve. This module holds the loop
 * ``retrain_spec``: the loop's recipe, started from the current model's folder (``init_model``).
 * ``score_point``: a model's held-out ROC AUC and accuracy, at its pair threshold
   (``core.inference.calibration.pair_threshold``).
-* the learning curve: one JSON line per scored model in ``<labels name>.csv.curve.jsonl``, appended under an
-  ``flock`` with one ``O_APPEND`` write (``add_point``), one point per model, read back by ``read_curve``.
+* the learning curve: one JSON line per scored model in ``<labels name>.csv.curve.jsonl``, appended under the
+  curve's lock (``core.saving.locks``) with one ``O_APPEND`` write (``add_point``), one point per model, read back
+  by ``read_curve``.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import math
 import os
 import re
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from core.inference.metrics import ranking_metrics, threshold_metrics
 from core.inference.uncertainty import metric_intervals
 from core.inference.run_quality import finite_number
 from core.model_names import ZERO_SHOT
+from core.saving.locks import held_lock, lock_path_for
 from core.saving.runs import LABELS_FOLDER
 from core.training.specs import SpecError, spec_from_options
 
@@ -166,16 +166,12 @@ def curve_path(labels_file: str | Path) -> Path:
     return legacy_labels_path(labels_file).with_name(legacy_labels_path(labels_file).name + CURVE_SUFFIX)
 
 
-@contextmanager
-def _locked(labels_file: str | Path, exclusive: bool):
+def _locked_curve(labels_file: str | Path) -> tuple[Path, Path]:
+    """(the curve file of ``labels_file``, its lock file), the folder made. Readers take the lock too: a read
+    is one small file, and a reader never sees half a line being appended."""
     curve = curve_path(labels_file)
     curve.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(curve.with_name(f".{curve.name}.lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield curve
-    finally:
-        os.close(fd)  # closing releases the lock
+    return curve, lock_path_for(curve)
 
 
 def _read(curve: Path) -> list[dict]:
@@ -196,16 +192,18 @@ def _read(curve: Path) -> list[dict]:
 
 def read_curve(labels_file: str | Path) -> list[dict]:
     """The learning curve of a labels file: its points in the order they were added."""
-    with _locked(labels_file, exclusive=False) as curve:
+    curve, lock = _locked_curve(labels_file)
+    with held_lock(lock):
         return _read(curve)
 
 
 def add_point(labels_file: str | Path, point: dict, model: str) -> bool:
     """Append ``point`` (``score_point``'s) for ``model`` (a folder, or ``ZERO_SHOT``) with the time, unless the
     curve already has a point of that model (two tabs, a reload): True when it was added. One ``O_APPEND``
-    write under an exclusive ``flock``, fsynced."""
+    write under the curve's lock, fsynced."""
     row = {**point, "model": str(model), "at": datetime.now(UTC).isoformat(timespec="seconds")}
-    with _locked(labels_file, exclusive=True) as curve:
+    curve, lock = _locked_curve(labels_file)
+    with held_lock(lock):
         if any(existing.get("model") == row["model"] for existing in _read(curve)):
             return False
         payload = (json.dumps(row, allow_nan=False) + "\n").encode("utf-8")

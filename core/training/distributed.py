@@ -1,7 +1,8 @@
 """Multi-process training under ``torchrun``: process group set-up and the global batch.
 
 ``torchrun --nproc_per_node N -m core train ...`` starts N copies of the CLI. Each one calls
-``init_from_env()``, which joins the process group (gloo on CPU, nccl on CUDA). Every global batch is
+``init_from_env()``, which joins the process group (gloo on CPU; on CUDA, nccl for CUDA tensors and gloo
+for CPU ones, so a flag kept on the CPU is reduced however the model trains). Every global batch is
 split into N equal slices, one per rank; ``wrap`` puts the model in DistributedDataParallel. For
 the in-batch losses (triplet, softmax) ``wrap(..., gather_outputs=True)`` also gathers every rank's
 vectors with an autograd-aware all-gather, so negatives come from the whole global batch, exactly
@@ -43,10 +44,23 @@ def init_from_env(device: str = "auto") -> DistContext:
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = device != "cpu" and torch.cuda.is_available()
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+        dist.init_process_group(backend=process_group_backend(use_cuda))
     if use_cuda:
         torch.cuda.set_device(local_rank)
     return DistContext(rank, world_size, local_rank)
+
+
+def process_group_backend(use_cuda: bool) -> str:
+    """The backend of the process group: gloo alone on CPU; on CUDA, nccl for CUDA tensors and gloo for CPU
+    ones, because nccl refuses CPU tensors and the run's flags (``broadcast_flag``) live on the CPU."""
+    return "cpu:gloo,cuda:nccl" if use_cuda else "gloo"
+
+
+def flag_device(backend: str) -> torch.device:
+    """Where a flag is reduced under ``backend`` (``dist.get_backend()``'s text): the CPU when the group has a
+    backend for CPU tensors (gloo, alone or in a ``cpu:gloo,cuda:nccl`` group), else this rank's GPU (a group
+    someone else made with nccl alone)."""
+    return torch.device("cpu") if "gloo" in backend else torch.device("cuda", torch.cuda.current_device())
 
 
 def current() -> DistContext:
@@ -124,6 +138,6 @@ def broadcast_flag(flag: bool) -> bool:
     context = current()
     if not context.enabled:
         return flag
-    t = torch.tensor([1.0 if flag else 0.0])
+    t = torch.tensor([1.0 if flag else 0.0], device=flag_device(dist.get_backend()))
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item() > 0)

@@ -1,8 +1,11 @@
 """The losses a person picks from, as data: a short menu name, the help text with the formula, and the
-run options each stands for. Importable without torch, so the Home page can list them."""
+run options each stands for. Read from ``core.losses.registry``; importable without torch, so the Home
+page can list them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from core.losses.registry import LOSSES
 
 
 @dataclass(frozen=True)
@@ -12,36 +15,9 @@ class LossChoice:
     options: dict  # the loss options it stands for
 
 
-# The one list of losses a person picks from: the Train page's menu and the Home page read it.
+# The one list of losses a person picks from: the Train page's menu and the Home page read it. A key is the
+# loss's name followed by its settings, as core.training.specs.loss_choice spells it ("contrastive_margin_squared").
 LOSS_CHOICES: dict[str, LossChoice] = {
-    "triplet": LossChoice(
-        "Triplet (mean + closest negative)",
-        "Each duplicate pair is an anchor and its positive; the batch's other questions are its negatives. "
-        "L = max(mean negative − s(A, P) + α, 0) + max(closest negative − s(A, P) + α, 0), on cosines.",
-        {"loss": "triplet"}),
-    "contrastive_squared_hinge": LossChoice(
-        "Contrastive (squared hinge)",
-        "Pairs of both classes: duplicates pulled together, non-duplicates pushed beyond the margin m. "
-        "L = Y·D² + (1−Y)·max(m − D, 0)², D the distance between the unit vectors.",
-        {"loss": "contrastive", "form": "squared_hinge"}),
-    "contrastive_margin_squared": LossChoice(
-        "Contrastive (margin squared)",
-        "Pairs of both classes: duplicates pulled together, non-duplicates pushed beyond the margin m. "
-        "L = Y·D² + (1−Y)·max(m² − D², 0), D the distance between the unit vectors.",
-        {"loss": "contrastive", "form": "margin_squared"}),
-    "softmax": LossChoice(
-        "In-batch softmax",
-        "Each question must pick its own duplicate among all the batch's candidates: cross-entropy over the "
-        "rows of the scaled cosine matrix, the diagonal being the right answers.",
-        {"loss": "softmax"}),
-    "cosent": LossChoice(
-        "CoSENT",
-        "Cosines ranked across the batch: every duplicate pair should score above every non-duplicate. "
-        "L = log(1 + Σ_{yᵢ>yⱼ} exp(λ·(sⱼ − sᵢ))).",
-        {"loss": "cosent"}),
-    "multitask": LossChoice(
-        "Multitask",
-        "The contrastive loss on every labelled pair, plus w × the in-batch softmax of the duplicates: "
-        "L = Y·D² + (1−Y)·max(m − D, 0)² + w·softmax.",
-        {"loss": "multitask"}),
+    "_".join((name, *entry.settings.values())): LossChoice(entry.label, entry.help, {"loss": name, **entry.settings})
+    for name, loss in LOSSES.items() for entry in loss.menu
 }

@@ -7,34 +7,26 @@ every process for the in-batch losses happens in ``core.training.distributed.wra
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
 # CONTRASTIVE_FORMS is declared in core.losses.contrastive; it stays importable from here (core.cli).
-from core.losses import (
-    CONTRASTIVE_FORMS,
-    contrastive_loss,
-    cosent_loss,
-    in_batch_softmax_loss,
-    multitask_loss,
-    triplet_loss,
-)
+from core.losses import CONTRASTIVE_FORMS
+from core.losses.registry import LOSSES
 
-LOSS_NAMES = ("triplet", "contrastive", "softmax", "cosent", "multitask")
-# Triplet margins live on the cosine scale (-1..1); contrastive margins (multitask's contrastive term
-# too) on the Euclidean distance of unit vectors (0..2), where 1.0 means "non-duplicates at least 60
-# degrees apart". Softmax and CoSENT have no margin: 0.0 is stored.
-DEFAULT_MARGINS = {"triplet": 0.25, "contrastive": 1.0, "softmax": 0.0, "cosent": 0.0, "multitask": 1.0}
-# Losses whose terms compare pairs across the batch but whose batches are not gathered over processes
-# (core.training.distributed.wrap gathers only "duplicates" batches, and never the labels): with several
-# processes each would train on its local slice only, another objective, so multi-process runs refuse them.
-SINGLE_PROCESS_LOSSES = ("cosent", "multitask")
+# Read from the registry, for the modules that need only names (specs, the CLI, the pages).
+LOSS_NAMES = tuple(LOSSES)
+# Softmax and CoSENT have no margin: 0.0 is stored.
+DEFAULT_MARGINS = {name: loss.default_margin for name, loss in LOSSES.items()}
+# Multi-process runs refuse these (see Loss.across_processes).
+SINGLE_PROCESS_LOSSES = tuple(name for name, loss in LOSSES.items() if not loss.across_processes)
 
 
 @dataclass
 class LossConfig:
-    name: str = "triplet"  # triplet | contrastive | softmax | cosent | multitask
+    name: str = "triplet"  # a key of core.losses.registry.LOSSES
     margin: float | None = None  # None takes DEFAULT_MARGINS[name]; unused by softmax and cosent
     # contrastive and multitask's contrastive term: squared_hinge, max(m - D, 0)^2 | margin_squared, max(m^2 - D^2, 0)
     form: str = "squared_hinge"
@@ -51,23 +43,11 @@ class LossConfig:
 
     @property
     def batch_kind(self) -> str:
-        """"duplicates": duplicate pairs only, no question twice per batch; "labelled": both classes;
-        "labelled_distinct": both classes, no question twice per batch (multitask's in-batch term)."""
-        if self.name in ("contrastive", "cosent"):
-            return "labelled"
-        return "labelled_distinct" if self.name == "multitask" else "duplicates"
+        """"duplicates", "labelled" or "labelled_distinct" (``core.losses.registry.BATCH_KINDS``)."""
+        return LOSSES[self.name].batch_kind
 
     def label(self) -> str:
-        if self.name == "contrastive":
-            return f"contrastive ({self.form}, m={self.margin:g})"
-        if self.name == "cosent":
-            return f"CoSENT (cosine ranking, lambda={self.scale:g})"
-        if self.name == "multitask":
-            return (f"multitask: contrastive ({self.form}, m={self.margin:g}) "
-                    f"+ {self.weight:g} x in-batch softmax (scale={self.scale:g})")
-        if self.name == "triplet":
-            return f"triplet (mean + closest negative, alpha={self.margin:g})"  # in-batch mining
-        return f"in-batch softmax (scale={self.scale:g})"
+        return LOSSES[self.name].label.format(**dataclasses.asdict(self))
 
 
 class Objective:
@@ -85,14 +65,4 @@ class Objective:
     def __call__(self, v1: torch.Tensor, v2: torch.Tensor, labels: torch.Tensor | None = None,
                  negatives: torch.Tensor | None = None) -> torch.Tensor:
         """Scalar loss of a batch: v1, v2 (B, d); labels (B,) for the labelled losses; negatives (K, d) or None."""
-        c = self.config
-        if c.name == "contrastive":
-            return contrastive_loss(v1, v2, labels, margin=c.margin, form=c.form)
-        if c.name == "cosent":
-            return cosent_loss(v1, v2, labels, scale=c.scale)
-        if c.name == "multitask":  # its extra negatives are the batch's own non-duplicates, never `negatives`
-            return multitask_loss(v1, v2, labels, margin=c.margin, form=c.form, scale=c.scale, weight=c.weight)
-        if c.name == "triplet":
-            return triplet_loss(v1, v2, margin=c.margin, negatives=negatives)
-        candidates = v2 if negatives is None else torch.cat([v2, negatives])  # (B + K, d)
-        return in_batch_softmax_loss(v1, candidates, scale=c.scale)
+        return LOSSES[self.config.name].compute(v1, v2, labels, negatives, self.config)

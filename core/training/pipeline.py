@@ -156,34 +156,47 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     unvalidated = outcome.best_epoch == 0 and outcome.status != DONE
     discarded = unvalidated and (outcome.status == FAILED or not spec.keep_unvalidated)
     thresholds, validation, test, baselines = {}, {}, {}, {}
-    if outcome.status == CANCELLED and outcome.best_metrics.get("best_thresholds"):
-        # The user asked to stop: keep the best validation's calibration (on the epoch subset of the
-        # validation split) rather than score the whole split again.
-        thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
-    elif val_table is not None and not discarded:
-        final = calibrate(model, val_table, progress=_stage_progress(callbacks, "scoring validation"))
-        thresholds, validation = dict(final.thresholds), final.metrics
-        groups = resampling_groups(splits.val)  # pairs that share a question are one piece of evidence
-        validation["intervals"] = metric_intervals(val_table.labels, final.scores, thresholds["accuracy"],
-                                                   groups=groups, seed=spec.train.seed)
-        # Deduplication's operating point (core.inference.calibration): none when no threshold reaches the precision.
-        clusters = precision_threshold(val_table.labels, final.scores)
-        if clusters is not None:
-            thresholds["clusters"] = clusters
-        # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a subset),
-        # each baseline against the run's own scores of the same pairs.
-        baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed, run_scores=final.scores,
-                                         groups=groups, progress=_stage_progress(callbacks, "scoring zero-shot MiniLM"))
-    quality = judge_run({"validation": validation, "baselines": baselines})
-    if quality.flagged:
-        notice(quality.message)
-    if len(splits.test) and not discarded:
-        test_table = PairTable(splits.test, model.tokenizer)
-        test_scores = pair_scores(model, test_table, progress=_stage_progress(callbacks, "scoring test"))
-        test = evaluate_scores(test_table.labels, test_scores, thresholds.get("accuracy", 0.5))
-        groups = resampling_groups(splits.test)
-        test["intervals"] = metric_intervals(test_table.labels, test_scores, test["threshold"], groups=groups,
-                                             seed=spec.train.seed)
+    # A cancel while the run is scored after training stops that scoring. A cancelled run gets neither baselines
+    # nor test figures: it is judged only against the model it may replace, so a run cancelled in training is
+    # scored (at most) on the validation split, which decides whether it is kept.
+    stop = stop_event if outcome.status != CANCELLED else None
+    try:
+        if outcome.status == CANCELLED and outcome.best_metrics.get("best_thresholds"):
+            # The user asked to stop: keep the best validation's calibration (on the epoch subset of the
+            # validation split) rather than score the whole split again.
+            thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
+        elif val_table is not None and not discarded:
+            final = calibrate(model, val_table, progress=_stage_progress(callbacks, "scoring validation", stop))
+            thresholds, validation = dict(final.thresholds), final.metrics
+            groups = resampling_groups(splits.val)  # pairs that share a question are one piece of evidence
+            validation["intervals"] = metric_intervals(val_table.labels, final.scores, thresholds["accuracy"],
+                                                       groups=groups, seed=spec.train.seed)
+            # Deduplication's operating point (core.inference.calibration): none when no threshold reaches the
+            # precision.
+            clusters = precision_threshold(val_table.labels, final.scores)
+            if clusters is not None:
+                thresholds["clusters"] = clusters
+            # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a
+            # subset), each baseline against the run's own scores of the same pairs.
+            if outcome.status != CANCELLED:
+                baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed,
+                                                 run_scores=final.scores, groups=groups,
+                                                 progress=_stage_progress(callbacks, "scoring zero-shot MiniLM", stop))
+        quality = judge_run({"validation": validation, "baselines": baselines})
+        if quality.flagged:
+            notice(quality.message)
+        if len(splits.test) and not discarded and outcome.status != CANCELLED:
+            test_table = PairTable(splits.test, model.tokenizer)
+            test_scores = pair_scores(model, test_table, progress=_stage_progress(callbacks, "scoring test", stop))
+            test = evaluate_scores(test_table.labels, test_scores, thresholds.get("accuracy", 0.5))
+            groups = resampling_groups(splits.test)
+            test["intervals"] = metric_intervals(test_table.labels, test_scores, test["threshold"], groups=groups,
+                                                 seed=spec.train.seed)
+    except _StoppedAfterTraining:
+        outcome = _cancelled_after_training(outcome)
+        test, baselines = {}, {}
+        if not validation and outcome.best_metrics.get("best_thresholds"):  # stopped in the final calibration
+            thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
     folder, note = None, ""
     if output is not None and discarded and outcome.status == CANCELLED:
         why = "this run was cancelled before its first validation (the keep-unvalidated option keeps such runs)"
@@ -209,24 +222,45 @@ def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
                "(or take the auto recipe, which reads it off the data) if their ends matter")
 
 
-def _stage_progress(callbacks, stage: str):
+class _StoppedAfterTraining(Exception):
+    """Raised through a scoring stage by its progress callback when the run is cancelled while it is scored."""
+
+
+def _stage_progress(callbacks, stage: str, stop_event: threading.Event | None = None):
     """``progress(done, total)`` for a step after training (scoring the validation, the baselines, the test),
-    passed to each callback's optional ``on_stage_progress(stage, done, total)``; None when none has one."""
+    passed to each callback's optional ``on_stage_progress(stage, done, total)``; None when none has one and there
+    is no ``stop_event``. Raises ``_StoppedAfterTraining`` once ``stop_event`` is set, so a cancel ends the stage
+    within one batch."""
     listeners = [callback.on_stage_progress for callback in callbacks if hasattr(callback, "on_stage_progress")]
-    if not listeners:
+    if not listeners and stop_event is None:
         return None
 
     def progress(done: int, total: int) -> None:
         for listener in listeners:
             listener(stage, done, total)
+        if stop_event is not None and stop_event.is_set():
+            raise _StoppedAfterTraining
 
     return progress
 
 
+def _cancelled_after_training(outcome: TrainOutcome) -> TrainOutcome:
+    """A run that trained to its end and was cancelled while it was scored: cancelled, so that it replaces no
+    better model (``_kept_instead``); a failed run stays failed."""
+    if outcome.status != DONE:
+        return outcome
+    return dataclasses.replace(outcome, status=CANCELLED,
+                               message=f"{outcome.message}, then cancelled while it was scored")
+
+
 def _start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
     """The model to train, ready for the trainer, and what config.json records of its parent (None for a new
-    model): a fresh build for the spec, or the saved model ``spec.init_model`` with its own architecture and
-    tokenizer. ModelLoadError for a folder that is not a usable model, SpecError for one of another family."""
+    model): a fresh build for the spec, the BERT folder ``spec.base_model`` as MiniLM, or the saved model
+    ``spec.init_model`` with its own architecture and tokenizer. ModelLoadError for a folder that is not a usable model, SpecError for one of another family."""
+    if spec.base_model:  # a local BERT folder instead of the bundled MiniLM (checked by spec_from_options)
+        from core.models.base_folder import base_minilm
+
+        return base_minilm(spec.base_model, spec.max_length), None
     if not spec.init_model:
         return build_model(spec, texts), None
     model, config = load_model(spec.init_model)  # on the CPU, like a built model: the trainer moves it
@@ -294,4 +328,6 @@ def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFra
                      "epochs": [dataclasses.asdict(e) for e in outcome.epochs],
                      "validation_curve": validation_curve(outcome.validations)},
         **({"parent": parent} if parent else {}),
+        # The BERT folder fine-tuned instead of the bundled MiniLM; the weights saved here no longer need it.
+        **({"base_model": {"name": Path(spec.base_model).name, "path": spec.base_model}} if spec.base_model else {}),
     }

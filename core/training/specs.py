@@ -57,6 +57,9 @@ class RunSpec:
     # A saved model folder whose weights and tokenizer the run starts from (its own architecture and vocabulary
     # kept: model_options, max_length, min_freq and max_vocab do not rebuild it); "" = the family's usual start.
     init_model: str = ""
+    # A local Hugging Face BERT folder whose encoder a minilm run fine-tunes instead of the bundled all-MiniLM-L6-v2
+    # (``core.models.base_folder``); "" = the bundled one. Recorded by absolute path; the saved run needs it no more.
+    base_model: str = ""
 
     def __post_init__(self):
         if self.model not in MODEL_NAMES:
@@ -164,6 +167,7 @@ _RULES: dict[str, _Rule] = {
     "val_data_name": _Rule(str),
     "test_data_name": _Rule(str),
     "init_model": _Rule(str),  # a saved model folder; "" or ZERO_SHOT = the family's usual start
+    "base_model": _Rule(str),  # a local BERT folder for minilm to start from; "" = the bundled MiniLM
     "keep_unvalidated": _Rule(bool),
     # training (TrainConfig)
     "epochs": _Rule(int, 1, 10_000),
@@ -294,6 +298,25 @@ def _checked_init_model(source: str, model: str) -> str:
     return "" if source == ZERO_SHOT else source
 
 
+def _checked_base_model(folder: str, model: str, init_model: str) -> str:
+    """``folder``'s absolute path once it is a BERT folder a minilm run can start from (``core.models.base_folder.
+    check_base_folder``), for a run that takes no other start."""
+    import os
+
+    from core.models.base_folder import check_base_folder
+    from core.saving import ModelLoadError
+
+    if model != "minilm":
+        raise SpecError("base_model", f"is the encoder a minilm run starts from; the run's model is {model}")
+    if init_model:
+        raise SpecError("base_model", "and init_model both say where the weights come from; give one of them")
+    try:
+        check_base_folder(folder)
+    except ModelLoadError as error:
+        raise SpecError("base_model", f"cannot be used: {error}") from None
+    return os.path.abspath(folder)
+
+
 # ---- the builder ---------------------------------------------------------------------------------
 def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     """The run that ``options`` describe, on top of ``preset`` (a name in ``core.training.presets``) if given.
@@ -302,7 +325,8 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     preset's model sizes and epochs / batch size / learning rate are dropped if ``model`` names
     another family, and its margin / form / scale / weight if ``loss`` names another loss.
     ``model_options`` are merged over the preset's. ``init_model`` must be a saved model of ``model``'s
-    family (ZERO_SHOT, the pretrained MiniLM, is MiniLM's usual start: it becomes ""). Raises
+    family (ZERO_SHOT, the pretrained MiniLM, is MiniLM's usual start: it becomes ""); ``base_model`` a BERT folder
+    for a minilm run (its absolute path is kept). Raises
     ``SpecError`` (a ValueError) naming the first bad option.
     """
     unknown = sorted(set(options) - set(OPTION_NAMES))
@@ -326,6 +350,8 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     _check_model_size(model, values)
     if values.get("init_model"):
         values["init_model"] = _checked_init_model(values["init_model"], model)
+    if values.get("base_model"):
+        values["base_model"] = _checked_base_model(values["base_model"], model, given.get("init_model", ""))
     if values.get("val_fraction", 0.0) + values.get("test_fraction", 0.0) > 0.5:
         raise SpecError("test_fraction", "plus val_fraction must leave at least half of the pairs to train on")
 

@@ -1,0 +1,124 @@
+"""A local Hugging Face BERT folder to fine-tune instead of the bundled all-MiniLM-L6-v2 (``train --base-model``).
+
+Such a folder comes from elsewhere, so it is read as a saved model folder is (``core.saving``): data only, never
+code and never a pickle. ``check_base_folder`` judges it before any data is read: no Python file and no
+``auto_map`` (custom code), safetensors weights (pickled ``pytorch_model.bin``/``.pt`` alone are refused; beside
+``model.safetensors`` they are never opened), a ``bert`` config whose every key ``core.models.minilm`` knows,
+sizes under the lab's parameter limit, a lower-casing WordPiece ``vocab.txt``. ``read_base_folder`` then reads
+the weights (a regular file no larger than the config's parameters need, every value finite) and the
+vocabulary. A run saves the whole fine-tuned encoder, config and vocabulary in its own folder, so the saved
+model loads without the base folder.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.models.minilm import MiniLM, MiniLMConfig, bert_size
+from core.models.registry import ModelTooLarge, check_model_size
+from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, read_json_file
+
+WEIGHTS = "model.safetensors"
+VOCAB = "vocab.txt"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+# Keys of older BERT configs that change nothing in the encoder the lab builds (the pooler is dropped).
+IGNORED_KEYS = frozenset({"pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
+                          "pooler_size_per_head", "pooler_type", "directionality", "output_past"})
+# A checkpoint saved from a model with heads holds the encoder under "bert."; the heads are not used.
+ENCODER_PREFIX = "bert."
+UNUSED_WEIGHTS = ("pooler.", "cls.", "classifier.", "qa_outputs.")
+
+
+def check_base_folder(folder: str | Path) -> dict:
+    """The BertConfig (``core.models.minilm.check_bert_config``'s keys) of the BERT folder ``folder``, once the
+    folder passes every check that needs no weights; ModelLoadError, one line, naming what is wrong."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ModelLoadError(f"no folder at {folder}")
+    names = sorted(path.name for path in folder.iterdir())
+    code = [name for name in names if name.endswith(".py")]
+    if code:
+        raise ModelLoadError(f"{folder} holds Python code ({code[0]}); a base model's code is never run, "
+                             "so only a plain BERT folder can be used")
+    if WEIGHTS not in names:
+        pickles = [name for name in names if name.endswith(PICKLE_SUFFIXES)]
+        why = (f"holds only pickled weights ({pickles[0]}), which are never loaded: save them as safetensors "
+               f"(save_pretrained(..., safe_serialization=True))" if pickles else f"has no {WEIGHTS}")
+        raise ModelLoadError(f"{folder} {why}")
+    config = _json(folder, "config.json")
+    if "auto_map" in config:
+        raise ModelLoadError(f"{folder / 'config.json'} names custom code (auto_map); only plain BERT folders are used")
+    if config.get("model_type") != "bert":
+        raise ModelLoadError(f"{folder / 'config.json'}: model_type is {config.get('model_type')!r}; only BERT "
+                             "encoders (model_type 'bert') can be fine-tuned here")
+    _check_tokenizer_config(folder, names)
+    bert = {key: value for key, value in config.items() if key not in IGNORED_KEYS | {"dtype", "torch_dtype"}}
+    try:  # the weights are read as float32 whatever dtype they were saved in
+        check_model_size("minilm", MiniLMConfig(bert=bert))
+    except (ValueError, ModelTooLarge) as error:
+        raise ModelLoadError(f"{folder / 'config.json'}: {error}") from None
+    if VOCAB not in names:
+        raise ModelLoadError(f"{folder} has no {VOCAB}: the lab reads BERT WordPiece vocabularies")
+    return bert
+
+
+def _json(folder: Path, name: str) -> dict:
+    value = read_json_file(folder / name, CONFIG_MAX_BYTES, folder=folder)
+    if not isinstance(value, dict):
+        raise ModelLoadError(f"{folder / name} is not a JSON object")
+    return value
+
+
+def _check_tokenizer_config(folder: Path, names: list[str]) -> None:
+    """No custom tokenizer code, and a lower-casing tokenizer: the lab's WordPiece always lower-cases."""
+    if TOKENIZER_CONFIG not in names:
+        return
+    settings = _json(folder, TOKENIZER_CONFIG)
+    if "auto_map" in settings:
+        raise ModelLoadError(f"{folder / TOKENIZER_CONFIG} names custom code (auto_map); only plain BERT folders "
+                             "are used")
+    if settings.get("do_lower_case") is False:
+        raise ModelLoadError(f"{folder / TOKENIZER_CONFIG} says do_lower_case false: the lab's WordPiece "
+                             "tokenizer lower-cases, so a cased model cannot be fine-tuned here")
+
+
+def read_base_folder(folder: str | Path, max_length: int):
+    """(BertConfig dict, encoder state dict in float32 without pooler, WordPiece tokenizer cutting at
+    ``max_length``) of the BERT folder ``folder`` (``check_base_folder``'s checks first); ModelLoadError, one
+    line, when a file cannot be used."""
+    import torch
+
+    from core.saving.model_folder import read_weights, weights_max_bytes
+    from core.text.wordpiece_tokenizer import WordPieceTokenizer
+
+    folder = Path(folder)
+    bert = check_base_folder(folder)
+    # Room for twice the encoder, as for the bundled MiniLM: a checkpoint may carry a pooler and heads too.
+    parameters = MiniLM.parameter_count(MiniLMConfig(bert=bert))
+    weights = read_weights(folder, max_bytes=weights_max_bytes(2 * parameters))
+    encoder = {}
+    for name, tensor in weights.items():
+        name = name[len(ENCODER_PREFIX):] if name.startswith(ENCODER_PREFIX) else name
+        if not name.startswith(UNUSED_WEIGHTS) and name != "embeddings.position_ids":
+            encoder[name] = tensor.to(torch.float32) if tensor.is_floating_point() else tensor
+    try:
+        tokenizer = WordPieceTokenizer(folder / VOCAB, max_length=max_length, folder=folder,
+                                       vocab_size=bert_size(bert, "vocab_size"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ModelLoadError(f"{folder / VOCAB}: {error}") from None
+    return bert, encoder, tokenizer
+
+
+def base_minilm(folder: str | Path, max_length: int = 64) -> MiniLM:
+    """A ``MiniLM`` holding the encoder and vocabulary of the BERT folder ``folder``, to fine-tune instead of the
+    bundled weights (``core.training.pipeline`` starts a run with a ``base_model`` here); ModelLoadError, one line,
+    for a folder that cannot be used."""
+    bert_config, weights, tokenizer = read_base_folder(folder, max_length)
+    config = MiniLMConfig(max_length=max_length, bert=bert_config)
+    try:
+        MiniLM.check_tokenizer(config, tokenizer)
+        model = MiniLM(config, tokenizer)
+        model.bert.load_state_dict(weights, strict=True)
+    except (ValueError, RuntimeError) as error:  # RuntimeError: a tensor missing, unexpected or misshapen
+        raise ModelLoadError(f"{folder}: {' '.join(str(error).splitlines()[:2])[:300]}") from None
+    return model

@@ -1,0 +1,74 @@
+"""Telling a cache entry the lab wrote from one edited after: ``seal`` it with the cache's own key, ``is_sealed``.
+
+A cache entry's ``meta.json`` records the sha256 of its files, but whoever edits a file can compute its sha256
+again and write that in. The seal is an HMAC-SHA256 of the whole meta (the stamp and those hashes) under a
+random key that the cache keeps in its root (``KEY_FILE``, readable by its owner only, made once): a meta
+whose files or stamp changed after the lab wrote it carries a seal that no longer matches, and recomputing it
+needs the key, not the format. An entry from before seals, or from a cache whose key was lost, is simply not
+used (and is written again, sealed).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+
+from core.saving.files import read_regular_file
+
+KEY_FILE = ".siamese-lab-key"
+KEY_BYTES = 32
+SEAL = "seal"  # the meta's field that holds it
+
+
+def cache_key(root: str | Path, create: bool = False) -> bytes | None:
+    """The key of the cache at ``root``; made there first when ``create`` (OSError when it cannot be), else
+    None when there is none or it is not a key this module wrote (a link, a file of another size)."""
+    root = Path(root)
+    key = _read_key(root)
+    if key is None and create:
+        root.mkdir(parents=True, exist_ok=True)
+        _publish_key(root)
+        key = _read_key(root)
+    return key
+
+
+def seal(meta: dict, key: bytes) -> str:
+    """The HMAC of ``meta`` (its ``SEAL`` field left out) under ``key``."""
+    body = json.dumps({name: value for name, value in meta.items() if name != SEAL}, sort_keys=True)
+    return hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def is_sealed(meta: dict, key: bytes) -> bool:
+    """Whether ``meta`` carries the seal ``key`` gives it: it is what the lab wrote with this cache's key."""
+    found = meta.get(SEAL)
+    return isinstance(found, str) and hmac.compare_digest(found, seal(meta, key))
+
+
+def _read_key(root: Path) -> bytes | None:
+    try:
+        key = read_regular_file(root / KEY_FILE, KEY_BYTES, folder=root)
+    except (OSError, ValueError):  # missing, a link, a FIFO, too large
+        return None
+    return key if len(key) == KEY_BYTES else None
+
+
+def _publish_key(root: Path) -> None:
+    """Write a new key to a file of its own and link it in as ``KEY_FILE`` whole: two processes making the key at
+    once agree on the first one linked, and no reader sees half a key."""
+    temp = root / f".{KEY_FILE}-{secrets.token_hex(8)}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        try:
+            os.write(fd, secrets.token_bytes(KEY_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temp, root / KEY_FILE)
+        except FileExistsError:
+            pass  # another process made it first: its key is the cache's
+    finally:
+        os.unlink(temp)  # our own temporary, linked in or not

@@ -1,0 +1,40 @@
+"""``score`` keeps every input column: one already called ``similarity`` or ``predicted_duplicate`` stays as the
+user wrote it, and the output takes the next free ``<name>_1``, ``<name>_2``, ... with one ``note:`` line."""
+import csv
+
+from core.cli.main import main
+from core.inference.scoring import OUTPUT_COLUMNS, output_names, renamed_note
+
+
+def test_output_names_take_the_next_free_number():
+    assert output_names(["question1", "question2"]) == {name: name for name in OUTPUT_COLUMNS}
+    assert output_names(["question1", "similarity", "similarity_1", "predicted_duplicate"]) == {
+        "similarity": "similarity_2", "predicted_duplicate": "predicted_duplicate_1"}
+    assert renamed_note(output_names(["question1"])) is None
+
+
+def test_score_keeps_the_users_similarity_column(tmp_path, capsys):
+    source, out = tmp_path / "pairs.csv", tmp_path / "scored.csv"
+    source.write_text("question1,question2,similarity,predicted_duplicate,is_duplicate\n"
+                      "How old are you?,How old are you now?,my own,kept too,1\n"
+                      "What is Python?,How do I cook rice?,also mine,x,0\n", encoding="utf-8")
+    assert main(["score", "--model", "tfidf", "--pairs", str(source), "--out", str(out), "--threshold", "0.5"]) == 0
+    err = capsys.readouterr().err
+    with out.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["question1", "question2", "similarity", "predicted_duplicate", "is_duplicate",
+                             "similarity_1", "predicted_duplicate_1"]
+    assert [row["similarity"] for row in rows] == ["my own", "also mine"]  # the input's values, untouched
+    assert [row["predicted_duplicate"] for row in rows] == ["kept too", "x"]
+    assert float(rows[0]["similarity_1"]) > float(rows[1]["similarity_1"])
+    assert [row["predicted_duplicate_1"] for row in rows] == ["1", "0"]
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "'similarity_1'" in notes[0] and "'predicted_duplicate_1'" in notes[0]
+
+
+def test_score_without_such_columns_prints_no_note(tmp_path, capsys):
+    source, out = tmp_path / "pairs.csv", tmp_path / "scored.csv"
+    source.write_text("question1,question2\nHow old are you?,What is your age?\n", encoding="utf-8")
+    assert main(["score", "--model", "tfidf", "--pairs", str(source), "--out", str(out)]) == 0
+    assert "note:" not in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8").splitlines()[0] == "question1,question2,similarity,predicted_duplicate"
