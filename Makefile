@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test browser clean
+.PHONY: run test test-fast browser clean
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ browser:
 
 test: $(STAMP) browser
 	$(PY) -m pytest -q
+
+# Everything but the browser, Ray, multi-process and slow tests (pyproject.toml's markers): a few minutes.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not browser and not ray and not ddp and not slow"
 
 clean:
 	rm -rf $(VENV) runs
