@@ -189,8 +189,18 @@ def plotly_figures():
     return figures
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "browser: real headless-Chromium tests (need /usr/bin/chromium)")
+# Markers by file (declared in pyproject.toml), so `make test-fast` can leave whole kinds of test out.
+MARKED_FILES = {
+    "test_ray_engine.py": "ray", "test_ray_address.py": "ray",
+    "test_distributed.py": "ddp",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        marker = MARKED_FILES.get(item.path.name)
+        if marker is not None:
+            item.add_marker(marker)
 
 
 # Property tests draw the same examples on every run (CI must not pass or fail by luck); a developer
