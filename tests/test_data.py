@@ -107,6 +107,15 @@ def test_multi_member_gzip_reads_all_members():
     assert pairs["question1"].tolist() == ["A?", "C?"]
 
 
+def test_nul_padding_after_the_last_gzip_member_is_tolerated_and_garbage_is_not():
+    # Tape and block tools pad a gzip file with NULs, which gzip itself reads past.
+    member = gzip.compress(csv_bytes("A?,B?,1"))
+    pairs, _ = load_pairs(member + bytes(512))
+    assert pairs["question1"].tolist() == ["A?"]
+    with pytest.raises(DataError, match="starts like a gzip file but cannot be decompressed"):
+        load_pairs(member + bytes(8) + b"junk")
+
+
 def test_bytes_and_bytesio_sources_report_upload():
     content = csv_bytes("A?,B?,1")
     from_bytes, bytes_report = load_pairs(content)

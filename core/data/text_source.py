@@ -1,11 +1,12 @@
 """A user's file as bounded text: a path, bytes or an upload in; checked facts and UTF-8 streams out.
 
-``scan_text(source)`` reads the source once without keeping it: gzip (found by its magic bytes) inflated
-in blocks, every byte counted against ``core.data.limits.input_limit`` *as it is expanded* (a bomb is
-refused when it passes the limit, never held), lines counted against ``MAX_LINES``. Its first block
-decides what the file is before the rest is read: UTF-32 refused, UTF-16 (by BOM or by the NULs of its
-ASCII characters) found, empty and binary files refused (a 1 GB file of NULs costs one block). The rest
-is checked as it streams by: UTF-16 that does not decode, a truncated or damaged gzip stream (bad CRC
+``scan_text(source)`` reads the source once without keeping it, through one reader, ``_CountedText``:
+gzip (found by its magic bytes) is inflated by ``gzip.GzipFile`` one block per read, and every byte it
+gives is counted against ``core.data.limits.input_limit`` *as it is expanded* (a bomb is refused when it
+passes the limit, never held); lines are counted against ``MAX_LINES``. Its first block decides what
+the file is before the rest is read: UTF-32 refused, UTF-16 (by BOM or by the NULs of its ASCII
+characters) found, empty and binary files refused (a 1 GB file of NULs costs one block). The rest is
+checked as it streams by: UTF-16 that does not decode, a truncated or damaged gzip stream (bad CRC
 included), and whether the bytes are valid UTF-8 or cp1252 (the choice of encoding is the parser's).
 
 ``TextFacts.stream(encoding)`` then reads the source again as a binary stream of UTF-8 for pandas (a BOM
@@ -16,20 +17,21 @@ need it (question corpora). Every failure is a ``DataError``.
 from __future__ import annotations
 
 import codecs
+import gzip
 import io
 import os
 import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
 
 from core.data import limits
 from core.data.limits import DataError, input_limit, over_input_limit, over_line_limit
 
-BLOCK_BYTES = 1 << 20  # what one read takes from the source, and the most one inflate step gives out
+BLOCK_BYTES = 1 << 20  # the most one read takes from the source, or inflates from a gzip stream
 HEADER_SNIFF_BYTES = 65536  # the start of the text that delimiter, header and empty checks look at
 _PREFIX_BYTES = 4 * HEADER_SNIFF_BYTES  # raw text decided on before the rest is read (UTF-16 doubles it)
 _UPLOAD_NAME = "<upload>"
@@ -84,10 +86,10 @@ def scan_text(source, max_bytes: int | None = None) -> TextFacts:
     """Read ``source`` once, bounded (see the module docstring), and say what it is; ``max_bytes``
     replaces ``input_limit()``'s default. Raises ``DataError`` for a file no reader can use."""
     limit = input_limit(max_bytes)
-    name, raw_blocks = _open_source(source, limit)
+    name, open_raw = _open_source(source, limit)
 
     def blocks() -> Iterator[bytes]:
-        return _expanded(raw_blocks(), name, limit)
+        return _text_blocks(open_raw, name, limit)
 
     stream = blocks()
     prefix = _take(stream, _PREFIX_BYTES)
@@ -118,20 +120,18 @@ def read_text_bytes(source, max_bytes: int | None = None) -> tuple[bytes, str, s
 
 
 # ---- the source's raw bytes --------------------------------------------------------------------
-def _open_source(source, limit: int) -> tuple[str, Callable[[], Iterator[bytes]]]:
-    """The name to report ``source`` under, and a function giving a fresh pass over its raw bytes."""
+def _open_source(source, limit: int) -> tuple[str, Callable[[], BinaryIO]]:
+    """The name to report ``source`` under, and a function opening its raw bytes afresh (seekable)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        data = memoryview(source).cast("B")
-        return _UPLOAD_NAME, lambda: (bytes(data[i : i + BLOCK_BYTES]) for i in range(0, len(data), BLOCK_BYTES))
+        data = bytes(source)
+        return _UPLOAD_NAME, lambda: io.BytesIO(data)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if _check_regular_file(path) > limit:
-            start = _file_blocks(path)
-            magic = _take(start, len(_GZIP_MAGIC))[: len(_GZIP_MAGIC)]
-            start.close()
-            if magic != _GZIP_MAGIC:  # plain text: its size says it all, without reading it
-                raise over_input_limit(path.name, limit, compressed=False)
-        return path.name, lambda: _file_blocks(path)
+            with _open_file(path) as raw:
+                if not _starts_with_gzip(raw):  # plain text: its size says it all, without reading it
+                    raise over_input_limit(path.name, limit, compressed=False)
+        return path.name, lambda: _open_file(path)
     if hasattr(source, "read"):
         # An upload (already in memory, and perhaps read once for a preview): read from its start, once,
         # no more than the limit allows (a compressed file's raw bytes are never more than its text).
@@ -166,7 +166,8 @@ def _check_regular_file(path: Path) -> int:
     return info.st_size
 
 
-def _file_blocks(path: Path) -> Iterator[bytes]:
+def _open_file(path: Path) -> BinaryIO:
+    """``path`` opened for reading, once the open file is known to be a regular file."""
     try:
         # O_NONBLOCK: a FIFO swapped in after the check opens at once instead of waiting for a writer.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -174,64 +175,62 @@ def _file_blocks(path: Path) -> Iterator[bytes]:
         raise DataError(f"file not found: {path}") from None
     except OSError as error:
         raise DataError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise DataError(f"{path} is not a regular file (a pipe, socket or device); save the data to a file")
-        while True:
-            try:
-                block = os.read(fd, BLOCK_BYTES)
-            except OSError as error:
-                raise DataError(f"cannot read {path}: {error.strerror or error}") from None
-            if not block:
-                return
-            yield block
-    finally:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
+        raise DataError(f"{path} is not a regular file (a pipe, socket or device); save the data to a file")
+    return io.FileIO(fd, "rb")
 
 
-# ---- expanded bytes: gzip inflated in bounded steps, everything counted ---------------------------
-def _expanded(raw: Iterator[bytes], name: str, limit: int) -> Iterator[bytes]:
-    first = _take(raw, len(_GZIP_MAGIC))
-    blocks = _chained(first, raw)
-    compressed = first[: len(_GZIP_MAGIC)] == _GZIP_MAGIC
-    total = 0
-    for block in (_inflated(blocks, name) if compressed else blocks):
-        total += len(block)
-        if total > limit:
-            raise over_input_limit(name, limit, compressed)
-        yield block
+def _starts_with_gzip(raw: BinaryIO) -> bool:
+    magic = raw.read(len(_GZIP_MAGIC))
+    raw.seek(0)
+    return magic == _GZIP_MAGIC
 
 
-def _inflated(blocks: Iterator[bytes], name: str) -> Iterator[bytes]:
-    """Every gzip member's content (zero padding after the last one tolerated), at most BLOCK_BYTES
-    per step: a member that expands 1000-fold is never inflated in one call."""
-    inflater = zlib.decompressobj(wbits=31)
-    member_open = False  # a member started and not yet ended
-    pending = b""  # bytes after the last member's end: zero padding, or the next member
+# ---- expanded bytes: gzip inflated a block per read, everything counted ----------------------------
+def _text_blocks(open_raw: Callable[[], BinaryIO], name: str, limit: int) -> Iterator[bytes]:
+    """A pass over the text bytes of a fresh ``open_raw()``, in blocks of at most BLOCK_BYTES."""
     try:
-        for block in blocks:
-            data = pending + block if pending else block
-            pending = b""
-            while data:
-                if not member_open:
-                    if not data.strip(b"\x00"):  # gzip tolerates zero padding after a member
-                        pending, data = b"\x00", b""  # one NUL stands for it: what follows must be NULs
-                        break
-                    inflater, member_open = zlib.decompressobj(wbits=31), True
-                out = inflater.decompress(data, BLOCK_BYTES)
-                if out:
-                    yield out
-                data = inflater.unconsumed_tail
-                while len(out) == BLOCK_BYTES and not data and not inflater.eof:  # output still held back
-                    out = inflater.decompress(b"", BLOCK_BYTES)
-                    if out:
-                        yield out
-                if inflater.eof:
-                    member_open, data = False, inflater.unused_data
-    except zlib.error as error:
-        raise DataError(f"{name} starts like a gzip file but cannot be decompressed ({error})") from None
-    if member_open or pending.strip(b"\x00"):
-        raise DataError(f"{name}: the gzip data is truncated or damaged")
+        with open_raw() as raw, _CountedText(raw, name, limit) as text:
+            while block := text.read(BLOCK_BYTES):
+                yield block
+    except OSError as error:  # the disk's, not the data's (gzip's own errors are DataErrors by now)
+        raise DataError(f"cannot read {name}: {error.strerror or error}") from None
+
+
+class _CountedText(io.RawIOBase):
+    """The text bytes of ``raw``: gunzipped when it starts with gzip's magic bytes (every member, zero
+    padding after the last tolerated), counted as they are read. Past ``limit`` bytes a read is a
+    DataError: gzip inflates only what one read asks for, so a bomb is refused, never expanded whole.
+    A stream cut short, a bad CRC or bytes that do not inflate are DataErrors too."""
+
+    def __init__(self, raw: BinaryIO, name: str, limit: int):
+        self._name, self._limit, self._count = name, limit, 0
+        self._compressed = _starts_with_gzip(raw)
+        self._text = gzip.GzipFile(fileobj=raw, mode="rb") if self._compressed else raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        size = self._readinto(buffer)
+        self._count += size
+        if self._count > self._limit:
+            raise over_input_limit(self._name, self._limit, self._compressed)
+        return size
+
+    def _readinto(self, buffer) -> int:
+        try:
+            return self._text.readinto(buffer)
+        except EOFError:  # gzip's word for a stream that ends inside a member
+            raise DataError(f"{self._name}: the gzip data is truncated or damaged") from None
+        except (gzip.BadGzipFile, zlib.error) as error:
+            raise DataError(f"{self._name} starts like a gzip file but cannot be decompressed ({error})") from None
+
+    def close(self) -> None:
+        if self._compressed:
+            self._text.close()  # the GzipFile only: the raw file is its opener's to close
+        super().close()
 
 
 # ---- what the text is ------------------------------------------------------------------------------
