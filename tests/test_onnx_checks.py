@@ -1,20 +1,22 @@
 """No ONNX graph is trusted because of its file name, and ``--backend onnx`` writes only into the lab's cache.
 
-* Every family's export, float32 and int8, uses only ``ALLOWED_OPS``, passes the checks (sizes bounded) and
-  gives the PyTorch model's vectors; every allowed operator has a size rule.
+* Every family's export, float32 and int8, uses only ``ALLOWED_OPS`` and gives the PyTorch model's vectors,
+  both as the lab's own export (sealed, run as it is) and as a foreign one (checked, probed in a capped child).
+* Only an export whose manifest carries this lab's seal and whose files have the bytes it records skips the
+  foreign checks: under another cache, with its manifest edited or a graph swapped, it is foreign.
 * A user's ``M/onnx/`` (notes, an int8 export, a forged graph) survives ``predict --backend onnx``
   byte-identical and is never run.
 * Forged graphs (a ``Loop`` of 10**15 steps, a rank-1 output, ``ConstantOfShape`` of 2**34 floats, a
   size that explodes through shape arithmetic or only for 7-token texts, a size taken from the token ids,
-  1 GiB at run time (within the static bounds, over onnxruntime's memory cap), tensors stored in another
-  file, a wrong output width, a manifest with ``embedding_dim`` 5 or ``pad_id``
-  2**31 - 1), given as ``--model`` or planted in the lab's cache, are each refused in one ``error:`` line
-  with exit 2 (or, in the cache, exported again over), by the CLI in a subprocess under a time limit and an
-  address-space cap.
+  1 GiB at run time, a minute of matrix products, tensors stored in another file, a wrong output width, a
+  manifest with ``embedding_dim`` 5 or ``pad_id`` 2**31 - 1), given as ``--model`` or planted in the lab's
+  cache, are each refused in one ``error:`` line with exit 2 (or, in the cache, exported again over), by
+  the CLI in a subprocess under a time limit and an address-space cap.
 * 80 seeded random edits of genuine graphs each run or are refused in one error, never crash or hang.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -35,8 +37,6 @@ from core.export.manifest import MANIFEST_FILE
 from core.export.onnx_backend import OnnxBackendError, OnnxEncoder
 from core.export.onnx_cache import CACHE_ENV, cache_entry
 from core.export.onnx_checks import ALLOWED_OPS
-from core.export.onnx_shape_rules import COSTLY, RULES
-from core.export.onnx_tensors import ELEMENTWISE
 from core.models import ZERO_SHOT, load_model
 from core.text.word_tokenizer import WordTokenizer
 
@@ -47,6 +47,7 @@ PAIR = ("How do I learn Python?", "What is the best way to learn Python?")
 MEMORY_CAP = 8 * 2**30  # address space of the CLI subprocess: far below what the forged graphs ask for
 ARENA_CAP = 256 * 2**20  # onnxruntime's memory in that subprocess
 TIME_LIMIT = 60
+PROBE_SECONDS = 5  # the probe's time limit in that subprocess
 
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
@@ -63,8 +64,9 @@ def operators(folder: Path) -> set[str]:
 
 
 def assert_exports_pass(model, config, root: Path, name: str) -> set[str]:
-    """Export ``model`` float32 and int8: only allowed operators, the checks pass, the vectors are the
-    model's (float32 within 1e-4, int8 pointing the same way). Returns the operators used."""
+    """Export ``model`` float32 and int8: only allowed operators; the vectors are the model's (float32
+    within 1e-4, int8 pointing the same way) both as the lab's own export and, under another lab's cache,
+    as a foreign one that passes the checks and the probe. Returns the operators used."""
     used = set()
     want = torch.nn.functional.normalize(model.encode(TEXTS, tower=1), dim=-1)
     for quantize in (None, "int8"):
@@ -73,17 +75,18 @@ def assert_exports_pass(model, config, root: Path, name: str) -> set[str]:
         ops = operators(folder)
         assert ops <= ALLOWED_OPS, (name, quantize, ops - ALLOWED_OPS)
         used |= ops
-        got = OnnxEncoder(folder).encode(TEXTS, tower=1)
-        if quantize is None:
-            assert float((got - want).abs().max()) <= 1e-4, name
-        else:
-            assert float(torch.nn.functional.cosine_similarity(got, want).min()) > 0.9, name
+        own, foreign = OnnxEncoder(folder), OnnxEncoder(folder, cache_root=root / "another-lab")
+        assert own.lab_wrote and not foreign.lab_wrote
+        for encoder in (own, foreign):
+            got = encoder.encode(TEXTS, tower=1)
+            if quantize is None:
+                assert float((got - want).abs().max()) <= 1e-4, name
+            else:
+                assert float(torch.nn.functional.cosine_similarity(got, want).min()) > 0.9, name
     return used
 
 
-def test_every_allowed_operator_has_a_size_rule():
-    ruled = set(RULES) | set(COSTLY) | set(ELEMENTWISE) | {"Constant"}
-    assert {op.split(":")[-1] for op in ALLOWED_OPS} <= ruled
+def test_the_allowlist_holds_no_control_flow_and_no_operator_the_exporter_never_writes():
     assert not {"Loop", "Scan", "If", "Tile", "Resize", "Pad", "OneHot", "NonZero"} & {op.split(":")[-1]
                                                                                          for op in ALLOWED_OPS}
 
@@ -115,6 +118,28 @@ def test_every_small_family_exports_within_the_allowlist_and_passes(tiny_models,
 def test_zero_shot_minilm_exports_within_the_allowlist_and_passes(tmp_path):
     model, config = load_model(ZERO_SHOT)
     assert_exports_pass(model, config, tmp_path, "minilm")
+
+
+def test_only_an_export_sealed_by_this_lab_skips_the_foreign_checks(tiny_models, tmp_path, monkeypatch):
+    """The lab's own export runs without the probe; under another lab's cache, with its manifest edited
+    (its hashes rewritten to match) or with a graph swapped, the same files are foreign: probed first."""
+    import core.export.onnx_backend as onnx_backend
+
+    probed, probe = [], onnx_backend.probe_in_child
+    monkeypatch.setattr(onnx_backend, "probe_in_child", lambda graph, batches, path: probed.append(path) or
+                        probe(graph, batches, path))
+    model, config = load_model(tiny_models["lstm"])
+    folder, other = tmp_path / "own", tmp_path / "other"
+    export_model(model, config, folder, "onnx")
+    export_model(model, config, other, "onnx", quantize="int8")
+    assert OnnxEncoder(folder).lab_wrote and probed == []
+    assert not OnnxEncoder(folder, cache_root=tmp_path / "another-lab").lab_wrote and len(probed) == 1
+    # A genuine graph of another export swapped in, and the manifest's hash rewritten to match it.
+    shutil.copy(other / "model.onnx", folder / "model.onnx")
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    manifest["sha256"]["model.onnx"] = hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest))
+    assert not OnnxEncoder(folder).lab_wrote and len(probed) == 2
 
 
 # ---- a user's onnx/ folder is never touched ----------------------------------------------------
@@ -159,19 +184,31 @@ def promised_width(folder: Path) -> int:
     return json.loads((folder / MANIFEST_FILE).read_text())["embedding_dim"]
 
 
+def export_vocabulary(folder: Path) -> int:
+    """The export's largest token id + 1, as the backend counts it."""
+    from tokenizers import Tokenizer
+
+    return max(Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab(with_added_tokens=True).values()) + 1
+
+
 def forged_graph(path: Path, nodes: list, initializers: list, width: int | None = None, output_dims=None) -> None:
     """A graph over the export's inputs whose body is ``nodes``; its output ``sentence_embedding`` is
     declared float32 ``output_dims`` (default: batch x the manifest's width). ``emb`` (batch, sequence,
-    width) and ``pooled`` (batch, width) are there to build on; ``width`` defaults to the manifest's."""
+    width) and ``pooled`` (batch, width: unit vectors, as the manifest promises) are there to build on, so
+    each forgery is refused for its own trap; ``width`` defaults to the manifest's."""
     promised = promised_width(path.parent)
     width = promised if width is None else width
     output_dims = ("batch", promised) if output_dims is None else output_dims
     base = [
         helper.make_node("Gather", ["table", "input_ids"], ["emb"]),
         helper.make_node("Constant", [], ["axis1"], value=helper.make_tensor("a", TensorProto.INT64, [1], [1])),
-        helper.make_node("ReduceSum", ["emb", "axis1"], ["pooled"], keepdims=0),
+        helper.make_node("ReduceSum", ["emb", "axis1"], ["summed"], keepdims=0),
+        helper.make_node("ReduceL2", ["summed"], ["norm"], axes=[1], keepdims=1),
+        helper.make_node("Div", ["summed", "norm"], ["pooled"]),
     ]
-    table = helper.make_tensor("table", TensorProto.FLOAT, [64, width], np.random.default_rng(0).random(64 * width))
+    rows = export_vocabulary(path.parent)
+    table = helper.make_tensor("table", TensorProto.FLOAT, [rows, width],
+                               np.random.default_rng(0).random(rows * width) + 0.1)
     graph = helper.make_graph(base + nodes, "forged",
                               [_value("input_ids", TensorProto.INT64, ["batch", "sequence"]),
                                _value("attention_mask", TensorProto.INT64, ["batch", "sequence"])],
@@ -230,14 +267,26 @@ def _power_of_twelve(folder: Path) -> None:  # length ** 12 elements, made from 
     _sized_by(folder, [helper.make_node("Concat", ["length"] * 12, ["size"], axis=0)])
 
 
-def _only_for_seven_tokens(folder: Path) -> None:  # 2**34 elements when the text has 7 tokens, else 1
-    _sized_by(folder, [helper.make_node("Equal", ["length", "seven"], ["is_seven"]),
-                       helper.make_node("Where", ["is_seven", "huge", "one"], ["size"])],
-              [_int64("seven", [7]), _int64("huge", [2**34])])
+def _only_for_one_length(folder: Path) -> None:  # 2**34 elements for texts as long as PAIR[0], else 1
+    from tokenizers import Tokenizer
+
+    length = len(Tokenizer.from_file(str(folder / "tokenizer.json")).encode(PAIR[0]).ids)
+    _sized_by(folder, [helper.make_node("Equal", ["length", "trap"], ["is_trap"]),
+                       helper.make_node("Where", ["is_trap", "huge", "one"], ["size"])],
+              [_int64("trap", [length]), _int64("huge", [2**34])])
 
 
-def _over_the_arena(folder: Path) -> None:  # length x 2**24 floats: within the bounds, over the arena cap
+def _over_the_arena(folder: Path) -> None:  # length x 2**24 floats: within the address space, over the arena
     _sized_by(folder, [helper.make_node("Concat", ["length", "wide"], ["size"], axis=0)], [_int64("wide", [2**24])])
+
+
+def _minutes_of_products(folder: Path) -> None:  # 200 products of 2048 x 2048 matrices, within every memory cap
+    nodes = [helper.make_node("ConstantOfShape", ["square"], ["m0"],
+                              value=helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]))]
+    nodes += [helper.make_node("MatMul", [f"m{step}", "m0"], [f"m{step + 1}"]) for step in range(200)]
+    forged_graph(folder / "model.onnx", nodes + [
+        helper.make_node("ReduceSum", ["m200"], ["total"], keepdims=0),
+        helper.make_node("Add", ["pooled", "total"], ["sentence_embedding"])], [_int64("square", [2048, 2048])])
 
 
 def _from_token_ids(folder: Path) -> None:  # as many elements as the largest token id times 10**9
@@ -275,14 +324,15 @@ def _manifest(**changes):
 FORGERIES = {
     "loop": (_loop, "Loop"),
     "rank-1 output": (_rank_one, "one float32 matrix"),
-    "rank-1 output declared rank 2": (lambda f: _rank_one(f, 2), "not one row of embedding_dim"),
-    "ConstantOfShape of 2**34": (_constant_of_shape, "GiB"),
-    "length ** 12": (_power_of_twelve, "GiB"),
-    "2**34 only for 7 tokens": (_only_for_seven_tokens, "GiB"),
-    "size from the token ids": (_from_token_ids, "computed from the data"),
-    "1 GiB at run time": (_over_the_arena, "onnxruntime failed on a batch"),
+    "rank-1 output declared rank 2": (lambda f: _rank_one(f, 2), "differ in rank"),
+    "ConstantOfShape of 2**34": (_constant_of_shape, "ConstantOfShape asks for 64 GiB, past onnxruntime's"),
+    "length ** 12": (_power_of_twelve, "past onnxruntime's memory cap"),
+    "2**34 only for one length": (_only_for_one_length, "ConstantOfShape asks for 64 GiB, past onnxruntime's"),
+    "size from the token ids": (_from_token_ids, "past onnxruntime's memory cap"),
+    "1 GiB at run time": (_over_the_arena, "past onnxruntime's memory cap of 0.25 GiB"),
+    "minutes of products": (_minutes_of_products, "ran its probe for more than 5 s"),
     "external data": (_external_data, "stored in other files"),
-    "wrong output width": (_wrong_width, "not one row of embedding_dim"),
+    "wrong output width": (_wrong_width, "differ in dimension 1: (3) vs (10)"),
     "embedding_dim 5": (_manifest(embedding_dim=5), "embedding_dim 5"),
     "pad_id 2**31-1": (_manifest(pad_id=2**31 - 1), "pad_id"),
 }
@@ -292,6 +342,8 @@ CHILD = textwrap.dedent("""
     resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))
     import core.export.onnx_session
     core.export.onnx_session.ARENA_MAX_BYTES = {arena}  # before the first session: the cap is per process
+    import core.export.onnx_probe
+    core.export.onnx_probe.PROBE_SECONDS = {probe_seconds}
     from core.cli.main import main
     results = []
     for argv in json.loads(sys.argv[1]):
@@ -331,7 +383,7 @@ def forged_runs(tiny_models, tmp_path_factory):
     cases["forged model/onnx"], cases["forged cache entry"] = shared, planted
     argvs += [["predict", "--backend", "onnx", "--model", str(folder), *PAIR] for folder in (shared, planted)]
     before = snapshot(shared)
-    script = CHILD.format(cap=MEMORY_CAP, arena=ARENA_CAP)
+    script = CHILD.format(cap=MEMORY_CAP, arena=ARENA_CAP, probe_seconds=PROBE_SECONDS)
     child = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], cwd=ROOT,
                            env={**os.environ, CACHE_ENV: str(cache)}, capture_output=True, text=True,
                            timeout=TIME_LIMIT)
@@ -377,6 +429,29 @@ def test_a_batch_onnxruntime_fails_on_is_one_line(tiny_models, tmp_path):
     with pytest.raises(OnnxBackendError) as raised:
         OnnxEncoder(tmp_path / "e").run_rows([[10**9]])
     assert "\n" not in str(raised.value) and "onnxruntime failed on a batch of 1 x 1 tokens" in str(raised.value)
+
+
+def test_the_probe_is_held_to_its_address_space_not_only_to_the_arena(monkeypatch):
+    """2 GiB that onnxruntime's arena would give, in a child whose address space is 1 GiB: one refusal."""
+    import core.export.onnx_probe as onnx_probe
+
+    size = [helper.make_node("Shape", ["input_ids"], ["dims"]), helper.make_node("Mul", ["dims", "half"], ["size"]),
+            helper.make_node("ConstantOfShape", ["size"], ["big"]),
+            helper.make_node("ReduceSum", ["big"], ["total"], keepdims=0),
+            helper.make_node("Cast", ["input_ids"], ["ids"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["ids", "total"], ["sentence_embedding"])]
+    graph = helper.make_graph(size, "greedy", [_value(name, TensorProto.INT64, ["batch", "sequence"])
+                                               for name in ("input_ids", "attention_mask")],
+                              [_value("sentence_embedding", TensorProto.FLOAT, ["batch", "sequence"])],
+                              [_int64("half", [2**14, 2**14])])  # a (1, 2) batch: 2**14 x 2**15 floats
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    monkeypatch.setattr(onnx_probe, "address_space_cap", lambda graph_bytes, arena: 2**30)
+    batch = np.ones((1, 2), dtype=np.int64)
+    with pytest.raises(OnnxBackendError) as raised:
+        onnx_probe.probe_in_child(model.SerializeToString(), [(batch, batch)], Path("greedy.onnx"))
+    assert str(raised.value) == "greedy.onnx failed its probe: ConstantOfShape asks for 2 GiB, past the memory " \
+                                "this process may take"
 
 
 # ---- mutated genuine graphs ----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from core.export.manifest import (
 )
 from core.export.model_card import CARD_FILE, model_card
 from core.export.onnx_graph import GRAPH_FILES, write_onnx
+from core.export.onnx_trust import sealed
 from core.export.sentence_transformers_folder import write_sentence_transformers
 from core.saving.atomic import write_folder_atomically
 from core.saving.output import OutputClaim, OutputError, claim_output
@@ -113,10 +114,13 @@ def export_files(folder: str | Path) -> list[str]:
 
 
 def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize: str | None = None,
-                 source: str | None = None, extra: dict | None = None, name: str | None = None) -> dict:
+                 source: str | None = None, extra: dict | None = None, name: str | None = None,
+                 cache_root: str | Path | None = None) -> dict:
     """Fill the existing folder ``folder`` with the export (no claim, not atomic: ``export_model`` and the
     ONNX backend's cache wrap it). ``extra`` goes into the manifest; ``name`` is the folder's final name,
-    which the model card's usage snippet opens (default: ``folder``'s name). Returns the manifest."""
+    which the model card's usage snippet opens (default: ``folder``'s name). An ONNX export's manifest is
+    sealed with the key of the lab's cache at ``cache_root`` (default: ``core.export.onnx_cache.cache_root()``),
+    so this lab runs its graphs as they are (``core.export.onnx_trust``). Returns the manifest."""
     check_export(model.model_type, fmt, quantize)
     folder = Path(folder)
     was_training = model.training
@@ -129,6 +133,8 @@ def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize:
     finally:
         model.train(was_training)  # the caller's model (often a shared, cached one) is left as it was
     manifest = build_manifest(model, config, fmt, details, source, extra or {})
+    if fmt == "onnx":
+        manifest = sealed(manifest, folder, cache_root)
     (folder / CARD_FILE).write_text(model_card(manifest, name or folder.name), encoding="utf-8")
     # The manifest last: a folder with one is a complete export.
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=json_default, allow_nan=False),

@@ -1,22 +1,24 @@
-"""What an ONNX export must pass before onnxruntime runs any of its graphs: no graph is trusted because
-of its file name, whether it comes from a folder someone shared or from the lab's own cache.
+"""What a foreign ONNX export must pass before onnxruntime runs any of its graphs in the lab's process.
+
+A graph is foreign unless the lab wrote it (``core.export.onnx_trust``): a folder someone shared, an
+export whose files changed after the lab wrote them, an entry planted in the lab's cache.
 
 * ``export_settings(manifest, path, vocabulary)``: the manifest's numbers within bounds and consistent
   (``max_length``, ``embedding_dim``, ``pad_id`` below the tokenizer's largest id + 1, which is at most
-  ``MAX_VOCABULARY``; ``towers`` naming graph files of the format).
-* ``checked_graph(path, folder, settings)``: the file is a regular file inside the folder, at most
-  ``MAX_GRAPH_BYTES``, read once (the bytes checked are the bytes run); parsed by ``onnx`` from those
-  bytes, so no tensor stored outside the file is ever read; only the opsets the exporter uses, no local
-  functions, no sparse or external tensors; only ``ALLOWED_OPS``, the operators the exporter writes for
-  every family, float32 or int8 (``tests/test_onnx_checks.py`` exports each and checks): so no control
-  flow (``Loop``, ``Scan``, ``If``), no subgraph, no random or string operator; inputs ``input_ids`` and
-  ``attention_mask`` (int64, rank 2) and one output ``sentence_embedding`` (float32, rank 2); then
-  ``core.export.onnx_bounds`` walks the graph for every batch the backend feeds (``input_cells``): the
-  output must be (batch, ``embedding_dim``), as the weights make it, and a batch may make at most
-  ``MAX_WORK_BYTES`` of tensors and ``MAX_MULTIPLY_ADDS`` multiply-adds.
-* ``check_vectors(vectors, rows, settings, name)``: the probe's output (``OnnxEncoder`` runs the probe
-  texts and the largest token id through each graph) has one finite row per input, unit-norm where the
-  manifest says the vectors are normalised.
+  ``MAX_VOCABULARY``; ``towers`` naming graph files of the format). Every export passes this one.
+* ``read_graph(path, folder)``: the file is a regular file inside the folder, at most ``MAX_GRAPH_BYTES``,
+  read once (the bytes checked are the bytes run).
+* ``check_foreign_graph(data, path, settings)``: parsed by ``onnx`` from those bytes, so no tensor stored
+  outside the file is ever read; only the opsets the exporter uses, no local functions, no sparse or
+  external tensors; only ``ALLOWED_OPS``, the operators the exporter writes for every family, float32 or
+  int8 (``tests/test_onnx_checks.py`` exports each and checks): so no control flow (``Loop``, ``Scan``,
+  ``If``), no subgraph, no random or string operator; inputs ``input_ids`` and ``attention_mask`` (int64,
+  rank 2) and one output ``sentence_embedding`` (float32, rank 2, ``embedding_dim`` wide where the width
+  is declared); then ``onnx.checker.check_model`` with its full check (types and shapes inferred
+  strictly). How much memory and time a graph takes is not read from it: ``core.export.onnx_probe`` runs
+  it in a capped child first.
+* ``check_vectors(vectors, rows, settings, name)``: the probe's output has one finite row of
+  ``embedding_dim`` numbers per input, unit-norm where the manifest says the vectors are normalised.
 
 Every refusal is an ``OnnxBackendError`` naming the file and the reason, on one line.
 """
@@ -28,19 +30,14 @@ from pathlib import Path
 import numpy as np
 
 from core.export.common import OnnxBackendError
-from core.export.onnx_bounds import graph_work, prepare
 from core.export.onnx_graph import GRAPH_FILES, INPUT_NAMES, OPSET, OUTPUT_NAME
-from core.export.onnx_tensors import FLOAT, INT64, Refused
 from core.saving.files import ModelLoadError, read_regular_file
-from core.text.encoding_batches import TOKEN_BUDGETS
 
 MAX_GRAPH_BYTES = 2 * 2**30 - 1  # protobuf's own limit on one message
 MAX_BATCH_ROWS = 256  # OnnxEncoder never runs a larger batch
 MAX_VOCABULARY = 1 << 24
 MAX_EMBEDDING_DIM = 65536
 MAX_NODES = 100_000
-MAX_WORK_BYTES = 16 * 2**30  # the sum of every tensor one batch makes; MiniLM's at max_length 512: 3.6 GiB
-MAX_MULTIPLY_ADDS = 10**12  # per batch; MiniLM's at max_length 512: 4.3e10
 UNIT_NORM_TOLERANCE = 1e-3
 OPSETS = {"": OPSET, "ai.onnx": OPSET, "com.microsoft": 1}
 ALLOWED_OPS = frozenset({
@@ -90,20 +87,14 @@ def export_settings(manifest: dict, path: Path, vocabulary: int) -> ExportSettin
     )
 
 
-def input_cells(settings: ExportSettings) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """(batch, sequence) intervals covering every batch ``OnnxEncoder`` may run: at most ``MAX_BATCH_ROWS``
-    rows of at most ``max_length`` tokens and, for a family with a token budget, at most
-    ``max(1, budget // width)`` rows of a given width (``core.text.encoding_batches``). One cell per
-    doubling of the width keeps a transformer's bound within twice its largest batch."""
-    budget = TOKEN_BUDGETS.get(settings.model_type)
-    if not budget:
-        return [((1, MAX_BATCH_ROWS), (1, settings.max_length))]
-    cells, width = [], 1
-    while width <= settings.max_length:
-        rows = min(MAX_BATCH_ROWS, max(1, budget // width))
-        cells.append(((1, rows), (width, min(2 * width - 1, settings.max_length))))
-        width *= 2
-    return cells
+def read_graph(path: Path, folder: Path) -> bytes:
+    """The bytes of the graph file ``path`` of the export ``folder``: a regular file inside it, read once."""
+    try:
+        return read_regular_file(path, MAX_GRAPH_BYTES, folder)
+    except FileNotFoundError:
+        raise OnnxBackendError(f"{folder}: {path.name} is missing") from None
+    except ModelLoadError as error:
+        raise OnnxBackendError(str(error)) from None
 
 
 def _parse(data: bytes, path: Path):
@@ -117,7 +108,7 @@ def _parse(data: bytes, path: Path):
 
 
 def _check_container(model, path: Path) -> None:
-    """Opsets, functions and where every tensor is stored."""
+    """Opsets, functions, where every tensor is stored, and the operators."""
     from onnx import TensorProto
 
     opsets = {o.domain: o.version for o in model.opset_import}
@@ -128,6 +119,8 @@ def _check_container(model, path: Path) -> None:
     if model.functions or graph.sparse_initializer or len(graph.node) > MAX_NODES:
         raise OnnxBackendError(f"{path} holds local functions, sparse tensors or more than {MAX_NODES:,} nodes; "
                                f"no export does")
+    # Refused wherever they point: an export never stores a tensor outside its graph file, so a reference
+    # to another file can only be a way to read one the user never meant to hand over.
     tensors = list(graph.initializer) + [a.t for n in graph.node for a in n.attribute if a.HasField("t")]
     if any(t.data_location == TensorProto.EXTERNAL or t.external_data for t in tensors):
         raise OnnxBackendError(f"{path} refers to tensors stored in other files; an export keeps them inside")
@@ -139,68 +132,51 @@ def _check_container(model, path: Path) -> None:
 
 def _check_signature(graph, path: Path, settings: ExportSettings) -> None:
     """The inputs and the output the backend feeds and reads: names, element types, ranks, width."""
+    from onnx import TensorProto
+
     def described(value):
         kind = value.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
         return value.name, kind.elem_type, dims
 
     inputs = sorted(described(i) for i in graph.input)
-    if [(name, kind, len(dims)) for name, kind, dims in inputs] != [(n, INT64, 2) for n in sorted(INPUT_NAMES)]:
+    expected = [(name, TensorProto.INT64, 2) for name in sorted(INPUT_NAMES)]
+    if [(name, kind, len(dims)) for name, kind, dims in inputs] != expected:
         raise OnnxBackendError(f"{path} takes {[i[0][:40] for i in inputs][:4]}, not int64 matrices "
                                f"{' and '.join(INPUT_NAMES)}")
     outputs = [described(o) for o in graph.output]
-    if len(outputs) != 1 or outputs[0][:2] != (OUTPUT_NAME, FLOAT) or len(outputs[0][2]) != 2:
+    if len(outputs) != 1 or outputs[0][:2] != (OUTPUT_NAME, TensorProto.FLOAT) or len(outputs[0][2]) != 2:
         raise OnnxBackendError(f"{path} must give one float32 matrix {OUTPUT_NAME}, one row per question")
-    if outputs[0][2][1] not in (None, settings.embedding_dim):
+    if outputs[0][2][1] not in (None, settings.embedding_dim):  # the probe checks a symbolic one
         raise OnnxBackendError(f"{path} gives vectors of {outputs[0][2][1]} numbers; the manifest says "
                                f"embedding_dim {settings.embedding_dim}")
 
 
-def _check_sizes(graph, path: Path, settings: ExportSettings) -> None:
+def _check_with_onnx(model, path: Path) -> None:
+    """onnx's own checker, with types and shapes inferred strictly: a node fed the wrong kind of tensor, or
+    an output whose inferred shape contradicts the declared one, is refused here rather than at run time."""
+    import onnx
+
     try:
-        prepared = prepare(graph)
-        for batch, sequence in input_cells(settings):
-            work = graph_work(prepared, batch, sequence)
-            width = (settings.embedding_dim, settings.embedding_dim)
-            if len(work.output) != 2 or work.output[0].sym != "batch" or tuple(work.output[1][:2]) != width:
-                shape = " x ".join(f"{d.lo}..{d.hi}" for d in work.output)
-                raise OnnxBackendError(f"{path} gives an output of {shape or 'a scalar'} for "
-                                       f"{batch[1]} x {sequence[1]} "
-                                       f"tokens, not one row of embedding_dim {settings.embedding_dim} per question")
-            if work.bytes > MAX_WORK_BYTES or work.multiply_adds > MAX_MULTIPLY_ADDS:
-                raise OnnxBackendError(
-                    f"{path} may use {work.bytes / 2**30:,.1f} GiB and {work.multiply_adds:.2g} multiply-adds on a "
-                    f"batch of {batch[1]} x {sequence[1]} tokens; at most {MAX_WORK_BYTES / 2**30:g} GiB and "
-                    f"{MAX_MULTIPLY_ADDS:.0g} are allowed")
-    except OnnxBackendError:
-        raise
-    except Refused as error:
-        raise OnnxBackendError(f"{path}: the size of its tensors cannot be bounded: {str(error)[:160]}") from None
-    except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as error:  # malformed
-        raise OnnxBackendError(f"{path} is not a usable ONNX graph ({type(error).__name__}: {str(error)[:120]})") \
-            from None
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as error:  # noqa: BLE001 - the checker raises several types, all meaning "not valid"
+        message = " ".join(str(error).split())
+        raise OnnxBackendError(f"{path} fails onnx's checker ({message[:160]})") from None
 
 
-def checked_graph(path: Path, folder: Path, settings: ExportSettings) -> bytes:
-    """The bytes of the graph file ``path`` of the export ``folder``, once every check above passed."""
-    try:
-        data = read_regular_file(path, MAX_GRAPH_BYTES, folder)
-    except FileNotFoundError:
-        raise OnnxBackendError(f"{folder}: {path.name} is missing") from None
-    except ModelLoadError as error:
-        raise OnnxBackendError(str(error)) from None
+def check_foreign_graph(data: bytes, path: Path, settings: ExportSettings) -> None:
+    """Every static check above on the bytes of one graph file; the probe comes after."""
     model = _parse(data, path)
     _check_container(model, path)
     _check_signature(model.graph, path, settings)
-    _check_sizes(model.graph, path, settings)
-    return data
+    _check_with_onnx(model, path)
 
 
 def check_vectors(vectors: np.ndarray, rows: int, settings: ExportSettings, path: Path) -> None:
     """A probe's output: ``rows`` finite vectors of ``embedding_dim`` numbers, unit-norm if promised."""
     if vectors.shape != (rows, settings.embedding_dim) or not np.isfinite(vectors).all():
-        raise OnnxBackendError(f"{path} gives {vectors.shape} vectors with non-finite values or the wrong shape "
-                               f"for {rows} probe texts")
+        raise OnnxBackendError(f"{path} gives {vectors.shape} vectors for {rows} probe texts, not one finite row "
+                               f"of embedding_dim {settings.embedding_dim} per question")
     norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
     if settings.normalized and not (np.abs(norms - 1) <= UNIT_NORM_TOLERANCE).all():
         raise OnnxBackendError(f"{path} gives vectors of length {norms.min():.3g}..{norms.max():.3g} on the probe "
