@@ -5,25 +5,36 @@ MiniLM (pretrained, max length 40) with the contrastive loss (squared hinge, mar
 (64, 256, 1,024) and each of eager / ``torch.compile`` (mode reduce-overhead, CUDA graphs), both sides
 start from the same weights and see the same batches (``PairTable.index_batches``, length-bucketed):
 
-* the Trainer: ``Trainer.run()`` with ``precision`` / ``compile`` set, a step cap, no validation; timed from
-  the end of the last warm-up step to the end of the run, the GPU synchronised at both ends (the Trainer itself
-  reads the loss back every 50 steps on CUDA);
+* the Trainer: ``Trainer.run()`` with ``precision`` / ``compile`` set, a step cap, no validation hook; it builds
+  each batch (on its background thread, a few steps ahead), copies it to the GPU and reads the loss back every 50
+  steps on CUDA;
 * the bare loop: batches tokenised and copied to the GPU beforehand (padded to the same fixed widths when
   compiled), the same autocast plan (``core.training.precision``), a GradScaler where it needs one, fused AdamW,
   clipping, the same schedule, and no read-back of the loss until the end.
+
+Both sides are timed over the same steps: from the end of the last warm-up step to the end of the last step, the
+GPU synchronised at both ends. What the Trainer does once after its last step (the epoch's final validation, which
+copies the weights to the host as the best so far, and their restore) is printed apart, as "run end".
 
 The sides alternate run by run (``--rounds`` each); printed per setting: steps/s and pairs/s (medians),
 the ratio Trainer / bare (goal >= 0.95), torch.cuda.max_memory_allocated per side, and the largest
 difference of their mean losses over the run. On a machine without CUDA it says so and exits 0.
 
+``--profile N`` times nothing: it runs ``torch.profiler`` over N steps after the warm-up, one run per side and
+setting, and prints the host-side operators and Python functions that took the most CPU time on each side (what
+the Trainer does per step that the bare loop does not is at the top of its table), with a Chrome trace of each run
+in bench/out/ (open in chrome://tracing or https://ui.perfetto.dev).
+
     .venv/bin/python bench/gpu_train.py --quick
     .venv/bin/python bench/gpu_train.py
+    .venv/bin/python bench/gpu_train.py --profile 20 --batch-sizes 64 --modes compiled
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 import time
+from pathlib import Path
 
 try:
     from bench.common import header, load_real_pairs, median, parser, report
@@ -34,6 +45,7 @@ SEED = 0
 LR = 1e-4
 MAX_LENGTH = 40
 BATCH_SIZES = (64, 256, 1024)
+OUT = Path(__file__).resolve().parent / "out"
 
 
 def main() -> None:
@@ -46,6 +58,10 @@ def main() -> None:
     p.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES))
     p.add_argument("--modes", nargs="+", default=["eager", "compiled"], choices=("eager", "compiled"),
                    help="which steps to time (a lease short of device time may take only the compiled ones)")
+    p.add_argument("--batches-ahead", type=int, metavar="N",
+                   help="batches the Trainer builds ahead on its thread (default: its own; 0: in its loop)")
+    p.add_argument("--profile", type=int, metavar="N",
+                   help="time nothing: profile N steps after the warm-up on each side and print the top host-side work")
     args = p.parse_args()
     import torch
 
@@ -54,7 +70,7 @@ def main() -> None:
         return
     rounds = args.rounds or (1 if args.quick else 2)
     warm = args.warm or (5 if args.quick else 60)
-    steps = args.steps or (10 if args.quick else 200)
+    steps = args.profile or args.steps or (10 if args.quick else 200)  # a profiled run stops where its profile does
     header(f"gpu_train: Trainer vs bare loop on {torch.cuda.get_device_name(0)} (MiniLM, contrastive)", args.quick)
 
     from core.models import MiniLM
@@ -74,9 +90,11 @@ def main() -> None:
     base = MiniLM.pretrained(max_length=MAX_LENGTH)
     initial = copy.deepcopy(base.state_dict())
     table = PairTable(pairs, base.tokenizer)
+    batches_ahead = Trainer.batches_ahead_on_cuda if args.batches_ahead is None else args.batches_ahead
     report("setup", {"GPU": torch.cuda.get_device_name(0), "torch": torch.__version__, "pairs": len(table),
                      "precision": args.precision, "autocast dtype": str(plan.dtype), "GradScaler": plan.use_scaler,
-                     "warm-up steps": warm, "timed steps": steps, "runs per side": rounds})
+                     "warm-up steps": warm, "timed steps": steps, "runs per side": rounds,
+                     "Trainer batches ahead": batches_ahead})
 
     def fresh_model():
         model = copy.deepcopy(base)
@@ -89,31 +107,64 @@ def main() -> None:
                            patience=0, max_steps=warm + steps)
 
     class RunClock:
-        """The time at the end of the last warm-up step and at the end of the run, the GPU synchronised."""
+        """The time at the end of the last warm-up step, of the last step and of the run, the GPU synchronised."""
 
         def __init__(self):
-            self.start = self.end = 0.0
+            self.start = self.end = self.run_end = 0.0
 
         def on_batch_end(self, trainer):
-            if trainer.step == warm:
+            if trainer.step in (warm, warm + steps):
                 torch.cuda.synchronize()
-                self.start = time.perf_counter()
+                if trainer.step == warm:
+                    self.start = time.perf_counter()
+                else:
+                    self.end = time.perf_counter()
 
         def on_train_end(self, trainer):
             torch.cuda.synchronize()
-            self.end = time.perf_counter()
+            self.run_end = time.perf_counter()
 
-    def trainer_side(batch: int, compiled: bool) -> dict:
+    class StepProfile:
+        """torch.profiler over the steps after the warm-up, started and stopped at step ends, the GPU synchronised."""
+
+        def __init__(self, count: int):
+            from torch.profiler import ProfilerActivity, profile
+
+            self.count = count
+            # with_stack: Python functions appear in the tables too, not only operators
+            self.profiler = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True)
+
+        def at_step_end(self, done: int) -> None:
+            """Call after each step with the steps done so far."""
+            if done in (warm, warm + self.count):
+                torch.cuda.synchronize()
+                (self.profiler.start if done == warm else self.profiler.stop)()
+
+        def on_batch_end(self, trainer):  # as a Trainer callback
+            self.at_step_end(trainer.step)
+
+        def print_top(self, title: str, trace: Path) -> None:
+            events = self.profiler.key_averages()
+            print(f"\n== {title}: {self.count} steps, the 30 largest by host (CPU) self time, all threads ==")
+            print(events.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=70))
+            trace.parent.mkdir(parents=True, exist_ok=True)
+            self.profiler.export_chrome_trace(str(trace))
+            print(f"Chrome trace: {trace}")
+
+    def trainer_side(batch: int, compiled: bool, profile: StepProfile | None = None) -> dict:
         torch._dynamo.reset()  # a fresh model per run: never hit the recompile limit and fall back to eager
         torch.cuda.reset_peak_memory_stats()
         clock = RunClock()
-        outcome = Trainer(fresh_model(), objective, table, config(batch, compiled), callbacks=[clock]).run()
+        callbacks = [clock] if profile is None else [clock, profile]
+        trainer = Trainer(fresh_model(), objective, table, config(batch, compiled), callbacks=callbacks)
+        trainer.batches_ahead = batches_ahead
+        outcome = trainer.run()
         if outcome.status != DONE:
             raise SystemExit(f"trainer run ended {outcome.status}: {outcome.message}")
-        return {"seconds": clock.end - clock.start, "memory": torch.cuda.max_memory_allocated(),
-                "mean loss": outcome.epochs[0].train_loss}
+        return {"seconds": clock.end - clock.start, "run end seconds": clock.run_end - clock.end,
+                "memory": torch.cuda.max_memory_allocated(), "mean loss": outcome.epochs[0].train_loss}
 
-    def bare_side(batch: int, compiled: bool) -> dict:
+    def bare_side(batch: int, compiled: bool, profile: StepProfile | None = None) -> dict:
         torch._dynamo.reset()
         torch.cuda.reset_peak_memory_stats()
         c = config(batch, compiled)
@@ -152,13 +203,25 @@ def main() -> None:
                 optimizer.step()
             scheduler.step()
             losses.append(loss.detach())
+            if profile is not None:
+                profile.at_step_end(index + 1)
         torch.cuda.synchronize()
         seconds = time.perf_counter() - started
         return {"seconds": seconds, "memory": torch.cuda.max_memory_allocated(),
                 "mean loss": float(torch.stack(losses).float().mean())}
 
+    def profile_both(batch: int, compiled: bool) -> None:
+        mode = "compiled" if compiled else "eager"
+        for side, run in (("bare", bare_side), ("trainer", trainer_side)):
+            profile = StepProfile(steps)
+            run(batch, compiled, profile)
+            profile.print_top(f"{side}, batch {batch}, {mode}", OUT / f"gpu_train-profile-{side}-{batch}-{mode}.json")
+
     for batch in args.batch_sizes:
         for compiled in [mode == "compiled" for mode in args.modes]:
+            if args.profile:
+                profile_both(batch, compiled)
+                continue
             runs = {"bare": [], "trainer": []}
             for _ in range(rounds):  # alternated: bare, trainer, bare, trainer, ...
                 runs["bare"].append(bare_side(batch, compiled))
@@ -176,6 +239,8 @@ def main() -> None:
                 "bare max_memory_allocated, GiB": max(r["memory"] for r in runs["bare"]) / 2**30,
                 "Trainer max_memory_allocated, GiB": max(r["memory"] for r in runs["trainer"]) / 2**30,
                 "|mean loss Trainer - mean loss bare|, first runs": loss_diff,
+                "Trainer run end (final validation, best-weights copy and restore), s":
+                    median([r["run end seconds"] for r in runs["trainer"]]),
             })
 
 

@@ -18,8 +18,20 @@ Also printed: the Trainer extras timed alone, AdamW foreach (what the Trainer bu
 a prototype that packs the unidirectional LSTM (core packs only the bidirectional one). Packing
 turned out slower on CPU: it is kept here as the evidence, not as a proposal.
 
+With ``--tiny``, only the Trainer's own per-step host work is measured instead, on an encoder that computes almost
+nothing (each text the mean of its token embeddings, MiniLM's WordPiece vocabulary, 8 dimensions), so that what the
+Trainer adds shows above the noise of a shared machine: the contrastive loss at batch 64 and 256, set up as a
+compiled CUDA run is (batches padded to the fixed widths, the loss read every 50 steps) but eager on the CPU. The bare loop takes the same batches pre-built, so the difference per step is what the Trainer adds around
+a step: building the batch, control checks, bookkeeping, callbacks. The Trainer runs twice: as it is (batches built
+ahead on its background thread) and with each batch built in its loop (``batches_ahead = 0``). Printed per batch
+size and variant: the step-interleaved medians (wall time, and CPU time of the thread running the steps), whole runs
+alternated (timed from the first step to the last, as bench/gpu_train.py times steps), and the largest weight
+difference between the two sides after the run (the same work: 0 up to rounding). The CPU steps also carry hooks
+that the CUDA steps do not (core.training.step_stop).
+
     .venv/bin/python bench/train_overhead.py --quick     # 20 steps per run, 2 whole runs per side
     .venv/bin/python bench/train_overhead.py             # 60 steps per run, 3 whole runs per side
+    .venv/bin/python bench/train_overhead.py --tiny      # 400 steps per run, 5 whole runs per side (--quick: 150, 3)
 """
 from __future__ import annotations
 
@@ -57,7 +69,12 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--steps", type=int, help="steps per run (default 20 quick / 60)")
     p.add_argument("--rounds", type=int, help="whole runs per side (default 2 quick / 3)")
+    p.add_argument("--tiny", action="store_true", help="only the Trainer's per-step host work, on a tiny model")
     args = p.parse_args()
+    if args.tiny:
+        tiny_host_overhead(args.steps or (150 if args.quick else 400), args.rounds or (3 if args.quick else 5),
+                           args.quick)
+        return
     steps = args.steps or (20 if args.quick else 60)
     rounds = args.rounds or (2 if args.quick else 3)
     header("train_overhead: Trainer vs bare loop (Siamese LSTM, triplet, batch 256)", args.quick)
@@ -282,6 +299,178 @@ def main() -> None:
         "saving as share of a bare step": (foreach_s - fused_s) / step_bare,
     })
 
+
+TINY_BATCHES = (64, 256)
+TINY_DIMENSIONS = 8
+TINY_MAX_LENGTH = 40  # MiniLM's in bench/gpu_train.py: the same fixed widths
+
+
+def tiny_host_overhead(steps: int, rounds: int, quick: bool) -> None:
+    """What the Trainer adds around each step, with a model whose step computes little (see the module doc)."""
+    header("train_overhead --tiny: the Trainer's per-step host work (mean-of-embeddings encoder, contrastive)", quick)
+    setup_torch()
+    import torch
+
+    from core.status import DONE
+    from core.text.pair_table import PairTable
+    from core.text.token_table import pad_widths
+    from core.text.wordpiece_tokenizer import bert_wordpiece
+    from core.training.objectives import LossConfig, Objective
+    from core.training.schedule import warmup_then_linear_decay
+    from core.training.train_config import TrainConfig
+    from core.training.trainer import Trainer
+
+    pairs = load_real_pairs(max_rows=max(TINY_BATCHES) * steps + 1000)
+    tokenizer = bert_wordpiece(TINY_MAX_LENGTH)  # MiniLM's vocabulary: the widths of bench/gpu_train.py's batches
+
+    class MeanOfEmbeddings(torch.nn.Module):
+        """A pair encoder that computes almost nothing: each text is the mean of its token embeddings."""
+
+        def __init__(self):
+            super().__init__()
+            self.embedding = torch.nn.Embedding(tokenizer.vocab_size, TINY_DIMENSIONS)
+
+        def embed(self, ids, mask):  # (B, T), (B, T) -> (B, d)
+            weights = mask.unsqueeze(-1).float()
+            return (self.embedding(ids) * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+        def forward(self, first, second, negatives=None):
+            return self.embed(*first), self.embed(*second), None if negatives is None else self.embed(*negatives)
+
+    torch.manual_seed(SEED)
+    model = MeanOfEmbeddings()
+    twin = copy.deepcopy(model)
+    initial = copy.deepcopy(model.state_dict())
+    table = PairTable(pairs, tokenizer)
+    objective = Objective(LossConfig("contrastive"))
+    widths = pad_widths(max(table.first.ids.shape[1], table.second.ids.shape[1]))
+
+    class FixedWidths(Trainer):
+        """The batches of a compiled step (fixed widths), the step itself eager: Inductor is not under test."""
+
+        def _batch_widths(self):
+            return widths
+
+    def config(batch: int) -> TrainConfig:
+        return TrainConfig(epochs=1, batch_size=batch, lr=1e-3, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+                           grad_clip=1.0, seed=SEED, device="cpu", patience=0, max_steps=steps,
+                           read_loss_every=50)  # CUDA's auto; the CPU's reads every step
+
+    class BareLoop:
+        """The plain loop on pre-built batches: fused AdamW (the Trainer's on the CPU), clipping, the schedule."""
+
+        def __init__(self, net, c: TrainConfig):
+            net.load_state_dict(initial)
+            net.train()
+            self.net, self.clip = net, c.grad_clip
+            self.optimizer = torch.optim.AdamW(net.parameters(), lr=c.lr, weight_decay=c.weight_decay, fused=True)
+            self.scheduler = warmup_then_linear_decay(self.optimizer, steps, c.warmup_ratio)
+            self.losses = []
+
+        def step(self, b) -> None:
+            v1, v2, _ = self.net(b.first, b.second, b.negatives)
+            loss = objective(v1.float(), v2.float(), b.labels, None)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.clip)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.losses.append(loss.detach())
+
+    class StepClock:
+        """From the start of the first step to the end of the last (the run's set-up and end left out)."""
+
+        def on_train_start(self, trainer):
+            self.started = time.perf_counter()
+
+        def on_batch_end(self, trainer):
+            self.ended = time.perf_counter()
+
+    class Interleave:
+        """After each Trainer step, one bare step on the twin, timed apart: wall time, and the CPU time of the
+        thread that runs the steps (on a busy shared machine the steadier of the two; work moved to another
+        thread leaves it)."""
+
+        def __init__(self, bare: BareLoop, prebuilt: list):
+            self.bare, self.prebuilt = bare, prebuilt
+            self.ours_s, self.bare_s, self.ours_cpu_s, self.bare_cpu_s = [], [], [], []
+
+        def on_train_start(self, trainer):
+            self.mark, self.mark_cpu = time.perf_counter(), time.thread_time()
+
+        def on_batch_end(self, trainer):
+            now, now_cpu = time.perf_counter(), time.thread_time()
+            self.ours_s.append(now - self.mark)
+            self.ours_cpu_s.append(now_cpu - self.mark_cpu)
+            self.bare.step(self.prebuilt[trainer.step - 1])
+            self.mark, self.mark_cpu = time.perf_counter(), time.thread_time()
+            self.bare_s.append(self.mark - now)
+            self.bare_cpu_s.append(self.mark_cpu - now_cpu)
+
+    def trainer_run(c: TrainConfig, callbacks, ahead: int) -> Trainer:
+        model.load_state_dict(initial)
+        trainer = FixedWidths(model, objective, table, c, callbacks=callbacks)
+        trainer.batches_ahead = ahead
+        outcome = trainer.run()
+        if outcome.status != DONE or trainer.step != steps:
+            raise SystemExit(f"trainer run ended {outcome.status} at step {trainer.step}: {outcome.message}")
+        return trainer
+
+    def largest_weight_difference(a, b) -> float:
+        return max(float((x.float() - y.float()).abs().max()) for x, y in zip(a.state_dict().values(),
+                                                                               b.state_dict().values()))
+
+    # The Trainer as it runs (its batches built ahead on a thread) and with each batch built in its loop.
+    variants = {"built ahead": Trainer.batches_ahead_on_cuda, "built in the loop": 0}
+    report("setup", {"pairs": len(table), "vocab size": tokenizer.vocab_size, "fixed widths": widths,
+                     "steps per run": steps, "whole runs per side": rounds, "torch threads": torch.get_num_threads(),
+                     "parameters": sum(q.numel() for q in model.parameters()),
+                     "Trainer variants (batches ahead)": variants})
+    for batch in TINY_BATCHES:
+        c = config(batch)
+        rows = table.index_batches(objective.batch_kind, batch, c.seed, c.length_buckets)[:steps]
+        prebuilt = [table.batch(r, widths) for r in rows]
+        started = time.perf_counter()
+        for r in rows:
+            table.batch(r, widths)
+        figures = {"PairTable.batch alone, ms per step": (time.perf_counter() - started) / len(rows) * 1e3}
+
+        skip = min(5, steps // 4)  # the first steps allocate
+        for name, ahead in variants.items():
+            interleave = Interleave(BareLoop(twin, c), prebuilt)
+            trainer_run(c, [interleave], ahead)  # the Trainer's weights end in `model`, the bare loop's in `twin`
+            step_ours, step_bare = median(interleave.ours_s[skip:]), median(interleave.bare_s[skip:])
+            cpu_ours, cpu_bare = median(interleave.ours_cpu_s[skip:]), median(interleave.bare_cpu_s[skip:])
+            figures.update({
+                f"interleaved, {name}: step ms, bare / Trainer (medians)": (step_bare * 1e3, step_ours * 1e3),
+                f"interleaved, {name}: Trainer - bare, ms per step": (step_ours - step_bare) * 1e3,
+                f"interleaved, {name}: step thread's CPU ms, bare / Trainer": (cpu_bare * 1e3, cpu_ours * 1e3),
+                f"interleaved, {name}: step thread's CPU, Trainer - bare, ms": (cpu_ours - cpu_bare) * 1e3,
+                f"interleaved, {name}: max |weight Trainer - weight bare|": largest_weight_difference(model, twin),
+            })
+
+        def bare_run() -> float:
+            loop = BareLoop(twin, c)
+            started = time.perf_counter()
+            for b in prebuilt:
+                loop.step(b)
+            return time.perf_counter() - started
+
+        def trainer_side(ahead: int):
+            def timed_run() -> float:
+                clock = StepClock()
+                trainer_run(c, [clock], ahead)
+                return clock.ended - clock.started
+
+            return timed_run
+
+        runs = alternate({"bare": bare_run, **{name: trainer_side(ahead) for name, ahead in variants.items()}}, rounds)
+        figures["whole runs: bare ms per step"] = [t / steps * 1e3 for t in runs["bare"]]
+        for name in variants:
+            figures[f"whole runs, {name}: Trainer ms per step"] = [t / steps * 1e3 for t in runs[name]]
+            figures[f"whole runs, {name}: ratio Trainer / bare speed (medians)"] = median(runs["bare"]) / median(
+                runs[name])
+        report(f"batch {batch}", figures)
 
 if __name__ == "__main__":
     main()

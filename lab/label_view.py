@@ -10,6 +10,7 @@ ends its held-out score, with its intervals, joins the learning curve.
 """
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,10 +21,9 @@ import streamlit as st
 from core.data.questions import pair_keys
 from core.model_names import ZERO_SHOT_LABEL
 from core.saving.label_store import LabelStore
-from core.status import DONE, WAITING
+from core.status import DONE
 from core.training import active_rounds
 from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE, legacy_labels_path
-from lab import training_view
 from lab.cached import model_stamp
 from lab.label_answers import labeller, taken_back
 from lab.session import ZERO_SHOT, get_model, job_queue, session_jobs, show_error, submit_job
@@ -203,6 +203,8 @@ def record_finished_retrains() -> None:
 
 def retrains() -> list:
     """The workspace's retrains from the Label page, oldest first."""
+    if "core.training.jobs" not in sys.modules:  # no run started on this server: PyTorch stays unimported
+        return []
     return [job for job in reversed(session_jobs(job_queue())) if job.labels_file is not None]
 
 
@@ -211,23 +213,24 @@ def unfinished_retrain() -> bool:
 
 
 def retrain_status() -> None:
-    """The newest retrain of this session: its progress, redrawn every second while it runs, then its outcome."""
-    queue = job_queue()
+    """The newest retrain of this session: its progress and a Cancel button, redrawn every second while it is
+    unfinished, then its outcome."""
     jobs = retrains()
     if not jobs:
         return
+    from lab import training_view  # with the training modules, loaded once a retrain exists
+
+    queue = job_queue()
     latest = jobs[-1]
     polling = not latest.finished
 
     @st.fragment(run_every=1.0 if polling else None)
     def panel() -> None:
-        if polling and latest.finished:
-            st.rerun()  # it just ended: the whole page again, for its curve point and the new model
         if latest.finished:
             training_view.show_outcome(latest)
-        elif latest.status == WAITING:
-            st.info(training_view.waiting_text(queue, latest))
-        else:
-            st.progress(min(latest.progress.fraction, 1.0), text=training_view.progress_text(latest))
+        else:  # its place in the queue or its progress, and Cancel (a waiting retrain leaves the queue at once)
+            training_view.show_progress(queue, latest, cancel_key="label_cancel_retrain")
+        if polling and latest.finished:
+            st.rerun()  # it just ended (its outcome is shown above): the whole page again, for its curve point
 
     panel()

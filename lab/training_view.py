@@ -177,11 +177,22 @@ def show_progress(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
         st.info(waiting_text(queue, job))
     else:
         st.progress(min(job.progress.fraction, 1.0), text=progress_text(job))
-    requested = st.session_state.cancel_requested
+    requested = st.session_state.setdefault("cancel_requested", set())  # the Label page has no Train page state
     if job.id in requested:
         st.caption("Cancelling: the run stops within one step (or one validation batch).")
     else:
-        st.button("Cancel", key=cancel_key, on_click=lambda: (job.cancel(), requested.add(job.id)))
+        st.button("Cancel", key=cancel_key, on_click=cancel_job, args=(queue, job, requested))
+
+
+CANCEL_WAIT_S = 1.0  # Cancel waits this long at most for the run to stop, so that the page it redraws can say so
+
+
+def cancel_job(queue: JobQueue, job: TrainingJob, requested: set) -> None:
+    """Cancel's callback: a waiting run leaves the queue at once, a running one stops within a step; either is
+    waited for (``CANCEL_WAIT_S`` at most) so the rerun this click starts shows it cancelled, not "Cancelling"."""
+    queue.cancel(job)
+    requested.add(job.id)
+    queue.wait(job, timeout=CANCEL_WAIT_S)
 
 
 def show_outcome(job: TrainingJob) -> None:
@@ -271,23 +282,28 @@ def runs_panel(queue: JobQueue) -> None:
     @st.fragment(run_every=1.0 if polling else None)
     def panel() -> None:
         jobs = session_jobs(queue)
+        show_runs(queue, jobs)
         if polling and all(job.finished for job in jobs):
-            st.rerun()  # the last run just ended: stop polling and refresh the saved models below
-        st.subheader("Training runs")
-        if not jobs:
-            st.caption("No run started in this session yet.")
-            return
-        newest_unfinished = next((job.id for job in jobs if not job.finished), None)
-        for index, job in enumerate(jobs):
-            cancel_key = "cancel" if job.id == newest_unfinished else f"cancel_{job.id}"
-            if index == 0 or not job.finished:
-                st.markdown(f"**{job.label}** — {job.status}")
-                show_job(queue, job, cancel_key)
-            else:
-                with st.expander(f"{job.label} — {job.status}"):
-                    show_job(queue, job, cancel_key)
+            # The last run just ended, and says so above at once: now stop polling and refresh the saved models.
+            st.rerun()
 
     panel()
+
+
+def show_runs(queue: JobQueue, jobs: list[TrainingJob]) -> None:
+    st.subheader("Training runs")
+    if not jobs:
+        st.caption("No run started in this session yet.")
+        return
+    newest_unfinished = next((job.id for job in jobs if not job.finished), None)
+    for index, job in enumerate(jobs):
+        cancel_key = "cancel" if job.id == newest_unfinished else f"cancel_{job.id}"
+        if index == 0 or not job.finished:
+            st.markdown(f"**{job.label}** — {job.status}")
+            show_job(queue, job, cancel_key)
+        else:
+            with st.expander(f"{job.label} — {job.status}"):
+                show_job(queue, job, cancel_key)
 
 
 def saved_models(runs_root: str) -> None:

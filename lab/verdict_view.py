@@ -1,20 +1,22 @@
 """The Verdict page's blocks: the threshold the slider starts at, the question form and its verdict, the
 threshold on held-out pairs, the error analysis and a whole file scored. Widgets and layout only: the numbers
 come from ``core.inference.calibration``, ``core.inference.metrics`` and ``core.inference.analysis``, the
-figures from ``lab.figures``."""
+figures from ``lab.figures``. Those modules load scikit-learn and PyTorch, so each function imports what it uses:
+the page draws its question form before they load."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import streamlit as st
 
-from core.inference import analysis
-from core.inference.calibration import Calibrated, pair_threshold
-from core.inference.metrics import curves, predict, ranking_metrics, threshold_metrics
 from core.saving.safe_csv import safe_csv
 from lab import cached, figures, workspace_state
 from lab.session import ZERO_SHOT, show_error, upload_limit_bytes
+
+if TYPE_CHECKING:
+    from core.inference.calibration import Calibrated
 
 PERSIST = "session"  # the typed questions and the threshold survive a visit to another page
 CHECKED = "verdict_checked"  # session key: the (question1, question2) the verdict was computed for
@@ -37,6 +39,8 @@ def held_out(choice: str, pairs) -> cached.HeldOutScores | None:
 def calibrated_threshold(config: dict, measured: cached.HeldOutScores | None = None) -> Calibrated:
     """``pair_threshold`` of the model, within the slider's range: a saved model's own; zero-shot MiniLM's
     calibrated on ``measured`` (the user's labelled pairs) when they hold enough of both classes."""
+    from core.inference.calibration import pair_threshold
+
     found = pair_threshold(config) if measured is None else pair_threshold(config, measured.labels, measured.scores)
     return replace(found, threshold=min(max(float(found.threshold), -1.0), 1.0))
 
@@ -94,6 +98,8 @@ def show_verdict(choice: str, model, question1: str, question2: str, threshold: 
         return
     score_column, verdict_column = st.columns([1, 3])
     score_column.metric("Cosine similarity", f"{score:.3f}")
+    from core.inference.metrics import predict
+
     is_duplicate = bool(predict([score], threshold)[0])
     with verdict_column:
         if is_duplicate:
@@ -119,6 +125,8 @@ def _measured_on(measured: cached.HeldOutScores) -> str:
 def show_measurements(measured: cached.HeldOutScores, threshold: float) -> None:
     """Metrics, confusion matrix, score histogram, ROC and precision-recall at ``threshold``, in
     full-width rows, each saying which pairs it was measured on."""
+    from core.inference.metrics import curves, ranking_metrics, threshold_metrics
+
     st.subheader("This threshold on held-out pairs")
     st.caption(_measured_on(measured))
     labels, scores, subtitle = measured.labels, measured.scores, measured.description
@@ -151,6 +159,8 @@ SCORE_FORMAT = {"score": st.column_config.NumberColumn("score", format="%.3f"),
 
 
 def _seen_note(choice: str, measured: cached.HeldOutScores) -> str:
+    from core.inference import analysis
+
     if measured.training_pairs is not None:
         return (f"“{analysis.SEEN_COLUMN}”: how many of a pair's two questions (after normalising) occur in the "
                 f"{measured.training_pairs:,} pairs this model trained on.")
@@ -164,6 +174,8 @@ def _seen_note(choice: str, measured: cached.HeldOutScores) -> str:
 def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: float) -> None:
     """The worst false positives and negatives at ``threshold`` (sortable, all of them downloadable),
     the scores by question length, and the accuracy on pairs whose questions training saw or not."""
+    from core.inference import analysis
+
     pairs, labels, scores = measured.pairs, measured.labels, measured.scores
     st.subheader("Error analysis")
     st.caption(f"At the threshold {threshold:.2f}. {_measured_on(measured)} {_seen_note(choice, measured)}")

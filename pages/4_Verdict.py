@@ -19,6 +19,8 @@ st.caption("Type two questions and press **Check**. The model turns each into a 
            "when their cosine similarity is above the threshold.")
 
 choice = model_picker()  # the one model of every analysis page
+# The questions can be typed at once: the model (PyTorch, the weights) loads after the form is drawn.
+question1, question2 = verdict_view.question_form()
 try:
     with st.spinner("Loading the model…"):
         model, config = get_model(choice)
@@ -37,7 +39,6 @@ measured = verdict_view.held_out(choice, pairs) if early else None
 calibrated = verdict_view.calibrated_threshold(config, measured)
 verdict_view.start_slider_at(choice, calibrated)
 
-question1, question2 = verdict_view.question_form()
 threshold = st.slider("Threshold: duplicate when the similarity is above it", min_value=-1.0, max_value=1.0,
                       step=0.01, **kept("threshold"), persist_state=verdict_view.PERSIST,
                       help="Starts at the model's calibrated threshold: best accuracy on its validation split "

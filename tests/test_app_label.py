@@ -165,6 +165,40 @@ def test_retrain_now_queues_a_run_from_the_current_model_on_the_labels_splits(la
     assert len(read_curve(labels_file)) == 2
 
 
+def test_a_queued_retrain_is_cancelled_at_once(label_page, monkeypatch):
+    """With the one training slot taken by another workspace's run, a retrain waits; its Cancel takes it out of the
+    queue at once, without waiting for the run ahead."""
+    from core.status import CANCELLED, RUNNING, WAITING
+    from core.training.jobs import TrainingJob
+    from core.training.specs import RunSpec
+    from tests.test_jobs import HeldUntilCancelled
+
+    at, labels_file, _ = label_page
+    pairs, _ = load_sample()
+    labels = LabelStore(labels_file)
+    for q1, q2, y in pairs[["question1", "question2", "is_duplicate"]].head(60).itertuples(index=False):
+        labels.add(q1, q2, int(y), labelled_by="someone else")
+    held = HeldUntilCancelled()
+    monkeypatch.setattr(core.training.jobs, "train_run", held)
+    queue = job_queue()
+    ahead = queue.submit(TrainingJob(RunSpec(), pd.DataFrame(), "another workspace's models"))
+    try:
+        assert held.started.acquire(timeout=60) and ahead.status == RUNNING
+        at.run()
+        at.button(key="label_retrain").click().run()
+        retrain = queue.jobs[at.session_state.jobs[-1]]
+        assert retrain.status == WAITING and any(i.value.startswith("Waiting — ") for i in at.info)
+        at.button(key="label_cancel_retrain").click().run()
+        assert retrain.status == CANCELLED and retrain.error == "cancelled before it started"
+        assert ahead.status == RUNNING and held.calls == 1  # cancelled while the run ahead still trains
+        at.run()
+        assert any(w.value.startswith("Cancelled before it started") for w in at.warning)
+        assert not at.button(key="label_retrain").disabled  # a new retrain can be asked for
+    finally:
+        queue.cancel(ahead)
+        assert queue.wait(ahead, timeout=60)
+
+
 def round_progress(at) -> list[str]:
     return [element.proto.text for element in at.get("progress") if element.proto.text.startswith("This round")]
 

@@ -146,6 +146,20 @@ def test_the_verdict_comes_only_after_check_and_never_stays_next_to_other_questi
     assert [t.value for t in at.text] == ["What is the capital of France?", "Which city is the capital of France?"]
 
 
+def test_the_questions_are_drawn_before_the_model_loads(runs_root, monkeypatch):
+    """On a cold server loading the model takes seconds: the form comes first, so a model still loading (or, here,
+    one that cannot load) never hides it; the threshold slider comes with the model."""
+    import lab.session
+
+    def unreadable(choice):
+        raise OSError("the weights cannot be read")
+
+    monkeypatch.setattr(lab.session, "get_model", unreadable)
+    at = new_app()
+    assert [area.key for area in at.text_area] == ["question1", "question2"] and at.button(key="check")
+    assert at.error[0].value.startswith("Could not load") and not at.slider
+
+
 def test_a_check_scores_only_the_typed_pair(runs_root, minilm, monkeypatch):
     at = new_app()
     check(at)  # the held-out pairs are scored (or already cached) here

@@ -157,6 +157,67 @@ def test_cancel_a_waiting_job(pairs, tmp_path, monkeypatch):
     assert "before it started" in second.error
 
 
+class HeldUntilCancelled:
+    """Stands in for ``train_run``: counts its calls and holds each one until its job is cancelled (then fails, as a
+    run that never trained), so no test here trains a model to watch the queue."""
+
+    def __init__(self):
+        self.started = threading.Semaphore(0)
+        self.calls = 0
+
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+        self.calls += 1
+        self.started.release()
+        assert stop_event.wait(TIMEOUT)
+        raise RuntimeError("held by the test")
+
+
+def test_cancelling_a_waiting_job_takes_it_out_of_the_line_at_once(monkeypatch):
+    held = HeldUntilCancelled()
+    monkeypatch.setattr(core.training.jobs, "train_run", held)
+    queue = JobQueue(max_running=1)
+    first, second, third = (queue.submit(TrainingJob(RunSpec(), pd.DataFrame(), "unused")) for _ in range(3))
+    try:
+        assert held.started.acquire(timeout=TIMEOUT)
+        assert [queue.position(job) for job in (first, second, third)] == [0, 1, 2]
+        queue.cancel(second)
+        # Cancelled now, with the run ahead of it still training: not when that run ends.
+        assert second.status == CANCELLED and second.finished and second.error == "cancelled before it started"
+        assert first.status == RUNNING and queue.position(second) == 0 and queue.position(third) == 1
+        assert queue.wait_estimate(second) is None
+    finally:
+        queue.cancel(first)
+        assert queue.wait(first, timeout=TIMEOUT)
+        assert held.started.acquire(timeout=TIMEOUT)  # the third job starts next; the second one never does
+        queue.cancel(third)
+        assert queue.wait(third, timeout=TIMEOUT)
+    assert held.calls == 2 and second.result is None
+
+
+def test_a_job_cancelled_before_it_reaches_the_queue_never_trains(monkeypatch):
+    held = HeldUntilCancelled()
+    monkeypatch.setattr(core.training.jobs, "train_run", held)
+    job = TrainingJob(RunSpec(), pd.DataFrame(), "unused")
+    job.cancel()  # not submitted yet: only its stop flag is set
+    assert job.status == WAITING
+    queue = JobQueue(max_running=1)
+    queue.submit(job)  # started as usual: its worker finds the stop flag before training
+    assert queue.wait(job, timeout=TIMEOUT)
+    assert job.status == CANCELLED and job.error == "cancelled before it started" and held.calls == 0
+
+
+def test_stop_all_cancels_every_unfinished_job(monkeypatch):
+    held = HeldUntilCancelled()
+    monkeypatch.setattr(core.training.jobs, "train_run", held)
+    queue = JobQueue(max_running=1)
+    running, waiting = (queue.submit(TrainingJob(RunSpec(), pd.DataFrame(), "unused")) for _ in range(2))
+    assert held.started.acquire(timeout=TIMEOUT)
+    assert queue.stop_all() == [running]  # what a caller may wait for: the waiting job is done with already
+    assert waiting.status == CANCELLED and waiting.error == "cancelled before it started"
+    assert queue.wait(running, timeout=TIMEOUT) and running.finished
+    assert held.calls == 1 and queue.stop_all() == []
+
+
 def test_a_failing_job_reports_its_error(tmp_path):
     # no duplicate pair at all: neither a triplet batch nor a validation can be formed
     bad = pd.DataFrame({"question1": [f"question {i}" for i in range(20)],

@@ -29,8 +29,11 @@ class TqdmProgress:
         self.bar = tqdm(total=trainer.total_steps, unit="step", file=self.stream, dynamic_ncols=True, mininterval=0.5)
 
     def on_batch_end(self, trainer):
+        # Drawn by update() at most every mininterval: redrawing for each new postfix wrote the bar out at every
+        # step, host time that a short GPU step cannot spare.
+        self.bar.set_postfix(epoch=trainer.epoch, loss=f"{trainer.loss:.4f}", pairs_s=f"{trainer.pairs_per_second:.0f}",
+                             refresh=False)
         self.bar.update(1)
-        self.bar.set_postfix(epoch=trainer.epoch, loss=f"{trainer.loss:.4f}", pairs_s=f"{trainer.pairs_per_second:.0f}")
 
     def on_validation_progress(self, trainer):
         done, total = trainer.validation_progress

@@ -29,24 +29,31 @@ class Batch:
     second: Side  # question2 of each pair
     labels: torch.Tensor  # (B,) float, 1 = duplicate
     negatives: Side | None = None  # (K, T) labelled non-duplicates of batch questions, extra negatives
+    pinned: bool = False  # the tensors are in page-locked memory (``pin_memory``)
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
 
+    def pin_memory(self) -> "Batch":
+        """This batch in page-locked memory, from which ``to`` a CUDA device copies without the host waiting. Needs
+        CUDA; the trainer pins the next batches on its background thread, off the step."""
+        return self._map(torch.Tensor.pin_memory, pinned=True)
+
     def to(self, device: torch.device) -> "Batch":
         if device.type == "cpu":
             return self
-        # From page-locked memory a non-blocking copy is truly asynchronous: the host goes on to build the next
-        # batch while the GPU copies and computes this one (from pageable memory the copy waits).
-        pinned = device.type == "cuda"
+        # From page-locked memory a non-blocking copy is truly asynchronous: the host goes on to the next step while
+        # the GPU copies and computes this one (from pageable memory the copy waits).
+        source = self.pin_memory() if device.type == "cuda" and not self.pinned else self
+        return source._map(lambda tensor: tensor.to(device, non_blocking=True), pinned=False)
 
-        def move(tensor: torch.Tensor) -> torch.Tensor:
-            return (tensor.pin_memory() if pinned else tensor).to(device, non_blocking=True)
+    def _map(self, change, pinned: bool) -> "Batch":
+        """The batch with ``change(tensor)`` in place of each of its tensors."""
 
-        def move_side(side: Side | None) -> Side | None:
-            return None if side is None else tuple(move(t) for t in side)
+        def side(tensors: Side | None) -> Side | None:
+            return None if tensors is None else tuple(change(t) for t in tensors)
 
-        return Batch(move_side(self.first), move_side(self.second), move(self.labels), move_side(self.negatives))
+        return Batch(side(self.first), side(self.second), change(self.labels), side(self.negatives), pinned)
 
 
 class PairTable:

@@ -36,17 +36,22 @@ class TokenTable:
     def take(self, rows: np.ndarray | Sequence[int], width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Ids and attention mask for ``rows``, trimmed to the longest text among them, or padded to ``width``
         when given (at least that longest text: a fixed width, so that a compiled step meets few shapes)."""
+        # Few numpy calls on whole arrays: this runs once per training step (on the trainer's batch thread, where
+        # every Python-level call holds the interpreter lock the step's thread needs).
         rows = np.asarray(rows)
-        longest = int(self.lengths[rows].max())
+        lengths = self.lengths[rows]  # (B,)
+        longest = int(lengths.max())
         width = longest if width is None else width
         if width < longest:
             raise ValueError(f"width {width} would cut texts of {longest} tokens")
-        table = self.ids[rows, : min(width, self.ids.shape[1])]
-        if table.shape[1] < width:  # wider than this table was padded: pad the rest
-            table = np.pad(table, ((0, 0), (0, width - table.shape[1])), constant_values=self.pad_id)
-        ids = torch.from_numpy(table.astype(np.int64))  # (B, T)
-        mask = torch.arange(width)[None, :] < torch.from_numpy(self.lengths[rows].astype(np.int64))[:, None]
-        return ids, mask  # (B, T), (B, T) bool
+        table = np.take(self.ids, rows, axis=0)  # (B, L)
+        if width <= table.shape[1]:
+            ids = table[:, :width].astype(np.int64)
+        else:  # wider than this table was padded: pad the rest
+            ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+            ids[:, : table.shape[1]] = table
+        mask = np.arange(width) < lengths[:, None]
+        return torch.from_numpy(ids), torch.from_numpy(mask)  # (B, T) int64, (B, T) bool
 
 
 def pad_widths(limit: int) -> tuple[int, ...]:

@@ -28,15 +28,15 @@ import pandas as pd
 
 from core.data import Splits
 from core.data.questions import pair_keys
-from core.inference.calibration import pair_threshold
 from core.inference.candidates import EmbeddedCorpus, candidate_pairs, choose_pairs
-from core.inference.metrics import ranking_metrics, threshold_metrics
 from core.inference.uncertainty import metric_intervals
 from core.inference.run_quality import finite_number
 from core.model_names import ZERO_SHOT
 from core.saving.locks import held_lock, lock_path_for
 from core.saving.runs import LABELS_FOLDER
-from core.training.specs import SpecError, spec_from_options
+
+# scikit-learn (core.inference.metrics) and PyTorch (core.training.specs) are imported by the functions that use
+# them: the Label page reads this module's rules before it draws, and draws before those libraries load.
 
 HELD_OUT_SHARE = 0.2  # of the labels: scored on, calibrated on, never trained on
 ROUND_SIZE = 10  # pairs asked per round
@@ -92,6 +92,8 @@ def retrain_problem(labels: pd.DataFrame) -> str | None:
 def round_threshold(config: dict, corpus: EmbeddedCorpus, labels: pd.DataFrame) -> float:
     """The threshold a round asks around: the model's pair threshold, calibrated on the labels (scored from the
     corpus's vectors, nothing encoded) when the model has none of its own."""
+    from core.inference.calibration import pair_threshold
+
     scores = corpus.similarity(labels["question1"], labels["question2"])
     known = ~np.isnan(scores)
     return pair_threshold(config, labels["is_duplicate"].to_numpy()[known], scores[known]).threshold
@@ -109,6 +111,8 @@ def retrain_spec(init_model: str = "", options: dict | None = None):
     started from ``init_model``, the current model's folder ("" or ``ZERO_SHOT``: zero-shot MiniLM), with
     ``options`` on top. A folder of another family is retrained as itself (a run starts only from a model of its
     own family), with that family's default learning rate. The validation share is not used: the run is given ``round_splits``."""
+    from core.training.specs import SpecError, spec_from_options
+
     recipe = dict(RETRAIN_OPTIONS)
     if init_model and init_model != ZERO_SHOT:
         from core.saving import ModelLoadError, read_config
@@ -130,6 +134,9 @@ def score_point(model, config: dict, labels: pd.DataFrame) -> dict:
     the model's ``pair_threshold`` (zero-shot MiniLM's calibrated on these held-out labels, as a run's is on its
     validation split); the intervals are ``metric_intervals``' 95 % bootstrap over the held-out pairs. ROC AUC
     and its interval are None with one class only. ValueError when nothing is held out."""
+    from core.inference.calibration import pair_threshold
+    from core.inference.metrics import ranking_metrics, threshold_metrics
+
     held = labels[held_out_mask(labels)]
     if held.empty:
         raise ValueError("no label is held out yet: nothing to score the model on")

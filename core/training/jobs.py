@@ -2,7 +2,8 @@
 
 The app starts a ``TrainingJob`` and polls it; the job's thread makes no UI calls, it only records
 progress events that a poller reads. A ``JobQueue`` caps how many runs train at once: the excess
-waits (status "waiting") and starts when a slot frees up.
+waits (status "waiting") and starts when a slot frees up. Cancelling a waiting run takes it out of the line at
+once; cancelling a running one stops it within a training step or a validation batch.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import threading
 import time
 import traceback
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -22,6 +24,7 @@ from core.training.pipeline import RunResult, train_run
 from core.training.specs import RunSpec
 
 SPEED_WINDOW = 20  # loss reads (every step on the CPU) whose wall time gives the speed and the time left
+_QUEUES: weakref.WeakSet = weakref.WeakSet()  # every JobQueue of the process, for stop_every_queue
 
 
 @dataclass
@@ -151,19 +154,28 @@ class TrainingJob:
         self.labels_file: str | None = None  # a retrain from the Label page: the labels database it learned from
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Set by the queue the job is submitted to: takes a waiting job out of its line (False once it has started).
+        self._withdraw: Callable[[TrainingJob], bool] | None = None
 
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
 
     def cancel(self) -> None:
+        """Stop the run: a job still waiting in its queue is cancelled at once (it never starts), a running one
+        stops within one training step or one validation batch."""
         self._stop.set()
+        if self._withdraw is not None:
+            self._withdraw(self)
+
+    def _cancelled_before_start(self) -> None:
+        self.status = CANCELLED
+        self.error = "cancelled before it started"
 
     def run(self) -> None:
         """Train synchronously (the queue calls this on a worker thread)."""
-        if self._stop.is_set():
-            self.status = CANCELLED
-            self.error = "cancelled before it started"
+        if self._stop.is_set():  # cancelled between leaving the waiting line and this thread starting
+            self._cancelled_before_start()
             return
         self.status = RUNNING
         try:
@@ -188,13 +200,38 @@ class JobQueue:
         self._waiting: list[TrainingJob] = []
         self._running: set[str] = set()
         self.jobs: dict[str, TrainingJob] = {}
+        _QUEUES.add(self)
 
     def submit(self, job: TrainingJob) -> TrainingJob:
         with self._lock:
             self.jobs[job.id] = job
             self._waiting.append(job)
+            job._withdraw = self._withdraw
         self._start_what_fits()
         return job
+
+    def cancel(self, job: TrainingJob) -> None:
+        """Cancel a job of this queue: a waiting one leaves the line and is cancelled now, without waiting for the
+        runs ahead of it; a running one is asked to stop (``TrainingJob.cancel``)."""
+        job.cancel()
+
+    def stop_all(self) -> list[TrainingJob]:
+        """Cancel every unfinished job (the server is going down): the waiting ones at once, the running ones
+        within a step. Returns the jobs that were running, for a caller that wants to wait for them."""
+        with self._lock:
+            unfinished = [job for job in self.jobs.values() if not job.finished]
+        for job in unfinished:
+            job.cancel()
+        return [job for job in unfinished if not job.finished]
+
+    def _withdraw(self, job: TrainingJob) -> bool:
+        """Take a waiting job out of the line and mark it cancelled; False when it is not waiting (any more)."""
+        with self._lock:
+            if job not in self._waiting:
+                return False
+            self._waiting.remove(job)
+            job._cancelled_before_start()
+            return True
 
     def position(self, job: TrainingJob) -> int:
         """0 when running or finished, else 1-based place in the waiting line."""
@@ -240,6 +277,14 @@ class JobQueue:
                 self._running.discard(job.id)
             self._start_what_fits()
 
+    def join(self, jobs: list[TrainingJob], timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds in all for the threads of ``jobs`` to end; True when they all did."""
+        deadline = time.monotonic() + timeout
+        for job in jobs:
+            if job._thread is not None:
+                job._thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(job._thread is not None and job._thread.is_alive() for job in jobs)
+
     def wait(self, job: TrainingJob, timeout: float | None = None, poll: float = 0.05,
              until: Callable[[TrainingJob], bool] | None = None) -> bool:
         """Block until the job finishes (for tests and scripts); True when it did."""
@@ -249,3 +294,11 @@ class JobQueue:
                 return False
             time.sleep(poll)
         return True
+
+
+def stop_every_queue(timeout: float) -> bool:
+    """Cancel every unfinished job of every queue in the process and wait up to ``timeout`` seconds in all for the
+    running ones to end (a process about to exit); True when none is still running."""
+    deadline = time.monotonic() + timeout
+    stopping = [(queue, queue.stop_all()) for queue in list(_QUEUES)]
+    return all([queue.join(jobs, max(0.0, deadline - time.monotonic())) for queue, jobs in stopping])

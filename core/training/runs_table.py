@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 
 from core.status import DONE
-from core.training.objectives import LossConfig
 
 # validation metric key in config.json -> column name in the runs table
 METRIC_COLUMNS = {"roc_auc": "val ROC AUC", "average_precision": "val AP", "accuracy": "val accuracy", "f1": "val F1"}
@@ -16,6 +15,9 @@ _OLD_DONE = ("completed", "early_stopped")
 
 
 def _loss_label(loss: object) -> str:
+    # Imported here: the objectives import PyTorch, which the model picker of every page (run_status) does not need.
+    from core.training.objectives import LossConfig
+
     if not isinstance(loss, dict):
         return "?"
     try:

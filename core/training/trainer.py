@@ -1,19 +1,16 @@
 """One training loop for every model and loss.
 
-The trainer sees a ``PairEncoder`` (``embed_pair``), an objective (``objective(v1, v2, labels)``), a
-source of batches and, optionally, a ``validate(model, progress) -> metrics`` hook called at the end
-of every epoch (and every ``validate_every`` steps when set), which calls ``progress(done, total)``
-as it scores; it knows nothing of the model family, the loss, or how validation is scored. It runs
-the loop, records every validation (``trainer.validations``: step, training seconds, metrics, the
-curve a run is judged on against time), keeps the best weights by the hook's ``roc_auc``, stops at
-the step cap or the time budget (each time after a final validation), and turns cancellation, a
-non-finite loss and out of memory into an outcome. A step never waits for the device: the loss stays there
-and is read back every ``read_loss_every`` steps (one host sync on CUDA), batches come from page-locked
-memory, and a compiled step gets batches padded to a few fixed widths, so that it is captured once per width. Progress leaves the loop only through
-callbacks: ``on_train_start``, ``on_batch_end``, ``on_validation_progress``, ``on_validation_end``,
-``on_epoch_end``, ``on_train_end``, each called with the trainer. Cancellation is a flag checked
-before every step and between the validation hook's batches, so it takes effect within one step.
-Messages name settings, never CLI flags: wording for users is the CLI's and the pages' job.
+The trainer sees a ``PairEncoder`` (``embed_pair``), an objective (``objective(v1, v2, labels)``), a source of batches
+and, optionally, a ``validate(model, progress) -> metrics`` hook run at the end of every epoch (and every
+``validate_every`` steps); it knows nothing of the model family, the loss, or how validation is scored. It records
+every validation (``trainer.validations``), keeps the best weights by the hook's ``roc_auc``, stops at the step cap or
+the time budget (after a final validation), and turns cancellation, a non-finite loss and out of memory into an
+outcome. A step waits neither for the device (the loss is read back every ``read_loss_every`` steps) nor, on CUDA, for
+the host (the next batches are built on a thread, ``core.training.prefetch``); a compiled step gets batches padded to
+a few fixed widths. Progress leaves only through callbacks (``on_train_start``, ``on_batch_end``,
+``on_validation_progress``, ``on_validation_end``, ``on_epoch_end``, ``on_train_end``). A cancel is seen before every
+step, inside a CPU step's forward pass (``core.training.step_stop``) and between validation batches. Messages name
+settings, never CLI flags (``core.training.stop_reasons``).
 """
 from __future__ import annotations
 
@@ -32,8 +29,11 @@ from core.text.pair_table import Batch, PairTable
 from core.text.token_table import pad_widths
 from core.training import distributed
 from core.training.precision import FP32, compile_mode, device_autocast_plan
+from core.training.prefetch import built_ahead
 from core.training.schedule import warmup_then_linear_decay
 from core.training.outcome import EpochResult, TrainOutcome, Validation
+from core.training.step_stop import StepStop
+from core.training.stop_reasons import budget_message, cancel_message, early_stop_message, planned_end_message
 from core.training.train_config import TrainConfig
 
 
@@ -49,6 +49,11 @@ class _CancelledDuringValidation(Exception):
 
 
 class Trainer:
+    # Batches built ahead of a CUDA step on a background thread (core.training.prefetch); a few cover the jitter
+    # of a step, each waiting batch holding only its ids and masks. On the CPU the thread would compete with the
+    # step for the same cores and the GIL: each batch is built in the loop (``batches_ahead`` 0).
+    batches_ahead_on_cuda = 4
+
     def __init__(
         self,
         model,
@@ -73,6 +78,7 @@ class Trainer:
         self.device = resolve_device(config.device)
         if self.context.enabled and self.device.type == "cuda":
             self.device = torch.device("cuda", self.context.local_rank)
+        self.batches_ahead = self.batches_ahead_on_cuda if self.device.type == "cuda" else 0
         # state the callbacks read
         self.epoch = 0
         self.step = 0
@@ -121,6 +127,17 @@ class Trainer:
         return self.train_table.index_batches(self.objective.batch_kind, global_size, self.config.seed + epoch,
                                               self.config.length_buckets)
 
+    def _step_batches(self, epoch_rows: list[np.ndarray]):
+        """(global rows, this process's batch) for each step the run has left in the epoch, in order. The batches
+        are built, and for a CUDA device page-locked, on a background thread a few steps ahead: on a fast GPU the
+        host is what a step waits for, and this work need not be on the step's path."""
+        left = epoch_rows[: max(0, self.total_steps - self.step)]  # nothing built past the step cap
+        return built_ahead(left, self._build_batch, self.batches_ahead)
+
+    def _build_batch(self, rows: np.ndarray) -> Batch:
+        batch = self.train_table.batch(distributed.local_slice(rows, self.context), self._widths)
+        return batch.pin_memory() if self.device.type == "cuda" else batch
+
     def _optimizer(self) -> torch.optim.Optimizer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         c = self.config
@@ -158,16 +175,8 @@ class Trainer:
         return bool(budget) and distributed.broadcast_flag(self.clock() - started >= budget)
 
     def _cancel_message(self, during_validation: bool) -> str:
-        where = f"cancelled at step {self.step:,} of {self.total_steps:,}"
-        if not self.best_epoch:
-            return f"{where}, {'during' if during_validation else 'before'} the first validation"
-        if not self.config.validate_every:
-            if during_validation:
-                where += f" while scoring the validation of epoch {self.epoch}"
-            return f"{where}; the best model so far (epoch {self.best_epoch}) is kept"
-        if during_validation:
-            where += " while scoring a validation"
-        return f"{where}; the best model so far (step {self.best_step:,}, epoch {self.best_epoch}) is kept"
+        return cancel_message(self.step, self.total_steps, self.epoch, self.best_epoch, self.best_step,
+                              not self.config.validate_every, during_validation)
 
     def _autocast(self):
         plan = self._autocast_plan
@@ -262,11 +271,7 @@ class Trainer:
         return bool(self.config.patience) and len(self.validations) - self._best_validation >= self.config.patience
 
     def _early_stop_message(self) -> str:
-        c = self.config
-        if not c.validate_every:
-            return f"stopped after epoch {self.epoch}: validation ROC AUC did not improve for {c.patience} epoch(s)"
-        return (f"stopped at step {self.step:,} (epoch {self.epoch}): validation ROC AUC did not improve for "
-                f"{c.patience} validation(s)")
+        return early_stop_message(self.step, self.epoch, self.config.patience, not self.config.validate_every)
 
     # ---- the loop ------------------------------------------------------------------------------
     def run(self) -> TrainOutcome:
@@ -289,10 +294,8 @@ class Trainer:
         first_epoch = self._epoch_batches(0)
         self.steps_per_epoch = len(first_epoch)
         if self.steps_per_epoch == 0:
-            raise TrainingError(
-                f"no training batch can be formed: the {self.objective.batch_kind} batches need at least 2 "
-                "suitable pairs (duplicate pairs for triplet/softmax)"
-            )
+            raise TrainingError(f"no training batch can be formed: the {self.objective.batch_kind} batches need at "
+                                "least 2 suitable pairs (duplicate pairs for triplet/softmax)")
         planned = self.steps_per_epoch * c.epochs
         self.total_steps = min(planned, c.max_steps) if c.max_steps else planned
         self.total_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
@@ -300,10 +303,11 @@ class Trainer:
         scheduler = self._schedule(optimizer)
         scaler = torch.amp.GradScaler(self.device.type) if self._autocast_plan.use_scaler else None
         status, stopped_early = DONE, False
-        message = (f"stopped at the step cap of {c.max_steps:,} steps" if self.total_steps < planned
-                   else f"all {c.epochs} epoch(s) trained")
+        message = planned_end_message(self.total_steps, planned, c.max_steps, c.epochs)
         started = self.clock()
         self.train_seconds = 0.0
+        inside_steps = StepStop(self.model, self.stop_event,
+                                enabled=self.device.type == "cpu" and not (c.compile or self.context.enabled))
         self._emit("on_train_start")
         try:
             for epoch in range(1, self.total_epochs + 1):
@@ -312,7 +316,7 @@ class Trainer:
                 epoch_started = self.clock()
                 self._epoch_losses = []
                 out_of_time = cancelled_in_validation = False
-                for rows in first_epoch if epoch == 1 else self._epoch_batches(epoch - 1):
+                for rows, batch in self._step_batches(first_epoch if epoch == 1 else self._epoch_batches(epoch - 1)):
                     if distributed.broadcast_flag(self.cancelled):
                         self.stop_event.set()
                         break
@@ -321,10 +325,11 @@ class Trainer:
                     if self.step and self._out_of_time(started):  # at least one step, then the budget
                         out_of_time = True
                         break
-                    local_rows = distributed.local_slice(rows, self.context)
                     step_started = self.clock()
-                    batch = self.train_table.batch(local_rows, self._widths)
-                    self._train_step(batch, optimizer, scheduler, scaler)
+                    with inside_steps:
+                        self._train_step(batch, optimizer, scheduler, scaler)
+                    if inside_steps.stopped:  # cancelled part-way: the step is dropped before any weight changed
+                        break
                     self.step += 1
                     # every step (the CPU's auto) reads inside the step, before the update
                     if self._read_every > 1 and (self.step % self._read_every == 0 or self._validation_due()):
@@ -368,14 +373,15 @@ class Trainer:
                     break
                 # The validation just run is the final one when the budget ran out during this epoch.
                 if out_of_time or (epoch < self.total_epochs and self._out_of_time(started)):
-                    message = (f"stopped by the time budget of {c.max_minutes:g} min at step {self.step:,} "
-                               f"of {self.total_steps:,}")
+                    message = budget_message(c.max_minutes, self.step, self.total_steps)
                     break
         except TrainingError as error:
             status, message = FAILED, str(error)
         except torch.OutOfMemoryError as error:  # CUDA (and MPS) out of memory
             status, message = FAILED, (
                 f"out of memory ({str(error).splitlines()[0]}); try a smaller batch size or a shorter max length")
+        finally:
+            inside_steps.remove()
         if self._best_state is not None:
             self.model.load_state_dict(self._best_state)
         self.outcome = TrainOutcome(
