@@ -193,6 +193,9 @@ def plotly_figures():
 MARKED_FILES = {
     "test_ray_engine.py": "ray", "test_ray_address.py": "ray",
     "test_distributed.py": "ddp",
+    # files of a few whole-process or whole-model runs each, over 10 s in all (pytest --durations)
+    "test_onnx_checks.py": "slow", "test_crash_save.py": "slow", "test_inference_imports.py": "slow",
+    "test_shutdown.py": "slow", "test_cli_without_faiss.py": "slow", "test_app_dedup.py": "slow",
 }
 
 

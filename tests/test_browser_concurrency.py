@@ -28,6 +28,7 @@ from browser_support import (
     launch_chromium,
     open_url_page,
     require_browser,
+    select_option,
     set_numbers,
     wait_for_script,
     widget,
@@ -100,6 +101,7 @@ def new_user(browser, server, tmp_path):
 
 def prepare_tiny_run(page, server: StreamlitServer) -> None:
     open_url_page(page, server, "Train", "Train")
+    select_option(page, "Model", "Siamese LSTM")  # the bundled sample starts from sample-demo's MiniLM
     page.get_by_text("More settings").click()  # the patience input lives in this expander
     set_numbers(page, TINY_RUN)
 

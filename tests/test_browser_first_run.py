@@ -101,16 +101,17 @@ def test_first_run_beats_both_baselines_and_users_keep_their_own_model(server, n
     from playwright.sync_api import expect
 
     # User A: the Verdict page, on zero-shot MiniLM (nothing trained yet).
-    user_a = new_user()
-    open_url_page(user_a, server, "Verdict", VERDICT)
+    user_a = new_user()  # each user in a workspace of their own (no ws= in the address: a new one)
+    open_url_page(user_a, server, "Verdict", VERDICT, workspace=None)
     assert active_model(user_a) == ZERO_SHOT_LABEL
 
     # User B: the newcomer's first run, sample-demo on the bundled sample.
     user_b = new_user()
-    open_url_page(user_b, server, "Train", "Train")
+    open_url_page(user_b, server, "Train", "Train", workspace=None)
     expect(user_b.get_by_text("bundled sample", exact=False).first).to_be_visible()
     assert not widget(user_b, "stTextInput", "Models folder").count()  # no box to point the app elsewhere
-    select_option(user_b, "Preset", "sample-demo")
+    # the bundled sample's first Start: the page already stands on sample-demo
+    expect(widget(user_b, "stSelectbox", "Preset").get_by_role("combobox")).to_have_value(re.compile("sample-demo"))
     user_b.get_by_role("button", name="Start", exact=True).click()
     outcome = wait_for_outcome(user_b, server)
     expect(user_b.locator('[data-testid="stAlertContentSuccess"]').filter(has_text="Finished")).to_be_visible()
@@ -126,11 +127,12 @@ def test_first_run_beats_both_baselines_and_users_keep_their_own_model(server, n
     open_sidebar_page(user_a, "Verdict", VERDICT)
     assert active_model(user_a) == ZERO_SHOT_LABEL
     user_c = new_user()
-    open_url_page(user_c, server, "Verdict", VERDICT)
+    open_url_page(user_c, server, "Verdict", VERDICT, workspace=None)
     assert active_model(user_c) == ZERO_SHOT_LABEL
 
     # C: a deliberately bad run, one step of a Siamese LSTM. It is saved but warned about, and not C's model.
     open_sidebar_page(user_c, "Train", "Train")
+    select_option(user_c, "Model", "Siamese LSTM")
     set_numbers(user_c, {"Max steps (0 = no cap)": 1})
     user_c.get_by_role("button", name="Start", exact=True).click()
     bad = wait_for_outcome(user_c, server)

@@ -75,7 +75,7 @@ def wants_auto_recipe(args) -> bool:
     """``--preset auto``, or no preset and no recipe option at all."""
     from core.training.auto_recipe import AUTO_PRESET
 
-    return args.preset == AUTO_PRESET or (args.preset is None and not any(getattr(args, name) for name in RECIPE_OPTIONS))
+    return args.preset == AUTO_PRESET or (args.preset is None and not any(getattr(args, name, None) for name in RECIPE_OPTIONS))
 
 
 def spec_from_args(args, data_options: dict | None = None):
