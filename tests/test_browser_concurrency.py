@@ -20,6 +20,7 @@ import csv
 import re
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browser_support import (
@@ -30,6 +31,7 @@ from browser_support import (
     require_browser,
     select_option,
     set_numbers,
+    wait_for_rerun,
     wait_for_script,
     widget,
 )
@@ -100,8 +102,12 @@ def new_user(browser, server, tmp_path):
 
 
 def prepare_tiny_run(page, server: StreamlitServer) -> None:
-    open_url_page(page, server, "Train", "Train")
-    select_option(page, "Model", "Siamese LSTM")  # the bundled sample starts from sample-demo's MiniLM
+    open_url_page(page, server, "Train", "Train", workspace=None)  # each user in a workspace of their own
+    select_option(page, "Model", "Siamese LSTM")  # the bundled sample starts from sample-demo's MiniLM...
+    hard_negatives = page.get_by_role("checkbox", name=re.compile("^Hard negatives"))
+    if hard_negatives.is_checked():  # ...and its hard negatives, which would double these runs' steps
+        hard_negatives.uncheck(force=True)
+        wait_for_rerun(page)
     page.get_by_text("More settings").click()  # the patience input lives in this expander
     set_numbers(page, TINY_RUN)
 
@@ -188,9 +194,14 @@ def wait_for_runs_to_finish(pages, server: StreamlitServer) -> None:
         pages[0].wait_for_timeout(POLL_MS)
 
 
-def saved_runs(server: StreamlitServer) -> int:
+def models_folder(page, server: StreamlitServer) -> Path:
+    """The models folder of the workspace a page works in (its address's ws=)."""
+    return server.workspaces / parse_qs(urlparse(page.url).query)["ws"][0] / "models"
+
+
+def saved_runs(folders: list[Path]) -> int:
     """Model folders saved so far (not hidden ones: a save in progress writes a hidden .tmp-* folder first)."""
-    return sum(1 for path in server.runs_root.iterdir() if not path.name.startswith("."))
+    return sum(1 for folder in folders for path in folder.iterdir() if path.is_dir() and not path.name.startswith("."))
 
 
 def verdict_round_trip(page, question2: str) -> tuple[float, str, float]:
@@ -238,10 +249,12 @@ def test_two_runs_queue_while_a_third_user_gets_verdicts(server, new_user):
     expect(run_status(training)).to_have_text(re.compile(r" — (running|done)$"))
 
     timings, saved_during = [], []
+    runs_folders = [models_folder(page, server) for page in (first, second)]
+    assert runs_folders[0] != runs_folders[1]
     for question in SECOND_QUESTIONS:
-        saved_before = saved_runs(server)
+        saved_before = saved_runs(runs_folders)
         elapsed, verdict, similarity = verdict_round_trip(asker, question)
-        saved_after = saved_runs(server)
+        saved_after = saved_runs(runs_folders)
         timings.append(elapsed)
         saved_during.append((saved_before, saved_after))
         assert re.search(r"(^|\s)(NOT )?DUPLICATE$", verdict) and -1.0 <= similarity <= 1.0
@@ -265,7 +278,8 @@ def test_two_runs_queue_while_a_third_user_gets_verdicts(server, new_user):
     names = [re.search(r"saved as (\S+) in", page.locator(outcome).filter(has_text="Finished").inner_text()).group(1)
              for page in (training, queued)]
     assert names[0] != names[1]
-    folders = sorted(path for path in server.runs_root.iterdir() if path.is_dir())
+    folders = sorted(path for root in runs_folders for path in root.iterdir()
+                     if path.is_dir() and not path.name.startswith("."))
     assert sorted(folder.name for folder in folders) == sorted(names)
     for folder in folders:
         model, config = load_model(folder)
@@ -273,10 +287,12 @@ def test_two_runs_queue_while_a_third_user_gets_verdicts(server, new_user):
         scores = model.score_pairs(["How do I learn Python?"], ["What is the best way to learn Python?"])
         assert -1.0001 <= float(scores[0]) <= 1.0001
 
-    # The run that ended last refreshed its page: its saved-models table lists both users' models.
-    saved_table = queued.locator('[data-testid="stDataFrame"]').last
-    for name in names:
-        expect(saved_table).to_contain_text(name)
+    # Each user's saved-models table lists their own model, never the other's (workspaces are apart).
+    for page, own, other in ((training, names[0], names[1]), (queued, names[1], names[0])):
+        page.reload()
+        saved_table = page.locator('[data-testid="stDataFrame"]').last
+        expect(saved_table).to_contain_text(own)
+        expect(saved_table).not_to_contain_text(other)
 
 
 # ---- upload limits ------------------------------------------------------------------------------
