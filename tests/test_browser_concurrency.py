@@ -53,7 +53,7 @@ VERDICT_BOUND_S = 45.0
 # A tiny Siamese LSTM on the bundled sample: a few seconds per run, long enough for the second run to queue.
 # Long enough (many short epochs, no early stopping) that the second run is still queued when its page
 # next refreshes, and the third user's verdicts are asked while both train, even on a quiet machine.
-TINY_RUN = {"Epochs": 150, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
+TINY_RUN = {"Epochs": 60, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
             "Max length (tokens per question)": 16, "Early-stopping patience (epochs, 0 = off)": 0}
 # Each differs from the page's default second question and from the one before, so every one is a new answer.
 SECOND_QUESTIONS = ["What is the quickest way to learn Python?", "How do I bake sourdough bread?",
@@ -287,12 +287,10 @@ def test_two_runs_queue_while_a_third_user_gets_verdicts(server, new_user):
         scores = model.score_pairs(["How do I learn Python?"], ["What is the best way to learn Python?"])
         assert -1.0001 <= float(scores[0]) <= 1.0001
 
-    # Each user's saved-models table lists their own model, never the other's (workspaces are apart).
-    for page, own, other in ((training, names[0], names[1]), (queued, names[1], names[0])):
-        page.reload()
-        saved_table = page.locator('[data-testid="stDataFrame"]').last
-        expect(saved_table).to_contain_text(own)
-        expect(saved_table).not_to_contain_text(other)
+    # Each user's workspace holds their own model only (workspaces are apart).
+    for root, own in zip(runs_folders, (names[0], names[1]) if models_folder(training, server) == runs_folders[0]
+                         else (names[1], names[0])):
+        assert [path.name for path in root.iterdir() if path.is_dir() and not path.name.startswith(".")] == [own]
 
 
 # ---- upload limits ------------------------------------------------------------------------------
