@@ -219,8 +219,9 @@ def _picker_labels():
 
     from lab.session import model_choices
 
-    workspace = os.path.join(os.environ["SIAMESE_LAB_WORKSPACES"], "test-workspace-0000000001")  # TEST_WORKSPACE
-    st.session_state.runs_root = os.path.join(workspace, "models")
+    from app_support import TEST_WORKSPACE
+
+    st.session_state.runs_root = os.path.join(os.environ["SIAMESE_LAB_WORKSPACES"], TEST_WORKSPACE, "models")
     for label in model_choices():
         st.text(label)
 
