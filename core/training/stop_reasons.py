@@ -1,4 +1,4 @@
-"""Why a run stopped, in the words the CLI and the pages show: pure functions of the trainer's counters."""
+"""Why a run stopped, in the words the CLI and the pages show: pure functions of the trainer's counters and settings."""
 from __future__ import annotations
 
 
@@ -31,3 +31,16 @@ def planned_end_message(total_steps: int, planned_steps: int, max_steps: int, ep
 
 def budget_message(max_minutes: float, step: int, total_steps: int) -> str:
     return f"stopped by the time budget of {max_minutes:g} min at step {step:,} of {total_steps:,}"
+
+
+def out_of_memory_message(error: BaseException) -> str:
+    return f"out of memory ({str(error).splitlines()[0]}); try a smaller batch size or a shorter max length"
+
+
+def non_finite_loss_message(value: float, step: int, lr: float) -> str:
+    return f"the loss became {value} at step {step}; try a lower learning rate (now {lr:g})"
+
+
+def no_batch_message(batch_kind: str) -> str:
+    return (f"no training batch can be formed: the {batch_kind} batches need at least 2 suitable pairs "
+            "(duplicate pairs for triplet/softmax)")

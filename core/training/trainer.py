@@ -14,7 +14,6 @@ settings, never CLI flags (``core.training.stop_reasons``).
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 import time
@@ -32,9 +31,12 @@ from core.training.precision import FP32, compile_mode, device_autocast_plan
 from core.training.prefetch import built_ahead
 from core.training.schedule import warmup_then_linear_decay
 from core.training.outcome import EpochResult, TrainOutcome, Validation
+from core.training.run_plan import EpochEnd, RunEnd, RunPlan
 from core.training.step_stop import StepStop
-from core.training.stop_reasons import budget_message, cancel_message, early_stop_message, planned_end_message
+from core.training.stop_reasons import (budget_message, cancel_message, early_stop_message, no_batch_message,
+                                        non_finite_loss_message, out_of_memory_message, planned_end_message)
 from core.training.train_config import TrainConfig
+from core.training.train_step import TrainStep
 
 
 LOSS_READ_EVERY_CUDA = 50  # read_loss_every's auto on CUDA: one host sync per 50 steps (about a second on an H100)
@@ -178,43 +180,16 @@ class Trainer:
         return cancel_message(self.step, self.total_steps, self.epoch, self.best_epoch, self.best_step,
                               not self.config.validate_every, during_validation)
 
-    def _autocast(self):
-        plan = self._autocast_plan
-        if not plan.enabled:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=plan.dtype)
-
-    def _train_step(self, batch: Batch, optimizer, scheduler, scaler) -> None:
+    def _train_step(self, batch: Batch, step: TrainStep) -> None:
         """One optimizer step, its loss queued as a 0-d tensor on the device. Reading every step (the CPU's
         auto) checks the loss before the update, so a non-finite loss never reaches the weights; reading every
-        few steps (CUDA's), nothing here waits for the device (fused AdamW and the scaler keep their inf checks
-        on it too), and a non-finite loss fails the run at the next read with the best validated weights."""
-        batch = batch.to(self.device)
-        if self._cuda_graphs():  # a new step: the graphs may reuse the last step's output memory
-            torch.compiler.cudagraph_mark_step_begin()
-        with self._autocast():
-            v1, v2, vn = self._module(batch.first, batch.second, batch.negatives)  # (B, d), (B, d), (K, d)|None
-            loss = self.objective(v1.float(), v2.float(), batch.labels, None if vn is None else vn.float())
+        few steps (CUDA's), nothing here waits for the device, and a non-finite loss fails the run at the next
+        read with the best validated weights."""
+        loss = step.loss(batch)
         self._unread_losses.append(loss.detach())
         if self._read_every == 1:
             self._read_losses(self.step + 1)
-        optimizer.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-        else:
-            loss.backward()
-        if self.config.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
-        scheduler.step()
-
-    def _cuda_graphs(self) -> bool:
-        return self.config.compile and compile_mode(self.device.type) == "reduce-overhead"
+        step.update(loss)
 
     def _read_losses(self, last_step: int) -> None:
         """Read the queued losses of the steps up to ``last_step`` back (one host sync on CUDA) into this
@@ -226,8 +201,7 @@ class Trainer:
         first_step = last_step - len(values) + 1
         for offset, value in enumerate(values):
             if not math.isfinite(value):
-                raise TrainingError(f"the loss became {value} at step {first_step + offset}; try a lower learning "
-                                    f"rate (now {self.config.lr:g})")
+                raise TrainingError(non_finite_loss_message(value, first_step + offset, self.config.lr))
         self._epoch_losses.extend(values)
         self.loss, self.loss_step = values[-1], last_step
 
@@ -275,6 +249,33 @@ class Trainer:
 
     # ---- the loop ------------------------------------------------------------------------------
     def run(self) -> TrainOutcome:
+        """Plan, then train epoch by epoch until one ends the run; the outcome, with the best weights kept."""
+        plan = self._plan()
+        ending = RunEnd(DONE, planned_end_message(self.total_steps, plan.planned_steps, self.config.max_steps,
+                                                  self.config.epochs))
+        self._emit("on_train_start")
+        try:
+            for epoch in range(1, self.total_epochs + 1):
+                self.epoch = epoch
+                self.model.train()
+                epoch_started = self.clock()
+                ended = self._epoch_steps(plan)
+                stop = self._end_of_epoch(ended, epoch_started, plan.started)
+                if stop is not None:
+                    ending = stop
+                    break
+        except TrainingError as error:
+            ending = RunEnd(FAILED, str(error))
+        except torch.OutOfMemoryError as error:  # CUDA (and MPS) out of memory
+            ending = RunEnd(FAILED, out_of_memory_message(error))
+        finally:
+            plan.inside_steps.remove()
+        return self._outcome(ending, plan.started)
+
+    def _plan(self) -> RunPlan:
+        """Everything fixed before the first step, in the order that keeps a seeded run repeatable: the seed, the
+        model on its device behind the step's wrapper, epoch 1's batches, the step counts, the optimizer. Raises
+        TrainingError (before any callback) when the settings cannot train."""
         c = self.config
         torch.manual_seed(c.seed)
         self.model.to(self.device)
@@ -291,110 +292,105 @@ class Trainer:
             # dynamic: one compilation for every batch shape (bench/compile_speed.py: no recompiles then); the
             # fixed widths keep the shapes, and so the CUDA graphs recorded, to a few.
             self._module = torch.compile(self._module, mode=compile_mode(self.device.type), dynamic=True)
-        first_epoch = self._epoch_batches(0)
+        first_epoch = self._epoch_batches(0)  # drawn here: its length is the epoch's step count
         self.steps_per_epoch = len(first_epoch)
         if self.steps_per_epoch == 0:
-            raise TrainingError(f"no training batch can be formed: the {self.objective.batch_kind} batches need at "
-                                "least 2 suitable pairs (duplicate pairs for triplet/softmax)")
+            raise TrainingError(no_batch_message(self.objective.batch_kind))
         planned = self.steps_per_epoch * c.epochs
         self.total_steps = min(planned, c.max_steps) if c.max_steps else planned
         self.total_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         optimizer = self._optimizer()
-        scheduler = self._schedule(optimizer)
-        scaler = torch.amp.GradScaler(self.device.type) if self._autocast_plan.use_scaler else None
-        status, stopped_early = DONE, False
-        message = planned_end_message(self.total_steps, planned, c.max_steps, c.epochs)
+        step = TrainStep(self._module, self.model, self.objective, optimizer, self._schedule(optimizer),
+                         self._autocast_plan, self.device, c.grad_clip,
+                         cuda_graphs=c.compile and compile_mode(self.device.type) == "reduce-overhead")
         started = self.clock()
         self.train_seconds = 0.0
         inside_steps = StepStop(self.model, self.stop_event,
                                 enabled=self.device.type == "cpu" and not (c.compile or self.context.enabled))
-        self._emit("on_train_start")
+        return RunPlan(first_epoch, planned, step, inside_steps, started)
+
+    def _epoch_steps(self, plan: RunPlan) -> EpochEnd:
+        """The steps of epoch ``self.epoch``, each followed by on_batch_end and any validation due; why they ended."""
+        self._epoch_losses = []
+        rows_of_steps = plan.first_epoch if self.epoch == 1 else self._epoch_batches(self.epoch - 1)
+        for rows, batch in self._step_batches(rows_of_steps):
+            if distributed.broadcast_flag(self.cancelled):  # every process sees the cancel at the same step
+                self.stop_event.set()
+                return EpochEnd.CANCEL
+            if self.step >= self.total_steps:  # max_steps reached inside this epoch
+                return EpochEnd.MAX_STEPS
+            if self.step and self._out_of_time(plan.started):  # at least one step, then the budget
+                return EpochEnd.BUDGET
+            step_started = self.clock()
+            with plan.inside_steps:
+                self._train_step(batch, plan.step)
+            if plan.inside_steps.stopped:  # cancelled part-way: the step is dropped before any weight changed
+                return EpochEnd.CANCEL
+            self._count_step(len(rows), step_started)
+            self._emit("on_batch_end")
+            if self._validation_due():
+                ended = self._validation_in_epoch(plan.started)
+                if ended is not None:
+                    return ended
+        return EpochEnd.ALL_STEPS
+
+    def _count_step(self, pairs: int, step_started: float) -> None:
+        """A finished step in the counters the callbacks read; its loss read back when a read is due."""
+        self.step += 1
+        # every step (the CPU's auto) reads inside the step, before the update
+        if self._read_every > 1 and (self.step % self._read_every == 0 or self._validation_due()):
+            self._read_losses(self.step)
+        self.train_seconds += self.clock() - step_started
+        self.pairs_seen += pairs
+        self.pairs_per_second = self.pairs_seen / max(self.train_seconds, 1e-9)
+
+    def _validation_in_epoch(self, started: float) -> EpochEnd | None:
+        """The validation due after this step; why the epoch ends on it, or None to go on stepping."""
+        if distributed.broadcast_flag(self.cancelled):  # asked before it began: not scored
+            self.stop_event.set()
+            return EpochEnd.CANCEL
         try:
-            for epoch in range(1, self.total_epochs + 1):
-                self.epoch = epoch
-                self.model.train()
-                epoch_started = self.clock()
-                self._epoch_losses = []
-                out_of_time = cancelled_in_validation = False
-                for rows, batch in self._step_batches(first_epoch if epoch == 1 else self._epoch_batches(epoch - 1)):
-                    if distributed.broadcast_flag(self.cancelled):
-                        self.stop_event.set()
-                        break
-                    if self.step >= self.total_steps:  # max_steps reached inside this epoch
-                        break
-                    if self.step and self._out_of_time(started):  # at least one step, then the budget
-                        out_of_time = True
-                        break
-                    step_started = self.clock()
-                    with inside_steps:
-                        self._train_step(batch, optimizer, scheduler, scaler)
-                    if inside_steps.stopped:  # cancelled part-way: the step is dropped before any weight changed
-                        break
-                    self.step += 1
-                    # every step (the CPU's auto) reads inside the step, before the update
-                    if self._read_every > 1 and (self.step % self._read_every == 0 or self._validation_due()):
-                        self._read_losses(self.step)
-                    self.train_seconds += self.clock() - step_started
-                    self.pairs_seen += len(rows)
-                    self.pairs_per_second = self.pairs_seen / max(self.train_seconds, 1e-9)
-                    self._emit("on_batch_end")
-                    if self._validation_due():
-                        if distributed.broadcast_flag(self.cancelled):  # asked before it began: not scored
-                            self.stop_event.set()
-                            break
-                        try:
-                            self._validation(started)
-                        except _CancelledDuringValidation:
-                            cancelled_in_validation = True
-                            break
-                        self.model.train()  # the hook may leave the model in eval mode
-                        if self._patience_spent():
-                            break  # the epoch ends here, on this validation, and the run with it
-                self._read_losses(self.step)  # the epoch's last steps, whatever ended it
-                if self.cancelled:
-                    status, message = CANCELLED, self._cancel_message(during_validation=cancelled_in_validation)
-                    break
-                last = self.validations[-1] if self.validations else None
-                if last is not None and (last.step, last.epoch) == (self.step, epoch):
-                    metrics = last.metrics  # scored at this very step inside the epoch: not scored twice
-                else:
-                    try:
-                        metrics = self._validation(started).metrics
-                    except _CancelledDuringValidation:
-                        status, message = CANCELLED, self._cancel_message(during_validation=True)
-                        break
-                losses = self._epoch_losses
-                result = EpochResult(epoch, float(np.mean(losses)) if losses else float("nan"), metrics,
-                                     self.clock() - epoch_started)
-                self.epoch_results.append(result)
-                self._emit("on_epoch_end")
-                if self._patience_spent():
-                    status, stopped_early, message = DONE, True, self._early_stop_message()
-                    break
-                # The validation just run is the final one when the budget ran out during this epoch.
-                if out_of_time or (epoch < self.total_epochs and self._out_of_time(started)):
-                    message = budget_message(c.max_minutes, self.step, self.total_steps)
-                    break
-        except TrainingError as error:
-            status, message = FAILED, str(error)
-        except torch.OutOfMemoryError as error:  # CUDA (and MPS) out of memory
-            status, message = FAILED, (
-                f"out of memory ({str(error).splitlines()[0]}); try a smaller batch size or a shorter max length")
-        finally:
-            inside_steps.remove()
+            self._validation(started)
+        except _CancelledDuringValidation:
+            return EpochEnd.CANCELLED_IN_VALIDATION
+        self.model.train()  # the hook may leave the model in eval mode
+        # Patience spent: the epoch ends here, on this validation, and the run with it.
+        return EpochEnd.PATIENCE if self._patience_spent() else None
+
+    def _end_of_epoch(self, ended: EpochEnd, epoch_started: float, started: float) -> RunEnd | None:
+        """The epoch's validation (unless its last step was just scored), its EpochResult and on_epoch_end; how the
+        run ends here, or None to go on to the next epoch."""
+        self._read_losses(self.step)  # the epoch's last steps, whatever ended it
+        if self.cancelled:
+            in_validation = ended is EpochEnd.CANCELLED_IN_VALIDATION
+            return RunEnd(CANCELLED, self._cancel_message(during_validation=in_validation))
+        last = self.validations[-1] if self.validations else None
+        if last is not None and (last.step, last.epoch) == (self.step, self.epoch):
+            metrics = last.metrics  # scored at this very step inside the epoch: not scored twice
+        else:
+            try:
+                metrics = self._validation(started).metrics
+            except _CancelledDuringValidation:
+                return RunEnd(CANCELLED, self._cancel_message(during_validation=True))
+        losses = self._epoch_losses
+        self.epoch_results.append(EpochResult(self.epoch, float(np.mean(losses)) if losses else float("nan"),
+                                              metrics, self.clock() - epoch_started))
+        self._emit("on_epoch_end")
+        if self._patience_spent():
+            return RunEnd(DONE, self._early_stop_message(), stopped_early=True)
+        # The validation just run is the final one when the budget ran out during this epoch.
+        if ended is EpochEnd.BUDGET or (self.epoch < self.total_epochs and self._out_of_time(started)):
+            return RunEnd(DONE, budget_message(self.config.max_minutes, self.step, self.total_steps))
+        return None
+
+    def _outcome(self, ending: RunEnd, started: float) -> TrainOutcome:
+        """The run's outcome, the best validated weights back in the model; on_train_end is the last event."""
         if self._best_state is not None:
             self.model.load_state_dict(self._best_state)
         self.outcome = TrainOutcome(
-            status=status,
-            message=message,
-            best_epoch=self.best_epoch,
-            best_metrics=self._best_metrics,
-            epochs=list(self.epoch_results),
-            seconds=self.clock() - started,
-            pairs_seen=self.pairs_seen,
-            stopped_early=stopped_early,
-            validations=list(self.validations),
-            best_step=self.best_step,
-        )
+            status=ending.status, message=ending.message, stopped_early=ending.stopped_early,
+            best_epoch=self.best_epoch, best_step=self.best_step, best_metrics=self._best_metrics,
+            epochs=list(self.epoch_results), validations=list(self.validations), pairs_seen=self.pairs_seen,
+            seconds=self.clock() - started)
         self._emit("on_train_end")
         return self.outcome
