@@ -11,6 +11,7 @@ import streamlit as st
 
 from core.data import DataError, LoadReport, load_pairs, pairs_fingerprint
 from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
+from core.saving.user_files import UserFileError
 from core.saving.workspaces import WorkspaceError
 from lab import workspace_state
 from lab.workspace_state import ACTIVE_MODEL, DATASET, ENTERED_THROUGH_APP
@@ -119,7 +120,7 @@ def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str, upload: tupl
     if upload is not None:
         try:
             stored = st.session_state.workspace.store_upload(*upload)
-        except OSError:  # a full disk: the dataset is active in this session, only not kept for the next
+        except (OSError, UserFileError):  # a full disk: active in this session, not kept for the next
             return
         kept = {"upload": stored, "file": upload[0], "columns": dict(report.columns), "label_map": report.label_map}
     workspace_state.keep({DATASET: kept})

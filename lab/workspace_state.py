@@ -14,6 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from core.saving.user_files import UserFileError
 from core.saving.workspaces import Workspace, is_workspace_id, new_workspace_id, open_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +98,7 @@ def _write(changed: dict) -> None:
     fresh.update(changed)
     try:
         workspace.save_state(fresh)
-    except OSError:  # a full disk costs the convenience of coming back to these choices, never the page
+    except (OSError, UserFileError):  # a full disk costs coming back to these choices, never the page
         return
     state[SAVED] = fresh
 

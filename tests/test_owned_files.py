@@ -38,9 +38,8 @@ from core.saving import (
     CarryOverError,
     write_folder_atomically,
 )
-from core.saving.leftovers import new_temp_path, stale_temps
 from core.saving.owned_files import owned_by, user_entries
-from core.saving.temp_files import host_tag
+from core.saving.temp_files import host_tag, new_temp_path, stale_temps
 from core.text.vocab_files import (
     LEGACY_WORD_VOCAB_FILE,
     WORD_TOKENIZER_FILE,

@@ -645,3 +645,21 @@ def test_the_writing_rule_for_every_command(name, lstm, tmp_path_factory):
             check_outcome(root, before, targets, at_targets, overwrite, code == 0, expected)
 
     check()
+
+
+# ---- the one whole-file write ------------------------------------------------------------------------
+def test_write_file_atomically_replaces_whole_keeps_the_mode_and_never_replaces_without_overwrite(tmp_path):
+    from core.saving.user_files import write_file_atomically
+
+    target = tmp_path / "state.json"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o640)
+    write_file_atomically(target, b"new content")
+    assert target.read_bytes() == b"new content" and stat.S_IMODE(os.lstat(target).st_mode) == 0o640
+    with pytest.raises(UserFileError) as refused:
+        write_file_atomically(target, b"other", overwrite=False)
+    assert refused.value.reason == "exists" and target.read_bytes() == b"new content"
+    fresh = tmp_path / "key"
+    write_file_atomically(fresh, b"k" * 32, overwrite=False, mode=0o600)
+    assert fresh.read_bytes() == b"k" * 32 and stat.S_IMODE(os.lstat(fresh).st_mode) == 0o600
+    assert temporaries(tmp_path) == []

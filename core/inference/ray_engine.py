@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from core.inference.dedup_graph import NeighbourGraph
+from core.saving.user_files import claim_files
 
 OBJECT_STORE_CAP = 2 << 30  # bytes: a local Ray's shared-memory store, at most a tenth of this machine's memory
 TASK_RETRIES = 3  # retries of a search task whose worker died, before the run fails
@@ -182,12 +183,9 @@ def shard_file(stem: Path, part: str) -> Path:
 
 
 def _write_atomic(path: Path, array: np.ndarray) -> None:
-    """``array`` to ``path`` through a temporary in the same folder and a rename: a killed writer leaves no
-    half file, and a retried batch replaces its shard."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as handle:
+    """``array`` to ``path`` whole: a killed writer leaves no half file, and a retried batch replaces its shard."""
+    with claim_files([path], overwrite=True) as claim, claim.open(path) as handle:
         np.save(handle, np.ascontiguousarray(array))
-    os.replace(temporary, path)
 
 
 def ray_encode(model_source: str | Callable[[], object], questions: Sequence[str], out_dir: str | Path,

@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import threading
-import uuid
 import weakref
 from pathlib import Path
 from typing import Callable, Sequence
@@ -30,6 +27,7 @@ import faiss
 import numpy as np
 
 from core.inference.index_kinds import FLAT_LIMIT
+from core.saving.atomic import write_folder_atomically
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
 HNSW_NEIGHBOURS = 32  # M: graph links per vector
@@ -197,28 +195,18 @@ class SearchIndex:
     # ---- on disk -------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
         """Write the index, the texts and ``meta.json`` (what the index was built from) to ``folder``
-        atomically (temp + rename)."""
-        folder = Path(folder)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        temp = folder.parent / f".tmp-{folder.name}-{uuid.uuid4().hex[:8]}"
-        temp.mkdir()
-        try:
-            data = faiss.serialize_index(self.index).tobytes()
+        atomically (``write_folder_atomically``: a user's own files there are kept)."""
+        data = faiss.serialize_index(self.index).tobytes()
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "fingerprint": self.fingerprint,
+                "count": len(self.texts), "dim": int(self.index.d), "kind": self.kind,
+                "model": model_fingerprint(self.model), "index_sha256": hashlib.sha256(data).hexdigest()}
+
+        def write(temp: Path) -> None:
             (temp / INDEX_FILE).write_bytes(data)
             (temp / TEXTS_FILE).write_text(json.dumps(self.texts, ensure_ascii=False), encoding="utf-8")
-            meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "fingerprint": self.fingerprint,
-                    "count": len(self.texts), "dim": int(self.index.d), "kind": self.kind,
-                    "model": model_fingerprint(self.model), "index_sha256": hashlib.sha256(data).hexdigest()}
             (temp / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
-            if folder.is_symlink() or folder.is_file():
-                folder.unlink()
-            elif folder.exists():
-                shutil.rmtree(folder)
-            os.rename(temp, folder)
-        except BaseException:
-            shutil.rmtree(temp, ignore_errors=True)
-            raise
-        return folder
+
+        return write_folder_atomically(folder, write, owned_before=(INDEX_FILE, TEXTS_FILE, META_FILE))
 
     @classmethod
     def load(cls, folder: str | Path, model) -> "SearchIndex":

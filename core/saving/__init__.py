@@ -7,7 +7,7 @@
 * ``atomic``: ``write_folder_atomically`` replaces a folder so that a crash at any moment leaves the
   previous content or the new one, whole (its docstring states the guarantees), replacing only what
   the lab wrote: ``owned_files`` records a folder's own files and carries the user's into the new one;
-  ``leftovers`` names temporary folders after their writer and removes those whose writer is gone.
+  ``temp_files`` names every temporary (file or folder) after its writer and removes those whose writer is gone.
 * ``model_folder``: the schema (``config.json`` + ``model.safetensors`` + vocabulary): ``save_model``
   and the checked readers (``read_config``, ``config_from_dict``, ``read_weights``)
   that ``core.models.load_model`` builds a model from; nothing is ever unpickled or run from the folder.
@@ -22,8 +22,8 @@
 * ``runs``: the runs folder: run names, ``list_runs`` and ``recover_interrupted_saves``.
 * ``user_files``: the one way a command writes a file the user named: ``claim_files`` claims every
   output before any work (an existing file or link only with ``overwrite``, never followed), writes
-  temporaries of its own beside them (``temp_files``: their names, and removing a killed writer's) and
-  renames them into place whole; on any failure one ``UserFileError`` and the old files untouched.
+  temporaries of its own beside them and renames them into place whole; on any failure one
+  ``UserFileError`` and the old files untouched. ``write_file_atomically`` is every whole-file write on it.
 """
 from core.saving.atomic import OLD_PREFIX, write_folder_atomically
 from core.saving.files import (
@@ -34,7 +34,6 @@ from core.saving.files import (
     read_json_file,
     read_regular_file,
 )
-from core.saving.leftovers import TEMP_PREFIX
 from core.saving.model_folder import (
     CONFIG_FILE,
     FORMAT,
@@ -57,6 +56,7 @@ from core.saving.runs import (
     recover_interrupted_saves,
     run_folder,
 )
+from core.saving.temp_files import TEMP_PREFIX
 from core.saving.user_files import FileClaim, UserFileError, claim_files
 
 __all__ = [

@@ -17,7 +17,7 @@ in it is fsynced, and it then takes the target's place:
   and every entry of the old folder the lab does not own (a user's notes, plots, links) is carried
   into the new folder before the swap, then named in one warning.
 * The temporary folder's name carries this process's pid; the next write to the same target removes
-  the temporary folders of writers that are gone (``core.saving.leftovers``).
+  the temporary folders of writers that are gone (``core.saving.temp_files``).
 """
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from core.notices import notice
-from core.saving.leftovers import new_temp_path, remove_stale_temps
 from core.saving.owned_files import (
     Carried,
     carry_user_files,
@@ -42,6 +41,7 @@ from core.saving.owned_files import (
     fsync_folder,
     write_record,
 )
+from core.saving.temp_files import new_temp_path, remove_stale_temps
 
 OLD_PREFIX = ".old-"
 _OLD_FOLDER = re.compile(r"^\.old-(?P<name>.+)-[0-9a-f]{8}$")

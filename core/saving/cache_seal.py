@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from pathlib import Path
 
 from core.saving.files import read_regular_file
+from core.saving.user_files import UserFileError, write_file_atomically
 
 KEY_FILE = ".siamese-lab-key"
 KEY_BYTES = 32
@@ -56,19 +56,10 @@ def _read_key(root: Path) -> bytes | None:
 
 
 def _publish_key(root: Path) -> None:
-    """Write a new key to a file of its own and link it in as ``KEY_FILE`` whole: two processes making the key at
-    once agree on the first one linked, and no reader sees half a key."""
-    temp = root / f".{KEY_FILE}-{secrets.token_hex(8)}"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    """Link a new key in as ``KEY_FILE``, never replacing one: two processes making the key at once agree on the
+    first one linked, and no reader sees half a key."""
     try:
-        try:
-            os.write(fd, secrets.token_bytes(KEY_BYTES))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(temp, root / KEY_FILE)
-        except FileExistsError:
-            pass  # another process made it first: its key is the cache's
-    finally:
-        os.unlink(temp)  # our own temporary, linked in or not
+        write_file_atomically(root / KEY_FILE, secrets.token_bytes(KEY_BYTES), overwrite=False, mode=0o600)
+    except UserFileError as error:
+        if error.reason != "exists":  # "exists": another process made it first, and its key is the cache's
+            raise OSError(str(error)) from None

@@ -14,7 +14,7 @@ The rules, so that a training never loses a user's file:
   file of that name is locked as it is, never written or removed.
 * The location is found writable (or not) before training, not after an hour of it.
 * Leftovers of a killed writer of the same folder are removed once the lock is held: its lock file is
-  taken over (and removed at release), its temporary folders are stale (``core.saving.leftovers``).
+  taken over (and removed at release), its temporary folders are stale (``core.saving.temp_files``).
 * An overwrite replaces only the files the lab wrote; the user's are carried into the new folder
   (``core.saving.owned_files``, through ``write_folder_atomically``).
 
@@ -29,9 +29,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from core.saving.leftovers import remove_stale_temps
 from core.saving.locks import HeldLock, LockBusy, lock_path_for, take_lock
 from core.saving.model_folder import CONFIG_FILE, ModelLoadError, read_config
+from core.saving.temp_files import remove_stale_temps
 
 
 class OutputError(ValueError):

@@ -15,7 +15,6 @@ from pathlib import Path
 from core.model_names import TFIDF
 from core.saving.atomic import OLD_PREFIX
 from core.saving.calibrated import is_calibrated, parent_folder
-from core.saving.leftovers import TEMP_PREFIX
 from core.saving.model_folder import (
     SAFE_NAME,
     WEIGHTS_FILE,
@@ -23,6 +22,7 @@ from core.saving.model_folder import (
     interrupted_saves,
     read_config,
 )
+from core.saving.temp_files import TEMP_PREFIX
 
 
 def check_run_name(name: str) -> str:

@@ -1,11 +1,24 @@
-"""The temporaries a user file is written through (``core.saving.user_files``): their names, how one is
-created without following anything, and how those of a killed writer are found and removed.
+"""Temporaries beside a target, and the leftovers of writers that were killed: how each is named, and the one rule
+for when the next writer may remove it.
 
-A temporary is ``.<name>.siamese-tmp-<host>-<pid>-<token>`` beside its target: ``<name>`` is the
-target's name (its first 40 characters), ``<host>`` a tag of this machine's host name, ``<pid>`` the
-writing process and ``<token>`` 8 random hex digits. A regular file of that form whose writer on this
-machine is gone is a leftover of a command that was killed; one written on another machine (a shared
-folder) counts as a leftover once it is a day old, since its writer cannot be asked.
+* A file written whole (``core.saving.user_files``) goes through ``.<name>.siamese-tmp-<host>-<pid>-<token>``:
+  ``<name>`` is the target's name (its first 40 characters), ``<token>`` 8 random hex digits.
+* A folder (``core.saving.atomic``) is built as ``.tmp-<name>-<id>@<host>-<pid>``.
+
+``<host>`` is a tag of the writing machine's host name and ``<pid>`` the writing process. A temporary is a
+leftover, removed by the next write beside it, when its writer is gone (``writer_gone``): written on this
+machine and its pid names no living process (``kill -9``, a crash, a power cut), or written on another machine
+(a shared folder) and a day old, since that writer cannot be asked. A pid that names a living process is never
+taken for gone, even when it was reused since: such a leftover stays until that process ends. Only a regular
+file (for a file) or a folder (for a folder) of such a name is removed, never a link.
+
+A folder without a writer in its name (``.tmp-<name>-<id>``, left by versions before writers were recorded) is
+stale only when the caller holds the target's claim lock (``core.saving.output``) and the folder last changed
+before the lock was taken: a claimed writer makes its folder only after taking the lock.
+
+A temporary never holds the only copy of anything: a file's holds new bytes; a folder's, before the swap, the
+new files and hard links to the user's files (still in the target), after it the previous content, whose user
+files were carried into the target first. So removing a leftover loses nothing.
 """
 from __future__ import annotations
 
@@ -13,22 +26,27 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import socket
 import stat
 import time
+import uuid
 from pathlib import Path
 
-TEMP_MARK = ".siamese-tmp-"
+TEMP_MARK = ".siamese-tmp-"  # in a file temporary's name
+TEMP_PREFIX = ".tmp-"  # of a folder temporary's name
 FOREIGN_LEFTOVER_SECONDS = 24 * 3600
 NAME_CHARS = 40  # of the target's name kept in its temporary's name: file names stop at 255 bytes
-_LEFTOVER = re.compile(r"^\..*" + re.escape(TEMP_MARK) + r"(?P<host>[0-9a-f]{6})-(?P<pid>\d+)-[0-9a-f]{8}$",
-                       re.DOTALL)
+_FILE_TEMP = re.compile(r"^\..*" + re.escape(TEMP_MARK) + r"(?P<host>[0-9a-f]{6})-(?P<pid>\d+)-[0-9a-f]{8}$", re.DOTALL)
+_FOLDER_TEMP = re.compile(r"^\.tmp-(?P<name>.+)-[0-9a-f]{8}@(?P<host>[0-9a-f]{6})-(?P<pid>[0-9]{1,10})$")
+_FOLDER_TEMP_WITHOUT_WRITER = re.compile(r"^\.tmp-(?P<name>.+)-[0-9a-f]{8}$")
 _CREATE_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                  | getattr(os, "O_CLOEXEC", 0))
 
 
+# ---- names ------------------------------------------------------------------------------------------
 def create_temporary(target: Path) -> tuple[Path, int]:
-    """A new empty temporary for ``target`` (mode 0600) and its open descriptor. ``O_EXCL`` with
+    """A new empty temporary file for ``target`` (mode 0600) and its open descriptor. ``O_EXCL`` with
     ``O_NOFOLLOW``: an entry already there under the drawn name (a file, a link, a folder) is never
     opened; another name is drawn. Raises ``OSError`` when the folder cannot be written."""
     prefix = f".{target.name[:NAME_CHARS]}{TEMP_MARK}{host_tag()}-{os.getpid()}-"
@@ -41,8 +59,13 @@ def create_temporary(target: Path) -> tuple[Path, int]:
     raise FileExistsError(f"no free temporary name in {target.parent}")
 
 
+def new_temp_path(target: Path) -> Path:
+    """A fresh temporary folder name beside ``target`` that records this machine and process as its writer."""
+    return target.parent / f"{TEMP_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}@{host_tag()}-{os.getpid()}"
+
+
 def token() -> str:
-    """The random part of a temporary's name (tests replace it to make names collide)."""
+    """The random part of a temporary file's name (tests replace it to make names collide)."""
     return secrets.token_hex(4)
 
 
@@ -50,31 +73,68 @@ def host_tag() -> str:
     return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
 
 
-def remove_leftovers(folder: Path) -> list[Path]:
-    """Remove the leftovers of killed writers in ``folder`` (the rule is in the module docstring) and
-    return them. Only regular files are removed, never a link or a folder of such a name."""
-    removed = []
+# ---- leftovers --------------------------------------------------------------------------------------
+def writer_gone(host: str, pid: int, changed: float) -> bool:
+    """Whether the writer ``host``/``pid`` of a temporary last changed at ``changed`` (epoch seconds) is gone."""
+    if host == host_tag():
+        return not process_alive(pid)
+    return time.time() - changed > FOREIGN_LEFTOVER_SECONDS
+
+
+def _entries(folder: Path) -> list[os.DirEntry]:
     try:
-        entries = list(os.scandir(folder))
+        return list(os.scandir(folder))
     except OSError:
-        return removed
-    host, now = host_tag(), time.time()
-    for entry in entries:
-        match = _LEFTOVER.match(entry.name)
-        if not match:
+        return []
+
+
+def remove_leftovers(folder: Path) -> list[Path]:
+    """Remove the temporary files of gone writers in ``folder`` and return them."""
+    removed = []
+    for entry in _entries(folder):
+        match = _FILE_TEMP.match(entry.name)
+        try:
+            info = entry.stat(follow_symlinks=False) if match else None
+        except OSError:
+            continue
+        if (info is not None and stat.S_ISREG(info.st_mode)
+                and writer_gone(match["host"], int(match["pid"]), info.st_mtime) and unlink_quietly(Path(entry.path))):
+            removed.append(Path(entry.path))
+    return removed
+
+
+def stale_temps(target: str | Path, locked_since: float | None = None) -> list[Path]:
+    """The temporary folders of ``target`` whose writers are gone; ``locked_since`` is when the caller took the
+    target's claim lock, or None when it holds none."""
+    target = Path(target)
+    found = []
+    for entry in _entries(target.parent):
+        with_writer = _FOLDER_TEMP.match(entry.name)
+        match = with_writer or _FOLDER_TEMP_WITHOUT_WRITER.match(entry.name)
+        if match is None or match["name"] != target.name:
             continue
         try:
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISDIR(info.st_mode):  # a link or a file of that name is nobody's folder: left alone
             continue
-        if match["host"] == host:
-            gone = not process_alive(int(match["pid"]))
+        if with_writer is None:  # no writer to ask: stale once the target's lock, taken after it changed, is ours
+            stale = locked_since is not None and info.st_mtime < locked_since
         else:
-            gone = now - info.st_mtime > FOREIGN_LEFTOVER_SECONDS
-        if gone and unlink_quietly(Path(entry.path)):
-            removed.append(Path(entry.path))
+            stale = writer_gone(with_writer["host"], int(with_writer["pid"]), info.st_mtime)
+        if stale:
+            found.append(Path(entry.path))
+    return sorted(found)
+
+
+def remove_stale_temps(target: str | Path, locked_since: float | None = None) -> list[Path]:
+    """Remove ``stale_temps(target, locked_since)`` (never following a link); returns what was removed."""
+    removed = []
+    for path in stale_temps(target, locked_since):
+        shutil.rmtree(path, ignore_errors=True)  # rmtree unlinks links inside, never follows them
+        if not os.path.lexists(path):
+            removed.append(path)
     return removed
 
 

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
+from core.saving.owned_files import fsync_folder
 from core.saving.temp_files import create_temporary, remove_leftovers, unlink_quietly
 
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
@@ -119,8 +120,9 @@ class FileClaim:
     """The right to write ``targets``; use it as a ``with`` block: leaving it normally puts every file in
     place (``commit``), leaving it by an exception removes the temporaries (``abandon``)."""
 
-    def __init__(self, targets: list[Path], overwrite: bool):
+    def __init__(self, targets: list[Path], overwrite: bool, mode: int | None = None):
         self.targets, self.overwrite = targets, overwrite
+        self.mode = mode  # the new files' permissions; None: the replaced file's, else what open() gives
         self._temps: dict[Path, _Temporary] = {}
         self._files: list[OutputFile] = []  # closed (flushed) before the temporaries are fsynced
         self._done = False
@@ -162,12 +164,12 @@ class FileClaim:
                 opened.close()
             for temp in self._temps.values():
                 with _as_user_file_error(temp.target):
-                    _keep_mode(temp, self.overwrite)
+                    os.fchmod(temp.fd, self.mode if self.mode is not None else _kept_mode(temp, self.overwrite))
                     os.fsync(temp.fd)
             for temp in self._temps.values():
                 _place(temp, self.overwrite)
             for folder in {temp.target.parent for temp in self._temps.values()}:
-                _fsync_folder(folder)
+                fsync_folder(folder)
         except BaseException:
             self._remove_temporaries(unplace=True)
             raise
@@ -247,14 +249,16 @@ class FileClaim:
             self._sigterm_pending = False  # already unwinding
 
 
-def claim_files(targets: Iterable[str | Path], overwrite: bool = False, create_folder: bool = False) -> FileClaim:
+def claim_files(targets: Iterable[str | Path], overwrite: bool = False, create_folder: bool = False,
+                mode: int | None = None) -> FileClaim:
     """Claim every path of ``targets`` for writing (the rules are in the module docstring) and create
-    its temporary; ``create_folder`` makes a missing parent folder instead of refusing it. Raises
-    ``UserFileError`` before anything is created when a target may not be written."""
+    its temporary; ``create_folder`` makes a missing parent folder instead of refusing it; ``mode`` gives
+    the new files fixed permissions. Raises ``UserFileError`` before anything is created when a target
+    may not be written."""
     targets = [Path(target).expanduser() for target in targets]
     for target in targets:
         check_target(target, overwrite, create_folder)
-    claim = FileClaim(targets, overwrite)
+    claim = FileClaim(targets, overwrite, mode)
     claim._catch_sigterm()
     try:
         for target in targets:
@@ -324,8 +328,16 @@ def _place(temp: _Temporary, overwrite: bool) -> None:
         temp.placed = True
 
 
-def _keep_mode(temp: _Temporary, overwrite: bool) -> None:
-    """The new file gets the permissions of the file it replaces, else what ``open`` would have given it."""
+def write_file_atomically(target: str | Path, data: bytes, overwrite: bool = True, mode: int | None = None) -> None:
+    """``data`` as ``target``'s whole content under the rules of ``claim_files``: a reader sees the old file
+    or the new one, never part of it; without ``overwrite`` an existing target is never replaced
+    (``UserFileError`` with reason "exists")."""
+    with claim_files([target], overwrite=overwrite, mode=mode) as claim, claim.open(target) as handle:
+        handle.write(data)
+
+
+def _kept_mode(temp: _Temporary, overwrite: bool) -> int:
+    """The permissions of the file the new one replaces, else what ``open`` would have given it."""
     mode = None
     if overwrite:
         try:
@@ -333,7 +345,7 @@ def _keep_mode(temp: _Temporary, overwrite: bool) -> None:
             mode = stat.S_IMODE(found.st_mode) if stat.S_ISREG(found.st_mode) else None
         except OSError:
             pass
-    os.fchmod(temp.fd, mode if mode is not None else 0o666 & ~_umask())
+    return mode if mode is not None else 0o666 & ~_umask()
 
 
 def _umask() -> int:
@@ -358,17 +370,5 @@ def _write_zeros(fd: int, size: int) -> None:
     os.lseek(fd, 0, os.SEEK_SET)
 
 
-def _fsync_folder(folder: Path) -> None:
-    try:
-        handle = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(handle)
-    except OSError:
-        pass  # the rename happened; only its survival of a power cut is less certain
-    finally:
-        os.close(handle)
-
-
-__all__ = ["FileClaim", "OutputFile", "Terminated", "UserFileError", "check_target", "claim_files"]
+__all__ = ["FileClaim", "OutputFile", "Terminated", "UserFileError", "check_target", "claim_files",
+           "write_file_atomically"]

@@ -12,11 +12,11 @@ import json
 import os
 import re
 import secrets
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.saving.files import read_regular_file
+from core.saving.user_files import write_file_atomically
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16+ characters so it cannot be guessed
 STATE_MAX_BYTES = 1_000_000  # state.json holds choices, not data: anything larger was not written by the lab
@@ -67,7 +67,8 @@ class Workspace:
         return state if isinstance(state, dict) else {}
 
     def save_state(self, state: dict) -> None:
-        """Replace state.json whole (a crash leaves the old file or the new one). ``state`` must be JSON."""
+        """Replace state.json whole (a crash leaves the old file or the new one). ``state`` must be JSON; a write
+        that fails raises ``UserFileError``."""
         write_file_atomically(self.folder / STATE, json.dumps(state, allow_nan=False, sort_keys=True).encode())
 
     def store_upload(self, name: str, data: bytes) -> str:
@@ -107,17 +108,3 @@ def open_workspace(root: str | Path, workspace_id: str) -> Workspace:
     folder = Path(root) / workspace_id
     (folder / MODELS).mkdir(parents=True, exist_ok=True, mode=0o700)
     return Workspace(folder)
-
-
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` whole: a temporary file beside it, fsynced, then renamed over it."""
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
-    try:
-        with handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
