@@ -50,11 +50,13 @@ POLL_MS = 500
 # while a run is still unfinished (state), and within this bound: a few seconds on a quiet machine,
 # 11-13 s seen on a loaded 2-core one, while one tiny run takes far longer.
 VERDICT_BOUND_S = 45.0
-# A tiny Siamese LSTM on the bundled sample: a few seconds per run, long enough for the second run to queue.
-# Long enough (many short epochs, no early stopping) that the second run is still queued when its page
-# next refreshes, and the third user's verdicts are asked while both train, even on a quiet machine.
+# A tiny Siamese LSTM on the bundled sample. Long enough (many short epochs, no early stopping) that the second
+# run is still queued when its page next refreshes, and the third user's verdicts are asked while both train,
+# even on a quiet machine; the time budget ends each run after 45 s of training however loaded the machine is
+# (60 epochs took 10 minutes for the two runs on a loaded one).
 TINY_RUN = {"Epochs": 60, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
-            "Max length (tokens per question)": 16, "Early-stopping patience (epochs, 0 = off)": 0}
+            "Max length (tokens per question)": 16, "Early-stopping patience (epochs, 0 = off)": 0,
+            "Time budget (minutes, 0 = none)": 0.75}
 # Each differs from the page's default second question and from the one before, so every one is a new answer.
 SECOND_QUESTIONS = ["What is the quickest way to learn Python?", "How do I bake sourdough bread?",
                     "Which Python book should a beginner read first?", "How can I repot a cactus safely?"]
