@@ -11,6 +11,6 @@ import os
 
 # The app trains on background threads while other sessions encode questions in the same process.
 # OpenMP's default active spin-waiting lets a training run starve everyone else on a small
-# machine (torch was 4-10x slower under load with it); passive waiting shares the cores. It must be
+# machine (torch was several times slower under load with it); passive waiting shares the cores. It must be
 # set before torch is first imported, which lab does before any page touches a model.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -29,8 +29,8 @@ DEFAULT_K = 10  # neighbours per question
 RANDOM_SHARE = 0.1  # share of a round drawn at random, so quality is also estimated on unbiased pairs
 SEARCH_ROWS = 8192  # questions searched per FAISS call: bounds the (rows, N) score block
 # Up to this many questions the neighbours are searched exactly; above, with HNSW. Every question is a query, so an
-# exact search costs N^2 inner products, yet building an HNSW graph costs more up to here: on 20,000 questions of
-# width 384 the exact search took 4.1 s and the HNSW build and search 44 s (bench/suggest_speed.py, 2 threads).
+# exact search costs N^2 inner products, yet building an HNSW graph costs more up to here (bench/suggest_speed.py;
+# figures in docs/BENCHMARKS.md).
 EXACT_LIMIT = 50_000
 
 Progress = Callable[[int, int], None]

@@ -27,7 +27,7 @@ its closest ``max_neighbourhood`` ones, and the graph counts such questions (``c
 say the threshold is too low for the corpus. Every member still lies above the threshold of its
 representative; only a giant neighbourhood's tail may be left out of that cluster. Without the cap, a
 weak model at a low threshold makes neighbourhoods of tens of thousands of questions, each one searched
-that deep (see docs/BENCHMARKS.md, issue 13 at scale). ``index_kind`` asks for an index by name
+that deep (bench/dedup_scale.py; figures in docs/BENCHMARKS.md). ``index_kind`` asks for an index by name
 (``core.inference.vector_index``: "flat", "hnsw" or the compressed "ivfpq"); an ivfpq index only proposes
 the candidates, each scored again exactly against the vectors, so a threshold means the same on every kind. ``index_store``
 (``core.inference.dedup_index``) keeps the built index and the first search on disk and hands them back to a

@@ -31,7 +31,7 @@ from core.saving.atomic import write_folder_atomically
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
 HNSW_NEIGHBOURS = 32  # M: graph links per vector
-HNSW_EF_SEARCH = 512  # candidates kept while searching: recall@10 0.97 at p50 5.5 ms on 448k questions (docs/BENCHMARKS.md)
+HNSW_EF_SEARCH = 512  # candidates kept while searching: recall@10 above 0.95 at millisecond latency (docs/BENCHMARKS.md)
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while building
 ENCODE_CHUNK = 4096  # texts per model.encode call, so progress moves and memory stays bounded
 INDEX_FILE, TEXTS_FILE, META_FILE = "index.faiss", "texts.json", "meta.json"

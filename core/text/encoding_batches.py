@@ -1,8 +1,8 @@
 """How inference cuts a list of texts into batches: longest first, each batch under a token budget.
 
 On a CPU a transformer encodes short questions fastest in small batches: a batch of 256 rows makes
-activations that no longer fit the caches, and measured 2-2.5x slower per question than batches of
-about 1,024 padded tokens (``bench/encode_speed.py``). An LSTM is the other way round: its steps are
+activations that no longer fit the caches, and measured slower per question than batches of about
+1,024 padded tokens (``bench/encode_speed.py``; figures in docs/BENCHMARKS.md). An LSTM is the other way round: its steps are
 sequential over the tokens, so it wants wide batches and gets no budget.
 """
 from __future__ import annotations

@@ -58,5 +58,5 @@ def device_autocast_plan(device: torch.device, precision: str) -> AutocastPlan:
 
 def compile_mode(device_type: str) -> str:
     """torch.compile's mode for a training step: CUDA graphs on CUDA (the steps there are bound by kernel
-    launches, issue 26), Inductor's default on the CPU (CUDA graphs mean nothing there)."""
+    launches), Inductor's default on the CPU (CUDA graphs mean nothing there)."""
     return "reduce-overhead" if device_type == "cuda" else "default"

@@ -80,9 +80,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "epochs": 4, "batch_size": 256, "lr": 1e-4, "patience": 0, "max_val_pairs": 2000,
                  "validate_every": 250, "max_minutes": 10.0, "max_length": 40, "val_fraction": 0.05,
                  "precision": "auto", "compile": True},
-        # bench/quality.py --only minilm-quora-gpu, 2026-11-25, one NVIDIA H100 80GB HBM3, torch 2.11 + CUDA 13,
-        # Inductor's cache warm from an earlier run (a cold first compile took about 100 s, not 32): test ROC AUC
-        # 0.9483 (docs/BENCHMARKS.md, "Issue 26: the GPU").
+        # measured by bench/quality.py --only minilm-quora-gpu on one H100, Inductor's cache warm (docs/BENCHMARKS.md
+        # has the run: date, machine, a cold compile's cost and the test figure).
         reference_curve=((35.0, 0.9255), (37.9, 0.9358), (40.9, 0.9364), (43.7, 0.9423), (44.6, 0.9412),
                          (46.5, 0.9418), (49.6, 0.9453), (52.6, 0.9451), (55.6, 0.9464), (57.1, 0.9473),
                          (58.3, 0.9448), (60.9, 0.9472), (63.5, 0.9471), (65.9, 0.9493), (67.9, 0.9492),

@@ -21,10 +21,9 @@ class TrainConfig:
     # gradient scaler on other CUDA devices, fp32 on the CPU.
     precision: str = "auto"
     # torch.compile the step's forward pass (CUDA graphs on CUDA; batches then padded to a few fixed widths). Off by
-    # default: on an H100 it makes MiniLM's steps about 6x faster (111 against 19 steps/s at batch 64), but its first
-    # steps compile for 20 s (Inductor's cache warm) to 100 s (cold), which only runs of minutes earn back (the
-    # minilm-quora-gpu preset turns it on); on 2 CPU cores it gave no reliable gain (docs/BENCHMARKS.md, "Issue 26:
-    # the GPU", bench/compile_speed.py).
+    # default: on a GPU it makes MiniLM's steps several times faster, but its first steps compile for tens of
+    # seconds, which only runs of minutes earn back (the minilm-quora-gpu preset turns it on); on 2 CPU cores it
+    # gave no reliable gain (bench/compile_speed.py; figures in docs/BENCHMARKS.md).
     compile: bool = False
     patience: int = 2  # validations (epochs unless validate_every) without a better ROC AUC, then stop; 0 = off
     max_val_pairs: int = 5000  # validation pairs scored at each validation (a seeded subset if more)
