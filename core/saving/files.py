@@ -18,7 +18,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Iterator
@@ -125,43 +124,11 @@ def json_depth(value) -> int:
     return deepest
 
 
-_JSON_SPECIAL = re.compile(rb'[\\"\[\]{}]')
-_PRESCAN_MAX_BYTES = 4 * MiB  # larger JSON (a search cache's texts) relies on the parser's recursion guard
-
-
-def _nests_deeper(data: bytes, max_depth: int) -> bool:
-    """Whether the raw JSON text opens more than ``max_depth`` arrays / objects at once (brackets in
-    strings do not count); stops at the first level too deep, so a bracket bomb costs nothing."""
-    depth, in_string, skip = 0, False, -1
-    for match in _JSON_SPECIAL.finditer(data):
-        at = match.start()
-        if at == skip:
-            continue
-        char = data[at]
-        if in_string:
-            if char == 0x5C:  # backslash: the next character is escaped
-                skip = at + 1
-            elif char == 0x22:
-                in_string = False
-        elif char == 0x22:
-            in_string = True
-        elif char in (0x5B, 0x7B):
-            depth += 1
-            if depth > max_depth:
-                return True
-        elif char in (0x5D, 0x7D):
-            depth -= 1
-    return False
-
-
 def parse_json(data: bytes, path: str | Path, max_depth: int = JSON_MAX_DEPTH):
     """``data`` (UTF-8 JSON read from ``path``) parsed; ModelLoadError when it is not JSON or nests
-    deeper than ``max_depth``. Depth is checked on the raw text before parsing (so the parser never
-    recurses deeply), and again on the result."""
+    deeper than ``max_depth``. A bracket bomb stops the parser at Python's recursion limit
+    (``RecursionError``); anything it parses is then measured."""
     too_deep = ModelLoadError(f"{path} nests deeper than {max_depth} levels of brackets; refused")
-    if (len(data) <= _PRESCAN_MAX_BYTES and data.count(b"[") + data.count(b"{") > max_depth
-            and _nests_deeper(data, max_depth)):
-        raise too_deep
     try:
         value = json.loads(data.decode("utf-8"))
     except RecursionError:
