@@ -444,7 +444,9 @@ def command(name: str, model: Path, data: Path, out: Path, *extra) -> list[str]:
 
 
 def outputs(name: str, out: Path) -> list[Path]:
-    return [out.with_suffix(".npy"), out.with_suffix(".questions.jsonl")] if name == "embed" else [out]
+    from core.inference.embedding import embedding_paths
+
+    return list(embedding_paths(out)) if name == "embed" else [out]
 
 
 def test_embed_refuses_what_issue_22_saw_it_replace(capsys, lstm, pairs_file, tmp_path):
@@ -453,7 +455,7 @@ def test_embed_refuses_what_issue_22_saw_it_replace(capsys, lstm, pairs_file, tm
     (tmp_path / "l.npy").symlink_to(tmp_path / "target.bin")
     (tmp_path / "notes.questions.jsonl").write_bytes(b"my notes\n")
     before = snapshot(tmp_path)
-    for out in ("u.npy", "l.npy", "notes.txt"):
+    for out in ("u.npy", "l.npy", "notes"):
         code, stdout, err = cli(capsys, *command("embed", lstm, pairs_file, tmp_path / out))
         line = one_error(code, err)
         assert "exists; choose a new file or add --overwrite" in line and stdout == ""
@@ -462,6 +464,17 @@ def test_embed_refuses_what_issue_22_saw_it_replace(capsys, lstm, pairs_file, tm
     assert code == 0, err
     assert not (tmp_path / "l.npy").is_symlink() and np.load(tmp_path / "l.npy").shape[0] == 16
     assert (tmp_path / "target.bin").read_bytes() == b"the user's binary" and temporaries(tmp_path) == []
+
+
+def test_embed_keeps_the_suffix_it_was_given_and_never_writes_a_file_it_was_not_named(capsys, lstm, pairs_file,
+                                                                                      tmp_path):
+    (tmp_path / "emb.npy").write_bytes(b"the user's vectors")
+    (tmp_path / "emb.questions.jsonl").write_bytes(b"the user's questions\n")
+    code, _, err = cli(capsys, *command("embed", lstm, pairs_file, tmp_path / "emb.v2", "--overwrite"))
+    assert code == 0, err
+    assert (tmp_path / "emb.npy").read_bytes() == b"the user's vectors"
+    assert (tmp_path / "emb.questions.jsonl").read_bytes() == b"the user's questions\n"
+    assert np.load(tmp_path / "emb.v2.npy").shape[0] == 16 and (tmp_path / "emb.v2.questions.jsonl").is_file()
 
 
 @pytest.mark.parametrize("name", ["embed", "score", "dedup"])
@@ -572,7 +585,7 @@ def test_an_impossible_place_is_one_line(capsys, lstm, pairs_file, tmp_path, nam
     out = tmp_path / "no" / "such" / "res.csv" if where == "missing" else Path("/proc/res.csv")
     code, _, err = cli(capsys, *command(name, lstm, pairs_file, out))
     if where == "missing" and name == "embed":  # embed makes its folder, as it always did
-        assert code == 0 and out.with_suffix(".npy").is_file()
+        assert code == 0 and outputs("embed", out)[0].is_file()  # res.csv.npy: the suffix given is kept
         return
     one_error(code, err)
 

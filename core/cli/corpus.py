@@ -103,7 +103,7 @@ def add_parsers(sub) -> None:
                           cmd_embed)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
     add_columns_option(embed, labels=False)
-    embed.add_argument("--out", required=True, help="output .npy file (questions go to <out>.questions.jsonl)")
+    embed.add_argument("--out", required=True, help="output .npy file (.npy added when missing; the questions go beside it as <name>.questions.jsonl)")
     embed.add_argument("--overwrite", action="store_true", help="replace the two output files if they exist")
     add_backend_option(embed)
     add_engine_options(embed)

@@ -20,10 +20,14 @@ CHUNK = 4096  # texts encoded per call: bounds the live tensors whatever the cor
 
 
 def embedding_paths(out: str | Path) -> tuple[Path, Path]:
-    """(``<out>.npy``, ``<out>.questions.jsonl``): the vector file and the texts file of ``--out``."""
+    """The vector file and the texts file of ``--out``: ``<stem>.npy`` and ``<stem>.questions.jsonl``, where
+    ``<stem>`` is ``out`` without a final ``.npy``. Any other suffix stays in the name (``emb.v2`` gives
+    ``emb.v2.npy``): replacing it would aim the write at another file the user never named."""
     out = Path(out)
-    vectors = out.with_suffix(".npy") if out.name not in ("", ".", "..") else out
-    return vectors, vectors.with_suffix(".questions.jsonl")
+    if out.name in ("", ".", ".."):
+        return out, out
+    stem = out.name[: -len(".npy")] if out.name.lower().endswith(".npy") and len(out.name) > 4 else out.name
+    return out.with_name(f"{stem}.npy"), out.with_name(f"{stem}.questions.jsonl")
 
 
 def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path, tower: int = 1,
