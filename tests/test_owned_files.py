@@ -289,6 +289,38 @@ def test_a_folder_left_displaced_by_a_killed_fallback_save_is_put_back_and_repla
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f", outside.name]
 
 
+KILLED_AFTER_THE_SWAP = r"""
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+import core.saving.atomic as atomic
+target, built = sys.argv[2], sys.argv[3]
+swap = atomic._swap_into_place
+def swap_later(new, old):  # the user's file is made in the old folder after the carry, before the swap
+    open(built, "w").close()
+    while not os.path.exists(os.path.join(target, "my_notes.txt")):
+        time.sleep(0.01)
+    return swap(new, old)
+atomic._swap_into_place = swap_later
+atomic._retire = lambda *args: os.kill(os.getpid(), signal.SIGKILL)  # killed just after the swap
+atomic.write_folder_atomically(target, lambda temp: (temp / "top.txt").write_text("2"))
+"""
+
+
+def test_a_file_made_while_the_folder_was_built_survives_a_writer_killed_just_after_the_swap(tmp_path):
+    target, built = tmp_path / "f", tmp_path / "built"
+    write_folder_atomically(target, _lab_writes("1"))
+    child = subprocess.Popen([sys.executable, "-c", KILLED_AFTER_THE_SWAP, str(ROOT), str(target), str(built)])
+    deadline = time.monotonic() + 60
+    while not built.exists() and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.01)
+    (target / "my_notes.txt").write_text("the only copy")
+    assert child.wait(timeout=60) == -signal.SIGKILL
+    write_folder_atomically(target, _lab_writes("3"))  # the next write, after the writer is gone
+    assert (target / "top.txt").read_text() == "3"
+    kept = [path for path in tmp_path.rglob("my_notes.txt")]
+    assert [path.read_text() for path in kept] == ["the only copy"], kept
+
+
 NAMES = ["top.txt", "sub", "lab.txt", "new.txt", "a", "b.png", RECORD_FILE]
 user_trees = st.lists(st.tuples(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3),
                                 st.sampled_from(["file", "folder", "link in", "link out", "fifo"])), max_size=8)

@@ -8,7 +8,9 @@ in it is fsynced, and it then takes the target's place:
   kills a model save before each of its filesystem steps and at random moments.) Files and folders are
   fsynced before and after the swap so that a power cut behaves the same; that part is not tested.
 * Replacing an existing folder is one ``renameat2(RENAME_EXCHANGE)`` on Linux, so the target is
-  never missing. Where that call is unavailable (other systems, some filesystems) it falls back to
+  never missing; the previous content is then renamed ``.old-<name>-<id>`` at once, and removed once
+  the user's files made in it meanwhile are in the target (killed before that, it stays, reported by
+  ``list_runs``, never removed as stale). Where that call is unavailable (other systems, some filesystems) it falls back to
   two renames (target -> ``.old-<name>-<id>``, new -> target); a crash between them leaves the
   target missing and its complete previous content in ``.old-<name>-<id>``, which
   ``displaced_folders`` finds (``core.saving.runs.recover_interrupted_saves`` puts models back).
@@ -116,11 +118,13 @@ def _retire(displaced: Path, target: Path, owned_before: Iterable[str], carried:
     if catch_up(displaced, target, owned_before, carried):
         shutil.rmtree(displaced, ignore_errors=True)
         return
-    kept = target.parent / f"{OLD_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}"
-    try:
-        os.rename(displaced, kept)
-    except OSError:
-        kept = displaced
+    kept = displaced
+    if not displaced.name.startswith(OLD_PREFIX):
+        kept = target.parent / f"{OLD_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(displaced, kept)
+        except OSError:
+            kept = displaced
     notice(f"{target} was replaced while files in it changed; the previous folder, with those files, is kept "
            f"in {kept}")
 
@@ -128,7 +132,15 @@ def _retire(displaced: Path, target: Path, owned_before: Iterable[str], carried:
 def _swap_into_place(new: Path, target: Path) -> Path | None:
     """Put ``new`` at ``target``; returns where the previous content now is (to remove), or None."""
     if _is_folder(target) and _exchange_folders(new, target):
-        return new  # `new` now holds the previous content
+        # `new` now holds the previous content, and with it any file the user made there while the new folder
+        # was built: under a name that is never removed as stale, so a writer killed before it has moved those
+        # files over loses none of them.
+        old = target.parent / f"{OLD_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(new, old)
+        except OSError:
+            return new
+        return old
     if _is_folder(target):
         old = target.parent / f"{OLD_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}"
         os.rename(target, old)
