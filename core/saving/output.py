@@ -31,7 +31,7 @@ from typing import Callable
 
 from core.saving.locks import HeldLock, LockBusy, lock_path_for, take_lock
 from core.saving.model_folder import CONFIG_FILE, ModelLoadError, read_config
-from core.saving.temp_files import remove_stale_temps
+from core.saving.temp_files import FOLDER_NAME_MAX_BYTES, remove_stale_temps
 
 
 class OutputError(ValueError):
@@ -105,6 +105,9 @@ def claim_output(target: str | Path, overwrite: bool = False,
     target = Path(target).expanduser()
     if target.name in ("", ".", ".."):
         raise OutputError(target, "is not a folder name a model can be saved as", "not_a_model")
+    if len(os.fsencode(target.name)) > FOLDER_NAME_MAX_BYTES:  # its temporary's name would not fit, after the work
+        raise OutputError(target, f"the folder name is longer than the {FOLDER_NAME_MAX_BYTES} bytes a save can "
+                                  "use; choose a shorter name", "unwritable")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:

@@ -37,6 +37,8 @@ TEMP_MARK = ".siamese-tmp-"  # in a file temporary's name
 TEMP_PREFIX = ".tmp-"  # of a folder temporary's name
 FOREIGN_LEFTOVER_SECONDS = 24 * 3600
 NAME_CHARS = 40  # of the target's name kept in its temporary's name: file names stop at 255 bytes
+# The longest folder name a folder temporary can carry whole: 255 bytes less ".tmp-", "-<id>@<host>-" and a pid.
+FOLDER_NAME_MAX_BYTES = 255 - len(TEMP_PREFIX) - len("-01234567@abcdef-") - 10
 _FILE_TEMP = re.compile(r"^\..*" + re.escape(TEMP_MARK) + r"(?P<host>[0-9a-f]{6})-(?P<pid>\d+)-[0-9a-f]{8}$", re.DOTALL)
 _FOLDER_TEMP = re.compile(r"^\.tmp-(?P<name>.+)-[0-9a-f]{8}@(?P<host>[0-9a-f]{6})-(?P<pid>[0-9]{1,10})$")
 _FOLDER_TEMP_WITHOUT_WRITER = re.compile(r"^\.tmp-(?P<name>.+)-[0-9a-f]{8}$")
