@@ -85,6 +85,24 @@ def test_the_base_weights_are_the_folders(bert_folder):
             assert torch.equal(tensor, saved[name]), name
 
 
+def test_float64_weights_beyond_float32_are_refused_by_name(bert_folder, tmp_path):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from core.models.base_folder import base_minilm
+    from core.saving.files import ModelLoadError
+
+    folder = tmp_path / "wide-bert"
+    shutil.copytree(bert_folder, folder)
+    weights = {name: tensor.to(torch.float64) for name, tensor in load_file(str(folder / "model.safetensors")).items()}
+    save_file(weights, str(folder / "model.safetensors"))
+    assert base_minilm(folder, max_length=24) is not None  # float64 that fits float32 is read as float32
+    weights["encoder.layer.0.output.dense.bias"][3] = 1e300
+    save_file(weights, str(folder / "model.safetensors"))
+    with pytest.raises(ModelLoadError, match="encoder.layer.0.output.dense.bias is not finite as float32"):
+        base_minilm(folder, max_length=24)
+
+
 def test_cli_trains_on_a_base_folder_then_scores(bert_folder, few_pairs, tmp_path, capsys):
     data, out, scored = tmp_path / "pairs.csv", tmp_path / "run", tmp_path / "scored.csv"
     few_pairs.to_csv(data, index=False)

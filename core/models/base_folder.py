@@ -101,6 +101,10 @@ def read_base_folder(folder: str | Path, max_length: int):
         name = name[len(ENCODER_PREFIX):] if name.startswith(ENCODER_PREFIX) else name
         if not name.startswith(UNUSED_WEIGHTS) and name != "embeddings.position_ids":
             encoder[name] = tensor.to(torch.float32) if tensor.is_floating_point() else tensor
+            # read_weights found every value finite in its own dtype; float64's may still overflow float32
+            if encoder[name].is_floating_point() and not bool(torch.isfinite(encoder[name]).all()):
+                raise ModelLoadError(f"{folder}: the weight {name[:200]} is not finite as float32 (it was saved as "
+                                     f"{str(tensor.dtype).removeprefix('torch.')}); refused")
     try:
         tokenizer = WordPieceTokenizer(folder / VOCAB, max_length=max_length, folder=folder,
                                        vocab_size=bert_size(bert, "vocab_size"))
