@@ -64,6 +64,35 @@ def test_one_upload_is_kept_and_only_uploads_the_lab_stored_are_read_or_removed(
         workspace.read_upload(second, max_bytes=2)  # grown past the cap since
 
 
+def test_what_the_lab_creates_is_for_the_servers_user_only(tmp_path):
+    import stat
+
+    def mode(path):
+        return stat.S_IMODE(path.stat().st_mode)
+
+    root = tmp_path / "workspaces"
+    workspace = open_workspace(root, TEST_WORKSPACE)
+    workspace.save_state({"threshold": 0.5})
+    stored = workspace.store_upload("a.csv", b"one")
+    assert [mode(path) for path in (root, workspace.folder, workspace.models, workspace.uploads)] == [0o700] * 4
+    assert mode(workspace.folder / "state.json") == 0o600 and mode(workspace.uploads / stored) == 0o600
+
+
+def test_a_folder_named_like_an_upload_is_refused_in_one_error_and_kept(tmp_path):
+    from core.saving.user_files import UserFileError
+
+    workspace = open_workspace(tmp_path, TEST_WORKSPACE)
+    first = workspace.store_upload("a.csv", b"one")
+    squatter = workspace.uploads / workspace.store_upload("b.csv", b"two")
+    squatter.unlink()
+    squatter.mkdir()
+    (squatter / "mine.txt").write_text("the user's")
+    with pytest.raises(UserFileError, match="is a folder"):
+        workspace.store_upload("b.csv", b"two")
+    assert workspace.store_upload("a.csv", b"one") == first  # the next upload removes no folder
+    assert (squatter / "mine.txt").read_text() == "the user's"
+
+
 # ---- the app -----------------------------------------------------------------------------------
 def upload_private(at):
     at.file_uploader(key="upload").set_value(("private_a.csv", PRIVATE, "text/csv")).run()

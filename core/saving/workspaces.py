@@ -22,6 +22,7 @@ ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16
 STATE_MAX_BYTES = 1_000_000  # state.json holds choices, not data: anything larger was not written by the lab
 UPLOAD_SUFFIXES = (".csv", ".tsv", ".txt", ".gz")  # what the Data page accepts; a stored upload keeps its suffix
 MODELS, UPLOADS, STATE = "models", "uploads", "state.json"
+PRIVATE_FOLDER, PRIVATE_FILE = 0o700, 0o600  # what the lab creates here: for the server's user only
 
 
 class WorkspaceError(ValueError):
@@ -69,7 +70,8 @@ class Workspace:
     def save_state(self, state: dict) -> None:
         """Replace state.json whole (a crash leaves the old file or the new one). ``state`` must be JSON; a write
         that fails raises ``UserFileError``."""
-        write_file_atomically(self.folder / STATE, json.dumps(state, allow_nan=False, sort_keys=True).encode())
+        write_file_atomically(self.folder / STATE, json.dumps(state, allow_nan=False, sort_keys=True).encode(),
+                              mode=PRIVATE_FILE)
 
     def store_upload(self, name: str, data: bytes) -> str:
         """Keep an uploaded file's bytes as the workspace's active upload; returns its stored name (content
@@ -77,11 +79,11 @@ class Workspace:
         kept, so a workspace holds at most one upload's bytes."""
         suffix = Path(name).suffix.lower()
         stored = hashlib.sha256(data).hexdigest()[:32] + (suffix if suffix in UPLOAD_SUFFIXES else ".csv")
-        self.uploads.mkdir(parents=True, exist_ok=True)
-        if not (self.uploads / stored).exists():
-            write_file_atomically(self.uploads / stored, data)
+        self.uploads.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
+        if not (self.uploads / stored).is_file():  # anything else there is refused by the write, in one line
+            write_file_atomically(self.uploads / stored, data, mode=PRIVATE_FILE)
         for old in self.uploads.iterdir():
-            if old.name != stored and _is_stored_upload(old.name):
+            if old.name != stored and _is_stored_upload(old.name) and not old.is_dir():
                 old.unlink(missing_ok=True)
         return stored
 
@@ -105,6 +107,9 @@ def open_workspace(root: str | Path, workspace_id: str) -> Workspace:
     """The workspace ``workspace_id`` under ``root``, created (private to the server's user) when new."""
     if not is_workspace_id(workspace_id):
         raise WorkspaceError("a workspace id is 16 to 64 letters, digits, '-' or '_'")
-    folder = Path(root) / workspace_id
-    (folder / MODELS).mkdir(parents=True, exist_ok=True, mode=0o700)
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)  # its listing names every workspace: the keys
+    folder = root / workspace_id
+    folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
+    (folder / MODELS).mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
     return Workspace(folder)
