@@ -13,6 +13,9 @@ The cache root is ``$SIAMESE_LAB_CACHE`` when set, else ``$XDG_CACHE_HOME/siames
   last stays), and is checked like any other export every time it is loaded.
 * ``search/<digest>/``: the search indexes built on an ONNX export's vectors, ``digest`` that of its
   graphs and tokenizer (``OnnxEncoder.digest``), so an export folder someone handed in stays as it is.
+* ``search/`` itself: the key that seals every search index the lab writes (``search_root``), the ONNX
+  ones above and those kept in a model folder alike, so that a model folder handed over with a key of its
+  own is not taken for the lab's.
 
 Nothing is ever written into the folder the user passed with ``--model`` (its ``onnx/`` subfolder
 included).
@@ -93,6 +96,12 @@ def cache_entry(source: str | Path, root: str | Path | None = None) -> tuple[Pat
     return cache_root(root) / "onnx" / key[:32], key
 
 
+def search_root(root: str | Path | None = None) -> Path:
+    """Where the key sealing every search index the lab writes is kept (``core.inference.search.load_or_build``'s
+    ``key_root``): the lab's own cache, shared by the CLI and the app, never a model folder."""
+    return cache_root(root) / "search"
+
+
 def search_cache(digest: bytes, root: str | Path | None = None) -> Path:
     """Where the search indexes of the ONNX export whose graphs have ``digest`` are kept."""
-    return cache_root(root) / "search" / digest.hex()[:32]
+    return search_root(root) / digest.hex()[:32]

@@ -46,7 +46,7 @@ from core.inference.search import (
 )
 from core.inference.index_kinds import INDEX_KINDS
 from core.saving.atomic import write_folder_atomically
-from core.saving.cache_seal import SEAL, is_sealed, seal
+from core.saving.cache_seal import SEAL, cache_key, is_sealed, seal
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
 DEFAULT_INDEX = "flat"  # small corpora: exact, and small enough that compression buys nothing
@@ -256,12 +256,15 @@ def corpus_stamp(model, texts: Sequence[str], kind: str, dim: int) -> dict:
 
 
 def load_or_build_kind(model, texts: Sequence[str], kind: str, cache_dir: str | Path | None,
-                       progress=None, batch_size: int = 256, seed: int = 0, encode=None) -> SearchIndex:
+                       progress=None, batch_size: int = 256, seed: int = 0, encode=None,
+                       key_root: str | Path | None = None) -> SearchIndex:
     """A ``SearchIndex`` of ``texts`` in an index of ``kind``: the one saved in ``cache_dir`` for this
-    model, corpus and kind if its stamp agrees and a few of its vectors are what the model gives their
-    texts now, else a new one (saved there when it can be) of ``encode(texts, progress)``'s unit rows when
-    given (``core.inference.search.SearchIndex.build``), else the model's."""
+    model, corpus and kind if its stamp agrees, it is sealed with the key kept in ``key_root`` (as in
+    ``core.inference.search.load_or_build``: default ``cache_dir``) and a few of its vectors are what the model
+    gives their texts now, else a new one (saved there, sealed, when it can be) of ``encode(texts, progress)``'s
+    unit rows when given (``core.inference.search.SearchIndex.build``), else the model's."""
     texts = list(texts)
+    key_root = cache_dir if key_root is None else key_root
     if not texts:
         raise ValueError("nothing to index: the corpus has no questions")
     folder = Path(cache_dir) / f"index-{checked_kind(kind)}-{fingerprint(texts)[:12]}" if cache_dir else None
@@ -269,7 +272,8 @@ def load_or_build_kind(model, texts: Sequence[str], kind: str, cache_dir: str | 
         folder = None
     if folder is not None:
         dim = encode_unit_rows(model, texts[:1], tower=1, batch_size=1, progress=None).shape[1]
-        saved = load_vector_index(folder, corpus_stamp(model, texts, kind, dim))
+        key = cache_key(key_root)  # none: nothing here is sealed
+        saved = None if key is None else load_vector_index(folder, corpus_stamp(model, texts, kind, dim), key)
         try:
             if saved is not None:
                 (_spot_check_ivfpq if kind == "ivfpq" else _spot_check)(model, saved, texts, folder)
@@ -283,7 +287,7 @@ def load_or_build_kind(model, texts: Sequence[str], kind: str, cache_dir: str | 
     index = add_vectors(new_vector_index(kind, dim, len(texts), sample, seed), vectors)
     if folder is not None:
         try:
-            save_vector_index(index, folder, corpus_stamp(model, texts, kind, dim))
+            save_vector_index(index, folder, corpus_stamp(model, texts, kind, dim), cache_key(key_root, create=True))
         except OSError:  # a read-only model folder still gets a working (in-memory) index
             pass
     return SearchIndex(model, index, texts)
