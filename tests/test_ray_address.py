@@ -1,17 +1,25 @@
-"""A Ray cluster address that cannot be reached is one RayAddressError within seconds, before Ray is asked to
-join it (core.inference.ray_engine.check_ray_address): Ray alone retries such an address for minutes."""
+"""A Ray cluster address that cannot be reached, or where something other than Ray listens, is one
+RayAddressError within seconds, before Ray is asked to join it (core.inference.ray_engine.check_ray_address):
+Ray alone retries such an address for minutes. Ray's servers speak gRPC, so the address must answer the HTTP/2
+preface with a SETTINGS frame; the fake servers here answer it or not."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import socket
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from core.cli.main import main
 from core.inference import ray_engine
 from core.inference.ray_engine import RayAddressError, check_ray_address
 
 PROMPT_S = 30  # the most an unreachable address may take to be refused
+SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # an empty HTTP/2 SETTINGS frame: a gRPC server's first answer
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def refused_within(address: str, seconds: float = PROMPT_S, **options) -> str:
@@ -47,13 +55,80 @@ def test_an_address_that_is_no_host_and_port_is_refused(address):
     assert "is not host:port" in refused_within(address, seconds=1)
 
 
-def test_a_listening_port_and_rays_own_words_pass():
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        check_ray_address(f"127.0.0.1:{server.getsockname()[1]}")
+@contextlib.contextmanager
+def listener(answer=None):
+    """The address of a local server for the block: with ``answer``, each connection's first bytes are read
+    and ``answer`` sent back (then it is closed); without, connections are accepted and never answered."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held = []
+
+    def serve():
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:  # the server closed: the block ended
+                return
+            held.append(connection)
+            if answer is not None:
+                connection.recv(1024)
+                connection.sendall(answer)
+                connection.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+        for connection in held:
+            connection.close()
+
+
+def test_a_grpc_server_and_rays_own_words_pass():
+    with listener(answer=SETTINGS) as address:
+        check_ray_address(address, timeout=2)
+        check_ray_address(f"ray://{address}", timeout=2)
     check_ray_address("auto")
     check_ray_address("local")
+
+
+def test_a_silent_listener_is_refused_at_the_timeout():
+    with listener() as address:
+        message = refused_within(address, seconds=3, timeout=1)
+    assert "something listens there but it is not Ray (no HTTP/2 answer within 1 s)" in message
+
+
+@pytest.mark.parametrize(("answer", "reason"), [(b"HTTP/1.1 400 Bad Request\r\n\r\n", "its answer is not HTTP/2"),
+                                                (b"", "closed the connection without an HTTP/2 answer")])
+def test_a_server_of_another_protocol_is_refused_at_once(answer, reason):
+    with listener(answer=answer) as address:
+        assert reason in refused_within(address, seconds=2, timeout=5)
+
+
+def test_under_tls_only_the_connection_is_checked(monkeypatch):
+    monkeypatch.setenv("RAY_USE_TLS", "1")  # the cluster would speak TLS first: no plain HTTP/2 to ask for
+    with listener() as address:
+        check_ray_address(address, timeout=2)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_embed_at_a_silent_listener_ends_in_one_error_line_promptly(train_tiny_model, tmp_path, capsys):
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray of this process is running: ray_session would use it and ignore the address")
+    model = train_tiny_model("lstm", tmp_path / "runs")
+    capsys.readouterr()
+    with listener() as address:
+        started = time.monotonic()
+        code = main(["embed", "--model", str(model), "--data", str(ROOT / "assets" / "sample_pairs.csv"),
+                     "--out", str(tmp_path / "vec.npy"), "--engine", "ray", "--ray-address", address])
+        seconds = time.monotonic() - started
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and seconds < PROMPT_S
+    assert len(err) == 1 and err[0].startswith("error: Ray cluster") and "it is not Ray" in err[0], err
+    assert not ray.is_initialized()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")

@@ -81,7 +81,7 @@ def test_dedup_on_ray_gives_the_local_clusters(ray_cluster, tiny_models, texts, 
     assert 5 <= on_ray["clusters"] == local["clusters"] and on_ray["clustered_questions"] < QUESTIONS / 2
     # -k 5 makes rows whose 5 neighbours are all above the threshold: searched deeper, here, after Ray's search
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "ray.csv"), pd.read_csv(tmp_path / "local.csv"))
-    assert not list(tmp_path.glob(".ray-shards-*"))  # the shards' temporary folder is gone
+    assert not list(tmp_path.glob(".tmp-ray-shards-*"))  # the shards' temporary folder is gone
     again = run(capsys, *common, "--out", tmp_path / "again.csv", "--engine", "ray")  # the vectors Ray's run kept
     assert again["read_by"] == "cache" and again["vectors"]["reused"] and not on_ray["vectors"]["reused"]
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "again.csv"), pd.read_csv(tmp_path / "local.csv"))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 BACKENDS = ("torch", "onnx")
 ENGINES = ("local", "ray")  # where embed / dedup encode and search: this process, or a Ray cluster
+SHARDS_NAME = "ray-shards"  # the target whose temporaries (``.tmp-ray-shards-...``) hold Ray's vector shards
 # The metrics evaluate and score print, in this order.
 METRIC_KEYS = ("roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n",
                "tp", "fp", "tn", "fn")
@@ -128,19 +129,28 @@ def ray_vectors(args, texts, folder: Path, unit: bool, source=None):
     ``args.workers`` actors, each loading ``args.model`` the way ``load_backend`` does; the shards live in a
     temporary folder in ``folder`` (``--out``'s, which a cluster's nodes must see) until gathered. ``source``
     (``core.inference.ray_corpus.CorpusFile``): the file of ``texts`` for Ray Data to read itself; the last
-    value says who read it (``corpus_dataset``)."""
+    value says who read it (``corpus_dataset``). The shards' folder is named after this process
+    (``core.saving.temp_files.work_folder``), so a run killed before its end leaves one the next run here removes."""
     import functools
-    import tempfile
 
     from core.inference.ray_corpus import corpus_dataset
     from core.inference.ray_engine import gather_shards, ray_encode
+    from core.saving.temp_files import work_folder
 
     batch_size = 256
     dataset, read_by = corpus_dataset(texts, batch_size, args.workers, source) if texts else (None, "driver")
-    with tempfile.TemporaryDirectory(prefix=".ray-shards-", dir=folder) as shards:
+    with work_folder(Path(folder) / SHARDS_NAME) as shards:
         stems = ray_encode(functools.partial(backend_model, args), texts, shards, batch_size=batch_size,
                            workers=args.workers, unit=unit, dataset=dataset)
         return (*gather_shards(stems, len(texts)), read_by)
+
+
+def remove_stale_shards(folder: Path) -> None:
+    """Remove the shards' folders in ``folder`` (``ray_vectors``'s) of runs killed before their end: every embed
+    or dedup writing there does, whichever its engine, as the next writer beside a temporary does."""
+    from core.saving.temp_files import remove_stale_temps
+
+    remove_stale_temps(Path(folder) / SHARDS_NAME)
 
 
 def count(text: str) -> int:

@@ -17,6 +17,7 @@ from core.cli.common import (
     model_command,
     print_json,
     ray_vectors,
+    remove_stale_shards,
 )
 from core.cli.vector_keys import vector_cache, vector_cache_key
 
@@ -73,6 +74,7 @@ def cmd_embed(args) -> int:
     vectors, questions = embedding_paths(args.out)
     # Both files claimed before any work; they go into place together, each whole, when it ends well.
     with claimed_output([vectors, questions], args.overwrite, create_folder=True) as claim:
+        remove_stale_shards(vectors.parent)
         model, _ = load_backend(args)
         texts = _corpus(args.data, args.columns)
         if args.engine == "ray":  # encoded by Ray's actors, then written here the local way

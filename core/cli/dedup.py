@@ -33,6 +33,7 @@ from core.cli.common import (
     print_json,
     ray_vectors,
     read_corpus,
+    remove_stale_shards,
     resolved_device,
     threshold,
 )
@@ -215,6 +216,7 @@ def _graph(args, texts, report, folder: Path):
     from core.inference.vector_index import model_identity
 
     started, phases = time.perf_counter(), {}
+    remove_stale_shards(folder)  # a killed Ray run's, whichever engine this run uses
     device = resolved_device(args)
     model = _Model(args)
     key = vector_cache_key(args) or model_identity(model())

@@ -2,9 +2,10 @@
 path, with the encoding spread over a pool of encoder actors and the first k-NN search over Ray tasks.
 
 - ``ray_session``: a local Ray sized to this machine (or a running cluster at an address), shut down after. A
-  cluster's address is reached first with a plain socket (``check_ray_address``): Ray itself would retry an
-  address that does not resolve or answer for minutes, printing its warnings; here it is one ``RayAddressError``
-  within ``CONNECT_TIMEOUT_S``.
+  cluster's address is reached first with a plain socket (``check_ray_address``), which must also answer the
+  HTTP/2 preface the way every gRPC server does (Ray's GCS and its client server both are): Ray itself would
+  retry an address that does not resolve, answer, or speak its protocol for minutes, printing its warnings;
+  here it is one ``RayAddressError`` within ``CONNECT_TIMEOUT_S`` (and a little grace).
 - ``ray_encode``: the corpus as a Ray dataset of (id, question) rows (``core.inference.ray_corpus``: put there
   from the driver, or the file read by Ray Data itself), encoded by ``ShardEncoder`` actors
   (``map_batches`` with a class: each actor loads the model once), written as vector shards on disk. Ray Data
@@ -24,6 +25,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Sequence
@@ -40,40 +42,85 @@ SHARD_PREFIX = "shard-"
 CONNECT_TIMEOUT_S = 10.0  # resolving and reaching a cluster's address, before Ray is asked to join it
 NAMED_ADDRESSES = ("auto", "local")  # ray.init's own words: a cluster found on this machine, or a new one
 CLIENT_SCHEME, CLIENT_PORT, GCS_PORT = "ray://", 10001, 6379  # Ray's default ports: its client server, its GCS
+# The HTTP/2 client connection preface (its fixed 24 bytes, then an empty SETTINGS frame): a gRPC server answers
+# it with a frame whose 9-byte header has type SETTINGS, the first frame any HTTP/2 server sends.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+FRAME_HEADER_BYTES, SETTINGS_FRAME = 9, 0x4
+ANSWER_GRACE_S = 0.5  # past the timeout, for the check's own socket to report its timeout before it is cut
 
 
 class RayAddressError(ValueError):
-    """A Ray cluster address that cannot be reached; the message is one line."""
+    """A Ray cluster address that cannot be reached, or where something that is not Ray answers; the message
+    is one line."""
 
 
-def check_ray_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """``RayAddressError`` unless something accepts a TCP connection at ``address`` (``host:port`` or
-    ``ray://host:port``) within ``timeout`` seconds, name resolution included. The words ray.init resolves
-    itself (``auto``, ``local``) pass unchecked."""
+def check_ray_address(address: str, timeout: float | None = None) -> None:
+    """``RayAddressError`` unless something at ``address`` (``host:port`` or ``ray://host:port``) accepts a TCP
+    connection and answers the HTTP/2 preface with a SETTINGS frame, as Ray's gRPC servers do, within ``timeout``
+    seconds (default ``CONNECT_TIMEOUT_S``), name resolution included: a port where something else listens
+    (silent, or another protocol) would keep ray.init retrying for minutes. Under ``RAY_USE_TLS`` the cluster
+    speaks TLS first, so only the connection is checked. The words ray.init resolves itself (``auto``,
+    ``local``) pass unchecked."""
+    timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
     host, port = _host_and_port(address)
     if host is None:
         return
     outcome: dict[str, BaseException | None] = {}
+    deadline = time.monotonic() + timeout
 
     def connect() -> None:
         try:
-            socket.create_connection((host, port), timeout=timeout).close()
+            with socket.create_connection((host, port), timeout=timeout) as connection:
+                if not _uses_tls():
+                    _expect_http2(connection, deadline, timeout)
             outcome["error"] = None
-        except OSError as error:
+        except (OSError, _NotGrpc) as error:
             outcome["error"] = error
 
     # In a thread: the system's name lookup has no timeout of its own and may wait on a resolver for minutes.
     thread = threading.Thread(target=connect, name="ray-address-check", daemon=True)
     thread.start()
-    thread.join(timeout)
+    thread.join(timeout + ANSWER_GRACE_S)
     if "error" not in outcome:
         raise RayAddressError(f"Ray cluster {address}: no answer within {timeout:g} s")
     error = outcome["error"]
     if isinstance(error, socket.gaierror):
         raise RayAddressError(f"Ray cluster {address}: cannot resolve {host} ({error.strerror or error})")
+    if isinstance(error, _NotGrpc):
+        raise RayAddressError(f"Ray cluster {address}: something listens there but it is not Ray ({error})")
     if error is not None:
         reason = "timed out" if isinstance(error, TimeoutError) else (error.strerror or str(error))
         raise RayAddressError(f"Ray cluster {address}: nothing answers there ({reason})")
+
+
+class _NotGrpc(Exception):
+    """What listens at an address did not answer the HTTP/2 preface as a gRPC server does; says what it did."""
+
+
+def _uses_tls() -> bool:
+    """Whether Ray's gRPC runs over TLS here (its own ``RAY_USE_TLS`` switch)."""
+    return os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true")
+
+
+def _expect_http2(connection: socket.socket, deadline: float, timeout: float) -> None:
+    """``_NotGrpc`` unless ``connection`` answers the HTTP/2 preface with a SETTINGS frame by ``deadline``
+    (``time.monotonic()``), ``timeout`` seconds after the check began."""
+    header = b""
+    try:
+        connection.settimeout(max(deadline - time.monotonic(), 0.001))
+        connection.sendall(HTTP2_PREFACE)
+        while len(header) < FRAME_HEADER_BYTES:
+            connection.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = connection.recv(FRAME_HEADER_BYTES - len(header))
+            if not chunk:
+                raise _NotGrpc("it closed the connection without an HTTP/2 answer")
+            header += chunk
+    except TimeoutError:
+        raise _NotGrpc(f"no HTTP/2 answer within {timeout:g} s") from None
+    except OSError as error:
+        raise _NotGrpc(f"it dropped the connection: {error.strerror or error}") from None
+    if header[3] != SETTINGS_FRAME:
+        raise _NotGrpc("its answer is not HTTP/2")
 
 
 def _host_and_port(address: str) -> tuple[str | None, int | None]:

@@ -4,6 +4,8 @@ for when the next writer may remove it.
 * A file written whole (``core.saving.user_files``) goes through ``.<name>.siamese-tmp-<host>-<pid>-<token>``:
   ``<name>`` is the target's name (its first 40 characters), ``<token>`` 8 random hex digits.
 * A folder (``core.saving.atomic``) is built as ``.tmp-<name>-<id>@<host>-<pid>``.
+* A scratch folder for a block of work (``work_folder``: Ray's vector shards beside ``--out``) has a folder
+  temporary's name and is removed at the block's end.
 
 ``<host>`` is a tag of the writing machine's host name and ``<pid>`` the writing process. A temporary is a
 leftover, removed by the next write beside it, when its writer is gone (``writer_gone``): written on this
@@ -31,6 +33,7 @@ import socket
 import stat
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 TEMP_MARK = ".siamese-tmp-"  # in a file temporary's name
@@ -64,6 +67,21 @@ def create_temporary(target: Path) -> tuple[Path, int]:
 def new_temp_path(target: Path) -> Path:
     """A fresh temporary folder name beside ``target`` that records this machine and process as its writer."""
     return target.parent / f"{TEMP_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}@{host_tag()}-{os.getpid()}"
+
+
+@contextmanager
+def work_folder(target: str | Path):
+    """A new folder (mode 0700) named like a temporary of ``target`` (``new_temp_path``) for the block, removed at
+    its end. The folders of ``target`` left by gone writers (a run killed before it could remove its own) are
+    removed first; a living writer's are kept."""
+    target = Path(target)
+    remove_stale_temps(target)
+    path = new_temp_path(target)
+    path.mkdir(mode=0o700)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def token() -> str:
