@@ -143,3 +143,20 @@ def test_a_ray_session_at_an_unreachable_address_ends_in_one_error_promptly():
             pytest.fail("the session started")
     assert time.monotonic() - started < PROMPT_S
     assert not ray.is_initialized()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_a_cluster_that_refuses_the_driver_is_one_error(monkeypatch):
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray of this process is running: ray_session would use it and ignore the address")
+
+    def refuse(**options):  # what Ray raises when its head wants an auth token this driver lacks
+        raise ConnectionError("Failed to connect to GCS:\n  Unauthenticated: token required")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    with listener(answer=SETTINGS) as address:
+        with pytest.raises(RayAddressError, match=r"it refused this driver \(Failed to connect to GCS: Unauth"):
+            with ray_engine.ray_session(address):
+                pytest.fail("the session started")

@@ -157,7 +157,11 @@ def ray_session(address: str = "", num_cpus: int | None = None):
     quiet = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     if address:
         check_ray_address(address)
-        ray.init(address=address, **quiet)
+        try:
+            ray.init(address=address, **quiet)
+        except ConnectionError as error:  # Ray answers but will not take this driver (e.g. its auth token)
+            raise RayAddressError(f"Ray cluster {address}: it refused this driver "
+                                  f"({' '.join(str(error).split())[:300]})") from None
     else:
         store = min(OBJECT_STORE_CAP, psutil.virtual_memory().total // 10)
         root = str(Path(__file__).resolve().parents[2])  # workers import core from this checkout
