@@ -25,6 +25,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from urllib.parse import urlsplit
 
 from app_support import TEST_WORKSPACE
 from pathlib import Path
@@ -37,6 +38,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SERVER_START_TIMEOUT = 90.0  # seconds until /_stcore/health answers; the machine may be busy
 PAGE_TIMEOUT_MS = 120_000  # auto-waiting locators: the first render imports torch and transformers
+NAV_RETRY_MS = 20_000  # a sidebar click whose page has not shown by then, the address unchanged, is made again
 
 
 def browser_available() -> tuple[bool, str]:
@@ -219,12 +221,28 @@ def open_url_page(page, server: "StreamlitServer", path: str, heading: str,
 
 
 def open_sidebar_page(page, link: str, heading: str, timeout_ms: int = PAGE_TIMEOUT_MS) -> None:
-    """Open a page through the sidebar navigation (keeps the session, unlike a URL load) and wait for it."""
+    """Open a page through the sidebar navigation (keeps the session, unlike a URL load) and wait for it.
+
+    On a loaded machine a click that lands while the page redraws (a run's progress refreshing) can be lost: the
+    link is clicked again, every NAV_RETRY_MS while the address is not yet the page's, until the page shows,
+    within ``timeout_ms`` in all."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
-    page.locator('[data-testid="stSidebarNav"] a').filter(
-        has=page.get_by_text(link, exact=True)).click()
-    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=timeout_ms)
+    deadline = time.monotonic() + timeout_ms / 1000
+    target = page.get_by_role("heading", name=heading, exact=True)
+    nav = page.locator('[data-testid="stSidebarNav"] a').filter(has=page.get_by_text(link, exact=True))
+    path = urlsplit(nav.get_attribute("href")).path
+    while True:
+        if urlsplit(page.url).path != path:  # not on its way there yet: (again) click the link
+            nav.click()
+        left_ms = (deadline - time.monotonic()) * 1000
+        try:
+            expect(target).to_be_visible(timeout=max(1, min(NAV_RETRY_MS, left_ms)))
+            break
+        except (AssertionError, PlaywrightTimeout):
+            if left_ms <= NAV_RETRY_MS:
+                raise
     wait_for_script(page, timeout_ms)
 
 
