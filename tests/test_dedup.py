@@ -266,6 +266,9 @@ def test_a_parquet_corpus_without_a_question_column_or_over_the_cap_is_refused(t
         load_questions(parquet_bytes(pd.DataFrame({"id": [1], "body": ["x?"]})))
     with pytest.raises(DataError, match="could not read <upload> as Parquet"):
         load_questions(b"PAR1" + b"not really parquet")
+    nested = parquet_bytes(pd.DataFrame({"question": [{"text": "Why?"}], "tags": [["a"]]}))  # a struct column
+    with pytest.raises(DataError, match=r"column\(s\) question of <upload> as text: they hold struct<text: string>"):
+        load_questions(nested)
     data = parquet_bytes(pd.DataFrame({"question": ["Why?"] * 50}))
     with pytest.raises(DataError, match="the limit is"):
         load_questions(data, max_bytes=len(data) - 1)

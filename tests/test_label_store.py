@@ -256,6 +256,28 @@ def test_a_link_a_pipe_or_another_file_at_the_path_is_one_line_never_followed_or
     assert len(LabelStore(real)) == 1 and text.read_text(encoding="utf-8").startswith("question1")
 
 
+def test_an_sqlite_database_of_something_else_is_refused_and_left_byte_for_byte(tmp_path):
+    import hashlib
+
+    notes, other = tmp_path / "notes.sqlite3", tmp_path / "other.sqlite3"
+    with sqlite3.connect(notes) as db:
+        db.execute("CREATE TABLE notes (x)")
+        db.execute("INSERT INTO notes VALUES ('keep')")
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE labels (a, b)")  # a table of the lab's name, another schema
+    for path in (notes, other):
+        before = hashlib.sha256(path.read_bytes()).hexdigest()
+        for call in (lambda store: store.pairs(), lambda store: store.add("c?", "d?", 0)):
+            with pytest.raises(DataError, match="an SQLite database of something else"):
+                call(LabelStore(path))
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(path.name)) == [path.name]  # no -wal
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()  # an empty file is a new database: the lab's to make
+    LabelStore(empty).add("a?", "b?", 1)
+    assert len(LabelStore(empty)) == 1
+
+
 def test_cells_a_spreadsheet_would_run_are_quoted_and_read_back_exactly():
     for text in ["=1+1", "+1 what?", "@home how?", "'=1+1", "-2", "'", "''+x", "'plain", "plain"]:
         assert unescape_cell(escape_cell(text)) == text

@@ -183,6 +183,21 @@ def test_export_overwrite_keeps_the_users_files_and_replaces_the_labs(capsys, ti
     assert_no_leftovers(tmp_path)
 
 
+def test_an_onnx_export_without_its_record_owns_only_what_an_onnx_export_writes(capsys, tiny_models, tmp_path):
+    out = tmp_path / "export"
+    code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
+    assert code == 0, err
+    (out / RECORD_FILE).unlink()  # written before records, or the record lost
+    mine = {"config.json": "{\"mine\": true}", "vocab.txt": "my words", "model_tower1.onnx": "my other graph"}
+    for name, text in mine.items():  # names another format, or a second tower, would write
+        (out / name).write_text(text)
+    code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out,
+                           "--overwrite")
+    assert code == 0, err
+    assert {name: (out / name).read_text() for name in mine} == mine
+    assert all(name in one_warning(err) for name in mine)
+
+
 def test_a_users_entry_where_the_new_export_writes_stops_it_and_changes_nothing(capsys, tiny_models, tmp_path):
     out = tmp_path / "export"
     code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -676,3 +677,19 @@ def test_write_file_atomically_replaces_whole_keeps_the_mode_and_never_replaces_
     write_file_atomically(fresh, b"k" * 32, overwrite=False, mode=0o600)
     assert fresh.read_bytes() == b"k" * 32 and stat.S_IMODE(os.lstat(fresh).st_mode) == 0o600
     assert temporaries(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["score", "dedup", "suggest"])
+def test_an_output_inside_the_model_folder_is_refused_and_the_model_untouched(capsys, lstm, pairs_file, tmp_path,
+                                                                             name):
+    model = tmp_path / "model"
+    shutil.copytree(lstm, model)
+    before = snapshot(model)
+    for out in (model / "model.safetensors", model / "config.json", model / "scores.csv"):
+        if name == "suggest":
+            argv = ["suggest", "--model", model, "--questions", pairs_file, "--n", "2", "--out", out, "--overwrite"]
+        else:
+            argv = command(name, model, pairs_file, out, "--overwrite")
+        code, stdout, err = cli(capsys, *argv)
+        assert "is inside the model folder" in one_error(code, err) and stdout == ""
+    assert snapshot(model) == before

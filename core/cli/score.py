@@ -13,6 +13,7 @@ from core.cli.common import (
     add_columns_option,
     claimed_output,
     model_command,
+    output_path,
     print_json,
     threshold,
 )
@@ -23,13 +24,12 @@ def cmd_score(args) -> int:
     from core.data import DataError
     from core.inference.scoring import ScoreSteps, score_file
 
-    source, out = Path(args.pairs), Path(args.out)
+    source = Path(args.pairs)
     if not source.is_file():
         raise CliError(f"no pairs file at {source}")
+    out = output_path(args.out, args.pairs, model=args.model)
     # Claimed before the model loads; written to a temporary of its own, renamed onto --out once whole.
     with claimed_output([out], args.overwrite) as claim:
-        if out.resolve() == source.resolve():
-            raise CliError("--out is the input file; choose a new file")
         model, config = load_scorer(args)
         cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
         bars = [TqdmCounter(step, unit="pair", delay=PROGRESS_DELAY) for step in ("reading", "encoding", "writing")]

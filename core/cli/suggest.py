@@ -93,7 +93,7 @@ def _load_labels(path: str | None):
 
 
 def cmd_suggest(args) -> int:
-    out = output_path(args.out, args.questions, args.labels)
+    out = output_path(args.out, args.questions, args.labels, model=args.model)
     with claimed_output([out], args.overwrite) as claim:
         summary = _suggest_into(claim, out, args)
     print_json(summary)

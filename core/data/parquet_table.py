@@ -82,7 +82,14 @@ def parquet_header(data: bytes, name: str) -> list[str]:
 def parquet_text_columns(data: bytes, name: str, columns: list[str], max_bytes: int | None = None) -> list[list[str]]:
     """The values of ``columns`` as text, one list per column, row order kept; a missing value is "". More text
     than ``limits.input_limit(max_bytes)`` is refused before it is decoded (see the module docstring)."""
+    import pyarrow as pa
+
     limit = limits.input_limit(max_bytes)
+    schema = _parquet_file(data, name).schema_arrow
+    nested = [column for column in columns if pa.types.is_nested(schema.field(column).type)]
+    if nested:  # pyarrow would fail on them below with a bare KeyError
+        raise DataError(f"could not read the column(s) {', '.join(nested)} of {name} as text: they hold "
+                        f"{', '.join(str(schema.field(column).type) for column in nested)} values")
     # As dictionaries: a string repeated on every row is held once, and its rows are counted, never expanded.
     parquet = _parquet_file(data, name, read_dictionary=columns)
     if stored_text_bytes(parquet.metadata, columns) > limit:

@@ -104,8 +104,21 @@ def export_model(model, config: dict, out: str | Path, fmt: str, *, overwrite: b
             manifest.update(write_export(model, config, temp, fmt, quantize=quantize, source=source,
                                          name=claim.target.name))
 
-        write_folder_atomically(claim.target, write, owned_before=EXPORT_FILES)
+        write_folder_atomically(claim.target, write, owned_before=_written_by(claim.existing))
     return manifest
+
+
+def _written_by(manifest: dict | None) -> tuple[str, ...]:
+    """The files an export folder without a record of its own holds from the lab: those its manifest's format
+    writes (an ONNX export's graphs as the manifest lists them); anything else there is the user's."""
+    if manifest is None:
+        return ()
+    if manifest.get("export_format") != "onnx":
+        return tuple(name for name in EXPORT_FILES if name not in GRAPH_FILES)
+    files = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
+    graphs = files.get("graphs") if isinstance(files.get("graphs"), list) else []
+    return (CARD_FILE, MANIFEST_FILE, TOKENIZER_FILE, *([name for name in graphs if name in GRAPH_FILES]
+                                                      or GRAPH_FILES[:1]))
 
 
 def export_files(folder: str | Path) -> list[str]:

@@ -10,8 +10,8 @@ in it is fsynced, and it then takes the target's place:
 * Replacing an existing folder is one ``renameat2(RENAME_EXCHANGE)`` on Linux, so the target is
   never missing; the previous content is then renamed ``.old-<name>-<id>`` at once, and removed once
   the user's files made in it meanwhile are in the target (killed before that, it stays, reported by
-  ``list_runs``, never removed as stale). Where that call is unavailable (other systems, some filesystems) it falls back to
-  two renames (target -> ``.old-<name>-<id>``, new -> target); a crash between them leaves the
+  ``list_runs``, never removed as stale). Where that call is unavailable (other systems, some
+  filesystems) it falls back to two renames (target -> ``.old-<name>-<id>``, new -> target); a crash between them leaves the
   target missing and its complete previous content in ``.old-<name>-<id>``, which
   ``displaced_folders`` finds (``core.saving.runs.recover_interrupted_saves`` puts models back).
 * A ``.tmp-*`` or ``.old-*`` folder is never the target: readers skip such leftovers.

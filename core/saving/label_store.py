@@ -50,6 +50,7 @@ from core.saving.label_rows import (
 
 BUSY_TIMEOUT_S = 15.0  # how long a write waits for another writer before giving up
 SCHEMA_VERSION = 1
+LAB_TABLES = ("answers", "labels", "imports")  # what makes a database the lab's labels
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS answers (
@@ -258,6 +259,7 @@ class LabelStore:
         uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=rwc"
         db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:
+            _check_ours(db)  # before the first write: a database of something else is never changed
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # set once: it stays with the file
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = FULL")  # an answer acknowledged survives a power cut too
@@ -271,10 +273,6 @@ class LabelStore:
     def _prepare(self, db: sqlite3.Connection) -> None:
         """The schema, on each new connection (the file may be new); then the legacy CSV, unless it was imported
         before."""
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
-                                        f"{SCHEMA_VERSION})")
         db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
         if self.legacy_csv is None or not self.legacy_csv.exists():
             return
@@ -308,6 +306,18 @@ class LabelStore:
         if refused:
             self.import_problem = (f"{len(refused):,} rows of the earlier labels file {name} were not imported "
                                    f"(the first, {refused[0]}); the file is kept as it was")
+
+
+def _check_ours(db: sqlite3.Connection) -> None:
+    """``sqlite3.DatabaseError`` unless ``db`` is empty (the lab's to make) or a labels database of this schema."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
+                                    f"{SCHEMA_VERSION})")
+    if (tables or version) and not (version == SCHEMA_VERSION and set(LAB_TABLES) <= tables):
+        raise sqlite3.DatabaseError("it is an SQLite database of something else, not the lab's labels; it was left "
+                                    "as it is: name another file")
 
 
 def _current(db: sqlite3.Connection, key) -> Label | None:
