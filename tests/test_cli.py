@@ -225,3 +225,13 @@ def test_train_names_the_gpu_preset_only_on_a_gpu_with_data_enough(capsys):
     assert capsys.readouterr().err == ""
     _offer_gpu_preset(323_000, cuda=True)
     assert capsys.readouterr().err.startswith("note: a CUDA GPU is here; --preset minilm-quora-gpu ")
+
+
+def test_a_data_path_that_is_no_regular_file_is_said_as_it_is(tmp_path, capsys):
+    folder = tmp_path / "pairs.csv"
+    folder.mkdir()
+    for command in (["evaluate", "--model", "minilm", "--data", folder], ["score", "--model", "minilm", "--pairs",
+                    "/dev/zero", "--out", tmp_path / "out.csv"]):
+        assert main([str(part) for part in command]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "is not a regular file (a folder, a pipe or a device)" in err[0], err

@@ -116,6 +116,19 @@ def test_a_validation_file_without_both_classes_is_refused_in_one_line(capsys, t
     assert not (tmp_path / "model").exists()
 
 
+@pytest.mark.parametrize("held_out", [["--val", "train"], ["--test", "train"], ["--val", "dev", "--test", "dev"]])
+def test_a_held_out_file_that_is_the_training_file_or_the_other_held_out_file_is_refused(capsys, tmp_path, held_out):
+    pairs = hub_pairs()
+    files = {"train": write(pairs.iloc[:100], tmp_path / "train.csv"),
+             "dev": write(pairs.iloc[100:], tmp_path / "dev.csv")}
+    argv = [files.get(value, value) for value in held_out]
+    code, out, err = run_cli(capsys, "train", "--data", files["train"], *argv, "--out", tmp_path / "model", *TINY)
+    assert code == 2 and out == ""
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: --") and ("is the training file" in line or "are one file" in line), err
+    assert not (tmp_path / "model").exists()
+
+
 def long_pairs(count: int) -> pd.DataFrame:
     words = "the forum post asks how to configure the network interface after an upgrade of the system".split()
     rng = np.random.default_rng(0)

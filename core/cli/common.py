@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -295,8 +296,7 @@ def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | 
     stderr."""
     from core.data import DataError, load_pairs
 
-    if not Path(path).is_file():
-        raise CliError(f"no data file at {path}")
+    check_input_file(path, "data")
     try:
         pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map)
     except DataError as error:  # core.data's message names the file itself: no second mention
@@ -306,6 +306,15 @@ def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | 
     for warning in report.warnings:
         print(f"data: warning: {warning}", file=sys.stderr)
     return pairs
+
+
+def check_input_file(path: str | Path, kind: str) -> None:
+    """One ``CliError`` unless ``path`` is a regular file (symlinks followed): missing, or a folder, pipe or device,
+    each said as it is."""
+    if not os.path.exists(path):
+        raise CliError(f"no {kind} file at {path}")
+    if not Path(path).is_file():
+        raise CliError(f"{path} is not a regular file (a folder, a pipe or a device); give a {kind} file")
 
 
 def load_corpus(path: str) -> list[str]:
@@ -318,8 +327,7 @@ def read_corpus(path: str):
     """``load_corpus``'s (questions, ``core.data.QuestionsReport``): the report says the file's shape."""
     from core.data import DataError, load_questions
 
-    if not Path(path).is_file():
-        raise CliError(f"no questions file at {path}")
+    check_input_file(path, "questions")
     try:
         questions, report = load_questions(path)
     except DataError as error:

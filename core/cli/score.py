@@ -11,6 +11,7 @@ from core.cli.common import (
     TqdmCounter,
     add_backend_option,
     add_columns_option,
+    check_input_file,
     claimed_output,
     model_command,
     output_path,
@@ -25,8 +26,7 @@ def cmd_score(args) -> int:
     from core.inference.scoring import ScoreSteps, score_file
 
     source = Path(args.pairs)
-    if not source.is_file():
-        raise CliError(f"no pairs file at {source}")
+    check_input_file(source, "pairs")
     out = output_path(args.out, args.pairs, model=args.model)
     # Claimed before the model loads; written to a temporary of its own, renamed onto --out once whole.
     with claimed_output([out], args.overwrite) as claim:

@@ -135,6 +135,7 @@ def cmd_train(args) -> int:
     except DeviceError as error:
         raise CliError(str(error)) from None
     spec = spec_from_args(args)
+    _check_held_out_files(args)
     from core.training.distributed import init_from_env
 
     context = init_from_env(args.device)  # a no-op unless started by torchrun
@@ -150,6 +151,21 @@ def cmd_train(args) -> int:
         if context.is_main and not args.preset:
             _offer_gpu_preset(len(pairs), device.type == "cuda")
         return _run_training(args, spec, pairs, context, output, held_out)
+
+
+def _check_held_out_files(args) -> None:
+    """One ``CliError`` when ``--val`` or ``--test`` is the training file (or both are one file): its figures would
+    be scored on pairs the model trained on, or its thresholds picked on the pairs that test them."""
+    def same(a, b) -> bool:
+        return bool(a and b) and Path(a).is_file() and Path(b).is_file() and Path(a).resolve() == Path(b).resolve()
+
+    for flag, path in (("--val", args.val), ("--test", args.test)):
+        if same(path, args.data):
+            raise CliError(f"{flag} is the training file {args.data}: its figures would be scored on the pairs the "
+                           f"model trains on; give a held-out file, or leave {flag} out")
+    if same(args.val, args.test):
+        raise CliError("--val and --test are one file: the test would score the pairs that picked the thresholds; "
+                       "give two held-out files")
 
 
 def _auto_spec(args, pairs, device: str, is_main: bool):
