@@ -339,12 +339,20 @@ def read_corpus(path: str):
     return questions, report
 
 
+def same_file(a: str | Path | None, b: str | Path | None) -> bool:
+    """Whether ``a`` and ``b`` both exist and name one file (``os.path.samefile``: links and hard links followed)."""
+    try:
+        return bool(a and b) and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def output_path(path: str, *inputs: str | None, model: str | None = None) -> Path:
     """The ``--out`` path, never one of the command's input files nor inside the folder of ``model`` (``--model``:
     the command reads its files); what else may be written is ``claimed_output``'s rule."""
     out = Path(path)
     for source in inputs:
-        if source and out.exists() and Path(source).exists() and out.resolve() == Path(source).resolve():
+        if same_file(out, source):
             raise CliError(f"--out is {source}, an input; choose a new file")
     if model and Path(model).is_dir() and out.resolve().is_relative_to(Path(model).resolve()):
         raise CliError(f"--out is inside the model folder {model}, whose files this command reads; choose a file "

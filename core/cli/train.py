@@ -14,7 +14,15 @@ import sys
 import threading
 from pathlib import Path
 
-from core.cli.common import CliError, add_columns_option, count, help_formatter, load_data, print_json
+from core.cli.common import (
+    CliError,
+    add_columns_option,
+    count,
+    help_formatter,
+    load_data,
+    print_json,
+    same_file,
+)
 
 
 class TqdmProgress:
@@ -156,14 +164,11 @@ def cmd_train(args) -> int:
 def _check_held_out_files(args) -> None:
     """One ``CliError`` when ``--val`` or ``--test`` is the training file (or both are one file): its figures would
     be scored on pairs the model trained on, or its thresholds picked on the pairs that test them."""
-    def same(a, b) -> bool:
-        return bool(a and b) and Path(a).is_file() and Path(b).is_file() and Path(a).resolve() == Path(b).resolve()
-
     for flag, path in (("--val", args.val), ("--test", args.test)):
-        if same(path, args.data):
+        if same_file(path, args.data):
             raise CliError(f"{flag} is the training file {args.data}: its figures would be scored on the pairs the "
                            f"model trains on; give a held-out file, or leave {flag} out")
-    if same(args.val, args.test):
+    if same_file(args.val, args.test):
         raise CliError("--val and --test are one file: the test would score the pairs that picked the thresholds; "
                        "give two held-out files")
 

@@ -18,9 +18,10 @@ A folder without a writer in its name (``.tmp-<name>-<id>``, left by versions be
 stale only when the caller holds the target's claim lock (``core.saving.output``) and the folder last changed
 before the lock was taken: a claimed writer makes its folder only after taking the lock.
 
-A temporary never holds the only copy of anything: a file's holds new bytes; a folder's, before the swap, the
-new files and hard links to the user's files (still in the target), after it the previous content, whose user
-files were carried into the target first. So removing a leftover loses nothing.
+A temporary never holds the only copy of anything: a file's holds new bytes; a folder's holds the new files and
+hard links to the user's files (still in the target); the previous content a swap displaces is renamed
+``.old-<name>-<id>`` at once (``core.saving.atomic``), a name never removed as stale. So removing a leftover loses
+nothing.
 """
 from __future__ import annotations
 
