@@ -130,8 +130,7 @@ def ray_vectors(args, texts, folder: Path, unit: bool, source=None):
     ``args.workers`` actors, each loading ``args.model`` the way ``load_backend`` does; the shards live in a
     temporary folder in ``folder`` (``--out``'s, which a cluster's nodes must see) until gathered. ``source``
     (``core.inference.ray_corpus.CorpusFile``): the file of ``texts`` for Ray Data to read itself; the last
-    value says who read it (``corpus_dataset``). The shards' folder is named after this process
-    (``core.saving.temp_files.work_folder``), so a run killed before its end leaves one the next run here removes."""
+    value says who read it (``corpus_dataset``). The shards' folder is a ``work_folder`` (removed if left)."""
     import functools
 
     from core.inference.ray_corpus import corpus_dataset
@@ -147,8 +146,7 @@ def ray_vectors(args, texts, folder: Path, unit: bool, source=None):
 
 
 def remove_stale_shards(folder: Path) -> None:
-    """Remove the shards' folders in ``folder`` (``ray_vectors``'s) of runs killed before their end: every embed
-    or dedup writing there does, whichever its engine, as the next writer beside a temporary does."""
+    """Remove ``ray_vectors``' shard folders in ``folder`` left by killed runs (every embed or dedup there does)."""
     from core.saving.temp_files import remove_stale_temps
 
     remove_stale_temps(Path(folder) / SHARDS_NAME)
@@ -309,8 +307,7 @@ def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | 
 
 
 def check_input_file(path: str | Path, kind: str) -> None:
-    """One ``CliError`` unless ``path`` is a regular file (symlinks followed): missing, or a folder, pipe or device,
-    each said as it is."""
+    """One ``CliError`` unless ``path`` is a regular file (symlinks followed), said as missing or as not one."""
     if not os.path.exists(path):
         raise CliError(f"no {kind} file at {path}")
     if not Path(path).is_file():
@@ -341,15 +338,12 @@ def read_corpus(path: str):
 
 def same_file(a: str | Path | None, b: str | Path | None) -> bool:
     """Whether ``a`` and ``b`` both exist and name one file (``os.path.samefile``: links and hard links followed)."""
-    try:
-        return bool(a and b) and os.path.samefile(a, b)
-    except OSError:
-        return False
+    return bool(a and b) and os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
 
 
 def output_path(path: str, *inputs: str | None, model: str | None = None) -> Path:
-    """The ``--out`` path, never one of the command's input files nor inside the folder of ``model`` (``--model``:
-    the command reads its files); what else may be written is ``claimed_output``'s rule."""
+    """The ``--out`` path, never an input file nor inside the folder of ``model`` (``--model``, whose files the command
+    reads); what else may be written is ``claimed_output``'s rule."""
     out = Path(path)
     for source in inputs:
         if same_file(out, source):
