@@ -235,3 +235,19 @@ def test_a_data_path_that_is_no_regular_file_is_said_as_it_is(tmp_path, capsys):
         assert main([str(part) for part in command]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "is not a regular file (a folder, a pipe or a device)" in err[0], err
+
+
+@pytest.mark.parametrize("where", ["itself", "a parent", "a device"])
+def test_runs_that_is_a_file_is_said_so_before_training(tmp_path, capsys, monkeypatch, where):
+    """It was "its folder cannot be created (File exists)", of a run folder the user never named."""
+    import core.cli.train
+
+    regular = tmp_path / "models"
+    regular.write_text("a user's notes\n", encoding="utf-8")
+    runs = {"itself": regular, "a parent": regular / "sub" / "runs", "a device": "/dev/null"}[where]
+    monkeypatch.setattr(core.cli.train, "load_data", lambda *a, **k: pytest.fail("the data was read"))
+    code, out, err = run_cli(capsys, "train", "--data", SAMPLE, "--runs", runs, "--device", "cpu", *TINY["lstm"])
+    said = {"itself": f"--runs {runs} is a file", "a parent": f"--runs {runs}: {regular} is a file",
+            "a device": "--runs /dev/null is a pipe, a device or a broken link"}[where]
+    _assert_one_error_line(code, out, err, f"{said}, not a folder")
+    assert "cannot be created" not in err and regular.read_text(encoding="utf-8") == "a user's notes\n"

@@ -611,6 +611,28 @@ def test_configs_that_are_not_usable_json_are_refused(folder, text):
     _refused(folder, CONFIG_FILE)
 
 
+
+def test_a_config_number_of_100000_digits_is_refused_in_the_labs_words(folder, capsys):
+    """Python's own refusal (4,300 digits) told the user to call ``sys.set_int_max_str_digits()``."""
+    text = (folder / CONFIG_FILE).read_text()
+    (folder / CONFIG_FILE).write_text(text[:-1] + ', "extra": ' + "9" * 100_000 + "}")
+    assert main(["predict", "--model", str(folder), "--device", "cpu", "a", "b"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("error: ") and "holds a number 100,000 digits long, too long to be a setting" in (
+        captured.err), captured.err
+    assert "set_int_max_str_digits" not in captured.err and "4300" not in captured.err
+    for digits in (101, 5000):  # short of Python's limit too: no setting is that long
+        (folder / CONFIG_FILE).write_text(text[:-1] + ', "extra": -' + "9" * digits + "}")
+        _refused(folder, f"a number {digits:,} digits long")
+
+
+def test_long_runs_of_digits_in_strings_and_100_digit_integers_still_load(folder):
+    config = _config(folder)
+    (folder / CONFIG_FILE).write_text(json.dumps({**config, "name": "7" * 5000})[:-1] + ', "extra": ' + "9" * 100 + "}")
+    loaded = load_model(folder)[1]
+    assert loaded["name"] == "7" * 5000 and loaded["extra"] == int("9" * 100)
+
 def test_brackets_inside_strings_do_not_count_as_nesting(folder):
     config = _config(folder)
     config["name"] = "[" * 1000 + '"\\' + "{" * 1000

@@ -13,6 +13,31 @@ def test_output_names_take_the_next_free_number():
     assert renamed_note(output_names(["question1"])) is None
 
 
+def test_names_equal_but_for_case_or_surrounding_spaces_collide():
+    assert output_names(["question1", "Predicted_Duplicate", " SIMILARITY ", "similarity_1"]) == {
+        "similarity": "similarity_2", "predicted_duplicate": "predicted_duplicate_1"}
+    assert output_names(["Similarity_1 ", "similarity"]) == {"similarity": "similarity_2",
+                                                             "predicted_duplicate": "predicted_duplicate"}
+
+
+def test_score_keeps_a_column_named_so_in_another_case_or_with_spaces(tmp_path, capsys):
+    """A spreadsheet's reader cannot tell ``similarity `` or ``Predicted_Duplicate`` from the scores' own columns."""
+    source, out = tmp_path / "pairs.csv", tmp_path / "scored.csv"
+    source.write_text("question1,question2,Predicted_Duplicate,similarity \n"
+                      "How old are you?,How old are you now?,mine,mine too\n", encoding="utf-8")
+    assert main(["score", "--model", "tfidf", "--pairs", str(source), "--out", str(out), "--threshold", "0.5"]) == 0
+    err = capsys.readouterr().err
+    with out.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["question1", "question2", "Predicted_Duplicate", "similarity ", "similarity_1",
+                             "predicted_duplicate_1"]
+    assert rows[0]["Predicted_Duplicate"] == "mine" and rows[0]["similarity "] == "mine too"
+    assert rows[0]["predicted_duplicate_1"] == "1" and float(rows[0]["similarity_1"]) > 0.5
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert notes == ["note: the scores are written as 'similarity_1' (the input's own 'similarity ' is kept) and "
+                     "'predicted_duplicate_1' (the input's own 'Predicted_Duplicate' is kept)"], err
+
+
 def test_score_keeps_the_users_similarity_column(tmp_path, capsys):
     source, out = tmp_path / "pairs.csv", tmp_path / "scored.csv"
     source.write_text("question1,question2,similarity,predicted_duplicate,is_duplicate\n"

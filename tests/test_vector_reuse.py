@@ -316,6 +316,37 @@ def test_dedup_refuses_a_vector_file_of_another_count_width_order_or_model(lstm,
     assert "two towers differ" in refused(capsys, dual, SAMPLE_PATH, one_tower, tmp_path)
 
 
+
+def test_dedup_reads_a_fortran_ordered_vector_file_as_its_rows(lstm, embedded, tmp_path, capsys):
+    """``np.save`` of a transposed array (or ``np.asfortranarray``) writes the columns first: the same vectors."""
+    vectors = np.load(embedded["vectors"])
+    fortran = tmp_path / "emb" / "f.npy"
+    np.save(fortran, np.asfortranarray(vectors))
+    shutil.copy(embedded["questions"], tmp_path / "emb" / "f.questions.jsonl")
+    assert np.load(fortran).flags.f_contiguous and not np.load(fortran).flags.c_contiguous
+    from_c = dedup(capsys, lstm, SAMPLE_PATH, tmp_path / "c.csv", "--threshold", "0.9",
+                   "--vectors", embedded["vectors"])
+    from_f = dedup(capsys, lstm, SAMPLE_PATH, tmp_path / "f.csv", "--threshold", "0.9", "--vectors", fortran)
+    assert from_f["vectors"]["source"] == "file" and from_f["clusters"] == from_c["clusters"]
+    pd.testing.assert_frame_equal(frame(tmp_path / "f.csv"), frame(tmp_path / "c.csv"))
+
+
+@pytest.mark.parametrize("version,header_bytes", [(1, 20_000), (2, 1 << 20)])
+def test_dedup_refuses_a_vector_file_with_a_huge_header_in_the_labs_words(lstm, embedded, tmp_path, capsys, version,
+                                                                          header_bytes):
+    """numpy's own refusal says to trust the file with ``allow_pickle=True``, which the lab never sets."""
+    vectors = np.load(embedded["vectors"])
+    text = repr({"descr": "<f4", "fortran_order": False, "shape": vectors.shape}).encode("latin1")
+    text = text[:-1] + b" " * header_bytes + b"}"
+    text += b" " * (-(len(text) + 1 + (10 if version == 1 else 12)) % 64) + b"\n"
+    length = len(text).to_bytes(2 if version == 1 else 4, "little")
+    huge = tmp_path / "emb" / "huge.npy"
+    huge.write_bytes(b"\x93NUMPY" + bytes([version, 0]) + length + text + vectors.astype("<f4").tobytes())
+    shutil.copy(embedded["questions"], tmp_path / "emb" / "huge.questions.jsonl")
+    error = refused(capsys, lstm, SAMPLE_PATH, huge, tmp_path)
+    assert f"is not a .npy vector file (its header is {len(text):,} bytes long" in error, error
+    assert "allow_pickle" not in error and "max_header_size" not in error and len(error) < 300
+
 # ---- dedup --sweep --------------------------------------------------------------------------------
 def test_the_sweep_equals_dedup_one_threshold_at_a_time(lstm, corpus_file, tmp_path, capsys, encoded):
     code, lines, err = run(capsys, "dedup", "--model", lstm, "--questions", corpus_file, "--sweep", "0.5:0.98:0.06")

@@ -94,7 +94,7 @@ def add_parsers(sub) -> None:
     add_columns_option(score)
     score.add_argument("--out", required=True,
                        help="output CSV: the input columns + similarity, predicted_duplicate (an input column of "
-                            "either name is kept as it is, and the output takes <name>_1, or _2 ...)")
+                            "either name, in any case, is kept as it is, and the output takes <name>_1, or _2 ...)")
     score.add_argument("--threshold", type=threshold, default=None,
                        help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
     score.add_argument("--overwrite", action="store_true", help="replace --out if it exists")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -225,11 +226,26 @@ def _claim_output(args, spec):
     try:
         if args.out:
             return claim_output(args.out, overwrite=args.overwrite)
+        _check_runs_folder(args.runs)
         return claim_new_run(args.runs, spec.model, spec.loss.name)
     except OutputError as error:
         hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
         problem = error.problem.replace("; replacing it needs overwrite", "")
         raise CliError(f"--out {error.path}: {problem}{hint}" if args.out else str(error)) from None
+
+
+def _check_runs_folder(runs: str) -> None:
+    """One ``CliError`` when ``--runs``, or the nearest of its parents that exists, is not a folder (a file, a pipe,
+    a broken link): no run's folder can be made in it."""
+    path = Path(runs).expanduser()
+    for part in (path, *path.parents):
+        if os.path.lexists(part):
+            if not part.is_dir():
+                kind = "a file" if part.is_file() else "a pipe, a device or a broken link"
+                where = f"--runs {runs}" + ("" if part == path else f": {part}")
+                raise CliError(f"{where} is {kind}, not a folder; --runs names the folder that holds the models "
+                               "(or give --out)")
+            return
 
 
 def _run_training(args, spec, pairs, context, output, held_out: dict) -> int:

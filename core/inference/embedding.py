@@ -71,6 +71,7 @@ def _npy_header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
 
 # ---- reading them back: ``dedup --vectors`` ----------------------------------------------------------
 QUESTIONS_MAX_BYTES = 4 << 30  # the questions file beside a vector file: a corpus's texts, bounded
+NPY_HEADER_MAX_BYTES = 10_000  # numpy's own bound; a vector file's header (np.save's, embed's) is under 200 bytes
 VECTOR_CHECKS = 16  # rows of a vector file compared with the model's own vectors of their texts
 
 
@@ -106,7 +107,8 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
 
 
 def _read_npy(path: Path, count: int, dim: int) -> np.ndarray:
-    """The (count, dim) float array of the ``.npy`` file ``path`` (a regular file; no pickled objects)."""
+    """The (count, dim) C-ordered float array of the ``.npy`` file ``path`` (a regular file; no pickled objects;
+    a Fortran-ordered array, as ``np.save`` writes a transposed one, read into rows)."""
     import os
 
     from core.saving.files import open_regular_file
@@ -120,10 +122,17 @@ def _read_npy(path: Path, count: int, dim: int) -> np.ndarray:
                            (2, 0): np.lib.format.read_array_header_2_0}.get(version)
             if read_header is None:
                 raise ValueError(f"format version {version}")
-            shape, fortran, dtype = read_header(handle)
-        except (ValueError, OSError, SyntaxError) as error:
-            raise ValueError(f"{path} is not a .npy vector file ({error})") from None
-        if dtype.kind != "f" or len(shape) != 2 or fortran:
+            start = handle.tell()  # numpy's own refusal of a long header says to trust the file with allow_pickle
+            length = int.from_bytes(handle.read(2 if version == (1, 0) else 4), "little")
+            if length > NPY_HEADER_MAX_BYTES:
+                raise ValueError(f"its header is {length:,} bytes long; a vector file's is at most "
+                                 f"{NPY_HEADER_MAX_BYTES:,}")
+            handle.seek(start)
+            shape, fortran, dtype = read_header(handle, max_header_size=NPY_HEADER_MAX_BYTES)
+        except (ValueError, OSError, SyntaxError) as error:  # numpy's words quote the header: cut to a line's length
+            reason = str(error) if len(str(error)) <= 200 else f"{str(error)[:200]} ..."
+            raise ValueError(f"{path} is not a .npy vector file ({reason})") from None
+        if dtype.kind != "f" or len(shape) != 2:
             raise ValueError(f"{path} holds a {'x'.join(map(str, shape)) or 'scalar'} {dtype} array; a vector file "
                              "is a 2-D float array, one row per question")
         if shape[0] != count:
@@ -132,7 +141,13 @@ def _read_npy(path: Path, count: int, dim: int) -> np.ndarray:
             raise ValueError(f"{path} holds vectors of width {shape[1]:,}; this model's are {dim:,} wide")
         if size != handle.tell() + count * dim * dtype.itemsize:
             raise ValueError(f"{path} is {size:,} bytes, not the size its header gives")
-        return np.fromfile(handle, dtype=dtype, count=count * dim).reshape(count, dim)
+        if not fortran:
+            return np.fromfile(handle, dtype=dtype, count=count * dim).reshape(count, dim)
+        # Column after column (np.save's order for a Fortran-ordered array) into C-ordered rows: no second copy.
+        rows = np.empty((count, dim), dtype=dtype)
+        for column in range(dim):
+            rows[:, column] = np.fromfile(handle, dtype=dtype, count=count)
+        return rows
 
 
 def _check_questions(questions: Path, texts: list[str], path: Path) -> None:

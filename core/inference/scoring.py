@@ -5,8 +5,9 @@ decoding, delimiter, columns, labels, label map, caps and refusals as ``load_pai
 and refuses the files every other command does; only the label column is optional here). Each chunk is scored and
 appended to the output, which keeps every input column and adds ``similarity`` and
 ``predicted_duplicate`` (1 when the similarity is above the threshold), formula-safe; an input column already
-called so is kept as it is, and the output takes the next free ``<name>_1``, ``<name>_2``, ... (``output_names``). When the file
-has labels, the metrics of ``core.inference.metrics.evaluate_scores`` come back too.
+called so (case and surrounding spaces aside) is kept as it is, and the output takes the next free ``<name>_1``,
+``<name>_2``, ... (``output_names``). When the file has labels, the metrics of
+``core.inference.metrics.evaluate_scores`` come back too.
 """
 from __future__ import annotations
 
@@ -61,22 +62,32 @@ class ScoreReport:
 
 def output_names(input_columns) -> dict[str, str]:
     """Each of ``OUTPUT_COLUMNS`` -> the name it is written under: itself, or where the input already has a
-    column of that name (kept as it is), the first of ``<name>_1``, ``<name>_2``, ... that no column has."""
-    taken = {str(column) for column in input_columns}
+    column of that name (kept as it is), the first of ``<name>_1``, ``<name>_2``, ... that no column has. Names
+    that differ only in case or surrounding spaces (``Similarity``, ``similarity ``) count as the same name: a
+    spreadsheet's reader could not tell the two columns apart."""
+    taken = {_column_key(column): str(column) for column in input_columns}
     names = {}
     for name in OUTPUT_COLUMNS:
         chosen, number = name, 0
-        while chosen in taken:
+        while _column_key(chosen) in taken:
             number += 1
             chosen = f"{name}_{number}"
         names[name] = chosen
-        taken.add(chosen)
+        taken[_column_key(chosen)] = chosen
     return names
 
 
-def renamed_note(names: dict[str, str]) -> str | None:
-    """One line saying which output columns took another name (``output_names``), or None."""
-    renamed = [f"{chosen!r} (the input's own {name!r} is kept)" for name, chosen in names.items() if chosen != name]
+def _column_key(name) -> str:
+    """What two column names must differ in to be told apart: ``str(name).strip().casefold()``."""
+    return str(name).strip().casefold()
+
+
+def renamed_note(names: dict[str, str], input_columns=()) -> str | None:
+    """One line saying which output columns took another name (``output_names``) and which of ``input_columns``
+    made them, or None."""
+    kept = {_column_key(column): str(column) for column in input_columns}
+    renamed = [f"{chosen!r} (the input's own {kept.get(_column_key(name), name)!r} is kept)"
+               for name, chosen in names.items() if chosen != name]
     return f"the scores are written as {' and '.join(renamed)}" if renamed else None
 
 
@@ -111,7 +122,7 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
                        max_bytes=max_bytes, label_map=label_map)
     tally = LabelTally(pairs.head.name, pairs.head.header, pairs.head.positions, pairs.label_map)
     report = ScoreReport()
-    labels_seen, scores_seen = [], []
+    labels_seen, scores_seen, input_columns = [], [], []
     with _sink(out) as sink:
         for number, pair_chunk in enumerate(pairs):
             tally.add(pair_chunk)
@@ -124,7 +135,7 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
                                              report.scored)
             predicted = np.where(np.isnan(similarity), pd.NA, (similarity > threshold).astype(int))
             if number == 0:
-                report.columns = output_names(chunk.columns)
+                report.columns, input_columns = output_names(chunk.columns), list(chunk.columns)
             names = report.columns
             written = chunk.assign(**{names["similarity"]: np.round(similarity, 6),
                                       names["predicted_duplicate"]: predicted})
@@ -146,7 +157,7 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
         tally.refuse()  # inside the claim too: a refused file leaves no output
     label_warning = tally.unreadable_warning()
     report.warnings = pairs.head.warnings + ([label_warning] if label_warning else [])
-    report.notes = [note for note in (renamed_note(report.columns),) if note]
+    report.notes = [note for note in (renamed_note(report.columns, input_columns),) if note]
     if labels_seen:
         labels, scores = np.concatenate(labels_seen), np.concatenate(scores_seen)
         report.labelled = int(labels.size)

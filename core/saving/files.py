@@ -124,16 +124,36 @@ def json_depth(value) -> int:
     return deepest
 
 
+JSON_MAX_DIGITS = 100  # an integer longer than this is no setting, count or id (Python's own limit: 4,300 digits)
+_DIGITS_AS_ONES = bytes(49 if 48 <= byte <= 57 else 48 for byte in range(256))  # b"0".."9" -> b"1", the rest b"0"
+
+
+class _LongInteger(ValueError):
+    """An integer literal of more than ``JSON_MAX_DIGITS`` digits (its count of digits), refused unconverted."""
+
+
+def _short_int(literal: str) -> int:
+    digits = len(literal) - literal.startswith("-")
+    if digits > JSON_MAX_DIGITS:
+        raise _LongInteger(digits)
+    return int(literal)
+
+
 def parse_json(data: bytes, path: str | Path, max_depth: int = JSON_MAX_DEPTH):
-    """``data`` (UTF-8 JSON read from ``path``) parsed; ModelLoadError when it is not JSON or nests
-    deeper than ``max_depth``. A bracket bomb stops the parser at Python's recursion limit
-    (``RecursionError``); anything it parses is then measured."""
+    """``data`` (UTF-8 JSON read from ``path``) parsed; ModelLoadError when it is not JSON, nests
+    deeper than ``max_depth`` or holds an integer of more than ``JSON_MAX_DIGITS`` digits. A bracket bomb
+    stops the parser at Python's recursion limit (``RecursionError``); anything it parses is then measured."""
     too_deep = ModelLoadError(f"{path} nests deeper than {max_depth} levels of brackets; refused")
     try:
-        value = json.loads(data.decode("utf-8"))
+        # The integer hook costs a call per integer: only a file with a run of digits that long takes it.
+        long_run = b"1" * (JSON_MAX_DIGITS + 1) in data.translate(_DIGITS_AS_ONES)
+        value = json.loads(data.decode("utf-8"), parse_int=_short_int if long_run else None)
     except RecursionError:
         raise too_deep from None
-    except ValueError as error:  # not UTF-8, not JSON, or an integer of more than 4,300 digits
+    except _LongInteger as error:
+        raise ModelLoadError(f"{path} holds a number {error.args[0]:,} digits long, too long to be a setting "
+                             f"(at most {JSON_MAX_DIGITS} digits); refused") from None
+    except ValueError as error:  # not UTF-8, or not JSON
         raise ModelLoadError(f"{path} is not valid JSON: {str(error)[:200]}") from None
     if json_depth(value) > max_depth:
         raise too_deep
