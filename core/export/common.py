@@ -1,10 +1,11 @@
-"""What the export writers share: ``ExportError`` and ``OnnxBackendError``, the tokenizer file name, the
-texts every export is checked on, whether a model's vectors are unit vectors already, and the lock that
-runs one export at a time with the exporters' chatter silenced (``quiet_export``, ``native_stderr_dropped``)."""
+"""What the export writers share: the errors, the tokenizer file name, the texts every export is checked
+on, a few small readers of manifest fields, and the lock that runs one export at a time with the
+exporters' chatter silenced (``quiet_export``, ``native_stderr_dropped``)."""
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sys
 import threading
@@ -33,8 +34,18 @@ class ExportError(ValueError):
 
 
 class OnnxBackendError(ValueError):
-    """An ONNX export that cannot be used (refused by the checks, or failing in onnxruntime), or a cache
-    that cannot be written; the message is one line."""
+    """An ONNX export that cannot be used, or a cache that cannot be written; the message is one line."""
+
+
+def part(mapping: dict, key: str, kind: type = dict):
+    """``mapping[key]`` when it is a ``kind`` (a dict by default), else an empty one."""
+    value = mapping.get(key)
+    return value if isinstance(value, kind) else kind()
+
+
+def finite(value) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def normalises(model) -> bool:
@@ -50,38 +61,29 @@ _EXPORT_LOCK = threading.RLock()
 
 @contextlib.contextmanager
 def quiet_export():
-    """Exporters and Hugging Face loaders talk a lot: Python warnings, log records below ERROR and
-    progress bars are off for the block, which holds the export lock."""
-    with _EXPORT_LOCK, _quiet_unlocked():
-        yield
-
-
-@contextlib.contextmanager
-def _quiet_unlocked():
+    """Python warnings, log records below ERROR (every logger's, Hugging Face's and onnxruntime's included)
+    and Hugging Face's progress bars off for the block, which holds the export lock."""
     from transformers.utils import logging as hf_logging
 
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    disabled = logging.root.manager.disable
-    logging.disable(logging.WARNING)  # onnxruntime.quantization logs its advice on the root logger
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logging.disable(disabled)
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
+    with _EXPORT_LOCK:
+        bars, disabled = hf_logging.is_progress_bar_enabled(), logging.root.manager.disable
+        hf_logging.disable_progress_bar()
+        logging.disable(logging.WARNING)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                yield
+        finally:
+            logging.disable(disabled)
+            if bars:
+                hf_logging.enable_progress_bar()
 
 
 @contextlib.contextmanager
 def native_stderr_dropped():
-    """The C++ side of the TorchScript exporter writes shape-inference warnings straight to file
-    descriptor 2; they are dropped for the block (Python's own sys.stderr is left alone). Use it
-    inside ``quiet_export()``, whose lock keeps two threads from swapping descriptor 2 at once."""
+    """File descriptor 2 to /dev/null for the block (the TorchScript exporter's C++ side writes its
+    warnings there; Python's sys.stderr is left alone). Use it inside ``quiet_export()``, whose lock keeps
+    two threads from swapping descriptor 2 at once."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)

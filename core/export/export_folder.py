@@ -1,17 +1,7 @@
-"""Exporting a model for use outside Siamese Lab: a sentence-transformers folder or ONNX graphs.
-
-``export_model(model, config, out, fmt)`` writes one folder, claimed and written like a model folder
-(``claim_export``: refused when it holds anything but an earlier export, an earlier export replaced only
-with ``overwrite``, one writer at a time; then ``core.saving.write_folder_atomically``). Every export
-holds a model card (``README.md``, ``core.export.model_card``) and ``siamese_lab.json``
-(``core.export.manifest``). The formats: ``sentence-transformers`` (MiniLM models,
-``core.export.sentence_transformers_folder``) and ``onnx`` (every family, float32 or int8,
-``core.export.onnx_graph``).
-
-An export folder records the files it wrote (``core.saving.owned_files``); ``--overwrite`` replaces
-those and keeps everything else a user put there. An export written before that record existed owns
-``EXPORT_FILES``, the files either format writes.
-"""
+"""Exporting a model for use outside Siamese Lab (``export_model``): a sentence-transformers folder or ONNX
+graphs, with a model card and a manifest, claimed and written like a model folder. An export records the
+files it wrote, so ``overwrite`` replaces those and keeps anything a user put there (an export written
+before that record owns ``EXPORT_FILES``)."""
 from __future__ import annotations
 
 import copy
@@ -19,13 +9,8 @@ import json
 import os
 from pathlib import Path
 
-from core.export.common import TOKENIZER_FILE, ExportError
-from core.export.manifest import (
-    MANIFEST_FILE,
-    build_manifest,
-    json_default,
-    read_manifest,
-)
+from core.export.common import TOKENIZER_FILE, ExportError, part
+from core.export.manifest import MANIFEST_FILE, build_manifest, json_default, read_manifest
 from core.export.model_card import CARD_FILE, model_card
 from core.export.onnx_graph import GRAPH_FILES, write_onnx
 from core.export.onnx_trust import sealed
@@ -47,13 +32,10 @@ EXPORT_FILES = (
 )
 
 
-# ---- the output folder -------------------------------------------------------------------------
 def claim_export(target: str | Path, overwrite: bool = False) -> OutputClaim:
-    """Claim ``target`` for one export, under the rules of ``core.saving.output.claim_output``: a new
-    or empty folder is fine; a folder holding an earlier export (``siamese_lab.json`` of this format) is
-    replaced only with ``overwrite`` (``OutputError`` reason ``model_exists``); anything else (a saved
-    model, other files, a file) is never replaced (reason ``not_a_model``). One writer at a time: the
-    same hidden lock file beside the target that a training takes."""
+    """Claim ``target`` for one export (``core.saving.output.claim_output``: one writer at a time): a new or
+    empty folder, or an earlier export with ``overwrite`` (else ``OutputError`` reason ``model_exists``);
+    anything else (a saved model, other files, a file) is never replaced (reason ``not_a_model``)."""
     return claim_output(target, overwrite, existing=_existing_export)
 
 
@@ -73,7 +55,6 @@ def _existing_export(target: Path, overwrite: bool) -> dict | None:
     return manifest
 
 
-# ---- what can be exported ----------------------------------------------------------------------
 def check_export(model_type: str, fmt: str, quantize: str | None = None) -> None:
     """ExportError unless a ``model_type`` model can be exported as ``fmt`` (with ``quantize``)."""
     if fmt not in EXPORT_FORMATS:
@@ -91,7 +72,6 @@ def check_export(model_type: str, fmt: str, quantize: str | None = None) -> None
             raise ExportError("quantisation applies to the onnx format only")
 
 
-# ---- exporting ---------------------------------------------------------------------------------
 def export_model(model, config: dict, out: str | Path, fmt: str, *, overwrite: bool = False,
                  quantize: str | None = None, source: str | None = None) -> dict:
     """Write ``model`` (with ``config``, its config.json or ``zero_shot_config()``) as ``fmt`` to the
@@ -115,8 +95,7 @@ def _written_by(manifest: dict | None) -> tuple[str, ...]:
         return ()
     if manifest.get("export_format") != "onnx":
         return tuple(name for name in EXPORT_FILES if name not in GRAPH_FILES)
-    files = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
-    graphs = files.get("graphs") if isinstance(files.get("graphs"), list) else []
+    graphs = part(part(manifest, "files"), "graphs", list)
     return (CARD_FILE, MANIFEST_FILE, TOKENIZER_FILE, *([name for name in graphs if name in GRAPH_FILES]
                                                       or GRAPH_FILES[:1]))
 
@@ -129,20 +108,18 @@ def export_files(folder: str | Path) -> list[str]:
 def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize: str | None = None,
                  source: str | None = None, extra: dict | None = None, name: str | None = None,
                  cache_root: str | Path | None = None) -> dict:
-    """Fill the existing folder ``folder`` with the export (no claim, not atomic: ``export_model`` and the
-    ONNX backend's cache wrap it). ``extra`` goes into the manifest; ``name`` is the folder's final name,
-    which the model card's usage snippet opens (default: ``folder``'s name). An ONNX export's manifest is
-    sealed with the key of the lab's cache at ``cache_root`` (default: ``core.export.onnx_cache.cache_root()``),
-    so this lab runs its graphs as they are (``core.export.onnx_trust``). Returns the manifest."""
+    """Fill the existing ``folder`` with the export, neither claimed nor atomic (``export_model`` and the ONNX
+    cache wrap it). ``extra`` goes into the manifest; ``name`` is the folder's final name, which the card's
+    usage snippet opens. An ONNX export's manifest is sealed with the key of the lab's cache at
+    ``cache_root`` (``core.export.onnx_trust``). Returns the manifest."""
     check_export(model.model_type, fmt, quantize)
     folder = Path(folder)
     was_training = model.training
     try:
-        exported = _on_cpu(model)
-        if fmt == "onnx":
-            details = write_onnx(exported, folder, quantize)
-        else:
-            details = write_sentence_transformers(exported, folder)
+        # In eval mode on the CPU: the model itself when it is there already, else a copy.
+        exported = (model if model.device.type == "cpu" else copy.deepcopy(model).to("cpu")).eval()
+        details = write_onnx(exported, folder, quantize) if fmt == "onnx" else \
+            write_sentence_transformers(exported, folder)
     finally:
         model.train(was_training)  # the caller's model (often a shared, cached one) is left as it was
     manifest = build_manifest(model, config, fmt, details, source, extra or {})
@@ -154,9 +131,3 @@ def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize:
                                         encoding="utf-8")
     return manifest
 
-
-def _on_cpu(model):
-    """``model`` in eval mode on the CPU: itself when it is there already, else a copy."""
-    if model.device.type != "cpu":
-        model = copy.deepcopy(model).to("cpu")
-    return model.eval()

@@ -6,7 +6,7 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from core.export.common import normalises
+from core.export.common import finite, normalises, part
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file
 
 MANIFEST_FILE = "siamese_lab.json"
@@ -20,9 +20,7 @@ def read_manifest(folder: str | Path) -> dict | None:
         manifest = read_json_file(Path(folder) / MANIFEST_FILE, CONFIG_MAX_BYTES, folder=Path(folder))
     except (OSError, ValueError):
         return None
-    if isinstance(manifest, dict) and manifest.get("format") == EXPORT_FORMAT:
-        return manifest
-    return None
+    return manifest if isinstance(manifest, dict) and manifest.get("format") == EXPORT_FORMAT else None
 
 
 def json_default(value):
@@ -34,27 +32,19 @@ def json_default(value):
     raise TypeError(f"cannot store {type(value).__name__} in {MANIFEST_FILE}")
 
 
-def _finite(value):
-    """A number that JSON can hold, else None (NaN scores of a one-class validation set)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return value
-    return value if math.isfinite(value) else None
-
-
 def _clean(value):
+    """``value`` in JSON's types: numpy and torch scalars as numbers, NaN and infinities as None."""
     if isinstance(value, dict):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_clean(v) for v in value]
     if hasattr(value, "item"):
         value = value.item()
-    return _finite(value)
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def config_summary(config: dict) -> dict:
-    """The parts of a model's config.json an export keeps: model, tokenizer, loss and training
-    settings, thresholds, metrics, data, the parent model or base folder it started from, and how training ended (not its per-epoch
-    history)."""
+    """The parts of a model's config.json an export keeps: all but the per-epoch history of training."""
     keep = ("name", "model_type", "model_config", "tokenizer", "loss", "train_config", "run", "thresholds",
             "metrics", "data", "saved_at", "parent", "base_model")
     summary = {key: config[key] for key in keep if key in config}
@@ -65,23 +55,13 @@ def config_summary(config: dict) -> dict:
     return _clean(summary)
 
 
-def _threshold(config: dict) -> float | None:
-    thresholds = config.get("thresholds")
-    value = thresholds.get("accuracy") if isinstance(thresholds, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-        else None
-
-
-def _versions(packages) -> dict:
+def _version(package: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
-    found = {}
-    for package in packages:
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = None
-    return found
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
 
 
 def build_manifest(model, config: dict, fmt: str, details: dict, source: str | None, extra: dict) -> dict:
@@ -91,6 +71,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
 
     # A saved folder's config.json has a format; zero_shot_config() has none.
     zero_shot = model.model_type == "minilm" and (source == ZERO_SHOT or "format" not in config)
+    threshold = part(config, "thresholds").get("accuracy")
     return {
         "format": EXPORT_FORMAT,
         "format_version": EXPORT_VERSION,
@@ -100,7 +81,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
         "zero_shot": zero_shot,
         "source": None if source is None else str(source),
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "threshold": _threshold(config),
+        "threshold": float(threshold) if finite(threshold) else None,
         "thresholds": _clean(config.get("thresholds") or {}),
         "max_length": int(model.tokenizer.max_length),
         "embedding_dim": int(model.embedding_dim),
@@ -108,8 +89,8 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
         "normalized": True if fmt == "onnx" else normalises(model),  # ONNX graphs always normalise
         "tokenizer_kind": model.tokenizer.kind,
         **details,
-        "versions": _versions(("torch", "onnx", "onnxruntime") if fmt == "onnx"
-                              else ("torch", "transformers", "sentence-transformers")),
+        "versions": {package: _version(package) for package in (("torch", "onnx", "onnxruntime") if fmt == "onnx"
+                     else ("torch", "transformers", "sentence-transformers"))},
         "config": config_summary(config),
         **extra,
     }

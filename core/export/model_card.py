@@ -7,6 +7,7 @@ import math
 import re
 
 from core.data.splitting import recorded_by_question
+from core.export.common import finite, part
 from core.export.manifest import MANIFEST_FILE
 from core.export.onnx_graph import OUTPUT_NAME
 from core.losses.registry import LOSSES
@@ -29,19 +30,18 @@ def _code(value, limit: int = 200) -> str:
 
 
 def _number(value, digits: int = 4) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not finite(value):
         return "n/a"
     return f"{value:,}" if isinstance(value, int) else f"{value:.{digits}f}"
 
 
 def _percent(share) -> str:
-    return _number(100 * share, 1) if isinstance(share, (int, float)) and not isinstance(share, bool) else "n/a"
+    return _number(100 * share, 1) if finite(share) else "n/a"
 
 
 def loss_line(config: dict) -> str:
     """The run's loss in words, one line of the card's Training Details (from ``config["loss"]``)."""
-    loss = config.get("loss") if isinstance(config.get("loss"), dict) else {}
-    run = config.get("run") if isinstance(config.get("run"), dict) else {}
+    loss, run = part(config, "loss"), part(config, "run")
     name = loss.get("name")
     described = LOSSES.get(name) if isinstance(name, str) else None
     if described is None:
@@ -107,13 +107,11 @@ print(round(score, 4), "DUPLICATE" if score > THRESHOLD else "NOT DUPLICATE")
 def _metrics_table(metrics: dict) -> list[str]:
     rows = [("ROC AUC", "roc_auc"), ("Average precision", "average_precision"), ("Accuracy", "accuracy"),
             ("Precision", "precision"), ("Recall", "recall"), ("F1", "f1"), ("Threshold", "threshold")]
-    intervals = metrics.get("intervals") if isinstance(metrics.get("intervals"), dict) else {}
+    intervals = part(metrics, "intervals")
     lines = ["| Metric | Value | 95 % interval |", "|:--|--:|:--|"]
     lines += [f"| {label} | {_number(metrics.get(key))} | {_interval(intervals.get(key))} |"
               for label, key in rows if key in metrics]
-    if "n" in metrics:
-        lines.append(f"| Pairs | {_number(metrics.get('n'))} |")
-    return lines
+    return lines + ([f"| Pairs | {_number(metrics.get('n'))} |"] if "n" in metrics else []) + [""]
 
 
 def _interval(bounds) -> str:
@@ -125,11 +123,10 @@ def _interval(bounds) -> str:
 
 def _verdict_lines(metrics: dict) -> list[str]:
     """One line per baseline: the paired bootstrap verdict of the run against it on its validation pairs."""
-    baselines = metrics.get("baselines") if isinstance(metrics.get("baselines"), dict) else {}
     lines = []
     for key, name in (("tfidf", "TF-IDF cosine"), ("zero_shot", "zero-shot MiniLM")):
-        entry = baselines.get(key) if isinstance(baselines.get(key), dict) else {}
-        verdict = entry.get("verdict") if isinstance(entry.get("verdict"), dict) else {}
+        entry = part(part(metrics, "baselines"), key)
+        verdict = part(entry, "verdict")
         if verdict.get("verdict") in ("better", "no measurable difference", "worse"):
             lines.append(f"- Against {name} (ROC AUC {_number(entry.get('roc_auc'))}): **{verdict['verdict']}** "
                          f"(difference {_number(verdict.get('difference'))}, 95 % interval "
@@ -141,8 +138,7 @@ def _verdict_lines(metrics: dict) -> list[str]:
 def local_base_model(config: dict) -> str | None:
     """The name of the local BERT folder a run fine-tuned instead of the bundled MiniLM (``config["base_model"]``,
     written by ``core.training.pipeline``), or None."""
-    base = config.get("base_model")
-    name = base.get("name") if isinstance(base, dict) else None
+    name = part(config, "base_model").get("name")
     return name if isinstance(name, str) and name else None
 
 
@@ -165,51 +161,40 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
     fmt, family = manifest["export_format"], manifest["model_type"]
     zero_shot = manifest["zero_shot"]
     label = ZERO_SHOT_LABEL if zero_shot else MODEL_LABELS.get(family, family)
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
-    metrics = config.get("metrics") if isinstance(config.get("metrics"), dict) else {}
-    validation = metrics.get("validation") if isinstance(metrics.get("validation"), dict) else {}
-    test = metrics.get("test") if isinstance(metrics.get("test"), dict) else {}
-    train_config = config.get("train_config") if isinstance(config.get("train_config"), dict) else {}
-    training = config.get("training") if isinstance(config.get("training"), dict) else {}
+    data, metrics = part(config, "data"), part(config, "metrics")
+    train_config, training = part(config, "train_config"), part(config, "training")
+    validation, test = part(metrics, "validation"), part(metrics, "test")
     threshold = manifest["threshold"]
     local_base = local_base_model(config)
     base = BASE_MODEL if family == "minilm" and not local_base else None
 
-    tags = ["siamese-lab", "sentence-similarity", "duplicate-questions", "feature-extraction"]
-    tags += ["sentence-transformers"] if fmt == "sentence-transformers" else ["onnx"]
-    front = ["---", f"library_name: {'sentence-transformers' if fmt == 'sentence-transformers' else 'onnx'}",
-             "pipeline_tag: sentence-similarity", "tags:", *[f"- {tag}" for tag in tags]]
-    if base:
-        front.append(f"base_model: {base}")
-    if data.get("name"):
-        front += ["datasets:", f"- {json.dumps(_plain(data['name'], 120))}"]
-    front.append("---")
+    library = "sentence-transformers" if fmt == "sentence-transformers" else "onnx"
+    tags = ["siamese-lab", "sentence-similarity", "duplicate-questions", "feature-extraction", library]
+    lines = ["---", f"library_name: {library}", "pipeline_tag: sentence-similarity", "tags:",
+             *[f"- {tag}" for tag in tags], *([f"base_model: {base}"] if base else []),
+             *(["datasets:", f"- {json.dumps(_plain(data['name'], 120))}"] if data.get("name") else []), "---"]
 
     title = _plain(manifest["name"], 120) or "model"
-    lines = [*front, "", f"# {_code(title)}: {label}", ""]
+    lines += ["", f"# {_code(title)}: {label}", ""]
     what = ("all-MiniLM-L6-v2 as published (not trained in Siamese Lab)" if zero_shot
             else f"a {label} trained in Siamese Lab to tell duplicate questions apart")
     lines += [f"This is {what}, exported as {FORMAT_LABELS[fmt]}. It maps a question to a vector of "
               f"{manifest['embedding_dim']} numbers; two questions whose cosine similarity is above the threshold "
               f"are called duplicates.", ""]
 
-    lines += ["## Model Details", "", "### Model Description", ""]
     parent = parent_line(config)
-    lines.append(f"- **Model family:** {label} (`{family}`)")
-    lines.append(f"- **Base model:** [{base}](https://huggingface.co/{base})" if base
-                 else f"- **Base model:** {_code(local_base, 120)} (a local BERT folder)" if local_base
-                 else f"- **Base model:** none (trained from scratch{', then fine-tuned' if parent else ''})")
-    if parent:
-        lines.append(f"- **Parent model:** {parent}")
-    lines.append(f"- **Maximum sequence length:** {manifest['max_length']} tokens")
-    lines.append(f"- **Output dimensionality:** {manifest['embedding_dim']}")
-    lines.append("- **Similarity function:** cosine similarity" + (" (the vectors are L2-normalised)"
-                                                                  if manifest["normalized"] else ""))
-    if threshold is not None:
-        kind = "fixed zero-shot cosine" if zero_shot else "calibrated cosine"
-        lines.append(f"- **Duplicate threshold ({kind}):** {threshold:.6f}")
-    else:
-        lines.append("- **Duplicate threshold:** none calibrated")
+    kind = "fixed zero-shot cosine" if zero_shot else "calibrated cosine"
+    lines += ["## Model Details", "", "### Model Description", "", f"- **Model family:** {label} (`{family}`)",
+              f"- **Base model:** [{base}](https://huggingface.co/{base})" if base
+              else f"- **Base model:** {_code(local_base, 120)} (a local BERT folder)" if local_base
+              else f"- **Base model:** none (trained from scratch{', then fine-tuned' if parent else ''})",
+              *([f"- **Parent model:** {parent}"] if parent else []),
+              f"- **Maximum sequence length:** {manifest['max_length']} tokens",
+              f"- **Output dimensionality:** {manifest['embedding_dim']}",
+              "- **Similarity function:** cosine similarity"
+              + (" (the vectors are L2-normalised)" if manifest["normalized"] else ""),
+              f"- **Duplicate threshold ({kind}):** {threshold:.6f}" if threshold is not None
+              else "- **Duplicate threshold:** none calibrated"]
     if data:
         lines.append(f"- **Training dataset:** {_code(data.get('name', 'n/a'))}, {_number(data.get('pairs'))} pairs, "
                      f"{_percent(data.get('duplicate_rate'))} % duplicates")
@@ -217,12 +202,10 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
 
     if fmt == "onnx":
         lines += ["### Files", ""]
-        graphs = manifest["files"]["graphs"]
-        if len(graphs) == 2:
-            lines.append(f"- `{graphs[0]}`: tower 0, encodes the first question of a pair; "
-                         f"`{graphs[1]}`: tower 1, encodes the second (the two towers have their own weights)")
-        else:
-            lines.append(f"- `{graphs[0]}`: encodes both questions of a pair (one set of weights)")
+        graphs, check = manifest["files"]["graphs"], manifest["check"]
+        lines.append(f"- `{graphs[0]}`: tower 0, encodes the first question of a pair; `{graphs[1]}`: tower 1, "
+                     "encodes the second (the two towers have their own weights)" if len(graphs) == 2
+                     else f"- `{graphs[0]}`: encodes both questions of a pair (one set of weights)")
         lines.append(f"- inputs `input_ids` and `attention_mask` (int64, batch × sequence, dynamic; the mask is 1 on "
                      f"real tokens, which come first), output `{OUTPUT_NAME}` (float32, batch × "
                      f"{manifest['embedding_dim']})")
@@ -230,12 +213,11 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
         lines.append(f"- `tokenizer.json`: the model's tokenizer for Hugging Face `tokenizers` ({kind}, truncating "
                      f"to {manifest['max_length']} tokens)")
         if manifest.get("quantization"):
-            lines.append(f"- weights quantised to int8 (dynamic, per channel): on {manifest['check']['texts']} probe "
-                         f"texts the vectors differ from the PyTorch model's by up to "
-                         f"{manifest['check']['max_abs_diff_vs_pytorch']:.2g} (cosine to them at least "
-                         f"{manifest['check']['min_cosine_vs_pytorch']:.4f}); recalibrate the threshold for them")
+            lines.append(f"- weights quantised to int8 (dynamic, per channel): on {check['texts']} probe texts the "
+                         f"vectors differ from the PyTorch model's by up to {check['max_abs_diff_vs_pytorch']:.2g} "
+                         f"(cosine to them at least {check['min_cosine_vs_pytorch']:.4f}); recalibrate the threshold "
+                         "for them")
         else:
-            check = manifest["check"]
             lines.append(f"- checked on export: onnxruntime's vectors differ from PyTorch's by at most "
                          f"{check['max_abs_diff_vs_pytorch']:.2g} on {check['texts']} probe texts")
         lines.append("")
@@ -245,11 +227,9 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
                   f"Pooling(mean, dim={manifest['embedding_dim']})"
                   + (" -> Normalize()" if manifest["normalized"] else "") + ")", "```", ""]
 
-    lines += ["## Usage", "", "### Direct Usage (" + ("Sentence Transformers" if fmt == "sentence-transformers"
-                                                      else "ONNX Runtime") + ")", ""]
-    lines += ["```bash", "pip install " + ("sentence-transformers" if fmt == "sentence-transformers"
-                                           else "onnxruntime tokenizers numpy"), "```", ""]
-    lines += [_usage(manifest, folder_name), ""]
+    lines += ["## Usage", "", f"### Direct Usage ({'ONNX Runtime' if fmt == 'onnx' else 'Sentence Transformers'})",
+              "", "```bash", "pip install " + ("onnxruntime tokenizers numpy" if fmt == "onnx" else library), "```", "",
+              _usage(manifest, folder_name), ""]
 
     lines += ["## Evaluation", ""]
     if zero_shot:
@@ -264,12 +244,10 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
                   + (", split so that no validation question occurs in training" if recorded_by_question(
                       config.get("run") or {}) else "")
                   + "). The threshold is the best-accuracy cosine threshold on these same pairs.", ""]
-        lines += _metrics_table(validation) + [""]
-        lines += _verdict_lines(config.get("metrics") or {})
+        lines += _metrics_table(validation) + _verdict_lines(metrics)
         if test:
             lines += [f"Test pairs ({_number(data.get('test_pairs'))} pairs, neither trained nor calibrated on), "
-                      "at that threshold:", ""]
-            lines += _metrics_table(test) + [""]
+                      "at that threshold:", "", *_metrics_table(test)]
     else:
         lines += ["No held-out metrics were recorded for this model.", ""]
 
@@ -291,8 +269,7 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
                       + f", {_number(data.get('val_pairs'))} validation, {_number(data.get('test_pairs'))} test pairs", ""]
         else:
             lines += ["Not recorded.", ""]
-        lines += ["### Loss", "", f"- {loss_line(config)}", ""]
-        lines += ["### Hyperparameters", ""]
+        lines += ["### Loss", "", f"- {loss_line(config)}", "", "### Hyperparameters", ""]
         for label_, key in (("epochs", "epochs"), ("batch size", "batch_size"), ("learning rate", "lr"),
                             ("optimizer", "optimizer"), ("warm-up ratio", "warmup_ratio"), ("seed", "seed")):
             if key in train_config:

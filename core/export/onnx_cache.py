@@ -1,25 +1,7 @@
-"""Where ``--backend onnx`` keeps what it makes itself: a folder the lab owns, keyed by content.
-
-The cache root is ``$SIAMESE_LAB_CACHE`` when set, else ``$XDG_CACHE_HOME/siamese-lab``, else
-``~/.cache/siamese-lab``. It holds:
-
-* ``onnx/<key>/``: the ONNX export of a saved model folder or of zero-shot MiniLM, ``key`` the sha256
-  of what the export is made from (``content_key``): the bytes of the model's ``config.json``,
-  ``model.safetensors`` and vocabulary file (for MiniLM, the installed package's files and the
-  zero-shot config), and the export format's version. Touching a file or copying the folder with new
-  times changes nothing; changing one byte of the weights gives a new key, so a stale graph is never
-  served. An entry is written once, atomically (``core.saving.write_folder_atomically``: a temporary
-  folder, then a rename; two processes exporting one key at once each rename a whole folder, and the
-  last stays), and is checked like any other export every time it is loaded.
-* ``search/<digest>/``: the search indexes built on an ONNX export's vectors, ``digest`` that of its
-  graphs and tokenizer (``OnnxEncoder.digest``), so an export folder someone handed in stays as it is.
-* ``search/`` itself: the key that seals every search index the lab writes (``search_root``), the ONNX
-  ones above and those kept in a model folder alike, so that a model folder handed over with a key of its
-  own is not taken for the lab's.
-
-Nothing is ever written into the folder the user passed with ``--model`` (its ``onnx/`` subfolder
-included).
-"""
+"""The lab's own cache (``cache_root``): ``onnx/<key>/`` holds the ONNX export of a saved model or zero-shot
+MiniLM, keyed by the sha256 of the bytes it is made from (``content_key``), written once atomically and
+checked like any export on every load; ``search/`` holds the key sealing every search index the lab writes
+and the indexes built on ONNX exports' vectors. Nothing is written into a folder the user passed."""
 from __future__ import annotations
 
 import hashlib
@@ -30,12 +12,7 @@ from pathlib import Path
 from core.export.common import OnnxBackendError
 from core.export.manifest import EXPORT_VERSION
 from core.model_names import ZERO_SHOT
-from core.saving.files import (
-    CONFIG_MAX_BYTES,
-    VOCAB_MAX_BYTES,
-    ModelLoadError,
-    hash_regular_file,
-)
+from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, ModelLoadError, hash_regular_file
 
 CACHE_ENV = "SIAMESE_LAB_CACHE"
 # What a model's ONNX export is made from: its settings, its weights and its vocabulary (either kind).
@@ -43,50 +20,36 @@ SOURCE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "word_voca
 
 
 def cache_root(root: str | Path | None = None) -> Path:
-    """``root`` if given, else ``$SIAMESE_LAB_CACHE``, else ``$XDG_CACHE_HOME/siamese-lab``, else
-    ``~/.cache/siamese-lab``."""
+    """``root`` if given, else the default (see the module docstring)."""
     if root:
         return Path(root)
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "siamese-lab"
-
-
-def _max_bytes(name: str) -> int:
-    from core.models.registry import max_parameters
-    from core.saving.model_folder import weights_max_bytes
-
-    if name == "model.safetensors":
-        try:
-            return weights_max_bytes(max_parameters())
-        except ValueError as error:  # SIAMESE_LAB_MAX_PARAMETERS set to something else than a count
-            raise OnnxBackendError(str(error)) from None
-    return CONFIG_MAX_BYTES if name == "config.json" else VOCAB_MAX_BYTES
-
-
-def _hash_file(digest, path: Path, folder: Path) -> None:
-    """``path`` into ``digest`` (``core.saving.files.hash_regular_file``); a file its checks refuse is the
-    backend's error."""
-    try:
-        hash_regular_file(digest, path, _max_bytes(path.name), folder)
-    except ModelLoadError as error:
-        raise OnnxBackendError(str(error)) from None
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "siamese-lab"
 
 
 def content_key(source: str | Path) -> str:
-    """The sha256 (hex) of what ``source``'s ONNX export is made from (see the module docstring)."""
+    """The sha256 (hex) of what ``source``'s ONNX export is made from: the bytes of its ``SOURCE_FILES``
+    (for ``"minilm"``, the installed package's and the zero-shot config) and the export format's version."""
+    from core.models.registry import max_parameters, zero_shot_config
+    from core.saving.model_folder import weights_max_bytes
+    from core.text.wordpiece_tokenizer import minilm_folder
+
     digest = hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0".encode())
     if str(source) == ZERO_SHOT:
-        from core.models.registry import zero_shot_config
-        from core.text.wordpiece_tokenizer import minilm_folder
-
         folder = minilm_folder()
         digest.update(json.dumps(zero_shot_config(), sort_keys=True, default=str).encode() + b"\0")
     else:
         folder = Path(source)
-    for name in SOURCE_FILES:
-        _hash_file(digest, folder / name, folder)
+    try:
+        limits = {"config.json": CONFIG_MAX_BYTES, "model.safetensors": weights_max_bytes(max_parameters())}
+    except ValueError as error:  # SIAMESE_LAB_MAX_PARAMETERS set to something else than a count
+        raise OnnxBackendError(str(error)) from None
+    try:
+        for name in SOURCE_FILES:
+            hash_regular_file(digest, folder / name, limits.get(name, VOCAB_MAX_BYTES), folder)
+    except ModelLoadError as error:
+        raise OnnxBackendError(str(error)) from None
     return digest.hexdigest()
 
 
@@ -96,12 +59,11 @@ def cache_entry(source: str | Path, root: str | Path | None = None) -> tuple[Pat
     return cache_root(root) / "onnx" / key[:32], key
 
 
-def search_root(root: str | Path | None = None) -> Path:
-    """Where the key sealing every search index the lab writes is kept (``core.inference.search.load_or_build``'s
-    ``key_root``): the lab's own cache, shared by the CLI and the app, never a model folder."""
-    return cache_root(root) / "search"
+def search_root() -> Path:
+    """Where the key sealing every search index the lab writes is kept: the lab's own cache, never a model folder."""
+    return cache_root() / "search"
 
 
-def search_cache(digest: bytes, root: str | Path | None = None) -> Path:
+def search_cache(digest: bytes) -> Path:
     """Where the search indexes of the ONNX export whose graphs have ``digest`` are kept."""
-    return search_root(root) / digest.hex()[:32]
+    return search_root() / digest.hex()[:32]

@@ -1,27 +1,15 @@
-"""The ``onnx`` export: ``model.onnx`` takes ``input_ids`` and ``attention_mask`` (int64, dynamic batch
-and length; the mask is 1 on real tokens, which come first) and returns ``sentence_embedding``, the
-model's vectors L2-normalised (the dual encoder's PyTorch vectors are not: its graphs add the
-normalisation, which changes no cosine). A dual encoder with two towers also gets ``model_tower1.onnx``,
-the tower of question 2; every other model encodes both sides with ``model.onnx``. ``tokenizer.json`` is
-a Hugging Face ``tokenizers`` file giving the model's token ids (``Tokenizer.to_hf_tokenizer``). The
-graphs are checked against PyTorch on ``PROBE_TEXTS`` (within ``ONNX_TOLERANCE``); ``quantize="int8"``
-writes dynamically quantised graphs instead (weights int8), whose measured difference is recorded
-rather than enforced.
-"""
+"""The ``onnx`` export: ``model.onnx`` takes ``input_ids`` and ``attention_mask`` (int64, dynamic batch and
+length; the mask is 1 on real tokens, which come first) and returns ``sentence_embedding``, the model's
+vectors L2-normalised. A dual encoder with two towers also gets ``model_tower1.onnx`` for question 2.
+``tokenizer.json`` is the model's tokenizer for Hugging Face ``tokenizers``. The graphs are checked against
+PyTorch on ``PROBE_TEXTS`` (within ``ONNX_TOLERANCE``); the int8 graphs' difference is recorded, not enforced."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
-from core.export.common import (
-    PROBE_TEXTS,
-    TOKENIZER_FILE,
-    ExportError,
-    native_stderr_dropped,
-    normalises,
-    quiet_export,
-)
+from core.export.common import PROBE_TEXTS, TOKENIZER_FILE, ExportError, native_stderr_dropped, normalises, quiet_export
 
 GRAPH_FILES = ("model.onnx", "model_tower1.onnx")  # tower 0 (question 1, and both sides when Siamese), tower 1
 INPUT_NAMES = ("input_ids", "attention_mask")
@@ -30,20 +18,15 @@ OPSET = 17
 ONNX_TOLERANCE = 1e-4  # max |onnxruntime - PyTorch| over the probe vectors, float32 graphs
 
 
-def tower_count(model) -> int:
-    """2 for a dual encoder with two towers, else 1 (one encoder for both sides)."""
-    return len(getattr(model, "towers", ())) if model.model_type == "dual-transformer" else 1
+def _unit(model, vectors):
+    """What an exported graph returns: ``vectors`` of ``model``, L2-normalised unless they are already."""
+    import torch
 
-
-def _probe_batches(model):
-    """(input_ids, attention_mask) batches of ``PROBE_TEXTS`` as the model's tokenizer pads them: the
-    first traces the graph; the others, of other batch sizes and lengths, check it."""
-    table = model.tokenizer.encode(PROBE_TEXTS)
-    return [table.take(rows) for rows in ([0, 3], np.arange(len(table)), [7], [2, 5, 0])]
+    return vectors if normalises(model) else torch.nn.functional.normalize(vectors, dim=-1)
 
 
 def _graph(model, tower: int):
-    """One tower of ``model`` as a module (input_ids, attention_mask) -> vectors, for the exporter."""
+    """One tower of ``model`` as a module (input_ids, attention_mask) -> unit vectors, for the exporter."""
     import torch
 
     class Graph(torch.nn.Module):
@@ -54,28 +37,16 @@ def _graph(model, tower: int):
         def forward(self, input_ids, attention_mask):
             mask = attention_mask.bool()
             if self.model.model_type == "dual-transformer":
-                vectors = _dual_tower(self.model.towers[min(tower, len(self.model.towers) - 1)], input_ids, mask)
-            else:
-                vectors = self.model.embed(input_ids, mask, tower=tower)
-            return vectors if normalises(self.model) else torch.nn.functional.normalize(vectors, dim=-1)
+                towers = self.model.towers
+                return _unit(self.model, _dual_tower(towers[min(tower, len(towers) - 1)], input_ids, mask))
+            return _unit(self.model, self.model.embed(input_ids, mask, tower=tower))
 
     return Graph().eval()
 
 
-def unit_vectors(model, input_ids, attention_mask, tower: int = 0):
-    """What an exported graph returns: ``model.embed``'s vectors, L2-normalised; a (B, d) numpy array."""
-    import torch
-
-    with torch.no_grad():
-        vectors = model.embed(input_ids, attention_mask, tower=tower).float()
-        return (vectors if normalises(model) else torch.nn.functional.normalize(vectors, dim=-1)).numpy()
-
-
 def _dual_tower(tower, input_ids, mask):
-    """``core.models.dual_encoder.Tower.forward`` spelled out for the exporter: the same layers and
-    weights, with the attention written as plain matrix products. nn.MultiheadAttention traced by the
-    TorchScript exporter keeps the example's sequence length as a constant, so its graph fails on any
-    other length."""
+    """``core.models.dual_encoder.Tower.forward`` with the attention as plain matrix products: traced by the
+    TorchScript exporter, nn.MultiheadAttention keeps the example's sequence length as a constant."""
     import torch
 
     positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
@@ -110,24 +81,19 @@ def _self_attention(attention, x, padding):
     return attention.out_proj((weights @ v).transpose(1, 2).flatten(2))  # (B, T, d)
 
 
-def _fix_output_width(path: Path, width: int) -> None:
-    """The exporter names the output's second dimension symbolically; it is the vector width, a constant."""
-    import onnx
-
-    graph = onnx.load(str(path))
-    dim = graph.graph.output[0].type.tensor_type.shape.dim[1]
-    dim.Clear()
-    dim.dim_value = int(width)
-    onnx.save(graph, str(path))
-
-
 def write_onnx(model, folder: Path, quantize: str | None) -> dict:
+    import onnx
     import onnxruntime as ort
     import torch
 
+    from core.export.onnx_session import failure_reason
+
     (folder / TOKENIZER_FILE).write_text(model.tokenizer.hf_tokenizer_json(), encoding="utf-8")
-    (trace_ids, trace_mask), *checks = _probe_batches(model)
-    towers = tower_count(model)
+    # PROBE_TEXTS as the model's tokenizer pads them: the first batch traces the graphs, the others (other
+    # batch sizes and lengths) check them.
+    table = model.tokenizer.encode(PROBE_TEXTS)
+    (trace_ids, trace_mask), *checks = [table.take(rows) for rows in ([0, 3], np.arange(len(table)), [7], [2, 5, 0])]
+    towers = len(getattr(model, "towers", ())) if model.model_type == "dual-transformer" else 1
     differences, cosines = [], []
     for tower in range(towers):
         path = folder / GRAPH_FILES[tower]
@@ -140,24 +106,26 @@ def write_onnx(model, folder: Path, quantize: str | None) -> dict:
                 output_names=[OUTPUT_NAME], opset_version=OPSET, dynamo=False,
                 dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
                               OUTPUT_NAME: {0: "batch"}})
-        _fix_output_width(path, model.embedding_dim)
+        # The exporter names the output's second dimension symbolically; it is the vector width, a constant.
+        graph = onnx.load(str(path))
+        graph.graph.output[0].type.tensor_type.shape.dim[1].dim_value = int(model.embedding_dim)
         if quantize == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            fp32 = path.with_name(f".fp32-{path.name}")
-            path.rename(fp32)
             with quiet_export():
                 # Per-channel scales: on MiniLM the mean cosine to the float vectors goes from 0.970 to 0.994.
-                quantize_dynamic(str(fp32), str(path), weight_type=QuantType.QInt8, per_channel=True)
-            fp32.unlink()
+                quantize_dynamic(graph, str(path), weight_type=QuantType.QInt8, per_channel=True)
+        else:
+            onnx.save(graph, str(path))
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         for ids, mask in checks:
             try:
                 got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.long().numpy()})[0]
             except Exception as error:  # noqa: BLE001 - onnxruntime's own exception types
                 raise ExportError(f"the exported graph fails on a batch of {ids.shape[0]} x {ids.shape[1]} "
-                                  f"tokens: {str(error).splitlines()[0][:200]}") from None
-            want = unit_vectors(model, ids, mask, tower)
+                                  f"tokens: {failure_reason(error)}") from None
+            with torch.no_grad():
+                want = _unit(model, model.embed(ids, mask, tower=tower).float()).numpy()
             differences.append(float(np.abs(got - want).max()))
             norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
             cosines.append(float(np.min((got * want).sum(1) / np.maximum(norms, 1e-12))))

@@ -1,23 +1,13 @@
-"""An onnxruntime session under the lab's memory cap: ``capped_session(graph_bytes)``.
-
-onnxruntime has no per-session memory limit for the CPU, but an arena allocator registered with its
-environment takes one (``OrtArenaCfg`` ``max_mem``): every session that opts in
-(``session.use_env_allocators``) allocates its tensors from that one arena, and an allocation past
-``ARENA_MAX_BYTES`` fails as an onnxruntime error (which the backend reports on one line) instead of
-growing until the machine gives up. The cap is per process, shared by all the sessions of the backend.
-It covers what kernels allocate through the arena; what a kernel allocates by other means (scratch
-buffers) is not capped here, which is why a foreign graph's probe first runs in a child process whose
-whole address space is capped (``core.export.onnx_probe``, which makes its session here too).
-
-The session is made from the bytes the checks read, never from the path again, so a file swapped
-after the checks is never run. ``failure_reason(error)`` says on one line why onnxruntime failed.
-"""
+"""An onnxruntime session under the lab's memory cap (``capped_session``), made from the bytes the checks
+read, and onnxruntime's errors on one line (``failure_reason``). Every session allocates from one arena
+registered with onnxruntime's environment, capped at ``ARENA_MAX_BYTES`` (``OrtArenaCfg`` ``max_mem``), so an
+allocation past it fails instead of growing; scratch buffers outside it are what the probe's cap is for."""
 from __future__ import annotations
 
 import re
 import threading
 
-ARENA_MAX_BYTES = 4 * 2**30
+ARENA_MAX_BYTES = 4 * 2**30  # per process, shared by every session
 _REGISTERED = threading.Lock()
 _registered = False
 _ERROR_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
@@ -27,7 +17,11 @@ _PAST_PROCESS = re.compile(r"running (\w+) node.*Failed to allocate memory for r
                            re.DOTALL)
 
 
-def _register_arena(ort) -> None:
+def capped_session(graph: bytes):
+    """An ``onnxruntime.InferenceSession`` of ``graph`` on the CPU, one thread, its tensors from the capped
+    arena; onnxruntime logs nothing (its errors reach the caller as exceptions)."""
+    import onnxruntime as ort
+
     global _registered
     with _REGISTERED:
         if not _registered:
@@ -36,26 +30,16 @@ def _register_arena(ort) -> None:
             ort.create_and_register_allocator(info, ort.OrtArenaCfg({"max_mem": ARENA_MAX_BYTES,
                                                                      "arena_extend_strategy": 1}))
             _registered = True
-
-
-def capped_session(graph: bytes, threads: int = 1):
-    """An ``onnxruntime.InferenceSession`` of ``graph`` on the CPU, ``threads`` intra-op threads, its
-    tensors from the capped arena; onnxruntime logs nothing (its errors reach the caller as exceptions)."""
-    import onnxruntime as ort
-
-    _register_arena(ort)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 4  # fatal only: failures are reported by the caller, on one line
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 4  # fatal only
     options.add_session_config_entry("session.use_env_allocators", "1")
     return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
 
 def failure_reason(error: Exception) -> str:
-    """onnxruntime's error on one line: an allocation it refused as the operator, what it asked for and
-    the cap it went past (the arena's, or the process's own address space); anything else as its first
-    line, without onnxruntime's status prefix and source location."""
+    """onnxruntime's error on one line: an allocation past a cap as the operator and the size it asked for,
+    anything else as its first line without onnxruntime's status prefix and source location."""
     text = str(error).strip()
     if found := _PAST_ARENA.search(text):
         cap = f"onnxruntime's memory cap of {ARENA_MAX_BYTES / 2**30:.3g} GiB"

@@ -5,7 +5,6 @@ model's BertModel, its tokenizer and ``max_seq_length`` = the model's max length
 ``ST_TOLERANCE``). Named ``..._folder`` so that it never shadows the ``sentence_transformers`` package."""
 from __future__ import annotations
 
-import os
 import stat
 import tempfile
 from pathlib import Path
@@ -36,13 +35,12 @@ def write_sentence_transformers(model, folder: Path) -> dict:
         with torch.random.fork_rng():
             torch.manual_seed(0)  # BertModel's pooler (unused by mean pooling) is initialised: the same each time
             transformer = st_models.Transformer(hf, max_seq_length=max_length)
-        modules = [transformer, st_models.Pooling(model.embedding_dim, pooling_mode="mean")]
-        if model.config.normalize:
-            modules.append(st_models.Normalize())
+        modules = [transformer, st_models.Pooling(model.embedding_dim, pooling_mode="mean")] + (
+            [st_models.Normalize()] if model.config.normalize else [])
         SentenceTransformer(modules=modules, device="cpu", similarity_fn_name="cosine").save(
             str(folder), create_model_card=False)
         # safetensors creates its file 0600; give it the mode the other files got (0666 less the umask).
-        os.chmod(folder / "model.safetensors", stat.S_IMODE(os.stat(folder / "modules.json").st_mode))
+        (folder / "model.safetensors").chmod(stat.S_IMODE((folder / "modules.json").stat().st_mode))
         loaded = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         got = loaded.encode(PROBE_TEXTS, convert_to_numpy=True, show_progress_bar=False)
     want = model.encode(PROBE_TEXTS).numpy()
