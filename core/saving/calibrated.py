@@ -1,19 +1,10 @@
 """A calibrated copy of a model: a small folder that points at its parent's weights and holds new thresholds.
 
-``python -m core calibrate`` writes one. Its ``config.json`` is an ordinary model config (the same format,
-checked by ``read_config``) whose ``calibrated_from`` names the parent, and which carries the parent's
-metadata (model type, training data, validation metrics) with the thresholds calibrated on the user's
-labelled file (``calibration`` says which file and how many pairs):
-
-* ``{"source": "minilm"}``: zero-shot MiniLM, whose weights are the installed package's;
-* ``{"source": "tfidf"}``: the TF-IDF cosine baseline; its fitted vocabulary and IDF weights are the folder's
-  ``TFIDF_FILE``, since that baseline has no weights anywhere else;
-* ``{"source": "/absolute/path"}``: a saved model folder, never copied.
-
-A parent with files also has ``sha256``, the ``folder_digest`` of those files when the copy was made: a
-parent changed or removed since (retrained with ``--overwrite``, deleted, the package upgraded) makes the
-copy's thresholds meaningless, so loading it is refused (``core.models.registry.parent_of``) rather than served.
-``core.saving.model_folder`` writes such a folder (``calibrated_config``, ``save_calibrated``).
+Its ``config.json`` (written by ``python -m core calibrate`` through ``model_folder.save_calibrated``) carries the
+parent's metadata, the thresholds calibrated on the user's labelled file (``calibration``) and ``calibrated_from``:
+``{"source": "minilm"}`` (the installed package's weights), ``{"source": "tfidf"}`` (the baseline, fitted in
+``TFIDF_FILE``) or ``{"source": "/absolute/path"}`` (a saved model, never copied), with the ``folder_digest`` of the
+parent's files: a parent changed since makes the thresholds meaningless, so loading refuses it.
 """
 from __future__ import annotations
 

@@ -1,24 +1,10 @@
 """Labels that are never lost: ``LabelStore(path)``, an SQLite database of answers, one current label per pair.
 
-The database (the standard library's ``sqlite3``: WAL journal, ``synchronous=FULL``, a busy timeout, every
-change one ``BEGIN IMMEDIATE`` transaction, so a killed process leaves it before or after an answer) holds:
-
-* ``answers``: every answer in the order given: the pair's ``core.data.pair_key``, both questions as given,
-  the label, who gave it (a session id, may be empty) and when. An undo marks its answer ``undone_at``;
-  nothing is deleted, so it is the pair's history.
-* ``labels``: the current label of each pair, one row per ``pair_key`` (its primary key) pointing at the latest
-  answer not undone. Answering a labelled pair again (a correction, another tab) makes the new answer the
-  label; ``add`` returns the label it replaced so the caller can say so. Undo brings back the pair's previous
-  answer, or removes the label when there was none.
-* ``imports``: the files taken in by name, so the CSV labels file the lab kept before is imported once.
-
-Fields are bounded (``core.saving.label_rows``: ``MAX_QUESTION_CHARS``, ``MAX_LABELLER_CHARS``): checked by
-``checked_answer`` before any write, and again by the schema's CHECKs; a refusal is one ``DataError`` line and
-leaves the database as it was. The path must be a regular file or absent: a link, a pipe or a device is refused in one line, never followed or waited on.
-
-Labels travel as an ordinary pairs CSV: ``export_csv`` gives question1, question2, is_duplicate, formula safe
-(a cell a spreadsheet would run gets a leading ``'``, as ``escape_cell`` says); ``merge`` takes a pairs frame
-back (``read_labels_csv``: ``core.data.load_pairs`` with that quote undone), its later rows winning.
+SQLite in WAL mode with ``synchronous=FULL``, every change one ``BEGIN IMMEDIATE`` transaction, so a killed process
+leaves it before or after an answer. ``answers`` is every answer given (an undo marks one ``undone_at``; nothing is
+deleted), ``labels`` the current label of each ``pair_key`` (the latest answer not undone), ``imports`` the CSV
+labels files taken in once. Fields are bounded (``label_rows.checked_answer``, and the schema's CHECKs); the path
+must be a regular file or absent. Labels travel as a formula-safe pairs CSV (``export_csv``, ``merge``).
 """
 from __future__ import annotations
 
@@ -86,9 +72,9 @@ def _now() -> str:
 
 
 class LabelStore:
-    """The labels of one SQLite file; safe to share between threads and processes (see the module). Nothing is
-    created before the first change. ``legacy_csv``: a CSV labels file imported once, on first use; a file that
-    cannot be read is left alone and its one-line reason kept in ``import_problem``."""
+    """The labels of one SQLite file, safe to share between threads and processes; nothing is created before the
+    first change. ``legacy_csv``: a CSV labels file imported once, on first use (why a file could not be, in one
+    line: ``import_problem``)."""
 
     def __init__(self, path: str | Path, legacy_csv: str | Path | None = None):
         self.path = Path(path)
@@ -98,23 +84,23 @@ class LabelStore:
         self._db: sqlite3.Connection | None = None
         self._opened: tuple | None = None  # (process, device, inode) the connection belongs to
 
-    # ---- reading -------------------------------------------------------------------------------
+    def _rows(self, sql: str, values=()) -> list[tuple]:
+        """The rows of one read; none while the database does not exist."""
+        with self._transaction(write=False) as db:
+            return [] if db is None else db.execute(sql, tuple(values)).fetchall()
+
     def pairs(self) -> pd.DataFrame:
         """The current labels in the order they were given: ``LABEL_COLUMNS``, ``is_duplicate`` 0 or 1."""
-        with self._transaction(write=False) as db:
-            rows = [] if db is None else db.execute(f"{_CURRENT} ORDER BY l.answer_id").fetchall()
-        frame = pd.DataFrame(rows, columns=list(LABEL_COLUMNS))
+        frame = pd.DataFrame(self._rows(f"{_CURRENT} ORDER BY l.answer_id"), columns=list(LABEL_COLUMNS))
         frame["is_duplicate"] = frame["is_duplicate"].astype("int64")
         return frame
 
     def keys(self) -> set[tuple[str, str]]:
         """The ``pair_key`` of every labelled pair."""
-        with self._transaction(write=False) as db:
-            return set() if db is None else set(db.execute("SELECT key1, key2 FROM labels"))
+        return set(self._rows("SELECT key1, key2 FROM labels"))
 
     def __len__(self) -> int:
-        with self._transaction(write=False) as db:
-            return 0 if db is None else db.execute("SELECT count(*) FROM labels").fetchone()[0]
+        return sum(count for (count,) in self._rows("SELECT count(*) FROM labels"))
 
     def __contains__(self, pair) -> bool:
         """Whether the pair (question1, question2) is labelled, in either order."""
@@ -122,23 +108,19 @@ class LabelStore:
 
     def label_of(self, question1: str, question2: str) -> Label | None:
         """The pair's current label (in either order), None when it has none."""
-        with self._transaction(write=False) as db:
-            return None if db is None else _current(db, pair_key(str(question1).strip(), str(question2).strip()))
+        key = pair_key(str(question1).strip(), str(question2).strip())
+        return next((Label(*row) for row in self._rows(f"{_CURRENT} WHERE l.key1 = ? AND l.key2 = ?", key)), None)
 
     def recent(self, n: int, labelled_by: str | None = None) -> list[Label]:
         """The ``n`` labels given last (of ``labelled_by``, when given), the latest first."""
         where, values = ("WHERE a.labelled_by = ?", (labelled_by, n)) if labelled_by is not None else ("", (n,))
-        with self._transaction(write=False) as db:
-            rows = [] if db is None else db.execute(f"{_CURRENT} {where} ORDER BY l.answer_id DESC LIMIT ?", values)
-            return [Label(*row) for row in rows]
+        return [Label(*row) for row in self._rows(f"{_CURRENT} {where} ORDER BY l.answer_id DESC LIMIT ?", values)]
 
     def history(self, question1: str, question2: str) -> pd.DataFrame:
         """Every answer the pair was given, the first first: ``LABEL_COLUMNS`` and ``undone_at`` (None if not)."""
         key = pair_key(str(question1).strip(), str(question2).strip())
-        with self._transaction(write=False) as db:
-            rows = [] if db is None else db.execute(
-                f"SELECT {', '.join(LABEL_COLUMNS)}, undone_at FROM answers WHERE key1 = ? AND key2 = ? ORDER BY id",
-                key).fetchall()
+        rows = self._rows(f"SELECT {', '.join(LABEL_COLUMNS)}, undone_at FROM answers WHERE key1 = ? AND key2 = ? "
+                          "ORDER BY id", key)
         return pd.DataFrame(rows, columns=[*LABEL_COLUMNS, "undone_at"])
 
     def export_csv(self) -> bytes:
@@ -149,16 +131,15 @@ class LabelStore:
             frame[column] = frame[column].map(escape_cell)
         return frame.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
 
-    # ---- changing ------------------------------------------------------------------------------
     def add(self, question1: str, question2: str, is_duplicate, labelled_by: str = "") -> Label | None:
         """Record an answer, durably: from now on it is the pair's label. Returns the label it replaced (a
         correction, or another tab's answer), None for a pair not labelled before. ``DataError`` (one line,
         nothing written) for an answer ``checked_answer`` refuses or a database that cannot be used."""
         answer = checked_answer(question1, question2, is_duplicate, labelled_by)
         with self._transaction(write=True) as db:
-            previous = _current(db, answer[:2])
+            previous = db.execute(f"{_CURRENT} WHERE l.key1 = ? AND l.key2 = ?", answer[:2]).fetchone()
             _record(db, answer, _now())
-        return previous
+        return None if previous is None else Label(*previous)
 
     def undo_last(self, labelled_by: str | None = None) -> Label | None:
         """Take back the last answer that is a pair's label (the last of ``labelled_by``, when given): the pair's
@@ -194,7 +175,6 @@ class LabelStore:
         with self._transaction(write=True) as db:
             return _merge(db, answers)
 
-    # ---- the database --------------------------------------------------------------------------
     def close(self) -> None:
         """Close the connection (a later call opens another)."""
         with self._mutex:
@@ -318,11 +298,6 @@ def _check_ours(db: sqlite3.Connection) -> None:
     if (tables or version) and not (version == SCHEMA_VERSION and set(LAB_TABLES) <= tables):
         raise sqlite3.DatabaseError("it is an SQLite database of something else, not the lab's labels; it was left "
                                     "as it is: name another file")
-
-
-def _current(db: sqlite3.Connection, key) -> Label | None:
-    row = db.execute(f"{_CURRENT} WHERE l.key1 = ? AND l.key2 = ?", tuple(key)).fetchone()
-    return None if row is None else Label(*row)
 
 
 def _record(db: sqlite3.Connection, answer: tuple, when: str) -> None:

@@ -1,11 +1,8 @@
-"""The runs folder: one model folder per run, named by ``core.saving.output.claim_new_run`` and
-checked by ``check_run_name``.
+"""The runs folder: one model folder per run, named by ``output.claim_new_run``, checked by ``check_run_name``.
 
-``list_runs`` lists the usable models and says why every other folder is not one: a leftover
-``.tmp-*`` / ``.old-*`` folder of an interrupted save is never loaded. A save killed between the two
-renames of the fallback (see ``core.saving.atomic``) leaves its run missing and the previous model in
-``.old-<name>-<id>``; ``load_model`` and ``list_runs`` say so and ``recover_interrupted_saves(root)``
-puts it back. A calibrated copy (``core.saving.calibrated``) is listed like the model it points at.
+``list_runs`` lists the usable models (a calibrated copy like the model it points at) and says why every other
+folder is not one; a ``.tmp-*`` / ``.old-*`` leftover of an interrupted save is never loaded, and a run whose save
+died between the fallback's two renames is put back by ``recover_interrupted_saves``.
 """
 from __future__ import annotations
 
@@ -89,11 +86,8 @@ def _calibrated_problem(config: dict) -> str:
 
 
 def recover_interrupted_saves(root: str | Path) -> list[str]:
-    """Put back the previous model of every run whose save died between its two renames.
-
-    Returns one message per restored run. Other leftovers are left alone: a ``.tmp-*`` folder may
-    belong to a save that is still running.
-    """
+    """Put back the previous model of every run whose save died between its two renames; one message for each.
+    Other leftovers are left alone: a ``.tmp-*`` folder may belong to a save still running."""
     root = Path(root)
     restored = []
     for name, previous in interrupted_saves(root).items():

@@ -5,11 +5,9 @@ import re
 
 import pandas as pd
 
-# A cell starting with one of these is a formula to Excel / LibreOffice / Sheets (OWASP "CSV injection").
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-# A text cell that is a plain signed decimal number ("-2", "+3.5", "-1e-3") is a number to a spreadsheet,
-# never a formula, so it is kept as written (a quote would turn a user's -2 into the text '-2). Anything
-# more ("-2+3", "-A1", "-inf") is still neutralised: only digits, one point and an exponent pass.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a formula to Excel, LibreOffice and Sheets
+# A plain signed decimal ("-2", "+3.5", "-1e-3") is a number to a spreadsheet, kept as written (a quote would turn
+# a user's -2 into the text '-2); anything more ("-2+3", "-A1", "-inf") is neutralised.
 PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
@@ -19,9 +17,7 @@ def is_formula(text: str) -> bool:
 
 
 def _neutralise(value):
-    if isinstance(value, str) and is_formula(value):
-        return "'" + value
-    return value
+    return "'" + value if isinstance(value, str) and is_formula(value) else value
 
 
 def safe_csv(table: pd.DataFrame) -> bytes:

@@ -1,9 +1,8 @@
 """Workspaces: everything one person (or project) makes in the app, kept apart from everyone else's.
 
-A workspace is a folder named by an unguessable id (the ``ws`` query parameter of the app's URL): its trained
-models, its label databases, its active upload and a small ``state.json`` of choices (active dataset and model,
-thresholds, page settings). Whoever has the id can open it, so the id is the key: 128 random bits, never listed
-and never derived from anything a user typed. Nothing here knows about Streamlit.
+A workspace is a folder named by an unguessable id (the app URL's ``ws`` parameter: 128 random bits, never listed
+or derived from what a user typed; whoever has it can open the workspace): its models and label databases, its
+active upload and a ``state.json`` of choices. Nothing here knows about Streamlit.
 """
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.saving.files import read_regular_file
+from core.saving.files import read_json_file, read_regular_file
 from core.saving.user_files import write_file_atomically
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16+ characters so it cannot be guessed
@@ -58,12 +57,9 @@ class Workspace:
     def load_state(self) -> dict:
         """The saved choices, or {} for a new workspace or a state file the lab cannot read (it is rewritten
         at the next change; choices are conveniences, never data)."""
-        path = self.folder / STATE
-        if not path.exists():
-            return {}
         try:
-            state = json.loads(read_regular_file(path, STATE_MAX_BYTES, folder=self.folder))
-        except (OSError, ValueError):
+            state = read_json_file(self.folder / STATE, STATE_MAX_BYTES, folder=self.folder)
+        except (OSError, ValueError):  # missing, not a regular file, too large, not JSON
             return {}
         return state if isinstance(state, dict) else {}
 
