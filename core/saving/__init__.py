@@ -1,10 +1,9 @@
 """Files on disk; ``from core.saving import X`` works for every public name below.
 
-``files`` reads what someone else may have written (regular files only, under a cap); ``atomic`` replaces a folder
-whole and only the lab's files in it (``owned_files``, ``temp_files``); ``model_folder`` is the model's schema and
-checked readers (``calibrated``: a calibrated copy); ``output`` claims where a training writes, under ``locks``;
-``runs`` lists the runs folder; ``user_files`` writes each file the user named whole or not at all; ``cache_seal``
-seals cache entries; ``label_store`` keeps labels and ``workspaces`` each person's folder.
+``files`` reads what someone else may have written; ``atomic`` replaces a folder whole, only the lab's files in it
+(``owned_files``, ``temp_files``); ``model_folder`` is the model's schema (``calibrated``: a calibrated copy);
+``output`` claims where a training writes (``locks``); ``runs`` lists the runs; ``user_files`` writes a file the
+user named; ``cache_seal`` seals cache entries; ``label_store`` keeps labels, ``workspaces`` each person's folder.
 """
 from core.saving.atomic import OLD_PREFIX, write_folder_atomically
 from core.saving.files import (

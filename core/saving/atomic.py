@@ -1,10 +1,9 @@
 """Writing a folder atomically: ``write_folder_atomically(target, write)``.
 
-``write(temp)`` fills a temporary folder beside the target (``temp_files``); it is fsynced and takes the target's
-place in one ``renameat2(RENAME_EXCHANGE)``, so a crash at any moment leaves the previous content or the new one,
-whole. Where Linux's call is missing it takes two renames: a crash between them leaves the target missing and its
-previous content in ``.old-<name>-<id>``, which the next write (or ``runs.recover_interrupted_saves``) puts back.
-Only the lab's files are replaced: the user's are carried into the new folder (``owned_files``).
+``write(temp)`` fills a temporary folder beside the target; it is fsynced and swapped in with one
+``renameat2(RENAME_EXCHANGE)``, so a crash leaves the previous content or the new one, whole. Without that call it
+takes two renames; a crash between them leaves the previous content in ``.old-<name>-<id>``, which the next write
+(or ``runs.recover_interrupted_saves``) puts back. The user's files in the target are carried over (``owned_files``).
 """
 from __future__ import annotations
 
@@ -30,12 +29,9 @@ _AT_FDCWD, _RENAME_EXCHANGE = -100, 2  # from <fcntl.h> and <linux/fs.h>
 
 def write_folder_atomically(target: str | Path, write: Callable[[Path], None],
                             owned_before: Iterable[str] = ()) -> Path:
-    """Have ``write(temp)`` fill a new hidden folder beside ``target``, then put it in ``target``'s place.
-
-    What ``write`` creates is recorded as the lab's; everything else already in ``target`` is carried into the
-    new folder and named in a warning (``owned_before``: what a folder written before records existed owns). On
-    any exception the temporary folder is removed and ``target`` keeps its previous content. Returns ``target``.
-    """
+    """Have ``write(temp)`` fill a new hidden folder beside ``target``, then put it in ``target``'s place; what
+    else ``target`` holds is the user's (``owned_before``: what a folder from before records owns), carried over
+    and named in a warning. On any exception ``target`` keeps its previous content. Returns ``target``."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     _put_back_displaced(target)
@@ -45,13 +41,11 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None],
     remove_stale_temps(target)
     temp = new_temp_path(target)
     temp.mkdir()
-    carried = Carried()
     try:
         write(temp)
         write_record(temp)
         _fsync_tree(temp)
-        if _is_folder(target):
-            carried = carry_user_files(target, temp, owned_before)
+        carried = carry_user_files(target, temp, owned_before)  # none when there is no target yet
         displaced = _swap_into_place(temp, target)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
@@ -65,9 +59,7 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None],
 
 
 def _put_back_displaced(target: Path) -> None:
-    """A write killed between the fallback's two renames left ``target`` missing and its previous content in
-    ``.old-<name>-<id>``: put the newest back, so this write replaces it like any other and carries the user's
-    files."""
+    """Put back what a fallback killed between its two renames left in ``.old-*``, so this write carries it over."""
     if os.path.lexists(target):
         return
     previous = [path for name, path in displaced_folders(target.parent) if name == target.name and _is_folder(path)]
@@ -88,8 +80,7 @@ def _old_path(target: Path) -> Path:
 
 
 def _retire(displaced: Path, target: Path, owned_before: Iterable[str], carried: Carried) -> None:
-    """Remove the previous content once what the user changed in it meanwhile is in ``target``; else keep it as
-    ``.old-<name>-<id>`` (never removed as stale) and say so."""
+    """Remove the previous content once the user's changes in it are in ``target``; else keep it and say so."""
     if catch_up(displaced, target, owned_before, carried):
         shutil.rmtree(displaced, ignore_errors=True)
         return
@@ -156,8 +147,7 @@ def _fsync_tree(folder: Path) -> None:
 
 
 def displaced_folders(root: str | Path) -> list[tuple[str, Path]]:
-    """(target name, ``.old-<name>-<id>`` folder) in ``root``, in name order, for every such folder whose target is
-    missing: the state only the fallback leaves (killed between its renames), with the complete previous content."""
+    """(target name, ``.old-<name>-<id>``) in ``root`` for each missing target: a fallback killed between renames."""
     root = Path(root)
     matches = [(_OLD_FOLDER.match(path.name), path) for path in sorted(root.iterdir())] if root.is_dir() else []
     return [(match["name"], path) for match, path in matches if match and not (root / match["name"]).exists()]

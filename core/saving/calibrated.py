@@ -1,10 +1,9 @@
 """A calibrated copy of a model: a small folder that points at its parent's weights and holds new thresholds.
 
-Its ``config.json`` (written by ``python -m core calibrate`` through ``model_folder.save_calibrated``) carries the
-parent's metadata, the thresholds calibrated on the user's labelled file (``calibration``) and ``calibrated_from``:
-``{"source": "minilm"}`` (the installed package's weights), ``{"source": "tfidf"}`` (the baseline, fitted in
-``TFIDF_FILE``) or ``{"source": "/absolute/path"}`` (a saved model, never copied), with the ``folder_digest`` of the
-parent's files: a parent changed since makes the thresholds meaningless, so loading refuses it.
+Its config.json (``model_folder.save_calibrated``) carries the parent's metadata, thresholds calibrated on the
+user's file (``calibration``) and ``calibrated_from``: ``minilm`` (the package's weights), ``tfidf`` (fitted in
+``TFIDF_FILE``) or a saved model's absolute path, with the ``folder_digest`` of the parent's files, so a parent
+changed since is refused rather than served.
 """
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ def is_calibrated(config: Mapping) -> bool:
 
 
 def folder_digest(folder: str | Path, max_bytes: int) -> str:
-    """sha256 (hex) of the name, size and bytes of each of ``DIGEST_FILES`` in ``folder`` (a missing one counts
-    as missing), each read as a regular file inside the folder of at most ``max_bytes`` bytes."""
+    """sha256 of the name, size and bytes of each of ``DIGEST_FILES`` in ``folder`` (a missing one as missing)."""
     folder = Path(folder)
     digest = hashlib.sha256(b"siamese-lab-parent 1\0")
     for name in DIGEST_FILES:

@@ -1,9 +1,8 @@
 """Reading files that someone else may have written: regular files only, never more than a cap.
 
-Every file of a model folder or a cache is read through ``open_regular_file``: opened with ``O_NONBLOCK`` (a FIFO
-never makes it wait), refused unless ``fstat`` says "regular file" (not a FIFO, socket, folder or device, whatever
-link led there), of at most the caller's cap before a byte is read, and inside ``folder`` when given. A missing file
-raises ``FileNotFoundError``; every other refusal is a ``ModelLoadError`` naming the file and the reason.
+``open_regular_file`` opens with ``O_NONBLOCK`` (a FIFO never makes it wait), refuses anything ``fstat`` does not
+call a regular file (whatever link led there), a file over the caller's cap before a byte is read, and one outside
+``folder`` when given. A missing file is ``FileNotFoundError``; any other refusal a ``ModelLoadError`` saying why.
 """
 from __future__ import annotations
 
@@ -30,11 +29,8 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (s
 
 @contextlib.contextmanager
 def open_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> Iterator[tuple[int, int]]:
-    """``(fd, size)`` of ``path`` opened read-only, once it is known to be a regular file of at most
-    ``max_bytes`` bytes (inside ``folder`` when given); the descriptor is closed on exit.
-
-    Raises ``FileNotFoundError`` when there is no such file, ``ModelLoadError`` for everything else.
-    """
+    """``(fd, size)`` of ``path`` opened read-only, once it is a regular file of at most ``max_bytes`` bytes (inside
+    ``folder`` when given), closed on exit; ``FileNotFoundError`` or ``ModelLoadError`` otherwise."""
     path = Path(path)
     if folder is not None:
         real, base = os.path.realpath(path), os.path.realpath(folder)
@@ -66,8 +62,7 @@ def check_regular_file(path: str | Path, max_bytes: int, folder: str | Path | No
 
 
 def read_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> bytes:
-    """The bytes of ``path`` after the checks of ``open_regular_file``: at most ``max_bytes`` are read,
-    even if the file grows meanwhile."""
+    """The bytes of ``path`` after ``open_regular_file``'s checks; never more than its size then, even if it grows."""
     with open_regular_file(path, max_bytes, folder) as (fd, size):
         parts, left = [], size
         while left > 0 and (part := os.read(fd, min(left, 1 << 30))):  # stops early if the file shrank meanwhile
@@ -115,8 +110,7 @@ def read_json_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, folder: 
 
 
 def hash_regular_file(digest, path: Path, max_bytes: int, folder: Path) -> None:
-    """``path``'s name, size and bytes into ``digest`` (a hashlib object), read through ``open_regular_file``'s
-    checks; a missing file counts as missing, so its absence is part of the digest too."""
+    """``path``'s name, size and bytes into ``digest`` through ``open_regular_file``; a missing file as missing."""
     try:
         with open_regular_file(path, max_bytes, folder) as (fd, size):
             digest.update(f"{path.name}\0{size}\0".encode())

@@ -87,8 +87,7 @@ def is_label_database(path: str | Path) -> bool:
 
 
 def read_labels_csv(source, max_bytes: int | None = None) -> pd.DataFrame:
-    """A pairs CSV (a path, bytes or a file object) as labels: ``core.data.load_pairs``'s frame with the
-    quote ``export_csv`` puts before a formula-like text taken off again."""
+    """A pairs CSV (a path, bytes or a file object) as ``load_pairs`` reads it, ``escape_cell``'s quotes taken off."""
     from core.data import load_pairs
 
     frame, _ = load_pairs(source, max_bytes=max_bytes)

@@ -1,10 +1,9 @@
 """Labels that are never lost: ``LabelStore(path)``, an SQLite database of answers, one current label per pair.
 
-SQLite in WAL mode with ``synchronous=FULL``, every change one ``BEGIN IMMEDIATE`` transaction, so a killed process
-leaves it before or after an answer. ``answers`` is every answer given (an undo marks one ``undone_at``; nothing is
-deleted), ``labels`` the current label of each ``pair_key`` (the latest answer not undone), ``imports`` the CSV
-labels files taken in once. Fields are bounded (``label_rows.checked_answer``, and the schema's CHECKs); the path
-must be a regular file or absent. Labels travel as a formula-safe pairs CSV (``export_csv``, ``merge``).
+WAL with ``synchronous=FULL`` and one ``BEGIN IMMEDIATE`` transaction per change, so a killed process leaves it
+before or after an answer. ``answers`` holds every answer (an undo marks it ``undone_at``; nothing is deleted),
+``labels`` each ``pair_key``'s latest answer not undone, ``imports`` the CSV files taken in once. Fields are bounded
+(``label_rows.checked_answer`` and CHECKs); the path must be a regular file or absent.
 """
 from __future__ import annotations
 
@@ -124,17 +123,15 @@ class LabelStore:
         return pd.DataFrame(rows, columns=[*LABEL_COLUMNS, "undone_at"])
 
     def export_csv(self) -> bytes:
-        """The current labels as a pairs CSV (``PAIR_COLUMNS``, UTF-8, CRLF), formula safe; ``merge`` of
-        ``read_labels_csv`` of it gives back the same labels."""
+        """The current labels as a formula-safe pairs CSV (UTF-8, CRLF) that ``merge`` takes back."""
         frame = self.pairs()[list(PAIR_COLUMNS)].copy()
         for column in ("question1", "question2"):
             frame[column] = frame[column].map(escape_cell)
         return frame.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
 
     def add(self, question1: str, question2: str, is_duplicate, labelled_by: str = "") -> Label | None:
-        """Record an answer, durably: from now on it is the pair's label. Returns the label it replaced (a
-        correction, or another tab's answer), None for a pair not labelled before. ``DataError`` (one line,
-        nothing written) for an answer ``checked_answer`` refuses or a database that cannot be used."""
+        """Record an answer, durably, as the pair's label; returns the label it replaced, if any. ``DataError``
+        (nothing written) for an answer ``checked_answer`` refuses or a database that cannot be used."""
         answer = checked_answer(question1, question2, is_duplicate, labelled_by)
         with self._transaction(write=True) as db:
             previous = db.execute(f"{_CURRENT} WHERE l.key1 = ? AND l.key2 = ?", answer[:2]).fetchone()
@@ -142,8 +139,8 @@ class LabelStore:
         return None if previous is None else Label(*previous)
 
     def undo_last(self, labelled_by: str | None = None) -> Label | None:
-        """Take back the last answer that is a pair's label (the last of ``labelled_by``, when given): the pair's
-        answer before it is its label again, or it has none. Returns the answer taken back; None when none."""
+        """Take back the last answer that is a pair's label (of ``labelled_by``, when given), the pair's answer
+        before it its label again; returns the answer taken back, if any."""
         where, values = ("WHERE a.labelled_by = ?", (labelled_by,)) if labelled_by is not None else ("", ())
         with self._transaction(write=True) as db:
             found = db.execute(f"SELECT a.id, l.key1, l.key2, {', '.join('a.' + c for c in LABEL_COLUMNS)} FROM "
@@ -162,10 +159,8 @@ class LabelStore:
         return Label(*found[3:])
 
     def merge(self, pairs: pd.DataFrame, labelled_by: str = "") -> MergeCounts:
-        """Take in a pairs frame (``PAIR_COLUMNS``; ``read_labels_csv``'s) as answers given now, in its row
-        order, so a later row wins over an earlier one and over the store; a row that says what the store
-        holds is no new answer. All rows or none: the first row ``checked_answer`` refuses is one
-        ``DataError`` naming its row, and nothing is written."""
+        """Take in a pairs frame (``read_labels_csv``'s) as answers given now, a later row winning; a row that says
+        what the store holds is no new answer. All rows or none: a refused row is one ``DataError`` naming it."""
         answers = []
         for row, (question1, question2, label) in enumerate(pairs[list(PAIR_COLUMNS)].itertuples(index=False), 1):
             try:
@@ -183,8 +178,7 @@ class LabelStore:
             self._db = self._opened = None
 
     def _regular_file(self) -> os.stat_result | None:
-        """The database's ``lstat``, None when it does not exist; one ``DataError`` line when its path is not a
-        regular file."""
+        """The database's ``lstat``, None when it does not exist; ``DataError`` when it is not a regular file."""
         try:
             info = os.lstat(self.path)
         except FileNotFoundError:
@@ -199,9 +193,8 @@ class LabelStore:
 
     @contextmanager
     def _transaction(self, write: bool):
-        """A connection inside one transaction (``BEGIN IMMEDIATE`` to write), committed when the block ends,
-        rolled back when it raises; None for a read of a database that does not exist yet. Any SQLite
-        failure becomes one ``DataError`` line."""
+        """A connection inside one transaction (``BEGIN IMMEDIATE`` to write); None for a read of a database not
+        made yet. Any SQLite failure is one ``DataError`` line."""
         with self._mutex:
             info = self._regular_file()
             if info is None and not write and not (self.legacy_csv and self.legacy_csv.exists()):
@@ -213,17 +206,13 @@ class LabelStore:
                 raise DataError(f"the labels {self.path.name} cannot be opened: {error}") from None
             try:
                 db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                yield db
-                db.execute("COMMIT")
+                with db:  # commits at the end, rolls back on any exception (a failed commit included)
+                    yield db
             except sqlite3.Error as error:
                 raise DataError(f"the labels {self.path.name}: {error}") from None
-            finally:
-                if db.in_transaction:
-                    db.rollback()
 
     def _connection(self, info: os.stat_result | None) -> sqlite3.Connection:
-        """The open connection, or a new one in a forked child (a connection must not cross a fork) or when the
-        file was removed or replaced (writing on would write into a file no one reads)."""
+        """The open connection, or a new one in a forked child or when the file was removed or replaced."""
         if self._db is not None and (info is None or self._opened != (os.getpid(), info.st_dev, info.st_ino)):
             if self._opened[0] == os.getpid():
                 self._db.close()
@@ -238,8 +227,15 @@ class LabelStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=rwc"
         db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-        try:
-            _check_ours(db)  # before the first write: a database of something else is never changed
+        try:  # a database of something else (or of a newer lab) is never changed
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
+                                            f"{SCHEMA_VERSION})")
+            if (tables or version) and not (version == SCHEMA_VERSION and set(LAB_TABLES) <= tables):
+                raise sqlite3.DatabaseError("it is an SQLite database of something else, not the lab's labels; it was "
+                                            "left as it is: name another file")
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # set once: it stays with the file
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = FULL")  # an answer acknowledged survives a power cut too
@@ -251,23 +247,18 @@ class LabelStore:
         return db
 
     def _prepare(self, db: sqlite3.Connection) -> None:
-        """The schema, on each new connection (the file may be new); then the legacy CSV, unless it was imported
-        before."""
+        """The schema, on each new connection; then the legacy CSV, unless it was imported before."""
         db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
         if self.legacy_csv is None or not self.legacy_csv.exists():
             return
         db.execute("BEGIN IMMEDIATE")
-        try:
+        with db:
             if db.execute("SELECT 1 FROM imports WHERE source = ?", (self.legacy_csv.name,)).fetchone() is None:
                 self._import_legacy(db)
-            db.execute("COMMIT")
-        finally:
-            if db.in_transaction:
-                db.rollback()
 
     def _import_legacy(self, db: sqlite3.Connection) -> None:
-        """The legacy CSV's labels, each row ``checked_answer`` accepts (a row it refuses is skipped and said,
-        so one bad row costs no other label); a file that cannot be read is said and tried again next time."""
+        """The legacy CSV's labels, skipping (and saying) a row ``checked_answer`` refuses; a file that cannot be
+        read is said and tried again next time."""
         name = self.legacy_csv.name  # messages name it, never by its server path
         try:
             frame = read_labels_csv(self.legacy_csv)
@@ -288,20 +279,8 @@ class LabelStore:
                                    f"(the first, {refused[0]}); the file is kept as it was")
 
 
-def _check_ours(db: sqlite3.Connection) -> None:
-    """``sqlite3.DatabaseError`` unless ``db`` is empty (the lab's to make) or a labels database of this schema."""
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
-                                    f"{SCHEMA_VERSION})")
-    if (tables or version) and not (version == SCHEMA_VERSION and set(LAB_TABLES) <= tables):
-        raise sqlite3.DatabaseError("it is an SQLite database of something else, not the lab's labels; it was left "
-                                    "as it is: name another file")
-
-
 def _record(db: sqlite3.Connection, answer: tuple, when: str) -> None:
-    """One answer into the history and, as the pair's label, into ``labels`` (the uniqueness rule per pair)."""
+    """One answer into the history and, as the pair's label, into ``labels``."""
     cursor = db.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, "
                         "labelled_at) VALUES (?, ?, ?, ?, ?, ?, ?)", (*answer, when))
     db.execute("INSERT INTO labels (key1, key2, answer_id) VALUES (?, ?, ?) "

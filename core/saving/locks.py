@@ -1,14 +1,14 @@
 """The one way the lab locks a path against its other processes: ``take_lock``, an ``flock`` through ``filelock``.
 
-The lock goes with its process, so a killed holder never leaves the path locked. Its file (``.<name>.lock``
-beside what it guards) is one the lab created, holding exactly ``LOCK_MARK``, or a user's file of that name: only
-the lab's is ever removed (at release, while still held; one a killed holder left is taken over and removed), a
-user's is locked as it is and never written, truncated or removed.
+The lock goes with its process. Its file, ``.<name>.lock`` beside what it guards, is removed only when the lab made
+it (holding exactly ``LOCK_MARK``; one a killed holder left is taken over); a user's file of that name is locked as
+it is, never written or removed.
 """
 from __future__ import annotations
 
 import os
 import stat
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 
 from filelock import Timeout, UnixFileLock
@@ -28,7 +28,7 @@ def lock_path_for(target: str | Path) -> Path:
     return target.parent / f".{target.name}{LOCK_SUFFIX}"
 
 
-class HeldLock:
+class HeldLock(AbstractContextManager):
     """A lock taken by ``take_lock``, also a ``with`` block; ``release`` frees it (and removes the lab's file)."""
 
     def __init__(self, path: Path, lock: UnixFileLock, ours: os.stat_result | None):
@@ -47,9 +47,6 @@ class HeldLock:
         finally:
             self._lock.release()
 
-    def __enter__(self) -> "HeldLock":
-        return self
-
     def __exit__(self, *exc) -> None:
         self.release()
 
@@ -59,15 +56,9 @@ def take_lock(path: str | Path, wait: bool = True) -> HeldLock:
     process holds it. ``OSError`` when the file cannot be opened (a read-only folder, a link, a folder)."""
     path = Path(path)
     for _ in range(TAKE_TRIES):
-        try:  # the lab's own lock file, unless something is there already
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except FileExistsError:
-            pass
-        else:
-            try:
-                os.write(fd, LOCK_MARK)
-            finally:
-                os.close(fd)
+        # The lab's own lock file, unless something is there already (a link included: O_EXCL never follows one).
+        with suppress(FileExistsError), open(path, "xb", opener=lambda name, flags: os.open(name, flags, 0o644)) as new:
+            new.write(LOCK_MARK)
         seen: list[os.stat_result | None] = []
         lock = UnixFileLock(path, blocking=wait, thread_local=False, fallback_to_soft=False,
                             preserve_lock_file=True, on_acquired=lambda fd: seen.append(_marked(fd)))

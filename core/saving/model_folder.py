@@ -1,9 +1,8 @@
 """The model folder: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file.
 
-Loading never unpickles or runs anything from the folder: the config is JSON checked field by field, the weights
-are safetensors, the vocabulary is data; every file is read through ``files`` (a regular file inside the folder,
-under a size cap). Saving goes through ``write_folder_atomically`` with ``config.json`` last, so a folder with a
-config is a folder whose other files are complete, and a save over a folder keeps the files the lab did not write.
+Loading never unpickles or runs anything: the config is JSON checked field by field, the weights safetensors, every
+file read through ``files``. Saving goes through ``write_folder_atomically``, ``config.json`` last, so a folder with
+a config has all its other files.
 """
 from __future__ import annotations
 
@@ -51,17 +50,10 @@ CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB c
 
 
 def save_model(model, folder: str | Path, metadata: dict | None = None) -> Path:
-    """Write ``model`` (weights, tokenizer, config + ``metadata``) to ``folder``, atomically; a folder
-    already there keeps the files the lab did not write (``core.saving.owned_files``)."""
-    config = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "model_type": model.model_type,
-        "model_config": model.config_dict(),
-        "tokenizer": model.tokenizer.to_dict(),
-        "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        **(metadata or {}),
-    }
+    """Write ``model`` (weights, tokenizer, config + ``metadata``) to ``folder`` with ``write_folder_atomically``."""
+    config = {"format": FORMAT, "format_version": FORMAT_VERSION, "model_type": model.model_type,
+              "model_config": model.config_dict(), "tokenizer": model.tokenizer.to_dict(),
+              "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **(metadata or {})}
     weights = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
 
     def write(temp: Path) -> None:
@@ -81,9 +73,8 @@ _NOT_INHERITED = ("format", "format_version", "name", "saved_at", "thresholds", 
 
 
 def calibrated_config(base: Mapping, parent: dict, thresholds: dict, calibration: dict, name: str) -> dict:
-    """The config.json of a calibrated copy (``core.saving.calibrated``): ``base`` (the copied model's config:
-    its type, training data and validation metrics) less what the copy says anew, then its ``name``, the
-    ``thresholds`` calibrated on the file that ``calibration`` describes, and ``parent`` (``calibrated_from``)."""
+    """The config.json of a calibrated copy: ``base`` (the copied model's) less what the copy says anew, then its
+    ``name``, ``thresholds`` calibrated on the file ``calibration`` describes, and ``parent`` (``calibrated_from``)."""
     inherited = {key: value for key, value in base.items() if key not in _NOT_INHERITED}
     return {"format": FORMAT, "format_version": FORMAT_VERSION, **inherited, "name": name,
             "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "thresholds": dict(thresholds),
@@ -91,8 +82,7 @@ def calibrated_config(base: Mapping, parent: dict, thresholds: dict, calibration
 
 
 def save_calibrated(folder: str | Path, config: dict, extra: Mapping[str, object] | None = None) -> Path:
-    """Write a calibrated copy atomically, as ``save_model`` writes a model: each of ``extra`` (file name -> JSON
-    value), then ``config.json`` last; a folder already there keeps the files the lab did not write."""
+    """Write a calibrated copy as ``save_model`` writes a model: each of ``extra`` (name -> JSON), then the config."""
     def write(temp: Path) -> None:
         for name, value in (extra or {}).items():
             (temp / name).write_text(json.dumps(value), encoding="utf-8")
@@ -142,9 +132,8 @@ def _is_number(value) -> bool:
 
 
 def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
-    """The parts of a config that inference and the app read beyond the model itself (thresholds, name, metrics,
-    the validation curve, a calibrated copy's fields), each absent or well formed; else ModelLoadError naming
-    ``path`` and the field."""
+    """What inference and the app read beyond the model (thresholds, name, metrics, the validation curve, a
+    calibrated copy's fields), each absent or well formed; else ModelLoadError naming ``path`` and the field."""
     thresholds = config.get("thresholds")
     if "thresholds" in config:
         if not isinstance(thresholds, Mapping):
@@ -230,25 +219,10 @@ def weights_max_bytes(parameters: int) -> int:
     return 4 * max(0, int(parameters)) + WEIGHTS_SLACK_BYTES
 
 
-def _first_non_finite(weights: dict[str, torch.Tensor]) -> str | None:
-    import torch
-
-    for name, tensor in weights.items():
-        if tensor.dtype in (torch.float16, torch.float32, torch.float64):
-            finite = bool(np.isfinite(tensor.detach().cpu().numpy()).all())  # numpy: several times faster
-        elif tensor.is_floating_point() or tensor.is_complex():
-            finite = bool(torch.isfinite(tensor).all())
-        else:
-            continue
-        if not finite:
-            return name
-    return None
-
-
 def read_weights(folder: str | Path, max_bytes: int) -> dict[str, torch.Tensor]:
-    """The tensors in ``folder``'s model.safetensors (never unpickled); ModelLoadError when the file is missing,
-    not a regular file inside the folder, larger than ``max_bytes`` (``weights_max_bytes``), not readable
-    safetensors, or holds a NaN or infinite value."""
+    """The tensors in ``folder``'s model.safetensors (never unpickled); ModelLoadError when it is missing, refused
+    by ``open_regular_file`` (over ``max_bytes``), not readable safetensors, or holds a NaN or infinity."""
+    import torch
     from safetensors.torch import load_file
 
     folder = Path(folder)
@@ -264,9 +238,15 @@ def read_weights(folder: str | Path, max_bytes: int) -> dict[str, torch.Tensor]:
         raise
     except (SafetensorError, OSError, ValueError) as error:
         raise ModelLoadError(f"{weights_path} is not a readable safetensors file: {error}") from None
-    bad = _first_non_finite(weights)
-    if bad is not None:
-        raise ModelLoadError(f"{weights_path}: tensor {bad!r} holds NaN or infinite values; refused")
+    for name, tensor in weights.items():
+        if tensor.dtype in (torch.float16, torch.float32, torch.float64):
+            finite = np.isfinite(tensor.detach().cpu().numpy()).all()  # numpy: several times faster
+        elif tensor.is_floating_point() or tensor.is_complex():
+            finite = torch.isfinite(tensor).all()
+        else:
+            continue
+        if not finite:
+            raise ModelLoadError(f"{weights_path}: tensor {name!r} holds NaN or infinite values; refused")
     return weights
 
 
@@ -277,12 +257,8 @@ def check_weight_dtypes(weights: Mapping[str, torch.Tensor], expected: Mapping[s
     for name, tensor in weights.items():
         want = expected.get(name)
         if want is not None and tensor.dtype != want:
-            raise ModelLoadError(f"{path}: tensor {name!r} is {_dtype_name(tensor.dtype)}; this model's weights are "
-                                 f"{_dtype_name(want)}; refused")
-
-
-def _dtype_name(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+            raise ModelLoadError(f"{path}: tensor {name!r} is {str(tensor.dtype).removeprefix('torch.')}; this "
+                                 f"model's weights are {str(want).removeprefix('torch.')}; refused")
 
 
 def interrupted_saves(root: Path) -> dict[str, Path]:

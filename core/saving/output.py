@@ -1,15 +1,14 @@
 """Where a training may write its model: ``claim_output`` claims it before training, until the save is done.
 
-A path that is not a model folder is refused (an empty folder is fine); a saved model is replaced only with
-``overwrite`` (the claim keeps its config, ``existing``); the location must be writable; one writer at a time holds
-the folder's lock (``locks``, taken without waiting, gone with its process), under which a killed writer's
-temporaries are removed. The save then replaces only the lab's files (``atomic``). ``claim_new_run`` picks a
-fresh run name under the same rules.
+Anything but a model folder (or an empty one) is refused, a model is replaced only with ``overwrite`` (its config
+kept in ``existing``), the location must be writable, and one writer holds the folder's lock at a time (``locks``);
+a killed writer's temporaries go once it is held. ``claim_new_run`` picks a fresh run name under the same rules.
 """
 from __future__ import annotations
 
 import os
 import time
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
@@ -29,7 +28,7 @@ class OutputError(ValueError):
         self.path, self.problem, self.reason = path, problem, reason
 
 
-class OutputClaim:
+class OutputClaim(AbstractContextManager):
     """The right to write one model folder; release it (or leave the ``with`` block) after saving."""
 
     def __init__(self, target: Path, lock: HeldLock, existing: dict | None):
@@ -39,9 +38,6 @@ class OutputClaim:
 
     def release(self) -> None:
         self._lock.release()
-
-    def __enter__(self) -> "OutputClaim":
-        return self
 
     def __exit__(self, *exc) -> None:
         self.release()

@@ -1,10 +1,9 @@
 """Which files of a folder the lab wrote, so that replacing the folder replaces only those.
 
-Every folder ``write_folder_atomically`` writes holds ``RECORD_FILE``, the relative paths of every file and folder
-its writer made; a folder from before records owns its format's files (the caller's ``owned_before``). Everything
-else is the user's: ``carry_user_files`` puts it into the new folder before the swap (a hard link, a symlink as
-itself, a copy where links fail) and ``catch_up`` moves over what changed meanwhile. A user's entry at a path the
-new folder needs stops the write with ``CarryOverError``, the old folder untouched.
+Every folder ``write_folder_atomically`` writes records what its writer made (``RECORD_FILE``; before records, the
+format's files, ``owned_before``). Everything else is the user's: ``carry_user_files`` links it into the new folder
+before the swap, ``catch_up`` moves over what changed meanwhile, and a user's entry where the new folder needs the
+name stops the write (``CarryOverError``) with the old folder untouched.
 """
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EO
 
 
 class CarryOverError(OSError):
-    """A user's file that cannot be carried into the replacing folder; an ``OSError``, so every writer that turns
-    a failed write into its own error says this one too."""
+    """A user's file that cannot be carried into the replacing folder (an ``OSError``, as any failed write)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ class Carried:
     linked: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-def write_record(folder: Path) -> Owned:
+def write_record(folder: Path) -> None:
     """Record everything now under ``folder`` (what the lab just wrote) in its ``RECORD_FILE``."""
     files, folders = {RECORD_FILE}, set()
     for here, dirs, names in os.walk(folder):
@@ -57,7 +55,6 @@ def write_record(folder: Path) -> Owned:
         files.update(str(relative / name) for name in names)
     record = {"format": RECORD_FORMAT, "version": RECORD_VERSION, "files": sorted(files), "folders": sorted(folders)}
     (folder / RECORD_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
-    return Owned(frozenset(files), frozenset(folders))
 
 
 def _is_clean(path) -> bool:
@@ -101,21 +98,11 @@ def user_entries(folder: Path, owned: Owned) -> list[str]:
 
 
 def carry_user_files(old: Path, new: Path, owned_before: Iterable[str] = ()) -> Carried:
-    """Put every user entry of the folder ``old`` into ``new`` at the same relative path. ``CarryOverError`` when
-    ``new`` already has that path or an entry cannot be carried."""
+    """Put every user entry of ``old`` into ``new`` at the same path; ``CarryOverError`` when one cannot be."""
     carried = Carried(user_entries(old, owned_by(old, owned_before)))
     touched: set[Path] = set()
     for relative in carried.entries:
-        try:
-            _make_parents(new, relative, old, touched)
-            in_the_way = os.path.lexists(new / relative)
-        except CarryOverError:
-            raise
-        except OSError as error:
-            raise _cannot_keep(old / relative, error) from None
-        if in_the_way:
-            raise CarryOverError(f"{old / relative} was not written by Siamese Lab and the new folder needs that "
-                                 "name; move it away and try again")
+        _make_room(new, relative, old, touched)
         _carry(old / relative, new / relative, relative, carried, touched)
     for folder in touched:
         fsync_folder(folder)
@@ -127,19 +114,28 @@ def _cannot_keep(path: Path, error: OSError) -> CarryOverError:
                           f"({error.strerror or error}); nothing was replaced")
 
 
-def _make_parents(new: Path, relative: str, old: Path, touched: set[Path]) -> None:
-    """Folders for ``relative`` inside ``new``, made like their counterparts in ``old``."""
+def _make_room(new: Path, relative: str, old: Path, touched: set[Path]) -> None:
+    """Make ``relative``'s folders in ``new`` like ``old``'s; ``CarryOverError`` when something is in the way."""
     here = new
-    for part in PurePosixPath(relative).parts[:-1]:
-        here = here / part
-        if not os.path.lexists(here):
-            os.mkdir(here)
-            shutil.copymode(old / here.relative_to(new), here)
-            touched.add(here.parent)
-        elif not stat.S_ISDIR(os.lstat(here).st_mode):
-            raise CarryOverError(f"{old / relative} was not written by Siamese Lab and the new folder has a file "
-                                 f"at {here.relative_to(new)}; move it away and try again")
+    try:
+        for part in PurePosixPath(relative).parts[:-1]:
+            here = here / part
+            if not os.path.lexists(here):
+                os.mkdir(here)
+                shutil.copymode(old / here.relative_to(new), here)
+                touched.add(here.parent)
+            elif not stat.S_ISDIR(os.lstat(here).st_mode):
+                raise CarryOverError(f"{old / relative} was not written by Siamese Lab and the new folder has a file "
+                                     f"at {here.relative_to(new)}; move it away and try again")
+        in_the_way = os.path.lexists(new / relative)
+    except CarryOverError:
+        raise
+    except OSError as error:
+        raise _cannot_keep(old / relative, error) from None
     touched.add(here)
+    if in_the_way:
+        raise CarryOverError(f"{old / relative} was not written by Siamese Lab and the new folder needs that name; "
+                             "move it away and try again")
 
 
 def _carry(source: Path, target: Path, relative: str, carried: Carried, touched: set[Path]) -> None:

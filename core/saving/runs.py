@@ -61,9 +61,13 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
             problems.append(f"{path.name}: {error}")
             continue
         if is_calibrated(config):  # a pointer at its parent's weights: cheap checks here, the digest when loaded
-            problem = _calibrated_problem(config)
-            if problem:
-                problems.append(f"{path.name}: {problem}")
+            if config.get("model_type") == TFIDF:  # no vectors for the app's pages
+                problems.append(f"{path.name}: a calibrated TF-IDF baseline: the command line scores pairs with it "
+                                "(evaluate, score, predict); the app's pages need a model with vectors")
+                continue
+            parent = parent_folder(config)
+            if parent is not None and not parent.is_dir():
+                problems.append(f"{path.name}: calibrated from {parent}, which is gone")
                 continue
         elif not (path / WEIGHTS_FILE).is_file():
             problems.append(f"{path.name}: no {WEIGHTS_FILE}; ignored")
@@ -71,18 +75,6 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
         runs.append({"name": path.name, "path": str(path), **config})
     runs.sort(key=lambda r: str(r.get("saved_at", "")), reverse=True)
     return runs, problems
-
-
-def _calibrated_problem(config: dict) -> str:
-    """Why a calibrated folder is no model for the app's pages, or "": the TF-IDF baseline has no vectors, and
-    a parent folder that is gone cannot be loaded."""
-    if config.get("model_type") == TFIDF:
-        return ("a calibrated TF-IDF baseline: the command line scores pairs with it (evaluate, score, predict); "
-                "the app's pages need a model with vectors")
-    parent = parent_folder(config)
-    if parent is not None and not parent.is_dir():
-        return f"calibrated from {parent}, which is gone"
-    return ""
 
 
 def recover_interrupted_saves(root: str | Path) -> list[str]:

@@ -1,10 +1,9 @@
 """Temporaries beside a target, named after their writer, and the one rule for removing a killed writer's.
 
 A file is written through ``.<name>.siamese-tmp-<host>-<pid>-<token>`` (``user_files``), a folder built as
-``.tmp-<name>-<id>@<host>-<pid>`` (``atomic``, ``work_folder``). The next write beside one removes it when its writer
-is gone: this machine's and its pid names no living process, or another machine's and a day old. A folder named
-without a writer (``.tmp-<name>-<id>``, older versions) goes only under the target's claim lock, if it predates it.
-A temporary never holds the only copy of anything (a swap's previous content is ``.old-*``, never removed here).
+``.tmp-<name>-<id>@<host>-<pid>`` (``atomic``, ``work_folder``). The next write beside it removes it once its writer
+is gone: a dead pid of this machine, or a day old from another. A folder named without a writer (older versions)
+goes only under the target's claim lock, if older than the lock. A temporary never holds the only copy of anything.
 """
 from __future__ import annotations
 
@@ -72,9 +71,17 @@ def host_tag() -> str:
 
 def writer_gone(host: str, pid: int, changed: float) -> bool:
     """Whether the writer ``host``/``pid`` of a temporary last changed at ``changed`` (epoch seconds) is gone."""
-    if host == host_tag():
-        return not process_alive(pid)
-    return time.time() - changed > FOREIGN_LEFTOVER_SECONDS
+    if host != host_tag():
+        return time.time() - changed > FOREIGN_LEFTOVER_SECONDS
+    if pid <= 0:
+        return True  # never signal 0 or a negative pid: those name process groups
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's process
+        return False
+    except (OSError, OverflowError):  # no such process, or a pid no process can have
+        return True
+    return False
 
 
 def _leftovers(folder: Path, pattern: re.Pattern, kind, locked_since: float | None = None):
@@ -117,19 +124,6 @@ def remove_stale_temps(target: str | Path, locked_since: float | None = None) ->
     """Remove ``stale_temps(target, locked_since)``; ``rmtree`` unlinks the links inside, never follows them."""
     for path in stale_temps(target, locked_since):
         shutil.rmtree(path, ignore_errors=True)
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs on this machine (another user's included)."""
-    if pid <= 0:
-        return False  # never signal 0 or a negative pid: those name process groups
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        return True
-    except (OSError, OverflowError):  # no such process, or a pid no process can have
-        return False
-    return True
 
 
 def unlink_quietly(path: Path) -> bool:

@@ -1,11 +1,10 @@
 """The one way a command writes a file the user named: ``claim_files(paths, overwrite)``.
 
-Each target is claimed before any work (looked at with ``lstat``: a folder, FIFO or device is refused, an existing
-file or link needs ``overwrite`` and is then replaced, never followed), written to a temporary of our own beside it
-(``temp_files``) and, once every file of the claim is whole and fsynced, renamed into place; without ``overwrite``
-by a hard link, so a file someone made meanwhile is never replaced. On any failure (Ctrl-C, SIGTERM and a full
-disk included) the temporaries go, the targets keep their content and one ``UserFileError`` says why. A crash
-between the renames of a claim of several files can leave the first new and the second old, each whole.
+Every target is claimed before any work (a folder, FIFO or device refused; an existing file or link only with
+``overwrite``, replaced and never followed), written to a temporary of ours beside it (``temp_files``) and renamed
+into place once every file of the claim is whole; without ``overwrite`` by a hard link, so a file made meanwhile
+is never replaced. On any failure, SIGTERM included, the targets keep their content and one ``UserFileError`` says
+why.
 """
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import os
 import signal
 import stat
 import threading
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Iterable
 
@@ -23,8 +22,7 @@ from core.saving.temp_files import create_temporary, remove_leftovers, unlink_qu
 
 
 class UserFileError(Exception):
-    """A target that may not or could not be written. ``reason`` is one of ``REASONS``; ``str()`` names
-    the path first (``"<path> exists; ..."``, ``"<path>: cannot write it (...)"``)."""
+    """A target that may not or could not be written; ``reason`` is one of ``REASONS``, ``str()`` names the path."""
 
     REASONS = ("exists", "folder", "not_a_file", "no_folder", "unwritable", "write_failed")
 
@@ -49,7 +47,7 @@ def _as_user_file_error(path: Path, doing: str = "cannot write it", reason: str 
         raise UserFileError(path, f": {doing} ({error.strerror or error})", reason) from None
 
 
-class OutputFile:
+class OutputFile(AbstractContextManager):
     """A file object on a claimed temporary whose write errors (a full disk...) are ``UserFileError``s."""
 
     def __init__(self, handle, path: Path):
@@ -59,10 +57,6 @@ class OutputFile:
         with _as_user_file_error(self.path):
             return self._handle.write(data)
 
-    def flush(self) -> None:
-        with _as_user_file_error(self.path):
-            self._handle.flush()
-
     def close(self) -> None:
         with _as_user_file_error(self.path):
             self._handle.close()
@@ -71,9 +65,6 @@ class OutputFile:
         """Close without a word: the error already in flight says what went wrong."""
         with suppress(OSError, ValueError):
             self._handle.close()
-
-    def __enter__(self) -> "OutputFile":
-        return self
 
     def __exit__(self, *exc) -> None:
         if exc[0] is None:
@@ -97,9 +88,9 @@ class _Temporary:
             return False
 
 
-class FileClaim:
-    """The right to write ``targets``; use it as a ``with`` block: leaving it normally puts every file in
-    place (``commit``), leaving it by an exception removes the temporaries (``abandon``)."""
+class FileClaim(AbstractContextManager):
+    """The right to write ``targets``, as a ``with`` block: leaving it normally puts every file in place
+    (``commit``), by an exception removes the temporaries (``abandon``)."""
 
     def __init__(self, targets: list[Path], overwrite: bool, mode: int | None = None):
         self.targets, self.overwrite = targets, overwrite
@@ -125,8 +116,7 @@ class FileClaim:
         return opened
 
     def allocate(self, target: str | Path, size: int) -> None:
-        """Reserve ``size`` bytes for ``target`` now, so a full disk fails here and not inside a memory map
-        (where it would be a SIGBUS)."""
+        """Reserve ``size`` bytes for ``target``: a full disk fails here, not as a SIGBUS in a memory map."""
         target = Path(target)
         fd = self.fileno(target)
         with _as_user_file_error(target, "cannot reserve its space"):
@@ -199,9 +189,6 @@ class FileClaim:
             return
         raise Terminated()
 
-    def __enter__(self) -> "FileClaim":
-        return self
-
     def __exit__(self, kind, error, trace) -> None:
         if self._done:
             return
@@ -214,9 +201,8 @@ class FileClaim:
 
 def claim_files(targets: Iterable[str | Path], overwrite: bool = False, create_folder: bool = False,
                 mode: int | None = None) -> FileClaim:
-    """Claim every path of ``targets`` for writing and create its temporary; ``create_folder`` makes a missing
-    parent folder instead of refusing it; ``mode`` gives the new files fixed permissions. Raises
-    ``UserFileError`` before anything is created when a target may not be written."""
+    """Claim every path of ``targets`` and create its temporary, or raise ``UserFileError`` before anything is
+    created; ``create_folder`` makes a missing parent folder, ``mode`` gives the new files fixed permissions."""
     targets = [Path(target).expanduser() for target in targets]
     for target in targets:
         check_target(target, overwrite, create_folder)
@@ -287,9 +273,7 @@ def _place(temp: _Temporary, overwrite: bool) -> None:
 
 
 def write_file_atomically(target: str | Path, data: bytes, overwrite: bool = True, mode: int | None = None) -> None:
-    """``data`` as ``target``'s whole content under the rules of ``claim_files``: a reader sees the old file
-    or the new one, never part of it; without ``overwrite`` an existing target is never replaced
-    (``UserFileError`` with reason "exists")."""
+    """``data`` as ``target``'s whole content, through ``claim_files``: a reader sees the old file or the new one."""
     with claim_files([target], overwrite=overwrite, mode=mode) as claim, claim.open(target) as handle:
         handle.write(data)
 
