@@ -85,12 +85,9 @@ def _retire(displaced: Path, target: Path, owned_before: Iterable[str], carried:
         shutil.rmtree(displaced, ignore_errors=True)
         return
     kept = displaced
-    if not displaced.name.startswith(OLD_PREFIX):
-        kept = _old_path(target)
-        try:
-            os.rename(displaced, kept)
-        except OSError:
-            kept = displaced
+    if not displaced.name.startswith(OLD_PREFIX):  # a temporary's name: one never removed as stale
+        with suppress(OSError):
+            kept = displaced.rename(_old_path(target))
     notice(f"{target} was replaced while files in it changed; the previous folder, with those files, is kept "
            f"in {kept}")
 
@@ -104,11 +101,10 @@ def _swap_into_place(new: Path, target: Path) -> Path | None:
     if _exchange_folders(new, target):
         # `new` now holds the previous content, with any file the user made there meanwhile: under a name never
         # removed as stale, so a writer killed before it has moved those files over loses none of them.
-        try:
+        with suppress(OSError):
             os.rename(new, old)
-        except OSError:
-            return new
-        return old
+            return old
+        return new
     os.rename(target, old)
     os.rename(new, target)  # a crash just before this leaves the target missing: see displaced_folders
     return old

@@ -89,10 +89,14 @@ def user_entries(folder: Path, owned: Owned) -> list[str]:
         except OSError:
             continue
         for entry in entries:
-            relative, is_folder = prefix + entry.name, entry.is_dir(follow_symlinks=False)
-            if is_folder and relative in owned.folders:
+            relative = prefix + entry.name
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) and relative in owned.folders:
                 pending.append(relative + "/")
-            elif is_folder or entry.is_symlink() or relative not in owned.files:
+            elif stat.S_ISDIR(mode) or stat.S_ISLNK(mode) or relative not in owned.files:
                 found.append(relative)
     return sorted(found)
 

@@ -29,9 +29,7 @@ def check_run_name(name: str) -> str:
     return name
 
 
-# The Label page's labels files live in this folder of the models folder (core.training.active_rounds): a
-# folder of pairs files, not a model, so the model lists skip it (the lab never names a run so).
-LABELS_FOLDER = "labels"
+LABELS_FOLDER = "labels"  # the Label page's databases (core.training.active_rounds), not a model: lists skip it
 
 
 def run_folder(root: str | Path, name: str) -> Path:
