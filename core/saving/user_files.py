@@ -1,10 +1,9 @@
 """The one way a command writes a file the user named: ``claim_files(paths, overwrite)``.
 
 Every target is claimed before any work (a folder, FIFO or device refused; an existing file or link only with
-``overwrite``, replaced and never followed), written to a temporary of ours beside it (``temp_files``) and renamed
-into place once every file of the claim is whole; without ``overwrite`` by a hard link, so a file made meanwhile
-is never replaced. On any failure, SIGTERM included, the targets keep their content and one ``UserFileError`` says
-why.
+``overwrite``, replaced, never followed), written to a temporary of ours beside it (``temp_files``) and renamed into
+place once every file of the claim is whole; without ``overwrite`` by a hard link, so a file made meanwhile is never
+replaced. On any failure, SIGTERM included, the targets keep their content and one ``UserFileError`` says why.
 """
 from __future__ import annotations
 
