@@ -1,11 +1,8 @@
 """Telling a cache entry the lab wrote from one edited after: ``seal`` it with the cache's own key, ``is_sealed``.
 
-A cache entry's ``meta.json`` records the sha256 of its files, but whoever edits a file can compute its sha256
-again and write that in. The seal is an HMAC-SHA256 of the whole meta (the stamp and those hashes) under a
-random key that the cache keeps in its root (``KEY_FILE``, readable by its owner only, made once): a meta
-whose files or stamp changed after the lab wrote it carries a seal that no longer matches, and recomputing it
-needs the key, not the format. An entry from before seals, or from a cache whose key was lost, is simply not
-used (and is written again, sealed).
+Whoever edits a cached file can write its new sha256 into the entry's ``meta.json``; the seal, an HMAC-SHA256 of
+the whole meta under a random key kept in the cache's root (``KEY_FILE``, owner-only, made once), cannot be
+recomputed without that key. An entry without a matching seal is not used (and is written again, sealed).
 """
 from __future__ import annotations
 
@@ -30,7 +27,11 @@ def cache_key(root: str | Path, create: bool = False) -> bytes | None:
     key = _read_key(root)
     if key is None and create:
         root.mkdir(parents=True, exist_ok=True)
-        _publish_key(root)
+        try:  # never replaces a key: two processes making one at once agree on the first one linked
+            write_file_atomically(root / KEY_FILE, secrets.token_bytes(KEY_BYTES), overwrite=False, mode=0o600)
+        except UserFileError as error:
+            if error.reason != "exists":  # "exists": another process made it first, and its key is the cache's
+                raise OSError(str(error)) from None
         key = _read_key(root)
     return key
 
@@ -54,12 +55,3 @@ def _read_key(root: Path) -> bytes | None:
         return None
     return key if len(key) == KEY_BYTES else None
 
-
-def _publish_key(root: Path) -> None:
-    """Link a new key in as ``KEY_FILE``, never replacing one: two processes making the key at once agree on the
-    first one linked, and no reader sees half a key."""
-    try:
-        write_file_atomically(root / KEY_FILE, secrets.token_bytes(KEY_BYTES), overwrite=False, mode=0o600)
-    except UserFileError as error:
-        if error.reason != "exists":  # "exists": another process made it first, and its key is the cache's
-            raise OSError(str(error)) from None

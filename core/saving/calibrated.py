@@ -1,19 +1,9 @@
 """A calibrated copy of a model: a small folder that points at its parent's weights and holds new thresholds.
 
-``python -m core calibrate`` writes one. Its ``config.json`` is an ordinary model config (the same format,
-checked by ``read_config``) whose ``calibrated_from`` names the parent, and which carries the parent's
-metadata (model type, training data, validation metrics) with the thresholds calibrated on the user's
-labelled file (``calibration`` says which file and how many pairs):
-
-* ``{"source": "minilm"}``: zero-shot MiniLM, whose weights are the installed package's;
-* ``{"source": "tfidf"}``: the TF-IDF cosine baseline; its fitted vocabulary and IDF weights are the folder's
-  ``TFIDF_FILE``, since that baseline has no weights anywhere else;
-* ``{"source": "/absolute/path"}``: a saved model folder, never copied.
-
-A parent with files also has ``sha256``, the ``folder_digest`` of those files when the copy was made: a
-parent changed or removed since (retrained with ``--overwrite``, deleted, the package upgraded) makes the
-copy's thresholds meaningless, so loading it is refused (``core.models.registry.parent_of``) rather than served.
-``core.saving.model_folder`` writes such a folder (``calibrated_config``, ``save_calibrated``).
+Its config.json (``model_folder.save_calibrated``) carries the parent's metadata, thresholds calibrated on the
+user's file (``calibration``) and ``calibrated_from``: ``minilm`` (the package's weights), ``tfidf`` (fitted in
+``TFIDF_FILE``) or a saved model's absolute path, with the ``folder_digest`` of the parent's files, so a parent
+changed since is refused rather than served.
 """
 from __future__ import annotations
 
@@ -39,8 +29,7 @@ def is_calibrated(config: Mapping) -> bool:
 
 
 def folder_digest(folder: str | Path, max_bytes: int) -> str:
-    """sha256 (hex) of the name, size and bytes of each of ``DIGEST_FILES`` in ``folder`` (a missing one counts
-    as missing), each read as a regular file inside the folder of at most ``max_bytes`` bytes."""
+    """sha256 of the name, size and bytes of each of ``DIGEST_FILES`` in ``folder`` (a missing one as missing)."""
     folder = Path(folder)
     digest = hashlib.sha256(b"siamese-lab-parent 1\0")
     for name in DIGEST_FILES:

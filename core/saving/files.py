@@ -1,21 +1,12 @@
 """Reading files that someone else may have written: regular files only, never more than a cap.
 
-Every file a model folder (or a search cache) is read from goes through ``open_regular_file``:
-
-* it is opened with ``O_NONBLOCK``, so a FIFO (named pipe) cannot make the open or the read wait;
-* ``fstat`` on the open descriptor must say "regular file": a FIFO, a socket, a folder or a device
-  (``/dev/zero``, ``/dev/urandom``, a terminal) is refused, whatever symlink led to it;
-* its size must be at most the caller's cap, checked before a byte is read, and no more than that
-  size is ever read, so nothing streams forever or fills memory;
-* with ``folder`` given, the file (symlinks resolved) must lie inside that folder.
-
-A missing file raises ``FileNotFoundError`` (callers say what is missing in their own words); every
-other refusal is a ``ModelLoadError`` whose message names the file and the reason.
+``open_regular_file`` opens with ``O_NONBLOCK`` (a FIFO never makes it wait), refuses anything ``fstat`` does not
+call a regular file (whatever link led there), a file over the caller's cap before a byte is read, and one outside
+``folder`` when given. A missing file is ``FileNotFoundError``; any other refusal a ``ModelLoadError`` saying why.
 """
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import stat
@@ -32,39 +23,19 @@ class ModelLoadError(ValueError):
     """A model folder (or a file in it) that cannot be used; the message says which file and why."""
 
 
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-)
-
-
-def _kind(mode: int) -> str:
-    for test, name in _KINDS:
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def _check_inside(path: Path, folder: str | Path) -> None:
-    real, base = os.path.realpath(path), os.path.realpath(folder)
-    if real != base and os.path.commonpath([real, base]) == base:
-        return
-    raise ModelLoadError(f"{path}: points outside {folder} (to {real}); only files inside the folder are read")
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
 @contextlib.contextmanager
 def open_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> Iterator[tuple[int, int]]:
-    """``(fd, size)`` of ``path`` opened read-only, once it is known to be a regular file of at most
-    ``max_bytes`` bytes (inside ``folder`` when given); the descriptor is closed on exit.
-
-    Raises ``FileNotFoundError`` when there is no such file, ``ModelLoadError`` for everything else.
-    """
+    """``(fd, size)`` of ``path`` opened read-only, once it is a regular file of at most ``max_bytes`` bytes (inside
+    ``folder`` when given), closed on exit; ``FileNotFoundError`` or ``ModelLoadError`` otherwise."""
     path = Path(path)
     if folder is not None:
-        _check_inside(path, folder)
+        real, base = os.path.realpath(path), os.path.realpath(folder)
+        if real == base or os.path.commonpath([real, base]) != base:
+            raise ModelLoadError(f"{path}: points outside {folder} (to {real}); only files inside the folder are read")
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -75,7 +46,8 @@ def open_regular_file(path: str | Path, max_bytes: int, folder: str | Path | Non
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ModelLoadError(f"{path} is {_kind(info.st_mode)}, not a regular file; refused")
+            kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+            raise ModelLoadError(f"{path} is {kind}, not a regular file; refused")
         if info.st_size > max_bytes:
             raise ModelLoadError(f"{path} is {info.st_size:,} bytes, more than the {max_bytes:,} allowed for it")
         yield fd, info.st_size
@@ -90,22 +62,13 @@ def check_regular_file(path: str | Path, max_bytes: int, folder: str | Path | No
 
 
 def read_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> bytes:
-    """The bytes of ``path`` after the checks of ``open_regular_file``: at most ``max_bytes`` are read,
-    even if the file grows meanwhile."""
+    """The bytes of ``path`` after ``open_regular_file``'s checks; never more than its size then, even if it grows."""
     with open_regular_file(path, max_bytes, folder) as (fd, size):
-        reader = io.FileIO(fd, "rb", closefd=False)
-        data = reader.read(size)  # one read() for any file under 2 GiB
-        if len(data) < size:
-            parts = [data]
-            got = len(data)
-            while got < size:
-                chunk = reader.read(size - got)
-                if not chunk:
-                    break  # the file shrank meanwhile: what is there is what was read
-                parts.append(chunk)
-                got += len(chunk)
-            data = b"".join(parts)
-        return data
+        parts, left = [], size
+        while left > 0 and (part := os.read(fd, min(left, 1 << 30))):  # stops early if the file shrank meanwhile
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
 
 
 def json_depth(value) -> int:
@@ -167,13 +130,11 @@ def read_json_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, folder: 
 
 
 def hash_regular_file(digest, path: Path, max_bytes: int, folder: Path) -> None:
-    """``path``'s name, size and bytes into ``digest`` (a hashlib object), read through ``open_regular_file``'s
-    checks; a missing file counts as missing, so its absence is part of the digest too."""
+    """``path``'s name, size and bytes into ``digest`` through ``open_regular_file``; a missing file as missing."""
     try:
         with open_regular_file(path, max_bytes, folder) as (fd, size):
             digest.update(f"{path.name}\0{size}\0".encode())
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
+            for block in iter(lambda: os.read(fd, 1 << 20), b""):
+                digest.update(block)
     except FileNotFoundError:
         digest.update(f"{path.name}\0missing\0".encode())

@@ -1,15 +1,13 @@
 """What one label is, the bounds on its fields, and how labels travel as a pairs CSV.
 
-``checked_answer`` is the one check an answer passes before ``core.saving.label_store`` writes it: two
-non-empty questions of at most ``MAX_QUESTION_CHARS`` characters that are not one question, a label 0 or 1,
-who at most ``MAX_LABELLER_CHARS``; a refusal is one ``DataError`` line. A labels CSV is the pairs file the
-Data and Train pages read (``PAIR_COLUMNS``), formula safe: ``escape_cell`` puts a ``'`` before a cell a
-spreadsheet would run, and ``read_labels_csv`` (``core.data.load_pairs``) takes it off again.
+``checked_answer`` is the one check an answer passes before ``label_store`` writes it. A labels CSV is the pairs
+file the Data and Train pages read (``PAIR_COLUMNS``), formula safe: ``escape_cell`` puts a ``'`` before a cell a
+spreadsheet would run, and ``read_labels_csv`` takes it off again.
 """
 from __future__ import annotations
 
 import os
-import stat
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -17,6 +15,7 @@ import pandas as pd
 
 from core.data.limits import DataError, clip
 from core.data.questions import pair_key
+from core.saving.files import open_regular_file
 from core.saving.safe_csv import is_formula
 
 LABEL_COLUMNS = ("question1", "question2", "is_duplicate", "labelled_by", "labelled_at")
@@ -81,20 +80,14 @@ def checked_answer(question1, question2, is_duplicate, labelled_by="") -> tuple:
 def is_label_database(path: str | Path) -> bool:
     """Whether ``path`` is a regular file that starts as an SQLite database does (read without blocking)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
+        with open_regular_file(path, sys.maxsize) as (fd, _):
+            return os.read(fd, len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except (OSError, ValueError):  # missing, or not a regular file
         return False
-    try:
-        return os.read(fd, len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    finally:
-        os.close(fd)
 
 
 def read_labels_csv(source, max_bytes: int | None = None) -> pd.DataFrame:
-    """A pairs CSV (a path, bytes or a file object) as labels: ``core.data.load_pairs``'s frame with the
-    quote ``export_csv`` puts before a formula-like text taken off again."""
+    """A pairs CSV (a path, bytes or a file object) as ``load_pairs`` reads it, ``escape_cell``'s quotes taken off."""
     from core.data import load_pairs
 
     frame, _ = load_pairs(source, max_bytes=max_bytes)

@@ -1,24 +1,9 @@
 """Labels that are never lost: ``LabelStore(path)``, an SQLite database of answers, one current label per pair.
 
-The database (the standard library's ``sqlite3``: WAL journal, ``synchronous=FULL``, a busy timeout, every
-change one ``BEGIN IMMEDIATE`` transaction, so a killed process leaves it before or after an answer) holds:
-
-* ``answers``: every answer in the order given: the pair's ``core.data.pair_key``, both questions as given,
-  the label, who gave it (a session id, may be empty) and when. An undo marks its answer ``undone_at``;
-  nothing is deleted, so it is the pair's history.
-* ``labels``: the current label of each pair, one row per ``pair_key`` (its primary key) pointing at the latest
-  answer not undone. Answering a labelled pair again (a correction, another tab) makes the new answer the
-  label; ``add`` returns the label it replaced so the caller can say so. Undo brings back the pair's previous
-  answer, or removes the label when there was none.
-* ``imports``: the files taken in by name, so the CSV labels file the lab kept before is imported once.
-
-Fields are bounded (``core.saving.label_rows``: ``MAX_QUESTION_CHARS``, ``MAX_LABELLER_CHARS``): checked by
-``checked_answer`` before any write, and again by the schema's CHECKs; a refusal is one ``DataError`` line and
-leaves the database as it was. The path must be a regular file or absent: a link, a pipe or a device is refused in one line, never followed or waited on.
-
-Labels travel as an ordinary pairs CSV: ``export_csv`` gives question1, question2, is_duplicate, formula safe
-(a cell a spreadsheet would run gets a leading ``'``, as ``escape_cell`` says); ``merge`` takes a pairs frame
-back (``read_labels_csv``: ``core.data.load_pairs`` with that quote undone), its later rows winning.
+WAL with ``synchronous=FULL`` and one ``BEGIN IMMEDIATE`` transaction per change, so a killed process leaves it
+before or after an answer. ``answers`` holds every answer (an undo marks it ``undone_at``; nothing is deleted),
+``labels`` each ``pair_key``'s latest answer not undone, ``imports`` the CSV files taken in once. Fields are bounded
+(``label_rows.checked_answer`` and CHECKs); the path must be a regular file or absent.
 """
 from __future__ import annotations
 
@@ -86,9 +71,9 @@ def _now() -> str:
 
 
 class LabelStore:
-    """The labels of one SQLite file; safe to share between threads and processes (see the module). Nothing is
-    created before the first change. ``legacy_csv``: a CSV labels file imported once, on first use; a file that
-    cannot be read is left alone and its one-line reason kept in ``import_problem``."""
+    """The labels of one SQLite file, safe to share between threads and processes; nothing is created before the
+    first change. ``legacy_csv``: a CSV labels file imported once, on first use (why a file could not be, in one
+    line: ``import_problem``)."""
 
     def __init__(self, path: str | Path, legacy_csv: str | Path | None = None):
         self.path = Path(path)
@@ -98,23 +83,23 @@ class LabelStore:
         self._db: sqlite3.Connection | None = None
         self._opened: tuple | None = None  # (process, device, inode) the connection belongs to
 
-    # ---- reading -------------------------------------------------------------------------------
+    def _rows(self, sql: str, values=()) -> list[tuple]:
+        """The rows of one read; none while the database does not exist."""
+        with self._transaction(write=False) as db:
+            return [] if db is None else db.execute(sql, tuple(values)).fetchall()
+
     def pairs(self) -> pd.DataFrame:
         """The current labels in the order they were given: ``LABEL_COLUMNS``, ``is_duplicate`` 0 or 1."""
-        with self._transaction(write=False) as db:
-            rows = [] if db is None else db.execute(f"{_CURRENT} ORDER BY l.answer_id").fetchall()
-        frame = pd.DataFrame(rows, columns=list(LABEL_COLUMNS))
+        frame = pd.DataFrame(self._rows(f"{_CURRENT} ORDER BY l.answer_id"), columns=list(LABEL_COLUMNS))
         frame["is_duplicate"] = frame["is_duplicate"].astype("int64")
         return frame
 
     def keys(self) -> set[tuple[str, str]]:
         """The ``pair_key`` of every labelled pair."""
-        with self._transaction(write=False) as db:
-            return set() if db is None else set(db.execute("SELECT key1, key2 FROM labels"))
+        return set(self._rows("SELECT key1, key2 FROM labels"))
 
     def __len__(self) -> int:
-        with self._transaction(write=False) as db:
-            return 0 if db is None else db.execute("SELECT count(*) FROM labels").fetchone()[0]
+        return sum(count for (count,) in self._rows("SELECT count(*) FROM labels"))
 
     def __contains__(self, pair) -> bool:
         """Whether the pair (question1, question2) is labelled, in either order."""
@@ -122,47 +107,40 @@ class LabelStore:
 
     def label_of(self, question1: str, question2: str) -> Label | None:
         """The pair's current label (in either order), None when it has none."""
-        with self._transaction(write=False) as db:
-            return None if db is None else _current(db, pair_key(str(question1).strip(), str(question2).strip()))
+        key = pair_key(str(question1).strip(), str(question2).strip())
+        return next((Label(*row) for row in self._rows(f"{_CURRENT} WHERE l.key1 = ? AND l.key2 = ?", key)), None)
 
     def recent(self, n: int, labelled_by: str | None = None) -> list[Label]:
         """The ``n`` labels given last (of ``labelled_by``, when given), the latest first."""
         where, values = ("WHERE a.labelled_by = ?", (labelled_by, n)) if labelled_by is not None else ("", (n,))
-        with self._transaction(write=False) as db:
-            rows = [] if db is None else db.execute(f"{_CURRENT} {where} ORDER BY l.answer_id DESC LIMIT ?", values)
-            return [Label(*row) for row in rows]
+        return [Label(*row) for row in self._rows(f"{_CURRENT} {where} ORDER BY l.answer_id DESC LIMIT ?", values)]
 
     def history(self, question1: str, question2: str) -> pd.DataFrame:
         """Every answer the pair was given, the first first: ``LABEL_COLUMNS`` and ``undone_at`` (None if not)."""
         key = pair_key(str(question1).strip(), str(question2).strip())
-        with self._transaction(write=False) as db:
-            rows = [] if db is None else db.execute(
-                f"SELECT {', '.join(LABEL_COLUMNS)}, undone_at FROM answers WHERE key1 = ? AND key2 = ? ORDER BY id",
-                key).fetchall()
+        rows = self._rows(f"SELECT {', '.join(LABEL_COLUMNS)}, undone_at FROM answers WHERE key1 = ? AND key2 = ? "
+                          "ORDER BY id", key)
         return pd.DataFrame(rows, columns=[*LABEL_COLUMNS, "undone_at"])
 
     def export_csv(self) -> bytes:
-        """The current labels as a pairs CSV (``PAIR_COLUMNS``, UTF-8, CRLF), formula safe; ``merge`` of
-        ``read_labels_csv`` of it gives back the same labels."""
+        """The current labels as a formula-safe pairs CSV (UTF-8, CRLF) that ``merge`` takes back."""
         frame = self.pairs()[list(PAIR_COLUMNS)].copy()
         for column in ("question1", "question2"):
             frame[column] = frame[column].map(escape_cell)
         return frame.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
 
-    # ---- changing ------------------------------------------------------------------------------
     def add(self, question1: str, question2: str, is_duplicate, labelled_by: str = "") -> Label | None:
-        """Record an answer, durably: from now on it is the pair's label. Returns the label it replaced (a
-        correction, or another tab's answer), None for a pair not labelled before. ``DataError`` (one line,
-        nothing written) for an answer ``checked_answer`` refuses or a database that cannot be used."""
+        """Record an answer, durably, as the pair's label; returns the label it replaced, if any. ``DataError``
+        (nothing written) for an answer ``checked_answer`` refuses or a database that cannot be used."""
         answer = checked_answer(question1, question2, is_duplicate, labelled_by)
         with self._transaction(write=True) as db:
-            previous = _current(db, answer[:2])
+            previous = db.execute(f"{_CURRENT} WHERE l.key1 = ? AND l.key2 = ?", answer[:2]).fetchone()
             _record(db, answer, _now())
-        return previous
+        return None if previous is None else Label(*previous)
 
     def undo_last(self, labelled_by: str | None = None) -> Label | None:
-        """Take back the last answer that is a pair's label (the last of ``labelled_by``, when given): the pair's
-        answer before it is its label again, or it has none. Returns the answer taken back; None when none."""
+        """Take back the last answer that is a pair's label (of ``labelled_by``, when given), the pair's answer
+        before it its label again; returns the answer taken back, if any."""
         where, values = ("WHERE a.labelled_by = ?", (labelled_by,)) if labelled_by is not None else ("", ())
         with self._transaction(write=True) as db:
             found = db.execute(f"SELECT a.id, l.key1, l.key2, {', '.join('a.' + c for c in LABEL_COLUMNS)} FROM "
@@ -181,10 +159,8 @@ class LabelStore:
         return Label(*found[3:])
 
     def merge(self, pairs: pd.DataFrame, labelled_by: str = "") -> MergeCounts:
-        """Take in a pairs frame (``PAIR_COLUMNS``; ``read_labels_csv``'s) as answers given now, in its row
-        order, so a later row wins over an earlier one and over the store; a row that says what the store
-        holds is no new answer. All rows or none: the first row ``checked_answer`` refuses is one
-        ``DataError`` naming its row, and nothing is written."""
+        """Take in a pairs frame (``read_labels_csv``'s) as answers given now, a later row winning; a row that says
+        what the store holds is no new answer. All rows or none: a refused row is one ``DataError`` naming it."""
         answers = []
         for row, (question1, question2, label) in enumerate(pairs[list(PAIR_COLUMNS)].itertuples(index=False), 1):
             try:
@@ -194,7 +170,6 @@ class LabelStore:
         with self._transaction(write=True) as db:
             return _merge(db, answers)
 
-    # ---- the database --------------------------------------------------------------------------
     def close(self) -> None:
         """Close the connection (a later call opens another)."""
         with self._mutex:
@@ -203,8 +178,7 @@ class LabelStore:
             self._db = self._opened = None
 
     def _regular_file(self) -> os.stat_result | None:
-        """The database's ``lstat``, None when it does not exist; one ``DataError`` line when its path is not a
-        regular file."""
+        """The database's ``lstat``, None when it does not exist; ``DataError`` when it is not a regular file."""
         try:
             info = os.lstat(self.path)
         except FileNotFoundError:
@@ -219,9 +193,8 @@ class LabelStore:
 
     @contextmanager
     def _transaction(self, write: bool):
-        """A connection inside one transaction (``BEGIN IMMEDIATE`` to write), committed when the block ends,
-        rolled back when it raises; None for a read of a database that does not exist yet. Any SQLite
-        failure becomes one ``DataError`` line."""
+        """A connection inside one transaction (``BEGIN IMMEDIATE`` to write); None for a read of a database not
+        made yet. Any SQLite failure is one ``DataError`` line."""
         with self._mutex:
             info = self._regular_file()
             if info is None and not write and not (self.legacy_csv and self.legacy_csv.exists()):
@@ -233,17 +206,13 @@ class LabelStore:
                 raise DataError(f"the labels {self.path.name} cannot be opened: {error}") from None
             try:
                 db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                yield db
-                db.execute("COMMIT")
+                with db:  # commits at the end, rolls back on any exception (a failed commit included)
+                    yield db
             except sqlite3.Error as error:
                 raise DataError(f"the labels {self.path.name}: {error}") from None
-            finally:
-                if db.in_transaction:
-                    db.rollback()
 
     def _connection(self, info: os.stat_result | None) -> sqlite3.Connection:
-        """The open connection, or a new one in a forked child (a connection must not cross a fork) or when the
-        file was removed or replaced (writing on would write into a file no one reads)."""
+        """The open connection, or a new one in a forked child or when the file was removed or replaced."""
         if self._db is not None and (info is None or self._opened != (os.getpid(), info.st_dev, info.st_ino)):
             if self._opened[0] == os.getpid():
                 self._db.close()
@@ -258,8 +227,15 @@ class LabelStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=rwc"
         db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-        try:
-            _check_ours(db)  # before the first write: a database of something else is never changed
+        try:  # a database of something else (or of a newer lab) is never changed
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
+                                            f"{SCHEMA_VERSION})")
+            if (tables or version) and not (version == SCHEMA_VERSION and set(LAB_TABLES) <= tables):
+                raise sqlite3.DatabaseError("it is an SQLite database of something else, not the lab's labels; it was "
+                                            "left as it is: name another file")
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # set once: it stays with the file
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = FULL")  # an answer acknowledged survives a power cut too
@@ -271,23 +247,18 @@ class LabelStore:
         return db
 
     def _prepare(self, db: sqlite3.Connection) -> None:
-        """The schema, on each new connection (the file may be new); then the legacy CSV, unless it was imported
-        before."""
+        """The schema, on each new connection; then the legacy CSV, unless it was imported before."""
         db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
         if self.legacy_csv is None or not self.legacy_csv.exists():
             return
         db.execute("BEGIN IMMEDIATE")
-        try:
+        with db:
             if db.execute("SELECT 1 FROM imports WHERE source = ?", (self.legacy_csv.name,)).fetchone() is None:
                 self._import_legacy(db)
-            db.execute("COMMIT")
-        finally:
-            if db.in_transaction:
-                db.rollback()
 
     def _import_legacy(self, db: sqlite3.Connection) -> None:
-        """The legacy CSV's labels, each row ``checked_answer`` accepts (a row it refuses is skipped and said,
-        so one bad row costs no other label); a file that cannot be read is said and tried again next time."""
+        """The legacy CSV's labels, skipping (and saying) a row ``checked_answer`` refuses; a file that cannot be
+        read is said and tried again next time."""
         name = self.legacy_csv.name  # messages name it, never by its server path
         try:
             frame = read_labels_csv(self.legacy_csv)
@@ -308,25 +279,8 @@ class LabelStore:
                                    f"(the first, {refused[0]}); the file is kept as it was")
 
 
-def _check_ours(db: sqlite3.Connection) -> None:
-    """``sqlite3.DatabaseError`` unless ``db`` is empty (the lab's to make) or a labels database of this schema."""
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
-                                    f"{SCHEMA_VERSION})")
-    if (tables or version) and not (version == SCHEMA_VERSION and set(LAB_TABLES) <= tables):
-        raise sqlite3.DatabaseError("it is an SQLite database of something else, not the lab's labels; it was left "
-                                    "as it is: name another file")
-
-
-def _current(db: sqlite3.Connection, key) -> Label | None:
-    row = db.execute(f"{_CURRENT} WHERE l.key1 = ? AND l.key2 = ?", tuple(key)).fetchone()
-    return None if row is None else Label(*row)
-
-
 def _record(db: sqlite3.Connection, answer: tuple, when: str) -> None:
-    """One answer into the history and, as the pair's label, into ``labels`` (the uniqueness rule per pair)."""
+    """One answer into the history and, as the pair's label, into ``labels``."""
     cursor = db.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, "
                         "labelled_at) VALUES (?, ?, ?, ?, ?, ?, ?)", (*answer, when))
     db.execute("INSERT INTO labels (key1, key2, answer_id) VALUES (?, ?, ?) "

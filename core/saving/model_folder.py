@@ -1,17 +1,8 @@
 """The model folder: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file.
 
-Loading never unpickles and never runs code from the folder: the config is JSON checked field by
-field, the weights are safetensors, the vocabulary is a plain text or JSON file that ``core.text`` reads
-as data only. A folder may come from someone
-else, so every file is read through ``core.saving.files`` (regular files inside the folder only, each
-under a size cap: a FIFO, a device or a huge file is refused at once), the config's sizes are bounded
-before anything is allocated (``core.models.registry.check_model_size``), and the metadata the
-inference code reads (``thresholds``, ``name``, ``metrics``) is checked here. Saving goes through
-``core.saving.atomic.write_folder_atomically``, so a save that dies half-way leaves the previous
-model or the new one, whole; ``config.json`` is written last, so a folder with a config is a folder
-whose other files are complete. The save adds ``.siamese_lab_files.json``, the list of the files it
-wrote (``core.saving.owned_files``): a later save over the folder replaces those and keeps the rest
-(a folder saved before that list existed owns ``MODEL_FILES``).
+Loading never unpickles or runs anything: the config is JSON checked field by field, the weights safetensors, every
+file read through ``files``. Saving goes through ``write_folder_atomically``, ``config.json`` last, so a folder with
+a config has all its other files.
 """
 from __future__ import annotations
 
@@ -32,36 +23,22 @@ from safetensors import SafetensorError
 from core.model_names import MODEL_NAMES, TFIDF
 from core.saving.atomic import displaced_folders, write_folder_atomically
 from core.saving.calibrated import CALIBRATED_FROM, CALIBRATION, TFIDF_FILE, check_calibration_metadata
-from core.saving.files import (
-    CONFIG_MAX_BYTES,
-    ModelLoadError,
-    open_regular_file,
-    read_json_file,
-)
+from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, open_regular_file, read_json_file
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written: listing and caching need none
     import torch
 
 
 def save_file(tensors: dict, path: str) -> None:
-    """safetensors' writer, imported (with torch) on first use."""
+    """safetensors' writer, imported (with torch) on first use (tests replace it)."""
     from safetensors.torch import save_file as write
 
     write(tensors, path)
 
 
-def load_file(path: str) -> dict:
-    """safetensors' reader, imported (with torch) on first use."""
-    from safetensors.torch import load_file as read
-
-    return read(path)
-
-
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-# What a model folder saved before folders recorded their files owns: the config, the weights and
-# the vocabulary files core.text writes (tokenizer.json, word_vocab.txt, vocab.txt). A save replaces
-# these and carries everything else (a user's notes, plots) into the new folder.
+# What a model folder saved before folders recorded their files (owned_files) owns: config, weights, vocabulary.
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, "tokenizer.json", "word_vocab.txt", "vocab.txt")
 FORMAT = "siamese-lab-model"
 FORMAT_VERSION = 1
@@ -71,26 +48,12 @@ THRESHOLD_SLACK = 1e-3  # calibration may put a threshold 1e-6 beyond the highes
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # a run folder's name
 CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB config holds ~15,000)
 
-__all__ = [
-    "CONFIG_FILE", "FORMAT", "FORMAT_VERSION", "MODEL_FILES", "WEIGHTS_FILE", "ModelLoadError", "check_metadata",
-    "config_from_dict", "read_config", "read_weights", "save_model", "weights_max_bytes", "calibrated_config",
-    "save_calibrated", "check_weight_dtypes",
-]
 
-
-# ---- saving ------------------------------------------------------------------------------------
 def save_model(model, folder: str | Path, metadata: dict | None = None) -> Path:
-    """Write ``model`` (weights, tokenizer, config + ``metadata``) to ``folder``, atomically; a folder
-    already there keeps the files the lab did not write (``core.saving.owned_files``)."""
-    config = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "model_type": model.model_type,
-        "model_config": model.config_dict(),
-        "tokenizer": model.tokenizer.to_dict(),
-        "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        **(metadata or {}),
-    }
+    """Write ``model`` (weights, tokenizer, config + ``metadata``) to ``folder`` with ``write_folder_atomically``."""
+    config = {"format": FORMAT, "format_version": FORMAT_VERSION, "model_type": model.model_type,
+              "model_config": model.config_dict(), "tokenizer": model.tokenizer.to_dict(),
+              "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **(metadata or {})}
     weights = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
 
     def write(temp: Path) -> None:
@@ -110,9 +73,8 @@ _NOT_INHERITED = ("format", "format_version", "name", "saved_at", "thresholds", 
 
 
 def calibrated_config(base: Mapping, parent: dict, thresholds: dict, calibration: dict, name: str) -> dict:
-    """The config.json of a calibrated copy (``core.saving.calibrated``): ``base`` (the copied model's config:
-    its type, training data and validation metrics) less what the copy says anew, then its ``name``, the
-    ``thresholds`` calibrated on the file that ``calibration`` describes, and ``parent`` (``calibrated_from``)."""
+    """The config.json of a calibrated copy: ``base`` (the copied model's) less what the copy says anew, then its
+    ``name``, ``thresholds`` calibrated on the file ``calibration`` describes, and ``parent`` (``calibrated_from``)."""
     inherited = {key: value for key, value in base.items() if key not in _NOT_INHERITED}
     return {"format": FORMAT, "format_version": FORMAT_VERSION, **inherited, "name": name,
             "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "thresholds": dict(thresholds),
@@ -120,8 +82,7 @@ def calibrated_config(base: Mapping, parent: dict, thresholds: dict, calibration
 
 
 def save_calibrated(folder: str | Path, config: dict, extra: Mapping[str, object] | None = None) -> Path:
-    """Write a calibrated copy atomically, as ``save_model`` writes a model: each of ``extra`` (file name -> JSON
-    value), then ``config.json`` last; a folder already there keeps the files the lab did not write."""
+    """Write a calibrated copy as ``save_model`` writes a model: each of ``extra`` (name -> JSON), then the config."""
     def write(temp: Path) -> None:
         for name, value in (extra or {}).items():
             (temp / name).write_text(json.dumps(value), encoding="utf-8")
@@ -140,11 +101,9 @@ def _json_default(value):
     raise TypeError(f"cannot store {type(value).__name__} in config.json")
 
 
-# ---- loading -----------------------------------------------------------------------------------
 def read_config(folder: str | Path) -> dict:
-    """``folder``'s config.json as a dict, once it is known to be a regular file of at most 1 MiB,
-    JSON nested at most 32 deep, of this format, of a known model type, and with usable metadata
-    (``check_metadata``); ModelLoadError otherwise."""
+    """``folder``'s config.json as a dict, once it is known to be a bounded JSON file of this format, of a known
+    model type, with usable metadata (``check_metadata``); ModelLoadError otherwise."""
     folder = Path(folder)
     if not folder.is_dir():
         previous = interrupted_saves(folder.parent).get(folder.name)
@@ -173,18 +132,8 @@ def _is_number(value) -> bool:
 
 
 def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
-    """The parts of a config that inference and the app read, beyond the model itself:
-
-    * ``thresholds``: absent, or a mapping of names to finite numbers in [-1, 1] (cosine thresholds);
-    * ``name``: absent or a string;
-    * ``metrics``: absent, or a mapping whose ``validation`` / ``test`` entries are mappings;
-    * ``training.validation_curve`` (the Train page draws it): absent, or at most ``CURVE_MAX_POINTS``
-      points ``{"step": whole number >= 0, "train_seconds": finite >= 0, "roc_auc": finite in [0, 1]}``;
-    * ``model_config`` and ``tokenizer``: absent or mappings (their fields are checked when loading);
-    * ``calibrated_from`` and ``calibration`` (a calibrated copy, ``core.saving.calibrated``): absent or well formed.
-
-    Raises ModelLoadError naming ``path`` and the field.
-    """
+    """What inference and the app read beyond the model (thresholds, name, metrics, the validation curve, a
+    calibrated copy's fields), each absent or well formed; else ModelLoadError naming ``path`` and the field."""
     thresholds = config.get("thresholds")
     if "thresholds" in config:
         if not isinstance(thresholds, Mapping):
@@ -229,12 +178,10 @@ def _check_curve(curve, path: str | Path) -> None:
 def _check_field(cls_name: str, field: dataclasses.Field, value):
     default = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
     kind = type(default)
-    ok = (
-        isinstance(value, bool) if kind is bool
-        else (isinstance(value, int) and not isinstance(value, bool)) if kind is int
-        else (isinstance(value, (int, float)) and not isinstance(value, bool)) if kind is float
-        else isinstance(value, kind)
-    )
+    if kind in (int, float):
+        ok = _is_number(value) and (kind is float or isinstance(value, int))
+    else:
+        ok = isinstance(value, kind)
     if not ok:
         raise ModelLoadError(f"{cls_name}.{field.name} must be {kind.__name__}, got {value!r:.80}")
     choices = field.metadata.get("choices")  # a setting of named values (e.g. the LSTM's pooling)
@@ -268,31 +215,16 @@ def config_from_dict(cls, values: dict):
 
 
 def weights_max_bytes(parameters: int) -> int:
-    """The largest model.safetensors accepted for a model of ``parameters`` parameters: 4 bytes
-    (float32) each plus 16 MiB for the header."""
+    """The largest model.safetensors accepted for ``parameters`` parameters: 4 bytes each plus 16 MiB."""
     return 4 * max(0, int(parameters)) + WEIGHTS_SLACK_BYTES
 
 
-def _first_non_finite(weights: dict[str, torch.Tensor]) -> str | None:
-    import torch
-
-    for name, tensor in weights.items():
-        if not (tensor.is_floating_point() or tensor.is_complex()):
-            continue
-        if tensor.dtype in (torch.float16, torch.float32, torch.float64):
-            finite = bool(np.isfinite(tensor.detach().cpu().numpy()).all())  # numpy: several times faster
-        else:
-            finite = bool(torch.isfinite(tensor).all())
-        if not finite:
-            return name
-    return None
-
-
 def read_weights(folder: str | Path, max_bytes: int) -> dict[str, torch.Tensor]:
-    """The tensors in ``folder``'s model.safetensors (never unpickled); ModelLoadError when the file is
-    missing, not a regular file inside the folder, larger than ``max_bytes`` (``weights_max_bytes`` of the
-    model's parameter count, which the caller knows from its config), not readable
-    safetensors, or holds a NaN or infinite value."""
+    """The tensors in ``folder``'s model.safetensors (never unpickled); ModelLoadError when it is missing, refused
+    by ``open_regular_file`` (over ``max_bytes``), not readable safetensors, or holds a NaN or infinity."""
+    import torch
+    from safetensors.torch import load_file
+
     folder = Path(folder)
     weights_path = folder / WEIGHTS_FILE
     try:
@@ -302,38 +234,36 @@ def read_weights(folder: str | Path, max_bytes: int) -> dict[str, torch.Tensor]:
             weights = load_file(by_descriptor if os.path.exists(by_descriptor) else str(weights_path))
     except FileNotFoundError:
         raise ModelLoadError(f"{folder} has no {WEIGHTS_FILE}") from None
+    except ModelLoadError:
+        raise
     except (SafetensorError, OSError, ValueError) as error:
-        if isinstance(error, ModelLoadError):
-            raise
         raise ModelLoadError(f"{weights_path} is not a readable safetensors file: {error}") from None
-    bad = _first_non_finite(weights)
-    if bad is not None:
-        raise ModelLoadError(f"{weights_path}: tensor {bad!r} holds NaN or infinite values; refused")
+    for name, tensor in weights.items():
+        if tensor.dtype in (torch.float16, torch.float32, torch.float64):
+            finite = np.isfinite(tensor.detach().cpu().numpy()).all()  # numpy: several times faster
+        elif tensor.is_floating_point() or tensor.is_complex():
+            finite = torch.isfinite(tensor).all()
+        else:
+            continue
+        if not finite:
+            raise ModelLoadError(f"{weights_path}: tensor {name!r} holds NaN or infinite values; refused")
     return weights
 
 
 def check_weight_dtypes(weights: Mapping[str, torch.Tensor], expected: Mapping[str, torch.dtype],
                         path: str | Path) -> None:
-    """Every tensor of ``weights`` in the dtype the model built from the config gives it (``expected``, its
-    ``state_dict``'s); ModelLoadError naming the first that is not. ``load_state_dict`` would cast silently:
-    float64 values of 1e300 become infinities, booleans become weights of 0 and 1."""
+    """Every tensor of ``weights`` in the dtype of the model built from the config (``expected``); else
+    ModelLoadError naming the first. ``load_state_dict`` would cast silently (1e300 in float64 to infinity)."""
     for name, tensor in weights.items():
         want = expected.get(name)
         if want is not None and tensor.dtype != want:
-            raise ModelLoadError(f"{path}: tensor {name!r} is {_dtype_name(tensor.dtype)}; this model's weights are "
-                                 f"{_dtype_name(want)}; refused")
-
-
-def _dtype_name(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+            raise ModelLoadError(f"{path}: tensor {name!r} is {str(tensor.dtype).removeprefix('torch.')}; this "
+                                 f"model's weights are {str(want).removeprefix('torch.')}; refused")
 
 
 def interrupted_saves(root: Path) -> dict[str, Path]:
-    """Run name -> its complete ``.old-<name>-*`` folder, for runs whose folder is missing.
-
-    Only the two-rename fallback of ``save_model`` can leave this state (killed between its renames).
-    """
-    newest: dict[str, tuple[str, Path]] = {}  # several interrupted saves of one run: keep the newest
+    """Run name -> its complete ``.old-<name>-*`` folder (the newest), for runs whose folder is missing."""
+    newest: dict[str, tuple[str, Path]] = {}
     for name, path in displaced_folders(root):
         if not SAFE_NAME.match(name) or not (path / WEIGHTS_FILE).is_file():
             continue

@@ -1,30 +1,14 @@
-"""Where a training may write its model: claimed before training starts, held until the save is done.
+"""Where a training may write its model: ``claim_output`` claims it before training, until the save is done.
 
-The rules, so that a training never loses a user's file:
-
-* It never deletes or replaces anything it did not create. An existing path that is not a model
-  folder (a file, a folder of other things, a broken model) is refused before training starts; an
-  empty folder is fine (nothing is lost).
-* An existing model folder is replaced only when the caller says ``overwrite=True``; the claim then
-  carries that model's config (``existing``) so that the pipeline can keep it when the new run was
-  cancelled or failed and is not better.
-* One writer per folder: an exclusive lock on a hidden ``.<name>.lock`` beside the target
-  (``core.saving.locks``), taken without waiting, so a second training aimed at the same folder is refused at
-  once. The lock goes with its process, so a killed training never leaves the folder locked; a user's own
-  file of that name is locked as it is, never written or removed.
-* The location is found writable (or not) before training, not after an hour of it.
-* Leftovers of a killed writer of the same folder are removed once the lock is held: its lock file is
-  taken over (and removed at release), its temporary folders are stale (``core.saving.temp_files``).
-* An overwrite replaces only the files the lab wrote; the user's are carried into the new folder
-  (``core.saving.owned_files``, through ``write_folder_atomically``).
-
-``claim_new_run`` picks a fresh run name in a models folder under the same rules (the app and the
-CLI without ``--out``).
+Anything but a model folder (or an empty one) is refused, a model is replaced only with ``overwrite`` (its config
+kept in ``existing``), the location must be writable, and one writer holds the folder's lock at a time (``locks``);
+a killed writer's temporaries go once it is held. ``claim_new_run`` picks a fresh run name under the same rules.
 """
 from __future__ import annotations
 
 import os
 import time
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
@@ -44,7 +28,7 @@ class OutputError(ValueError):
         self.path, self.problem, self.reason = path, problem, reason
 
 
-class OutputClaim:
+class OutputClaim(AbstractContextManager):
     """The right to write one model folder; release it (or leave the ``with`` block) after saving."""
 
     def __init__(self, target: Path, lock: HeldLock, existing: dict | None):
@@ -55,23 +39,8 @@ class OutputClaim:
     def release(self) -> None:
         self._lock.release()
 
-    def __enter__(self) -> "OutputClaim":
-        return self
-
     def __exit__(self, *exc) -> None:
         self.release()
-
-
-def _lock(target: Path) -> HeldLock:
-    """The lock of ``target``, or OutputError at once when another process holds it."""
-    lock_path = lock_path_for(target)
-    try:
-        return take_lock(lock_path, wait=False)
-    except LockBusy:
-        raise OutputError(target, "another process is writing this folder right now", "busy") from None
-    except OSError as error:
-        raise OutputError(target, f"cannot lock it through {lock_path} ({error.strerror or error})",
-                          "unwritable") from None
 
 
 def _existing_model(target: Path, overwrite: bool) -> dict | None:
@@ -97,11 +66,8 @@ def _existing_model(target: Path, overwrite: bool) -> dict | None:
 
 def claim_output(target: str | Path, overwrite: bool = False,
                  existing: Callable[[Path, bool], dict | None] | None = None) -> OutputClaim:
-    """Claim ``target`` for one training's model folder (see the module docstring for the rules).
-
-    ``existing(target, overwrite)`` decides what may be replaced (it returns what is there, or None
-    when nothing is, and raises ``OutputError`` otherwise); by default a saved model, with ``overwrite``.
-    """
+    """Claim ``target`` for one training's model folder. ``existing(target, overwrite)`` returns what may be
+    replaced there (None when nothing is) or raises ``OutputError``; by default a saved model, with ``overwrite``."""
     target = Path(target).expanduser()
     if target.name in ("", ".", ".."):
         raise OutputError(target, "is not a folder name a model can be saved as", "not_a_model")
@@ -114,10 +80,16 @@ def claim_output(target: str | Path, overwrite: bool = False,
         raise OutputError(target, f"its folder cannot be created ({error.strerror or error})", "unwritable") from None
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise OutputError(target, f"cannot write in {target.parent}", "unwritable")
-    claim = OutputClaim(target, _lock(target), None)
+    lock_path = lock_path_for(target)
+    try:
+        claim = OutputClaim(target, take_lock(lock_path, wait=False), None)
+    except LockBusy:
+        raise OutputError(target, "another process is writing this folder right now", "busy") from None
+    except OSError as error:
+        raise OutputError(target, f"cannot lock it through {lock_path} ({error.strerror or error})",
+                          "unwritable") from None
     try:
         remove_stale_temps(target, locked_since=time.time())  # no claimed writer of target is left alive
-        # Checked under the lock: no one else is writing it.
         claim.existing = (existing or _existing_model)(target, overwrite)
     except BaseException:
         claim.release()

@@ -1,22 +1,9 @@
 """Which files of a folder the lab wrote, so that replacing the folder replaces only those.
 
-Every folder ``write_folder_atomically`` writes (a model folder, an export) holds ``RECORD_FILE``
-(``.siamese_lab_files.json``): ``{"format": "siamese-lab-files", "version": 1, "files": [...],
-"folders": [...]}``, every file and folder the writer made, as relative ``/`` paths, the record
-itself included. A folder written before records existed owns what its format defines (the caller's
-``owned_before``: for a model folder config.json, model.safetensors and its vocabulary file).
-
-Everything else in the folder is the user's: a ``NOTES.md``, a ``plots/`` folder, a file the user put
-inside one of the lab's folders, a symlink. When the folder is replaced, ``carry_user_files`` puts
-each of them into the new folder before the swap, as a hard link (the same file, byte for byte, mode
-and times; a symlink is linked as the link itself, never followed), a copy where the filesystem
-refuses links, and a folder as a new folder of the same mode holding its carried entries. The old
-folder keeps its own links until the swap, so a crash at any moment leaves the old folder or the new
-one in place, each with the user's files. ``catch_up`` then moves over whatever the user created or
-replaced in the old folder while the new one was being built.
-
-A user's entry at a path the new folder needs is never replaced: the write stops with
-``CarryOverError`` and the old folder stays as it was.
+Every folder ``write_folder_atomically`` writes records what its writer made (``RECORD_FILE``; before records, the
+format's files, ``owned_before``). Everything else is the user's: ``carry_user_files`` links it into the new folder
+before the swap, ``catch_up`` moves over what changed meanwhile, and a user's entry where the new folder needs the
+name stops the write (``CarryOverError``) with the old folder untouched.
 """
 from __future__ import annotations
 
@@ -26,6 +13,7 @@ import os
 import shutil
 import stat
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -36,12 +24,12 @@ RECORD_FORMAT = "siamese-lab-files"
 RECORD_VERSION = 1
 RECORD_MAX_PATHS = 10_000  # a lab folder holds a handful; more is not a record we wrote
 SHOWN_NAMES = 12  # user entries named in one warning; the rest are counted
+# What os.link raises where a file system cannot link: the caller falls back to a copy or a rename.
+NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES, errno.ENOSYS}
 
 
 class CarryOverError(OSError):
-    """A user's file that cannot be carried into the replacing folder; the message is one line. An
-    ``OSError``, so every writer that turns a failed write into its own error (the ONNX cache, the app's
-    export) says this one too."""
+    """A user's file that cannot be carried into the replacing folder (an ``OSError``, as any failed write)."""
 
 
 @dataclass(frozen=True)
@@ -53,14 +41,12 @@ class Owned:
 
 @dataclass
 class Carried:
-    """What ``carry_user_files`` put into the new folder: the user's top entries (for the warning) and
-    the (device, inode) of every file it linked, by relative path (for ``catch_up``)."""
+    """What ``carry_user_files`` carried: the user's top entries, and the (device, inode) of each file it linked."""
     entries: list[str] = field(default_factory=list)
     linked: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-# ---- the record -----------------------------------------------------------------------------------
-def write_record(folder: Path) -> Owned:
+def write_record(folder: Path) -> None:
     """Record everything now under ``folder`` (what the lab just wrote) in its ``RECORD_FILE``."""
     files, folders = {RECORD_FILE}, set()
     for here, dirs, names in os.walk(folder):
@@ -69,106 +55,91 @@ def write_record(folder: Path) -> Owned:
         files.update(str(relative / name) for name in names)
     record = {"format": RECORD_FORMAT, "version": RECORD_VERSION, "files": sorted(files), "folders": sorted(folders)}
     (folder / RECORD_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
-    return Owned(frozenset(files), frozenset(folders))
 
 
-def _clean_path(value) -> str | None:
-    """``value`` as a relative path inside a folder, or None (absolute, ``..``, empty parts, not a string)."""
-    if not isinstance(value, str) or not value or "\0" in value or value.startswith("/"):
-        return None
-    parts = value.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        return None
-    return value
+def _is_clean(path) -> bool:
+    """Whether ``path`` is a relative path inside a folder (no leading ``/``, no empty, ``.`` or ``..`` part)."""
+    return isinstance(path, str) and "\0" not in path and all(part not in ("", ".", "..") for part in path.split("/"))
 
 
 def owned_by(folder: Path, owned_before: Iterable[str] = ()) -> Owned:
-    """What the lab owns in ``folder``: its record, or ``owned_before`` (the format's files) when it has
-    no usable record (written before records existed, or the record was lost or damaged)."""
+    """What the lab owns in ``folder``: its record, or ``owned_before`` when it has no usable record."""
     record = None
-    try:
+    with suppress(OSError, ModelLoadError):
         if stat.S_ISREG(os.lstat(folder / RECORD_FILE).st_mode):  # a link of that name is not our record
             record = read_json_file(folder / RECORD_FILE, CONFIG_MAX_BYTES, folder=folder)
-    except (OSError, ModelLoadError):
-        record = None
-    if (isinstance(record, dict) and record.get("format") == RECORD_FORMAT
-            and isinstance(record.get("files"), list) and isinstance(record.get("folders"), list)
-            and len(record["files"]) + len(record["folders"]) <= RECORD_MAX_PATHS):
-        files = {path for path in map(_clean_path, record["files"]) if path}
-        folders = {path for path in map(_clean_path, record["folders"]) if path}
-    else:
-        files = {path for path in map(_clean_path, owned_before) if path}
-        folders = set()
-    files.add(RECORD_FILE)
+    usable = (isinstance(record, dict) and record.get("format") == RECORD_FORMAT
+              and isinstance(record.get("files"), list) and isinstance(record.get("folders"), list)
+              and len(record["files"]) + len(record["folders"]) <= RECORD_MAX_PATHS)
+    files = {path for path in (record["files"] if usable else owned_before) if _is_clean(path)} | {RECORD_FILE}
+    folders = {path for path in record["folders"] if _is_clean(path)} if usable else set()
     for path in files:  # a file's folders are the lab's too
-        folders.update(str(parent) for parent in PurePosixPath(path).parents if str(parent) != ".")
+        folders.update(str(parent) for parent in PurePosixPath(path).parents[:-1])
     return Owned(frozenset(files), frozenset(folders))
 
 
 def user_entries(folder: Path, owned: Owned) -> list[str]:
-    """The entries of ``folder`` the lab does not own, as relative paths: a user's folder is one entry;
-    inside a lab's folder the walk goes on. Links are never followed: a link is the user's entry,
-    whatever name it has."""
+    """The entries of ``folder`` the lab does not own, as relative paths: a user's folder is one entry; inside a
+    lab's folder the walk goes on. A link is never followed: it is the user's, whatever its name."""
     found, pending = [], [""]
     while pending:
         prefix = pending.pop()
         try:
-            names = sorted(os.listdir(folder / prefix if prefix else folder))
+            entries = list(os.scandir(folder / prefix))
         except OSError:
             continue
-        for name in names:
-            relative = f"{prefix}/{name}" if prefix else name
+        for entry in entries:
+            relative = prefix + entry.name
             try:
-                mode = os.lstat(folder / relative).st_mode
+                mode = entry.stat(follow_symlinks=False).st_mode
             except OSError:
                 continue
             if stat.S_ISDIR(mode) and relative in owned.folders:
-                pending.append(relative)
-            elif not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)) and relative in owned.files:
-                continue
-            else:
+                pending.append(relative + "/")
+            elif stat.S_ISDIR(mode) or stat.S_ISLNK(mode) or relative not in owned.files:
                 found.append(relative)
     return sorted(found)
 
 
-# ---- carrying -------------------------------------------------------------------------------------
 def carry_user_files(old: Path, new: Path, owned_before: Iterable[str] = ()) -> Carried:
-    """Put every user entry of the folder ``old`` into ``new`` at the same relative path (see the module
-    docstring). ``CarryOverError`` when ``new`` already has that path or an entry cannot be carried."""
+    """Put every user entry of ``old`` into ``new`` at the same path; ``CarryOverError`` when one cannot be."""
     carried = Carried(user_entries(old, owned_by(old, owned_before)))
     touched: set[Path] = set()
     for relative in carried.entries:
-        target = new / relative
-        try:
-            _make_parents(new, relative, old, touched)
-            in_the_way = os.path.lexists(target)
-        except CarryOverError:
-            raise
-        except OSError as error:
-            raise CarryOverError(f"{old / relative} was not written by Siamese Lab and could not be kept in the new "
-                                 f"folder ({error.strerror or error}); nothing was replaced") from None
-        if in_the_way:
-            raise CarryOverError(f"{old / relative} was not written by Siamese Lab and the new folder needs that "
-                                 "name; move it away and try again")
-        _carry(old / relative, target, relative, carried, touched)
+        _make_room(new, relative, old, touched)
+        _carry(old / relative, new / relative, relative, carried, touched)
     for folder in touched:
         fsync_folder(folder)
     return carried
 
 
-def _make_parents(new: Path, relative: str, old: Path, touched: set[Path]) -> None:
-    """Folders for ``relative`` inside ``new``, made like their counterparts in ``old``."""
+def _cannot_keep(path: Path, error: OSError) -> CarryOverError:
+    return CarryOverError(f"{path} was not written by Siamese Lab and could not be kept in the new folder "
+                          f"({error.strerror or error}); nothing was replaced")
+
+
+def _make_room(new: Path, relative: str, old: Path, touched: set[Path]) -> None:
+    """Make ``relative``'s folders in ``new`` like ``old``'s; ``CarryOverError`` when something is in the way."""
     here = new
-    for part in PurePosixPath(relative).parts[:-1]:
-        here = here / part
-        if not os.path.lexists(here):
-            os.mkdir(here)
-            shutil.copymode(old / here.relative_to(new), here)
-            touched.add(here.parent)
-        elif not stat.S_ISDIR(os.lstat(here).st_mode):
-            raise CarryOverError(f"{old / relative} was not written by Siamese Lab and the new folder has a file "
-                                 f"at {here.relative_to(new)}; move it away and try again")
+    try:
+        for part in PurePosixPath(relative).parts[:-1]:
+            here = here / part
+            if not os.path.lexists(here):
+                os.mkdir(here)
+                shutil.copymode(old / here.relative_to(new), here)
+                touched.add(here.parent)
+            elif not stat.S_ISDIR(os.lstat(here).st_mode):
+                raise CarryOverError(f"{old / relative} was not written by Siamese Lab and the new folder has a file "
+                                     f"at {here.relative_to(new)}; move it away and try again")
+        in_the_way = os.path.lexists(new / relative)
+    except CarryOverError:
+        raise
+    except OSError as error:
+        raise _cannot_keep(old / relative, error) from None
     touched.add(here)
+    if in_the_way:
+        raise CarryOverError(f"{old / relative} was not written by Siamese Lab and the new folder needs that name; "
+                             "move it away and try again")
 
 
 def _carry(source: Path, target: Path, relative: str, carried: Carried, touched: set[Path]) -> None:
@@ -186,8 +157,7 @@ def _carry(source: Path, target: Path, relative: str, carried: Carried, touched:
             carried.linked[relative] = (info.st_dev, info.st_ino)
             return
         except OSError as error:
-            if error.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP,
-                                   errno.EACCES):
+            if error.errno not in NO_HARD_LINKS:
                 raise
         if stat.S_ISLNK(info.st_mode):
             os.symlink(os.readlink(source), target)
@@ -201,16 +171,14 @@ def _carry(source: Path, target: Path, relative: str, carried: Carried, touched:
     except CarryOverError:
         raise
     except OSError as error:
-        raise CarryOverError(f"{source} was not written by Siamese Lab and could not be kept in the new folder "
-                             f"({error.strerror or error}); nothing was replaced") from None
+        raise _cannot_keep(source, error) from None
 
 
 def catch_up(displaced: Path, target: Path, owned_before: Iterable[str], carried: Carried) -> bool:
-    """After the swap: move into ``target`` every user entry that appeared in the previous folder
-    (``displaced``) while the new one was built, and every file the user replaced there meanwhile.
-    False when one could not be moved (the caller then keeps ``displaced``)."""
-    owned = owned_by(displaced, owned_before)
-    pending = list(user_entries(displaced, owned))
+    """After the swap: move into ``target`` every user entry that appeared in the previous folder (``displaced``)
+    while the new one was built, and every file the user replaced there meanwhile. False when one could not be
+    moved (the caller then keeps ``displaced``)."""
+    pending = user_entries(displaced, owned_by(displaced, owned_before))
     complete = True
     while pending:
         relative = pending.pop()
@@ -243,13 +211,9 @@ def describe(target: Path, entries: list[str]) -> str:
 
 def fsync_folder(folder: Path) -> None:
     """fsync a folder's entries (its new names survive a power cut); a no-op where folders cannot be opened."""
-    try:
+    with suppress(OSError):
         handle = os.open(folder, os.O_RDONLY)
-    except OSError:  # e.g. Windows cannot open a directory; the rename is still atomic there
-        return
-    try:
-        os.fsync(handle)
-    except OSError:
-        pass
-    finally:
-        os.close(handle)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)

@@ -1,11 +1,8 @@
-"""The runs folder: one model folder per run, named by ``core.saving.output.claim_new_run`` and
-checked by ``check_run_name``.
+"""The runs folder: one model folder per run, named by ``output.claim_new_run``, checked by ``check_run_name``.
 
-``list_runs`` lists the usable models and says why every other folder is not one: a leftover
-``.tmp-*`` / ``.old-*`` folder of an interrupted save is never loaded. A save killed between the two
-renames of the fallback (see ``core.saving.atomic``) leaves its run missing and the previous model in
-``.old-<name>-<id>``; ``load_model`` and ``list_runs`` say so and ``recover_interrupted_saves(root)``
-puts it back. A calibrated copy (``core.saving.calibrated``) is listed like the model it points at.
+``list_runs`` lists the usable models (a calibrated copy like the model it points at) and says why every other
+folder is not one; a ``.tmp-*`` / ``.old-*`` leftover of an interrupted save is never loaded, and a run whose save
+died between the fallback's two renames is put back by ``recover_interrupted_saves``.
 """
 from __future__ import annotations
 
@@ -32,9 +29,7 @@ def check_run_name(name: str) -> str:
     return name
 
 
-# The Label page's labels files live in this folder of the models folder (core.training.active_rounds): a
-# folder of pairs files, not a model, so the model lists skip it (the lab never names a run so).
-LABELS_FOLDER = "labels"
+LABELS_FOLDER = "labels"  # the Label page's databases (core.training.active_rounds), not a model: lists skip it
 
 
 def run_folder(root: str | Path, name: str) -> Path:
@@ -64,9 +59,13 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
             problems.append(f"{path.name}: {error}")
             continue
         if is_calibrated(config):  # a pointer at its parent's weights: cheap checks here, the digest when loaded
-            problem = _calibrated_problem(config)
-            if problem:
-                problems.append(f"{path.name}: {problem}")
+            if config.get("model_type") == TFIDF:  # no vectors for the app's pages
+                problems.append(f"{path.name}: a calibrated TF-IDF baseline: the command line scores pairs with it "
+                                "(evaluate, score, predict); the app's pages need a model with vectors")
+                continue
+            parent = parent_folder(config)
+            if parent is not None and not parent.is_dir():
+                problems.append(f"{path.name}: calibrated from {parent}, which is gone")
                 continue
         elif not (path / WEIGHTS_FILE).is_file():
             problems.append(f"{path.name}: no {WEIGHTS_FILE}; ignored")
@@ -76,24 +75,9 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     return runs, problems
 
 
-def _calibrated_problem(config: dict) -> str:
-    """Why a calibrated folder is no model for the app's pages, or "": the TF-IDF baseline has no vectors, and
-    a parent folder that is gone cannot be loaded."""
-    if config.get("model_type") == TFIDF:
-        return ("a calibrated TF-IDF baseline: the command line scores pairs with it (evaluate, score, predict); "
-                "the app's pages need a model with vectors")
-    parent = parent_folder(config)
-    if parent is not None and not parent.is_dir():
-        return f"calibrated from {parent}, which is gone"
-    return ""
-
-
 def recover_interrupted_saves(root: str | Path) -> list[str]:
-    """Put back the previous model of every run whose save died between its two renames.
-
-    Returns one message per restored run. Other leftovers are left alone: a ``.tmp-*`` folder may
-    belong to a save that is still running.
-    """
+    """Put back the previous model of every run whose save died between its two renames; one message for each.
+    Other leftovers are left alone: a ``.tmp-*`` folder may belong to a save still running."""
     root = Path(root)
     restored = []
     for name, previous in interrupted_saves(root).items():

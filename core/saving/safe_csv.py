@@ -5,11 +5,9 @@ import re
 
 import pandas as pd
 
-# A cell starting with one of these is a formula to Excel / LibreOffice / Sheets (OWASP "CSV injection").
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-# A text cell that is a plain signed decimal number ("-2", "+3.5", "-1e-3") is a number to a spreadsheet,
-# never a formula, so it is kept as written (a quote would turn a user's -2 into the text '-2). Anything
-# more ("-2+3", "-A1", "-inf") is still neutralised: only digits, one point and an exponent pass.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a formula to Excel, LibreOffice and Sheets
+# A plain signed decimal ("-2", "+3.5", "-1e-3") is a number to a spreadsheet, kept as written (a quote would turn
+# a user's -2 into the text '-2); anything more ("-2+3", "-A1", "-inf") is neutralised.
 PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
@@ -19,16 +17,12 @@ def is_formula(text: str) -> bool:
 
 
 def _neutralise(value):
-    if isinstance(value, str) and is_formula(value):
-        return "'" + value
-    return value
+    return "'" + value if isinstance(value, str) and is_formula(value) else value
 
 
 def safe_csv(table: pd.DataFrame) -> bytes:
-    """UTF-8 CSV bytes of ``table`` in which no text cell (or header) can run as a spreadsheet formula.
-
-    Text starting with ``= + - @`` (or a tab / carriage return) gets a leading ``'`` unless it is a plain
-    signed number such as ``-2`` or ``+3.5`` (text or not, numbers are left alone: ``-0.5`` stays a number).
+    """UTF-8 CSV bytes of ``table`` in which no text cell (or header) can run as a spreadsheet formula: one starting
+    with ``= + - @``, a tab or a carriage return gets a leading ``'`` unless it is a plain signed number (``-2``).
 
     >>> safe_csv(pd.DataFrame({"name": ["=1+1", "ok"], "x": [-0.5, 2.0]})).decode()
     "name,x\\r\\n'=1+1,-0.5\\r\\nok,2.0\\r\\n"

@@ -1,26 +1,25 @@
 """Workspaces: everything one person (or project) makes in the app, kept apart from everyone else's.
 
-A workspace is a folder named by an unguessable id (the ``ws`` query parameter of the app's URL): its trained
-models, its label databases, its active upload and a small ``state.json`` of choices (active dataset and model,
-thresholds, page settings). Whoever has the id can open it, so the id is the key: 128 random bits, never listed
-and never derived from anything a user typed. Nothing here knows about Streamlit.
+A workspace is a folder named by an unguessable id (the app URL's ``ws`` parameter: 128 random bits, never listed
+or derived from what a user typed; whoever has it can open the workspace): its models and label databases, its
+active upload and a ``state.json`` of choices. Nothing here knows about Streamlit.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.saving.files import read_regular_file
+from core.saving.files import read_json_file, read_regular_file
 from core.saving.user_files import write_file_atomically
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16+ characters so it cannot be guessed
 STATE_MAX_BYTES = 1_000_000  # state.json holds choices, not data: anything larger was not written by the lab
 UPLOAD_SUFFIXES = (".csv", ".tsv", ".txt", ".gz")  # what the Data page accepts; a stored upload keeps its suffix
+STORED_UPLOAD = re.compile(r"[0-9a-f]{32}(?:" + "|".join(map(re.escape, UPLOAD_SUFFIXES)) + ")")  # store_upload's
 MODELS, UPLOADS, STATE = "models", "uploads", "state.json"
 PRIVATE_FOLDER, PRIVATE_FILE = 0o700, 0o600  # what the lab creates here: for the server's user only
 
@@ -56,51 +55,40 @@ class Workspace:
         return self.folder / UPLOADS
 
     def load_state(self) -> dict:
-        """The saved choices, or {} for a new workspace or a state file the lab cannot read (it is rewritten
-        at the next change; choices are conveniences, never data)."""
-        path = self.folder / STATE
-        if not path.exists():
-            return {}
+        """The saved choices, or {} for a new workspace or a state file the lab cannot read (choices are
+        conveniences, never data: the file is rewritten at the next change)."""
         try:
-            state = json.loads(read_regular_file(path, STATE_MAX_BYTES, folder=self.folder))
-        except (OSError, ValueError):
+            state = read_json_file(self.folder / STATE, STATE_MAX_BYTES, folder=self.folder)
+        except (OSError, ValueError):  # missing, not a regular file, too large, not JSON
             return {}
         return state if isinstance(state, dict) else {}
 
     def save_state(self, state: dict) -> None:
-        """Replace state.json whole (a crash leaves the old file or the new one). ``state`` must be JSON; a write
-        that fails raises ``UserFileError``."""
+        """Replace state.json whole (``write_file_atomically``); ``state`` must be JSON."""
         write_file_atomically(self.folder / STATE, json.dumps(state, allow_nan=False, sort_keys=True).encode(),
                               mode=PRIVATE_FILE)
 
     def store_upload(self, name: str, data: bytes) -> str:
-        """Keep an uploaded file's bytes as the workspace's active upload; returns its stored name (content
-        hash + the original suffix). Earlier uploads the lab stored here are removed: only the active one is
-        kept, so a workspace holds at most one upload's bytes."""
+        """Keep an uploaded file's bytes as the workspace's one upload, removing earlier ones; returns its stored
+        name (content hash + the original suffix)."""
         suffix = Path(name).suffix.lower()
         stored = hashlib.sha256(data).hexdigest()[:32] + (suffix if suffix in UPLOAD_SUFFIXES else ".csv")
         self.uploads.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
         if not (self.uploads / stored).is_file():  # anything else there is refused by the write, in one line
             write_file_atomically(self.uploads / stored, data, mode=PRIVATE_FILE)
         for old in self.uploads.iterdir():
-            if old.name != stored and _is_stored_upload(old.name) and not old.is_dir():
+            if old.name != stored and STORED_UPLOAD.fullmatch(old.name) and not old.is_dir():
                 old.unlink(missing_ok=True)
         return stored
 
     def read_upload(self, stored: str, max_bytes: int) -> bytes:
-        """The bytes of an upload ``store_upload`` kept; WorkspaceError when it is gone, was never one of ours,
-        or has grown past ``max_bytes``."""
-        if not _is_stored_upload(stored):
+        """The bytes of an upload ``store_upload`` kept; WorkspaceError when it is gone, not ours or too large."""
+        if not STORED_UPLOAD.fullmatch(stored):
             raise WorkspaceError(f"{stored!r} is not an upload this lab stored")
         try:
             return read_regular_file(self.uploads / stored, max_bytes, folder=self.uploads)
         except (OSError, ValueError) as error:
             raise WorkspaceError(f"the stored upload cannot be read ({error})") from error
-
-
-def _is_stored_upload(name: str) -> bool:
-    stem, suffix = os.path.splitext(name)
-    return suffix in UPLOAD_SUFFIXES and re.fullmatch(r"[0-9a-f]{32}", stem) is not None
 
 
 def open_workspace(root: str | Path, workspace_id: str) -> Workspace:

@@ -32,7 +32,7 @@ from core.inference.candidates import EmbeddedCorpus, candidate_pairs, choose_pa
 from core.inference.uncertainty import metric_intervals
 from core.inference.run_quality import finite_number
 from core.model_names import ZERO_SHOT
-from core.saving.locks import held_lock, lock_path_for
+from core.saving.locks import lock_path_for, take_lock
 from core.saving.runs import LABELS_FOLDER
 
 # scikit-learn (core.inference.metrics) and PyTorch (core.training.specs) are imported by the functions that use
@@ -200,7 +200,7 @@ def _read(curve: Path) -> list[dict]:
 def read_curve(labels_file: str | Path) -> list[dict]:
     """The learning curve of a labels file: its points in the order they were added."""
     curve, lock = _locked_curve(labels_file)
-    with held_lock(lock):
+    with take_lock(lock):
         return _read(curve)
 
 
@@ -210,7 +210,7 @@ def add_point(labels_file: str | Path, point: dict, model: str) -> bool:
     write under the curve's lock, fsynced."""
     row = {**point, "model": str(model), "at": datetime.now(UTC).isoformat(timespec="seconds")}
     curve, lock = _locked_curve(labels_file)
-    with held_lock(lock):
+    with take_lock(lock):
         if any(existing.get("model") == row["model"] for existing in _read(curve)):
             return False
         payload = (json.dumps(row, allow_nan=False) + "\n").encode("utf-8")
