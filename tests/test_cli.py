@@ -251,3 +251,16 @@ def test_runs_that_is_a_file_is_said_so_before_training(tmp_path, capsys, monkey
             "a device": "--runs /dev/null is a pipe, a device or a broken link"}[where]
     _assert_one_error_line(code, out, err, f"{said}, not a folder")
     assert "cannot be created" not in err and regular.read_text(encoding="utf-8") == "a user's notes\n"
+
+
+def test_out_under_a_file_names_the_file_in_the_way(tmp_path, capsys, monkeypatch):
+    """It was "its folder cannot be created (File exists)", which did not say which part was a file."""
+    import core.cli.train
+
+    regular = tmp_path / "notes"
+    regular.write_text("a user's notes\n", encoding="utf-8")
+    monkeypatch.setattr(core.cli.train, "load_data", lambda *a, **k: pytest.fail("the data was read"))
+    out_path = regular / "sub" / "m1"
+    code, out, err = run_cli(capsys, "train", "--data", SAMPLE, "--out", out_path, "--device", "cpu", *TINY["lstm"])
+    _assert_one_error_line(code, out, err, f"--out {out_path}: {regular} is a file, not a folder")
+    assert regular.read_text(encoding="utf-8") == "a user's notes\n"

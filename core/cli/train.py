@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import signal
 import sys
 import threading
@@ -235,17 +234,15 @@ def _claim_output(args, spec):
 
 
 def _check_runs_folder(runs: str) -> None:
-    """One ``CliError`` when ``--runs``, or the nearest of its parents that exists, is not a folder (a file, a pipe,
-    a broken link): no run's folder can be made in it."""
+    """One ``CliError`` when ``--runs``, or the nearest of its parents that exists, is not a folder."""
+    from core.saving.output import not_a_folder
+
     path = Path(runs).expanduser()
-    for part in (path, *path.parents):
-        if os.path.lexists(part):
-            if not part.is_dir():
-                kind = "a file" if part.is_file() else "a pipe, a device or a broken link"
-                where = f"--runs {runs}" + ("" if part == path else f": {part}")
-                raise CliError(f"{where} is {kind}, not a folder; --runs names the folder that holds the models "
-                               "(or give --out)")
-            return
+    blocked = not_a_folder(path)
+    if blocked:
+        where = f"--runs {runs}" + ("" if blocked[0] == path else f": {blocked[0]}")
+        raise CliError(f"{where} is {blocked[1]}, not a folder; --runs names the folder that holds the models "
+                       "(or give --out)")
 
 
 def _run_training(args, spec, pairs, context, output, held_out: dict) -> int:

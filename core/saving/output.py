@@ -64,6 +64,15 @@ def _existing_model(target: Path, overwrite: bool) -> dict | None:
     return config
 
 
+def not_a_folder(path: Path) -> tuple[Path, str] | None:
+    """(the part, its kind) when ``path``, or the nearest of its parents that exists, is not a folder (a file, a
+    pipe, a device, a broken link), so nothing can be made in it; None otherwise."""
+    for part in (path, *path.parents):
+        if os.path.lexists(part):
+            return None if part.is_dir() else (part, "a file" if part.is_file() else "a pipe, a device or a broken link")
+    return None
+
+
 def claim_output(target: str | Path, overwrite: bool = False,
                  existing: Callable[[Path, bool], dict | None] | None = None) -> OutputClaim:
     """Claim ``target`` for one training's model folder. ``existing(target, overwrite)`` returns what may be
@@ -77,7 +86,10 @@ def claim_output(target: str | Path, overwrite: bool = False,
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise OutputError(target, f"its folder cannot be created ({error.strerror or error})", "unwritable") from None
+        blocked = not_a_folder(target.parent)
+        reason = (f"{blocked[0]} is {blocked[1]}, not a folder" if blocked
+                  else f"its folder cannot be created ({error.strerror or error})")
+        raise OutputError(target, reason, "unwritable") from None
     if not os.access(target.parent, os.W_OK | os.X_OK):
         raise OutputError(target, f"cannot write in {target.parent}", "unwritable")
     lock_path = lock_path_for(target)
