@@ -495,3 +495,22 @@ def test_temporary_names_record_the_writer_and_other_machines_folders_wait_a_day
     two_days_ago = time.time() - 2 * 24 * 3600
     os.utime(old, (two_days_ago, two_days_ago))
     assert stale_temps(tmp_path / "run") == [old]
+
+
+@pytest.mark.parametrize("refused", [True, False])
+def test_a_users_folder_named_like_an_old_temporary_is_kept(capsys, tiny_models, tmp_path, refused):
+    """``.tmp-<name>-<8 hex>`` without a writer is also how a user may name a dated backup (``20251127``): it went
+    with the next claim of ``<name>``, contents and all, even when the write was then refused."""
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "mine.txt").write_text("not an export\n", encoding="utf-8")
+    backup = tmp_path / ".tmp-export-20251127"
+    backup.mkdir()
+    (backup / "NOTES.md").write_text("a user's notes\n", encoding="utf-8")
+    old_time = time.time() - 5
+    os.utime(backup, (old_time, old_time))
+    if not refused:  # an empty folder is a fine output
+        (out / "mine.txt").unlink()
+    code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
+    assert (code == 2) == refused, err
+    assert (backup / "NOTES.md").read_text(encoding="utf-8") == "a user's notes\n"

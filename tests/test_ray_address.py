@@ -160,3 +160,26 @@ def test_a_cluster_that_refuses_the_driver_is_one_error(monkeypatch):
         with pytest.raises(RayAddressError, match=r"it refused this driver \(Failed to connect to GCS: Unauth"):
             with ray_engine.ray_session(address):
                 pytest.fail("the session started")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+@pytest.mark.parametrize("address", ["auto", "AUTO"])
+def test_auto_with_no_cluster_here_says_so_in_the_labs_words(monkeypatch, address):
+    """It was "it refused this driver (Could not find any running Ray instance. Please specify ... `--address`
+    flag ...)": a wrong reason, and advice naming a flag the lab does not have."""
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray of this process is running: ray_session would use it and ignore the address")
+
+    def none_found(**options):  # what ray.init(address="auto") raises when no cluster was started here
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to by "
+                              "setting `--address` flag or `RAY_ADDRESS` environment variable.")
+
+    monkeypatch.setattr(ray, "init", none_found)
+    with pytest.raises(RayAddressError) as refused:
+        with ray_engine.ray_session(address):
+            pytest.fail("the session started")
+    message = str(refused.value)
+    assert message == (f"Ray cluster {address}: none runs on this machine; start one with `ray start --head`, "
+                       "or give --ray-address host:port")

@@ -693,3 +693,20 @@ def test_an_output_inside_the_model_folder_is_refused_and_the_model_untouched(ca
         code, stdout, err = cli(capsys, *argv)
         assert "is inside the model folder" in one_error(code, err) and stdout == ""
     assert snapshot(model) == before
+
+
+def test_embed_never_writes_over_its_data_nor_into_the_model_folder(capsys, lstm, pairs_file, tmp_path):
+    """``embed --out x`` writes ``x.npy`` and ``x.questions.jsonl``: a data file named ``x.questions.jsonl`` was
+    replaced by the questions written (with ``--overwrite``), and ``--out`` inside the model folder was written."""
+    data = tmp_path / "x.questions.jsonl"
+    shutil.copyfile(pairs_file, data)
+    before = data.read_bytes()
+    code, stdout, err = cli(capsys, "embed", "--model", lstm, "--data", data, "--out", tmp_path / "x", "--overwrite")
+    assert f"--out is {data}, an input" in one_error(code, err) and stdout == ""
+    assert data.read_bytes() == before and not (tmp_path / "x.npy").exists()
+    model = tmp_path / "model"
+    shutil.copytree(lstm, model)
+    snapshot_before = snapshot(model)
+    code, stdout, err = cli(capsys, "embed", "--model", model, "--data", pairs_file, "--out", model / "vectors")
+    assert "is inside the model folder" in one_error(code, err) and stdout == ""
+    assert snapshot(model) == snapshot_before

@@ -15,6 +15,7 @@ from core.cli.common import (
     load_backend,
     load_data,
     model_command,
+    output_path,
     print_json,
     ray_vectors,
     remove_stale_shards,
@@ -72,6 +73,8 @@ def cmd_embed(args) -> int:
     from core.inference.embedding import embedding_paths, write_embeddings
 
     vectors, questions = embedding_paths(args.out)
+    for path in (vectors, questions):  # neither file may be the data read nor inside the model folder
+        output_path(str(path), args.data, model=args.model)
     # Both files claimed before any work; they go into place together, each whole, when it ends well.
     with claimed_output([vectors, questions], args.overwrite, create_folder=True) as claim:
         remove_stale_shards(vectors.parent)

@@ -159,7 +159,11 @@ def ray_session(address: str = "", num_cpus: int | None = None):
         check_ray_address(address)
         try:
             ray.init(address=address, **quiet)
-        except ConnectionError as error:  # Ray answers but will not take this driver (e.g. its auth token)
+        except ConnectionError as error:
+            if address.strip().lower() in NAMED_ADDRESSES:  # ray.init found no cluster started on this machine
+                raise RayAddressError(f"Ray cluster {address}: none runs on this machine; start one with "
+                                      "`ray start --head`, or give --ray-address host:port") from None
+            # Ray answers but will not take this driver (e.g. its auth token)
             raise RayAddressError(f"Ray cluster {address}: it refused this driver "
                                   f"({' '.join(str(error).split())[:300]})") from None
     else:

@@ -2,8 +2,9 @@
 
 A file is written through ``.<name>.siamese-tmp-<host>-<pid>-<token>`` (``user_files``), a folder built as
 ``.tmp-<name>-<id>@<host>-<pid>`` (``atomic``, ``work_folder``). The next write beside it removes it once its writer
-is gone: a dead pid of this machine, or a day old from another. A folder named without a writer (older versions)
-goes only under the target's claim lock, if older than the lock. A temporary never holds the only copy of anything.
+is gone: a dead pid of this machine, or a day old from another. A folder named without a writer (older versions,
+or a user's own ``.tmp-<name>-<date>``) goes only under the target's claim lock, if older than the lock and empty.
+A temporary never holds the only copy of anything.
 """
 from __future__ import annotations
 
@@ -121,9 +122,14 @@ def stale_temps(target: str | Path, locked_since: float | None = None) -> list[P
 
 
 def remove_stale_temps(target: str | Path, locked_since: float | None = None) -> None:
-    """Remove ``stale_temps(target, locked_since)``; ``rmtree`` unlinks the links inside, never follows them."""
+    """Remove ``stale_temps(target, locked_since)``: a gone writer's whole (``rmtree`` unlinks the links inside,
+    never follows them); one named without a writer only when empty, as nothing proves the lab made it."""
     for path in stale_temps(target, locked_since):
-        shutil.rmtree(path, ignore_errors=True)
+        if _FOLDER_TEMP.match(path.name)["host"] is None:
+            with suppress(OSError):
+                path.rmdir()
+        else:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def unlink_quietly(path: Path) -> bool:
