@@ -319,7 +319,7 @@ def test_dropped_rows_counted_by_reason_with_line_numbers():
         (7, "unreadable label"),
         (9, "empty question"),
     ]
-    assert report.summary() == "kept 2 of 8 rows; dropped 3 empty question, 2 unreadable label, 1 malformed line"
+    assert report.summary() == "kept 2 of 8 rows; dropped 3 empty questions, 2 unreadable labels, 1 malformed line"
     assert report.to_dict()["examples"][0] == [3, "empty question"]
     assert report.to_dict()["dropped"] == report.dropped
 

@@ -83,7 +83,7 @@ def test_a_map_that_leaves_nothing_says_which_values_it_found():
     with pytest.raises(DataError) as caught:
         load_pairs(GRADED, label_map={"Exact": 1})
     assert str(caught.value) == (
-        '<upload>: no usable rows: dropped 6 unreadable label; 6 rows have an unreadable label in column "labels" '
+        '<upload>: no usable rows: dropped 6 unreadable labels; 6 rows have an unreadable label in column "labels" '
         '(4 distinct values, such as "Relevant", "Irrelevant", "PerfectMatch"); accepted: the label map\'s '
         f'"exact"=1; give such values a label with {HINT}')
 

@@ -253,7 +253,8 @@ def test_an_unwritable_output_is_found_before_training(capsys, tmp_path, where):
     code, out_text, err = run_cli(capsys, "train", "--data", SAMPLE, "--epochs", "1", "--out", out, *TINY)
     assert code == 2 and out_text == ""
     line = one_error_line(err)
-    assert "cannot" in line and "epoch" not in err  # refused before any training step
+    said = f"{tmp_path / 'file'} is a file, not a folder" if where == "parent_is_a_file" else "cannot"
+    assert said in line and "epoch" not in err  # refused before any training step
 
 
 def test_a_folder_name_too_long_for_a_save_is_refused_before_training(capsys, tmp_path):

@@ -43,7 +43,7 @@ from core.data.reading import (
     EMPTY_QUESTION,
     MALFORMED_LINE,
     MAX_EXAMPLES,
-    _describe_counts,
+    describe_counts,
     normalise_questions,
 )
 from core.data.text_source import HEADER_SNIFF_BYTES, read_text_bytes
@@ -72,7 +72,7 @@ class QuestionsReport:
         unit = "lines" if self.shape == LINES else "rows"
         text = f"kept {self.questions_kept:,} questions of {self.rows_read:,} {unit}"
         if self.dropped:
-            text += "; dropped " + _describe_counts(self.dropped)
+            text += "; dropped " + describe_counts(self.dropped)
         return text
 
     def to_dict(self) -> dict:
@@ -139,7 +139,7 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     if not questions:
         if report.rows_read == 0:
             raise DataError(f"{name}: the file has a header but no questions")
-        raise DataError(f"{name}: no usable questions: dropped {_describe_counts(report.dropped)}")
+        raise DataError(f"{name}: no usable questions: dropped {describe_counts(report.dropped)}")
     return questions, report
 
 

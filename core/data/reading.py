@@ -63,7 +63,7 @@ class LoadReport:
     def summary(self) -> str:
         text = f"kept {self.rows_kept:,} of {self.rows_read:,} rows"
         if self.dropped:
-            text += "; dropped " + _describe_counts(self.dropped)
+            text += "; dropped " + describe_counts(self.dropped)
         return text
 
     def to_dict(self) -> dict:
@@ -152,7 +152,7 @@ def load_pairs(
     dropped = {reason: count for reason, count in dropped.items() if count}
     label_warning = tally.unreadable_warning(rows_considered)
     if rows_kept == 0:
-        raise DataError(f"{name}: no usable rows: dropped {_describe_counts(dropped)}"
+        raise DataError(f"{name}: no usable rows: dropped {describe_counts(dropped)}"
                         + (f"; {label_warning}" if label_warning else ""))
 
     report = LoadReport(
@@ -197,8 +197,8 @@ def _take(questions: pd.Series, keep: np.ndarray) -> pd.Series:
     return questions[keep].reset_index(drop=True)
 
 
-def _describe_counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{count:,} {reason}" for reason, count in counts.items())
+def describe_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{count:,} {reason}{'' if count == 1 else 's'}" for reason, count in counts.items())
 
 
 def normalise_questions(questions) -> np.ndarray:

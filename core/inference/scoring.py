@@ -21,6 +21,7 @@ import pandas as pd
 
 from core.data import DataError
 from core.data.labels import LabelTally
+from core.data.reading import MALFORMED_LINE, describe_counts
 from core.data.pair_chunks import PairReader
 from core.inference.metrics import evaluate_scores
 from core.saving.safe_csv import safe_csv_text
@@ -152,7 +153,7 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
             if progress is not None and len(chunk):  # none for a file of no rows: its error comes alone
                 progress(report.rows)
         if report.rows == 0:  # as load_pairs says it; inside the claim, so no output file is left behind
-            raise DataError(f"{pairs.head.name}: " + (f"no usable rows: dropped {report.malformed:,} malformed line"
+            raise DataError(f"{pairs.head.name}: " + (f"no usable rows: dropped {describe_counts({MALFORMED_LINE: report.malformed})}"
                                                       if report.malformed else "the file has a header but no rows"))
         tally.refuse()  # inside the claim too: a refused file leaves no output
     label_warning = tally.unreadable_warning()
