@@ -521,6 +521,14 @@ def test_binary_content(content):
         load_pairs(content)
 
 
+def test_a_parquet_file_of_pairs_is_said_to_be_parquet(tmp_path):
+    """It was "looks like a binary file": a user who has pairs in Parquet was not told what the readers take."""
+    pd.DataFrame({"question1": ["a?"], "question2": ["b?"], "is_duplicate": [1]}).to_parquet(tmp_path / "p.csv")
+    with pytest.raises(DataError, match=r"p.csv is a Parquet file; pairs are read from CSV/TSV text \(Parquet is "
+                                        r"read as a file of questions: dedup, suggest\)"):
+        load_pairs(str(tmp_path / "p.csv"))
+
+
 @pytest.mark.parametrize("content", [b"", b"\n\n  \n", b"\xef\xbb\xbf", gzip.compress(b"")])
 def test_empty_file(content):
     with pytest.raises(DataError, match="the file is empty"):

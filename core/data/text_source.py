@@ -81,6 +81,9 @@ def scan_text(source, max_bytes: int | None = None) -> TextFacts:
         raise DataError(f"{name}: the file is empty")
     sample = head[:_BINARY_SNIFF_BYTES]
     if b"\x00" in sample or len(sample) - len(sample.translate(None, _CONTROL_BYTES)) > _BINARY_SHARE * len(sample):
+        if prefix.startswith(b"PAR1"):  # Parquet's magic: a questions file, not pairs
+            raise DataError(f"{name} is a Parquet file; pairs are read from CSV/TSV text (Parquet is read as a "
+                            "file of questions: dedup, suggest)")
         raise DataError(f"{name} looks like a binary file, not CSV/TSV text")
     rest = _chained(prefix, stream)
     utf8, cp1252 = _check_text(_decoded(rest, utf16, name) if utf16 else rest, name, utf16)
