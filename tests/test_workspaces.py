@@ -46,6 +46,8 @@ def test_state_round_trips_and_an_unreadable_file_reads_as_empty(tmp_path):
     assert workspace.load_state() == {}
     (workspace.folder / "state.json").write_text("[1, 2]")
     assert workspace.load_state() == {}
+    (workspace.folder / "state.json").write_text("[" * 100_000)  # deeper than Python's parser recurses
+    assert workspace.load_state() == {}
 
 
 def test_one_upload_is_kept_and_only_uploads_the_lab_stored_are_read_or_removed(tmp_path):
