@@ -6,6 +6,14 @@ from core.cli.main import main
 from core.inference.scoring import OUTPUT_COLUMNS, output_names, renamed_note
 
 
+def scored(source, out, capsys) -> tuple[list[dict], str]:
+    """The rows ``score`` wrote for ``source`` with the TF-IDF baseline, and what it said on stderr."""
+    assert main(["score", "--model", "tfidf", "--pairs", str(source), "--out", str(out), "--threshold", "0.5"]) == 0
+    err = capsys.readouterr().err
+    with out.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle)), err
+
+
 def test_output_names_take_the_next_free_number():
     assert output_names(["question1", "question2"]) == {name: name for name in OUTPUT_COLUMNS}
     assert output_names(["question1", "similarity", "similarity_1", "predicted_duplicate"]) == {
@@ -25,10 +33,7 @@ def test_score_keeps_a_column_named_so_in_another_case_or_with_spaces(tmp_path, 
     source, out = tmp_path / "pairs.csv", tmp_path / "scored.csv"
     source.write_text("question1,question2,Predicted_Duplicate,similarity \n"
                       "How old are you?,How old are you now?,mine,mine too\n", encoding="utf-8")
-    assert main(["score", "--model", "tfidf", "--pairs", str(source), "--out", str(out), "--threshold", "0.5"]) == 0
-    err = capsys.readouterr().err
-    with out.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows, err = scored(source, out, capsys)
     assert list(rows[0]) == ["question1", "question2", "Predicted_Duplicate", "similarity ", "similarity_1",
                              "predicted_duplicate_1"]
     assert rows[0]["Predicted_Duplicate"] == "mine" and rows[0]["similarity "] == "mine too"
@@ -43,10 +48,7 @@ def test_score_keeps_the_users_similarity_column(tmp_path, capsys):
     source.write_text("question1,question2,similarity,predicted_duplicate,is_duplicate\n"
                       "How old are you?,How old are you now?,my own,kept too,1\n"
                       "What is Python?,How do I cook rice?,also mine,x,0\n", encoding="utf-8")
-    assert main(["score", "--model", "tfidf", "--pairs", str(source), "--out", str(out), "--threshold", "0.5"]) == 0
-    err = capsys.readouterr().err
-    with out.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    rows, err = scored(source, out, capsys)
     assert list(rows[0]) == ["question1", "question2", "similarity", "predicted_duplicate", "is_duplicate",
                              "similarity_1", "predicted_duplicate_1"]
     assert [row["similarity"] for row in rows] == ["my own", "also mine"]  # the input's values, untouched

@@ -20,9 +20,8 @@ from pathlib import Path
 
 from core.data import limits
 from core.data.limits import DataError, over_input_limit
-from core.data.text_source import _UPLOAD_NAME, _check_regular_file
+from core.data.text_source import PARQUET_MAGIC, _UPLOAD_NAME, _check_regular_file
 
-PARQUET_MAGIC = b"PAR1"  # a Parquet file's first and last four bytes
 
 
 def parquet_bytes(source, max_bytes: int | None = None) -> tuple[bytes, str] | None:

@@ -30,6 +30,7 @@ HEADER_SNIFF_BYTES = 65536  # the start of the text that delimiter, header and e
 _PREFIX_BYTES = 4 * HEADER_SNIFF_BYTES  # raw text decided on before the rest is read (UTF-16 doubles it)
 _UPLOAD_NAME = "<upload>"
 _GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"  # a Parquet file's first and last four bytes
 _UTF8_BOM = b"\xef\xbb\xbf"
 _UTF32_BOMS = (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")  # checked first: UTF-32 LE's starts with UTF-16 LE's
 _UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
@@ -81,7 +82,7 @@ def scan_text(source, max_bytes: int | None = None) -> TextFacts:
         raise DataError(f"{name}: the file is empty")
     sample = head[:_BINARY_SNIFF_BYTES]
     if b"\x00" in sample or len(sample) - len(sample.translate(None, _CONTROL_BYTES)) > _BINARY_SHARE * len(sample):
-        if prefix.startswith(b"PAR1"):  # Parquet's magic: a questions file, not pairs
+        if prefix.startswith(PARQUET_MAGIC):  # a questions file, not pairs
             raise DataError(f"{name} is a Parquet file; pairs are read from CSV/TSV text (Parquet is read as a "
                             "file of questions: dedup, suggest)")
         raise DataError(f"{name} looks like a binary file, not CSV/TSV text")
