@@ -19,16 +19,15 @@ from core.inference.baselines import (
     METRICS,
     REFERENCE,
     TFIDF_LABEL,
-    CommonPairs,
-    common_pairs,
     comparison_row,
     model_scores,
     tfidf_scores,
 )
+from core.inference.honest_pairs import CommonPairs, honest_pairs
 from core.inference.calibration import calibrated_on, pair_threshold
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
 from lab.cached import model_stamp
-from lab.session import ZERO_SHOT, get_model
+from lab.session import ZERO_SHOT, data_key, get_model, held_out_pairs
 
 SCORE_CHUNK = 256  # pairs per cached chunk: the progress bar moves every few seconds even for MiniLM on a CPU
 ZERO_SHOT_SOURCE = "MiniLM's fixed default (these pairs cannot calibrate it: too few, or one class)"
@@ -39,9 +38,18 @@ UNCALIBRATED_SOURCE = "these same pairs (no saved threshold: optimistic)"
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def common(key: str, runs: Sequence[dict], _pairs: pd.DataFrame) -> CommonPairs:
-    """``core.inference.baselines.common_pairs`` of the dataset with ``data_key`` ``key`` for the compared runs."""
-    return common_pairs(list(runs), _pairs)
+def _common(key: str, runs: Sequence[dict], files: tuple, _pairs: pd.DataFrame, _val, _test) -> CommonPairs:
+    return honest_pairs(list(runs), _pairs, val=_val, test=_test, val_name=files[0][1], test_name=files[1][1])
+
+
+def common(key: str, runs: Sequence[dict], pairs: pd.DataFrame) -> CommonPairs:
+    """``core.inference.honest_pairs.honest_pairs`` for the compared runs: on the workspace's test file when one is
+    loaded, else its validation file, else the pairs of the active dataset (``data_key`` ``key``) that every
+    compared run held out."""
+    (val, val_name), (test, test_name) = held_out_pairs("val"), held_out_pairs("test")
+    files = tuple((None if frame is None else data_key(frame), name)
+                  for frame, name in ((val, val_name), (test, test_name)))
+    return _common(key, runs, files, pairs, val, test)
 
 
 @st.cache_data(show_spinner=False, max_entries=512)

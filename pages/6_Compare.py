@@ -27,8 +27,10 @@ SHOWN_COLUMNS = ["model", "kind", *METRICS.values(), ROC_AUC_INTERVAL, VERSUS_ZE
 
 st.title("Compare models")
 st.caption("Every saved model of the models folder, beside two references that need no training (zero-shot "
-           "MiniLM and the TF-IDF cosine of the two questions), scored on **one common set of pairs** of the "
-           "active dataset: the pairs that none of the compared models trained on.")
+           "MiniLM and the TF-IDF cosine of the two questions), scored on **one common set of pairs that none of "
+           "the compared models trained on**: the test file when one is loaded on the Data page, else the "
+           "validation file, else the pairs of the active dataset that every compared model held out (matched "
+           "by their questions, in either order).")
 
 runs, problems = list_runs(state.runs_root)
 if not runs:
@@ -45,11 +47,10 @@ pairs = state.pairs
 key = cached.active_data_key(pairs)
 with st.spinner("Finding the pairs no compared model trained on…"):
     common = compare_view.common(key, chosen, pairs)
-st.markdown(f"**Scored on {common.description}.**")
-if common.pairs.empty:
-    st.warning("No pair of the active dataset was held out by every compared model (their validation splits do "
-               "not overlap): leave some models out above to compare the others.")
+if common.pairs.empty:  # no figure rather than one measured on training pairs
+    st.warning(f"Nothing is scored: {common.description}.")
     st.stop()
+st.markdown(f"**Scored on {common.description}.**")
 if common.pairs["is_duplicate"].nunique() < 2:
     st.warning("These pairs hold only one class: ROC AUC and average precision are undefined (blank).")
 
@@ -71,10 +72,10 @@ st.dataframe(shown, hide_index=True, width="stretch", key="compare_table", colum
                  "kind": st.column_config.TextColumn(width=180),
                  ROC_AUC_INTERVAL: st.column_config.TextColumn(width=110, help="95 % bootstrap interval over these "
                                                                                 "pairs: a narrower one needs more"),
-                 VERSUS_ZERO_SHOT: st.column_config.TextColumn(width=210, help="Paired bootstrap on these same pairs: "
-                                                                                "better only when the whole 95 % "
-                                                                                "interval of the ROC AUC difference is "
-                                                                                "above zero"),
+                 VERSUS_ZERO_SHOT: st.column_config.TextColumn(width=300, help="Paired bootstrap on these same pairs: "
+                                                                                "the ROC AUC difference, then its 95 % "
+                                                                                "interval; better only when the whole "
+                                                                                "interval is above zero"),
                  **{column: number(format="%.3f", width=95) for column in METRICS.values()},
                  "threshold": number(format="%.3f", width=80, help="Accuracy and F1 are measured at this threshold "
                                                                     "(duplicate when the score is above it)."),

@@ -13,12 +13,12 @@ from core.inference.baselines import (
     COMPARE_COLUMNS,
     METRICS,
     TFIDF_LABEL,
-    common_pairs,
     comparison_row,
     model_scores,
     sort_table,
     tfidf_scores,
 )
+from core.inference.honest_pairs import honest_pairs
 from core.inference.metrics import best_thresholds
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs
@@ -99,7 +99,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
 
     # the common pairs: both tiny models trained on the sample split by pair, so their validation pairs, which
     # neither trained on
-    common = common_pairs(runs, pairs)
+    common = honest_pairs(runs, pairs)
     val = split_pairs(pairs, val_fraction=0.1, test_fraction=0.0, seed=0).val
     assert len(common.pairs) == len(val) == 48 and len(common.constrained_by) == 2
     assert sorted(zip(common.pairs["question1"], common.pairs["question2"])) == \
@@ -267,3 +267,91 @@ def test_compare_keeps_zero_shot_at_its_fixed_default_on_one_class(runs_root, sa
     row = at.dataframe[0].value.set_index("model").loc[ZERO_SHOT_LABEL]
     assert row["threshold"] == ZERO_SHOT_THRESHOLD and row["threshold from"] == compare_view.ZERO_SHOT_SOURCE
     assert any("zero-shot MiniLM's fixed default" in c.value for c in at.caption)
+
+
+# ---- never a figure measured on training pairs ------------------------------------------------------------
+def _upload_with_swapped_copies(sample_pairs, n=200, copies=12):
+    """An upload of ``n`` sample pairs and ``copies`` of them again, questions swapped: the same pairs by content."""
+    pairs = sample_pairs[0].iloc[:n].reset_index(drop=True)
+    swapped = pairs.iloc[:copies].rename(columns={"question1": "question2", "question2": "question1"})
+    return pd.concat([pairs, swapped[["question1", "question2", "is_duplicate"]]], ignore_index=True)
+
+
+def _row_keys(frame):
+    """Each row's pair by content (``core.data.pair_keys``: both questions normalised, in either order)."""
+    from core.data import pair_keys
+
+    return pair_keys(frame["question1"], frame["question2"])
+
+
+def _content(frame):
+    return set(_row_keys(frame))
+
+
+def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, sample_pairs):
+    """A run trained on an upload with its own validation file: Compare scores it on the validation file while it
+    is loaded, and without it on the upload's pairs the run held out (its test split), less every pair it trained
+    on in either order; never on the upload's training pairs (the page once took all of them)."""
+    from app_support import open_app
+
+    from core.models import load_model
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
+    from tests.conftest import TINY_OPTIONS
+
+    upload = _upload_with_swapped_copies(sample_pairs)
+    val = sample_pairs[0].iloc[300:360].reset_index(drop=True)
+    spec = spec_from_options(model="lstm", loss="contrastive", epochs=1, batch_size=32, device="cpu", max_length=16,
+                             model_options=TINY_OPTIONS["lstm"], data_name="upload.csv", val_data_name="val.csv",
+                             split_by="pair", test_fraction=0.2)
+    result = train_run(spec, upload, runs_root=runs_root, val=val)
+    trained = _content(split_pairs(upload, val_fraction=0.0, test_fraction=0.2, seed=0).train)
+    minilm = load_model("minilm")[0]
+
+    at = open_app()
+    at.session_state["pairs"] = upload
+    at.switch_page(COMPARE.path).run()
+    assert not at.exception
+    held_out = [key for key in _row_keys(upload) if key not in trained]
+    assert 0 < len(held_out) < round(0.2 * len(upload))  # a swapped copy of a training pair is not held out
+    [scored] = [block.value for block in at.markdown if block.value.startswith("**Scored on")]
+    assert f"the {len(held_out)} pairs of the active dataset that {result.folder.name} held out" in scored
+    rows = at.dataframe[0].value.set_index("model")
+    expected = upload[[key not in trained for key in _row_keys(upload)]]
+    assert not _content(expected) & trained
+    assert rows.loc[ZERO_SHOT_LABEL, "ROC AUC"] == pytest.approx(
+        roc_auc_score(expected["is_duplicate"], model_scores(minilm, expected)), abs=1e-6)
+    verdict = rows.loc[result.folder.name, "vs zero-shot"]
+    assert verdict.count(" to ") == 1 and verdict.split(" (")[0] in ("better", "no measurable difference", "worse")
+
+    # the validation file loaded on the Data page: the run never trained on it, so it is the set
+    at.session_state["held_out_files"] = {"val": (val, "val.csv")}
+    at.run()
+    assert not at.exception
+    assert any(block.value.startswith(f"**Scored on the {len(val)} pairs of the validation file (val.csv)")
+               for block in at.markdown)
+    assert at.dataframe[0].value.set_index("model").loc[ZERO_SHOT_LABEL, "ROC AUC"] == pytest.approx(
+        roc_auc_score(val["is_duplicate"], model_scores(minilm, val)), abs=1e-6)
+
+    # a test file that repeats training pairs, swapped: those are left out, the rest scored
+    test = pd.concat([upload.iloc[[0, 1]].rename(columns={"question1": "question2", "question2": "question1"}),
+                      sample_pairs[0].iloc[400:430]], ignore_index=True)
+    at.session_state["held_out_files"] = {"val": (val, "val.csv"), "test": (test, "test.csv")}
+    at.run()
+    assert not at.exception
+    leaked = sum(key in trained for key in _row_keys(test))
+    assert leaked == 2
+    assert any(block.value.startswith(f"**Scored on the {len(test) - leaked} pairs of the test file (test.csv) "
+                                      f"({leaked} left out") for block in at.markdown)
+
+
+def test_compare_shows_no_figure_when_no_pair_is_unseen(runs_with_models, open_page, sample_pairs):
+    """Every pair of the dataset trained on by one run or the other: the page says so instead of a table."""
+    root, folders = runs_with_models
+    config = json.loads((folders["lstm"] / "config.json").read_text())
+    config["data"]["validation_fingerprint"] = "0" * 16  # its split cannot be found again: any pair may be trained on
+    (folders["lstm"] / "config.json").write_text(json.dumps(config))
+    at = open_page(COMPARE.path)
+    assert not at.exception and not at.dataframe
+    [warning] = [w.value for w in at.warning if w.value.startswith("Nothing is scored")]
+    assert f"{folders['lstm'].name} trained on the active dataset, but its folder does not say" in warning

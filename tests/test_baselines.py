@@ -1,4 +1,5 @@
-"""core.inference.baselines: the common pairs of a comparison, the TF-IDF cosine baseline, the table's rows and order."""
+"""core.inference.baselines: the TF-IDF cosine baseline, the table's rows and order (the common pairs of a comparison:
+tests/test_honest_pairs.py)."""
 import math
 
 import numpy as np
@@ -13,10 +14,8 @@ from sklearn.metrics import (
 )
 from sklearn.metrics.pairwise import cosine_similarity
 
-from core.data import pairs_fingerprint, split_pairs
 from core.inference.baselines import (
     COMPARE_COLUMNS,
-    common_pairs,
     comparison_row,
     comparison_table,
     model_scores,
@@ -60,77 +59,6 @@ def test_tfidf_cosine_of_texts_without_words_is_zero():
         tfidf_scores(["one question"], [])
 
 
-# ---- the common pairs -------------------------------------------------------------------------------
-def _config(pairs, name, val_fraction, seed, data_name="bundled sample"):
-    """A config.json as core.training.pipeline writes it, for a model trained on ``pairs`` with these settings."""
-    val = split_pairs(pairs, val_fraction=val_fraction, test_fraction=0.0, seed=seed).val
-    return {"name": name, "data": {"name": data_name, "fingerprint": pairs_fingerprint(pairs),
-                                   "validation_fingerprint": pairs_fingerprint(val)},
-            "run": {"val_fraction": val_fraction, "test_fraction": 0.0, "split_by_question": False},
-            "train_config": {"seed": seed}}
-
-
-def _keys(frame):
-    return list(zip(frame["question1"], frame["question2"], frame["is_duplicate"]))
-
-
-def test_common_pairs_are_the_intersection_of_the_held_out_pairs(sample_pairs):
-    pairs, _ = sample_pairs
-    first, second = _config(pairs, "a", 0.4, seed=1), _config(pairs, "b", 0.4, seed=2)
-    elsewhere = {"name": "c", "data": {"name": "quora", "fingerprint": "f" * 16}}  # trained on other data
-    common = common_pairs([first, elsewhere, second], pairs)
-
-    val_a = set(_keys(split_pairs(pairs, val_fraction=0.4, test_fraction=0.0, seed=1).val))
-    val_b = set(_keys(split_pairs(pairs, val_fraction=0.4, test_fraction=0.0, seed=2).val))
-    expected = [row for row in _keys(pairs) if row in val_a and row in val_b]  # in dataset order
-    assert 0 < len(expected) < len(val_a)
-    assert _keys(common.pairs) == expected and common.total == len(expected)
-    assert common.constrained_by == ["a", "b"]
-    assert common.description.startswith(f"the {len(expected)} pairs that both models trained on this dataset")
-    assert str(len(expected)) in common.label
-    # TF-IDF is fitted on the rest of the dataset: the side the models trained on
-    rest = pairs[[row not in set(expected) for row in _keys(pairs)]]
-    assert common.fit_texts(pairs) == rest["question1"].tolist() + rest["question2"].tolist()
-    assert common.key == pairs_fingerprint(common.pairs)
-
-
-def test_one_model_trained_here_gives_its_validation_split(sample_pairs):
-    pairs, _ = sample_pairs
-    common = common_pairs([_config(pairs, "only", 0.2, seed=3)], pairs)
-    val = split_pairs(pairs, val_fraction=0.2, test_fraction=0.0, seed=3).val
-    assert sorted(_keys(common.pairs)) == sorted(_keys(val))
-    assert common.description.startswith(f"the {len(val)} validation pairs that only held out")
-
-
-def test_without_a_model_trained_here_every_pair_is_compared(sample_pairs):
-    pairs, _ = sample_pairs
-    for configs in ([], [{"name": "z", "data": {"name": "quora", "fingerprint": "0" * 16}}]):
-        common = common_pairs(configs, pairs)
-        pd.testing.assert_frame_equal(common.pairs, pairs.reset_index(drop=True))
-        assert common.description.startswith(f"all {len(pairs)} pairs of the active dataset")
-        assert common.fit_texts(pairs) == pairs["question1"].tolist() + pairs["question2"].tolist()
-
-
-def test_many_common_pairs_are_sampled_with_a_seed(sample_pairs):
-    pairs, _ = sample_pairs
-    common = common_pairs([], pairs, max_pairs=50, seed=4)
-    again = common_pairs([], pairs, max_pairs=50, seed=4)
-    assert len(common.pairs) == 50 and common.total == len(pairs)
-    pd.testing.assert_frame_equal(common.pairs, again.pairs)
-    assert set(_keys(common.pairs)) <= set(_keys(pairs))
-    assert common.description.endswith("of which a seeded sample of 50 (seed 4)")
-    assert common.label.startswith(f"50 of {len(pairs)} pairs")
-
-
-def test_a_run_whose_split_no_longer_matches_constrains_nothing(sample_pairs):
-    pairs, _ = sample_pairs
-    val = split_pairs(pairs, val_fraction=0.3, test_fraction=0.0, seed=0).val
-    doctored = _config(pairs, "b", 0.3, seed=5)
-    doctored["data"]["validation_fingerprint"] = "0" * 16  # held_out_pairs cannot find its split again
-    common = common_pairs([_config(pairs, "a", 0.3, seed=0), doctored], pairs)
-    assert sorted(_keys(common.pairs)) == sorted(_keys(val)) and common.constrained_by == ["a"]
-
-
 # ---- rows, table, order -----------------------------------------------------------------------------
 def test_comparison_row_matches_sklearn():
     labels = np.array([0, 0, 1, 1, 0, 1, 0, 1])
@@ -147,6 +75,20 @@ def test_comparison_row_matches_sklearn():
     # calibrated on these scores: the best accuracy any threshold reaches on them
     best = max(accuracy_score(labels, (scores > t).astype(int)) for t in np.linspace(0, 1, 1001))
     assert calibrated["accuracy"] == pytest.approx(best) and calibrated["threshold from"] == "these pairs"
+
+
+def test_every_verdict_against_zero_shot_shows_its_interval():
+    from core.inference.uncertainty import paired_verdict
+
+    labels = np.array([0, 1] * 30)
+    rng = np.random.default_rng(0)
+    strong, weak = labels + rng.normal(0, 0.3, 60), labels + rng.normal(0, 1.5, 60)
+    for scores, reference in ((strong, weak), (weak, strong), (strong, strong + rng.normal(0, 0.01, 60))):
+        verdict = paired_verdict(labels, scores, reference)
+        text = comparison_row("m", "trained", labels, scores, 0.5, "", reference)["vs zero-shot"]
+        low, high = verdict.interval
+        assert text == f"{verdict.verdict} ({verdict.difference:+.3f}, {low:+.3f} to {high:+.3f})"
+    assert {paired_verdict(labels, s, r).verdict for s, r in ((strong, weak), (weak, strong))} == {"better", "worse"}
 
 
 def test_sort_table_sorts_by_any_column_with_nan_last():

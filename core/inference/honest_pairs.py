@@ -1,0 +1,195 @@
+"""The pairs a comparison may measure models on: none that a compared model trained on, matched by content.
+
+Which set, in this order: the workspace's test file when one is loaded, else its validation file, else the
+pairs of the active dataset that every compared model held out of its training. Pairs are matched by
+``core.data.pair_key`` (both questions normalised, in either order), never by row number, so a pair copied,
+swapped or reordered between files is still recognised.
+
+What is known of a saved model's training (``training_of``): a model whose recorded dataset fingerprint is
+the active dataset's trained on a part of it that its own settings find again (the split made anew, checked
+against what config.json recorded, plus the implied pairs it was given); its training pairs are known. When
+that part cannot be found again, every pair of the active dataset may be a training pair: no pair of the
+dataset is offered as unseen, and a file's pairs that are in the dataset are left out. A model trained on other
+data (another fingerprint) contributed none of the active dataset's rows that the lab can check; the description
+says so. Zero-shot MiniLM trained on nothing the user gave.
+
+Above ``COMPARE_MAX_PAIRS`` a seeded sample keeps scoring on a CPU short.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.data import pair_keys, pairs_fingerprint, split_pairs
+from core.data.implied import implied_pairs
+from core.data.splitting import recorded_by_question
+
+COMPARE_MAX_PAIRS = 2000  # a seeded sample of this size at most: zero-shot MiniLM on a CPU stays under a minute
+COMPARE_SEED = 0
+TEST, VALIDATION, HELD_OUT, DATASET = "test file", "validation file", "held out", "active dataset"
+
+
+@dataclass
+class CommonPairs:
+    pairs: pd.DataFrame  # the pairs every row is scored on (a seeded sample when there are many); empty: none
+    description: str  # which pairs and how many, for captions; or why there are none
+    label: str  # the same, short, for figure titles
+    fit_rows: np.ndarray | None  # rows of the dataset whose questions TF-IDF is fitted on; None: ``pairs``
+    fit_description: str  # which texts those are
+    total: int  # how many pairs qualified before sampling
+    constrained_by: list[str] = field(default_factory=list)  # names of the models trained on the active dataset
+    source: str = DATASET  # TEST, VALIDATION, HELD_OUT or DATASET: where the pairs come from
+    training: dict = field(default_factory=dict)  # model name -> the pairs of the active dataset it trained on
+
+    def fit_texts(self, dataset: pd.DataFrame) -> list[str]:
+        """The questions the TF-IDF vectorizer is fitted on; ``dataset`` is the frame given to ``honest_pairs``."""
+        return _texts(self.pairs if self.fit_rows is None else dataset.iloc[self.fit_rows])
+
+    @property
+    def duplicates(self) -> int:
+        return int((self.pairs["is_duplicate"] == 1).sum())
+
+    @property
+    def key(self) -> str:
+        """Fingerprint of the pairs scored: part of every cache key of their scores."""
+        return pairs_fingerprint(self.pairs)
+
+
+@dataclass(frozen=True)
+class Training:
+    """What the lab knows of the pairs of the active dataset one saved model trained on."""
+
+    name: str
+    on_dataset: bool  # its recorded dataset is the active one (same fingerprint)
+    train: pd.DataFrame | None  # its training pairs, implied ones included; None when on_dataset but not found again
+    trained_on: str = ""  # the recorded name of the data it trained on
+
+
+def _texts(pairs: pd.DataFrame) -> list[str]:
+    return pairs["question1"].astype(str).tolist() + pairs["question2"].astype(str).tolist()
+
+
+def _keys(pairs: pd.DataFrame) -> list[tuple[str, str]]:
+    return pair_keys(pairs["question1"].astype(str), pairs["question2"].astype(str))
+
+
+def training_of(config: dict, dataset: pd.DataFrame) -> Training:
+    """The pairs of ``dataset`` that a saved model (its config.json) trained on, found again from its settings.
+
+    Made again as the pipeline made them (``core.data.split_with_files``: a given validation or test file is that
+    split, and the dataset is split only into what is still missing) and checked against what the run recorded:
+    the validation split's fingerprint when it came from the dataset, the split's sizes otherwise. A run that
+    trained on implied pairs (``core.data.implied``) trained on those too.
+    """
+    name = str(config.get("name", "?"))
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    if not data.get("fingerprint") or data.get("fingerprint") != pairs_fingerprint(dataset):
+        return Training(name, False, None, str(data.get("name") or ""))
+    run = config.get("run") if isinstance(config.get("run"), dict) else {}
+    settings = config.get("train_config") if isinstance(config.get("train_config"), dict) else {}
+    val_file, test_file = bool(data.get("val_name")), bool(data.get("test_name"))
+    try:
+        split = split_pairs(dataset, val_fraction=0.0 if val_file else run["val_fraction"],
+                            test_fraction=0.0 if test_file else run["test_fraction"], seed=settings["seed"],
+                            by_question=recorded_by_question(run))
+        implied = int(data.get("implied_pairs") or 0)
+        if val_file:  # the validation fingerprint is the file's: the sizes check the dataset's part
+            found = (len(split.train) + implied == data["train_pairs"]
+                     and (test_file or len(split.test) == data["test_pairs"]))
+        else:
+            found = len(split.val) > 0 and pairs_fingerprint(split.val) == data.get("validation_fingerprint")
+    except (KeyError, TypeError, ValueError):
+        return Training(name, True, None, str(data.get("name") or ""))
+    if not found:
+        return Training(name, True, None, str(data.get("name") or ""))
+    train = split.train[["question1", "question2", "is_duplicate"]]
+    if implied:
+        train = pd.concat([train, implied_pairs(train, seed=settings["seed"])], ignore_index=True)
+    return Training(name, True, train.reset_index(drop=True), str(data.get("name") or ""))
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+
+
+def _none(why: str, trainings: dict, constrained_by: list[str], source: str) -> CommonPairs:
+    empty = pd.DataFrame({"question1": pd.Series(dtype=str), "question2": pd.Series(dtype=str),
+                          "is_duplicate": pd.Series(dtype=np.int64)})
+    return CommonPairs(empty, why, "no pairs", None, "nothing", 0, constrained_by, source, trainings)
+
+
+def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFrame | None = None,
+                 test: pd.DataFrame | None = None, max_pairs: int = COMPARE_MAX_PAIRS, seed: int = COMPARE_SEED,
+                 val_name: str | None = None, test_name: str | None = None) -> CommonPairs:
+    """The pairs to measure the models of ``configs`` (config.json contents; none for zero-shot MiniLM alone) on.
+
+    ``test`` when given, else ``val``, else ``dataset`` (the active dataset), less every pair (by content, either
+    order) that a compared model is known or may have trained on (``training_of``); sampled down to ``max_pairs``
+    with ``seed``. Empty, with ``description`` saying why, when no pair qualifies.
+    """
+    trainings = [training_of(config, dataset) for config in configs]
+    here = [t for t in trainings if t.on_dataset]
+    unknown = [t.name for t in here if t.train is None]
+    known = [t for t in here if t.train is not None]
+    constrained_by = [t.name for t in here]
+    training = {t.name: t.train for t in known}
+    trained = set().union(*(_keys(t.train) for t in known)) if known else set()
+    elsewhere = [t.name for t in trainings if not t.on_dataset]
+    dataset_keys = _keys(dataset)
+    if unknown:  # its training pairs are somewhere in the dataset: none of it is unseen
+        trained |= set(dataset_keys)
+
+    if test is not None or val is not None:
+        source, candidates, file_name = (TEST, test, test_name) if test is not None else (VALIDATION, val, val_name)
+        keep = np.array([key not in trained for key in _keys(candidates)], dtype=bool)
+        what = f"the {source}" + (f" ({file_name})" if file_name else "")
+        if not keep.any():
+            return _none(f"no pair of {what} is unseen: {_names(constrained_by)} trained on, or may have trained on, "
+                         f"every one of its {len(candidates):,} pairs", training, constrained_by, source)
+        left = len(candidates) - int(keep.sum())
+        description = f"the {int(keep.sum()):,} pairs of {what}"
+        if left:
+            description += f" ({left:,} left out: {_names(constrained_by)} trained on, or may have trained on, them)"
+        label = f"{int(keep.sum()):,} pairs of the {source}"
+        chosen_keys = {key for key, kept in zip(_keys(candidates), keep) if kept}
+        fit = np.array([key not in chosen_keys for key in dataset_keys], dtype=bool)
+        fit_rows, fit_description = np.flatnonzero(fit), f"the questions of the active dataset's {int(fit.sum()):,} pairs"
+    else:
+        source, candidates = (HELD_OUT if constrained_by else DATASET), dataset
+        if unknown:
+            return _none(f"no honest set: {_names(unknown)} trained on the active dataset, but its folder does not "
+                         "say which pairs it held out, so any pair of the dataset may be one it trained on. Load a "
+                         "test or validation file on the Data page, or leave it out", training, constrained_by, source)
+        keep = np.array([key not in trained for key in dataset_keys], dtype=bool)
+        total = int(keep.sum())
+        if not constrained_by:
+            description = f"all {total:,} pairs of the active dataset (no compared model trained on this dataset)"
+            label = f"{total:,} pairs (all of the active dataset)"
+            fit_rows, fit_description = None, "the compared pairs' own questions (no training data of this dataset is known)"
+        elif not total:
+            return _none(f"no pair of the active dataset was held out by every compared model that trained on it "
+                         f"({_names(constrained_by)}): leave some out, or load a test or validation file on the "
+                         "Data page", training, constrained_by, source)
+        else:
+            every = ("" if len(constrained_by) == 1 else "both " if len(constrained_by) == 2
+                     else f"all {len(constrained_by)} ")
+            description = (f"the {total:,} pairs of the active dataset that {every}{_names(constrained_by)} held out "
+                           "of training (matched by their questions, in either order)")
+            label = f"{total:,} held-out pairs"
+            fit_rows = np.flatnonzero(~keep)
+            fit_description = (f"the questions of the other {len(fit_rows):,} pairs of the active dataset "
+                               "(the side the models trained on)")
+    if elsewhere:
+        description += (f"; {_names(elsewhere)} trained on other data, which the lab cannot check against these "
+                        "pairs")
+    chosen = candidates.loc[keep, ["question1", "question2", "is_duplicate"]].reset_index(drop=True)
+    total = len(chosen)
+    if total > max_pairs:
+        rows = np.sort(np.random.default_rng(seed).choice(total, size=max_pairs, replace=False))
+        chosen = chosen.iloc[rows].reset_index(drop=True)
+        description += f", of which a seeded sample of {max_pairs:,} (seed {seed})"
+        label = f"{max_pairs:,} of " + label
+    return CommonPairs(chosen, description, label, fit_rows, fit_description, total, constrained_by, source, training)
