@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from lab.session import ZERO_SHOT, data_key, get_model
+from lab.session import ZERO_SHOT, data_key, get_model, held_out_pairs
 
-# The verdict page measures a model on its held-out pairs (``core.inference.evaluation.held_out_pairs``), at most
+# The verdict page measures a model on pairs it never trained on (``core.inference.honest_pairs``), at most
 # this many of them, a seeded sample (``core.inference.analysis.cap_pairs``): MiniLM on a CPU then stays under a
 # minute the first time, and the charts light in a browser.
 VERDICT_CAPS = {"minilm": 2_000}  # model_type -> most pairs scored
@@ -73,9 +73,9 @@ class HeldOutScores:
     """A model's scores on the pairs the verdict page measures it on."""
 
     pairs: pd.DataFrame  # question1, question2, is_duplicate, and "seen in training" when it is known
-    scores: np.ndarray  # (N,) cosine similarity of each pair
-    description: str  # which pairs these are and how many (HeldOut.description, plus the cap)
-    is_validation: bool  # exactly (a sample of) the pairs the model's training held out
+    scores: np.ndarray  # (N,) cosine similarity of each pair; empty when no pair is unseen by the model
+    description: str  # which pairs these are and how many (or why there are none), with the cap
+    source: str  # core.inference.honest_pairs' TEST, VALIDATION, HELD_OUT or DATASET
     training_pairs: int | None  # how many pairs it trained on, when that is known
 
     @property
@@ -84,23 +84,56 @@ class HeldOutScores:
 
 
 @st.cache_data(show_spinner="Scoring the held-out pairs (once per model and dataset)…", max_entries=16)
-def held_out_scores(choice: str, stamp: float, key: str, _pairs: pd.DataFrame) -> HeldOutScores:
-    """``core.inference.evaluation.held_out_pairs`` of the active dataset (``key`` is ``data_key(_pairs)``) under
-    a model, capped for slow models, scored, and each pair's questions looked up in its training split."""
+def _held_out_scores(choice: str, stamp: float, key: str, files: tuple, _pairs: pd.DataFrame, _val, _test
+                     ) -> HeldOutScores:
     from core.inference import analysis
-    from core.inference.evaluation import held_out_pairs, pair_scores
+    from core.inference.evaluation import pair_scores
+    from core.inference.honest_pairs import honest_pairs
     from core.text.pair_table import PairTable
 
     model, config = get_model(choice)
     cap = VERDICT_CAPS.get(config.get("model_type"), VERDICT_CAP)
-    held = analysis.cap_pairs(held_out_pairs(config, _pairs), cap, seed=VERDICT_SEED)
+    runs = [] if choice == ZERO_SHOT else [config]
+    held = honest_pairs(runs, _pairs, val=_val, test=_test, max_pairs=cap, seed=VERDICT_SEED,
+                        val_name=files[0][1], test_name=files[1][1])
     chosen = held.pairs[["question1", "question2", "is_duplicate"]].reset_index(drop=True)
-    train = analysis.training_pairs(config, _pairs) if held.is_validation else None
+    train = next(iter(held.training.values()), None)
     if train is not None:
         chosen[analysis.SEEN_COLUMN] = analysis.seen_in_training(train, chosen)
-    scores = pair_scores(model, PairTable(chosen, model.tokenizer))
-    return HeldOutScores(chosen, scores, held.description, held.is_validation,
-                         None if train is None else len(train))
+    scores = pair_scores(model, PairTable(chosen, model.tokenizer)) if len(chosen) else np.zeros(0)
+    return HeldOutScores(chosen, scores, held.description, held.source, None if train is None else len(train))
+
+
+def held_out_scores(choice: str, stamp: float, key: str, pairs: pd.DataFrame) -> HeldOutScores:
+    """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the workspace's test
+    file when one is loaded, else its validation file, else the active dataset's pairs (``key`` is
+    ``data_key(pairs)``) that the model held out; capped for slow models, each pair's questions looked up in its
+    training split when that is known."""
+    (val, val_name), (test, test_name) = held_out_pairs("val"), held_out_pairs("test")
+    files = tuple((None if frame is None else data_key(frame), name)
+                  for frame, name in ((val, val_name), (test, test_name)))
+    return _held_out_scores(choice, stamp, key, files, pairs, val, test)
+
+
+THRESHOLD_DECIMALS = 3  # the Verdict slider's step is 0.001: the threshold shown is the threshold applied
+
+
+def judged_threshold(choice: str, config: dict, pairs: pd.DataFrame | None):
+    """The one threshold a model judges pairs at in this session, on the Verdict and Label pages alike: its own
+    calibrated threshold, or for a model without one (zero-shot MiniLM) the best accuracy on its ``held_out_scores``
+    of the active dataset ``pairs`` (``core.inference.calibration.pair_threshold``); within the slider's range and
+    rounded to its step, so the value shown is the value used. A ``Calibrated``."""
+    from dataclasses import replace
+
+    from core.inference.calibration import pair_threshold
+    from core.inference.run_quality import finite_number
+
+    found = pair_threshold(config)
+    own = not config.get("zero_shot") and finite_number((config.get("thresholds") or {}).get("accuracy")) is not None
+    if not own and pairs is not None and len(pairs):
+        measured = held_out_scores(choice, model_stamp(choice), active_data_key(pairs), pairs)
+        found = pair_threshold(config, measured.labels, measured.scores)
+    return replace(found, threshold=round(min(max(float(found.threshold), -1.0), 1.0), THRESHOLD_DECIMALS))
 
 
 # ---- search ------------------------------------------------------------------------------------

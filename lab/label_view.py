@@ -24,7 +24,7 @@ from core.saving.label_store import LabelStore
 from core.status import DONE
 from core.training import active_rounds
 from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE, legacy_labels_path
-from lab.cached import model_stamp
+from lab.cached import judged_threshold, model_stamp
 from lab.label_answers import labeller, taken_back
 from lab.session import ZERO_SHOT, get_model, job_queue, session_jobs, show_error, submit_job
 
@@ -72,7 +72,9 @@ def pending_pair(choice: str, key: str, config: dict, corpus, labels: LabelStore
     """The pair to ask now: the first of the round not yet labelled or skipped; a new round when there is none
     (or the model or corpus changed). None when the corpus has no pair left to ask."""
     state, done = st.session_state, done_keys(labels)
-    where = (choice, model_stamp(choice), key)
+    # The Verdict page's threshold of this model and dataset (one threshold, shown as it is applied).
+    threshold = judged_threshold(choice, config, state.get("pairs")).threshold
+    where = (choice, model_stamp(choice), key, threshold)
     current = state.get(ROUND)
     for _ in range(2):  # the round kept, else a new one
         if current is not None and current["for"] == where:
@@ -82,7 +84,6 @@ def pending_pair(choice: str, key: str, config: dict, corpus, labels: LabelStore
             if not current["pairs"] and current["done"] == len(done):
                 return None  # the last round found nothing, and nothing was labelled, skipped or undone since
         frame = labels.pairs()
-        threshold = active_rounds.round_threshold(config, corpus, frame)
         chosen = active_rounds.next_round(corpus, threshold, done, ROUND_SIZE, seed=len(frame) + len(done))
         chosen["key"] = pair_keys(chosen["question1"], chosen["question2"])
         current = state[ROUND] = {"for": where, "pairs": chosen.to_dict("records"), "threshold": threshold,

@@ -5,7 +5,7 @@ figures from ``lab.figures``. Those modules load scikit-learn and PyTorch, so ea
 the page draws its question form before they load."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,21 +36,22 @@ def held_out(choice: str, pairs) -> cached.HeldOutScores | None:
         return None
 
 
-def calibrated_threshold(config: dict, measured: cached.HeldOutScores | None = None) -> Calibrated:
-    """``pair_threshold`` of the model, within the slider's range: a saved model's own; zero-shot MiniLM's
-    calibrated on ``measured`` (the user's labelled pairs) when they hold enough of both classes."""
-    from core.inference.calibration import pair_threshold
-
-    found = pair_threshold(config) if measured is None else pair_threshold(config, measured.labels, measured.scores)
-    return replace(found, threshold=min(max(float(found.threshold), -1.0), 1.0))
+def calibrated_threshold(choice: str, config: dict, pairs) -> Calibrated:
+    """``cached.judged_threshold``: the one threshold of this model on the active dataset ``pairs``, the Label
+    page's too; the model's own default after showing why its pairs could not be scored."""
+    try:
+        return cached.judged_threshold(choice, config, pairs)
+    except Exception as error:
+        show_error(f"Could not score the held-out pairs: {error}")
+        return cached.judged_threshold(choice, config, None)
 
 
 def start_slider_at(choice: str, calibrated: Calibrated) -> None:
     """A new model, or a new calibration (zero-shot MiniLM on another dataset), sets the slider to the
-    calibrated threshold; the user's value stays otherwise."""
+    calibrated threshold (rounded to the slider's step already); the user's value stays otherwise."""
     marker = [choice, calibrated.threshold]  # a list: the workspace keeps it as JSON
     if st.session_state.get(CALIBRATED_FOR) != marker or "threshold" not in st.session_state:
-        st.session_state.threshold = round(calibrated.threshold, 2)
+        st.session_state.threshold = calibrated.threshold
         st.session_state[CALIBRATED_FOR] = marker
         workspace_state.keep({"threshold": st.session_state.threshold, CALIBRATED_FOR: marker})
 
@@ -106,7 +107,7 @@ def show_verdict(choice: str, model, question1: str, question2: str, threshold: 
             st.header(":green[:material/check_circle: DUPLICATE]")
         else:
             st.header(":red[:material/cancel: NOT DUPLICATE]")
-        st.caption(f"{score:.3f} is {'above' if is_duplicate else 'not above'} the threshold {threshold:.2f}.")
+        st.caption(f"{score:.3f} is {'above' if is_duplicate else 'not above'} the threshold {threshold:.3f}.")
     st.markdown("**The pair checked** (the verdict is for these two questions; after editing them, press "
                 "**Check** again):")
     limit = model.tokenizer.max_length
@@ -178,7 +179,7 @@ def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: 
 
     pairs, labels, scores = measured.pairs, measured.labels, measured.scores
     st.subheader("Error analysis")
-    st.caption(f"At the threshold {threshold:.2f}. {_measured_on(measured)} {_seen_note(choice, measured)}")
+    st.caption(f"At the threshold {threshold:.3f}. {_measured_on(measured)} {_seen_note(choice, measured)}")
     for kind, what in ((analysis.FALSE_POSITIVE, "not duplicates scored above the threshold, highest first"),
                        (analysis.FALSE_NEGATIVE, "duplicates scored at or below the threshold, lowest first")):
         table = analysis.error_table(pairs, scores, threshold, kind)
@@ -189,7 +190,7 @@ def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: 
             st.dataframe(table.head(ERROR_ROWS), key=kind.replace(" ", "_") + "s", column_config=SCORE_FORMAT)
     errors = analysis.all_errors(pairs, scores, threshold)
     st.download_button(f"Download all {len(errors):,} errors (CSV)", safe_csv(errors), key="download_errors",
-                       file_name=f"verdict_errors_at_{threshold:.2f}.csv", mime="text/csv",
+                       file_name=f"verdict_errors_at_{threshold:.3f}.csv", mime="text/csv",
                        icon=":material/download:", on_click="ignore")
 
     lengths = analysis.length_buckets(analysis.longer_question_words(pairs))
@@ -276,7 +277,7 @@ def score_file_panel(choice: str, model, threshold: float) -> None:
         st.caption("Every row comes back with its similarity and predicted_duplicate; with labels, the metrics too.")
         return
     report = scored.report
-    st.success(f"Scored {report.scored:,} of {report.rows:,} pairs at threshold {scored.threshold:.2f} ({scored.name})"
+    st.success(f"Scored {report.scored:,} of {report.rows:,} pairs at threshold {scored.threshold:.3f} ({scored.name})"
                + (f"; {report.skipped_empty:,} with an empty question were left unscored." if report.skipped_empty
                   else "."))
     if upload is None:  # back from another page: the uploader is empty, the result is the one kept

@@ -4,7 +4,6 @@ import streamlit as st
 
 from lab import export_view, verdict_view
 from lab.session import (
-    ZERO_SHOT,
     enter_through_app,
     get_model,
     model_picker,
@@ -32,15 +31,14 @@ with st.expander("Export this model (sentence-transformers or ONNX, with a model
     export_view.export_panel(choice, config)
 
 # Zero-shot MiniLM has no validation split of its own: its threshold is calibrated on the active dataset's
-# labelled pairs, so their scores come before the slider (cached: scored once per model and dataset).
+# labelled pairs, so their scores come before the slider (cached: scored once per model and dataset). The Label
+# page reads the same threshold.
 pairs = st.session_state.pairs
-early = choice == ZERO_SHOT
-measured = verdict_view.held_out(choice, pairs) if early else None
-calibrated = verdict_view.calibrated_threshold(config, measured)
+calibrated = verdict_view.calibrated_threshold(choice, config, pairs)
 verdict_view.start_slider_at(choice, calibrated)
 
 threshold = st.slider("Threshold: duplicate when the similarity is above it", min_value=-1.0, max_value=1.0,
-                      step=0.01, **kept("threshold"), persist_state=verdict_view.PERSIST,
+                      step=0.001, format="%.3f", **kept("threshold"), persist_state=verdict_view.PERSIST,
                       help="Starts at the model's calibrated threshold: best accuracy on its validation split "
                            "(zero-shot MiniLM's on your labelled pairs).")
 st.caption(verdict_view.threshold_caption(choice, calibrated))
@@ -52,9 +50,12 @@ verdict_view.score_file_panel(choice, model, threshold)
 
 # ---- the threshold on held-out pairs, and the errors it makes ----------------------------------
 st.divider()
-if not early:
-    measured = verdict_view.held_out(choice, pairs)
+measured = verdict_view.held_out(choice, pairs)
 if measured is None:  # the error is shown
+    st.stop()
+if measured.pairs.empty:  # no figure rather than one measured on pairs the model trained on
+    st.subheader("This threshold on held-out pairs")
+    st.warning(f"Nothing is measured: {measured.description}.")
     st.stop()
 verdict_view.show_measurements(measured, threshold)
 st.divider()

@@ -166,7 +166,7 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
         keep = np.array([key not in trained for key in dataset_keys], dtype=bool)
         total = int(keep.sum())
         if not constrained_by:
-            description = f"all {total:,} pairs of the active dataset (no compared model trained on this dataset)"
+            description = f"all {total:,} pairs of the active dataset (no model measured on them trained on this dataset)"
             label = f"{total:,} pairs (all of the active dataset)"
             fit_rows, fit_description = None, "the compared pairs' own questions (no training data of this dataset is known)"
         elif not total:
