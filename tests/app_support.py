@@ -34,3 +34,27 @@ def open_page(page: str, timeout: float = APP_TIMEOUT, workspace: str | None = T
     """A new session of app.py switched to ``page`` (a path like ``lab.navigation.DATA.path``), already run
     once on it."""
     return open_app(timeout, workspace, **session_state).switch_page(page).run()
+
+
+def trained_on_upload(runs_root: Path, sample_pairs, n: int = 200, copies: int = 12):
+    """A tiny LSTM trained as the Train page trains on an upload with its own validation file: the upload is
+    ``n`` sample pairs and ``copies`` of them again with their questions swapped (the same pairs by content);
+    20 % of it is held out as the test split. Returns (upload, validation file, the run's folder, the keys of
+    the pairs it trained on: ``core.data.pair_keys``, by content in either order)."""
+    import pandas as pd
+
+    from core.data import pair_keys, split_pairs
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
+    from tests.conftest import TINY_OPTIONS
+
+    pairs = sample_pairs[0].iloc[:n].reset_index(drop=True)
+    swapped = pairs.iloc[:copies].rename(columns={"question1": "question2", "question2": "question1"})
+    upload = pd.concat([pairs, swapped[["question1", "question2", "is_duplicate"]]], ignore_index=True)
+    val = sample_pairs[0].iloc[300:360].reset_index(drop=True)
+    spec = spec_from_options(model="lstm", loss="contrastive", epochs=1, batch_size=32, device="cpu", max_length=16,
+                             model_options=TINY_OPTIONS["lstm"], data_name="upload.csv", val_data_name="val.csv",
+                             split_by="pair", test_fraction=0.2)
+    result = train_run(spec, upload, runs_root=runs_root, val=val)
+    train = split_pairs(upload, val_fraction=0.0, test_fraction=0.2, seed=0).train
+    return upload, val, result.folder, set(pair_keys(train["question1"], train["question2"]))

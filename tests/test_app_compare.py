@@ -270,13 +270,6 @@ def test_compare_keeps_zero_shot_at_its_fixed_default_on_one_class(runs_root, sa
 
 
 # ---- never a figure measured on training pairs ------------------------------------------------------------
-def _upload_with_swapped_copies(sample_pairs, n=200, copies=12):
-    """An upload of ``n`` sample pairs and ``copies`` of them again, questions swapped: the same pairs by content."""
-    pairs = sample_pairs[0].iloc[:n].reset_index(drop=True)
-    swapped = pairs.iloc[:copies].rename(columns={"question1": "question2", "question2": "question1"})
-    return pd.concat([pairs, swapped[["question1", "question2", "is_duplicate"]]], ignore_index=True)
-
-
 def _row_keys(frame):
     """Each row's pair by content (``core.data.pair_keys``: both questions normalised, in either order)."""
     from core.data import pair_keys
@@ -292,20 +285,11 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, 
     """A run trained on an upload with its own validation file: Compare scores it on the validation file while it
     is loaded, and without it on the upload's pairs the run held out (its test split), less every pair it trained
     on in either order; never on the upload's training pairs (the page once took all of them)."""
-    from app_support import open_app
+    from app_support import open_app, trained_on_upload
 
     from core.models import load_model
-    from core.training.pipeline import train_run
-    from core.training.specs import spec_from_options
-    from tests.conftest import TINY_OPTIONS
 
-    upload = _upload_with_swapped_copies(sample_pairs)
-    val = sample_pairs[0].iloc[300:360].reset_index(drop=True)
-    spec = spec_from_options(model="lstm", loss="contrastive", epochs=1, batch_size=32, device="cpu", max_length=16,
-                             model_options=TINY_OPTIONS["lstm"], data_name="upload.csv", val_data_name="val.csv",
-                             split_by="pair", test_fraction=0.2)
-    result = train_run(spec, upload, runs_root=runs_root, val=val)
-    trained = _content(split_pairs(upload, val_fraction=0.0, test_fraction=0.2, seed=0).train)
+    upload, val, folder, trained = trained_on_upload(runs_root, sample_pairs)
     minilm = load_model("minilm")[0]
 
     at = open_app()
@@ -315,13 +299,13 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, 
     held_out = [key for key in _row_keys(upload) if key not in trained]
     assert 0 < len(held_out) < round(0.2 * len(upload))  # a swapped copy of a training pair is not held out
     [scored] = [block.value for block in at.markdown if block.value.startswith("**Scored on")]
-    assert f"the {len(held_out)} pairs of the active dataset that {result.folder.name} held out" in scored
+    assert f"the {len(held_out)} pairs of the active dataset that {folder.name} held out" in scored
     rows = at.dataframe[0].value.set_index("model")
     expected = upload[[key not in trained for key in _row_keys(upload)]]
     assert not _content(expected) & trained
     assert rows.loc[ZERO_SHOT_LABEL, "ROC AUC"] == pytest.approx(
         roc_auc_score(expected["is_duplicate"], model_scores(minilm, expected)), abs=1e-6)
-    verdict = rows.loc[result.folder.name, "vs zero-shot"]
+    verdict = rows.loc[folder.name, "vs zero-shot"]
     assert verdict.count(" to ") == 1 and verdict.split(" (")[0] in ("better", "no measurable difference", "worse")
 
     # the validation file loaded on the Data page: the run never trained on it, so it is the set

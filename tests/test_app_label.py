@@ -277,3 +277,25 @@ def test_the_labels_download_as_a_pairs_file_and_no_server_path_is_shown(label_p
                                                                      ].values.tolist()
     shown = page_text(at)
     assert shown.count(" labelled, ") == 1 and str(labels_file.parent.parent) not in shown  # no server path
+
+
+def test_the_label_page_asks_around_the_verdict_pages_threshold(runs_root, open_page):
+    """One threshold per model and dataset: zero-shot MiniLM has none of its own, so both pages calibrate it on the
+    active dataset's labelled pairs, the same value (not MiniLM's fixed 0.800 on one page), shown as applied."""
+    from core.inference.metrics import best_thresholds
+    from core.models import ZERO_SHOT_THRESHOLD
+    from lab.navigation import VERDICT
+    from lab.session import get_model
+
+    pairs, _ = load_sample()
+    scores = get_model(ZERO_SHOT)[0].score_pairs(pairs["question1"].tolist(), pairs["question2"].tolist())
+    expected = round(best_thresholds(pairs["is_duplicate"].to_numpy(), scores)["accuracy"], 3)
+    assert expected != ZERO_SHOT_THRESHOLD
+    at = open_page(LABEL.path, **{ACTIVE_MODEL: ZERO_SHOT, ACTIVE_MODEL_PICKED: True})
+    assert not at.exception and not at.error
+    [line] = [c.value for c in at.caption if c.value.startswith("Similarity ")]
+    assert f"(threshold {expected:.3f})" in line
+    at.switch_page(VERDICT.path).run()
+    assert not at.exception
+    assert at.slider(key="threshold").value == pytest.approx(expected, abs=1e-9)
+    assert any(c.value.startswith(f"Calibrated threshold of this model: {expected:.3f} ") for c in at.caption)

@@ -477,3 +477,39 @@ def test_zero_shot_keeps_its_fixed_default_without_both_classes(runs_root, sampl
     assert any(c.startswith(f"Calibrated threshold of this model: {ZERO_SHOT_THRESHOLD:.3f} (MiniLM's fixed default")
                for c in captions), captions
     assert not any("your labelled pairs" in c for c in captions)
+
+
+# ---- never measured on pairs the model trained on -------------------------------------------------------------
+def test_a_run_trained_on_an_upload_is_measured_on_no_pair_it_trained_on(runs_root, sample):
+    """Validated on its own file, the run trained on all of the upload but its test split: the page measures it on
+    that split less the swapped copies of training pairs (by content), then on the test file once one is loaded;
+    with its split unknown, on nothing, said so."""
+    from core.data import pair_keys
+    from lab.session import get_model
+
+    upload, val, folder, trained = app_support.trained_on_upload(runs_root, (sample, None))
+    at = app_support.open_page(VERDICT.path, timeout=120, pairs=upload, data_name="upload.csv",
+                               data_report=load_pairs(SAMPLE)[1])
+    choose(at, folder)
+    expected = upload[[key not in trained for key in pair_keys(upload["question1"], upload["question2"])]]
+    assert 0 < len(expected) < round(0.2 * len(upload))
+    [measured] = [c.value for c in at.caption if c.value.startswith("Measured on ")]
+    assert measured.startswith(f"Measured on the {len(expected)} pairs of the active dataset that {folder.name} held out")
+    model, config = get_model(str(folder))
+    assert_metrics_shown(at, expected["is_duplicate"].to_numpy(), scores_of(model, expected),
+                         at.slider(key="threshold").value)
+
+    test = pd.concat([upload.iloc[[0]], sample.iloc[400:440]], ignore_index=True)  # one pair it trained on
+    at.session_state["held_out_files"] = {"val": (val, "val.csv"), "test": (test, "test.csv")}
+    at.run()
+    assert not at.exception
+    assert any(c.value.startswith("Measured on the 40 pairs of the test file (test.csv) (1 left out") for c in at.caption)
+
+    config["data"]["train_pairs"] += 1  # the recorded split no longer matches: any pair of the upload may be trained on
+    (folder / "config.json").write_text(json.dumps(config))
+    at = app_support.open_page(VERDICT.path, timeout=120, pairs=upload, data_name="upload.csv",
+                               data_report=load_pairs(SAMPLE)[1])
+    choose(at, folder)
+    assert not at.exception and not at.get("plotly_chart")
+    [warning] = [w.value for w in at.warning if w.value.startswith("Nothing is measured")]
+    assert f"{folder.name} trained on the active dataset, but its folder does not say which pairs it held out" in warning
