@@ -104,15 +104,28 @@ def _held_out_scores(choice: str, stamp: float, key: str, files: tuple, _pairs: 
     return HeldOutScores(chosen, scores, held.description, held.source, None if train is None else len(train))
 
 
+def _files(test: bool = True) -> tuple:
+    """(val, test, their keys and names) of the workspace's held-out files; ``test=False`` leaves the test file out."""
+    (val, val_name), (test_pairs, test_name) = held_out_pairs("val"), (held_out_pairs("test") if test else (None, None))
+    keys = tuple((None if frame is None else data_key(frame), name)
+                 for frame, name in ((val, val_name), (test_pairs, test_name)))
+    return val, test_pairs, keys
+
+
 def held_out_scores(choice: str, stamp: float, key: str, pairs: pd.DataFrame) -> HeldOutScores:
     """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the workspace's test
     file when one is loaded, else its validation file, else the active dataset's pairs (``key`` is
     ``data_key(pairs)``) that the model held out; capped for slow models, each pair's questions looked up in its
     training split when that is known."""
-    (val, val_name), (test, test_name) = held_out_pairs("val"), held_out_pairs("test")
-    files = tuple((None if frame is None else data_key(frame), name)
-                  for frame, name in ((val, val_name), (test, test_name)))
+    val, test, files = _files()
     return _held_out_scores(choice, stamp, key, files, pairs, val, test)
+
+
+def calibration_scores(choice: str, pairs: pd.DataFrame) -> HeldOutScores:
+    """The pairs a model without a threshold of its own is calibrated on: ``held_out_scores`` without the test
+    file (the validation file, else the active dataset's pairs), so a test file stays unseen until it is measured."""
+    val, _, files = _files(test=False)
+    return _held_out_scores(choice, model_stamp(choice), active_data_key(pairs), files, pairs, val, None)
 
 
 THRESHOLD_DECIMALS = 3  # the Verdict slider's step is 0.001: the threshold shown is the threshold applied
@@ -120,19 +133,22 @@ THRESHOLD_DECIMALS = 3  # the Verdict slider's step is 0.001: the threshold show
 
 def judged_threshold(choice: str, config: dict, pairs: pd.DataFrame | None):
     """The one threshold a model judges pairs at in this session, on the Verdict and Label pages alike: its own
-    calibrated threshold, or for a model without one (zero-shot MiniLM) the best accuracy on its ``held_out_scores``
-    of the active dataset ``pairs`` (``core.inference.calibration.pair_threshold``); within the slider's range and
+    calibrated threshold, or for a model without one (zero-shot MiniLM) the best accuracy on its
+    ``calibration_scores`` (``core.inference.calibration.pair_threshold``); within the slider's range and
     rounded to its step, so the value shown is the value used. A ``Calibrated``."""
     from dataclasses import replace
 
     from core.inference.calibration import pair_threshold
+    from core.inference.honest_pairs import VALIDATION
     from core.inference.run_quality import finite_number
 
     found = pair_threshold(config)
     own = not config.get("zero_shot") and finite_number((config.get("thresholds") or {}).get("accuracy")) is not None
     if not own and pairs is not None and len(pairs):
-        measured = held_out_scores(choice, model_stamp(choice), active_data_key(pairs), pairs)
+        measured = calibration_scores(choice, pairs)
         found = pair_threshold(config, measured.labels, measured.scores)
+        if found.pairs and measured.source == VALIDATION:
+            found = replace(found, source=f"best accuracy on the {found.pairs:,} pairs of the validation file")
     return replace(found, threshold=round(min(max(float(found.threshold), -1.0), 1.0), THRESHOLD_DECIMALS))
 
 

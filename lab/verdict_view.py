@@ -13,7 +13,7 @@ import streamlit as st
 
 from core.saving.safe_csv import safe_csv
 from lab import cached, figures, workspace_state
-from lab.session import ZERO_SHOT, show_error, upload_limit_bytes
+from lab.session import ZERO_SHOT, held_out_pairs, show_error, upload_limit_bytes
 
 if TYPE_CHECKING:
     from core.inference.calibration import Calibrated
@@ -59,7 +59,10 @@ def start_slider_at(choice: str, calibrated: Calibrated) -> None:
 def threshold_caption(choice: str, calibrated: Calibrated) -> str:
     """Where the calibrated threshold came from (``Calibrated.source``), and what that means for zero-shot."""
     text = f"Calibrated threshold of this model: {calibrated.threshold:.3f} ({calibrated.source})."
-    if choice == ZERO_SHOT and calibrated.pairs:
+    if choice == ZERO_SHOT and calibrated.pairs and held_out_pairs("test")[0] is not None:
+        text += (" Zero-shot MiniLM has no validation split of its own, so it is calibrated on these labelled "
+                 "pairs; it is measured below on the test file, which the calibration never saw.")
+    elif choice == ZERO_SHOT and calibrated.pairs:
         text += (" Zero-shot MiniLM has no validation split of its own, so it is calibrated on the pairs "
                  "measured below: their accuracy at it is optimistic.")
     elif choice == ZERO_SHOT:
