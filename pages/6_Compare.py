@@ -84,6 +84,10 @@ st.caption(f"{len(common.pairs):,} pairs ({common.duplicates:,} duplicates): {co
            f"{compare_view.thresholds_note(table)} TF-IDF is fitted on {common.fit_description}.")
 st.download_button("Download the table (CSV)", safe_csv(shown[COMPARE_COLUMNS]), file_name="siamese_lab_comparison.csv",
                    mime="text/csv", key="download_csv", icon=":material/download:")
+st.download_button(f"Download the {len(common.pairs):,} pairs scored (CSV)", safe_csv(common.pairs),
+                   file_name="siamese_lab_compared_pairs.csv", mime="text/csv", key="download_pairs",
+                   icon=":material/download:", help="The pairs every row above was measured on: check them against "
+                                                    "your training data.")
 st.plotly_chart(compare_view.metric_bars(shown, common.label), width="stretch", key="compare_bars",
                 config=PLOTLY_CONFIG)
 

@@ -154,6 +154,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
     # the training details, on demand: the runs table of core.training.runs_table
     pd.testing.assert_frame_equal(details.reset_index(drop=True), runs_table(runs, MODEL_LABELS))
     assert [b.proto.label for b in at.get("download_button")] == ["Download the table (CSV)",
+                                                                  "Download the 48 pairs scored (CSV)",
                                                                   "Download the training details (CSV)"]
 
     # ranking by any column, either way
@@ -281,7 +282,30 @@ def _content(frame):
     return set(_row_keys(frame))
 
 
-def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, sample_pairs):
+def _downloaded_pairs(stores, at) -> pd.DataFrame:
+    """The "pairs scored" download of the page, read back as a frame (formula-safe CSV: none start with = + - @)."""
+    [button] = [b for b in at.get("download_button") if "pairs scored" in b.proto.label]
+    data = stores[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content
+    return pd.read_csv(io.BytesIO(data), keep_default_na=False)
+
+
+@pytest.fixture
+def download_stores(monkeypatch):
+    """Every media file store an AppTest makes, so a download's bytes can be read back."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    stores = []
+
+    class Recording(MemoryMediaFileStorage):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            stores.append(self)
+
+    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+    return stores
+
+
+def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, sample_pairs, download_stores):
     """A run trained on an upload with its own validation file: Compare scores it on the validation file while it
     is loaded, and without it on the upload's pairs the run held out (its test split), less every pair it trained
     on in either order; never on the upload's training pairs (the page once took all of them)."""
@@ -303,6 +327,9 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, 
     rows = at.dataframe[0].value.set_index("model")
     expected = upload[[key not in trained for key in _row_keys(upload)]]
     assert not _content(expected) & trained
+    downloaded = _downloaded_pairs(download_stores, at)  # what the page says it scored, read back by content
+    assert len(downloaded) == len(expected) and _content(downloaded) == _content(expected)
+    assert not _content(downloaded) & trained
     assert rows.loc[ZERO_SHOT_LABEL, "ROC AUC"] == pytest.approx(
         roc_auc_score(expected["is_duplicate"], model_scores(minilm, expected)), abs=1e-6)
     verdict = rows.loc[folder.name, "vs zero-shot"]
@@ -327,6 +354,8 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, 
     assert leaked == 2
     assert any(block.value.startswith(f"**Scored on the {len(test) - leaked} pairs of the test file (test.csv) "
                                       f"({leaked} left out") for block in at.markdown)
+    downloaded = _downloaded_pairs(download_stores, at)
+    assert len(downloaded) == len(test) - leaked and not _content(downloaded) & trained
 
 
 def test_compare_shows_no_figure_when_no_pair_is_unseen(runs_with_models, open_page, sample_pairs):
