@@ -104,8 +104,9 @@ def _held_out_scores(choice: str, stamp: float, key: str, files: tuple, _pairs: 
     return HeldOutScores(chosen, scores, held.description, held.source, None if train is None else len(train))
 
 
-def _files(test: bool = True) -> tuple:
-    """(val, test, their keys and names) of the workspace's held-out files; ``test=False`` leaves the test file out."""
+def held_out_frames(test: bool = True) -> tuple:
+    """(validation pairs, test pairs, ((data_key, file name) of each)) of the workspace's held-out files, None where
+    there is none; ``test=False`` leaves the test file out. The keys go into cache keys, the frames into the calls."""
     (val, val_name), (test_pairs, test_name) = held_out_pairs("val"), (held_out_pairs("test") if test else (None, None))
     keys = tuple((None if frame is None else data_key(frame), name)
                  for frame, name in ((val, val_name), (test_pairs, test_name)))
@@ -117,14 +118,14 @@ def held_out_scores(choice: str, stamp: float, key: str, pairs: pd.DataFrame) ->
     file when one is loaded, else its validation file, else the active dataset's pairs (``key`` is
     ``data_key(pairs)``) that the model held out; capped for slow models, each pair's questions looked up in its
     training split when that is known."""
-    val, test, files = _files()
+    val, test, files = held_out_frames()
     return _held_out_scores(choice, stamp, key, files, pairs, val, test)
 
 
 def calibration_scores(choice: str, pairs: pd.DataFrame) -> HeldOutScores:
     """The pairs a model without a threshold of its own is calibrated on: ``held_out_scores`` without the test
     file (the validation file, else the active dataset's pairs), so a test file stays unseen until it is measured."""
-    val, _, files = _files(test=False)
+    val, _, files = held_out_frames(test=False)
     return _held_out_scores(choice, model_stamp(choice), active_data_key(pairs), files, pairs, val, None)
 
 

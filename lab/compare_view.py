@@ -23,11 +23,11 @@ from core.inference.baselines import (
     model_scores,
     tfidf_scores,
 )
-from core.inference.honest_pairs import CommonPairs, honest_pairs
 from core.inference.calibration import calibrated_on, pair_threshold
+from core.inference.honest_pairs import CommonPairs, honest_pairs
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
-from lab.cached import model_stamp
-from lab.session import ZERO_SHOT, data_key, get_model, held_out_pairs
+from lab.cached import held_out_frames, model_stamp
+from lab.session import ZERO_SHOT, get_model
 
 SCORE_CHUNK = 256  # pairs per cached chunk: the progress bar moves every few seconds even for MiniLM on a CPU
 ZERO_SHOT_SOURCE = "MiniLM's fixed default (these pairs cannot calibrate it: too few, or one class)"
@@ -46,9 +46,7 @@ def common(key: str, runs: Sequence[dict], pairs: pd.DataFrame) -> CommonPairs:
     """``core.inference.honest_pairs.honest_pairs`` for the compared runs: on the workspace's test file when one is
     loaded, else its validation file, else the pairs of the active dataset (``data_key`` ``key``) that every
     compared run held out."""
-    (val, val_name), (test, test_name) = held_out_pairs("val"), held_out_pairs("test")
-    files = tuple((None if frame is None else data_key(frame), name)
-                  for frame, name in ((val, val_name), (test, test_name)))
+    val, test, files = held_out_frames()
     return _common(key, runs, files, pairs, val, test)
 
 

@@ -66,8 +66,9 @@ def held_out_files() -> None:
     """The toggle, and under it one uploader per kind with what it holds: its pairs and their duplicate rate."""
     st.toggle("Add validation and test files (optional)", key=TOGGLE, on_change=_turned,
               help="Files of pairs kept apart from the active dataset: training validates on the validation "
-                   "file and reports the test file instead of splitting them off. Read with the same columns "
-                   "and label mapping as the active dataset.")
+                   "file and reports the test file instead of splitting them off, and Compare and Verdict "
+                   "measure on them (the test file first). Read with the same columns and label mapping as the "
+                   "active dataset.")
     if not st.session_state.get(TOGGLE):
         return
     notes = st.session_state.get(_NOTES, {})

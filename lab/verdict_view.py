@@ -28,7 +28,8 @@ SCORED_FILE = "verdict_scored_file"  # session key: the last file scored (Scored
 
 # ---- the threshold the slider starts at --------------------------------------------------------
 def held_out(choice: str, pairs) -> cached.HeldOutScores | None:
-    """``cached.held_out_scores`` of the active dataset ``pairs`` under a model, or None after showing why not."""
+    """``cached.held_out_scores`` under a model: pairs it never trained on (the test file, else the validation file,
+    else its held-out pairs of the active dataset ``pairs``), or None after showing why not."""
     try:
         return cached.held_out_scores(choice, cached.model_stamp(choice), cached.active_data_key(pairs), pairs)
     except Exception as error:

@@ -1,5 +1,5 @@
 """Verdict: two questions, one cosine similarity, DUPLICATE or NOT DUPLICATE at a threshold; what that
-threshold does on the pairs the model's training held out, and which of them it gets wrong."""
+threshold does on pairs the model never trained on, and which of them it gets wrong."""
 import streamlit as st
 
 from lab import export_view, verdict_view
