@@ -339,7 +339,7 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, 
     at.session_state["held_out_files"] = {"val": (val, "val.csv")}
     at.run()
     assert not at.exception
-    assert any(block.value.startswith(f"**Scored on the {len(val)} pairs of the validation file (val.csv)")
+    assert any(block.value.startswith(f"**Scored on the {len(val)} pairs of the validation file val.csv")
                for block in at.markdown)
     assert at.dataframe[0].value.set_index("model").loc[ZERO_SHOT_LABEL, "ROC AUC"] == pytest.approx(
         roc_auc_score(val["is_duplicate"], model_scores(minilm, val)), abs=1e-6)
@@ -352,8 +352,8 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, 
     assert not at.exception
     leaked = sum(key in trained for key in _row_keys(test))
     assert leaked == 2
-    assert any(block.value.startswith(f"**Scored on the {len(test) - leaked} pairs of the test file (test.csv) "
-                                      f"({leaked} left out") for block in at.markdown)
+    assert any(block.value.startswith(f"**Scored on the {len(test) - leaked} pairs of the test file test.csv, "
+                                      f"less {leaked} that") for block in at.markdown)
     downloaded = _downloaded_pairs(download_stores, at)
     assert len(downloaded) == len(test) - leaked and not _content(downloaded) & trained
 

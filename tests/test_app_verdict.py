@@ -503,7 +503,7 @@ def test_a_run_trained_on_an_upload_is_measured_on_no_pair_it_trained_on(runs_ro
     at.session_state["held_out_files"] = {"val": (val, "val.csv"), "test": (test, "test.csv")}
     at.run()
     assert not at.exception
-    assert any(c.value.startswith("Measured on the 40 pairs of the test file (test.csv) (1 left out") for c in at.caption)
+    assert any(c.value.startswith("Measured on the 40 pairs of the test file test.csv, less 1 that") for c in at.caption)
 
     config["data"]["train_pairs"] += 1  # the recorded split no longer matches: any pair of the upload may be trained on
     (folder / "config.json").write_text(json.dumps(config))
@@ -526,5 +526,5 @@ def test_zero_shot_is_calibrated_on_the_validation_file_and_measured_on_the_test
     captions = [c.value for c in at.caption]
     assert any(c.startswith(f"Calibrated threshold of this model: {expected:.3f} (best accuracy on the 150 pairs of "
                             "the validation file)") and "measured below on the test file" in c for c in captions)
-    assert any(c.startswith("Measured on the 100 pairs of the test file (test.csv)") for c in captions)
+    assert any(c.startswith("Measured on the 100 pairs of the test file test.csv") for c in captions)
     assert_metrics_shown(at, test["is_duplicate"].to_numpy(), scores_of(minilm, test), expected)

@@ -120,7 +120,7 @@ def test_the_test_file_comes_first_less_the_pairs_a_run_trained_on_in_either_ord
     val = _pairs(("from the validation file?", "indeed?", 1))
     common = honest_pairs([config], pairs, val=val, test=test, test_name="test.csv")
     assert common.source == TEST and common.pairs["question1"].tolist() == ["a new question?", "yet another?"]
-    assert common.description.startswith("the 2 pairs of the test file (test.csv) (1 left out: a trained on")
+    assert common.description.startswith("the 2 pairs of the test file test.csv, less 1 that a trained on or may have")
     on_val = honest_pairs([config], pairs, val=val)
     assert on_val.source == VALIDATION and on_val.pairs["question1"].tolist() == ["from the validation file?"]
     # a file's pairs, none unseen: no figure

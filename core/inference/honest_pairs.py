@@ -145,14 +145,14 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
     if test is not None or val is not None:
         source, candidates, file_name = (TEST, test, test_name) if test is not None else (VALIDATION, val, val_name)
         keep = np.array([key not in trained for key in _keys(candidates)], dtype=bool)
-        what = f"the {source}" + (f" ({file_name})" if file_name else "")
+        what = f"the {source}" + (f" {file_name}" if file_name else "")
         if not keep.any():
             return _none(f"no pair of {what} is unseen: {_names(constrained_by)} trained on, or may have trained on, "
                          f"every one of its {len(candidates):,} pairs", training, constrained_by, source)
         left = len(candidates) - int(keep.sum())
         description = f"the {int(keep.sum()):,} pairs of {what}"
         if left:
-            description += f" ({left:,} left out: {_names(constrained_by)} trained on, or may have trained on, them)"
+            description += f", less {left:,} that {_names(constrained_by)} trained on or may have"
         label = f"{int(keep.sum()):,} pairs of the {source}"
         chosen_keys = {key for key, kept in zip(_keys(candidates), keep) if kept}
         fit = np.array([key not in chosen_keys for key in dataset_keys], dtype=bool)
