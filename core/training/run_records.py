@@ -112,10 +112,11 @@ def remove_old_records(runs_root: str | Path, keep: int = KEPT_RECORDS) -> None:
 
 def _record_files(runs_root: str | Path) -> list[Path]:
     try:
-        return [Path(entry.path) for entry in os.scandir(Path(runs_root) / RECORDS_FOLDER)
-                if entry.name.endswith(".json") and not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)]
+        entries = list(os.scandir(Path(runs_root) / RECORDS_FOLDER))
     except OSError:  # no records folder yet
         return []
+    return [Path(entry.path) for entry in entries
+            if entry.name.endswith(".json") and not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)]
 
 
 def _read(path: Path) -> RunRecord | None:
