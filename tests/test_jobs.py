@@ -480,3 +480,21 @@ def test_records_are_skipped_without_a_models_folder_and_old_ones_are_pruned(tmp
     run_records.write_record(tmp_path, run_records.RunRecord("live", "r", RUNNING, 0.0))
     run_records.remove_old_records(tmp_path, keep=2)
     assert sorted(path.stem for path in (tmp_path / run_records.RECORDS_FOLDER).iterdir()) == ["live", "r3", "r4"]
+
+
+def test_a_record_that_cannot_be_written_never_stops_a_run(tmp_path, monkeypatch):
+    """A records folder taken by a file: no record, and the run trains as it would without one."""
+    (tmp_path / run_records.RECORDS_FOLDER).write_text("a user's file")
+    assert not run_records.write_record(tmp_path, run_records.RunRecord("a", "a", DONE, 1.0))
+    (tmp_path / run_records.RECORDS_FOLDER).unlink()
+    (tmp_path / run_records.RECORDS_FOLDER).mkdir()
+    (tmp_path / run_records.RECORDS_FOLDER / "a.json").mkdir()  # a folder where the record goes: UserFileError
+    assert not run_records.write_record(tmp_path, run_records.RunRecord("a", "a", DONE, 1.0))
+    monkeypatch.setattr(core.training.jobs, "train_run", StoppedAsCancelDoes())
+    queue = JobQueue(max_running=1)
+    job = TrainingJob(RunSpec(), pd.DataFrame(), str(tmp_path))
+    job.id = "a"
+    queue.submit(job)
+    assert queue.wait(job, timeout=TIMEOUT, until=lambda job: job.status == RUNNING)
+    queue.cancel(job)
+    assert queue.wait(job, timeout=TIMEOUT) and job.status == CANCELLED

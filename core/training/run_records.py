@@ -19,7 +19,7 @@ from pathlib import Path
 
 from core.saving import read_json_file
 from core.saving.temp_files import host_tag, writer_gone
-from core.saving.user_files import write_file_atomically
+from core.saving.user_files import UserFileError, write_file_atomically
 from core.saving.workspaces import PRIVATE_FILE, PRIVATE_FOLDER
 from core.status import CANCELLED, DONE, FAILED, INTERRUPTED, NOT_STARTED, RUNNING, WAITING
 
@@ -84,7 +84,7 @@ def write_record(runs_root: str | Path, record: RunRecord) -> bool:
         folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)  # never the models folder itself: that is the workspace's
         write_file_atomically(folder / f"{record.id}.json", json.dumps(asdict(mine), allow_nan=False).encode(),
                               mode=PRIVATE_FILE)
-    except (OSError, ValueError):  # includes UserFileError: a record is a convenience, never a failed run
+    except (OSError, ValueError, UserFileError):  # a record is a convenience, never a failed run
         return False
     return True
 
@@ -125,7 +125,7 @@ def _read(path: Path) -> RunRecord | None:
         data = read_json_file(path, RECORD_MAX_BYTES, folder=path.parent)
         known = {field.name for field in fields(RunRecord)}
         record = RunRecord(**{key: value for key, value in data.items() if key in known})
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError):  # ValueError: ModelLoadError too
         return None
     if not all(isinstance(getattr(record, name), str) for name in ("id", "label", "status", "folder", "message")):
         return None
