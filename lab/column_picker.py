@@ -198,10 +198,12 @@ def mapping_left_to_do(pending: dict) -> str | None:
     """What the label mapping still needs before a load, in the page's words; None when it is complete."""
     values = pending.get("values") or []
     shown = values[:MAX_MAPPED_VALUES]
-    unanswered = [value for number, value in enumerate(shown) if st.session_state.get(_value_key(number, value)) is None]
+    state = st.session_state
+    unanswered = [value for number, value in enumerate(shown) if state.get(_value_key(number, value)) is None]
+    if len(unanswered) == 1:
+        return f"Say what {quoted(unanswered)} means first (or drop its rows)."
     if unanswered:
-        one = len(unanswered) == 1
-        return f"Say what {quoted(unanswered)} {'means' if one else 'mean'} first (or drop {'its' if one else 'their'} rows)."
+        return f"Say what {quoted(unanswered)} mean first (or drop their rows)."
     if shown and not picked_label_map(pending):
         return "Every value is set to drop its rows: give at least one value the meaning duplicate or not duplicate."
     return None
