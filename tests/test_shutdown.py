@@ -151,7 +151,8 @@ LONG_LSTM_RUN = {"Epochs": 500, "Batch size": 16, "Embedding size": 16, "Hidden 
 
 @pytest.mark.browser
 def test_a_server_stopped_while_a_run_trains_exits_within_seconds(tmp_path):
-    """SIGTERM to `streamlit run app.py` while the Train page's run trains (a Siamese LSTM on the bundled sample)."""
+    """SIGTERM to `streamlit run app.py` while the Train page's run trains (a Siamese LSTM on the bundled sample);
+    the server started again on the same workspaces shows the run as interrupted."""
     from browser_support import (StreamlitServer, launch_chromium, open_url_page, require_browser, select_option,
                                  set_numbers)
     from playwright.sync_api import expect, sync_playwright
@@ -173,5 +174,11 @@ def test_a_server_stopped_while_a_run_trains_exits_within_seconds(tmp_path):
             time.sleep(0.05)
         seconds = time.monotonic() - stopped
         status = server._shell.poll()  # the server process itself (`exec`)
-        browser.close()
         assert status == 0 and seconds < EXIT_BOUND_S, (status, seconds, server.log())
+        # The restarted server's Train page says what became of the run.
+        with StreamlitServer(work_dir=tmp_path) as restarted:
+            open_url_page(page, restarted, "Train", "Train")
+            expect(page.get_by_text("Earlier runs of this workspace")).to_be_visible()
+            expect(page.get_by_text(re.compile(r"interrupted by a server stop at step \d+ of [\d,]+: (no model of it "
+                                               r"was saved|the best model so far was saved as \S+)"))).to_be_visible()
+        browser.close()
