@@ -2,8 +2,10 @@
 ``#1 String``, ``#2 String``, ``Quality``), the user says which of its columns hold the first question,
 the second and the label; when its label column holds other values than 0/1 (``PerfectMatch``,
 ``Relevant``, ``Irrelevant``), the user says what each value means (duplicate, not duplicate, or drop
-the row). The file is then loaded with that ``columns`` mapping and label map (``core.data``'s own), so
-the same refusals apply as on the command line.
+the row), each starting from ``core.data.labels.guess_label``'s guess (``match`` -> duplicate; a word it
+cannot read starts unanswered). The file is then loaded with that ``columns`` mapping and label map
+(``core.data``'s own), so the same refusals apply as on the command line. Neither question is an error: the
+page asks in a neutral prompt, in its own words, and shows an error only for a choice that cannot load.
 
 Both choices are kept in the session per file name (``CHOICES``, ``LABEL_CHOICES``): the same file
 uploaded again loads with them at once, while a file whose names and labels are recognised is always
@@ -14,7 +16,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.data import ROLES, UNREADABLE_LABEL, DataError, LabelValuesError, MissingColumnsError
-from core.data.labels import label_value
+from core.data.labels import guess_label, label_value, quoted
 from core.data.limits import clip
 from lab.session import load_upload, set_dataset, upload_key
 
@@ -23,6 +25,8 @@ CHOICES = "column_choices"  # session key: file name -> {role: column name}
 LABEL_CHOICES = "label_choices"  # session key: file name -> {label value: 1 or 0}
 PENDING = "column_picker"  # session key: what the upload awaiting a choice needs (``offer``)
 MEANINGS = {"duplicate": 1, "not duplicate": 0, "drop the rows": None}
+UNANSWERED = "Choose what it means"  # the placeholder of a value whose meaning the guess could not tell
+NOTICE = "notice"  # in PENDING: what a Load click left to do (a value unanswered), said until the next click
 MAX_MAPPED_VALUES = 12  # label values offered a meaning; the rows of any other value are dropped
 
 
@@ -53,25 +57,64 @@ def _with_label_choice(name: str, data: bytes, columns: dict[str, str] | None, e
     return load_upload(name, data, columns, label_map)
 
 
-def offer(file_id: str, name: str, error: DataError) -> None:
+def offer(file_id: str, name: str, error: DataError) -> bool:
     """Ask for what ``error`` says is missing (the page shows ``picker``): the columns of a header with
     unknown names (``MissingColumnsError``), a meaning for each value of a label column of other values
-    (``LabelValuesError``, its columns preset). Nothing for any other error."""
-    if isinstance(error, MissingColumnsError):
+    (``LabelValuesError``, its columns preset). True when it asks: the file is not wrong, only unread so far;
+    False for any other error, for a header of fewer columns than roles (no pick can read it), and for a label
+    column of more values than a label mapping takes (text, not labels: its columns are offered again)."""
+    if isinstance(error, MissingColumnsError) and len(set(error.header)) >= len(ROLES):
         st.session_state[PENDING] = {"file_id": file_id, "name": name, "header": error.header}
+    elif isinstance(error, LabelValuesError) and len(one_per_spelling(error.values)) > MAX_MAPPED_VALUES:
+        st.session_state[PENDING] = {"file_id": file_id, "name": name, "header": error.header,
+                                     "columns": error.columns}
+        return False
     elif isinstance(error, LabelValuesError):
         st.session_state[PENDING] = {"file_id": file_id, "name": name, "header": error.header,
-                                     "columns": error.columns, "label_column": error.column, "values": error.values}
+                                     "columns": error.columns, "label_column": error.column,
+                                     "values": one_per_spelling(error.values)}
+    else:
+        return False
+    return True
 
 
 def offer_labels(file_id: str, name: str, report) -> None:
     """After a load that dropped rows for an unreadable label, offer a meaning for each of the label
     column's values, the columns kept as they were read."""
-    values = [value for value in getattr(report, "label_values", {}) if value]
+    values = one_per_spelling([value for value in getattr(report, "label_values", {}) if value])
     if report.dropped.get(UNREADABLE_LABEL) and values:
         st.session_state[PENDING] = {"file_id": file_id, "name": name, "columns": dict(report.columns),
                                      "label_column": report.columns.get("is_duplicate"), "values": values,
-                                     "label_map": getattr(report, "label_map", None)}
+                                     "label_map": getattr(report, "label_map", None), "loaded": True}
+
+
+def problem_in_page_words(error: DataError) -> str:
+    """A refusal as the Data page says it: a label column of text names no command-line flag."""
+    if not isinstance(error, LabelValuesError):
+        return str(error)
+    values = one_per_spelling(error.values)
+    return (f'the label column "{clip(error.column)}" holds more than {MAX_MAPPED_VALUES} different values, such as '
+            f"{quoted(values[:3])}: text, not labels; choose the column that holds the label")
+
+
+def in_page_words(report, warning: str) -> str:
+    """A load warning as the Data page says it: the unreadable labels without the command line's flag."""
+    if warning != getattr(report, "label_warning", None):
+        return warning
+    values = [value for value in getattr(report, "label_values", {}) if value]
+    rows = report.dropped.get(UNREADABLE_LABEL, 0)
+    return (f"{rows:,} {'row was' if rows == 1 else 'rows were'} dropped: their label is neither 1 nor 0 "
+            f"(the column holds {quoted(values[:5])}); to keep them, say what each value means in this page's "
+            "label mapping.")
+
+
+def one_per_spelling(values: list[str]) -> list[str]:
+    """The first of each set of values equal but for case and spaces: a label map reads them alike, so one
+    answer covers them all."""
+    first: dict[str, str] = {}
+    for value in values:
+        first.setdefault(str(value).strip().lower(), value)
+    return list(first.values())
 
 
 def withdraw() -> None:
@@ -85,6 +128,9 @@ def picker(file_id: str) -> None:
     if not isinstance(pending, dict) or pending["file_id"] != file_id:
         return
     header, values = pending.get("header"), pending.get("values")
+    st.info(prompt(pending, st.session_state.data_name), icon=":material/table_view:")
+    if pending.get(NOTICE):
+        st.warning(pending[NOTICE])
     if header:
         options = list(dict.fromkeys(header))  # a repeated name is one choice: the reader takes its first column
         preset = pending.get("columns") or {}
@@ -100,14 +146,31 @@ def picker(file_id: str) -> None:
               key="load_with_columns", on_click=_load_picked, type="primary")
 
 
+def prompt(pending: dict, active: str) -> str:
+    """The picker's neutral prompt: what the page needs to read the file, and that nothing changed meanwhile."""
+    name, values, column = pending["name"], pending.get("values"), clip(str(pending.get("label_column")))
+    if pending.get("loaded"):
+        return (f"{name} is loaded without the rows whose label is neither 1 nor 0: to keep them, say what each "
+                f'value of its label column "{column}" means and load it again.')
+    if values:
+        need = (f'its label column "{column}" holds {quoted(values[:3])}{" …" if len(values) > 3 else ""} rather '
+                "than 1 and 0: say what each value means (guessed where the word says it)")
+    else:
+        need = ("its columns are not named as this page expects (question1, question2, is_duplicate): choose "
+                "which columns hold the first question, the second and the label")
+    return f"To read {name}, {need}, then load it. Until then the active dataset stays {active}."
+
+
 def _label_mapping(pending: dict) -> None:
     values, label_map = pending["values"], pending.get("label_map")
     st.markdown(f"**What do the values of the label column \"{pending['label_column']}\" mean?**")
     columns = st.columns(4)
     for number, value in enumerate(values[:MAX_MAPPED_VALUES]):
-        known = label_value(value, label_map)
-        index = {1: 0, 0: 1}.get(known, 2)  # the usual spellings start as they read; any other value dropped
-        columns[number % 4].selectbox(f'"{clip(value)}"', list(MEANINGS), index=index, key=_value_key(number, value))
+        known = label_value(value, label_map) if label_map is not None else -1
+        guess = known if known >= 0 else guess_label(value)
+        index = {1: 0, 0: 1}.get(guess)  # None: unanswered until the user says
+        columns[number % 4].selectbox(f'"{clip(value)}"', list(MEANINGS), index=index, placeholder=UNANSWERED,
+                                      key=_value_key(number, value))
     if len(values) > MAX_MAPPED_VALUES:
         st.caption(f"The rows of the {len(values) - MAX_MAPPED_VALUES:,} other values are dropped.")
 
@@ -126,9 +189,24 @@ def picked_label_map(pending: dict) -> dict[str, int] | None:
     if not values:
         return None
     state = st.session_state
-    meanings = {value: MEANINGS[state.get(_value_key(number, value), "drop the rows")]
+    meanings = {value: MEANINGS[state.get(_value_key(number, value)) or "drop the rows"]
                 for number, value in enumerate(values[:MAX_MAPPED_VALUES])}
     return {value: label for value, label in meanings.items() if label is not None}
+
+
+def mapping_left_to_do(pending: dict) -> str | None:
+    """What the label mapping still needs before a load, in the page's words; None when it is complete."""
+    values = pending.get("values") or []
+    shown = values[:MAX_MAPPED_VALUES]
+    state = st.session_state
+    unanswered = [value for number, value in enumerate(shown) if state.get(_value_key(number, value)) is None]
+    if len(unanswered) == 1:
+        return f"Say what {quoted(unanswered)} means first (or drop its rows)."
+    if unanswered:
+        return f"Say what {quoted(unanswered)} mean first (or drop their rows)."
+    if shown and not picked_label_map(pending):
+        return "Every value is set to drop its rows: give at least one value the meaning duplicate or not duplicate."
+    return None
 
 
 def _load_picked() -> None:
@@ -144,13 +222,20 @@ def _load_picked() -> None:
     label_map = picked_label_map(pending)
     if columns and pending.get("label_column") != columns.get("is_duplicate"):
         label_map = None  # the values shown are another column's: read the new one as it is first
+    else:
+        pending[NOTICE] = mapping_left_to_do(pending)
+        if pending[NOTICE]:
+            return
     previous = state.data_name
     try:
         pairs, report = load_upload(uploaded.name, uploaded.getvalue(), columns, label_map)
     except DataError as error:
-        if isinstance(error, LabelValuesError):
-            offer(uploaded.file_id, uploaded.name, error)
-        state.data_upload_error = (uploaded.file_id, f"{error}. The previous dataset ({previous}) is still active.")
+        if isinstance(error, LabelValuesError) and offer(uploaded.file_id, uploaded.name, error):
+            state.data_upload_error = None  # the columns are fine; their labels are the next question
+            return
+        problem = problem_in_page_words(error)
+        problem = problem if uploaded.name in problem else f"{uploaded.name}: {problem}"
+        state.data_upload_error = (uploaded.file_id, f"{problem}. The previous dataset ({previous}) is still active.")
         return
     set_dataset(pairs, report, f"{uploaded.name} (upload)", upload=(uploaded.name, uploaded.getvalue()))
     if pending.get("header"):

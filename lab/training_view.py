@@ -3,6 +3,7 @@ unfinished) and the saved models."""
 from __future__ import annotations
 
 import math
+import time
 
 import pandas as pd
 import streamlit as st
@@ -12,7 +13,7 @@ from core.models import MODEL_LABELS, ZERO_SHOT
 from core.saving import ModelLoadError, list_runs, read_config
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.auto_recipe import AUTO_PRESET, AutoRecipe, auto_options
-from core.training.jobs import JobQueue, TrainingJob
+from core.training.jobs import JobQueue, TrainingJob, earlier_runs
 from core.training.presets import PRESETS
 from core.training.runs_table import METRIC_COLUMNS, runs_table
 from core.training.specs import SIZE_OPTIONS, loss_choice, spec_from_options
@@ -288,6 +289,18 @@ def runs_panel(queue: JobQueue) -> None:
             st.rerun()
 
     panel()
+    show_earlier_runs(str(st.session_state.workspace.models))
+
+
+def show_earlier_runs(runs_root: str, shown: int = 10) -> None:
+    """The workspace's runs that no queue of this server holds, from their records (``core.training.run_records``):
+    after a restart, what became of the runs the stopped server was training or had queued."""
+    records = earlier_runs(runs_root)[:shown]
+    if records:
+        st.markdown("**Earlier runs of this workspace** (before the server restarted)")
+    for record in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created))
+        st.markdown(f"- **{record.label}** ({when}) — {record.summary}")
 
 
 def show_runs(queue: JobQueue, jobs: list[TrainingJob]) -> None:

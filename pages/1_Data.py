@@ -51,8 +51,10 @@ def apply_upload() -> None:
     try:
         pairs, report = column_picker.load_with_choice(uploaded.name, uploaded.getvalue())
     except DataError as error:
-        problem = str(error)
-        column_picker.offer(uploaded.file_id, uploaded.name, error)  # missing columns, labels of other values
+        if column_picker.offer(uploaded.file_id, uploaded.name, error):  # columns or labels to choose: a prompt
+            state.data_upload_error = None
+            return
+        problem = column_picker.problem_in_page_words(error)
     except Exception as error:  # anything unforeseen still reaches the user as one readable line
         problem = f"could not be read ({type(error).__name__}: {error})"
     else:
@@ -95,7 +97,7 @@ summary = summary_of(pairs)
 st.subheader(f"Active dataset: {state.data_name}")
 # getattr: a report loaded before LoadReport had warnings may still sit in the session.
 for warning in getattr(report, "warnings", []):
-    st.warning(f"{report.source}: {warning}")
+    st.warning(f"{report.source}: {column_picker.in_page_words(report, warning)}")
 for problem in training_problems(summary):  # too small or one class: said now, not when training fails
     st.warning(f"Not enough to train on: {problem.message}.")
 pairs_metric, duplicates_metric, unique_metric = st.columns(3)

@@ -152,3 +152,54 @@ def test_home_page_starts_on_the_sample_with_nothing_trained(runs_root):
     assert not at.exception and not at.error
     assert at.title[0].value == "Siamese Lab"
     assert any("bundled sample" in block.value and "479 question pairs" in block.value for block in at.markdown)
+
+
+# A user's own file: its own column names and text labels.
+OWN = (
+    "q_a,q_b,same\n"
+    "How old are you?,What is your age?,match\n"
+    "How do I learn Python?,What is the best way to learn Python?, Match \n"
+    "Is coffee bad for you?,How do I bake bread?,different\n"
+    "Where is Paris?,How tall is Everest?,different\n"
+    "Why is the sky blue?,What makes the sky blue?,match\n"
+).encode()
+
+
+def test_an_own_file_is_met_halfway_columns_then_labels_guessed_and_loaded(data_page, sample_pairs):
+    at = upload(data_page, "own.csv", OWN)
+    assert not at.error  # before any user action, nothing is wrong: a prompt, not an error
+    [prompt] = at.info
+    assert prompt.value.startswith("To read own.csv, its columns are not named as this page expects")
+    picked = {role: at.selectbox(key=f"column_for_{role}").value for role in ("question1", "question2", "is_duplicate")}
+    assert picked == {"question1": "q_a", "question2": "q_b", "is_duplicate": "same"}  # in the file's order
+
+    at.button(key="load_with_columns").click().run()
+    assert not at.exception and not at.error  # labels of other words are the next question, not a mistake
+    pd.testing.assert_frame_equal(at.session_state.pairs, sample_pairs[0])  # nothing loaded yet
+    [prompt] = at.info
+    assert prompt.value.startswith('To read own.csv, its label column "same" holds "match", "different" rather than '
+                                   "1 and 0")
+    assert "--label-map" not in prompt.value
+    boxes = {box.label: box.value for box in at.selectbox if box.key.startswith("label_for_")}
+    assert boxes == {'"match"': "duplicate", '"different"': "not duplicate"}  # pre-filled from the words
+
+    at.button(key="load_with_columns").click().run()
+    assert not at.exception and not at.error and not at.info
+    assert at.session_state.data_name == "own.csv (upload)"
+    assert at.session_state.pairs["is_duplicate"].tolist() == [1, 1, 0, 0, 1]
+    assert at.session_state.pairs["question1"].tolist()[0] == "How old are you?"
+    assert metrics(at)["Pairs"] == "5"
+
+
+def test_a_question_column_picked_as_the_label_is_refused_in_the_pages_words(data_page):
+    rows = "".join(f"Question {n}?,Other {n}?,{'match' if n % 2 else 'different'}\n" for n in range(15))
+    at = upload(data_page, "own.csv", ("q_a,q_b,same\n" + rows).encode())
+    at.selectbox(key="column_for_is_duplicate").set_value("q_b")
+    at.selectbox(key="column_for_question2").set_value("same")
+    at.button(key="load_with_columns").click().run()
+    assert not at.exception
+    [error] = at.error  # a user's choice that cannot be read: now an error, said as the page says it
+    assert error.value.startswith('own.csv: the label column "q_b" holds more than 12 different values, such as '
+                                  '"Other 0?", "Other 1?", "Other 2?": text, not labels; choose the column that holds')
+    assert "--label-map" not in error.value and "is still active" in error.value
+    assert at.selectbox(key="column_for_is_duplicate").value == "q_b"  # the columns are offered again

@@ -1,6 +1,7 @@
 """The Train page (AppTest): per-model defaults, a real background run that saves a folder, cancelling."""
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -10,12 +11,14 @@ from core.status import CANCELLED, DONE, FAILED
 from core.data import resolve_split_by
 from core.training.objectives import DEFAULT_MARGINS
 from core.training.presets import PRESETS
+from core.training.run_records import RECORDS_FOLDER
 from core.training.specs import TRAINING_DEFAULTS, spec_from_options
 from lab.navigation import TRAIN
 from lab.session import job_queue
 from lab.training_view import KEEP_UNVALIDATED_LABEL
 
 CURVE_TITLE = "Validation ROC AUC over training time"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -96,7 +99,7 @@ def test_start_trains_in_the_background_and_saves_the_model(train_page, runs_roo
     rerun_until(at, lambda at: session_job(at).finished)
     job = session_job(at)
     assert job.status == DONE, job.error
-    [folder] = [path for path in runs_root.iterdir()]
+    [folder] = [path for path in runs_root.iterdir() if path.name != RECORDS_FOLDER]
     assert job.result.folder == folder
     config = json.loads((folder / "config.json").read_text())
     assert config["loss"]["name"] == "contrastive" and config["loss"]["form"] == "margin_squared"
@@ -204,7 +207,7 @@ def test_cancel_stops_the_run_and_keeps_it_only_when_asked(train_page, runs_root
         assert config["training"]["status"] == "cancelled" and config["run"]["keep_unvalidated"] is True
         assert at.dataframe[-1].value.set_index("name").loc[folder.name, "status"] == "cancelled"
     else:
-        assert job.result.folder is None and list(runs_root.iterdir()) == []
+        assert job.result.folder is None and [path.name for path in runs_root.iterdir()] == [RECORDS_FOLDER]
         assert warning.value == (f"{where}, before the first validation: nothing was saved (tick "
                                  f"“{KEEP_UNVALIDATED_LABEL}” under More settings to keep such a run).")
 
@@ -508,3 +511,35 @@ def test_with_a_gpu_and_data_enough_the_page_starts_from_the_gpu_recipe(monkeypa
 
     small = open_page(TRAIN.path)  # the bundled sample: too small for the GPU recipe
     assert small.selectbox(key="preset").value != GPU_PRESET
+
+
+LEFT_BY_A_STOPPED_SERVER = """
+import sys
+from core.training.run_records import RunRecord, write_record
+write_record(sys.argv[1], RunRecord(id="a1", label="Siamese LSTM · triplet · stopped", status="interrupted",
+                                    created=3.0, folder="lstm-triplet-20260101-120000", step=40, total_steps=300))
+write_record(sys.argv[1], RunRecord(id="b2", label="Siamese LSTM · triplet · killed", status="running", created=2.0))
+write_record(sys.argv[1], RunRecord(id="c3", label="Siamese LSTM · triplet · queued", status="waiting", created=1.0))
+"""
+
+
+def test_after_a_restart_the_page_shows_the_runs_the_stopped_server_left(runs_root, open_page):
+    import subprocess
+    import sys
+
+    # The stopped server's process: it recorded one run interrupted (saved as Cancel saves), and was killed with
+    # one run still training and one queued, whose records still say so.
+    subprocess.run([sys.executable, "-c", LEFT_BY_A_STOPPED_SERVER, str(runs_root)], check=True, timeout=60,
+                   cwd=str(ROOT))
+    at = open_page(TRAIN.path)  # a new session on the same workspace, in the restarted server
+    assert not at.exception, at.exception
+    lines = [markdown.value for markdown in at.markdown if markdown.value.startswith("- **Siamese LSTM")]
+    assert [line.split(") — ", 1)[1] for line in lines] == [
+        "interrupted by a server stop at step 40 of 300: the best model so far was saved as "
+        "lstm-triplet-20260101-120000.",
+        "interrupted by a server stop: no model of it was saved.",
+        "not started: the server stopped while it waited in the queue; start it again to train it."]
+    assert [line.split(" (", 1)[0] for line in lines] == [
+        "- **Siamese LSTM · triplet · stopped**", "- **Siamese LSTM · triplet · killed**",
+        "- **Siamese LSTM · triplet · queued**"]
+    assert any("Earlier runs of this workspace" in markdown.value for markdown in at.markdown)

@@ -485,5 +485,9 @@ def test_the_data_page_refuses_a_bad_upload_and_keeps_the_dataset(name, runs_roo
     at = open_page(DATA.path)
     content, message = APP_INPUTS[name]
     at.file_uploader(key="upload").set_value(("pairs.csv.gz", content, "application/gzip")).run()
-    only_an_error(at, message)
+    if message.startswith("missing column"):  # a header of other names: the page asks which column is which
+        assert not at.exception and not at.error
+        assert at.info[0].value.startswith("To read pairs.csv.gz, its columns are not named as this page expects")
+    else:
+        only_an_error(at, message)
     pd.testing.assert_frame_equal(at.session_state.pairs, sample_pairs[0])

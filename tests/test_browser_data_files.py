@@ -60,8 +60,9 @@ def test_text_labels_are_mapped_and_held_out_files_counted(server, tmp_path):
         try:
             open_url_page(page, server, "Data", "Data")
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(files["graded.csv"])
-            expect(page.locator('[data-testid="stAlertContentError"]')).to_contain_text(
-                "does not hold duplicate labels")
+            expect(page.locator('[data-testid="stAlertContentInfo"]')).to_contain_text(  # asked, not an error
+                "rather than 1 and 0: say what each value means")
+            expect(page.locator('[data-testid="stAlertContentError"]')).to_have_count(0)
             for value, meaning in (("PerfectMatch", "duplicate"), ("Relevant", "duplicate"),
                                    ("Irrelevant", "not duplicate")):
                 select_option(page, f'"{value}"', meaning)

@@ -1,9 +1,13 @@
 """Background training jobs and the queue that caps how many run at once."""
 
 import dataclasses
+import gc
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,6 +18,8 @@ from core.training.jobs import (
     CANCELLED,
     DONE,
     FAILED,
+    INTERRUPTED,
+    NOT_STARTED,
     RUNNING,
     SPEED_WINDOW,
     WAITING,
@@ -23,6 +29,7 @@ from core.training.jobs import (
     WaitEstimate,
     run_label,
 )
+from core.training import run_records
 from core.training.specs import RunSpec, spec_from_options
 from core.training.train_config import TrainConfig
 
@@ -100,6 +107,11 @@ def test_queue_with_two_slots_runs_both_at_once(pairs, tmp_path, monkeypatch):
     assert [job.status for job in jobs] == [DONE, DONE]
 
 
+def models_in(runs_root: Path) -> list[Path]:
+    """What a models folder holds besides the runs' records."""
+    return [path for path in runs_root.iterdir() if path.name != run_records.RECORDS_FOLDER]
+
+
 class PauseAtFirstStep:
     """Trainer callback that blocks after step 1 until released."""
 
@@ -135,10 +147,10 @@ def test_cancel_a_running_job(pairs, tmp_path, monkeypatch, keep_unvalidated):
     assert job.progress.step == 1 < job.progress.total_steps
     # Cancelled before its first validation: saved only when asked to
     if keep_unvalidated:
-        assert list(tmp_path.iterdir()) == [job.result.folder]
+        assert models_in(tmp_path) == [job.result.folder]
         assert json.loads((job.result.folder / "config.json").read_text())["training"]["status"] == "cancelled"
     else:
-        assert job.result.folder is None and list(tmp_path.iterdir()) == []
+        assert job.result.folder is None and models_in(tmp_path) == []
         assert job.result.note.startswith("nothing saved: this run was cancelled before its first validation")
         assert job.result.validation == {}  # nothing scored for a run that is not kept
 
@@ -213,7 +225,7 @@ def test_stop_all_cancels_every_unfinished_job(monkeypatch):
     running, waiting = (queue.submit(TrainingJob(RunSpec(), pd.DataFrame(), "unused")) for _ in range(2))
     assert held.started.acquire(timeout=TIMEOUT)
     assert queue.stop_all() == [running]  # what a caller may wait for: the waiting job is done with already
-    assert waiting.status == CANCELLED and waiting.error == "cancelled before it started"
+    assert waiting.status == NOT_STARTED and waiting.error == "the server stopped before it started"
     assert queue.wait(running, timeout=TIMEOUT) and running.finished
     assert held.calls == 1 and queue.stop_all() == []
 
@@ -369,3 +381,120 @@ def test_a_waiting_run_is_told_its_place_and_when_it_should_start(monkeypatch):
         release.set()
         for job in jobs:
             assert queue.wait(job, timeout=60)
+
+
+# ---- records: a run outlives the server process -------------------------------------------------------
+class StoppedAsCancelDoes:
+    """Stands in for ``train_run``: holds until its job is stopped, then ends as a cancelled run whose best model
+    so far was saved (what the pipeline does on Cancel), at step 3 of 10."""
+
+    def __init__(self):
+        self.started = threading.Semaphore(0)
+
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+        callbacks[0].progress.step, callbacks[0].progress.total_steps = 3, 10
+        self.started.release()
+        assert stop_event.wait(TIMEOUT)
+        outcome = SimpleNamespace(status=CANCELLED, message="cancelled at step 3", best_epoch=1)
+        return SimpleNamespace(outcome=outcome, folder=Path(runs_root) / "lstm-triplet-20260101-120000")
+
+
+def records_by_label(runs_root, live_here=frozenset()) -> dict:
+    return {record.label: record for record in run_records.read_records(runs_root, live_here)}
+
+
+def test_a_server_stop_records_the_running_run_interrupted_and_the_queued_one_not_started(tmp_path, monkeypatch):
+    held = StoppedAsCancelDoes()
+    monkeypatch.setattr(core.training.jobs, "train_run", held)
+    queue = JobQueue(max_running=1)
+    running, waiting = (queue.submit(TrainingJob(RunSpec(), pd.DataFrame(), str(tmp_path), label=label))
+                        for label in ("first", "second"))
+    assert held.started.acquire(timeout=TIMEOUT)
+    live = {running.id, waiting.id}
+    assert {label: record.status for label, record in records_by_label(tmp_path, live).items()} == \
+        {"first": RUNNING, "second": WAITING}
+    assert queue.stop_all() == [running]  # the server goes down
+    assert queue.wait(running, timeout=TIMEOUT) and queue.join([running], TIMEOUT)
+    assert (running.status, waiting.status) == (INTERRUPTED, NOT_STARTED)
+    records = records_by_label(tmp_path)
+    first, second = records["first"], records["second"]
+    assert (first.status, first.folder, first.step, first.total_steps) == \
+        (INTERRUPTED, "lstm-triplet-20260101-120000", 3, 10)
+    assert first.summary == ("interrupted by a server stop at step 3 of 10: the best model so far was saved as "
+                             "lstm-triplet-20260101-120000.")
+    assert second.status == NOT_STARTED and second.summary.startswith("not started: the server stopped")
+    # The restarted server: a new queue over the same models folder lists both, once the old one is gone.
+    assert core.training.jobs.earlier_runs(str(tmp_path)) == []  # this process still holds them
+    del queue, running, waiting
+    gc.collect()
+    JobQueue(max_running=1)
+    assert [(record.label, record.status) for record in core.training.jobs.earlier_runs(str(tmp_path))] == \
+        [("second", NOT_STARTED), ("first", INTERRUPTED)]  # newest first
+
+
+def test_a_user_cancel_is_recorded_as_cancelled_not_interrupted(tmp_path, monkeypatch):
+    monkeypatch.setattr(core.training.jobs, "train_run", StoppedAsCancelDoes())
+    queue = JobQueue(max_running=1)
+    job = queue.submit(TrainingJob(RunSpec(), pd.DataFrame(), str(tmp_path), label="mine"))
+    assert queue.wait(job, timeout=TIMEOUT, until=lambda job: job.status == RUNNING)
+    queue.cancel(job)
+    assert queue.wait(job, timeout=TIMEOUT) and queue.join([job], TIMEOUT)
+    assert job.status == CANCELLED and records_by_label(tmp_path)["mine"].status == CANCELLED
+
+
+LEFT_BY_A_KILLED_SERVER = """
+import sys
+from core.training.run_records import RunRecord, write_record
+for status in ("running", "waiting"):
+    write_record(sys.argv[1], RunRecord(id=status, label=f"{status} run", status=status, created=float(len(status))))
+"""
+
+
+def test_the_records_a_gone_process_left_unfinished_read_as_interrupted_and_not_started(tmp_path):
+    # A real process writes them and ends without a word more, as a killed server would.
+    subprocess.run([sys.executable, "-c", LEFT_BY_A_KILLED_SERVER, str(tmp_path)], cwd=ROOT, check=True,
+                   timeout=TIMEOUT)
+    records = records_by_label(tmp_path)
+    assert (records["running run"].status, records["waiting run"].status) == (INTERRUPTED, NOT_STARTED)
+    assert records["running run"].summary == "interrupted by a server stop: no model of it was saved."
+    assert [record.label for record in core.training.jobs.earlier_runs(str(tmp_path))] == \
+        ["waiting run", "running run"]
+
+
+def test_a_record_of_this_pid_by_another_process_is_read_as_gone(tmp_path):
+    """A restarted server in a container often gets its old pid again: the pid alone does not say it still runs."""
+    run_records.write_record(tmp_path, run_records.RunRecord(id="old", label="old", status=RUNNING, created=1.0))
+    path = run_records.record_path(tmp_path, "old")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "process": "a process before this one"}))
+    assert [record.status for record in run_records.read_records(tmp_path)] == [INTERRUPTED]
+    assert run_records.read_records(tmp_path / "missing") == []  # no records folder: none
+    path.write_text("{not json")
+    assert run_records.read_records(tmp_path) == []  # a damaged record is skipped
+
+
+def test_records_are_skipped_without_a_models_folder_and_old_ones_are_pruned(tmp_path):
+    assert not run_records.write_record(tmp_path / "missing", run_records.RunRecord("a", "a", DONE, 1.0))
+    assert not (tmp_path / "missing").exists()  # a record never creates the models folder
+    for number in range(5):
+        run_records.write_record(tmp_path, run_records.RunRecord(f"r{number}", "r", DONE, float(number)))
+    run_records.write_record(tmp_path, run_records.RunRecord("live", "r", RUNNING, 0.0))
+    run_records.remove_old_records(tmp_path, keep=2)
+    assert sorted(path.stem for path in (tmp_path / run_records.RECORDS_FOLDER).iterdir()) == ["live", "r3", "r4"]
+
+
+def test_a_record_that_cannot_be_written_never_stops_a_run(tmp_path, monkeypatch):
+    """A records folder taken by a file: no record, and the run trains as it would without one."""
+    (tmp_path / run_records.RECORDS_FOLDER).write_text("a user's file")
+    assert not run_records.write_record(tmp_path, run_records.RunRecord("a", "a", DONE, 1.0))
+    (tmp_path / run_records.RECORDS_FOLDER).unlink()
+    (tmp_path / run_records.RECORDS_FOLDER).mkdir()
+    (tmp_path / run_records.RECORDS_FOLDER / "a.json").mkdir()  # a folder where the record goes: UserFileError
+    assert not run_records.write_record(tmp_path, run_records.RunRecord("a", "a", DONE, 1.0))
+    monkeypatch.setattr(core.training.jobs, "train_run", StoppedAsCancelDoes())
+    queue = JobQueue(max_running=1)
+    job = TrainingJob(RunSpec(), pd.DataFrame(), str(tmp_path))
+    job.id = "a"
+    queue.submit(job)
+    assert queue.wait(job, timeout=TIMEOUT, until=lambda job: job.status == RUNNING)
+    queue.cancel(job)
+    assert queue.wait(job, timeout=TIMEOUT) and job.status == CANCELLED

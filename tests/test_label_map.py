@@ -4,6 +4,7 @@ page's label mapping), the ``labels`` alias, the unreadable-label warning, the m
 validation and test files."""
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -13,6 +14,7 @@ from app_support import open_page
 
 from core.cli.main import main
 from core.data import DataError, LabelValuesError, load_pairs, normalise_label_map
+from core.data.labels import guess_label
 from core.inference.scoring import score_file
 from lab.navigation import DATA
 
@@ -285,11 +287,21 @@ def map_labels(at, meanings: dict[str, str]):
 
 def test_the_data_page_maps_text_labels_and_keeps_the_choice(runs_root, sample_pairs):
     at = upload(open_page(DATA.path), "upload", "graded.csv", GRADED.replace(b" perfectmatch ", b"PerfectMatch"))
-    assert len(at.error) == 1 and "does not hold duplicate labels" in at.error[0].value
-    assert "The previous dataset (bundled sample (assets/sample_pairs.csv)) is still active" in at.error[0].value
+    assert not at.error  # nothing is wrong yet: the page asks, in its own words
+    [prompt] = at.info
+    assert prompt.value.startswith('To read graded.csv, its label column "labels" holds "PerfectMatch", "Relevant", '
+                                   '"Irrelevant" rather than 1 and 0: say what each value means')
+    assert "Until then the active dataset stays bundled sample (assets/sample_pairs.csv)." in prompt.value
+    assert "--label-map" not in prompt.value
     pd.testing.assert_frame_equal(at.session_state.pairs, sample_pairs[0])
     boxes = {box.label: box.value for box in at.selectbox if box.key.startswith("label_for_")}
-    assert boxes == {'"Relevant"': "drop the rows", '"Irrelevant"': "drop the rows", '"PerfectMatch"': "drop the rows"}
+    assert boxes == {'"Relevant"': None, '"Irrelevant"': None, '"PerfectMatch"': None}  # no word to guess from
+
+    # Loading with a value unanswered asks for it, and loads nothing.
+    at.button(key="load_with_columns").click().run()
+    assert not at.error and at.session_state.data_name != "graded.csv (upload)"
+    [notice] = at.warning
+    assert notice.value == 'Say what "PerfectMatch", "Relevant", "Irrelevant" mean first (or drop their rows).'
 
     at = map_labels(at, {"Relevant": "duplicate", "Irrelevant": "not duplicate", "PerfectMatch": "duplicate"})
     assert not at.error
@@ -311,10 +323,12 @@ def test_a_dropped_value_can_be_mapped_after_the_load(runs_root):
     content = b"q1,q2,label\nA?,B?,1\nC?,D?,0\nE?,F?,maybe\nG?,H?,1\n"
     at = upload(open_page(DATA.path), "upload", "pairs.csv", content)
     assert len(at.session_state.pairs) == 3 and not at.error
-    assert any('value "maybe"' in warning.value and "the label mapping on the Data page" in warning.value
-               for warning in at.warning)
+    [label_warning] = [warning.value for warning in at.warning if '"maybe"' in warning.value]
+    assert label_warning == ('pairs.csv: 1 row was dropped: their label is neither 1 nor 0 (the column holds "1", '
+                             '"0", "maybe"); to keep them, say what each value means in this page\'s label mapping.')
+    assert not any("--label-map" in element.value for element in [*at.warning, *at.info, *at.markdown])
     boxes = {box.label: box.value for box in at.selectbox if box.key.startswith("label_for_")}
-    assert boxes == {'"1"': "duplicate", '"0"': "not duplicate", '"maybe"': "drop the rows"}
+    assert boxes == {'"1"': "duplicate", '"0"': "not duplicate", '"maybe"': None}
     at = map_labels(at, {"1": "duplicate", "0": "not duplicate", "maybe": "not duplicate"})
     assert at.session_state.pairs["is_duplicate"].tolist() == [1, 0, 0, 1]
 
@@ -362,3 +376,25 @@ def test_validation_and_test_files_are_read_like_the_dataset_and_let_go_with_it(
     at.button(key="use_sample").click().run()  # a new active dataset: its held-out files are not these
     assert not at.exception and at.session_state.held_out_files == {}
     assert not [caption for caption in at.caption if "pairs** from" in caption.value]
+
+
+# ---- the Data page's first guess --------------------------------------------------------------------------------
+@pytest.mark.parametrize("value, label", [
+    ("1", 1), ("yes", 1), ("TRUE", 1), (" match ", 1), ("Duplicate", 1), ("same", 1), ("Similar", 1),
+    ("paraphrase", 1), (1, 1), (1.0, 1), ("1.0", 1),
+    ("0", 0), ("no", 0), ("False", 0), ("different", 0), ("not_duplicate", 0), ("Not Duplicate", 0),
+    ("not-duplicate", 0), (" DIFFERENT\t", 0), ("mismatch", 0), (0, 0),
+    ("Relevant", None), ("maybe", None), ("2", None), ("", None), ("matchless", None), (5, None),
+])
+def test_the_guess_reads_the_usual_words_and_asks_for_the_rest(value, label):
+    assert guess_label(value) == label
+
+
+def test_reading_never_guesses():
+    """The guess only pre-fills the page: a file of match/different is still refused without a label map."""
+    content = b"question1,question2,is_duplicate\nA?,B?,match\nC?,D?,different\nE?,F?,match\n"
+    with pytest.raises(LabelValuesError) as refused:
+        load_pairs(io.BytesIO(content))
+    assert refused.value.values == ["match", "different"]
+    pairs, _ = load_pairs(io.BytesIO(content), label_map={value: guess_label(value) for value in refused.value.values})
+    assert pairs["is_duplicate"].tolist() == [1, 0, 1]

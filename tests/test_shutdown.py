@@ -20,7 +20,8 @@ import pytest
 
 import core.training.jobs
 import lab.shutdown
-from core.status import CANCELLED
+from core.status import INTERRUPTED, NOT_STARTED
+from core.training import run_records
 from core.training.jobs import JobQueue, TrainingJob, stop_every_queue
 from core.training.specs import RunSpec
 from tests.test_jobs import HeldUntilCancelled
@@ -38,7 +39,7 @@ def test_stop_every_queue_cancels_the_runs_of_every_queue(monkeypatch):
     waiting = first.submit(TrainingJob(RunSpec(), pd.DataFrame(), "unused"))
     assert held.started.acquire(timeout=TIMEOUT) and held.started.acquire(timeout=TIMEOUT)
     assert stop_every_queue(timeout=TIMEOUT)  # True: every run ended within the time given
-    assert all(job.finished for job in running) and waiting.status == CANCELLED and held.calls == 2
+    assert all(job.finished for job in running) and waiting.status == NOT_STARTED and held.calls == 2
 
 
 def busy_thread(name: str) -> tuple[threading.Thread, threading.Event]:
@@ -93,7 +94,7 @@ def test_a_stop_signal_cancels_the_runs_starts_the_deadline_then_stops_as_before
     running, waiting = (queue.submit(TrainingJob(RunSpec(), pd.DataFrame(), "unused")) for _ in range(2))
     assert held.started.acquire(timeout=TIMEOUT)
     lab.shutdown.on_stop_signal(lambda number, frame: chained.append(number), signal.SIGTERM, None)
-    assert waiting.status == CANCELLED  # at once
+    assert waiting.status == NOT_STARTED  # at once
     assert deadlines == [lab.shutdown.EXIT_DEADLINE_S] and chained == [signal.SIGTERM]  # then Streamlit's stop
     assert queue.wait(running, timeout=TIMEOUT) and held.calls == 1
 
@@ -137,6 +138,9 @@ def test_a_process_that_exits_while_a_run_trains_exits_cleanly(tmp_path):
     status, stderr, seconds = exit_of_a_training_process(tmp_path)
     assert status == 0 and "terminate called" not in stderr, stderr[-2000:]
     assert seconds < 30, seconds  # generous: the run stops within a step, far sooner than this
+    # The next server reads what became of the run: stopped by the exit, recorded as interrupted.
+    [record] = run_records.read_records(tmp_path)
+    assert record.status == INTERRUPTED and record.summary.startswith("interrupted by a server stop")
 
 
 # ---- a real server ---------------------------------------------------------------------------------------------
@@ -147,7 +151,8 @@ LONG_LSTM_RUN = {"Epochs": 500, "Batch size": 16, "Embedding size": 16, "Hidden 
 
 @pytest.mark.browser
 def test_a_server_stopped_while_a_run_trains_exits_within_seconds(tmp_path):
-    """SIGTERM to `streamlit run app.py` while the Train page's run trains (a Siamese LSTM on the bundled sample)."""
+    """SIGTERM to `streamlit run app.py` while the Train page's run trains (a Siamese LSTM on the bundled sample);
+    the server started again on the same workspaces shows the run as interrupted."""
     from browser_support import (StreamlitServer, launch_chromium, open_url_page, require_browser, select_option,
                                  set_numbers)
     from playwright.sync_api import expect, sync_playwright
@@ -169,5 +174,11 @@ def test_a_server_stopped_while_a_run_trains_exits_within_seconds(tmp_path):
             time.sleep(0.05)
         seconds = time.monotonic() - stopped
         status = server._shell.poll()  # the server process itself (`exec`)
-        browser.close()
         assert status == 0 and seconds < EXIT_BOUND_S, (status, seconds, server.log())
+        # The restarted server's Train page says what became of the run.
+        with StreamlitServer(work_dir=tmp_path) as restarted:
+            open_url_page(page, restarted, "Train", "Train")
+            expect(page.get_by_text("Earlier runs of this workspace")).to_be_visible()
+            expect(page.get_by_text(re.compile(r"interrupted by a server stop at step \d+ of [\d,]+: (no model of it "
+                                               r"was saved|the best model so far was saved as \S+)"))).to_be_visible()
+        browser.close()

@@ -18,9 +18,14 @@ mappings no one means, each as a one-line ``DataError`` quoting up to three of t
 ``refuse`` judges the rows parsed: the whole file, or with ``max_rows`` the chunks read until enough rows
 were kept (a prefix of 100,000 rows or more). ``unreadable_warning`` words the unreadable labels of the rows
 a report covers as one line: the values found, the values accepted, and where to map them.
+
+``guess_label`` is the app's first guess at what a value of a user's label column means (``match`` -> 1,
+``different`` -> 0): it only pre-fills the Data page's label mapping, which the user confirms; reading never
+guesses.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -31,6 +36,12 @@ from core.data.limits import DataError, clip
 TRUE_LABELS = frozenset({"1", "1.0", "true", "yes", "t", "y"})
 FALSE_LABELS = frozenset({"0", "0.0", "false", "no", "f", "n"})
 LABEL_SPELLINGS = TRUE_LABELS | FALSE_LABELS
+# Words that say what a pair is, for the Data page's first guess only (``guess_label``); separators are read as "_".
+GUESSED_TRUE = frozenset({"match", "matches", "matched", "matching", "duplicate", "duplicates", "dup", "dupe",
+                          "is_duplicate", "same", "similar", "paraphrase", "paraphrases", "equivalent"})
+GUESSED_FALSE = frozenset({"different", "not_duplicate", "non_duplicate", "no_duplicate", "not_dup", "not_match",
+                           "no_match", "non_match", "nomatch", "mismatch", "not_same", "not_similar", "dissimilar",
+                           "not_paraphrase", "non_paraphrase", "not_equivalent", "distinct"})
 MAX_LABEL_VALUES = 20  # distinct label values a report or a refusal lists, most frequent first
 QUOTED_VALUES = 3  # values a message quotes
 _TRACKED_VALUES = 1_000  # distinct label values counted; a column with more is no label column anyway
@@ -91,6 +102,17 @@ def label_value(value, label_map: dict[str, int] | None = None) -> int:
         except ValueError:
             return -1
     return 1 if number == 1 else 0 if number == 0 else -1
+
+
+def guess_label(value) -> int | None:
+    """What a label value most likely means: 1 or 0 for the documented spellings and for words such as "match",
+    "same", "paraphrase" / "different", "not_duplicate" (case, surrounding spaces and "-"/" "/"_" ignored);
+    None when the word does not say (the user is asked)."""
+    known = label_value(value)
+    if known >= 0:
+        return known
+    word = re.sub(r"[\s_-]+", "_", str(value).strip().lower())
+    return 1 if word in GUESSED_TRUE else 0 if word in GUESSED_FALSE else None
 
 
 def _map_keys(value) -> list[str]:

@@ -59,6 +59,7 @@ class LoadReport:
     # the rows parsed, most frequent first (at most core.data.labels.MAX_LABEL_VALUES), what a label mapping
     # has to cover. Empty otherwise.
     label_values: dict[str, int] = field(default_factory=dict)
+    label_warning: str | None = None  # the one of ``warnings`` on unreadable labels (the app words it its own way)
 
     def summary(self) -> str:
         text = f"kept {self.rows_kept:,} of {self.rows_read:,} rows"
@@ -167,6 +168,7 @@ def load_pairs(
         warnings=head.warnings + ([label_warning] if label_warning else []),
         label_map=reader.label_map,
         label_values=tally.label_values() if label_warning else {},
+        label_warning=label_warning,
     )
     pairs = pd.DataFrame(
         {

@@ -3,7 +3,8 @@
 The app starts a ``TrainingJob`` and polls it; the job's thread makes no UI calls, it only records
 progress events that a poller reads. A ``JobQueue`` caps how many runs train at once: the excess
 waits (status "waiting") and starts when a slot frees up. Cancelling a waiting run takes it out of the line at
-once; cancelling a running one stops it within a training step or a validation batch.
+once; cancelling a running one stops it within a training step or a validation batch. Every submitted run keeps a
+small record in its models folder (``run_records``), so a server stop or restart never loses it without a trace.
 """
 from __future__ import annotations
 
@@ -19,7 +20,17 @@ from typing import Callable
 import pandas as pd
 
 from core.models import MODEL_LABELS
-from core.status import CANCELLED, DONE, FAILED, FINISHED, RUNNING, WAITING  # noqa: F401 (re-exported to the pages)
+from core.status import (  # noqa: F401 (re-exported to the pages)
+    CANCELLED,
+    DONE,
+    FAILED,
+    FINISHED,
+    INTERRUPTED,
+    NOT_STARTED,
+    RUNNING,
+    WAITING,
+)
+from core.training import run_records
 from core.training.pipeline import RunResult, train_run
 from core.training.specs import RunSpec
 
@@ -153,6 +164,9 @@ class TrainingJob:
         self.created = time.time()
         self.labels_file: str | None = None  # a retrain from the Label page: the labels database it learned from
         self._stop = threading.Event()
+        self._interrupted = False  # stopped by the server going down (JobQueue.stop_all), not by the user
+        self._recorded = False  # submitted to a queue: its record is kept in the models folder from then on
+        self._record_lock = threading.Lock()  # one record write at a time, each of the status at its write
         self._thread: threading.Thread | None = None
         # Set by the queue the job is submitted to: takes a waiting job out of its line (False once it has started).
         self._withdraw: Callable[[TrainingJob], bool] | None = None
@@ -169,8 +183,23 @@ class TrainingJob:
             self._withdraw(self)
 
     def _cancelled_before_start(self) -> None:
-        self.status = CANCELLED
-        self.error = "cancelled before it started"
+        if self._interrupted:
+            self.status, self.error = NOT_STARTED, "the server stopped before it started"
+        else:
+            self.status, self.error = CANCELLED, "cancelled before it started"
+        self.save_record()
+
+    def save_record(self) -> None:
+        """Write the run's record as it stands now (``run_records``); nothing before it was submitted."""
+        if not self._recorded:
+            return
+        with self._record_lock:
+            folder = self.result.folder if self.result is not None else None
+            message = self.error or (self.result.outcome.message if self.result is not None else "")
+            run_records.write_record(self.runs_root, run_records.RunRecord(
+                id=self.id, label=self.label, status=self.status, created=self.created,
+                folder=folder.name if folder is not None else "", message=message or "",
+                step=self.progress.step, total_steps=self.progress.total_steps))
 
     def run(self) -> None:
         """Train synchronously (the queue calls this on a worker thread)."""
@@ -178,12 +207,21 @@ class TrainingJob:
             self._cancelled_before_start()
             return
         self.status = RUNNING
+        self.save_record()
+        try:
+            self._train()
+        finally:
+            self.save_record()
+
+    def _train(self) -> None:
         try:
             files = {name: frame for name, frame in (("val", self.val), ("test", self.test)) if frame is not None}
             self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root, **files,
                                     callbacks=[_Recorder(self.progress)], stop_event=self._stop)
             outcome = self.result.outcome
             self.status = outcome.status  # the trainer speaks the same vocabulary (core.status)
+            if outcome.status == CANCELLED and self._interrupted:  # stopped, and saved, as Cancel does
+                self.status = INTERRUPTED
             if outcome.status == FAILED:
                 self.error = outcome.message
         except Exception as error:  # the page shows the message; the traceback is kept for the log
@@ -207,6 +245,9 @@ class JobQueue:
             self.jobs[job.id] = job
             self._waiting.append(job)
             job._withdraw = self._withdraw
+            job._recorded = True
+        job.save_record()  # "waiting", before its thread can start (and each later write reads the status anew)
+        run_records.remove_old_records(job.runs_root)
         self._start_what_fits()
         return job
 
@@ -216,13 +257,16 @@ class JobQueue:
         job.cancel()
 
     def stop_all(self) -> list[TrainingJob]:
-        """Cancel every unfinished job (the server is going down): the waiting ones at once, the running ones
-        within a step. Returns the jobs that were running, for a caller that wants to wait for them."""
+        """Cancel every unfinished job (the server is going down): the waiting ones at once, recorded as not
+        started, the running ones within a step, their best weights saved as Cancel does and recorded as
+        interrupted. Returns the jobs that had started, for a caller that wants to wait for their threads."""
         with self._lock:
             unfinished = [job for job in self.jobs.values() if not job.finished]
+            started = [job for job in unfinished if job._thread is not None]  # a thread to wait for
         for job in unfinished:
+            job._interrupted = True
             job.cancel()
-        return [job for job in unfinished if not job.finished]
+        return started
 
     def _withdraw(self, job: TrainingJob) -> bool:
         """Take a waiting job out of the line and mark it cancelled; False when it is not waiting (any more)."""
@@ -294,6 +338,13 @@ class JobQueue:
                 return False
             time.sleep(poll)
         return True
+
+
+def earlier_runs(runs_root: str) -> list[run_records.RunRecord]:
+    """The records of the runs of ``runs_root`` that no queue of this process holds (those of a server that stopped,
+    or of another server process), newest first, each as it stands now (``run_records.read_records``)."""
+    here = {job_id for queue in list(_QUEUES) for job_id in list(queue.jobs)}
+    return [record for record in run_records.read_records(runs_root, here) if record.id not in here]
 
 
 def stop_every_queue(timeout: float) -> bool:
