@@ -128,6 +128,8 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     if spec.loss.name in SINGLE_PROCESS_LOSSES and distributed.current().enabled:
         raise ValueError(f"the {spec.loss.name} loss is not supported in multi-process training yet "
                          "(its batches are not gathered across processes): train it in one process")
+    if spec.model == "minilm" or spec.init_model:  # a pretrained start: never kept worse than it began
+        spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, validate_at_start=True))
     implied = 0
     if spec.implied_pairs:  # after the split, so no held-out label ever implies a training pair
         labelled = len(splits.train)
