@@ -18,7 +18,7 @@ from core.training.runs_table import METRIC_COLUMNS, runs_table
 from core.training.specs import SIZE_OPTIONS, loss_choice, spec_from_options
 from lab import charts
 from lab.navigation import COMPARE
-from lab.session import held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
+from lab.session import SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
 KEEP_UNVALIDATED_LABEL = "Keep a run cancelled before its first validation"  # the Train page's checkbox
@@ -238,7 +238,8 @@ def show_outcome(job: TrainingJob) -> None:
     test = result.test if result and folder else {}
     metrics = f" Validation ({validation.get('n', 0):,} pairs): {figures_with_intervals(validation)}." if validation else ""
     metrics += f" Test ({test.get('n', 0):,} pairs): {figures_with_intervals(test)}." if test else ""
-    quality = result.quality if result and folder else None  # worse than chance or TF-IDF: said plainly
+    # Worse than chance or a baseline: said plainly, with advice for this data (sample-demo only on the sample).
+    quality = result.judged(bundled_sample=job.spec.data_name == SAMPLE_NAME) if result and folder else None
     judged = f" {quality.message}" if quality and quality.flagged else ""
     metrics += f" {quality.comparison}" if quality and quality.comparison and not judged else ""
     if job.status == DONE and judged:

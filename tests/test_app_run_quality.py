@@ -38,6 +38,7 @@ def test_a_run_worse_than_chance_warns_and_never_becomes_the_default(runs_root, 
     assert warning.startswith(f"Finished ({job.result.outcome.message}), but not a useful model: saved as "
                               f"**{job.result.folder.name}**")
     assert job.result.quality.message in warning and "Worse than chance: validation ROC AUC 0.000" in warning
+    assert "the auto preset" in warning and "sample-demo" not in warning  # advice for an upload, not the sample's
 
     at.switch_page(SIMILARITY.path).run()
     assert not at.exception, at.exception

@@ -61,11 +61,17 @@ class RunResult:
     note: str = ""  # why nothing was saved although something was learned, if so
     # {"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}} on the same validation pairs
     baselines: dict = field(default_factory=dict)
+    has_val_file: bool = False  # validated on the user's own validation file (the advice then asks for no other)
+
+    def judged(self, bundled_sample: bool = False) -> RunQuality:
+        """The validation ROC AUC against chance and the baselines (``core.inference.run_quality``), its advice for
+        the data the run trained on."""
+        return judge_run({"validation": self.validation, "baselines": self.baselines}, has_val_file=self.has_val_file,
+                         bundled_sample=bundled_sample)
 
     @property
     def quality(self) -> RunQuality:
-        """The validation ROC AUC against chance and the baselines (``core.inference.run_quality``)."""
-        return judge_run({"validation": self.validation, "baselines": self.baselines})
+        return self.judged()
 
 
 def train_run(
@@ -184,7 +190,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
                 baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed,
                                                  run_scores=final.scores, groups=groups,
                                                  progress=_stage_progress(callbacks, "scoring zero-shot MiniLM", stop))
-        quality = judge_run({"validation": validation, "baselines": baselines})
+        quality = judge_run({"validation": validation, "baselines": baselines}, has_val_file=val is not None)
         if quality.flagged:
             notice(quality.message)
         if len(splits.test) and not discarded and outcome.status != CANCELLED:
@@ -211,7 +217,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             folder = output.target
             save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
                                                              validation, test, implied, baselines, parent))
-    return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines)
+    return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines, val is not None)
 
 
 def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
