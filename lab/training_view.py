@@ -180,13 +180,18 @@ def time_left(seconds: float | None) -> str:
 
 
 def progress_text(job: TrainingJob) -> str:
-    """"Epoch 1/2 · step 25/100 · 27 pairs/s · about 3 min left", or what the run is doing instead."""
+    """"Epoch 1/2 · step 25/100 · 27 pairs/s · about 3 min left", or what the run is doing instead ("Loading the
+    pretrained encoder…"); a speed and a time left only once the run has measured them."""
     p = job.progress
     if not p.phase:
         return "Starting…"
+    if not p.step and not p.epochs:  # before the first step: the stage alone, no "step 0/0"
+        return f"{p.phase[0].upper()}{p.phase[1:]}…"
     where = f"Epoch {p.epoch}/{p.total_epochs} · step {p.step:,}/{p.total_steps:,}"
     if p.phase != "training":
         return f"{where} · {p.phase}"
+    if not p.pairs_per_second:
+        return f"{where} · measuring the speed"
     return f"{where} · {p.pairs_per_second:,.0f} pairs/s{time_left(p.seconds_left)}"
 
 

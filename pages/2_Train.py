@@ -127,7 +127,7 @@ st.page_link(DATA.path, label="Change the dataset", icon=DATA.icon)
 
 # ---- the run's settings ---------------------------------------------------------------------------
 st.selectbox("Preset", [*PRESETS, *[CUSTOM][:state.preset == CUSTOM]], key="preset", on_change=apply_preset,
-             persist_state=PERSIST, format_func=lambda name: training_view.preset_label(name, state.get("preset_base")),
+             persist_state=PERSIST, format_func=lambda name, base=state.get("preset_base"): training_view.preset_label(name, base),
              help="A named recipe from docs/BENCHMARKS.md fills in every setting below; you can still change any.")
 if state.preset == training_view.AUTO_PRESET:
     training_view.show_auto_recipe(state.pairs)

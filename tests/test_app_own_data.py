@@ -74,3 +74,14 @@ def test_an_upload_starts_from_the_auto_recipe_and_trains_with_its_validation_an
     spec = job.spec
     assert (spec.model, spec.val_data_name, spec.test_data_name) == ("minilm", "dev.csv", "test.csv")
     assert spec.train.validate_every == recipe["validate_every"] and spec.max_length == recipe["max_length"]
+
+
+def test_new_data_under_an_untouched_recipe_brings_its_own_recipe(runs_root, open_page, sample_pairs):
+    at = open_page(TRAIN.path)
+    assert at.selectbox(key="preset").value == "sample-demo"
+    pairs, _ = sample_pairs
+    at.session_state["pairs"], at.session_state["data_name"] = pairs.iloc[100:], "forum.csv (upload)"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="preset").value == "auto"
+    assert at.number_input(key="epochs").value == auto_options(pairs.iloc[100:], "cpu").options["epochs"]

@@ -112,6 +112,7 @@ def train_run(
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
            objective: Callable | None = None, val: pd.DataFrame | None = None,
            test: pd.DataFrame | None = None) -> RunResult:
+    _announce(callbacks, "splitting the pairs")
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
         spec = dataclasses.replace(spec, split_by=resolve_split_by(all_pairs, spec.split_by))
@@ -143,10 +144,13 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         implied = len(splits.train) - labelled
     torch.manual_seed(spec.train.seed)
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
+    pretrained = spec.model == "minilm" or spec.init_model or spec.base_model
+    _announce(callbacks, "loading the pretrained encoder" if pretrained else "building the model")
     model, parent = _start_model(spec, texts)
     if model.tokenizer.vocab_size < MIN_USEFUL_VOCABULARY:
         notice(f"the vocabulary has only {model.tokenizer.vocab_size} tokens: most words will be unknown "
                f"(min_freq {spec.min_freq}, max_vocab {spec.max_vocab}, {len(splits.train):,} training pairs)")
+    _announce(callbacks, f"tokenising {len(splits.train):,} training and {len(splits.val):,} validation pairs")
     _note_truncation(splits.train, model.tokenizer, spec.train.seed)
     train_table = PairTable(splits.train, model.tokenizer, hard_negatives=spec.hard_negatives)
     val_table = PairTable(splits.val, model.tokenizer) if len(splits.val) else None
@@ -187,6 +191,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a
             # subset), each baseline against the run's own scores of the same pairs.
             if outcome.status != CANCELLED:
+                _announce(callbacks, "finishing: scoring the baselines (TF-IDF, zero-shot MiniLM)")
                 baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed,
                                                  run_scores=final.scores, groups=groups,
                                                  progress=_stage_progress(callbacks, "scoring zero-shot MiniLM", stop))
@@ -215,6 +220,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             note = f"kept the model already in {output.target}: {kept}"
         else:
             folder = output.target
+            _announce(callbacks, "finishing: saving the model")
             save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
                                                              validation, test, implied, baselines, parent))
     return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines, val is not None)
@@ -228,6 +234,13 @@ def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
     if share > TRUNCATION_NOTE_SHARE:
         notice(f"max_length {tokenizer.max_length} cuts {share:.0%} of the training questions short: raise it "
                "(or take the auto recipe, which reads it off the data) if their ends matter")
+
+
+def _announce(callbacks, stage: str) -> None:
+    """Tell each callback with an ``on_stage(stage)`` what the run does now, outside the trainer's own events."""
+    for callback in callbacks:
+        if hasattr(callback, "on_stage"):
+            callback.on_stage(stage)
 
 
 class _StoppedAfterTraining(Exception):
