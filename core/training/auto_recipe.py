@@ -26,13 +26,14 @@ TRUNCATION_NOTE_SHARE = 0.10  # a run that cuts more than this share of its ques
 TARGET_VALIDATION_PAIRS = 2_000
 VAL_FRACTION_BOUNDS = (0.02, 0.2)  # never more than a fifth of a small file, never under 2 % of a big one
 # Pairs MiniLM trains per second on 2 CPU threads at 40 tokens, and on a GPU: the time budget becomes epochs.
-# Scaled by 40 / max_length: a question twice as long costs about twice as much.
+# Scaled by 40 / the questions' mean token count (cut at max_length): batches of similar lengths are cut to their
+# longest question, so a step pays for the tokens the data has, not for max_length (docs/BENCHMARKS.md).
 PAIRS_PER_SECOND = {"cpu": 25.0, "cuda": 1_000.0}
 # Pairs MiniLM scores per second (a forward pass of both questions, no gradients) at 40 tokens, likewise scaled.
 SCORE_PAIRS_PER_SECOND = {"cpu": 120.0, "cuda": 5_000.0}
-# Seconds before the first step and after the last validation: reading, tokenising, loading the encoder, loading
+# Seconds before the first step and after the last validation: tokenising, loading the encoder, loading
 # zero-shot MiniLM for the baseline, saving the folder.
-FIXED_SECONDS = {"cpu": 30.0, "cuda": 20.0}
+FIXED_SECONDS = {"cpu": 15.0, "cuda": 20.0}
 # The planned training time (validations included); max_minutes (a quarter more) stops a slow run, so a run on
 # 500-2,000 pairs ends, baselines and saving included, within 10 minutes on 2 CPU threads (docs/BENCHMARKS.md).
 TRAIN_MINUTES = {"cpu": 6.0, "cuda": 5.0}
@@ -83,7 +84,8 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
     batch_size = 32 if train_pairs < 10_000 else 64
     lr = 3e-5 if train_pairs < 10_000 else 5e-5 if train_pairs < 100_000 else 1e-4
     kind = "cuda" if device == "cuda" else "cpu"
-    speed = PAIRS_PER_SECOND[kind] * 40 / max_length
+    scale = 40 / max(8.0, float(np.mean(np.minimum(lengths, max_length))) if lengths.size else max_length)
+    speed = PAIRS_PER_SECOND[kind] * scale
     budget_pairs = TRAIN_MINUTES[kind] * 60 * speed
     epochs = int(min(MAX_EPOCHS, max(1, budget_pairs // train_pairs)))
     steps_per_epoch = max(1, math.ceil(train_pairs / batch_size))
@@ -106,8 +108,7 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
               f"validated every {validate_every} steps, {length}, {held}")
     val_pairs = 0 if has_val_file else len(pairs) - train_pairs
     validations = total_steps // validate_every + 2  # the starting weights' and the last one's included
-    seconds = _estimated_seconds(kind, max_length, total_steps * batch_size, validations, val_pairs,
-                                 options["max_minutes"])
+    seconds = _estimated_seconds(kind, scale, total_steps * batch_size, validations, val_pairs, options["max_minutes"])
     summary = (
         f"Read off {len(pairs):,} pairs: {questions.nunique():,} distinct questions, token lengths median {median}, "
         f"{LENGTH_QUANTILE:.0%} quantile {quantile}: max_length {max_length}.",
@@ -121,12 +122,11 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
     return AutoRecipe(options, reason, summary, seconds)
 
 
-def _estimated_seconds(kind: str, max_length: int, trained_pairs: int, validations: int, val_pairs: int,
+def _estimated_seconds(kind: str, scale: float, trained_pairs: int, validations: int, val_pairs: int,
                        max_minutes: float) -> float:
     """From Start to the saved model: fixed costs, training with its validations (up to the time budget), then the
     final calibration and zero-shot MiniLM on the validation pairs (a validation file's size is not known here:
-    counted as the target)."""
-    scale = 40 / max_length
+    counted as the target). ``scale``: the speeds' factor for this data's question lengths."""
     scored = val_pairs or TARGET_VALIDATION_PAIRS
     in_run = trained_pairs / (PAIRS_PER_SECOND[kind] * scale) + validations * min(scored, TARGET_VALIDATION_PAIRS) / (
         SCORE_PAIRS_PER_SECOND[kind] * scale)
