@@ -75,11 +75,13 @@ def to_custom(then=None) -> None:
 def init_widgets() -> None:
     """Defaults through session state (widgets get no value=), so callbacks can change them later. The page starts
     from core.training.presets.default_preset (the GPU recipe, sample-demo on the bundled sample, else the auto
-    recipe read off the data), again whenever the data changes under a recipe nobody edited."""
+    recipe read off the data), again whenever the data changes under the recipe it picked and nobody edited."""
     data = (state.data_name, len(state.pairs), *training_view.recipe_context())
     if "preset" not in state or (state.get("preset_data", data) != data and state.preset != CUSTOM):
-        state.preset = default_preset(len(state.pairs), cuda_available(), state.data_name == SAMPLE_NAME)
-        apply_preset()
+        if state.get("preset", state.get("preset_default")) == state.get("preset_default"):  # not the user's pick
+            state.preset = state.preset_default = default_preset(len(state.pairs), cuda_available(),
+                                                                 state.data_name == SAMPLE_NAME)
+        apply_preset()  # a preset the user picked stays, read again off the new data
     state.preset_data = data
     for key, value in dict(hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
                            margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),

@@ -85,3 +85,13 @@ def test_new_data_under_an_untouched_recipe_brings_its_own_recipe(runs_root, ope
     assert not at.exception, at.exception
     assert at.selectbox(key="preset").value == "auto"
     assert at.number_input(key="epochs").value == auto_options(pairs.iloc[100:], "cpu").options["epochs"]
+
+
+def test_a_recipe_the_user_picked_stays_when_the_data_changes(runs_root, open_page, sample_pairs):
+    at = open_page(TRAIN.path)
+    at.selectbox(key="preset").set_value("minilm-quora").run()
+    pairs, _ = sample_pairs
+    at.session_state["pairs"], at.session_state["data_name"] = pairs.iloc[100:], "forum.csv (upload)"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="preset").value == "minilm-quora"
