@@ -19,10 +19,11 @@ from core.training.runs_table import METRIC_COLUMNS, runs_table
 from core.training.specs import SIZE_OPTIONS, loss_choice, spec_from_options
 from lab import charts
 from lab.navigation import COMPARE
-from lab.session import held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
+from lab.session import SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
 KEEP_UNVALIDATED_LABEL = "Keep a run cancelled before its first validation"  # the Train page's checkbox
+CUSTOM = "custom"  # the Train page's preset menu once a setting is changed by hand
 SCRATCH = ""  # "Start from" (session key "init_model"): a new model, or MiniLM's pretrained weights
 SCRATCH_LABEL = "Scratch / the pretrained model"
 
@@ -52,8 +53,11 @@ def gpu_caption() -> str:
     return f"GPU: {torch.cuda.get_device_name(0)}{more} · {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB"
 
 
-def preset_label(name: str) -> str:
-    """The preset menu's line: "minilm-quora-gpu (GPU): <description>" for a preset meant for a CUDA GPU."""
+def preset_label(name: str, base: str | None = None) -> str:
+    """The preset menu's line: "minilm-quora-gpu (GPU): <description>" for a preset meant for a CUDA GPU;
+    "Custom settings (changed from auto)" for CUSTOM, ``base`` the recipe the changes started from."""
+    if name == CUSTOM:
+        return f"Custom settings (changed from {base})" if base else "Custom settings"
     preset = PRESETS[name]
     return f"{name}{' (GPU)' if preset.for_gpu else ''}: {preset.description}"
 
@@ -83,6 +87,37 @@ def start_from_picker(persist_state: str, on_change) -> None:
 
 def size_key(model: str, field: str) -> str:
     return f"{model}.{field}"  # one widget per model and field: the LSTM's layers are not the transformer's
+
+
+def model_size_inputs(model: str, persist_state: str, on_change) -> None:
+    """The "Model size" widgets of ``model`` (keys ``size_key``) and a line on what its sizes mean."""
+    st.markdown("**Model size**")
+    sizes = SIZE_OPTIONS[model]
+    for column, option in zip(st.columns(max(1, len(sizes))), sizes):
+        common = dict(key=size_key(model, option.field), on_change=on_change, persist_state=persist_state,
+                      help=option.help or None)
+        if option.low is None:
+            column.checkbox(option.label, **common)
+        else:
+            column.number_input(option.label, min_value=option.low, max_value=option.high, step=option.step, **common)
+    if model == "dual-transformer":
+        st.caption("Small defaults so a CPU trains in minutes; the seed's dual encoder uses d_model 512, 3 layers, 8 heads.")
+    elif model == "minilm":
+        st.caption("MiniLM keeps its pretrained architecture (6 layers, 384 dimensions); only the weights are fine-tuned.")
+
+
+def show_auto_recipe(pairs: pd.DataFrame) -> None:
+    """What the auto recipe read off ``pairs`` and how long it should take here, in a few lines."""
+    st.info("  \n".join(auto_recipe(pairs, *recipe_context()).summary), icon=":material/tune:")
+
+
+def validation_sentence() -> str:
+    """What the run validates on: the Data page's validation file when one is active, else a share held out."""
+    pairs, name = held_out_pairs("val")
+    if pairs is not None:
+        return (f"Your validation file **{name}** ({len(pairs):,} pairs) picks the best weights and calibrates the "
+                "thresholds.")
+    return "A share of the pairs is held out for validation: it picks the best weights and calibrates the thresholds."
 
 
 @st.cache_data(show_spinner="Reading the training pairs for the auto recipe ...", max_entries=4)
@@ -146,13 +181,18 @@ def time_left(seconds: float | None) -> str:
 
 
 def progress_text(job: TrainingJob) -> str:
-    """"Epoch 1/2 · step 25/100 · 27 pairs/s · about 3 min left", or what the run is doing instead."""
+    """"Epoch 1/2 · step 25/100 · 27 pairs/s · about 3 min left", or what the run is doing instead ("Loading the
+    pretrained encoder…"); a speed and a time left only once the run has measured them."""
     p = job.progress
     if not p.phase:
         return "Starting…"
+    if not p.step and not p.epochs:  # before the first step: the stage alone, no "step 0/0"
+        return f"{p.phase[0].upper()}{p.phase[1:]}…"
     where = f"Epoch {p.epoch}/{p.total_epochs} · step {p.step:,}/{p.total_steps:,}"
     if p.phase != "training":
         return f"{where} · {p.phase}"
+    if not p.pairs_per_second:
+        return f"{where} · measuring the speed"
     return f"{where} · {p.pairs_per_second:,.0f} pairs/s{time_left(p.seconds_left)}"
 
 
@@ -204,7 +244,8 @@ def show_outcome(job: TrainingJob) -> None:
     test = result.test if result and folder else {}
     metrics = f" Validation ({validation.get('n', 0):,} pairs): {figures_with_intervals(validation)}." if validation else ""
     metrics += f" Test ({test.get('n', 0):,} pairs): {figures_with_intervals(test)}." if test else ""
-    quality = result.quality if result and folder else None  # worse than chance or TF-IDF: said plainly
+    # Worse than chance or a baseline: said plainly, with advice for this data (sample-demo only on the sample).
+    quality = result.judged(bundled_sample=job.spec.data_name == SAMPLE_NAME) if result and folder else None
     judged = f" {quality.message}" if quality and quality.flagged else ""
     metrics += f" {quality.comparison}" if quality and quality.comparison and not judged else ""
     if job.status == DONE and judged:

@@ -9,7 +9,7 @@ from core.device import cuda_available
 from core.models import MODEL_LABELS, MODEL_NAMES
 from core.training.loss_menu import LOSS_CHOICES
 from core.training.objectives import DEFAULT_MARGINS, LossConfig
-from core.training.presets import PRESETS, suggested_preset
+from core.training.presets import PRESETS, default_preset
 from core.training.specs import (
     SIZE_OPTIONS,
     TRAINING_DEFAULTS,
@@ -26,7 +26,7 @@ enter_through_app(__file__)
 
 state = st.session_state
 PERSIST = "session"  # every setting survives a visit to another page
-CUSTOM = "custom"
+CUSTOM = training_view.CUSTOM
 DEFAULTS = RunSpec()
 SCALE_LOSSES = ("softmax", "cosent")  # their one setting here is the scale; the others' is the margin
 # What an option is called on this page, for errors from core.training.specs.
@@ -62,16 +62,27 @@ def apply_loss_defaults() -> None:
 def apply_preset() -> None:
     """Fill every widget from the chosen recipe; editing a widget afterwards still overrides it."""
     if state.preset != CUSTOM:
+        state.preset_base = state.preset  # the recipe whose hidden settings a run takes, changed by hand or not
         state.update(training_view.preset_widget_values(state.preset, state.pairs, *training_view.recipe_context()))
 
 
+def to_custom(then=None) -> None:
+    """A setting changed by hand: the menu says "Custom settings", every value (and the recipe's hidden ones) kept."""
+    state.preset = CUSTOM
+    return then() if then else None
+
+
 def init_widgets() -> None:
-    """Defaults through session state (widgets get no value=), so callbacks can change them later. With a CUDA
-    GPU and enough pairs the page starts from the GPU recipe, on the bundled sample from sample-demo
-    (core.training.presets.suggested_preset)."""
-    if "preset" not in state:
-        state.preset = suggested_preset(len(state.pairs), cuda_available(), state.data_name == SAMPLE_NAME) or CUSTOM
-        apply_preset()
+    """Defaults through session state (widgets get no value=), so callbacks can change them later. The page starts
+    from core.training.presets.default_preset (the GPU recipe, sample-demo on the bundled sample, else the auto
+    recipe read off the data), again whenever the data changes under the recipe it picked and nobody edited."""
+    data = (state.data_name, len(state.pairs), *training_view.recipe_context())
+    if "preset" not in state or (state.get("preset_data", data) != data and state.preset != CUSTOM):
+        if state.get("preset", state.get("preset_default")) == state.get("preset_default"):  # not the user's pick
+            state.preset = state.preset_default = default_preset(len(state.pairs), cuda_available(),
+                                                                 state.data_name == SAMPLE_NAME)
+        apply_preset()  # a preset the user picked stays, read again off the new data
+    state.preset_data = data
     for key, value in dict(hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
                            margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),
                            device=DEFAULTS.train.device, max_length=DEFAULTS.max_length, seed=DEFAULTS.train.seed,
@@ -100,7 +111,7 @@ def options_from_widgets() -> dict:
 
 
 def start_run() -> None:
-    preset = None if state.preset == CUSTOM else state.preset  # the job keeps it: its reference curve
+    preset = state.get("preset_base") if state.preset == CUSTOM else state.preset  # the job keeps it: its reference curve
     try:
         spec = training_view.spec_for(preset, state.pairs, options_from_widgets())
     except SpecError as error:
@@ -113,74 +124,65 @@ def start_run() -> None:
 init_widgets()
 st.title("Train")
 st.write(f"Training data: **{state.data_name}** ({len(state.pairs):,} pairs; change it on the Data page). "
-         "A share of the pairs is held out for validation: it picks the best epoch and calibrates the thresholds.")
+         + training_view.validation_sentence())
 st.page_link(DATA.path, label="Change the dataset", icon=DATA.icon)
 
 # ---- the run's settings ---------------------------------------------------------------------------
-st.selectbox("Preset", [CUSTOM, *PRESETS], key="preset", on_change=apply_preset, persist_state=PERSIST,
-             format_func=lambda name: "Custom settings" if name == CUSTOM else training_view.preset_label(name),
+st.selectbox("Preset", [*PRESETS, *[CUSTOM][:state.preset == CUSTOM]], key="preset", on_change=apply_preset,
+             persist_state=PERSIST, format_func=lambda name, base=state.get("preset_base"): training_view.preset_label(name, base),
              help="A named recipe from docs/BENCHMARKS.md fills in every setting below; you can still change any.")
+if state.preset == training_view.AUTO_PRESET:
+    training_view.show_auto_recipe(state.pairs)
 model_column, loss_column = st.columns(2)
-model_column.selectbox("Model", MODEL_NAMES, format_func=MODEL_LABELS.get, key="model", on_change=apply_model_defaults,
+model_column.selectbox("Model", MODEL_NAMES, format_func=MODEL_LABELS.get, key="model", on_change=to_custom, args=(apply_model_defaults,),
                        persist_state=PERSIST, help="Choosing a model resets epochs, batch size and learning rate.")
 loss_column.selectbox("Loss", list(LOSS_CHOICES), format_func=lambda choice: LOSS_CHOICES[choice].label, key="loss",
-                      on_change=apply_loss_defaults, persist_state=PERSIST, help=LOSS_CHOICES[state.loss].help)
+                      on_change=to_custom, args=(apply_loss_defaults,), persist_state=PERSIST, help=LOSS_CHOICES[state.loss].help)
 
 epochs_column, batch_column, lr_column, margin_column = st.columns(4)
-epochs_column.number_input("Epochs", min_value=1, max_value=200, step=1, key="epochs", persist_state=PERSIST)
-batch_column.number_input("Batch size", min_value=2, max_value=4096, step=8, key="batch_size", persist_state=PERSIST,
+epochs_column.number_input("Epochs", min_value=1, max_value=200, step=1, key="epochs", on_change=to_custom, persist_state=PERSIST)
+batch_column.number_input("Batch size", min_value=2, max_value=4096, step=8, key="batch_size", on_change=to_custom, persist_state=PERSIST,
                           help="In-batch losses compare each pair with the batch's other pairs: batch size - 1 negatives.")
-lr_column.number_input("Learning rate", min_value=1e-7, max_value=1.0, step=1e-5, format="%.1e", key="lr",
+lr_column.number_input("Learning rate", min_value=1e-7, max_value=1.0, step=1e-5, format="%.1e", key="lr", on_change=to_custom,
                        persist_state=PERSIST)
 if chosen_loss() in SCALE_LOSSES:
-    margin_column.number_input("Scale", min_value=1.0, max_value=100.0, step=1.0, key="scale", persist_state=PERSIST,
+    margin_column.number_input("Scale", min_value=1.0, max_value=100.0, step=1.0, key="scale", on_change=to_custom, persist_state=PERSIST,
                                help="Softmax: multiplies the cosine similarities before the softmax. "
                                     "CoSENT: λ, multiplies the differences of the cosines.")
 else:
     margin_column.number_input(
-        "Margin", min_value=0.0, max_value=2.0, step=0.05, key="margin", persist_state=PERSIST,
+        "Margin", min_value=0.0, max_value=2.0, step=0.05, key="margin", on_change=to_custom, persist_state=PERSIST,
         help="Triplet: on the cosine scale (-1..1). Contrastive and multitask: on the distance between unit "
              "vectors (0..2).")
 if LossConfig(chosen_loss()).batch_kind == "duplicates":  # hard negatives join batches of duplicates only
     st.checkbox("Hard negatives: also use questions the data labels as non-duplicates of a batch question",
-                key="hard_negatives", persist_state=PERSIST,
+                key="hard_negatives", on_change=to_custom, persist_state=PERSIST,
                 help="Quora's non-duplicates share most of their words with the question: the hardest negatives there are.")
-st.checkbox("Implied pairs: also train on the pairs the training labels imply", key="implied_pairs",
+st.checkbox("Implied pairs: also train on the pairs the training labels imply", key="implied_pairs", on_change=to_custom,
             persist_state=PERSIST,
             help="Two duplicates of one question are duplicates; a duplicate of a non-duplicate's question is a "
                  "non-duplicate. Read from the training split only, after the validation pairs are held out.")
 
-st.markdown("**Model size**")
-sizes = SIZE_OPTIONS[state.model]
-for column, option in zip(st.columns(max(1, len(sizes))), sizes):
-    key = training_view.size_key(state.model, option.field)
-    if option.low is None:
-        column.checkbox(option.label, key=key, persist_state=PERSIST, help=option.help or None)
-    else:
-        column.number_input(option.label, min_value=option.low, max_value=option.high, step=option.step, key=key,
-                            persist_state=PERSIST, help=option.help or None)
-if state.model == "dual-transformer":
-    st.caption("Small defaults so a CPU trains in minutes; the seed's dual encoder uses d_model 512, 3 layers, 8 heads.")
-elif state.model == "minilm":
-    st.caption("MiniLM keeps its pretrained architecture (6 layers, 384 dimensions); only the weights are fine-tuned.")
+training_view.model_size_inputs(state.model, PERSIST, on_change=to_custom)
 
 steps_column, minutes_column, length_column = st.columns(3)
-steps_column.number_input("Max steps (0 = no cap)", min_value=0, max_value=1_000_000_000, step=100, key="max_steps",
+steps_column.number_input("Max steps (0 = no cap)", min_value=0, max_value=1_000_000_000, step=100, key="max_steps", on_change=to_custom,
                           persist_state=PERSIST, help="The run ends with a validation when it reaches this many steps.")
 minutes_column.number_input("Time budget (minutes, 0 = none)", min_value=0.0, max_value=525_600.0, step=5.0,
-                            key="max_minutes", persist_state=PERSIST,
+                            key="max_minutes", on_change=to_custom, persist_state=PERSIST,
                             help="The run ends with a validation once it has trained this long.")
-length_column.number_input("Max length (tokens per question)", min_value=4, max_value=512, step=8, key="max_length",
+length_column.number_input("Max length (tokens per question)", min_value=4, max_value=512, step=8, key="max_length", on_change=to_custom,
                            persist_state=PERSIST)
 training_view.device_picker(PERSIST)
 
 with st.expander("More settings"):
     more = st.columns(3)
     more[0].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="seed", persist_state=PERSIST)
-    more[1].number_input("Early-stopping patience (epochs, 0 = off)", min_value=0, max_value=50, step=1, key="patience",
+    more[1].number_input("Early-stopping patience (epochs, 0 = off)", min_value=0, max_value=50, step=1, key="patience", on_change=to_custom,
                          persist_state=PERSIST)
-    more[2].number_input("Validation share", min_value=0.02, max_value=0.5, step=0.02, key="val_fraction",
-                         persist_state=PERSIST)
+    if not training_view.recipe_context()[1]:  # a validation file replaces the share held out
+        more[2].number_input("Validation share", min_value=0.02, max_value=0.5, step=0.02, key="val_fraction",
+                             on_change=to_custom, persist_state=PERSIST)
     st.checkbox(training_view.KEEP_UNVALIDATED_LABEL, key="keep_unvalidated", persist_state=PERSIST,
                 help="Otherwise a run cancelled before any epoch finished is not saved, so it never clutters the model lists.")
     training_view.start_from_picker(PERSIST, on_change=apply_start_family)

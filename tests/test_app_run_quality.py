@@ -20,7 +20,8 @@ def inverted_dataset():
 def test_a_run_worse_than_chance_warns_and_never_becomes_the_default(runs_root, open_page, rerun_until,
                                                                       inverted_dataset):
     pairs, report = inverted_dataset
-    at = open_page(TRAIN.path, pairs=pairs, data_report=report, data_name="inverted.csv (upload)")
+    at = open_page(TRAIN.path, pairs=pairs, data_report=report, data_name="inverted.csv (upload)",
+                   preset="custom")  # a tiny LSTM, not the auto recipe an upload opens on
     for key, value in {"epochs": 1, "max_steps": 1, "lr": 1e-6, "lstm.embedding_dim": 12, "lstm.hidden_size": 10,
                        "max_length": 16}.items():
         at.number_input(key=key).set_value(value)
@@ -37,6 +38,7 @@ def test_a_run_worse_than_chance_warns_and_never_becomes_the_default(runs_root, 
     assert warning.startswith(f"Finished ({job.result.outcome.message}), but not a useful model: saved as "
                               f"**{job.result.folder.name}**")
     assert job.result.quality.message in warning and "Worse than chance: validation ROC AUC 0.000" in warning
+    assert "the auto preset" in warning and "sample-demo" not in warning  # advice for an upload, not the sample's
 
     at.switch_page(SIMILARITY.path).run()
     assert not at.exception, at.exception

@@ -311,9 +311,14 @@ def test_progress_says_starting_then_speed_time_left_and_validation(train_page, 
     assert progress_text(at) == "Starting…"  # no "Epoch 0/3 · step 0/0 · 0 pairs/s" before the first step
     assert at.button(key="start").disabled
 
-    p = job.progress  # what the trainer's callbacks would record, with known numbers
-    p.phase, p.epoch, p.total_epochs, p.step, p.total_steps = "training", 1, 2, 25, 100
-    p.seconds_per_step, p.pairs_per_second = 2.0, 26.7  # measured over the last steps
+    p = job.progress  # what the pipeline and the trainer's callbacks would record, with known numbers
+    p.phase = "loading the pretrained encoder"
+    at.run()
+    assert progress_text(at) == "Loading the pretrained encoder…"  # the stage, no "Epoch 0/0 · step 0/0"
+    p.phase, p.epoch, p.total_epochs, p.step, p.total_steps = "training", 1, 2, 1, 100
+    at.run()
+    assert progress_text(at) == "Epoch 1/2 · step 1/100 · measuring the speed"  # no "0 pairs/s", no time left
+    p.step, p.seconds_per_step, p.pairs_per_second = 25, 2.0, 26.7  # measured over the last steps
     at.run()
     assert progress_text(at) == "Epoch 1/2 · step 25/100 · 27 pairs/s · about 3 min left"  # 75 steps × 2 s
     p.budget_seconds, p.seconds = 600.0, 590.0  # a time budget ends it sooner

@@ -1,11 +1,16 @@
 """The Data page in a real headless Chromium: a file whose labels are words is refused until the user says
 what each word means, then loads; a validation and a test file read with the same mapping show their counts.
+An upload with its own columns and text labels trains with the Train page's defaults: the auto recipe, shown.
 
 Needs Debian's chromium at /usr/bin/chromium (``make browser``): without it the test skips, except under
 ``CI=true`` where it fails.
 """
 from __future__ import annotations
 
+import re
+import time
+
+import pandas as pd
 import pytest
 from browser_support import (
     PAGE_TIMEOUT_MS,
@@ -126,3 +131,65 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(server, tmp
             browser.close()
     keys = pair_keys(scored["question1"], scored["question2"])
     assert len(keys) == len(held_out) and set(keys) == set(held_out) and not set(keys) & trained
+
+
+OWN_PAIRS = 120  # of the bundled sample, renamed and relabelled: 96 to train on, a few dozen steps of auto
+RUN_TIMEOUT_S = 600.0  # about a minute on a quiet 2-core machine, far more on a loaded one
+
+
+def own_file(path):
+    """The bundled sample's first pairs as a user's own file: columns q_a, q_b, same; labels match / different."""
+    from lab.session import SAMPLE_PATH
+
+    pairs = pd.read_csv(SAMPLE_PATH).head(OWN_PAIRS)
+    own = pd.DataFrame({"q_a": pairs["question1"], "q_b": pairs["question2"],
+                        "same": pairs["is_duplicate"].map({1: "match", 0: "different"})})
+    own.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.slow
+def test_an_upload_with_its_own_columns_and_text_labels_trains_with_the_defaults(server, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    upload = own_file(tmp_path / "forum.csv")
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(PAGE_TIMEOUT_MS)
+        try:
+            open_url_page(page, server, "Data", "Data", workspace=None)  # a workspace of its own
+            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(upload)
+            loaded = f"forum.csv (upload) ({OWN_PAIRS} pairs)"
+            sidebar = page.locator('[data-testid="stSidebar"]')
+            for _ in range(3):  # the columns, then the labels' meanings (or both at once)
+                page.get_by_role("button", name=re.compile("^Load with")).or_(sidebar.get_by_text(loaded)).first \
+                    .wait_for()
+                if loaded in sidebar.inner_text():
+                    break
+                for value, meaning in (("match", "duplicate"), ("different", "not duplicate")):
+                    if widget(page, "stSelectbox", f'"{value}"').count():
+                        select_option(page, f'"{value}"', meaning)
+                page.get_by_role("button", name=re.compile("^Load with")).click()
+                wait_for_script(page)
+            expect(sidebar).to_contain_text(loaded)
+
+            open_sidebar_page(page, "Train", "Train")
+            expect(widget(page, "stSelectbox", "Preset").get_by_role("combobox")).to_have_value(re.compile("^auto"))
+            recipe = page.locator('[data-testid="stAlertContentInfo"]').filter(has_text="Read off")
+            expect(recipe).to_contain_text(f"Read off {OWN_PAIRS} pairs")
+            expect(recipe).to_contain_text("Expected time on this")
+            page.get_by_role("button", name="Start", exact=True).click()
+            outcome = page.locator('[data-testid="stAlertContentSuccess"], [data-testid="stAlertContentWarning"]') \
+                .filter(has_text="Finished")
+            deadline = time.monotonic() + RUN_TIMEOUT_S
+            while not outcome.count():
+                assert server.running(), server.log()
+                assert not page.get_by_text("Training failed").count(), page.get_by_text("Training failed").inner_text()
+                assert time.monotonic() < deadline, server.log()
+                page.wait_for_timeout(500)
+            assert "saved as" in outcome.first.inner_text()
+            expect(page.get_by_text(re.compile(r"MiniLM \(fine-tune\) · contrastive"))).not_to_have_count(0)
+        finally:
+            page.screenshot(path=str(tmp_path / "own_data_train.png"), full_page=True)
+            browser.close()

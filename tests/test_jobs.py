@@ -290,6 +290,51 @@ def test_speed_and_time_left_follow_the_last_steps_not_the_whole_run():
     assert progress.phase == "scoring validation 1,200/3,000"
 
 
+class StageLog:
+    """A pipeline callback that keeps every stage it is told of, in order."""
+
+    def __init__(self):
+        self.stages = []
+
+    def on_stage(self, stage):
+        self.stages.append(stage)
+
+
+def test_the_recorder_says_each_stage_and_times_the_speed_after_the_first_step():
+    clock, trainer, progress = Clock(), FakeTrainer(total_steps=100), Progress()
+    recorder = core.training.jobs._Recorder(progress, clock=clock)
+    recorder.on_stage("loading the pretrained encoder")
+    assert progress.phase == "loading the pretrained encoder"
+    recorder.on_train_start(trainer)
+    assert progress.phase == "the first training step" and progress.seconds_left is None
+    trainer.validation_progress = (40, 200)
+    recorder.on_validation_progress(trainer)  # the starting weights, scored before any step
+    assert progress.phase == "scoring the starting weights on validation 40/200"
+    clock.now += 45.0  # the first step warms up: not a step's true time
+    trainer.advance()
+    recorder.on_batch_end(trainer)
+    assert progress.phase == "training" and progress.pairs_per_second == 0.0 and progress.seconds_left is None
+    for _ in range(4):
+        clock.now += 2.0
+        trainer.advance()
+        recorder.on_batch_end(trainer)
+    assert progress.seconds_per_step == pytest.approx(2.0)  # (45 + 8) / 5 with the first step counted
+    assert progress.pairs_per_second == pytest.approx(16.0)
+
+
+def test_a_run_reports_its_stages_before_and_after_training(pairs, tmp_path):
+    from core.training.pipeline import train_run
+
+    log = StageLog()
+    spec = spec_from_options(model="lstm", epochs=1, batch_size=16, device="cpu", max_steps=2, max_length=20,
+                             model_options={"hidden_size": 16, "embedding_dim": 12})
+    train_run(spec, pairs, runs_root=tmp_path, callbacks=[log])
+    assert log.stages[:2] == ["splitting the pairs", "building the model"]
+    assert log.stages[2].startswith("tokenising ") and log.stages[2].endswith(" validation pairs")
+    assert log.stages[-2:] == ["finishing: scoring the baselines (TF-IDF, zero-shot MiniLM)",
+                               "finishing: saving the model"]
+
+
 def test_the_loss_curve_has_one_point_per_loss_read():
     clock, progress = Clock(), Progress()
     recorder = core.training.jobs._Recorder(progress, clock=clock)

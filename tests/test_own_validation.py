@@ -156,6 +156,17 @@ def test_the_auto_recipe_reads_lengths_size_and_validations_off_the_data():
     assert "val_fraction" not in with_file and "a validation file" in auto_options(pairs, "cpu", True).reason
 
 
+def test_the_auto_recipe_plans_a_first_run_of_at_most_10_minutes_on_the_cpu():
+    for count in (500, 2_000):
+        recipe = auto_options(long_pairs(count), "cpu")
+        # training (validations included) stops at max_minutes; the rest (encoder, baselines, saving) is seconds
+        assert recipe.options["max_minutes"] * 60 + 60 <= 600
+        assert 0 < recipe.estimated_seconds <= recipe.options["max_minutes"] * 60 + 60
+        assert recipe.summary[-1] == (f"Expected time on this CPU: about {math.ceil(recipe.estimated_seconds / 60)} "
+                                      f"min from Start to the saved model (training capped at "
+                                      f"{recipe.options['max_minutes']:g} min).")
+
+
 def test_the_auto_recipe_is_the_default_only_without_recipe_options():
     def parsed(**given):
         names = ("preset", "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr",

@@ -27,7 +27,7 @@ def test_a_run_below_chance_and_tfidf_is_flagged_with_both():
     assert quality.short == "worse than chance"
     assert quality.message.startswith("Worse than chance: validation ROC AUC 0.230 is below 0.5")
     assert "below TF-IDF cosine (0.285) on the same validation pairs" in quality.message
-    assert "Try more epochs" in quality.message
+    assert "Try the auto preset" in quality.message
     assert quality.as_dict() == {"worse_than_chance": True, "below_baselines": ["tfidf"],
                                  "no_measurable_difference": [], "baselines": {"tfidf": 0.285}, "verdicts": {},
                                  "message": quality.message}

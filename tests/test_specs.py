@@ -306,8 +306,8 @@ def test_the_gpu_preset_is_minilm_quora_at_batch_256_compiled():
 def test_the_train_page_marks_gpu_presets_and_says_what_device_is_there(runs_root, open_page, monkeypatch):
     at = open_page(TRAIN.path, preset="custom")  # the plain defaults, not the sample's sample-demo
     labels = at.selectbox(key="preset").options
-    assert labels[0] == "Custom settings" and at.selectbox(key="preset").value == "custom"  # the default stays
-    assert [label.split(":")[0] for label in labels[1:]] == [
+    assert labels[-1] == "Custom settings" and at.selectbox(key="preset").value == "custom"  # kept as it was set
+    assert [label.split(":")[0] for label in labels[:-1]] == [
         f"{name} (GPU)" if PRESETS[name].for_gpu else name for name in PRESETS]
     assert "minilm-quora-gpu (GPU)" in [label.split(":")[0] for label in labels]
     import torch
@@ -335,3 +335,12 @@ def test_the_gpu_preset_is_suggested_only_with_a_gpu_and_data_enough():
     assert suggested_preset(GPU_PRESET_MIN_PAIRS - 1, cuda=True) is None  # the bundled sample: 479 pairs
     assert suggested_preset(323_000, cuda=False) is None
     assert suggested_preset(479, cuda=False, bundled_sample=True) == "sample-demo" in PRESETS  # the first Start
+
+
+def test_the_train_page_opens_on_the_auto_recipe_for_an_upload():
+    from core.training.presets import GPU_PRESET, GPU_PRESET_MIN_PAIRS, default_preset
+
+    assert default_preset(500, cuda=False) == "auto"  # a user's own data: the recipe read off it, never the LSTM
+    assert default_preset(500, cuda=True) == "auto"
+    assert default_preset(479, cuda=False, bundled_sample=True) == "sample-demo"
+    assert default_preset(GPU_PRESET_MIN_PAIRS, cuda=True) == GPU_PRESET

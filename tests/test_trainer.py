@@ -557,6 +557,22 @@ def test_patience_counts_validations_when_validating_every_n_steps():
     assert _same_state(_state(trainer.model), recorder.after_step[4])  # the best validation's weights
 
 
+def test_validating_the_start_keeps_the_starting_weights_when_no_step_beats_them():
+    scripted = type("Scripted", (ScriptedPerValidation,), {"script": [0.9, 0.8, 0.85, 0.7, 0.6, 0.5, 0.4]})
+    trainer = make_trainer(epochs=2, validate_every=2, trainer_class=scripted, validate_at_start=True)
+    start = _state(trainer.model)
+    outcome = trainer.run()
+    assert [(v.step, v.epoch) for v in outcome.validations][:2] == [(0, 0), (2, 1)]  # the start is scored first
+    assert (outcome.best_step, outcome.best_epoch, outcome.best_metrics["roc_auc"]) == (0, 0, 0.9)
+    assert _same_state(_state(trainer.model), start)  # no step validated better: the weights it started from
+
+
+def test_a_run_validates_the_start_only_when_asked():
+    scripted = type("Scripted", (ScriptedPerValidation,), {"script": [0.9, 0.8, 0.85, 0.7, 0.6, 0.5]})
+    outcome = make_trainer(epochs=2, validate_every=2, trainer_class=scripted).run()
+    assert outcome.validations[0].step == 2 and outcome.best_step == 2
+
+
 class CancelAtValidationOfStep:
     """Sets the stop event at the first validation progress report after ``step``; counts the reports."""
 

@@ -107,9 +107,29 @@ def test_a_run_not_measurably_better_than_zero_shot_is_flagged_and_says_so():
 
 def test_a_measurably_better_run_is_not_flagged_and_a_measurably_worse_one_is_below():
     better = judge_run(_metrics_with(BETTER, 0.064, [0.02, 0.11]))
-    assert not better.flagged and better.message == "" and "Better than TF-IDF cosine and zero-shot" in better.comparison
+    assert not better.flagged and better.message == "" and "Better than TF-IDF cosine (difference" in better.comparison
     worse = judge_run(_metrics_with(WORSE, -0.05, [-0.09, -0.01]))
     assert worse.flagged and worse.below == ("zero_shot",)
+
+
+def test_every_better_or_worse_verdict_shows_its_interval():
+    better = judge_run(_metrics_with(BETTER, 0.064, [0.02, 0.11]))
+    assert ("Better than TF-IDF cosine (difference +0.171, 95 % interval +0.100 to +0.240) and zero-shot MiniLM "
+            "(difference +0.064, 95 % interval +0.020 to +0.110) at 95 % (paired bootstrap over 123 pairs)."
+            in better.comparison)
+    worse = judge_run(_metrics_with(WORSE, -0.05, [-0.09, -0.01]))
+    assert ("below zero-shot MiniLM (0.807; difference -0.050, 95 % interval -0.090 to -0.010) on the same "
+            "validation pairs" in worse.message)
+
+
+def test_the_advice_after_a_weak_run_fits_the_data_it_trained_on():
+    metrics = _metrics_with(NO_DIFFERENCE, 0.064, [-0.01, 0.14])
+    upload = judge_run(metrics).message
+    assert "the auto preset" in upload and "a validation file" in upload and "more labelled pairs" in upload
+    assert "sample-demo" not in upload  # a preset for the bundled sample, not for a user's own data
+    with_file = judge_run(metrics, has_val_file=True).message
+    assert "validation file" not in with_file and "More validation pairs would tell them apart." in with_file
+    assert "sample-demo" in judge_run(metrics, bundled_sample=True).message
 
 
 def test_a_point_difference_inside_the_interval_is_not_below_when_the_verdict_says_no_difference():

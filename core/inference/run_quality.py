@@ -29,8 +29,24 @@ BASELINE_MEANING = {"tfidf": "counting shared words", "zero_shot": "the pretrain
 TFIDF_FIT_MAX_PAIRS = 50_000  # TF-IDF is fitted on at most this many training pairs (seeded): seconds at most
 # Zero-shot MiniLM scores at most this many validation pairs (seeded): about 15 s on 2 CPU threads.
 ZERO_SHOT_MAX_PAIRS = 2_000
-WHAT_TO_TRY = ("Try more epochs or steps, another loss, the sample-demo preset or more training pairs; "
-               "meanwhile zero-shot MiniLM may serve better.")
+
+
+def what_to_try(has_val_file: bool = False, bundled_sample: bool = False) -> str:
+    """The advice after a weak run, for the data it trained on: the recipe read off a user's own data (sample-demo
+    only on the bundled sample it was made for), a validation file unless one was given, more labels."""
+    if bundled_sample:
+        return ("Try the sample-demo preset (made for this sample), more epochs or steps, or more training pairs; "
+                "meanwhile zero-shot MiniLM may serve better.")
+    tries = ["the auto preset (its settings read off your data)",
+             *([] if has_val_file else ["a validation file (more held-out pairs to judge by)"]),
+             "more labelled pairs"]
+    return f"Try {', '.join(tries[:-1])} or {tries[-1]}; meanwhile zero-shot MiniLM may serve better."
+
+
+def _with_interval(verdict: dict) -> str:
+    """"difference +0.012, 95 % interval +0.003 to +0.021": how a paired verdict is always shown."""
+    low, high = verdict["interval"]
+    return f"difference {verdict['difference']:+.3f}, 95 % interval {low:+.3f} to {high:+.3f}"
 
 
 @dataclass(frozen=True)
@@ -72,8 +88,9 @@ class RunQuality:
             return ""
         than = " and ".join(f"{BASELINE_LABELS[key]} {value:.3f}" for key, value in self.baselines.items())
         better = [key for key, verdict in self.verdicts.items() if verdict["verdict"] == BETTER]
-        measured = (f" Better than {' and '.join(BASELINE_LABELS[key] for key in better)} at 95 % (paired bootstrap "
-                    f"over {self.verdicts[better[0]]['pairs']:,} pairs).") if better and not self.flagged else ""
+        each = " and ".join(f"{BASELINE_LABELS[key]} ({_with_interval(self.verdicts[key])})" for key in better)
+        measured = (f" Better than {each} at 95 % (paired bootstrap over {self.verdicts[better[0]]['pairs']:,} "
+                    "pairs).") if better and not self.flagged else ""
         return f"ROC AUC {self.roc_auc:.3f} against {than} on the same validation pairs.{measured}"
 
     def as_dict(self) -> dict:
@@ -103,12 +120,15 @@ def _recorded_verdict(entry: Mapping) -> dict | None:
     return {"verdict": verdict["verdict"], "difference": difference, "interval": bounds, "pairs": int(pairs)}
 
 
-def judge_run(metrics) -> RunQuality:
+def judge_run(metrics, *, has_val_file: bool = False, bundled_sample: bool = False) -> RunQuality:
     """The quality of a run from its metrics (config.json's ``metrics``: ``validation.roc_auc`` and
     ``baselines.<key>`` with its ``roc_auc`` and, since runs record one, its paired ``verdict``). Anything
     missing or malformed counts as absent (a folder from someone else, or saved before baselines were
     recorded): such a run is judged against chance, and against a baseline without a verdict by the two
     ROC AUCs alone.
+
+    ``has_val_file`` (the validation pairs came from the user's file) and ``bundled_sample`` (the run trained on
+    the bundled sample) choose the advice (``what_to_try``).
 
     Example: ``{"validation": {"roc_auc": 0.23}, "baselines": {"tfidf": {"roc_auc": 0.29}}}`` is worse
     than chance and below TF-IDF.
@@ -132,14 +152,16 @@ def judge_run(metrics) -> RunQuality:
     below = tuple(key for key, value in baselines.items()
                   if (verdicts[key]["verdict"] == WORSE if key in verdicts else auc < value))
     not_better = tuple(key for key in verdicts if verdicts[key]["verdict"] == NO_DIFFERENCE)
-    message = _message(auc, worse, baselines, below, not_better, verdicts)
+    message = _message(auc, worse, baselines, below, not_better, verdicts, has_val_file, bundled_sample)
     return RunQuality(auc, worse, baselines, below, message, not_better, verdicts)
 
 
-def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better: tuple, verdicts: dict) -> str:
+def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better: tuple, verdicts: dict,
+             has_val_file: bool = False, bundled_sample: bool = False) -> str:
     if not worse and not below and not not_better:
         return ""
-    than = " and ".join(f"{BASELINE_LABELS[key]} ({baselines[key]:.3f})" for key in below)
+    than = " and ".join(f"{BASELINE_LABELS[key]} ({baselines[key]:.3f}"
+                        + (f"; {_with_interval(verdicts[key])})" if key in verdicts else ")") for key in below)
     if worse:
         found = (f"Worse than chance: validation ROC AUC {auc:.3f} is below 0.5, so this model ranks a duplicate "
                  "pair below a non-duplicate more often than not (a coin flip scores 0.5)")
@@ -148,14 +170,13 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
         found = (f"Below the baseline: validation ROC AUC {auc:.3f} is below {than} on the same validation pairs, "
                  f"so {' and '.join(BASELINE_MEANING[key] for key in below)} ranks these pairs better than this model.")
     else:
-        parts = [f"{BASELINE_LABELS[key]} ({baselines[key]:.3f}; difference {verdicts[key]['difference']:+.3f}, 95 % "
-                 f"interval {verdicts[key]['interval'][0]:+.3f} to {verdicts[key]['interval'][1]:+.3f})"
-                 for key in not_better]
+        parts = [f"{BASELINE_LABELS[key]} ({baselines[key]:.3f}; {_with_interval(verdicts[key])})" for key in not_better]
         pairs = verdicts[not_better[0]]["pairs"]
         found = (f"No measurable difference from {' and '.join(parts)} on {pairs:,} validation pairs: validation "
                  f"ROC AUC {auc:.3f}, but resampling these pairs cannot tell the two apart, so this run is not made "
-                 "the default model. More validation pairs (a validation file) would tell them apart.")
-    return f"{found} {WHAT_TO_TRY}"
+                 "the default model. More validation pairs" + ("" if has_val_file else " (a validation file)")
+                 + " would tell them apart.")
+    return f"{found} {what_to_try(has_val_file, bundled_sample)}"
 
 
 def validation_baselines(train: pd.DataFrame, val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None,

@@ -10,7 +10,7 @@ out, and how many tokens of each question to keep, and says so in one line. Expl
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -26,9 +26,17 @@ TRUNCATION_NOTE_SHARE = 0.10  # a run that cuts more than this share of its ques
 TARGET_VALIDATION_PAIRS = 2_000
 VAL_FRACTION_BOUNDS = (0.02, 0.2)  # never more than a fifth of a small file, never under 2 % of a big one
 # Pairs MiniLM trains per second on 2 CPU threads at 40 tokens, and on a GPU: the time budget becomes epochs.
-# Scaled by 40 / max_length: a question twice as long costs about twice as much.
+# Scaled by 40 / the questions' mean token count (cut at max_length): batches of similar lengths are cut to their
+# longest question, so a step pays for the tokens the data has, not for max_length (docs/BENCHMARKS.md).
 PAIRS_PER_SECOND = {"cpu": 25.0, "cuda": 1_000.0}
-TRAIN_MINUTES = {"cpu": 20.0, "cuda": 5.0}  # the planned training time; max_minutes stops a slow run later
+# Pairs MiniLM scores per second (a forward pass of both questions, no gradients) at 40 tokens, likewise scaled.
+SCORE_PAIRS_PER_SECOND = {"cpu": 120.0, "cuda": 5_000.0}
+# Seconds before the first step and after the last validation: tokenising, loading the encoder, loading
+# zero-shot MiniLM for the baseline, saving the folder.
+FIXED_SECONDS = {"cpu": 15.0, "cuda": 20.0}
+# The planned training time (validations included); max_minutes (a quarter more) stops a slow run, so a run on
+# 500-2,000 pairs ends, baselines and saving included, within 10 minutes on 2 CPU threads (docs/BENCHMARKS.md).
+TRAIN_MINUTES = {"cpu": 6.0, "cuda": 5.0}
 MAX_EPOCHS = 10
 MIN_VALIDATIONS = 8  # a run draws a curve and early stopping has something to compare
 
@@ -37,6 +45,8 @@ MIN_VALIDATIONS = 8  # a run draws a curve and early stopping has something to c
 class AutoRecipe:
     options: dict  # run options, as core.training.specs.spec_from_options takes them
     reason: str  # one line: what was picked and why
+    summary: tuple = field(default=())  # a few lines for the Train page: what was read off the data, what it costs
+    estimated_seconds: float = 0.0  # from Start to the saved model, at the expected speeds of ``device``
 
 
 def token_lengths(questions: pd.Series, tokenizer, seed: int = 0) -> np.ndarray:
@@ -58,12 +68,13 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
     training on ``device`` ("cpu" or "cuda").
 
     Example: 2,453 pairs of long questions on the CPU -> 20 % held out, 1,962 to train on, batches of 32,
-    epochs to fill about 20 minutes at the measured speed, validated at least 8 times.
+    epochs to fill about 6 minutes at the measured speed, validated at least 8 times.
     """
     from core.text.wordpiece_tokenizer import bert_wordpiece
 
     questions = pd.concat([pairs["question1"], pairs["question2"]], ignore_index=True)
     lengths = token_lengths(questions, bert_wordpiece(MAX_MAX_LENGTH), seed)
+    median = int(np.median(lengths)) if lengths.size else 0
     quantile = int(np.ceil(np.quantile(lengths, LENGTH_QUANTILE))) if lengths.size else MIN_MAX_LENGTH
     max_length = int(min(MAX_MAX_LENGTH, max(MIN_MAX_LENGTH, 8 * math.ceil(quantile / 8))))
 
@@ -73,7 +84,8 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
     batch_size = 32 if train_pairs < 10_000 else 64
     lr = 3e-5 if train_pairs < 10_000 else 5e-5 if train_pairs < 100_000 else 1e-4
     kind = "cuda" if device == "cuda" else "cpu"
-    speed = PAIRS_PER_SECOND[kind] * 40 / max_length
+    scale = 40 / max(8.0, float(np.mean(np.minimum(lengths, max_length))) if lengths.size else max_length)
+    speed = PAIRS_PER_SECOND[kind] * scale
     budget_pairs = TRAIN_MINUTES[kind] * 60 * speed
     epochs = int(min(MAX_EPOCHS, max(1, budget_pairs // train_pairs)))
     steps_per_epoch = max(1, math.ceil(train_pairs / batch_size))
@@ -94,4 +106,29 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
     reason = (f"auto recipe for {train_pairs:,} training pairs: MiniLM fine-tuned with the contrastive loss, {steps} "
               f"(batch {batch_size}, lr {lr:g}, about {TRAIN_MINUTES[kind]:g} minutes at the expected speed), "
               f"validated every {validate_every} steps, {length}, {held}")
-    return AutoRecipe(options, reason)
+    val_pairs = 0 if has_val_file else len(pairs) - train_pairs
+    validations = total_steps // validate_every + 2  # the starting weights' and the last one's included
+    seconds = _estimated_seconds(kind, scale, total_steps * batch_size, validations, val_pairs, options["max_minutes"])
+    summary = (
+        f"Read off {len(pairs):,} pairs: {questions.nunique():,} distinct questions, token lengths median {median}, "
+        f"{LENGTH_QUANTILE:.0%} quantile {quantile}: max_length {max_length}.",
+        f"Trains MiniLM (contrastive loss) on {train_pairs:,} pairs: {steps}, batch size {batch_size}, "
+        f"lr {lr:g}, validated every {validate_every} steps and on the starting weights.",
+        "Validation: your validation file." if has_val_file else
+        f"Validation: {val_fraction:.0%} of the pairs held out ({val_pairs:,}).",
+        f"Expected time on this {'GPU' if kind == 'cuda' else 'CPU'}: about {math.ceil(seconds / 60):,} min from "
+        f"Start to the saved model (training capped at {options['max_minutes']:g} min).",
+    )
+    return AutoRecipe(options, reason, summary, seconds)
+
+
+def _estimated_seconds(kind: str, scale: float, trained_pairs: int, validations: int, val_pairs: int,
+                       max_minutes: float) -> float:
+    """From Start to the saved model: fixed costs, training with its validations (up to the time budget), then the
+    final calibration and zero-shot MiniLM on the validation pairs (a validation file's size is not known here:
+    counted as the target). ``scale``: the speeds' factor for this data's question lengths."""
+    scored = val_pairs or TARGET_VALIDATION_PAIRS
+    in_run = trained_pairs / (PAIRS_PER_SECOND[kind] * scale) + validations * min(scored, TARGET_VALIDATION_PAIRS) / (
+        SCORE_PAIRS_PER_SECOND[kind] * scale)
+    after = 2 * scored / (SCORE_PAIRS_PER_SECOND[kind] * scale)
+    return FIXED_SECONDS[kind] + min(in_run, max_minutes * 60) + after

@@ -42,7 +42,10 @@ _QUEUES: weakref.WeakSet = weakref.WeakSet()  # every JobQueue of the process, f
 class Progress:
     """What a poller shows: filled in by the trainer callbacks below, read by the page."""
 
-    phase: str = ""  # "" until the first step, then "training" or "scoring validation 1,200/3,000"
+    # What the run does now: "" before it began; then the pipeline's stages ("loading the pretrained encoder",
+    # "tokenising ..."), "compiling the training step" or "the first training step", "training", "scoring validation
+    # 1,200/3,000", "finishing: ..."; the speed and time left are shown only once measured (pairs_per_second > 0).
+    phase: str = ""
     step: int = 0
     total_steps: int = 0
     epoch: int = 0
@@ -51,7 +54,9 @@ class Progress:
     epochs: list[dict] = field(default_factory=list)  # {"epoch", "train_loss", validation metrics...}
     # {"step", "epoch", "train_seconds", "seconds", validation metrics...} after every validation
     validations: list[dict] = field(default_factory=list)
-    seconds_per_step: float = 0.0  # wall time per step over the last SPEED_WINDOW steps (0 = not measured yet)
+    # wall time per step over the last SPEED_WINDOW steps, the run's first step (warm-up, compiling) left out;
+    # 0 = not measured yet
+    seconds_per_step: float = 0.0
     pairs_per_second: float = 0.0  # over the same steps
     seconds: float = 0.0  # since training started, at the last step
     budget_seconds: float = 0.0  # the run's time budget (0 = none)
@@ -85,17 +90,26 @@ class _Recorder:
         self.progress, self.clock = progress, clock
         self.started = 0.0
         self.recent: collections.deque = collections.deque(maxlen=SPEED_WINDOW + 1)  # (time, step, pairs seen)
+        self.warmed_up = False  # the first read step is done: steps after it are timed
+
+    def on_stage(self, stage: str):
+        """The pipeline's stages outside training: splitting, loading the encoder, tokenising, baselines, saving."""
+        self.progress.phase = stage
 
     def on_train_start(self, trainer):
         p = self.progress
         p.total_steps, p.total_epochs = trainer.total_steps, trainer.total_epochs
         p.budget_seconds = trainer.config.max_minutes * 60
+        p.phase = "compiling the training step" if trainer.config.compile else "the first training step"
         self.started = self.clock()
         self.recent.append((self.started, trainer.step, trainer.pairs_seen))
 
     def on_batch_end(self, trainer):
         p, now = self.progress, self.clock()
         if trainer.loss_step == trainer.step:  # the device has caught up: a true time for the steps so far
+            if not self.warmed_up:  # the first steps warm up (or compile): the speed is timed from here on
+                self.warmed_up = True
+                self.recent.clear()
             self.recent.append((now, trainer.step, trainer.pairs_seen))
         (first_time, first_step, first_pairs), (last_time, last_step, last_pairs) = self.recent[0], self.recent[-1]
         if last_step > first_step and last_time > first_time:
@@ -108,7 +122,8 @@ class _Recorder:
 
     def on_validation_progress(self, trainer):
         done, total = trainer.validation_progress
-        self.progress.phase = f"scoring validation {done:,}/{total:,}"
+        what = "the starting weights on validation" if trainer.step == 0 else "validation"
+        self.progress.phase = f"scoring {what} {done:,}/{total:,}"
 
     def on_stage_progress(self, stage: str, done: int, total: int):
         """After training: the final validation, the baselines and the test pairs being scored."""
@@ -118,7 +133,7 @@ class _Recorder:
         v = trainer.validations[-1]
         self.progress.validations.append({"step": v.step, "epoch": v.epoch, "train_seconds": v.train_seconds,
                                           "seconds": v.seconds, **v.metrics})
-        self.progress.phase = "training"
+        self.progress.phase = "training" if trainer.step else "the first training step"
         self.recent.clear()
         self.recent.append((self.clock(), trainer.step, trainer.pairs_seen))
 

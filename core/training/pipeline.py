@@ -61,11 +61,17 @@ class RunResult:
     note: str = ""  # why nothing was saved although something was learned, if so
     # {"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}} on the same validation pairs
     baselines: dict = field(default_factory=dict)
+    has_val_file: bool = False  # validated on the user's own validation file (the advice then asks for no other)
+
+    def judged(self, bundled_sample: bool = False) -> RunQuality:
+        """The validation ROC AUC against chance and the baselines (``core.inference.run_quality``), its advice for
+        the data the run trained on."""
+        return judge_run({"validation": self.validation, "baselines": self.baselines}, has_val_file=self.has_val_file,
+                         bundled_sample=bundled_sample)
 
     @property
     def quality(self) -> RunQuality:
-        """The validation ROC AUC against chance and the baselines (``core.inference.run_quality``)."""
-        return judge_run({"validation": self.validation, "baselines": self.baselines})
+        return self.judged()
 
 
 def train_run(
@@ -106,6 +112,7 @@ def train_run(
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
            objective: Callable | None = None, val: pd.DataFrame | None = None,
            test: pd.DataFrame | None = None) -> RunResult:
+    _announce(callbacks, "splitting the pairs")
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
         spec = dataclasses.replace(spec, split_by=resolve_split_by(all_pairs, spec.split_by))
@@ -128,6 +135,8 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     if spec.loss.name in SINGLE_PROCESS_LOSSES and distributed.current().enabled:
         raise ValueError(f"the {spec.loss.name} loss is not supported in multi-process training yet "
                          "(its batches are not gathered across processes): train it in one process")
+    if spec.model == "minilm" or spec.init_model:  # a pretrained start: never kept worse than it began
+        spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, validate_at_start=True))
     implied = 0
     if spec.implied_pairs:  # after the split, so no held-out label ever implies a training pair
         labelled = len(splits.train)
@@ -135,10 +144,13 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         implied = len(splits.train) - labelled
     torch.manual_seed(spec.train.seed)
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
+    pretrained = spec.model == "minilm" or spec.init_model or spec.base_model
+    _announce(callbacks, "loading the pretrained encoder" if pretrained else "building the model")
     model, parent = _start_model(spec, texts)
     if model.tokenizer.vocab_size < MIN_USEFUL_VOCABULARY:
         notice(f"the vocabulary has only {model.tokenizer.vocab_size} tokens: most words will be unknown "
                f"(min_freq {spec.min_freq}, max_vocab {spec.max_vocab}, {len(splits.train):,} training pairs)")
+    _announce(callbacks, f"tokenising {len(splits.train):,} training and {len(splits.val):,} validation pairs")
     _note_truncation(splits.train, model.tokenizer, spec.train.seed)
     train_table = PairTable(splits.train, model.tokenizer, hard_negatives=spec.hard_negatives)
     val_table = PairTable(splits.val, model.tokenizer) if len(splits.val) else None
@@ -179,10 +191,11 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a
             # subset), each baseline against the run's own scores of the same pairs.
             if outcome.status != CANCELLED:
+                _announce(callbacks, "finishing: scoring the baselines (TF-IDF, zero-shot MiniLM)")
                 baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed,
                                                  run_scores=final.scores, groups=groups,
                                                  progress=_stage_progress(callbacks, "scoring zero-shot MiniLM", stop))
-        quality = judge_run({"validation": validation, "baselines": baselines})
+        quality = judge_run({"validation": validation, "baselines": baselines}, has_val_file=val is not None)
         if quality.flagged:
             notice(quality.message)
         if len(splits.test) and not discarded and outcome.status != CANCELLED:
@@ -207,9 +220,10 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             note = f"kept the model already in {output.target}: {kept}"
         else:
             folder = output.target
+            _announce(callbacks, "finishing: saving the model")
             save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
                                                              validation, test, implied, baselines, parent))
-    return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines)
+    return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines, val is not None)
 
 
 def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
@@ -220,6 +234,13 @@ def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
     if share > TRUNCATION_NOTE_SHARE:
         notice(f"max_length {tokenizer.max_length} cuts {share:.0%} of the training questions short: raise it "
                "(or take the auto recipe, which reads it off the data) if their ends matter")
+
+
+def _announce(callbacks, stage: str) -> None:
+    """Tell each callback with an ``on_stage(stage)`` what the run does now, outside the trainer's own events."""
+    for callback in callbacks:
+        if hasattr(callback, "on_stage"):
+            callback.on_stage(stage)
 
 
 class _StoppedAfterTraining(Exception):

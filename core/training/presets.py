@@ -30,7 +30,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
         description="Read off your training pairs (core.training.auto_recipe): the pretrained MiniLM fine-tuned with "
                     "the contrastive loss, with epochs, batch size and learning rate from their number, max_length "
                     "from their token lengths, validated at least 8 times and at least every epoch, and a validation "
-                    "share that holds enough pairs to trust; about 20 minutes on 2 CPU threads at most.",
+                    "share that holds enough pairs to trust; about 10 minutes on 2 CPU threads at most.",
         # The data-dependent settings are filled in when the data is known; these hold on any data.
         options={"model": "minilm", "loss": "contrastive", "form": "squared_hinge", "margin": 1.0},
     ),
@@ -125,3 +125,12 @@ def suggested_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> 
     if cuda and n_pairs >= GPU_PRESET_MIN_PAIRS:
         return GPU_PRESET
     return SAMPLE_PRESET if bundled_sample else None
+
+
+def default_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> str:
+    """The preset the Train page opens on: ``suggested_preset``'s, else ``auto`` (the recipe read off the user's
+    own data; the plain defaults train a Siamese LSTM from scratch, which a few thousand pairs cannot teach).
+
+    Example: default_preset(500, cuda=False) -> "auto"; default_preset(479, False, bundled_sample=True) -> "sample-demo".
+    """
+    return suggested_preset(n_pairs, cuda, bundled_sample) or "auto"

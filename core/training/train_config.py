@@ -31,6 +31,9 @@ class TrainConfig:
     # When set, the best weights and patience count validations, not epochs; a validation falling on
     # an epoch's last step is that epoch's own (never scored twice).
     validate_every: int = 0  # validate after every this many steps too (0 = once per epoch)
+    # Also score the starting weights before any step: a fine-tune of a pretrained encoder then never keeps weights
+    # that validate worse than where it started (the pipeline turns it on for pretrained starts).
+    validate_at_start: bool = False
     max_steps: int = 0  # stop after this many steps in all, ending with a validation (0 = no cap)
     max_minutes: float = 0.0  # stop (with a final validation) after this much training time; 0 = no cap
     length_buckets: bool = True  # batch pairs of similar length together: far less padding to compute

@@ -255,6 +255,8 @@ class Trainer:
                                                   self.config.epochs))
         self._emit("on_train_start")
         try:
+            if self.config.validate_at_start and self.validation_hook is not None:
+                self._validation(plan.started)  # the starting weights: a candidate for the best, at step 0
             for epoch in range(1, self.total_epochs + 1):
                 self.epoch = epoch
                 self.model.train()
@@ -264,6 +266,8 @@ class Trainer:
                 if stop is not None:
                     ending = stop
                     break
+        except _CancelledDuringValidation:  # in the starting weights' validation
+            ending = RunEnd(CANCELLED, self._cancel_message(during_validation=True))
         except TrainingError as error:
             ending = RunEnd(FAILED, str(error))
         except torch.OutOfMemoryError as error:  # CUDA (and MPS) out of memory
