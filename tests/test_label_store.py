@@ -7,10 +7,13 @@ import os
 import signal
 import sqlite3
 import time
+from collections import Counter
 
+import pandas as pd
 import pytest
 
 from core.data import DataError, load_pairs
+from core.data.questions import pair_key
 from core.saving.label_store import (
     LABEL_COLUMNS,
     MAX_QUESTION_CHARS,
@@ -22,6 +25,7 @@ from core.saving.label_store import (
     read_labels_csv,
     unescape_cell,
 )
+from core.saving.label_rows import PAIR_COLUMNS, pair_bucket
 from core.saving.safe_csv import is_formula
 
 LEGACY_HEADER = "question1,question2,is_duplicate,labelled_by,labelled_at\r\n"
@@ -187,7 +191,8 @@ def test_the_export_is_a_pairs_file_and_a_hand_edited_copy_merges_back_without_l
         store.add(text, f"other {i}", i % 2, labelled_by="ann")
     exported = store.export_csv()
     lines = exported.decode("utf-8").split("\r\n")
-    assert lines[0] == "question1,question2,is_duplicate" and lines[1].startswith("\"'=HYPERLINK")
+    assert lines[0] == "question1,question2,is_duplicate,labelled_by,labelled_at"  # the pairs file, who and when
+    assert lines[1].startswith("\"'=HYPERLINK") and lines[1].split(",")[-2] == "ann"
     pairs, report = load_pairs(exported)  # what the Data and Train pages read
     assert report.rows_kept == 6 and not any(is_formula(text) for text in pairs["question1"])
     # By hand: one label flipped, a row added, a row with only its spacing changed, and the file re-sorted.
@@ -221,6 +226,8 @@ def test_the_csv_labels_file_of_before_is_imported_once_whole(tmp_path):
     legacy.write_bytes(legacy_bytes)
     path = tmp_path / "corpus-12345678.sqlite3"
     store = LabelStore(path, legacy_csv=legacy)
+    assert store.pairs().empty and not path.exists()  # a read writes nothing: the import is a write of its own
+    store.import_legacy()
     assert store.pairs()[["question1", "question2", "is_duplicate"]].values.tolist() == [
         ["a?", "b?", 1], ["=c?", "d?", 0], ["e?", "f?", 1]]
     assert store.import_problem is None and legacy.read_bytes() == legacy_bytes  # the old file is left as it was
@@ -234,6 +241,7 @@ def test_a_csv_of_before_that_cannot_be_read_is_reported_and_the_store_still_wor
     legacy = tmp_path / "old.csv"
     legacy.write_bytes(b"\x00\x01\x02 binary, not text" * 20)
     store = LabelStore(tmp_path / "old.sqlite3", legacy_csv=legacy)
+    store.import_legacy()
     assert len(store) == 0 and "old.csv was not imported" in store.import_problem
     assert "\n" not in store.import_problem
     assert store.add("a?", "b?", 1) is None and len(store) == 1
@@ -283,3 +291,92 @@ def test_cells_a_spreadsheet_would_run_are_quoted_and_read_back_exactly():
         assert unescape_cell(escape_cell(text)) == text
         assert not is_formula(escape_cell(text))
     assert escape_cell("-2") == "-2" and escape_cell("'=1+1") == "''=1+1"
+
+
+def test_a_read_only_database_is_read_with_its_bytes_unchanged(tmp_path):
+    import hashlib
+
+    folder = tmp_path / "kept"
+    path = folder / "labels.sqlite3"
+    store = LabelStore(path)
+    store.add("a?", "b?", 1, labelled_by="ann")
+    store.add("c?", "d?", 0, labelled_by="bob")
+    store.close()
+    with sqlite3.connect(path) as db:  # as a backup tool leaves it: a rollback-journal file, which a write would
+        db.execute("PRAGMA journal_mode = DELETE")  # turn back to WAL (its header rewritten)
+    before, names = hashlib.sha256(path.read_bytes()).hexdigest(), sorted(os.listdir(folder))
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        reader = LabelStore(path)
+        assert reader.pairs()[["question1", "is_duplicate"]].values.tolist() == [["a?", 1], ["c?", 0]]
+        assert len(reader) == 2 and reader.recent(1, labelled_by="ann")[0].question1 == "a?"
+        assert reader.labelled_among([("a?", "b?"), ("x?", "y?")]) == {("a?", "b?")}
+        assert sum(reader.bucket_counts().values()) == 2 and ("c?", "d?") in reader
+        reader.close()
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == before and sorted(os.listdir(folder)) == names
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+
+
+def test_a_reader_beside_a_long_write_returns_the_committed_labels_without_waiting(tmp_path):
+    path = tmp_path / "labels.sqlite3"
+    LabelStore(path).add("committed?", "yes?", 1)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a long write, its rows not committed
+    writer.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, labelled_at) "
+                   "VALUES ('p?', 'q?', 'p?', 'q?', 1, '', 'now')")
+    try:
+        reader = LabelStore(path)
+        assert reader.pairs()["question1"].tolist() == ["committed?"] and len(reader) == 1
+        assert reader.recent(5)[0].question1 == "committed?" and sum(reader.bucket_counts().values()) == 1
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def counted_by_hand(store: LabelStore) -> Counter:
+    """(pair_bucket, is_duplicate) -> labels, from the whole table."""
+    return Counter((pair_bucket(*pair_key(q1, q2)), y) for q1, q2, y in store.pairs()[list(PAIR_COLUMNS)].values)
+
+
+def test_a_database_of_the_first_schema_is_read_as_it_is_and_upgraded_by_the_first_write(tmp_path):
+    from core.saving import label_schema
+    from core.training.active_rounds import held_out_mask
+
+    path = tmp_path / "labels.sqlite3"
+    with sqlite3.connect(path) as db:  # what the lab wrote before labels carried their bucket
+        db.executescript(label_schema._SCHEMA_1 + "PRAGMA user_version = 1; PRAGMA journal_mode = WAL;")
+        for i in range(40):
+            q1, q2 = f"Question {i}?", f"other {i}?"
+            db.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, labelled_at) "
+                       "VALUES (?, ?, ?, ?, ?, '', 'then')", (*pair_key(q1, q2), q1, q2, i % 2))
+            db.execute("INSERT INTO labels VALUES (?, ?, ?)", (*pair_key(q1, q2), i + 1))
+    old = LabelStore(path)
+    counts = old.bucket_counts()
+    assert counts == counted_by_hand(old) and sum(counts.values()) == 40
+    assert sum(n for (bucket, _), n in counts.items() if bucket < 20) == held_out_mask(old.pairs()).sum()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1  # the reads left it as it was
+    old.add("new?", "pair?", 1)
+    old.add("other 3?", "question 3?", 0)  # a correction moves its pair to the other class
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == label_schema.SCHEMA_VERSION
+    assert old.bucket_counts() == counted_by_hand(old) and sum(old.bucket_counts().values()) == 41
+    old.undo_last()
+    old.undo_last()
+    assert old.bucket_counts() == counts == counted_by_hand(LabelStore(path))
+
+
+def test_labels_read_in_chunks_and_keys_asked_about_are_the_whole_tables(tmp_path):
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    store.merge(pd.DataFrame({"question1": [f"q{i}?" for i in range(1000)], "question2": [f"r{i}?" for i in range(1000)],
+                              "is_duplicate": [i % 3 == 0 for i in range(1000)]}).astype({"is_duplicate": int}))
+    store.undo_last()
+    chunks = list(store.pair_chunks(rows=300))
+    assert [len(chunk) for chunk in chunks] == [300, 300, 300, 99]
+    assert pd.concat(chunks, ignore_index=True).equals(store.pairs())
+    asked = [(f"q{i}?", f"r{i}?") for i in range(990, 1010)] + [("r5?", "q5?")]
+    assert store.labelled_among(asked) == {(f"q{i}?", f"r{i}?") for i in range(990, 999)}
+    assert store.labelled_among([]) == set() and LabelStore(tmp_path / "none.sqlite3").labelled_among(asked) == set()
