@@ -11,6 +11,8 @@ from collections import Counter
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.data import DataError, load_pairs
 from core.data.questions import pair_key
@@ -380,3 +382,30 @@ def test_labels_read_in_chunks_and_keys_asked_about_are_the_whole_tables(tmp_pat
     asked = [(f"q{i}?", f"r{i}?") for i in range(990, 1010)] + [("r5?", "q5?")]
     assert store.labelled_among(asked) == {(f"q{i}?", f"r{i}?") for i in range(990, 999)}
     assert store.labelled_among([]) == set() and LabelStore(tmp_path / "none.sqlite3").labelled_among(asked) == set()
+
+
+APOSTROPHE_CASES = ["'=x", "''=x", "=1+1", "+x", "-x", "@x", "'", "'x", "''", "-2", "'-2", "'@x y", "'\t=x"]
+
+
+def test_a_questions_text_survives_the_export_and_the_import_exactly_and_stays_spreadsheet_safe(tmp_path):
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    for i, text in enumerate(APOSTROPHE_CASES):
+        store.add(text, f"{text} other {i}", i % 2)
+    exported = store.export_csv()
+    back = read_labels_csv(exported)
+    assert back["question1"].tolist() == APOSTROPHE_CASES
+    assert back["question2"].tolist() == [f"{text} other {i}" for i, text in enumerate(APOSTROPHE_CASES)]
+    cells = [cell for row in exported.decode("utf-8").split("\r\n")[1:-1] for cell in row.split(",")[:2]]
+    assert not any(is_formula(cell.strip('"')) for cell in cells)  # nothing a spreadsheet would run
+    assert store.merge(back) == MergeCounts(0, 0, len(APOSTROPHE_CASES))  # the same pairs, the same labels
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("'=+-@\t x1.e")), min_size=1, max_size=8))
+def test_any_text_of_quotes_and_formula_signs_comes_back_from_the_csv_exactly(text):
+    assert unescape_cell(escape_cell(text)) == text and not is_formula(escape_cell(text))
+    question = text + " why?"  # a text checked_answer keeps as it is (never stripped at its start, never a number)
+    if question.strip() != question:
+        return
+    frame = pd.DataFrame({"question1": [escape_cell(question)], "question2": ["another?"], "is_duplicate": [1]})
+    assert read_labels_csv(frame.to_csv(index=False).encode())["question1"].tolist() == [question]
