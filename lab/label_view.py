@@ -93,7 +93,7 @@ def pending_pair(choice: str, key: str, config: dict, corpus, labels: LabelStore
                 return waiting[0]
             if not current["pairs"] and current["done"] == _done_count(labels, skipped)[1]:
                 return None  # the last round found nothing, and nothing was labelled, skipped or undone since
-        frame = labels.pair_chunks()  # read only for a model without a threshold of its own
+        frame = labels  # asked for the corpus pairs' labels only by a model without a threshold of its own
         threshold = active_rounds.round_threshold(config, corpus, frame)
         given, done_count = _done_count(labels, skipped)
         chosen = active_rounds.next_round(corpus, threshold, skipped, ROUND_SIZE, seed=given + done_count,

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from core.data import Splits
+from core.data.questions import pair_key
 from core.training import active_rounds
 from core.training.active_rounds import (
     add_point,
@@ -212,24 +213,29 @@ class ListedCorpus:
     """A corpus that knows a similarity for some pairs (NaN for the others), as ``EmbeddedCorpus.similarity``."""
 
     def __init__(self, known: dict):
-        self.known = known
+        self.known = {pair_key(a, b): score for (a, b), score in known.items()}
+        self.questions = sorted({text for pair in known for text in pair})
 
     def similarity(self, questions1, questions2):
-        return np.array([self.known.get((a, b), np.nan) for a, b in zip(questions1, questions2)])
+        return np.array([self.known.get(pair_key(a, b), np.nan) for a, b in zip(questions1, questions2)])
 
 
-def test_a_threshold_calibrated_on_labels_in_chunks_is_the_one_on_the_whole_frame():
+def test_a_threshold_calibrated_on_a_stores_corpus_pairs_is_the_one_on_the_whole_frame(tmp_path):
+    from core.saving.label_store import LabelStore
+
     labels = pairs_frame(120, seed=5)
     rng = np.random.default_rng(2)
     known = {(a, b): float(y * 0.3 + rng.uniform(0.4, 0.7)) for a, b, y in labels.values[:100]}  # 20 not in the corpus
     corpus, zero_shot = ListedCorpus(known), {"model_type": "minilm", "zero_shot": True}
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    store.merge(labels)
     whole = active_rounds.labelled_threshold(zero_shot, corpus, labels)
-    chunked = active_rounds.labelled_threshold(zero_shot, corpus, (labels.iloc[i:i + 7] for i in range(0, 120, 7)))
-    assert whole == chunked and whole.pairs == 100 and "100 of your labelled pairs" in whole.source
+    assert active_rounds.labelled_threshold(zero_shot, corpus, store) == whole
+    assert whole.pairs == 100 and "100 of your labelled pairs" in whole.source
 
-    def never_read():
-        raise AssertionError("a model with its own threshold reads no label")
-        yield
+    class NeverRead:
+        def labels_between(self, texts):
+            raise AssertionError("a model with its own threshold reads no label")
 
     own = {"model_type": "lstm", "thresholds": {"accuracy": 0.61}}
-    assert active_rounds.labelled_threshold(own, corpus, never_read()).threshold == 0.61
+    assert active_rounds.labelled_threshold(own, corpus, NeverRead()).threshold == 0.61

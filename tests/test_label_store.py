@@ -371,14 +371,16 @@ def test_a_database_of_the_first_schema_is_read_as_it_is_and_upgraded_by_the_fir
     assert old.bucket_counts() == counts == counted_by_hand(LabelStore(path))
 
 
-def test_labels_read_in_chunks_and_keys_asked_about_are_the_whole_tables(tmp_path):
+def test_the_labels_between_given_questions_and_the_keys_asked_about_are_those_of_the_whole_table(tmp_path):
     store = LabelStore(tmp_path / "labels.sqlite3")
-    store.merge(pd.DataFrame({"question1": [f"q{i}?" for i in range(1000)], "question2": [f"r{i}?" for i in range(1000)],
-                              "is_duplicate": [i % 3 == 0 for i in range(1000)]}).astype({"is_duplicate": int}))
-    store.undo_last()
-    chunks = list(store.pair_chunks(rows=300))
-    assert [len(chunk) for chunk in chunks] == [300, 300, 300, 99]
-    assert pd.concat(chunks, ignore_index=True).equals(store.pairs())
+    store.merge(pd.DataFrame({"question1": [f"Q{i}?" for i in range(1000)], "question2": [f"r{i}?" for i in range(1000)],
+                              "is_duplicate": [int(i % 3 == 0) for i in range(1000)]}))
+    store.undo_last()  # the label of Q999 / r999 taken back
+    store.add("q3?", "Q4?", 0)
+    within = ["q3?", "q4?", "r3?", "q998?", "r998?", "q999?", "r999?", "nowhere?", "r5?"]
+    assert sorted(store.labels_between(within).values.tolist()) == [["q3?", "q4?", 0], ["q3?", "r3?", 1],
+                                                                    ["q998?", "r998?", 0]]
+    assert store.labels_between(within).dtypes["is_duplicate"] == "int64" and store.labels_between([]).empty
     asked = [(f"q{i}?", f"r{i}?") for i in range(990, 1010)] + [("r5?", "q5?")]
     assert store.labelled_among(asked) == {(f"q{i}?", f"r{i}?") for i in range(990, 999)}
     assert store.labelled_among([]) == set() and LabelStore(tmp_path / "none.sqlite3").labelled_among(asked) == set()

@@ -128,14 +128,14 @@ def _suggest_into(claim, out: Path, args) -> dict:
     corpus = embed_corpus(model, questions, progress=TqdmCounter("encoding"), cache=vector_cache() if key else None,
                           model_key=key, device=device)
     encoded = time.perf_counter()
-    # A database is read by queries: its labels in chunks for a threshold, asked which candidates it holds; a
-    # pairs CSV is read whole, its keys a set.
+    # A database is read by queries (the labels between corpus questions for a threshold, which candidates it
+    # holds); a pairs CSV is read whole, its keys a set.
     store = labels if isinstance(labels, LabelStore) else None
     try:
         if args.threshold is not None:
             chosen = Calibrated(args.threshold, "given with --threshold")
         elif labels is not None:  # labelled pairs of two corpus questions: scored without encoding
-            chosen = labelled_threshold(config, corpus, labels if store is None else store.pair_chunks())
+            chosen = labelled_threshold(config, corpus, labels)
         else:
             chosen = pair_threshold(config)
         print(f"threshold: {chosen.threshold:.4g} ({chosen.source})", file=sys.stderr)

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -46,7 +46,6 @@ from core.saving.label_schema import SCHEMA_VERSION, checked_schema, keys_join, 
 
 BUSY_TIMEOUT_S = 15.0  # how long a write waits for another writer before giving up
 READ_BUSY_TIMEOUT_S = 1.0  # a WAL reader waits only on a crash recovery or a checkpoint's restart, never a writer
-CHUNK_ROWS = 50_000  # rows per chunk of a streamed read
 KEYS_PER_QUERY = 400  # pair keys asked about in one query (two parameters each)
 _CURRENT = ("SELECT a.question1, a.question2, a.is_duplicate, a.labelled_by, a.labelled_at "
             "FROM labels AS l JOIN answers AS a ON a.id = l.answer_id")
@@ -78,17 +77,19 @@ class LabelStore:
         """The current labels in the order they were given: ``LABEL_COLUMNS``, ``is_duplicate`` 0 or 1."""
         return _label_frame(self._rows(f"{_CURRENT} ORDER BY l.answer_id"))
 
-    def pair_chunks(self, rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
-        """``pairs`` in frames of at most ``rows`` labels, each its own short read (memory stays one chunk's)."""
-        after = 0
-        while True:
-            chunk = self._rows(f"SELECT l.answer_id, {_CURRENT.removeprefix('SELECT ')} WHERE l.answer_id > ? "
-                               "ORDER BY l.answer_id LIMIT ?", (after, rows))
-            if chunk:
-                after = chunk[-1][0]
-                yield _label_frame([row[1:] for row in chunk])
-            if len(chunk) < rows:
-                return
+    def labels_between(self, texts: Iterable[str]) -> pd.DataFrame:
+        """The labels of pairs whose two questions are both among ``texts`` (normalised as ``pair_key``'s): the
+        pair key as question1 and question2, and is_duplicate. Indexed look-ups by first key, ``KEYS_PER_QUERY``
+        texts a query, so a corpus's labels are found without reading the others."""
+        texts = sorted(set(texts))
+        within, rows = set(texts), []
+        for start in range(0, len(texts), KEYS_PER_QUERY):
+            chunk = texts[start:start + KEYS_PER_QUERY]
+            rows += [row for row in self._rows(
+                f"SELECT l.key1, l.key2, a.is_duplicate FROM (VALUES {', '.join(['(?)'] * len(chunk))}) AS v "
+                "JOIN labels AS l ON l.key1 = v.column1 JOIN answers AS a ON a.id = l.answer_id", chunk)
+                if row[1] in within]
+        return pd.DataFrame(rows, columns=list(PAIR_COLUMNS)).astype({"is_duplicate": "int64"})
 
     def keys(self) -> set[tuple[str, str]]:
         """The ``pair_key`` of every labelled pair."""

@@ -20,7 +20,6 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -116,27 +115,26 @@ def retrain_problem(labels: pd.DataFrame | ShareCounts) -> str | None:
 
 
 # ---- a round -----------------------------------------------------------------------------------------------------
-def round_threshold(config: dict, corpus: EmbeddedCorpus, labels: pd.DataFrame | Iterable[pd.DataFrame]) -> float:
+def round_threshold(config: dict, corpus: EmbeddedCorpus, labels) -> float:
     """The threshold a round asks around: ``labelled_threshold``'s."""
     return labelled_threshold(config, corpus, labels).threshold
 
 
-def labelled_threshold(config: dict, corpus: EmbeddedCorpus, labels: pd.DataFrame | Iterable[pd.DataFrame]):
-    """The model's pair threshold (a ``Calibrated``), calibrated on the labels (a pairs frame, or frames such as
-    ``LabelStore.pair_chunks``, scored from the corpus's vectors, nothing encoded) when the model has none of its
-    own; only then are the labels read, one frame at a time, keeping the scores of pairs of corpus questions."""
+def labelled_threshold(config: dict, corpus: EmbeddedCorpus, labels):
+    """The model's pair threshold (a ``Calibrated``), calibrated on the labels of pairs of two corpus questions
+    (scored from the corpus's vectors, nothing encoded) when the model has none of its own. ``labels``: a pairs
+    frame, or a ``LabelStore``, asked then for the labels between the corpus's questions only."""
+    from core.data.questions import normalise_questions
     from core.inference.calibration import pair_threshold
 
     saved = finite_number((config.get("thresholds") or {}).get("accuracy")) if isinstance(config, dict) else None
     if saved is not None and not config.get("zero_shot"):  # pair_threshold's first rule: the labels change nothing
         return pair_threshold(config)
-    answers, scores = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
-    for frame in [labels] if isinstance(labels, pd.DataFrame) else labels:
-        similarity = corpus.similarity(frame["question1"], frame["question2"])
-        known = ~np.isnan(similarity)
-        answers.append(frame["is_duplicate"].to_numpy()[known])
-        scores.append(similarity[known])
-    return pair_threshold(config, np.concatenate(answers), np.concatenate(scores))
+    if not isinstance(labels, pd.DataFrame):
+        labels = labels.labels_between(normalise_questions(corpus.questions))
+    scores = corpus.similarity(labels["question1"], labels["question2"])
+    known = ~np.isnan(scores)
+    return pair_threshold(config, labels["is_duplicate"].to_numpy()[known], scores[known])
 
 
 def next_round(corpus: EmbeddedCorpus, threshold: float, done: set, n: int = ROUND_SIZE, seed: int = 0,
