@@ -411,3 +411,32 @@ def test_any_text_of_quotes_and_formula_signs_comes_back_from_the_csv_exactly(te
         return
     frame = pd.DataFrame({"question1": [escape_cell(question)], "question2": ["another?"], "is_duplicate": [1]})
     assert read_labels_csv(frame.to_csv(index=False).encode())["question1"].tolist() == [question]
+
+
+def test_a_wal_database_in_a_folder_nobody_can_write_is_read_and_a_damaged_one_is_left_as_it_was(tmp_path):
+    import hashlib
+    import subprocess
+
+    folder = tmp_path / "frozen"
+    path = folder / "labels.sqlite3"
+    writer = LabelStore(path)
+    writer.add("a?", "b?", 1)
+    writer.close()  # closed cleanly: no -wal or -shm beside it
+    assert sorted(os.listdir(folder)) == ["labels.sqlite3"]
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (it stops even root from making the -shm file)")
+    try:
+        assert LabelStore(path).pairs()["question1"].tolist() == ["a?"]
+        assert sorted(os.listdir(folder)) == ["labels.sqlite3"]
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    damaged = bytearray(path.read_bytes())
+    damaged[100:4096] = b"\xff" * (4096 - 100)  # the first page's tree, past the 100-byte header
+    path.write_bytes(bytes(damaged))
+    for call in (len, LabelStore.pairs, lambda store: store.recent(5)):
+        with pytest.raises(DataError) as error:
+            call(LabelStore(path))
+        assert "\n" not in str(error.value)
+    assert path.read_bytes() == bytes(damaged)  # a read never rewrites a header

@@ -261,8 +261,8 @@ class LabelStore:
 
     def _connect_to_read(self) -> sqlite3.Connection | None:
         """A read-only connection (no pragma, no schema: nothing is written); None for an empty database. A WAL
-        database in a folder this process cannot write has no shared-memory file to open: it is read as it is
-        (``immutable``), which nobody here can change anyway."""
+        database whose shared-memory file cannot be made (a folder this process cannot write) cannot be opened so
+        (``SQLITE_CANTOPEN``): it is read as the file holds it (``immutable``), which this process cannot change."""
         uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
         for suffix in ("", "&immutable=1"):
             db = sqlite3.connect(uri + suffix, uri=True, timeout=READ_BUSY_TIMEOUT_S, isolation_level=None,
@@ -272,9 +272,9 @@ class LabelStore:
                     return db
                 db.close()
                 return None
-            except sqlite3.OperationalError:
+            except sqlite3.OperationalError as error:
                 db.close()
-                if suffix or os.access(self.path.parent, os.W_OK):
+                if suffix or error.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN:
                     raise
             except BaseException:
                 db.close()
