@@ -13,7 +13,8 @@ would leave them (keys, bucket, labellers; the first ``CORPUS // 2`` are pairs o
   (``pending_pair``, ``round_progress``), Undo's ``recent(1, labelled_by=...)`` and the last answers
   (``show_recent``). Kept round: most runs. New round: every ``ROUND_SIZE`` answers, the candidates asked of the
   database, with a model that has its own threshold and with zero-shot MiniLM (whose threshold is calibrated on
-  the labels of pairs of corpus questions, asked of the database). The first run opens the connection; the page's store is kept per server;
+  the labels of pairs of corpus questions, asked of the database). The first run opens the connection; the
+  page's store is kept per server;
 * saving: ``--adds`` new answers and as many corrections (``LabelStore.add``, each its own fsynced transaction);
 * ``python -m core suggest --labels`` on the corpus, in a child process whose address space is capped at 2.5 GB
   (``ulimit -v 2500000``, ``RLIMIT_AS``), with a tiny Siamese LSTM (trained here on the bundled sample, 1 epoch)

@@ -373,7 +373,8 @@ def test_a_database_of_the_first_schema_is_read_as_it_is_and_upgraded_by_the_fir
 
 def test_the_labels_between_given_questions_and_the_keys_asked_about_are_those_of_the_whole_table(tmp_path):
     store = LabelStore(tmp_path / "labels.sqlite3")
-    store.merge(pd.DataFrame({"question1": [f"Q{i}?" for i in range(1000)], "question2": [f"r{i}?" for i in range(1000)],
+    store.merge(pd.DataFrame({"question1": [f"Q{i}?" for i in range(1000)],
+                              "question2": [f"r{i}?" for i in range(1000)],
                               "is_duplicate": [int(i % 3 == 0) for i in range(1000)]}))
     store.undo_last()  # the label of Q999 / r999 taken back
     store.add("q3?", "Q4?", 0)

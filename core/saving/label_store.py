@@ -8,8 +8,8 @@ and CHECKs); the path must be a regular file or absent.
 
 Reads never write: they go through a read-only connection (no pragma, no schema; a WAL reader never waits for a
 writer), so a read-only or damaged file is read as it is. The schema, WAL and upgrades are set by the first
-write. Reads are queries (counts, the last answers, the labelled keys among given ones, chunks of labels), never
-more of the table than the caller asks for.
+write. Reads are queries (counts, the last answers, which of given pairs are labelled, the labels between
+given questions), never more of the table than the caller asks for.
 """
 from __future__ import annotations
 
@@ -17,12 +17,11 @@ import os
 import sqlite3
 import stat
 import threading
+from collections import Counter
+from collections.abc import Iterable
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-
-from collections import Counter
-from collections.abc import Iterable
 
 import pandas as pd
 
@@ -346,7 +345,8 @@ def _latest(labelled_by: str | None) -> tuple[str, tuple]:
     by the labeller's index, so one labeller's last answer is found without reading everyone's."""
     columns = f"a.id, l.key1, l.key2, {', '.join('a.' + c for c in LABEL_COLUMNS)}"
     if labelled_by is None:
-        return f"SELECT {columns} FROM labels AS l JOIN answers AS a ON a.id = l.answer_id ORDER BY l.answer_id DESC", ()
+        return (f"SELECT {columns} FROM labels AS l JOIN answers AS a ON a.id = l.answer_id "
+                "ORDER BY l.answer_id DESC", ())
     return (f"SELECT {columns} FROM answers AS a JOIN labels AS l ON l.answer_id = a.id WHERE a.labelled_by = ? "
             "ORDER BY a.id DESC", (labelled_by,))
 
@@ -357,7 +357,8 @@ def _record(db: sqlite3.Connection, answer: tuple, when: str) -> None:
                         "labelled_at) VALUES (?, ?, ?, ?, ?, ?, ?)", (*answer, when))
     db.execute("INSERT INTO labels (key1, key2, answer_id, is_duplicate, bucket) VALUES (?, ?, ?, ?, ?) "
                "ON CONFLICT (key1, key2) DO UPDATE SET answer_id = excluded.answer_id, "
-               "is_duplicate = excluded.is_duplicate", (*answer[:2], cursor.lastrowid, answer[4], pair_bucket(*answer[:2])))
+               "is_duplicate = excluded.is_duplicate",
+               (*answer[:2], cursor.lastrowid, answer[4], pair_bucket(*answer[:2])))
 
 
 def _merge(db: sqlite3.Connection, answers: list[tuple]) -> MergeCounts:
