@@ -8,6 +8,7 @@ without a word.
 """
 from __future__ import annotations
 
+import hashlib
 import uuid
 
 import streamlit as st
@@ -15,6 +16,7 @@ import streamlit as st
 from core.data.limits import DataError, clip
 from core.data.questions import pair_key
 from core.saving.label_store import Label, LabelStore, read_labels_csv
+from lab import workspace_state
 from lab.session import show_error, upload_limit_bytes
 
 LABELLER = "label_session_id"  # session key: this session's ``labelled_by``, so Undo takes back only its answers
@@ -26,9 +28,21 @@ WATCHED = 20  # this session's latest answers checked each run for a change made
 WORDS = {1: "Duplicate", 0: "Not duplicate"}
 
 
+def workspace_labeller() -> str:
+    """The workspace's part of ``labelled_by``, the same after a reload or a restart: a digest of its id, never
+    the id (the id opens the workspace; a downloaded file must not)."""
+    digest = hashlib.sha256(workspace_state.current_workspace().id.encode("utf-8")).hexdigest()[:8]
+    return f"workspace-{digest}"
+
+
 def labeller() -> str:
-    """This session's ``labelled_by`` id."""
-    return st.session_state.setdefault(LABELLER, f"session-{uuid.uuid4().hex[:8]}")
+    """This session's ``labelled_by``: the workspace's part, then the session's."""
+    return st.session_state.setdefault(LABELLER, f"{workspace_labeller()}/session-{uuid.uuid4().hex[:8]}")
+
+
+def is_mine(label: Label) -> bool:
+    """Whether the label was given in this workspace: in this session, another tab, or before a reload."""
+    return label.labelled_by.split("/")[0] == workspace_labeller()
 
 
 def _notice(kind: str, text: str) -> None:
@@ -99,7 +113,7 @@ def show_recent(labels: LabelStore) -> None:
     for i, label in enumerate(recent):
         text, verdict, change = st.columns([6, 2, 2], vertical_alignment="center")
         text.text(f"{clip(label.question1, 80)}\n{clip(label.question2, 80)}")
-        who = "you" if label.labelled_by == labeller() else "another session"
+        who = "you" if is_mine(label) else "another session"
         verdict.markdown(f"**{WORDS[label.is_duplicate]}**  \nby {who}")
         other = 1 - label.is_duplicate
         change.button(f"Make it {WORDS[other]}", key=f"label_change_{i}", width="stretch",
@@ -112,8 +126,10 @@ def transfer(labels: LabelStore, file_name: str) -> None:
     with st.expander("Download or add labels"):
         st.download_button("Download the labels (CSV)", data=labels.export_csv, file_name=file_name,
                            mime="text/csv", key="label_download", on_click="ignore", icon=":material/download:")
-        st.caption("question1, question2, is_duplicate: the pairs file the Data and Train pages read. Edit it and "
-                   "add it back here; each pair keeps one label, the file's when it differs.")
+        st.caption("question1, question2, is_duplicate: the pairs file the Data and Train pages read; then who gave "
+                   "each label (labelled_by: this workspace's answers start with "
+                   f"{workspace_labeller()}) and when (labelled_at, UTC). Edit it and add it back here; each pair "
+                   "keeps one label, the file's when it differs.")
         uploaded = st.file_uploader("Add labels from a pairs CSV", type=["csv", "tsv", "txt", "gz"],
                                     key="label_upload")
     merged = st.session_state.setdefault(MERGED, set())

@@ -35,7 +35,9 @@ SCORED = "label_scored"  # session key: ids of the retrains already put on the l
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _store(path: str) -> LabelStore:
-    return LabelStore(path, legacy_csv=legacy_labels_path(path))
+    store = LabelStore(path, legacy_csv=legacy_labels_path(path))
+    store.import_legacy()  # a write, once per server: reads never write
+    return store
 
 
 def store(path: str | Path) -> LabelStore:
@@ -63,31 +65,42 @@ def embedded_corpus(choice: str, key: str, texts: Sequence[str], progress: Calla
         return slot["corpus"]
 
 
-def done_keys(labels: LabelStore) -> set:
-    """The pair keys not to ask again: labelled (by anyone) or skipped in this session."""
-    return labels.keys() | st.session_state.setdefault(SKIPPED, set())
+def done_keys(labels: LabelStore, keys) -> set:
+    """The pair keys of ``keys`` not to ask again: labelled (by anyone; the database asked about these only) or
+    skipped in this session."""
+    skipped = st.session_state.setdefault(SKIPPED, set())
+    keys = [tuple(key) for key in keys]
+    return labels.labelled_among(keys) | (skipped & set(keys))
+
+
+def _done_count(labels: LabelStore, skipped: set) -> tuple[int, int]:
+    """(labels, pairs labelled or skipped): counted, never listed."""
+    given = len(labels)
+    return given, given + len(skipped - labels.labelled_among(skipped))
 
 
 def pending_pair(choice: str, key: str, config: dict, corpus, labels: LabelStore) -> dict | None:
     """The pair to ask now: the first of the round not yet labelled or skipped; a new round when there is none
     (or the model or corpus changed). None when the corpus has no pair left to ask."""
-    state, done = st.session_state, done_keys(labels)
+    state, skipped = st.session_state, st.session_state.setdefault(SKIPPED, set())
     # The Verdict page's threshold of this model and dataset (one threshold, shown as it is applied).
     threshold = judged_threshold(choice, config, state.get("pairs")).threshold
     where = (choice, model_stamp(choice), key, threshold)
     current = state.get(ROUND)
     for _ in range(2):  # the round kept, else a new one
         if current is not None and current["for"] == where:
-            waiting = [pair for pair in current["pairs"] if pair["key"] not in done]
+            done = done_keys(labels, [pair["key"] for pair in current["pairs"]])
+            waiting = [pair for pair in current["pairs"] if tuple(pair["key"]) not in done]
             if waiting:
                 return waiting[0]
-            if not current["pairs"] and current["done"] == len(done):
+            if not current["pairs"] and current["done"] == _done_count(labels, skipped)[1]:
                 return None  # the last round found nothing, and nothing was labelled, skipped or undone since
-        frame = labels.pairs()
-        chosen = active_rounds.next_round(corpus, threshold, done, ROUND_SIZE, seed=len(frame) + len(done))
+        given, done_count = _done_count(labels, skipped)
+        chosen = active_rounds.next_round(corpus, threshold, skipped, ROUND_SIZE, seed=given + done_count,
+                                          labels=labels)
         chosen["key"] = pair_keys(chosen["question1"], chosen["question2"])
         current = state[ROUND] = {"for": where, "pairs": chosen.to_dict("records"), "threshold": threshold,
-                                  "done": len(done)}
+                                  "done": done_count}
     return None
 
 
@@ -96,7 +109,7 @@ def round_progress(labels: LabelStore) -> tuple[int, int]:
     current = st.session_state.get(ROUND)
     if not current:
         return 0, 0
-    done = done_keys(labels)
+    done = done_keys(labels, [pair["key"] for pair in current["pairs"]])
     return sum(tuple(pair["key"]) in done for pair in current["pairs"]), len(current["pairs"])
 
 
@@ -114,20 +127,26 @@ def can_undo(labels: LabelStore) -> bool:
     return bool(labels.recent(1, labelled_by=labeller()))
 
 
-def counts(frame: pd.DataFrame) -> tuple[int, int]:
+def share_counts(labels: LabelStore) -> active_rounds.ShareCounts:
+    """The labels' counts by share and class: one query, the labels never read."""
+    return active_rounds.share_counts(labels)
+
+
+def counts(shares: active_rounds.ShareCounts) -> tuple[int, int]:
     """(labels, held out of them)."""
-    return len(frame), int(active_rounds.held_out_mask(frame).sum()) if len(frame) else 0
+    return shares.training + shares.held_out, shares.held_out
 
 
 def curve_points(labels_file: Path) -> list[dict]:
     return active_rounds.read_curve(labels_file) if active_rounds.curve_path(labels_file).exists() else []
 
 
-def retrain_blocker(frame: pd.DataFrame) -> str | None:
-    """Why Retrain now cannot run on these labels, with how many more of which class it needs; None when it can."""
-    if frame.empty:
+def retrain_blocker(shares: active_rounds.ShareCounts) -> str | None:
+    """Why Retrain now cannot run on labels of these counts, with how many more of which class it needs; None
+    when it can."""
+    if counts(shares)[0] == 0:
         return "Retrain needs labels: answer a few pairs, duplicates and non-duplicates."
-    return active_rounds.retrain_problem(frame)
+    return active_rounds.retrain_problem(shares)
 
 
 def _interval(point: dict, name: str) -> str:

@@ -47,12 +47,12 @@ if len(corpus) < 2:
     st.stop()
 
 try:
-    frame = labels.pairs()
+    shares = label_view.share_counts(labels)
 except DataError as error:  # a database this lab cannot use: said in one line, never a traceback
     show_error(f"The labels of {name} cannot be read: {error}")
     st.stop()
 label_answers.show_notices(labels)
-given, held_out = label_view.counts(frame)
+given, held_out = label_view.counts(shares)
 pair = label_view.pending_pair(choice, key, config, corpus, labels)
 answered, round_size = label_view.round_progress(labels)
 st.markdown(f"**{given:,} labelled, {held_out:,} held out** · {len(corpus):,} questions of {name}")
@@ -85,7 +85,7 @@ undo_column, retrain_column = st.columns(2)
 undo_column.button("Undo last answer", key="label_undo", shortcut="U", disabled=not label_view.can_undo(labels), icon=":material/undo:",
                    on_click=label_view.undo, args=(labels,),
                    help="Takes back this session's last answer; its pair is asked again.")
-training, blocker = label_view.unfinished_retrain(), label_view.retrain_blocker(frame)
+training, blocker = label_view.unfinished_retrain(), label_view.retrain_blocker(shares)
 if retrain_column.button("Retrain now", key="label_retrain", disabled=training or blocker is not None,
                          icon=":material/model_training:",
                          help="Your retrain is queued or training: wait for it." if training else blocker or

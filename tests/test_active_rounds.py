@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from core.data import Splits
+from core.data.questions import pair_key
 from core.training import active_rounds
 from core.training.active_rounds import (
     add_point,
@@ -192,3 +193,49 @@ def test_the_labels_folder_is_not_listed_as_a_model_that_failed_to_load(tmp_path
     (tmp_path / "not_a_model").mkdir()
     runs, problems = list_runs(tmp_path)
     assert runs == [] and [problem.split(":")[0] for problem in problems] == ["not_a_model"]
+
+
+def test_a_label_stores_share_counts_are_the_frames_and_say_the_same_problem(tmp_path):
+    from core.saving.label_store import LabelStore
+
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    labels = pairs_frame(300, seed=3)
+    store.merge(labels)
+    counts = active_rounds.share_counts(store)  # one query: the labels themselves are not read
+    assert counts == active_rounds.share_counts(labels) and counts.training + counts.held_out == 300
+    assert counts.held_out == held_out_mask(labels).sum()
+    one_class = labels.assign(is_duplicate=1)
+    store.merge(one_class)
+    assert retrain_problem(active_rounds.share_counts(store)) == retrain_problem(one_class) is not None
+
+
+class ListedCorpus:
+    """A corpus that knows a similarity for some pairs (NaN for the others), as ``EmbeddedCorpus.similarity``."""
+
+    def __init__(self, known: dict):
+        self.known = {pair_key(a, b): score for (a, b), score in known.items()}
+        self.questions = sorted({text for pair in known for text in pair})
+
+    def similarity(self, questions1, questions2):
+        return np.array([self.known.get(pair_key(a, b), np.nan) for a, b in zip(questions1, questions2)])
+
+
+def test_a_threshold_calibrated_on_a_stores_corpus_pairs_is_the_one_on_the_whole_frame(tmp_path):
+    from core.saving.label_store import LabelStore
+
+    labels = pairs_frame(120, seed=5)
+    rng = np.random.default_rng(2)
+    known = {(a, b): float(y * 0.3 + rng.uniform(0.4, 0.7)) for a, b, y in labels.values[:100]}  # 20 not in the corpus
+    corpus, zero_shot = ListedCorpus(known), {"model_type": "minilm", "zero_shot": True}
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    store.merge(labels)
+    whole = active_rounds.labelled_threshold(zero_shot, corpus, labels)
+    assert active_rounds.labelled_threshold(zero_shot, corpus, store) == whole
+    assert whole.pairs == 100 and "100 of your labelled pairs" in whole.source
+
+    class NeverRead:
+        def labels_between(self, texts):
+            raise AssertionError("a model with its own threshold reads no label")
+
+    own = {"model_type": "lstm", "thresholds": {"accuracy": 0.61}}
+    assert active_rounds.labelled_threshold(own, corpus, NeverRead()).threshold == 0.61

@@ -28,6 +28,7 @@ from core.training.active_rounds import (
 )
 from core.training.pipeline import RunResult
 from core.training.outcome import TrainOutcome
+from app_support import TEST_WORKSPACE
 from lab.navigation import DATA, LABEL
 from lab.session import (
     ACTIVE_MODEL,
@@ -299,3 +300,40 @@ def test_the_label_page_asks_around_the_verdict_pages_threshold(runs_root, open_
     assert not at.exception
     assert at.slider(key="threshold").value == pytest.approx(expected, abs=1e-9)
     assert any(c.value.startswith(f"Calibrated threshold of this model: {expected:.3f} ") for c in at.caption)
+
+
+def test_a_page_run_reads_counts_and_keys_never_the_whole_table(label_page, monkeypatch):
+    at, labels_file, _ = label_page
+
+    def whole_table(self, *args):
+        raise AssertionError("a Label page run read every label")
+
+    monkeypatch.setattr(LabelStore, "pairs", whole_table)
+    monkeypatch.setattr(LabelStore, "keys", whole_table)
+    answered = []
+    for button in ["label_duplicate", "label_not_duplicate"] * 6 + ["label_skip", "label_undo", "label_change_0"]:
+        answered.append(shown_pair(at))
+        at.button(key=button).click().run()  # twelve answers: the first round ends and a second is chosen
+        assert not at.exception, at.exception
+    assert count_line(at).startswith("**11 labelled, ")
+    assert len(set(answered[:12])) == 12  # no pair asked twice: the second round left the first's answers out
+    monkeypatch.undo()
+    assert len(LabelStore(labels_file)) == 11
+
+
+def test_earlier_answers_read_as_yours_after_a_reload_and_the_download_says_who_and_when(label_page, open_page):
+    at, labels_file, folder = label_page
+    first = shown_pair(at)
+    at.button(key="label_duplicate").click().run()
+    LabelStore(labels_file).add("Another person's question?", "Their pair?", 0, labelled_by="workspace-other/s-1")
+    reloaded = open_page(LABEL.path, **{ACTIVE_MODEL: str(folder), ACTIVE_MODEL_PICKED: True})  # a new session
+    assert not reloaded.exception, reloaded.exception
+    assert reloaded.session_state["label_session_id"] != at.session_state["label_session_id"]
+    verdicts = [m.value for m in reloaded.markdown if m.value.startswith("**") and "by " in m.value]
+    assert verdicts == ["**Not duplicate**  \nby another session", "**Duplicate**  \nby you"]
+    exported = LabelStore(labels_file).export_csv().decode("utf-8").split("\r\n")
+    assert exported[0] == "question1,question2,is_duplicate,labelled_by,labelled_at"
+    mine = next(line for line in exported if line.startswith(first[0]) or line.startswith('"' + first[0]))
+    who, when = mine.split(",")[-2:]
+    assert who == at.session_state["label_session_id"] and who.startswith("workspace-") and when.endswith("+00:00")
+    assert TEST_WORKSPACE not in "\n".join(exported)  # the workspace's id opens it: never in a file

@@ -7,10 +7,15 @@ import os
 import signal
 import sqlite3
 import time
+from collections import Counter
 
+import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.data import DataError, load_pairs
+from core.data.questions import pair_key
 from core.saving.label_store import (
     LABEL_COLUMNS,
     MAX_QUESTION_CHARS,
@@ -22,6 +27,7 @@ from core.saving.label_store import (
     read_labels_csv,
     unescape_cell,
 )
+from core.saving.label_rows import PAIR_COLUMNS, pair_bucket
 from core.saving.safe_csv import is_formula
 
 LEGACY_HEADER = "question1,question2,is_duplicate,labelled_by,labelled_at\r\n"
@@ -187,7 +193,8 @@ def test_the_export_is_a_pairs_file_and_a_hand_edited_copy_merges_back_without_l
         store.add(text, f"other {i}", i % 2, labelled_by="ann")
     exported = store.export_csv()
     lines = exported.decode("utf-8").split("\r\n")
-    assert lines[0] == "question1,question2,is_duplicate" and lines[1].startswith("\"'=HYPERLINK")
+    assert lines[0] == "question1,question2,is_duplicate,labelled_by,labelled_at"  # the pairs file, who and when
+    assert lines[1].startswith("\"'=HYPERLINK") and lines[1].split(",")[-2] == "ann"
     pairs, report = load_pairs(exported)  # what the Data and Train pages read
     assert report.rows_kept == 6 and not any(is_formula(text) for text in pairs["question1"])
     # By hand: one label flipped, a row added, a row with only its spacing changed, and the file re-sorted.
@@ -221,6 +228,8 @@ def test_the_csv_labels_file_of_before_is_imported_once_whole(tmp_path):
     legacy.write_bytes(legacy_bytes)
     path = tmp_path / "corpus-12345678.sqlite3"
     store = LabelStore(path, legacy_csv=legacy)
+    assert store.pairs().empty and not path.exists()  # a read writes nothing: the import is a write of its own
+    store.import_legacy()
     assert store.pairs()[["question1", "question2", "is_duplicate"]].values.tolist() == [
         ["a?", "b?", 1], ["=c?", "d?", 0], ["e?", "f?", 1]]
     assert store.import_problem is None and legacy.read_bytes() == legacy_bytes  # the old file is left as it was
@@ -234,6 +243,7 @@ def test_a_csv_of_before_that_cannot_be_read_is_reported_and_the_store_still_wor
     legacy = tmp_path / "old.csv"
     legacy.write_bytes(b"\x00\x01\x02 binary, not text" * 20)
     store = LabelStore(tmp_path / "old.sqlite3", legacy_csv=legacy)
+    store.import_legacy()
     assert len(store) == 0 and "old.csv was not imported" in store.import_problem
     assert "\n" not in store.import_problem
     assert store.add("a?", "b?", 1) is None and len(store) == 1
@@ -283,3 +293,151 @@ def test_cells_a_spreadsheet_would_run_are_quoted_and_read_back_exactly():
         assert unescape_cell(escape_cell(text)) == text
         assert not is_formula(escape_cell(text))
     assert escape_cell("-2") == "-2" and escape_cell("'=1+1") == "''=1+1"
+
+
+def test_a_read_only_database_is_read_with_its_bytes_unchanged(tmp_path):
+    import hashlib
+
+    folder = tmp_path / "kept"
+    path = folder / "labels.sqlite3"
+    store = LabelStore(path)
+    store.add("a?", "b?", 1, labelled_by="ann")
+    store.add("c?", "d?", 0, labelled_by="bob")
+    store.close()
+    with sqlite3.connect(path) as db:  # as a backup tool leaves it: a rollback-journal file, which a write would
+        db.execute("PRAGMA journal_mode = DELETE")  # turn back to WAL (its header rewritten)
+    before, names = hashlib.sha256(path.read_bytes()).hexdigest(), sorted(os.listdir(folder))
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        reader = LabelStore(path)
+        assert reader.pairs()[["question1", "is_duplicate"]].values.tolist() == [["a?", 1], ["c?", 0]]
+        assert len(reader) == 2 and reader.recent(1, labelled_by="ann")[0].question1 == "a?"
+        assert reader.labelled_among([("a?", "b?"), ("x?", "y?")]) == {("a?", "b?")}
+        assert sum(reader.bucket_counts().values()) == 2 and ("c?", "d?") in reader
+        reader.close()
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == before and sorted(os.listdir(folder)) == names
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+
+
+def test_a_reader_beside_a_long_write_returns_the_committed_labels_without_waiting(tmp_path):
+    path = tmp_path / "labels.sqlite3"
+    LabelStore(path).add("committed?", "yes?", 1)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a long write, its rows not committed
+    writer.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, labelled_at) "
+                   "VALUES ('p?', 'q?', 'p?', 'q?', 1, '', 'now')")
+    try:
+        reader = LabelStore(path)
+        assert reader.pairs()["question1"].tolist() == ["committed?"] and len(reader) == 1
+        assert reader.recent(5)[0].question1 == "committed?" and sum(reader.bucket_counts().values()) == 1
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def counted_by_hand(store: LabelStore) -> Counter:
+    """(pair_bucket, is_duplicate) -> labels, from the whole table."""
+    return Counter((pair_bucket(*pair_key(q1, q2)), y) for q1, q2, y in store.pairs()[list(PAIR_COLUMNS)].values)
+
+
+def test_a_database_of_the_first_schema_is_read_as_it_is_and_upgraded_by_the_first_write(tmp_path):
+    from core.saving import label_schema
+    from core.training.active_rounds import held_out_mask
+
+    path = tmp_path / "labels.sqlite3"
+    with sqlite3.connect(path) as db:  # what the lab wrote before labels carried their bucket
+        db.executescript(label_schema._SCHEMA_1 + "PRAGMA user_version = 1; PRAGMA journal_mode = WAL;")
+        for i in range(40):
+            q1, q2 = f"Question {i}?", f"other {i}?"
+            db.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, labelled_at) "
+                       "VALUES (?, ?, ?, ?, ?, '', 'then')", (*pair_key(q1, q2), q1, q2, i % 2))
+            db.execute("INSERT INTO labels VALUES (?, ?, ?)", (*pair_key(q1, q2), i + 1))
+    old = LabelStore(path)
+    counts = old.bucket_counts()
+    assert counts == counted_by_hand(old) and sum(counts.values()) == 40
+    assert sum(n for (bucket, _), n in counts.items() if bucket < 20) == held_out_mask(old.pairs()).sum()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1  # the reads left it as it was
+    old.add("new?", "pair?", 1)
+    old.add("other 3?", "question 3?", 0)  # a correction moves its pair to the other class
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == label_schema.SCHEMA_VERSION
+    assert old.bucket_counts() == counted_by_hand(old) and sum(old.bucket_counts().values()) == 41
+    old.undo_last()
+    old.undo_last()
+    assert old.bucket_counts() == counts == counted_by_hand(LabelStore(path))
+
+
+def test_the_labels_between_given_questions_and_the_keys_asked_about_are_those_of_the_whole_table(tmp_path):
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    store.merge(pd.DataFrame({"question1": [f"Q{i}?" for i in range(1000)],
+                              "question2": [f"r{i}?" for i in range(1000)],
+                              "is_duplicate": [int(i % 3 == 0) for i in range(1000)]}))
+    store.undo_last()  # the label of Q999 / r999 taken back
+    store.add("q3?", "Q4?", 0)
+    within = ["q3?", "q4?", "r3?", "q998?", "r998?", "q999?", "r999?", "nowhere?", "r5?"]
+    assert sorted(store.labels_between(within).values.tolist()) == [["q3?", "q4?", 0], ["q3?", "r3?", 1],
+                                                                    ["q998?", "r998?", 0]]
+    assert store.labels_between(within).dtypes["is_duplicate"] == "int64" and store.labels_between([]).empty
+    asked = [(f"q{i}?", f"r{i}?") for i in range(990, 1010)] + [("r5?", "q5?")]
+    assert store.labelled_among(asked) == {(f"q{i}?", f"r{i}?") for i in range(990, 999)}
+    assert store.labelled_among([]) == set() and LabelStore(tmp_path / "none.sqlite3").labelled_among(asked) == set()
+
+
+APOSTROPHE_CASES = ["'=x", "''=x", "=1+1", "+x", "-x", "@x", "'", "'x", "''", "-2", "'-2", "'@x y", "'\t=x"]
+
+
+def test_a_questions_text_survives_the_export_and_the_import_exactly_and_stays_spreadsheet_safe(tmp_path):
+    store = LabelStore(tmp_path / "labels.sqlite3")
+    for i, text in enumerate(APOSTROPHE_CASES):
+        store.add(text, f"{text} other {i}", i % 2)
+    exported = store.export_csv()
+    back = read_labels_csv(exported)
+    assert back["question1"].tolist() == APOSTROPHE_CASES
+    assert back["question2"].tolist() == [f"{text} other {i}" for i, text in enumerate(APOSTROPHE_CASES)]
+    cells = [cell for row in exported.decode("utf-8").split("\r\n")[1:-1] for cell in row.split(",")[:2]]
+    assert not any(is_formula(cell.strip('"')) for cell in cells)  # nothing a spreadsheet would run
+    assert store.merge(back) == MergeCounts(0, 0, len(APOSTROPHE_CASES))  # the same pairs, the same labels
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("'=+-@\t x1.e")), min_size=1, max_size=8))
+def test_any_text_of_quotes_and_formula_signs_comes_back_from_the_csv_exactly(text):
+    assert unescape_cell(escape_cell(text)) == text and not is_formula(escape_cell(text))
+    question = text + " why?"  # a text checked_answer keeps as it is (never stripped at its start, never a number)
+    if question.strip() != question:
+        return
+    frame = pd.DataFrame({"question1": [escape_cell(question)], "question2": ["another?"], "is_duplicate": [1]})
+    assert read_labels_csv(frame.to_csv(index=False).encode())["question1"].tolist() == [question]
+
+
+def test_a_wal_database_in_a_folder_nobody_can_write_is_read_and_a_damaged_one_is_left_as_it_was(tmp_path):
+    import hashlib
+    import subprocess
+
+    folder = tmp_path / "frozen"
+    path = folder / "labels.sqlite3"
+    writer = LabelStore(path)
+    writer.add("a?", "b?", 1)
+    writer.close()  # closed cleanly: no -wal or -shm beside it
+    assert sorted(os.listdir(folder)) == ["labels.sqlite3"]
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (it stops even root from making the -shm file)")
+    try:
+        assert LabelStore(path).pairs()["question1"].tolist() == ["a?"]
+        assert sorted(os.listdir(folder)) == ["labels.sqlite3"]
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    damaged = bytearray(path.read_bytes())
+    damaged[100:4096] = b"\xff" * (4096 - 100)  # the first page's tree, past the 100-byte header
+    path.write_bytes(bytes(damaged))
+    for call in (len, LabelStore.pairs, lambda store: store.recent(5)):
+        with pytest.raises(DataError) as error:
+            call(LabelStore(path))
+        assert "\n" not in str(error.value)
+    assert path.read_bytes() == bytes(damaged)  # a read never rewrites a header

@@ -173,3 +173,25 @@ def test_a_real_model_on_the_bundled_sample(tiny_models, tmp_path, capsys):
     rows = read(out)[1:]
     assert [row[:2] for row in rows] == [[a if not is_formula(a) else "'" + a, b if not is_formula(b) else "'" + b]
                                          for a, b in expected[["question1", "question2"]].values]
+
+
+def test_a_label_database_is_asked_by_queries_never_read_whole(corpus, tmp_path, capsys, monkeypatch):
+    labels = labels_in("database", tmp_path)
+    store = LabelStore(labels)
+    for i in range(30):  # labels of pairs outside the corpus, both classes: enough to calibrate on if they counted
+        store.add(f"outside question {i}?", f"its pair {i}?", i % 2)
+    store.add(QUESTIONS[2], QUESTIONS[3], 0)
+
+    def whole_table(self, *args):
+        raise AssertionError("suggest read every label")
+
+    monkeypatch.setattr(LabelStore, "pairs", whole_table)
+    monkeypatch.setattr(LabelStore, "keys", whole_table)
+    monkeypatch.setattr(suggest_command, "load_backend", lambda args: (CircleModel(), {"model_type": "lstm"}))
+    out = tmp_path / "next.csv"
+    code, summary, err = run(capsys, "--questions", corpus, "--labels", labels, "--n", 3, "-k", 1, "--out", out)
+    assert code == 0, err
+    assert [row[:2] for row in read(out)[1:]] == [QUESTIONS[0:2]]  # the two labelled corpus pairs left out
+    assert summary["labelled"] == 32 and summary["candidates"] == 1
+    # Two labelled corpus pairs are too few to calibrate on: the plain default, as before, not the outside labels.
+    assert summary["threshold_source"] == "a plain default (the model has no calibrated threshold)"

@@ -75,8 +75,8 @@ def add_parsers(sub):
 
 
 def _load_labels(path: str | None):
-    """The labels' pairs frame: of a label database (told by its first bytes) or a pairs CSV; None when there is
-    no file yet."""
+    """The labels: a ``LabelStore`` for a label database (told by its first bytes; read by queries, never whole),
+    a pairs frame for a pairs CSV; None when there is no file yet."""
     from core.data import DataError
     from core.saving.label_store import LabelStore, is_label_database, read_labels_csv
 
@@ -86,10 +86,18 @@ def _load_labels(path: str | None):
         print(f"labels: {path} does not exist yet; no pair is labelled", file=sys.stderr)
         return None
     try:
-        return LabelStore(path).pairs() if is_label_database(path) else read_labels_csv(path)
+        if not is_label_database(path):
+            return read_labels_csv(path)
+        store = LabelStore(path)
+        len(store)  # a database the lab cannot read is said here, before any work
+        return store
     except DataError as error:
-        message = str(error)
-        raise CliError(message if str(path) in message else f"--labels {path}: {message}") from None
+        raise _labels_error(path, error) from None
+
+
+def _labels_error(path, error) -> CliError:
+    message = str(error)
+    return CliError(message if str(path) in message else f"--labels {path}: {message}")
 
 
 def cmd_suggest(args) -> int:
@@ -101,18 +109,13 @@ def cmd_suggest(args) -> int:
 
 
 def _suggest_into(claim, out: Path, args) -> dict:
-    import numpy as np
-
-    from core.data import pair_keys
+    from core.data import DataError, pair_keys
     from core.inference.calibration import Calibrated, pair_threshold
-    from core.inference.candidates import (
-        candidate_pairs,
-        choose_pairs,
-        distinct_questions,
-        embed_corpus,
-    )
+    from core.inference.candidates import choose_pairs, distinct_questions, embed_corpus
     from core.inference.vector_index import model_identity
+    from core.saving.label_store import LabelStore
     from core.saving.safe_csv import safe_csv_text
+    from core.training.active_rounds import labelled_threshold, unlabelled_candidates
 
     device = resolved_device(args)  # a GPU that is not here is refused before any work
     questions = distinct_questions(load_corpus(args.questions))
@@ -125,24 +128,30 @@ def _suggest_into(claim, out: Path, args) -> dict:
     corpus = embed_corpus(model, questions, progress=TqdmCounter("encoding"), cache=vector_cache() if key else None,
                           model_key=key, device=device)
     encoded = time.perf_counter()
-    if args.threshold is not None:
-        chosen = Calibrated(args.threshold, "given with --threshold")
-    elif labels is not None and len(labels):
-        scores = corpus.similarity(labels["question1"], labels["question2"])
-        known = np.isfinite(scores)  # labelled pairs of two corpus questions: scored without encoding
-        chosen = pair_threshold(config, labels["is_duplicate"].to_numpy()[known], scores[known])
-    else:
-        chosen = pair_threshold(config)
-    print(f"threshold: {chosen.threshold:.4g} ({chosen.source})", file=sys.stderr)
-    labelled = set(pair_keys(labels["question1"], labels["question2"])) if labels is not None else set()
-    candidates = candidate_pairs(corpus, args.neighbours, labelled)
+    # A database is read by queries (the labels between corpus questions for a threshold, which candidates it
+    # holds); a pairs CSV is read whole, its keys a set.
+    store = labels if isinstance(labels, LabelStore) else None
+    try:
+        if args.threshold is not None:
+            chosen = Calibrated(args.threshold, "given with --threshold")
+        elif labels is not None:  # labelled pairs of two corpus questions: scored without encoding
+            chosen = labelled_threshold(config, corpus, labels)
+        else:
+            chosen = pair_threshold(config)
+        print(f"threshold: {chosen.threshold:.4g} ({chosen.source})", file=sys.stderr)
+        in_csv = set() if labels is None or store is not None else set(pair_keys(labels["question1"],
+                                                                                  labels["question2"]))
+        candidates = unlabelled_candidates(corpus, in_csv, store, args.neighbours)
+        labelled_count = 0 if labels is None else len(labels)
+    except DataError as error:  # the database changed under the command: one line
+        raise _labels_error(args.labels, error) from None
     picked = choose_pairs(candidates, args.n, chosen.threshold, args.strategy, args.random_share, args.seed)
     with claim.open(out, "w", encoding="utf-8", newline="") as handle:
         handle.write(safe_csv_text(picked))
     if len(picked) < args.n:
         print(f"warning: only {len(picked)} pairs of questions not yet asked in this round were left to suggest",
               file=sys.stderr)
-    return {"out": str(out), "questions": len(questions), "labelled": 0 if labels is None else len(labels),
+    return {"out": str(out), "questions": len(questions), "labelled": labelled_count,
             "candidates": len(candidates), "suggested": len(picked),
             "uncertain": int((picked["reason"] == "uncertain").sum()),
             "random": int((picked["reason"] == "random").sum()), "strategy": args.strategy,

@@ -6,6 +6,7 @@ spreadsheet would run, and ``read_labels_csv`` takes it off again.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -51,6 +52,13 @@ def escape_cell(text: str) -> str:
 def unescape_cell(text: str) -> str:
     """The inverse of ``escape_cell``."""
     return text[1:] if text.startswith("'") and is_formula(text.lstrip("'")) else text
+
+
+def pair_bucket(key1: str, key2: str) -> int:
+    """0 to 99, from the sha1 of a ``pair_key``: the same for the same two texts in any order or round, so a share
+    of the labels (the held-out one) is a range of buckets."""
+    digest = hashlib.sha1(f"{key1}\x1f{key2}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % 100
 
 
 def checked_answer(question1, question2, is_duplicate, labelled_by="") -> tuple:

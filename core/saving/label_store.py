@@ -2,8 +2,14 @@
 
 WAL with ``synchronous=FULL`` and one ``BEGIN IMMEDIATE`` transaction per change, so a killed process leaves it
 before or after an answer. ``answers`` holds every answer (an undo marks it ``undone_at``; nothing is deleted),
-``labels`` each ``pair_key``'s latest answer not undone, ``imports`` the CSV files taken in once. Fields are bounded
-(``label_rows.checked_answer`` and CHECKs); the path must be a regular file or absent.
+``labels`` each ``pair_key``'s latest answer not undone (with its label and ``pair_bucket``, so counts by share
+are one indexed query), ``imports`` the CSV files taken in once. Fields are bounded (``label_rows.checked_answer``
+and CHECKs); the path must be a regular file or absent.
+
+Reads never write: they go through a read-only connection (no pragma, no schema; a WAL reader never waits for a
+writer), so a read-only or damaged file is read as it is. The schema, WAL and upgrades are set by the first
+write. Reads are queries (counts, the last answers, which of given pairs are labelled, the labels between
+given questions), never more of the table than the caller asks for.
 """
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ import os
 import sqlite3
 import stat
 import threading
+from collections import Counter
+from collections.abc import Iterable
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,39 +37,15 @@ from core.saving.label_rows import (
     checked_answer,
     escape_cell,
     is_label_database,
+    pair_bucket,
     read_labels_csv,
     unescape_cell,
 )
+from core.saving.label_schema import SCHEMA_VERSION, checked_schema, keys_join, made_current
 
 BUSY_TIMEOUT_S = 15.0  # how long a write waits for another writer before giving up
-SCHEMA_VERSION = 1
-LAB_TABLES = ("answers", "labels", "imports")  # what makes a database the lab's labels
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS answers (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    key1 TEXT NOT NULL,
-    key2 TEXT NOT NULL,
-    question1 TEXT NOT NULL CHECK (length(question1) BETWEEN 1 AND {MAX_QUESTION_CHARS}),
-    question2 TEXT NOT NULL CHECK (length(question2) BETWEEN 1 AND {MAX_QUESTION_CHARS}),
-    is_duplicate INTEGER NOT NULL CHECK (is_duplicate IN (0, 1)),
-    labelled_by TEXT NOT NULL CHECK (length(labelled_by) <= {MAX_LABELLER_CHARS}),
-    labelled_at TEXT NOT NULL,
-    undone_at TEXT
-);
-CREATE INDEX IF NOT EXISTS answers_of_pair ON answers (key1, key2, id);
-CREATE TABLE IF NOT EXISTS labels (
-    key1 TEXT NOT NULL,
-    key2 TEXT NOT NULL,
-    answer_id INTEGER NOT NULL UNIQUE REFERENCES answers (id),
-    PRIMARY KEY (key1, key2)
-);
-CREATE TABLE IF NOT EXISTS imports (
-    source TEXT PRIMARY KEY,
-    labels INTEGER NOT NULL,
-    imported_at TEXT NOT NULL
-);
-"""
+READ_BUSY_TIMEOUT_S = 1.0  # a WAL reader waits only on a crash recovery or a checkpoint's restart, never a writer
+KEYS_PER_QUERY = 400  # pair keys asked about in one query (two parameters each)
 _CURRENT = ("SELECT a.question1, a.question2, a.is_duplicate, a.labelled_by, a.labelled_at "
             "FROM labels AS l JOIN answers AS a ON a.id = l.answer_id")
 
@@ -72,16 +56,16 @@ def _now() -> str:
 
 class LabelStore:
     """The labels of one SQLite file, safe to share between threads and processes; nothing is created before the
-    first change. ``legacy_csv``: a CSV labels file imported once, on first use (why a file could not be, in one
-    line: ``import_problem``)."""
+    first change. ``legacy_csv``: a CSV labels file imported once, by the first write or ``import_legacy`` (why a
+    file could not be, in one line: ``import_problem``)."""
 
     def __init__(self, path: str | Path, legacy_csv: str | Path | None = None):
         self.path = Path(path)
         self.legacy_csv = Path(legacy_csv) if legacy_csv is not None else None
         self.import_problem: str | None = None
-        self._mutex = threading.RLock()  # one transaction at a time on the connection, whatever the thread
-        self._db: sqlite3.Connection | None = None
-        self._opened: tuple | None = None  # (process, device, inode) the connection belongs to
+        self._mutex = threading.RLock()  # one transaction at a time on the connections, whatever the thread
+        # write? -> (connection, (process, device, inode) it belongs to): a read-only one for reads, one to write
+        self._open: dict[bool, tuple[sqlite3.Connection, tuple]] = {}
 
     def _rows(self, sql: str, values=()) -> list[tuple]:
         """The rows of one read; none while the database does not exist."""
@@ -90,13 +74,48 @@ class LabelStore:
 
     def pairs(self) -> pd.DataFrame:
         """The current labels in the order they were given: ``LABEL_COLUMNS``, ``is_duplicate`` 0 or 1."""
-        frame = pd.DataFrame(self._rows(f"{_CURRENT} ORDER BY l.answer_id"), columns=list(LABEL_COLUMNS))
-        frame["is_duplicate"] = frame["is_duplicate"].astype("int64")
-        return frame
+        return _label_frame(self._rows(f"{_CURRENT} ORDER BY l.answer_id"))
+
+    def labels_between(self, texts: Iterable[str]) -> pd.DataFrame:
+        """The labels of pairs whose two questions are both among ``texts`` (normalised as ``pair_key``'s): the
+        pair key as question1 and question2, and is_duplicate. Indexed look-ups by first key, ``KEYS_PER_QUERY``
+        texts a query, so a corpus's labels are found without reading the others."""
+        texts = sorted(set(texts))
+        within, rows = set(texts), []
+        for start in range(0, len(texts), KEYS_PER_QUERY):
+            chunk = texts[start:start + KEYS_PER_QUERY]
+            rows += [row for row in self._rows(
+                f"SELECT l.key1, l.key2, a.is_duplicate FROM (VALUES {', '.join(['(?)'] * len(chunk))}) AS v "
+                "JOIN labels AS l ON l.key1 = v.column1 JOIN answers AS a ON a.id = l.answer_id", chunk)
+                if row[1] in within]
+        return pd.DataFrame(rows, columns=list(PAIR_COLUMNS)).astype({"is_duplicate": "int64"})
 
     def keys(self) -> set[tuple[str, str]]:
         """The ``pair_key`` of every labelled pair."""
         return set(self._rows("SELECT key1, key2 FROM labels"))
+
+    def labelled_among(self, keys: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The pair keys of ``keys`` that are labelled: indexed look-ups, ``KEYS_PER_QUERY`` keys a query."""
+        keys, found = list(keys), set()
+        for start in range(0, len(keys), KEYS_PER_QUERY):
+            chunk = keys[start:start + KEYS_PER_QUERY]
+            found.update(self._rows(f"SELECT l.key1, l.key2 {keys_join(len(chunk))}",
+                                    [part for key in chunk for part in key]))
+        return found
+
+    def bucket_counts(self) -> Counter:
+        """How many labels each (``pair_bucket``, ``is_duplicate``) has: one indexed query."""
+        with self._transaction(write=False) as db:
+            if db is None:
+                return Counter()
+            if db.execute("PRAGMA user_version").fetchone()[0] >= 2:
+                return Counter({(bucket, label): n for bucket, label, n in db.execute(
+                    "SELECT bucket, is_duplicate, count(*) FROM labels GROUP BY bucket, is_duplicate")})
+            counts = Counter()  # a database no write of this lab has upgraded yet: each key hashed here
+            for key1, key2, label in db.execute("SELECT l.key1, l.key2, a.is_duplicate FROM labels AS l "
+                                                "JOIN answers AS a ON a.id = l.answer_id"):
+                counts[pair_bucket(key1, key2), label] += 1
+            return counts
 
     def __len__(self) -> int:
         return sum(count for (count,) in self._rows("SELECT count(*) FROM labels"))
@@ -112,8 +131,8 @@ class LabelStore:
 
     def recent(self, n: int, labelled_by: str | None = None) -> list[Label]:
         """The ``n`` labels given last (of ``labelled_by``, when given), the latest first."""
-        where, values = ("WHERE a.labelled_by = ?", (labelled_by, n)) if labelled_by is not None else ("", (n,))
-        return [Label(*row) for row in self._rows(f"{_CURRENT} {where} ORDER BY l.answer_id DESC LIMIT ?", values)]
+        sql, values = _latest(labelled_by)
+        return [Label(*row[3:]) for row in self._rows(f"{sql} LIMIT ?", (*values, n))]
 
     def history(self, question1: str, question2: str) -> pd.DataFrame:
         """Every answer the pair was given, the first first: ``LABEL_COLUMNS`` and ``undone_at`` (None if not)."""
@@ -123,9 +142,10 @@ class LabelStore:
         return pd.DataFrame(rows, columns=[*LABEL_COLUMNS, "undone_at"])
 
     def export_csv(self) -> bytes:
-        """The current labels as a formula-safe pairs CSV (UTF-8, CRLF) that ``merge`` takes back."""
-        frame = self.pairs()[list(PAIR_COLUMNS)].copy()
-        for column in ("question1", "question2"):
+        """The current labels as a formula-safe CSV (UTF-8, CRLF) that ``merge`` takes back: the pairs file's columns,
+        then who gave each label and when (``LABEL_COLUMNS``)."""
+        frame = self.pairs()
+        for column in ("question1", "question2", "labelled_by"):
             frame[column] = frame[column].map(escape_cell)
         return frame.to_csv(index=False, lineterminator="\r\n").encode("utf-8")
 
@@ -141,11 +161,9 @@ class LabelStore:
     def undo_last(self, labelled_by: str | None = None) -> Label | None:
         """Take back the last answer that is a pair's label (of ``labelled_by``, when given), the pair's answer
         before it its label again; returns the answer taken back, if any."""
-        where, values = ("WHERE a.labelled_by = ?", (labelled_by,)) if labelled_by is not None else ("", ())
+        sql, values = _latest(labelled_by)
         with self._transaction(write=True) as db:
-            found = db.execute(f"SELECT a.id, l.key1, l.key2, {', '.join('a.' + c for c in LABEL_COLUMNS)} FROM "
-                               f"labels AS l JOIN answers AS a ON a.id = l.answer_id {where} "
-                               "ORDER BY l.answer_id DESC LIMIT 1", values).fetchone()
+            found = db.execute(f"{sql} LIMIT 1", values).fetchone()
             if found is None:
                 return None
             answer_id, key = found[0], found[1:3]
@@ -155,7 +173,8 @@ class LabelStore:
             if before is None:
                 db.execute("DELETE FROM labels WHERE key1 = ? AND key2 = ?", key)
             else:
-                db.execute("UPDATE labels SET answer_id = ? WHERE key1 = ? AND key2 = ?", (before, *key))
+                db.execute("UPDATE labels SET answer_id = ?, is_duplicate = (SELECT is_duplicate FROM answers "
+                           "WHERE id = ?) WHERE key1 = ? AND key2 = ?", (before, before, *key))
         return Label(*found[3:])
 
     def merge(self, pairs: pd.DataFrame, labelled_by: str = "") -> MergeCounts:
@@ -170,12 +189,23 @@ class LabelStore:
         with self._transaction(write=True) as db:
             return _merge(db, answers)
 
+    def import_legacy(self) -> None:
+        """Import ``legacy_csv`` now when it exists and was not imported (a write: the database is made); a
+        database that cannot be written is said in ``import_problem``, never raised."""
+        if self.legacy_csv is None or not self.legacy_csv.exists():
+            return
+        try:
+            with self._transaction(write=True):
+                pass  # opening the writing connection imports it
+        except DataError as error:
+            self.import_problem = f"the earlier labels file {self.legacy_csv.name} was not imported: {error}"
+
     def close(self) -> None:
-        """Close the connection (a later call opens another)."""
+        """Close the connections (a later call opens others)."""
         with self._mutex:
-            if self._db is not None:
-                self._db.close()
-            self._db = self._opened = None
+            for db, _ in self._open.values():
+                db.close()
+            self._open.clear()
 
     def _regular_file(self) -> os.stat_result | None:
         """The database's ``lstat``, None when it does not exist; ``DataError`` when it is not a regular file."""
@@ -193,17 +223,17 @@ class LabelStore:
 
     @contextmanager
     def _transaction(self, write: bool):
-        """A connection inside one transaction (``BEGIN IMMEDIATE`` to write); None for a read of a database not
-        made yet. Any SQLite failure is one ``DataError`` line."""
+        """A connection inside one transaction (``BEGIN IMMEDIATE`` to write, on the read-only connection to read);
+        None for a read of a database not made yet. Any SQLite failure is one ``DataError`` line."""
         with self._mutex:
             info = self._regular_file()
-            if info is None and not write and not (self.legacy_csv and self.legacy_csv.exists()):
-                yield None
-                return
             try:
-                db = self._connection(info)
+                db = None if info is None and not write else self._connection(write, info)
             except sqlite3.Error as error:
                 raise DataError(f"the labels {self.path.name} cannot be opened: {error}") from None
+            if db is None:
+                yield None
+                return
             try:
                 db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 with db:  # commits at the end, rolls back on any exception (a failed commit included)
@@ -211,44 +241,69 @@ class LabelStore:
             except sqlite3.Error as error:
                 raise DataError(f"the labels {self.path.name}: {error}") from None
 
-    def _connection(self, info: os.stat_result | None) -> sqlite3.Connection:
-        """The open connection, or a new one in a forked child or when the file was removed or replaced."""
-        if self._db is not None and (info is None or self._opened != (os.getpid(), info.st_dev, info.st_ino)):
-            if self._opened[0] == os.getpid():
-                self._db.close()
-            self._db = None
-        if self._db is None:
-            self._db = self._connect()
+    def _connection(self, write: bool, info: os.stat_result | None) -> sqlite3.Connection | None:
+        """The open connection of that kind, or a new one in a forked child or when the file was removed or
+        replaced; None for a read of an empty file (a database not made yet)."""
+        held = self._open.get(write)
+        if held is not None and (info is None or held[1] != (os.getpid(), info.st_dev, info.st_ino)):
+            if held[1][0] == os.getpid():
+                held[0].close()
+            del self._open[write]
+            held = None
+        if held is None:
+            db = self._connect_to_write() if write else self._connect_to_read()
+            if db is None:
+                return None
             opened = os.stat(self.path)
-            self._opened = (os.getpid(), opened.st_dev, opened.st_ino)
-        return self._db
+            held = self._open[write] = (db, (os.getpid(), opened.st_dev, opened.st_ino))
+        return held[0]
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect_to_read(self) -> sqlite3.Connection | None:
+        """A read-only connection (no pragma, no schema: nothing is written); None for an empty database. A WAL
+        database whose shared-memory file cannot be made (a folder this process cannot write) cannot be opened so
+        (``SQLITE_CANTOPEN``): it is read as the file holds it (``immutable``), which this process cannot change."""
+        uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
+        for suffix in ("", "&immutable=1"):
+            db = sqlite3.connect(uri + suffix, uri=True, timeout=READ_BUSY_TIMEOUT_S, isolation_level=None,
+                                 check_same_thread=False)
+            try:
+                if checked_schema(db):
+                    return db
+                db.close()
+                return None
+            except sqlite3.OperationalError as error:
+                db.close()
+                if suffix or error.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN:
+                    raise
+            except BaseException:
+                db.close()
+                raise
+        return None
+
+    def _connect_to_write(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=rwc"
         db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:  # a database of something else (or of a newer lab) is never changed
-            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
-                                            f"{SCHEMA_VERSION})")
-            if (tables or version) and not (version == SCHEMA_VERSION and set(LAB_TABLES) <= tables):
-                raise sqlite3.DatabaseError("it is an SQLite database of something else, not the lab's labels; it was "
-                                            "left as it is: name another file")
+            version = checked_schema(db)
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # set once: it stays with the file
                 db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = FULL")  # an answer acknowledged survives a power cut too
             db.execute("PRAGMA foreign_keys = ON")
-            self._prepare(db)
+            db.create_function("pair_bucket", 2, pair_bucket, deterministic=True)
+            self._prepare(db, version)
         except BaseException:
             db.close()
             raise
         return db
 
-    def _prepare(self, db: sqlite3.Connection) -> None:
-        """The schema, on each new connection; then the legacy CSV, unless it was imported before."""
-        db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+    def _prepare(self, db: sqlite3.Connection, version: int) -> None:
+        """The schema, made or brought to ``SCHEMA_VERSION`` in one transaction; then the legacy CSV, unless it
+        was imported before."""
+        if version < SCHEMA_VERSION:
+            db.execute("BEGIN IMMEDIATE")
+            with db:
+                made_current(db)
         if self.legacy_csv is None or not self.legacy_csv.exists():
             return
         db.execute("BEGIN IMMEDIATE")
@@ -279,18 +334,40 @@ class LabelStore:
                                    f"(the first, {refused[0]}); the file is kept as it was")
 
 
+def _label_frame(rows: list[tuple]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(LABEL_COLUMNS))
+    frame["is_duplicate"] = frame["is_duplicate"].astype("int64")
+    return frame
+
+
+def _latest(labelled_by: str | None) -> tuple[str, tuple]:
+    """The labels (answer id, key1, key2, ``LABEL_COLUMNS``), the latest first, of ``labelled_by`` when given:
+    by the labeller's index, so one labeller's last answer is found without reading everyone's."""
+    columns = f"a.id, l.key1, l.key2, {', '.join('a.' + c for c in LABEL_COLUMNS)}"
+    if labelled_by is None:
+        return (f"SELECT {columns} FROM labels AS l JOIN answers AS a ON a.id = l.answer_id "
+                "ORDER BY l.answer_id DESC", ())
+    return (f"SELECT {columns} FROM answers AS a JOIN labels AS l ON l.answer_id = a.id WHERE a.labelled_by = ? "
+            "ORDER BY a.id DESC", (labelled_by,))
+
+
 def _record(db: sqlite3.Connection, answer: tuple, when: str) -> None:
     """One answer into the history and, as the pair's label, into ``labels``."""
     cursor = db.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, "
                         "labelled_at) VALUES (?, ?, ?, ?, ?, ?, ?)", (*answer, when))
-    db.execute("INSERT INTO labels (key1, key2, answer_id) VALUES (?, ?, ?) "
-               "ON CONFLICT (key1, key2) DO UPDATE SET answer_id = excluded.answer_id",
-               (*answer[:2], cursor.lastrowid))
+    db.execute("INSERT INTO labels (key1, key2, answer_id, is_duplicate, bucket) VALUES (?, ?, ?, ?, ?) "
+               "ON CONFLICT (key1, key2) DO UPDATE SET answer_id = excluded.answer_id, "
+               "is_duplicate = excluded.is_duplicate",
+               (*answer[:2], cursor.lastrowid, answer[4], pair_bucket(*answer[:2])))
 
 
 def _merge(db: sqlite3.Connection, answers: list[tuple]) -> MergeCounts:
-    held = {(key1, key2): label for key1, key2, label in db.execute(
-        "SELECT l.key1, l.key2, a.is_duplicate FROM labels AS l JOIN answers AS a ON a.id = l.answer_id")}
+    held = {}  # the labels of the pairs the file names, not of the whole table
+    for start in range(0, len(answers), KEYS_PER_QUERY):
+        chunk = answers[start:start + KEYS_PER_QUERY]
+        held.update(((key1, key2), label) for key1, key2, label in db.execute(
+            f"SELECT l.key1, l.key2, l.is_duplicate {keys_join(len(chunk))}",
+            [part for answer in chunk for part in answer[:2]]))
     added = changed = unchanged = 0
     when = _now()
     for answer in answers:
@@ -305,4 +382,5 @@ def _merge(db: sqlite3.Connection, answers: list[tuple]) -> MergeCounts:
 
 
 __all__ = ["LABEL_COLUMNS", "MAX_LABELLER_CHARS", "MAX_QUESTION_CHARS", "PAIR_COLUMNS", "Label", "LabelStore",
-           "MergeCounts", "checked_answer", "escape_cell", "is_label_database", "read_labels_csv", "unescape_cell"]
+           "MergeCounts", "checked_answer", "escape_cell", "is_label_database", "pair_bucket", "read_labels_csv",
+           "unescape_cell"]

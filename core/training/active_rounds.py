@@ -22,6 +22,7 @@ import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,7 @@ from core.inference.candidates import EmbeddedCorpus, candidate_pairs, choose_pa
 from core.inference.uncertainty import metric_intervals
 from core.inference.run_quality import finite_number
 from core.model_names import ZERO_SHOT
+from core.saving.label_rows import pair_bucket
 from core.saving.locks import lock_path_for, take_lock
 from core.saving.runs import LABELS_FOLDER
 
@@ -39,6 +41,7 @@ from core.saving.runs import LABELS_FOLDER
 # them: the Label page reads this module's rules before it draws, and draws before those libraries load.
 
 HELD_OUT_SHARE = 0.2  # of the labels: scored on, calibrated on, never trained on
+HELD_OUT_BUCKETS = round(HELD_OUT_SHARE * 100)  # a pair is held out when its ``pair_bucket`` is below this
 ROUND_SIZE = 10  # pairs asked per round
 # Below this many held-out labels a model's held-out figures swing by tenths from one label to the next: the
 # page says so beside their intervals.
@@ -54,12 +57,34 @@ RETRAIN_OPTIONS = {"model": "minilm", "loss": "contrastive", "form": "squared_hi
 # ---- which labels are held out ---------------------------------------------------------------------------------
 def held_out_mask(pairs: pd.DataFrame) -> np.ndarray:
     """(N,) bool: the pairs held out. A pair is held out when the sha1 of its ``pair_key`` is below
-    ``HELD_OUT_SHARE`` of 100 (mod 100), so the answer depends on the two texts only: not on the order of
-    the rows, the order of the two questions, other labels, or the round."""
+    ``HELD_OUT_SHARE`` of 100 (mod 100, ``pair_bucket``), so the answer depends on the two texts only: not on
+    the order of the rows, the order of the two questions, other labels, or the round."""
     keys = pair_keys(pairs["question1"], pairs["question2"])
-    buckets = [int.from_bytes(hashlib.sha1(f"{a}\x1f{b}".encode("utf-8", "surrogatepass")).digest()[:8], "big") % 100
-               for a, b in keys]
-    return np.asarray(buckets, dtype=np.int64) < round(HELD_OUT_SHARE * 100)
+    return np.asarray([pair_bucket(a, b) for a, b in keys], dtype=np.int64) < HELD_OUT_BUCKETS
+
+
+class ShareCounts(NamedTuple):
+    """How many labels, and duplicates among them, each share holds."""
+
+    training: int
+    training_duplicates: int
+    held_out: int
+    held_out_duplicates: int
+
+
+def share_counts(labels) -> ShareCounts:
+    """The shares' counts of a pairs frame, or of a ``LabelStore`` (one indexed query: the labels are not read)."""
+    if isinstance(labels, pd.DataFrame):
+        held, duplicate = held_out_mask(labels), labels["is_duplicate"].to_numpy().astype(bool)
+        return ShareCounts(int((~held).sum()), int((duplicate & ~held).sum()), int(held.sum()),
+                           int((duplicate & held).sum()))
+    counts = labels.bucket_counts()
+
+    def total(held: bool, duplicates: bool = False) -> int:
+        return sum(n for (bucket, label), n in counts.items()
+                   if (bucket < HELD_OUT_BUCKETS) == held and (label == 1 or not duplicates))
+
+    return ShareCounts(total(False), total(False, True), total(True), total(True, True))
 
 
 def round_splits(labels: pd.DataFrame) -> Splits:
@@ -71,38 +96,64 @@ def round_splits(labels: pd.DataFrame) -> Splits:
                   test=frame.iloc[:0].reset_index(drop=True))
 
 
-def retrain_problem(labels: pd.DataFrame) -> str | None:
-    """Why these labels cannot make a round's run yet, and about how many more labels of which class would
-    mend it, or None: both shares need both classes. A share takes its fraction of new labels (by their text,
-    not chosen), so one more label of a class lands in the held-out share after about 1 / 0.2 = 5 of them."""
-    splits = round_splits(labels)
-    for name, share, fraction in (("training", splits.train, 1 - HELD_OUT_SHARE),
-                                  ("held-out", splits.val, HELD_OUT_SHARE)):
-        duplicates = int(share["is_duplicate"].sum())
-        missing = [word for word, have in (("duplicates", duplicates), ("non-duplicates", len(share) - duplicates))
+def retrain_problem(labels: pd.DataFrame | ShareCounts) -> str | None:
+    """Why these labels (a pairs frame, or their ``share_counts``) cannot make a round's run yet, and about how
+    many more labels of which class would mend it, or None: both shares need both classes. A share takes its
+    fraction of new labels (by their text, not chosen), so one more label of a class lands in the held-out share
+    after about 1 / 0.2 = 5 of them."""
+    counts = labels if isinstance(labels, ShareCounts) else share_counts(labels)
+    for name, size, duplicates, fraction in (
+            ("training", counts.training, counts.training_duplicates, 1 - HELD_OUT_SHARE),
+            ("held-out", counts.held_out, counts.held_out_duplicates, HELD_OUT_SHARE)):
+        missing = [word for word, have in (("duplicates", duplicates), ("non-duplicates", size - duplicates))
                    if have == 0]
         if missing:
             more = " and ".join(f"about {math.ceil(1 / fraction)} more {word}" for word in missing)
             return (f"The {name} share of your labels needs duplicates and non-duplicates (it has {duplicates:,} "
-                    f"duplicates of {len(share):,}): label {more}; {fraction:.0%} of labels land in it.")
+                    f"duplicates of {size:,}): label {more}; {fraction:.0%} of labels land in it.")
     return None
 
 
 # ---- a round -----------------------------------------------------------------------------------------------------
-def round_threshold(config: dict, corpus: EmbeddedCorpus, labels: pd.DataFrame) -> float:
-    """The threshold a round asks around: the model's pair threshold, calibrated on the labels (scored from the
-    corpus's vectors, nothing encoded) when the model has none of its own."""
+def round_threshold(config: dict, corpus: EmbeddedCorpus, labels) -> float:
+    """The threshold a round asks around: ``labelled_threshold``'s."""
+    return labelled_threshold(config, corpus, labels).threshold
+
+
+def labelled_threshold(config: dict, corpus: EmbeddedCorpus, labels):
+    """The model's pair threshold (a ``Calibrated``), calibrated on the labels of pairs of two corpus questions
+    (scored from the corpus's vectors, nothing encoded) when the model has none of its own. ``labels``: a pairs
+    frame, or a ``LabelStore``, asked then for the labels between the corpus's questions only."""
+    from core.data.questions import normalise_questions
     from core.inference.calibration import pair_threshold
 
+    saved = finite_number((config.get("thresholds") or {}).get("accuracy")) if isinstance(config, dict) else None
+    if saved is not None and not config.get("zero_shot"):  # pair_threshold's first rule: the labels change nothing
+        return pair_threshold(config)
+    if not isinstance(labels, pd.DataFrame):
+        labels = labels.labels_between(normalise_questions(corpus.questions))
     scores = corpus.similarity(labels["question1"], labels["question2"])
     known = ~np.isnan(scores)
-    return pair_threshold(config, labels["is_duplicate"].to_numpy()[known], scores[known]).threshold
+    return pair_threshold(config, labels["is_duplicate"].to_numpy()[known], scores[known])
 
 
-def next_round(corpus: EmbeddedCorpus, threshold: float, done: set, n: int = ROUND_SIZE, seed: int = 0) -> pd.DataFrame:
+def next_round(corpus: EmbeddedCorpus, threshold: float, done: set, n: int = ROUND_SIZE, seed: int = 0,
+               labels=None) -> pd.DataFrame:
     """The next ``n`` pairs to ask (``choose_pairs`` by uncertainty), none whose ``pair_key`` is in ``done``
-    (labelled or skipped)."""
-    return choose_pairs(candidate_pairs(corpus, labelled=done), n, threshold, seed=seed)
+    (skipped, or labelled) nor, with ``labels`` (a ``LabelStore``), labelled there (asked about the candidates
+    only)."""
+    return choose_pairs(unlabelled_candidates(corpus, done, labels), n, threshold, seed=seed)
+
+
+def unlabelled_candidates(corpus: EmbeddedCorpus, done: set, labels=None, k: int | None = None) -> pd.DataFrame:
+    """``candidate_pairs`` of the corpus (``k`` neighbours, its default when None), less those in ``done`` and,
+    with ``labels`` (a ``LabelStore``), those labelled there."""
+    candidates = candidate_pairs(corpus, labelled=done) if k is None else candidate_pairs(corpus, k, done)
+    if labels is None or candidates.empty:
+        return candidates
+    keys = pair_keys(candidates["question1"], candidates["question2"])
+    labelled = labels.labelled_among(keys)
+    return candidates[[key not in labelled for key in keys]].reset_index(drop=True)
 
 
 # ---- retraining --------------------------------------------------------------------------------------------------
