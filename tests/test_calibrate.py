@@ -218,6 +218,7 @@ def test_a_calibrated_tfidf_keeps_the_fit_of_its_calibration_file(capsys, tmp_pa
                                        "with it (evaluate, score, predict); the app's pages need a model with vectors"]
 
 
+@pytest.mark.slow
 def test_a_calibrated_zero_shot_minilm_is_a_small_folder_that_loads_with_its_thresholds(capsys, tmp_path,
                                                                                        sample_halves):
     (calibration, _), (calibration_pairs, _) = sample_halves

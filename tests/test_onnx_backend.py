@@ -63,6 +63,7 @@ def models(tmp_path_factory, tiny_models, sample_pairs) -> dict[str, Path]:
     return folders
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["lstm", "lstm-bi", "lstm-wordpiece", "dual-transformer"])
 def test_predict_onnx_equals_torch(family, models, capsys):
     folder = models[family]

@@ -167,6 +167,7 @@ def test_the_auto_recipe_is_the_default_only_without_recipe_options():
     assert not wants_auto_recipe(parsed(epochs=3)) and not wants_auto_recipe(parsed(preset="lstm-quora"))
 
 
+@pytest.mark.slow
 def test_preset_auto_trains_minilm_and_says_what_it_picked(capsys, tmp_path):
     pairs = hub_pairs(12, 4)
     code, out, err = run_cli(capsys, "train", "--data", write(pairs, tmp_path / "forum.csv"), "--preset", "auto",

@@ -599,6 +599,7 @@ def test_the_leftover_of_a_killed_score_is_removed_by_the_next_one(capsys, lstm,
     assert not leftover.exists() and temporaries(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_real_file_size_limit_is_one_line_not_a_sigbus(lstm, pairs_file, tmp_path):
     """RLIMIT_FSIZE makes the kernel refuse to grow a file (EFBIG), as a full disk would (ENOSPC): embed's
     memory-mapped vectors died of SIGBUS there; now the space is reserved before the map."""
@@ -630,6 +631,7 @@ def test_a_real_file_size_limit_is_one_line_not_a_sigbus(lstm, pairs_file, tmp_p
     assert snapshot(tmp_path) == corpus_snapshot and before.items() <= corpus_snapshot.items()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["embed", "score", "dedup"])
 def test_the_writing_rule_for_every_command(name, lstm, tmp_path_factory):
     """The property test above, through the command: random files, links and folders at the outputs and at
