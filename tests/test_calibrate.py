@@ -152,6 +152,18 @@ def test_a_calibrated_copy_whose_parent_changed_or_went_is_a_one_line_error(caps
     assert runs == [] and len(problems) == 1 and problems[0].startswith("orphan: calibrated from")
 
 
+def test_no_output_lands_in_a_calibrated_copys_parent(capsys, tmp_path, lstm_folder, sample_halves):
+    (calibration, evaluation), _ = sample_halves
+    copy = tmp_path / "copy"
+    assert run_cli(capsys, "calibrate", "--model", lstm_folder, "--data", calibration, "--out", copy)[0] == 0
+    weights = (lstm_folder / "model.safetensors").read_bytes()
+    for target in (lstm_folder / "model.safetensors", lstm_folder / "scores.csv", copy / "scores.csv"):
+        one_error_line(run_cli(capsys, "score", "--model", copy, "--pairs", evaluation, "--out", target,
+                               "--overwrite"), "inside the model folder")
+    assert (lstm_folder / "model.safetensors").read_bytes() == weights and not (lstm_folder / "scores.csv").exists()
+    assert run_cli(capsys, "score", "--model", copy, "--pairs", evaluation, "--out", tmp_path / "scores.csv")[0] == 0
+
+
 def test_calibrate_refuses_what_it_cannot_do_in_one_line(capsys, tmp_path, lstm_folder, sample_halves, sample_pairs):
     (calibration, evaluation), _ = sample_halves
     one_error_line(run_cli(capsys, "calibrate", "--model", lstm_folder, "--data", calibration, "--out", lstm_folder,
