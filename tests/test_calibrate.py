@@ -164,6 +164,22 @@ def test_no_output_lands_in_a_calibrated_copys_parent(capsys, tmp_path, lstm_fol
     assert run_cli(capsys, "score", "--model", copy, "--pairs", evaluation, "--out", tmp_path / "scores.csv")[0] == 0
 
 
+def test_a_threshold_that_would_mean_nothing_is_said(capsys, tmp_path):
+    from conftest import inverted_pairs
+
+    pairs = inverted_pairs()  # duplicates share no words, non-duplicates share most: TF-IDF ranks them backwards
+    path = tmp_path / "inverted.csv"
+    pairs[["question1", "question2", "is_duplicate"]].to_csv(path, index=False)
+    code, _, err = run_cli(capsys, "calibrate", "--model", "tfidf", "--data", path, "--out", tmp_path / "c")
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert code == 0 and len(warnings) == 1, err
+    assert "inverted.csv" in warnings[0] and "worse than chance (ROC AUC 0.000)" in warnings[0]
+    code, _, err = run_cli(capsys, "calibrate", "--model", "tfidf", "--data", pairs.assign(
+        is_duplicate=1 - pairs["is_duplicate"]).to_csv(tmp_path / "right.csv", index=False) or tmp_path / "right.csv",
+        "--out", tmp_path / "d")
+    assert code == 0 and "warning:" not in err, err
+
+
 def test_calibrate_refuses_what_it_cannot_do_in_one_line(capsys, tmp_path, lstm_folder, sample_halves, sample_pairs):
     (calibration, evaluation), _ = sample_halves
     one_error_line(run_cli(capsys, "calibrate", "--model", lstm_folder, "--data", calibration, "--out", lstm_folder,
