@@ -55,6 +55,12 @@ def test_an_address_that_is_no_host_and_port_is_refused(address):
     assert "is not host:port" in refused_within(address)
 
 
+def test_a_host_label_past_63_characters_is_refused_in_one_line():
+    address = "a" * 300 + ".example:6379"
+    message = refused_within(address)
+    assert "is not a valid host name" in message and "label" in message
+
+
 @contextlib.contextmanager
 def listener(answer=None):
     """The address of a local server for the block: with ``answer``, each connection's first bytes are read
