@@ -175,16 +175,13 @@ def search_cache_dir(choice: str) -> Path | None:
 
 def search_index(choice: str, key: str, texts: list[str], progress: Callable[[int, int], None] | None = None):
     """The ``core.inference.search.SearchIndex`` of ``texts`` (the dataset with ``data_key`` ``key``) under a model."""
-    from core.export.onnx_cache import search_root
     from core.inference.search import load_or_build
 
     slot = _index_slot(choice, model_stamp(choice), key)
     with slot["lock"]:  # two sessions asking at once build it once
         if slot["index"] is None:
             model, _ = get_model(choice)
-            # Sealed with the lab's key (shared with the CLI, so either reuses the other's index), not the folder's.
-            slot["index"] = load_or_build(model, texts, search_cache_dir(choice), progress=progress,
-                                          key_root=search_root())
+            slot["index"] = load_or_build(model, texts, search_cache_dir(choice), progress=progress)
         return slot["index"]
 
 

@@ -189,63 +189,6 @@ def plotly_figures():
     return figures
 
 
-# Markers by file (declared in pyproject.toml), so `make test-fast` can leave whole kinds of test out.
-MARKED_FILES = {
-    "test_ray_engine.py": "ray", "test_ray_address.py": "ray",
-    "test_distributed.py": "ddp",
-    # files of a few whole-process or whole-model runs each, over 10 s in all (pytest --durations)
-    "test_onnx_checks.py": "slow", "test_crash_save.py": "slow", "test_inference_imports.py": "slow",
-    "test_shutdown.py": "slow", "test_cli_without_faiss.py": "slow", "test_app_dedup.py": "slow",
-    "test_bounded_reads.py": "slow", "test_outputs.py": "slow", "test_fuzz_loader.py": "slow",
-    "test_cli_inputs.py": "slow", "test_active_rounds.py": "slow", "test_cli_interrupt.py": "slow",
-    "test_app_verdict.py": "slow",
-}
-# single tests of over 2 s (a subprocess, a real training) in files that are otherwise quick
-SLOW_TESTS = {
-    "test_cli.py::test_train_evaluate_predict_round_trip", "test_app_train.py::test_implied_pairs_tick_trains_on_them",
-    "test_app_train.py::test_preset_fills_the_settings_and_trains_with_them",
-    "test_dedup.py::test_the_command_runs_in_a_fresh_interpreter_without_training_modules",
-    "test_user_files.py::test_a_real_file_size_limit_is_one_line_not_a_sigbus",
-    "test_trainer.py::test_a_compiled_step_gives_the_eager_losses",
-    "test_workspaces.py::test_another_workspace_sees_nothing_of_the_first",
-    "test_hostile_folders.py::test_a_tokenizer_json_of_a_million_words_is_refused_by_its_size",
-    "test_export.py::test_wordpiece_tokenizer_json_gives_the_wordpiece_ids",
-    "test_user_files.py::test_the_writing_rule_for_every_command",
-    "test_app_train.py::test_cancel_stops_the_run_and_keeps_it_only_when_asked",
-    "test_app_train.py::test_max_steps_and_the_time_budget_reach_the_run",
-    "test_app_train.py::test_a_preset_step_cap_travels_with_the_run",
-    "test_app_compare.py::test_compare_scores_every_model_and_the_references_on_the_same_pairs",
-    "test_app_search.py::test_a_dataset_question_finds_itself_and_k_sets_the_rows",
-    "test_workspaces.py::test_published_models_are_choices_in_every_workspace_and_stay_untouched",
-    "test_cli.py::test_subprocess_error_has_exit_code_2_and_no_traceback",
-    "test_loss_registry.py::test_a_new_loss_needs_only_its_registry_entry",
-    "test_pretrained_embeddings.py::test_a_narrower_table_is_minilms_pca_projection",
-    "test_distillation.py::test_a_tiny_cross_encoder_learns_which_pairs_share_their_words",
-    "test_onnx_backend.py::test_predict_onnx_equals_torch",
-    "test_uncertainty.py::test_intervals_are_the_percentiles_of_sklearns_metrics_on_the_same_resamples",
-    "test_own_validation.py::test_preset_auto_trains_minilm_and_says_what_it_picked",
-    "test_export.py::test_zero_shot_minilm_onnx_equals_pytorch",
-    "test_analysis.py::test_training_pairs_are_the_runs_own_training_split",
-    "test_calibrate.py::test_a_calibrated_zero_shot_minilm_is_a_small_folder_that_loads_with_its_thresholds",
-    "test_exports.py::test_no_text_cell_starts_a_formula", "test_app_search.py::test_empty_query_and_hostile_query",
-    "test_app_run_quality.py::test_a_run_worse_than_chance_warns_and_never_becomes_the_default",
-    "test_app_compare.py::test_compare_without_models_compares_the_references_on_all_pairs",
-    "test_losses_multitask.py::test_a_tiny_multitask_run_learns_the_synthetic_task",
-    "test_losses_cosent.py::test_a_tiny_cosent_run_learns_the_synthetic_task",
-    "test_specs.py::test_the_cli_and_the_train_page_build_equal_specs",
-    "test_label_store.py::test_a_kill_at_any_moment_leaves_every_answer_whole_once",
-}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        marker = MARKED_FILES.get(item.path.name)
-        if marker is not None:
-            item.add_marker(marker)
-        if f"{item.path.name}::{item.originalname}" in SLOW_TESTS:
-            item.add_marker("slow")
-
-
 # Property tests draw the same examples on every run (CI must not pass or fail by luck); a developer
 # explores new ones with HYPOTHESIS_PROFILE=explore.
 try:

@@ -27,6 +27,8 @@ from core.training.active_rounds import (
 )
 from core.training.specs import SpecError
 
+pytestmark = pytest.mark.slow
+
 
 def pairs_frame(n: int, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame({"question1": [f"How do I learn topic {i}?" for i in range(n)],

@@ -144,6 +144,7 @@ def test_cap_pairs_takes_a_seeded_sample_in_order_and_says_so():
     pd.testing.assert_frame_equal(analysis.cap_pairs(held, 4, seed=3).pairs, capped.pairs)  # seeded
 
 
+@pytest.mark.slow
 def test_training_pairs_are_the_runs_own_training_split(tmp_path, sample_pairs, train_tiny_model):
     pairs, _ = sample_pairs
     folder = train_tiny_model("lstm", tmp_path, val_fraction=0.2, test_fraction=0.1, seed=7)

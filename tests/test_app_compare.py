@@ -89,6 +89,7 @@ def _expected_row(choice, name, kind, common, source, calibrated_here=False, zer
                           resampling_groups(common.pairs))
 
 
+@pytest.mark.slow
 def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_with_models, open_page,
                                                                           plotly_figures, sample_pairs):
     root, folders = runs_with_models
@@ -170,6 +171,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
     assert plotly_figures(at)[0]["data"][0]["x"] == resorted["model"].tolist()
 
 
+@pytest.mark.slow
 def test_compare_without_models_compares_the_references_on_all_pairs(runs_root, sample_pairs):
     from app_support import open_app
 

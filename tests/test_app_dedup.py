@@ -14,6 +14,8 @@ from core.models.registry import zero_shot_config
 from lab.navigation import DATA, DEDUPLICATE
 from lab.session import SAMPLE_PATH
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def encode_calls(monkeypatch) -> list[int]:

@@ -17,6 +17,7 @@ def inverted_dataset():
     return load_pairs(inverted_pairs().to_csv(index=False).encode())
 
 
+@pytest.mark.slow
 def test_a_run_worse_than_chance_warns_and_never_becomes_the_default(runs_root, open_page, rerun_until,
                                                                       inverted_dataset):
     pairs, report = inverted_dataset

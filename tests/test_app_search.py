@@ -26,6 +26,7 @@ def new_app() -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_a_dataset_question_finds_itself_and_k_sets_the_rows(runs_root, sample):
     at = new_app()
     assert not at.error
@@ -44,6 +45,7 @@ def test_a_dataset_question_finds_itself_and_k_sets_the_rows(runs_root, sample):
     assert len(at.dataframe[0].value) == 50
 
 
+@pytest.mark.slow
 def test_empty_query_and_hostile_query(runs_root):
     at = new_app()
     at.text_input(key="query").input("").run()

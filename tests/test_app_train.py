@@ -164,6 +164,7 @@ class PauseAtFirstStep:
             assert self.release.wait(60)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep_unvalidated", [False, True])
 def test_cancel_stops_the_run_and_keeps_it_only_when_asked(train_page, runs_root, rerun_until, keep_unvalidated,
                                                            monkeypatch):
@@ -233,6 +234,7 @@ def test_models_folder_lists_models_and_leftovers(runs_with_models, open_page):
     assert warning.value.startswith("1 folder in the models folder is not a model: `.tmp-broken-save` (left over from")
 
 
+@pytest.mark.slow
 def test_preset_fills_the_settings_and_trains_with_them(train_page, runs_root, rerun_until):
     at = train_page
     at.selectbox(key="preset").set_value("sample-demo").run()
@@ -255,6 +257,7 @@ def test_preset_fills_the_settings_and_trains_with_them(train_page, runs_root, r
     assert config["model_config"]["max_length"] == 32
 
 
+@pytest.mark.slow
 def test_a_preset_step_cap_travels_with_the_run(train_page, rerun_until):
     at = train_page
     assert (values(at)["max_steps"], values(at)["max_minutes"]) == (0, 0.0)  # no cap unless asked
@@ -274,6 +277,7 @@ def test_a_preset_step_cap_travels_with_the_run(train_page, rerun_until):
     assert config["train_config"]["max_val_pairs"] == 2000
 
 
+@pytest.mark.slow
 def test_max_steps_and_the_time_budget_reach_the_run(train_page, rerun_until):
     at = train_page
     at.number_input(key="max_steps").set_value(2)
@@ -399,6 +403,7 @@ def test_a_preset_without_a_measured_curve_draws_no_reference(train_page, monkey
     assert job_queue().wait(job, timeout=60)
 
 
+@pytest.mark.slow
 def test_implied_pairs_tick_trains_on_them(train_page, rerun_until):
     from core.data import split_pairs
     from core.data.implied import implied_pairs

@@ -22,6 +22,8 @@ from core.models import ZERO_SHOT, ZERO_SHOT_THRESHOLD
 from core.saving.safe_csv import FORMULA_STARTS
 from lab.navigation import DATA, VERDICT
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
 HOSTILE = "<script>alert(1)</script> **bold** 😀 ما هو عمرك؟"

@@ -152,6 +152,34 @@ def test_a_calibrated_copy_whose_parent_changed_or_went_is_a_one_line_error(caps
     assert runs == [] and len(problems) == 1 and problems[0].startswith("orphan: calibrated from")
 
 
+def test_no_output_lands_in_a_calibrated_copys_parent(capsys, tmp_path, lstm_folder, sample_halves):
+    (calibration, evaluation), _ = sample_halves
+    copy = tmp_path / "copy"
+    assert run_cli(capsys, "calibrate", "--model", lstm_folder, "--data", calibration, "--out", copy)[0] == 0
+    weights = (lstm_folder / "model.safetensors").read_bytes()
+    for target in (lstm_folder / "model.safetensors", lstm_folder / "scores.csv", copy / "scores.csv"):
+        one_error_line(run_cli(capsys, "score", "--model", copy, "--pairs", evaluation, "--out", target,
+                               "--overwrite"), "inside the model folder")
+    assert (lstm_folder / "model.safetensors").read_bytes() == weights and not (lstm_folder / "scores.csv").exists()
+    assert run_cli(capsys, "score", "--model", copy, "--pairs", evaluation, "--out", tmp_path / "scores.csv")[0] == 0
+
+
+def test_a_threshold_that_would_mean_nothing_is_said(capsys, tmp_path):
+    from conftest import inverted_pairs
+
+    pairs = inverted_pairs()  # duplicates share no words, non-duplicates share most: TF-IDF ranks them backwards
+    path = tmp_path / "inverted.csv"
+    pairs[["question1", "question2", "is_duplicate"]].to_csv(path, index=False)
+    code, _, err = run_cli(capsys, "calibrate", "--model", "tfidf", "--data", path, "--out", tmp_path / "c")
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert code == 0 and len(warnings) == 1, err
+    assert "inverted.csv" in warnings[0] and "worse than chance (ROC AUC 0.000)" in warnings[0]
+    code, _, err = run_cli(capsys, "calibrate", "--model", "tfidf", "--data", pairs.assign(
+        is_duplicate=1 - pairs["is_duplicate"]).to_csv(tmp_path / "right.csv", index=False) or tmp_path / "right.csv",
+        "--out", tmp_path / "d")
+    assert code == 0 and "warning:" not in err, err
+
+
 def test_calibrate_refuses_what_it_cannot_do_in_one_line(capsys, tmp_path, lstm_folder, sample_halves, sample_pairs):
     (calibration, evaluation), _ = sample_halves
     one_error_line(run_cli(capsys, "calibrate", "--model", lstm_folder, "--data", calibration, "--out", lstm_folder,
@@ -218,6 +246,7 @@ def test_a_calibrated_tfidf_keeps_the_fit_of_its_calibration_file(capsys, tmp_pa
                                        "with it (evaluate, score, predict); the app's pages need a model with vectors"]
 
 
+@pytest.mark.slow
 def test_a_calibrated_zero_shot_minilm_is_a_small_folder_that_loads_with_its_thresholds(capsys, tmp_path,
                                                                                        sample_halves):
     (calibration, _), (calibration_pairs, _) = sample_halves

@@ -61,6 +61,7 @@ def test_top_level_help_lists_commands(capsys):
 
 
 # ---- round trips -------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["triplet", "contrastive", "softmax", "cosent", "multitask"])
 @pytest.mark.parametrize("model", ["lstm", "dual-transformer", "minilm"])
 def test_train_evaluate_predict_round_trip(capsys, tmp_path, model, loss):
@@ -209,6 +210,7 @@ def test_other_bad_arguments(capsys, argv, fragment):
     _assert_one_error_line(*run_cli(capsys, *argv), fragment)
 
 
+@pytest.mark.slow
 def test_subprocess_error_has_exit_code_2_and_no_traceback(tmp_path):
     result = subprocess.run([sys.executable, "-m", "core", "train", "--data", str(tmp_path / "missing.tsv")],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)

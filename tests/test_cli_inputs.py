@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from core.cli.main import main
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
 TINY = ["--model-options", json.dumps({"hidden_size": 10, "embedding_dim": 12}), "--max-length", "16",

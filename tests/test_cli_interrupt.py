@@ -9,6 +9,9 @@ from pathlib import Path
 
 from core.models import load_model
 from lab.session import SAMPLE_PATH
+import pytest
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -51,6 +51,9 @@ from core.models import (  # noqa: E402
 from core.notices import LabWarning  # noqa: E402
 from core.saving import ModelLoadError, list_runs, recover_interrupted_saves, save_model  # noqa: E402
 from core.text.word_tokenizer import WordTokenizer  # noqa: E402
+import pytest
+
+pytestmark = pytest.mark.slow
 
 OLD_SEED, NEW_SEED = 1, 2
 TARGET = "run"

@@ -520,6 +520,7 @@ def test_write_csv_streams_chunks_into_one_safe_file(tmp_path):
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_the_command_runs_in_a_fresh_interpreter_without_training_modules(lstm_folder, tmp_path):
     root = Path(__file__).resolve().parents[1]
     script = (f"import sys, json; sys.path.insert(0, {str(root)!r}); from core.cli.main import main; "

@@ -165,6 +165,7 @@ def test_score_pairs_keeps_the_input_order(tiny_cross_encoder):
     np.testing.assert_allclose(scores, one_by_one, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_tiny_cross_encoder_learns_which_pairs_share_their_words(tiny_cross_encoder):
     rng = np.random.default_rng(3)
     rows = []

@@ -22,6 +22,8 @@ from core.text.word_tokenizer import WordTokenizer
 from core.training import distributed
 from core.training.objectives import LossConfig, Objective
 
+pytestmark = pytest.mark.ddp
+
 WORLD = 2
 GLOBAL_BATCH = 12  # 6 pairs per rank
 VOCAB, EMB, HIDDEN, SEQ = 99, 24, 32, 7

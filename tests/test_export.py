@@ -136,6 +136,7 @@ def test_word_level_tokenizer_json_gives_the_word_tokenizers_ids(tmp_path, sampl
     assert all((rust.encode(t).ids or [0]) == table.ids[i, : table.lengths[i]].tolist() for i, t in enumerate(texts))
 
 
+@pytest.mark.slow
 def test_wordpiece_tokenizer_json_gives_the_wordpiece_ids(minilm_exports, sample_pairs):
     model, folders = minilm_exports
     texts = varied_texts(sample_pairs)
@@ -230,6 +231,7 @@ def test_onnx_equals_pytorch_for_each_lstm_pooling_and_tokens(variant, sample_pa
     print(f"lstm {variant}: max |onnx - torch| = {worst:.2e}")
 
 
+@pytest.mark.slow
 def test_zero_shot_minilm_onnx_equals_pytorch(minilm_exports, sample_pairs):
     model, folders = minilm_exports
     texts = varied_texts(sample_pairs, 50, seed=2)

@@ -18,6 +18,7 @@ cells = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(cells, cells), min_size=1, max_size=8), st.lists(st.floats(allow_nan=False,
        allow_infinity=False, width=32), min_size=1, max_size=1))

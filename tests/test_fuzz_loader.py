@@ -46,6 +46,8 @@ from core.data import (
     load_pairs,
 )
 
+pytestmark = pytest.mark.slow
+
 # Examples per property; their sum is the number of generated inputs (see docs/RELIABILITY.md).
 MAX_EXAMPLES = {
     "random_bytes": 200,

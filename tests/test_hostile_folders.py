@@ -24,7 +24,6 @@ import os
 import resource
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -64,7 +63,7 @@ from core.text.word_tokenizer import WordTokenizer
 from core.text.wordpiece_tokenizer import bert_wordpiece, minilm_folder
 
 VOCAB, EMBED, HIDDEN = 99, 24, 32
-FAST = 5.0  # seconds: every refusal below takes milliseconds; this only keeps a regression from hanging CI
+HANG = 120.0  # seconds: a refusal takes milliseconds; a loader still running after this is stuck (on a FIFO)
 TINY_BERT = {"vocab_size": 30522, "hidden_size": 12, "num_hidden_layers": 2, "num_attention_heads": 3,
              "intermediate_size": 20, "max_position_embeddings": 40, "type_vocab_size": 2, "hidden_act": "gelu"}
 
@@ -133,9 +132,9 @@ def _holding(folder: Path, name: str) -> Path:
     return _as_legacy(folder) if name == LEGACY_WORD_VOCAB_FILE else folder
 
 
-def _refused(folder: Path, match: str | None = None, seconds: float = FAST) -> str:
-    """Load ``folder`` in a thread; it must raise ModelLoadError within ``seconds`` (a loader blocked on
-    a FIFO is released by opening the FIFO's other end, so the test never hangs)."""
+def _refused(folder: Path, match: str | None = None, seconds: float = HANG) -> str:
+    """Load ``folder`` in a thread; it must raise ModelLoadError (a loader still blocked on a FIFO after
+    ``seconds`` is released by opening the FIFO's other end and fails the test, so the test never hangs)."""
     outcome: dict = {}
 
     def attempt():
@@ -145,10 +144,8 @@ def _refused(folder: Path, match: str | None = None, seconds: float = FAST) -> s
             outcome["error"] = error
 
     thread = threading.Thread(target=attempt, daemon=True)
-    started = time.perf_counter()
     thread.start()
     thread.join(seconds)
-    elapsed = time.perf_counter() - started
     if thread.is_alive():
         for path in folder.iterdir():  # unblock a reader stuck on a FIFO
             if path.is_fifo():
@@ -162,7 +159,6 @@ def _refused(folder: Path, match: str | None = None, seconds: float = FAST) -> s
     assert "\n" not in message and "Traceback" not in message
     if match is not None:
         assert match.lower() in message.lower(), message
-    assert elapsed < seconds
     return message
 
 
@@ -201,12 +197,10 @@ def test_a_wordpiece_vocab_that_is_a_fifo_is_refused(saved, tmp_path):
 def test_the_file_helper_refuses_everything_but_regular_files(tmp_path, make, kind):
     path = tmp_path / "thing"
     make(path)
-    started = time.perf_counter()
     with pytest.raises(ModelLoadError, match=kind):
         read_regular_file(path, 1024)
     with pytest.raises(ModelLoadError, match=kind):
         check_regular_file(path, 1024)
-    assert time.perf_counter() - started < 1
 
 
 def test_the_file_helper_reads_at_most_its_cap(tmp_path):
@@ -263,9 +257,7 @@ def test_huge_lstm_configs_are_refused_without_allocating(folder, edit, match):
     config["model_config"].update(edit)
     _write_config(folder, config)
     before = _max_rss_mib()
-    started = time.perf_counter()
     _refused(folder, match)
-    assert time.perf_counter() - started < 1
     assert _max_rss_mib() - before < 100  # nothing large was allocated
 
 
@@ -464,6 +456,7 @@ def test_a_tokenizer_json_with_a_word_twice_is_refused(folder):
     _refused(folder, "each once")  # JSON keeps the last "w4": id 6 is then missing and 7 taken twice
 
 
+@pytest.mark.slow
 def test_a_tokenizer_json_of_a_million_words_is_refused_by_its_size(folder):
     vocab = {"<pad>": 0, "<unk>": 1, **{f"w{i}": i + 2 for i in range(1_000_000)}}
     (folder / WORD_TOKENIZER_FILE).write_text(json.dumps({"model": {"type": "WordLevel", "vocab": vocab}}))
@@ -478,13 +471,11 @@ def test_the_patterns_in_a_tokenizer_json_never_run(saved, folder):
     document["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(x+x+)+y"}, "behavior": "Isolated",
                                  "invert": False}
     (folder / WORD_TOKENIZER_FILE).write_text(json.dumps(document), encoding="utf-8")
-    started = time.perf_counter()
     model, _ = load_model(folder)
     texts = ["x" * 5000, "w1 W2 w3 what?"]
     assert model.tokenizer.encode(texts).ids.tolist() == [[1, 0, 0, 0, 0], [3, 4, 5, 1, 1]]  # w1 = 3 ...
     original, _ = load_model(saved["lstm"])
     torch.testing.assert_close(model.encode(texts), original.encode(texts), rtol=0, atol=0)
-    assert time.perf_counter() - started < FAST
 
 
 @pytest.mark.parametrize("vocab_file", ["../lstm/tokenizer.json", "/etc/passwd", CONFIG_FILE, WORDPIECE_VOCAB_FILE,

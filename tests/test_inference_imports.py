@@ -9,6 +9,8 @@ import pytest
 
 from lab.navigation import COMPARE, MAP, SEARCH, SIMILARITY, VERDICT
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 TRAINING_MODULES = ["core.training.trainer", "core.training.pipeline", "core.training.specs", "core.training.jobs"]
 

@@ -171,6 +171,7 @@ def _answer_forever(path) -> None:
         i += 1
 
 
+@pytest.mark.slow
 def test_a_kill_at_any_moment_leaves_every_answer_whole_once(tmp_path):
     path = tmp_path / "labels.sqlite3"
     context = multiprocessing.get_context("fork")

@@ -157,6 +157,7 @@ print(json.dumps({{
 """
 
 
+@pytest.mark.slow
 def test_a_new_loss_needs_only_its_registry_entry():
     done = subprocess.run([sys.executable, "-c", NEW_LOSS.format(root=str(ROOT))], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)

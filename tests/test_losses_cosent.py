@@ -180,6 +180,7 @@ def test_the_model_card_names_cosent_and_its_lambda():
 
 
 # ---- end to end ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_tiny_cosent_run_learns_the_synthetic_task():
     from core.status import DONE
     from core.training.pipeline import train_run

@@ -164,6 +164,7 @@ def test_multi_process_runs_are_refused_in_one_line(monkeypatch, loss):
 
 
 # ---- end to end ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_tiny_multitask_run_learns_the_synthetic_task():
     from core.status import DONE
     from core.training.pipeline import train_run

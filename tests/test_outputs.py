@@ -17,6 +17,8 @@ from core.models import load_model
 from core.saving import OutputError, claim_new_run, claim_output
 from core.status import CANCELLED
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
 TINY = ["--model-options", json.dumps({"hidden_size": 10, "embedding_dim": 12}), "--max-length", "16",

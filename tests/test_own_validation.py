@@ -129,6 +129,38 @@ def test_a_held_out_file_that_is_the_training_file_or_the_other_held_out_file_is
     assert not (tmp_path / "model").exists()
 
 
+def swapped(frame: pd.DataFrame) -> pd.DataFrame:
+    """The same pairs with their questions in the other order and other spacing and case."""
+    return frame.assign(question1=frame["question2"].str.upper() + "  ", question2=frame["question1"])
+
+
+@pytest.mark.parametrize("flag", ["--val", "--test"])
+def test_a_held_out_file_of_the_training_pairs_is_refused_by_content(capsys, tmp_path, flag):
+    pairs = hub_pairs()
+    train = write(pairs.iloc[:100], tmp_path / "train.csv")
+    for name, frame in (("copy.csv", pairs.iloc[:100]), ("swapped.csv", swapped(pairs.iloc[20:60]))):
+        code, out, err = run_cli(capsys, "train", "--data", train, flag, write(frame, tmp_path / name), "--out",
+                                 tmp_path / "model", *TINY)
+        assert code == 2 and out == "", err
+        line = err.strip().splitlines()[-1]
+        assert line.startswith(f"error: {flag} {name}: all its") and "in the training file" in line, line
+        assert not (tmp_path / "model").exists()
+
+
+def test_held_out_pairs_also_in_training_are_left_out_and_said(capsys, tmp_path):
+    pairs = hub_pairs()
+    train = write(pairs.iloc[:100], tmp_path / "train.csv")
+    val = write(pd.concat([pairs.iloc[100:140], swapped(pairs.iloc[:5])]), tmp_path / "dev.csv")
+    test = write(pd.concat([pairs.iloc[140:], pairs.iloc[100:103], swapped(pairs.iloc[10:12])]), tmp_path / "test.csv")
+    code, out, err = run_cli(capsys, "train", "--data", train, "--val", val, "--test", test, "--out",
+                             tmp_path / "model", *TINY)
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["validation"]["n"] == 40 and summary["test"]["n"] == 20
+    assert "--val dev.csv: 5 of its 45 pairs are also in the training file" in err
+    assert "--test test.csv: 5 of its 25 pairs are also in the training or validation file" in err
+
+
 def long_pairs(count: int) -> pd.DataFrame:
     words = "the forum post asks how to configure the network interface after an upgrade of the system".split()
     rng = np.random.default_rng(0)
@@ -178,6 +210,7 @@ def test_the_auto_recipe_is_the_default_only_without_recipe_options():
     assert not wants_auto_recipe(parsed(epochs=3)) and not wants_auto_recipe(parsed(preset="lstm-quora"))
 
 
+@pytest.mark.slow
 def test_preset_auto_trains_minilm_and_says_what_it_picked(capsys, tmp_path):
     pairs = hub_pairs(12, 4)
     code, out, err = run_cli(capsys, "train", "--data", write(pairs, tmp_path / "forum.csv"), "--preset", "auto",

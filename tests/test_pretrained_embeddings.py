@@ -77,6 +77,7 @@ def test_pca_axes_are_orthonormal_ordered_and_deterministic(minilm):
     np.testing.assert_allclose(coordinates.var(0, ddof=1), eigenvalues, rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_a_narrower_table_is_minilms_pca_projection(minilm):
     wordpiece = bert_wordpiece()
     table = minilm_embedding_table(wordpiece, EMBED)

@@ -25,7 +25,8 @@ from core.models import load_model
 from lab.session import SAMPLE_PATH
 from tests.conftest import parquet_bytes
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+pytestmark = [pytest.mark.ray,
+              pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")]
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = 300

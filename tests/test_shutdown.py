@@ -26,6 +26,8 @@ from core.training.jobs import JobQueue, TrainingJob, stop_every_queue
 from core.training.specs import RunSpec
 from tests.test_jobs import HeldUntilCancelled
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120  # generous: only a guard against a hang, never a speed assertion
 

@@ -216,6 +216,7 @@ def same_run(a, b) -> bool:
     return dataclasses.replace(a, data_name="") == dataclasses.replace(b, data_name="")
 
 
+@pytest.mark.slow
 def test_the_cli_and_the_train_page_build_equal_specs(runs_root, open_page):
     at = open_page(TRAIN.path, preset="custom")  # the plain defaults, not the sample's sample-demo
     at.selectbox(key="loss").set_value("contrastive_margin_squared").run()

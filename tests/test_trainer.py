@@ -724,6 +724,7 @@ def test_a_saved_amp_false_reads_as_fp32():
         TrainConfig(precision="fp8")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                     reason="torch.compile's CPU backend needs a C compiler")
 def test_a_compiled_step_gives_the_eager_losses():

@@ -25,6 +25,7 @@ def test_weighted_roc_auc_is_sklearns_on_the_resampled_rows_ties_included():
     np.testing.assert_allclose(weighted_roc_auc(labels, scores, weights), expected, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_intervals_are_the_percentiles_of_sklearns_metrics_on_the_same_resamples():
     rng = np.random.default_rng(7)
     labels = rng.integers(0, 2, 40)

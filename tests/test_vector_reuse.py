@@ -139,8 +139,6 @@ CORRUPTIONS = {
         (3, 0), np.nan)),
     "a row not unit, hash recorded": lambda folder: corrupt_with_a_matching_hash(folder, lambda rows: rows.__setitem__(
         5, rows[5] * 2)),
-    "another row's vector, hash recorded": lambda folder: corrupt_with_a_matching_hash(  # unit rows: only the seal
-        folder, lambda rows: rows.__setitem__(5, rows[0])),
     "no meta.json": lambda folder: (folder / META_FILE).unlink(),
 }
 

@@ -120,6 +120,7 @@ def test_a_new_session_of_the_workspace_finds_its_dataset_model_and_threshold(ru
     assert again.query_params["ws"] == TEST_WORKSPACE
 
 
+@pytest.mark.slow
 def test_another_workspace_sees_nothing_of_the_first(runs_with_models):
     runs_root, folders = runs_with_models
     first = upload_private(open_page(DATA.path))
@@ -161,6 +162,7 @@ def test_two_tabs_each_keep_their_latest_change(runs_root):
     assert third.slider(key="sim_batch_size").value == 12
 
 
+@pytest.mark.slow
 def test_published_models_are_choices_in_every_workspace_and_stay_untouched(runs_root, tiny_models, tmp_path,
                                                                            monkeypatch):
     published = tmp_path / "published"

@@ -342,8 +342,9 @@ def same_file(a: str | Path | None, b: str | Path | None) -> bool:
 
 
 def output_path(path: str, *inputs: str | None, model: str | None = None) -> Path:
-    """The ``--out`` path, never an input file nor inside the folder of ``model`` (``--model``, whose files the command
-    reads); what else may be written is ``claimed_output``'s rule."""
+    """The ``--out`` path, never an input file nor inside a model folder: the folder of ``model`` (``--model``, whose
+    files the command reads), any folder holding a model's or an export's files (a calibrated copy's parent among
+    them); what else may be written is ``claimed_output``'s rule."""
     out = Path(path)
     for source in inputs:
         if same_file(out, source):
@@ -351,7 +352,22 @@ def output_path(path: str, *inputs: str | None, model: str | None = None) -> Pat
     if model and Path(model).is_dir() and out.resolve().is_relative_to(Path(model).resolve()):
         raise CliError(f"--out is inside the model folder {model}, whose files this command reads; choose a file "
                        "elsewhere")
+    folder = model_folder_above(out)
+    if folder is not None:
+        raise CliError(f"--out is inside the model folder {folder}; a command never writes into a model; choose a "
+                       "file elsewhere")
     return out
+
+
+MODEL_MARKERS = ("config.json", "siamese_lab.json")  # a saved model's or calibrated copy's; an export's manifest
+
+
+def model_folder_above(out: Path) -> Path | None:
+    """The nearest folder above ``out`` that holds a model (``MODEL_MARKERS``), or None."""
+    for folder in out.resolve().parents:
+        if any((folder / marker).is_file() for marker in MODEL_MARKERS):
+            return folder
+    return None
 
 
 def refuse_tfidf(name: str) -> None:

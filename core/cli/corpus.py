@@ -30,7 +30,6 @@ def _corpus(path: str, columns: dict[str, str] | None) -> list[str]:
 
 
 def cmd_search(args) -> int:
-    from core.export.onnx_cache import search_root
     from core.inference.search import load_or_build
     from core.models import ZERO_SHOT
 
@@ -42,15 +41,13 @@ def cmd_search(args) -> int:
         from core.export.onnx_cache import search_cache
 
         cache = search_cache(model.digest)
-    keys = search_root()  # the key sealing the saved index: the lab's own, never the model folder's
     encode = _cached_vectors(args, model)
     if args.index is None:  # auto: exact up to search.FLAT_LIMIT questions, HNSW above (the search cache)
-        index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), encode=encode, key_root=keys)
+        index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), encode=encode)
     else:
         from core.inference.vector_index import load_or_build_kind
 
-        index = load_or_build_kind(model, texts, args.index, cache, progress=TqdmCounter("indexing"), encode=encode,
-                                   key_root=keys)
+        index = load_or_build_kind(model, texts, args.index, cache, progress=TqdmCounter("indexing"), encode=encode)
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
         print_json({"rank": rank, "score": round(score, 6), "question": text})
     return 0

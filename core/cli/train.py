@@ -153,6 +153,7 @@ def cmd_train(args) -> int:
         pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)
         held_out = {kind: load_data(path, None, args.columns, label_map=args.label_map) if path else None
                     for kind, path in (("val", args.val), ("test", args.test))}
+        held_out = _held_out_by_content(args, pairs, held_out)
         _check_trainable(args.data, pairs, spec)
         if wants_auto_recipe(args):
             spec = _auto_spec(args, pairs, device.type, context.is_main)
@@ -171,6 +172,33 @@ def _check_held_out_files(args) -> None:
     if same_file(args.val, args.test):
         raise CliError("--val and --test are one file: the test would score the pairs that picked the thresholds; "
                        "give two held-out files")
+
+
+def _held_out_by_content(args, pairs, held_out: dict) -> dict:
+    """The validation and test pairs without those the model trains on (or, for the test, that pick its
+    thresholds), matched by content in either order (``core.data.seen_pair_mask``): a file of nothing else is one
+    ``CliError``; the others are left out, and one warning line says how many."""
+    import pandas as pd
+
+    from core.data import seen_pair_mask
+    from core.notices import notice
+
+    seen, where = pairs, "the training file"
+    for kind, flag, path in (("val", "--val", args.val), ("test", "--test", args.test)):
+        frame = held_out[kind]
+        if frame is None:
+            continue
+        found = seen_pair_mask(seen, frame)
+        if found.all():
+            raise CliError(f"{flag} {Path(path).name}: all its {len(frame):,} pairs are in {where} (by content, in "
+                           f"either order), so its figures would be scored on pairs the run learns from; give held-out "
+                           f"pairs")
+        if found.any():
+            notice(f"{flag} {Path(path).name}: {int(found.sum()):,} of its {len(frame):,} pairs are also in {where} (by "
+                   f"content, in either order); they are left out of its figures")
+            held_out[kind] = frame[~found].reset_index(drop=True)
+        seen, where = pd.concat([seen, held_out[kind]], ignore_index=True), "the training or validation file"
+    return held_out
 
 
 def _auto_spec(args, pairs, device: str, is_main: bool):

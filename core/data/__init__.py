@@ -51,13 +51,14 @@ from core.data.splitting import (
     resolve_split_by,
     split_pairs,
     split_with_files,
+    seen_pair_mask,
     unseen_mask,
 )
 
 __all__ = [
     "DELIMITERS", "EMPTY_QUESTION", "FALSE_LABELS", "MALFORMED_LINE", "MAX_EXAMPLES", "ROLES", "ROLE_ALIASES",
     "TRUE_LABELS", "UNREADABLE_LABEL", "DataError", "LoadReport", "Splits", "dataset_summary", "load_pairs",
-    "normalise_questions", "pairs_fingerprint", "split_pairs", "unseen_mask",
+    "normalise_questions", "pairs_fingerprint", "split_pairs", "seen_pair_mask", "unseen_mask",
     "QUESTION_ALIASES", "QuestionsReport", "corpus_questions", "load_questions", "pair_key", "pair_keys",
     "PairChunk", "PairReader", "PairsHead", "input_limit", "MissingColumnsError",
     "LabelValuesError", "MAX_LABEL_VALUES", "normalise_label_map",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.data.questions import pair_keys
 from core.data.reading import normalise_questions
 
 
@@ -193,3 +194,10 @@ def unseen_mask(train: pd.DataFrame, other: pd.DataFrame) -> pd.Series:
         for first, second in zip(normalise_questions(other["question1"]), normalise_questions(other["question2"]))
     ]
     return pd.Series(np.array(unseen, dtype=bool), index=other.index, name="unseen")
+
+
+def seen_pair_mask(seen: pd.DataFrame, other: pd.DataFrame) -> pd.Series:
+    """True for rows of ``other`` whose pair (``pair_keys``: normalised, in either order) is a pair of ``seen``."""
+    keys = set(pair_keys(seen["question1"].astype(str), seen["question2"].astype(str)))
+    found = [key in keys for key in pair_keys(other["question1"].astype(str), other["question2"].astype(str))]
+    return pd.Series(np.array(found, dtype=bool), index=other.index, name="seen")

@@ -10,10 +10,9 @@ import os
 from pathlib import Path
 
 from core.export.common import TOKENIZER_FILE, ExportError, part
-from core.export.manifest import MANIFEST_FILE, build_manifest, json_default, read_manifest
+from core.export.manifest import MANIFEST_FILE, build_manifest, json_default, read_manifest, with_file_hashes
 from core.export.model_card import CARD_FILE, model_card
 from core.export.onnx_graph import GRAPH_FILES, write_onnx
-from core.export.onnx_trust import sealed
 from core.export.sentence_transformers_folder import write_sentence_transformers
 from core.saving.atomic import write_folder_atomically
 from core.saving.output import OutputClaim, OutputError, claim_output
@@ -106,12 +105,11 @@ def export_files(folder: str | Path) -> list[str]:
 
 
 def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize: str | None = None,
-                 source: str | None = None, extra: dict | None = None, name: str | None = None,
-                 cache_root: str | Path | None = None) -> dict:
+                 source: str | None = None, extra: dict | None = None, name: str | None = None) -> dict:
     """Fill the existing ``folder`` with the export, neither claimed nor atomic (``export_model`` and the ONNX
     cache wrap it). ``extra`` goes into the manifest; ``name`` is the folder's final name, which the card's
-    usage snippet opens. An ONNX export's manifest is sealed with the key of the lab's cache at
-    ``cache_root`` (``core.export.onnx_trust``). Returns the manifest."""
+    usage snippet opens. An ONNX export's manifest records the sha256 of its graphs and tokenizer. Returns the
+    manifest."""
     check_export(model.model_type, fmt, quantize)
     folder = Path(folder)
     was_training = model.training
@@ -123,8 +121,8 @@ def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize:
     finally:
         model.train(was_training)  # the caller's model (often a shared, cached one) is left as it was
     manifest = build_manifest(model, config, fmt, details, source, extra or {})
-    if fmt == "onnx":
-        manifest = sealed(manifest, folder, cache_root)
+    if fmt == "onnx":  # the backend runs only graphs whose bytes are the ones recorded here
+        manifest = with_file_hashes(manifest, folder, [*manifest["files"]["graphs"], manifest["files"]["tokenizer"]])
     (folder / CARD_FILE).write_text(model_card(manifest, name or folder.name), encoding="utf-8")
     # The manifest last: a folder with one is a complete export.
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=json_default, allow_nan=False),

@@ -2,6 +2,7 @@
 run's config. A folder holding one of this format is an export (``read_manifest``)."""
 from __future__ import annotations
 
+import hashlib
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -10,6 +11,7 @@ from core.export.common import finite, normalises, part
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file
 
 MANIFEST_FILE = "siamese_lab.json"
+FILE_HASHES = "sha256"  # an ONNX manifest's field: file name -> sha256 of the bytes the lab wrote
 EXPORT_FORMAT = "siamese-lab-export"
 EXPORT_VERSION = 1
 
@@ -94,3 +96,15 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
         "config": config_summary(config),
         **extra,
     }
+
+
+def with_file_hashes(manifest: dict, folder: Path, names: list[str]) -> dict:
+    """``manifest`` with the sha256 of each of ``names`` in ``folder``: how the ONNX backend knows its own exports."""
+    return {**manifest, FILE_HASHES: {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in names}}
+
+
+def files_match(manifest: dict, files: dict[str, bytes]) -> bool:
+    """Whether ``manifest`` records the sha256 of each of ``files`` (name -> the bytes read to be run)."""
+    recorded = manifest.get(FILE_HASHES)
+    return isinstance(recorded, dict) and all(
+        recorded.get(name) == hashlib.sha256(data).hexdigest() for name, data in files.items())

@@ -1,47 +1,83 @@
 """Inference on an ONNX export with onnxruntime on the CPU: ``OnnxEncoder`` offers what commands ask of a
 ``PairEncoder``, with the PyTorch model's vectors (within 1e-4, L2-normalised); ``onnx_model`` is what
-``--backend onnx`` loads. A graph the lab did not write (``core.export.onnx_trust``) runs only once it has passed
-``core.export.onnx_checks`` and its probe in a capped child (``core.export.onnx_probe``)."""
+``--backend onnx`` loads. Only the lab's own exports run: their manifest records the sha256 of each graph and of
+the tokenizer, and any other folder, or one whose files changed since, is refused in one line (foreign graphs
+are outside the threat model, ``docs/RELIABILITY.md``)."""
 from __future__ import annotations
 
 import hashlib
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
 
-from core.export.common import PROBE_TEXTS, TOKENIZER_FILE, OnnxBackendError, finite, part
-from core.export.manifest import MANIFEST_FILE, read_manifest
+from core.export.common import TOKENIZER_FILE, OnnxBackendError, finite, part
+from core.export.manifest import MANIFEST_FILE, files_match, read_manifest
 from core.export.onnx_cache import cache_entry
-from core.export.onnx_checks import (
-    MAX_BATCH_ROWS,
-    check_foreign_graph,
-    check_vectors,
-    export_settings,
-    read_export_file,
-)
-from core.export.onnx_probe import probe_in_child
-from core.export.onnx_session import capped_session, failure_reason
-from core.export.onnx_trust import lab_wrote
+from core.export.onnx_graph import GRAPH_FILES
+from core.export.onnx_session import failure_reason, onnx_session
 from core.model_names import ZERO_SHOT
-from core.saving.files import VOCAB_MAX_BYTES
+from core.saving.files import VOCAB_MAX_BYTES, ModelLoadError, read_regular_file
 from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
 
 __all__ = ["OnnxBackendError", "OnnxEncoder", "onnx_model"]
+
+MAX_GRAPH_BYTES = 2 * 2**30 - 1  # protobuf's own limit on one message
+MAX_BATCH_ROWS = 256  # OnnxEncoder never runs a larger batch
+MAX_VOCABULARY = 1 << 24
+MAX_EMBEDDING_DIM = 65536
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    model_type: str
+    max_length: int
+    pad_id: int
+    embedding_dim: int
+    towers: tuple[str, str]  # the graph file of question 1 and of question 2
+
+
+def export_settings(manifest: dict, path: Path, vocabulary: int) -> ExportSettings:
+    """The numbers of an export's manifest (``path``), checked; ``vocabulary`` is the tokenizer's largest id + 1."""
+    if not 1 <= vocabulary <= MAX_VOCABULARY:
+        raise OnnxBackendError(f"{path}: the tokenizer has {vocabulary:,} ids; at most {MAX_VOCABULARY:,} are allowed")
+    towers = manifest.get("towers")
+    if not isinstance(towers, dict) or set(towers) != {"0", "1"} or not set(towers.values()) <= set(GRAPH_FILES):
+        raise OnnxBackendError(f"{path}: towers must map 0 and 1 to {' / '.join(GRAPH_FILES)}")
+
+    def integer(key: str, low: int, high: int) -> int:
+        value = manifest.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise OnnxBackendError(f"{path}: {key} must be an integer in {low}..{high}, got {value!r:.40}")
+        return value
+
+    return ExportSettings(str(manifest.get("model_type"))[:40], integer("max_length", 1, 4096),
+                          integer("pad_id", 0, vocabulary - 1), integer("embedding_dim", 1, MAX_EMBEDDING_DIM),
+                          (towers["0"], towers["1"]))
+
+
+def read_export_file(folder: Path, name: str, max_bytes: int = MAX_GRAPH_BYTES) -> bytes:
+    """The bytes of the file ``name`` of the export ``folder``: a regular file inside it, read once (the
+    bytes hashed are the bytes run)."""
+    try:
+        return read_regular_file(folder / name, max_bytes, folder)
+    except FileNotFoundError:
+        raise OnnxBackendError(f"{folder}: {name} is missing") from None
+    except ModelLoadError as error:
+        raise OnnxBackendError(str(error)) from None
 
 
 class OnnxEncoder:
     """An ONNX export run by onnxruntime on the CPU, with the inference calls of a ``PairEncoder``."""
 
-    def __init__(self, folder: str | Path, threads: int | None = None, cache_root: str | Path | None = None,
-                 foreign: bool = True):
+    def __init__(self, folder: str | Path, threads: int | None = None):
         """``threads``: batches run at once on one session, one onnxruntime thread each, as a short question's
-        matrices are too small to share (default: torch's thread count; ``bench/onnx_variants.py``). ``cache_root``:
-        the lab's cache, whose key tells its own exports. ``foreign=False`` refuses a foreign export outright."""
+        matrices are too small to share (default: torch's thread count; ``bench/onnx_variants.py``)."""
         import torch
         from tokenizers import Tokenizer
 
@@ -66,27 +102,19 @@ class OnnxEncoder:
         self.workers = max(1, int(threads or torch.get_num_threads()))
         graphs = {name: read_export_file(folder, name) for name in sorted(set(settings.towers))}
         files = {**graphs, TOKENIZER_FILE: tokenizer}
-        self.lab_wrote = lab_wrote(manifest, files, cache_root)
-        if not self.lab_wrote:
-            if not foreign:
-                raise OnnxBackendError(f"{folder} was not written by this lab")
-            # The static checks, then the probe in a capped child: the probe texts, and a row holding the
-            # largest token id and the padding id, must give finite unit vectors of the promised width.
-            rows = self.token_rows(PROBE_TEXTS) + [[self.vocabulary - 1, self.pad_id]]
-            batches = [self._padded([rows[index] for index in picked]) for picked in self._batches(rows, 4)]
-            for name, graph in graphs.items():
-                check_foreign_graph(graph, folder / name, settings)
-                for (ids, _), vectors in zip(batches, probe_in_child(graph, batches, folder / name)):
-                    check_vectors(vectors, len(ids), settings, folder / name)
+        if not files_match(manifest, files):
+            raise OnnxBackendError(f"{folder} is not an ONNX export this lab wrote, or its files changed since (their "
+                                   f"sha256 differ from {MANIFEST_FILE}'s); export the model again with "
+                                   f"'python -m core export --format onnx'")
         sessions = {}
         for name, graph in graphs.items():
             try:
-                sessions[name] = capped_session(graph)
+                sessions[name] = onnx_session(graph)
             except Exception as error:  # noqa: BLE001 - onnxruntime raises its own exception types
                 raise OnnxBackendError(f"{folder / name} is not a usable ONNX graph ({failure_reason(error)})") \
                     from None
         self._sessions = [sessions[settings.towers[0]], sessions[settings.towers[1]]]
-        # The sha256 of the bytes checked and run (the graphs by name, then the tokenizer): what decides the vectors.
+        # The sha256 of the bytes run (the graphs by name, then the tokenizer): what decides the vectors.
         digest = hashlib.sha256()
         for name, data in files.items():
             digest.update(name.encode() + b"\0" + data)
@@ -200,26 +228,26 @@ def onnx_model(source: str | Path, cache_root: str | Path | None = None) -> tupl
         manifest = read_manifest(folder) if folder.is_dir() else None
         if manifest is not None:  # an export, used as it is; commands read its thresholds, name and model type
             thresholds = {k: v for k, v in part(manifest, "thresholds").items() if finite(v) and abs(v) <= 1.001}
-            return OnnxEncoder(folder, cache_root=cache_root), {
+            return OnnxEncoder(folder), {
                 **part(manifest, "config"), "model_type": manifest.get("model_type"),
                 "name": str(manifest.get("name", ""))[:200], "thresholds": thresholds}
         config = read_config(folder)  # ModelLoadError when it is not a saved model either
     entry, key = cache_entry(source, cache_root)
     if read_manifest(entry) is not None:
         try:
-            return OnnxEncoder(entry, cache_root=cache_root, foreign=False), config
+            return OnnxEncoder(entry), config
         except OnnxBackendError:
-            pass  # not an export this lab wrote (or from an older exporter): exported again over it
+            pass  # changed since the lab wrote it (or from an older exporter): exported again over it
     from core.export.export_folder import write_export
     from core.models import load_model
 
     model, config = load_model(source, device="cpu")
     try:
         write_folder_atomically(entry, lambda temp: write_export(
-            model, config, temp, "onnx", source=str(source), extra={"source_sha256": key}, cache_root=cache_root))
+            model, config, temp, "onnx", source=str(source), extra={"source_sha256": key}))
     except OSError as error:
         raise OnnxBackendError(
             f"cannot write the ONNX cache {entry} ({error.strerror or error}); set SIAMESE_LAB_CACHE to a writable "
             f"folder, or export the model with 'python -m core export --format onnx --out DIR' and pass --model DIR"
         ) from None
-    return OnnxEncoder(entry, cache_root=cache_root), config
+    return OnnxEncoder(entry), config

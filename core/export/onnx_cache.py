@@ -1,7 +1,6 @@
 """The lab's own cache (``cache_root``): ``onnx/<key>/`` holds the ONNX export of a saved model or zero-shot
 MiniLM, keyed by the sha256 of the bytes it is made from (``content_key``), written once atomically and
-checked like any export on every load; ``search/`` holds the key sealing every search index the lab writes
-and the indexes built on ONNX exports' vectors. Nothing is written into a folder the user passed."""
+checked like any export on every load; ``search/`` holds the indexes built on ONNX exports' vectors. Nothing is written into a folder the user passed."""
 from __future__ import annotations
 
 import hashlib
@@ -59,11 +58,6 @@ def cache_entry(source: str | Path, root: str | Path | None = None) -> tuple[Pat
     return cache_root(root) / "onnx" / key[:32], key
 
 
-def search_root() -> Path:
-    """Where the key sealing every search index the lab writes is kept: the lab's own cache, never a model folder."""
-    return cache_root() / "search"
-
-
 def search_cache(digest: bytes) -> Path:
     """Where the search indexes of the ONNX export whose graphs have ``digest`` are kept."""
-    return search_root() / digest.hex()[:32]
+    return cache_root() / "search" / digest.hex()[:32]

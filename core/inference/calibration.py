@@ -21,6 +21,7 @@ import numpy as np
 
 from core.inference.metrics import best_thresholds
 from core.inference.run_quality import finite_number
+from core.notices import notice
 
 MIN_CALIBRATION_PAIRS = 20  # fewer labelled pairs than this calibrate nothing worth trusting
 CLUSTER_PRECISION = 0.9  # the share of true duplicates wanted among the pairs above a clustering threshold
@@ -167,7 +168,8 @@ def calibration_problem(labels, data: str) -> str:
 def calibrate_on(labels, scores, data: str) -> FileCalibration:
     """The thresholds of best accuracy and best F1 (``best_thresholds``) and the clustering operating point
     (``precision_threshold``) of ``scores`` on the labelled pairs of the file named ``data``. ValueError when the
-    labels cannot calibrate (``can_calibrate``: fewer than ``MIN_CALIBRATION_PAIRS``, or one class)."""
+    labels cannot calibrate (``can_calibrate``: fewer than ``MIN_CALIBRATION_PAIRS``, or one class); a warning when the
+    threshold found means nothing (``meaningless_threshold``)."""
     from core.inference.metrics import evaluate_scores
 
     y = np.asarray(labels).astype(int).ravel()
@@ -179,8 +181,23 @@ def calibrate_on(labels, scores, data: str) -> FileCalibration:
     if clusters is not None:
         thresholds["clusters"] = clusters
     measured = evaluate_scores(y, scores, thresholds["accuracy"])
+    problem = meaningless_threshold(measured, data)
+    if problem:
+        notice(problem)
     metrics = {key: value for key, value in measured.items() if key != "best_thresholds"}
     return FileCalibration(thresholds, data, len(y), int(y.sum()), metrics)
+
+
+def meaningless_threshold(measured: dict, data: str) -> str:
+    """Why a threshold calibrated with ``measured`` (``evaluate_scores`` at it) would mean nothing, or "": a scorer
+    that ranks the pairs worse than chance, or a threshold above every duplicate (it calls nothing a duplicate)."""
+    if measured["roc_auc"] < 0.5:
+        return (f"{data}: the model ranks these pairs worse than chance (ROC AUC {measured['roc_auc']:.3f}), so its "
+                f"threshold {measured['threshold']:.4f} tells nothing apart; train or pick another model")
+    if measured["tp"] == 0:
+        return (f"{data}: the best threshold ({measured['threshold']:.4f}) is above every duplicate, so it calls "
+                f"nothing a duplicate; this model's scores do not separate these pairs")
+    return ""
 
 
 def calibrate_scorer(model, pairs, data: str, progress=None):

@@ -14,11 +14,6 @@ holds every vector in float32, all compared with the given ones (within ``SPOT_T
 codes are checked on a random sample (``check_ivfpq_rows``). An index that disagrees, or that cannot be read, is
 built again and saved over; an index that cannot be written (a read-only cache) is only used in memory.
 
-An index is used again only when it is byte for byte what the lab wrote: its ``meta.json`` (the stamp and the
-index file's sha256) is sealed with the key the cache keeps in its root (``core.saving.cache_seal``), so an
-index edited afterwards (an HNSW graph with links cut, its vectors kept) fails the seal even when its sha256
-was written in again, and is built anew. The neighbour table below is sealed the same way.
-
 The graph's first search (every row's ``k`` best neighbours: on an exact index every row against every other,
 most of what a second run would still do once the vectors are cached) is kept beside the index, one folder per
 ``k``, and used again only with the index it was searched in (reused, so the same vectors), under the same stamp
@@ -64,8 +59,8 @@ class SavedGraphIndex:
         against them; None when there is none or it disagrees."""
         from core.inference.vector_index import load_vector_index
 
-        folder, key = self.folder(kind), self._key()
-        index = None if key is None else load_vector_index(folder, self.stamp(kind, parameters, *vectors.shape), key)
+        folder = self.folder(kind)
+        index = load_vector_index(folder, self.stamp(kind, parameters, *vectors.shape))
         if index is not None:
             try:
                 check_rows(index, vectors, folder)
@@ -81,16 +76,9 @@ class SavedGraphIndex:
 
         self.reused = False
         try:
-            save_vector_index(index, self.folder(kind), self.stamp(kind, parameters, *vectors.shape),
-                              self._key(create=True))
+            save_vector_index(index, self.folder(kind), self.stamp(kind, parameters, *vectors.shape))
         except OSError:
             pass
-
-    def _key(self, create: bool = False) -> bytes | None:
-        """The cache's sealing key (``core.saving.cache_seal``); None when it has none (nothing here is sealed)."""
-        from core.saving.cache_seal import cache_key
-
-        return cache_key(self.root, create=create)
 
 
     def neighbours_folder(self, kind: str, k: int) -> Path:
@@ -106,12 +94,11 @@ class SavedGraphIndex:
         loaded (``reused``) and the saved table passes every check; False (nothing changed) otherwise."""
         from core.inference.vector_cache import load_arrays
 
-        key = self._key()
-        if not self.reused or key is None:  # a rebuilt index (HNSW differs build to build) has its own neighbours
+        if not self.reused:  # a rebuilt index (HNSW differs build to build) has its own neighbours
             return False
         shape = graph.ids.shape
         arrays = load_arrays(self.neighbours_folder(graph.kind, graph.k), self._neighbour_stamp(graph),
-                             {IDS: (shape, graph.ids.dtype), SCORES: (shape, np.float32)}, key)
+                             {IDS: (shape, graph.ids.dtype), SCORES: (shape, np.float32)})
         if arrays is None or not _plausible(arrays[IDS], arrays[SCORES]):
             return False
         ids, scores = arrays[IDS], arrays[SCORES]
@@ -138,7 +125,7 @@ class SavedGraphIndex:
 
         try:
             save_arrays(self.neighbours_folder(graph.kind, graph.k), {IDS: graph.ids, SCORES: graph.scores},
-                        self._neighbour_stamp(graph), self._key(create=True))
+                        self._neighbour_stamp(graph))
         except OSError:
             pass
 

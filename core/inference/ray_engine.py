@@ -74,7 +74,7 @@ def check_ray_address(address: str, timeout: float | None = None) -> None:
                 if not _uses_tls():
                     _expect_http2(connection, deadline, timeout)
             outcome["error"] = None
-        except (OSError, _NotGrpc) as error:
+        except Exception as error:  # noqa: BLE001 - any failure, said in one line below (a thread's would be lost)
             outcome["error"] = error
 
     # In a thread: the system's name lookup has no timeout of its own and may wait on a resolver for minutes.
@@ -88,6 +88,10 @@ def check_ray_address(address: str, timeout: float | None = None) -> None:
         raise RayAddressError(f"Ray cluster {address}: cannot resolve {host} ({error.strerror or error})")
     if isinstance(error, _NotGrpc):
         raise RayAddressError(f"Ray cluster {address}: something listens there but it is not Ray ({error})")
+    if isinstance(error, UnicodeError):  # the IDNA codec refuses a label over 63 characters, an empty label ...
+        raise RayAddressError(f"Ray cluster {address}: {host[:80]} is not a valid host name ({error})")
+    if error is not None and not isinstance(error, OSError):
+        raise RayAddressError(f"Ray cluster {address}: the address check failed ({type(error).__name__}: {error})")
     if error is not None:
         reason = "timed out" if isinstance(error, TimeoutError) else (error.strerror or str(error))
         raise RayAddressError(f"Ray cluster {address}: nothing answers there ({reason})")

@@ -14,12 +14,8 @@ size-capped); only a flat or HNSW inner-product index is parsed, under FAISS's a
 its HNSW graph is checked to point only at stored vectors; and a few stored vectors, chosen at random,
 must equal what the model gives their texts now. Any mismatch rebuilds the index.
 
-A sample of vectors cannot tell one edited row among many, and whoever edits ``index.faiss`` can write its
-new sha256 into ``meta.json``; so ``load_or_build`` uses an index only when ``meta.json`` carries the seal of
-the key the lab keeps for its search indexes (``core.saving.cache_seal``, under ``key_root``: the CLI and the
-app pass the lab's own cache, never the model folder, which may come with a key of its own). An index edited
-after the lab wrote it, one from before seals, or one sealed under another cache's key is built again and
-saved over, sealed.
+These checks catch a torn, stale or mismatched index, not a forgery: someone who can write into the lab's
+cache is outside the threat model (``docs/RELIABILITY.md``).
 """
 from __future__ import annotations
 
@@ -35,7 +31,6 @@ import numpy as np
 
 from core.inference.index_kinds import FLAT_LIMIT
 from core.saving.atomic import write_folder_atomically
-from core.saving.cache_seal import SEAL, cache_key, is_sealed, seal
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
 HNSW_NEIGHBOURS = 32  # M: graph links per vector
@@ -201,15 +196,12 @@ class SearchIndex:
                 for row_scores, row_ids in zip(scores, ids)]
 
     # ---- on disk -------------------------------------------------------------------------------
-    def save(self, folder: str | Path, key: bytes | None = None) -> Path:
-        """Write the index, the texts and ``meta.json`` (what the index was built from, sealed with ``key`` when
-        given) to ``folder`` atomically (``write_folder_atomically``: a user's own files there are kept)."""
+    def save(self, folder: str | Path) -> Path:
+        """Write the index, the texts and ``meta.json`` (what the index was built from) to ``folder`` atomically (``write_folder_atomically``: a user's own files there are kept)."""
         data = faiss.serialize_index(self.index).tobytes()
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "fingerprint": self.fingerprint,
                 "count": len(self.texts), "dim": int(self.index.d), "kind": self.kind,
                 "model": model_fingerprint(self.model), "index_sha256": hashlib.sha256(data).hexdigest()}
-        if key is not None:
-            meta[SEAL] = seal(meta, key)
 
         def write(temp: Path) -> None:
             (temp / INDEX_FILE).write_bytes(data)
@@ -219,18 +211,15 @@ class SearchIndex:
         return write_folder_atomically(folder, write, owned_before=(INDEX_FILE, TEXTS_FILE, META_FILE))
 
     @classmethod
-    def load(cls, folder: str | Path, model, key: bytes | None = None) -> "SearchIndex":
+    def load(cls, folder: str | Path, model) -> "SearchIndex":
         """Read an index written by ``save`` for ``model``; raises ``ValueError`` (``ModelLoadError``
-        for an unusable file) when anything does not agree: the format, the seal (when ``key`` is given), the
+        for an unusable file) when anything does not agree: the format, the
         model it was built with, the texts, their number, the vector width, the index file's sha256, its type,
         its graph, or a sampled vector against a fresh encoding of its text."""
         folder = Path(folder)
         meta = read_json_file(folder / META_FILE, CONFIG_MAX_BYTES, folder=folder)
         if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{folder} is not a saved search index of this version")
-        if key is not None and not is_sealed(meta, key):
-            raise ValueError(f"{folder / META_FILE} is not sealed with this cache's key: edited since the lab "
-                             "wrote it, written before seals, or by another cache")
         count, dim = meta.get("count"), meta.get("dim")
         for name, value, high in (("count", count, MAX_TEXTS), ("dim", dim, MAX_DIM)):
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
@@ -335,27 +324,21 @@ def cache_folder(cache_dir: str | Path, texts_fingerprint: str) -> Path:
 
 
 def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, progress: Progress | None = None,
-                  flat_limit: int = FLAT_LIMIT, batch_size: int = 256, encode: UnitEncoder | None = None,
-                  key_root: str | Path | None = None) -> SearchIndex:
+                  flat_limit: int = FLAT_LIMIT, batch_size: int = 256, encode: UnitEncoder | None = None) -> SearchIndex:
     """The saved index for exactly these texts in ``cache_dir`` if there is one, else a new one
     (saved there when ``cache_dir`` is given and writable).
 
-    A saved index is used only when its ``meta.json`` is sealed with the key kept in ``key_root``
-    (``core.saving.cache_seal``; default ``cache_dir``: a caller whose ``cache_dir`` is a model folder passes
-    the lab's own cache, so that no key is written into the model folder and none that came with it is used)
-    and everything ``SearchIndex.load`` checks agrees (the model, the texts, the width, the index file's hash,
+    A saved index is used only when everything ``SearchIndex.load`` checks agrees (the model, the texts, the width, the index file's hash,
     sampled vectors); anything else, including files that are not regular or are too large, rebuilds it, from
-    ``encode``'s vectors when given (``SearchIndex.build``), and saves it sealed.
+    ``encode``'s vectors when given (``SearchIndex.build``), and saves it.
     """
     texts = list(texts)
     wanted = fingerprint(texts)
     folder = cache_folder(cache_dir, wanted) if cache_dir is not None else None
-    key_root = cache_dir if key_root is None else key_root
     if folder is not None and (folder / META_FILE).is_file():
-        key = cache_key(key_root)
         try:
-            saved = SearchIndex.load(folder, model, key) if key is not None else None  # no key: nothing is sealed
-            if saved is not None and saved.fingerprint == wanted and saved.texts == texts:
+            saved = SearchIndex.load(folder, model)
+            if saved.fingerprint == wanted and saved.texts == texts:
                 return saved
         except (OSError, ValueError, RuntimeError, MemoryError):  # unreadable, tampered or stale: rebuild
             pass
@@ -363,7 +346,7 @@ def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, pro
                               encode=encode)
     if folder is not None:
         try:
-            built.save(folder, cache_key(key_root, create=True))
-        except OSError:  # a read-only model folder (or key root) still gets a working (in-memory) index
+            built.save(folder)
+        except OSError:  # a read-only cache still gets a working (in-memory) index
             pass
     return built

@@ -14,11 +14,8 @@ a C-ordered float32 array of that shape, and hash to the recorded sha256; every 
 row of length 1 (or 0: ``unit_rows`` leaves an all-zero vector so). Anything else gives None: the caller encodes
 again and writes the entry over. A cache that cannot be written costs only the reuse.
 
-Unit rows that hash to the recorded sha256 may still not be the model's: whoever edits ``second.npy`` can copy
-one question's row over another's and write the new sha256 into ``meta.json``. So ``VectorCache`` seals each
-entry's ``meta.json`` with the key kept in its root (``core.saving.cache_seal``) and reads back only an entry
-that carries that seal: one edited after the lab wrote it, one from before seals, or one under a root whose key
-was lost is encoded again and written over, sealed.
+Someone who can write into the lab's cache is outside the threat model (``docs/RELIABILITY.md``): the checks
+catch a torn, truncated or stale entry, not a forgery.
 
 The model's key is the caller's: the CLI names a saved model by the sha256 of its files, so a second run
 needs no model loaded at all; the library's default is ``core.inference.vector_index.model_identity``.
@@ -82,17 +79,14 @@ def _write_array(path: Path, array: np.ndarray) -> str:
     return digest.hexdigest()
 
 
-def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict, key: bytes | None = None) -> Path:
-    """Write ``arrays`` (file name -> array) and ``meta.json`` (the ``stamp``, each file's sha256, sealed with
-    ``key`` when given: ``core.saving.cache_seal``) to ``folder`` atomically, replacing what was there."""
+def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict) -> Path:
+    """Write ``arrays`` (file name -> array) and ``meta.json`` (the ``stamp``, each file's sha256) to ``folder``
+    atomically, replacing what was there."""
     from core.saving.atomic import write_folder_atomically
-    from core.saving.cache_seal import SEAL, seal
 
     def write(temp: Path) -> None:
         hashes = {name: _write_array(temp / name, array) for name, array in arrays.items()}
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "stamp": stamp, "sha256": hashes}
-        if key is not None:
-            meta[SEAL] = seal(meta, key)
         (temp / META_FILE).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
 
     return write_folder_atomically(folder, write, owned_before=(META_FILE, *arrays))
@@ -141,16 +135,12 @@ def saved_meta(folder: str | Path) -> dict | None:
     return meta
 
 
-def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[int, ...], object]],
-                key: bytes | None = None) -> dict | None:
-    """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp`` (and sealed with ``key`` when given),
-    each file's name mapped to the (shape, dtype) it must have; None when there is no such entry or anything
-    about it disagrees."""
-    from core.saving.cache_seal import is_sealed
-
+def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[int, ...], object]]) -> dict | None:
+    """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp``, each file's name mapped to the
+    (shape, dtype) it must have; None when there is no such entry or anything about it disagrees."""
     folder = Path(folder)
     meta = saved_meta(folder)
-    if meta is None or (key is not None and not is_sealed(meta, key)):
+    if meta is None:
         return None
     try:
         hashes = meta.get("sha256")
@@ -181,17 +171,10 @@ def unit_and_finite(rows: np.ndarray) -> bool:
 
 # ---- a corpus's vectors ------------------------------------------------------------------------
 class VectorCache:
-    """Corpus vectors under ``root`` (the CLI's: the lab's cache, ``vectors/``), one folder per model and corpus,
-    each sealed with the key kept in ``root``."""
+    """Corpus vectors under ``root`` (the CLI's: the lab's cache, ``vectors/``), one folder per model and corpus."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
-
-    def _key(self, create: bool = False) -> bytes | None:
-        """The cache's sealing key (``core.saving.cache_seal``); None when it has none (nothing here is sealed)."""
-        from core.saving.cache_seal import cache_key
-
-        return cache_key(self.root, create=create)
 
     def folder(self, model_key: str, corpus: str) -> Path:
         return self.root / f"{model_key[:16]}-{corpus[:16]}"
@@ -202,13 +185,10 @@ class VectorCache:
                 "towers": towers, "dtype": "float32", "unit": True}
 
     def load(self, model_key: str, texts: Sequence[str], corpus: str | None = None) -> CorpusVectors | None:
-        """The vectors saved for ``texts`` under ``model_key``, sealed and checked (see the module docstring); None
-        when there are none or they fail a check. ``corpus``: the texts' fingerprint when the caller has it."""
+        """The vectors saved for ``texts`` under ``model_key``, checked (see the module docstring); None when there
+        are none or they fail a check. ``corpus``: the texts' fingerprint when the caller has it."""
         from core.inference.search import fingerprint
 
-        key = self._key()
-        if key is None:  # no key: nothing here was sealed by this cache
-            return None
         corpus = corpus or fingerprint(texts)
         folder = self.folder(model_key, corpus)
         saved = (saved_meta(folder) or {}).get("stamp")  # its width and towers, checked against the stamp below
@@ -217,13 +197,13 @@ class VectorCache:
             return None
         shape = ((len(texts), dim), np.float32)
         arrays = load_arrays(folder, self.stamp(model_key, corpus, len(texts), dim, towers),
-                             {SECOND: shape, **({FIRST: shape} if towers == 2 else {})}, key)
+                             {SECOND: shape, **({FIRST: shape} if towers == 2 else {})})
         if arrays is None or not all(unit_and_finite(rows) for rows in arrays.values()):
             return None
         return CorpusVectors(arrays[SECOND], arrays.get(FIRST), reused=True)
 
     def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str | None = None) -> bool:
-        """Keep ``vectors`` of ``texts`` for the next run, sealed; False when the cache cannot be written."""
+        """Keep ``vectors`` of ``texts`` for the next run; False when the cache cannot be written."""
         from core.inference.search import fingerprint
 
         corpus = corpus or fingerprint(texts)
@@ -231,8 +211,8 @@ class VectorCache:
         arrays = {SECOND: vectors.second, **({FIRST: vectors.first} if towers == 2 else {})}
         stamp = self.stamp(model_key, corpus, len(texts), int(vectors.second.shape[1]), towers)
         try:
-            save_arrays(self.folder(model_key, corpus), arrays, stamp, self._key(create=True))
-        except OSError:  # a read-only or full cache (or one whose key cannot be made): this run still has its vectors
+            save_arrays(self.folder(model_key, corpus), arrays, stamp)
+        except OSError:  # a read-only or full cache: this run still has its vectors
             return False
         return True
 

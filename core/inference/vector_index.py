@@ -10,9 +10,7 @@ estimates of the cosine: callers that compare them with a threshold score their 
 
 An index saved with ``save_vector_index`` is reused by ``load_vector_index`` only when the ``stamp`` it
 was saved with (the model's and the corpus's fingerprints, the kind, its parameters) equals the one asked
-for, its file's sha256 is the one recorded (and, when the caller gives its cache's key, its meta carries the
-seal of ``core.saving.cache_seal``: the index is byte for byte what the lab wrote), and it passes the same
-checks as the search cache
+for, its file's sha256 is the one recorded, and it passes the same checks as the search cache
 (``core.inference.search``): bounded file sizes, only these three inner-product types parsed, under
 FAISS's allocation limits, and their tables checked to point only at stored vectors. Anything else
 gives None: the caller builds it again.
@@ -46,7 +44,6 @@ from core.inference.search import (
 )
 from core.inference.index_kinds import INDEX_KINDS
 from core.saving.atomic import write_folder_atomically
-from core.saving.cache_seal import SEAL, cache_key, is_sealed, seal
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
 DEFAULT_INDEX = "flat"  # small corpora: exact, and small enough that compression buys nothing
@@ -158,14 +155,11 @@ def index_kind(index: faiss.Index) -> str:
 
 
 # ---- on disk -----------------------------------------------------------------------------------
-def save_vector_index(index: faiss.Index, folder: str | Path, stamp: dict, key: bytes | None = None) -> Path:
-    """Write ``index`` and ``meta.json`` (the ``stamp``, its size and sha256, sealed with ``key`` when given) to
-    ``folder`` atomically."""
+def save_vector_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
+    """Write ``index`` and ``meta.json`` (the ``stamp``, its size and sha256) to ``folder`` atomically."""
     data = faiss.serialize_index(index).tobytes()
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "stamp": stamp, "kind": index_kind(index),
             "count": int(index.ntotal), "dim": int(index.d), "index_sha256": hashlib.sha256(data).hexdigest()}
-    if key is not None:
-        meta[SEAL] = seal(meta, key)
     text = json.dumps(meta, sort_keys=True)
 
     def write(temp: Path) -> None:
@@ -175,9 +169,9 @@ def save_vector_index(index: faiss.Index, folder: str | Path, stamp: dict, key: 
     return write_folder_atomically(folder, write, owned_before=(INDEX_FILE, META_FILE))
 
 
-def load_vector_index(folder: str | Path, stamp: dict, key: bytes | None = None) -> faiss.Index | None:
-    """The index saved in ``folder`` with exactly ``stamp`` (and sealed with ``key`` when given), checked; None
-    when there is none, it was saved with another stamp or key, or anything about its files is wrong."""
+def load_vector_index(folder: str | Path, stamp: dict) -> faiss.Index | None:
+    """The index saved in ``folder`` with exactly ``stamp``, checked; None when there is none, it was saved with
+    another stamp, or anything about its files is wrong."""
     folder = Path(folder)
     try:
         if not (folder / META_FILE).is_file():
@@ -186,8 +180,6 @@ def load_vector_index(folder: str | Path, stamp: dict, key: bytes | None = None)
         if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
             return None
         if json.dumps(meta.get("stamp"), sort_keys=True) != json.dumps(stamp, sort_keys=True):
-            return None
-        if key is not None and not is_sealed(meta, key):  # edited after the lab wrote it, or never sealed
             return None
         count, dim = meta.get("count"), meta.get("dim")
         if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1 << 31 for v in (count, dim)):
@@ -256,15 +248,12 @@ def corpus_stamp(model, texts: Sequence[str], kind: str, dim: int) -> dict:
 
 
 def load_or_build_kind(model, texts: Sequence[str], kind: str, cache_dir: str | Path | None,
-                       progress=None, batch_size: int = 256, seed: int = 0, encode=None,
-                       key_root: str | Path | None = None) -> SearchIndex:
+                       progress=None, batch_size: int = 256, seed: int = 0, encode=None) -> SearchIndex:
     """A ``SearchIndex`` of ``texts`` in an index of ``kind``: the one saved in ``cache_dir`` for this
-    model, corpus and kind if its stamp agrees, it is sealed with the key kept in ``key_root`` (as in
-    ``core.inference.search.load_or_build``: default ``cache_dir``) and a few of its vectors are what the model
-    gives their texts now, else a new one (saved there, sealed, when it can be) of ``encode(texts, progress)``'s
+    model, corpus and kind if its stamp agrees and a few of its vectors are what the model gives their texts
+    now, else a new one (saved there when it can be) of ``encode(texts, progress)``'s
     unit rows when given (``core.inference.search.SearchIndex.build``), else the model's."""
     texts = list(texts)
-    key_root = cache_dir if key_root is None else key_root
     if not texts:
         raise ValueError("nothing to index: the corpus has no questions")
     folder = Path(cache_dir) / f"index-{checked_kind(kind)}-{fingerprint(texts)[:12]}" if cache_dir else None
@@ -272,8 +261,7 @@ def load_or_build_kind(model, texts: Sequence[str], kind: str, cache_dir: str | 
         folder = None
     if folder is not None:
         dim = encode_unit_rows(model, texts[:1], tower=1, batch_size=1, progress=None).shape[1]
-        key = cache_key(key_root)  # none: nothing here is sealed
-        saved = None if key is None else load_vector_index(folder, corpus_stamp(model, texts, kind, dim), key)
+        saved = load_vector_index(folder, corpus_stamp(model, texts, kind, dim))
         try:
             if saved is not None:
                 (_spot_check_ivfpq if kind == "ivfpq" else _spot_check)(model, saved, texts, folder)
@@ -287,7 +275,7 @@ def load_or_build_kind(model, texts: Sequence[str], kind: str, cache_dir: str | 
     index = add_vectors(new_vector_index(kind, dim, len(texts), sample, seed), vectors)
     if folder is not None:
         try:
-            save_vector_index(index, folder, corpus_stamp(model, texts, kind, dim), cache_key(key_root, create=True))
+            save_vector_index(index, folder, corpus_stamp(model, texts, kind, dim))
         except OSError:  # a read-only model folder still gets a working (in-memory) index
             pass
     return SearchIndex(model, index, texts)

@@ -3,7 +3,7 @@
 ``files`` reads what someone else may have written; ``atomic`` replaces a folder whole, only the lab's files in it
 (``owned_files``, ``temp_files``); ``model_folder`` is the model's schema (``calibrated``: a calibrated copy);
 ``output`` claims where a training writes (``locks``); ``runs`` lists the runs; ``user_files`` writes a file the
-user named; ``cache_seal`` seals cache entries; ``label_store`` keeps labels, ``workspaces`` each person's folder.
+user named; ``label_store`` keeps labels, ``workspaces`` each person's folder.
 """
 from core.saving.atomic import OLD_PREFIX, write_folder_atomically
 from core.saving.files import (
