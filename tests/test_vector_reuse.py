@@ -4,6 +4,7 @@ vectors `dedup` kept; `dedup --vectors` takes `embed`'s file or refuses it in on
 one run per threshold; `score` shows its progress per step."""
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -278,6 +279,15 @@ def test_dedup_takes_embeds_vector_file(lstm, embedded, tmp_path, capsys, encode
                                   check_exact=False, atol=1e-5)
 
 
+def with_sha256(vectors) -> Path:
+    """Write ``vectors``' sha256 beside it as embed does (what a user who made their own file would run:
+    ``sha256sum v.npy > v.npy.sha256``)."""
+    vectors = Path(vectors)
+    digest = hashlib.sha256(vectors.read_bytes()).hexdigest()
+    vectors.with_name(vectors.name + ".sha256").write_text(f"{digest}  {vectors.name}\n")
+    return vectors
+
+
 def refused(capsys, lstm, questions, vectors, tmp_path) -> str:
     code, lines, err = run(capsys, "dedup", "--model", lstm, "--questions", questions, "--out", tmp_path / "o.csv",
                            "--vectors", vectors)
@@ -296,6 +306,7 @@ def test_dedup_refuses_a_vector_file_of_another_count_width_order_or_model(lstm,
         capsys, lstm, corpus_file, embedded["vectors"], tmp_path)
     wide = tmp_path / "wide.npy"
     np.save(wide, np.ones((n, dim + 1), dtype=np.float32))
+    with_sha256(wide)
     assert f"vectors of width {dim + 1}; this model's are {dim} wide" in refused(capsys, lstm, SAMPLE_PATH, wide,
                                                                                 tmp_path)
     lines = questions.read_text(encoding="utf-8").splitlines()
@@ -303,14 +314,17 @@ def test_dedup_refuses_a_vector_file_of_another_count_width_order_or_model(lstm,
     assert "other questions than the corpus's" in refused(capsys, lstm, SAMPLE_PATH, embedded["vectors"], tmp_path)
     questions.unlink()  # no questions file: the rows themselves must be the model's
     np.save(embedded["vectors"], np.random.default_rng(0).normal(size=(n, dim)).astype(np.float32))
+    with_sha256(embedded["vectors"])
     assert "was not written by this model" in refused(capsys, lstm, SAMPLE_PATH, embedded["vectors"], tmp_path)
     text = tmp_path / "text.npy"
     text.write_bytes(b"not a vector file")
+    with_sha256(text)
     assert "is not a .npy vector file" in refused(capsys, lstm, SAMPLE_PATH, text, tmp_path)
     dual = tiny_models["dual-transformer"]
     dual_dim = load_model(dual)[0].embedding_dim
     one_tower = tmp_path / "dual.npy"
     np.save(one_tower, np.ones((n, dual_dim), dtype=np.float32))
+    with_sha256(one_tower)
     assert "two towers differ" in refused(capsys, dual, SAMPLE_PATH, one_tower, tmp_path)
 
 
@@ -320,6 +334,7 @@ def test_dedup_reads_a_fortran_ordered_vector_file_as_its_rows(lstm, embedded, t
     vectors = np.load(embedded["vectors"])
     fortran = tmp_path / "emb" / "f.npy"
     np.save(fortran, np.asfortranarray(vectors))
+    with_sha256(fortran)
     shutil.copy(embedded["questions"], tmp_path / "emb" / "f.questions.jsonl")
     assert np.load(fortran).flags.f_contiguous and not np.load(fortran).flags.c_contiguous
     from_c = dedup(capsys, lstm, SAMPLE_PATH, tmp_path / "c.csv", "--threshold", "0.9",
@@ -327,6 +342,17 @@ def test_dedup_reads_a_fortran_ordered_vector_file_as_its_rows(lstm, embedded, t
     from_f = dedup(capsys, lstm, SAMPLE_PATH, tmp_path / "f.csv", "--threshold", "0.9", "--vectors", fortran)
     assert from_f["vectors"]["source"] == "file" and from_f["clusters"] == from_c["clusters"]
     pd.testing.assert_frame_equal(frame(tmp_path / "f.csv"), frame(tmp_path / "c.csv"))
+
+
+def test_dedup_takes_a_vector_file_only_with_the_sha256_embed_wrote(lstm, embedded, tmp_path, capsys):
+    vectors = Path(embedded["vectors"])
+    assert embedded["sha256"] == str(vectors) + ".sha256"
+    rows = np.load(vectors)
+    rows[[100, 200]] = rows[[200, 100]]  # two rows swapped: the model's own unit vectors, of other questions
+    np.save(vectors, rows)
+    assert "changed since embed wrote it" in refused(capsys, lstm, SAMPLE_PATH, vectors, tmp_path)
+    Path(embedded["sha256"]).unlink()
+    assert "has no v.npy.sha256 beside it" in refused(capsys, lstm, SAMPLE_PATH, vectors, tmp_path)
 
 
 @pytest.mark.parametrize("version,header_bytes", [(1, 20_000), (2, 1 << 20)])
@@ -340,6 +366,7 @@ def test_dedup_refuses_a_vector_file_with_a_huge_header_in_the_labs_words(lstm, 
     length = len(text).to_bytes(2 if version == 1 else 4, "little")
     huge = tmp_path / "emb" / "huge.npy"
     huge.write_bytes(b"\x93NUMPY" + bytes([version, 0]) + length + text + vectors.astype("<f4").tobytes())
+    with_sha256(huge)
     shutil.copy(embedded["questions"], tmp_path / "emb" / "huge.questions.jsonl")
     error = refused(capsys, lstm, SAMPLE_PATH, huge, tmp_path)
     assert f"is not a .npy vector file (its header is {len(text):,} bytes long" in error, error

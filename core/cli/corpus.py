@@ -69,11 +69,11 @@ def _cached_vectors(args, model):
 def cmd_embed(args) -> int:
     from core.inference.embedding import embedding_paths, write_embeddings
 
-    vectors, questions = embedding_paths(args.out)
-    for path in (vectors, questions):  # neither file may be the data read nor inside the model folder
+    vectors, questions, digest = embedding_paths(args.out)
+    for path in (vectors, questions, digest):  # no file may be the data read nor inside a model folder
         output_path(str(path), args.data, model=args.model)
-    # Both files claimed before any work; they go into place together, each whole, when it ends well.
-    with claimed_output([vectors, questions], args.overwrite, create_folder=True) as claim:
+    # The three files claimed before any work; they go into place together, each whole, when it ends well.
+    with claimed_output([vectors, questions, digest], args.overwrite, create_folder=True) as claim:
         remove_stale_shards(vectors.parent)
         model, _ = load_backend(args)
         texts = _corpus(args.data, args.columns)
@@ -83,8 +83,8 @@ def cmd_embed(args) -> int:
             with engine_session(args):
                 model = ShardVectors(ray_vectors(args, texts, vectors.parent, unit=False)[0])
         write_embeddings(claim, model, texts, vectors, progress=TqdmCounter("embedding"))
-    print_json({"vectors": str(vectors), "questions": str(questions), "n": len(texts), "dim": model.embedding_dim,
-                "engine": args.engine})
+    print_json({"vectors": str(vectors), "questions": str(questions), "sha256": str(digest), "n": len(texts),
+                "dim": model.embedding_dim, "engine": args.engine})
     return 0
 
 

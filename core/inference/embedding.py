@@ -1,14 +1,16 @@
 """Embedding a corpus of any size to disk in chunks, so memory stays bounded as the corpus grows.
 
-The two files (``<out>.npy`` and ``<out>.questions.jsonl``) are written through one
-``core.saving.user_files`` claim: both are claimed before any work, written to temporaries and renamed
-into place only when both are whole, so an interrupted run leaves the old files (or none) and never
-zeros in a vector file that loads.
+The three files (``<out>.npy``, ``<out>.questions.jsonl`` and the vector file's ``<out>.npy.sha256``) are written
+through one ``core.saving.user_files`` claim: all are claimed before any work, written to temporaries and renamed
+into place only when all are whole, so an interrupted run leaves the old files (or none) and never zeros in a
+vector file that loads. ``dedup --vectors`` takes a vector file only with its sha256.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import os
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -17,28 +19,31 @@ import numpy as np
 from core.saving.user_files import FileClaim
 
 CHUNK = 4096  # texts encoded per call: bounds the live tensors whatever the corpus size
+READ_BLOCK = 1 << 24  # bytes hashed at a time
+DIGEST_MAX_BYTES = 4096  # a sha256 file holds one line
 
 
-def embedding_paths(out: str | Path) -> tuple[Path, Path]:
-    """The vector file and the texts file of ``--out``: ``<stem>.npy`` and ``<stem>.questions.jsonl``, where
-    ``<stem>`` is ``out`` without a final ``.npy``. Any other suffix stays in the name (``emb.v2`` gives
-    ``emb.v2.npy``): replacing it would aim the write at another file the user never named."""
+def embedding_paths(out: str | Path) -> tuple[Path, Path, Path]:
+    """The vector file, the texts file and the vector file's sha256 of ``--out``: ``<stem>.npy``,
+    ``<stem>.questions.jsonl`` and ``<stem>.npy.sha256`` (``sha256sum``'s format), where ``<stem>`` is ``out``
+    without a final ``.npy``. Any other suffix stays in the name (``emb.v2`` gives ``emb.v2.npy``): replacing it
+    would aim the write at another file the user never named."""
     out = Path(out)
     if out.name in ("", ".", ".."):
-        return out, out
+        return out, out, out
     stem = out.name[: -len(".npy")] if out.name.lower().endswith(".npy") and len(out.name) > 4 else out.name
-    return out.with_name(f"{stem}.npy"), out.with_name(f"{stem}.questions.jsonl")
+    return out.with_name(f"{stem}.npy"), out.with_name(f"{stem}.questions.jsonl"), out.with_name(f"{stem}.npy.sha256")
 
 
 def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path, tower: int = 1,
                      batch_size: int = 256, progress: Callable[[int, int], None] | None = None) -> None:
-    """Fill ``claim``'s temporaries for ``embedding_paths``' two files (``vectors_path`` first).
+    """Fill ``claim``'s temporaries for ``embedding_paths``' three files (``vectors_path`` first).
 
     Vectors go straight into a memory-mapped ``.npy`` chunk by chunk: peak memory is one chunk's
     activations, not the corpus. The file's full size is reserved before it is mapped, so a full disk
     is an error here and not a SIGBUS while the map is written.
     """
-    vectors_path, questions_path = embedding_paths(vectors_path)
+    vectors_path, questions_path, digest_path = embedding_paths(vectors_path)
     total, width = len(texts), int(model.embedding_dim)
     shape, dtype = (total, width), np.dtype(np.float32)
     header = _npy_header(shape, dtype)
@@ -59,6 +64,17 @@ def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path
     with claim.open(questions_path, "w", encoding="utf-8") as handle:
         for text in texts:
             handle.write(json.dumps(text, ensure_ascii=False) + "\n")
+    with claim.open(digest_path, "w", encoding="utf-8") as handle:  # what dedup --vectors takes it by
+        handle.write(f"{_file_sha256(claim.fileno(vectors_path))}  {vectors_path.name}\n")
+
+
+def _file_sha256(fd: int) -> str:
+    """The sha256 of the whole file open at ``fd`` (read by offset: the descriptor's position is left alone)."""
+    digest, offset = hashlib.sha256(), 0
+    while block := os.pread(fd, READ_BLOCK, offset):
+        digest.update(block)
+        offset += len(block)
+    return digest.hexdigest()
 
 
 def _npy_header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
@@ -80,7 +96,8 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
     and against ``model``; ValueError saying what disagrees.
 
     ``embed`` writes its model's tower-1 vectors as they come (not made unit) for the distinct questions of a
-    pairs file in first-seen order, and those questions beside it (``embedding_paths``). The file must hold a
+    pairs file in first-seen order, those questions and the vector file's sha256 beside it (``embedding_paths``).
+    The file must have that sha256 (any row changed since is refused), hold a
     2-D float array of one row per text and ``model.embedding_dim`` columns, all finite; when the questions
     file is there, it must list ``texts`` in order; ``model``'s towers must agree (one tower's vectors cannot
     stand for a two-tower model's), and a few rows must be what the model gives their texts now.
@@ -90,6 +107,7 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
     from core.inference.search import SPOT_TOLERANCE, encode_unit_rows
 
     path, texts = Path(path), list(texts)
+    _check_digest(path)
     rows = unit_vectors(_read_npy(path, len(texts), int(model.embedding_dim)), f"{path}'s vectors")
     _check_questions(embedding_paths(path)[1], texts, path)
     if towers_differ(model, texts):
@@ -109,8 +127,6 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
 def _read_npy(path: Path, count: int, dim: int) -> np.ndarray:
     """The (count, dim) C-ordered float array of the ``.npy`` file ``path`` (a regular file; no pickled objects;
     a Fortran-ordered array, as ``np.save`` writes a transposed one, read into rows)."""
-    import os
-
     from core.saving.files import open_regular_file
 
     if not path.exists():
@@ -150,10 +166,29 @@ def _read_npy(path: Path, count: int, dim: int) -> np.ndarray:
         return rows
 
 
+def _check_digest(path: Path) -> None:
+    """``path`` must have the sha256 ``embed`` wrote beside it (``embedding_paths``)."""
+    from core.saving.files import open_regular_file, read_regular_file
+
+    digest_path = embedding_paths(path)[2]
+    if not path.exists():
+        raise ValueError(f"no vector file at {path}")
+    try:
+        recorded = read_regular_file(digest_path, DIGEST_MAX_BYTES).decode("ascii", "replace").split()
+    except FileNotFoundError:
+        raise ValueError(f"{path} has no {digest_path.name} beside it: only a vector file embed wrote is taken (with "
+                         f"its sha256); embed the corpus, or drop --vectors") from None
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{digest_path} cannot be read ({error})") from None
+    with open_regular_file(path, 1 << 50) as (fd, _):
+        found = _file_sha256(fd)
+    if not recorded or recorded[0].lower() != found:
+        raise ValueError(f"{path} changed since embed wrote it (its sha256 is not the one in {digest_path.name}); "
+                         f"embed the corpus again, or drop --vectors")
+
+
 def _check_questions(questions: Path, texts: list[str], path: Path) -> None:
     """``embed``'s questions file for ``path``, when there is one, must list ``texts`` in order."""
-    import os
-
     from core.saving.files import open_regular_file
 
     if not questions.exists():
