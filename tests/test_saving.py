@@ -16,11 +16,11 @@ from core.models import (
     SiameseLSTMConfig,
     load_model,
 )
-from core.notices import LabWarning
 from core.saving import (
     CONFIG_FILE,
     RECORD_FILE,
     WEIGHTS_FILE,
+    ForeignFilesError,
     ModelLoadError,
     check_run_name,
     list_runs,
@@ -114,17 +114,25 @@ def test_config_json_is_plain_and_complete(tmp_path):
 def test_save_over_existing_folder_replaces_the_labs_files_whole(tmp_path):
     target = tmp_path / "run"
     save_model(tiny_dual(), target)
-    (target / "stale.txt").write_text("from an older run")  # not the lab's: kept, the dual's vocab.txt goes
     model = tiny_lstm()
-    with pytest.warns(LabWarning, match=r"kept 1 entry in .*run that Siamese Lab did not write: stale\.txt"):
-        save_model(model, target)
+    save_model(model, target)  # the dual's vocab.txt goes with it
     assert sorted(p.name for p in target.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE,
-                                                               RECORD_FILE, "stale.txt"])
-    assert (target / "stale.txt").read_text() == "from an older run"
+                                                               RECORD_FILE])
     loaded, config = load_model(target)
     assert config["model_type"] == "lstm"
     _assert_same_embeddings(model, loaded)
     assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no .tmp- or .old- leftovers
+
+
+def test_a_folder_holding_a_file_the_lab_did_not_write_is_never_replaced(tmp_path):
+    target = tmp_path / "run"
+    save_model(tiny_lstm(), target)
+    (target / "stale.txt").write_text("from an older run")
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    with pytest.raises(ForeignFilesError, match=r"run: holds stale\.txt, which Siamese Lab did not write"):
+        save_model(tiny_dual(), target)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
 
 
 def test_failed_save_keeps_the_old_folder_and_leaves_nothing(tmp_path, monkeypatch):
