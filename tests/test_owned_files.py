@@ -135,7 +135,8 @@ def test_train_overwrite_refuses_a_model_holding_the_users_notes_until_they_are_
     assert code == 0, err
     assert json.loads(stdout)["folder"] == str(out)
     assert json.loads((out / CONFIG_FILE).read_text())["train_config"]["seed"] == 2
-    assert sorted(p.name for p in out.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE, RECORD_FILE])
+    assert sorted(p.name for p in out.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE,
+                                                            RECORD_FILE])
     assert (tmp_path / "mine" / "NOTES.md").read_text() == "# my notes\nthreshold looks high\n"
     assert_no_leftovers(tmp_path)
 

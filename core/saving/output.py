@@ -2,7 +2,8 @@
 
 Anything but a model folder (or an empty one) is refused, a model is replaced only with ``overwrite`` (its config
 kept in ``existing``) and only when it holds nothing the lab did not write, the location must be writable, and one
-writer holds the folder's lock at a time (``locks``); a killed writer's temporaries go once it is held. ``claim_new_run`` picks a fresh run name under the same rules.
+writer holds the folder's lock at a time (``locks``); a killed writer's temporaries go once it is held.
+``claim_new_run`` picks a fresh run name under the same rules.
 """
 from __future__ import annotations
 
