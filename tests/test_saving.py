@@ -1,6 +1,7 @@
 """Model folders: round trips for each family, atomic saves, and untrusted folders refused safely."""
 
 import json
+import os
 import pickle
 
 import pytest
@@ -333,6 +334,18 @@ def test_list_runs_reports_leftovers_and_broken_folders(tmp_path):
     for name in (".tmp-good-3-abcd1234", "no-config", "no-weights", "bad-json"):
         assert name in joined
     assert "interrupted save" in joined
+
+
+def test_a_run_left_aside_between_the_two_renames_is_put_back_by_list_runs_or_a_read(tmp_path):
+    """A save killed after moving the old folder aside, before the new one took its place."""
+    model = tiny_lstm()
+    save_model(model, tmp_path / "run")
+    os.rename(tmp_path / "run", tmp_path / ".old-run-0123abcd")
+    runs, problems = list_runs(tmp_path)
+    assert [r["name"] for r in runs] == ["run"] and problems == []
+    os.rename(tmp_path / "run", tmp_path / ".old-run-4567abcd")
+    _assert_same_embeddings(model, load_model(tmp_path / "run")[0])
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
 
 
 def test_list_runs_of_missing_root_is_empty(tmp_path):
