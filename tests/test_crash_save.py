@@ -4,19 +4,15 @@ Every case replaces an existing saved SiameseLSTM ("old", seed 1) with a differe
 seed 2, other weights and other vocabulary) and kills the saving process:
 
   * at every filesystem step of ``save_model``: the child process counts Python audit events
-    (mkdir, open, rename, rmtree, ctypes calls...) and SIGKILLs itself just before the N-th one, for
-    every N. Run once with the atomic exchange rename and once with it disabled (the two-rename
-    fallback used where ``renameat2`` is missing), where recovery must bring the model back;
+    (mkdir, open, rename, rmtree...) and SIGKILLs itself just before the N-th one, for every N. The
+    new folder takes the target's place by two renames; a kill between them leaves the target
+    missing, and the next read of it (``load_model``) or ``list_runs`` must put the old model back;
   * at random moments during a large save (vocabulary 200k x 64, ~50 MB of weights), spread over
     the save's measured duration, to land inside the safetensors write itself.
 
-The folder also holds a user's files (``NOTES.md``, ``plots/roc.png``, a nested folder, a link in the
-folder and one out of it), which the save carries into the new folder (``core.saving.owned_files``).
-
 Afterwards the target folder loads, and weights, vocabulary and config are all the old model's or
-all the new one's, the user's files are there byte for byte (links as links); ``list_runs`` lists the
-target and reports every ``.tmp-*`` / ``.old-*`` leftover, and the next save removes the ``.tmp-*``
-folders the killed one left.
+all the new one's; ``list_runs`` lists the target and reports every ``.tmp-*`` / ``.old-*`` leftover,
+and the next save removes the ``.tmp-*`` folders the killed one left.
 
 The saving processes are forked from one driver subprocess (this file run as a script) so torch is
 imported once; nothing in ``core`` knows it is being tested.
@@ -24,7 +20,6 @@ imported once; nothing in ``core`` knows it is being tested.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -42,14 +37,12 @@ if str(ROOT) not in sys.path:  # run as a script (the driver), not by pytest
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import core.saving.atomic  # noqa: E402
 from core.models import (  # noqa: E402
     SiameseLSTM,
     SiameseLSTMConfig,
     load_model,  # noqa: E402
 )
-from core.notices import LabWarning  # noqa: E402
-from core.saving import ModelLoadError, list_runs, recover_interrupted_saves, save_model  # noqa: E402
+from core.saving import list_runs, save_model  # noqa: E402
 from core.text.word_tokenizer import WordTokenizer  # noqa: E402
 import pytest
 
@@ -63,8 +56,7 @@ TIMED_ATTEMPTS = 10
 # Audit events that mark a filesystem step of a save (see "Audit events table" in the Python docs).
 WATCHED_EVENTS = frozenset(
     {"os.mkdir", "open", "os.listdir", "os.scandir", "os.rename", "os.remove", "os.rmdir",
-     "shutil.rmtree", "shutil.move", "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "os.link",
-     "os.symlink"}
+     "shutil.rmtree", "shutil.move", "os.link", "os.symlink"}
 )
 
 
@@ -113,8 +105,6 @@ def _driver(args: dict) -> list[dict]:
 
 def _child(model, case: dict) -> None:
     try:
-        if case.get("two_renames"):
-            core.saving.atomic._exchange_folders = lambda new, target: False  # as on a system without renameat2
         events: list[str] = []
         kill_at = case.get("kill_at")
 
@@ -156,35 +146,12 @@ def prepare_cases(tmp_path: Path, model: dict, count: int) -> tuple[SiameseLSTM,
     old = build_model(OLD_SEED, **model)
     snapshot = tmp_path / "snapshot"
     save_model(old, snapshot / TARGET, metadata={"generation": "old"})
-    add_user_files(snapshot / TARGET)
     roots = []
     for index in range(count):
         root = tmp_path / f"case-{index:03d}"
         shutil.copytree(snapshot, root, symlinks=True)
         roots.append(root)
     return old, roots
-
-
-USER_FILES = {"NOTES.md": "# notes\n", "plots/roc.png": "\x89PNG fake", "deep/er/data.csv": "a,b\n"}
-USER_LINKS = {"latest.md": "NOTES.md", "outside": "/etc/hostname"}
-
-
-def add_user_files(folder: Path) -> None:
-    for relative, text in USER_FILES.items():
-        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-        (folder / relative).write_text(text)
-    for name, points_to in USER_LINKS.items():
-        os.symlink(points_to, folder / name)
-
-
-def assert_user_files_whole(folder: Path) -> None:
-    """The user's files and links, as they were: the same bytes, links still links to the same place."""
-    for relative, text in USER_FILES.items():
-        path = folder / relative
-        assert not path.is_symlink() and hashlib.sha256(path.read_bytes()).digest() == \
-            hashlib.sha256(text.encode()).digest(), relative
-    for name, points_to in USER_LINKS.items():
-        assert (folder / name).is_symlink() and os.readlink(folder / name) == points_to, name
 
 
 def leftovers(root: Path) -> list[str]:
@@ -199,7 +166,6 @@ def assert_old_or_new_whole(root: Path, old: SiameseLSTM, new: SiameseLSTM) -> s
         assert any(problem.startswith(f"{name}:") for problem in problems), (name, problems)
     assert not any(problem.startswith(f"{TARGET}:") for problem in problems), problems
 
-    assert_user_files_whole(root / TARGET)
     model, config = load_model(root / TARGET)
     generation = config["generation"]
     expected = {"old": old, "new": new}[generation]
@@ -212,18 +178,15 @@ def assert_old_or_new_whole(root: Path, old: SiameseLSTM, new: SiameseLSTM) -> s
     return generation
 
 
-def count_save_steps(tmp_path: Path, model: dict, two_renames: bool) -> int:
+def save_steps(tmp_path: Path, model: dict) -> list[str]:
+    """The filesystem steps of one whole save over the old model, in order."""
     _, (root,) = prepare_cases(tmp_path / "count", model, 1)
     events_file = tmp_path / "events.json"
-    case = {"folder": str(root / TARGET), "events_file": str(events_file), "two_renames": two_renames}
-    (result,) = run_driver(model, [case])
+    (result,) = run_driver(model, [{"folder": str(root / TARGET), "events_file": str(events_file)}])
     assert result["exit_code"] == 0
     events = json.loads(events_file.read_text())
-    # The replacement itself: one atomic exchange where renameat2 exists (then the previous content is renamed
-    # .old-*), else two renames.
-    exchange_available = not two_renames and core.saving.atomic._renameat2() is not None
-    assert events.count("os.rename") == (1 if exchange_available else 2), events
-    return len(events)
+    assert events.count("os.rename") == 2, events  # the old folder aside, the new one into its place
+    return events
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,48 +194,37 @@ def count_save_steps(tmp_path: Path, model: dict, two_renames: bool) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rename", ["atomic exchange", "two renames"])
-def test_sigkill_before_every_filesystem_step_leaves_old_or_new_model(tmp_path, rename):
-    steps = count_save_steps(tmp_path, SMALL, two_renames=rename == "two renames")
+def test_sigkill_before_every_filesystem_step_leaves_old_or_new_model(tmp_path):
+    events = save_steps(tmp_path, SMALL)
+    steps = len(events)
     assert steps >= 8  # mkdir, writes, fsync opens, renames...: the count is real
+    first_rename, second_rename = (index + 1 for index, event in enumerate(events) if event == "os.rename")
     old, roots = prepare_cases(tmp_path / "cases", SMALL, steps)
     new = build_model(NEW_SEED, **SMALL)
-    cases = [
-        {"folder": str(root / TARGET), "kill_at": step, "two_renames": rename == "two renames"}
-        for step, root in zip(range(1, steps + 1), roots)
-    ]
+    cases = [{"folder": str(root / TARGET), "kill_at": step} for step, root in zip(range(1, steps + 1), roots)]
     results = run_driver(SMALL, cases)
 
-    generations, recovered = [], 0
+    generations, missing = [], []
     for step, root, result in zip(range(1, steps + 1), roots, results):
         assert result["killed"], f"step {step} of {steps} was never reached"
         if not (root / TARGET).exists():
-            # Only possible between the two renames of the fallback; an atomic exchange never
-            # leaves the target missing.
-            assert rename == "two renames", f"target missing after a kill before step {step}"
-            _, problems = list_runs(root)
-            assert any(problem.startswith(f"{TARGET}:") and "recover_interrupted_saves" in problem
-                       for problem in problems), problems
-            with pytest.raises(ModelLoadError, match="interrupted save.*recover_interrupted_saves"):
-                load_model(root / TARGET)
-            restored = recover_interrupted_saves(root)
-            assert len(restored) == 1 and TARGET in restored[0]
-            recovered += 1
+            # Killed after the old folder went aside, before the new one took its place: the one window.
+            assert first_rename < step <= second_rename, f"target missing after a kill before step {step}"
+            missing.append(step)
+            if len(missing) % 2:  # the next read puts it back; otherwise list_runs does, below
+                assert load_model(root / TARGET)[1]["generation"] == "old"
         generations.append(assert_old_or_new_whole(root, old, new))
-        assert recover_interrupted_saves(root) == []  # nothing (more) to do for a present target
 
-    print(f"{rename}: {steps} crash points -> {generations.count('old')} old, "
-          f"{generations.count('new')} new, {recovered} recovered")
+    print(f"{steps} crash points -> {generations.count('old')} old, {generations.count('new')} new, "
+          f"{len(missing)} missing until put back")
     assert "old" in generations and "new" in generations  # the kills span the whole save
-    if rename == "two renames":
-        assert recovered == 1  # exactly one step boundary lies between the two renames
+    assert missing == list(range(first_rename + 1, second_rename + 1))  # every kill in the window, and only those
 
     # The next save to the same place removes the temporary folders the killed saves left behind.
     left = [root for root in roots if any(name.startswith(".tmp-") for name in leftovers(root))]
     assert left, "no kill left a temporary folder"
     for root in left:
-        with pytest.warns(LabWarning, match="kept 5 entries .* NOTES.md, deep/, latest.md, outside, plots/"):
-            save_model(new, root / TARGET, metadata={"generation": "new"})
+        save_model(new, root / TARGET, metadata={"generation": "new"})
         assert not any(name.startswith(".tmp-") for name in leftovers(root)), leftovers(root)
         assert assert_old_or_new_whole(root, old, new) == "new"
 
@@ -296,8 +248,6 @@ def test_sigkill_at_random_moments_during_a_large_save(tmp_path):
     outcome = []
     for root, result in zip(roots, results):
         assert result["killed"] or result["exit_code"] == 0
-        if not (root / TARGET).exists():  # the two-rename window, on systems without renameat2
-            recover_interrupted_saves(root)
         outcome.append((result["killed"], assert_old_or_new_whole(root, old, new), leftovers(root)))
         shutil.rmtree(root)  # ~100 MB per case
     print(f"save takes {duration:.3f} s; (killed, generation, leftovers) per attempt: {outcome}")

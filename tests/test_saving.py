@@ -1,6 +1,7 @@
 """Model folders: round trips for each family, atomic saves, and untrusted folders refused safely."""
 
 import json
+import os
 import pickle
 
 import pytest
@@ -16,11 +17,11 @@ from core.models import (
     SiameseLSTMConfig,
     load_model,
 )
-from core.notices import LabWarning
 from core.saving import (
     CONFIG_FILE,
     RECORD_FILE,
     WEIGHTS_FILE,
+    ForeignFilesError,
     ModelLoadError,
     check_run_name,
     list_runs,
@@ -114,17 +115,25 @@ def test_config_json_is_plain_and_complete(tmp_path):
 def test_save_over_existing_folder_replaces_the_labs_files_whole(tmp_path):
     target = tmp_path / "run"
     save_model(tiny_dual(), target)
-    (target / "stale.txt").write_text("from an older run")  # not the lab's: kept, the dual's vocab.txt goes
     model = tiny_lstm()
-    with pytest.warns(LabWarning, match=r"kept 1 entry in .*run that Siamese Lab did not write: stale\.txt"):
-        save_model(model, target)
+    save_model(model, target)  # the dual's vocab.txt goes with it
     assert sorted(p.name for p in target.iterdir()) == sorted([CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE,
-                                                               RECORD_FILE, "stale.txt"])
-    assert (target / "stale.txt").read_text() == "from an older run"
+                                                               RECORD_FILE])
     loaded, config = load_model(target)
     assert config["model_type"] == "lstm"
     _assert_same_embeddings(model, loaded)
     assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no .tmp- or .old- leftovers
+
+
+def test_a_folder_holding_a_file_the_lab_did_not_write_is_never_replaced(tmp_path):
+    target = tmp_path / "run"
+    save_model(tiny_lstm(), target)
+    (target / "stale.txt").write_text("from an older run")
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    with pytest.raises(ForeignFilesError, match=r"run: holds stale\.txt, which Siamese Lab did not write"):
+        save_model(tiny_dual(), target)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
 
 
 def test_failed_save_keeps_the_old_folder_and_leaves_nothing(tmp_path, monkeypatch):
@@ -325,6 +334,18 @@ def test_list_runs_reports_leftovers_and_broken_folders(tmp_path):
     for name in (".tmp-good-3-abcd1234", "no-config", "no-weights", "bad-json"):
         assert name in joined
     assert "interrupted save" in joined
+
+
+def test_a_run_left_aside_between_the_two_renames_is_put_back_by_list_runs_or_a_read(tmp_path):
+    """A save killed after moving the old folder aside, before the new one took its place."""
+    model = tiny_lstm()
+    save_model(model, tmp_path / "run")
+    os.rename(tmp_path / "run", tmp_path / ".old-run-0123abcd")
+    runs, problems = list_runs(tmp_path)
+    assert [r["name"] for r in runs] == ["run"] and problems == []
+    os.rename(tmp_path / "run", tmp_path / ".old-run-4567abcd")
+    _assert_same_embeddings(model, load_model(tmp_path / "run")[0])
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
 
 
 def test_list_runs_of_missing_root_is_empty(tmp_path):

@@ -134,16 +134,20 @@ def test_save_load_round_trip_gives_identical_results(tmp_path, flat_limit):
     assert loaded.search(queries, 10) == built.search(queries, 10)
 
 
-def test_saving_again_replaces_the_index_whole_and_keeps_a_users_file_in_its_folder(tmp_path):
+def test_saving_again_replaces_the_index_whole_and_never_a_folder_holding_a_users_file(tmp_path):
     texts, vectors = random_corpus(200, 8, seed=6)
     model = TableEncoder(texts, vectors)
     folder = tmp_path / "idx"
     SearchIndex.build(model, texts[:100]).save(folder)
-    (folder / "NOTES.md").write_text("mine", encoding="utf-8")
     SearchIndex.build(model, texts).save(folder)
-    assert (folder / "NOTES.md").read_text(encoding="utf-8") == "mine"
     assert SearchIndex.load(folder, model).texts == texts
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # no temporary or previous folder left
+    (folder / "NOTES.md").write_text("mine", encoding="utf-8")
+    with pytest.raises(OSError, match=r"holds NOTES\.md, which Siamese Lab did not write"):  # a cache not written
+        SearchIndex.build(model, texts[:50]).save(folder)
+    assert (folder / "NOTES.md").read_text(encoding="utf-8") == "mine"
+    assert SearchIndex.load(folder, model).texts == texts
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
 
 
 def test_load_or_build_reuses_a_matching_index_and_rebuilds_on_mismatch(tmp_path):

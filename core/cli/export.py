@@ -30,7 +30,7 @@ def cmd_export(args) -> int:
     from core.export.common import ExportError
     from core.export.export_folder import check_export, export_files, export_model
     from core.models import ZERO_SHOT
-    from core.saving import CarryOverError, ModelLoadError, OutputError, read_config
+    from core.saving import ForeignFilesError, ModelLoadError, OutputError, read_config
 
     refuse_tfidf(args.model)
     # The format is checked against the model's family before any weights are read.
@@ -47,7 +47,7 @@ def cmd_export(args) -> int:
         hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
         problem = error.problem.replace("; replacing it needs overwrite", "")
         raise CliError(f"--out {error.path}: {problem}{hint}") from None
-    except (ExportError, CarryOverError) as error:
+    except (ExportError, ForeignFilesError) as error:
         raise CliError(str(error)) from None
     out = Path(args.out).expanduser()
     print_json({"folder": str(out), "format": args.format, "model_type": manifest["model_type"],

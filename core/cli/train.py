@@ -274,7 +274,7 @@ def _check_runs_folder(runs: str) -> None:
 
 
 def _run_training(args, spec, pairs, context, output, held_out: dict) -> int:
-    from core.saving import CarryOverError
+    from core.saving import ForeignFilesError
     from core.status import FAILED
     from core.training.pipeline import train_run
     from core.training.trainer import TrainingError
@@ -295,7 +295,7 @@ def _run_training(args, spec, pairs, context, output, held_out: dict) -> int:
                            save=context.is_main, output=output, val=held_out["val"], test=held_out["test"])
     except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
         raise CliError("interrupted") from None
-    except (TrainingError, ValueError, TypeError, CarryOverError) as error:  # CarryOverError: a user's file in the way
+    except (TrainingError, ValueError, TypeError, ForeignFilesError) as error:  # a user's file put there meanwhile
         raise CliError(str(error)) from None
     finally:
         signal.signal(signal.SIGINT, previous)

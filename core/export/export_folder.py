@@ -1,7 +1,7 @@
 """Exporting a model for use outside Siamese Lab (``export_model``): a sentence-transformers folder or ONNX
 graphs, with a model card and a manifest, claimed and written like a model folder. An export records the
-files it wrote, so ``overwrite`` replaces those and keeps anything a user put there (an export written
-before that record owns ``EXPORT_FILES``)."""
+files it wrote, so ``overwrite`` replaces it only when it holds nothing else (an export written before that
+record owns ``EXPORT_FILES``)."""
 from __future__ import annotations
 
 import copy
@@ -15,7 +15,7 @@ from core.export.model_card import CARD_FILE, model_card
 from core.export.onnx_graph import GRAPH_FILES, write_onnx
 from core.export.sentence_transformers_folder import write_sentence_transformers
 from core.saving.atomic import write_folder_atomically
-from core.saving.output import OutputClaim, OutputError, claim_output
+from core.saving.output import OutputClaim, OutputError, claim_output, refuse_others_files
 from core.saving.owned_files import RECORD_FILE, owned_by
 
 EXPORT_FORMATS = ("sentence-transformers", "onnx")
@@ -51,6 +51,7 @@ def _existing_export(target: Path, overwrite: bool) -> dict | None:
                                   "never replaces); choose a new or empty folder", "not_a_model")
     if not overwrite:
         raise OutputError(target, "holds an earlier export; replacing it needs overwrite", "model_exists")
+    refuse_others_files(target, _written_by(manifest))
     return manifest
 
 

@@ -197,7 +197,7 @@ class SearchIndex:
 
     # ---- on disk -------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
-        """Write the index, the texts and ``meta.json`` (what the index was built from) to ``folder`` atomically (``write_folder_atomically``: a user's own files there are kept)."""
+        """Write the index, the texts and ``meta.json`` (what the index was built from) to ``folder`` atomically (``write_folder_atomically``)."""
         data = faiss.serialize_index(self.index).tobytes()
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "fingerprint": self.fingerprint,
                 "count": len(self.texts), "dim": int(self.index.d), "kind": self.kind,

@@ -29,16 +29,16 @@ from core.saving.model_folder import (
     weights_max_bytes,
 )
 from core.saving.output import OutputClaim, OutputError, claim_new_run, claim_output
-from core.saving.owned_files import RECORD_FILE, CarryOverError
-from core.saving.runs import check_run_name, list_runs, recover_interrupted_saves, run_folder
+from core.saving.owned_files import RECORD_FILE, ForeignFilesError
+from core.saving.runs import check_run_name, list_runs, run_folder
 from core.saving.temp_files import TEMP_PREFIX
 from core.saving.user_files import FileClaim, UserFileError, claim_files
 
 __all__ = [
-    "CONFIG_FILE", "CONFIG_MAX_BYTES", "CarryOverError", "FORMAT", "FORMAT_VERSION", "FileClaim", "JSON_MAX_DEPTH",
+    "CONFIG_FILE", "CONFIG_MAX_BYTES", "FORMAT", "FORMAT_VERSION", "FileClaim", "ForeignFilesError", "JSON_MAX_DEPTH",
     "MODEL_FILES", "ModelLoadError", "OLD_PREFIX", "OutputClaim", "OutputError", "RECORD_FILE", "TEMP_PREFIX",
     "UserFileError", "VOCAB_MAX_BYTES", "WEIGHTS_FILE", "check_metadata", "check_regular_file", "check_run_name",
     "claim_files", "claim_new_run", "claim_output", "config_from_dict", "list_runs", "read_config", "read_json_file",
-    "read_regular_file", "read_weights", "recover_interrupted_saves", "run_folder", "save_model", "weights_max_bytes",
+    "read_regular_file", "read_weights", "run_folder", "save_model", "weights_max_bytes",
     "write_folder_atomically",
 ]

@@ -21,7 +21,7 @@ import numpy as np
 from safetensors import SafetensorError
 
 from core.model_names import MODEL_NAMES, TFIDF
-from core.saving.atomic import displaced_folders, write_folder_atomically
+from core.saving.atomic import put_back_displaced, write_folder_atomically
 from core.saving.calibrated import CALIBRATED_FROM, CALIBRATION, TFIDF_FILE, check_calibration_metadata
 from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, open_regular_file, read_json_file
 
@@ -113,12 +113,7 @@ def read_config(folder: str | Path) -> dict:
     """``folder``'s config.json as a dict, once it is known to be a bounded JSON file of this format, of a known
     model type, with usable metadata (``check_metadata``); ModelLoadError otherwise."""
     folder = Path(folder)
-    if not folder.is_dir():
-        previous = interrupted_saves(folder.parent).get(folder.name)
-        if previous is not None:
-            raise ModelLoadError(
-                f"no model folder at {folder}: an interrupted save left the previous model in "
-                f"{previous.name}; recover_interrupted_saves({str(folder.parent)!r}) puts it back")
+    if not folder.is_dir() and not (put_back_displaced(folder) and folder.is_dir()):
         raise ModelLoadError(f"no model folder at {folder}")
     path = folder / CONFIG_FILE
     try:
@@ -267,18 +262,3 @@ def check_weight_dtypes(weights: Mapping[str, torch.Tensor], expected: Mapping[s
         if want is not None and tensor.dtype != want:
             raise ModelLoadError(f"{path}: tensor {name!r} is {str(tensor.dtype).removeprefix('torch.')}; this "
                                  f"model's weights are {str(want).removeprefix('torch.')}; refused")
-
-
-def interrupted_saves(root: Path) -> dict[str, Path]:
-    """Run name -> its complete ``.old-<name>-*`` folder (the newest), for runs whose folder is missing."""
-    newest: dict[str, tuple[str, Path]] = {}
-    for name, path in displaced_folders(root):
-        if not SAFE_NAME.match(name) or not (path / WEIGHTS_FILE).is_file():
-            continue
-        try:
-            saved_at = str(read_config(path).get("saved_at", ""))
-        except ModelLoadError:
-            continue
-        if name not in newest or saved_at > newest[name][0]:
-            newest[name] = (saved_at, path)
-    return {name: path for name, (_, path) in newest.items()}

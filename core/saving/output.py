@@ -1,8 +1,9 @@
 """Where a training may write its model: ``claim_output`` claims it before training, until the save is done.
 
 Anything but a model folder (or an empty one) is refused, a model is replaced only with ``overwrite`` (its config
-kept in ``existing``), the location must be writable, and one writer holds the folder's lock at a time (``locks``);
-a killed writer's temporaries go once it is held. ``claim_new_run`` picks a fresh run name under the same rules.
+kept in ``existing``) and only when it holds nothing the lab did not write, the location must be writable, and one
+writer holds the folder's lock at a time (``locks``); a killed writer's temporaries go once it is held.
+``claim_new_run`` picks a fresh run name under the same rules.
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from pathlib import Path
 from typing import Callable
 
 from core.saving.locks import HeldLock, LockBusy, lock_path_for, take_lock
-from core.saving.model_folder import CONFIG_FILE, ModelLoadError, read_config
+from core.saving.calibrated import TFIDF_FILE
+from core.saving.model_folder import CONFIG_FILE, MODEL_FILES, ModelLoadError, read_config
+from core.saving.owned_files import ForeignFilesError, refuse_foreign_files
 from core.saving.temp_files import FOLDER_NAME_MAX_BYTES, remove_stale_temps
 
 
@@ -61,7 +64,16 @@ def _existing_model(target: Path, overwrite: bool) -> dict | None:
                           "not_a_model") from None
     if not overwrite:
         raise OutputError(target, "holds a saved model; replacing it needs overwrite", "model_exists")
+    refuse_others_files(target, (*MODEL_FILES, TFIDF_FILE))
     return config
+
+
+def refuse_others_files(target: Path, owned_before: tuple[str, ...]) -> None:
+    """``OutputError`` (before any work) when the folder to replace holds files the lab did not write."""
+    try:
+        refuse_foreign_files(target, owned_before)
+    except ForeignFilesError as error:
+        raise OutputError(target, error.problem, "not_a_model") from None
 
 
 def not_a_folder(path: Path) -> tuple[Path, str] | None:

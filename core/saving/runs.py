@@ -2,21 +2,19 @@
 
 ``list_runs`` lists the usable models (a calibrated copy like the model it points at) and says why every other
 folder is not one; a ``.tmp-*`` / ``.old-*`` leftover of an interrupted save is never loaded, and a run whose save
-died between the fallback's two renames is put back by ``recover_interrupted_saves``.
+died between its two renames is put back first (``atomic.put_back_displaced``).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from core.model_names import TFIDF
-from core.saving.atomic import OLD_PREFIX
+from core.saving.atomic import OLD_PREFIX, displaced_folders, put_back_displaced
 from core.saving.calibrated import is_calibrated, parent_folder
 from core.saving.model_folder import (
     SAFE_NAME,
     WEIGHTS_FILE,
     ModelLoadError,
-    interrupted_saves,
     read_config,
 )
 from core.saving.temp_files import TEMP_PREFIX
@@ -42,9 +40,8 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     runs, problems = [], []
     if not root.is_dir():
         return runs, problems
-    for name, previous in interrupted_saves(root).items():
-        problems.append(f"{name}: missing after an interrupted save; the previous model is in {previous.name} "
-                        "and recover_interrupted_saves() puts it back")
+    for name, _ in displaced_folders(root):
+        put_back_displaced(root / name)
     for path in sorted(root.iterdir()):
         if not path.is_dir():
             continue
@@ -73,17 +70,3 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
         runs.append({"name": path.name, "path": str(path), **config})
     runs.sort(key=lambda r: str(r.get("saved_at", "")), reverse=True)
     return runs, problems
-
-
-def recover_interrupted_saves(root: str | Path) -> list[str]:
-    """Put back the previous model of every run whose save died between its two renames; one message for each.
-    Other leftovers are left alone: a ``.tmp-*`` folder may belong to a save still running."""
-    root = Path(root)
-    restored = []
-    for name, previous in interrupted_saves(root).items():
-        try:
-            os.rename(previous, root / name)
-        except OSError:  # restored or saved again by someone else meanwhile
-            continue
-        restored.append(f"{name}: restored the previous model from {previous.name}")
-    return restored

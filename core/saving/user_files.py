@@ -16,8 +16,11 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Iterable
 
-from core.saving.owned_files import NO_HARD_LINKS, fsync_folder
+from core.saving.owned_files import fsync_folder
 from core.saving.temp_files import create_temporary, remove_leftovers, unlink_quietly
+
+# What os.link raises where a file system cannot link: the file is then put in place by a rename.
+NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES, errno.ENOSYS}
 
 
 class UserFileError(Exception):
