@@ -1,8 +1,8 @@
-"""core.training.precision: which autocast dtype and scaler a step uses, per device and --precision."""
+"""core.training.trainer.autocast_plan: which autocast dtype and scaler a step uses, per device and --precision."""
 import pytest
 import torch
 
-from core.training.precision import FP32, AutocastPlan, autocast_plan, compile_mode
+from core.training.trainer import FP32, AutocastPlan, autocast_plan, compile_mode
 
 BF16 = AutocastPlan(True, torch.bfloat16, False)
 FP16_SCALED = AutocastPlan(True, torch.float16, True)

@@ -17,8 +17,7 @@ from core.status import CANCELLED, DONE
 from core.text.pair_table import PairTable
 from core.text.word_tokenizer import WordTokenizer
 from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, LossConfig, Objective
-from core.training.train_config import TrainConfig
-from core.training.trainer import Trainer, TrainingError
+from core.training.trainer import TrainConfig, Trainer, TrainingError
 from tests.conftest import synthetic_pairs
 
 BATCH, DIM = 13, 24
@@ -660,7 +659,7 @@ def test_the_validation_curve_is_saved_with_the_model(train_tiny_model, tmp_path
             read_config(folder)
 
 
-# ---- precision and compile (core.training.precision) -------------------------------------------------------
+# ---- precision and compile (core.training.trainer.autocast_plan) -------------------------------------------
 class StepLosses:
     def __init__(self):
         self.losses = []
