@@ -215,63 +215,60 @@ class Trainer:
                    else f"all {c.epochs} epoch(s) trained")
         self._emit("on_train_start")
         try:
-            try:
-                if c.validate_at_start and self.validation_hook is not None:
-                    self._validation(started)  # the starting weights: a candidate for the best, at step 0
-                for epoch in range(1, self.total_epochs + 1):
-                    self.epoch, self._epoch_losses, out_of_time = epoch, [], False
-                    self.model.train()
-                    epoch_started = self.clock()
-                    rows_of_steps = first_epoch if epoch == 1 else self._epoch_batches(epoch - 1)
-                    for rows, batch in self._step_batches(rows_of_steps):
-                        if self._cancel_seen():
-                            break
-                        if self.step and self._out_of_time(started):  # at least one step, then the budget
-                            out_of_time = True
-                            break
-                        step_started = self.clock()
-                        with in_step:
-                            self._train_step(batch)
-                        if in_step.stopped:  # cancelled part-way: the step is dropped before any weight changed
-                            break
-                        self._count_step(len(rows), step_started)
-                        self._emit("on_batch_end")
-                        if self._validation_due():
-                            if self._cancel_seen():  # asked before it began: not scored
-                                break
-                            self._validation(started)
-                            self.model.train()  # the hook may leave the model in eval mode
-                            if self._patience_spent():  # the epoch ends on this validation, and the run with it
-                                break
-                    # the end of the epoch, whatever ended its steps
-                    self._read_losses(self.step)
-                    if self.cancelled:
-                        status, message = CANCELLED, self._cancel_message(during_validation=False)
+            if c.validate_at_start and self.validation_hook is not None:
+                self._validation(started)  # the starting weights: a candidate for the best, at step 0
+            for epoch in range(1, self.total_epochs + 1):
+                self.epoch, self._epoch_losses, out_of_time = epoch, [], False
+                self.model.train()
+                epoch_started = self.clock()
+                rows_of_steps = first_epoch if epoch == 1 else self._epoch_batches(epoch - 1)
+                for rows, batch in self._step_batches(rows_of_steps):
+                    if self._cancel_seen():
                         break
-                    last = self.validations[-1] if self.validations else None
-                    if last is not None and (last.step, last.epoch) == (self.step, epoch):
-                        metrics = last.metrics  # scored at this very step inside the epoch: not scored twice
-                    else:
-                        metrics = self._validation(started).metrics
-                    losses = self._epoch_losses
-                    self.epoch_results.append(EpochResult(epoch, float(np.mean(losses)) if losses else float("nan"),
-                                                          metrics, self.clock() - epoch_started))
-                    self._emit("on_epoch_end")
-                    if self._patience_spent():
-                        stopped_early = True
-                        message = (f"stopped after epoch {epoch}: validation ROC AUC did not improve for {c.patience} "
-                                   "epoch(s)" if not c.validate_every else
-                                   f"stopped at step {self.step:,} (epoch {epoch}): validation ROC AUC did not "
-                                   f"improve for {c.patience} validation(s)")
+                    if self.step and self._out_of_time(started):  # at least one step, then the budget
+                        out_of_time = True
                         break
-                    # The validation just run is the final one when the budget ran out during this epoch.
-                    if out_of_time or (epoch < self.total_epochs and self._out_of_time(started)):
-                        message = (f"stopped by the time budget of {c.max_minutes:g} min at step {self.step:,} "
-                                   f"of {self.total_steps:,}")
+                    step_started = self.clock()
+                    with in_step:
+                        self._train_step(batch)
+                    if in_step.stopped:  # cancelled part-way: the step is dropped before any weight changed
                         break
-            except _CancelledDuringValidation:
-                self._read_losses(self.step)  # the epoch's last steps (none when the starting weights were scored)
-                status, message = CANCELLED, self._cancel_message(during_validation=True)
+                    self._count_step(len(rows), step_started)
+                    self._emit("on_batch_end")
+                    if self._validation_due():
+                        if self._cancel_seen():  # asked before it began: not scored
+                            break
+                        self._validation(started)
+                        self.model.train()  # the hook may leave the model in eval mode
+                        if self._patience_spent():  # the epoch ends on this validation, and the run with it
+                            break
+                # the end of the epoch, whatever ended its steps
+                self._read_losses(self.step)
+                if self.cancelled:
+                    status, message = CANCELLED, self._cancel_message(during_validation=False)
+                    break
+                last = self.validations[-1] if self.validations else None
+                if last is not None and (last.step, last.epoch) == (self.step, epoch):
+                    metrics = last.metrics  # scored at this very step inside the epoch: not scored twice
+                else:
+                    metrics = self._validation(started).metrics
+                losses = self._epoch_losses
+                self.epoch_results.append(EpochResult(epoch, float(np.mean(losses)) if losses else float("nan"),
+                                                      metrics, self.clock() - epoch_started))
+                self._emit("on_epoch_end")
+                if self._patience_spent():
+                    per_epoch = not c.validate_every
+                    at = f"after epoch {epoch}" if per_epoch else f"at step {self.step:,} (epoch {epoch})"
+                    stopped_early, message = True, (f"stopped {at}: validation ROC AUC did not improve for "
+                                                    f"{c.patience} {'epoch' if per_epoch else 'validation'}(s)")
+                    break
+                # The validation just run is the final one when the budget ran out during this epoch.
+                if out_of_time or (epoch < self.total_epochs and self._out_of_time(started)):
+                    message = (f"stopped by the time budget of {c.max_minutes:g} min at step {self.step:,} "
+                               f"of {self.total_steps:,}")
+                    break
+        except _CancelledDuringValidation:  # the losses of the steps before it were read when it began
+            status, message = CANCELLED, self._cancel_message(during_validation=True)
         except TrainingError as error:
             status, message = FAILED, str(error)
         except torch.OutOfMemoryError as error:  # CUDA (and MPS) out of memory
