@@ -146,8 +146,7 @@ def main() -> None:
     from core.text.pair_table import PairTable
     from core.text.wordpiece_tokenizer import minilm_folder
     from core.training.objectives import LossConfig, Objective
-    from core.training.train_config import TrainConfig
-    from core.training.trainer import Trainer
+    from core.training.trainer import TrainConfig, Trainer
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

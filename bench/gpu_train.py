@@ -9,7 +9,7 @@ start from the same weights and see the same batches (``PairTable.index_batches`
   each batch (on its background thread, a few steps ahead), copies it to the GPU and reads the loss back every 50
   steps on CUDA;
 * the bare loop: batches tokenised and copied to the GPU beforehand (padded to the same fixed widths when
-  compiled), the same autocast plan (``core.training.precision``), a GradScaler where it needs one, fused AdamW,
+  compiled), the same autocast plan (``core.training.trainer.autocast_plan``), a GradScaler where it needs one, fused AdamW,
   clipping, the same schedule, and no read-back of the loss until the end.
 
 Both sides are timed over the same steps: from the end of the last warm-up step to the end of the last step, the
@@ -78,10 +78,8 @@ def main() -> None:
     from core.text.pair_table import PairTable
     from core.text.token_table import pad_widths
     from core.training.objectives import LossConfig, Objective
-    from core.training.precision import compile_mode, device_autocast_plan
-    from core.training.schedule import warmup_then_linear_decay
-    from core.training.train_config import TrainConfig
-    from core.training.trainer import Trainer
+    from core.training.trainer import (TrainConfig, Trainer, compile_mode, device_autocast_plan,
+                                       warmup_then_linear_decay)
 
     device = torch.device("cuda")
     plan = device_autocast_plan(device, args.precision)

@@ -27,7 +27,7 @@ ahead on its background thread) and with each batch built in its loop (``batches
 size and variant: the step-interleaved medians (wall time, and CPU time of the thread running the steps), whole runs
 alternated (timed from the first step to the last, as bench/gpu_train.py times steps), and the largest weight
 difference between the two sides after the run (the same work: 0 up to rounding). The CPU steps also carry hooks
-that the CUDA steps do not (core.training.step_stop).
+that the CUDA steps do not (core.training.trainer.StepStop).
 
     .venv/bin/python bench/train_overhead.py --quick     # 20 steps per run, 2 whole runs per side
     .venv/bin/python bench/train_overhead.py             # 60 steps per run, 3 whole runs per side
@@ -89,8 +89,7 @@ def main() -> None:
     from core.text.pair_table import PairTable
     from core.training.objectives import LossConfig, Objective
     from core.training.specs import spec_from_options
-    from core.training.train_config import TrainConfig
-    from core.training.trainer import Trainer
+    from core.training.trainer import TrainConfig, Trainer
 
     pairs = load_real_pairs(max_rows=ROWS)
     spec = spec_from_options(model="lstm", model_options=dict(embedding_dim=128, hidden_size=128))
@@ -316,9 +315,7 @@ def tiny_host_overhead(steps: int, rounds: int, quick: bool) -> None:
     from core.text.token_table import pad_widths
     from core.text.wordpiece_tokenizer import bert_wordpiece
     from core.training.objectives import LossConfig, Objective
-    from core.training.schedule import warmup_then_linear_decay
-    from core.training.train_config import TrainConfig
-    from core.training.trainer import Trainer
+    from core.training.trainer import TrainConfig, Trainer, warmup_then_linear_decay
 
     pairs = load_real_pairs(max_rows=max(TINY_BATCHES) * steps + 1000)
     tokenizer = bert_wordpiece(TINY_MAX_LENGTH)  # MiniLM's vocabulary: the widths of bench/gpu_train.py's batches

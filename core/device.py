@@ -6,6 +6,9 @@ import re
 import torch
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
+# What a training step may compute in (core.training.trainer.autocast_plan): here, not beside the trainer, so that
+# the CLI's parser lists them without importing training.
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|gpu|cuda(:\d{1,3})?)$")  # cuda:N names one GPU of several
 
 

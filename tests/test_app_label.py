@@ -27,7 +27,7 @@ from core.training.active_rounds import (
     round_splits,
 )
 from core.training.pipeline import RunResult
-from core.training.outcome import TrainOutcome
+from core.training.trainer import TrainOutcome
 from app_support import TEST_WORKSPACE
 from lab.navigation import DATA, LABEL
 from lab.session import (

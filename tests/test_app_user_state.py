@@ -10,7 +10,7 @@ import core.training.jobs
 from core.models import ZERO_SHOT
 from core.status import CANCELLED, DONE
 from core.training.pipeline import RunResult
-from core.training.outcome import TrainOutcome
+from core.training.trainer import TrainOutcome
 from lab.navigation import DATA, MAP, SIMILARITY, TRAIN
 from lab.session import (
     ACTIVE_MODEL,

@@ -15,9 +15,7 @@ from core.text.token_table import pad_widths
 from core.text.word_tokenizer import WordTokenizer
 from core.training.objectives import LossConfig, Objective
 from core.training.prefetch import built_ahead
-from core.training.schedule import warmup_then_linear_decay
-from core.training.train_config import TrainConfig
-from core.training.trainer import Trainer
+from core.training.trainer import TrainConfig, Trainer, warmup_then_linear_decay
 from tests.conftest import synthetic_pairs
 from tests.test_trainer import CancelAt, NaNAtCall, make_trainer
 

@@ -31,7 +31,7 @@ from core.training.jobs import (
 )
 from core.training import run_records
 from core.training.specs import RunSpec, spec_from_options
-from core.training.train_config import TrainConfig
+from core.training.trainer import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120  # generous: only a guard against a hang, never a speed assertion

@@ -124,8 +124,7 @@ def test_a_frozen_table_stays_minilms_while_the_lstm_learns(tmp_path):
     from core.saving.model_folder import save_model
     from core.text.pair_table import PairTable
     from core.training.objectives import LossConfig, Objective
-    from core.training.train_config import TrainConfig
-    from core.training.trainer import Trainer
+    from core.training.trainer import TrainConfig, Trainer
     from tests.conftest import synthetic_pairs
 
     spec = spec_from_options(model="lstm", max_length=MAX_LEN, model_options={

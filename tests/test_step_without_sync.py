@@ -12,8 +12,7 @@ from core.text.pair_table import PairTable
 from core.text.token_table import TokenTable, pad_widths, padded_width
 from core.text.word_tokenizer import WordTokenizer
 from core.training.objectives import LossConfig, Objective
-from core.training.train_config import TrainConfig
-from core.training.trainer import LOSS_READ_EVERY_CUDA, Trainer
+from core.training.trainer import LOSS_READ_EVERY_CUDA, TrainConfig, Trainer
 from tests.conftest import synthetic_pairs
 from tests.test_trainer import NaNAtCall, StepLosses, make_trainer
 

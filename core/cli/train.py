@@ -318,7 +318,7 @@ def add_parsers(sub) -> None:
     from core.data import SPLIT_BY
     from core.models import MODEL_NAMES
     from core.training.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
-    from core.training.precision import PRECISIONS
+    from core.device import PRECISIONS
     from core.training.presets import preset_names
 
     train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=help_formatter)

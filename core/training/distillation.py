@@ -23,7 +23,7 @@ import torch
 from core.data.batching import labelled_batches
 from core.losses import score_regression_loss
 from core.models.cross_encoder import CrossEncoder
-from core.training.schedule import warmup_then_linear_decay
+from core.training.trainer import warmup_then_linear_decay
 
 
 @dataclass

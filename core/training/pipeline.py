@@ -44,8 +44,7 @@ from core.training import distributed
 from core.training.auto_recipe import TRUNCATION_NOTE_SHARE, truncated_share
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
 from core.training.specs import RunSpec, SpecError
-from core.training.outcome import TrainOutcome, Validation
-from core.training.trainer import Trainer
+from core.training.trainer import Trainer, TrainOutcome, Validation
 
 MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
 

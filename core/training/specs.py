@@ -19,6 +19,7 @@ import operator
 from dataclasses import dataclass, field
 
 from core.data import SPLIT_BY
+from core.device import PRECISIONS
 from core.models import MODEL_NAMES, MODEL_TYPES, ZERO_SHOT, ModelTooLarge, check_model_size
 from core.training.objectives import (
     CONTRASTIVE_FORMS,
@@ -26,9 +27,8 @@ from core.training.objectives import (
     LOSS_NAMES,
     LossConfig,
 )
-from core.training.precision import PRECISIONS
 from core.training.presets import PRESETS
-from core.training.train_config import TrainConfig
+from core.training.trainer import TrainConfig
 
 
 @dataclass
@@ -179,7 +179,7 @@ _RULES: dict[str, _Rule] = {
     "grad_clip": _Rule(float, 0.0, 1e6),
     "seed": _Rule(int, 0, 2**31 - 1),
     "device": _choice("auto", "cpu", "cuda"),
-    "precision": _choice(*PRECISIONS),  # auto | fp32 | bf16 | fp16 (core.training.precision)
+    "precision": _choice(*PRECISIONS),  # auto | fp32 | bf16 | fp16 (core.training.trainer.autocast_plan)
     "compile": _Rule(bool),  # torch.compile the step's forward pass
     "amp": _Rule(bool),  # the switch before precision: False = precision fp32 (TrainConfig reads it)
     "patience": _Rule(int, 0, 1000),

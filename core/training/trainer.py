@@ -1,45 +1,128 @@
-"""One training loop for every model and loss.
+"""One training loop for every model and loss: its settings (``TrainConfig``), the loop (``Trainer.run``: plan, step,
+validate, stop for a reason) and what it reports (``TrainOutcome``).
 
-The trainer sees a ``PairEncoder`` (``embed_pair``), an objective (``objective(v1, v2, labels)``), a source of batches
-and, optionally, a ``validate(model, progress) -> metrics`` hook run at the end of every epoch (and every
-``validate_every`` steps); it knows nothing of the model family, the loss, or how validation is scored. It records
-every validation (``trainer.validations``), keeps the best weights by the hook's ``roc_auc``, stops at the step cap or
-the time budget (after a final validation), and turns cancellation, a non-finite loss and out of memory into an
-outcome. A step waits neither for the device (the loss is read back every ``read_loss_every`` steps) nor, on CUDA, for
-the host (the next batches are built on a thread, ``core.training.prefetch``); a compiled step gets batches padded to
-a few fixed widths. Progress leaves only through callbacks (``on_train_start``, ``on_batch_end``,
-``on_validation_progress``, ``on_validation_end``, ``on_epoch_end``, ``on_train_end``). A cancel is seen before every
-step, inside a CPU step's forward pass (``core.training.step_stop``) and between validation batches. Messages name
-settings, never CLI flags (``core.training.stop_reasons``).
+The trainer sees a ``PairEncoder``, an objective (``objective(v1, v2, labels)``), a table of pairs and, optionally, a
+``validate(model, progress) -> metrics`` hook; it knows nothing of the model family, the loss, or how validation is
+scored. A step waits neither for the device (the loss is read back every ``read_loss_every`` steps) nor, on CUDA, for
+the host (the next batches are built on a thread, ``core.training.prefetch``). Progress leaves only through callbacks
+(``on_train_start``, ``on_batch_end``, ``on_validation_progress``, ``on_validation_end``, ``on_epoch_end``,
+``on_train_end``). A cancel is seen before every step, inside a CPU step's forward pass (``StepStop``) and between
+validation batches. Messages name settings, never CLI flags.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
+from dataclasses import InitVar, dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from core.device import resolve_device
+from core.device import PRECISIONS, resolve_device
 from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import Batch, PairTable
 from core.text.token_table import pad_widths
 from core.training import distributed
-from core.training.precision import FP32, compile_mode, device_autocast_plan
 from core.training.prefetch import built_ahead
-from core.training.schedule import warmup_then_linear_decay
-from core.training.outcome import EpochResult, TrainOutcome, Validation
-from core.training.run_plan import EpochEnd, RunEnd, RunPlan
-from core.training.step_stop import StepStop
-from core.training.stop_reasons import (budget_message, cancel_message, early_stop_message, no_batch_message,
-                                        non_finite_loss_message, out_of_memory_message, planned_end_message)
-from core.training.train_config import TrainConfig
-from core.training.train_step import TrainStep
-
 
 LOSS_READ_EVERY_CUDA = 50  # read_loss_every's auto on CUDA: one host sync per 50 steps (about a second on an H100)
+
+
+@dataclass
+class TrainConfig:
+    """The settings of one training loop, checked when made."""
+    epochs: int = 3  # passes over the training batches
+    batch_size: int = 64  # pairs per step and process; in-batch losses see all processes' pairs
+    lr: float = 1e-3  # peak learning rate, reached after warm-up
+    weight_decay: float = 0.0  # AdamW decoupled weight decay
+    optimizer: str = "adamw"  # adam | adamw
+    warmup_ratio: float = 0.1  # share of all steps spent warming up linearly; then linear decay to 0
+    grad_clip: float = 1.0  # max gradient norm; 0 disables clipping
+    seed: int = 0  # weights, batch order and dropout
+    device: str = "auto"  # auto | cpu | cuda
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (see "mixed precision" below)
+    # torch.compile the step's forward pass (CUDA graphs on CUDA; batches then padded to a few fixed widths). Off by
+    # default: on a GPU it makes MiniLM's steps several times faster, but its first steps compile for tens of
+    # seconds, which only runs of minutes earn back (the minilm-quora-gpu preset turns it on); on 2 CPU cores it
+    # gave no reliable gain (bench/compile_speed.py; figures in docs/BENCHMARKS.md).
+    compile: bool = False
+    patience: int = 2  # validations (epochs unless validate_every) without a better ROC AUC, then stop; 0 = off
+    max_val_pairs: int = 5000  # validation pairs scored at each validation (a seeded subset if more)
+    # Steps are counted over the whole run, so a one-epoch MiniLM run draws a curve, not one point.
+    # When set, the best weights and patience count validations, not epochs; a validation falling on
+    # an epoch's last step is that epoch's own (never scored twice).
+    validate_every: int = 0  # validate after every this many steps too (0 = once per epoch)
+    # Also score the starting weights before any step: a fine-tune of a pretrained encoder then never keeps weights
+    # that validate worse than where it started (the pipeline turns it on for pretrained starts).
+    validate_at_start: bool = False
+    max_steps: int = 0  # stop after this many steps in all, ending with a validation (0 = no cap)
+    max_minutes: float = 0.0  # stop (with a final validation) after this much training time; 0 = no cap
+    length_buckets: bool = True  # batch pairs of similar length together: far less padding to compute
+    # Steps between reading the loss back to the host. On CUDA each read waits for the GPU to finish the queued
+    # steps (a host sync), so between reads the host runs ahead, building and queueing the next batches. The
+    # progress callbacks see the last loss read; a non-finite loss fails the run at the next read, naming its
+    # step. 0 = auto: every step on the CPU (free there), every LOSS_READ_EVERY_CUDA steps on CUDA.
+    read_loss_every: int = 0
+    # The switch configs saved before ``precision`` carry: False (no autocast) reads as precision fp32.
+    amp: InitVar[bool | None] = None
+
+    def __post_init__(self, amp: bool | None):
+        if amp is False and self.precision == "auto":
+            self.precision = "fp32"
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.optimizer not in ("adam", "adamw"):
+            raise ValueError(f"optimizer must be adam or adamw, got {self.optimizer!r}")
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if not self.lr > 0:
+            raise ValueError("lr must be positive")
+        if not self.max_minutes >= 0:
+            raise ValueError("max_minutes must be 0 (no cap) or positive")
+        if self.read_loss_every < 0:
+            raise ValueError("read_loss_every must be 0 (auto) or positive")
+        if self.validate_every < 0:
+            raise ValueError("validate_every must be 0 (once per epoch) or positive")
+
+
+# ---- what a run reports ----------------------------------------------------------------------------------------
+@dataclass
+class EpochResult:
+    epoch: int
+    train_loss: float
+    metrics: dict  # validation roc_auc, average_precision, accuracy, f1, threshold
+    seconds: float
+
+
+@dataclass
+class Validation:
+    step: int  # steps trained when the weights were scored
+    epoch: int  # the epoch it fell in
+    train_seconds: float  # time spent in training steps so far, validations left out: the curve's x
+    seconds: float  # wall time since training started, validations included
+    metrics: dict  # the hook's metrics ({} without a hook)
+
+
+@dataclass
+class TrainOutcome:
+    status: str  # done | cancelled | failed (core.status)
+    message: str  # what happened, e.g. why a done run stopped before its last epoch
+    best_epoch: int  # the epoch of the best validation; 0 when none ran
+    best_metrics: dict  # the best validation's metrics
+    epochs: list[EpochResult] = field(default_factory=list)
+    seconds: float = 0.0
+    pairs_seen: int = 0
+    stopped_early: bool = False  # done before its last epoch: validation stopped improving
+    validations: list[Validation] = field(default_factory=list)  # every validation, in order
+    best_step: int = 0  # the step of the best validation; 0 when none ran
+
+    @property
+    def pairs_per_second(self) -> float:
+        return self.pairs_seen / self.seconds if self.seconds else 0.0
 
 
 class TrainingError(RuntimeError):
@@ -50,23 +133,17 @@ class _CancelledDuringValidation(Exception):
     """Raised through the validation hook by its progress callback when the run is cancelled."""
 
 
+# ---- the loop --------------------------------------------------------------------------------------------------
 class Trainer:
     # Batches built ahead of a CUDA step on a background thread (core.training.prefetch); a few cover the jitter
     # of a step, each waiting batch holding only its ids and masks. On the CPU the thread would compete with the
     # step for the same cores and the GIL: each batch is built in the loop (``batches_ahead`` 0).
     batches_ahead_on_cuda = 4
 
-    def __init__(
-        self,
-        model,
-        objective: Callable,
-        train: PairTable,
-        config: TrainConfig,
-        validate: Callable[[torch.nn.Module, Callable[[int, int], None]], dict] | None = None,
-        callbacks: Sequence[object] = (),
-        stop_event: threading.Event | None = None,
-        clock: Callable[[], float] = time.perf_counter,
-    ):
+    def __init__(self, model, objective: Callable, train: PairTable, config: TrainConfig,
+                 validate: Callable[[torch.nn.Module, Callable[[int, int], None]], dict] | None = None,
+                 callbacks: Sequence[object] = (), stop_event: threading.Event | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
         self.model = model
         self.objective = objective
         self.train_table = train
@@ -102,14 +179,18 @@ class Trainer:
         self._best_state: dict | None = None
         self._best_validation = 0  # 1-based index into validations; patience counts from it
         self._best_metrics: dict = {}
+        # the step's parts, set by _plan
         self._module: torch.nn.Module = model  # what the steps call: the model, or its distributed/compiled wrapper
-        self._autocast_plan = FP32  # set from config.precision and the device when run() starts
+        self._autocast_plan = FP32
+        self._optim: torch.optim.Optimizer | None = None
+        self._scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
+        self._scaler: torch.amp.GradScaler | None = None  # fp16 only: its range underflows small gradients
+        self._cuda_graphs = False  # the module replays CUDA graphs (compiled with mode reduce-overhead)
         self._read_every = 1  # steps between loss reads, set from config.read_loss_every and the device
         self._unread_losses: list[torch.Tensor] = []  # 0-d losses on the device, steps not yet read back
         self._epoch_losses: list[float] = []  # this epoch's losses read so far
         self._widths: tuple[int, ...] | None = None  # the fixed batch widths of a compiled step; None: trimmed
 
-    # ---- control -----------------------------------------------------------------------------
     def cancel(self) -> None:
         self.stop_event.set()
 
@@ -117,169 +198,90 @@ class Trainer:
     def cancelled(self) -> bool:
         return self.stop_event.is_set()
 
-    def _emit(self, event: str) -> None:
-        for callback in self.callbacks:
-            handler = getattr(callback, event, None)
-            if handler is not None:
-                handler(self)
-
-    # ---- pieces --------------------------------------------------------------------------------
-    def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
-        global_size = self.config.batch_size * self.context.world_size
-        return self.train_table.index_batches(self.objective.batch_kind, global_size, self.config.seed + epoch,
-                                              self.config.length_buckets)
-
-    def _step_batches(self, epoch_rows: list[np.ndarray]):
-        """(global rows, this process's batch) for each step the run has left in the epoch, in order. The batches
-        are built, and for a CUDA device page-locked, on a background thread a few steps ahead: on a fast GPU the
-        host is what a step waits for, and this work need not be on the step's path."""
-        left = epoch_rows[: max(0, self.total_steps - self.step)]  # nothing built past the step cap
-        return built_ahead(left, self._build_batch, self.batches_ahead)
-
-    def _build_batch(self, rows: np.ndarray) -> Batch:
-        batch = self.train_table.batch(distributed.local_slice(rows, self.context), self._widths)
-        return batch.pin_memory() if self.device.type == "cuda" else batch
-
-    def _optimizer(self) -> torch.optim.Optimizer:
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        c = self.config
-        # The fused kernels update all parameters in one pass: a MiniLM fine-tune's optimizer step is several
-        # times cheaper on the CPU (bench/finetune_vs_peer.py).
-        fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
-        if c.optimizer == "adam":
-            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay, **fused)
-        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, **fused)
-
-    def _schedule(self, optimizer) -> torch.optim.lr_scheduler.LambdaLR:
-        return warmup_then_linear_decay(optimizer, self.total_steps, self.config.warmup_ratio)
-
-    def validate(self) -> dict:
-        """The validation hook's metrics for the current weights ({} without a hook).
-
-        Raises ``_CancelledDuringValidation`` when the run is cancelled while the hook scores."""
-        if self.validation_hook is None:
-            return {}
-        try:
-            return self.validation_hook(self.model, self._validation_progress)
-        finally:
-            self.validation_progress = None
-
-    def _validation_progress(self, done: int, total: int) -> None:
-        self.validation_progress = (done, total)
-        self._emit("on_validation_progress")
-        if distributed.broadcast_flag(self.cancelled):
-            self.stop_event.set()
-            raise _CancelledDuringValidation
-
-    def _out_of_time(self, started: float) -> bool:
-        """True on every process once the time budget is spent (always False without one)."""
-        budget = self.config.max_minutes * 60
-        return bool(budget) and distributed.broadcast_flag(self.clock() - started >= budget)
-
-    def _cancel_message(self, during_validation: bool) -> str:
-        return cancel_message(self.step, self.total_steps, self.epoch, self.best_epoch, self.best_step,
-                              not self.config.validate_every, during_validation)
-
-    def _train_step(self, batch: Batch, step: TrainStep) -> None:
-        """One optimizer step, its loss queued as a 0-d tensor on the device. Reading every step (the CPU's
-        auto) checks the loss before the update, so a non-finite loss never reaches the weights; reading every
-        few steps (CUDA's), nothing here waits for the device, and a non-finite loss fails the run at the next
-        read with the best validated weights."""
-        loss = step.loss(batch)
-        self._unread_losses.append(loss.detach())
-        if self._read_every == 1:
-            self._read_losses(self.step + 1)
-        step.update(loss)
-
-    def _read_losses(self, last_step: int) -> None:
-        """Read the queued losses of the steps up to ``last_step`` back (one host sync on CUDA) into this
-        epoch's losses and ``loss``. Raises TrainingError at the first non-finite one, naming its step."""
-        if not self._unread_losses:
-            return
-        values = torch.stack(self._unread_losses).float().tolist()
-        self._unread_losses.clear()
-        first_step = last_step - len(values) + 1
-        for offset, value in enumerate(values):
-            if not math.isfinite(value):
-                raise TrainingError(non_finite_loss_message(value, first_step + offset, self.config.lr))
-        self._epoch_losses.extend(values)
-        self.loss, self.loss_step = values[-1], last_step
-
-    def _batch_widths(self) -> tuple[int, ...] | None:
-        """A compiled step's fixed batch widths (every table's texts fit the widest); None when not compiled."""
-        if not self.config.compile:
-            return None
-        tables = [self.train_table.first, self.train_table.second, self.train_table.negative_texts]
-        return pad_widths(max(t.ids.shape[1] for t in tables if t is not None))
-
-    def _remember_if_best(self, record: Validation) -> None:
-        # Without validation metrics every validation counts as the best so far (once per epoch,
-        # the count is the epoch).
-        count = float(len(self.validations))
-        value = record.metrics.get("roc_auc", count)
-        if not math.isfinite(value):
-            value = count
-        if value > self.best_metric:
-            self.best_metric, self.best_epoch, self.best_step = value, record.epoch, record.step
-            self._best_validation, self._best_metrics = len(self.validations), record.metrics
-            self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
-
-    def _validation(self, started: float) -> Validation:
-        """Score the current weights, record them, keep them if best, tell the callbacks.
-
-        Raises ``_CancelledDuringValidation`` as ``validate`` does."""
-        metrics = self.validate()
-        record = Validation(self.step, self.epoch, self.train_seconds, self.clock() - started, metrics)
-        self.validations.append(record)
-        self._remember_if_best(record)
-        self._emit("on_validation_end")
-        return record
-
-    def _validation_due(self) -> bool:
-        """A validation inside the epoch is due after this step (only with a hook to score it)."""
-        every = self.config.validate_every
-        return bool(every) and self.validation_hook is not None and self.step % every == 0
-
-    def _patience_spent(self) -> bool:
-        """``patience`` validations in a row have not beaten the best one."""
-        return bool(self.config.patience) and len(self.validations) - self._best_validation >= self.config.patience
-
-    def _early_stop_message(self) -> str:
-        return early_stop_message(self.step, self.epoch, self.config.patience, not self.config.validate_every)
-
-    # ---- the loop ------------------------------------------------------------------------------
     def run(self) -> TrainOutcome:
-        """Plan, then train epoch by epoch until one ends the run; the outcome, with the best weights kept."""
-        plan = self._plan()
-        ending = RunEnd(DONE, planned_end_message(self.total_steps, plan.planned_steps, self.config.max_steps,
-                                                  self.config.epochs))
+        """Plan; then epoch by epoch, step and validate until a stop reason ends the run. The outcome says which,
+        with the best validated weights back in the model. Raises TrainingError, before any callback, when the
+        settings cannot train."""
+        c = self.config
+        first_epoch, planned_steps = self._plan()
+        started = self.clock()  # the time budget and the run's seconds count from here
+        self.train_seconds = 0.0
+        # Ends a CPU step part-way on a cancel. Not where steps are fast (CUDA), compiled (the hooks would break the
+        # graph) or run by several processes (one stopping part-way would leave the others waiting in a collective).
+        in_step = StepStop(self.model, self.stop_event,
+                           enabled=self.device.type == "cpu" and not (c.compile or self.context.enabled))
+        status, stopped_early = DONE, False
+        message = (f"stopped at the step cap of {c.max_steps:,} steps" if self.total_steps < planned_steps
+                   else f"all {c.epochs} epoch(s) trained")
         self._emit("on_train_start")
         try:
-            if self.config.validate_at_start and self.validation_hook is not None:
-                self._validation(plan.started)  # the starting weights: a candidate for the best, at step 0
+            if c.validate_at_start and self.validation_hook is not None:
+                self._validation(started)  # the starting weights: a candidate for the best, at step 0
             for epoch in range(1, self.total_epochs + 1):
-                self.epoch = epoch
+                self.epoch, self._epoch_losses, out_of_time = epoch, [], False
                 self.model.train()
                 epoch_started = self.clock()
-                ended = self._epoch_steps(plan)
-                stop = self._end_of_epoch(ended, epoch_started, plan.started)
-                if stop is not None:
-                    ending = stop
+                rows_of_steps = first_epoch if epoch == 1 else self._epoch_batches(epoch - 1)
+                for rows, batch in self._step_batches(rows_of_steps):
+                    if self._cancel_seen():
+                        break
+                    if self.step and self._out_of_time(started):  # at least one step, then the budget
+                        out_of_time = True
+                        break
+                    step_started = self.clock()
+                    with in_step:
+                        self._train_step(batch)
+                    if in_step.stopped:  # cancelled part-way: the step is dropped before any weight changed
+                        break
+                    self._count_step(len(rows), step_started)
+                    self._emit("on_batch_end")
+                    if self._validation_due():
+                        if self._cancel_seen():  # asked before it began: not scored
+                            break
+                        self._validation(started)
+                        self.model.train()  # the hook may leave the model in eval mode
+                        if self._patience_spent():  # the epoch ends on this validation, and the run with it
+                            break
+                # the end of the epoch, whatever ended its steps
+                self._read_losses(self.step)
+                if self.cancelled:
+                    status, message = CANCELLED, self._cancel_message(during_validation=False)
                     break
-        except _CancelledDuringValidation:  # in the starting weights' validation
-            ending = RunEnd(CANCELLED, self._cancel_message(during_validation=True))
+                last = self.validations[-1] if self.validations else None
+                if last is not None and (last.step, last.epoch) == (self.step, epoch):
+                    metrics = last.metrics  # scored at this very step inside the epoch: not scored twice
+                else:
+                    metrics = self._validation(started).metrics
+                losses = self._epoch_losses
+                self.epoch_results.append(EpochResult(epoch, float(np.mean(losses)) if losses else float("nan"),
+                                                      metrics, self.clock() - epoch_started))
+                self._emit("on_epoch_end")
+                if self._patience_spent():
+                    per_epoch = not c.validate_every
+                    at = f"after epoch {epoch}" if per_epoch else f"at step {self.step:,} (epoch {epoch})"
+                    stopped_early, message = True, (f"stopped {at}: validation ROC AUC did not improve for "
+                                                    f"{c.patience} {'epoch' if per_epoch else 'validation'}(s)")
+                    break
+                # The validation just run is the final one when the budget ran out during this epoch.
+                if out_of_time or (epoch < self.total_epochs and self._out_of_time(started)):
+                    message = (f"stopped by the time budget of {c.max_minutes:g} min at step {self.step:,} "
+                               f"of {self.total_steps:,}")
+                    break
+        except _CancelledDuringValidation:  # the losses of the steps before it were read when it began
+            status, message = CANCELLED, self._cancel_message(during_validation=True)
         except TrainingError as error:
-            ending = RunEnd(FAILED, str(error))
+            status, message = FAILED, str(error)
         except torch.OutOfMemoryError as error:  # CUDA (and MPS) out of memory
-            ending = RunEnd(FAILED, out_of_memory_message(error))
+            status, message = FAILED, (f"out of memory ({str(error).splitlines()[0]}); try a smaller batch size or "
+                                       "a shorter max length")
         finally:
-            plan.inside_steps.remove()
-        return self._outcome(ending, plan.started)
+            in_step.remove()
+        return self._outcome(status, message, stopped_early, started)
 
-    def _plan(self) -> RunPlan:
+    def _plan(self) -> tuple[list[np.ndarray], int]:
         """Everything fixed before the first step, in the order that keeps a seeded run repeatable: the seed, the
-        model on its device behind the step's wrapper, epoch 1's batches, the step counts, the optimizer. Raises
-        TrainingError (before any callback) when the settings cannot train."""
+        model on its device behind the step's wrapper, epoch 1's batches, the step counts, the optimizer. Returns
+        epoch 1's batches (global rows) and the steps of all the epochs asked for, before the step cap."""
         c = self.config
         torch.manual_seed(c.seed)
         self.model.to(self.device)
@@ -299,44 +301,63 @@ class Trainer:
         first_epoch = self._epoch_batches(0)  # drawn here: its length is the epoch's step count
         self.steps_per_epoch = len(first_epoch)
         if self.steps_per_epoch == 0:
-            raise TrainingError(no_batch_message(self.objective.batch_kind))
+            raise TrainingError(f"no training batch can be formed: the {self.objective.batch_kind} batches need at "
+                                "least 2 suitable pairs (duplicate pairs for triplet/softmax)")
         planned = self.steps_per_epoch * c.epochs
         self.total_steps = min(planned, c.max_steps) if c.max_steps else planned
         self.total_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
-        optimizer = self._optimizer()
-        step = TrainStep(self._module, self.model, self.objective, optimizer, self._schedule(optimizer),
-                         self._autocast_plan, self.device, c.grad_clip,
-                         cuda_graphs=c.compile and compile_mode(self.device.type) == "reduce-overhead")
-        started = self.clock()
-        self.train_seconds = 0.0
-        inside_steps = StepStop(self.model, self.stop_event,
-                                enabled=self.device.type == "cpu" and not (c.compile or self.context.enabled))
-        return RunPlan(first_epoch, planned, step, inside_steps, started)
+        self._optim = self._optimizer()
+        self._scheduler = warmup_then_linear_decay(self._optim, self.total_steps, c.warmup_ratio)
+        self._scaler = torch.amp.GradScaler(self.device.type) if self._autocast_plan.use_scaler else None
+        self._cuda_graphs = c.compile and compile_mode(self.device.type) == "reduce-overhead"
+        return first_epoch, planned
 
-    def _epoch_steps(self, plan: RunPlan) -> EpochEnd:
-        """The steps of epoch ``self.epoch``, each followed by on_batch_end and any validation due; why they ended."""
-        self._epoch_losses = []
-        rows_of_steps = plan.first_epoch if self.epoch == 1 else self._epoch_batches(self.epoch - 1)
-        for rows, batch in self._step_batches(rows_of_steps):
-            if distributed.broadcast_flag(self.cancelled):  # every process sees the cancel at the same step
-                self.stop_event.set()
-                return EpochEnd.CANCEL
-            if self.step >= self.total_steps:  # max_steps reached inside this epoch
-                return EpochEnd.MAX_STEPS
-            if self.step and self._out_of_time(plan.started):  # at least one step, then the budget
-                return EpochEnd.BUDGET
-            step_started = self.clock()
-            with plan.inside_steps:
-                self._train_step(batch, plan.step)
-            if plan.inside_steps.stopped:  # cancelled part-way: the step is dropped before any weight changed
-                return EpochEnd.CANCEL
-            self._count_step(len(rows), step_started)
-            self._emit("on_batch_end")
-            if self._validation_due():
-                ended = self._validation_in_epoch(plan.started)
-                if ended is not None:
-                    return ended
-        return EpochEnd.ALL_STEPS
+    # ---- the step ------------------------------------------------------------------------------------------------
+    def _train_step(self, batch: Batch) -> None:
+        """One optimizer step, its loss queued as a 0-d tensor on the device. Reading every step (the CPU's
+        auto) checks the loss before the update, so a non-finite loss never reaches the weights; reading every
+        few steps (CUDA's), nothing here waits for the device (fused AdamW and the gradient scaler keep their inf
+        checks on it), and a non-finite loss fails the run at the next read with the best validated weights."""
+        batch = batch.to(self.device)
+        if self._cuda_graphs:  # a new step: the graphs may reuse the last step's output memory
+            torch.compiler.cudagraph_mark_step_begin()
+        plan = self._autocast_plan
+        with torch.autocast(self.device.type, dtype=plan.dtype) if plan.enabled else contextlib.nullcontext():
+            v1, v2, vn = self._module(batch.first, batch.second, batch.negatives)  # (B, d), (B, d), (K, d)|None
+            loss = self.objective(v1.float(), v2.float(), batch.labels, None if vn is None else vn.float())
+        self._unread_losses.append(loss.detach())
+        if self._read_every == 1:
+            self._read_losses(self.step + 1)
+        optimizer, scaler = self._optim, self._scaler
+        optimizer.zero_grad(set_to_none=True)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)  # clipping sees the true gradients
+        else:
+            loss.backward()
+        if self.config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        self._scheduler.step()
+
+    def _read_losses(self, last_step: int) -> None:
+        """Read the queued losses of the steps up to ``last_step`` back (one host sync on CUDA) into this
+        epoch's losses and ``loss``. Raises TrainingError at the first non-finite one, naming its step."""
+        if not self._unread_losses:
+            return
+        values = torch.stack(self._unread_losses).float().tolist()
+        self._unread_losses.clear()
+        first_step = last_step - len(values) + 1
+        for offset, value in enumerate(values):
+            if not math.isfinite(value):
+                raise TrainingError(f"the loss became {value} at step {first_step + offset}; try a lower learning "
+                                    f"rate (now {self.config.lr:g})")
+        self._epoch_losses.extend(values)
+        self.loss, self.loss_step = values[-1], last_step
 
     def _count_step(self, pairs: int, step_started: float) -> None:
         """A finished step in the counters the callbacks read; its loss read back when a read is due."""
@@ -348,53 +369,225 @@ class Trainer:
         self.pairs_seen += pairs
         self.pairs_per_second = self.pairs_seen / max(self.train_seconds, 1e-9)
 
-    def _validation_in_epoch(self, started: float) -> EpochEnd | None:
-        """The validation due after this step; why the epoch ends on it, or None to go on stepping."""
-        if distributed.broadcast_flag(self.cancelled):  # asked before it began: not scored
-            self.stop_event.set()
-            return EpochEnd.CANCEL
+    def _optimizer(self) -> torch.optim.Optimizer:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        c = self.config
+        # The fused kernels update all parameters in one pass: a MiniLM fine-tune's optimizer step is several
+        # times cheaper on the CPU (bench/finetune_vs_peer.py).
+        fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
+        if c.optimizer == "adam":
+            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay, **fused)
+        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, **fused)
+
+    # ---- batches -------------------------------------------------------------------------------------------------
+    def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        global_size = self.config.batch_size * self.context.world_size
+        return self.train_table.index_batches(self.objective.batch_kind, global_size, self.config.seed + epoch,
+                                              self.config.length_buckets)
+
+    def _step_batches(self, epoch_rows: list[np.ndarray]):
+        """(global rows, this process's batch) for each step the run has left in the epoch, in order, built (and on
+        CUDA page-locked) ``batches_ahead`` steps ahead on a thread."""
+        left = epoch_rows[: max(0, self.total_steps - self.step)]  # nothing built past the step cap
+        return built_ahead(left, self._build_batch, self.batches_ahead)
+
+    def _build_batch(self, rows: np.ndarray) -> Batch:
+        batch = self.train_table.batch(distributed.local_slice(rows, self.context), self._widths)
+        return batch.pin_memory() if self.device.type == "cuda" else batch
+
+    def _batch_widths(self) -> tuple[int, ...] | None:
+        """A compiled step's fixed batch widths (every table's texts fit the widest); None when not compiled."""
+        if not self.config.compile:
+            return None
+        tables = [self.train_table.first, self.train_table.second, self.train_table.negative_texts]
+        return pad_widths(max(t.ids.shape[1] for t in tables if t is not None))
+
+    # ---- validation ----------------------------------------------------------------------------------------------
+    def validate(self) -> dict:
+        """The validation hook's metrics for the current weights ({} without a hook); raises
+        ``_CancelledDuringValidation`` when the run is cancelled while the hook scores."""
+        if self.validation_hook is None:
+            return {}
         try:
-            self._validation(started)
-        except _CancelledDuringValidation:
-            return EpochEnd.CANCELLED_IN_VALIDATION
-        self.model.train()  # the hook may leave the model in eval mode
-        # Patience spent: the epoch ends here, on this validation, and the run with it.
-        return EpochEnd.PATIENCE if self._patience_spent() else None
+            return self.validation_hook(self.model, self._validation_progress)
+        finally:
+            self.validation_progress = None
 
-    def _end_of_epoch(self, ended: EpochEnd, epoch_started: float, started: float) -> RunEnd | None:
-        """The epoch's validation (unless its last step was just scored), its EpochResult and on_epoch_end; how the
-        run ends here, or None to go on to the next epoch."""
-        self._read_losses(self.step)  # the epoch's last steps, whatever ended it
-        if self.cancelled:
-            in_validation = ended is EpochEnd.CANCELLED_IN_VALIDATION
-            return RunEnd(CANCELLED, self._cancel_message(during_validation=in_validation))
-        last = self.validations[-1] if self.validations else None
-        if last is not None and (last.step, last.epoch) == (self.step, self.epoch):
-            metrics = last.metrics  # scored at this very step inside the epoch: not scored twice
-        else:
-            try:
-                metrics = self._validation(started).metrics
-            except _CancelledDuringValidation:
-                return RunEnd(CANCELLED, self._cancel_message(during_validation=True))
-        losses = self._epoch_losses
-        self.epoch_results.append(EpochResult(self.epoch, float(np.mean(losses)) if losses else float("nan"),
-                                              metrics, self.clock() - epoch_started))
-        self._emit("on_epoch_end")
-        if self._patience_spent():
-            return RunEnd(DONE, self._early_stop_message(), stopped_early=True)
-        # The validation just run is the final one when the budget ran out during this epoch.
-        if ended is EpochEnd.BUDGET or (self.epoch < self.total_epochs and self._out_of_time(started)):
-            return RunEnd(DONE, budget_message(self.config.max_minutes, self.step, self.total_steps))
-        return None
+    def _validation_progress(self, done: int, total: int) -> None:
+        self.validation_progress = (done, total)
+        self._emit("on_validation_progress")
+        if distributed.broadcast_flag(self.cancelled):
+            self.stop_event.set()
+            raise _CancelledDuringValidation
 
-    def _outcome(self, ending: RunEnd, started: float) -> TrainOutcome:
+    def _validation(self, started: float) -> Validation:
+        """Score the current weights, record them, keep them if best, tell the callbacks (or raise as ``validate``)."""
+        metrics = self.validate()
+        record = Validation(self.step, self.epoch, self.train_seconds, self.clock() - started, metrics)
+        self.validations.append(record)
+        # Without validation metrics every validation counts as the best so far (once per epoch, the count is the
+        # epoch).
+        count = float(len(self.validations))
+        value = record.metrics.get("roc_auc", count)
+        if not math.isfinite(value):
+            value = count
+        if value > self.best_metric:
+            self.best_metric, self.best_epoch, self.best_step = value, record.epoch, record.step
+            self._best_validation, self._best_metrics = len(self.validations), record.metrics
+            self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        self._emit("on_validation_end")
+        return record
+
+    def _validation_due(self) -> bool:
+        """A validation inside the epoch is due after this step (only with a hook to score it)."""
+        every = self.config.validate_every
+        return bool(every) and self.validation_hook is not None and self.step % every == 0
+
+    # ---- stop reasons --------------------------------------------------------------------------------------------
+    def _cancel_seen(self) -> bool:
+        """The run is cancelled, seen by every process at the same step."""
+        if distributed.broadcast_flag(self.cancelled):
+            self.stop_event.set()
+            return True
+        return False
+
+    def _out_of_time(self, started: float) -> bool:
+        """True on every process once the time budget is spent (always False without one)."""
+        budget = self.config.max_minutes * 60
+        return bool(budget) and distributed.broadcast_flag(self.clock() - started >= budget)
+
+    def _patience_spent(self) -> bool:
+        """``patience`` validations in a row have not beaten the best one."""
+        return bool(self.config.patience) and len(self.validations) - self._best_validation >= self.config.patience
+
+    def _cancel_message(self, during_validation: bool) -> str:
+        """"cancelled at step 40 of 120; the best model so far (epoch 1) is kept", or that it had none yet."""
+        where = f"cancelled at step {self.step:,} of {self.total_steps:,}"
+        if not self.best_epoch:
+            return f"{where}, {'during' if during_validation else 'before'} the first validation"
+        if not self.config.validate_every:
+            if during_validation:
+                where += f" while scoring the validation of epoch {self.epoch}"
+            return f"{where}; the best model so far (epoch {self.best_epoch}) is kept"
+        if during_validation:
+            where += " while scoring a validation"
+        return f"{where}; the best model so far (step {self.best_step:,}, epoch {self.best_epoch}) is kept"
+
+    # ---- the end ---------------------------------------------------------------------------------------------------
+    def _outcome(self, status: str, message: str, stopped_early: bool, started: float) -> TrainOutcome:
         """The run's outcome, the best validated weights back in the model; on_train_end is the last event."""
         if self._best_state is not None:
             self.model.load_state_dict(self._best_state)
         self.outcome = TrainOutcome(
-            status=ending.status, message=ending.message, stopped_early=ending.stopped_early,
+            status=status, message=message, stopped_early=stopped_early,
             best_epoch=self.best_epoch, best_step=self.best_step, best_metrics=self._best_metrics,
             epochs=list(self.epoch_results), validations=list(self.validations), pairs_seen=self.pairs_seen,
             seconds=self.clock() - started)
         self._emit("on_train_end")
         return self.outcome
+
+    def _emit(self, event: str) -> None:
+        for callback in self.callbacks:
+            handler = getattr(callback, event, None)
+            if handler is not None:
+                handler(self)
+
+
+# ---- mixed precision -------------------------------------------------------------------------------------------
+# ``precision auto`` takes bf16 on a CUDA device that supports it (bf16 keeps float32's exponent range, so no scaler
+# is needed), fp16 with a ``GradScaler`` on other CUDA devices, and fp32 on the CPU, where autocast buys little on 2
+# cores. bf16 may still be asked for on the CPU (``torch.autocast("cpu")`` supports it), which is also how CI tests
+# the autocast path without a GPU.
+@dataclass(frozen=True)
+class AutocastPlan:
+    enabled: bool  # run the forward pass under torch.autocast
+    dtype: torch.dtype | None  # the autocast dtype; None when disabled (plain fp32)
+    use_scaler: bool  # scale the loss with a GradScaler (fp16 only: its range underflows small gradients)
+
+
+FP32 = AutocastPlan(False, None, False)
+
+
+def autocast_plan(device_type: str, precision: str, bf16_supported: bool) -> AutocastPlan:
+    """The autocast plan for ``precision`` on a device of ``device_type`` ("cuda", "cpu"); ``bf16_supported`` is
+    ignored off CUDA (the CPU always has bf16 autocast). ValueError for a combination that cannot run: fp16 off
+    CUDA, bf16 on a CUDA device without it, an unknown precision."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    cuda = device_type == "cuda"
+    if precision == "fp32" or (precision == "auto" and not cuda):
+        return FP32
+    if precision == "auto":
+        return AutocastPlan(True, torch.bfloat16, False) if bf16_supported else AutocastPlan(True, torch.float16, True)
+    if precision == "bf16":
+        if cuda and not bf16_supported:
+            raise ValueError("precision bf16 is not supported by this GPU; use fp16 or auto")
+        return AutocastPlan(True, torch.bfloat16, False)
+    if not cuda:
+        raise ValueError(f"precision fp16 needs a CUDA device, not {device_type}; use bf16 or fp32 there")
+    return AutocastPlan(True, torch.float16, True)
+
+
+def device_autocast_plan(device: torch.device, precision: str) -> AutocastPlan:
+    """``autocast_plan`` for ``device``, asking CUDA whether it supports bf16."""
+    bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    return autocast_plan(device.type, precision, bf16)
+
+
+def compile_mode(device_type: str) -> str:
+    """torch.compile's mode for a training step: CUDA graphs on CUDA (the steps there are bound by kernel
+    launches), Inductor's default on the CPU (CUDA graphs mean nothing there)."""
+    return "reduce-overhead" if device_type == "cuda" else "default"
+
+
+def warmup_then_linear_decay(optimizer, total_steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate rises linearly over the first ``warmup_ratio`` of ``total_steps``, then falls
+    linearly to 0 at the last step (the schedule of BERT fine-tuning; the cross-encoder's own loop uses it too)."""
+    warmup = int(warmup_ratio * total_steps)
+    total = max(1, total_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+# ---- a cancel inside a CPU step --------------------------------------------------------------------------------
+class StepCancelled(Exception):
+    """Raised inside a training step, by a hook of ``StepStop``, once the run's stop flag is set."""
+
+
+class StepStop:
+    """Hooks on ``model`` that end a ``with``-block (a training step) at the next module's forward pass once
+    ``stop_event`` is set, before its backward pass and weight update; ``stopped`` says so. On the CPU one step of a
+    transformer can take seconds. A cancel during the backward pass waits for the step to end: an exception raised
+    inside PyTorch's autograd engine (a gradient hook) can leave the process to abort when it exits. The hooks act
+    only inside ``with``, never while validation runs the model; ``enabled=False`` installs none."""
+
+    def __init__(self, model: torch.nn.Module, stop_event: threading.Event, enabled: bool = True):
+        self.stop_event = stop_event
+        self.stopped = False  # a step was ended part-way: the run is cancelled
+        self._inside = False
+        self._handles = [module.register_forward_pre_hook(self._check) for module in model.modules()] if enabled else []
+
+    def _check(self, *_) -> None:
+        if self._inside and self.stop_event.is_set():
+            raise StepCancelled
+
+    def __enter__(self) -> "StepStop":
+        self._inside = True
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        self._inside = False  # a StepCancelled is swallowed: the caller sees ``stopped``, drops the step, ends the run
+        if kind is StepCancelled:
+            self.stopped = True
+            return True
+        return False
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
