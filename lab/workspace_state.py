@@ -3,18 +3,18 @@ put into the URL, on a first visit), and the choices a person makes kept in it, 
 or a server restart finds them again.
 
 What is kept: the active dataset (its upload's bytes), the active model, thresholds and page settings
-(``REMEMBERED``). A choice is written when it is made (a widget's ``on_change``: ``kept``), alone, over a
-fresh read of the file: two tabs of one workspace each keep their latest change.
+(``REMEMBERED``). A choice is written when it is made (a widget's ``on_change``: ``kept``), alone, in its own
+transaction (``Workspace.save_state``): two tabs of one workspace each keep their latest change.
 """
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import streamlit as st
 
-from core.saving.user_files import UserFileError
 from core.saving.workspaces import Workspace, is_workspace_id, new_workspace_id, open_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,13 +94,11 @@ def _write(changed: dict) -> None:
     workspace: Workspace | None = state.get(WORKSPACE)
     if workspace is None or not changed:
         return
-    fresh = workspace.load_state()  # another tab may have kept something since this session read the file
-    fresh.update(changed)
     try:
-        workspace.save_state(fresh)
-    except (OSError, UserFileError):  # a full disk costs coming back to these choices, never the page
+        workspace.save_state(changed)  # the changed keys only: another tab's changes stay as it kept them
+    except (OSError, sqlite3.Error, ValueError):  # a full disk costs coming back to these choices, never the page
         return
-    state[SAVED] = fresh
+    state[SAVED] = {**state.get(SAVED, {}), **changed}
 
 
 def _is_json(value) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
+import threading
 
 import pandas as pd
 import pytest
@@ -36,18 +38,104 @@ def test_ids_that_could_name_another_folder_or_be_guessed_are_refused(tmp_path, 
         open_workspace(tmp_path, value)
 
 
-def test_state_round_trips_and_an_unreadable_file_reads_as_empty(tmp_path):
+def test_state_round_trips_and_an_unreadable_database_reads_as_empty(tmp_path):
     workspace = open_workspace(tmp_path, TEST_WORKSPACE)
-    assert workspace.models.is_dir() and workspace.load_state() == {}
+    assert workspace.load_state() == {} and not workspace.exists()
     workspace.save_state({"threshold": 0.42, "dataset": {"sample": True}})
-    assert workspace.load_state() == {"threshold": 0.42, "dataset": {"sample": True}}
-    assert sorted(path.name for path in workspace.folder.iterdir()) == ["models", "state.json"]  # no temporaries
-    (workspace.folder / "state.json").write_text("{cut sho")
+    workspace.save_state({"threshold": 0.5})  # only the changed key
+    assert workspace.load_state() == {"threshold": 0.5, "dataset": {"sample": True}}
+    assert {path.name for path in workspace.folder.iterdir()} <= {"models", "workspace.sqlite",
+                                                                 "workspace.sqlite-wal", "workspace.sqlite-shm"}
+    workspace.database.write_bytes(b"{cut sho")
     assert workspace.load_state() == {}
-    (workspace.folder / "state.json").write_text("[1, 2]")
-    assert workspace.load_state() == {}
-    (workspace.folder / "state.json").write_text("[" * 100_000)  # deeper than Python's parser recurses
-    assert workspace.load_state() == {}
+    with sqlite3.connect(workspace.database.with_name("other.sqlite")) as other:  # a value the lab never wrote
+        other.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT)")
+        other.execute("INSERT INTO state VALUES ('k', '[[[cut'), ('sim_seed', '7')")
+    workspace.database.unlink()
+    workspace.database.with_name("other.sqlite").rename(workspace.database)
+    assert workspace.load_state() == {"sim_seed": 7}
+
+
+def test_a_legacy_state_json_is_read_until_the_first_change_and_carried_over(tmp_path):
+    workspace = open_workspace(tmp_path, TEST_WORKSPACE)
+    workspace.create()
+    (workspace.folder / "state.json").write_text(json.dumps({"threshold": 0.3, "k": 7}))
+    assert workspace.load_state() == {"threshold": 0.3, "k": 7}
+    workspace.save_state({"k": 9})
+    (workspace.folder / "state.json").write_text(json.dumps({"threshold": 0.9}))  # no longer read
+    assert workspace.load_state() == {"threshold": 0.3, "k": 9}
+    for text in ("{cut sho", "[1, 2]", "[" * 100_000):  # unreadable legacy files read as empty
+        fresh = open_workspace(tmp_path, new_workspace_id())
+        fresh.create()
+        (fresh.folder / "state.json").write_text(text)
+        assert fresh.load_state() == {}
+
+
+def test_two_writers_at_the_same_moment_both_keep_their_change(tmp_path):
+    workspace = open_workspace(tmp_path, TEST_WORKSPACE)
+    start = threading.Barrier(2)
+
+    def change(key, tries):
+        for value in range(tries):
+            start.wait()
+            open_workspace(tmp_path, TEST_WORKSPACE).save_state({key: value})
+
+    lost = []
+    for attempt in range(100):
+        threads = [threading.Thread(target=change, args=(key, 1)) for key in (f"a{attempt}", f"b{attempt}")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        kept = workspace.load_state()
+        lost += [key for key in (f"a{attempt}", f"b{attempt}") if key not in kept]
+    assert lost == []
+    assert len(workspace.load_state()) == 200
+
+
+def test_two_processes_changing_one_workspace_lose_nothing(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_keep_values, args=(str(tmp_path), name, 100)) for name in ("a", "b")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    kept = open_workspace(tmp_path, TEST_WORKSPACE).load_state()
+    assert {key for key in kept} == {f"{name}{i}" for name in "ab" for i in range(100)}
+
+
+def _keep_values(root, name, count):
+    workspace = open_workspace(root, TEST_WORKSPACE)
+    for i in range(count):
+        workspace.save_state({f"{name}{i}": i})
+
+
+def test_a_reader_beside_a_long_write_gets_the_last_committed_values(tmp_path):
+    workspace = open_workspace(tmp_path, TEST_WORKSPACE)
+    workspace.save_state({"threshold": 0.4})
+    writer = sqlite3.connect(workspace.database, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE state SET value = '0.9' WHERE key = 'threshold'")
+        assert workspace.load_state() == {"threshold": 0.4}  # returns (a hang is pytest-timeout's), committed value
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_a_read_writes_nothing_into_the_database(tmp_path):
+    workspace = open_workspace(tmp_path, TEST_WORKSPACE)
+    workspace.save_state({"k": 3})
+    before = workspace.database.read_bytes()
+    workspace.database.chmod(0o400)
+    try:
+        assert workspace.load_state() == {"k": 3}
+    finally:
+        workspace.database.chmod(0o600)
+    assert workspace.database.read_bytes() == before
 
 
 def test_one_upload_is_kept_and_only_uploads_the_lab_stored_are_read_or_removed(tmp_path):
@@ -77,7 +165,7 @@ def test_what_the_lab_creates_is_for_the_servers_user_only(tmp_path):
     workspace.save_state({"threshold": 0.5})
     stored = workspace.store_upload("a.csv", b"one")
     assert [mode(path) for path in (root, workspace.folder, workspace.models, workspace.uploads)] == [0o700] * 4
-    assert mode(workspace.folder / "state.json") == 0o600 and mode(workspace.uploads / stored) == 0o600
+    assert mode(workspace.database) == 0o600 and mode(workspace.uploads / stored) == 0o600
 
 
 def test_a_folder_named_like_an_upload_is_refused_in_one_error_and_kept(tmp_path):
@@ -154,7 +242,7 @@ def test_two_tabs_each_keep_their_latest_change(runs_root):
     first, second = open_page(SIMILARITY.path), open_page(SIMILARITY.path)
     first.slider(key="sim_margin").set_value(0.6).run()
     second.slider(key="sim_batch_size").set_value(12).run()  # must not put the first's margin back to 0.25
-    kept = json.loads((runs_root.parent / "state.json").read_text())
+    kept = open_workspace(runs_root.parent.parent, TEST_WORKSPACE).load_state()
     assert kept["sim_margin"] == pytest.approx(0.6) and kept["sim_batch_size"] == 12
     third = open_page(SIMILARITY.path)
     assert third.slider(key="sim_margin").value == pytest.approx(0.6)

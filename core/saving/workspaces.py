@@ -2,14 +2,20 @@
 
 A workspace is a folder named by an unguessable id (the app URL's ``ws`` parameter: 128 random bits, never listed
 or derived from what a user typed; whoever has it can open the workspace): its models and label databases, its
-active upload and a ``state.json`` of choices. Nothing here knows about Streamlit.
+active upload, its validation and test files, and its choices in ``workspace.sqlite`` (a ``state`` table of JSON
+values by key, WAL: each change is one transaction over the changed keys only, so two tabs never undo each other,
+and reads go through read-only connections that never write). The folder is made by the first thing kept, so a
+visit that keeps nothing leaves nothing. Nothing here knows about Streamlit.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
+import sqlite3
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +23,14 @@ from core.saving.files import read_json_file, read_regular_file
 from core.saving.user_files import write_file_atomically
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16+ characters so it cannot be guessed
-STATE_MAX_BYTES = 1_000_000  # state.json holds choices, not data: anything larger was not written by the lab
+STATE_MAX_BYTES = 1_000_000  # a legacy state.json holds choices, not data: anything larger was not the lab's
 UPLOAD_SUFFIXES = (".csv", ".tsv", ".txt", ".gz")  # what the Data page accepts; a stored upload keeps its suffix
 STORED_UPLOAD = re.compile(r"[0-9a-f]{32}(?:" + "|".join(map(re.escape, UPLOAD_SUFFIXES)) + ")")  # store_upload's
-MODELS, UPLOADS, STATE = "models", "uploads", "state.json"
+MODELS, UPLOADS, DATABASE = "models", "uploads", "workspace.sqlite"
+LEGACY_STATE = "state.json"  # where choices were kept before the database: read once, when there is no database
+HELD_OUT_KINDS = ("val", "test")  # the validation and test files kept beside the training upload
+READ_TIMEOUT_S = 0.5  # a reader waits at most this long (WAL readers wait only on a checkpoint or a recovery)
+WRITE_TIMEOUT_S = 10.0  # a writer waits this long for another tab's transaction before giving up on its change
 PRIVATE_FOLDER, PRIVATE_FILE = 0o700, 0o600  # what the lab creates here: for the server's user only
 
 
@@ -54,25 +64,75 @@ class Workspace:
     def uploads(self) -> Path:
         return self.folder / UPLOADS
 
+    @property
+    def database(self) -> Path:
+        return self.folder / DATABASE
+
+    def exists(self) -> bool:
+        """Whether anything was ever kept here (the folder is made by the first keep)."""
+        return self.folder.is_dir()
+
+    def create(self) -> None:
+        """Make the folder and its models folder (private to the server's user) when they are not there yet."""
+        self.folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
+        self.models.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
+
     def load_state(self) -> dict:
-        """The saved choices, or {} for a new workspace or a state file the lab cannot read (choices are
-        conveniences, never data: the file is rewritten at the next change)."""
+        """The kept choices (key -> value), or {} for a new workspace or a database the lab cannot read (choices are
+        conveniences, never data). Before the database exists, a legacy ``state.json`` is read instead."""
+        if not self.database.is_file():
+            return self._legacy_state()
+        try:  # mode=ro: never a pragma, a schema or a checkpoint written by a read
+            with closing(sqlite3.connect(f"{self.database.as_uri()}?mode=ro", uri=True,
+                                         timeout=READ_TIMEOUT_S)) as connection:
+                rows = connection.execute("SELECT key, value FROM state").fetchall()
+        except sqlite3.Error:  # damaged, not a database, locked past the timeout, or the table not made yet
+            return {}
+        state = {}
+        for key, value in rows:
+            try:
+                state[key] = json.loads(value)
+            except (TypeError, ValueError, RecursionError):  # not written by the lab: that choice is not kept
+                continue
+        return state
+
+    def save_state(self, changed: dict) -> None:
+        """Keep the ``changed`` keys (JSON values), in one transaction that writes only them; the other keys stay as
+        any other session last wrote them. The first save makes the folder and the database, carrying over a
+        legacy ``state.json``'s choices."""
+        rows = [(str(key), json.dumps(value, allow_nan=False, sort_keys=True)) for key, value in changed.items()]
+        self.create()
+        if not self.database.exists():  # created private: SQLite gives its -wal and -shm files the same mode
+            os.close(os.open(self.database, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE))
+        with closing(sqlite3.connect(self.database, timeout=WRITE_TIMEOUT_S, isolation_level=None)) as connection:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'state'").fetchone() is None:
+                    connection.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                    legacy = [(str(key), json.dumps(value, allow_nan=False)) for key, value in
+                              self._legacy_state().items()]
+                    connection.executemany("INSERT INTO state VALUES (?, ?)", legacy)
+                connection.executemany("INSERT INTO state VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+                                       "value = excluded.value", rows)
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+
+    def _legacy_state(self) -> dict:
         try:
-            state = read_json_file(self.folder / STATE, STATE_MAX_BYTES, folder=self.folder)
+            state = read_json_file(self.folder / LEGACY_STATE, STATE_MAX_BYTES, folder=self.folder)
         except (OSError, ValueError):  # missing, not a regular file, too large, not JSON
             return {}
         return state if isinstance(state, dict) else {}
-
-    def save_state(self, state: dict) -> None:
-        """Replace state.json whole (``write_file_atomically``); ``state`` must be JSON."""
-        write_file_atomically(self.folder / STATE, json.dumps(state, allow_nan=False, sort_keys=True).encode(),
-                              mode=PRIVATE_FILE)
 
     def store_upload(self, name: str, data: bytes) -> str:
         """Keep an uploaded file's bytes as the workspace's one upload, removing earlier ones; returns its stored
         name (content hash + the original suffix)."""
         suffix = Path(name).suffix.lower()
         stored = hashlib.sha256(data).hexdigest()[:32] + (suffix if suffix in UPLOAD_SUFFIXES else ".csv")
+        self.create()
         self.uploads.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
         if not (self.uploads / stored).is_file():  # anything else there is refused by the write, in one line
             write_file_atomically(self.uploads / stored, data, mode=PRIVATE_FILE)
@@ -92,12 +152,10 @@ class Workspace:
 
 
 def open_workspace(root: str | Path, workspace_id: str) -> Workspace:
-    """The workspace ``workspace_id`` under ``root``, created (private to the server's user) when new."""
+    """The workspace ``workspace_id`` under ``root``; nothing is made for it until it keeps something
+    (``Workspace.create``). The root is made private to the server's user: its listing names every workspace."""
     if not is_workspace_id(workspace_id):
         raise WorkspaceError("a workspace id is 16 to 64 letters, digits, '-' or '_'")
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)  # its listing names every workspace: the keys
-    folder = root / workspace_id
-    folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
-    (folder / MODELS).mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
-    return Workspace(folder)
+    root.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
+    return Workspace(root / workspace_id)
