@@ -9,8 +9,10 @@ transaction (``Workspace.save_state``): two tabs of one workspace each keep thei
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
@@ -24,15 +26,58 @@ WORKSPACE = "workspace"  # session key: the Workspace of this session
 SAVED = "workspace_saved"  # session key: the kept choices as this session last read or wrote them
 DATASET = "dataset"  # kept key: the active dataset ({"sample": true} or the stored upload and how it was read)
 ACTIVE_MODEL = "active_model"  # kept key and session key: the model every analysis page uses
-# Widget keys whose values are kept: thresholds, and the settings of the pages people come back to.
-REMEMBERED = (
-    "threshold", "verdict_model",  # Verdict: the threshold, and the model it was calibrated for
-    "dedup_threshold", "dedup_min_size",  # Deduplicate
-    "sim_batch_size", "pick", "sim_seed", "sim_start", "sim_margin", "softmax_scale",  # Similarity matrix
-    "map_colour", "map_k", "map_neighbours",  # Map
-    "k",  # Search: number of results
-)
+SAFE_INT = 2**53 - 1  # the browser's largest exact integer: a number_input with no max_value stops there
 
+
+@dataclass(frozen=True)
+class Takes:
+    """What a remembered widget takes: a number of type ``kind`` in [``low``, ``high``], one of ``options``
+    (``kind`` str), or a [model choice, threshold] marker (``kind`` list); ``default`` is the widget's starting
+    value (the page passes no ``value=``: ``kept`` sets it), None where the page sets it itself."""
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    options: tuple = ()
+    default: object = None
+
+    def clean(self, value):
+        """``value`` as the widget takes it (an int where a float is taken becomes a float), or ``DROPPED``."""
+        if self.kind is list:
+            ok = (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
+                  and _is_number(value[1]) and math.isfinite(value[1]))
+            return value if ok else DROPPED
+        if self.kind is str:
+            return value if isinstance(value, str) and value in self.options else DROPPED
+        if not _is_number(value) or (self.kind is int and not isinstance(value, int)) or not math.isfinite(value):
+            return DROPPED
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            return DROPPED
+        return self.kind(value)
+
+
+DROPPED = object()  # Takes.clean's answer for a value its widget cannot take: that choice is not restored
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# The widgets whose values are kept, each with what it takes (the page's widget has the same bounds): thresholds,
+# and the settings of the pages people come back to.
+REMEMBERED = {
+    "threshold": Takes(float, -1.0, 1.0),  # Verdict: the threshold, and the model it was calibrated for
+    "verdict_model": Takes(list),
+    "dedup_threshold": Takes(float, -1.0, 1.0), "dedup_threshold_for": Takes(list),  # Deduplicate
+    "dedup_min_size": Takes(int, 2, 1000, default=2),
+    "sim_batch_size": Takes(int, 4, 32, default=8),  # Similarity matrix
+    "pick": Takes(str, options=("random", "by index"), default="random"),
+    "sim_seed": Takes(int, 0, SAFE_INT, default=0),
+    "sim_start": Takes(int, 0, SAFE_INT, default=0),  # its maximum depends on the dataset: the page checks it
+    "sim_margin": Takes(float, 0.0, 1.0, default=0.25), "softmax_scale": Takes(float, 0.1, 100.0, default=1.0),
+    "map_colour": Takes(str, options=("cluster", "label of its pairs")),  # Map
+    "map_k": Takes(int, 2, 20), "map_neighbours": Takes(int, 1, 50),
+    "k": Takes(int, 1, 50),  # Search: number of results
+}
 
 def workspaces_root() -> Path:
     """Where workspaces live: ``SIAMESE_LAB_WORKSPACES``, else ``workspaces/`` beside app.py."""
@@ -55,13 +100,21 @@ def current_workspace() -> Workspace:
         asked = st.query_params.get(QUERY_KEY)
         workspace = open_workspace(workspaces_root(), asked if is_workspace_id(asked) else new_workspace_id())
         state[WORKSPACE] = workspace
-        state[SAVED] = workspace.load_state()
+        state[SAVED] = checked(workspace.load_state())
         for key in REMEMBERED:
             if key in state[SAVED] and key not in state:
                 state[key] = state[SAVED][key]
     if st.query_params.get(QUERY_KEY) != workspace.id:
         st.query_params[QUERY_KEY] = workspace.id  # navigation may drop it; the address bar always shows it
     return workspace
+
+
+def checked(kept_values: dict) -> dict:
+    """``kept_values`` less the remembered values their widget cannot take (out of its range, of another type):
+    a page then starts from its default instead of failing for this workspace."""
+    cleaned = {key: REMEMBERED[key].clean(value) if key in REMEMBERED else value
+               for key, value in kept_values.items()}
+    return {key: value for key, value in cleaned.items() if value is not DROPPED}
 
 
 def saved(key: str, default=None):
@@ -79,6 +132,8 @@ def kept(key: str) -> dict:
     """A remembered widget's keyword arguments: ``st.slider(..., **kept("sim_margin"))`` (``REMEMBERED``)."""
     if key not in REMEMBERED:
         raise KeyError(f"{key!r} is not a remembered widget")
+    if REMEMBERED[key].default is not None:  # set here, never also as value=: Streamlit warns when both are
+        st.session_state.setdefault(key, REMEMBERED[key].default)
     return {"key": key, "on_change": keep_widget, "args": (key,)}
 
 

@@ -263,3 +263,42 @@ def test_published_models_are_choices_in_every_workspace_and_stay_untouched(runs
     at.selectbox(key="active_model").set_value(str(published / "team-model")).run()
     assert not at.exception, at.exception
     assert sorted(path.relative_to(published) for path in published.rglob("*")) == before  # nothing written there
+
+
+# ---- kept values a widget cannot take ------------------------------------------------------------
+@pytest.mark.parametrize("key, good, bad", [
+    ("k", 12, [500, 0, 12.5, True, "12", None, [1, 2]]),  # an int slider
+    ("sim_margin", 0.5, [[1, 2], 1.5, -0.1, "0.5", False, float("inf")]),  # a float slider
+    ("softmax_scale", 20.0, [0.0, 1000, {"a": 1}]),  # a float number_input
+    ("pick", "by index", ["sideways", 1, None]),  # a radio's options
+    ("map_colour", "cluster", ["colour", 0]),  # a selectbox's options
+    ("verdict_model", ["minilm", 0.8], [["minilm"], "minilm", ["minilm", "0.8"], [1, 0.8], ["m", float("nan")]]),
+])
+def test_a_kept_value_its_widget_cannot_take_is_dropped(key, good, bad):
+    from lab.workspace_state import checked
+
+    assert checked({key: good, "dataset": {"sample": True}}) == {key: good, "dataset": {"sample": True}}
+    for value in bad:
+        assert checked({key: value, "dataset": {"sample": True}}) == {"dataset": {"sample": True}}, value
+
+
+def test_an_int_kept_where_a_float_is_taken_comes_back_a_float():
+    from lab.workspace_state import checked
+
+    assert checked({"sim_margin": 1, "threshold": 0}) == {"sim_margin": 1.0, "threshold": 0.0}
+    assert isinstance(checked({"sim_margin": 1})["sim_margin"], float)
+
+
+def test_pages_open_on_their_defaults_over_values_they_cannot_take(runs_root):
+    from lab.navigation import SEARCH
+
+    open_workspace(runs_root.parent.parent, TEST_WORKSPACE).save_state(
+        {"k": 500, "sim_margin": [1, 2], "sim_batch_size": "many", "softmax_scale": 1e9, "pick": "sideways"})
+    at = open_page(SEARCH.path)
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert at.slider(key="k").value == 10
+    at.switch_page(SIMILARITY.path).run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert at.slider(key="sim_margin").value == pytest.approx(0.25)
+    assert at.slider(key="sim_batch_size").value == 8 and at.radio(key="pick").value == "random"
+    assert at.number_input(key="softmax_scale").value == pytest.approx(1.0)

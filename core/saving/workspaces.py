@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import sqlite3
+import tempfile
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,23 +103,35 @@ class Workspace:
         legacy ``state.json``'s choices."""
         rows = [(str(key), json.dumps(value, allow_nan=False, sort_keys=True)) for key, value in changed.items()]
         self.create()
-        if not self.database.exists():  # created private: SQLite gives its -wal and -shm files the same mode
-            os.close(os.open(self.database, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE))
+        if not self.database.exists():
+            self._create_database()
         with closing(sqlite3.connect(self.database, timeout=WRITE_TIMEOUT_S, isolation_level=None)) as connection:
-            connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("BEGIN IMMEDIATE")
             try:
-                if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'state'").fetchone() is None:
-                    connection.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                    legacy = [(str(key), json.dumps(value, allow_nan=False)) for key, value in
-                              self._legacy_state().items()]
-                    connection.executemany("INSERT INTO state VALUES (?, ?)", legacy)
                 connection.executemany("INSERT INTO state VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
                                        "value = excluded.value", rows)
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
+
+    def _create_database(self) -> None:
+        """The database made whole under a temporary name (WAL, the table, a legacy ``state.json``'s choices),
+        then linked into place: another tab making it at the same moment finds it whole or makes its own."""
+        fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=".new-", suffix=".sqlite")  # private: 0600
+        os.close(fd)
+        try:
+            with closing(sqlite3.connect(temporary, isolation_level=None)) as connection:
+                connection.execute("PRAGMA journal_mode=WAL")  # kept in the file's header
+                connection.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                connection.executemany("INSERT INTO state VALUES (?, ?)", [
+                    (str(key), json.dumps(value, allow_nan=False)) for key, value in self._legacy_state().items()])
+            try:
+                os.link(temporary, self.database)
+            except FileExistsError:  # made meanwhile by another session: that one is the workspace's
+                pass
+        finally:
+            os.unlink(temporary)
 
     def _legacy_state(self) -> dict:
         try:
