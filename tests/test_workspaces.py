@@ -154,6 +154,20 @@ def test_one_upload_is_kept_and_only_uploads_the_lab_stored_are_read_or_removed(
         workspace.read_upload(second, max_bytes=2)  # grown past the cap since
 
 
+def test_each_kind_of_upload_is_kept_apart(tmp_path):
+    workspace = open_workspace(tmp_path, TEST_WORKSPACE)
+    val = workspace.store_upload("val.csv", b"validation", "val")
+    workspace.store_upload("test.csv", b"test", "test")
+    train = workspace.store_upload("a.csv", b"training")
+    assert workspace.read_upload(val, 100, "val") == b"validation" and workspace.read_upload(train, 100) == b"training"
+    workspace.remove_uploads("val")
+    with pytest.raises(WorkspaceError):
+        workspace.read_upload(val, 100, "val")
+    assert workspace.read_upload(train, 100) == b"training" and any((workspace.uploads / "test").iterdir())
+    with pytest.raises(ValueError):
+        workspace.store_upload("x.csv", b"x", "../models")
+
+
 def test_what_the_lab_creates_is_for_the_servers_user_only(tmp_path):
     import stat
 
@@ -302,3 +316,33 @@ def test_pages_open_on_their_defaults_over_values_they_cannot_take(runs_root):
     assert at.slider(key="sim_margin").value == pytest.approx(0.25)
     assert at.slider(key="sim_batch_size").value == 8 and at.radio(key="pick").value == "random"
     assert at.number_input(key="softmax_scale").value == pytest.approx(1.0)
+
+
+# ---- validation and test files -----------------------------------------------------------------------
+VALIDATION = b"question1,question2,is_duplicate\nHow do I sleep?,How can I sleep?,1\nWhat is DNA?,Is tea good?,0\n"
+
+
+def held_out_uploader(at, title: str) -> str:
+    [uploader] = [box for box in at.get("file_uploader") if box.label == f"{title} pairs"]
+    return uploader.key
+
+
+def test_a_validation_file_survives_a_new_session_and_goes_with_its_dataset(runs_root):
+    at = upload_private(open_page(DATA.path))
+    at.toggle(key="held_out_files_on").set_value(True).run()
+    at.file_uploader(key=held_out_uploader(at, "Validation")).set_value(("val.csv", VALIDATION, "text/csv")).run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+
+    again = open_page(DATA.path)  # a reload, a restart or another tab: a new session of the workspace
+    assert not again.exception, again.exception
+    pairs, name = again.session_state.held_out_files["val"]
+    assert name == "val.csv" and pairs["question1"].tolist() == ["How do I sleep?", "What is DNA?"]
+    assert "test" not in again.session_state.held_out_files
+    assert again.toggle(key="held_out_files_on").value
+    assert "Validation: **2 pairs** from val.csv (50.0% duplicates)" in [caption.value for caption in again.caption]
+
+    again.button(key="use_sample").click().run()  # letting the dataset go lets its validation file go
+    assert again.session_state.held_out_files == {}
+    workspace = open_workspace(runs_root.parent.parent, TEST_WORKSPACE)
+    assert not any((workspace.uploads / "val").iterdir())
+    assert open_page(DATA.path).session_state.get("held_out_files", {}) == {}

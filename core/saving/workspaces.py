@@ -140,28 +140,47 @@ class Workspace:
             return {}
         return state if isinstance(state, dict) else {}
 
-    def store_upload(self, name: str, data: bytes) -> str:
-        """Keep an uploaded file's bytes as the workspace's one upload, removing earlier ones; returns its stored
-        name (content hash + the original suffix)."""
+    def store_upload(self, name: str, data: bytes, kind: str = "train") -> str:
+        """Keep an uploaded file's bytes as the workspace's one upload of its ``kind`` (the training file, or a
+        ``HELD_OUT_KINDS`` file), removing earlier ones of that kind; returns its stored name (content hash + the
+        original suffix)."""
         suffix = Path(name).suffix.lower()
         stored = hashlib.sha256(data).hexdigest()[:32] + (suffix if suffix in UPLOAD_SUFFIXES else ".csv")
         self.create()
         self.uploads.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
-        if not (self.uploads / stored).is_file():  # anything else there is refused by the write, in one line
-            write_file_atomically(self.uploads / stored, data, mode=PRIVATE_FILE)
-        for old in self.uploads.iterdir():
-            if old.name != stored and STORED_UPLOAD.fullmatch(old.name) and not old.is_dir():
-                old.unlink(missing_ok=True)
+        folder = self._uploads_of(kind)
+        folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
+        if not (folder / stored).is_file():  # anything else there is refused by the write, in one line
+            write_file_atomically(folder / stored, data, mode=PRIVATE_FILE)
+        self.remove_uploads(kind, keep=stored)
         return stored
 
-    def read_upload(self, stored: str, max_bytes: int) -> bytes:
+    def remove_uploads(self, kind: str = "train", keep: str | None = None) -> None:
+        """Remove the uploads of ``kind`` the lab stored (all but ``keep``); nothing else in the folder."""
+        folder = self._uploads_of(kind)
+        if not folder.is_dir():
+            return
+        for old in folder.iterdir():
+            if old.name != keep and STORED_UPLOAD.fullmatch(old.name) and not old.is_dir():
+                old.unlink(missing_ok=True)
+
+    def read_upload(self, stored: str, max_bytes: int, kind: str = "train") -> bytes:
         """The bytes of an upload ``store_upload`` kept; WorkspaceError when it is gone, not ours or too large."""
         if not STORED_UPLOAD.fullmatch(stored):
             raise WorkspaceError(f"{stored!r} is not an upload this lab stored")
+        folder = self._uploads_of(kind)
         try:
-            return read_regular_file(self.uploads / stored, max_bytes, folder=self.uploads)
+            return read_regular_file(folder / stored, max_bytes, folder=folder)
         except (OSError, ValueError) as error:
             raise WorkspaceError(f"the stored upload cannot be read ({error})") from error
+
+    def _uploads_of(self, kind: str) -> Path:
+        """uploads/ for the training file, uploads/<kind>/ for a validation or test file."""
+        if kind == "train":
+            return self.uploads
+        if kind not in HELD_OUT_KINDS:
+            raise ValueError(f"an upload's kind is 'train' or one of {HELD_OUT_KINDS}, got {kind!r}")
+        return self.uploads / kind
 
 
 def open_workspace(root: str | Path, workspace_id: str) -> Workspace:
