@@ -19,7 +19,7 @@ import streamlit as st
 
 from core.inference import dedup, dedup_graph
 from core.inference.calibration import Calibrated, can_calibrate, clustering_threshold
-from lab import cached, workspace_state
+from lab import cached
 from lab.cached import model_stamp
 from lab.session import get_model
 
@@ -40,13 +40,12 @@ def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) ->
 
 def start_slider_at(choice: str, start: float) -> None:
     """A new model, or new labelled pairs to calibrate zero-shot MiniLM on, start the threshold slider at their own
-    clustering threshold ``start``; the user's value stays otherwise, in a new session too (the model and start it
-    belongs to are kept with it)."""
+    clustering threshold ``start``; the user's value stays otherwise, in a new session too (``REMEMBERED`` keeps
+    the model and start it belongs to with it)."""
     marker = [choice, float(start)]  # a list: the workspace keeps it as JSON
     if st.session_state.get("dedup_threshold_for") != marker or "dedup_threshold" not in st.session_state:
         st.session_state["dedup_threshold"] = round(float(start), 3)
-        st.session_state["dedup_threshold_for"] = marker
-        workspace_state.keep({"dedup_threshold": st.session_state["dedup_threshold"], "dedup_threshold_for": marker})
+        st.session_state["dedup_threshold_for"] = marker  # kept with the threshold once the user moves it
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)

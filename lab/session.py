@@ -243,6 +243,7 @@ def setup_page(title: str, icon: str = "🧪") -> None:
     dataset and models-folder captions."""
     st.set_page_config(page_title=f"{title} · Siamese Lab", page_icon=icon, layout="wide")
     init_state()
+    workspace_state.notice()
     with st.sidebar:
         st.caption(f"Dataset: **{st.session_state.data_name}** ({len(st.session_state.pairs):,} pairs)")
         workspace_state.sidebar_note()
@@ -351,6 +352,8 @@ def _picked() -> None:
 
 def _keep_active_model() -> None:
     kept = {"choice": st.session_state[ACTIVE_MODEL], "picked": bool(st.session_state[ACTIVE_MODEL_PICKED])}
+    if workspace_state.saved(ACTIVE_MODEL) is None and kept == {"choice": ZERO_SHOT, "picked": False}:
+        return  # the default of a workspace that kept nothing: no folder is made for it
     if workspace_state.saved(ACTIVE_MODEL) != kept:
         workspace_state.keep({ACTIVE_MODEL: kept})
 

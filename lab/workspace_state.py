@@ -39,6 +39,7 @@ class Takes:
     high: float | None = None
     options: tuple = ()
     default: object = None
+    kept_with: str | None = None  # a key kept with every change of this one (the model its threshold belongs to)
 
     def clean(self, value):
         """``value`` as the widget takes it (an int where a float is taken becomes a float), or ``DROPPED``."""
@@ -65,9 +66,10 @@ def _is_number(value) -> bool:
 # The widgets whose values are kept, each with what it takes (the page's widget has the same bounds): thresholds,
 # and the settings of the pages people come back to.
 REMEMBERED = {
-    "threshold": Takes(float, -1.0, 1.0),  # Verdict: the threshold, and the model it was calibrated for
-    "verdict_model": Takes(list),
-    "dedup_threshold": Takes(float, -1.0, 1.0), "dedup_threshold_for": Takes(list),  # Deduplicate
+    "threshold": Takes(float, -1.0, 1.0, kept_with="verdict_model"),  # Verdict: the threshold, and the model
+    "verdict_model": Takes(list),  # and calibrated threshold it started from
+    "dedup_threshold": Takes(float, -1.0, 1.0, kept_with="dedup_threshold_for"),  # Deduplicate
+    "dedup_threshold_for": Takes(list),
     "dedup_min_size": Takes(int, 2, 1000, default=2),
     "sim_batch_size": Takes(int, 4, 32, default=8),  # Similarity matrix
     "pick": Takes(str, options=("random", "by index"), default="random"),
@@ -91,14 +93,26 @@ def published_folder() -> Path | None:
     return Path(folder) if folder else None
 
 
+NOTICE = "workspace_notice"  # session key: why the workspace the address named is a new one
+NO_WORKSPACE = "No workspace with this address; this is a new one. Nothing was kept at this address yet (or it " \
+               "was removed): your work here is kept from your first change."
+NOT_AN_ADDRESS = "No workspace with this address (`ws` is not a workspace id this lab gives); this is a new one, " \
+                 "at the address now in the address bar."
+
+
 def current_workspace() -> Workspace:
     """This session's workspace: the URL's when it names a valid id, else a new one; the URL then names it
-    (so a bookmark or a shared link opens it again)."""
+    (so a bookmark or a shared link opens it again). An address naming no kept workspace is said on the page
+    (``notice``)."""
     state = st.session_state
     workspace = state.get(WORKSPACE)
     if workspace is None:
         asked = st.query_params.get(QUERY_KEY)
-        workspace = open_workspace(workspaces_root(), asked if is_workspace_id(asked) else new_workspace_id())
+        known = is_workspace_id(asked)
+        workspace = open_workspace(workspaces_root(), asked if known else new_workspace_id())
+        if asked is not None and not workspace.exists():
+            state[NOTICE] = NO_WORKSPACE if known else NOT_AN_ADDRESS
+        workspace.mark_used()
         state[WORKSPACE] = workspace
         state[SAVED] = checked(workspace.load_state())
         for key in REMEMBERED:
@@ -115,6 +129,12 @@ def checked(kept_values: dict) -> dict:
     cleaned = {key: REMEMBERED[key].clean(value) if key in REMEMBERED else value
                for key, value in kept_values.items()}
     return {key: value for key, value in cleaned.items() if value is not DROPPED}
+
+
+def notice() -> None:
+    """Say that the address named no kept workspace, until this one keeps something."""
+    if NOTICE in st.session_state and not st.session_state[WORKSPACE].exists():
+        st.info(st.session_state[NOTICE], icon=":material/info:")
 
 
 def saved(key: str, default=None):
@@ -141,7 +161,9 @@ def keep_widget(key: str) -> None:
     """A remembered widget's ``on_change``: keep its new value (``REMEMBERED``)."""
     value = st.session_state.get(key)
     if key in REMEMBERED and _is_json(value):
-        _write({key: value})
+        companion = REMEMBERED[key].kept_with
+        with_it = st.session_state.get(companion) if companion else None
+        _write({key: value, companion: with_it} if _is_json(with_it) and with_it is not None else {key: value})
 
 
 def _write(changed: dict) -> None:

@@ -10,7 +10,7 @@ import threading
 import pandas as pd
 import pytest
 
-from app_support import TEST_WORKSPACE, open_page
+from app_support import TEST_WORKSPACE, open_app, open_page
 from core.saving.workspaces import (
     WorkspaceError,
     is_workspace_id,
@@ -18,6 +18,7 @@ from core.saving.workspaces import (
     open_workspace,
 )
 from lab.navigation import COMPARE, DATA, HOME, LABEL, SIMILARITY, TRAIN, VERDICT
+from lab.workspace_state import NO_WORKSPACE, NOT_AN_ADDRESS
 
 PRIVATE = b"question1,question2,is_duplicate\n" + b"".join(
     f"Private question number {i}?,Is private question {i} the same?,{i % 2}\n".encode() for i in range(40))
@@ -246,10 +247,34 @@ def test_another_workspace_sees_nothing_of_the_first(runs_with_models):
     assert other.slider(key="sim_margin").value == pytest.approx(0.25)  # the default, not the first's 0.6
 
 
-def test_an_invalid_ws_starts_a_new_workspace(runs_root):
+def test_an_invalid_ws_starts_a_new_workspace_and_says_so(runs_root):
     at = open_page(HOME.path, workspace="../../etc")
     assert not at.exception, at.exception
     assert is_workspace_id(at.query_params["ws"]) and at.query_params["ws"] != "../../etc"
+    assert [info.value for info in at.info if "No workspace with this address" in info.value] == [NOT_AN_ADDRESS]
+
+
+def test_an_unknown_ws_is_said_on_the_page_until_the_workspace_keeps_something(runs_root):
+    unknown = new_workspace_id()
+    at = open_app(workspace=unknown)
+    assert at.query_params["ws"] == unknown  # the address stays
+    assert [info.value for info in at.info if "No workspace with this address" in info.value] == [NO_WORKSPACE]
+    at.switch_page(SIMILARITY.path).run()
+    at.slider(key="sim_margin").set_value(0.6).run()
+    known = open_app(workspace=unknown)
+    assert not [info for info in known.info if "No workspace with this address" in info.value]
+    assert known.switch_page(SIMILARITY.path).run().slider(key="sim_margin").value == pytest.approx(0.6)
+
+
+def test_visits_that_keep_nothing_leave_no_folder(tmp_path, monkeypatch):
+    root = tmp_path / "fresh-root"
+    monkeypatch.setenv("SIAMESE_LAB_WORKSPACES", str(root))
+    for workspace in (None, new_workspace_id()):
+        at = open_page(HOME.path, workspace=workspace)
+        for page in (DATA, TRAIN, SIMILARITY, VERDICT, COMPARE, LABEL, HOME):
+            at.switch_page(page.path).run()
+            assert not at.exception, (page.path, at.exception)
+    assert list(root.iterdir()) == []
 
 
 def test_two_tabs_each_keep_their_latest_change(runs_root):

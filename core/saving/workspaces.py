@@ -78,6 +78,13 @@ class Workspace:
         self.folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
         self.models.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
 
+    def mark_used(self) -> None:
+        """Note a visit in the folder's time (the last use ``list_workspaces`` reports), when the folder exists."""
+        try:
+            os.utime(self.folder)
+        except OSError:  # not made yet, or not ours to touch: the visit is not noted
+            pass
+
     def load_state(self) -> dict:
         """The kept choices (key -> value), or {} for a new workspace or a database the lab cannot read (choices are
         conveniences, never data). Before the database exists, a legacy ``state.json`` is read instead."""
