@@ -3,9 +3,11 @@ across sessions of one workspace while another workspace sees none of them (lab.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import threading
+import time
 
 import pandas as pd
 import pytest
@@ -371,3 +373,58 @@ def test_a_validation_file_survives_a_new_session_and_goes_with_its_dataset(runs
     workspace = open_workspace(runs_root.parent.parent, TEST_WORKSPACE)
     assert not any((workspace.uploads / "val").iterdir())
     assert open_page(DATA.path).session_state.get("held_out_files", {}) == {}
+
+
+# ---- the operator's command ---------------------------------------------------------------------
+def _age(folder, days: float) -> None:
+    then = time.time() - days * 86_400
+    for path in [*folder.rglob("*"), folder]:
+        os.utime(path, (then, then), follow_symlinks=False)
+
+
+def test_the_workspaces_command_lists_size_and_last_use_and_removes_the_idle(tmp_path, capsys):
+    from core.cli.main import main
+
+    root = tmp_path / "workspaces"
+    idle, recent = open_workspace(root, new_workspace_id()), open_workspace(root, new_workspace_id())
+    idle.store_upload("a.csv", b"x" * 1000)
+    recent.save_state({"k": 3})
+    (root / "not-a-workspace").mkdir()
+    (root / "notes.txt").write_text("the operator's")
+    _age(idle.folder, 40)
+    _age(recent.folder, 2)
+
+    assert main(["workspaces", "--root", str(root)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["workspace"] for row in rows] == [idle.id, recent.id]  # least recently used first
+    assert rows[0]["bytes"] == 1000 and rows[0]["idle_days"] == pytest.approx(40, abs=0.01)
+    assert rows[1]["bytes"] == recent.database.stat().st_size and not any(row["removed"] for row in rows)
+
+    assert main(["workspaces", "--root", str(root), "--remove-idle-days", "30"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(row["workspace"], row["removed"]) for row in rows] == [(idle.id, True), (recent.id, False)]
+    assert sorted(path.name for path in root.iterdir()) == sorted([recent.id, "not-a-workspace", "notes.txt"])
+    assert recent.load_state() == {"k": 3}
+
+
+def test_a_visit_counts_as_a_use(tmp_path, monkeypatch):
+    from core.saving.workspaces import list_workspaces
+
+    root = tmp_path / "workspaces"
+    monkeypatch.setenv("SIAMESE_LAB_WORKSPACES", str(root))
+    workspace = open_workspace(root, new_workspace_id())
+    workspace.save_state({"k": 3})
+    _age(workspace.folder, 40)
+    open_app(workspace=workspace.id)
+    assert list_workspaces(root)[0].last_used > time.time() - 3600
+
+
+@pytest.mark.parametrize("argv, message", [(["--remove-idle-days", "-1"], "at least 0"),
+                                           (["--remove-idle-days", "soon"], "number of days")])
+def test_the_workspaces_command_refuses_a_bad_age_in_one_line(tmp_path, capsys, argv, message):
+    from core.cli.main import main
+
+    assert main(["workspaces", "--root", str(tmp_path), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["workspaces", "--root", str(tmp_path / "missing")]) == 2
+    assert "is not a folder" in capsys.readouterr().err

@@ -14,8 +14,11 @@ import json
 import os
 import re
 import secrets
+import shutil
 import sqlite3
+import stat
 import tempfile
+import time
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,3 +201,44 @@ def open_workspace(root: str | Path, workspace_id: str) -> Workspace:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
     return Workspace(root / workspace_id)
+
+
+@dataclass(frozen=True)
+class WorkspaceUsage:
+    """One workspace as an operator sees it: its id, its files' bytes and its last use (epoch seconds: the newest
+    time of its folder, noted by every visit, or of anything in it)."""
+    id: str
+    bytes: int
+    last_used: float
+
+
+def list_workspaces(root: str | Path) -> list[WorkspaceUsage]:
+    """The workspaces under ``root`` (folders named like a workspace id; links and anything else are not
+    workspaces), least recently used first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for folder in root.iterdir():
+        if not is_workspace_id(folder.name) or folder.is_symlink() or not folder.is_dir():
+            continue
+        size, newest = 0, folder.lstat().st_mtime
+        for base, folders, files in os.walk(folder):  # links are not followed: only the workspace's own files
+            for name in folders + files:
+                try:
+                    info = os.lstat(os.path.join(base, name))
+                except FileNotFoundError:  # removed meanwhile by the app
+                    continue
+                newest = max(newest, info.st_mtime)
+                size += info.st_size if stat.S_ISREG(info.st_mode) else 0
+        found.append(WorkspaceUsage(folder.name, size, newest))
+    return sorted(found, key=lambda usage: usage.last_used)
+
+
+def remove_idle_workspaces(root: str | Path, days: float, now: float | None = None) -> list[WorkspaceUsage]:
+    """Remove the workspaces under ``root`` unused for more than ``days`` days; returns those removed."""
+    cutoff = (time.time() if now is None else now) - days * 86_400
+    removed = [usage for usage in list_workspaces(root) if usage.last_used < cutoff]
+    for usage in removed:
+        shutil.rmtree(Path(root) / usage.id)
+    return removed
