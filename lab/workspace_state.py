@@ -202,4 +202,5 @@ def start_new_workspace() -> None:
     for key in list(state.keys()):
         if key != ENTERED_THROUGH_APP:
             del state[key]
-    st.query_params[QUERY_KEY] = new_workspace_id()
+    state[WORKSPACE], state[SAVED] = open_workspace(workspaces_root(), new_workspace_id()), {}  # no notice: ours
+    st.query_params[QUERY_KEY] = state[WORKSPACE].id

@@ -201,6 +201,11 @@ def test_a_folder_named_like_an_upload_is_refused_in_one_error_and_kept(tmp_path
 
 
 # ---- the app -----------------------------------------------------------------------------------
+def address(at) -> str:
+    """The ``ws`` the app puts into the address bar."""
+    return at.query_params["ws"]
+
+
 def upload_private(at):
     at.file_uploader(key="upload").set_value(("private_a.csv", PRIVATE, "text/csv")).run()
     assert not at.exception, at.exception
@@ -222,7 +227,7 @@ def test_a_new_session_of_the_workspace_finds_its_dataset_model_and_threshold(ru
     pd.testing.assert_frame_equal(again.session_state.pairs, pairs)
     assert again.session_state.active_model == str(folders["lstm"])
     assert again.slider(key="threshold").value == pytest.approx(0.37)
-    assert again.query_params["ws"] == TEST_WORKSPACE
+    assert again.session_state["workspace"].id == TEST_WORKSPACE
 
 
 def test_another_workspace_sees_nothing_of_the_first(runs_with_models):
@@ -232,7 +237,7 @@ def test_another_workspace_sees_nothing_of_the_first(runs_with_models):
     first.slider(key="sim_margin").set_value(0.6).run()
 
     other = open_page(HOME.path, workspace=None)
-    new_id = other.query_params["ws"]
+    new_id = address(other)
     assert is_workspace_id(new_id) and new_id != TEST_WORKSPACE
     assert other.session_state.runs_root != str(runs_root)
     for page in (HOME, DATA, TRAIN, SIMILARITY, VERDICT, COMPARE):
@@ -252,20 +257,28 @@ def test_another_workspace_sees_nothing_of_the_first(runs_with_models):
 def test_an_invalid_ws_starts_a_new_workspace_and_says_so(runs_root):
     at = open_page(HOME.path, workspace="../../etc")
     assert not at.exception, at.exception
-    assert is_workspace_id(at.query_params["ws"]) and at.query_params["ws"] != "../../etc"
+    assert is_workspace_id(address(at)) and address(at) != "../../etc"
     assert [info.value for info in at.info if "No workspace with this address" in info.value] == [NOT_AN_ADDRESS]
 
 
 def test_an_unknown_ws_is_said_on_the_page_until_the_workspace_keeps_something(runs_root):
     unknown = new_workspace_id()
     at = open_app(workspace=unknown)
-    assert at.query_params["ws"] == unknown  # the address stays
+    assert address(at) == unknown  # the address stays
     assert [info.value for info in at.info if "No workspace with this address" in info.value] == [NO_WORKSPACE]
     at.switch_page(SIMILARITY.path).run()
     at.slider(key="sim_margin").set_value(0.6).run()
     known = open_app(workspace=unknown)
     assert not [info for info in known.info if "No workspace with this address" in info.value]
     assert known.switch_page(SIMILARITY.path).run().slider(key="sim_margin").value == pytest.approx(0.6)
+
+
+def test_a_new_workspace_started_from_the_sidebar_says_nothing_of_a_missing_one(runs_root):
+    at = open_app()
+    at.button(key="new_workspace").click().run()
+    assert not at.exception, at.exception
+    assert is_workspace_id(address(at)) and address(at) != TEST_WORKSPACE
+    assert not [info for info in at.info if "No workspace with this address" in info.value]
 
 
 def test_visits_that_keep_nothing_leave_no_folder(tmp_path, monkeypatch):
