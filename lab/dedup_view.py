@@ -38,6 +38,16 @@ def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) ->
     return clustering_threshold(config)
 
 
+def start_slider_at(choice: str, start: float) -> None:
+    """A new model, or new labelled pairs to calibrate zero-shot MiniLM on, start the threshold slider at their own
+    clustering threshold ``start``; the user's value stays otherwise, in a new session too (``REMEMBERED`` keeps
+    the model and start it belongs to with it)."""
+    marker = [choice, float(start)]  # a list: the workspace keeps it as JSON
+    if st.session_state.get("dedup_threshold_for") != marker or "dedup_threshold" not in st.session_state:
+        st.session_state["dedup_threshold"] = round(float(start), 3)
+        st.session_state["dedup_threshold_for"] = marker  # kept with the threshold once the user moves it
+
+
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _graph_slot(choice: str, stamp: float, key: str) -> dict:
     # The slot is cached and the graph built outside it: a progress bar drawn inside a cached function

@@ -1,5 +1,5 @@
 """The Data page's validation and test files: two more uploads, read with the active dataset's columns and
-label map, kept per session (``lab.session.set_held_out``) until the active dataset changes.
+label map, kept in the workspace (``lab.session.set_held_out``) until the active dataset changes.
 
 They sit behind a toggle, so the page shows one uploader until the user asks for more.
 """
@@ -52,7 +52,7 @@ def _apply(kind: str) -> None:
         problem = str(error) if uploaded.name in str(error) else f"{uploaded.name}: {error}"
         notes[kind] = (key, uploaded.file_id, f"{problem}.{still}", [])
         return
-    set_held_out(kind, pairs, uploaded.name)
+    set_held_out(kind, pairs, uploaded.name, uploaded.getvalue(), report)  # kept in the workspace
     notes[kind] = (key, uploaded.file_id, None, [f"{report.source}: {line}" for line in report.warnings])
 
 
@@ -64,6 +64,8 @@ def _turned() -> None:
 
 def held_out_files() -> None:
     """The toggle, and under it one uploader per kind with what it holds: its pairs and their duplicate rate."""
+    if TOGGLE not in st.session_state and any(held_out_pairs(kind)[0] is not None for kind in HELD_OUT_KINDS):
+        st.session_state[TOGGLE] = True  # a new session of a workspace that kept them shows them
     st.toggle("Add validation and test files (optional)", key=TOGGLE, on_change=_turned,
               help="Files of pairs kept apart from the active dataset: training validates on the validation "
                    "file and reports the test file instead of splitting them off, and Compare and Verdict "

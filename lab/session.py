@@ -12,7 +12,7 @@ import streamlit as st
 from core.data import DataError, LoadReport, load_pairs, pairs_fingerprint
 from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
 from core.saving.user_files import UserFileError
-from core.saving.workspaces import WorkspaceError
+from core.saving.workspaces import HELD_OUT_KINDS, WorkspaceError
 from lab import workspace_state
 from lab.workspace_state import ACTIVE_MODEL, DATASET, ENTERED_THROUGH_APP
 
@@ -87,7 +87,10 @@ def init_state() -> None:
     state = st.session_state
     workspace = workspace_state.current_workspace()
     if "pairs" not in state:
-        state.pairs, state.data_report, state.data_name = _kept_dataset() or (*load_sample(), SAMPLE_NAME)
+        dataset = _kept_dataset()
+        state.pairs, state.data_report, state.data_name = dataset or (*load_sample(), SAMPLE_NAME)
+        if dataset is not None:  # the validation and test files belong to the dataset they were added to
+            _restore_held_out()
         kept_model = workspace_state.saved(ACTIVE_MODEL)
         if isinstance(kept_model, dict) and isinstance(kept_model.get("choice"), str):
             state[ACTIVE_MODEL], state[ACTIVE_MODEL_PICKED] = kept_model["choice"], bool(kept_model.get("picked"))
@@ -126,21 +129,52 @@ def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str, upload: tupl
     workspace_state.keep({DATASET: kept})
 
 
-HELD_OUT_KINDS = ("val", "test")
 _HELD_OUT = "held_out_files"  # session key: kind -> (pairs, file name) of the Data page's extra uploads
 _HELD_OUT_CLEARED = "held_out_cleared"  # session key: how many times they were let go (their uploaders' keys)
 
 
-def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None) -> None:
-    """The user's validation ("val") or test ("test") pairs for the active dataset, from file ``name``;
-    None lets that kind go."""
+def kept_held_out_key(kind: str) -> str:
+    """The kept key of a held-out file: each kind its own, so two tabs adding one each keep both."""
+    return f"{kind}_file"
+
+
+def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None, data: bytes | None = None,
+                 report: LoadReport | None = None) -> None:
+    """The user's validation ("val") or test ("test") pairs for the active dataset, from file ``name``; None lets
+    that kind go. With the file's ``data`` and the ``report`` of how it was read, it is kept in the workspace
+    like the training file, for a reload, a restart or another tab."""
     if kind not in HELD_OUT_KINDS:
         raise ValueError(f"kind must be one of {HELD_OUT_KINDS}, got {kind!r}")
     files = st.session_state.setdefault(_HELD_OUT, {})
+    workspace = st.session_state.workspace
     if pairs is None:
         files.pop(kind, None)
-    else:
-        files[kind] = (pairs, name)
+        workspace_state.keep({kept_held_out_key(kind): None})
+        workspace.remove_uploads(kind)
+        return
+    files[kind] = (pairs, name)
+    if data is not None and report is not None:
+        try:
+            stored = workspace.store_upload(str(name), data, kind)
+        except (OSError, UserFileError):  # a full disk: active in this session, not kept for the next
+            return
+        workspace_state.keep({kept_held_out_key(kind): {"upload": stored, "file": name, "columns": dict(report.columns),
+                                                        "label_map": report.label_map}})
+
+
+def _restore_held_out() -> None:
+    """The validation and test files the workspace kept, read as they were read then; one that cannot be read
+    any more is let go."""
+    for kind in HELD_OUT_KINDS:
+        kept = workspace_state.saved(kept_held_out_key(kind))
+        if not isinstance(kept, dict):
+            continue
+        try:
+            data = st.session_state.workspace.read_upload(str(kept["upload"]), upload_limit_bytes(), kind)
+            pairs, _ = load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"))
+        except (WorkspaceError, DataError, KeyError, TypeError):
+            continue
+        st.session_state.setdefault(_HELD_OUT, {})[kind] = (pairs, str(kept["file"]))
 
 
 def held_out_pairs(kind: str) -> tuple[pd.DataFrame | None, str | None]:
@@ -151,9 +185,14 @@ def held_out_pairs(kind: str) -> tuple[pd.DataFrame | None, str | None]:
 
 
 def clear_held_out() -> None:
-    """Let both held-out files go and empty their uploaders (new widget keys: ``held_out_key``)."""
+    """Let both held-out files go, in the workspace too, and empty their uploaders (new widget keys:
+    ``held_out_key``)."""
     st.session_state[_HELD_OUT_CLEARED] = st.session_state.get(_HELD_OUT_CLEARED, 0) + 1
     st.session_state[_HELD_OUT] = {}
+    if any(workspace_state.saved(kept_held_out_key(kind)) for kind in HELD_OUT_KINDS):
+        workspace_state.keep({kept_held_out_key(kind): None for kind in HELD_OUT_KINDS})
+    for kind in HELD_OUT_KINDS:
+        st.session_state.workspace.remove_uploads(kind)
 
 
 def held_out_key(kind: str) -> str:
@@ -204,6 +243,7 @@ def setup_page(title: str, icon: str = "🧪") -> None:
     dataset and models-folder captions."""
     st.set_page_config(page_title=f"{title} · Siamese Lab", page_icon=icon, layout="wide")
     init_state()
+    workspace_state.notice()
     with st.sidebar:
         st.caption(f"Dataset: **{st.session_state.data_name}** ({len(st.session_state.pairs):,} pairs)")
         workspace_state.sidebar_note()
@@ -312,6 +352,8 @@ def _picked() -> None:
 
 def _keep_active_model() -> None:
     kept = {"choice": st.session_state[ACTIVE_MODEL], "picked": bool(st.session_state[ACTIVE_MODEL_PICKED])}
+    if workspace_state.saved(ACTIVE_MODEL) is None and kept == {"choice": ZERO_SHOT, "picked": False}:
+        return  # the default of a workspace that kept nothing: no folder is made for it
     if workspace_state.saved(ACTIVE_MODEL) != kept:
         workspace_state.keep({ACTIVE_MODEL: kept})
 

@@ -12,7 +12,7 @@ import numpy as np
 import streamlit as st
 
 from core.saving.safe_csv import safe_csv
-from lab import cached, figures, workspace_state
+from lab import cached, figures
 from lab.session import ZERO_SHOT, held_out_pairs, show_error, upload_limit_bytes
 
 if TYPE_CHECKING:
@@ -53,8 +53,7 @@ def start_slider_at(choice: str, calibrated: Calibrated) -> None:
     marker = [choice, calibrated.threshold]  # a list: the workspace keeps it as JSON
     if st.session_state.get(CALIBRATED_FOR) != marker or "threshold" not in st.session_state:
         st.session_state.threshold = calibrated.threshold
-        st.session_state[CALIBRATED_FOR] = marker
-        workspace_state.keep({"threshold": st.session_state.threshold, CALIBRATED_FOR: marker})
+        st.session_state[CALIBRATED_FOR] = marker  # kept with the threshold once the user moves it
 
 
 def threshold_caption(choice: str, calibrated: Calibrated) -> str:

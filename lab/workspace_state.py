@@ -3,18 +3,20 @@ put into the URL, on a first visit), and the choices a person makes kept in it, 
 or a server restart finds them again.
 
 What is kept: the active dataset (its upload's bytes), the active model, thresholds and page settings
-(``REMEMBERED``). A choice is written when it is made (a widget's ``on_change``: ``kept``), alone, over a
-fresh read of the file: two tabs of one workspace each keep their latest change.
+(``REMEMBERED``). A choice is written when it is made (a widget's ``on_change``: ``kept``), alone, in its own
+transaction (``Workspace.save_state``): two tabs of one workspace each keep their latest change.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
+import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
-from core.saving.user_files import UserFileError
 from core.saving.workspaces import Workspace, is_workspace_id, new_workspace_id, open_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,15 +26,60 @@ WORKSPACE = "workspace"  # session key: the Workspace of this session
 SAVED = "workspace_saved"  # session key: the kept choices as this session last read or wrote them
 DATASET = "dataset"  # kept key: the active dataset ({"sample": true} or the stored upload and how it was read)
 ACTIVE_MODEL = "active_model"  # kept key and session key: the model every analysis page uses
-# Widget keys whose values are kept: thresholds, and the settings of the pages people come back to.
-REMEMBERED = (
-    "threshold", "verdict_model",  # Verdict: the threshold, and the model it was calibrated for
-    "dedup_threshold", "dedup_min_size",  # Deduplicate
-    "sim_batch_size", "pick", "sim_seed", "sim_start", "sim_margin", "softmax_scale",  # Similarity matrix
-    "map_colour", "map_k", "map_neighbours",  # Map
-    "k",  # Search: number of results
-)
+SAFE_INT = 2**53 - 1  # the browser's largest exact integer: a number_input with no max_value stops there
 
+
+@dataclass(frozen=True)
+class Takes:
+    """What a remembered widget takes: a number of type ``kind`` in [``low``, ``high``], one of ``options``
+    (``kind`` str), or a [model choice, threshold] marker (``kind`` list); ``default`` is the widget's starting
+    value (the page passes no ``value=``: ``kept`` sets it), None where the page sets it itself."""
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    options: tuple = ()
+    default: object = None
+    kept_with: str | None = None  # a key kept with every change of this one (the model its threshold belongs to)
+
+    def clean(self, value):
+        """``value`` as the widget takes it (an int where a float is taken becomes a float), or ``DROPPED``."""
+        if self.kind is list:
+            ok = (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
+                  and _is_number(value[1]) and math.isfinite(value[1]))
+            return value if ok else DROPPED
+        if self.kind is str:
+            return value if isinstance(value, str) and value in self.options else DROPPED
+        if not _is_number(value) or (self.kind is int and not isinstance(value, int)) or not math.isfinite(value):
+            return DROPPED
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            return DROPPED
+        return self.kind(value)
+
+
+DROPPED = object()  # Takes.clean's answer for a value its widget cannot take: that choice is not restored
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# The widgets whose values are kept, each with what it takes (the page's widget has the same bounds): thresholds,
+# and the settings of the pages people come back to.
+REMEMBERED = {
+    "threshold": Takes(float, -1.0, 1.0, kept_with="verdict_model"),  # Verdict: the threshold, and the model
+    "verdict_model": Takes(list),  # and calibrated threshold it started from
+    "dedup_threshold": Takes(float, -1.0, 1.0, kept_with="dedup_threshold_for"),  # Deduplicate
+    "dedup_threshold_for": Takes(list),
+    "dedup_min_size": Takes(int, 2, 1000, default=2),
+    "sim_batch_size": Takes(int, 4, 32, default=8),  # Similarity matrix
+    "pick": Takes(str, options=("random", "by index"), default="random"),
+    "sim_seed": Takes(int, 0, SAFE_INT, default=0),
+    "sim_start": Takes(int, 0, SAFE_INT, default=0),  # its maximum depends on the dataset: the page checks it
+    "sim_margin": Takes(float, 0.0, 1.0, default=0.25), "softmax_scale": Takes(float, 0.1, 100.0, default=1.0),
+    "map_colour": Takes(str, options=("cluster", "label of its pairs")),  # Map
+    "map_k": Takes(int, 2, 20), "map_neighbours": Takes(int, 1, 50),
+    "k": Takes(int, 1, 50),  # Search: number of results
+}
 
 def workspaces_root() -> Path:
     """Where workspaces live: ``SIAMESE_LAB_WORKSPACES``, else ``workspaces/`` beside app.py."""
@@ -46,22 +93,48 @@ def published_folder() -> Path | None:
     return Path(folder) if folder else None
 
 
+NOTICE = "workspace_notice"  # session key: why the workspace the address named is a new one
+NO_WORKSPACE = "No workspace with this address; this is a new one. Nothing was kept at this address yet (or it " \
+               "was removed): your work here is kept from your first change."
+NOT_AN_ADDRESS = "No workspace with this address (`ws` is not a workspace id this lab gives); this is a new one, " \
+                 "at the address now in the address bar."
+
+
 def current_workspace() -> Workspace:
     """This session's workspace: the URL's when it names a valid id, else a new one; the URL then names it
-    (so a bookmark or a shared link opens it again)."""
+    (so a bookmark or a shared link opens it again). An address naming no kept workspace is said on the page
+    (``notice``)."""
     state = st.session_state
     workspace = state.get(WORKSPACE)
     if workspace is None:
         asked = st.query_params.get(QUERY_KEY)
-        workspace = open_workspace(workspaces_root(), asked if is_workspace_id(asked) else new_workspace_id())
+        known = is_workspace_id(asked)
+        workspace = open_workspace(workspaces_root(), asked if known else new_workspace_id())
+        if asked is not None and not workspace.exists():
+            state[NOTICE] = NO_WORKSPACE if known else NOT_AN_ADDRESS
+        workspace.mark_used()
         state[WORKSPACE] = workspace
-        state[SAVED] = workspace.load_state()
+        state[SAVED] = checked(workspace.load_state())
         for key in REMEMBERED:
             if key in state[SAVED] and key not in state:
                 state[key] = state[SAVED][key]
     if st.query_params.get(QUERY_KEY) != workspace.id:
         st.query_params[QUERY_KEY] = workspace.id  # navigation may drop it; the address bar always shows it
     return workspace
+
+
+def checked(kept_values: dict) -> dict:
+    """``kept_values`` less the remembered values their widget cannot take (out of its range, of another type):
+    a page then starts from its default instead of failing for this workspace."""
+    cleaned = {key: REMEMBERED[key].clean(value) if key in REMEMBERED else value
+               for key, value in kept_values.items()}
+    return {key: value for key, value in cleaned.items() if value is not DROPPED}
+
+
+def notice() -> None:
+    """Say that the address named no kept workspace, until this one keeps something."""
+    if NOTICE in st.session_state and not st.session_state[WORKSPACE].exists():
+        st.info(st.session_state[NOTICE], icon=":material/info:")
 
 
 def saved(key: str, default=None):
@@ -79,6 +152,8 @@ def kept(key: str) -> dict:
     """A remembered widget's keyword arguments: ``st.slider(..., **kept("sim_margin"))`` (``REMEMBERED``)."""
     if key not in REMEMBERED:
         raise KeyError(f"{key!r} is not a remembered widget")
+    if REMEMBERED[key].default is not None:  # set here, never also as value=: Streamlit warns when both are
+        st.session_state.setdefault(key, REMEMBERED[key].default)
     return {"key": key, "on_change": keep_widget, "args": (key,)}
 
 
@@ -86,7 +161,9 @@ def keep_widget(key: str) -> None:
     """A remembered widget's ``on_change``: keep its new value (``REMEMBERED``)."""
     value = st.session_state.get(key)
     if key in REMEMBERED and _is_json(value):
-        _write({key: value})
+        companion = REMEMBERED[key].kept_with
+        with_it = st.session_state.get(companion) if companion else None
+        _write({key: value, companion: with_it} if _is_json(with_it) and with_it is not None else {key: value})
 
 
 def _write(changed: dict) -> None:
@@ -94,13 +171,11 @@ def _write(changed: dict) -> None:
     workspace: Workspace | None = state.get(WORKSPACE)
     if workspace is None or not changed:
         return
-    fresh = workspace.load_state()  # another tab may have kept something since this session read the file
-    fresh.update(changed)
     try:
-        workspace.save_state(fresh)
-    except (OSError, UserFileError):  # a full disk costs coming back to these choices, never the page
+        workspace.save_state(changed)  # the changed keys only: another tab's changes stay as it kept them
+    except (OSError, sqlite3.Error, ValueError):  # a full disk costs coming back to these choices, never the page
         return
-    state[SAVED] = fresh
+    state[SAVED] = {**state.get(SAVED, {}), **changed}
 
 
 def _is_json(value) -> bool:
@@ -127,4 +202,5 @@ def start_new_workspace() -> None:
     for key in list(state.keys()):
         if key != ENTERED_THROUGH_APP:
             del state[key]
-    st.query_params[QUERY_KEY] = new_workspace_id()
+    state[WORKSPACE], state[SAVED] = open_workspace(workspaces_root(), new_workspace_id()), {}  # no notice: ours
+    st.query_params[QUERY_KEY] = state[WORKSPACE].id

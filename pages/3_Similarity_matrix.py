@@ -10,7 +10,7 @@ from core.inference.inspection import (
 )
 from lab import cached, figures
 from lab.session import enter_through_app, model_picker, show_error
-from lab.workspace_state import kept
+from lab.workspace_state import keep_widget, kept
 
 enter_through_app(__file__)
 
@@ -45,6 +45,7 @@ EXAMPLE_SCORES = "example_scores"  # the worked example's scores as last edited 
 
 def _next_seed() -> None:
     st.session_state.sim_seed = int(st.session_state.get("sim_seed", 0)) + 1
+    keep_widget("sim_seed")  # a value set by a button, not by its widget: kept here
 
 
 # ---- controls ----------------------------------------------------------------------------------
@@ -52,23 +53,26 @@ choice = model_picker()
 
 left, middle, right = st.columns(3)
 with left:
-    batch_size = st.slider("Pairs in the batch", min_value=4, max_value=32, value=8, step=1, **kept("sim_batch_size"),
+    batch_size = st.slider("Pairs in the batch", min_value=4, max_value=32, step=1, **kept("sim_batch_size"),
                            persist_state="session")
     pick = st.radio("Pick the batch", ["random", "by index"], **kept("pick"), persist_state="session", horizontal=True)
 with middle:
     duplicates = cached.duplicate_count(pairs)
     if pick == "random":
-        seed = st.number_input("Random seed", min_value=0, value=0, step=1, **kept("sim_seed"),
+        seed = st.number_input("Random seed", min_value=0, step=1, **kept("sim_seed"),
                                persist_state="session")
         st.button("Another random batch", icon=":material/casino:", key="reshuffle", on_click=_next_seed)
     else:
-        start = st.number_input("Start at duplicate pair number", min_value=0,
-                                max_value=max(int(duplicates) - 2, 0), value=0, step=1, **kept("sim_start"), persist_state="session",
+        last_start = max(int(duplicates) - 2, 0)
+        if st.session_state.get("sim_start", 0) > last_start:  # kept for a larger dataset: this one starts over
+            st.session_state.sim_start = 0
+        start = st.number_input("Start at duplicate pair number", min_value=0, max_value=last_start, step=1,
+                                **kept("sim_start"), persist_state="session",
                                 help=f"The dataset has {duplicates:,} duplicate pairs; 0 is the first one.")
 with right:
-    margin = st.slider("Margin α", min_value=0.0, max_value=1.0, value=0.25, step=0.05, **kept("sim_margin"),
+    margin = st.slider("Margin α", min_value=0.0, max_value=1.0, step=0.05, **kept("sim_margin"),
                        persist_state="session")
-    softmax_scale = st.number_input("Softmax scale", min_value=0.1, max_value=100.0, value=1.0, step=0.5,
+    softmax_scale = st.number_input("Softmax scale", min_value=0.1, max_value=100.0, step=0.5,
                                     **kept("softmax_scale"), persist_state="session",
                                     help="Scores are multiplied by this before the in-batch softmax (training "
                                          "uses 20 by default; the worked example uses 1).")

@@ -46,10 +46,7 @@ except Exception as error:  # noqa: BLE001
     show_error(f"Could not score the labelled pairs to calibrate the threshold on: {error}")
     st.stop()
 start = calibrated.threshold
-# A new model, or new labelled pairs to calibrate zero-shot MiniLM on, start at their own clustering threshold.
-if state.get("dedup_threshold_for") != (choice, start) or "dedup_threshold" not in state:
-    state["dedup_threshold"] = round(float(start), 3)
-    state["dedup_threshold_for"] = (choice, start)
+dedup_view.start_slider_at(choice, start)
 # Sent with every run: a slider that was not drawn on the last run (no file uploaded yet) is new to the browser,
 # which would otherwise draw it at its minimum while the clusters below are computed at this value.
 state["dedup_threshold"] = state["dedup_threshold"]
@@ -61,7 +58,7 @@ threshold = threshold_column.slider(
     help="Starts at the model's clustering threshold, set for a high precision (the caption says where it comes "
          "from): a higher threshold gives tighter clusters, a lower one lets unrelated questions share one")
 threshold_column.caption(f"Starts at {start:.3f}: {calibrated.source}.")
-min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, value=2, step=1,
+min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, step=1,
                                     **kept("dedup_min_size"), persist_state=PERSIST)
 
 graph = encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))

@@ -105,6 +105,7 @@ class StreamlitServer:
         if self.max_training is not None:
             env["SIAMESE_LAB_MAX_TRAINING"] = str(self.max_training)
         pid_file = self.work_dir / f"streamlit_{self.port}.pid"
+        pid_file.unlink(missing_ok=True)  # a restart on the same port must not read the stopped server's pid
         command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                    "--server.address", "127.0.0.1", "--server.port", str(self.port),
                    "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *self.extra_args]

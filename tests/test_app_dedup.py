@@ -196,3 +196,18 @@ def test_zero_shot_minilm_starts_at_a_threshold_calibrated_on_the_labelled_pairs
     assert expected.threshold != clustering_threshold(zero_shot_config()).threshold
     assert at.slider(key="dedup_threshold").value == pytest.approx(round(expected.threshold, 3))
     assert any(c.value == f"Starts at {expected.threshold:.3f}: {expected.source}." for c in at.caption)
+
+
+def test_a_moved_threshold_is_shown_again_in_a_new_session(runs_with_models, encode_calls):
+    _, folders = runs_with_models
+    at = open_page(DEDUPLICATE.path, timeout=120)
+    at.selectbox(key="active_model").set_value(str(folders["lstm"])).run()
+    start = at.slider(key="dedup_threshold").value
+    moved = round(start + 0.015, 3)
+    at.slider(key="dedup_threshold").set_value(moved).run()
+    assert not at.exception, at.exception
+    again = open_page(DEDUPLICATE.path, timeout=120)  # a reload: the same workspace, a new session
+    assert not again.exception and not again.error, (again.exception, again.error)
+    assert again.slider(key="dedup_threshold").value == pytest.approx(moved)
+    again.selectbox(key="active_model").set_value(ZERO_SHOT).run()  # another model starts at its own
+    assert again.slider(key="dedup_threshold").value != pytest.approx(moved)

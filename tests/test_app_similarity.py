@@ -123,3 +123,28 @@ def test_explain_mode_shows_the_seed_example_and_falling_losses(app):
     assert len(experiment) == 3
     line_chart = figure(app, -1)
     assert [trace["name"] for trace in line_chart["data"]] == ["triplet loss", "softmax loss"]
+
+
+def test_the_random_seed_is_kept_for_the_next_session_without_a_streamlit_warning(app, monkeypatch):
+    from streamlit.elements.lib import policies
+
+    warnings = []
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)  # shown once per process otherwise
+    monkeypatch.setattr(policies._LOGGER, "warning", lambda message, *args, **kwargs: warnings.append(message % args))
+    app.button(key="reshuffle").click().run()
+    app.button(key="reshuffle").click().run()
+    again = app_support.open_page(SIMILARITY.path, timeout=90)  # a reload: a new session of the workspace
+    assert not again.exception, again.exception
+    assert again.number_input(key="sim_seed").value == 2
+    again.slider(key="sim_margin").set_value(0.5).run()
+    assert warnings == []
+
+
+def test_a_kept_start_past_this_datasets_duplicates_starts_over(runs_root):
+    from core.saving.workspaces import open_workspace
+
+    open_workspace(runs_root.parent.parent, app_support.TEST_WORKSPACE).save_state({"pick": "by index",
+                                                                                  "sim_start": 10_000})
+    at = app_support.open_page(SIMILARITY.path, timeout=90)
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert at.number_input(key="sim_start").value == 0

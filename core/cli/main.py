@@ -9,13 +9,13 @@ import argparse
 import errno
 import sys
 
-from core.cli import calibrate, corpus, dedup, export, predict, score, suggest, train
+from core.cli import calibrate, corpus, dedup, export, predict, score, suggest, train, workspaces
 from core.cli.common import CliError, CliParser, help_formatter
 from core.export.common import OnnxBackendError
 
 EXIT_USAGE = 2
 # The commands in the order --help lists them.
-COMMAND_MODULES = (train, predict, calibrate, corpus, export, score, dedup, suggest)
+COMMAND_MODULES = (train, predict, calibrate, corpus, export, score, dedup, suggest, workspaces)
 
 
 def build_parser() -> argparse.ArgumentParser:

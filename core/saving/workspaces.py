@@ -2,14 +2,24 @@
 
 A workspace is a folder named by an unguessable id (the app URL's ``ws`` parameter: 128 random bits, never listed
 or derived from what a user typed; whoever has it can open the workspace): its models and label databases, its
-active upload and a ``state.json`` of choices. Nothing here knows about Streamlit.
+active upload, its validation and test files, and its choices in ``workspace.sqlite`` (a ``state`` table of JSON
+values by key, WAL: each change is one transaction over the changed keys only, so two tabs never undo each other,
+and reads go through read-only connections that never write). The folder is made by the first thing kept, so a
+visit that keeps nothing leaves nothing. Nothing here knows about Streamlit.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
+import shutil
+import sqlite3
+import stat
+import tempfile
+import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +27,14 @@ from core.saving.files import read_json_file, read_regular_file
 from core.saving.user_files import write_file_atomically
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16+ characters so it cannot be guessed
-STATE_MAX_BYTES = 1_000_000  # state.json holds choices, not data: anything larger was not written by the lab
+STATE_MAX_BYTES = 1_000_000  # a legacy state.json holds choices, not data: anything larger was not the lab's
 UPLOAD_SUFFIXES = (".csv", ".tsv", ".txt", ".gz")  # what the Data page accepts; a stored upload keeps its suffix
 STORED_UPLOAD = re.compile(r"[0-9a-f]{32}(?:" + "|".join(map(re.escape, UPLOAD_SUFFIXES)) + ")")  # store_upload's
-MODELS, UPLOADS, STATE = "models", "uploads", "state.json"
+MODELS, UPLOADS, DATABASE = "models", "uploads", "workspace.sqlite"
+LEGACY_STATE = "state.json"  # where choices were kept before the database: read once, when there is no database
+HELD_OUT_KINDS = ("val", "test")  # the validation and test files kept beside the training upload
+READ_TIMEOUT_S = 0.5  # a reader waits at most this long (WAL readers wait only on a checkpoint or a recovery)
+WRITE_TIMEOUT_S = 10.0  # a writer waits this long for another tab's transaction before giving up on its change
 PRIVATE_FOLDER, PRIVATE_FILE = 0o700, 0o600  # what the lab creates here: for the server's user only
 
 
@@ -54,50 +68,177 @@ class Workspace:
     def uploads(self) -> Path:
         return self.folder / UPLOADS
 
-    def load_state(self) -> dict:
-        """The saved choices, or {} for a new workspace or a state file the lab cannot read (choices are
-        conveniences, never data: the file is rewritten at the next change)."""
+    @property
+    def database(self) -> Path:
+        return self.folder / DATABASE
+
+    def exists(self) -> bool:
+        """Whether anything was ever kept here (the folder is made by the first keep)."""
+        return self.folder.is_dir()
+
+    def create(self) -> None:
+        """Make the folder and its models folder (private to the server's user) when they are not there yet."""
+        self.folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
+        self.models.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
+
+    def mark_used(self) -> None:
+        """Note a visit in the folder's time (the last use ``list_workspaces`` reports), when the folder exists."""
         try:
-            state = read_json_file(self.folder / STATE, STATE_MAX_BYTES, folder=self.folder)
+            os.utime(self.folder)
+        except OSError:  # not made yet, or not ours to touch: the visit is not noted
+            pass
+
+    def load_state(self) -> dict:
+        """The kept choices (key -> value), or {} for a new workspace or a database the lab cannot read (choices are
+        conveniences, never data). Before the database exists, a legacy ``state.json`` is read instead."""
+        if not self.database.is_file():
+            return self._legacy_state()
+        try:  # mode=ro: never a pragma, a schema or a checkpoint written by a read
+            with closing(sqlite3.connect(f"{self.database.as_uri()}?mode=ro", uri=True,
+                                         timeout=READ_TIMEOUT_S)) as connection:
+                rows = connection.execute("SELECT key, value FROM state").fetchall()
+        except sqlite3.Error:  # damaged, not a database, locked past the timeout, or the table not made yet
+            return {}
+        state = {}
+        for key, value in rows:
+            try:
+                state[key] = json.loads(value)
+            except (TypeError, ValueError, RecursionError):  # not written by the lab: that choice is not kept
+                continue
+        return state
+
+    def save_state(self, changed: dict) -> None:
+        """Keep the ``changed`` keys (JSON values), in one transaction that writes only them; the other keys stay as
+        any other session last wrote them. The first save makes the folder and the database, carrying over a
+        legacy ``state.json``'s choices."""
+        rows = [(str(key), json.dumps(value, allow_nan=False, sort_keys=True)) for key, value in changed.items()]
+        self.create()
+        if not self.database.exists():
+            self._create_database()
+        with closing(sqlite3.connect(self.database, timeout=WRITE_TIMEOUT_S, isolation_level=None)) as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.executemany("INSERT INTO state VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+                                       "value = excluded.value", rows)
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+
+    def _create_database(self) -> None:
+        """The database made whole under a temporary name (WAL, the table, a legacy ``state.json``'s choices),
+        then linked into place: another tab making it at the same moment finds it whole or makes its own."""
+        fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=".new-", suffix=".sqlite")  # private: 0600
+        os.close(fd)
+        try:
+            with closing(sqlite3.connect(temporary, isolation_level=None)) as connection:
+                connection.execute("PRAGMA journal_mode=WAL")  # kept in the file's header
+                connection.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                connection.executemany("INSERT INTO state VALUES (?, ?)", [
+                    (str(key), json.dumps(value, allow_nan=False)) for key, value in self._legacy_state().items()])
+            try:
+                os.link(temporary, self.database)
+            except FileExistsError:  # made meanwhile by another session: that one is the workspace's
+                pass
+        finally:
+            os.unlink(temporary)
+
+    def _legacy_state(self) -> dict:
+        try:
+            state = read_json_file(self.folder / LEGACY_STATE, STATE_MAX_BYTES, folder=self.folder)
         except (OSError, ValueError):  # missing, not a regular file, too large, not JSON
             return {}
         return state if isinstance(state, dict) else {}
 
-    def save_state(self, state: dict) -> None:
-        """Replace state.json whole (``write_file_atomically``); ``state`` must be JSON."""
-        write_file_atomically(self.folder / STATE, json.dumps(state, allow_nan=False, sort_keys=True).encode(),
-                              mode=PRIVATE_FILE)
-
-    def store_upload(self, name: str, data: bytes) -> str:
-        """Keep an uploaded file's bytes as the workspace's one upload, removing earlier ones; returns its stored
-        name (content hash + the original suffix)."""
+    def store_upload(self, name: str, data: bytes, kind: str = "train") -> str:
+        """Keep an uploaded file's bytes as the workspace's one upload of its ``kind`` (the training file, or a
+        ``HELD_OUT_KINDS`` file), removing earlier ones of that kind; returns its stored name (content hash + the
+        original suffix)."""
         suffix = Path(name).suffix.lower()
         stored = hashlib.sha256(data).hexdigest()[:32] + (suffix if suffix in UPLOAD_SUFFIXES else ".csv")
+        self.create()
         self.uploads.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
-        if not (self.uploads / stored).is_file():  # anything else there is refused by the write, in one line
-            write_file_atomically(self.uploads / stored, data, mode=PRIVATE_FILE)
-        for old in self.uploads.iterdir():
-            if old.name != stored and STORED_UPLOAD.fullmatch(old.name) and not old.is_dir():
-                old.unlink(missing_ok=True)
+        folder = self._uploads_of(kind)
+        folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
+        if not (folder / stored).is_file():  # anything else there is refused by the write, in one line
+            write_file_atomically(folder / stored, data, mode=PRIVATE_FILE)
+        self.remove_uploads(kind, keep=stored)
         return stored
 
-    def read_upload(self, stored: str, max_bytes: int) -> bytes:
+    def remove_uploads(self, kind: str = "train", keep: str | None = None) -> None:
+        """Remove the uploads of ``kind`` the lab stored (all but ``keep``); nothing else in the folder."""
+        folder = self._uploads_of(kind)
+        if not folder.is_dir():
+            return
+        for old in folder.iterdir():
+            if old.name != keep and STORED_UPLOAD.fullmatch(old.name) and not old.is_dir():
+                old.unlink(missing_ok=True)
+
+    def read_upload(self, stored: str, max_bytes: int, kind: str = "train") -> bytes:
         """The bytes of an upload ``store_upload`` kept; WorkspaceError when it is gone, not ours or too large."""
         if not STORED_UPLOAD.fullmatch(stored):
             raise WorkspaceError(f"{stored!r} is not an upload this lab stored")
+        folder = self._uploads_of(kind)
         try:
-            return read_regular_file(self.uploads / stored, max_bytes, folder=self.uploads)
+            return read_regular_file(folder / stored, max_bytes, folder=folder)
         except (OSError, ValueError) as error:
             raise WorkspaceError(f"the stored upload cannot be read ({error})") from error
 
+    def _uploads_of(self, kind: str) -> Path:
+        """uploads/ for the training file, uploads/<kind>/ for a validation or test file."""
+        if kind == "train":
+            return self.uploads
+        if kind not in HELD_OUT_KINDS:
+            raise ValueError(f"an upload's kind is 'train' or one of {HELD_OUT_KINDS}, got {kind!r}")
+        return self.uploads / kind
+
 
 def open_workspace(root: str | Path, workspace_id: str) -> Workspace:
-    """The workspace ``workspace_id`` under ``root``, created (private to the server's user) when new."""
+    """The workspace ``workspace_id`` under ``root``; nothing is made for it until it keeps something
+    (``Workspace.create``). The root is made private to the server's user: its listing names every workspace."""
     if not is_workspace_id(workspace_id):
         raise WorkspaceError("a workspace id is 16 to 64 letters, digits, '-' or '_'")
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)  # its listing names every workspace: the keys
-    folder = root / workspace_id
-    folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
-    (folder / MODELS).mkdir(exist_ok=True, mode=PRIVATE_FOLDER)
-    return Workspace(folder)
+    root.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER)
+    return Workspace(root / workspace_id)
+
+
+@dataclass(frozen=True)
+class WorkspaceUsage:
+    """One workspace as an operator sees it: its id, its files' bytes and its last use (epoch seconds: the newest
+    time of its folder, noted by every visit, or of anything in it)."""
+    id: str
+    bytes: int
+    last_used: float
+
+
+def list_workspaces(root: str | Path) -> list[WorkspaceUsage]:
+    """The workspaces under ``root`` (folders named like a workspace id; links and anything else are not
+    workspaces), least recently used first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for folder in root.iterdir():
+        if not is_workspace_id(folder.name) or folder.is_symlink() or not folder.is_dir():
+            continue
+        size, newest = 0, folder.lstat().st_mtime
+        for base, folders, files in os.walk(folder):  # links are not followed: only the workspace's own files
+            for name in folders + files:
+                try:
+                    info = os.lstat(os.path.join(base, name))
+                except FileNotFoundError:  # removed meanwhile by the app
+                    continue
+                newest = max(newest, info.st_mtime)
+                size += info.st_size if stat.S_ISREG(info.st_mode) else 0
+        found.append(WorkspaceUsage(folder.name, size, newest))
+    return sorted(found, key=lambda usage: usage.last_used)
+
+
+def remove_idle_workspaces(root: str | Path, days: float, now: float | None = None) -> list[WorkspaceUsage]:
+    """Remove the workspaces under ``root`` unused for more than ``days`` days; returns those removed."""
+    cutoff = (time.time() if now is None else now) - days * 86_400
+    removed = [usage for usage in list_workspaces(root) if usage.last_used < cutoff]
+    for usage in removed:
+        shutil.rmtree(Path(root) / usage.id)
+    return removed
