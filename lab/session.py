@@ -282,7 +282,9 @@ DONE_STATUSES = ("done", "completed", "early_stopped")  # the last two: folders 
 
 
 def submit_job(job: TrainingJob) -> TrainingJob:
-    """Queue a training job as the workspace's: its other tabs, and this one after a reload, follow it."""
+    """Queue a training job as the workspace's: its other tabs, and this one after a reload, follow it. A run is
+    something the workspace keeps: its folder is made first, so the run's record outlives a server stop."""
+    st.session_state.workspace.create()
     job_queue().submit(job)
     st.session_state.jobs.append(job.id)
     return job

@@ -553,3 +553,19 @@ def test_after_a_restart_the_page_shows_the_runs_the_stopped_server_left(runs_ro
         "- **Siamese LSTM · triplet · stopped**", "- **Siamese LSTM · triplet · killed**",
         "- **Siamese LSTM · triplet · queued**"]
     assert any("Earlier runs of this workspace" in markdown.value for markdown in at.markdown)
+
+
+def test_a_run_started_in_a_workspace_that_kept_nothing_yet_leaves_its_record(tmp_path, monkeypatch, open_page):
+    """No folder is made for a visit that keeps nothing; a run is kept, so Start makes the workspace's folder
+    before the run is queued, and the run's record is there for a restart to read."""
+    from core.training.run_records import read_records
+
+    monkeypatch.setenv("SIAMESE_LAB_WORKSPACES", str(tmp_path / "workspaces"))
+    monkeypatch.setattr(core.training.jobs.JobQueue, "_start_what_fits", lambda self: None)  # it stays queued
+    at = open_page(TRAIN.path, workspace="a-workspace-of-its-own-1")
+    models = tmp_path / "workspaces" / "a-workspace-of-its-own-1" / "models"
+    assert not models.exists()
+    at.button(key="start").click().run()
+    assert not at.exception
+    assert [record.status for record in read_records(models, live_here=set(job_queue().jobs))] == ["waiting"]
+    job_queue().stop_all()
