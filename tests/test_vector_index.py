@@ -13,12 +13,10 @@ import pytest
 from core.cli.main import main
 from core.inference.dedup_graph import NeighbourGraph
 from core.inference.vector_index import (
-    DEFAULT_INDEX,
     INDEX_FILE,
     INDEX_KINDS,
     META_FILE,
     add_vectors,
-    auto_index_kind,
     corpus_stamp,
     index_memory_bytes,
     load_or_build_kind,
@@ -29,7 +27,6 @@ from core.inference.vector_index import (
     search_vectors,
     training_sample,
 )
-from core.inference.search import FLAT_LIMIT
 from lab.session import SAMPLE_PATH
 from test_search import TableEncoder
 
@@ -55,9 +52,7 @@ def build(kind: str, vectors: np.ndarray, seed: int = 0) -> faiss.Index:
 
 
 def test_the_automatic_kind_is_flat_then_hnsw_and_pq_codes_divide_the_width():
-    assert DEFAULT_INDEX == "flat" and INDEX_KINDS == ("flat", "hnsw", "ivfpq")
-    assert auto_index_kind(10) == "flat" and auto_index_kind(FLAT_LIMIT) == "flat"
-    assert auto_index_kind(FLAT_LIMIT + 1) == "hnsw"
+    assert INDEX_KINDS == ("flat", "hnsw", "ivfpq")
     assert pq_codes(384) == 96 and pq_codes(32) == 8 and pq_codes(10) == 2 and pq_codes(7) == 1
     with pytest.raises(ValueError, match="index kind"):
         new_vector_index("ivf", 8, 10)

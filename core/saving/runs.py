@@ -32,10 +32,6 @@ def check_run_name(name: str) -> str:
 LABELS_FOLDER = "labels"  # the Label page's databases (core.training.active_rounds), not a model: lists skip it
 
 
-def run_folder(root: str | Path, name: str) -> Path:
-    return Path(root) / check_run_name(name)
-
-
 def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     """Saved models under ``root`` (newest first) and notes on folders that are not usable models."""
     root = Path(root)
