@@ -6,7 +6,8 @@ seed 2, other weights and other vocabulary) and kills the saving process:
   * at every filesystem step of ``save_model``: the child process counts Python audit events
     (mkdir, open, rename, rmtree, ctypes calls...) and SIGKILLs itself just before the N-th one, for
     every N. Run once with the atomic exchange rename and once with it disabled (the two-rename
-    fallback used where ``renameat2`` is missing), where recovery must bring the model back;
+    fallback used where ``renameat2`` is missing), where renaming back the folder the message names must
+    bring the model back;
   * at random moments during a large save (vocabulary 200k x 64, ~50 MB of weights), spread over
     the save's measured duration, to land inside the safetensors write itself.
 
@@ -28,6 +29,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -49,7 +51,7 @@ from core.models import (  # noqa: E402
     load_model,  # noqa: E402
 )
 from core.notices import LabWarning  # noqa: E402
-from core.saving import ModelLoadError, list_runs, recover_interrupted_saves, save_model  # noqa: E402
+from core.saving import ModelLoadError, list_runs, save_model  # noqa: E402
 from core.text.word_tokenizer import WordTokenizer  # noqa: E402
 import pytest
 
@@ -191,6 +193,17 @@ def leftovers(root: Path) -> list[str]:
     return sorted(path.name for path in root.iterdir() if path.name.startswith((".tmp-", ".old-")))
 
 
+def put_back_as_told(root: Path) -> None:
+    """Do what ``list_runs`` tells a user whose run is missing after an interrupted save: rename the folder
+    it names back to the run's name."""
+    _, problems = list_runs(root)
+    told = [problem for problem in problems if problem.startswith(f"{TARGET}: missing after an interrupted save")]
+    assert len(told) == 1, problems
+    previous = re.search(r"the previous model is in (\S+): rename that folder to (\S+) ", told[0])
+    assert previous and previous[2] == TARGET, told[0]
+    os.rename(root / previous[1], root / TARGET)
+
+
 def assert_old_or_new_whole(root: Path, old: SiameseLSTM, new: SiameseLSTM) -> str:
     """The target loads and every part of it is the old model's or every part the new one's."""
     runs, problems = list_runs(root)
@@ -250,16 +263,11 @@ def test_sigkill_before_every_filesystem_step_leaves_old_or_new_model(tmp_path, 
             # Only possible between the two renames of the fallback; an atomic exchange never
             # leaves the target missing.
             assert rename == "two renames", f"target missing after a kill before step {step}"
-            _, problems = list_runs(root)
-            assert any(problem.startswith(f"{TARGET}:") and "recover_interrupted_saves" in problem
-                       for problem in problems), problems
-            with pytest.raises(ModelLoadError, match="interrupted save.*recover_interrupted_saves"):
+            with pytest.raises(ModelLoadError, match=f"interrupted save.*rename that folder to {TARGET}"):
                 load_model(root / TARGET)
-            restored = recover_interrupted_saves(root)
-            assert len(restored) == 1 and TARGET in restored[0]
+            put_back_as_told(root)
             recovered += 1
         generations.append(assert_old_or_new_whole(root, old, new))
-        assert recover_interrupted_saves(root) == []  # nothing (more) to do for a present target
 
     print(f"{rename}: {steps} crash points -> {generations.count('old')} old, "
           f"{generations.count('new')} new, {recovered} recovered")
@@ -297,7 +305,7 @@ def test_sigkill_at_random_moments_during_a_large_save(tmp_path):
     for root, result in zip(roots, results):
         assert result["killed"] or result["exit_code"] == 0
         if not (root / TARGET).exists():  # the two-rename window, on systems without renameat2
-            recover_interrupted_saves(root)
+            put_back_as_told(root)
         outcome.append((result["killed"], assert_old_or_new_whole(root, old, new), leftovers(root)))
         shutil.rmtree(root)  # ~100 MB per case
     print(f"save takes {duration:.3f} s; (killed, generation, leftovers) per attempt: {outcome}")

@@ -30,7 +30,7 @@ from core.saving.model_folder import (
 )
 from core.saving.output import OutputClaim, OutputError, claim_new_run, claim_output
 from core.saving.owned_files import RECORD_FILE, CarryOverError
-from core.saving.runs import check_run_name, list_runs, recover_interrupted_saves
+from core.saving.runs import check_run_name, list_runs
 from core.saving.temp_files import TEMP_PREFIX
 from core.saving.user_files import FileClaim, UserFileError, claim_files
 
@@ -39,6 +39,5 @@ __all__ = [
     "MODEL_FILES", "ModelLoadError", "OLD_PREFIX", "OutputClaim", "OutputError", "RECORD_FILE", "TEMP_PREFIX",
     "UserFileError", "VOCAB_MAX_BYTES", "WEIGHTS_FILE", "check_metadata", "check_regular_file", "check_run_name",
     "claim_files", "claim_new_run", "claim_output", "config_from_dict", "list_runs", "read_config", "read_json_file",
-    "read_regular_file", "read_weights", "recover_interrupted_saves", "save_model", "weights_max_bytes",
-    "write_folder_atomically",
+    "read_regular_file", "read_weights", "save_model", "weights_max_bytes", "write_folder_atomically",
 ]

@@ -118,7 +118,7 @@ def read_config(folder: str | Path) -> dict:
         if previous is not None:
             raise ModelLoadError(
                 f"no model folder at {folder}: an interrupted save left the previous model in "
-                f"{previous.name}; recover_interrupted_saves({str(folder.parent)!r}) puts it back")
+                f"{previous}; rename that folder to {folder.name} to use it (the next save there puts it back first)")
         raise ModelLoadError(f"no model folder at {folder}")
     path = folder / CONFIG_FILE
     try:

@@ -2,11 +2,11 @@
 
 ``list_runs`` lists the usable models (a calibrated copy like the model it points at) and says why every other
 folder is not one; a ``.tmp-*`` / ``.old-*`` leftover of an interrupted save is never loaded, and a run whose save
-died between the fallback's two renames is put back by ``recover_interrupted_saves``.
+died between the fallback's two renames is reported with the folder its previous model is in (the next save to
+that run puts it back first, ``core.saving.atomic``).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from core.model_names import TFIDF
@@ -39,8 +39,8 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     if not root.is_dir():
         return runs, problems
     for name, previous in interrupted_saves(root).items():
-        problems.append(f"{name}: missing after an interrupted save; the previous model is in {previous.name} "
-                        "and recover_interrupted_saves() puts it back")
+        problems.append(f"{name}: missing after an interrupted save; the previous model is in {previous.name}: "
+                        f"rename that folder to {name} to use it (the next save to {name} puts it back first)")
     for path in sorted(root.iterdir()):
         if not path.is_dir():
             continue
@@ -69,17 +69,3 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
         runs.append({"name": path.name, "path": str(path), **config})
     runs.sort(key=lambda r: str(r.get("saved_at", "")), reverse=True)
     return runs, problems
-
-
-def recover_interrupted_saves(root: str | Path) -> list[str]:
-    """Put back the previous model of every run whose save died between its two renames; one message for each.
-    Other leftovers are left alone: a ``.tmp-*`` folder may belong to a save still running."""
-    root = Path(root)
-    restored = []
-    for name, previous in interrupted_saves(root).items():
-        try:
-            os.rename(previous, root / name)
-        except OSError:  # restored or saved again by someone else meanwhile
-            continue
-        restored.append(f"{name}: restored the previous model from {previous.name}")
-    return restored
