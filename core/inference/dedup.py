@@ -18,13 +18,7 @@ from typing import BinaryIO, Sequence
 import numpy as np
 import pandas as pd
 
-from core.inference.dedup_graph import (
-    DEFAULT_K,
-    Cluster,
-    NeighbourGraph,
-    Progress,
-    checked_threshold,
-)
+from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress
 from core.saving.safe_csv import safe_csv_text
 from core.saving.user_files import claim_files
 
@@ -98,20 +92,6 @@ def clusters_frame(clusters: Sequence[Cluster], texts: Sequence[str]) -> pd.Data
         "similarity_to_representative": np.round(
             np.concatenate([c.similarities for c in clusters]).astype(np.float64), 6),
     })
-
-
-def dedup_questions(model, texts: Sequence[str], threshold: float, min_size: int = 2,
-                    progress: Progress | None = None, k: int = DEFAULT_K, flat_limit: int | None = None,
-                    batch_size: int = 256) -> pd.DataFrame:
-    """Encode ``texts`` with ``model`` (in chunks, ``progress(done, total)``), cluster them
-    (``NeighbourGraph.cluster``) and return ``clusters_frame``'s table."""
-    checked_threshold(threshold, min_size)
-    texts = list(texts)
-    vectors, queries = encode_corpus(model, texts, progress=progress, batch_size=batch_size)
-    if not texts:
-        return clusters_frame([], texts)
-    graph = NeighbourGraph(vectors, k=k, queries=queries, flat_limit=flat_limit)
-    return clusters_frame(graph.cluster(threshold, min_size), texts)
 
 
 MAX_SWEEP = 201  # thresholds one sweep may ask for: -1 to 1 by 0.01
