@@ -25,7 +25,7 @@ from core.inference.dedup import (
     clusters_frame,
     encode_corpus,
     outsized_cluster_note,
-    write_csv,
+    write_csv_chunks,
 )
 from core.inference.dedup_graph import DEFAULT_K, NeighbourGraph
 from core.models import load_model
@@ -522,15 +522,15 @@ def test_cli_bad_options(lstm_folder, tmp_path, capsys, monkeypatch, argv, messa
     assert len(err) == 1 and err[0].startswith("error:") and message in err[0]
 
 
-def test_write_csv_streams_chunks_into_one_safe_file(tmp_path):
+def test_the_csv_is_written_in_chunks_formula_safe():
     frame = pd.DataFrame({"cluster_id": [1, 1, 2, 2, 2], "cluster_size": [2, 2, 3, 3, 3],
                           "representative": ["=a", "=a", "b", "b", "b"], "question": ["=a", "-x", "b", "@c", "d"],
                           "similarity_to_representative": [1.0, -0.5, 1.0, 0.9, 0.8]})
-    path = write_csv(frame, tmp_path / "c.csv", chunk_rows=2)
-    back = pd.read_csv(path, keep_default_na=False)
-    assert back["question"].tolist() == ["'=a", "'-x", "b", "'@c", "d"]
+    handle = io.BytesIO()
+    write_csv_chunks(handle, frame, chunk_rows=2)  # what dedup writes into its claimed --out
+    back = pd.read_csv(io.BytesIO(handle.getvalue()), keep_default_na=False)
+    assert back["question"].tolist() == ["'=a", "'-x", "b", "'@c", "d"]  # one header, every chunk escaped
     assert back["similarity_to_representative"].tolist() == [1.0, -0.5, 1.0, 0.9, 0.8]
-    assert list(tmp_path.iterdir()) == [path]  # no temporary file left
 
 
 @pytest.mark.slow

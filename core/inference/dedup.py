@@ -12,7 +12,6 @@ Siamese models (one tower) use their unit vectors directly.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import BinaryIO, Sequence
 
 import numpy as np
@@ -20,7 +19,6 @@ import pandas as pd
 
 from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress
 from core.saving.safe_csv import safe_csv_text
-from core.saving.user_files import claim_files
 
 CSV_CHUNK = 50_000  # rows per written CSV chunk
 COLUMNS = ["cluster_id", "cluster_size", "representative", "question", "similarity_to_representative"]
@@ -145,16 +143,6 @@ def outsized_cluster_note(largest: int, questions: int, threshold: float) -> str
     return (f"{largest:,} of the {questions:,} questions ({largest / questions:.0%}) are in one cluster at the "
             f"threshold {threshold:.4g}, more than real duplicates make: at this threshold unrelated questions are "
             "alike to the model. Raise the threshold, unless the corpus really is that many copies of one question.")
-
-
-def write_csv(frame: pd.DataFrame, path: str | Path, chunk_rows: int = CSV_CHUNK, overwrite: bool = False) -> Path:
-    """``frame`` written to ``path`` as every user file is (``core.saving.user_files``): claimed (an existing
-    file only with ``overwrite``, never through a link), written to a temporary beside it and renamed onto
-    it, so a reader never sees half a file."""
-    path = Path(path)
-    with claim_files([path], overwrite=overwrite) as claim, claim.open(path) as handle:
-        write_csv_chunks(handle, frame, chunk_rows)
-    return path
 
 
 def write_csv_chunks(handle: BinaryIO, frame: pd.DataFrame, chunk_rows: int = CSV_CHUNK) -> None:
