@@ -129,17 +129,6 @@ def add_vectors(index: faiss.Index, vectors: np.ndarray | Sequence[np.ndarray]) 
     return index
 
 
-def search_vectors(index: faiss.Index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, ids), each (Q, k), best first; id -1 (score -inf) where fewer than ``k`` were found."""
-    scores, ids = index.search(np.ascontiguousarray(queries, dtype=np.float32), int(k))
-    return np.where(ids >= 0, scores, -np.inf).astype(np.float32), ids
-
-
-def index_memory_bytes(index: faiss.Index) -> int:
-    """The index's serialised size: what it holds in memory, within its headers."""
-    return int(faiss.serialize_index(index).size)
-
-
 def index_kind(index: faiss.Index) -> str:
     if isinstance(index, faiss.IndexIVFPQ):
         return "ivfpq"
