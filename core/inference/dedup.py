@@ -2,7 +2,8 @@
 vectors to cluster, ``core.inference.dedup_graph.NeighbourGraph`` clusters them (community detection on a
 FAISS k-NN graph, the rule is described there), ``clusters_frame`` lays the clusters out one row per
 question and ``write_csv_chunks`` writes that table as formula-safe CSV in chunks; ``outsized_cluster_note``
-warns of a cluster too large to be one question's copies. The default threshold is ``core.inference.calibration.clustering_threshold``.
+warns of a cluster too large to be one question's copies. The default threshold is
+``core.inference.calibration.clustering_threshold``.
 
 A model with two independent towers (a dual encoder that does not share them) scores a pair as
 cos(tower0(q1), tower1(q2)), which is not symmetric; clustering uses the symmetric
