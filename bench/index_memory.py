@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import faiss
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -25,11 +26,19 @@ from core.inference.dedup_graph import NeighbourGraph  # noqa: E402
 from core.inference.vector_index import (  # noqa: E402
     INDEX_KINDS,
     add_vectors,
-    index_memory_bytes,
     new_vector_index,
-    search_vectors,
     training_sample,
 )
+
+
+def index_memory_bytes(index: faiss.Index) -> int:
+    """The index's serialised size: what it holds in memory, within its headers."""
+    return int(faiss.serialize_index(index).size)
+
+
+def search_vectors(index: faiss.Index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, ids), each (Q, k), best first; id -1 where fewer than ``k`` were found."""
+    return index.search(np.ascontiguousarray(queries, dtype=np.float32), int(k))
 
 
 def unit(x: np.ndarray) -> np.ndarray:

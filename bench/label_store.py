@@ -114,7 +114,7 @@ def page_runs(path: Path, runs: int) -> dict:
         for question1, question2 in watched:  # show_notices
             store.label_of(question1, question2)
         if new_round is not None:  # pending_pair when the round is all answered
-            threshold = active_rounds.round_threshold(new_round, corpus, store)
+            threshold = active_rounds.labelled_threshold(new_round, corpus, store).threshold
             given = len(store)
             done = given + len(skipped - store.labelled_among(skipped))
             chosen = active_rounds.next_round(corpus, threshold, skipped, ROUND_SIZE, seed=given + done,

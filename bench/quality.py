@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import data_path  # noqa: E402
-from core.data import Splits, load_pairs, split_pairs, unseen_mask  # noqa: E402
-from core.data.implied import implied_mask  # noqa: E402
+from core.data import Splits, load_pairs, normalise_questions, split_pairs, unseen_mask  # noqa: E402
+from core.data.implied import implied_pairs  # noqa: E402
 from core.inference.metrics import evaluate_scores, ranking_metrics  # noqa: E402
 from core.models import load_model  # noqa: E402
 from core.training.pipeline import train_run, validation_curve  # noqa: E402
@@ -84,6 +84,16 @@ BUDGETS = {
     "minilm": ({"rows": 5000, "epochs": 1, "batch_size": 64, "lr": 2e-5, "options": {}, "max_length": 40},
                {"rows": 400, "epochs": 1, "batch_size": 32, "lr": 2e-5, "options": {}, "max_length": 32}),
 }
+
+
+def implied_mask(train, pairs, seed: int = 0) -> np.ndarray:
+    """(len(pairs),) True where a pair of ``pairs`` (in either order) is one that ``train``'s labels imply:
+    a held-out pair that training on implied pairs may have seen with its label."""
+    extra = implied_pairs(train, seed=seed)
+    known = set(zip(normalise_questions(extra["question1"]), normalise_questions(extra["question2"])))
+    return np.array([(a, b) in known or (b, a) in known
+                     for a, b in zip(normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"]))],
+                    dtype=bool)
 
 
 def protocol_splits(pairs, seed: int = 2026) -> Splits:

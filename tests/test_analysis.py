@@ -11,7 +11,6 @@ import pytest
 from core.data import split_pairs, unseen_mask
 from core.inference import analysis
 from core.inference.analysis import FALSE_NEGATIVE, FALSE_POSITIVE
-from core.inference.evaluation import HeldOut
 
 
 def words(count: int, word: str = "w") -> str:
@@ -129,19 +128,6 @@ def test_accuracy_by_group_by_hand():
                                      "accuracy": [0.0, 1.0, 0.0]}
     ordered = analysis.accuracy_by_group(PAIRS["is_duplicate"], SCORES, 0.5, groups, order=["z", "w", "y", "x"])
     assert ordered["group"].tolist() == ["z", "y", "x"]  # "w" holds no pair
-
-
-def test_cap_pairs_takes_a_seeded_sample_in_order_and_says_so():
-    pairs = pd.DataFrame({"question1": [f"q{i}" for i in range(10)], "question2": ["b"] * 10,
-                          "is_duplicate": [0, 1] * 5})
-    held = HeldOut(pairs, "all 10 pairs of the active dataset", False)
-    assert analysis.cap_pairs(held, None) is held and analysis.cap_pairs(held, 10) is held
-    capped = analysis.cap_pairs(held, 4, seed=3)
-    rows = np.sort(np.random.default_rng(3).choice(10, size=4, replace=False))
-    pd.testing.assert_frame_equal(capped.pairs, pairs.iloc[rows].reset_index(drop=True))
-    assert capped.description == "all 10 pairs of the active dataset, of which a seeded sample of 4 (seed 3)"
-    assert not capped.is_validation
-    pd.testing.assert_frame_equal(analysis.cap_pairs(held, 4, seed=3).pairs, capped.pairs)  # seeded
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from core.data import corpus_questions, load_pairs
 from core.inference.projection import (
     DUPLICATE_LABEL,
     NOT_DUPLICATE_LABEL,
-    project_2d,
+    map_layout,
     question_labels,
 )
 from core.models import load_model
@@ -81,7 +81,7 @@ def test_the_map_shows_every_question_where_pca_puts_it(runs_with_models, open_m
 
     model, _ = load_model(folder)
     vectors = _vectors(model, texts)
-    expected = project_2d(vectors)
+    expected = map_layout(vectors, k=1).points
     for column, actual in enumerate((x, y)):
         assert np.allclose(actual, expected[:, column], atol=1e-4) or np.allclose(actual, -expected[:, column],
                                                                                     atol=1e-4)

@@ -23,16 +23,29 @@ from core.inference.dedup import (
     OUTSIZED_MIN_SIZE,
     OUTSIZED_SHARE,
     clusters_frame,
-    dedup_questions,
     encode_corpus,
     outsized_cluster_note,
-    write_csv,
+    write_csv_chunks,
 )
-from core.inference.dedup_graph import NeighbourGraph, cluster
+from core.inference.dedup_graph import DEFAULT_K, NeighbourGraph
 from core.models import load_model
 from core.saving.safe_csv import FORMULA_STARTS
 from lab.session import SAMPLE_PATH
 from tests.conftest import parquet_bytes
+
+
+
+def cluster(vectors, threshold: float, min_size: int = 2, k: int = DEFAULT_K):
+    """What dedup does with a corpus's unit vectors: a ``NeighbourGraph`` of them, clustered."""
+    return NeighbourGraph(vectors, k=k).cluster(threshold, min_size)
+
+
+def fresh_clusters(model, texts, threshold: float, min_size: int = 2) -> pd.DataFrame:
+    """The Dedup page's table of ``texts`` under ``model``, from a fresh encoding: ``encode_corpus``, a
+    ``NeighbourGraph``, ``clusters_frame``."""
+    texts = list(texts)
+    vectors, queries = encode_corpus(model, texts)
+    return clusters_frame(NeighbourGraph(vectors, queries=queries).cluster(threshold, min_size), texts)
 
 
 def unit(rows) -> np.ndarray:
@@ -309,18 +322,18 @@ def test_a_100k_character_question_is_read_and_clustered(tiny_models):
     questions, _ = load_questions(f"question\n{long}\nshort one\n".encode())
     assert questions[0] == long.strip() and len(questions[0]) > 99_000
     model, _ = load_model(tiny_models["lstm"])
-    frame = dedup_questions(model, [long, long, "short one"], threshold=0.9999)
+    frame = fresh_clusters(model, [long, long, "short one"], threshold=0.9999)
     assert frame["cluster_size"].tolist() == [2, 2]
 
 
 # ---- texts -> table -------------------------------------------------------------------------------
 def test_all_identical_questions_make_one_cluster(tiny_models):
     model, _ = load_model(tiny_models["lstm"])
-    frame = dedup_questions(model, ["What is love?"] * 7, threshold=0.9)
+    frame = fresh_clusters(model, ["What is love?"] * 7, threshold=0.9)
     assert list(frame.columns) == COLUMNS
     assert frame["cluster_id"].tolist() == [1] * 7 and frame["cluster_size"].tolist() == [7] * 7
     assert frame["similarity_to_representative"].min() == pytest.approx(1.0, abs=1e-5)
-    assert dedup_questions(model, ["Only one?"], threshold=0.5).empty
+    assert fresh_clusters(model, ["Only one?"], threshold=0.5).empty
 
 
 def test_a_two_tower_model_clusters_by_the_mean_of_both_pair_orders(tiny_models):
@@ -387,7 +400,7 @@ def test_cli_on_the_bundled_sample(lstm_folder, tmp_path, capsys, monkeypatch):
     assert set(frame["question"]) <= set(load_questions(SAMPLE_PATH)[0])
     # the same clusters as the library gives, and the same at -k 1 (every neighbourhood searched deeper)
     model, _ = load_model(lstm_folder)
-    expected = dedup_questions(model, load_questions(SAMPLE_PATH)[0], threshold)
+    expected = fresh_clusters(model, load_questions(SAMPLE_PATH)[0], threshold)
     pd.testing.assert_frame_equal(frame, expected, check_dtype=False, atol=1e-5)
     again = tmp_path / "again.csv"
     assert main(["dedup", "--model", str(lstm_folder), "--questions", str(SAMPLE_PATH), "--out", str(again),
@@ -509,15 +522,15 @@ def test_cli_bad_options(lstm_folder, tmp_path, capsys, monkeypatch, argv, messa
     assert len(err) == 1 and err[0].startswith("error:") and message in err[0]
 
 
-def test_write_csv_streams_chunks_into_one_safe_file(tmp_path):
+def test_the_csv_is_written_in_chunks_formula_safe():
     frame = pd.DataFrame({"cluster_id": [1, 1, 2, 2, 2], "cluster_size": [2, 2, 3, 3, 3],
                           "representative": ["=a", "=a", "b", "b", "b"], "question": ["=a", "-x", "b", "@c", "d"],
                           "similarity_to_representative": [1.0, -0.5, 1.0, 0.9, 0.8]})
-    path = write_csv(frame, tmp_path / "c.csv", chunk_rows=2)
-    back = pd.read_csv(path, keep_default_na=False)
-    assert back["question"].tolist() == ["'=a", "'-x", "b", "'@c", "d"]
+    handle = io.BytesIO()
+    write_csv_chunks(handle, frame, chunk_rows=2)  # what dedup writes into its claimed --out
+    back = pd.read_csv(io.BytesIO(handle.getvalue()), keep_default_na=False)
+    assert back["question"].tolist() == ["'=a", "'-x", "b", "'@c", "d"]  # one header, every chunk escaped
     assert back["similarity_to_representative"].tolist() == [1.0, -0.5, 1.0, 0.9, 0.8]
-    assert list(tmp_path.iterdir()) == [path]  # no temporary file left
 
 
 @pytest.mark.slow

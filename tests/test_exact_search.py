@@ -9,7 +9,12 @@ import pytest
 from core.inference import exact_search
 from core.inference.candidates import EmbeddedCorpus
 from core.inference.dedup_graph import NeighbourGraph
-from core.inference.exact_search import DeviceIndex, exact_neighbours
+from core.inference.exact_search import DeviceIndex
+
+
+def device_search(vectors, k: int, queries=None) -> tuple[np.ndarray, np.ndarray]:
+    """What a ``DeviceIndex`` of ``vectors`` answers for ``queries`` (default: the vectors themselves)."""
+    return DeviceIndex(vectors, "cpu").search(vectors if queries is None else queries, k)
 
 
 def unit_rows(n: int, dim: int, seed: int = 0) -> np.ndarray:
@@ -26,9 +31,10 @@ def clustered_rows(groups: int, per_group: int, dim: int = 16, spread: float = 0
 
 
 @pytest.mark.parametrize("chunk_rows", [7, 4096])
-def test_same_neighbours_and_scores_as_faiss_and_numpy(chunk_rows):
+def test_same_neighbours_and_scores_as_faiss_and_numpy(chunk_rows, monkeypatch):
+    monkeypatch.setattr(exact_search, "CHUNK_ROWS", chunk_rows)
     vectors = unit_rows(400, 24)
-    scores, ids = exact_neighbours(vectors, 10, chunk_rows=chunk_rows)
+    scores, ids = device_search(vectors, 10)
     index = faiss.IndexFlatIP(24)
     index.add(vectors)
     faiss_scores, faiss_ids = index.search(vectors, 10)
@@ -42,7 +48,7 @@ def test_same_neighbours_and_scores_as_faiss_and_numpy(chunk_rows):
 
 def test_queries_other_than_the_vectors_and_unnormalised_rows():
     vectors, queries = unit_rows(300, 16, seed=1), unit_rows(50, 16, seed=2)
-    scores, ids = exact_neighbours(vectors * 3.0, 5, queries=queries * 0.5)  # rows are normalised first
+    scores, ids = device_search(vectors * 3.0, 5, queries=queries * 0.5)  # rows are normalised first
     index = faiss.IndexFlatIP(16)
     index.add(vectors)
     faiss_scores, faiss_ids = index.search(queries, 5)
@@ -51,14 +57,14 @@ def test_queries_other_than_the_vectors_and_unnormalised_rows():
 
 def test_more_neighbours_than_rows_are_missing_as_faiss_says():
     vectors = unit_rows(6, 8)
-    scores, ids = exact_neighbours(vectors, 9)
+    scores, ids = device_search(vectors, 9)
     assert (ids[:, 6:] == -1).all() and np.isneginf(scores[:, 6:]).all()
     assert (np.sort(ids[:, :6], axis=1) == np.arange(6)).all()
 
 
 def test_equal_scores_come_by_lower_index():
     vectors = np.array([[1, 0], [0, 1], [0, 1], [0, 1]], dtype=np.float32)
-    _, ids = exact_neighbours(vectors, 3, queries=np.array([[0, 1]], dtype=np.float32))
+    _, ids = device_search(vectors, 3, queries=np.array([[0, 1]], dtype=np.float32))
     assert ids.tolist() == [[1, 2, 3]]
 
 

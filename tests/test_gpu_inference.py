@@ -29,15 +29,17 @@ def test_half_precision_encoding_on_cuda_is_the_cpu_float32():
     assert cosines.min().item() >= 0.999, cosines
 
 
-def test_exact_search_on_the_gpu_equals_the_cpu():
+def test_exact_search_on_the_gpu_equals_the_cpu(monkeypatch):
     import faiss
 
-    from core.inference.exact_search import exact_neighbours
+    from core.inference import exact_search
+    from core.inference.exact_search import DeviceIndex
 
     rows = np.random.default_rng(0).normal(size=(3000, 64)).astype(np.float32)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    gpu_scores, gpu_ids = exact_neighbours(rows, 20, chunk_rows=512, device="cuda")
-    cpu_scores, cpu_ids = exact_neighbours(rows, 20, device="cpu")
+    cpu_scores, cpu_ids = DeviceIndex(rows, "cpu").search(rows, 20)
+    monkeypatch.setattr(exact_search, "CHUNK_ROWS", 512)  # several chunks
+    gpu_scores, gpu_ids = DeviceIndex(rows, "cuda").search(rows, 20)
     index = faiss.IndexFlatIP(64)
     index.add(rows)
     faiss_scores, faiss_ids = index.search(rows, 20)

@@ -509,7 +509,7 @@ def test_the_records_a_gone_process_left_unfinished_read_as_interrupted_and_not_
 def test_a_record_of_this_pid_by_another_process_is_read_as_gone(tmp_path):
     """A restarted server in a container often gets its old pid again: the pid alone does not say it still runs."""
     run_records.write_record(tmp_path, run_records.RunRecord(id="old", label="old", status=RUNNING, created=1.0))
-    path = run_records.record_path(tmp_path, "old")
+    path = tmp_path / run_records.RECORDS_FOLDER / "old.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "process": "a process before this one"}))
     assert [record.status for record in run_records.read_records(tmp_path)] == [INTERRUPTED]
     assert run_records.read_records(tmp_path / "missing") == []  # no records folder: none

@@ -14,10 +14,14 @@ from core.inference.projection import (
     map_layout,
     nearest,
     neighbours,
-    project_2d,
     question_labels,
     sample_indices,
 )
+
+
+def map_points(vectors) -> np.ndarray:
+    """(N, 2) the map's coordinates of ``vectors`` (``map_layout``'s PCA points)."""
+    return map_layout(vectors, k=1).points
 
 
 def _same_up_to_sign(actual, expected):
@@ -26,31 +30,31 @@ def _same_up_to_sign(actual, expected):
         assert np.allclose(a, e, atol=1e-9) or np.allclose(a, -e, atol=1e-9), column
 
 
-def test_project_2d_equals_the_numpy_svd_projection():
+def test_map_points_equals_the_numpy_svd_projection():
     vectors = np.random.default_rng(0).normal(size=(40, 6)) * np.array([5, 3, 1, 0.5, 0.2, 0.1])
-    points = project_2d(vectors)
+    points = map_points(vectors)
     centred = vectors - vectors.mean(axis=0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     assert points.shape == (40, 2)
     _same_up_to_sign(points, centred @ vt[:2].T)
-    np.testing.assert_array_equal(points, project_2d(vectors))  # deterministic
+    np.testing.assert_array_equal(points, map_points(vectors))  # deterministic
 
 
-def test_project_2d_of_points_on_a_line():
+def test_map_points_of_points_on_a_line():
     t = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
     vectors = np.outer(t, [1 / 3, 2 / 3, 2 / 3]) + np.array([1.0, -1.0, 0.5])  # a line of unit direction in 3-D
-    points = project_2d(vectors)
+    points = map_points(vectors)
     _same_up_to_sign(points[:, :1], (t - t.mean())[:, None])  # distances along the line, centred
     np.testing.assert_allclose(points[:, 1], 0.0, atol=1e-9)  # nothing off the line
     layout = map_layout(vectors, k=2)
     assert layout.variance[0] == pytest.approx(1.0) and layout.variance[1] == pytest.approx(0.0, abs=1e-12)
 
 
-def test_project_2d_of_tiny_inputs():
-    np.testing.assert_array_equal(project_2d(np.ones((1, 4))), [[0.0, 0.0]])
-    assert project_2d(np.arange(3.0).reshape(3, 1)).shape == (3, 2)
+def test_map_points_of_tiny_inputs():
+    np.testing.assert_array_equal(map_points(np.ones((1, 4))), [[0.0, 0.0]])
+    assert map_points(np.arange(3.0).reshape(3, 1)).shape == (3, 2)
     with pytest.raises(ValueError):
-        project_2d(np.ones(3))
+        map_points(np.ones(3))
 
 
 def test_clusters_find_well_separated_groups_and_match_sklearn_kmeans():

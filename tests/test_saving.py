@@ -23,9 +23,7 @@ from core.saving import (
     WEIGHTS_FILE,
     ForeignFilesError,
     ModelLoadError,
-    check_run_name,
     list_runs,
-    run_folder,
     save_model,
 )
 from core.text.vocab_files import WORD_TOKENIZER_FILE, WORDPIECE_VOCAB_FILE
@@ -300,19 +298,7 @@ def test_dual_encoder_config_that_cannot_build_is_refused(tmp_path):
         load_model(folder)
 
 
-# ---- run names and the runs folder ---------------------------------------------------------------
-@pytest.mark.parametrize("name", ["../x", "a/b", ".hidden", "..", "", "a\\b", "/abs", "x" * 200, "a..b", None])
-def test_check_run_name_rejects_unsafe_names(name):
-    with pytest.raises(ModelLoadError):
-        check_run_name(name)
-
-
-@pytest.mark.parametrize("name", ["lstm-triplet-20250101-120000", "run_1", "A.b-c"])
-def test_check_run_name_accepts_plain_names(name, tmp_path):
-    assert check_run_name(name) == name
-    assert run_folder(tmp_path, name) == tmp_path / name
-
-
+# ---- the runs folder -----------------------------------------------------------------------------
 def test_list_runs_reports_leftovers_and_broken_folders(tmp_path):
     root = tmp_path / "runs"
     save_model(tiny_lstm(), root / "good-1", metadata={"name": "good-1"})

@@ -127,12 +127,6 @@ def test_empty_text_gets_one_position():
     np.testing.assert_array_equal(only_empty.lengths, [1, 1])
 
 
-def test_coverage_counts_known_word_occurrences():
-    tok = WordTokenizer.build(CORPUS, min_freq=3, max_length=MAX_LENGTH)  # knows b, a, c
-    assert tok.coverage(["a b zzz yyy", "c"]) == pytest.approx(3 / 5)
-    assert tok.coverage([]) == 0.0
-
-
 def test_take_trims_to_longest_row_and_mask_matches_lengths():
     tok = WordTokenizer.build(CORPUS, min_freq=1, max_length=MAX_LENGTH)
     texts = ["a", "a b c d e ? b", "b c", "c d e"]

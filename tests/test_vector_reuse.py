@@ -15,7 +15,8 @@ import pytest
 
 from core.cli.main import main
 from core.data import load_questions
-from core.inference.dedup import dedup_questions, threshold_range
+from core.inference.dedup import threshold_range
+from test_dedup import fresh_clusters
 from core.inference.search import fingerprint
 from core.inference.vector_cache import FIRST, META_FILE, SECOND, VectorCache, corpus_vectors
 from core.models import load_model
@@ -100,7 +101,7 @@ def test_a_second_dedup_at_another_threshold_loads_no_model_and_encodes_nothing(
     assert second["index"]["reused"] is True and second["threshold"] == 0.9
     # the clusters are the ones a fresh encoding gives at that threshold
     model, _ = load_model(lstm)
-    expected = dedup_questions(model, load_questions(SAMPLE_PATH)[0], 0.9)
+    expected = fresh_clusters(model, load_questions(SAMPLE_PATH)[0], 0.9)
     pd.testing.assert_frame_equal(frame(tmp_path / "second.csv"), expected, check_dtype=False, atol=1e-5)
     assert second["clusters"] == expected["cluster_id"].nunique() > 0
 
@@ -384,7 +385,7 @@ def test_the_sweep_equals_dedup_one_threshold_at_a_time(lstm, corpus_file, tmp_p
     model, _ = load_model(lstm)
     for row in rows:
         one = dedup(capsys, lstm, corpus_file, tmp_path / f"{row['threshold']}.csv", "--threshold", row["threshold"])
-        clusters = dedup_questions(model, CORPUS, row["threshold"])  # a fresh encoding, no cache at all
+        clusters = fresh_clusters(model, CORPUS, row["threshold"])  # a fresh encoding, no cache at all
         sizes = clusters.groupby("cluster_id").size()
         expected = (len(sizes), int(sizes.max()) if len(sizes) else 0, len(clusters))
         assert (row["clusters"], row["largest_cluster"], row["clustered_questions"]) == expected

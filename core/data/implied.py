@@ -85,13 +85,3 @@ def _lenders(group: np.ndarray, max_group: int, rng: np.random.Generator) -> dic
             members = np.sort(rng.choice(members, max_group, replace=False))
         lenders[g] = members.tolist()
     return lenders
-
-
-def implied_mask(train: pd.DataFrame, pairs: pd.DataFrame, max_group: int = MAX_GROUP, seed: int = 0) -> np.ndarray:
-    """(len(pairs),) True where a pair of ``pairs`` (in either order) is one that ``train``'s labels imply:
-    a held-out pair that training on implied pairs may have seen with its label."""
-    extra = implied_pairs(train, max_group, seed)
-    known = set(zip(normalise_questions(extra["question1"]), normalise_questions(extra["question2"])))
-    return np.array([(a, b) in known or (b, a) in known
-                     for a, b in zip(normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"]))],
-                    dtype=bool)

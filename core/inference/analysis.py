@@ -7,13 +7,11 @@ duplicate when its score is strictly above the threshold, as in ``core.inference
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 
 from core.data import normalise_questions, recorded_by_question, split_pairs
-from core.inference.evaluation import HeldOut, held_out_pairs
+from core.inference.evaluation import held_out_pairs
 from core.inference.metrics import predict
 
 FALSE_POSITIVE, FALSE_NEGATIVE = "false positive", "false negative"
@@ -31,16 +29,6 @@ def _checked(pairs: pd.DataFrame, scores) -> np.ndarray:
     if len(scores) != len(pairs):
         raise ValueError(f"{len(pairs)} pairs but {len(scores)} scores")
     return scores
-
-
-def cap_pairs(held: HeldOut, limit: int | None, seed: int = 0) -> HeldOut:
-    """At most ``limit`` of ``held``'s pairs, a seeded sample in their original order, the description
-    saying so. ``held`` itself when it is small enough (or ``limit`` is None)."""
-    if limit is None or len(held.pairs) <= limit:
-        return held
-    rows = np.sort(np.random.default_rng(seed).choice(len(held.pairs), size=limit, replace=False))
-    return replace(held, pairs=held.pairs.iloc[rows].reset_index(drop=True),
-                   description=f"{held.description}, of which a seeded sample of {limit:,} (seed {seed})")
 
 
 def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit: int | None = None) -> pd.DataFrame:

@@ -22,7 +22,6 @@ import pandas as pd
 from core.data.questions import pair_keys
 from core.data.reading import normalise_questions
 
-CANDIDATE_COLUMNS = ("question1", "question2", "similarity")
 STRATEGIES = ("uncertainty", "random")
 UNCERTAIN, RANDOM = "uncertain", "random"  # the ``reason`` of a chosen pair
 DEFAULT_K = 10  # neighbours per question
@@ -132,7 +131,7 @@ def embed_corpus(model, questions: Sequence[str], progress: Progress | None = No
 
 def candidate_pairs(corpus: EmbeddedCorpus, k: int = DEFAULT_K,
                     labelled: set[tuple[str, str]] | None = None) -> pd.DataFrame:
-    """Each question paired with its ``k`` nearest neighbours: ``CANDIDATE_COLUMNS``, each unordered pair
+    """Each question paired with its ``k`` nearest neighbours (question1, question2, similarity), each unordered pair
     once (question1 the earlier in the corpus), none whose ``pair_key`` is in ``labelled``; by similarity,
     highest first (ties: corpus order)."""
     ids, scores = corpus.neighbours(k)  # (N, k) each; -1 where the approximate index found fewer

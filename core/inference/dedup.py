@@ -1,8 +1,9 @@
 """Near-duplicate questions of a corpus, texts in and table out: ``encode_corpus`` turns the texts into the
 vectors to cluster, ``core.inference.dedup_graph.NeighbourGraph`` clusters them (community detection on a
 FAISS k-NN graph, the rule is described there), ``clusters_frame`` lays the clusters out one row per
-question and ``write_csv`` writes that table atomically; ``outsized_cluster_note`` warns of a cluster
-too large to be one question's copies. The default threshold is ``core.inference.calibration.clustering_threshold``.
+question and ``write_csv_chunks`` writes that table as formula-safe CSV in chunks; ``outsized_cluster_note``
+warns of a cluster too large to be one question's copies. The default threshold is
+``core.inference.calibration.clustering_threshold``.
 
 A model with two independent towers (a dual encoder that does not share them) scores a pair as
 cos(tower0(q1), tower1(q2)), which is not symmetric; clustering uses the symmetric
@@ -12,21 +13,13 @@ Siamese models (one tower) use their unit vectors directly.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import BinaryIO, Sequence
 
 import numpy as np
 import pandas as pd
 
-from core.inference.dedup_graph import (
-    DEFAULT_K,
-    Cluster,
-    NeighbourGraph,
-    Progress,
-    checked_threshold,
-)
+from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress
 from core.saving.safe_csv import safe_csv_text
-from core.saving.user_files import claim_files
 
 CSV_CHUNK = 50_000  # rows per written CSV chunk
 COLUMNS = ["cluster_id", "cluster_size", "representative", "question", "similarity_to_representative"]
@@ -100,20 +93,6 @@ def clusters_frame(clusters: Sequence[Cluster], texts: Sequence[str]) -> pd.Data
     })
 
 
-def dedup_questions(model, texts: Sequence[str], threshold: float, min_size: int = 2,
-                    progress: Progress | None = None, k: int = DEFAULT_K, flat_limit: int | None = None,
-                    batch_size: int = 256) -> pd.DataFrame:
-    """Encode ``texts`` with ``model`` (in chunks, ``progress(done, total)``), cluster them
-    (``NeighbourGraph.cluster``) and return ``clusters_frame``'s table."""
-    checked_threshold(threshold, min_size)
-    texts = list(texts)
-    vectors, queries = encode_corpus(model, texts, progress=progress, batch_size=batch_size)
-    if not texts:
-        return clusters_frame([], texts)
-    graph = NeighbourGraph(vectors, k=k, queries=queries, flat_limit=flat_limit)
-    return clusters_frame(graph.cluster(threshold, min_size), texts)
-
-
 MAX_SWEEP = 201  # thresholds one sweep may ask for: -1 to 1 by 0.01
 
 
@@ -165,16 +144,6 @@ def outsized_cluster_note(largest: int, questions: int, threshold: float) -> str
     return (f"{largest:,} of the {questions:,} questions ({largest / questions:.0%}) are in one cluster at the "
             f"threshold {threshold:.4g}, more than real duplicates make: at this threshold unrelated questions are "
             "alike to the model. Raise the threshold, unless the corpus really is that many copies of one question.")
-
-
-def write_csv(frame: pd.DataFrame, path: str | Path, chunk_rows: int = CSV_CHUNK, overwrite: bool = False) -> Path:
-    """``frame`` written to ``path`` as every user file is (``core.saving.user_files``): claimed (an existing
-    file only with ``overwrite``, never through a link), written to a temporary beside it and renamed onto
-    it, so a reader never sees half a file."""
-    path = Path(path)
-    with claim_files([path], overwrite=overwrite) as claim, claim.open(path) as handle:
-        write_csv_chunks(handle, frame, chunk_rows)
-    return path
 
 
 def write_csv_chunks(handle: BinaryIO, frame: pd.DataFrame, chunk_rows: int = CSV_CHUNK) -> None:

@@ -383,11 +383,3 @@ def capped_note(capped: int, limit: int, threshold: float) -> str | None:
             f"their clusters hold only their {limit:,} closest. The threshold is low for this corpus: a higher "
             "one gives tighter clusters.")
 
-
-def cluster(vectors, threshold: float, min_size: int = 2, k: int = DEFAULT_K, *, queries=None,
-            flat_limit: int | None = None) -> list[Cluster]:
-    """Greedy community clusters of ``vectors`` ((N, d) unit rows): every member's cosine to its
-    cluster's representative is above ``threshold``, no row is in two clusters, each cluster has at
-    least ``min_size`` rows, largest first. Candidates come from a k-NN graph (``NeighbourGraph``)."""
-    checked_threshold(threshold, min_size)
-    return NeighbourGraph(vectors, k=k, queries=queries, flat_limit=flat_limit).cluster(threshold, min_size)

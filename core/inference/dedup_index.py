@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -137,18 +136,6 @@ def _plausible(ids: np.ndarray, scores: np.ndarray) -> bool:
     return bool(len(ids) == 0 or (
         ids.min() >= -1 and ids.max() < len(ids) and not np.isnan(scores).any() and not np.isposinf(scores).any()
         and (np.isneginf(scores) == missing).all() and (scores[:, 1:] <= scores[:, :-1]).all()))
-
-
-def saved_graph_index(root: str | Path, model, texts: Sequence[str]) -> SavedGraphIndex | None:
-    """The ``SavedGraphIndex`` of ``model``'s vectors of ``texts`` under ``root``; None for a model nothing
-    identifies (its saved vectors could not be told from another model's)."""
-    from core.inference.search import fingerprint
-    from core.inference.vector_index import model_identity
-
-    identity = model_identity(model)
-    if identity is None:
-        return None
-    return SavedGraphIndex(Path(root), identity, fingerprint(texts), len(texts))
 
 
 def check_rows(index, vectors: np.ndarray, folder: Path) -> None:

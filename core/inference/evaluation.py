@@ -46,13 +46,6 @@ def calibrate(model: PairEncoder, table: PairTable, batch_size: int = 256, progr
     return Calibration(thresholds, evaluate_scores(table.labels, scores, thresholds["accuracy"]), scores)
 
 
-def evaluate_model(model: PairEncoder, pairs: pd.DataFrame, threshold: float | None = None, batch_size: int = 256) -> dict:
-    """Metrics of ``model`` on ``pairs`` (see core.inference.metrics.evaluate_scores), plus the raw scores."""
-    table = PairTable(pairs, model.tokenizer)
-    scores = pair_scores(model, table, batch_size)
-    return {**evaluate_scores(table.labels, scores, threshold), "scores": scores}
-
-
 def scorer_scores(model, pairs: pd.DataFrame, batch_size: int = 256, progress=None) -> np.ndarray:
     """(N,) scores of ``pairs`` under any scorer: a ``PairEncoder``'s cosines (``pair_scores``), else the
     ``score_pairs`` of a scorer without vectors (the TF-IDF baseline, ``core.inference.tfidf_scorer``)."""

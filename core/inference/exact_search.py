@@ -1,7 +1,7 @@
 """Exact nearest neighbours by cosine in torch: matrix products over L2-normalised rows, a chunk of queries at a
 time, each chunk's best ``k`` kept by ``torch.topk``.
 
-``exact_neighbours`` runs wherever torch runs; on a CUDA GPU it does the work of FAISS's exact index
+``DeviceIndex`` searches wherever torch runs; on a CUDA GPU it does the work of FAISS's exact index
 (``IndexFlatIP``) many times faster, so ``dedup`` and ``suggest`` search with it there
 (``device_index``), when the corpus's vectors and one chunk's scores fit in the GPU's free memory; anything
 else keeps FAISS. The products are computed in IEEE float32 (never TF32), so the scores are FAISS's up to
@@ -20,20 +20,11 @@ SCORE_BLOCK_BYTES = 1 << 30  # the (chunk, N) float32 scores of one product at m
 GPU_MEMORY_SHARE = 0.8  # of the free GPU memory the vectors and one score block may take; the rest is headroom
 
 
-def exact_neighbours(vectors, k: int, chunk_rows: int = CHUNK_ROWS, device="cpu",
-                     queries=None) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, indices), each (Q, k), of the ``k`` rows of ``vectors`` ((N, d)) closest by cosine to each row of
-    ``queries`` (default: ``vectors`` themselves, so a row is its own first neighbour), best first, equal scores
-    by lower index. Rows are L2-normalised first (an all-zero row scores 0). Where ``k`` is over N the missing
-    places are index -1 with score -inf, as FAISS gives them. Computed on ``device`` in chunks of ``chunk_rows``
-    queries (fewer when one chunk's scores would pass ``SCORE_BLOCK_BYTES``); numpy arrays on the CPU back."""
-    device = torch.device(device)
-    stored = _unit_tensor(vectors, device)  # (N, d)
-    return _top_k(stored, stored if queries is None else _unit_tensor(queries, device), k, chunk_rows)
-
-
 def _top_k(stored: torch.Tensor, asked: torch.Tensor, k: int, chunk_rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """``exact_neighbours`` of unit rows already on one device: ``asked`` (Q, d) against ``stored`` (N, d)."""
+    """(scores, indices), each (Q, k), of the ``k`` rows of ``stored`` ((N, d)) closest to each row of ``asked``
+    ((Q, d)), unit rows on one device, best first, equal scores by lower index. Where ``k`` is over N the missing
+    places are index -1 with score -inf, as FAISS gives them. Computed in chunks of ``chunk_rows`` queries (fewer
+    when one chunk's scores would pass ``SCORE_BLOCK_BYTES``); numpy arrays on the CPU back."""
     n, q = stored.shape[0], asked.shape[0]
     if asked.shape[1] != stored.shape[1]:
         raise ValueError(f"queries of width {asked.shape[1]} against vectors of width {stored.shape[1]}")
@@ -100,7 +91,8 @@ def fits_on_device(n: int, dim: int, device, copies: int = 1, chunk_rows: int = 
 class DeviceIndex:
     """An exact inner-product index held on a torch device: what ``core.inference.dedup_graph.NeighbourGraph``
     asks of FAISS's flat index (``ntotal``, ``d``, ``search(queries, k) -> (scores, ids)``), answered by
-    ``exact_neighbours``. The vectors go to the device once; every search sends only its queries."""
+    ``_top_k`` over rows L2-normalised first (an all-zero row scores 0). The vectors go to the device once; every
+    search sends only its queries."""
 
     kind = "flat"  # exact, as FAISS's IndexFlatIP
 

@@ -49,12 +49,6 @@ def _pca(vectors):
     return points, ratio
 
 
-def project_2d(vectors) -> np.ndarray:
-    """(N, 2) coordinates of the rows of ``vectors`` on their first two principal components
-    (scikit-learn's ``PCA``, exact SVD, so the same input always gives the same map)."""
-    return _pca(vectors)[0]
-
-
 def clusters(vectors, k: int, seed: int = MAP_SEED) -> np.ndarray:
     """(N,) cluster ids 0..k-1 of the unit-length rows by k-means (scikit-learn ``KMeans``: one seeded
     k-means++ start, in float32, so 20,000 points take about a second).
@@ -118,6 +112,8 @@ class MapLayout:
 
 
 def map_layout(vectors, k: int, seed: int = MAP_SEED) -> MapLayout:
-    """Everything the map draws from the vectors: ``project_2d``, ``clusters`` and the variance kept."""
+    """Everything the map draws from the vectors: (N, 2) coordinates on their first two principal components
+    (scikit-learn's ``PCA``, deterministic, so the same input always gives the same map), ``clusters`` and the
+    variance each axis keeps."""
     points, ratio = _pca(vectors)
     return MapLayout(points, clusters(vectors, k, seed), ratio)

@@ -27,7 +27,6 @@ import faiss
 import numpy as np
 
 from core.inference.search import (
-    FLAT_LIMIT,
     HNSW_EF_SEARCH,
     HNSW_NEIGHBOURS,
     SPOT_CHECKS,
@@ -46,7 +45,6 @@ from core.inference.index_kinds import INDEX_KINDS
 from core.saving.atomic import write_folder_atomically
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
 
-DEFAULT_INDEX = "flat"  # small corpora: exact, and small enough that compression buys nothing
 INDEX_FILE, META_FILE = "index.faiss", "meta.json"
 FORMAT, FORMAT_VERSION = "siamese-lab-vector-index", 1
 MIN_POINTS = 39  # training rows per k-means centroid below which FAISS warns (its min_points_per_centroid)
@@ -58,12 +56,6 @@ PQ_BITS = 8  # bits per code (256 centroids per sub-vector), FAISS's fast path
 # 384-d vectors; on uniform random vectors (no cells to follow) recall@10 is only 0.27 (bench/index_memory.py).
 NPROBE_SHARE, MIN_NPROBE = 16, 8
 _MAGIC = {b"IxFI": "flat", b"IHNf": "hnsw", b"IwPQ": "ivfpq"}
-
-
-def auto_index_kind(n: int) -> str:
-    """The kind used when none is asked for: exact up to ``FLAT_LIMIT`` vectors, HNSW above (ivfpq only
-    when asked: its scores are estimates)."""
-    return DEFAULT_INDEX if n <= FLAT_LIMIT else "hnsw"
 
 
 def checked_kind(kind: str) -> str:
@@ -135,17 +127,6 @@ def add_vectors(index: faiss.Index, vectors: np.ndarray | Sequence[np.ndarray]) 
     for shard in shards:
         index.add(np.ascontiguousarray(shard, dtype=np.float32))
     return index
-
-
-def search_vectors(index: faiss.Index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, ids), each (Q, k), best first; id -1 (score -inf) where fewer than ``k`` were found."""
-    scores, ids = index.search(np.ascontiguousarray(queries, dtype=np.float32), int(k))
-    return np.where(ids >= 0, scores, -np.inf).astype(np.float32), ids
-
-
-def index_memory_bytes(index: faiss.Index) -> int:
-    """The index's serialised size: what it holds in memory, within its headers."""
-    return int(faiss.serialize_index(index).size)
 
 
 def index_kind(index: faiss.Index) -> str:

@@ -30,15 +30,14 @@ from core.saving.model_folder import (
 )
 from core.saving.output import OutputClaim, OutputError, claim_new_run, claim_output
 from core.saving.owned_files import RECORD_FILE, ForeignFilesError
-from core.saving.runs import check_run_name, list_runs, run_folder
+from core.saving.runs import list_runs
 from core.saving.temp_files import TEMP_PREFIX
 from core.saving.user_files import FileClaim, UserFileError, claim_files
 
 __all__ = [
     "CONFIG_FILE", "CONFIG_MAX_BYTES", "FORMAT", "FORMAT_VERSION", "FileClaim", "ForeignFilesError", "JSON_MAX_DEPTH",
     "MODEL_FILES", "ModelLoadError", "OLD_PREFIX", "OutputClaim", "OutputError", "RECORD_FILE", "TEMP_PREFIX",
-    "UserFileError", "VOCAB_MAX_BYTES", "WEIGHTS_FILE", "check_metadata", "check_regular_file", "check_run_name",
+    "UserFileError", "VOCAB_MAX_BYTES", "WEIGHTS_FILE", "check_metadata", "check_regular_file",
     "claim_files", "claim_new_run", "claim_output", "config_from_dict", "list_runs", "read_config", "read_json_file",
-    "read_regular_file", "read_weights", "run_folder", "save_model", "weights_max_bytes",
-    "write_folder_atomically",
+    "read_regular_file", "read_weights", "save_model", "weights_max_bytes", "write_folder_atomically",
 ]

@@ -134,13 +134,6 @@ class LabelStore:
         sql, values = _latest(labelled_by)
         return [Label(*row[3:]) for row in self._rows(f"{sql} LIMIT ?", (*values, n))]
 
-    def history(self, question1: str, question2: str) -> pd.DataFrame:
-        """Every answer the pair was given, the first first: ``LABEL_COLUMNS`` and ``undone_at`` (None if not)."""
-        key = pair_key(str(question1).strip(), str(question2).strip())
-        rows = self._rows(f"SELECT {', '.join(LABEL_COLUMNS)}, undone_at FROM answers WHERE key1 = ? AND key2 = ? "
-                          "ORDER BY id", key)
-        return pd.DataFrame(rows, columns=[*LABEL_COLUMNS, "undone_at"])
-
     def export_csv(self) -> bytes:
         """The current labels as a formula-safe CSV (UTF-8, CRLF) that ``merge`` takes back: the pairs file's columns,
         then who gave each label and when (``LABEL_COLUMNS``)."""

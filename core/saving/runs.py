@@ -1,4 +1,4 @@
-"""The runs folder: one model folder per run, named by ``output.claim_new_run``, checked by ``check_run_name``.
+"""The runs folder: one model folder per run, named by ``output.claim_new_run``.
 
 ``list_runs`` lists the usable models (a calibrated copy like the model it points at) and says why every other
 folder is not one; a ``.tmp-*`` / ``.old-*`` leftover of an interrupted save is never loaded, and a run whose save
@@ -12,7 +12,6 @@ from core.model_names import TFIDF
 from core.saving.atomic import OLD_PREFIX, displaced_folders, put_back_displaced
 from core.saving.calibrated import is_calibrated, parent_folder
 from core.saving.model_folder import (
-    SAFE_NAME,
     WEIGHTS_FILE,
     ModelLoadError,
     read_config,
@@ -20,18 +19,7 @@ from core.saving.model_folder import (
 from core.saving.temp_files import TEMP_PREFIX
 
 
-def check_run_name(name: str) -> str:
-    """A run name is one plain folder name: no separators, no '..', nothing hidden."""
-    if not isinstance(name, str) or not SAFE_NAME.match(name) or ".." in name:
-        raise ModelLoadError(f"{name!r} is not a valid model name (letters, digits, '.', '_' and '-' only)")
-    return name
-
-
 LABELS_FOLDER = "labels"  # the Label page's databases (core.training.active_rounds), not a model: lists skip it
-
-
-def run_folder(root: str | Path, name: str) -> Path:
-    return Path(root) / check_run_name(name)
 
 
 def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:

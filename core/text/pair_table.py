@@ -113,13 +113,6 @@ class PairTable:
         self.negative_of = np.where(chosen >= 0, row_of_code.reindex(chosen).fillna(-1).to_numpy(), -1).astype(np.int64)
         self._negative_code = used  # (K_all,) text code of each negative_texts row
 
-    def coverage(self) -> float:
-        """Share of duplicate pairs that have a labelled hard negative."""
-        if self.negative_of is None:
-            return 0.0
-        duplicates = self.labels == 1
-        return float((self.negative_of[duplicates] >= 0).mean()) if duplicates.any() else 0.0
-
     def _batch_negatives(self, rows: np.ndarray, widths: tuple[int, ...] | None = None) -> Side | None:
         candidates = self.negative_of[rows]
         candidates = np.unique(candidates[candidates >= 0])

@@ -83,7 +83,6 @@ class WordTokenizer:
         self.max_length = check_max_length(max_length)
         self._index = index
         self._tokenizer = word_pipeline(index, self.max_length)
-        self._counter: Tokenizer | None = None  # an untruncated twin, for coverage()
 
     @classmethod
     def build(cls, texts: Iterable[str], min_freq: int = 2, max_size: int = 30000, max_length: int = 64) -> "WordTokenizer":
@@ -115,13 +114,6 @@ class WordTokenizer:
     def count(self, text: str) -> int:
         """Tokens ``text`` has before ``max_length`` cuts it."""
         return len(self.split(text))
-
-    def coverage(self, texts: Sequence[str]) -> float:
-        """Share of word occurrences in ``texts`` that the vocabulary knows (the rest become <unk>)."""
-        if self._counter is None:  # built on first use: most tokenizers are never asked
-            self._counter = word_pipeline(self._index, max_length=None)
-        ids = [i for encoding in self._counter.encode_batch_fast(_utf8(texts)) for i in encoding.ids]
-        return sum(i != self.unk_id for i in ids) / max(1, len(ids))
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORD_TOKENIZER_FILE}

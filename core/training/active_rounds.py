@@ -115,11 +115,6 @@ def retrain_problem(labels: pd.DataFrame | ShareCounts) -> str | None:
 
 
 # ---- a round -----------------------------------------------------------------------------------------------------
-def round_threshold(config: dict, corpus: EmbeddedCorpus, labels) -> float:
-    """The threshold a round asks around: ``labelled_threshold``'s."""
-    return labelled_threshold(config, corpus, labels).threshold
-
-
 def labelled_threshold(config: dict, corpus: EmbeddedCorpus, labels):
     """The model's pair threshold (a ``Calibrated``), calibrated on the labels of pairs of two corpus questions
     (scored from the corpus's vectors, nothing encoded) when the model has none of its own. ``labels``: a pairs

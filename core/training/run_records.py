@@ -70,10 +70,6 @@ class RunRecord:
         return f"{self.status} on another server process."
 
 
-def record_path(runs_root: str | Path, job_id: str) -> Path:
-    return Path(runs_root) / RECORDS_FOLDER / f"{job_id}.json"
-
-
 def write_record(runs_root: str | Path, record: RunRecord) -> bool:
     """Write ``record`` whole, as this process's; False when it could not be (a models folder that does not exist,
     or a read-only one): the run goes on without it."""
