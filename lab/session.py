@@ -14,6 +14,7 @@ from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
 from core.saving.user_files import UserFileError
 from core.saving.workspaces import HELD_OUT_KINDS, WorkspaceError
 from lab import workspace_state
+from lab.navigation import PAGES
 from lab.workspace_state import ACTIVE_MODEL, DATASET, ENTERED_THROUGH_APP
 
 if TYPE_CHECKING:  # annotations only: the inference pages never import a training module
@@ -245,6 +246,8 @@ def setup_page(title: str, icon: str = "🧪") -> None:
     init_state()
     workspace_state.notice()
     with st.sidebar:
+        for lab_page in PAGES:  # the navigation (app.py hides Streamlit's own, whose links forget the workspace)
+            workspace_state.page_link(lab_page)
         st.caption(f"Dataset: **{st.session_state.data_name}** ({len(st.session_state.pairs):,} pairs)")
         workspace_state.sidebar_note()
 

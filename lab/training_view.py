@@ -17,7 +17,7 @@ from core.training.jobs import JobQueue, TrainingJob, earlier_runs
 from core.training.presets import PRESETS
 from core.training.runs_table import METRIC_COLUMNS, runs_table
 from core.training.specs import SIZE_OPTIONS, loss_choice, spec_from_options
-from lab import charts
+from lab import charts, workspace_state
 from lab.navigation import COMPARE
 from lab.session import SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
 
@@ -368,7 +368,7 @@ def saved_models(runs_root: str) -> None:
         number = st.column_config.NumberColumn(format="%.3f")
         st.dataframe(runs_table(runs, MODEL_LABELS), hide_index=True, width="stretch",
                      column_config={column: number for column in METRIC_COLUMNS.values()})
-        st.page_link(COMPARE.path, label="Compare them", icon=COMPARE.icon)
+        workspace_state.page_link(COMPARE, label="Compare them")
     else:
         st.caption("No saved model in this workspace yet.")
     warn_not_models(problems)

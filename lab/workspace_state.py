@@ -186,6 +186,15 @@ def _is_json(value) -> bool:
     return True
 
 
+def page_link(lab_page, label: str | None = None) -> None:
+    """``st.page_link`` to one of ``lab.navigation.PAGES`` carrying the workspace's address (``ws``): Streamlit drops
+    the query parameters on a page change, and after a server restart the new session knows its workspace only
+    from the link the browser still shows."""
+    workspace = st.session_state.get(WORKSPACE)
+    st.page_link(lab_page.path, label=label or lab_page.title, icon=lab_page.icon,
+                 query_params={QUERY_KEY: workspace.id} if workspace is not None else None)
+
+
 def sidebar_note() -> None:
     """The sidebar's workspace lines: who can see it, and a way to start another."""
     workspace: Workspace = st.session_state[WORKSPACE]

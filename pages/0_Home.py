@@ -3,6 +3,7 @@ import streamlit as st
 
 from core.models import MODEL_LABELS
 from core.training.loss_menu import LOSS_CHOICES
+from lab import workspace_state
 from lab.navigation import PAGES
 from lab.session import enter_through_app
 
@@ -35,7 +36,7 @@ with losses_column:
 
 st.subheader("How to use the lab")
 for number, lab_page in enumerate(PAGES[1:], start=1):
-    st.page_link(lab_page.path, label=f"{number}. {lab_page.title} — {lab_page.purpose}", icon=lab_page.icon)
+    workspace_state.page_link(lab_page, label=f"{number}. {lab_page.title} — {lab_page.purpose}")
 
 st.subheader("Active dataset")
 st.write(f"**{state.data_name}**: {len(state.pairs):,} question pairs, "

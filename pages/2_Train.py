@@ -18,7 +18,7 @@ from core.training.specs import (
     loss_choice,
     size_defaults,
 )
-from lab import training_view
+from lab import training_view, workspace_state
 from lab.navigation import DATA
 from lab.session import SAMPLE_NAME, enter_through_app, job_queue, show_error, submit_job
 
@@ -125,7 +125,7 @@ init_widgets()
 st.title("Train")
 st.write(f"Training data: **{state.data_name}** ({len(state.pairs):,} pairs; change it on the Data page). "
          + training_view.validation_sentence())
-st.page_link(DATA.path, label="Change the dataset", icon=DATA.icon)
+workspace_state.page_link(DATA, label="Change the dataset")
 
 # ---- the run's settings ---------------------------------------------------------------------------
 st.selectbox("Preset", [*PRESETS, *[CUSTOM][:state.preset == CUSTOM]], key="preset", on_change=apply_preset,

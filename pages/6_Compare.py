@@ -14,7 +14,7 @@ from core.models import MODEL_LABELS
 from core.saving import list_runs
 from core.saving.safe_csv import safe_csv
 from core.training.runs_table import METRIC_COLUMNS, runs_table
-from lab import cached, compare_view
+from lab import cached, compare_view, workspace_state
 from lab.figures import PLOTLY_CONFIG
 from lab.navigation import TRAIN
 from lab.session import enter_through_app, warn_not_models
@@ -36,7 +36,7 @@ runs, problems = list_runs(state.runs_root)
 if not runs:
     st.info("No trained model in this workspace yet: train one on the Train page to see it beside the "
             "two references below.")
-    st.page_link(TRAIN.path, label="Go to the Train page", icon=TRAIN.icon)
+    workspace_state.page_link(TRAIN, label="Go to the Train page")
 names = [run["name"] for run in runs]
 picked = st.multiselect("Saved models to compare", names, default=names, key="compare_models",
                         help="Each model trained on the active dataset limits the common pairs to the pairs its "

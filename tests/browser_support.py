@@ -221,6 +221,10 @@ def open_url_page(page, server: "StreamlitServer", path: str, heading: str,
     wait_for_script(page)
 
 
+# The sidebar's page links (lab.session.setup_page draws them; Streamlit's own navigation is hidden).
+NAV_LINKS = '[data-testid="stSidebar"] a[data-testid="stPageLink-NavLink"]'
+
+
 def open_sidebar_page(page, link: str, heading: str, timeout_ms: int = PAGE_TIMEOUT_MS) -> None:
     """Open a page through the sidebar navigation (keeps the session, unlike a URL load) and wait for it.
 
@@ -232,7 +236,7 @@ def open_sidebar_page(page, link: str, heading: str, timeout_ms: int = PAGE_TIME
 
     deadline = time.monotonic() + timeout_ms / 1000
     target = page.get_by_role("heading", name=heading, exact=True)
-    nav = page.locator('[data-testid="stSidebarNav"] a').filter(has=page.get_by_text(link, exact=True))
+    nav = page.locator(NAV_LINKS).filter(has=page.get_by_text(link, exact=True))
     path = urlsplit(nav.get_attribute("href")).path
     while True:
         if urlsplit(page.url).path != path:  # not on its way there yet: (again) click the link

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from app_support import open_app
+from app_support import TEST_WORKSPACE, open_app
 
 from lab.navigation import HOME, PAGES
 
@@ -44,7 +44,11 @@ def test_home_is_first_and_the_default_page(runs_root):
 
 def test_home_links_every_other_page_in_order_from_the_one_list(runs_root):
     at = open_app()
-    links = [link.proto for link in at.get("page_link")]
+    sidebar = [link.proto for link in at.sidebar.get("page_link")]
+    links = [link.proto for link in at.main.get("page_link")]
+    # The sidebar's navigation: every page, in order, each link carrying the workspace's address.
+    assert [link.page for link in sidebar] == [page.url_path for page in PAGES]
+    assert {link.query_string for link in sidebar} == {f"ws={TEST_WORKSPACE}"}
     assert [link.page for link in links] == [page.url_path for page in PAGES[1:]]
     assert [link.icon for link in links] == [page.icon for page in PAGES[1:]]
     assert [link.label for link in links] == [f"{number}. {page.title} — {page.purpose}"

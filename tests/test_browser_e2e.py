@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from browser_support import (
+    NAV_LINKS,
     PAGE_TIMEOUT_MS,
     ROOT,
     StreamlitServer,
@@ -111,9 +112,10 @@ def run_flow(server, page, tmp_path) -> None:
     page.goto(server.page_url())
     expect(page.get_by_role("heading", name="Siamese Lab")).to_be_visible()
     # the link's icon is a ligature ("home") hidden from assistive tech; its accessible name is the title alone
-    expect(page.locator('[data-testid="stSidebarNav"] a').first).to_have_accessible_name(HOME.title)
-    expect(page.locator('[data-testid="stSidebarNav"] a')).to_have_count(len(PAGES))
-    expect(page.locator('[data-testid="stPageLink"]')).to_have_count(len(PAGES) - 1)  # every page but Home
+    expect(page.locator(NAV_LINKS).first).to_have_accessible_name(HOME.title)
+    expect(page.locator(NAV_LINKS)).to_have_count(len(PAGES))
+    # the steps in the page itself: every page but Home
+    expect(page.locator('[data-testid="stMain"] [data-testid="stPageLink"]')).to_have_count(len(PAGES) - 1)
     wait_for_script(page)
     shoot(page, "01_home.png")
 
@@ -136,6 +138,9 @@ def run_flow(server, page, tmp_path) -> None:
     # ---- train: a tiny Siamese LSTM for one epoch ----------------------------------------------
     open_sidebar_page(page, "Train", heading="Train")
     expect(page.get_by_text(f"({n_pairs} pairs; change it on the Data page)")).to_be_visible()
+    # an upload opens on the auto recipe (MiniLM); this flow trains the seed's tiny Siamese LSTM instead
+    select_option(page, "Model", "Siamese LSTM")
+    select_option(page, "Loss", "Triplet (mean + closest negative)")
     set_numbers(page, {"Epochs": 1, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
                        "Max length (tokens per question)": 16})
     page.get_by_role("button", name="Start", exact=True).click()

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browser_support import (
+    NAV_LINKS,
     PAGE_TIMEOUT_MS,
     TEST_WORKSPACE,
     StreamlitServer,
@@ -154,7 +155,7 @@ def test_a_workspace_keeps_its_work_and_another_sees_none_of_it(server, tmp_path
             assert other != workspace
             for lab_page in PAGES:
                 page_b.goto(server.page_url(lab_page.url_path, workspace=other))
-                expect(page_b.locator('[data-testid="stSidebarNav"]')).to_be_visible()
+                expect(page_b.locator(NAV_LINKS).first).to_be_visible()
                 wait_for_script(page_b, timeout_ms=TRAIN_TIMEOUT_MS)
                 text = page_b.locator("body").inner_text()
                 for trace in ("private_a", SECRET, run_name, workspace, str(server.workspaces), "/tmp/"):
@@ -189,8 +190,6 @@ def test_an_address_naming_no_workspace_says_so_and_leaves_no_folder(tmp_path):
             browser.close()
 
 
-@pytest.mark.xfail(strict=True, reason="Streamlit drops query parameters on a page change and the restarted "
-                                       "server's new session has no other trace of ws (see docs/RELIABILITY.md)")
 def test_the_first_sidebar_click_after_a_restart_keeps_the_workspace(tmp_path):
     from playwright.sync_api import sync_playwright
 
@@ -204,6 +203,6 @@ def test_the_first_sidebar_click_after_a_restart_keeps_the_workspace(tmp_path):
             server.stop()
             server.start()
             open_sidebar_page(page, "Data", heading="Data")
-            assert workspace_of(page) == TEST_WORKSPACE  # today: a new, empty workspace's id
+            assert workspace_of(page) == TEST_WORKSPACE  # the link carried it: not a new, empty workspace
         finally:
             browser.close()
