@@ -371,12 +371,17 @@ def model_folder_above(out: Path) -> Path | None:
 
 
 def refuse_tfidf(name: str) -> None:
-    """One ``CliError`` when ``--model`` is the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder) for a
-    command that needs vectors."""
+    """One ``CliError`` when ``--model`` is the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder) or a
+    stacked scorer (``core.inference.stacked_scorer``) for a command that needs vectors."""
     from core.inference.tfidf_scorer import is_tfidf
 
     if is_tfidf(name):
         raise CliError(f"--model {name} is the TF-IDF baseline: it scores pairs (evaluate, score, predict, calibrate) "
+                       "but has no vectors for this command")
+    from core.inference.stacked_scorer import is_stacked
+
+    if is_stacked(name):
+        raise CliError(f"--model {name} is a stacked scorer: it scores pairs (evaluate, score, predict, calibrate) "
                        "but has no vectors for this command")
 
 
