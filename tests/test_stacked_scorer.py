@@ -200,3 +200,22 @@ def test_calibrate_refuses_what_cannot_be_stacked_in_one_line(capsys, tmp_path, 
     one_error_line(run_cli(capsys, "calibrate", "--model", lstm_folder, "--data", small, "--stacked", "--out", out),
                    "held-out", "--val")
     assert not out.exists()
+
+
+def test_a_hand_edited_stacked_folder_is_refused_in_one_line(capsys, tmp_path, lstm_folder, pair_files):
+    stacked = tmp_path / "stacked"
+    assert run_cli(capsys, "calibrate", "--model", lstm_folder, "--data", pair_files["train"], "--stacked",
+                   "--out", stacked)[0] == 0
+    config_path = stacked / "config.json"
+    original = json.loads(config_path.read_text())
+    config = json.loads(config_path.read_text())
+    config["stacked"]["scale"][1] = 0.0
+    config_path.write_text(json.dumps(config))
+    one_error_line(run_cli(capsys, "predict", "--model", stacked, "a", "b"), "stacked.scale must be positive")
+    config["stacked"]["coefficients"] = [1.0, "x", 0.0, 0.0]
+    config_path.write_text(json.dumps(config))
+    one_error_line(run_cli(capsys, "predict", "--model", stacked, "a", "b"), "stacked.coefficients must be 4 finite")
+    config_path.write_text(json.dumps(original))
+    load_stacked(stacked)  # as written, it loads
+    (stacked / "tfidf.json").unlink()
+    one_error_line(run_cli(capsys, "predict", "--model", stacked, "a", "b"), "no tfidf.json")
