@@ -50,7 +50,8 @@ def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -
     ``scores_pairs``: the command only scores pairs, so ``--model tfidf`` (``core.cli.scorers``) is offered too."""
     command = sub.add_parser(name, help=help, formatter_class=help_formatter)
     tfidf = (", or 'tfidf' for the TF-IDF cosine baseline (fitted on the questions it scores; a calibrated "
-             "TF-IDF folder keeps the fit of its calibration file)") if scores_pairs else ""
+             "TF-IDF folder keeps the fit of its calibration file); a stacked scorer's folder (calibrate --stacked) "
+             "too") if scores_pairs else ""
     command.add_argument("--model", required=True,
                          help=f"a saved model folder (a calibrated copy included), 'minilm' for zero-shot MiniLM{tfidf}")
     command.add_argument("--device", default="auto", type=device_name, metavar="{auto,cpu,cuda,cuda:N}",
