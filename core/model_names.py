@@ -4,3 +4,5 @@ MODEL_LABELS = {"lstm": "Siamese LSTM", "dual-transformer": "Dual transformer en
 ZERO_SHOT = "minilm"  # the load source that means the pretrained MiniLM, with no training
 ZERO_SHOT_LABEL = "MiniLM zero-shot (pretrained, no training)"
 TFIDF = "tfidf"  # the load source that means the TF-IDF cosine baseline: it scores pairs, it has no vectors
+STACKED = "stacked"  # the model_type of a stacked scorer (calibrate --stacked): it scores pairs, it has no vectors
+PAIR_SCORERS = (TFIDF, STACKED)  # the model types of saved folders that score pairs without vectors

@@ -4,6 +4,8 @@ The copy is a small folder (``core.saving.calibrated``): a config.json that poin
 saved folder by its absolute path, zero-shot MiniLM by name, never a copy of the weights) and records the
 thresholds of best accuracy, best F1 and the clustering operating point on ``--data``. Every command, and the
 app's model picker, then loads it like any model; a parent removed or changed since is a one-line error.
+``--stacked`` writes a stacked scorer the same way (``core.inference.stacked_scorer``): a copy of the model whose
+score is a logistic regression on its cosine and three lexical features, fitted on ``--data``.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 from pathlib import Path
 
 from core.cli.common import CliError, add_columns_option, count, model_command, print_json
-from core.cli.scorers import calibrate_on_file, load_scorer
+from core.cli.scorers import calibrate_on_file, load_scorer, stack_on_files
 
 
 def cmd_calibrate(args) -> int:
@@ -19,6 +21,7 @@ def cmd_calibrate(args) -> int:
 
     parent = _parent(args.model)
     _check_out(Path(args.out), args.model, parent)
+    _check_stacking(args)
     try:
         claim = claim_output(args.out, overwrite=args.overwrite)  # before any work: a refused --out costs nothing
     except OutputError as error:
@@ -27,11 +30,29 @@ def cmd_calibrate(args) -> int:
         raise CliError(f"--out {error.path}: {problem}{hint}") from None
     with claim:
         model, config = load_scorer(args)  # a calibrated --model: its parent is checked here
-        scorer, calibrated = calibrate_on_file(model, args.data, args.columns, args.max_rows, args.label_map)
+        if args.stacked:
+            scorer, calibrated, config = stack_on_files(model, args, parent["name"])
+        else:
+            scorer, calibrated = calibrate_on_file(model, args.data, args.columns, args.max_rows, args.label_map)
         written = _write(claim.target, config, parent, scorer, calibrated)
-    print_json({"folder": str(claim.target), "calibrated_from": written["calibrated_from"],
-                "thresholds": written["thresholds"], "calibration": written["calibration"]}, indent=2)
+    shown = {"folder": str(claim.target), "calibrated_from": written["calibrated_from"],
+             "thresholds": written["thresholds"], "calibration": written["calibration"]}
+    if args.stacked:
+        shown["stacked"] = written["stacked"]
+    print_json(shown, indent=2)
     return 0
+
+
+def _check_stacking(args) -> None:
+    """--stacked stands over an encoder (not TF-IDF, not another stacked scorer); --val only goes with it."""
+    from core.inference.stacked_scorer import is_stacked
+    from core.inference.tfidf_scorer import is_tfidf
+
+    if args.val and not args.stacked:
+        raise CliError("--val picks a stacked scorer's thresholds; add --stacked (plain calibrate uses --data)")
+    if args.stacked and (is_tfidf(args.model) or is_stacked(args.model)):
+        raise CliError(f"--stacked needs an encoder's cosine; --model {args.model} has none (TF-IDF is already "
+                       "one of the stacked features; stack the encoder a stacked scorer stands over)")
 
 
 def _parent(model: str) -> dict:
@@ -61,12 +82,15 @@ def _check_out(out: Path, model: str, parent: dict) -> None:
 
 def _write(target: Path, base: dict, parent: dict, scorer, calibrated) -> dict:
     """Save the copy of the model whose config is ``base``; its config.json comes back."""
+    from core.inference.stacked_scorer import StackedScorer
     from core.inference.tfidf_scorer import TfidfScorer
     from core.saving.calibrated import TFIDF_FILE
     from core.saving.model_folder import calibrated_config, save_calibrated
 
     config = calibrated_config(base, parent, calibrated.thresholds, calibrated.record(), name=target.name)
     extra = {TFIDF_FILE: scorer.to_dict()} if isinstance(scorer, TfidfScorer) else None
+    if isinstance(scorer, StackedScorer):  # its TF-IDF fit, beside the coefficients in config.json
+        extra = {TFIDF_FILE: scorer.tfidf.to_dict()}
     save_calibrated(target, config, extra)
     return config
 
@@ -83,3 +107,10 @@ def add_parsers(sub) -> None:
                                 "copied); a new or empty folder, or an earlier model with --overwrite")
     calibrate.add_argument("--overwrite", action="store_true", help="replace the model saved in --out")
     calibrate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
+    calibrate.add_argument("--stacked", action="store_true",
+                           help="a stacked scorer instead: a logistic regression on the model's cosine, TF-IDF cosine, "
+                                "word overlap and length ratio, fitted on --data's pairs; it scores pairs (evaluate, "
+                                "score, predict) with no vectors")
+    calibrate.add_argument("--val", default=None, metavar="FILE",
+                           help="with --stacked: the labelled pairs its thresholds are picked on (default: a seeded "
+                                "20%% of --data kept from the fit)")

@@ -50,7 +50,8 @@ def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -
     ``scores_pairs``: the command only scores pairs, so ``--model tfidf`` (``core.cli.scorers``) is offered too."""
     command = sub.add_parser(name, help=help, formatter_class=help_formatter)
     tfidf = (", or 'tfidf' for the TF-IDF cosine baseline (fitted on the questions it scores; a calibrated "
-             "TF-IDF folder keeps the fit of its calibration file)") if scores_pairs else ""
+             "TF-IDF folder keeps the fit of its calibration file); a stacked scorer's folder (calibrate --stacked) "
+             "too") if scores_pairs else ""
     command.add_argument("--model", required=True,
                          help=f"a saved model folder (a calibrated copy included), 'minilm' for zero-shot MiniLM{tfidf}")
     command.add_argument("--device", default="auto", type=device_name, metavar="{auto,cpu,cuda,cuda:N}",
@@ -371,12 +372,17 @@ def model_folder_above(out: Path) -> Path | None:
 
 
 def refuse_tfidf(name: str) -> None:
-    """One ``CliError`` when ``--model`` is the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder) for a
-    command that needs vectors."""
+    """One ``CliError`` when ``--model`` is the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder) or a
+    stacked scorer (``core.inference.stacked_scorer``) for a command that needs vectors."""
     from core.inference.tfidf_scorer import is_tfidf
 
     if is_tfidf(name):
         raise CliError(f"--model {name} is the TF-IDF baseline: it scores pairs (evaluate, score, predict, calibrate) "
+                       "but has no vectors for this command")
+    from core.inference.stacked_scorer import is_stacked
+
+    if is_stacked(name):
+        raise CliError(f"--model {name} is a stacked scorer: it scores pairs (evaluate, score, predict, calibrate) "
                        "but has no vectors for this command")
 
 

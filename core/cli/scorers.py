@@ -10,10 +10,14 @@ from core.cli.common import CliError, TqdmCounter, load_backend, load_data
 
 def load_scorer(args):
     """(scorer, config) of a command that only scores pairs (``model.score_pairs``): the TF-IDF baseline
-    for ``--model tfidf`` or a calibrated TF-IDF folder, else ``load_backend``'s model."""
+    for ``--model tfidf`` or a calibrated TF-IDF folder, a stacked scorer's folder (``core.inference.stacked_scorer``),
+    else ``load_backend``'s model."""
+    from core.inference.stacked_scorer import is_stacked
     from core.inference.tfidf_scorer import is_tfidf, load_tfidf
     from core.saving import ModelLoadError
 
+    if is_stacked(args.model):
+        return _load_stacked(args)
     if not is_tfidf(args.model):
         return load_backend(args)
     if getattr(args, "backend", "torch") == "onnx":
@@ -21,6 +25,19 @@ def load_scorer(args):
     try:
         return load_tfidf(args.model)
     except ModelLoadError as error:
+        raise CliError(str(error)) from None
+
+
+def _load_stacked(args):
+    from core.device import DeviceError, resolve_device
+    from core.inference.stacked_scorer import load_stacked
+    from core.saving import ModelLoadError
+
+    if getattr(args, "backend", "torch") == "onnx":
+        raise CliError(f"--model {args.model} is a stacked scorer, which has no ONNX graph; drop --backend onnx")
+    try:
+        return load_stacked(args.model, str(resolve_device(args.device)))
+    except (DeviceError, ModelLoadError) as error:
         raise CliError(str(error)) from None
 
 
@@ -51,3 +68,24 @@ def calibrate_on_file(model, path: str, columns: dict[str, str] | None = None, m
         return calibrate_scorer(model, pairs, Path(path).name, progress=bar)
     finally:
         bar.close()
+
+
+def stack_on_files(encoder, args, parent_name: str):
+    """(scorer, ``FileCalibration``, config base) of a stacked scorer over ``encoder`` fitted on ``args.data``, its
+    thresholds picked on ``args.val`` or a held-out share of ``args.data``
+    (``core.inference.stacked_scorer.stack_and_calibrate``); pairs that cannot do it are one ``CliError`` before
+    any encoding."""
+    from core.inference.stacked_scorer import stack_and_calibrate, stacked_config, stacking_problem
+
+    train = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)
+    val = load_data(args.val, None, args.columns, label_map=args.label_map) if args.val else None
+    names = Path(args.data).name, Path(args.val).name if args.val else ""
+    problem = stacking_problem(train, names[0], val, names[1])
+    if problem:
+        raise CliError(problem)
+    bar = TqdmCounter("encoding the fit pairs", unit="pair")
+    try:
+        scorer, calibrated, fit = stack_and_calibrate(encoder, train, names[0], val, names[1], progress=bar)
+    finally:
+        bar.close()
+    return scorer, calibrated, stacked_config(scorer, fit, parent_name)

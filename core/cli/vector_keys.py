@@ -26,7 +26,7 @@ def vector_cache_key(args) -> str | None:
 
     key = "files-" + content_key(args.model)
     parent = _calibrated_parent(args.model)
-    if parent == TFIDF:
+    if parent == TFIDF or _is_pair_scorer(args.model):
         return None  # no vectors at all: loading it refuses, in one line
     # A calibrated copy's vectors are its parent's: keyed by the parent's files as they are now, so a parent changed
     # since the copy was made is not served from the cache (loading the copy then refuses it, in one line).
@@ -57,3 +57,10 @@ def _calibrated_parent(model: str) -> str | None:
     except ModelLoadError:
         return None
     return str(record["source"]) if isinstance(record, dict) else None
+
+
+def _is_pair_scorer(model: str) -> bool:
+    """Whether ``model`` is a stacked scorer's folder (``core.inference.stacked_scorer``): pairs only, no vectors."""
+    from core.inference.stacked_scorer import is_stacked
+
+    return is_stacked(model)

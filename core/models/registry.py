@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Sequence
 
-from core.model_names import MODEL_LABELS, MODEL_NAMES, TFIDF, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
+from core.model_names import MODEL_LABELS, MODEL_NAMES, STACKED, TFIDF, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
 from core.models.base import PairEncoder
 from core.models.dual_encoder import DualEncoder
 from core.models.minilm import ZERO_SHOT_THRESHOLD, MiniLM
@@ -110,6 +110,9 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
         if parent == TFIDF or config["model_type"] == TFIDF:
             raise ModelLoadError(f"{folder} is a calibrated TF-IDF baseline: it has no vectors (only evaluate, score, "
                                  "predict and calibrate take it)")
+        if config["model_type"] == STACKED:
+            raise ModelLoadError(f"{folder} is a stacked scorer: it has no vectors (only evaluate, score, predict and "
+                                 "calibrate take it)")
         return load_model(parent, device)[0], config
     model_class = MODEL_TYPES[config["model_type"]]
     # 2. every field of the model config typed and bounded; 3. the parameter count under the limit.

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from safetensors import SafetensorError
 
-from core.model_names import MODEL_NAMES, TFIDF
+from core.model_names import MODEL_NAMES, PAIR_SCORERS
 from core.saving.atomic import put_back_displaced, write_folder_atomically
 from core.saving.calibrated import CALIBRATED_FROM, CALIBRATION, TFIDF_FILE, check_calibration_metadata
 from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, open_regular_file, read_json_file
@@ -123,8 +123,8 @@ def read_config(folder: str | Path) -> dict:
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise ModelLoadError(f"{path} is not a {FORMAT} config")
     model_type = config.get("model_type")
-    calibrated_tfidf = model_type == TFIDF and CALIBRATED_FROM in config  # a baseline with thresholds, no weights
-    if not isinstance(model_type, str) or (model_type not in MODEL_NAMES and not calibrated_tfidf):
+    pair_scorer = model_type in PAIR_SCORERS and CALIBRATED_FROM in config  # thresholds and a fit, no weights
+    if not isinstance(model_type, str) or (model_type not in MODEL_NAMES and not pair_scorer):
         raise ModelLoadError(f"{path}: unknown model type {model_type!r}; expected one of {', '.join(MODEL_NAMES)}")
     check_metadata(config, path)
     return config

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.model_names import TFIDF
+from core.model_names import PAIR_SCORERS, TFIDF
 from core.saving.atomic import OLD_PREFIX, displaced_folders, put_back_displaced
 from core.saving.calibrated import is_calibrated, parent_folder
 from core.saving.model_folder import (
@@ -44,8 +44,9 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
             problems.append(f"{path.name}: {error}")
             continue
         if is_calibrated(config):  # a pointer at its parent's weights: cheap checks here, the digest when loaded
-            if config.get("model_type") == TFIDF:  # no vectors for the app's pages
-                problems.append(f"{path.name}: a calibrated TF-IDF baseline: the command line scores pairs with it "
+            if config.get("model_type") in PAIR_SCORERS:  # no vectors for the app's pages
+                what = "a calibrated TF-IDF baseline" if config.get("model_type") == TFIDF else "a stacked scorer"
+                problems.append(f"{path.name}: {what}: the command line scores pairs with it "
                                 "(evaluate, score, predict); the app's pages need a model with vectors")
                 continue
             parent = parent_folder(config)

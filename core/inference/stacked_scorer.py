@@ -1,0 +1,226 @@
+"""A stacked scorer: a logistic regression on an encoder's cosine and three cheap lexical features of a pair.
+
+``python -m core calibrate --stacked`` fits it on the user's labelled pairs. The features of a pair
+(``FEATURES``) are the encoder's cosine, the cosine of TF-IDF vectors fitted on the fit pairs' questions
+(``core.inference.tfidf_scorer``), the Jaccard overlap of the two questions' word sets and the ratio of their
+lengths in words (shorter over longer). They are standardised with the fit pairs' means and scales, and the score
+of a pair is scikit-learn's ``LogisticRegression`` probability that it is a duplicate; a pair costs its encoding by
+the encoder plus microseconds.
+
+The folder (``core.saving.calibrated``) is a calibrated copy of the encoder whose ``model_type`` is ``STACKED``:
+it points at the encoder's files (checked as every copy's parent is), keeps the TF-IDF fit in ``TFIDF_FILE`` and
+the means, scales, coefficients and intercept in config.json's ``stacked``, all JSON. It scores pairs and has no
+vectors of its own, as the TF-IDF baseline.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from core.inference.tfidf_scorer import TfidfScorer
+from core.model_names import STACKED, TFIDF
+
+FEATURES = ("encoder_cosine", "tfidf_cosine", "word_jaccard", "length_ratio")
+STACKED_KEY = "stacked"  # config.json's record of the fit
+MIN_SCALE = 1e-4  # a feature's spread over the fit pairs below this is rounding, not signal
+HELD_OUT_SHARE = 0.2  # of the training pairs, kept from the fit to pick thresholds on when no --val is given
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text``: runs of letters, digits and underscores, lower-cased."""
+    return _WORD.findall(str(text).lower())
+
+
+def word_jaccard(first: str, second: str) -> float:
+    """|shared words| / |words of either|, over distinct words; two questions without words overlap fully.
+
+    Example:
+        >>> word_jaccard("How do I learn Python?", "how to learn python")
+        0.5
+    """
+    a, b = set(words(first)), set(words(second))
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def length_ratio(first: str, second: str) -> float:
+    """The shorter question's length over the longer one's, in words; 1 when neither has a word.
+
+    Example:
+        >>> length_ratio("How do I learn Python?", "how to learn python")
+        0.8
+    """
+    a, b = len(words(first)), len(words(second))
+    return min(a, b) / max(a, b) if max(a, b) else 1.0
+
+
+def lexical_features(first: Sequence[str], second: Sequence[str]) -> np.ndarray:
+    """(N, 2): each pair's ``word_jaccard`` and ``length_ratio``."""
+    return np.array([(word_jaccard(a, b), length_ratio(a, b)) for a, b in zip(first, second)],
+                    dtype=np.float64).reshape(-1, 2)
+
+
+class StackedScorer:
+    """Scores pairs by the logistic probability of ``FEATURES`` (standardised by ``mean`` and ``scale``)."""
+
+    model_type = STACKED
+
+    def __init__(self, encoder, tfidf: TfidfScorer, mean, scale, coefficients, intercept: float):
+        self.encoder = encoder  # anything with score_pairs: its cosine is the first feature
+        self.tfidf = tfidf
+        self.mean, self.scale = np.asarray(mean, dtype=np.float64), np.asarray(scale, dtype=np.float64)
+        self.coefficients = np.asarray(coefficients, dtype=np.float64)
+        self.intercept = float(intercept)
+
+    def features(self, first: Sequence[str], second: Sequence[str], batch_size: int = 256,
+                 encoder_cosine=None) -> np.ndarray:
+        """(N, 4) raw ``FEATURES`` of each (first[i], second[i]); ``encoder_cosine`` when already computed."""
+        first, second = [str(t) for t in first], [str(t) for t in second]
+        if encoder_cosine is None:
+            encoder_cosine = self.encoder.score_pairs(first, second, batch_size=batch_size)
+        return np.column_stack([np.asarray(encoder_cosine, dtype=np.float64),
+                                self.tfidf.score_pairs(first, second), lexical_features(first, second)])
+
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """The logistic probability of each row of raw ``features``."""
+        logits = ((np.asarray(features, dtype=np.float64) - self.mean) / self.scale) @ self.coefficients
+        return 1.0 / (1.0 + np.exp(-(logits + self.intercept)))
+
+    def score_pairs(self, first: Sequence[str], second: Sequence[str], batch_size: int = 256) -> np.ndarray:
+        """The probability that each (first[i], second[i]) is a duplicate, (N,) float64."""
+        return self.probabilities(self.features(first, second, batch_size))
+
+    def record(self) -> dict:
+        """What config.json's ``stacked`` holds of the fit (the TF-IDF fit goes to its own file)."""
+        return {"features": list(FEATURES), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                "coefficients": self.coefficients.tolist(), "intercept": self.intercept}
+
+
+def fit_stacked(encoder, pairs, encoder_cosine) -> StackedScorer:
+    """A ``StackedScorer`` over ``encoder`` fitted on the labelled ``pairs`` (``encoder_cosine``: their cosines
+    under it): TF-IDF on their questions, then ``StandardScaler`` and ``LogisticRegression`` with its defaults."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    first, second = pairs["question1"].astype(str).tolist(), pairs["question2"].astype(str).tolist()
+    tfidf = TfidfScorer.fit(first + second)
+    features = StackedScorer(encoder, tfidf, np.zeros(4), np.ones(4), np.zeros(4), 0.0).features(
+        first, second, encoder_cosine=encoder_cosine)
+    scaler = StandardScaler().fit(features)
+    # A feature that barely varies over the fit pairs (an encoder whose cosines are all 1 but for float32 rounding)
+    # is taken as constant, as StandardScaler takes one of no variance: scaled up, the rounding would decide scores.
+    scaler.scale_ = np.where(scaler.scale_ < MIN_SCALE, 1.0, scaler.scale_)
+    logistic = LogisticRegression().fit(scaler.transform(features), pairs["is_duplicate"].astype(int).to_numpy())
+    return StackedScorer(encoder, tfidf, scaler.mean_, scaler.scale_, logistic.coef_[0], logistic.intercept_[0])
+
+
+def split_for_thresholds(pairs, seed: int = 0):
+    """(fit, held-out) of ``pairs``: a seeded ``HELD_OUT_SHARE`` of the rows held out, the rest to fit on."""
+    order = np.random.default_rng(seed).permutation(len(pairs))
+    held = max(1, round(len(pairs) * HELD_OUT_SHARE))
+    return (pairs.iloc[np.sort(order[held:])].reset_index(drop=True),
+            pairs.iloc[np.sort(order[:held])].reset_index(drop=True))
+
+
+def description(parent_name: str, pairs: int, data: str) -> dict:
+    """The model card's lines of a stacked scorer over the encoder named ``parent_name``."""
+    return {"what": f"logistic regression on {parent_name}'s cosine, TF-IDF cosine, word overlap and length ratio, "
+                    f"fitted on {pairs:,} pairs of {data}",
+            "cost_per_pair": f"{parent_name}'s encoding of both questions plus microseconds (TF-IDF, two word sets, "
+                             "four multiplications)"}
+
+
+def is_stacked(source: str | Path) -> bool:
+    """Whether a ``--model`` value is a folder holding a stacked scorer."""
+    from core.saving import ModelLoadError, read_config
+
+    try:
+        return Path(source).is_dir() and read_config(source).get("model_type") == STACKED
+    except ModelLoadError:
+        return False  # not a usable folder: the loader that tries it says why
+
+
+def _numbers(record: Mapping, key: str, size: int, where: str) -> list[float]:
+    values = record.get(key)
+    if not (isinstance(values, list) and len(values) == size and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)):
+        raise ValueError(f"{where}.{key} must be {size} finite numbers, got {values!r:.80}")
+    return [float(v) for v in values]
+
+
+def load_stacked(source: str | Path, device: str = "cpu") -> tuple[StackedScorer, dict]:
+    """(scorer, config) of the stacked folder ``source``, its encoder loaded on ``device`` once its files are
+    checked to be those it was fitted over (``core.models.registry.parent_of``); ModelLoadError, one line, else."""
+    from core.models.registry import load_model, parent_of
+    from core.saving import VOCAB_MAX_BYTES, ModelLoadError, read_config, read_json_file
+    from core.saving.calibrated import CALIBRATED_FROM, TFIDF_FILE
+
+    folder = Path(source)
+    config = read_config(folder)
+    if config.get("model_type") != STACKED or CALIBRATED_FROM not in config:
+        raise ModelLoadError(f"{folder} is not a stacked scorer")
+    where = f"{folder}/config.json: {STACKED_KEY}"
+    record = config.get(STACKED_KEY)
+    try:
+        if not isinstance(record, Mapping) or record.get("features") != list(FEATURES):
+            raise ValueError(f"{where} must name the features {', '.join(FEATURES)}")
+        mean, scale, coefficients = (_numbers(record, key, len(FEATURES), where)
+                                     for key in ("mean", "scale", "coefficients"))
+        intercept = _numbers({"intercept": [record.get("intercept")]}, "intercept", 1, where)[0]
+        if min(scale) <= 0:
+            raise ValueError(f"{where}.scale must be positive")
+        tfidf = TfidfScorer.from_dict(read_json_file(folder / TFIDF_FILE, VOCAB_MAX_BYTES, folder=folder),
+                                      str(folder / TFIDF_FILE))
+    except FileNotFoundError:
+        raise ModelLoadError(f"{folder} has no {TFIDF_FILE}; calibrate --stacked again") from None
+    except ValueError as error:  # ModelLoadError included
+        raise ModelLoadError(str(error)) from None
+    parent = parent_of(folder, config)
+    if parent == TFIDF:
+        raise ModelLoadError(f"{folder}: a stacked scorer stands over an encoder, not the TF-IDF baseline")
+    encoder = load_model(parent, device)[0]
+    return StackedScorer(encoder, tfidf, mean, scale, coefficients, intercept), config
+
+
+def stack_and_calibrate(encoder, train, data: str, val=None, val_data: str = "", progress=None):
+    """(scorer, ``FileCalibration``, fit record) of a ``StackedScorer`` over ``encoder`` fitted on the labelled
+    ``train`` pairs of the file named ``data``, its thresholds (``calibrate_on``) picked on ``val`` (the file named
+    ``val_data``) when given, else on the seeded ``split_for_thresholds`` share of ``train`` the fit did not see.
+    ``stacking_problem`` first: ValueError when the pairs cannot do it. ``progress(done, total)`` while encoding."""
+    from core.inference.calibration import calibrate_on
+    from core.inference.evaluation import scorer_scores
+
+    problem = stacking_problem(train, data, val, val_data)
+    if problem:
+        raise ValueError(problem)
+    fit, held = (train, val) if val is not None else split_for_thresholds(train)
+    scorer = fit_stacked(encoder, fit, scorer_scores(encoder, fit, progress=progress))
+    where = val_data if val is not None else f"{data} (held out)"
+    calibrated = calibrate_on(held["is_duplicate"].to_numpy(), scorer_scores(scorer, held), where)
+    thresholds_on = (f"{val_data} (--val, {len(held):,} pairs)" if val is not None else
+                     f"a seeded {HELD_OUT_SHARE:.0%} of {data} ({len(held):,} pairs, seed 0) that the fit did not see")
+    return scorer, calibrated, {"data": data, "pairs": len(fit), "thresholds_on": thresholds_on}
+
+
+def stacking_problem(train, data: str, val=None, val_data: str = "") -> str:
+    """Why these pairs cannot fit a stacked scorer and pick its thresholds, or "": the fit pairs and the threshold
+    pairs each need ``calibration_problem``'s least (both classes, at least ``MIN_CALIBRATION_PAIRS``)."""
+    from core.inference.calibration import calibration_problem
+
+    fit, held = (train, val) if val is not None else split_for_thresholds(train)
+    problem = calibration_problem(fit["is_duplicate"].to_numpy(), data)
+    if problem or val is not None:
+        return problem or calibration_problem(held["is_duplicate"].to_numpy(), val_data)
+    problem = calibration_problem(held["is_duplicate"].to_numpy(), f"{data}'s held-out {HELD_OUT_SHARE:.0%}")
+    return problem and problem + "; give more pairs or --val FILE"
+
+
+def stacked_config(scorer: StackedScorer, fit: dict, parent_name: str) -> dict:
+    """The fields of a stacked folder's config.json beyond a calibrated copy's (``calibrated_config``'s base)."""
+    return {"model_type": STACKED, STACKED_KEY: {**scorer.record(), "fit": fit},
+            "model_card": description(parent_name, fit["pairs"], fit["data"])}
