@@ -88,6 +88,13 @@ def test_text_labels_are_mapped_and_held_out_files_counted(server, tmp_path):
                 caption = page.locator('[data-testid="stCaptionContainer"]').filter(has_text=f"{title}:")
                 expect(caption).to_contain_text(f"{title}: {count} from {name}")
             expect(page.locator('[data-testid="stAlertContentError"]')).to_have_count(0)
+
+            page.reload()  # a new session of the same workspace: the dataset and both files were kept in it
+            expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("graded.csv (upload) (5 pairs)")
+            wait_for_script(page)
+            for title, name, count in (("Validation", "val.csv", "2 pairs"), ("Test", "test.csv", "3 pairs")):
+                caption = page.locator('[data-testid="stCaptionContainer"]').filter(has_text=f"{title}:")
+                expect(caption).to_contain_text(f"{title}: {count} from {name}")
         finally:
             page.screenshot(path=str(tmp_path / "data_files.png"), full_page=True)
             browser.close()
@@ -162,16 +169,13 @@ def test_an_upload_with_its_own_columns_and_text_labels_trains_with_the_defaults
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(upload)
             loaded = f"forum.csv (upload) ({OWN_PAIRS} pairs)"
             sidebar = page.locator('[data-testid="stSidebar"]')
-            for _ in range(3):  # the columns, then the labels' meanings (or both at once)
-                page.get_by_role("button", name=re.compile("^Load with")).or_(sidebar.get_by_text(loaded)).first \
-                    .wait_for()
-                if loaded in sidebar.inner_text():
-                    break
-                for value, meaning in (("match", "duplicate"), ("different", "not duplicate")):
-                    if widget(page, "stSelectbox", f'"{value}"').count():
-                        select_option(page, f'"{value}"', meaning)
-                page.get_by_role("button", name=re.compile("^Load with")).click()
-                wait_for_script(page)
+            # the columns come picked, then each label's meaning guessed (match -> duplicate, different -> not)
+            page.get_by_role("button", name="Load with these columns", exact=True).click()
+            wait_for_script(page)
+            mapping = page.get_by_role("button", name="Load with these columns and label mapping")
+            for value, meaning in (("match", "duplicate"), ("different", "not duplicate")):
+                expect(widget(page, "stSelectbox", f'"{value}"').get_by_role("combobox")).to_have_value(meaning)
+            mapping.click()
             expect(sidebar).to_contain_text(loaded)
 
             open_sidebar_page(page, "Train", "Train")

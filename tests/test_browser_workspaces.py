@@ -21,6 +21,7 @@ from browser_support import (
     open_sidebar_page,
     open_url_page,
     require_browser,
+    select_option,
     set_numbers,
     wait_for_rerun,
     wait_for_script,
@@ -97,6 +98,7 @@ def test_a_workspace_keeps_its_work_and_another_sees_none_of_it(server, tmp_path
             expect(page.get_by_role("heading", name="Active dataset: private_a.csv (upload)")).to_be_visible()
             wait_for_script(page)
             open_sidebar_page(page, "Train", heading="Train")
+            select_option(page, "Model", "Siamese LSTM")  # an upload opens on auto (MiniLM); a tiny LSTM is enough
             set_numbers(page, {"Epochs": 1, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
                                "Max length (tokens per question)": 16})
             page.get_by_role("button", name="Start", exact=True).click()

@@ -65,7 +65,8 @@ def test_embed_on_ray_writes_the_local_vectors_in_the_local_order(ray_cluster, t
     assert (local["engine"], on_ray["engine"]) == ("local", "ray") and on_ray["n"] == local["n"] > 150
     np.testing.assert_allclose(np.load(on_ray["vectors"]), np.load(local["vectors"]), atol=1e-5)
     assert Path(on_ray["questions"]).read_text() == Path(local["questions"]).read_text()
-    assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == ["vectors.npy", "vectors.questions.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == ["vectors.npy", "vectors.npy.sha256",
+                                                                   "vectors.questions.jsonl"]
 
 
 def test_dedup_on_ray_gives_the_local_clusters(ray_cluster, tiny_models, texts, tmp_path, capsys):
