@@ -182,11 +182,53 @@ def _decode(value):
 
 
 @pytest.fixture
+def download_stores(monkeypatch):
+    """Every media file store an AppTest makes, so a download's bytes can be read back."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    stores = []
+
+    class Recording(MemoryMediaFileStorage):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            stores.append(self)
+
+    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+    return stores
+
+
+@pytest.fixture
 def plotly_figures():
     def figures(at) -> list[dict]:
         return [_decode(json.loads(chart.proto.spec)) for chart in at.get("plotly_chart")]
 
     return figures
+
+
+# ---- the CLI in this process, and files before and after ------------------------------------------
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """``python -m core *argv`` in this process: (exit code, stdout, stderr)."""
+    from core.cli.main import main
+
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_error_line(result, *fragments) -> str:
+    """``run_cli``'s result is exit 2, no stdout and one ``error:`` line holding every fragment; that line."""
+    code, out, err = result
+    assert code == 2 and out == "", err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder``, with its bytes (None for a folder)."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes() for p in sorted(folder.rglob("*"))}
 
 
 # Property tests draw the same examples on every run (CI must not pass or fail by luck); a developer

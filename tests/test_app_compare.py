@@ -291,22 +291,6 @@ def _downloaded_pairs(stores, at) -> pd.DataFrame:
     return pd.read_csv(io.BytesIO(data), keep_default_na=False)
 
 
-@pytest.fixture
-def download_stores(monkeypatch):
-    """Every media file store an AppTest makes, so a download's bytes can be read back."""
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-
-    stores = []
-
-    class Recording(MemoryMediaFileStorage):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            stores.append(self)
-
-    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
-    return stores
-
-
 def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, sample_pairs, download_stores):
     """A run trained on an upload with its own validation file: Compare scores it on the validation file while it
     is loaded, and without it on the upload's pairs the run held out (its test split), less every pair it trained

@@ -7,7 +7,6 @@ import json
 import zipfile
 from pathlib import Path
 
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from core.export.onnx_backend import OnnxEncoder
@@ -24,15 +23,8 @@ def new_app(choice) -> AppTest:
     return at
 
 
-def test_a_saved_lstm_exports_to_an_onnx_zip(tiny_models, tmp_path, monkeypatch):
-    stores = []
-
-    class Recording(MemoryMediaFileStorage):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            stores.append(self)
-
-    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+def test_a_saved_lstm_exports_to_an_onnx_zip(tiny_models, tmp_path, download_stores):
+    stores = download_stores
     folder = tiny_models["lstm"]
     at = new_app(folder)
     assert at.radio(key="export_format").options == ["ONNX (onnxruntime; any model)"]

@@ -12,7 +12,6 @@ import app_support
 import numpy as np
 import pandas as pd
 import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from core.data import load_pairs, normalise_questions, split_pairs
@@ -306,17 +305,10 @@ def test_error_analysis_lists_the_worst_errors_at_the_threshold(runs_with_models
     assert any(f"the {len(train)} pairs this model trained on" in c.value for c in at.caption)
 
 
-def test_the_errors_download_is_formula_safe(runs_with_models, sample, monkeypatch):
+def test_the_errors_download_is_formula_safe(runs_with_models, sample, download_stores):
     from lab.session import get_model
 
-    stores = []
-
-    class Recording(MemoryMediaFileStorage):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            stores.append(self)
-
-    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+    stores = download_stores
     _, folders = runs_with_models
     # Another dataset whose non-duplicates start like spreadsheet formulas; at threshold -1 every one of
     # them is a false positive, so every one is in the download.
@@ -388,18 +380,11 @@ def test_questions_threshold_and_model_survive_a_visit_to_another_page(runs_with
     assert metric(at, "Cosine similarity") == score and len(verdicts(at)) == 1
 
 
-def test_a_whole_file_is_scored_at_the_threshold_and_downloaded(runs_with_models, monkeypatch, tmp_path):
+def test_a_whole_file_is_scored_at_the_threshold_and_downloaded(runs_with_models, tmp_path, download_stores):
     from core.inference.scoring import score_file
     from lab.session import get_model
 
-    stores = []
-
-    class Recording(MemoryMediaFileStorage):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            stores.append(self)
-
-    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
+    stores = download_stores
     _, folders = runs_with_models
     at = new_app()
     choose(at, folders["lstm"])
@@ -415,22 +400,16 @@ def test_a_whole_file_is_scored_at_the_threshold_and_downloaded(runs_with_models
     assert data == (tmp_path / "expected.csv").read_bytes()
 
 
-def test_the_scored_file_survives_a_visit_to_another_page(runs_with_models, monkeypatch, tmp_path):
+def test_the_scored_file_survives_a_visit_to_another_page(runs_with_models, tmp_path, download_stores):
     from core.inference.scoring import score_file
     from lab.session import get_model
 
-    stores = []
-
-    class Recording(MemoryMediaFileStorage):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            stores.append(self)
+    stores = download_stores
 
     def downloaded(at: AppTest) -> bytes:
         button = next(b for b in at.get("download_button") if "scored" in b.proto.label)
         return stores[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content
 
-    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", Recording)
     _, folders = runs_with_models
     at = new_app()
     choose(at, folders["lstm"])

@@ -8,12 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import synthetic_pairs
+from conftest import one_error_line, run_cli, synthetic_pairs
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import roc_auc_score
 from sklearn.metrics.pairwise import paired_cosine_distances
 
-from core.cli.main import main
 from core.inference.calibration import pair_threshold, precision_threshold
 from core.inference.evaluation import pair_scores
 from core.inference.metrics import best_thresholds, evaluate_scores
@@ -22,22 +21,6 @@ from core.inference.uncertainty import metric_intervals
 from core.models import load_model
 from core.saving import ModelLoadError, list_runs
 from core.text.pair_table import PairTable
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def one_error_line(result, *fragments) -> str:
-    code, out, err = result
-    assert code == 2 and out == "", err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), err
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture

@@ -15,30 +15,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.cli.main import main
 from core.export.export_folder import export_model
 from core.export.manifest import FILE_HASHES, MANIFEST_FILE
 from core.export.onnx_backend import OnnxBackendError, OnnxEncoder
 from core.export.onnx_cache import cache_entry
 from core.models import ZERO_SHOT, load_model
 from core.text.word_tokenizer import WordTokenizer
+from conftest import run_cli, snapshot
 
 pytestmark = pytest.mark.slow
 
 TEXTS = ["How do I learn Python?", "", "Why don't cats like water???", "Café ΟΔΟΣ 😀 日本 42?",
          " ".join(["x"] * 90)]
 PAIR = ("How do I learn Python?", "What is the best way to learn Python?")
-
-
-def snapshot(folder: Path) -> dict[str, bytes | None]:
-    """Every path under ``folder``, with its bytes (None for a folder)."""
-    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes() for p in sorted(folder.rglob("*"))}
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def torch_similarity(folder: Path, first: str, second: str) -> float:

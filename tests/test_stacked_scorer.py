@@ -8,32 +8,15 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import synthetic_pairs
+from conftest import one_error_line, run_cli, synthetic_pairs
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 
-from core.cli.main import main
 from core.inference.stacked_scorer import StackedScorer, fit_stacked, load_stacked
 from core.inference.tfidf_scorer import TfidfScorer
 from core.models import load_model
 from core.saving import ModelLoadError, list_runs
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def one_error_line(result, *fragments) -> str:
-    code, out, err = result
-    assert code == 2 and out == "", err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), err
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 class FixedCosines:
