@@ -77,8 +77,8 @@ REMEMBERED = {
     "sim_start": Takes(int, 0, SAFE_INT, default=0),  # its maximum depends on the dataset: the page checks it
     "sim_margin": Takes(float, 0.0, 1.0, default=0.25), "softmax_scale": Takes(float, 0.1, 100.0, default=1.0),
     "map_colour": Takes(str, options=("cluster", "label of its pairs")),  # Map
-    "map_k": Takes(int, 2, 20), "map_neighbours": Takes(int, 1, 50),
-    "k": Takes(int, 1, 50),  # Search: number of results
+    "map_k": Takes(int, 2, 20, default=8), "map_neighbours": Takes(int, 1, 50, default=10),
+    "k": Takes(int, 1, 50, default=10),  # Search: number of results
 }
 
 def workspaces_root() -> Path:

@@ -14,7 +14,7 @@ st.caption("Every distinct question of the active dataset (both columns) is enco
 
 choice = model_picker()
 query = st.text_input("Question", value="How can I learn to code?", key="query", persist_state="session")
-k = st.slider("Number of results", min_value=1, max_value=50, value=10, step=1, **kept("k"), persist_state="session")
+k = st.slider("Number of results", min_value=1, max_value=50, step=1, **kept("k"), persist_state="session")
 
 pairs = st.session_state.pairs
 key = cached.active_data_key(pairs)

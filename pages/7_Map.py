@@ -42,9 +42,9 @@ map_key = f"{key}:{len(questions)}"  # the dataset and how many of its questions
 
 colour_column, k_column, n_column = st.columns(3)
 colouring = colour_column.selectbox("Colour by", COLOURINGS, **kept("map_colour"), persist_state=PERSIST)
-k = k_column.slider("Clusters (k-means)", min_value=2, max_value=20, value=8, **kept("map_k"),
+k = k_column.slider("Clusters (k-means)", min_value=2, max_value=20, **kept("map_k"),
                     disabled=colouring != "cluster", persist_state=PERSIST)
-count = n_column.slider("Neighbours to highlight", min_value=1, max_value=50, value=10, **kept("map_neighbours"),
+count = n_column.slider("Neighbours to highlight", min_value=1, max_value=50, **kept("map_neighbours"),
                         persist_state=PERSIST)
 query = st.text_input("Search: highlight the questions closest to", value="", key="map_query",
                       on_change=map_view.forget_click, placeholder="Type a question, or click a point on the map",

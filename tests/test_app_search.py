@@ -69,3 +69,12 @@ def test_a_saved_model_keeps_its_index_in_its_folder(runs_with_models, sample):
     assert results["cosine"].iloc[0] == pytest.approx(1.0, abs=1e-4)
     assert question in set(results.loc[results["cosine"] > 1 - 1e-4, "question"])
     assert len(list(folder.glob("search-*/index.faiss"))) == 1
+
+
+
+def test_a_kept_number_of_results_comes_back(runs_root):
+    at = new_app()
+    assert at.slider(key="k").value == 10  # the default, set once by the kept widget
+    at.slider(key="k").set_value(7).run()
+    again = new_app()  # a reload: a new session of the workspace
+    assert again.slider(key="k").value == 7

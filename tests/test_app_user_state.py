@@ -4,6 +4,8 @@ models are one line; the Map's query and the worked example's edits survive a vi
 import json
 import shutil
 
+from pathlib import Path
+
 import pytest
 
 import core.training.jobs
@@ -167,3 +169,21 @@ def test_the_worked_examples_edits_survive_a_visit_to_another_page(runs_root, op
     assert example_scores(at)[0].tolist() == pytest.approx([0.5, -0.8, 0.3, -0.5])
     per_row = next(d.value for d in at.dataframe if "L_full" in d.value.columns and len(d.value) == 4)
     assert per_row["s(A,P)"][0] == pytest.approx(0.5)
+
+
+def test_no_remembered_widget_is_given_a_value_beside_its_kept_one():
+    """A widget whose value is kept (``**kept(key)``) starts from ``REMEMBERED``'s default, set in session state:
+    a ``value=`` beside it makes Streamlit warn that the widget has both (a served app logs it; AppTest does not)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    both = []
+    for path in [*sorted((root / "pages").glob("*.py")), *sorted((root / "lab").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and any(
+                    keyword.arg is None and isinstance(keyword.value, ast.Call)
+                    and getattr(keyword.value.func, "id", getattr(keyword.value.func, "attr", "")) == "kept"
+                    for keyword in node.keywords):
+                if any(keyword.arg in ("value", "index") for keyword in node.keywords):
+                    both.append(f"{path.name}:{node.lineno}")
+    assert both == []
