@@ -8,7 +8,6 @@ Needs Debian's chromium at /usr/bin/chromium (``make browser``): without it the 
 from __future__ import annotations
 
 import re
-import time
 
 import pandas as pd
 import pytest
@@ -141,7 +140,6 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(server, tmp
 
 
 OWN_PAIRS = 120  # of the bundled sample, renamed and relabelled: 96 to train on, a few dozen steps of auto
-RUN_TIMEOUT_S = 600.0  # about a minute on a quiet 2-core machine, far more on a loaded one
 
 
 def own_file(path):
@@ -186,11 +184,9 @@ def test_an_upload_with_its_own_columns_and_text_labels_trains_with_the_defaults
             page.get_by_role("button", name="Start", exact=True).click()
             outcome = page.locator('[data-testid="stAlertContentSuccess"], [data-testid="stAlertContentWarning"]') \
                 .filter(has_text="Finished")
-            deadline = time.monotonic() + RUN_TIMEOUT_S
-            while not outcome.count():
+            while not outcome.count():  # a run that never ends is pytest-timeout's to catch
                 assert server.running(), server.log()
                 assert not page.get_by_text("Training failed").count(), page.get_by_text("Training failed").inner_text()
-                assert time.monotonic() < deadline, server.log()
                 page.wait_for_timeout(500)
             assert "saved as" in outcome.first.inner_text()
             expect(page.get_by_text(re.compile(r"MiniLM \(fine-tune\) · contrastive"))).not_to_have_count(0)

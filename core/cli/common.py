@@ -342,17 +342,13 @@ def same_file(a: str | Path | None, b: str | Path | None) -> bool:
     return bool(a and b) and os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
 
 
-def output_path(path: str, *inputs: str | None, model: str | None = None) -> Path:
-    """The ``--out`` path, never an input file nor inside a model folder: the folder of ``model`` (``--model``, whose
-    files the command reads), any folder holding a model's or an export's files (a calibrated copy's parent among
-    them); what else may be written is ``claimed_output``'s rule."""
+def output_path(path: str, *inputs: str | None) -> Path:
+    """The ``--out`` path, never an input file nor inside a model folder: any folder holding a model's or an export's
+    files (``--model``'s own, a calibrated copy's parent); what else may be written is ``claimed_output``'s rule."""
     out = Path(path)
     for source in inputs:
         if same_file(out, source):
             raise CliError(f"--out is {source}, an input; choose a new file")
-    if model and Path(model).is_dir() and out.resolve().is_relative_to(Path(model).resolve()):
-        raise CliError(f"--out is inside the model folder {model}, whose files this command reads; choose a file "
-                       "elsewhere")
     folder = model_folder_above(out)
     if folder is not None:
         raise CliError(f"--out is inside the model folder {folder}; a command never writes into a model; choose a "

@@ -71,7 +71,7 @@ def cmd_embed(args) -> int:
 
     vectors, questions, digest = embedding_paths(args.out)
     for path in (vectors, questions, digest):  # no file may be the data read nor inside a model folder
-        output_path(str(path), args.data, model=args.model)
+        output_path(str(path), args.data)
     # The three files claimed before any work; they go into place together, each whole, when it ends well.
     with claimed_output([vectors, questions, digest], args.overwrite, create_folder=True) as claim:
         remove_stale_shards(vectors.parent)

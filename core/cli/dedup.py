@@ -167,7 +167,7 @@ def cmd_dedup(args) -> int:
         return 0
     if args.out is None:
         raise CliError("python -m core dedup: --out is required (or --sweep, which writes no file)")
-    out = output_path(args.out, args.questions, args.vectors, model=args.model)
+    out = output_path(args.out, args.questions, args.vectors)
     # Claimed before anything is read or encoded; the CSV goes into place whole when the run ends well.
     with claimed_output([out], args.overwrite) as claim:
         summary = _dedup_into(claim, out, args)

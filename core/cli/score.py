@@ -27,7 +27,7 @@ def cmd_score(args) -> int:
 
     source = Path(args.pairs)
     check_input_file(source, "pairs")
-    out = output_path(args.out, args.pairs, model=args.model)
+    out = output_path(args.out, args.pairs)
     # Claimed before the model loads; written to a temporary of its own, renamed onto --out once whole.
     with claimed_output([out], args.overwrite) as claim:
         model, config = load_scorer(args)

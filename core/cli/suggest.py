@@ -101,7 +101,7 @@ def _labels_error(path, error) -> CliError:
 
 
 def cmd_suggest(args) -> int:
-    out = output_path(args.out, args.questions, args.labels, model=args.model)
+    out = output_path(args.out, args.questions, args.labels)
     with claimed_output([out], args.overwrite) as claim:
         summary = _suggest_into(claim, out, args)
     print_json(summary)

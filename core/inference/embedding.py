@@ -19,7 +19,6 @@ import numpy as np
 from core.saving.user_files import FileClaim
 
 CHUNK = 4096  # texts encoded per call: bounds the live tensors whatever the corpus size
-READ_BLOCK = 1 << 24  # bytes hashed at a time
 DIGEST_MAX_BYTES = 4096  # a sha256 file holds one line
 
 
@@ -69,12 +68,10 @@ def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path
 
 
 def _file_sha256(fd: int) -> str:
-    """The sha256 of the whole file open at ``fd`` (read by offset: the descriptor's position is left alone)."""
-    digest, offset = hashlib.sha256(), 0
-    while block := os.pread(fd, READ_BLOCK, offset):
-        digest.update(block)
-        offset += len(block)
-    return digest.hexdigest()
+    """The sha256 of the whole file open at ``fd``, read from its start."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(fd, "rb", closefd=False) as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _npy_header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
