@@ -30,10 +30,10 @@ SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColu
 def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) -> Calibrated:
     """The slider's starting value: ``clustering_threshold`` of the model. Zero-shot MiniLM has no validation
     split of its own: when the active dataset has labelled pairs (``can_calibrate``) it is calibrated on the
-    verdict page's scores of them (``lab.cached.held_out_scores``, a capped sample)."""
+    pairs the Verdict page calibrates it on (``lab.cached.calibration_scores``: never the test file)."""
     if (config.get("zero_shot") and pairs is not None and "is_duplicate" in pairs
             and can_calibrate(pairs["is_duplicate"])):
-        measured = cached.held_out_scores(choice, model_stamp(choice), cached.active_data_key(pairs), pairs)
+        measured = cached.calibration_scores(choice, pairs)
         return clustering_threshold(config, measured.labels, measured.scores)
     return clustering_threshold(config)
 
