@@ -57,9 +57,9 @@ def _chunk_scores(choice: str, stamp: float, pairs_key: str, start: int, _chunk:
 
 
 @st.cache_data(show_spinner="Scoring the TF-IDF baseline…", max_entries=16)
-def _tfidf(pairs_key: str, key: str, _common: CommonPairs, _dataset: pd.DataFrame) -> np.ndarray:
+def _tfidf(pairs_key: str, _common: CommonPairs) -> np.ndarray:
     chosen = _common.pairs
-    return tfidf_scores(chosen["question1"], chosen["question2"], _common.fit_texts(_dataset))
+    return tfidf_scores(chosen["question1"], chosen["question2"])
 
 
 def scores_of(choice: str, chosen: CommonPairs, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
@@ -84,10 +84,9 @@ def run_kind(run: dict) -> str:
     return f"{family}, calibrated copy"
 
 
-def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.DataFrame,
-               bar=None) -> tuple[list[dict], list[str]]:
-    """The comparison rows (zero-shot MiniLM, every run, TF-IDF) on ``chosen.pairs`` of ``dataset`` (whose
-    ``data_key`` is ``key``), and one message per model that could not be scored. ``kind`` is "reference"
+def score_rows(runs: Sequence[dict], chosen: CommonPairs, bar=None) -> tuple[list[dict], list[str]]:
+    """The comparison rows (zero-shot MiniLM, every run, TF-IDF) on ``chosen.pairs``, and one message per model
+    that could not be scored. ``kind`` is "reference"
     or the trained model's family. ``bar`` is an ``st.progress`` element moved as models are scored."""
     labels = chosen.pairs["is_duplicate"].to_numpy()
     entries = [(ZERO_SHOT_LABEL, ZERO_SHOT, REFERENCE)]
@@ -115,7 +114,7 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, key: str, dataset: pd.
             source = (calibrated_on(config) or SAVED_SOURCE) if threshold is not None else UNCALIBRATED_SOURCE
         rows.append(comparison_row(name, kind, labels, scores, threshold, source,
                                    None if choice == ZERO_SHOT else zero_shot_scores, groups))
-    tfidf = _tfidf(chosen.key, key, chosen, dataset)
+    tfidf = _tfidf(chosen.key, chosen)
     rows.append(comparison_row(TFIDF_LABEL, REFERENCE, labels, tfidf, None, TFIDF_SOURCE, zero_shot_scores, groups))
     return rows, failures
 

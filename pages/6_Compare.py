@@ -6,6 +6,7 @@ from core.inference.baselines import (
     COMPARE_COLUMNS,
     METRICS,
     ROC_AUC_INTERVAL,
+    TFIDF_FIT,
     VERSUS_ZERO_SHOT,
     comparison_table,
     sort_table,
@@ -55,7 +56,7 @@ if common.pairs["is_duplicate"].nunique() < 2:
     st.warning("These pairs hold only one class: ROC AUC and average precision are undefined (blank).")
 
 bar = st.progress(0.0, text="Scoring the models on the common pairs (once per model and dataset)…")
-rows, failures = compare_view.score_rows(chosen, common, key, pairs, bar=bar)
+rows, failures = compare_view.score_rows(chosen, common, bar=bar)
 bar.empty()
 table = comparison_table(rows)
 
@@ -81,7 +82,7 @@ st.dataframe(shown, hide_index=True, width="stretch", key="compare_table", colum
                                                                     "(duplicate when the score is above it)."),
              })
 st.caption(f"{len(common.pairs):,} pairs ({common.duplicates:,} duplicates): {common.description}. "
-           f"{compare_view.thresholds_note(table)} TF-IDF is fitted on {common.fit_description}.")
+           f"{compare_view.thresholds_note(table)} TF-IDF is fitted on {TFIDF_FIT}.")
 st.download_button("Download the table (CSV)", safe_csv(shown[COMPARE_COLUMNS]), file_name="siamese_lab_comparison.csv",
                    mime="text/csv", key="download_csv", icon=":material/download:")
 st.download_button(f"Download the {len(common.pairs):,} pairs scored (CSV)", safe_csv(common.pairs),

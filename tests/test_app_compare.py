@@ -12,6 +12,7 @@ from core.data import resampling_groups, split_pairs
 from core.inference.baselines import (
     COMPARE_COLUMNS,
     METRICS,
+    TFIDF_FIT,
     TFIDF_LABEL,
     comparison_row,
     model_scores,
@@ -107,7 +108,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
         sorted(zip(val["question1"], val["question2"]))
     assert any(f"Scored on {common.description}" in block.value for block in at.markdown)
     [caption] = [c.value for c in at.caption if c.value.startswith(f"{len(val)} pairs (")]
-    assert common.description in caption and "TF-IDF is fitted on the questions of the other 431 pairs" in caption
+    assert common.description in caption and f"TF-IDF is fitted on {TFIDF_FIT}" in caption
 
     [shown, details] = [frame.value for frame in at.dataframe]
     assert shown.columns.tolist() == COMPARE_COLUMNS  # all in the CSV; the screen shows the ones that fit
@@ -129,7 +130,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
     minilm = _expected_row("minilm", ZERO_SHOT_LABEL, "reference", common, compare_view.ZERO_SHOT_CALIBRATED_SOURCE,
                            calibrated_here=True)
     tfidf = comparison_row(TFIDF_LABEL, "reference", common.pairs["is_duplicate"].to_numpy(),
-                           tfidf_scores(common.pairs["question1"], common.pairs["question2"], common.fit_texts(pairs)),
+                           tfidf_scores(common.pairs["question1"], common.pairs["question2"]),
                            None, compare_view.TFIDF_SOURCE, zero_shot_scores, resampling_groups(common.pairs))
     assert lstm["vs zero-shot"].split(" (")[0] in ("better", "no measurable difference", "worse")
     assert minilm["vs zero-shot"] == "" and minilm["ROC AUC 95 %"].count("–") == 1

@@ -82,7 +82,8 @@ def test_train_uses_the_users_validation_and_test_files_as_they_are(capsys, tmp_
     data = config["data"]
     assert (data["train_pairs"], data["val_pairs"], data["test_pairs"]) == (100, 40, 20)
     assert (data["val_name"], data["test_name"]) == ("dev.csv", "test.csv")
-    assert config["run"]["split_by"] == "question"  # hubs link pairs: auto split by question
+    # the split it really made: both files given, nothing of the data was held out
+    assert (config["run"]["val_fraction"], config["run"]["test_fraction"], config["run"]["split_by"]) == (0, 0, "none")
     assert "only 40 validation pairs" in err  # below the floor: one warning line saying what to do
     assert set(config["metrics"]["baselines"]["tfidf"]["verdict"]) == {"verdict", "difference", "interval", "pairs"}
 
@@ -208,6 +209,18 @@ def test_the_auto_recipe_is_the_default_only_without_recipe_options():
 
     assert wants_auto_recipe(parsed()) and wants_auto_recipe(parsed(preset="auto", epochs=3))
     assert not wants_auto_recipe(parsed(epochs=3)) and not wants_auto_recipe(parsed(preset="lstm-quora"))
+    # a budget is not a recipe: the auto recipe plans within it
+    assert wants_auto_recipe(parsed(max_minutes=3.0)) and wants_auto_recipe(parsed(max_steps=40))
+
+
+def test_the_auto_recipe_plans_within_the_users_time_budget():
+    pairs = long_pairs(2_000)
+    default, budget = auto_options(pairs, "cpu").options, auto_options(pairs, "cpu", max_minutes=2.5).options
+    assert budget["max_minutes"] == 2.5 and default["max_minutes"] == 7.5
+    # a third of the default time (planned at 2 minutes of the 2.5): a third of the training pairs, within a step
+    planned = lambda options: options["max_steps"] or options["epochs"] * math.ceil(1_600 / options["batch_size"])
+    assert planned(budget) == pytest.approx(planned(default) / 3, abs=1)
+    assert "about 2 minutes at the expected speed" in auto_options(pairs, "cpu", max_minutes=2.5).reason
 
 
 @pytest.mark.slow

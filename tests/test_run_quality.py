@@ -3,6 +3,8 @@
 import json
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 from conftest import inverted_pairs
 
@@ -74,12 +76,31 @@ def test_validation_baselines_score_tfidf_and_zero_shot_minilm_on_the_validation
     val = pairs.iloc[20:]
     minilm = MiniLM.pretrained().eval()
     expected = roc_auc_score(val["is_duplicate"], minilm.score_pairs(list(val["question1"]), list(val["question2"])))
-    baselines = validation_baselines(pairs.iloc[:20], val)
+    baselines = validation_baselines(val)
     assert baselines["tfidf"] == {"roc_auc": 0.0, "pairs": 20}
     assert baselines["zero_shot"]["pairs"] == 20
     assert baselines["zero_shot"]["roc_auc"] == pytest.approx(expected, abs=1e-6)
     one_class = pairs[pairs["is_duplicate"] == 1]
-    assert validation_baselines(pairs, one_class) == {}  # no ROC AUC on one class
+    assert validation_baselines(one_class) == {}  # no ROC AUC on one class
+
+
+def test_the_tfidf_baseline_is_fitted_on_the_pairs_it_scores_whatever_the_training_data(monkeypatch):
+    """One fit everywhere: the validation pairs' own questions, so the baseline's figure is the same for a run
+    trained on 5 pairs as for one trained on thousands (a fit on 5 training pairs' words made TF-IDF look weak)."""
+    import core.inference.run_quality as run_quality
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics import roc_auc_score
+
+    monkeypatch.setattr(run_quality, "zero_shot_baseline", lambda *args, **kwargs: None)
+    val = pd.DataFrame({"question1": ["how do I bake bread", "what is a prime number", "where is paris",
+                                      "how old is the moon"],
+                        "question2": ["how can I bake bread", "why is the sky blue", "where is paris located",
+                                      "what is a black hole"],
+                        "is_duplicate": [1, 0, 1, 0]})
+    vectorizer = TfidfVectorizer().fit(list(val["question1"]) + list(val["question2"]))
+    first, second = vectorizer.transform(val["question1"]), vectorizer.transform(val["question2"])
+    expected = roc_auc_score(val["is_duplicate"], np.asarray(first.multiply(second).sum(axis=1)).ravel())
+    assert validation_baselines(val)["tfidf"] == {"roc_auc": pytest.approx(expected), "pairs": 4}
 
 
 def test_zero_shot_baseline_scores_a_seeded_sample_of_a_big_validation_split(monkeypatch):

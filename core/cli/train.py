@@ -73,9 +73,10 @@ def _flag(option: str) -> str:
     return "--" + option.replace("_", "-")
 
 
-# The options that make a recipe: with none of them and no --preset, a run takes the auto recipe.
+# The options that make a recipe: with none of them and no --preset, a run takes the auto recipe. A budget
+# (--max-minutes, --max-steps) is not one: the auto recipe plans within it.
 RECIPE_OPTIONS = ("model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "patience",
-                  "max_steps", "max_minutes", "max_length", "min_freq", "max_vocab", "model_options", "init_model",
+                  "max_length", "min_freq", "max_vocab", "model_options", "init_model",
                   "base_model", "hard_negatives", "implied_pairs")
 
 
@@ -214,7 +215,8 @@ def _auto_spec(args, pairs, device: str, is_main: bool):
         reason = f"auto recipe: a CUDA GPU and {len(pairs):,} pairs: the {gpu_preset} preset"
         spec = spec_from_args(args)
     else:
-        recipe = auto_options(pairs, device, has_val_file=bool(args.val), seed=args.seed or 0)
+        recipe = auto_options(pairs, device, has_val_file=bool(args.val), seed=args.seed or 0,
+                              max_minutes=args.max_minutes)
         reason, spec = recipe.reason, spec_from_args(args, recipe.options)
     if is_main:
         print(f"note: {reason}", file=sys.stderr)

@@ -124,7 +124,7 @@ def _interval(bounds) -> str:
 def _verdict_lines(metrics: dict) -> list[str]:
     """One line per baseline: the paired bootstrap verdict of the run against it on its validation pairs."""
     lines = []
-    for key, name in (("tfidf", "TF-IDF cosine"), ("zero_shot", "zero-shot MiniLM")):
+    for key, name in (("tfidf", "TF-IDF cosine, fitted on these pairs' own questions"), ("zero_shot", "zero-shot MiniLM")):
         entry = part(part(metrics, "baselines"), key)
         verdict = part(entry, "verdict")
         if verdict.get("verdict") in ("better", "no measurable difference", "worse"):

@@ -37,16 +37,10 @@ class CommonPairs:
     pairs: pd.DataFrame  # the pairs every row is scored on (a seeded sample when there are many); empty: none
     description: str  # which pairs and how many, for captions; or why there are none
     label: str  # the same, short, for figure titles
-    fit_rows: np.ndarray | None  # rows of the dataset whose questions TF-IDF is fitted on; None: ``pairs``
-    fit_description: str  # which texts those are
     total: int  # how many pairs qualified before sampling
     constrained_by: list[str] = field(default_factory=list)  # names of the models trained on the active dataset
     source: str = DATASET  # TEST, VALIDATION, HELD_OUT or DATASET: where the pairs come from
     training: dict = field(default_factory=dict)  # model name -> the pairs of the active dataset it trained on
-
-    def fit_texts(self, dataset: pd.DataFrame) -> list[str]:
-        """The questions the TF-IDF vectorizer is fitted on; ``dataset`` is the frame given to ``honest_pairs``."""
-        return _texts(self.pairs if self.fit_rows is None else dataset.iloc[self.fit_rows])
 
     @property
     def duplicates(self) -> int:
@@ -66,10 +60,6 @@ class Training:
     on_dataset: bool  # its recorded dataset is the active one (same fingerprint)
     train: pd.DataFrame | None  # its training pairs, implied ones included; None when on_dataset but not found again
     trained_on: str = ""  # the recorded name of the data it trained on
-
-
-def _texts(pairs: pd.DataFrame) -> list[str]:
-    return pairs["question1"].astype(str).tolist() + pairs["question2"].astype(str).tolist()
 
 
 def _keys(pairs: pd.DataFrame) -> list[tuple[str, str]]:
@@ -118,7 +108,7 @@ def _names(names: Sequence[str]) -> str:
 def _none(why: str, trainings: dict, constrained_by: list[str], source: str) -> CommonPairs:
     empty = pd.DataFrame({"question1": pd.Series(dtype=str), "question2": pd.Series(dtype=str),
                           "is_duplicate": pd.Series(dtype=np.int64)})
-    return CommonPairs(empty, why, "no pairs", None, "nothing", 0, constrained_by, source, trainings)
+    return CommonPairs(empty, why, "no pairs", 0, constrained_by, source, trainings)
 
 
 def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFrame | None = None,
@@ -154,9 +144,6 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
         if left:
             description += f", less {left:,} that {_names(constrained_by)} trained on or may have"
         label = f"{int(keep.sum()):,} pairs of the {source}"
-        chosen_keys = {key for key, kept in zip(_keys(candidates), keep) if kept}
-        fit = np.array([key not in chosen_keys for key in dataset_keys], dtype=bool)
-        fit_rows, fit_description = np.flatnonzero(fit), f"the questions of the active dataset's {int(fit.sum()):,} pairs"
     else:
         source, candidates = (HELD_OUT if constrained_by else DATASET), dataset
         if unknown:
@@ -168,7 +155,6 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
         if not constrained_by:
             description = f"all {total:,} pairs of the active dataset (no model measured on them trained on this dataset)"
             label = f"{total:,} pairs (all of the active dataset)"
-            fit_rows, fit_description = None, "the compared pairs' own questions (no training data of this dataset is known)"
         elif not total:
             return _none(f"no pair of the active dataset was held out by every compared model that trained on it "
                          f"({_names(constrained_by)}): leave some out, or load a test or validation file on the "
@@ -179,9 +165,6 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
             description = (f"the {total:,} pairs of the active dataset that {every}{_names(constrained_by)} held out "
                            "of training (matched by their questions, in either order)")
             label = f"{total:,} held-out pairs"
-            fit_rows = np.flatnonzero(~keep)
-            fit_description = (f"the questions of the other {len(fit_rows):,} pairs of the active dataset "
-                               "(the side the models trained on)")
     if elsewhere:
         description += (f"; {_names(elsewhere)} trained on other data, which the lab cannot check against these "
                         "pairs")
@@ -192,4 +175,4 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
         chosen = chosen.iloc[rows].reset_index(drop=True)
         description += f", of which a seeded sample of {max_pairs:,} (seed {seed})"
         label = f"{max_pairs:,} of " + label
-    return CommonPairs(chosen, description, label, fit_rows, fit_description, total, constrained_by, source, training)
+    return CommonPairs(chosen, description, label, total, constrained_by, source, training)

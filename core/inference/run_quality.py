@@ -25,8 +25,7 @@ CHANCE_ROC_AUC = 0.5
 # The baselines a run is compared with, by their key in metrics.
 BASELINE_LABELS = {"tfidf": "TF-IDF cosine", "zero_shot": "zero-shot MiniLM"}
 # What each baseline is, in words, for "so ... ranks these pairs better than this model".
-BASELINE_MEANING = {"tfidf": "counting shared words", "zero_shot": "the pretrained MiniLM with no training at all"}
-TFIDF_FIT_MAX_PAIRS = 50_000  # TF-IDF is fitted on at most this many training pairs (seeded): seconds at most
+BASELINE_MEANING = {"tfidf": "counting shared words (TF-IDF fitted on these pairs' own questions)", "zero_shot": "the pretrained MiniLM with no training at all"}
 # Zero-shot MiniLM scores at most this many validation pairs (seeded): about 15 s on 2 CPU threads.
 ZERO_SHOT_MAX_PAIRS = 2_000
 
@@ -179,12 +178,12 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
     return f"{found} {what_to_try(has_val_file, bundled_sample)}"
 
 
-def validation_baselines(train: pd.DataFrame, val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None,
-                         progress=None) -> dict:
+def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None) -> dict:
     """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val``.
 
-    TF-IDF's vectorizer is fitted on the training pairs' questions (as on the Compare page; a seeded sample of
-    ``TFIDF_FIT_MAX_PAIRS`` at most). Zero-shot MiniLM scores a seeded sample of ``ZERO_SHOT_MAX_PAIRS`` of
+    TF-IDF's vectorizer is fitted on the questions of the pairs it scores, as in every command and on the Compare
+    page (``core.inference.baselines.TFIDF_FIT``): no labels are read, and its figure does not depend on how much training data a run had.
+    Zero-shot MiniLM scores a seeded sample of ``ZERO_SHOT_MAX_PAIRS`` of
     them at most, and is left out when the pretrained encoder is not installed. With ``run_scores`` (the run's
     scores of ``val``, (N,)), each baseline carries the paired bootstrap ``verdict`` of the run against it on
     exactly the pairs the baseline scored (resampling ``groups`` of pairs when given). ``progress(done, total)``
@@ -196,9 +195,7 @@ def validation_baselines(train: pd.DataFrame, val: pd.DataFrame, seed: int = 0, 
     labels = val["is_duplicate"].to_numpy()
     if len(set(labels.tolist())) < 2:
         return {}
-    fit = train.sample(n=TFIDF_FIT_MAX_PAIRS, random_state=seed) if len(train) > TFIDF_FIT_MAX_PAIRS else train
-    fit_texts = fit["question1"].astype(str).tolist() + fit["question2"].astype(str).tolist()
-    scores = tfidf_scores(val["question1"], val["question2"], fit_texts=fit_texts or None)
+    scores = tfidf_scores(val["question1"], val["question2"])
     auc = finite_number(ranking_metrics(labels, scores).get("roc_auc"))
     baselines = {}
     if auc is not None:

@@ -63,9 +63,11 @@ def truncated_share(questions: pd.Series, tokenizer, max_length: int, seed: int 
     return float(np.mean(lengths > max_length)) if lengths.size else 0.0
 
 
-def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = False, seed: int = 0) -> AutoRecipe:
+def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = False, seed: int = 0,
+                 max_minutes: float | None = None) -> AutoRecipe:
     """The auto recipe for ``pairs`` (the whole training file; a share is held out unless ``has_val_file``),
-    training on ``device`` ("cpu" or "cuda").
+    training on ``device`` ("cpu" or "cuda"), planned to fill ``max_minutes`` of training (the user's budget)
+    or else ``TRAIN_MINUTES``.
 
     Example: 2,453 pairs of long questions on the CPU -> 20 % held out, 1,962 to train on, batches of 32,
     epochs to fill about 6 minutes at the measured speed, validated at least 8 times.
@@ -86,7 +88,9 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
     kind = "cuda" if device == "cuda" else "cpu"
     scale = 40 / max(8.0, float(np.mean(np.minimum(lengths, max_length))) if lengths.size else max_length)
     speed = PAIRS_PER_SECOND[kind] * scale
-    budget_pairs = TRAIN_MINUTES[kind] * 60 * speed
+    # The planned time leaves the cap a quarter of slack, as the default plan does.
+    minutes = max_minutes / 1.25 if max_minutes else TRAIN_MINUTES[kind]
+    budget_pairs = minutes * 60 * speed
     epochs = int(min(MAX_EPOCHS, max(1, budget_pairs // train_pairs)))
     steps_per_epoch = max(1, math.ceil(train_pairs / batch_size))
     max_steps = 0 if epochs > 1 else int(min(steps_per_epoch, max(1, budget_pairs // batch_size)))
@@ -96,7 +100,7 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
                "epochs": epochs, "batch_size": batch_size, "lr": lr, "max_steps": max_steps,
                "validate_every": 0 if validate_every >= steps_per_epoch else validate_every,
                "patience": MIN_VALIDATIONS // 2, "max_val_pairs": TARGET_VALIDATION_PAIRS, "max_length": max_length,
-               "max_minutes": TRAIN_MINUTES[kind] * 1.25}
+               "max_minutes": max_minutes or TRAIN_MINUTES[kind] * 1.25}
     if not has_val_file:
         options["val_fraction"] = val_fraction
     held = "a validation file" if has_val_file else f"{val_fraction:.0%} held out for validation"
@@ -104,7 +108,7 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
               f"{quantile})")
     steps = f"{max_steps} steps" if max_steps else f"{epochs} epoch(s) of {steps_per_epoch} steps"
     reason = (f"auto recipe for {train_pairs:,} training pairs: MiniLM fine-tuned with the contrastive loss, {steps} "
-              f"(batch {batch_size}, lr {lr:g}, about {TRAIN_MINUTES[kind]:g} minutes at the expected speed), "
+              f"(batch {batch_size}, lr {lr:g}, about {minutes:g} minutes at the expected speed), "
               f"validated every {validate_every} steps, {length}, {held}")
     val_pairs = 0 if has_val_file else len(pairs) - train_pairs
     validations = total_steps // validate_every + 2  # the starting weights' and the last one's included

@@ -120,6 +120,11 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         splits, all_pairs = split_with_files(pairs, val, test, val_fraction=spec.val_fraction,
                                              test_fraction=spec.test_fraction, seed=spec.train.seed,
                                              by_question=spec.split_by == "question"), pairs
+        # The run records the split it really made: a given file is its split, so nothing of it came off the data.
+        spec = dataclasses.replace(spec, val_fraction=0.0 if val is not None else spec.val_fraction,
+                                   test_fraction=0.0 if test is not None else spec.test_fraction)
+        if not spec.val_fraction and not spec.test_fraction:
+            spec = dataclasses.replace(spec, split_by="none")  # every pair of the data trained
     if len(splits.val) or spec.val_fraction > 0:  # a run asked to validate must be able to
         # A custom objective (distillation) trains on other targets than 0/1 labels: only validation is checked.
         problems = split_problems(splits.train["is_duplicate"], splits.val["is_duplicate"],
@@ -191,7 +196,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             # subset), each baseline against the run's own scores of the same pairs.
             if outcome.status != CANCELLED:
                 _announce(callbacks, "finishing: scoring the baselines (TF-IDF, zero-shot MiniLM)")
-                baselines = validation_baselines(splits.train, splits.val, seed=spec.train.seed,
+                baselines = validation_baselines(splits.val, seed=spec.train.seed,
                                                  run_scores=final.scores, groups=groups,
                                                  progress=_stage_progress(callbacks, "scoring zero-shot MiniLM", stop))
         quality = judge_run({"validation": validation, "baselines": baselines}, has_val_file=val is not None)
