@@ -81,6 +81,25 @@ def test_with_a_map_the_usual_spellings_are_values_like_any_other():
     assert report.dropped == {"unreadable label": 1}
 
 
+def test_a_map_of_rules_reads_a_score_and_a_value_still_wins_over_a_rule():
+    # SCORED's 1-5 relatedness: 4 and 5 are duplicates, 1-3 not; "3" listed as a value is matched before the rules
+    pairs, report = load_pairs(SCORED, columns={"is_duplicate": "relatedness"}, label_map={">=4": 1, "< 4": 0})
+    assert pairs["is_duplicate"].tolist() == [0, 0, 0, 1, 1, 0, 1, 0, 1, 0] and report.dropped == {}
+    pairs, _ = load_pairs(SCORED, columns={"is_duplicate": "relatedness"}, label_map={"3": 1, ">4.5": 1, "<=2": 0})
+    assert pairs["is_duplicate"].tolist() == [0, 0, 1, 1, 1, 0, 1, 0]  # the two 4s match nothing: dropped
+
+
+def test_the_label_map_option_takes_quoted_values_with_commas_and_rules():
+    from core.cli.common import label_map_spec
+
+    assert label_map_spec('"Yes, exactly"=1, "No, not at all"=0,Maybe=0') == {
+        "Yes, exactly": 1, "No, not at all": 0, "Maybe": 0}
+    assert label_map_spec(">=4=1,<4=0") == {">=4": 1, "<4": 0}
+    quoted = b'q1,q2,label\nA?,B?,"Yes, exactly"\nC?,D?,"No, not at all"\n'
+    assert load_pairs(quoted, label_map=label_map_spec('"yes, exactly"=1,"No, not at all"=0'))[0][
+        "is_duplicate"].tolist() == [1, 0]
+
+
 def test_a_map_that_leaves_nothing_says_which_values_it_found():
     with pytest.raises(DataError) as caught:
         load_pairs(GRADED, label_map={"Exact": 1})

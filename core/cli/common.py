@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import json
 import math
 import os
@@ -197,11 +198,12 @@ def columns_spec(text: str) -> dict[str, str]:
 
 
 def label_map_spec(text: str) -> dict[str, int]:
-    """argparse type of ``--label-map``: ``VALUE=1`` or ``VALUE=0`` pairs separated by commas (a value may
-    hold "=": the last one splits); value -> label, for ``core.data``'s reader, which matches the values
+    """argparse type of ``--label-map``: ``VALUE=1`` or ``VALUE=0`` pairs separated by commas, a value holding a
+    comma in double quotes (CSV quoting: ``"Yes, exactly"=1``; a value may hold "=": the last one splits), or a
+    rule on a numeric label (``>=4=1,<4=0``); value -> label, for ``core.data``'s reader, which matches the values
     ignoring case and surrounding spaces."""
     mapping: dict[str, int] = {}
-    for entry in text.split(","):
+    for entry in next(csv.reader([text], skipinitialspace=True), []):
         value, equals, label = (part.strip() for part in entry.rpartition("="))
         if not equals or not value:
             raise argparse.ArgumentTypeError(
@@ -225,7 +227,8 @@ def add_columns_option(command, labels: bool = True) -> None:
     if labels:
         command.add_argument("--label-map", type=label_map_spec, default=None, metavar="VALUE=0|1,...",
                              help="what the label column's values mean, e.g. 'PerfectMatch=1,Relevant=1,"
-                                  "Irrelevant=0' (matched ignoring case and surrounding spaces); a value left "
+                                  "Irrelevant=0' (matched ignoring case and surrounding spaces; a value with a "
+                                  "comma in double quotes), or rules on a score, e.g. '>=4=1,<4=0'; a value left "
                                   "out is an unreadable label, its rows dropped (default: 1/0, true/false, "
                                   "yes/no, t/f, y/n)")
 

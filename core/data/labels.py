@@ -82,13 +82,25 @@ def normalise_label_map(label_map) -> dict[str, int] | None:
     return normalised
 
 
+# A label map's key may be a rule on a numeric label instead of a value: ">=4" -> 1 maps every score of 4 or more.
+RULE = re.compile(r"^(>=|<=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+))$")
+COMPARE = {">=": np.greater_equal, "<=": np.less_equal, ">": np.greater, "<": np.less}
+
+
 def label_value(value, label_map: dict[str, int] | None = None) -> int:
-    """1, 0, or -1 for unreadable: by ``label_map`` (normalised) when given, else by the documented spellings."""
+    """1, 0, or -1 for unreadable: by ``label_map`` (normalised) when given, else by the documented spellings.
+    A map's value matches first; then its rules (``RULE``), in the map's order, on a value that is a number."""
     if label_map is not None:
         for text in _map_keys(value):
             if text in label_map:
                 return label_map[text]
-        return -1
+        rules = [(RULE.match(key), label) for key, label in label_map.items()]
+        try:
+            number = float(str(value).strip())
+        except ValueError:
+            return -1
+        return next((label for rule, label in rules if rule and np.isfinite(number)
+                     and COMPARE[rule[1]](number, float(rule[2]))), -1)
     if isinstance(value, (bool, int, float, np.number)):
         number = float(value)
     else:
