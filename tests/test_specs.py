@@ -111,8 +111,10 @@ def test_the_time_budget_and_keeping_unvalidated_runs_are_options():
     assert spec.train.max_minutes == 45.0 and isinstance(spec.train.max_minutes, float)
     assert spec.train.max_steps == 3000 and spec.keep_unvalidated is True
     assert spec_from_options("minilm-quora", max_minutes=30).train.max_steps == 3600  # the preset's cap stays
-    assert cli_spec("--max-minutes", "45", "--max-steps", "3000", "--keep-unvalidated") == \
+    assert cli_spec("--model", "lstm", "--max-minutes", "45", "--max-steps", "3000", "--keep-unvalidated") == \
         dataclasses.replace(spec, data_name="sample_pairs.csv")
+    # a budget alone is no recipe: the auto recipe, planned within it
+    assert cli_spec("--max-minutes", "45").model == "minilm"
 
 
 def test_the_cli_names_the_time_budget_flag(capsys):

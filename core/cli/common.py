@@ -165,6 +165,17 @@ def count(text: str) -> int:
     return value
 
 
+def minutes(text: str) -> float:
+    """argparse type of a time budget: a finite number of minutes above 0, at most a year."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of minutes, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= 525_600):
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most a year (525600), got {text}")
+    return value
+
+
 def threshold(text: str) -> float:
     """argparse type of a cosine threshold: a finite number in [-1, 1]."""
     try:

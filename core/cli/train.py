@@ -20,6 +20,7 @@ from core.cli.common import (
     count,
     help_formatter,
     load_data,
+    minutes,
     print_json,
     same_file,
 )
@@ -28,8 +29,8 @@ from core.cli.common import (
 class TqdmProgress:
     """Trainer callback drawing one tqdm bar over all steps, with validation metrics per epoch."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream, self.bar = stream, None
+    def __init__(self, stream=None):
+        self.stream, self.bar = stream or sys.stderr, None  # the stderr of the moment, not of the import
 
     def on_train_start(self, trainer):
         from tqdm import tqdm
@@ -72,6 +73,8 @@ class TqdmProgress:
 def _flag(option: str) -> str:
     return "--" + option.replace("_", "-")
 
+
+AUTO_OVERHEAD_MINUTES = 2.5  # of a budget: the cheap candidates, then scoring and saving the chosen model
 
 # The options that make a recipe: with none of them and no --preset, a run takes the auto recipe. A budget
 # (--max-minutes, --max-steps) is not one: the auto recipe plans within it.
@@ -156,11 +159,13 @@ def cmd_train(args) -> int:
                     for kind, path in (("val", args.val), ("test", args.test))}
         held_out = _held_out_by_content(args, pairs, held_out)
         _check_trainable(args.data, pairs, spec)
-        if wants_auto_recipe(args):
+        auto = wants_auto_recipe(args)
+        if auto:
             spec = _auto_spec(args, pairs, device.type, context.is_main)
         if context.is_main and not args.preset:
             _offer_gpu_preset(len(pairs), device.type == "cuda")
-        return _run_training(args, spec, pairs, context, output, held_out)
+        # The auto recipe chooses among candidates (core.training.auto_choice) in one process; torchrun trains.
+        return _run_training(args, spec, pairs, context, output, held_out, choose=auto and not context.enabled)
 
 
 def _check_held_out_files(args) -> None:
@@ -215,8 +220,10 @@ def _auto_spec(args, pairs, device: str, is_main: bool):
         reason = f"auto recipe: a CUDA GPU and {len(pairs):,} pairs: the {gpu_preset} preset"
         spec = spec_from_args(args)
     else:
+        # The fine-tune's plan fills the budget left once the cheap candidates and the finishing work are done.
+        budget = args.budget_minutes and max(1.0, args.budget_minutes - AUTO_OVERHEAD_MINUTES)
         recipe = auto_options(pairs, device, has_val_file=bool(args.val), seed=args.seed or 0,
-                              max_minutes=args.max_minutes)
+                              max_minutes=args.max_minutes or budget)
         reason, spec = recipe.reason, spec_from_args(args, recipe.options)
     if is_main:
         print(f"note: {reason}", file=sys.stderr)
@@ -275,9 +282,10 @@ def _check_runs_folder(runs: str) -> None:
                        "(or give --out)")
 
 
-def _run_training(args, spec, pairs, context, output, held_out: dict) -> int:
+def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bool = False) -> int:
     from core.saving import ForeignFilesError
     from core.status import FAILED
+    from core.training.auto_choice import run_auto
     from core.training.pipeline import train_run
     from core.training.trainer import TrainingError
 
@@ -293,14 +301,21 @@ def _run_training(args, spec, pairs, context, output, held_out: dict) -> int:
     previous = signal.signal(signal.SIGINT, first_interrupt_cancels)
     try:
         # One progress bar and one saved model: both belong to rank 0.
-        result = train_run(spec, pairs, callbacks=[TqdmProgress()] if context.is_main else [], stop_event=stop,
-                           save=context.is_main, output=output, val=held_out["val"], test=held_out["test"])
+        callbacks = [TqdmProgress()] if context.is_main else []
+        if choose:
+            chosen = run_auto(spec, pairs, output, val=held_out["val"], test=held_out["test"], callbacks=callbacks,
+                              stop_event=stop, budget_minutes=args.budget_minutes)
+        else:
+            result = train_run(spec, pairs, callbacks=callbacks, stop_event=stop, save=context.is_main, output=output,
+                               val=held_out["val"], test=held_out["test"])
     except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
         raise CliError("interrupted") from None
     except (TrainingError, ValueError, TypeError, ForeignFilesError) as error:  # a user's file put there meanwhile
         raise CliError(str(error)) from None
     finally:
         signal.signal(signal.SIGINT, previous)
+    if choose:
+        return _print_choice(chosen)
     outcome = result.outcome
     if not context.is_main:
         return 0 if outcome.status != FAILED else 1
@@ -313,6 +328,27 @@ def _run_training(args, spec, pairs, context, output, held_out: dict) -> int:
                 "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1)},
                indent=2)
     return 0 if outcome.status != FAILED else 1
+
+
+def _print_choice(chosen) -> int:
+    """One line per candidate on stderr, then the chosen model's figures as the JSON of any run."""
+    from core.status import FAILED
+
+    for candidate in chosen.candidates:
+        verdict = candidate.verdict or {}
+        figure = "not measured" if candidate.roc_auc is None else f"validation ROC AUC {candidate.roc_auc:.3f}"
+        against = (f", {verdict['verdict']} than zero-shot ({verdict['difference']:+.3f}, 95 % interval "
+                   f"{verdict['interval'][0]:+.3f} to {verdict['interval'][1]:+.3f})" if verdict else "")
+        print(f"candidate: {candidate.name}: {figure}{against}, {candidate.seconds:.0f} s"
+              f"{'; ' + candidate.note if candidate.note else ''}", file=sys.stderr)
+    result = chosen.result
+    if result is not None and result.note:
+        print(f"note: {result.note}", file=sys.stderr)
+    print(f"chosen: {chosen.chosen.name}, saved in {chosen.folder}", file=sys.stderr)
+    print_json({"status": result.outcome.status if result else "done", "folder": chosen.folder and str(chosen.folder),
+                "thresholds": chosen.thresholds, "validation": chosen.validation, "test": chosen.test,
+                **chosen.as_dict()}, indent=2)
+    return 1 if result is not None and result.outcome.status == FAILED else 0
 
 
 def add_parsers(sub) -> None:
@@ -362,6 +398,10 @@ def add_parsers(sub) -> None:
     train.add_argument("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
     train.add_argument("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
     train.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: no cap)")
+    train.add_argument("--budget-minutes", type=minutes, default=None,
+                       help="the auto recipe's whole time: zero-shot MiniLM and a stacked scorer first, then a "
+                            "fine-tune in the time left; the best one better than zero-shot MiniLM beyond "
+                            "resampling is saved, else zero-shot MiniLM calibrated (default: 10)")
     train.add_argument("--max-minutes", type=float, default=None,
                        help="time budget: stop after this many minutes of training, with a final validation "
                             "(default: no cap)")

@@ -236,7 +236,7 @@ def zero_shot_baseline(val: pd.DataFrame, seed: int = 0, progress=None, return_s
 
     chosen = val if return_scores else val.iloc[_sample_rows(len(val), ZERO_SHOT_MAX_PAIRS, seed)]
     labels = chosen["is_duplicate"].to_numpy()
-    model = _zero_shot_model() if len(set(labels.tolist())) == 2 else None
+    model = zero_shot_model() if len(set(labels.tolist())) == 2 else None
     scores = None if model is None else pair_scores(model, PairTable(chosen, model.tokenizer), progress=progress)
     auc = None if scores is None else finite_number(ranking_metrics(labels, scores).get("roc_auc"))
     if return_scores:
@@ -245,7 +245,7 @@ def zero_shot_baseline(val: pd.DataFrame, seed: int = 0, progress=None, return_s
 
 
 @functools.lru_cache(maxsize=1)
-def _zero_shot_model():
+def zero_shot_model():
     """The pretrained MiniLM on the CPU, loaded once per process (every run of a server compares with it),
     or None when its package is not installed."""
     from core.models import MiniLM

@@ -61,6 +61,8 @@ class RunResult:
     # {"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}} on the same validation pairs
     baselines: dict = field(default_factory=dict)
     has_val_file: bool = False  # validated on the user's own validation file (the advice then asks for no other)
+    val_scores: np.ndarray | None = field(repr=False, default=None)  # (N,) the kept model's scores of the validation
+    metadata: dict | None = field(repr=False, default=None)  # what config.json records, saved or not (None: discarded)
 
     def judged(self, bundled_sample: bool = False) -> RunQuality:
         """The validation ROC AUC against chance and the baselines (``core.inference.run_quality``), its advice for
@@ -111,20 +113,13 @@ def train_run(
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
            objective: Callable | None = None, val: pd.DataFrame | None = None,
            test: pd.DataFrame | None = None) -> RunResult:
-    _announce(callbacks, "splitting the pairs")
+    announce(callbacks, "splitting the pairs")
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
         spec = dataclasses.replace(spec, split_by=resolve_split_by(all_pairs, spec.split_by))
     else:
-        spec = dataclasses.replace(spec, split_by=resolve_split_by(pairs, spec.split_by))
-        splits, all_pairs = split_with_files(pairs, val, test, val_fraction=spec.val_fraction,
-                                             test_fraction=spec.test_fraction, seed=spec.train.seed,
-                                             by_question=spec.split_by == "question"), pairs
-        # The run records the split it really made: a given file is its split, so nothing of it came off the data.
-        spec = dataclasses.replace(spec, val_fraction=0.0 if val is not None else spec.val_fraction,
-                                   test_fraction=0.0 if test is not None else spec.test_fraction)
-        if not spec.val_fraction and not spec.test_fraction:
-            spec = dataclasses.replace(spec, split_by="none")  # every pair of the data trained
+        spec, splits = split_run(spec, pairs, val, test)
+        all_pairs = pairs
     if len(splits.val) or spec.val_fraction > 0:  # a run asked to validate must be able to
         # A custom objective (distillation) trains on other targets than 0/1 labels: only validation is checked.
         problems = split_problems(splits.train["is_duplicate"], splits.val["is_duplicate"],
@@ -149,12 +144,12 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     torch.manual_seed(spec.train.seed)
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
     pretrained = spec.model == "minilm" or spec.init_model or spec.base_model
-    _announce(callbacks, "loading the pretrained encoder" if pretrained else "building the model")
+    announce(callbacks, "loading the pretrained encoder" if pretrained else "building the model")
     model, parent = _start_model(spec, texts)
     if model.tokenizer.vocab_size < MIN_USEFUL_VOCABULARY:
         notice(f"the vocabulary has only {model.tokenizer.vocab_size} tokens: most words will be unknown "
                f"(min_freq {spec.min_freq}, max_vocab {spec.max_vocab}, {len(splits.train):,} training pairs)")
-    _announce(callbacks, f"tokenising {len(splits.train):,} training and {len(splits.val):,} validation pairs")
+    announce(callbacks, f"tokenising {len(splits.train):,} training and {len(splits.val):,} validation pairs")
     _note_truncation(splits.train, model.tokenizer, spec.train.seed)
     train_table = PairTable(splits.train, model.tokenizer, hard_negatives=spec.hard_negatives)
     val_table = PairTable(splits.val, model.tokenizer) if len(splits.val) else None
@@ -171,7 +166,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     # only when the spec asks (keep_unvalidated). Nothing is scored for a run that is not kept.
     unvalidated = outcome.best_epoch == 0 and outcome.status != DONE
     discarded = unvalidated and (outcome.status == FAILED or not spec.keep_unvalidated)
-    thresholds, validation, test, baselines = {}, {}, {}, {}
+    thresholds, validation, test, baselines, val_scores = {}, {}, {}, {}, None
     # A cancel while the run is scored after training stops that scoring. A cancelled run gets neither baselines
     # nor test figures: it is judged only against the model it may replace, so a run cancelled in training is
     # scored (at most) on the validation split, which decides whether it is kept.
@@ -183,7 +178,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
         elif val_table is not None and not discarded:
             final = calibrate(model, val_table, progress=_stage_progress(callbacks, "scoring validation", stop))
-            thresholds, validation = dict(final.thresholds), final.metrics
+            thresholds, validation, val_scores = dict(final.thresholds), final.metrics, final.scores
             groups = resampling_groups(splits.val)  # pairs that share a question are one piece of evidence
             validation["intervals"] = metric_intervals(val_table.labels, final.scores, thresholds["accuracy"],
                                                        groups=groups, seed=spec.train.seed)
@@ -195,7 +190,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a
             # subset), each baseline against the run's own scores of the same pairs.
             if outcome.status != CANCELLED:
-                _announce(callbacks, "finishing: scoring the baselines (TF-IDF, zero-shot MiniLM)")
+                announce(callbacks, "finishing: scoring the baselines (TF-IDF, zero-shot MiniLM)")
                 baselines = validation_baselines(splits.val, seed=spec.train.seed,
                                                  run_scores=final.scores, groups=groups,
                                                  progress=_stage_progress(callbacks, "scoring zero-shot MiniLM", stop))
@@ -214,7 +209,10 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         test, baselines = {}, {}
         if not validation and outcome.best_metrics.get("best_thresholds"):  # stopped in the final calibration
             thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
-    folder, note = None, ""
+    folder, note, metadata = None, "", None
+    if not discarded:
+        metadata = _run_metadata(spec, output.target if output is not None else Path(spec.data_name or "run"), splits,
+                                 all_pairs, outcome, thresholds, validation, test, implied, baselines, parent)
     if output is not None and discarded and outcome.status == CANCELLED:
         why = "this run was cancelled before its first validation (the keep-unvalidated option keeps such runs)"
         note = f"kept the model already in {output.target}: {why}" if output.existing else f"nothing saved: {why}"
@@ -224,10 +222,40 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             note = f"kept the model already in {output.target}: {kept}"
         else:
             folder = output.target
-            _announce(callbacks, "finishing: saving the model")
-            save_model(model, folder, metadata=_run_metadata(spec, folder, splits, all_pairs, outcome, thresholds,
-                                                             validation, test, implied, baselines, parent))
-    return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines, val is not None)
+            announce(callbacks, "finishing: saving the model")
+            save_model(model, folder, metadata=metadata)
+    return RunResult(folder, outcome, thresholds, validation, test, model, note, baselines, val is not None,
+                     val_scores, metadata)
+
+
+def split_run(spec: RunSpec, pairs: pd.DataFrame, val: pd.DataFrame | None = None,
+              test: pd.DataFrame | None = None) -> tuple[RunSpec, Splits]:
+    """(the spec as the run records its split, the splits) of ``pairs`` and the user's own ``val`` and ``test``
+    files: ``split_by`` resolved, and a given file's fraction 0, since nothing of the data was held out for it
+    (``split_by`` "none" when nothing was)."""
+    spec = dataclasses.replace(spec, split_by=resolve_split_by(pairs, spec.split_by))
+    splits = split_with_files(pairs, val, test, val_fraction=spec.val_fraction, test_fraction=spec.test_fraction,
+                              seed=spec.train.seed, by_question=spec.split_by == "question")
+    spec = dataclasses.replace(spec, val_fraction=0.0 if val is not None else spec.val_fraction,
+                               test_fraction=0.0 if test is not None else spec.test_fraction)
+    if not spec.val_fraction and not spec.test_fraction:
+        spec = dataclasses.replace(spec, split_by="none")  # every pair of the data trained
+    return spec, splits
+
+
+def split_record(spec: RunSpec, splits: Splits, pairs: pd.DataFrame, implied: int = 0) -> dict:
+    """What config.json records of the run's settings and split, so that its held-out pairs are found again in
+    ``pairs`` (``core.inference.honest_pairs``): ``run``, ``train_config`` and ``data``."""
+    return {
+        "train_config": dataclasses.asdict(spec.train),
+        "run": {k: v for k, v in dataclasses.asdict(spec).items() if k not in ("loss", "train")},
+        "data": {"name": spec.data_name, **dataset_summary(pairs),
+                 **({"val_name": spec.val_data_name} if spec.val_data_name else {}),
+                 **({"test_name": spec.test_data_name} if spec.test_data_name else {}),
+                 "train_pairs": len(splits.train), "implied_pairs": implied, "val_pairs": len(splits.val), "test_pairs": len(splits.test),
+                 # Which rows were held out: core.inference.evaluation.held_out_pairs finds them again in this dataset.
+                 "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},
+    }
 
 
 def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
@@ -240,7 +268,7 @@ def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
                "(or take the auto recipe, which reads it off the data) if their ends matter")
 
 
-def _announce(callbacks, stage: str) -> None:
+def announce(callbacks, stage: str) -> None:
     """Tell each callback with an ``on_stage(stage)`` what the run does now, outside the trainer's own events."""
     for callback in callbacks:
         if hasattr(callback, "on_stage"):
@@ -336,17 +364,10 @@ def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFra
     return {
         "name": folder.name,
         "loss": dataclasses.asdict(spec.loss),
-        "train_config": dataclasses.asdict(spec.train),
-        "run": {k: v for k, v in dataclasses.asdict(spec).items() if k not in ("loss", "train")},
+        **split_record(spec, splits, pairs, implied),
         "thresholds": thresholds,
         # baselines: what core.inference.run_quality.judge_run compares the validation ROC AUC with.
         "metrics": {"validation": validation, "test": test, "baselines": baselines or {}},
-        "data": {"name": spec.data_name, **dataset_summary(pairs),
-                 **({"val_name": spec.val_data_name} if spec.val_data_name else {}),
-                 **({"test_name": spec.test_data_name} if spec.test_data_name else {}),
-                 "train_pairs": len(splits.train), "implied_pairs": implied, "val_pairs": len(splits.val), "test_pairs": len(splits.test),
-                 # Which rows were held out: core.inference.evaluation.held_out_pairs finds them again in this dataset.
-                 "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},
         "training": {"status": outcome.status, "message": outcome.message, "best_epoch": outcome.best_epoch,
                      "best_step": outcome.best_step, "epochs_run": len(outcome.epochs),
                      "seconds": round(outcome.seconds, 2), "pairs_per_second": round(outcome.pairs_per_second, 1),

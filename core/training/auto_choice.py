@@ -1,0 +1,227 @@
+"""``auto``'s choice among candidate models: cheap ones first, a fine-tune in the time left, and the best one whose
+validation interval against zero-shot MiniLM lies above zero kept, else zero-shot MiniLM itself, calibrated.
+
+A fine-tune of a strong pretrained encoder on a few thousand pairs often re-learns what it knew, and a minute of
+arithmetic on features it already has can beat it. So, within one time budget and on the same validation pairs:
+
+1. **zero-shot MiniLM**, its thresholds calibrated on the validation pairs: the reference every other candidate is
+   judged against, by a paired bootstrap of the ROC AUC difference (``core.inference.uncertainty.paired_verdict``);
+2. **a stacked scorer** over it (``core.inference.stacked_scorer``): a logistic regression on its cosine and three
+   lexical features, fitted on (a seeded sample of) the training pairs: seconds;
+3. **the fine-tune** of the spec (``core.training.pipeline.train_run``), its training time capped by what is left of
+   the budget once the finishing work (scoring, baselines, saving) is set aside.
+
+A candidate is kept only when the lower end of its interval against zero-shot MiniLM is above zero: "better" by
+the lab's own rule, so a candidate that merely looks higher on a small validation set does not replace the
+reference. The chosen one is saved in the output folder (a trained model, or a calibrated copy pointing at the
+packaged MiniLM), with every candidate's figure, interval and time in config.json's ``auto``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from core.data import resampling_groups
+from core.inference.calibration import calibrate_on, calibration_problem
+from core.inference.evaluation import scorer_scores
+from core.inference.metrics import evaluate_scores, ranking_metrics
+from core.inference.run_quality import zero_shot_model
+from core.inference.uncertainty import BETTER, metric_intervals, paired_verdict
+from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
+from core.notices import notice
+from core.saving import OutputClaim, save_model
+from core.training.pipeline import RunResult, announce, split_record, split_run, train_run
+from core.training.specs import RunSpec
+
+BUDGET_MINUTES = 10.0  # the whole choice, from the first candidate to the saved model, on any device
+FINISHING_SECONDS = 90.0  # kept from the fine-tune's cap for its scoring, baselines and saving
+MIN_FINE_TUNE_SECONDS = 60.0  # less than this left: the fine-tune is not started (it could not validate twice)
+STACK_FIT_MAX_PAIRS = 4_000  # the stacked scorer is fitted on a seeded sample of at most this many training pairs
+AUTO_KEY = "auto"  # config.json's record of the candidates
+
+ZERO_SHOT_NAME = "zero-shot MiniLM, calibrated"
+STACKED_NAME = "stacked scorer on zero-shot MiniLM"
+FINE_TUNE_NAME = "MiniLM fine-tuned (auto recipe)"
+
+
+@dataclass
+class Candidate:
+    name: str
+    roc_auc: float | None  # on the validation pairs
+    seconds: float  # its own time: fitting or training, and scoring the validation pairs
+    verdict: dict | None = None  # against zero-shot MiniLM on the same pairs (PairedComparison.as_dict()); None: itself
+    note: str = ""  # why it was not measured, if so
+
+    @property
+    def better(self) -> bool:
+        return bool(self.verdict) and self.verdict.get("verdict") == BETTER
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "roc_auc": self.roc_auc, "seconds": round(self.seconds, 1),
+                "verdict": self.verdict, **({"note": self.note} if self.note else {})}
+
+
+@dataclass
+class AutoOutcome:
+    candidates: list[Candidate]
+    chosen: Candidate
+    folder: Path | None  # where the chosen model was saved (None: nothing saved)
+    result: RunResult | None = field(default=None, repr=False)  # the fine-tune's, when it ran
+    thresholds: dict = field(default_factory=dict)  # the chosen model's
+    validation: dict = field(default_factory=dict)  # the chosen model's metrics on the validation pairs
+    test: dict = field(default_factory=dict)  # the chosen model's on the test pairs, if any
+
+    def as_dict(self) -> dict:
+        return {"chosen": self.chosen.name, "candidates": [c.as_dict() for c in self.candidates]}
+
+
+def choose(candidates: Sequence[Candidate]) -> Candidate:
+    """The first candidate (the reference) unless another is better than it beyond resampling; of those, the one of
+    highest validation ROC AUC.
+
+    Example: zero-shot 0.86; stacked 0.87 (interval -0.002 to +0.02); fine-tune 0.89 (+0.01 to +0.05) -> the fine-tune.
+    """
+    better = [c for c in candidates[1:] if c.better and c.roc_auc is not None]
+    return max(better, key=lambda c: c.roc_auc) if better else candidates[0]
+
+
+def run_auto(spec: RunSpec, pairs: pd.DataFrame, output: OutputClaim, val: pd.DataFrame | None = None,
+             test: pd.DataFrame | None = None, callbacks: Sequence[object] = (),
+             stop_event: threading.Event | None = None, budget_minutes: float | None = None) -> AutoOutcome:
+    """Measure the candidates on the validation pairs of ``spec``'s split of ``pairs`` (or ``val``), save the chosen
+    one in ``output``'s folder and release it. ValueError when there is no validation pair to choose on, or
+    zero-shot MiniLM is not installed."""
+    try:
+        return _run_auto(spec, pairs, output, val, test, callbacks, stop_event,
+                         60.0 * (budget_minutes or BUDGET_MINUTES))
+    finally:
+        output.release()
+
+
+def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: float) -> AutoOutcome:
+    started = time.monotonic()
+    # The fine-tune's own split, made the same way (the same seed and fractions): every candidate meets its pairs.
+    recorded, splits = split_run(spec, pairs, val, test)
+    labels = splits.val["is_duplicate"].to_numpy()
+    where = f"{spec.val_data_name} (--val)" if val is not None else f"{spec.data_name or 'the data'}'s validation split"
+    problem = calibration_problem(labels, where)
+    encoder = None if problem else zero_shot_model()
+    if problem or encoder is None:
+        # Too few validation pairs to judge a candidate on (or no MiniLM to judge against): the fine-tune alone.
+        notice(f"auto trains the fine-tune alone, choosing nothing: {problem or 'zero-shot MiniLM is not installed'}")
+        since = time.monotonic()
+        result = train_run(spec, pairs, output=output, val=val, test=test, callbacks=callbacks, stop_event=stop_event)
+        alone = Candidate(FINE_TUNE_NAME, (result.validation or {}).get("roc_auc"), time.monotonic() - since,
+                          note="the only candidate: " + (problem or "zero-shot MiniLM is not installed"))
+        return AutoOutcome([alone], alone, result.folder, result, result.thresholds, result.validation, result.test)
+    groups = resampling_groups(splits.val)
+    seed = spec.train.seed
+
+    def judged(name: str, scores: np.ndarray, since: float) -> Candidate:
+        auc = float(ranking_metrics(labels, scores)["roc_auc"])
+        if scores is zero_scores:
+            return Candidate(name, auc, time.monotonic() - since)
+        verdict = paired_verdict(labels, scores, zero_scores, groups=groups, seed=seed)
+        return Candidate(name, auc, time.monotonic() - since, None if verdict is None else verdict.as_dict())
+
+    announce(callbacks, f"scoring {len(splits.val):,} validation pairs with {ZERO_SHOT_LABEL}")
+    since = time.monotonic()
+    zero_scores = scorer_scores(encoder, splits.val)
+    candidates = [judged(ZERO_SHOT_NAME, zero_scores, since)]
+    scorers = {ZERO_SHOT_NAME: (encoder, zero_scores)}
+
+    announce(callbacks, "fitting a stacked scorer on the training pairs")
+    since = time.monotonic()
+    fit = splits.train.sample(n=min(len(splits.train), STACK_FIT_MAX_PAIRS), random_state=seed).sort_index()
+    why_not = calibration_problem(fit["is_duplicate"].to_numpy(), "the training pairs")
+    if why_not:
+        candidates.append(Candidate(STACKED_NAME, None, 0.0, note=why_not))
+    else:
+        from core.inference.stacked_scorer import fit_stacked
+
+        stacked = fit_stacked(encoder, fit, scorer_scores(encoder, fit))
+        first, second = splits.val["question1"].astype(str).tolist(), splits.val["question2"].astype(str).tolist()
+        stacked_scores = stacked.probabilities(stacked.features(first, second, encoder_cosine=zero_scores))
+        candidates.append(judged(STACKED_NAME, stacked_scores, since))
+        scorers[STACKED_NAME] = (stacked, stacked_scores)
+
+    result = None
+    left = budget - (time.monotonic() - started) - FINISHING_SECONDS
+    if stop_event is not None and stop_event.is_set():
+        candidates.append(Candidate(FINE_TUNE_NAME, None, 0.0, note="not started: cancelled"))
+    elif left < MIN_FINE_TUNE_SECONDS:
+        candidates.append(Candidate(FINE_TUNE_NAME, None, 0.0, note=f"not started: {max(left, 0):.0f} s of the budget "
+                                                                    "left"))
+    else:
+        cap = min(spec.train.max_minutes or math.inf, left / 60)
+        tuned = dataclasses.replace(spec, train=dataclasses.replace(spec.train, max_minutes=round(cap, 2)))
+        since = time.monotonic()
+        result = train_run(tuned, pairs, save=False, val=val, test=test, callbacks=callbacks, stop_event=stop_event)
+        if result.val_scores is None or len(result.val_scores) != len(labels):
+            candidates.append(Candidate(FINE_TUNE_NAME, None, time.monotonic() - since,
+                                        note=f"not measured: {result.outcome.status} ({result.outcome.message})"))
+        else:
+            candidates.append(judged(FINE_TUNE_NAME, result.val_scores, since))
+
+    chosen = choose(candidates)
+    announce(callbacks, f"finishing: saving {chosen.name}")
+    outcome = AutoOutcome(candidates, chosen, output.target, result)
+    record = {AUTO_KEY: {**outcome.as_dict(), "budget_minutes": round(budget / 60, 2),
+                         "seconds": round(time.monotonic() - started, 1)}}
+    if chosen.name == FINE_TUNE_NAME:
+        outcome.thresholds, outcome.validation, outcome.test = result.thresholds, result.validation, result.test
+        save_model(result.model, output.target, metadata={**result.metadata, "name": output.target.name, **record})
+        return outcome
+    scorer, scores = scorers[chosen.name]
+    calibrated = calibrate_on(labels, scores, where)
+    outcome.thresholds = dict(calibrated.thresholds)
+    outcome.validation = {**evaluate_scores(labels, scores, calibrated.thresholds["accuracy"]),
+                          "intervals": metric_intervals(labels, scores, calibrated.thresholds["accuracy"],
+                                                        groups=groups, seed=seed)}
+    outcome.validation.pop("best_thresholds", None)
+    if len(splits.test):
+        outcome.test = _test_figures(scorer, splits.test, calibrated.thresholds["accuracy"], seed)
+    # The copy records the split as a run does, so Compare and Verdict find the pairs it never saw.
+    record = {**split_record(recorded, splits, pairs), "metrics": {"validation": outcome.validation,
+                                                                   "test": outcome.test}, **record}
+    _save_copy(output.target, scorer, calibrated, record, fit_pairs=len(fit), data=spec.data_name or "data",
+               thresholds_on=where)
+    if chosen.name == ZERO_SHOT_NAME:
+        notice(f"no candidate was better than {ZERO_SHOT_LABEL} beyond resampling on {len(labels):,} validation pairs: "
+               f"{ZERO_SHOT_LABEL} itself, calibrated on them, is the model to use (saved as a calibrated copy)")
+    return outcome
+
+
+def _test_figures(scorer, test: pd.DataFrame, threshold: float, seed: int) -> dict:
+    labels = test["is_duplicate"].to_numpy()
+    scores = scorer_scores(scorer, test)
+    figures = evaluate_scores(labels, scores, threshold)
+    figures.pop("best_thresholds", None)
+    figures["intervals"] = metric_intervals(labels, scores, threshold, groups=resampling_groups(test), seed=seed)
+    return figures
+
+
+def _save_copy(folder: Path, scorer, calibrated, record: dict, fit_pairs: int, data: str, thresholds_on: str) -> None:
+    """The chosen scorer over the packaged MiniLM as a calibrated copy (``core.saving.calibrated``): zero-shot MiniLM
+    itself, or a stacked scorer with its TF-IDF fit beside config.json."""
+    from core.inference.stacked_scorer import StackedScorer, stacked_config
+    from core.models.registry import parent_record, zero_shot_config
+    from core.saving.calibrated import TFIDF_FILE
+    from core.saving.model_folder import calibrated_config, save_calibrated
+
+    base, extra = zero_shot_config(), None
+    if isinstance(scorer, StackedScorer):
+        base = {**base, **stacked_config(scorer, {"data": data, "pairs": fit_pairs,
+                                                  "thresholds_on": thresholds_on}, ZERO_SHOT_LABEL)}
+        extra = {TFIDF_FILE: scorer.tfidf.to_dict()}
+    config = calibrated_config(base, parent_record(ZERO_SHOT, ZERO_SHOT_LABEL), calibrated.thresholds,
+                               calibrated.record(), name=folder.name)
+    save_calibrated(folder, {**config, **record}, extra)
