@@ -9,11 +9,17 @@ import json
 import os
 from pathlib import Path
 
-from core.export.common import TOKENIZER_FILE, ExportError, part
-from core.export.manifest import MANIFEST_FILE, build_manifest, json_default, read_manifest, with_file_hashes
+from core.export.formats import GRAPH_FILES, ExportError, write_onnx, write_sentence_transformers
+from core.export.manifest import (
+    MANIFEST_FILE,
+    TOKENIZER_FILE,
+    build_manifest,
+    json_default,
+    part,
+    read_manifest,
+    with_file_hashes,
+)
 from core.export.model_card import CARD_FILE, model_card
-from core.export.onnx_graph import GRAPH_FILES, write_onnx
-from core.export.sentence_transformers_folder import write_sentence_transformers
 from core.saving.atomic import write_folder_atomically
 from core.saving.output import OutputClaim, OutputError, claim_output, refuse_others_files
 from core.saving.owned_files import RECORD_FILE, owned_by

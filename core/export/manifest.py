@@ -1,5 +1,6 @@
 """``siamese_lab.json``, an export's manifest: the threshold, what the export holds, a summary of the
-run's config. A folder holding one of this format is an export (``read_manifest``)."""
+run's config, and the sha256 of an ONNX export's files. A folder holding one of this format is an export
+(``read_manifest``); ``part`` and ``finite`` read its fields."""
 from __future__ import annotations
 
 import hashlib
@@ -7,13 +8,30 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from core.export.common import finite, normalises, part
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file
 
 MANIFEST_FILE = "siamese_lab.json"
+TOKENIZER_FILE = "tokenizer.json"
 FILE_HASHES = "sha256"  # an ONNX manifest's field: file name -> sha256 of the bytes the lab wrote
 EXPORT_FORMAT = "siamese-lab-export"
 EXPORT_VERSION = 1
+
+
+def part(mapping: dict, key: str, kind: type = dict):
+    """``mapping[key]`` when it is a ``kind`` (a dict by default), else an empty one."""
+    value = mapping.get(key)
+    return value if isinstance(value, kind) else kind()
+
+
+def finite(value) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def normalises(model) -> bool:
+    """Whether ``model.embed`` already returns unit vectors (the LSTM, MiniLM with ``normalize``); the
+    graphs of the others (the dual encoder) add the L2 normalisation, which changes no cosine."""
+    return model.model_type == "lstm" or (model.model_type == "minilm" and bool(model.config.normalize))
 
 
 def read_manifest(folder: str | Path) -> dict | None:
