@@ -14,7 +14,6 @@ from core.export.manifest import (
     MANIFEST_FILE,
     TOKENIZER_FILE,
     build_manifest,
-    json_default,
     part,
     read_manifest,
     with_file_hashes,
@@ -132,7 +131,7 @@ def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize:
         manifest = with_file_hashes(manifest, folder, [*manifest["files"]["graphs"], manifest["files"]["tokenizer"]])
     (folder / CARD_FILE).write_text(model_card(manifest, name or folder.name), encoding="utf-8")
     # The manifest last: a folder with one is a complete export.
-    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=json_default, allow_nan=False),
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, allow_nan=False),
                                         encoding="utf-8")
     return manifest
 

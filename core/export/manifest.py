@@ -43,17 +43,10 @@ def read_manifest(folder: str | Path) -> dict | None:
     return manifest if isinstance(manifest, dict) and manifest.get("format") == EXPORT_FORMAT else None
 
 
-def json_default(value):
-    """``json.dumps``' ``default`` for a manifest: numpy and torch scalars, paths."""
-    if hasattr(value, "item"):
-        return value.item()
+def _clean(value):
+    """``value`` in JSON's types: numpy and torch scalars as numbers, paths as text, NaN and infinities as None."""
     if isinstance(value, Path):
         return str(value)
-    raise TypeError(f"cannot store {type(value).__name__} in {MANIFEST_FILE}")
-
-
-def _clean(value):
-    """``value`` in JSON's types: numpy and torch scalars as numbers, NaN and infinities as None."""
     if isinstance(value, dict):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -92,7 +85,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
     # A saved folder's config.json has a format; zero_shot_config() has none.
     zero_shot = model.model_type == "minilm" and (source == ZERO_SHOT or "format" not in config)
     threshold = part(config, "thresholds").get("accuracy")
-    return {
+    return _clean({
         "format": EXPORT_FORMAT,
         "format_version": EXPORT_VERSION,
         "export_format": fmt,
@@ -102,7 +95,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
         "source": None if source is None else str(source),
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "threshold": float(threshold) if finite(threshold) else None,
-        "thresholds": _clean(config.get("thresholds") or {}),
+        "thresholds": config.get("thresholds") or {},
         "max_length": int(model.tokenizer.max_length),
         "embedding_dim": int(model.embedding_dim),
         "pad_id": int(model.tokenizer.pad_id),
@@ -113,7 +106,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
                      else ("torch", "transformers", "sentence-transformers"))},
         "config": config_summary(config),
         **extra,
-    }
+    })
 
 
 def with_file_hashes(manifest: dict, folder: Path, names: list[str]) -> dict:

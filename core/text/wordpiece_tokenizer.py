@@ -26,16 +26,14 @@ def wordpiece_vocab(data: bytes) -> dict[str, int]:
 
 
 class WordPieceTokenizer:
-    """BERT-uncased WordPiece, read from a plain ``vocab.txt`` (the one MiniLM ships)."""
+    """BERT-uncased WordPiece over a plain ``vocab.txt`` (the one MiniLM ships)."""
 
     kind = "wordpiece"
 
     def __init__(self, vocab_file: Path, max_length: int = 64, *, folder: Path | None = None,
                  vocab_size: int | None = None):
         """``folder``: the file must lie inside it; ``vocab_size``: the number of entries it must have."""
-        from tokenizers import (
-            BertWordPieceTokenizer,  # the Rust tokenizer: fast, no code from the folder
-        )
+        from tokenizers import BertWordPieceTokenizer  # the Rust tokenizer: fast, no code from the folder
 
         self.vocab_file = Path(vocab_file)
         self.max_length = check_max_length(max_length)
