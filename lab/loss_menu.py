@@ -15,7 +15,7 @@ class LossChoice(NamedTuple):
 _CONTRASTIVE = ("Pairs of both classes: duplicates pulled together, non-duplicates pushed beyond the margin m. "
                 "L = Y·D² + (1−Y)·{hinge}, D the distance between the unit vectors.")
 # In the registry's order. A key is the loss's name followed by its settings, as ``loss_choice`` spells it.
-LOSS_CHOICES = {key: LossChoice(label, text, {"loss": key.split("_")[0], **settings}) for key, label, text, settings in (
+LOSS_CHOICES = {key: LossChoice(label, text, {"loss": key.split("_")[0], **options}) for key, label, text, options in (
     ("triplet", "Triplet (mean + closest negative)",
      "Each duplicate pair is an anchor and its positive; the batch's other questions are its negatives. "
      "L = max(mean negative − s(A, P) + α, 0) + max(closest negative − s(A, P) + α, 0), on cosines.", {}),

@@ -24,13 +24,7 @@ import numpy as np
 from core.export.formats import failure_reason, onnx_session
 from core.export.manifest import EXPORT_VERSION, MANIFEST_FILE, TOKENIZER_FILE, files_match, finite, part, read_manifest
 from core.model_names import ZERO_SHOT
-from core.saving.files import (
-    CONFIG_MAX_BYTES,
-    VOCAB_MAX_BYTES,
-    ModelLoadError,
-    hash_regular_file,
-    read_regular_file,
-)
+from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, ModelLoadError, hash_regular_file, read_regular_file
 from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
 
 MAX_GRAPH_BYTES = 2 * 2**30 - 1  # protobuf's own limit on one message

@@ -23,7 +23,7 @@ import time
 import traceback
 import uuid
 import weakref
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -433,8 +433,7 @@ def write_record(runs_root: str | Path, record: RunRecord) -> bool:
     """Write ``record`` whole, as this process's; False when it could not be (a models folder that does not exist,
     or a read-only one): the run goes on without it."""
     folder = Path(runs_root) / RECORDS_FOLDER
-    mine = RunRecord(**{**asdict(record), "updated": time.time(), "host": host_tag(), "pid": os.getpid(),
-                        "process": PROCESS})
+    mine = replace(record, updated=time.time(), host=host_tag(), pid=os.getpid(), process=PROCESS)
     try:
         folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)  # never the models folder itself: that is the workspace's
         write_file_atomically(folder / f"{record.id}.json", json.dumps(asdict(mine), allow_nan=False).encode(),
@@ -490,7 +489,7 @@ def _as_it_stands(record: RunRecord, live_here: set[str]) -> RunRecord:
     status = STALE_STATUS[record.status]
     message = ("the server stopped before its end; no model of it was saved" if status == INTERRUPTED
                else "the server stopped before it started")
-    return RunRecord(**{**asdict(record), "status": status, "message": message})
+    return replace(record, status=status, message=message)
 
 
 def _writer_gone(record: RunRecord, live_here: set[str]) -> bool:
