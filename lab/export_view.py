@@ -56,7 +56,7 @@ def _stamp(choice: str) -> float:
 def export_panel(choice: str, config: dict, key: str = "export") -> None:
     """The Export section for one model: a format, an **Export** button, then the zip to download.
     ``key`` prefixes the widget keys (two panels on one page need two prefixes)."""
-    from core.export.common import ExportError
+    from core.export.formats import ExportError
     from core.export.export_folder import check_export
     from core.saving import OutputError
 

@@ -127,11 +127,6 @@ def can_undo(labels: LabelStore) -> bool:
     return bool(labels.recent(1, labelled_by=labeller()))
 
 
-def share_counts(labels: LabelStore) -> active_rounds.ShareCounts:
-    """The labels' counts by share and class: one query, the labels never read."""
-    return active_rounds.share_counts(labels)
-
-
 def counts(shares: active_rounds.ShareCounts) -> tuple[int, int]:
     """(labels, held out of them)."""
     return shares.training + shares.held_out, shares.held_out

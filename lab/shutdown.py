@@ -12,7 +12,7 @@ cancels every run at once and starts a deadline after which the process leaves w
 Streamlit stop as usual. And at exit the cancelled runs and the script runs get up to ``STOP_GRACE_S`` to end; if one
 still runs, the process leaves with ``os._exit`` instead of finalizing. Leaving so is like a kill, which the model
 folders are written to survive (each is written whole or not at all). The runs stopped so are recorded as interrupted
-(their best weights kept, as Cancel keeps them) and the queued ones as not started (``core.training.run_records``);
+(their best weights kept, as Cancel keeps them) and the queued ones as not started (``core.training.jobs``);
 a run the deadline cut short keeps its "running" record, which the next server reads as interrupted.
 """
 from __future__ import annotations

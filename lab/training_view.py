@@ -16,8 +16,9 @@ from core.training.auto_recipe import AUTO_PRESET, AutoRecipe, auto_options
 from core.training.jobs import JobQueue, TrainingJob, earlier_runs
 from core.training.presets import PRESETS
 from core.training.runs_table import METRIC_COLUMNS, runs_table
-from core.training.specs import SIZE_OPTIONS, loss_choice, spec_from_options
+from core.training.specs import SIZE_OPTIONS, spec_from_options
 from lab import charts, workspace_state
+from lab.loss_menu import loss_choice
 from lab.navigation import COMPARE
 from lab.session import SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
 

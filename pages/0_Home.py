@@ -2,8 +2,8 @@
 import streamlit as st
 
 from core.models import MODEL_LABELS
-from core.training.loss_menu import LOSS_CHOICES
 from lab import workspace_state
+from lab.loss_menu import LOSS_CHOICES
 from lab.navigation import PAGES
 from lab.session import enter_through_app
 

@@ -7,7 +7,6 @@ import streamlit as st
 
 from core.device import cuda_available
 from core.models import MODEL_LABELS, MODEL_NAMES
-from core.training.loss_menu import LOSS_CHOICES
 from core.training.objectives import DEFAULT_MARGINS, LossConfig
 from core.training.presets import PRESETS, default_preset
 from core.training.specs import (
@@ -15,10 +14,10 @@ from core.training.specs import (
     TRAINING_DEFAULTS,
     RunSpec,
     SpecError,
-    loss_choice,
     size_defaults,
 )
 from lab import training_view, workspace_state
+from lab.loss_menu import LOSS_CHOICES, loss_choice
 from lab.navigation import DATA
 from lab.session import SAMPLE_NAME, enter_through_app, job_queue, show_error, submit_job
 

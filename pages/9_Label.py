@@ -4,7 +4,7 @@ from dataclasses import astuple
 import streamlit as st
 
 from core.data import DataError
-from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path
+from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path, share_counts
 from lab import label_answers, label_view
 from lab.charts import learning_curve_chart
 from lab.corpus_picker import encode_with_progress, pick_corpus
@@ -47,7 +47,7 @@ if len(corpus) < 2:
     st.stop()
 
 try:
-    shares = label_view.share_counts(labels)
+    shares = share_counts(labels)  # one query: the labels are not read
 except DataError as error:  # a database this lab cannot use: said in one line, never a traceback
     show_error(f"The labels of {name} cannot be read: {error}")
     st.stop()

@@ -11,7 +11,7 @@ from core.status import CANCELLED, DONE, FAILED
 from core.data import resolve_split_by
 from core.training.objectives import DEFAULT_MARGINS
 from core.training.presets import PRESETS
-from core.training.run_records import RECORDS_FOLDER
+from core.training.jobs import RECORDS_FOLDER
 from core.training.specs import TRAINING_DEFAULTS, spec_from_options
 from lab.navigation import TRAIN
 from lab.session import job_queue
@@ -431,7 +431,7 @@ def test_implied_pairs_tick_trains_on_them(train_page, rerun_until):
 
 
 def test_the_loss_menu_shows_short_names_with_the_formula_in_its_help(train_page):
-    from core.training.loss_menu import LOSS_CHOICES
+    from lab.loss_menu import LOSS_CHOICES
 
     at = train_page
     menu = at.selectbox(key="loss")
@@ -448,7 +448,7 @@ def test_the_loss_menu_shows_short_names_with_the_formula_in_its_help(train_page
 def test_home_names_every_loss_of_the_menu(runs_root, open_page):
     from app_support import open_app
 
-    from core.training.loss_menu import LOSS_CHOICES
+    from lab.loss_menu import LOSS_CHOICES
 
     at = open_app()
     assert not at.exception
@@ -525,7 +525,7 @@ def test_with_a_gpu_and_data_enough_the_page_starts_from_the_gpu_recipe(monkeypa
 
 LEFT_BY_A_STOPPED_SERVER = """
 import sys
-from core.training.run_records import RunRecord, write_record
+from core.training.jobs import RunRecord, write_record
 write_record(sys.argv[1], RunRecord(id="a1", label="Siamese LSTM · triplet · stopped", status="interrupted",
                                     created=3.0, folder="lstm-triplet-20260101-120000", step=40, total_steps=300))
 write_record(sys.argv[1], RunRecord(id="b2", label="Siamese LSTM · triplet · killed", status="running", created=2.0))
@@ -558,7 +558,7 @@ def test_after_a_restart_the_page_shows_the_runs_the_stopped_server_left(runs_ro
 def test_a_run_started_in_a_workspace_that_kept_nothing_yet_leaves_its_record(tmp_path, monkeypatch, open_page):
     """No folder is made for a visit that keeps nothing; a run is kept, so Start makes the workspace's folder
     before the run is queued, and the run's record is there for a restart to read."""
-    from core.training.run_records import read_records
+    from core.training.jobs import read_records
 
     monkeypatch.setenv("SIAMESE_LAB_WORKSPACES", str(tmp_path / "workspaces"))
     monkeypatch.setattr(core.training.jobs.JobQueue, "_start_what_fits", lambda self: None)  # it stays queued

@@ -21,7 +21,7 @@ from tests.test_trainer import CancelAt, NaNAtCall, make_trainer
 
 
 def _builder_threads() -> int:
-    return sum(thread.name == "batches-ahead" for thread in threading.enumerate())
+    return sum(thread.name.startswith("batches-ahead") for thread in threading.enumerate())
 
 
 # ---- built_ahead ---------------------------------------------------------------------------------------------------

@@ -54,13 +54,8 @@ from core.saving import (
     read_regular_file,
     save_model,
 )
-from core.text.vocab_files import (
-    LEGACY_WORD_VOCAB_FILE,
-    WORD_TOKENIZER_FILE,
-    WORDPIECE_VOCAB_FILE,
-)
-from core.text.word_tokenizer import WordTokenizer
-from core.text.wordpiece_tokenizer import bert_wordpiece, minilm_folder
+from core.text.word_tokenizer import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE, WordTokenizer
+from core.text.wordpiece_tokenizer import WORDPIECE_VOCAB_FILE, bert_wordpiece, minilm_folder
 
 VOCAB, EMBED, HIDDEN = 99, 24, 32
 HANG = 120.0  # seconds: a refusal takes milliseconds; a loader still running after this is stuck (on a FIFO)

@@ -29,7 +29,6 @@ from core.training.jobs import (
     WaitEstimate,
     run_label,
 )
-from core.training import run_records
 from core.training.specs import RunSpec, spec_from_options
 from core.training.trainer import TrainConfig
 
@@ -109,7 +108,7 @@ def test_queue_with_two_slots_runs_both_at_once(pairs, tmp_path, monkeypatch):
 
 def models_in(runs_root: Path) -> list[Path]:
     """What a models folder holds besides the runs' records."""
-    return [path for path in runs_root.iterdir() if path.name != run_records.RECORDS_FOLDER]
+    return [path for path in runs_root.iterdir() if path.name != core.training.jobs.RECORDS_FOLDER]
 
 
 class PauseAtFirstStep:
@@ -445,7 +444,7 @@ class StoppedAsCancelDoes:
 
 
 def records_by_label(runs_root, live_here=frozenset()) -> dict:
-    return {record.label: record for record in run_records.read_records(runs_root, live_here)}
+    return {record.label: record for record in core.training.jobs.read_records(runs_root, live_here)}
 
 
 def test_a_server_stop_records_the_running_run_interrupted_and_the_queued_one_not_started(tmp_path, monkeypatch):
@@ -489,7 +488,7 @@ def test_a_user_cancel_is_recorded_as_cancelled_not_interrupted(tmp_path, monkey
 
 LEFT_BY_A_KILLED_SERVER = """
 import sys
-from core.training.run_records import RunRecord, write_record
+from core.training.jobs import RunRecord, write_record
 for status in ("running", "waiting"):
     write_record(sys.argv[1], RunRecord(id=status, label=f"{status} run", status=status, created=float(len(status))))
 """
@@ -508,33 +507,33 @@ def test_the_records_a_gone_process_left_unfinished_read_as_interrupted_and_not_
 
 def test_a_record_of_this_pid_by_another_process_is_read_as_gone(tmp_path):
     """A restarted server in a container often gets its old pid again: the pid alone does not say it still runs."""
-    run_records.write_record(tmp_path, run_records.RunRecord(id="old", label="old", status=RUNNING, created=1.0))
-    path = tmp_path / run_records.RECORDS_FOLDER / "old.json"
+    core.training.jobs.write_record(tmp_path, core.training.jobs.RunRecord(id="old", label="old", status=RUNNING, created=1.0))
+    path = tmp_path / core.training.jobs.RECORDS_FOLDER / "old.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "process": "a process before this one"}))
-    assert [record.status for record in run_records.read_records(tmp_path)] == [INTERRUPTED]
-    assert run_records.read_records(tmp_path / "missing") == []  # no records folder: none
+    assert [record.status for record in core.training.jobs.read_records(tmp_path)] == [INTERRUPTED]
+    assert core.training.jobs.read_records(tmp_path / "missing") == []  # no records folder: none
     path.write_text("{not json")
-    assert run_records.read_records(tmp_path) == []  # a damaged record is skipped
+    assert core.training.jobs.read_records(tmp_path) == []  # a damaged record is skipped
 
 
 def test_records_are_skipped_without_a_models_folder_and_old_ones_are_pruned(tmp_path):
-    assert not run_records.write_record(tmp_path / "missing", run_records.RunRecord("a", "a", DONE, 1.0))
+    assert not core.training.jobs.write_record(tmp_path / "missing", core.training.jobs.RunRecord("a", "a", DONE, 1.0))
     assert not (tmp_path / "missing").exists()  # a record never creates the models folder
     for number in range(5):
-        run_records.write_record(tmp_path, run_records.RunRecord(f"r{number}", "r", DONE, float(number)))
-    run_records.write_record(tmp_path, run_records.RunRecord("live", "r", RUNNING, 0.0))
-    run_records.remove_old_records(tmp_path, keep=2)
-    assert sorted(path.stem for path in (tmp_path / run_records.RECORDS_FOLDER).iterdir()) == ["live", "r3", "r4"]
+        core.training.jobs.write_record(tmp_path, core.training.jobs.RunRecord(f"r{number}", "r", DONE, float(number)))
+    core.training.jobs.write_record(tmp_path, core.training.jobs.RunRecord("live", "r", RUNNING, 0.0))
+    core.training.jobs.remove_old_records(tmp_path, keep=2)
+    assert sorted(path.stem for path in (tmp_path / core.training.jobs.RECORDS_FOLDER).iterdir()) == ["live", "r3", "r4"]
 
 
 def test_a_record_that_cannot_be_written_never_stops_a_run(tmp_path, monkeypatch):
     """A records folder taken by a file: no record, and the run trains as it would without one."""
-    (tmp_path / run_records.RECORDS_FOLDER).write_text("a user's file")
-    assert not run_records.write_record(tmp_path, run_records.RunRecord("a", "a", DONE, 1.0))
-    (tmp_path / run_records.RECORDS_FOLDER).unlink()
-    (tmp_path / run_records.RECORDS_FOLDER).mkdir()
-    (tmp_path / run_records.RECORDS_FOLDER / "a.json").mkdir()  # a folder where the record goes: UserFileError
-    assert not run_records.write_record(tmp_path, run_records.RunRecord("a", "a", DONE, 1.0))
+    (tmp_path / core.training.jobs.RECORDS_FOLDER).write_text("a user's file")
+    assert not core.training.jobs.write_record(tmp_path, core.training.jobs.RunRecord("a", "a", DONE, 1.0))
+    (tmp_path / core.training.jobs.RECORDS_FOLDER).unlink()
+    (tmp_path / core.training.jobs.RECORDS_FOLDER).mkdir()
+    (tmp_path / core.training.jobs.RECORDS_FOLDER / "a.json").mkdir()  # a folder where the record goes: UserFileError
+    assert not core.training.jobs.write_record(tmp_path, core.training.jobs.RunRecord("a", "a", DONE, 1.0))
     monkeypatch.setattr(core.training.jobs, "train_run", StoppedAsCancelDoes())
     queue = JobQueue(max_running=1)
     job = TrainingJob(RunSpec(), pd.DataFrame(), str(tmp_path))

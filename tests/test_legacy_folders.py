@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 
 from core.models import load_model
 from core.saving import CONFIG_FILE, RECORD_FILE, WEIGHTS_FILE, save_model
-from core.text.vocab_files import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE
+from core.text.word_tokenizer import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
 

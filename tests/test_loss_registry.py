@@ -1,5 +1,5 @@
-"""The loss registry is the one description of each loss: the objective, the menu, the CLI, the card and the
-run labels all read it, with the very texts they had before it existed."""
+"""The loss registry is the one description of each loss: the objective, the CLI, the card and the run labels
+all read it, with the very texts they had before it existed; the app's menu (``lab.loss_menu``) offers each."""
 import dataclasses
 import json
 import subprocess
@@ -11,9 +11,9 @@ import pytest
 from core.cli.common import CliError
 from core.cli.main import build_parser
 from core.export.model_card import loss_line
-from core.losses.registry import BATCH_KINDS, LOSSES, Loss, MenuEntry
-from core.training.loss_menu import LOSS_CHOICES
+from core.losses.registry import BATCH_KINDS, LOSSES, Loss
 from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, SINGLE_PROCESS_LOSSES, LossConfig
+from lab.loss_menu import LOSS_CHOICES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,11 +115,11 @@ def test_the_card_formats_only_sanitised_values():
 def test_a_batch_kind_outside_the_known_ones_is_refused():
     with pytest.raises(ValueError, match="unknown batch kind"):
         Loss("odd", lambda *args: 0.0, batch_kind="pairs", default_margin=0.0, across_processes=True,
-             menu=(MenuEntry("Odd", "odd"),), label="odd", card="odd")
+             label="odd", card="odd")
 
 
 def test_the_registry_menu_and_card_load_without_torch():
-    script = ("import json, sys; import core.losses, core.losses.registry, core.training.loss_menu, "
+    script = ("import json, sys; import core.losses, core.losses.registry, lab.loss_menu, "
               "core.export.model_card; print(json.dumps('torch' in sys.modules))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -131,17 +131,16 @@ NEW_LOSS = r"""
 import dataclasses, json, sys
 sys.path.insert(0, {root!r})
 import torch
-from core.losses.registry import LOSSES, Loss, MenuEntry
+from core.losses.registry import LOSSES, Loss
 
 LOSSES["squared"] = Loss(
     "squared", lambda v1, v2, labels, negatives, c: c.scale * (v1 - v2).pow(2).sum(), batch_kind="duplicates",
-    default_margin=0.5, across_processes=False, menu=(MenuEntry("Squared distance", "L = s·|A − P|²."),),
+    default_margin=0.5, across_processes=False,
     label="squared distance (scale={{scale:g}})", card="squared distance scaled by {{scale}}")
 
 from core.cli.common import CliError
 from core.cli.main import build_parser
 from core.export.model_card import loss_line
-from core.training.loss_menu import LOSS_CHOICES
 from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, SINGLE_PROCESS_LOSSES, LossConfig, Objective
 
 config = LossConfig("squared", scale=2.0)
@@ -149,7 +148,6 @@ print(json.dumps({{
     "cli": build_parser().parse_args(["train", "--data", "pairs.csv", "--loss", "squared"]).loss,
     "names": "squared" in LOSS_NAMES, "margin": DEFAULT_MARGINS["squared"],
     "single": "squared" in SINGLE_PROCESS_LOSSES,
-    "menu": [LOSS_CHOICES["squared"].label, LOSS_CHOICES["squared"].options],
     "label": config.label(), "kind": config.batch_kind,
     "card": loss_line({{"loss": dataclasses.asdict(config), "run": {{"hard_negatives": True}}}}),
     "value": Objective(config)(torch.ones(2, 3), torch.zeros(2, 3)).item(),
@@ -158,12 +156,12 @@ print(json.dumps({{
 
 
 @pytest.mark.slow
-def test_a_new_loss_needs_only_its_registry_entry():
+def test_a_new_loss_needs_only_its_registry_entry_outside_the_app():
     done = subprocess.run([sys.executable, "-c", NEW_LOSS.format(root=str(ROOT))], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {
         "cli": "squared", "names": True, "margin": 0.5, "single": True,
-        "menu": ["Squared distance", {"loss": "squared"}], "label": "squared distance (scale=2)", "kind": "duplicates",
+        "label": "squared distance (scale=2)", "kind": "duplicates",
         "card": "squared distance scaled by 2.0, plus labelled hard negatives", "value": 12.0,
     }

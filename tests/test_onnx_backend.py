@@ -16,8 +16,7 @@ import torch
 import core.export.onnx_backend as onnx_backend
 from core.cli.main import main
 from core.export.export_folder import export_model
-from core.export.onnx_backend import OnnxBackendError, OnnxEncoder, onnx_model
-from core.export.onnx_cache import CACHE_ENV, cache_entry, search_cache
+from core.export.onnx_backend import CACHE_ENV, OnnxBackendError, OnnxEncoder, cache_entry, onnx_model, search_cache
 from core.models import load_model
 from core.saving import save_model
 from core.text.word_tokenizer import WordTokenizer

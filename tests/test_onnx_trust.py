@@ -17,8 +17,7 @@ import torch
 
 from core.export.export_folder import export_model
 from core.export.manifest import FILE_HASHES, MANIFEST_FILE
-from core.export.onnx_backend import OnnxBackendError, OnnxEncoder
-from core.export.onnx_cache import cache_entry
+from core.export.onnx_backend import OnnxBackendError, OnnxEncoder, cache_entry
 from core.models import ZERO_SHOT, load_model
 from core.text.word_tokenizer import WordTokenizer
 from conftest import run_cli, snapshot

@@ -38,11 +38,8 @@ from core.saving import (
 )
 from core.saving.owned_files import owned_by, user_entries
 from core.saving.temp_files import host_tag, new_temp_path, stale_temps
-from core.text.vocab_files import (
-    LEGACY_WORD_VOCAB_FILE,
-    WORD_TOKENIZER_FILE,
-    WORDPIECE_VOCAB_FILE,
-)
+from core.text.word_tokenizer import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE
+from core.text.wordpiece_tokenizer import WORDPIECE_VOCAB_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"

@@ -26,9 +26,8 @@ from core.saving import (
     list_runs,
     save_model,
 )
-from core.text.vocab_files import WORD_TOKENIZER_FILE, WORDPIECE_VOCAB_FILE
-from core.text.word_tokenizer import WordTokenizer
-from core.text.wordpiece_tokenizer import bert_wordpiece
+from core.text.word_tokenizer import WORD_TOKENIZER_FILE, WordTokenizer
+from core.text.wordpiece_tokenizer import WORDPIECE_VOCAB_FILE, bert_wordpiece
 
 VOCAB, EMBED, HIDDEN = 99, 24, 32
 TEXTS = ["How old are you?", "What is your age, my friend?", "w5 w6 w7 w8 w9 w10 w11", ""]

@@ -21,7 +21,6 @@ import pytest
 import core.training.jobs
 import lab.shutdown
 from core.status import INTERRUPTED, NOT_STARTED
-from core.training import run_records
 from core.training.jobs import JobQueue, TrainingJob, stop_every_queue
 from core.training.specs import RunSpec
 from tests.test_jobs import HeldUntilCancelled
@@ -141,7 +140,7 @@ def test_a_process_that_exits_while_a_run_trains_exits_cleanly(tmp_path):
     assert status == 0 and "terminate called" not in stderr, stderr[-2000:]
     assert seconds < 30, seconds  # generous: the run stops within a step, far sooner than this
     # The next server reads what became of the run: stopped by the exit, recorded as interrupted.
-    [record] = run_records.read_records(tmp_path)
+    [record] = core.training.jobs.read_records(tmp_path)
     assert record.status == INTERRUPTED and record.summary.startswith("interrupted by a server stop")
 
 

@@ -9,16 +9,15 @@ import pytest
 from core.cli.main import build_parser
 from core.cli.train import spec_from_args
 from core.models import DualEncoderConfig, SiameseLSTMConfig
-from core.training.loss_menu import LOSS_CHOICES
 from core.training.objectives import LossConfig
 from core.training.presets import PRESETS
 from core.training.specs import (
     TRAINING_DEFAULTS,
     SpecError,
-    loss_choice,
     size_defaults,
     spec_from_options,
 )
+from lab.loss_menu import LOSS_CHOICES, loss_choice
 from lab.navigation import TRAIN
 from lab.session import job_queue
 

@@ -8,14 +8,10 @@ import torch
 from tokenizers import Tokenizer
 
 from core.text.token_table import TokenTable
-from core.text.tokenizer_kinds import tokenizer_from_dict
-from core.text.vocab_files import (
-    LEGACY_WORD_VOCAB_FILE,
-    WORD_TOKENIZER_FILE,
-    WORDPIECE_VOCAB_FILE,
-)
-from core.text.word_tokenizer import WordTokenizer
+from core.text.tokenizer_kinds import read_tokenizer
+from core.text.word_tokenizer import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE, WordTokenizer
 from core.text.wordpiece_tokenizer import (
+    WORDPIECE_VOCAB_FILE,
     WordPieceTokenizer,
     bert_wordpiece,
     minilm_folder,
@@ -176,7 +172,7 @@ def test_word_tokenizer_save_load_round_trip(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [WORD_TOKENIZER_FILE]
     settings = tok.to_dict()
     assert settings == {"kind": "word", "max_length": MAX_LENGTH, "vocab_file": WORD_TOKENIZER_FILE}
-    loaded = tokenizer_from_dict(settings, tmp_path)
+    loaded = read_tokenizer(tmp_path, {"tokenizer": settings})
     assert isinstance(loaded, WordTokenizer)
     assert loaded.vocab == tok.vocab and loaded.max_length == MAX_LENGTH
     texts = ["a b zzz", "d e ? c b a a a", "A, B. C!"]
@@ -199,7 +195,7 @@ def test_saved_patterns_are_never_run(tmp_path):
                                  "invert": False}
     document["model"]["unk_token"] = "b"
     (tmp_path / WORD_TOKENIZER_FILE).write_text(json.dumps(document), encoding="utf-8")
-    loaded = tokenizer_from_dict(tok.to_dict(), tmp_path)
+    loaded = read_tokenizer(tmp_path, {"tokenizer": tok.to_dict()})
     texts = ["A B zzz", "d e ? c b a a a"]
     np.testing.assert_array_equal(loaded.encode(texts).ids, tok.encode(texts).ids)
     assert loaded.hf_tokenizer_json() == tok.hf_tokenizer_json()
@@ -213,14 +209,15 @@ def test_a_legacy_word_vocab_loads_into_the_same_pipeline(tmp_path):
         settings = {"kind": "word", "max_length": MAX_LENGTH}
         if vocab_file:
             settings["vocab_file"] = vocab_file
-        loaded = tokenizer_from_dict(settings, tmp_path, vocab_size=8)
+        loaded = read_tokenizer(tmp_path, {"tokenizer": settings}, vocab_size=8)
         assert loaded.vocab == tok.vocab
         assert loaded.hf_tokenizer_json() == tok.hf_tokenizer_json()
         assert loaded.encode(["b a zzz E ?"]).ids.tolist() == [[2, 3, 1, 7, 6]]
     with pytest.raises(ValueError, match="vocab_file"):
-        tokenizer_from_dict({"kind": "word", "max_length": 8, "vocab_file": "../elsewhere.txt"}, tmp_path)
+        read_tokenizer(tmp_path, {"tokenizer": {"kind": "word", "max_length": 8, "vocab_file": "../elsewhere.txt"}})
     with pytest.raises(ValueError, match="vocab_file"):
-        tokenizer_from_dict({"kind": "wordpiece", "max_length": 8, "vocab_file": LEGACY_WORD_VOCAB_FILE}, tmp_path)
+        read_tokenizer(tmp_path, {"tokenizer": {"kind": "wordpiece", "max_length": 8,
+                                                "vocab_file": LEGACY_WORD_VOCAB_FILE}})
 
 
 def test_to_hf_tokenizer_is_a_copy_of_the_pipeline():
@@ -236,7 +233,7 @@ def test_wordpiece_save_load_round_trip(tmp_path):
     tok = bert_wordpiece(max_length=11)
     tok.save(tmp_path)
     assert (tmp_path / WORDPIECE_VOCAB_FILE).read_bytes() == (minilm_folder() / WORDPIECE_VOCAB_FILE).read_bytes()
-    loaded = tokenizer_from_dict(tok.to_dict(), tmp_path)
+    loaded = read_tokenizer(tmp_path, {"tokenizer": tok.to_dict()})
     assert isinstance(loaded, WordPieceTokenizer) and loaded.max_length == 11
     texts = ["How old are you?", "a much longer question that will be cut at eleven tokens for sure"]
     a, b = loaded.encode(texts), tok.encode(texts)
@@ -252,10 +249,10 @@ def test_wordpiece_save_load_round_trip(tmp_path):
     {"kind": "word", "max_length": 10_000},
     {"kind": "word"},
 ])
-def test_tokenizer_from_dict_rejects_bad_settings(tmp_path, settings):
+def test_read_tokenizer_rejects_bad_settings(tmp_path, settings):
     WordTokenizer(["<pad>", "<unk>", "a"]).save(tmp_path)
     with pytest.raises(ValueError):
-        tokenizer_from_dict(settings, tmp_path)
+        read_tokenizer(tmp_path, {"tokenizer": settings})
 
 
 def test_bad_tokenizer_settings_raise_value_error(tmp_path):

@@ -417,7 +417,7 @@ def load_backend(args):
     refuse_tfidf(args.model)
     if args.device.startswith("cuda"):
         raise CliError(f"--backend onnx runs on the CPU; drop --device {args.device}")
-    from core.export.common import ExportError
+    from core.export.formats import ExportError
     from core.export.onnx_backend import OnnxBackendError, onnx_model
     from core.saving import ModelLoadError
 

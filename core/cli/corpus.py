@@ -38,7 +38,7 @@ def cmd_search(args) -> int:
     # Indexes are cached next to the model; zero-shot MiniLM's in the models folder's hidden cache.
     cache = Path(args.runs) / ".cache" / "minilm" if args.model == ZERO_SHOT else Path(args.model)
     if args.backend == "onnx":  # the lab's cache, by the graphs' digest: an export folder handed in stays as it is
-        from core.export.onnx_cache import search_cache
+        from core.export.onnx_backend import search_cache
 
         cache = search_cache(model.digest)
     encode = _cached_vectors(args, model)

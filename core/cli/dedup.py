@@ -131,8 +131,8 @@ def _check_threshold(graph, cosine: float, config: dict) -> None:
 
 def index_cache() -> Path:
     """Where dedup keeps its neighbour indexes between runs: the lab's own cache (``$SIAMESE_LAB_CACHE``,
-    ``core.export.onnx_cache.cache_root``), never the model folder or the corpus's."""
-    from core.export.onnx_cache import cache_root
+    ``core.export.onnx_backend.cache_root``), never the model folder or the corpus's."""
+    from core.export.onnx_backend import cache_root
 
     return cache_root() / "dedup"
 

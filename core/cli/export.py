@@ -27,7 +27,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from core.export.common import ExportError
+    from core.export.formats import ExportError
     from core.export.export_folder import check_export, export_files, export_model
     from core.models import ZERO_SHOT
     from core.saving import ForeignFilesError, ModelLoadError, OutputError, read_config

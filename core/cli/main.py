@@ -11,7 +11,7 @@ import sys
 
 from core.cli import calibrate, corpus, dedup, export, predict, score, suggest, train, workspaces
 from core.cli.common import CliError, CliParser, help_formatter
-from core.export.common import OnnxBackendError
+from core.export.onnx_backend import OnnxBackendError
 
 EXIT_USAGE = 2
 # The commands in the order --help lists them.

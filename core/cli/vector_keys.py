@@ -8,7 +8,7 @@ from pathlib import Path
 def vector_cache():
     """``core.inference.vector_cache.VectorCache`` in the lab's cache (``$SIAMESE_LAB_CACHE``, ``vectors/``):
     dedup, suggest and search keep a corpus's vectors there and reuse them."""
-    from core.export.onnx_cache import cache_root
+    from core.export.onnx_backend import cache_root
     from core.inference.vector_cache import VectorCache
 
     return VectorCache(cache_root() / "vectors")
@@ -16,13 +16,13 @@ def vector_cache():
 
 def vector_cache_key(args) -> str | None:
     """What names ``args.model``'s vectors in ``vector_cache`` before it is loaded: on the torch backend the
-    sha256 of the files they are made from (``core.export.onnx_cache.content_key``), so a run whose vectors
+    sha256 of the files they are made from (``core.export.onnx_backend.content_key``), so a run whose vectors
     are cached never loads the model; None on the ONNX backend (its loaded graphs' digest names them)."""
     from core.model_names import TFIDF, ZERO_SHOT
 
     if getattr(args, "backend", "torch") == "onnx" or not (args.model == ZERO_SHOT or Path(args.model).is_dir()):
         return None  # None also for what is no model folder at all (or TF-IDF): loading it says why, in one line
-    from core.export.onnx_cache import content_key
+    from core.export.onnx_backend import content_key
 
     key = "files-" + content_key(args.model)
     parent = _calibrated_parent(args.model)

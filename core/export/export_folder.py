@@ -9,11 +9,9 @@ import json
 import os
 from pathlib import Path
 
-from core.export.common import TOKENIZER_FILE, ExportError, part
-from core.export.manifest import MANIFEST_FILE, build_manifest, json_default, read_manifest, with_file_hashes
+from core.export.formats import GRAPH_FILES, ExportError, write_onnx, write_sentence_transformers
+from core.export.manifest import MANIFEST_FILE, TOKENIZER_FILE, build_manifest, part, read_manifest, with_file_hashes
 from core.export.model_card import CARD_FILE, model_card
-from core.export.onnx_graph import GRAPH_FILES, write_onnx
-from core.export.sentence_transformers_folder import write_sentence_transformers
 from core.saving.atomic import write_folder_atomically
 from core.saving.output import OutputClaim, OutputError, claim_output, refuse_others_files
 from core.saving.owned_files import RECORD_FILE, owned_by
@@ -126,7 +124,7 @@ def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize:
         manifest = with_file_hashes(manifest, folder, [*manifest["files"]["graphs"], manifest["files"]["tokenizer"]])
     (folder / CARD_FILE).write_text(model_card(manifest, name or folder.name), encoding="utf-8")
     # The manifest last: a folder with one is a complete export.
-    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, default=json_default, allow_nan=False),
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, allow_nan=False),
                                         encoding="utf-8")
     return manifest
 

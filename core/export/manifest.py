@@ -1,5 +1,6 @@
 """``siamese_lab.json``, an export's manifest: the threshold, what the export holds, a summary of the
-run's config. A folder holding one of this format is an export (``read_manifest``)."""
+run's config, and the sha256 of an ONNX export's files. A folder holding one of this format is an export
+(``read_manifest``); ``part`` and ``finite`` read its fields."""
 from __future__ import annotations
 
 import hashlib
@@ -7,13 +8,30 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from core.export.common import finite, normalises, part
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file
 
 MANIFEST_FILE = "siamese_lab.json"
+TOKENIZER_FILE = "tokenizer.json"
 FILE_HASHES = "sha256"  # an ONNX manifest's field: file name -> sha256 of the bytes the lab wrote
 EXPORT_FORMAT = "siamese-lab-export"
 EXPORT_VERSION = 1
+
+
+def part(mapping: dict, key: str, kind: type = dict):
+    """``mapping[key]`` when it is a ``kind`` (a dict by default), else an empty one."""
+    value = mapping.get(key)
+    return value if isinstance(value, kind) else kind()
+
+
+def finite(value) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def normalises(model) -> bool:
+    """Whether ``model.embed`` already returns unit vectors (the LSTM, MiniLM with ``normalize``); the
+    graphs of the others (the dual encoder) add the L2 normalisation, which changes no cosine."""
+    return model.model_type == "lstm" or (model.model_type == "minilm" and bool(model.config.normalize))
 
 
 def read_manifest(folder: str | Path) -> dict | None:
@@ -25,17 +43,10 @@ def read_manifest(folder: str | Path) -> dict | None:
     return manifest if isinstance(manifest, dict) and manifest.get("format") == EXPORT_FORMAT else None
 
 
-def json_default(value):
-    """``json.dumps``' ``default`` for a manifest: numpy and torch scalars, paths."""
-    if hasattr(value, "item"):
-        return value.item()
+def _clean(value):
+    """``value`` in JSON's types: numpy and torch scalars as numbers, paths as text, NaN and infinities as None."""
     if isinstance(value, Path):
         return str(value)
-    raise TypeError(f"cannot store {type(value).__name__} in {MANIFEST_FILE}")
-
-
-def _clean(value):
-    """``value`` in JSON's types: numpy and torch scalars as numbers, NaN and infinities as None."""
     if isinstance(value, dict):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -74,7 +85,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
     # A saved folder's config.json has a format; zero_shot_config() has none.
     zero_shot = model.model_type == "minilm" and (source == ZERO_SHOT or "format" not in config)
     threshold = part(config, "thresholds").get("accuracy")
-    return {
+    return _clean({
         "format": EXPORT_FORMAT,
         "format_version": EXPORT_VERSION,
         "export_format": fmt,
@@ -84,7 +95,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
         "source": None if source is None else str(source),
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "threshold": float(threshold) if finite(threshold) else None,
-        "thresholds": _clean(config.get("thresholds") or {}),
+        "thresholds": config.get("thresholds") or {},
         "max_length": int(model.tokenizer.max_length),
         "embedding_dim": int(model.embedding_dim),
         "pad_id": int(model.tokenizer.pad_id),
@@ -95,7 +106,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
                      else ("torch", "transformers", "sentence-transformers"))},
         "config": config_summary(config),
         **extra,
-    }
+    })
 
 
 def with_file_hashes(manifest: dict, folder: Path, names: list[str]) -> dict:

@@ -7,9 +7,8 @@ import math
 import re
 
 from core.data.splitting import recorded_by_question
-from core.export.common import finite, part
-from core.export.manifest import MANIFEST_FILE
-from core.export.onnx_graph import OUTPUT_NAME
+from core.export.formats import OUTPUT_NAME
+from core.export.manifest import MANIFEST_FILE, finite, part
 from core.losses.registry import LOSSES
 
 CARD_FILE = "README.md"

@@ -2,63 +2,40 @@
 ``PairEncoder``, with the PyTorch model's vectors (within 1e-4, L2-normalised); ``onnx_model`` is what
 ``--backend onnx`` loads. Only the lab's own exports run: their manifest records the sha256 of each graph and of
 the tokenizer, and any other folder, or one whose files changed since, is refused in one line (foreign graphs
-are outside the threat model, ``docs/RELIABILITY.md``)."""
+are outside the threat model, ``docs/RELIABILITY.md``).
+
+The lab's own cache (``cache_root``): ``onnx/<key>/`` holds the ONNX export of a saved model or zero-shot MiniLM,
+keyed by the sha256 of the bytes it is made from (``content_key``), written once atomically and checked like any
+export on every load; ``search/`` holds the indexes built on ONNX exports' vectors. Nothing is written into a
+folder the user passed."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import partial
 from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
 
-from core.export.common import TOKENIZER_FILE, OnnxBackendError, finite, part
-from core.export.manifest import MANIFEST_FILE, files_match, read_manifest
-from core.export.onnx_cache import cache_entry
-from core.export.onnx_graph import GRAPH_FILES
-from core.export.onnx_session import failure_reason, onnx_session
+from core.export.formats import failure_reason, onnx_session
+from core.export.manifest import EXPORT_VERSION, MANIFEST_FILE, TOKENIZER_FILE, files_match, finite, part, read_manifest
 from core.model_names import ZERO_SHOT
-from core.saving.files import VOCAB_MAX_BYTES, ModelLoadError, read_regular_file
+from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, ModelLoadError, hash_regular_file, read_regular_file
 from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
-
-__all__ = ["OnnxBackendError", "OnnxEncoder", "onnx_model"]
 
 MAX_GRAPH_BYTES = 2 * 2**30 - 1  # protobuf's own limit on one message
 MAX_BATCH_ROWS = 256  # OnnxEncoder never runs a larger batch
-MAX_VOCABULARY = 1 << 24
-MAX_EMBEDDING_DIM = 65536
+CACHE_ENV = "SIAMESE_LAB_CACHE"
+# What a model's ONNX export is made from: its settings, its weights and its vocabulary (either kind).
+SOURCE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "word_vocab.txt", "vocab.txt")
 
 
-@dataclass(frozen=True)
-class ExportSettings:
-    model_type: str
-    max_length: int
-    pad_id: int
-    embedding_dim: int
-    towers: tuple[str, str]  # the graph file of question 1 and of question 2
-
-
-def export_settings(manifest: dict, path: Path, vocabulary: int) -> ExportSettings:
-    """The numbers of an export's manifest (``path``), checked; ``vocabulary`` is the tokenizer's largest id + 1."""
-    if not 1 <= vocabulary <= MAX_VOCABULARY:
-        raise OnnxBackendError(f"{path}: the tokenizer has {vocabulary:,} ids; at most {MAX_VOCABULARY:,} are allowed")
-    towers = manifest.get("towers")
-    if not isinstance(towers, dict) or set(towers) != {"0", "1"} or not set(towers.values()) <= set(GRAPH_FILES):
-        raise OnnxBackendError(f"{path}: towers must map 0 and 1 to {' / '.join(GRAPH_FILES)}")
-
-    def integer(key: str, low: int, high: int) -> int:
-        value = manifest.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise OnnxBackendError(f"{path}: {key} must be an integer in {low}..{high}, got {value!r:.40}")
-        return value
-
-    return ExportSettings(str(manifest.get("model_type"))[:40], integer("max_length", 1, 4096),
-                          integer("pad_id", 0, vocabulary - 1), integer("embedding_dim", 1, MAX_EMBEDDING_DIM),
-                          (towers["0"], towers["1"]))
+class OnnxBackendError(ValueError):
+    """An ONNX export that cannot be used, or a cache that cannot be written; the message is one line."""
 
 
 def read_export_file(folder: Path, name: str, max_bytes: int = MAX_GRAPH_BYTES) -> bytes:
@@ -87,25 +64,22 @@ class OnnxEncoder:
             raise OnnxBackendError(f"{folder} is not a Siamese Lab export (no usable siamese_lab.json)")
         if manifest.get("export_format") != "onnx":
             raise OnnxBackendError(f"{folder} is a {manifest.get('export_format')!s:.40} export, not an onnx one")
-        tokenizer = read_export_file(folder, TOKENIZER_FILE, VOCAB_MAX_BYTES)
-        try:
-            self.tokenizer = Tokenizer.from_str(tokenizer.decode("utf-8"))
-            self.vocabulary = max(self.tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
-        except Exception as error:  # noqa: BLE001 - tokenizers raises plain Exception for a bad file
-            raise OnnxBackendError(f"{folder / TOKENIZER_FILE} is not a usable tokenizer ({str(error)[:120]})") \
-                from None
-        self.settings = settings = export_settings(manifest, folder / MANIFEST_FILE, self.vocabulary)
-        self.model_type, self.max_length = settings.model_type, settings.max_length
-        self.pad_id, self.embedding_dim = settings.pad_id, settings.embedding_dim
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(self.max_length)
-        self.workers = max(1, int(threads or torch.get_num_threads()))
-        graphs = {name: read_export_file(folder, name) for name in sorted(set(settings.towers))}
-        files = {**graphs, TOKENIZER_FILE: tokenizer}
-        if not files_match(manifest, files):
+        try:  # the manifest's figures are the lab's own: its files' sha256 are checked below
+            self.model_type, self.max_length = str(manifest["model_type"]), int(manifest["max_length"])
+            self.pad_id, self.embedding_dim = int(manifest["pad_id"]), int(manifest["embedding_dim"])
+            towers = (str(manifest["towers"]["0"]), str(manifest["towers"]["1"]))
+        except (KeyError, TypeError, ValueError):
+            towers = None
+        graphs = {name: read_export_file(folder, name) for name in sorted(set(towers or ()))}
+        files = {**graphs, TOKENIZER_FILE: read_export_file(folder, TOKENIZER_FILE, VOCAB_MAX_BYTES)}
+        if towers is None or not files_match(manifest, files):
             raise OnnxBackendError(f"{folder} is not an ONNX export this lab wrote, or its files changed since (their "
                                    f"sha256 differ from {MANIFEST_FILE}'s); export the model again with "
                                    f"'python -m core export --format onnx'")
+        self.tokenizer = Tokenizer.from_str(files[TOKENIZER_FILE].decode("utf-8"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_length)
+        self.workers = max(1, int(threads or torch.get_num_threads()))
         sessions = {}
         for name, graph in graphs.items():
             try:
@@ -113,7 +87,7 @@ class OnnxEncoder:
             except Exception as error:  # noqa: BLE001 - onnxruntime raises its own exception types
                 raise OnnxBackendError(f"{folder / name} is not a usable ONNX graph ({failure_reason(error)})") \
                     from None
-        self._sessions = [sessions[settings.towers[0]], sessions[settings.towers[1]]]
+        self._sessions = [sessions[towers[0]], sessions[towers[1]]]
         # The sha256 of the bytes run (the graphs by name, then the tokenizer): what decides the vectors.
         digest = hashlib.sha256()
         for name, data in files.items():
@@ -171,22 +145,14 @@ class OnnxEncoder:
         batches = self._batches(rows, max(1, min(int(batch_size), math.ceil(len(rows) / self.workers))))
 
         def run(picked: np.ndarray) -> None:
-            vectors = self.run_rows([rows[index] for index in picked], tower)
-            if vectors.shape != (len(picked), self.embedding_dim):
-                raise OnnxBackendError(f"{self.folder} gave {vectors.shape} vectors for {len(picked)} questions")
-            out[picked] = vectors
+            out[picked] = self.run_rows([rows[index] for index in picked], tower)
 
-        pool = None
+        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="onnx-encode") \
+            if self.workers > 1 and len(batches) > 1 else None
         try:
-            if self.workers == 1 or len(batches) == 1:
-                waits = [partial(run, picked) for picked in batches]
-            else:
-                pool = ThreadPoolExecutor(self.workers, thread_name_prefix="onnx-encode")
-                waits = [pool.submit(run, picked).result for picked in batches]
             # Progress is reported in batch order from this thread, so a callback that raises (a cancelled
             # job) stops the batches not yet started and waits for the running ones.
-            for done, wait in zip(accumulate(map(len, batches)), waits):
-                wait()
+            for done, _ in zip(accumulate(map(len, batches)), (pool.map if pool else map)(run, batches)):
                 if progress is not None:
                     progress(done, len(rows))
         finally:
@@ -212,7 +178,52 @@ class OnnxEncoder:
         return f"OnnxEncoder({str(self.folder)!r}, model_type={self.model_type!r}, dim={self.embedding_dim})"
 
 
-# ---- what --backend onnx loads -----------------------------------------------------------------
+# ---- the lab's cache, and what --backend onnx loads -------------------------------------------------
+def cache_root(root: str | Path | None = None) -> Path:
+    """``root`` if given, else ``$SIAMESE_LAB_CACHE``, else ``siamese-lab`` in ``$XDG_CACHE_HOME`` or ``~/.cache``."""
+    if root:
+        return Path(root)
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "siamese-lab"
+
+
+def content_key(source: str | Path) -> str:
+    """The sha256 (hex) of what ``source``'s ONNX export is made from: the bytes of its ``SOURCE_FILES``
+    (for ``"minilm"``, the installed package's and the zero-shot config) and the export format's version."""
+    from core.models.registry import max_parameters, zero_shot_config
+    from core.saving.model_folder import weights_max_bytes
+    from core.text.wordpiece_tokenizer import minilm_folder
+
+    digest = hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0".encode())
+    if str(source) == ZERO_SHOT:
+        folder = minilm_folder()
+        digest.update(json.dumps(zero_shot_config(), sort_keys=True, default=str).encode() + b"\0")
+    else:
+        folder = Path(source)
+    try:
+        limits = {"config.json": CONFIG_MAX_BYTES, "model.safetensors": weights_max_bytes(max_parameters())}
+    except ValueError as error:  # SIAMESE_LAB_MAX_PARAMETERS set to something else than a count
+        raise OnnxBackendError(str(error)) from None
+    try:
+        for name in SOURCE_FILES:
+            hash_regular_file(digest, folder / name, limits.get(name, VOCAB_MAX_BYTES), folder)
+    except ModelLoadError as error:
+        raise OnnxBackendError(str(error)) from None
+    return digest.hexdigest()
+
+
+def cache_entry(source: str | Path, root: str | Path | None = None) -> tuple[Path, str]:
+    """(the cache folder of ``source``'s ONNX export, its key)."""
+    key = content_key(source)
+    return cache_root(root) / "onnx" / key[:32], key
+
+
+def search_cache(digest: bytes) -> Path:
+    """Where the search indexes of the ONNX export whose graphs have ``digest`` are kept."""
+    return cache_root() / "search" / digest.hex()[:32]
+
+
 def onnx_model(source: str | Path, cache_root: str | Path | None = None) -> tuple[OnnxEncoder, dict]:
     """(encoder, config) for ``--backend onnx``: ``source`` is an ONNX export folder (used as it is), a saved
     model folder or ``"minilm"`` (exported once into the lab's cache at ``cache_root``). Raises

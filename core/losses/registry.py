@@ -1,27 +1,20 @@
 """Every training loss described once: the function it computes, the batches it needs, its default
-margin, whether it can train across processes, its menu entries, its short label and its model-card text.
+margin, whether it can train across processes, its short label and its model-card text.
 
-The objective, the loss menu, the CLI's choices and the model card all read ``LOSSES``, so a new loss is
-one entry here (and its function in ``core.losses``). Importable without torch: the Home page lists the
-menu, so the loss functions load on a loss's first call, through ``core.losses``' lazy attributes.
+The objective, the CLI's choices and the model card all read ``LOSSES``, so a new loss is one entry here (and
+its function in ``core.losses``; the app's menu entry in ``lab.loss_menu``). Importable without torch: the loss
+functions load on a loss's first call, through ``core.losses``' lazy attributes.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import core.losses as losses
 
 # "duplicates": duplicate pairs only, no question twice per batch; "labelled": both classes;
 # "labelled_distinct": both classes, no question twice per batch (for an in-batch term over labelled pairs).
 BATCH_KINDS = ("duplicates", "labelled", "labelled_distinct")
-
-
-@dataclass(frozen=True)
-class MenuEntry:
-    label: str  # what a menu shows: a short name that fits the widget
-    help: str  # what the loss does, with its formula: the menu's help text and the Home page's list
-    settings: dict = field(default_factory=dict)  # the loss options it stands for besides the loss's name
 
 
 @dataclass(frozen=True)
@@ -35,7 +28,6 @@ class Loss:
     # (core.training.distributed.wrap gathers only "duplicates" batches, and never the labels): each process
     # would train on its local slice only, another objective, so multi-process runs refuse it.
     across_processes: bool
-    menu: tuple[MenuEntry, ...]  # one per form a person picks from
     label: str  # a run's loss in a few words: str.format template over the config's fields
     # The model card's line: str.format template over margin, form, scale and weight, which the card
     # fills with already sanitised text (the config it reads comes from a saved folder).
@@ -70,53 +62,30 @@ def _multitask(v1, v2, labels, negatives, c):
     return losses.multitask_loss(v1, v2, labels, margin=c.margin, form=c.form, scale=c.scale, weight=c.weight)
 
 
-_CONTRASTIVE_HELP = ("Pairs of both classes: duplicates pulled together, non-duplicates pushed beyond the margin m. "
-                     "L = Y·D² + (1−Y)·{hinge}, D the distance between the unit vectors.")
-
-# In menu order. Triplet margins live on the cosine scale (-1..1); contrastive margins (multitask's
-# contrastive term too) on the Euclidean distance of unit vectors (0..2), where 1.0 means "non-duplicates
-# at least 60 degrees apart".
+# In the app's menu order (lab.loss_menu). Triplet margins live on the cosine scale (-1..1); contrastive margins
+# (multitask's contrastive term too) on the Euclidean distance of unit vectors (0..2), where 1.0 means
+# "non-duplicates at least 60 degrees apart".
 LOSSES: dict[str, Loss] = {loss.name: loss for loss in (
     Loss(
         "triplet", _triplet, batch_kind="duplicates", default_margin=0.25, across_processes=True,
-        menu=(MenuEntry(
-            "Triplet (mean + closest negative)",
-            "Each duplicate pair is an anchor and its positive; the batch's other questions are its negatives. "
-            "L = max(mean negative − s(A, P) + α, 0) + max(closest negative − s(A, P) + α, 0), on cosines."),),
         label="triplet (mean + closest negative, alpha={margin:g})",  # in-batch mining
         card="triplet loss on cosine similarities (L1 + L2 with the mean and the closest in-batch negative), "
              "margin {margin}"),
     Loss(
         "contrastive", _contrastive, batch_kind="labelled", default_margin=1.0, across_processes=True,
-        menu=(MenuEntry("Contrastive (squared hinge)", _CONTRASTIVE_HELP.format(hinge="max(m − D, 0)²"),
-                        {"form": "squared_hinge"}),
-              MenuEntry("Contrastive (margin squared)", _CONTRASTIVE_HELP.format(hinge="max(m² − D², 0)"),
-                        {"form": "margin_squared"})),
         label="contrastive ({form}, m={margin:g})",
         card="contrastive loss on distances between unit vectors, form {form}, margin {margin}"),
     Loss(
         "softmax", _softmax, batch_kind="duplicates", default_margin=0.0, across_processes=True,
-        menu=(MenuEntry(
-            "In-batch softmax",
-            "Each question must pick its own duplicate among all the batch's candidates: cross-entropy over the "
-            "rows of the scaled cosine matrix, the diagonal being the right answers."),),
         label="in-batch softmax (scale={scale:g})",
         card="in-batch softmax (multiple negatives ranking) of cosines scaled by {scale}"),
     Loss(
         "cosent", _cosent, batch_kind="labelled", default_margin=0.0, across_processes=False,
-        menu=(MenuEntry(
-            "CoSENT",
-            "Cosines ranked across the batch: every duplicate pair should score above every non-duplicate. "
-            "L = log(1 + Σ_{yᵢ>yⱼ} exp(λ·(sⱼ − sᵢ)))."),),
         label="CoSENT (cosine ranking, lambda={scale:g})",
         card="CoSENT ranking of cosines, log(1 + Σ exp(λ·(sⱼ − sᵢ))) over every duplicate i and "
              "non-duplicate j of a batch, λ {scale}"),
     Loss(
         "multitask", _multitask, batch_kind="labelled_distinct", default_margin=1.0, across_processes=False,
-        menu=(MenuEntry(
-            "Multitask",
-            "The contrastive loss on every labelled pair, plus w × the in-batch softmax of the duplicates: "
-            "L = Y·D² + (1−Y)·max(m − D, 0)² + w·softmax."),),
         label="multitask: contrastive ({form}, m={margin:g}) + {weight:g} x in-batch softmax (scale={scale:g})",
         card="multitask: contrastive loss on distances between unit vectors, form {form}, margin {margin}, "
              "plus {weight} × in-batch softmax of the duplicates' cosines scaled by {scale}, with the batch's "

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 
 from core.models.minilm import check_bert_config, pretrained_bert
-from core.text.vocab_files import WORDPIECE_VOCAB_FILE
+from core.text.wordpiece_tokenizer import WORDPIECE_VOCAB_FILE
 from core.text.wordpiece_tokenizer import minilm_folder
 
 PairTokens = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, mask, token types: (B, T) each

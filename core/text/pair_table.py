@@ -12,11 +12,7 @@ import pandas as pd
 import torch
 
 from core.data import normalise_questions
-from core.data.batching import (
-    duplicate_free_batches,
-    labelled_batches,
-    labelled_distinct_batches,
-)
+from core.data.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
 from core.text.token_table import TokenTable, padded_width
 from core.text.tokenizer_kinds import Tokenizer
 
@@ -148,11 +144,8 @@ class PairTable:
 
         ``length_buckets`` puts pairs of similar length together (batch order stays shuffled).
         """
-        lengths = self.pair_lengths() if length_buckets else None
-        if kind == "duplicates":
-            return duplicate_free_batches(self.pairs, batch_size, seed, lengths=lengths)
-        if kind == "labelled":
-            return labelled_batches(self.pairs, batch_size, seed, lengths=lengths)
-        if kind == "labelled_distinct":
-            return labelled_distinct_batches(self.pairs, batch_size, seed, lengths=lengths)
-        raise ValueError(f"unknown batch kind {kind!r}")
+        batches = {"duplicates": duplicate_free_batches, "labelled": labelled_batches,
+                   "labelled_distinct": labelled_distinct_batches}.get(kind)
+        if batches is None:
+            raise ValueError(f"unknown batch kind {kind!r}")
+        return batches(self.pairs, batch_size, seed, lengths=self.pair_lengths() if length_buckets else None)

@@ -1,8 +1,11 @@
-"""The padded id table every tokenizer encodes to, so that batching is a numpy slice."""
+"""What every tokenizer shares: the padded id table it encodes to, so that batching is a numpy slice, and the
+checks of ``max_length`` and of a vocabulary file's size against config.json's ``vocab_size`` (refused before a
+list of it is built)."""
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -79,3 +82,17 @@ def check_max_length(max_length) -> int:
     if value < 1:
         raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
     return value
+
+
+def check_line_count(data: bytes, vocab_size: int | None, path: Path) -> None:
+    """Refuse a vocabulary with far more lines than ``vocab_size`` before any list of it is built."""
+    if vocab_size is None:
+        return
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    if lines > vocab_size + 1:
+        raise ValueError(f"{path} has {lines:,} lines, but config.json says vocab_size {vocab_size:,}")
+
+
+def check_vocab_size(entries: int, vocab_size: int | None, path: Path) -> None:
+    if vocab_size is not None and entries != vocab_size:
+        raise ValueError(f"{path} has {entries:,} entries, but config.json says vocab_size {vocab_size:,}")

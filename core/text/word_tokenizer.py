@@ -3,7 +3,8 @@
 ``word_pipeline`` is the only definition of what a word is: training (``WordTokenizer.build``, through
 ``WordLevelTrainer``), encoding, loading a saved folder and export all run that pipeline, so they cannot
 disagree. A saved folder holds it as ``tokenizer.json``; loading takes only the vocabulary from that
-file and rebuilds the pipeline here, so no pattern from a folder ever runs.
+file (a regular file inside the folder, at most ``VOCAB_MAX_BYTES``) and rebuilds the pipeline here, so no
+pattern from a folder ever runs.
 """
 from __future__ import annotations
 
@@ -12,16 +13,12 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from core.text.token_table import TokenTable, check_max_length
-from core.text.vocab_files import (
-    LEGACY_WORD_VOCAB_FILE,
-    WORD_TOKENIZER_FILE,
-    read_vocab_file,
-    word_vocab_from_json,
-    word_vocab_from_lines,
-)
+from core.saving.files import VOCAB_MAX_BYTES, parse_json, read_regular_file
+from core.text.token_table import TokenTable, check_line_count, check_max_length, check_vocab_size
 
 PAD_TOKEN, UNK_TOKEN = "<pad>", "<unk>"  # ids 0 and 1 of every word vocabulary
+WORD_TOKENIZER_FILE = "tokenizer.json"  # a word-token model's tokenizer: our pipeline and its vocabulary
+LEGACY_WORD_VOCAB_FILE = "word_vocab.txt"  # what word-token models saved before: one word per line
 
 
 def word_pipeline(vocab: Mapping[str, int], max_length: int | None) -> Tokenizer:
@@ -48,6 +45,35 @@ def word_pipeline(vocab: Mapping[str, int], max_length: int | None) -> Tokenizer
     if max_length is not None:
         tokenizer.enable_truncation(max_length)
     return tokenizer
+
+
+def word_vocab_from_lines(data: bytes, vocab_size: int | None, path: Path) -> list[str]:
+    """The words of a legacy ``word_vocab.txt`` (one per line, id = position among the non-empty lines)."""
+    check_line_count(data, vocab_size, path)
+    vocab = [word for word in data.decode("utf-8").split("\n") if word != ""]
+    check_vocab_size(len(vocab), vocab_size, path)
+    return vocab
+
+
+def word_vocab_from_json(data: bytes, vocab_size: int | None, path: Path) -> list[str]:
+    """The words of a ``tokenizer.json``'s WordLevel vocabulary, in id order. Only ``model.vocab`` is
+    read: the ids must be exactly 0..n-1 (no gap, no id twice), and n must be ``vocab_size`` when given.
+    Everything else in the file (its normaliser, its patterns, its unknown token) is ignored."""
+    document = parse_json(data, path)
+    model = document.get("model") if isinstance(document, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "WordLevel":
+        raise ValueError(f"{path} is not a WordLevel tokenizer (its model.type must be \"WordLevel\")")
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict):
+        raise ValueError(f"{path}: model.vocab must be a JSON object of word -> id")
+    check_vocab_size(len(vocab), vocab_size, path)
+    words: list[str | None] = [None] * len(vocab)
+    for word, index in vocab.items():
+        if type(index) is not int or not 0 <= index < len(words) or words[index] is not None:
+            raise ValueError(f"{path}: the vocabulary's ids must be exactly 0..{len(words) - 1}, each once "
+                             f"(word {word[:40]!r} has id {str(index)[:40]})")
+        words[index] = word
+    return words  # every slot filled: n distinct ids in 0..n-1
 
 
 def _utf8(texts: Iterable[str]) -> list[str]:
@@ -143,4 +169,4 @@ class WordTokenizer:
         if not isinstance(name, str) or name not in readers:
             raise ValueError(f"a word tokenizer's vocab_file must be {' or '.join(readers)}, got {vocab_file!r}")
         path = Path(folder) / name
-        return cls(readers[name](read_vocab_file(path, folder), vocab_size, path), max_length=max_length)
+        return cls(readers[name](read_regular_file(path, VOCAB_MAX_BYTES, folder), vocab_size, path), max_length=max_length)

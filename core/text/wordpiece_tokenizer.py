@@ -1,34 +1,43 @@
-"""BERT-uncased WordPiece, the tokenizer of the transformer models and of the LSTM on word pieces."""
+"""BERT-uncased WordPiece, the tokenizer of the transformer models and of the LSTM on word pieces, read from a
+plain ``vocab.txt`` (a regular file inside the folder, at most ``VOCAB_MAX_BYTES``) as the Rust tokenizer reads
+it: words and ids only."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
 
-from core.text.token_table import TokenTable, check_max_length
-from core.text.vocab_files import (
-    WORDPIECE_VOCAB_FILE,
-    check_line_count,
-    check_vocab_size,
-    read_vocab_file,
-    wordpiece_vocab,
-)
+from core.saving.files import VOCAB_MAX_BYTES, read_regular_file
+from core.text.token_table import TokenTable, check_line_count, check_max_length, check_vocab_size
+
+WORDPIECE_VOCAB_FILE = "vocab.txt"
+# Rust's char::is_whitespace (the Unicode White_Space property), which ``str::trim_end`` trims.
+_RUST_WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def wordpiece_vocab(data: bytes) -> dict[str, int]:
+    """token -> id as the Rust ``WordPiece.read_file`` builds it: one token per line (``\\n`` or
+    ``\\r\\n``), trailing whitespace trimmed, id = line number, a repeated token keeping its last line."""
+    text = data.decode("utf-8")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline after the last line starts no new line
+    return {line.rstrip(_RUST_WHITESPACE): index for index, line in enumerate(lines)}
 
 
 class WordPieceTokenizer:
-    """BERT-uncased WordPiece, read from a plain ``vocab.txt`` (the one MiniLM ships)."""
+    """BERT-uncased WordPiece over a plain ``vocab.txt`` (the one MiniLM ships)."""
 
     kind = "wordpiece"
 
     def __init__(self, vocab_file: Path, max_length: int = 64, *, folder: Path | None = None,
                  vocab_size: int | None = None):
         """``folder``: the file must lie inside it; ``vocab_size``: the number of entries it must have."""
-        from tokenizers import (
-            BertWordPieceTokenizer,  # the Rust tokenizer: fast, no code from the folder
-        )
+        from tokenizers import BertWordPieceTokenizer  # the Rust tokenizer: fast, no code from the folder
 
         self.vocab_file = Path(vocab_file)
         self.max_length = check_max_length(max_length)
-        self._vocab_bytes = read_vocab_file(self.vocab_file, folder)
+        self._vocab_bytes = read_regular_file(self.vocab_file, VOCAB_MAX_BYTES, folder)
         check_line_count(self._vocab_bytes, vocab_size, self.vocab_file)
         try:
             self._vocab = wordpiece_vocab(self._vocab_bytes)

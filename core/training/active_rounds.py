@@ -10,7 +10,7 @@ from the current model, and watches a learning curve. This module holds the loop
 * ``score_point``: a model's held-out ROC AUC and accuracy, at its pair threshold
   (``core.inference.calibration.pair_threshold``).
 * the learning curve: one JSON line per scored model in ``<labels name>.csv.curve.jsonl``, appended under the
-  curve's lock (``core.saving.locks``) with one ``O_APPEND`` write (``add_point``), one point per model, read back
+  curve's lock (``core.saving.locks``) by one appended write (``add_point``), one point per model, read back
   by ``read_curve``.
 """
 from __future__ import annotations
@@ -252,21 +252,18 @@ def read_curve(labels_file: str | Path) -> list[dict]:
 
 def add_point(labels_file: str | Path, point: dict, model: str) -> bool:
     """Append ``point`` (``score_point``'s) for ``model`` (a folder, or ``ZERO_SHOT``) with the time, unless the
-    curve already has a point of that model (two tabs, a reload): True when it was added. One ``O_APPEND``
-    write under the curve's lock, fsynced."""
+    curve already has a point of that model (two tabs, a reload): True when it was added. One appended line under
+    the curve's lock, fsynced; a line a crash cut short is ended first (and skipped when read)."""
     row = {**point, "model": str(model), "at": datetime.now(UTC).isoformat(timespec="seconds")}
     curve, lock = _locked_curve(labels_file)
     with take_lock(lock):
         if any(existing.get("model") == row["model"] for existing in _read(curve)):
             return False
-        payload = (json.dumps(row, allow_nan=False) + "\n").encode("utf-8")
-        fd = os.open(curve, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":  # a line cut short by a crash: end it, it is skipped
-                payload = b"\n" + payload
-            os.write(fd, payload)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with open(curve, "a+b") as handle:  # a write appends, wherever the last read left the position
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - 1))
+            ended = not size or handle.read(1) == b"\n"
+            handle.write((b"" if ended else b"\n") + (json.dumps(row, allow_nan=False) + "\n").encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
     return True

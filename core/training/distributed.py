@@ -43,17 +43,11 @@ def init_from_env(device: str = "auto") -> DistContext:
         return SINGLE
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = device != "cpu" and torch.cuda.is_available()
-    if not dist.is_initialized():
-        dist.init_process_group(backend=process_group_backend(use_cuda))
+    if not dist.is_initialized():  # nccl refuses CPU tensors, and the run's flags (broadcast_flag) live on the CPU
+        dist.init_process_group(backend="cpu:gloo,cuda:nccl" if use_cuda else "gloo")
     if use_cuda:
         torch.cuda.set_device(local_rank)
     return DistContext(rank, world_size, local_rank)
-
-
-def process_group_backend(use_cuda: bool) -> str:
-    """The backend of the process group: gloo alone on CPU; on CUDA, nccl for CUDA tensors and gloo for CPU
-    ones, because nccl refuses CPU tensors and the run's flags (``broadcast_flag``) live on the CPU."""
-    return "cpu:gloo,cuda:nccl" if use_cuda else "gloo"
 
 
 def flag_device(backend: str) -> torch.device:
@@ -88,12 +82,8 @@ def gather_batch(v: torch.Tensor) -> torch.Tensor:
     context = current()
     if not context.enabled:
         return v
-    try:
-        from torch.distributed._functional_collectives import all_gather_single_autograd
-    except ImportError:  # older PyTorch: the (since deprecated) public autograd all-gather
-        from torch.distributed.nn.functional import all_gather
+    from torch.distributed._functional_collectives import all_gather_single_autograd
 
-        return torch.cat(all_gather(v.contiguous()), dim=0)
     return all_gather_single_autograd(v.contiguous(), 0, dist.group.WORLD)
 
 

@@ -80,11 +80,6 @@ class SpecError(ValueError):
 
 
 # ---- menus ---------------------------------------------------------------------------------------
-def loss_choice(loss: LossConfig) -> str:
-    """The menu key of a loss configuration."""
-    return f"contrastive_{loss.form}" if loss.name == "contrastive" else loss.name
-
-
 @dataclass(frozen=True)
 class SizeOption:
     field: str  # the model config field it sets

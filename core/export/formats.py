@@ -1,0 +1,287 @@
+"""The two formats an export writes, each checked against the PyTorch model on ``PROBE_TEXTS``.
+
+``onnx`` (``write_onnx``): ``model.onnx`` takes ``input_ids`` and ``attention_mask`` (int64, dynamic batch and
+length; the mask is 1 on real tokens, which come first) and returns ``sentence_embedding``, the model's vectors
+L2-normalised. A dual encoder with two towers also gets ``model_tower1.onnx`` for question 2. ``tokenizer.json`` is
+the model's tokenizer for Hugging Face ``tokenizers``. The float32 graphs must match PyTorch within
+``ONNX_TOLERANCE``; the int8 graphs' difference is recorded, not enforced.
+
+``sentence-transformers`` (``write_sentence_transformers``, MiniLM, zero-shot or fine-tuned): the folder
+sentence-transformers' own ``save`` writes for Transformer -> mean Pooling -> Normalize around this model's
+BertModel, its tokenizer and ``max_seq_length`` = the model's max length; ``SentenceTransformer(folder).encode``
+gives this model's ``encode`` (within ``ST_TOLERANCE``).
+
+One export runs at a time per process, with the exporters' chatter silenced (``quiet_export``,
+``native_stderr_dropped``)."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import stat
+import sys
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from core.export.manifest import TOKENIZER_FILE, normalises
+
+GRAPH_FILES = ("model.onnx", "model_tower1.onnx")  # tower 0 (question 1, and both sides when Siamese), tower 1
+INPUT_NAMES = ("input_ids", "attention_mask")
+OUTPUT_NAME = "sentence_embedding"
+OPSET = 17
+ONNX_TOLERANCE = 1e-4  # max |onnxruntime - PyTorch| over the probe vectors, float32 graphs
+ST_TOLERANCE = 1e-5  # max |SentenceTransformer.encode - model.encode| over the probe texts
+
+# Texts every export is checked on: short and long (past any max length), empty, punctuation,
+# apostrophes, accents, digits, emoji, CJK.
+PROBE_TEXTS = [
+    "How do I learn Python?",
+    "What is the best way to learn Python quickly, and which books should I read first?",
+    "",
+    "Why don't cats like water???",
+    "Café, naïve, façade: ÀÉÎÕÜ and ΟΔΟΣ",
+    "Is 3.14 > 22/7? (1,000,000 digits)",
+    "日本語の質問はどうですか？ 😀👍",
+    "a",
+    " ".join(["word"] * 80),
+    "What's the capital of India - New Delhi or Mumbai?",
+]
+
+
+class ExportError(ValueError):
+    """A model or format that cannot be exported as asked; the message is one line."""
+
+
+_ERROR_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_SOURCE_LINE = re.compile(r"/onnxruntime_src/\S+:\d+ .*?\) ")  # where in onnxruntime's C++ it failed
+
+
+def onnx_session(graph: bytes):
+    """An ``onnxruntime.InferenceSession`` of ``graph`` on the CPU, one thread (the backend runs batches side by
+    side); onnxruntime logs nothing (its errors reach the caller as exceptions)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 4  # fatal only
+    return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+
+
+def failure_reason(error: Exception) -> str:
+    """onnxruntime's error on one line: its first line without onnxruntime's status prefix and source location."""
+    text = str(error).strip()
+    lines = _SOURCE_LINE.sub("", _ERROR_PREFIX.sub("", text)).splitlines()
+    return (lines[0] if lines else type(error).__name__)[:200]
+
+
+# One export at a time per process: the exporter keeps global state, and quiet_export / native_stderr_dropped
+# change process-wide settings (the app may export from several sessions' threads at once).
+_EXPORT_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def quiet_export():
+    """Python warnings, log records below ERROR (every logger's, Hugging Face's and onnxruntime's included)
+    and Hugging Face's progress bars off for the block, which holds the export lock."""
+    from transformers.utils import logging as hf_logging
+
+    with _EXPORT_LOCK:
+        bars, disabled = hf_logging.is_progress_bar_enabled(), logging.root.manager.disable
+        hf_logging.disable_progress_bar()
+        logging.disable(logging.WARNING)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                yield
+        finally:
+            logging.disable(disabled)
+            if bars:
+                hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def native_stderr_dropped():
+    """File descriptor 2 to /dev/null for the block (the TorchScript exporter's C++ side writes its
+    warnings there; Python's sys.stderr is left alone). Use it inside ``quiet_export()``, whose lock keeps
+    two threads from swapping descriptor 2 at once."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no usable descriptor 2: nothing to hide
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _unit(model, vectors):
+    """What an exported graph returns: ``vectors`` of ``model``, L2-normalised unless they are already."""
+    import torch
+
+    return vectors if normalises(model) else torch.nn.functional.normalize(vectors, dim=-1)
+
+
+def _graph(model, tower: int):
+    """One tower of ``model`` as a module (input_ids, attention_mask) -> unit vectors, for the exporter."""
+    import torch
+
+    class Graph(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):
+            mask = attention_mask.bool()
+            if self.model.model_type == "dual-transformer":
+                towers = self.model.towers
+                return _unit(self.model, _dual_tower(towers[min(tower, len(towers) - 1)], input_ids, mask))
+            return _unit(self.model, self.model.embed(input_ids, mask, tower=tower))
+
+    return Graph().eval()
+
+
+def _dual_tower(tower, input_ids, mask):
+    """``core.models.dual_encoder.Tower.forward`` with the attention as plain matrix products: traced by the
+    TorchScript exporter, nn.MultiheadAttention keeps the example's sequence length as a constant."""
+    import torch
+
+    positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
+    x = tower.tokens(input_ids) + tower.positions(positions)[None]  # (B, T, d)
+    padding = ~mask  # (B, T) True on padding, as src_key_padding_mask
+    for layer in tower.encoder.layers:
+        def attend(y, layer=layer):
+            return layer.dropout1(_self_attention(layer.self_attn, y, padding))
+
+        if layer.norm_first:
+            x = x + attend(layer.norm1(x))
+            x = x + layer._ff_block(layer.norm2(x))
+        else:
+            x = layer.norm1(x + attend(x))
+            x = layer.norm2(x + layer._ff_block(x))
+    if tower.encoder.norm is not None:
+        x = tower.encoder.norm(x)
+    return tower.projection(x[:, 0])  # (B, p): the [CLS] position
+
+
+def _self_attention(attention, x, padding):
+    """nn.MultiheadAttention(x, x, x, key_padding_mask=padding) of a batch-first layer, (B, T, d)."""
+    import torch
+    import torch.nn.functional as F
+
+    heads = attention.num_heads
+    width = attention.embed_dim // heads
+    q, k, v = F.linear(x, attention.in_proj_weight, attention.in_proj_bias).chunk(3, dim=-1)  # (B, T, d) each
+    q, k, v = (t.unflatten(-1, (heads, width)).transpose(1, 2) for t in (q, k, v))  # (B, h, T, w)
+    bias = torch.zeros_like(padding, dtype=x.dtype).masked_fill(padding, float("-inf"))[:, None, None, :]
+    weights = torch.softmax(q @ k.transpose(-2, -1) * width ** -0.5 + bias, dim=-1)  # (B, h, T, T)
+    return attention.out_proj((weights @ v).transpose(1, 2).flatten(2))  # (B, T, d)
+
+
+def write_onnx(model, folder: Path, quantize: str | None) -> dict:
+    import onnx
+    import torch
+
+    (folder / TOKENIZER_FILE).write_text(model.tokenizer.hf_tokenizer_json(), encoding="utf-8")
+    # PROBE_TEXTS as the model's tokenizer pads them: the first batch traces the graphs, the others (other
+    # batch sizes and lengths) check them.
+    table = model.tokenizer.encode(PROBE_TEXTS)
+    (trace_ids, trace_mask), *checks = [table.take(rows) for rows in ([0, 3], np.arange(len(table)), [7], [2, 5, 0])]
+    towers = len(getattr(model, "towers", ())) if model.model_type == "dual-transformer" else 1
+    differences, cosines = [], []
+    for tower in range(towers):
+        path = folder / GRAPH_FILES[tower]
+        # With gradients on: nn.TransformerEncoder's no-grad fast path has no ONNX form.
+        with quiet_export(), native_stderr_dropped():
+            # The TorchScript exporter: it turns the bidirectional LSTM's packed sequence into the ONNX
+            # LSTM's sequence_lens, so the backward direction starts on each text's last real token.
+            torch.onnx.export(
+                _graph(model, tower), (trace_ids, trace_mask.long()), str(path), input_names=list(INPUT_NAMES),
+                output_names=[OUTPUT_NAME], opset_version=OPSET, dynamo=False,
+                dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
+                              OUTPUT_NAME: {0: "batch"}})
+        # The exporter names the output's second dimension symbolically; it is the vector width, a constant.
+        graph = onnx.load(str(path))
+        graph.graph.output[0].type.tensor_type.shape.dim[1].dim_value = int(model.embedding_dim)
+        if quantize == "int8":
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            with quiet_export():
+                # Per-channel scales: on MiniLM the mean cosine to the float vectors goes from 0.970 to 0.994.
+                quantize_dynamic(graph, str(path), weight_type=QuantType.QInt8, per_channel=True)
+        else:
+            onnx.save(graph, str(path))
+        session = onnx_session(path.read_bytes())
+        for ids, mask in checks:
+            try:
+                got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.long().numpy()})[0]
+            except Exception as error:  # noqa: BLE001 - onnxruntime's own exception types
+                raise ExportError(f"the exported graph fails on a batch of {ids.shape[0]} x {ids.shape[1]} "
+                                  f"tokens: {failure_reason(error)}") from None
+            with torch.no_grad():
+                want = _unit(model, model.embed(ids, mask, tower=tower).float()).numpy()
+            differences.append(float(np.abs(got - want).max()))
+            norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
+            cosines.append(float(np.min((got * want).sum(1) / np.maximum(norms, 1e-12))))
+    difference = max(differences)
+    if quantize is None and not difference <= ONNX_TOLERANCE:
+        raise ExportError(f"the exported graph differs from the PyTorch model by {difference:.3g} "
+                          f"(more than {ONNX_TOLERANCE:g}) on the probe texts")
+    return {
+        "files": {"graphs": list(GRAPH_FILES[:towers]), "tokenizer": TOKENIZER_FILE},
+        "towers": {"0": GRAPH_FILES[0], "1": GRAPH_FILES[min(1, towers - 1)]},
+        "inputs": {name: {"dtype": "int64", "shape": ["batch", "sequence"]} for name in INPUT_NAMES},
+        "output": {"name": OUTPUT_NAME, "dtype": "float32", "shape": ["batch", model.embedding_dim]},
+        "opset": OPSET,
+        "quantization": "int8-dynamic" if quantize == "int8" else None,
+        "check": {"texts": len(PROBE_TEXTS), "max_abs_diff_vs_pytorch": difference,
+                  "min_cosine_vs_pytorch": min(cosines), "tolerance": None if quantize else ONNX_TOLERANCE},
+    }
+
+
+def write_sentence_transformers(model, folder: Path) -> dict:
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import BertTokenizerFast
+
+    try:  # sentence-transformers >= 6; sentence_transformers.models before (deprecated since)
+        from sentence_transformers.sentence_transformer import modules as st_models
+    except ImportError:
+        from sentence_transformers import models as st_models
+
+    max_length = model.tokenizer.max_length
+    with quiet_export(), tempfile.TemporaryDirectory(prefix="siamese-lab-st-") as hf:
+        model.bert.save_pretrained(hf)  # config.json + model.safetensors, this model's weights
+        rust = model.tokenizer.to_hf_tokenizer()
+        rust.no_truncation()  # sentence-transformers truncates at max_seq_length itself
+        BertTokenizerFast(tokenizer_object=rust, do_lower_case=True, model_max_length=max_length).save_pretrained(hf)
+        with torch.random.fork_rng():
+            torch.manual_seed(0)  # BertModel's pooler (unused by mean pooling) is initialised: the same each time
+            transformer = st_models.Transformer(hf, max_seq_length=max_length)
+        modules = [transformer, st_models.Pooling(model.embedding_dim, pooling_mode="mean")] + (
+            [st_models.Normalize()] if model.config.normalize else [])
+        SentenceTransformer(modules=modules, device="cpu", similarity_fn_name="cosine").save(
+            str(folder), create_model_card=False)
+        # safetensors creates its file 0600; give it the mode the other files got (0666 less the umask).
+        (folder / "model.safetensors").chmod(stat.S_IMODE((folder / "modules.json").stat().st_mode))
+        loaded = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+        got = loaded.encode(PROBE_TEXTS, convert_to_numpy=True, show_progress_bar=False)
+    want = model.encode(PROBE_TEXTS).numpy()
+    difference = float(np.abs(got - want).max())
+    if not difference <= ST_TOLERANCE:
+        raise ExportError(f"the sentence-transformers folder encodes {difference:.3g} away from the model "
+                          f"(more than {ST_TOLERANCE:g}) on the probe texts")
+    return {
+        "files": {"modules": "modules.json", "weights": "model.safetensors", "tokenizer": TOKENIZER_FILE},
+        "modules": ["Transformer", "Pooling (mean)"] + (["Normalize"] if model.config.normalize else []),
+        "check": {"texts": len(PROBE_TEXTS), "max_abs_diff_vs_pytorch": difference, "tolerance": ST_TOLERANCE},
+    }
