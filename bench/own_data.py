@@ -181,7 +181,9 @@ def parse_train(payload) -> dict:
             "test": test if payload.get("test") is not None else None,
             "lab_verdict_zero_shot": parse_verdict(verdicts.get("zero_shot") or baselines.get("zero_shot")),
             "lab_verdict_tfidf": parse_verdict(verdicts.get("tfidf") or baselines.get("tfidf")),
-            "quality_message": quality.get("message")}
+            "quality_message": quality.get("message"),
+            # auto's choice (core.training.auto_choice): every candidate with its validation figure, verdict and time
+            "chosen": payload.get("chosen"), "candidates": payload.get("candidates")}
 
 
 # ---- scores and figures computed here -------------------------------------------------------------
@@ -451,6 +453,8 @@ class Bench:
         row.update(status=parsed["status"], train_seconds=parsed["seconds"], validation=parsed["validation"],
                    lab_verdict_zero_shot=parsed["lab_verdict_zero_shot"], lab_verdict_tfidf=parsed["lab_verdict_tfidf"],
                    quality_message=parsed["quality_message"])
+        if parsed["candidates"]:
+            row.update(chosen=parsed["chosen"], candidates=parsed["candidates"])
         if not call.ok:
             row["error"] = call.problem()
         model = parsed["folder"] or (str(folder) if (folder / "config.json").is_file() else None)

@@ -347,7 +347,9 @@ def _print_choice(chosen) -> int:
     print(f"chosen: {chosen.chosen.name}, saved in {chosen.folder}", file=sys.stderr)
     print_json({"status": result.outcome.status if result else "done", "folder": chosen.folder and str(chosen.folder),
                 "thresholds": chosen.thresholds, "validation": chosen.validation, "test": chosen.test,
-                **chosen.as_dict()}, indent=2)
+                # the chosen model against zero-shot MiniLM on the validation pairs, as a run's quality says it
+                "quality": {"verdicts": {"zero_shot": chosen.chosen.verdict} if chosen.chosen.verdict else {}},
+                "seconds": round(chosen.seconds, 1), **chosen.as_dict()}, indent=2)
     return 1 if result is not None and result.outcome.status == FAILED else 0
 
 

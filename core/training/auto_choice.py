@@ -78,6 +78,7 @@ class AutoOutcome:
     thresholds: dict = field(default_factory=dict)  # the chosen model's
     validation: dict = field(default_factory=dict)  # the chosen model's metrics on the validation pairs
     test: dict = field(default_factory=dict)  # the chosen model's on the test pairs, if any
+    seconds: float = 0.0  # from the first candidate to the saved model
 
     def as_dict(self) -> dict:
         return {"chosen": self.chosen.name, "candidates": [c.as_dict() for c in self.candidates]}
@@ -121,7 +122,8 @@ def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: flo
         result = train_run(spec, pairs, output=output, val=val, test=test, callbacks=callbacks, stop_event=stop_event)
         alone = Candidate(FINE_TUNE_NAME, (result.validation or {}).get("roc_auc"), time.monotonic() - since,
                           note="the only candidate: " + (problem or "zero-shot MiniLM is not installed"))
-        return AutoOutcome([alone], alone, result.folder, result, result.thresholds, result.validation, result.test)
+        return AutoOutcome([alone], alone, result.folder, result, result.thresholds, result.validation, result.test,
+                           time.monotonic() - since)
     groups = resampling_groups(splits.val)
     seed = spec.train.seed
 
@@ -174,8 +176,9 @@ def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: flo
     chosen = choose(candidates)
     announce(callbacks, f"finishing: saving {chosen.name}")
     outcome = AutoOutcome(candidates, chosen, output.target, result)
+    outcome.seconds = time.monotonic() - started
     record = {AUTO_KEY: {**outcome.as_dict(), "budget_minutes": round(budget / 60, 2),
-                         "seconds": round(time.monotonic() - started, 1)}}
+                         "seconds": round(outcome.seconds, 1)}}
     if chosen.name == FINE_TUNE_NAME:
         outcome.thresholds, outcome.validation, outcome.test = result.thresholds, result.validation, result.test
         save_model(result.model, output.target, metadata={**result.metadata, "name": output.target.name, **record})
