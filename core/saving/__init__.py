@@ -8,7 +8,6 @@ user named; ``label_store`` keeps labels, ``workspaces`` each person's folder.
 from core.saving.atomic import OLD_PREFIX, write_folder_atomically
 from core.saving.files import (
     CONFIG_MAX_BYTES,
-    JSON_MAX_DEPTH,
     VOCAB_MAX_BYTES,
     check_regular_file,
     read_json_file,
@@ -35,7 +34,7 @@ from core.saving.temp_files import TEMP_PREFIX
 from core.saving.user_files import FileClaim, UserFileError, claim_files
 
 __all__ = [
-    "CONFIG_FILE", "CONFIG_MAX_BYTES", "FORMAT", "FORMAT_VERSION", "FileClaim", "ForeignFilesError", "JSON_MAX_DEPTH",
+    "CONFIG_FILE", "CONFIG_MAX_BYTES", "FORMAT", "FORMAT_VERSION", "FileClaim", "ForeignFilesError",
     "MODEL_FILES", "ModelLoadError", "OLD_PREFIX", "OutputClaim", "OutputError", "RECORD_FILE", "TEMP_PREFIX",
     "UserFileError", "VOCAB_MAX_BYTES", "WEIGHTS_FILE", "check_metadata", "check_regular_file",
     "claim_files", "claim_new_run", "claim_output", "config_from_dict", "list_runs", "read_config", "read_json_file",

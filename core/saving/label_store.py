@@ -27,6 +27,7 @@ import pandas as pd
 
 from core.data.limits import DataError
 from core.data.questions import pair_key
+from core.saving.files import connect_read_only
 from core.saving.label_rows import (
     LABEL_COLUMNS,
     MAX_LABELLER_CHARS,
@@ -252,25 +253,15 @@ class LabelStore:
         return held[0]
 
     def _connect_to_read(self) -> sqlite3.Connection | None:
-        """A read-only connection (no pragma, no schema: nothing is written); None for an empty database. A WAL
-        database whose shared-memory file cannot be made (a folder this process cannot write) cannot be opened so
-        (``SQLITE_CANTOPEN``): it is read as the file holds it (``immutable``), which this process cannot change."""
-        uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
-        for suffix in ("", "&immutable=1"):
-            db = sqlite3.connect(uri + suffix, uri=True, timeout=READ_BUSY_TIMEOUT_S, isolation_level=None,
-                                 check_same_thread=False)
-            try:
-                if checked_schema(db):
-                    return db
-                db.close()
-                return None
-            except sqlite3.OperationalError as error:
-                db.close()
-                if suffix or error.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN:
-                    raise
-            except BaseException:
-                db.close()
-                raise
+        """A connection that never writes (``connect_read_only``); None for an empty database."""
+        db = connect_read_only(self.path, READ_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        try:
+            if checked_schema(db):
+                return db
+        except BaseException:
+            db.close()
+            raise
+        db.close()
         return None
 
     def _connect_to_write(self) -> sqlite3.Connection:
