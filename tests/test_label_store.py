@@ -19,15 +19,16 @@ from core.data.questions import pair_key
 from core.saving.label_store import (
     LABEL_COLUMNS,
     MAX_QUESTION_CHARS,
+    PAIR_COLUMNS,
     Label,
     LabelStore,
     MergeCounts,
     escape_cell,
     is_label_database,
+    pair_bucket,
     read_labels_csv,
     unescape_cell,
 )
-from core.saving.label_rows import PAIR_COLUMNS, pair_bucket
 from core.saving.safe_csv import is_formula
 
 LEGACY_HEADER = "question1,question2,is_duplicate,labelled_by,labelled_at\r\n"
@@ -353,12 +354,12 @@ def counted_by_hand(store: LabelStore) -> Counter:
 
 
 def test_a_database_of_the_first_schema_is_read_as_it_is_and_upgraded_by_the_first_write(tmp_path):
-    from core.saving import label_schema
+    from core.saving import label_store
     from core.training.active_rounds import held_out_mask
 
     path = tmp_path / "labels.sqlite3"
     with sqlite3.connect(path) as db:  # what the lab wrote before labels carried their bucket
-        db.executescript(label_schema._SCHEMA_1 + "PRAGMA user_version = 1; PRAGMA journal_mode = WAL;")
+        db.executescript(label_store._SCHEMA_1 + "PRAGMA user_version = 1; PRAGMA journal_mode = WAL;")
         for i in range(40):
             q1, q2 = f"Question {i}?", f"other {i}?"
             db.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, labelled_at) "
@@ -373,7 +374,7 @@ def test_a_database_of_the_first_schema_is_read_as_it_is_and_upgraded_by_the_fir
     old.add("new?", "pair?", 1)
     old.add("other 3?", "question 3?", 0)  # a correction moves its pair to the other class
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == label_schema.SCHEMA_VERSION
+        assert db.execute("PRAGMA user_version").fetchone()[0] == label_store.SCHEMA_VERSION
     assert old.bucket_counts() == counted_by_hand(old) and sum(old.bucket_counts().values()) == 41
     old.undo_last()
     old.undo_last()

@@ -36,7 +36,7 @@ from core.saving import (
     ForeignFilesError,
     write_folder_atomically,
 )
-from core.saving.owned_files import owned_by, user_entries
+from core.saving.atomic import owned_by, user_entries
 from core.saving.temp_files import host_tag, new_temp_path, stale_temps
 from core.text.vocab_files import (
     LEGACY_WORD_VOCAB_FILE,
@@ -241,9 +241,9 @@ def test_a_users_file_inside_a_lab_folder_stops_the_write_and_a_forged_record_is
     assert tree(target) == before and sorted(p.name for p in tmp_path.iterdir()) == ["f"]
     # A record that is a link, or names paths outside the folder, owns nothing it names.
     record = json.loads((target / RECORD_FILE).read_text())
-    record["files"] += ["../f/top.txt", "/etc/passwd", "", "a/../b"]
+    record["files"] += ["../f/sub/mine.txt", "/etc/passwd", "", "sub/../sub/mine.txt"]
     (target / RECORD_FILE).write_text(json.dumps(record))
-    assert owned_by(target).files == {"top.txt", "sub/lab.txt", RECORD_FILE}
+    assert user_entries(target, owned_by(target)) == ["sub/mine-link", "sub/mine.txt"]
     (target / RECORD_FILE).unlink()
     (target / RECORD_FILE).symlink_to(tmp_path / "forged.json")
     (tmp_path / "forged.json").write_text(json.dumps({**record, "files": ["sub/mine.txt"]}))

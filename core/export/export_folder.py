@@ -14,9 +14,8 @@ from core.export.manifest import MANIFEST_FILE, build_manifest, json_default, re
 from core.export.model_card import CARD_FILE, model_card
 from core.export.onnx_graph import GRAPH_FILES, write_onnx
 from core.export.sentence_transformers_folder import write_sentence_transformers
-from core.saving.atomic import write_folder_atomically
+from core.saving.atomic import RECORD_FILE, owned_by, write_folder_atomically
 from core.saving.output import OutputClaim, OutputError, claim_output, refuse_others_files
-from core.saving.owned_files import RECORD_FILE, owned_by
 
 EXPORT_FORMATS = ("sentence-transformers", "onnx")
 QUANTIZE_CHOICES = ("int8",)

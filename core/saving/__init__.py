@@ -5,7 +5,7 @@
 ``output`` claims where a training writes (``locks``); ``runs`` lists the runs; ``user_files`` writes a file the
 user named; ``label_store`` keeps labels, ``workspaces`` each person's folder.
 """
-from core.saving.atomic import OLD_PREFIX, write_folder_atomically
+from core.saving.atomic import OLD_PREFIX, RECORD_FILE, ForeignFilesError, write_folder_atomically
 from core.saving.files import (
     CONFIG_MAX_BYTES,
     VOCAB_MAX_BYTES,
@@ -22,14 +22,13 @@ from core.saving.model_folder import (
     ModelLoadError,
     check_metadata,
     config_from_dict,
+    list_runs,
     read_config,
     read_weights,
     save_model,
     weights_max_bytes,
 )
 from core.saving.output import OutputClaim, OutputError, claim_new_run, claim_output
-from core.saving.owned_files import RECORD_FILE, ForeignFilesError
-from core.saving.runs import list_runs
 from core.saving.temp_files import TEMP_PREFIX
 from core.saving.user_files import FileClaim, UserFileError, claim_files
 

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Iterable
 
-from core.saving.owned_files import fsync_folder
+from core.saving.atomic import fsync_folder
 from core.saving.temp_files import create_temporary, remove_leftovers, unlink_quietly
 
 # What os.link raises where a file system cannot link: the file is then put in place by a rename.
