@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from contextlib import AbstractContextManager, suppress
 from datetime import datetime
 from pathlib import Path
@@ -186,7 +185,7 @@ def claim_output(target: str | Path, overwrite: bool = False,
         raise OutputError(target, f"cannot lock it through {lock_path} ({error.strerror or error})",
                           "unwritable") from None
     try:
-        remove_stale_temps(target, locked_since=time.time())  # no claimed writer of target is left alive
+        remove_stale_temps(target)
         claim.existing = (existing or _existing_model)(target, overwrite)
     except BaseException:
         claim.release()
