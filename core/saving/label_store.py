@@ -223,7 +223,8 @@ class LabelStore:
 
     def pairs(self) -> pd.DataFrame:
         """The current labels in the order they were given: ``LABEL_COLUMNS``, ``is_duplicate`` 0 or 1."""
-        return _label_frame(self._rows(f"{_CURRENT} ORDER BY l.answer_id"))
+        frame = pd.DataFrame(self._rows(f"{_CURRENT} ORDER BY l.answer_id"), columns=list(LABEL_COLUMNS))
+        return frame.astype({"is_duplicate": "int64"})
 
     def labels_between(self, texts: Iterable[str]) -> pd.DataFrame:
         """The labels of pairs whose two questions are both among ``texts`` (normalised as ``pair_key``'s): the
@@ -238,10 +239,6 @@ class LabelStore:
                 "JOIN labels AS l ON l.key1 = v.column1 JOIN answers AS a ON a.id = l.answer_id", chunk)
                 if row[1] in within]
         return pd.DataFrame(rows, columns=list(PAIR_COLUMNS)).astype({"is_duplicate": "int64"})
-
-    def keys(self) -> set[tuple[str, str]]:
-        """The ``pair_key`` of every labelled pair."""
-        return set(self._rows("SELECT key1, key2 FROM labels"))
 
     def labelled_among(self, keys: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
         """The pair keys of ``keys`` that are labelled: indexed look-ups, ``KEYS_PER_QUERY`` keys a query."""
@@ -268,10 +265,6 @@ class LabelStore:
 
     def __len__(self) -> int:
         return sum(count for (count,) in self._rows("SELECT count(*) FROM labels"))
-
-    def __contains__(self, pair) -> bool:
-        """Whether the pair (question1, question2) is labelled, in either order."""
-        return self.label_of(*pair) is not None
 
     def label_of(self, question1: str, question2: str) -> Label | None:
         """The pair's current label (in either order), None when it has none."""
@@ -464,12 +457,6 @@ class LabelStore:
         if refused:
             self.import_problem = (f"{len(refused):,} rows of the earlier labels file {name} were not imported "
                                    f"(the first, {refused[0]}); the file is kept as it was")
-
-
-def _label_frame(rows: list[tuple]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=list(LABEL_COLUMNS))
-    frame["is_duplicate"] = frame["is_duplicate"].astype("int64")
-    return frame
 
 
 def _latest(labelled_by: str | None) -> tuple[str, tuple]:

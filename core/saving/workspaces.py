@@ -116,13 +116,9 @@ class Workspace:
             self._create_database()
         with closing(sqlite3.connect(self.database, timeout=WRITE_TIMEOUT_S, isolation_level=None)) as connection:
             connection.execute("BEGIN IMMEDIATE")
-            try:
+            with connection:  # commits at the end, rolls back on any exception
                 connection.executemany("INSERT INTO state VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
                                        "value = excluded.value", rows)
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
 
     def _create_database(self) -> None:
         """The database made whole under a temporary name (WAL, the table, a legacy ``state.json``'s choices),
