@@ -63,12 +63,8 @@ def check_regular_file(path: str | Path, max_bytes: int, folder: str | Path | No
 
 def read_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> bytes:
     """The bytes of ``path`` after ``open_regular_file``'s checks; never more than its size then, even if it grows."""
-    with open_regular_file(path, max_bytes, folder) as (fd, size):
-        parts, left = [], size
-        while left > 0 and (part := os.read(fd, min(left, 1 << 30))):  # stops early if the file shrank meanwhile
-            parts.append(part)
-            left -= len(part)
-        return b"".join(parts)
+    with open_regular_file(path, max_bytes, folder) as (fd, size), open(fd, "rb", closefd=False) as handle:
+        return handle.read(size)  # reads until ``size`` bytes or the end, if the file shrank meanwhile
 
 
 def parse_json(data: bytes, path: str | Path):

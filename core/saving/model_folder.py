@@ -32,7 +32,7 @@ from core.saving.calibrated import (
     is_calibrated,
     parent_folder,
 )
-from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, open_regular_file, read_json_file
+from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, check_regular_file, read_json_file
 from core.saving.temp_files import TEMP_PREFIX
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written: listing and caching need none
@@ -234,17 +234,15 @@ def weights_max_bytes(parameters: int) -> int:
 
 def read_weights(folder: str | Path, max_bytes: int) -> dict[str, torch.Tensor]:
     """The tensors in ``folder``'s model.safetensors (never unpickled); ModelLoadError when it is missing, refused
-    by ``open_regular_file`` (over ``max_bytes``), not readable safetensors, or holds a NaN or infinity."""
+    by ``check_regular_file`` (over ``max_bytes``), not readable safetensors, or holds a NaN or infinity."""
     import torch
     from safetensors.torch import load_file
 
     folder = Path(folder)
     weights_path = folder / WEIGHTS_FILE
     try:
-        with open_regular_file(weights_path, max_bytes, folder=folder) as (fd, _):
-            # Load through the descriptor already checked, so the file cannot be swapped in between.
-            by_descriptor = f"/proc/self/fd/{fd}"
-            weights = load_file(by_descriptor if os.path.exists(by_descriptor) else str(weights_path))
+        check_regular_file(weights_path, max_bytes, folder=folder)
+        weights = load_file(str(weights_path))
     except FileNotFoundError:
         raise ModelLoadError(f"{folder} has no {WEIGHTS_FILE}") from None
     except ModelLoadError:

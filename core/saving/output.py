@@ -21,11 +21,10 @@ from typing import Callable
 
 from filelock import Timeout, UnixFileLock
 
+from core.saving.atomic import ForeignFilesError, refuse_foreign_files
 from core.saving.calibrated import TFIDF_FILE
 from core.saving.model_folder import CONFIG_FILE, MODEL_FILES, ModelLoadError, read_config
-from core.saving.atomic import ForeignFilesError, refuse_foreign_files
 from core.saving.temp_files import FOLDER_NAME_MAX_BYTES, remove_stale_temps
-
 
 LOCK_SUFFIX = ".lock"
 LOCK_MARK = b"siamese-lab lock file: removed by the process that holds it\n"
