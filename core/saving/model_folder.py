@@ -63,7 +63,6 @@ FORMAT_VERSION = 1
 INT_FIELD_MAX = 10_000_000  # any int field of a model config; a field's metadata "max" may lower it
 WEIGHTS_SLACK_BYTES = 16 * 1024 * 1024  # safetensors header and alignment, beyond 4 bytes per parameter
 THRESHOLD_SLACK = 1e-3  # calibration may put a threshold 1e-6 beyond the highest cosine (1.0)
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # a run folder's name
 CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB config holds ~15,000)
 
 
