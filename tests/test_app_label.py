@@ -310,7 +310,6 @@ def test_a_page_run_reads_counts_and_keys_never_the_whole_table(label_page, monk
         raise AssertionError("a Label page run read every label")
 
     monkeypatch.setattr(LabelStore, "pairs", whole_table)
-    monkeypatch.setattr(LabelStore, "keys", whole_table)
     answered = []
     for button in ["label_duplicate", "label_not_duplicate"] * 6 + ["label_skip", "label_undo", "label_change_0"]:
         answered.append(shown_pair(at))

@@ -13,7 +13,7 @@ model_folder.py, core/models/registry.py):
 5. vocabulary, config and tensor shapes agree; a tokenizer.json gives only its WordLevel vocabulary (ids
    exactly 0..n-1, <pad> 0 and <unk> 1), which goes into our own pipeline: no pattern of the file runs;
 6. no NaN or infinite weight, and every weight in the dtype the config's model has (no float64, no booleans);
-7. the metadata inference reads (thresholds, name, metrics) has the right shape; JSON nests at most 32 deep;
+7. the metadata inference reads (thresholds, name, metrics) has the right shape;
 8. model.safetensors gets the same mode as the other files.
 """
 from __future__ import annotations
@@ -416,7 +416,7 @@ def _edit_tokenizer_json(folder: Path, edit) -> None:
 
 @pytest.mark.parametrize("data,match", [
     (b"not json at all", "not valid JSON"), (b"\xff\xfe{}", "not valid JSON"), (b"", "not valid JSON"),
-    (b"[]", "WordLevel"), (b'{"model": null}', "WordLevel"), (b"[" * 100_000 + b"]" * 100_000, "nests deeper"),
+    (b"[]", "WordLevel"), (b'{"model": null}', "WordLevel"), (b"[" * 100_000 + b"]" * 100_000, "not valid JSON"),
 ])
 def test_a_tokenizer_json_that_is_no_word_level_tokenizer_is_refused(folder, data, match):
     (folder / WORD_TOKENIZER_FILE).write_bytes(data)
@@ -576,54 +576,11 @@ def test_a_missing_thresholds_field_is_fine(folder):
     assert "thresholds" not in load_model(folder)[1]
 
 
-@pytest.mark.parametrize("where", ["whole", "field", "in-list"])
-def test_a_config_nested_100000_deep_is_refused(folder, where):
-    deep = "[" * 100_000 + "]" * 100_000
-    config = _config(folder)
-    if where == "whole":
-        text = deep
-    elif where == "field":
-        text = json.dumps(config)[:-1] + ', "extra": ' + deep + "}"
-    else:
-        text = json.dumps(config)[:-1] + ', "extra": [' + ", ".join(["{}"] * 10) + ', {"a": ' + deep + "}]}"
-    (folder / CONFIG_FILE).write_text(text)
-    _refused(folder, "nests deeper")
-
-
 @pytest.mark.parametrize("text", [b'{"format": ' + b"1" * 5000 + b"}", b"\xff\xfe{}", b'{"a": "unterminated',
                                   b"", b"null", b'"just a string"'])
 def test_configs_that_are_not_usable_json_are_refused(folder, text):
     (folder / CONFIG_FILE).write_bytes(text)
     _refused(folder, CONFIG_FILE)
-
-
-
-def test_a_config_number_of_100000_digits_is_refused_in_the_labs_words(folder, capsys):
-    """Python's own refusal (4,300 digits) told the user to call ``sys.set_int_max_str_digits()``."""
-    text = (folder / CONFIG_FILE).read_text()
-    (folder / CONFIG_FILE).write_text(text[:-1] + ', "extra": ' + "9" * 100_000 + "}")
-    assert main(["predict", "--model", str(folder), "--device", "cpu", "a", "b"]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
-    assert captured.err.startswith("error: ") and "holds a number 100,000 digits long, too long to be a setting" in (
-        captured.err), captured.err
-    assert "set_int_max_str_digits" not in captured.err and "4300" not in captured.err
-    for digits in (101, 5000):  # short of Python's limit too: no setting is that long
-        (folder / CONFIG_FILE).write_text(text[:-1] + ', "extra": -' + "9" * digits + "}")
-        _refused(folder, f"a number {digits:,} digits long")
-
-
-def test_long_runs_of_digits_in_strings_and_100_digit_integers_still_load(folder):
-    config = _config(folder)
-    (folder / CONFIG_FILE).write_text(json.dumps({**config, "name": "7" * 5000})[:-1] + ', "extra": ' + "9" * 100 + "}")
-    loaded = load_model(folder)[1]
-    assert loaded["name"] == "7" * 5000 and loaded["extra"] == int("9" * 100)
-
-def test_brackets_inside_strings_do_not_count_as_nesting(folder):
-    config = _config(folder)
-    config["name"] = "[" * 1000 + '"\\' + "{" * 1000
-    _write_config(folder, config)
-    assert load_model(folder)[1]["name"] == config["name"]
 
 
 def test_list_runs_reports_a_folder_with_bad_metadata(saved, tmp_path):

@@ -19,15 +19,16 @@ from core.data.questions import pair_key
 from core.saving.label_store import (
     LABEL_COLUMNS,
     MAX_QUESTION_CHARS,
+    PAIR_COLUMNS,
     Label,
     LabelStore,
     MergeCounts,
     escape_cell,
     is_label_database,
+    pair_bucket,
     read_labels_csv,
     unescape_cell,
 )
-from core.saving.label_rows import PAIR_COLUMNS, pair_bucket
 from core.saving.safe_csv import is_formula
 
 LEGACY_HEADER = "question1,question2,is_duplicate,labelled_by,labelled_at\r\n"
@@ -59,8 +60,10 @@ def test_answers_are_stored_in_order_with_who_and_when(tmp_path):
     frame = store.pairs()
     assert frame.columns.tolist() == list(LABEL_COLUMNS) and frame["is_duplicate"].tolist() == [1, 0]
     assert frame["labelled_by"].tolist() == ["ann", ""] and frame["labelled_at"][0].endswith("+00:00")
-    assert len(store) == 2 and store.keys() == {("how old are you?", "what is your age?"), ("how?", "why?")}
-    assert ("WHAT is your age?", "how old are you?") in store and ("Why?", "When?") not in store
+    assert len(store) == 2 and store.labelled_among([("how old are you?", "what is your age?"), ("how?", "why?"),
+                                                     ("when?", "why?")]) == {("how old are you?", "what is your age?"),
+                                                                             ("how?", "why?")}
+    assert store.label_of("WHAT is your age?", "how old are you?") and store.label_of("Why?", "When?") is None
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -213,7 +216,7 @@ def test_the_export_is_a_pairs_file_and_a_hand_edited_copy_merges_back_without_l
     edited.loc[6] = ["A new question?", "Another one?", 1]
     assert store.merge(edited.iloc[::-1], labelled_by="bob") == MergeCounts(added=1, changed=1, unchanged=5)
     after = store.pairs()
-    assert len(after) == 7 and len(store.keys()) == 7
+    assert len(after) == 7 and len(store) == 7
     assert after["question1"].tolist() == [texts[0], *texts[2:], "A new question?", "+1 what?"]  # new answers last
     assert {q: y for q, y in zip(after["question1"], after["is_duplicate"])} == {
         **{text: i % 2 for i, text in enumerate(texts)}, "+1 what?": 0, "A new question?": 1}
@@ -323,7 +326,7 @@ def test_a_read_only_database_is_read_with_its_bytes_unchanged(tmp_path):
         assert reader.pairs()[["question1", "is_duplicate"]].values.tolist() == [["a?", 1], ["c?", 0]]
         assert len(reader) == 2 and reader.recent(1, labelled_by="ann")[0].question1 == "a?"
         assert reader.labelled_among([("a?", "b?"), ("x?", "y?")]) == {("a?", "b?")}
-        assert sum(reader.bucket_counts().values()) == 2 and ("c?", "d?") in reader
+        assert sum(reader.bucket_counts().values()) == 2 and reader.label_of("c?", "d?")
         reader.close()
         assert hashlib.sha256(path.read_bytes()).hexdigest() == before and sorted(os.listdir(folder)) == names
     finally:
@@ -353,12 +356,12 @@ def counted_by_hand(store: LabelStore) -> Counter:
 
 
 def test_a_database_of_the_first_schema_is_read_as_it_is_and_upgraded_by_the_first_write(tmp_path):
-    from core.saving import label_schema
+    from core.saving import label_store
     from core.training.active_rounds import held_out_mask
 
     path = tmp_path / "labels.sqlite3"
     with sqlite3.connect(path) as db:  # what the lab wrote before labels carried their bucket
-        db.executescript(label_schema._SCHEMA_1 + "PRAGMA user_version = 1; PRAGMA journal_mode = WAL;")
+        db.executescript(label_store._SCHEMA_1 + "PRAGMA user_version = 1; PRAGMA journal_mode = WAL;")
         for i in range(40):
             q1, q2 = f"Question {i}?", f"other {i}?"
             db.execute("INSERT INTO answers (key1, key2, question1, question2, is_duplicate, labelled_by, labelled_at) "
@@ -373,7 +376,7 @@ def test_a_database_of_the_first_schema_is_read_as_it_is_and_upgraded_by_the_fir
     old.add("new?", "pair?", 1)
     old.add("other 3?", "question 3?", 0)  # a correction moves its pair to the other class
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == label_schema.SCHEMA_VERSION
+        assert db.execute("PRAGMA user_version").fetchone()[0] == label_store.SCHEMA_VERSION
     assert old.bucket_counts() == counted_by_hand(old) and sum(old.bucket_counts().values()) == 41
     old.undo_last()
     old.undo_last()

@@ -36,7 +36,7 @@ from core.saving import (
     ForeignFilesError,
     write_folder_atomically,
 )
-from core.saving.owned_files import owned_by, user_entries
+from core.saving.atomic import owned_by, user_entries
 from core.saving.temp_files import host_tag, new_temp_path, stale_temps
 from core.text.word_tokenizer import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE
 from core.text.wordpiece_tokenizer import WORDPIECE_VOCAB_FILE
@@ -238,9 +238,9 @@ def test_a_users_file_inside_a_lab_folder_stops_the_write_and_a_forged_record_is
     assert tree(target) == before and sorted(p.name for p in tmp_path.iterdir()) == ["f"]
     # A record that is a link, or names paths outside the folder, owns nothing it names.
     record = json.loads((target / RECORD_FILE).read_text())
-    record["files"] += ["../f/top.txt", "/etc/passwd", "", "a/../b"]
+    record["files"] += ["../f/sub/mine.txt", "/etc/passwd", "", "sub/../sub/mine.txt"]
     (target / RECORD_FILE).write_text(json.dumps(record))
-    assert owned_by(target).files == {"top.txt", "sub/lab.txt", RECORD_FILE}
+    assert user_entries(target, owned_by(target)) == ["sub/mine-link", "sub/mine.txt"]
     (target / RECORD_FILE).unlink()
     (target / RECORD_FILE).symlink_to(tmp_path / "forged.json")
     (tmp_path / "forged.json").write_text(json.dumps({**record, "files": ["sub/mine.txt"]}))
@@ -393,16 +393,14 @@ def test_a_killed_exports_temporary_folder_and_lock_go_with_the_next_export(caps
     process, temp = start_writer(out, claimed=True)
     kill(process)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([temp, ".export.lock"])
-    old_style = tmp_path / ".tmp-export-0123abcd"  # left by a version that did not name the writer
+    old_style = tmp_path / ".tmp-export-0123abcd"  # named without a writer: nothing proves the lab made it
     old_style.mkdir()
-    old_time = time.time() - 5
-    os.utime(old_style, (old_time, old_time))
     # Another target's (export-2), its writer gone: not this export's to remove.
     other = tmp_path / f".tmp-export-2-0123abcd@{host_tag()}-999999999"
     other.mkdir()
     code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
     assert code == 0, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["export", other.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["export", other.name, old_style.name])
 
 
 def test_a_killed_saves_temporary_folder_goes_with_the_next_save_and_a_live_ones_stays(tmp_path):
@@ -413,7 +411,7 @@ def test_a_killed_saves_temporary_folder_goes_with_the_next_save_and_a_live_ones
         kill(dead)
         old_style = tmp_path / ".tmp-f-0123abcd"
         old_style.mkdir()
-        assert stale_temps(target) == [tmp_path / dead_temp]  # without the lock, an unnamed writer may live
+        assert stale_temps(target) == [tmp_path / dead_temp]  # a folder named without a writer is never stale
         write_folder_atomically(target, _lab_writes("1"))
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f", live_temp, old_style.name])
         assert (tmp_path / live_temp / "part.bin").read_bytes() == b"x" * 1000

@@ -186,7 +186,6 @@ def test_a_label_database_is_asked_by_queries_never_read_whole(corpus, tmp_path,
         raise AssertionError("suggest read every label")
 
     monkeypatch.setattr(LabelStore, "pairs", whole_table)
-    monkeypatch.setattr(LabelStore, "keys", whole_table)
     monkeypatch.setattr(suggest_command, "load_backend", lambda args: (CircleModel(), {"model_type": "lstm"}))
     out = tmp_path / "next.csv"
     code, summary, err = run(capsys, "--questions", corpus, "--labels", labels, "--n", 3, "-k", 1, "--out", out)

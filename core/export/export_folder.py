@@ -12,9 +12,8 @@ from pathlib import Path
 from core.export.formats import GRAPH_FILES, ExportError, write_onnx, write_sentence_transformers
 from core.export.manifest import MANIFEST_FILE, TOKENIZER_FILE, build_manifest, part, read_manifest, with_file_hashes
 from core.export.model_card import CARD_FILE, model_card
-from core.saving.atomic import write_folder_atomically
+from core.saving.atomic import RECORD_FILE, owned_by, write_folder_atomically
 from core.saving.output import OutputClaim, OutputError, claim_output, refuse_others_files
-from core.saving.owned_files import RECORD_FILE, owned_by
 
 EXPORT_FORMATS = ("sentence-transformers", "onnx")
 QUANTIZE_CHOICES = ("int8",)

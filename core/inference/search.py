@@ -227,7 +227,7 @@ class SearchIndex:
         wanted_model = model_fingerprint(model)
         if wanted_model is None or meta.get("model") != wanted_model:
             raise ValueError(f"{folder} was built with another model (or its weights changed since)")
-        texts = read_json_file(folder / TEXTS_FILE, TEXTS_MAX_BYTES, folder=folder, max_depth=1)
+        texts = read_json_file(folder / TEXTS_FILE, TEXTS_MAX_BYTES, folder=folder)
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise ValueError(f"{folder / TEXTS_FILE} is not a list of texts")
         if len(texts) != count or fingerprint(texts) != meta.get("fingerprint"):

@@ -1,15 +1,19 @@
-"""Writing a folder atomically: ``write_folder_atomically(target, write)``.
+"""Writing a folder atomically, replacing only what the lab wrote: ``write_folder_atomically(target, write)``.
 
-``write(temp)`` fills a temporary folder beside the target (named after its writer: ``temp_files``); it is fsynced,
-then put in place by two renames: the previous folder aside to ``.old-<name>-<id>``, the new one onto the target;
-the previous one is then removed. The one crash window lies between the two renames: the target is missing while
-its previous content sits whole beside it under the aside name. ``put_back_displaced`` renames it back; the next
-write of the target, a read of a model there (``read_config``) and ``list_runs`` call it. A folder holding files
-the lab did not write is never replaced (``owned_files.refuse_foreign_files``): the user moves them first.
+``write(temp)`` fills a temporary folder beside the target (named after its writer: ``temp_files``); the folder's
+``RECORD_FILE`` then records what its writer made, it is fsynced, and put in place by two renames: the previous
+folder aside to ``.old-<name>-<id>``, the new one onto the target; the previous one is then removed. The one crash
+window lies between the two renames: the target is missing while its previous content sits whole beside it under
+the aside name. ``put_back_displaced`` renames it back; the next write of the target, a read of a model there
+(``read_config``) and ``list_runs`` call it.
+
+Everything in a folder that its record (or, for a folder from before records, ``owned_before``) does not name is
+the user's: a folder holding any of it is never replaced (``refuse_foreign_files``); the user moves it first.
 """
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shutil
@@ -17,13 +21,106 @@ import stat
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import suppress
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
-from core.saving.owned_files import fsync_folder, refuse_foreign_files, write_record
+from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, read_json_file
 from core.saving.temp_files import new_temp_path, remove_stale_temps
 
 OLD_PREFIX = ".old-"
 _OLD_FOLDER = re.compile(r"^\.old-(?P<name>.+)-[0-9a-f]{8}$")
+RECORD_FILE = ".siamese_lab_files.json"
+RECORD_FORMAT = "siamese-lab-files"
+RECORD_VERSION = 1
+SHOWN_NAMES = 3  # user entries named in one refusal; the rest are counted
+
+
+class ForeignFilesError(OSError):
+    """A folder to replace holds entries the lab did not write: it is left as it is, and the user moves them
+    (an ``OSError``, as any failed write, so a cache that cannot be written is simply not reused)."""
+
+    def __init__(self, folder: Path, entries: list[str]):
+        shown = ", ".join(name[:200] for name in entries[:SHOWN_NAMES])
+        more = f" and {len(entries) - SHOWN_NAMES} more" if len(entries) > SHOWN_NAMES else ""
+        self.problem = (f"holds {shown}{more}, which Siamese Lab did not write; an overwrite replaces only the "
+                        "lab's own files: move them out of the folder and run again")
+        super().__init__(f"{folder}: {self.problem}")
+        self.folder, self.entries = Path(folder), entries
+
+
+@dataclass(frozen=True)
+class Owned:
+    """The relative paths of the files and folders the lab wrote in one folder."""
+    files: frozenset[str]
+    folders: frozenset[str]
+
+
+def write_record(folder: Path) -> None:
+    """Record everything now under ``folder`` (what the lab just wrote) in its ``RECORD_FILE``."""
+    files, folders = {RECORD_FILE}, set()
+    for here, dirs, names in os.walk(folder):
+        relative = PurePosixPath(Path(here).relative_to(folder).as_posix())
+        folders.update(str(relative / name) for name in dirs)
+        files.update(str(relative / name) for name in names)
+    record = {"format": RECORD_FORMAT, "version": RECORD_VERSION, "files": sorted(files), "folders": sorted(folders)}
+    (folder / RECORD_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
+
+
+def owned_by(folder: Path, owned_before: Iterable[str] = ()) -> Owned:
+    """What the lab owns in ``folder``: its record, or ``owned_before`` when it has no usable record."""
+    record = None
+    with suppress(OSError, ModelLoadError):
+        if stat.S_ISREG(os.lstat(folder / RECORD_FILE).st_mode):  # a link of that name is not our record
+            record = read_json_file(folder / RECORD_FILE, CONFIG_MAX_BYTES, folder=folder)
+    usable = (isinstance(record, dict) and record.get("format") == RECORD_FORMAT
+              and isinstance(record.get("files"), list) and isinstance(record.get("folders"), list))
+    # Only names a walk of the folder gives can match: a ``..`` or absolute path in a record owns nothing.
+    files = {str(path) for path in (record["files"] if usable else owned_before)} | {RECORD_FILE}
+    folders = {str(path) for path in record["folders"]} if usable else set()
+    for path in files:  # a file's folders are the lab's too
+        folders.update(str(parent) for parent in PurePosixPath(path).parents[:-1])
+    return Owned(frozenset(files), frozenset(folders))
+
+
+def user_entries(folder: Path, owned: Owned) -> list[str]:
+    """The entries of ``folder`` the lab does not own, as relative paths: a user's folder is one entry; inside a
+    lab's folder the walk goes on. A link is never followed: it is the user's, whatever its name."""
+    found, pending = [], [""]
+    while pending:
+        prefix = pending.pop()
+        try:
+            entries = list(os.scandir(folder / prefix))
+        except OSError:
+            continue
+        for entry in entries:
+            relative = prefix + entry.name
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) and relative in owned.folders:
+                pending.append(relative + "/")
+            elif stat.S_ISDIR(mode) or stat.S_ISLNK(mode) or relative not in owned.files:
+                found.append(relative)
+    return sorted(found)
+
+
+def refuse_foreign_files(folder: Path, owned_before: Iterable[str] = (), shown_as: Path | None = None) -> None:
+    """``ForeignFilesError`` naming what in ``folder`` the lab did not write (``shown_as``: the folder's name to
+    give); nothing when it holds only the lab's files or is missing."""
+    entries = user_entries(folder, owned_by(folder, owned_before))
+    if entries:
+        raise ForeignFilesError(shown_as or folder, entries)
+
+
+def fsync_folder(folder: Path) -> None:
+    """fsync a folder's entries (its new names survive a power cut); a no-op where folders cannot be opened."""
+    with suppress(OSError):
+        handle = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
 
 
 def write_folder_atomically(target: str | Path, write: Callable[[Path], None],

@@ -1,4 +1,4 @@
-"""Reading files that someone else may have written: regular files only, never more than a cap.
+"""Reading files that someone else may have written: regular files only, never more than a cap; SQLite read-only.
 
 ``open_regular_file`` opens with ``O_NONBLOCK`` (a FIFO never makes it wait), refuses anything ``fstat`` does not
 call a regular file (whatever link led there), a file over the caller's cap before a byte is read, and one outside
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
 import stat
 from pathlib import Path
 from typing import Iterator
@@ -16,7 +17,6 @@ from typing import Iterator
 MiB = 1024 * 1024
 CONFIG_MAX_BYTES = 1 * MiB  # config.json, meta.json and other small JSON files
 VOCAB_MAX_BYTES = 64 * MiB  # a tokenizer's vocabulary file
-JSON_MAX_DEPTH = 32  # nesting of arrays / objects in any JSON file we read
 
 
 class ModelLoadError(ValueError):
@@ -63,70 +63,41 @@ def check_regular_file(path: str | Path, max_bytes: int, folder: str | Path | No
 
 def read_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> bytes:
     """The bytes of ``path`` after ``open_regular_file``'s checks; never more than its size then, even if it grows."""
-    with open_regular_file(path, max_bytes, folder) as (fd, size):
-        parts, left = [], size
-        while left > 0 and (part := os.read(fd, min(left, 1 << 30))):  # stops early if the file shrank meanwhile
-            parts.append(part)
-            left -= len(part)
-        return b"".join(parts)
+    with open_regular_file(path, max_bytes, folder) as (fd, size), open(fd, "rb", closefd=False) as handle:
+        return handle.read(size)  # reads until ``size`` bytes or the end, if the file shrank meanwhile
 
 
-def json_depth(value) -> int:
-    """How deeply ``value``'s lists and dicts nest (a scalar is 0), without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return deepest
-
-
-JSON_MAX_DIGITS = 100  # an integer longer than this is no setting, count or id (Python's own limit: 4,300 digits)
-_DIGITS_AS_ONES = bytes(49 if 48 <= byte <= 57 else 48 for byte in range(256))  # b"0".."9" -> b"1", the rest b"0"
-
-
-class _LongInteger(ValueError):
-    """An integer literal of more than ``JSON_MAX_DIGITS`` digits (its count of digits), refused unconverted."""
-
-
-def _short_int(literal: str) -> int:
-    digits = len(literal) - literal.startswith("-")
-    if digits > JSON_MAX_DIGITS:
-        raise _LongInteger(digits)
-    return int(literal)
-
-
-def parse_json(data: bytes, path: str | Path, max_depth: int = JSON_MAX_DEPTH):
-    """``data`` (UTF-8 JSON read from ``path``) parsed; ModelLoadError when it is not JSON, nests
-    deeper than ``max_depth`` or holds an integer of more than ``JSON_MAX_DIGITS`` digits. A bracket bomb
-    stops the parser at Python's recursion limit (``RecursionError``); anything it parses is then measured."""
-    too_deep = ModelLoadError(f"{path} nests deeper than {max_depth} levels of brackets; refused")
+def parse_json(data: bytes, path: str | Path):
+    """``data`` (UTF-8 JSON read from ``path``) parsed; one ``ModelLoadError`` line when it is not JSON Python reads
+    (a bracket bomb stops the parser at its recursion limit, a huge integer at its digit limit)."""
     try:
-        # The integer hook costs a call per integer: only a file with a run of digits that long takes it.
-        long_run = b"1" * (JSON_MAX_DIGITS + 1) in data.translate(_DIGITS_AS_ONES)
-        value = json.loads(data.decode("utf-8"), parse_int=_short_int if long_run else None)
-    except RecursionError:
-        raise too_deep from None
-    except _LongInteger as error:
-        raise ModelLoadError(f"{path} holds a number {error.args[0]:,} digits long, too long to be a setting "
-                             f"(at most {JSON_MAX_DIGITS} digits); refused") from None
-    except ValueError as error:  # not UTF-8, or not JSON
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # not UTF-8, not JSON, nested or numbered past Python's limits
         raise ModelLoadError(f"{path} is not valid JSON: {str(error)[:200]}") from None
-    if json_depth(value) > max_depth:
-        raise too_deep
-    return value
 
 
-def read_json_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, folder: str | Path | None = None,
-                   max_depth: int = JSON_MAX_DEPTH):
+def read_json_file(path: str | Path, max_bytes: int = CONFIG_MAX_BYTES, folder: str | Path | None = None):
     """``read_regular_file`` + ``parse_json``."""
-    return parse_json(read_regular_file(path, max_bytes, folder), path, max_depth)
+    return parse_json(read_regular_file(path, max_bytes, folder), path)
+
+
+def connect_read_only(path: str | Path, timeout: float, **options) -> sqlite3.Connection:
+    """A connection to the SQLite database ``path`` that never writes (no pragma, schema or checkpoint). A WAL
+    database whose shared-memory file cannot be made (a folder this process cannot write) is then read as the
+    file holds it (``immutable``), which this process cannot change anyway."""
+    uri = Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+    db = sqlite3.connect(uri, uri=True, timeout=timeout, **options)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the file and the WAL's shared memory
+    except sqlite3.OperationalError as error:
+        db.close()
+        if error.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN:
+            raise
+        db = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout, **options)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def hash_regular_file(digest, path: Path, max_bytes: int, folder: Path) -> None:

@@ -3,45 +3,194 @@
 WAL with ``synchronous=FULL`` and one ``BEGIN IMMEDIATE`` transaction per change, so a killed process leaves it
 before or after an answer. ``answers`` holds every answer (an undo marks it ``undone_at``; nothing is deleted),
 ``labels`` each ``pair_key``'s latest answer not undone (with its label and ``pair_bucket``, so counts by share
-are one indexed query), ``imports`` the CSV files taken in once. Fields are bounded (``label_rows.checked_answer``
-and CHECKs); the path must be a regular file or absent.
+are one indexed query), ``imports`` the CSV files taken in once. Fields are bounded (``checked_answer``, the one
+check an answer passes, and CHECKs); the path must be a regular file or absent.
 
-Reads never write: they go through a read-only connection (no pragma, no schema; a WAL reader never waits for a
-writer), so a read-only or damaged file is read as it is. The schema, WAL and upgrades are set by the first
-write. Reads are queries (counts, the last answers, which of given pairs are labelled, the labels between
-given questions), never more of the table than the caller asks for.
+Reads never write: they go through ``files.connect_read_only`` (a WAL reader never waits for a writer), so a
+read-only or damaged file is read as it is. The schema, WAL and upgrades are set by the first write
+(``made_current``): version 1 is ``answers``, ``labels``, ``imports``; version 2 gives each label its answer's
+``is_duplicate`` and its pair's ``pair_bucket``, indexed, and indexes answers by labeller. Reads are queries,
+never more of the table than the caller asks for. Labels travel as a formula-safe pairs CSV (``export_csv``,
+``read_labels_csv``): ``escape_cell`` puts a ``'`` before a cell a spreadsheet would run, ``unescape_cell`` takes
+it off.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import stat
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterable
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
-from core.data.limits import DataError
+from core.data.limits import DataError, clip
 from core.data.questions import pair_key
-from core.saving.label_rows import (
-    LABEL_COLUMNS,
-    MAX_LABELLER_CHARS,
-    MAX_QUESTION_CHARS,
-    PAIR_COLUMNS,
-    Label,
-    MergeCounts,
-    checked_answer,
-    escape_cell,
-    is_label_database,
-    pair_bucket,
-    read_labels_csv,
-    unescape_cell,
-)
-from core.saving.label_schema import SCHEMA_VERSION, checked_schema, keys_join, made_current
+from core.saving.files import connect_read_only, open_regular_file
+from core.saving.safe_csv import is_formula
+
+LABEL_COLUMNS = ("question1", "question2", "is_duplicate", "labelled_by", "labelled_at")
+PAIR_COLUMNS = LABEL_COLUMNS[:3]  # what a labels CSV holds: the pairs file the Data and Train pages read
+MAX_QUESTION_CHARS = 100_000  # a long forum post; the CSV store broke at 131,072
+MAX_LABELLER_CHARS = 200
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class Label(NamedTuple):
+    """A pair's label as stored: the questions as given, 0 or 1, who (a session id, may be empty) and when."""
+
+    question1: str
+    question2: str
+    is_duplicate: int
+    labelled_by: str
+    labelled_at: str
+
+
+class MergeCounts(NamedTuple):
+    """What a merge did, by rows of the file."""
+
+    added: int  # pairs new to the store
+    changed: int  # pairs whose label the file changed
+    unchanged: int  # rows that said what the store already held
+
+
+def escape_cell(text: str) -> str:
+    """``text`` as exported: a leading ``'`` when a spreadsheet could run it (or it is ``'`` + such a text)."""
+    return "'" + text if is_formula(text.lstrip("'")) else text
+
+
+def unescape_cell(text: str) -> str:
+    """The inverse of ``escape_cell``."""
+    return text[1:] if text.startswith("'") and is_formula(text.lstrip("'")) else text
+
+
+def pair_bucket(key1: str, key2: str) -> int:
+    """0 to 99, from the sha1 of a ``pair_key``: the same for the same two texts in any order or round, so a share
+    of the labels (the held-out one) is a range of buckets."""
+    digest = hashlib.sha1(f"{key1}\x1f{key2}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % 100
+
+
+def checked_answer(question1, question2, is_duplicate, labelled_by="") -> tuple:
+    """(key1, key2, question1, question2, label, labelled_by) of an answer, or one ``DataError`` line saying
+    why it cannot be stored: an empty or over-long question, a self-pair, a label not 0/1, text that is not
+    valid Unicode."""
+    question1, question2, labelled_by = str(question1).strip(), str(question2).strip(), str(labelled_by)
+    if not question1 or not question2:
+        raise DataError("a labelled pair needs two non-empty questions")
+    for name, text, limit in (("question1", question1, MAX_QUESTION_CHARS),
+                              ("question2", question2, MAX_QUESTION_CHARS),
+                              ("labelled_by", labelled_by, MAX_LABELLER_CHARS)):
+        if len(text) > limit:
+            raise DataError(f"{name} has {len(text):,} characters; a label's limit is {limit:,}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DataError(f"{name} is not valid text (it holds an unpaired surrogate)") from None
+    key = pair_key(question1, question2)
+    if key[0] == key[1]:
+        raise DataError(f"a question is not paired with itself: {clip(question1)!r}")
+    if isinstance(is_duplicate, str) or is_duplicate not in (0, 1):  # True and False too
+        raise DataError(f"is_duplicate must be 0 or 1, got {clip(repr(is_duplicate))}")
+    return (*key, question1, question2, int(is_duplicate), labelled_by)
+
+
+def is_label_database(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file that starts as an SQLite database does (read without blocking)."""
+    try:
+        with open_regular_file(path, sys.maxsize) as (fd, _):
+            return os.read(fd, len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except (OSError, ValueError):  # missing, or not a regular file
+        return False
+
+
+def read_labels_csv(source, max_bytes: int | None = None) -> pd.DataFrame:
+    """A pairs CSV (a path, bytes or a file object) as ``load_pairs`` reads it, ``escape_cell``'s quotes taken off."""
+    from core.data import load_pairs
+
+    frame, _ = load_pairs(source, max_bytes=max_bytes)
+    for column in ("question1", "question2"):
+        frame[column] = frame[column].map(unescape_cell)
+    return frame
+
+
+SCHEMA_VERSION = 2
+LAB_TABLES = ("answers", "labels", "imports")  # what makes a database the lab's labels
+
+_SCHEMA_1 = f"""
+CREATE TABLE IF NOT EXISTS answers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key1 TEXT NOT NULL,
+    key2 TEXT NOT NULL,
+    question1 TEXT NOT NULL CHECK (length(question1) BETWEEN 1 AND {MAX_QUESTION_CHARS}),
+    question2 TEXT NOT NULL CHECK (length(question2) BETWEEN 1 AND {MAX_QUESTION_CHARS}),
+    is_duplicate INTEGER NOT NULL CHECK (is_duplicate IN (0, 1)),
+    labelled_by TEXT NOT NULL CHECK (length(labelled_by) <= {MAX_LABELLER_CHARS}),
+    labelled_at TEXT NOT NULL,
+    undone_at TEXT
+);
+CREATE INDEX IF NOT EXISTS answers_of_pair ON answers (key1, key2, id);
+CREATE TABLE IF NOT EXISTS labels (
+    key1 TEXT NOT NULL,
+    key2 TEXT NOT NULL,
+    answer_id INTEGER NOT NULL UNIQUE REFERENCES answers (id),
+    PRIMARY KEY (key1, key2)
+);
+CREATE TABLE IF NOT EXISTS imports (
+    source TEXT PRIMARY KEY,
+    labels INTEGER NOT NULL,
+    imported_at TEXT NOT NULL
+);
+"""
+# Schema 2: each label carries its answer's label and its pair's bucket (held-out shares are bucket ranges).
+_SCHEMA_2 = """
+ALTER TABLE labels ADD COLUMN is_duplicate INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE labels ADD COLUMN bucket INTEGER NOT NULL DEFAULT 0;
+UPDATE labels SET is_duplicate = (SELECT is_duplicate FROM answers WHERE id = answer_id),
+                  bucket = pair_bucket(key1, key2);
+CREATE INDEX labels_by_share ON labels (bucket, is_duplicate);
+CREATE INDEX answers_by_labeller ON answers (labelled_by, id);
+PRAGMA user_version = 2;
+"""
+
+
+def checked_schema(db: sqlite3.Connection) -> int:
+    """The lab's schema version of an open database (0: empty, the lab's to make), read without writing;
+    ``sqlite3.DatabaseError`` for a database of something else or of a newer lab."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
+                                    f"{SCHEMA_VERSION})")
+    if (tables or version) and not (version >= 1 and set(LAB_TABLES) <= tables):
+        raise sqlite3.DatabaseError("it is an SQLite database of something else, not the lab's labels; it was "
+                                    "left as it is: name another file")
+    return version
+
+
+def made_current(db: sqlite3.Connection) -> None:
+    """Bring the database to ``SCHEMA_VERSION``, inside the caller's write transaction (``pair_bucket`` registered
+    on the connection); a version made meanwhile by another process is not made again."""
+    version = checked_schema(db)
+    for since, script in ((1, _SCHEMA_1 + "PRAGMA user_version = 1"), (2, _SCHEMA_2)):
+        if version < since:
+            for statement in filter(str.strip, script.split(";")):
+                db.execute(statement)
+
+
+def keys_join(n: int) -> str:
+    """``FROM`` ``n`` pair keys (2n parameters) joined to their labels: one primary-key look-up each (a row-value
+    ``IN`` would scan the table)."""
+    return (f"FROM (VALUES {', '.join(['(?, ?)'] * n)}) AS v "
+            "JOIN labels AS l ON l.key1 = v.column1 AND l.key2 = v.column2")
+
 
 BUSY_TIMEOUT_S = 15.0  # how long a write waits for another writer before giving up
 READ_BUSY_TIMEOUT_S = 1.0  # a WAL reader waits only on a crash recovery or a checkpoint's restart, never a writer
@@ -74,7 +223,8 @@ class LabelStore:
 
     def pairs(self) -> pd.DataFrame:
         """The current labels in the order they were given: ``LABEL_COLUMNS``, ``is_duplicate`` 0 or 1."""
-        return _label_frame(self._rows(f"{_CURRENT} ORDER BY l.answer_id"))
+        frame = pd.DataFrame(self._rows(f"{_CURRENT} ORDER BY l.answer_id"), columns=list(LABEL_COLUMNS))
+        return frame.astype({"is_duplicate": "int64"})
 
     def labels_between(self, texts: Iterable[str]) -> pd.DataFrame:
         """The labels of pairs whose two questions are both among ``texts`` (normalised as ``pair_key``'s): the
@@ -89,10 +239,6 @@ class LabelStore:
                 "JOIN labels AS l ON l.key1 = v.column1 JOIN answers AS a ON a.id = l.answer_id", chunk)
                 if row[1] in within]
         return pd.DataFrame(rows, columns=list(PAIR_COLUMNS)).astype({"is_duplicate": "int64"})
-
-    def keys(self) -> set[tuple[str, str]]:
-        """The ``pair_key`` of every labelled pair."""
-        return set(self._rows("SELECT key1, key2 FROM labels"))
 
     def labelled_among(self, keys: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
         """The pair keys of ``keys`` that are labelled: indexed look-ups, ``KEYS_PER_QUERY`` keys a query."""
@@ -119,10 +265,6 @@ class LabelStore:
 
     def __len__(self) -> int:
         return sum(count for (count,) in self._rows("SELECT count(*) FROM labels"))
-
-    def __contains__(self, pair) -> bool:
-        """Whether the pair (question1, question2) is labelled, in either order."""
-        return self.label_of(*pair) is not None
 
     def label_of(self, question1: str, question2: str) -> Label | None:
         """The pair's current label (in either order), None when it has none."""
@@ -252,25 +394,15 @@ class LabelStore:
         return held[0]
 
     def _connect_to_read(self) -> sqlite3.Connection | None:
-        """A read-only connection (no pragma, no schema: nothing is written); None for an empty database. A WAL
-        database whose shared-memory file cannot be made (a folder this process cannot write) cannot be opened so
-        (``SQLITE_CANTOPEN``): it is read as the file holds it (``immutable``), which this process cannot change."""
-        uri = Path(os.path.abspath(self.path)).as_uri() + "?mode=ro"
-        for suffix in ("", "&immutable=1"):
-            db = sqlite3.connect(uri + suffix, uri=True, timeout=READ_BUSY_TIMEOUT_S, isolation_level=None,
-                                 check_same_thread=False)
-            try:
-                if checked_schema(db):
-                    return db
-                db.close()
-                return None
-            except sqlite3.OperationalError as error:
-                db.close()
-                if suffix or error.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN:
-                    raise
-            except BaseException:
-                db.close()
-                raise
+        """A connection that never writes (``connect_read_only``); None for an empty database."""
+        db = connect_read_only(self.path, READ_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        try:
+            if checked_schema(db):
+                return db
+        except BaseException:
+            db.close()
+            raise
+        db.close()
         return None
 
     def _connect_to_write(self) -> sqlite3.Connection:
@@ -327,12 +459,6 @@ class LabelStore:
                                    f"(the first, {refused[0]}); the file is kept as it was")
 
 
-def _label_frame(rows: list[tuple]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=list(LABEL_COLUMNS))
-    frame["is_duplicate"] = frame["is_duplicate"].astype("int64")
-    return frame
-
-
 def _latest(labelled_by: str | None) -> tuple[str, tuple]:
     """The labels (answer id, key1, key2, ``LABEL_COLUMNS``), the latest first, of ``labelled_by`` when given:
     by the labeller's index, so one labeller's last answer is found without reading everyone's."""
@@ -373,7 +499,3 @@ def _merge(db: sqlite3.Connection, answers: list[tuple]) -> MergeCounts:
         _record(db, answer, when)
     return MergeCounts(added, changed, unchanged)
 
-
-__all__ = ["LABEL_COLUMNS", "MAX_LABELLER_CHARS", "MAX_QUESTION_CHARS", "PAIR_COLUMNS", "Label", "LabelStore",
-           "MergeCounts", "checked_answer", "escape_cell", "is_label_database", "pair_bucket", "read_labels_csv",
-           "unescape_cell"]

@@ -2,7 +2,9 @@
 
 Loading never unpickles or runs anything: the config is JSON checked field by field, the weights safetensors, every
 file read through ``files``. Saving goes through ``write_folder_atomically``, ``config.json`` last, so a folder with
-a config has all its other files.
+a config has all its other files. ``list_runs`` lists a runs folder's usable models (a calibrated copy like the
+model it points at) and says why every other folder is not one; a ``.tmp-*`` / ``.old-*`` leftover of an
+interrupted save is never loaded, and a run whose save died between its two renames is put back first.
 """
 from __future__ import annotations
 
@@ -20,10 +22,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 from safetensors import SafetensorError
 
-from core.model_names import MODEL_NAMES, PAIR_SCORERS
-from core.saving.atomic import put_back_displaced, write_folder_atomically
-from core.saving.calibrated import CALIBRATED_FROM, CALIBRATION, TFIDF_FILE, check_calibration_metadata
-from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, open_regular_file, read_json_file
+from core.model_names import MODEL_NAMES, PAIR_SCORERS, TFIDF
+from core.saving.atomic import OLD_PREFIX, displaced_folders, put_back_displaced, write_folder_atomically
+from core.saving.calibrated import (
+    CALIBRATED_FROM,
+    CALIBRATION,
+    TFIDF_FILE,
+    check_calibration_metadata,
+    is_calibrated,
+    parent_folder,
+)
+from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, check_regular_file, read_json_file
+from core.saving.temp_files import TEMP_PREFIX
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written: listing and caching need none
     import torch
@@ -46,14 +56,13 @@ def save_file(tensors: dict, path: str) -> None:
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-# What a model folder saved before folders recorded their files (owned_files) owns: config, weights, vocabulary.
+# What a model folder saved before folders recorded their files (atomic.RECORD_FILE) owns: config, weights, vocabulary.
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, "tokenizer.json", "word_vocab.txt", "vocab.txt")
 FORMAT = "siamese-lab-model"
 FORMAT_VERSION = 1
 INT_FIELD_MAX = 10_000_000  # any int field of a model config; a field's metadata "max" may lower it
 WEIGHTS_SLACK_BYTES = 16 * 1024 * 1024  # safetensors header and alignment, beyond 4 bytes per parameter
 THRESHOLD_SLACK = 1e-3  # calibration may put a threshold 1e-6 beyond the highest cosine (1.0)
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # a run folder's name
 CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB config holds ~15,000)
 
 
@@ -224,17 +233,15 @@ def weights_max_bytes(parameters: int) -> int:
 
 def read_weights(folder: str | Path, max_bytes: int) -> dict[str, torch.Tensor]:
     """The tensors in ``folder``'s model.safetensors (never unpickled); ModelLoadError when it is missing, refused
-    by ``open_regular_file`` (over ``max_bytes``), not readable safetensors, or holds a NaN or infinity."""
+    by ``check_regular_file`` (over ``max_bytes``), not readable safetensors, or holds a NaN or infinity."""
     import torch
     from safetensors.torch import load_file
 
     folder = Path(folder)
     weights_path = folder / WEIGHTS_FILE
     try:
-        with open_regular_file(weights_path, max_bytes, folder=folder) as (fd, _):
-            # Load through the descriptor already checked, so the file cannot be swapped in between.
-            by_descriptor = f"/proc/self/fd/{fd}"
-            weights = load_file(by_descriptor if os.path.exists(by_descriptor) else str(weights_path))
+        check_regular_file(weights_path, max_bytes, folder=folder)
+        weights = load_file(str(weights_path))
     except FileNotFoundError:
         raise ModelLoadError(f"{folder} has no {WEIGHTS_FILE}") from None
     except ModelLoadError:
@@ -262,3 +269,45 @@ def check_weight_dtypes(weights: Mapping[str, torch.Tensor], expected: Mapping[s
         if want is not None and tensor.dtype != want:
             raise ModelLoadError(f"{path}: tensor {name!r} is {str(tensor.dtype).removeprefix('torch.')}; this "
                                  f"model's weights are {str(want).removeprefix('torch.')}; refused")
+
+
+LABELS_FOLDER = "labels"  # the Label page's databases (core.training.active_rounds), not a model: lists skip it
+
+
+def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
+    """Saved models under ``root`` (newest first) and notes on folders that are not usable models."""
+    root = Path(root)
+    runs, problems = [], []
+    if not root.is_dir():
+        return runs, problems
+    for name, _ in displaced_folders(root):
+        put_back_displaced(root / name)
+    for path in sorted(root.iterdir()):
+        if not path.is_dir():
+            continue
+        if path.name.startswith((TEMP_PREFIX, OLD_PREFIX)):
+            problems.append(f"{path.name}: left over from an interrupted save; ignored")
+            continue
+        if path.name.startswith(".") or path.name == LABELS_FOLDER:  # caches (e.g. .cache/) and labels, not models
+            continue
+        try:
+            config = read_config(path)
+        except ModelLoadError as error:
+            problems.append(f"{path.name}: {error}")
+            continue
+        if is_calibrated(config):  # a pointer at its parent's weights: cheap checks here, the digest when loaded
+            if config.get("model_type") in PAIR_SCORERS:  # no vectors for the app's pages
+                what = "a calibrated TF-IDF baseline" if config.get("model_type") == TFIDF else "a stacked scorer"
+                problems.append(f"{path.name}: {what}: the command line scores pairs with it "
+                                "(evaluate, score, predict); the app's pages need a model with vectors")
+                continue
+            parent = parent_folder(config)
+            if parent is not None and not parent.is_dir():
+                problems.append(f"{path.name}: calibrated from {parent}, which is gone")
+                continue
+        elif not (path / WEIGHTS_FILE).is_file():
+            problems.append(f"{path.name}: no {WEIGHTS_FILE}; ignored")
+            continue
+        runs.append({"name": path.name, "path": str(path), **config})
+    runs.sort(key=lambda r: str(r.get("saved_at", "")), reverse=True)
+    return runs, problems

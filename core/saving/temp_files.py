@@ -2,9 +2,8 @@
 
 A file is written through ``.<name>.siamese-tmp-<host>-<pid>-<token>`` (``user_files``), a folder built as
 ``.tmp-<name>-<id>@<host>-<pid>`` (``atomic``, ``work_folder``). The next write beside it removes it once its writer
-is gone: a dead pid of this machine, or a day old from another. A folder named without a writer (older versions,
-or a user's own ``.tmp-<name>-<date>``) goes only under the target's claim lock, if older than the lock and empty.
-A temporary never holds the only copy of anything.
+is gone: a dead pid of this machine, or a day old from another. Anything named otherwise (a user's own
+``.tmp-<name>-<date>``, say) is never removed. A temporary never holds the only copy of anything.
 """
 from __future__ import annotations
 
@@ -27,18 +26,17 @@ NAME_CHARS = 40  # of the target's name kept in its temporary's name: file names
 # The longest folder name a folder temporary can carry whole: 255 bytes less ".tmp-", "-<id>@<host>-" and a pid.
 FOLDER_NAME_MAX_BYTES = 255 - len(TEMP_PREFIX) - len("-01234567@abcdef-") - 10
 _FILE_TEMP = re.compile(r"^\..*" + re.escape(TEMP_MARK) + r"(?P<host>[0-9a-f]{6})-(?P<pid>\d+)-[0-9a-f]{8}$", re.DOTALL)
-# The shortest name wins, so a folder whose name ends in a writer is read as one.
-_FOLDER_TEMP = re.compile(r"^\.tmp-(?P<name>.+?)-[0-9a-f]{8}(?:@(?P<host>[0-9a-f]{6})-(?P<pid>[0-9]{1,10}))?$")
+_FOLDER_TEMP = re.compile(r"^\.tmp-(?P<name>.+)-[0-9a-f]{8}@(?P<host>[0-9a-f]{6})-(?P<pid>[0-9]{1,10})$")
 
 
 def create_temporary(target: Path) -> tuple[Path, int]:
-    """A new empty temporary file for ``target`` (mode 0600) and its open descriptor; an entry already there under
-    the drawn name (a link included) is never opened: another name is drawn."""
+    """A new empty temporary file for ``target`` (mode 0666 less the umask, as ``open`` gives) and its open
+    descriptor; an entry already there under the drawn name (a link included) is never opened: another is drawn."""
     prefix = f".{target.name[:NAME_CHARS]}{TEMP_MARK}{host_tag()}-{os.getpid()}-"
     for _ in range(100):
         temp = target.parent / f"{prefix}{token()}"
         with suppress(FileExistsError):
-            return temp, os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            return temp, os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     raise FileExistsError(f"no free temporary name in {target.parent}")
 
 
@@ -85,9 +83,9 @@ def writer_gone(host: str, pid: int, changed: float) -> bool:
     return False
 
 
-def _leftovers(folder: Path, pattern: re.Pattern, kind, locked_since: float | None = None):
+def _leftovers(folder: Path, pattern: re.Pattern, kind):
     """(name match, path) of each entry of ``folder`` that ``pattern`` names, of ``kind`` (never a link), whose
-    writer is gone; one named without a writer only when it last changed before ``locked_since``."""
+    writer is gone."""
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -98,13 +96,7 @@ def _leftovers(folder: Path, pattern: re.Pattern, kind, locked_since: float | No
             info = entry.stat(follow_symlinks=False) if match else None
         except OSError:
             continue
-        if info is None or not kind(info.st_mode):
-            continue
-        if match["host"] is None:
-            stale = locked_since is not None and info.st_mtime < locked_since
-        else:
-            stale = writer_gone(match["host"], int(match["pid"]), info.st_mtime)
-        if stale:
+        if info is not None and kind(info.st_mode) and writer_gone(match["host"], int(match["pid"]), info.st_mtime):
             yield match, Path(entry.path)
 
 
@@ -113,23 +105,17 @@ def remove_leftovers(folder: Path) -> list[Path]:
     return [path for _, path in _leftovers(folder, _FILE_TEMP, stat.S_ISREG) if unlink_quietly(path)]
 
 
-def stale_temps(target: str | Path, locked_since: float | None = None) -> list[Path]:
-    """The temporary folders of ``target`` whose writers are gone; ``locked_since`` is when the caller took the
-    target's claim lock, or None when it holds none."""
+def stale_temps(target: str | Path) -> list[Path]:
+    """The temporary folders of ``target`` whose writers are gone."""
     target = Path(target)
-    return sorted(path for match, path in _leftovers(target.parent, _FOLDER_TEMP, stat.S_ISDIR, locked_since)
+    return sorted(path for match, path in _leftovers(target.parent, _FOLDER_TEMP, stat.S_ISDIR)
                   if match["name"] == target.name)
 
 
-def remove_stale_temps(target: str | Path, locked_since: float | None = None) -> None:
-    """Remove ``stale_temps(target, locked_since)``: a gone writer's whole (``rmtree`` unlinks the links inside,
-    never follows them); one named without a writer only when empty, as nothing proves the lab made it."""
-    for path in stale_temps(target, locked_since):
-        if _FOLDER_TEMP.match(path.name)["host"] is None:
-            with suppress(OSError):
-                path.rmdir()
-        else:
-            shutil.rmtree(path, ignore_errors=True)
+def remove_stale_temps(target: str | Path) -> None:
+    """Remove ``stale_temps(target)``, each whole (``rmtree`` unlinks the links inside, never follows them)."""
+    for path in stale_temps(target):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def unlink_quietly(path: Path) -> bool:

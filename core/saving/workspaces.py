@@ -23,7 +23,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.saving.files import read_json_file, read_regular_file
+from core.saving.files import connect_read_only, read_json_file, read_regular_file
 from core.saving.user_files import write_file_atomically
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16+ characters so it cannot be guessed
@@ -93,9 +93,8 @@ class Workspace:
         conveniences, never data). Before the database exists, a legacy ``state.json`` is read instead."""
         if not self.database.is_file():
             return self._legacy_state()
-        try:  # mode=ro: never a pragma, a schema or a checkpoint written by a read
-            with closing(sqlite3.connect(f"{self.database.as_uri()}?mode=ro", uri=True,
-                                         timeout=READ_TIMEOUT_S)) as connection:
+        try:
+            with closing(connect_read_only(self.database, READ_TIMEOUT_S)) as connection:
                 rows = connection.execute("SELECT key, value FROM state").fetchall()
         except sqlite3.Error:  # damaged, not a database, locked past the timeout, or the table not made yet
             return {}
@@ -117,13 +116,9 @@ class Workspace:
             self._create_database()
         with closing(sqlite3.connect(self.database, timeout=WRITE_TIMEOUT_S, isolation_level=None)) as connection:
             connection.execute("BEGIN IMMEDIATE")
-            try:
+            with connection:  # commits at the end, rolls back on any exception
                 connection.executemany("INSERT INTO state VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
                                        "value = excluded.value", rows)
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
 
     def _create_database(self) -> None:
         """The database made whole under a temporary name (WAL, the table, a legacy ``state.json``'s choices),

@@ -10,8 +10,8 @@ from the current model, and watches a learning curve. This module holds the loop
 * ``score_point``: a model's held-out ROC AUC and accuracy, at its pair threshold
   (``core.inference.calibration.pair_threshold``).
 * the learning curve: one JSON line per scored model in ``<labels name>.csv.curve.jsonl``, appended under the
-  curve's lock (``core.saving.locks``) by one appended write (``add_point``), one point per model, read back
-  by ``read_curve``.
+  curve's lock (``core.saving.output.take_lock``) by one appended write (``add_point``), one point per model,
+  read back by ``read_curve``.
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ from core.inference.candidates import EmbeddedCorpus, candidate_pairs, choose_pa
 from core.inference.uncertainty import metric_intervals
 from core.inference.run_quality import finite_number
 from core.model_names import ZERO_SHOT
-from core.saving.label_rows import pair_bucket
-from core.saving.locks import lock_path_for, take_lock
-from core.saving.runs import LABELS_FOLDER
+from core.saving.label_store import pair_bucket
+from core.saving.model_folder import LABELS_FOLDER
+from core.saving.output import lock_path_for, take_lock
 
 # scikit-learn (core.inference.metrics) and PyTorch (core.training.specs) are imported by the functions that use
 # them: the Label page reads this module's rules before it draws, and draws before those libraries load.
