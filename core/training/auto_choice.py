@@ -38,8 +38,10 @@ from core.inference.uncertainty import BETTER, metric_intervals, paired_verdict
 from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
 from core.notices import notice
 from core.saving import OutputClaim, save_model
+from core.status import DONE
 from core.training.pipeline import RunResult, announce, split_record, split_run, train_run
 from core.training.specs import RunSpec
+from core.training.trainer import TrainOutcome
 
 BUDGET_MINUTES = 10.0  # the whole choice, from the first candidate to the saved model, on any device
 FINISHING_SECONDS = 90.0  # kept from the fine-tune's cap for its scoring, baselines and saving
@@ -82,6 +84,21 @@ class AutoOutcome:
 
     def as_dict(self) -> dict:
         return {"chosen": self.chosen.name, "candidates": [c.as_dict() for c in self.candidates]}
+
+    def run_result(self) -> RunResult:
+        """The chosen model as a run's result, for what shows a run (the Train page): its folder and figures, the
+        fine-tune's training record when there was one, and its verdict against zero-shot MiniLM."""
+        tuned, chosen = self.result, self.chosen
+        message = f"auto chose {chosen.name} of {len(self.candidates)} candidates"
+        outcome = (dataclasses.replace(tuned.outcome, message=f"{tuned.outcome.message}; {message}") if tuned
+                   else TrainOutcome(DONE, message, 0, {}, seconds=self.seconds))
+        if tuned is not None and chosen.name == FINE_TUNE_NAME:
+            baselines = tuned.baselines
+        else:
+            baselines = {"zero_shot": {"roc_auc": self.candidates[0].roc_auc, "pairs": (chosen.verdict or {}).get(
+                "pairs"), "verdict": chosen.verdict}} if chosen.verdict else {}
+        return RunResult(self.folder, outcome, self.thresholds, self.validation, self.test, None,
+                         tuned.note if tuned else "", baselines, bool(tuned and tuned.has_val_file))
 
 
 def choose(candidates: Sequence[Candidate]) -> Candidate:

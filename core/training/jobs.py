@@ -30,7 +30,7 @@ from typing import Callable
 import pandas as pd
 
 from core.models import MODEL_LABELS
-from core.saving import read_json_file
+from core.saving import claim_new_run, read_json_file
 from core.saving.temp_files import host_tag, writer_gone
 from core.saving.user_files import UserFileError, write_file_atomically
 from core.saving.workspaces import PRIVATE_FILE, PRIVATE_FOLDER
@@ -44,6 +44,8 @@ from core.status import (  # noqa: F401 (re-exported to the pages)
     RUNNING,
     WAITING,
 )
+from core.training.auto_choice import AutoOutcome, run_auto
+from core.training.auto_recipe import AUTO_PRESET
 from core.training.pipeline import RunResult, train_run
 from core.training.specs import RunSpec
 
@@ -184,15 +186,17 @@ class WaitEstimate:
 
 class TrainingJob:
     def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = "", preset: str | None = None,
-                 val: pd.DataFrame | None = None, test: pd.DataFrame | None = None):
+                 val: pd.DataFrame | None = None, test: pd.DataFrame | None = None, budget_minutes: float | None = None):
         self.id = uuid.uuid4().hex[:8]
         self.spec, self.pairs, self.runs_root = spec, pairs, runs_root
         self.val, self.test = val, test  # the user's own validation and test pairs, if given (train_run's)
         self.preset = preset  # the core.training.presets recipe the run started from, if any: its reference curve
+        self.budget_minutes = budget_minutes  # auto's whole time (core.training.auto_choice's default when None)
         self.label = label or run_label(spec)
         self.status = WAITING
         self.progress = Progress()
         self.result: RunResult | None = None
+        self.choice: AutoOutcome | None = None  # auto's candidates and the one it chose, for an auto run
         self.error: str | None = None
         self.created = time.time()
         self.labels_file: str | None = None  # a retrain from the Label page: the labels database it learned from
@@ -249,8 +253,15 @@ class TrainingJob:
     def _train(self) -> None:
         try:
             files = {name: frame for name, frame in (("val", self.val), ("test", self.test)) if frame is not None}
-            self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root, **files,
-                                    callbacks=[_Recorder(self.progress)], stop_event=self._stop)
+            callbacks = [_Recorder(self.progress)]
+            if self.preset == AUTO_PRESET:  # auto chooses among candidates and saves the one it chose
+                output = claim_new_run(self.runs_root, self.spec.model, self.spec.loss.name)
+                self.choice = run_auto(self.spec, self.pairs, output, **files, callbacks=callbacks,
+                                       stop_event=self._stop, budget_minutes=self.budget_minutes)
+                self.result = self.choice.run_result()
+            else:
+                self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root, **files,
+                                        callbacks=callbacks, stop_event=self._stop)
             outcome = self.result.outcome
             self.status = outcome.status  # the trainer speaks the same vocabulary (core.status)
             if outcome.status == CANCELLED and self._interrupted:  # stopped, and saved, as Cancel does
