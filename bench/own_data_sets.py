@@ -1,4 +1,4 @@
-"""Two public pair datasets with official train / dev / test splits, written as the files a user would have.
+"""Three public pair datasets with official train / dev / test splits, written as the files a user would have.
 
 ``prepare(name) -> {"train": path, "val": path, "test": path}`` reads the dataset's files out of a snapshot
 of the public GitHub repository that holds them (a bare git directory under ``MIRROR``, as the ``fetch``
@@ -93,6 +93,8 @@ class DataSet:
         return None
 
 
+MRPC_DEV_SEED = 0  # MRPC's dev file: a seeded tenth of its train file
+
 SICK = DataSet(
     name="sick",
     title="SICK (SemEval-2014 Task 1), entailment",
@@ -140,7 +142,23 @@ SEMEVAL_CQA = DataSet(
     group_column="ORGQ_ID",  # 10 pairs per original question; shared related questions chain 600 of 700 test pairs
 )
 
-SETS = {d.name: d for d in (SICK, SEMEVAL_CQA)}
+MRPC = DataSet(
+    name="mrpc",
+    title="MRPC (Microsoft Research Paraphrase Corpus), news sentence paraphrases",
+    licence="Microsoft Research Paraphrase Corpus licence (research use); Dolan & Brockett, IWP 2005",
+    sources={"train": Blob("Pzeyang/Paraphrase_Identification", "dc1755eb1a4755ca310f97209391f1f5c06e2fd1",
+                           "msr_paraphrase_train.txt", "b48d5c3b7806ea3829cda7b6b9a83dd03431cb03"),
+             "test": Blob("Pzeyang/Paraphrase_Identification", "dc1755eb1a4755ca310f97209391f1f5c06e2fd1",
+                          "msr_paraphrase_test.txt", "43e6371c7c652eb9a93e3aa6af563f782c706287")},
+    files={"train": "msr_paraphrase_train.tsv", "val": "msr_paraphrase_dev.tsv", "test": "msr_paraphrase_test.tsv"},
+    question1="#1 String", question2="#2 String", label="Quality",
+    positive=("1",), negative=("0",),
+    rule="Quality 1 (paraphrase) -> 1, 0 -> 0",
+    notes=["the official train and test files; no official dev file: a seeded 10 % of train "
+           f"(seed {MRPC_DEV_SEED}) is the dev file, the rest trains (GLUE's dev ids are not in the snapshot)"],
+)
+
+SETS = {d.name: d for d in (SICK, SEMEVAL_CQA, MRPC)}
 SPLITS = ("train", "val", "test")
 
 
@@ -231,9 +249,26 @@ def _cqa_gold(data: bytes) -> dict[str, str]:
     return gold
 
 
+def _mrpc_rows(data: bytes) -> list[list[str]]:
+    """The file's rows as released (UTF-8 with a BOM, tab separated, quotes as plain characters)."""
+    lines = [line.split("\t") for line in data.decode("utf-8-sig").splitlines() if line.strip()]
+    header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+    if lines[0] != header or any(len(line) != len(header) for line in lines):
+        raise SystemExit(f"MRPC: unexpected header {lines[0]} or a line without {len(header)} fields")
+    return lines
+
+
 def _convert(dataset: DataSet) -> dict[str, list[list[str]]]:
     if dataset is SICK:
         return _sick_rows(read_blob(dataset.sources["all"]))
+    if dataset is MRPC:
+        train, test = _mrpc_rows(read_blob(dataset.sources["train"])), _mrpc_rows(read_blob(dataset.sources["test"]))
+        import random
+
+        rows = train[1:]
+        dev = set(random.Random(MRPC_DEV_SEED).sample(range(len(rows)), round(len(rows) * 0.1)))
+        return {"train": [train[0]] + [r for i, r in enumerate(rows) if i not in dev],
+                "val": [train[0]] + [r for i, r in enumerate(rows) if i in dev], "test": test}
     gold = _cqa_gold(read_blob(dataset.sources["test_gold"]))
     return {"train": _cqa_rows(read_blob(dataset.sources["train"])),
             "val": _cqa_rows(read_blob(dataset.sources["val"])),
