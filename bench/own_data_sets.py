@@ -25,7 +25,11 @@ The datasets (sizes are pairs; "positive" is the class the lab calls a duplicate
   44.2 % / 42.8 % / 33.3 %). Licence: "free for general research use" (the task's README), citing
   Nakov et al. 2016.
 
-    .venv/bin/python bench/own_data_sets.py            # prepare both, print the paths and counts
+- ``mrpc``: the Microsoft Research Paraphrase Corpus (Dolan & Brockett, 2005), news sentence pairs judged
+  paraphrases or not. Official TRAIN / TEST files; no official dev file, so a seeded tenth of TRAIN is the dev
+  file and the rest trains. Label rule: ``Quality`` 1 -> 1, 0 -> 0 (about two thirds positive).
+
+    .venv/bin/python bench/own_data_sets.py            # prepare all three, print the paths and counts
 """
 from __future__ import annotations
 
