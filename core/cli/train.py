@@ -337,7 +337,9 @@ def _print_choice(chosen) -> int:
     for candidate in chosen.candidates:
         verdict = candidate.verdict or {}
         figure = "not measured" if candidate.roc_auc is None else f"validation ROC AUC {candidate.roc_auc:.3f}"
-        against = (f", {verdict['verdict']} than zero-shot ({verdict['difference']:+.3f}, 95 % interval "
+        relation = {"better": "better than", "worse": "worse than"}.get(verdict.get("verdict"), "no measurable "
+                                                                                            "difference from")
+        against = (f", {relation} zero-shot ({verdict['difference']:+.3f}, 95 % interval "
                    f"{verdict['interval'][0]:+.3f} to {verdict['interval'][1]:+.3f})" if verdict else "")
         print(f"candidate: {candidate.name}: {figure}{against}, {candidate.seconds:.0f} s"
               f"{'; ' + candidate.note if candidate.note else ''}", file=sys.stderr)
