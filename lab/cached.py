@@ -1,6 +1,6 @@
-"""Streamlit caches for the analysis pages (similarity matrix, verdict, search).
+"""Streamlit caches for the analysis pages (similarity matrix, verdict, search, deduplicate, label).
 
-Every key holds the model choice and a stamp of its saved folder (config.json's mtime), so a model
+Every key holds the model choice and a stamp of its saved folder (``lab.session.model_stamp``), so a model
 saved again is scored again; datasets enter keys through ``lab.session.data_key``. Moving a slider
 therefore never encodes anything twice.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from lab.session import ZERO_SHOT, data_key, get_model, held_out_pairs
+from lab.session import ZERO_SHOT, data_key, get_model, held_out_pairs, model_stamp
 
 # The verdict page measures a model on pairs it never trained on (``core.inference.honest_pairs``), at most
 # this many of them, a seeded sample (``honest_pairs``' ``max_pairs``): MiniLM on a CPU then stays under a
@@ -24,14 +24,6 @@ from lab.session import ZERO_SHOT, data_key, get_model, held_out_pairs
 VERDICT_CAPS = {"minilm": 2_000}  # model_type -> most pairs scored
 VERDICT_CAP = 20_000  # the others'
 VERDICT_SEED = 0
-
-
-def model_stamp(choice: str) -> float:
-    """config.json's mtime of a saved model (0 for zero-shot MiniLM): part of every cache key."""
-    if choice == ZERO_SHOT:
-        return 0.0
-    config = Path(choice) / "config.json"
-    return config.stat().st_mtime if config.exists() else 0.0
 
 
 def active_data_key(pairs: pd.DataFrame) -> str:
@@ -153,12 +145,22 @@ def judged_threshold(choice: str, config: dict, pairs: pd.DataFrame | None):
     return replace(found, threshold=round(min(max(float(found.threshold), -1.0), 1.0), THRESHOLD_DECIMALS))
 
 
-# ---- search ------------------------------------------------------------------------------------
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _index_slot(choice: str, stamp: float, key: str) -> dict:
-    # The slot is cached, the index is built outside the cached function: a progress bar drawn
-    # while building cannot live inside a cached function (Streamlit would replay it).
-    return {"index": None, "lock": threading.Lock()}
+# ---- built once per model and corpus -------------------------------------------------------------
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _slot(kind: str, choice: str, stamp: float, key: str) -> dict:
+    # The slot is cached and its value built outside it: a progress bar drawn inside a cached function would be
+    # replayed by Streamlit. Two sessions asking at once build it once (the lock).
+    return {"value": None, "lock": threading.Lock()}
+
+
+def built_once(kind: str, choice: str, key: str, build: Callable):
+    """``build(model)`` under a model choice for the corpus ``key``, once per server until the model is saved
+    again: a search index, an encoded corpus, a neighbour graph (``kind`` names which)."""
+    slot = _slot(kind, choice, model_stamp(choice), key)
+    with slot["lock"]:
+        if slot["value"] is None:
+            slot["value"] = build(get_model(choice)[0])
+        return slot["value"]
 
 
 def search_cache_dir(choice: str) -> Path | None:
@@ -177,12 +179,8 @@ def search_index(choice: str, key: str, texts: list[str], progress: Callable[[in
     """The ``core.inference.search.SearchIndex`` of ``texts`` (the dataset with ``data_key`` ``key``) under a model."""
     from core.inference.search import load_or_build
 
-    slot = _index_slot(choice, model_stamp(choice), key)
-    with slot["lock"]:  # two sessions asking at once build it once
-        if slot["index"] is None:
-            model, _ = get_model(choice)
-            slot["index"] = load_or_build(model, texts, search_cache_dir(choice), progress=progress)
-        return slot["index"]
+    return built_once("search", choice, key,
+                      lambda model: load_or_build(model, texts, search_cache_dir(choice), progress=progress))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

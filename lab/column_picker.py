@@ -18,7 +18,7 @@ import streamlit as st
 from core.data import ROLES, UNREADABLE_LABEL, DataError, LabelValuesError, MissingColumnsError
 from core.data.labels import guess_label, label_value, quoted
 from core.data.limits import clip
-from lab.session import load_upload, set_dataset, upload_key
+from lab.session import load_upload, renewed_key, set_dataset
 
 ROLE_LABELS = {"question1": "First question", "question2": "Second question", "is_duplicate": "Label (1 = duplicate)"}
 CHOICES = "column_choices"  # session key: file name -> {role: column name}
@@ -214,7 +214,7 @@ def _load_picked() -> None:
     and the choices are remembered for the session, else the page shows why and the picker stays (with
     the values of a newly chosen label column when those are the trouble)."""
     state = st.session_state
-    uploaded = state.get(upload_key())
+    uploaded = state.get(renewed_key("upload"))
     pending = state.get(PENDING)
     if uploaded is None or not isinstance(pending, dict) or pending["file_id"] != uploaded.file_id:
         return

@@ -9,12 +9,16 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
+import pandas as pd
 import streamlit as st
 
 from lab import cached
 from lab.session import DataError, show_error, upload_limit_bytes
 
 ACTIVE, UPLOAD = "The active dataset's questions", "An uploaded file"
+RANKED_COLUMNS = {"rank": st.column_config.NumberColumn(width="small"),
+                  "question": st.column_config.TextColumn(width="large"),
+                  "cosine": st.column_config.NumberColumn(format="%.4f", width="small")}
 UPLOAD_HELP = ("A CSV/TSV with a question column (question, text, sentence, title or q), a pairs file, or plain "
                "text with one question per line")
 
@@ -68,7 +72,7 @@ def pick_corpus(prefix: str) -> Corpus:
 
 def encode_with_progress(build, text: str = "Encoding the questions"):
     """``build(progress)``'s result, with a progress bar while it encodes; a failure is shown as one error and
-    stops the page. Used by the pages that encode their corpus once per model (Deduplicate, Label)."""
+    stops the page. Used by the pages that encode their corpus once per model (Search, Map, Deduplicate, Label)."""
     status = st.empty()
 
     def progress(done: int, total: int) -> None:
@@ -81,3 +85,9 @@ def encode_with_progress(build, text: str = "Encoding the questions"):
         st.stop()
     finally:
         status.empty()
+
+
+def show_ranked(questions, scores, key: str) -> None:
+    """Questions closest to a query, best first, with their cosine (the Search and Map pages' results)."""
+    table = pd.DataFrame({"rank": range(1, len(questions) + 1), "question": list(questions), "cosine": list(scores)})
+    st.dataframe(table, hide_index=True, key=key, column_config=RANKED_COLUMNS)

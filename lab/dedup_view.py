@@ -1,15 +1,13 @@
 """The Deduplicate page's caches, tables and figure.
 
-The questions are encoded and their k-NN graph (``core.inference.dedup_graph.NeighbourGraph``) built once per (model,
-saved-folder stamp, questions key), kept with ``st.cache_resource`` (the graph holds a FAISS index) and
-built outside the cached function so a progress bar can be drawn while encoding. Every threshold or
+The questions are encoded and their k-NN graph (``core.inference.dedup_graph.NeighbourGraph``) built once per model
+and questions (``lab.cached.built_once``). Every threshold or
 minimum-size move then only clusters that graph again (``st.cache_data`` per setting): nothing is
 encoded twice. The clustering itself is ``core.inference.dedup_graph``'s; this module only caches and draws,
 and picks the slider's starting threshold (``starting_threshold``). The corpus comes from ``lab.corpus_picker``.
 """
 from __future__ import annotations
 
-import threading
 from typing import Callable, Sequence
 
 import numpy as np
@@ -20,8 +18,6 @@ import streamlit as st
 from core.inference import dedup, dedup_graph
 from core.inference.calibration import Calibrated, can_calibrate, clustering_threshold
 from lab import cached
-from lab.cached import model_stamp
-from lab.session import get_model
 
 TOP_CLUSTERS = 10  # clusters shown one by one (expanders); the table and the CSV hold them all
 SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColumn("similarity", format="%.4f")}
@@ -48,23 +44,14 @@ def start_slider_at(choice: str, start: float) -> None:
         st.session_state["dedup_threshold_for"] = marker  # kept with the threshold once the user moves it
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _graph_slot(choice: str, stamp: float, key: str) -> dict:
-    # The slot is cached and the graph built outside it: a progress bar drawn inside a cached function
-    # would be replayed by Streamlit. Two sessions asking at once build it once (the lock).
-    return {"graph": None, "lock": threading.Lock()}
-
-
 def neighbour_graph(choice: str, key: str, texts: Sequence[str],
                     progress: Callable[[int, int], None] | None = None) -> dedup_graph.NeighbourGraph:
     """The ``NeighbourGraph`` of ``texts`` (whose key is ``key``) under a model, encoded once."""
-    slot = _graph_slot(choice, model_stamp(choice), key)
-    with slot["lock"]:
-        if slot["graph"] is None:
-            model, _ = get_model(choice)
-            vectors, queries = dedup.encode_corpus(model, list(texts), progress=progress)
-            slot["graph"] = dedup_graph.NeighbourGraph(vectors, queries=queries)
-        return slot["graph"]
+    def build(model) -> dedup_graph.NeighbourGraph:
+        vectors, queries = dedup.encode_corpus(model, list(texts), progress=progress)
+        return dedup_graph.NeighbourGraph(vectors, queries=queries)
+
+    return cached.built_once("dedup", choice, key, build)
 
 
 @st.cache_data(show_spinner="Clustering…", max_entries=32)

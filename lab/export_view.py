@@ -18,7 +18,7 @@ from pathlib import Path
 import streamlit as st
 
 from core.model_names import ZERO_SHOT
-from lab.session import get_model, show_error
+from lab.session import get_model, model_stamp, show_error
 
 FORMAT_LABELS = {"onnx": "ONNX (onnxruntime; any model)",
                  "sentence-transformers": "sentence-transformers (MiniLM models)"}
@@ -43,14 +43,6 @@ def export_zip(model, config: dict, fmt: str, name: str, source: str | None = No
                 if path.is_file():
                     archive.write(path, str(Path(name) / path.relative_to(folder)))
         return buffer.getvalue()
-
-
-def _stamp(choice: str) -> float:
-    """When the model folder was last saved: a new save asks for a new export."""
-    try:
-        return 0.0 if choice == ZERO_SHOT else (Path(choice) / "config.json").stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 def export_panel(choice: str, config: dict, key: str = "export") -> None:
@@ -79,7 +71,7 @@ def export_panel(choice: str, config: dict, key: str = "export") -> None:
     st.caption("The zip holds the model, its tokenizer and a model card (README.md) with the threshold, the "
                "held-out metrics and a usage snippet.")
     name = export_name(choice, config, fmt)
-    wanted = (str(choice), _stamp(choice), fmt)
+    wanted = (str(choice), model_stamp(choice), fmt)  # a new save asks for a new export
     state = st.session_state
     slot = f"{key}_zip"
     if st.button("Export", key=f"{key}_build", icon=":material/archive:"):

@@ -105,7 +105,7 @@ def experiment_figure(table) -> go.Figure:
 
 
 # ---- verdict -----------------------------------------------------------------------------------
-def _title(figure: go.Figure, text: str, subtitle: str | None) -> None:
+def _title(figure: go.Figure, text: str, subtitle: str | None, height: int) -> go.Figure:
     """A left-aligned title and a subtitle (which pairs a figure was measured on, escaped and wrapped)
     in a top margin that keeps a row free above them for the plotly toolbar, so it never covers them."""
     title = dict(text=text, x=0, xanchor="left", xref="paper", y=1, yanchor="top", yref="container",
@@ -115,7 +115,8 @@ def _title(figure: go.Figure, text: str, subtitle: str | None) -> None:
         wrapped = hover_text(subtitle, width=SUBTITLE_WIDTH)
         lines = wrapped.count("<br>") + 1
         title["subtitle"] = dict(text=wrapped, font=dict(size=12))
-    figure.update_layout(title=title, margin=dict(l=10, r=10, t=TOOLBAR_ROOM + 36 + 16 * lines, b=10))
+    figure.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=TOOLBAR_ROOM + 36 + 16 * lines, b=10))
+    return figure
 
 
 def operating_point(metrics: dict) -> tuple[float, float, float, float]:
@@ -140,12 +141,9 @@ def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, 
     figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
                                 marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1))))
     title = "ROC" + (f" (AUC {auc:.3f})" if auc is not None and np.isfinite(auc) else "")
-    figure.update_layout(title=title, xaxis_title="false positive rate", yaxis_title="true positive rate (recall)",
-                         height=340, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.25))
-    if subtitle:
-        _title(figure, title, subtitle)
-        figure.update_layout(height=380)
-    return figure
+    figure.update_layout(xaxis_title="false positive rate", yaxis_title="true positive rate (recall)",
+                         legend=dict(orientation="h", y=-0.25))
+    return _title(figure, title, subtitle, 380)
 
 
 def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | None = None,
@@ -158,13 +156,9 @@ def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | N
                                 marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1))))
     title = "Precision-recall" + (f" (AP {average_precision:.3f})"
                                   if average_precision is not None and np.isfinite(average_precision) else "")
-    figure.update_layout(title=title, xaxis_title="recall", yaxis_title="precision", height=340,
-                         yaxis=dict(range=[0, 1.05]), margin=dict(l=10, r=10, t=40, b=10),
+    figure.update_layout(xaxis_title="recall", yaxis_title="precision", yaxis=dict(range=[0, 1.05]),
                          legend=dict(orientation="h", y=-0.25))
-    if subtitle:
-        _title(figure, title, subtitle)
-        figure.update_layout(height=380)
-    return figure
+    return _title(figure, title, subtitle, 380)
 
 
 def confusion_figure(metrics: dict, subtitle: str | None = None) -> go.Figure:
@@ -175,11 +169,7 @@ def confusion_figure(metrics: dict, subtitle: str | None = None) -> go.Figure:
         colorscale="Blues", showscale=False, texttemplate="%{z}", textfont=dict(size=18),
         hovertemplate="%{y}, %{x}: %{z}<extra></extra>"))
     figure.update_yaxes(autorange="reversed")
-    figure.update_layout(title="Confusion matrix", height=300, margin=dict(l=10, r=10, t=40, b=10))
-    if subtitle:
-        _title(figure, "Confusion matrix", subtitle)
-        figure.update_layout(height=340)
-    return figure
+    return _title(figure, "Confusion matrix", subtitle, 340)
 
 
 def score_histogram(labels, scores, threshold: float, title: str = "Validation scores",
@@ -199,13 +189,9 @@ def score_histogram(labels, scores, threshold: float, title: str = "Validation s
     figure.add_vline(x=threshold, line=dict(color="black", width=2, dash="dash"),
                      annotation_text=f"threshold {threshold:.2f}", annotation_position="top right",
                      annotation=dict(yanchor="top"))  # inside the plot, clear of the title
-    figure.update_layout(barmode="overlay", title=title, xaxis_title="cosine similarity",
-                         yaxis_title="pairs", height=320, margin=dict(l=10, r=10, t=50, b=10),
+    figure.update_layout(barmode="overlay", xaxis_title="cosine similarity", yaxis_title="pairs",
                          legend=dict(orientation="h", y=-0.3))
-    if subtitle:
-        _title(figure, title, subtitle)
-        figure.update_layout(height=340)
-    return figure
+    return _title(figure, title, subtitle, 340)
 
 
 def length_box_figure(summary, threshold: float, subtitle: str | None = None) -> go.Figure:
@@ -225,10 +211,8 @@ def length_box_figure(summary, threshold: float, subtitle: str | None = None) ->
     figure.add_hline(y=threshold, line=dict(color="black", width=2, dash="dash"),
                      annotation_text=f"threshold {threshold:.2f}", annotation_position="top left")
     figure.update_layout(boxmode="group", xaxis_title="words in the longer question", yaxis_title="cosine similarity",
-                         xaxis=dict(categoryorder="array", categoryarray=buckets), height=380,
-                         legend=dict(orientation="h", y=-0.25))
-    _title(figure, "Scores by question length", subtitle)
-    return figure
+                         xaxis=dict(categoryorder="array", categoryarray=buckets), legend=dict(orientation="h", y=-0.25))
+    return _title(figure, "Scores by question length", subtitle, 380)
 
 
 def batch_table(view):

@@ -12,9 +12,9 @@ from core.data import DataError, MissingColumnsError
 from lab.session import (
     HELD_OUT_KINDS,
     clear_held_out,
-    held_out_key,
     held_out_pairs,
     load_upload,
+    renewed_key,
     set_held_out,
     show_error,
 )
@@ -37,7 +37,7 @@ def read_like_the_dataset(name: str, data: bytes) -> tuple[pd.DataFrame, object]
 
 def _apply(kind: str) -> None:
     """The held-out uploader's on_change: store its pairs, or say why not and keep the ones stored before."""
-    key = held_out_key(kind)
+    key = renewed_key(f"held_out_{kind}")
     uploaded = st.session_state.get(key)
     notes = st.session_state.setdefault(_NOTES, {})
     if uploaded is None:  # removed from the uploader: no such file any more
@@ -76,7 +76,7 @@ def held_out_files() -> None:
     notes = st.session_state.get(_NOTES, {})
     for kind, column in zip(HELD_OUT_KINDS, st.columns(len(HELD_OUT_KINDS))):
         with column:
-            key = held_out_key(kind)
+            key = renewed_key(f"held_out_{kind}")
             uploaded = st.file_uploader(f"{TITLES[kind]} pairs", type=["csv", "tsv", "txt", "gz"], key=key,
                                         on_change=_apply, args=(kind,))
             note = notes.get(kind)

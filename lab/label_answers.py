@@ -22,7 +22,6 @@ from lab.session import show_error, upload_limit_bytes
 LABELLER = "label_session_id"  # session key: this session's ``labelled_by``, so Undo takes back only its answers
 ANSWERED = "label_answered"  # session key: pair key -> (question1, question2, label) this session last gave
 NOTICES = "label_notices"  # session key: (kind, sentence) to show once on the next run
-MERGED = "label_merged_uploads"  # session key: ids of the uploads already merged (a rerun keeps the file)
 RECENT_SHOWN = 5  # the last answers listed
 WATCHED = 20  # this session's latest answers checked each run for a change made elsewhere
 WORDS = {1: "Duplicate", 0: "Not duplicate"}
@@ -130,12 +129,15 @@ def transfer(labels: LabelStore, file_name: str) -> None:
                    "each label (labelled_by: this workspace's answers start with "
                    f"{workspace_labeller()}) and when (labelled_at, UTC). Edit it and add it back here; each pair "
                    "keeps one label, the file's when it differs.")
-        uploaded = st.file_uploader("Add labels from a pairs CSV", type=["csv", "tsv", "txt", "gz"],
-                                    key="label_upload")
-    merged = st.session_state.setdefault(MERGED, set())
-    if uploaded is None or uploaded.file_id in merged:
+        st.file_uploader("Add labels from a pairs CSV", type=["csv", "tsv", "txt", "gz"], key="label_upload",
+                         on_change=_merge_upload, args=(labels,))
+
+
+def _merge_upload(labels: LabelStore) -> None:
+    """The uploader's on_change: merge a new file's labels (before the page runs, so it shows them)."""
+    uploaded = st.session_state.get("label_upload")
+    if uploaded is None:
         return
-    merged.add(uploaded.file_id)
     try:
         counts = labels.merge(read_labels_csv(uploaded.getvalue(), max_bytes=upload_limit_bytes()),
                               labelled_by=labeller())
@@ -144,4 +146,3 @@ def transfer(labels: LabelStore, file_name: str) -> None:
     else:
         _notice("info", f"From that file: {counts.added:,} labels added, {counts.changed:,} changed, "
                         f"{counts.unchanged:,} already so.")
-    st.rerun()  # the counts, the round and the list drawn above read the labels again

@@ -11,7 +11,6 @@ ends its held-out score, with its intervals, joins the learning curve.
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from core.saving.label_store import LabelStore
 from core.status import DONE
 from core.training import active_rounds
 from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE, legacy_labels_path
-from lab.cached import judged_threshold, model_stamp
+from lab.cached import built_once, judged_threshold, model_stamp
 from lab.label_answers import labeller, taken_back
 from lab.session import ZERO_SHOT, get_model, job_queue, session_jobs, show_error, submit_job
 
@@ -34,35 +33,19 @@ SCORED = "label_scored"  # session key: ids of the retrains already put on the l
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _store(path: str) -> LabelStore:
-    store = LabelStore(path, legacy_csv=legacy_labels_path(path))
-    store.import_legacy()  # a write, once per server: reads never write
-    return store
-
-
-def store(path: str | Path) -> LabelStore:
+def store(path: Path) -> LabelStore:
     """The ``LabelStore`` of a label database, one per server (so the CSV file of before is imported once); it
     keeps nothing else between runs, so every run reads what every tab wrote."""
-    return _store(str(path))
-
-
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _corpus_slot(choice: str, stamp: float, key: str) -> dict:
-    # The slot is cached and the corpus encoded outside it: a progress bar drawn inside a cached function would be
-    # replayed by Streamlit. Two sessions asking at once encode it once (the lock).
-    return {"corpus": None, "lock": threading.Lock()}
+    labels = LabelStore(path, legacy_csv=legacy_labels_path(path))
+    labels.import_legacy()  # a write, once per server: reads never write
+    return labels
 
 
 def embedded_corpus(choice: str, key: str, texts: Sequence[str], progress: Callable[[int, int], None] | None = None):
     """The ``EmbeddedCorpus`` of ``texts`` (whose key is ``key``) under a model, encoded once."""
     from core.inference.candidates import embed_corpus
 
-    slot = _corpus_slot(choice, model_stamp(choice), key)
-    with slot["lock"]:
-        if slot["corpus"] is None:
-            model, _ = get_model(choice)
-            slot["corpus"] = embed_corpus(model, list(texts), progress=progress)
-        return slot["corpus"]
+    return built_once("label", choice, key, lambda model: embed_corpus(model, list(texts), progress=progress))
 
 
 def done_keys(labels: LabelStore, keys) -> set:
@@ -127,16 +110,6 @@ def can_undo(labels: LabelStore) -> bool:
     return bool(labels.recent(1, labelled_by=labeller()))
 
 
-def share_counts(labels: LabelStore) -> active_rounds.ShareCounts:
-    """The labels' counts by share and class: one query, the labels never read."""
-    return active_rounds.share_counts(labels)
-
-
-def counts(shares: active_rounds.ShareCounts) -> tuple[int, int]:
-    """(labels, held out of them)."""
-    return shares.training + shares.held_out, shares.held_out
-
-
 def curve_points(labels_file: Path) -> list[dict]:
     return active_rounds.read_curve(labels_file) if active_rounds.curve_path(labels_file).exists() else []
 
@@ -144,7 +117,7 @@ def curve_points(labels_file: Path) -> list[dict]:
 def retrain_blocker(shares: active_rounds.ShareCounts) -> str | None:
     """Why Retrain now cannot run on labels of these counts, with how many more of which class it needs; None
     when it can."""
-    if counts(shares)[0] == 0:
+    if shares.training + shares.held_out == 0:
         return "Retrain needs labels: answer a few pairs, duplicates and non-duplicates."
     return active_rounds.retrain_problem(shares)
 

@@ -25,10 +25,6 @@ SAMPLE_PATH = ROOT / "assets" / "sample_pairs.csv"
 SAMPLE_NAME = "bundled sample (assets/sample_pairs.csv)"
 
 
-def max_concurrent_training() -> int:
-    return int(os.environ.get("SIAMESE_LAB_MAX_TRAINING", "1"))
-
-
 def upload_limit_bytes() -> int:
     """The upload limit (``server.maxUploadSize``, MB) in bytes: what an upload may hold as text, too, once
     decompressed (``core.data.limits``), so a small .gz cannot expand past what a plain upload may be."""
@@ -53,6 +49,15 @@ def load_upload(name: str, data: bytes, columns: dict[str, str] | None = None,
     return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes(), label_map=label_map)
 
 
+def model_stamp(choice: str) -> float:
+    """config.json's mtime of a saved model (0 for zero-shot MiniLM): part of every cache key of a model, so a
+    folder saved again is loaded and scored again."""
+    try:
+        return 0.0 if choice == ZERO_SHOT else (Path(choice) / "config.json").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 @st.cache_resource(show_spinner=False, max_entries=6)
 def _load_model(choice: str, stamp: float):
     from core.models import load_model
@@ -61,18 +66,25 @@ def _load_model(choice: str, stamp: float):
 
 
 def get_model(choice: str):
-    """(model, config) for a model choice: ``ZERO_SHOT`` or a saved folder path. Read-only, cached;
-    a folder saved again (new config.json time) is loaded again."""
-    config = Path(choice) / "config.json"
-    stamp = config.stat().st_mtime if choice != ZERO_SHOT and config.exists() else 0.0
-    return _load_model(choice, stamp)
+    """(model, config) for a model choice: ``ZERO_SHOT`` or a saved folder path. Read-only, cached."""
+    return _load_model(choice, model_stamp(choice))
+
+
+def model_or_stop(choice: str):
+    """``get_model(choice)``, or one error line and the page stops when the model cannot load."""
+    try:
+        with st.spinner("Loading the model…"):
+            return get_model(choice)
+    except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, not raised
+        show_error(f"Could not load the model: {error}")
+        st.stop()
 
 
 @st.cache_resource(show_spinner=False)
 def job_queue():
     from core.training.jobs import JobQueue
 
-    return JobQueue(max_running=max_concurrent_training())
+    return JobQueue(max_running=int(os.environ.get("SIAMESE_LAB_MAX_TRAINING", "1")))
 
 
 # ---- session -----------------------------------------------------------------------------------
@@ -99,20 +111,35 @@ def init_state() -> None:
     state.setdefault("jobs", [])  # ids of this session's training jobs, newest last
 
 
+def _read_kept(kept: dict, kind: str = "train") -> tuple[pd.DataFrame, LoadReport]:
+    """A kept upload (the active dataset's, or a held-out ``kind``'s) read as it was read then."""
+    data = st.session_state.workspace.read_upload(str(kept["upload"]), upload_limit_bytes(), kind)
+    return load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"))
+
+
+def _keep_upload(key: str, upload: tuple[str, bytes], report: LoadReport, kind: str = "train") -> None:
+    """Store an upload (file name, bytes) in the workspace and keep, under ``key``, how it was read; a full disk
+    leaves it active in this session, not kept for the next."""
+    try:
+        stored = st.session_state.workspace.store_upload(*upload, kind)
+    except (OSError, UserFileError):
+        return
+    workspace_state.keep({key: {"upload": stored, "file": upload[0], "columns": dict(report.columns),
+                                "label_map": report.label_map}})
+
+
 def _kept_dataset() -> tuple[pd.DataFrame, LoadReport, str] | None:
-    """The upload the workspace kept as its active dataset, read as it was read then; None for the sample, or
-    when it cannot be read any more (said once, on the Data page)."""
+    """The upload the workspace kept as its active dataset; None for the sample, or when it cannot be read any
+    more (said once, on the Data page)."""
     kept = workspace_state.saved(DATASET)
     if not isinstance(kept, dict) or "upload" not in kept:
         return None
     try:
-        data = st.session_state.workspace.read_upload(str(kept["upload"]), upload_limit_bytes())
-        pairs, report = load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"))
+        return *_read_kept(kept), f"{kept['file']} (upload)"
     except (WorkspaceError, DataError, KeyError, TypeError) as error:
         st.session_state.data_upload_error = (None, f"The workspace's dataset could not be read again ({error}); "
                                                     "the bundled sample is active.")
         return None
-    return pairs, report, f"{kept['file']} (upload)"
 
 
 def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str, upload: tuple[str, bytes] | None = None) -> None:
@@ -120,23 +147,14 @@ def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str, upload: tupl
     bytes) they were read from. Validation and test files added for the previous one are let go."""
     st.session_state.pairs, st.session_state.data_report, st.session_state.data_name = pairs, report, name
     clear_held_out()
-    kept = {"sample": True}
-    if upload is not None:
-        try:
-            stored = st.session_state.workspace.store_upload(*upload)
-        except (OSError, UserFileError):  # a full disk: active in this session, not kept for the next
-            return
-        kept = {"upload": stored, "file": upload[0], "columns": dict(report.columns), "label_map": report.label_map}
-    workspace_state.keep({DATASET: kept})
+    if upload is None:
+        workspace_state.keep({DATASET: {"sample": True}})
+    else:
+        _keep_upload(DATASET, upload, report)
 
 
 _HELD_OUT = "held_out_files"  # session key: kind -> (pairs, file name) of the Data page's extra uploads
-_HELD_OUT_CLEARED = "held_out_cleared"  # session key: how many times they were let go (their uploaders' keys)
-
-
-def kept_held_out_key(kind: str) -> str:
-    """The kept key of a held-out file: each kind its own, so two tabs adding one each keep both."""
-    return f"{kind}_file"
+# Each kind is kept under its own key ("val_file", "test_file"), so two tabs adding one each keep both.
 
 
 def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None, data: bytes | None = None,
@@ -150,29 +168,23 @@ def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None, data: 
     workspace = st.session_state.workspace
     if pairs is None:
         files.pop(kind, None)
-        workspace_state.keep({kept_held_out_key(kind): None})
+        workspace_state.keep({f"{kind}_file": None})
         workspace.remove_uploads(kind)
         return
     files[kind] = (pairs, name)
     if data is not None and report is not None:
-        try:
-            stored = workspace.store_upload(str(name), data, kind)
-        except (OSError, UserFileError):  # a full disk: active in this session, not kept for the next
-            return
-        workspace_state.keep({kept_held_out_key(kind): {"upload": stored, "file": name, "columns": dict(report.columns),
-                                                        "label_map": report.label_map}})
+        _keep_upload(f"{kind}_file", (str(name), data), report, kind)
 
 
 def _restore_held_out() -> None:
     """The validation and test files the workspace kept, read as they were read then; one that cannot be read
     any more is let go."""
     for kind in HELD_OUT_KINDS:
-        kept = workspace_state.saved(kept_held_out_key(kind))
+        kept = workspace_state.saved(f"{kind}_file")
         if not isinstance(kept, dict):
             continue
         try:
-            data = st.session_state.workspace.read_upload(str(kept["upload"]), upload_limit_bytes(), kind)
-            pairs, _ = load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"))
+            pairs, _ = _read_kept(kept, kind)
         except (WorkspaceError, DataError, KeyError, TypeError):
             continue
         st.session_state.setdefault(_HELD_OUT, {})[kind] = (pairs, str(kept["file"]))
@@ -186,34 +198,25 @@ def held_out_pairs(kind: str) -> tuple[pd.DataFrame | None, str | None]:
 
 
 def clear_held_out() -> None:
-    """Let both held-out files go, in the workspace too, and empty their uploaders (new widget keys:
-    ``held_out_key``)."""
-    st.session_state[_HELD_OUT_CLEARED] = st.session_state.get(_HELD_OUT_CLEARED, 0) + 1
+    """Let both held-out files go, in the workspace too, and empty their uploaders."""
     st.session_state[_HELD_OUT] = {}
-    if any(workspace_state.saved(kept_held_out_key(kind)) for kind in HELD_OUT_KINDS):
-        workspace_state.keep({kept_held_out_key(kind): None for kind in HELD_OUT_KINDS})
+    if any(workspace_state.saved(f"{kind}_file") for kind in HELD_OUT_KINDS):
+        workspace_state.keep({f"{kind}_file": None for kind in HELD_OUT_KINDS})
     for kind in HELD_OUT_KINDS:
         st.session_state.workspace.remove_uploads(kind)
+        renew_key(f"held_out_{kind}")
 
 
-def held_out_key(kind: str) -> str:
-    """The Data page's uploader key for a held-out file; a new one after each ``clear_held_out``."""
-    return f"held_out_{kind}_{st.session_state.get(_HELD_OUT_CLEARED, 0)}"
+def renewed_key(name: str) -> str:
+    """An uploader's key: ``name``, then a new one after each ``renew_key(name)`` (Streamlit keeps a file in an
+    uploader until the widget's key changes)."""
+    renewed = st.session_state.get(f"{name}_renewed", 0)
+    return f"{name}_{renewed}" if renewed else name
 
 
-_UPLOADS_CLEARED = "uploads_cleared"  # session key: how many times the Data page's uploader was emptied
-
-
-def upload_key() -> str:
-    """The Data page's file_uploader key: "upload", then a new one after each ``clear_upload`` (Streamlit
-    keeps a file in an uploader until the widget's key changes)."""
-    cleared = st.session_state.get(_UPLOADS_CLEARED, 0)
-    return f"upload_{cleared}" if cleared else "upload"
-
-
-def clear_upload() -> None:
-    """Empty the Data page's uploader (the bundled sample was chosen: the file shown there is no longer active)."""
-    st.session_state[_UPLOADS_CLEARED] = st.session_state.get(_UPLOADS_CLEARED, 0) + 1
+def renew_key(name: str) -> None:
+    """Empty the uploader keyed by ``renewed_key(name)``."""
+    st.session_state[f"{name}_renewed"] = st.session_state.get(f"{name}_renewed", 0) + 1
 
 
 _DEEP_LINK = "deep_link_page"  # session key: the page a first visit asked for before app.py ran
@@ -329,13 +332,12 @@ def default_model() -> str:
     return finished[0]["path"] if finished else ZERO_SHOT
 
 
-def model_picker(key: str | None = None) -> str:
+def model_picker() -> str:
     """The model selectbox of every analysis page; returns the choice (``ZERO_SHOT`` or a folder path).
 
     One choice for all pages (``st.session_state[ACTIVE_MODEL]``): picking a model on one page picks
     it on every page. Until the user picks one, it follows ``default_model``: zero-shot MiniLM, or the
-    newest finished run this session trained. ``key`` is ignored (pages from before the shared picker
-    passed their own).
+    newest finished run this session trained.
     """
     state = st.session_state
     labels = {choice: label for label, choice in model_choices().items()}
@@ -397,7 +399,3 @@ def warn_not_models(problems: list[str]) -> None:
         with st.expander("Why they are not models"):
             st.markdown("\n".join(f"- `{name}`: {reason}" for name, reason in map(_name_and_reason, problems)))
 
-
-__all__ = ["DataError", "setup_page", "set_dataset", "get_model", "job_queue", "model_choices", "load_sample",
-           "load_upload", "data_key", "show_error", "model_picker", "ZERO_SHOT", "SAMPLE_NAME", "upload_limit_bytes",
-           "warn_not_models", "set_held_out", "held_out_pairs", "clear_held_out", "held_out_key", "HELD_OUT_KINDS"]

@@ -6,12 +6,12 @@ from core.data import DataError, dataset_summary, training_problems
 from lab import charts, column_picker, held_out_view
 from lab.session import (
     SAMPLE_NAME,
-    clear_upload,
     enter_through_app,
     load_sample,
+    renew_key,
+    renewed_key,
     set_dataset,
     show_error,
-    upload_key,
 )
 
 enter_through_app(__file__)
@@ -34,7 +34,7 @@ def use_sample() -> None:
     set_dataset(*load_sample(), SAMPLE_NAME)
     state.data_upload_error = None
     column_picker.withdraw()
-    clear_upload()
+    renew_key("upload")  # the file shown there is no longer active
 
 
 def apply_upload() -> None:
@@ -42,7 +42,7 @@ def apply_upload() -> None:
 
     An on_change callback: it runs before the page script, so the sidebar already shows the new dataset.
     """
-    uploaded = state.get(upload_key())
+    uploaded = state.get(renewed_key("upload"))
     if uploaded is None:  # the file was removed from the uploader: the active dataset stays as it is
         state.data_upload_error = None
         return
@@ -74,7 +74,7 @@ st.write("Question pairs in the Quora format: `question1`, `question2`, `is_dupl
 upload_column, sample_column = st.columns([3, 1], vertical_alignment="center")
 with upload_column:
     uploaded = st.file_uploader("Upload question pairs (CSV or TSV, plain or gzip)", type=["csv", "tsv", "txt", "gz"],
-                                key=upload_key(), on_change=apply_upload)
+                                key=renewed_key("upload"), on_change=apply_upload)
     st.caption(f"Upload limit: {st.get_option('server.maxUploadSize')} MB per file (a .gz file: that much once "
                "decompressed). Column aliases such as "
                "`q1`/`q2`/`label` or `sentence1`/`sentence2`/`labels` are recognised (for other names you pick the "

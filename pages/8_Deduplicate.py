@@ -8,12 +8,7 @@ from core.saving.safe_csv import safe_csv
 from lab import cached, dedup_view
 from lab.corpus_picker import encode_with_progress, pick_corpus
 from lab.figures import PLOTLY_CONFIG
-from lab.session import (
-    enter_through_app,
-    get_model,
-    model_picker,
-    show_error,
-)
+from lab.session import enter_through_app, model_or_stop, model_picker, show_error
 from lab.workspace_state import kept
 
 enter_through_app(__file__)
@@ -34,12 +29,7 @@ if not texts:
     show_error("There are no questions to deduplicate.")
     st.stop()
 
-try:
-    with st.spinner("Loading the model…"):
-        model, config = get_model(choice)
-except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, not raised
-    show_error(f"Could not load the model: {error}")
-    st.stop()
+_, config = model_or_stop(choice)
 try:
     calibrated = dedup_view.starting_threshold(choice, config, state.pairs)
 except Exception as error:  # noqa: BLE001

@@ -4,17 +4,12 @@ from dataclasses import astuple
 import streamlit as st
 
 from core.data import DataError
-from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path
+from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path, share_counts
 from lab import label_answers, label_view
 from lab.charts import learning_curve_chart
 from lab.corpus_picker import encode_with_progress, pick_corpus
 from lab.figures import PLOTLY_CONFIG
-from lab.session import (
-    enter_through_app,
-    get_model,
-    model_picker,
-    show_error,
-)
+from lab.session import enter_through_app, model_or_stop, model_picker, show_error
 
 enter_through_app(__file__)
 
@@ -33,12 +28,7 @@ name, texts, key = astuple(pick_corpus("label"))
 labels_file = labels_path(state.runs_root, name, key)
 labels = label_view.store(labels_file)
 label_view.record_finished_retrains()  # a retrain that just ended joins the curve before its model encodes anything
-try:
-    with st.spinner("Loading the model…"):
-        model, config = get_model(choice)
-except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, not raised
-    show_error(f"Could not load the model: {error}")
-    st.stop()
+_, config = model_or_stop(choice)
 
 corpus = encode_with_progress(lambda progress: label_view.embedded_corpus(choice, key, texts, progress=progress),
                               "Encoding the questions (once per model)")
@@ -47,15 +37,14 @@ if len(corpus) < 2:
     st.stop()
 
 try:
-    shares = label_view.share_counts(labels)
+    shares = share_counts(labels)  # by share and class: one query, the labels never read
 except DataError as error:  # a database this lab cannot use: said in one line, never a traceback
     show_error(f"The labels of {name} cannot be read: {error}")
     st.stop()
 label_answers.show_notices(labels)
-given, held_out = label_view.counts(shares)
 pair = label_view.pending_pair(choice, key, config, corpus, labels)
 answered, round_size = label_view.round_progress(labels)
-st.markdown(f"**{given:,} labelled, {held_out:,} held out** · {len(corpus):,} questions of {name}")
+st.markdown(f"**{shares.training + shares.held_out:,} labelled, {shares.held_out:,} held out** · {len(corpus):,} questions of {name}")
 if round_size:
     st.progress(answered / round_size, text=f"This round: {answered} of {round_size} pairs answered or skipped")
 st.caption("Saved on the server as you answer; download them below as a pairs file for the Data and Train pages.")
