@@ -1,15 +1,10 @@
-"""The Data page's column picker: when an upload's header names no known column for a role (MRPC's
-``#1 String``, ``#2 String``, ``Quality``), the user says which of its columns hold the first question,
-the second and the label; when its label column holds other values than 0/1 (``PerfectMatch``,
-``Relevant``, ``Irrelevant``), the user says what each value means (duplicate, not duplicate, or drop
-the row), each starting from ``core.data.labels.guess_label``'s guess (``match`` -> duplicate; a word it
-cannot read starts unanswered). The file is then loaded with that ``columns`` mapping and label map
-(``core.data``'s own), so the same refusals apply as on the command line. Neither question is an error: the
-page asks in a neutral prompt, in its own words, and shows an error only for a choice that cannot load.
-
-Both choices are kept in the session per file name (``CHOICES``, ``LABEL_CHOICES``): the same file
-uploaded again loads with them at once, while a file whose names and labels are recognised is always
-read as it is.
+"""The Data page's column picker: when an upload's header names no known column for a role (MRPC's ``#1 String``,
+``Quality``), the user says which columns hold the questions and the label; when its label column holds other values
+than 0/1 (``PerfectMatch``, ``Irrelevant``), what each value means (duplicate, not duplicate, or drop the row), each
+starting from ``core.data.labels.guess_label``'s guess. The file is then loaded with that ``columns`` mapping and
+label map (``core.data``'s own), so the same refusals apply as on the command line. Neither question is an error:
+the page asks in a neutral prompt and shows an error only for a choice that cannot load. Both choices are kept in the
+session per file name, so the same file uploaded again loads with them at once.
 """
 from __future__ import annotations
 
@@ -35,26 +30,18 @@ def load_with_choice(name: str, data: bytes):
     choices this session made for a file of this name (if its columns are all there). Raises what
     ``load_upload`` raises."""
     columns = None
-    try:
-        return load_upload(name, data)
-    except MissingColumnsError as error:
-        columns = st.session_state.get(CHOICES, {}).get(name)
-        if not columns or not set(columns.values()) <= set(error.header):
-            raise
-    except LabelValuesError as error:
-        return _with_label_choice(name, data, None, error)
-    try:
-        return load_upload(name, data, columns)
-    except LabelValuesError as error:
-        return _with_label_choice(name, data, columns, error)
-
-
-def _with_label_choice(name: str, data: bytes, columns: dict[str, str] | None, error: LabelValuesError):
-    """The load with this session's label map for a file of this name; ``error`` without one."""
-    label_map = st.session_state.get(LABEL_CHOICES, {}).get(name)
-    if not label_map:
-        raise error
-    return load_upload(name, data, columns, label_map)
+    for attempt in range(2):  # the header's names, else the columns chosen for this file
+        try:
+            return load_upload(name, data, columns)
+        except MissingColumnsError as error:
+            columns = st.session_state.get(CHOICES, {}).get(name)
+            if attempt or not columns or not set(columns.values()) <= set(error.header):
+                raise
+        except LabelValuesError:
+            label_map = st.session_state.get(LABEL_CHOICES, {}).get(name)
+            if not label_map:
+                raise
+            return load_upload(name, data, columns, label_map)
 
 
 def offer(file_id: str, name: str, error: DataError) -> bool:
@@ -63,29 +50,27 @@ def offer(file_id: str, name: str, error: DataError) -> bool:
     (``LabelValuesError``, its columns preset). True when it asks: the file is not wrong, only unread so far;
     False for any other error, for a header of fewer columns than roles (no pick can read it), and for a label
     column of more values than a label mapping takes (text, not labels: its columns are offered again)."""
+    pending = {"file_id": file_id, "name": name, "header": getattr(error, "header", None)}
     if isinstance(error, MissingColumnsError) and len(set(error.header)) >= len(ROLES):
-        st.session_state[PENDING] = {"file_id": file_id, "name": name, "header": error.header}
-    elif isinstance(error, LabelValuesError) and len(one_per_spelling(error.values)) > MAX_MAPPED_VALUES:
-        st.session_state[PENDING] = {"file_id": file_id, "name": name, "header": error.header,
-                                     "columns": error.columns}
+        st.session_state[PENDING] = pending
+        return True
+    if not isinstance(error, LabelValuesError):
         return False
-    elif isinstance(error, LabelValuesError):
-        st.session_state[PENDING] = {"file_id": file_id, "name": name, "header": error.header,
-                                     "columns": error.columns, "label_column": error.column,
-                                     "values": one_per_spelling(error.values)}
-    else:
-        return False
-    return True
+    values = one_per_spelling(error.values)
+    labels = len(values) <= MAX_MAPPED_VALUES
+    st.session_state[PENDING] = {**pending, "columns": error.columns,
+                                 **({"label_column": error.column, "values": values} if labels else {})}
+    return labels
 
 
 def offer_labels(file_id: str, name: str, report) -> None:
     """After a load that dropped rows for an unreadable label, offer a meaning for each of the label
     column's values, the columns kept as they were read."""
-    values = one_per_spelling([value for value in getattr(report, "label_values", {}) if value])
+    values = one_per_spelling([value for value in report.label_values if value])
     if report.dropped.get(UNREADABLE_LABEL) and values:
         st.session_state[PENDING] = {"file_id": file_id, "name": name, "columns": dict(report.columns),
                                      "label_column": report.columns.get("is_duplicate"), "values": values,
-                                     "label_map": getattr(report, "label_map", None), "loaded": True}
+                                     "label_map": report.label_map, "loaded": True}
 
 
 def problem_in_page_words(error: DataError) -> str:
@@ -99,9 +84,9 @@ def problem_in_page_words(error: DataError) -> str:
 
 def in_page_words(report, warning: str) -> str:
     """A load warning as the Data page says it: the unreadable labels without the command line's flag."""
-    if warning != getattr(report, "label_warning", None):
+    if warning != report.label_warning:
         return warning
-    values = [value for value in getattr(report, "label_values", {}) if value]
+    values = [value for value in report.label_values if value]
     rows = report.dropped.get(UNREADABLE_LABEL, 0)
     return (f"{rows:,} {'row was' if rows == 1 else 'rows were'} dropped: their label is neither 1 nor 0 "
             f"(the column holds {quoted(values[:5])}); to keep them, say what each value means in this page's "
@@ -115,6 +100,13 @@ def one_per_spelling(values: list[str]) -> list[str]:
     for value in values:
         first.setdefault(str(value).strip().lower(), value)
     return list(first.values())
+
+
+def refuse(uploaded, problem: str) -> None:
+    """Say on the Data page why ``uploaded`` was not loaded (naming the file once): the active dataset stays."""
+    problem = problem if uploaded.name in problem else f"{uploaded.name}: {problem}"  # core.data's may name it
+    st.session_state.data_upload_error = (
+        uploaded.file_id, f"{problem}. The previous dataset ({st.session_state.data_name}) is still active.")
 
 
 def withdraw() -> None:
@@ -226,16 +218,13 @@ def _load_picked() -> None:
         pending[NOTICE] = mapping_left_to_do(pending)
         if pending[NOTICE]:
             return
-    previous = state.data_name
     try:
         pairs, report = load_upload(uploaded.name, uploaded.getvalue(), columns, label_map)
     except DataError as error:
         if isinstance(error, LabelValuesError) and offer(uploaded.file_id, uploaded.name, error):
             state.data_upload_error = None  # the columns are fine; their labels are the next question
             return
-        problem = problem_in_page_words(error)
-        problem = problem if uploaded.name in problem else f"{uploaded.name}: {problem}"
-        state.data_upload_error = (uploaded.file_id, f"{problem}. The previous dataset ({previous}) is still active.")
+        refuse(uploaded, problem_in_page_words(error))
         return
     set_dataset(pairs, report, f"{uploaded.name} (upload)", upload=(uploaded.name, uploaded.getvalue()))
     if pending.get("header"):

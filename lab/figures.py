@@ -49,11 +49,7 @@ def similarity_heatmap(view, title: str = "") -> go.Figure:
     rows, columns = batch_labels(size)
     first = view.question1 or rows
     second = view.question2 or columns
-    customdata = np.empty((size, size, 2), dtype=object)  # [question1 of the row, question2 of the column]
-    for i in range(size):
-        for j in range(size):
-            customdata[i, j, 0] = hover_text(first[i])
-            customdata[i, j, 1] = hover_text(second[j])
+    customdata = [[[hover_text(first[i]), hover_text(second[j])] for j in range(size)] for i in range(size)]
     show_values = size <= VALUES_UP_TO
 
     figure = make_subplots(rows=1, cols=2, column_widths=[0.88, 0.12], shared_yaxes=True, horizontal_spacing=0.03)

@@ -28,7 +28,7 @@ def read_like_the_dataset(name: str, data: bytes) -> tuple[pd.DataFrame, object]
     """An upload's pairs read with the active dataset's columns and label map; a file that lacks those
     column names is read by its own (the usual names and aliases), with the same label map."""
     report = st.session_state.data_report
-    label_map = getattr(report, "label_map", None)
+    label_map = report.label_map
     try:
         return load_upload(name, data, dict(report.columns), label_map)
     except MissingColumnsError:

@@ -1,9 +1,8 @@
 """The Map page's caches, click handling and figure.
 
-Encodings are cached with ``st.cache_data`` per (model, saved-folder stamp, dataset key) in chunks of
-``ENCODE_CHUNK`` questions, so the page can move a progress bar between chunks (a bar drawn inside a
-cached function would be replayed) and a rerun (a click, a search, another colouring) encodes nothing
-again. Coordinates, clusters and neighbours come from ``core.inference.projection``; this module only caches and draws.
+The questions are encoded once per model and map (``lab.cached.built_once``), so a rerun (a click, a search,
+another colouring) encodes nothing again. Coordinates, clusters and neighbours come from
+``core.inference.projection``; this module only caches and draws.
 """
 from __future__ import annotations
 
@@ -14,34 +13,24 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.inference.projection import MapLayout, map_layout, question_labels, unit_rows
-from lab.cached import model_stamp
+from core.inference.projection import MapLayout, map_layout, question_labels
+from lab import cached
 from lab.figures import hover_text
 from lab.session import get_model
 
-ENCODE_CHUNK = 1024  # questions per cached chunk: MiniLM on a CPU moves the bar every few seconds
 CHART_KEY, FOCUS_KEY, DATA_KEY = "map_chart", "map_focus", "map_data_key"
 POINT_SIZE, NEIGHBOUR_SIZE, FOCUS_SIZE = 4, 11, 16
 NEIGHBOUR_COLOR, FOCUS_COLOR = "#111111", "#ff9f1c"
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
-def _encoding_chunk(choice: str, stamp: float, key: str, start: int, _texts: Sequence[str]) -> np.ndarray:
-    model, _ = get_model(choice)
-    return unit_rows(np.asarray(model.encode(list(_texts), tower=1))).astype(np.float32)
-
-
 def encodings(choice: str, key: str, texts: Sequence[str],
               progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """(N, d) unit vectors of ``texts`` through tower 1, as the Search page indexes them; ``key`` names
-    the texts (the dataset's key and how many of its questions the map shows); ``progress(done, total)``
-    after every chunk."""
-    stamp, total, parts = model_stamp(choice), len(texts), []
-    for start in range(0, total, ENCODE_CHUNK):
-        parts.append(_encoding_chunk(choice, stamp, key, start, texts[start : start + ENCODE_CHUNK]))
-        if progress is not None:
-            progress(min(start + ENCODE_CHUNK, total), total)
-    return np.concatenate(parts)
+    the texts (the dataset's key and how many of its questions the map shows)."""
+    from core.inference.search import encode_unit_rows
+
+    return cached.built_once("map", choice, key,
+                             lambda model: encode_unit_rows(model, list(texts), 1, 256, progress))
 
 
 @st.cache_data(show_spinner="Projecting and clustering…", max_entries=16)

@@ -1,6 +1,7 @@
 """The one page setup, run by app.py for every page: session state with guards, the active dataset, shared caches."""
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
@@ -42,8 +43,6 @@ def load_upload(name: str, data: bytes, columns: dict[str, str] | None = None,
                 label_map: dict[str, int] | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """An uploaded file's pairs; ``columns`` (role -> column name) when its header names are not the usual
     ones and ``label_map`` (value -> 1 or 0) when its labels are not 0/1 (``lab.column_picker``)."""
-    import io
-
     buffer = io.BytesIO(data)
     buffer.name = name
     return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes(), label_map=label_map)
@@ -88,9 +87,7 @@ def job_queue():
 
 
 # ---- session -----------------------------------------------------------------------------------
-def data_key(pairs: pd.DataFrame) -> str:
-    """A dataset's fingerprint (``core.data.pairs_fingerprint``), for cache keys."""
-    return pairs_fingerprint(pairs)
+data_key = pairs_fingerprint  # a dataset's fingerprint, for cache keys
 
 
 def init_state() -> None:
@@ -162,14 +159,11 @@ def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None, data: 
     """The user's validation ("val") or test ("test") pairs for the active dataset, from file ``name``; None lets
     that kind go. With the file's ``data`` and the ``report`` of how it was read, it is kept in the workspace
     like the training file, for a reload, a restart or another tab."""
-    if kind not in HELD_OUT_KINDS:
-        raise ValueError(f"kind must be one of {HELD_OUT_KINDS}, got {kind!r}")
     files = st.session_state.setdefault(_HELD_OUT, {})
-    workspace = st.session_state.workspace
     if pairs is None:
         files.pop(kind, None)
         workspace_state.keep({f"{kind}_file": None})
-        workspace.remove_uploads(kind)
+        st.session_state.workspace.remove_uploads(kind)
         return
     files[kind] = (pairs, name)
     if data is not None and report is not None:
@@ -192,8 +186,6 @@ def _restore_held_out() -> None:
 
 def held_out_pairs(kind: str) -> tuple[pd.DataFrame | None, str | None]:
     """(pairs, file name) of this session's validation ("val") or test ("test") file, or (None, None)."""
-    if kind not in HELD_OUT_KINDS:
-        raise ValueError(f"kind must be one of {HELD_OUT_KINDS}, got {kind!r}")
     return st.session_state.get(_HELD_OUT, {}).get(kind, (None, None))
 
 
@@ -264,8 +256,8 @@ def model_choices() -> dict[str, str]:
     from core.training.runs_table import run_status
 
     runs, _ = list_runs(st.session_state.runs_root)
-    published = workspace_state.published_folder()
-    published_runs = list_runs(published)[0] if published is not None and published.is_dir() else []
+    published = os.environ.get("SIAMESE_LAB_PUBLISHED")  # the operator's models, read-only, in every workspace
+    published_runs = list_runs(published)[0] if published and Path(published).is_dir() else []
     choices = {ZERO_SHOT_LABEL: ZERO_SHOT}
     for run in [*runs, *({**run, "published": True} for run in published_runs)]:
         metrics = run.get("metrics", {}).get("validation", {})

@@ -86,13 +86,6 @@ def workspaces_root() -> Path:
     return Path(os.environ.get("SIAMESE_LAB_WORKSPACES", str(ROOT / "workspaces")))
 
 
-def published_folder() -> Path | None:
-    """A folder of models the server's operator publishes read-only to every workspace
-    (``SIAMESE_LAB_PUBLISHED``), or None."""
-    folder = os.environ.get("SIAMESE_LAB_PUBLISHED")
-    return Path(folder) if folder else None
-
-
 NOTICE = "workspace_notice"  # session key: why the workspace the address named is a new one
 NO_WORKSPACE = "No workspace with this address; this is a new one. Nothing was kept at this address yet (or it " \
                "was removed): your work here is kept from your first change."
@@ -142,12 +135,6 @@ def saved(key: str, default=None):
     return st.session_state.get(SAVED, {}).get(key, default)
 
 
-def keep(values: dict) -> None:
-    """Remember choices made outside the remembered widgets (the active dataset, the active model, the threshold a
-    new model starts at), at once."""
-    _write(values)
-
-
 def kept(key: str) -> dict:
     """A remembered widget's keyword arguments: ``st.slider(..., **kept("sim_margin"))`` (``REMEMBERED``)."""
     if key not in REMEMBERED:
@@ -163,10 +150,11 @@ def keep_widget(key: str) -> None:
     if key in REMEMBERED and _is_json(value):
         companion = REMEMBERED[key].kept_with
         with_it = st.session_state.get(companion) if companion else None
-        _write({key: value, companion: with_it} if _is_json(with_it) and with_it is not None else {key: value})
+        keep({key: value, companion: with_it} if _is_json(with_it) and with_it is not None else {key: value})
 
 
-def _write(changed: dict) -> None:
+def keep(changed: dict) -> None:
+    """Remember choices at once (a remembered widget's value, the active dataset, the active model)."""
     state = st.session_state
     workspace: Workspace | None = state.get(WORKSPACE)
     if workspace is None or not changed:

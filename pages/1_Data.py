@@ -46,25 +46,20 @@ def apply_upload() -> None:
     if uploaded is None:  # the file was removed from the uploader: the active dataset stays as it is
         state.data_upload_error = None
         return
-    previous = state.data_name
     column_picker.withdraw()
     try:
         pairs, report = column_picker.load_with_choice(uploaded.name, uploaded.getvalue())
     except DataError as error:
         if column_picker.offer(uploaded.file_id, uploaded.name, error):  # columns or labels to choose: a prompt
             state.data_upload_error = None
-            return
-        problem = column_picker.problem_in_page_words(error)
+        else:
+            column_picker.refuse(uploaded, column_picker.problem_in_page_words(error))
     except Exception as error:  # anything unforeseen still reaches the user as one readable line
-        problem = f"could not be read ({type(error).__name__}: {error})"
+        column_picker.refuse(uploaded, f"could not be read ({type(error).__name__}: {error})")
     else:
         set_dataset(pairs, report, f"{uploaded.name} (upload)", upload=(uploaded.name, uploaded.getvalue()))
         state.data_upload_error = None
         column_picker.offer_labels(uploaded.file_id, uploaded.name, report)  # rows dropped for their label
-        return
-    if uploaded.name not in problem:  # core.data's messages name the file already: once is enough
-        problem = f"{uploaded.name}: {problem}"
-    state.data_upload_error = (uploaded.file_id, f"{problem}. The previous dataset ({previous}) is still active.")
 
 
 st.title("Data")
@@ -95,8 +90,7 @@ pairs, report = state.pairs, state.data_report
 summary = summary_of(pairs)
 
 st.subheader(f"Active dataset: {state.data_name}")
-# getattr: a report loaded before LoadReport had warnings may still sit in the session.
-for warning in getattr(report, "warnings", []):
+for warning in report.warnings:
     st.warning(f"{report.source}: {column_picker.in_page_words(report, warning)}")
 for problem in training_problems(summary):  # too small or one class: said now, not when training fails
     st.warning(f"Not enough to train on: {problem.message}.")

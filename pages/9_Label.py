@@ -5,7 +5,7 @@ import streamlit as st
 
 from core.data import DataError
 from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path, share_counts
-from lab import label_answers, label_view
+from lab import label_view
 from lab.charts import learning_curve_chart
 from lab.corpus_picker import encode_with_progress, pick_corpus
 from lab.figures import PLOTLY_CONFIG
@@ -41,7 +41,7 @@ try:
 except DataError as error:  # a database this lab cannot use: said in one line, never a traceback
     show_error(f"The labels of {name} cannot be read: {error}")
     st.stop()
-label_answers.show_notices(labels)
+label_view.show_notices(labels)
 pair = label_view.pending_pair(choice, key, config, corpus, labels)
 answered, round_size = label_view.round_progress(labels)
 st.markdown(f"**{shares.training + shares.held_out:,} labelled, {shares.held_out:,} held out** · {len(corpus):,} questions of {name}")
@@ -65,9 +65,9 @@ else:
         yes, no, skip = st.columns(3)
         question_pair = (labels, pair["question1"], pair["question2"])
         yes.button("Duplicate", key="label_duplicate", shortcut="D", width="stretch",
-                   on_click=label_answers.answer, args=(*question_pair, 1))
+                   on_click=label_view.answer, args=(*question_pair, 1))
         no.button("Not duplicate", key="label_not_duplicate", shortcut="N", width="stretch",
-                  on_click=label_answers.answer, args=(*question_pair, 0))
+                  on_click=label_view.answer, args=(*question_pair, 0))
         skip.button("Skip", key="label_skip", shortcut="S", width="stretch", on_click=label_view.skip, args=(pair,))
 
 undo_column, retrain_column = st.columns(2)
@@ -84,16 +84,13 @@ if retrain_column.button("Retrain now", key="label_retrain", disabled=training o
 if blocker and not training:
     st.caption(blocker)
 label_view.retrain_status()
-label_answers.show_recent(labels)
-label_answers.transfer(labels, f"labels-{labels_file.stem}.csv")
+label_view.show_recent(labels)
+label_view.transfer(labels, f"labels-{labels_file.stem}.csv")
 
 st.subheader("Learning curve")
 points = label_view.curve_points(labels_file)
 if points:
-    figures, warning = label_view.held_out_figures(points)
-    st.markdown(figures)
-    if warning:
-        st.warning(warning, icon=":material/warning:")
+    label_view.show_held_out_figures(points)
     st.plotly_chart(learning_curve_chart(points), width="stretch", key="label_curve", config=PLOTLY_CONFIG)
     st.caption("Each point is a model scored on the labels held out when it was trained, against the labels it "
                "trained on (held-out ones never count); zero-shot MiniLM trained on none. Models retrained since "
