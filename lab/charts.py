@@ -1,7 +1,5 @@
-"""Plotly figures for the app's pages. Pure builders: numbers in, ``go.Figure`` out, no streamlit.
-
-Every figure has a title and labelled axes; the numbers come from ``core`` (losses and metrics
-recorded by the trainer, the runs table of ``core.training.runs_table``); only display preparation happens here.
+"""Plotly figures of the Data, Train and Label pages: numbers in, ``go.Figure`` out, no streamlit. Every figure
+has a title and labelled axes; the numbers come from ``core``, only display preparation happens here.
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The corpus a page works on: the active dataset's questions or an uploaded file's, kept across page visits.
-
-Used by the Deduplicate and Label pages, each with its own widget and session keys (``prefix``), so an upload on
-one page never replaces the other's. A file uploader forgets its file when the user visits another page; the
-parsed upload is kept in the session instead, until the user removes or replaces the file.
+"""The corpus a page works on (the active dataset's questions or an uploaded file's), its encoding with a progress
+bar, and the questions ranked for a query. The Deduplicate and Label pages each have their own keys (``prefix``);
+a file uploader forgets its file on a visit to another page, so the parsed upload is kept in the session.
 """
 from __future__ import annotations
 

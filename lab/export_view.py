@@ -1,11 +1,7 @@
 """The Export panel: one model (a saved folder or zero-shot MiniLM) as a zip to download, either ONNX graphs
-(every model) or a sentence-transformers folder (MiniLM models), each with its model card.
-
-``export_panel(choice, config)``: ``choice`` is a model choice (``ZERO_SHOT`` or a folder path, as
-``lab.session.model_picker`` returns) and ``config`` its config (``lab.session.get_model(choice)[1]``).
-Widgets and layout only: ``core.export.export_folder.export_model`` writes the export, into a temporary
-folder that is zipped and removed again; the zip stays in the session until another model or format is
-asked for.
+(every model) or a sentence-transformers folder (MiniLM models), each with its model card. Widgets only:
+``core.export.export_folder.export_model`` writes the export into a temporary folder, zipped and removed again;
+the zip stays in the session until another model or format is asked for.
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Plotly figures for the similarity-matrix, verdict and search pages. Pure builders: numbers in,
-``go.Figure`` out, no Streamlit, no model.
-
-User text only ever reaches a figure through ``hover_text``, which escapes it: Plotly reads a few
-HTML-like tags in labels, and a question must show as typed, never as markup.
+"""Plotly figures for the similarity-matrix and verdict pages: numbers in, ``go.Figure`` out, no streamlit.
+User text only reaches a figure through ``hover_text``, which escapes it: Plotly reads a few HTML-like tags in
+labels, and a question must show as typed, never as markup.
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """The lab's pages in sidebar order: the one list that `app.py` hands to ``st.navigation`` and that the Home
-page's "How to use the lab" links read, so a page's title, icon and URL are written only here.
-
-Each page file starts with ``enter_through_app(__file__)`` (``lab.session``): Streamlit treats a ``pages/``
-folder beside the entry point as a legacy multipage app until some run reaches ``st.navigation``, so on a
-fresh server a first visit to, say, /Train runs that page file alone; it then goes through app.py instead.
+page's "How to use the lab" links read, so a page's title, icon and URL are written only here. Each page file
+starts with ``lab.session.enter_through_app(__file__)``.
 """
 from __future__ import annotations
 

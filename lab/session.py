@@ -42,7 +42,7 @@ def load_sample() -> tuple[pd.DataFrame, LoadReport]:
 def load_upload(name: str, data: bytes, columns: dict[str, str] | None = None,
                 label_map: dict[str, int] | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """An uploaded file's pairs; ``columns`` (role -> column name) when its header names are not the usual
-    ones and ``label_map`` (value -> 1 or 0) when its labels are not 0/1 (``lab.column_picker``)."""
+    ones and ``label_map`` (value -> 1 or 0) when its labels are not 0/1 (``lab.data_view``)."""
     buffer = io.BytesIO(data)
     buffer.name = name
     return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes(), label_map=label_map)

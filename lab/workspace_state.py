@@ -1,9 +1,6 @@
-"""The session's workspace (``core.saving.workspaces``): found from the URL's ``ws`` query parameter (a new one,
-put into the URL, on a first visit), and the choices a person makes kept in it, so that a reload, a second tab
-or a server restart finds them again.
-
-What is kept: the active dataset (its upload's bytes), the active model, thresholds and page settings
-(``REMEMBERED``). A choice is written when it is made (a widget's ``on_change``: ``kept``), alone, in its own
+"""The session's workspace (``core.saving.workspaces``), found from the URL's ``ws`` query parameter (a new one on a
+first visit), and the choices kept in it for a reload, a second tab or a server restart: the active dataset, the
+active model, thresholds and page settings (``REMEMBERED``). A choice is written when it is made, alone, in its own
 transaction (``Workspace.save_state``): two tabs of one workspace each keep their latest change.
 """
 from __future__ import annotations

@@ -43,6 +43,12 @@ pairs = st.session_state.pairs
 EXAMPLE_SCORES = "example_scores"  # the worked example's scores as last edited (not a widget key)
 
 
+def loss_metrics(batch_view, *labels: str) -> None:
+    values = (batch_view.triplet_loss, batch_view.triplet_cost, batch_view.softmax_loss)
+    for column, label, value in zip(st.columns(3), labels, values):
+        column.metric(label, f"{value:.4f}")
+
+
 def _next_seed() -> None:
     st.session_state.sim_seed = int(st.session_state.get("sim_seed", 0)) + 1
     keep_widget("sim_seed")  # a value set by a button, not by its widget: kept here
@@ -80,10 +86,8 @@ with right:
 # ---- the batch ---------------------------------------------------------------------------------
 batch = None
 try:
-    if pick == "random":
-        batch = pick_batch(pairs, batch_size, seed=int(seed))
-    else:
-        batch = pick_batch(pairs, batch_size, seed=None, start=int(start))
+    where = {"seed": int(seed)} if pick == "random" else {"seed": None, "start": int(start)}
+    batch = pick_batch(pairs, batch_size, **where)
 except ValueError as error:
     show_error(f"Cannot make a batch from this dataset: {error}. It needs at least two duplicate pairs "
                "with distinct questions.")
@@ -105,10 +109,8 @@ if batch is not None:
 if view is not None:
     st.plotly_chart(figures.similarity_heatmap(view), key="heatmap")
     st.caption(MARKS)
-    c1, c2, c3 = st.columns(3)
-    c1.metric("Triplet loss (mean of L_full)", f"{view.triplet_loss:.4f}")
-    c2.metric("Triplet cost J (sum of L_full)", f"{view.triplet_cost:.4f}")
-    c3.metric(f"In-batch softmax loss (scale {softmax_scale:g})", f"{view.softmax_loss:.4f}")
+    loss_metrics(view, "Triplet loss (mean of L_full)", "Triplet cost J (sum of L_full)",
+                 f"In-batch softmax loss (scale {softmax_scale:g})")
     st.dataframe(figures.batch_table(view), hide_index=True, key="batch_table", column_config=BATCH_COLUMNS)
     st.caption(f"L1 = max(mean negative − s(A,P) + α, 0), L2 = max(closest negative − s(A,P) + α, 0), "
                f"L_full = L1 + L2, here with α = {margin:.2f}. Moving α recomputes the losses only; the "
@@ -140,10 +142,8 @@ if st.toggle("Explain mode: the worked 4×4 example", key="explain", persist_sta
         st.plotly_chart(figures.similarity_heatmap(example_view, title="The worked example"), key="example_heatmap")
         st.dataframe(figures.batch_table(example_view), hide_index=True, key="example_table",
                      column_config=BATCH_COLUMNS)
-        e1, e2, e3 = st.columns(3)
-        e1.metric("Triplet loss (mean)", f"{example_view.triplet_loss:.4f}")
-        e2.metric("Triplet cost J (sum)", f"{example_view.triplet_cost:.4f}")
-        e3.metric(f"Softmax loss (scale {softmax_scale:g})", f"{example_view.softmax_loss:.4f}")
+        loss_metrics(example_view, "Triplet loss (mean)", "Triplet cost J (sum)",
+                     f"Softmax loss (scale {softmax_scale:g})")
 
         st.subheader("What training does to it")
         st.markdown("Each round adds 0.5 to every diagonal score (duplicates get closer) and subtracts 0.02 "

@@ -14,7 +14,7 @@ from core.inference.projection import (
 from lab import cached, map_view
 from lab.corpus_picker import encode_with_progress, show_ranked
 from lab.figures import PLOTLY_CONFIG
-from lab.session import enter_through_app, model_or_stop, model_picker, show_error
+from lab.session import enter_through_app, model_picker, show_error
 from lab.workspace_state import kept
 
 enter_through_app(__file__)
@@ -50,7 +50,6 @@ query = st.text_input("Search: highlight the questions closest to", value="", ke
                       on_change=map_view.forget_click, placeholder="Type a question, or click a point on the map",
                       persist_state=PERSIST)
 
-model_or_stop(choice)
 vectors = encode_with_progress(lambda progress: map_view.encodings(choice, map_key, questions, progress=progress),
                                "Encoding the questions (once per model and dataset)")
 stamp = cached.model_stamp(choice)

@@ -44,7 +44,8 @@ except DataError as error:  # a database this lab cannot use: said in one line, 
 label_view.show_notices(labels)
 pair = label_view.pending_pair(choice, key, config, corpus, labels)
 answered, round_size = label_view.round_progress(labels)
-st.markdown(f"**{shares.training + shares.held_out:,} labelled, {shares.held_out:,} held out** · {len(corpus):,} questions of {name}")
+st.markdown(f"**{shares.training + shares.held_out:,} labelled, {shares.held_out:,} held out** · "
+            f"{len(corpus):,} questions of {name}")
 if round_size:
     st.progress(answered / round_size, text=f"This round: {answered} of {round_size} pairs answered or skipped")
 st.caption("Saved on the server as you answer; download them below as a pairs file for the Data and Train pages.")
@@ -54,11 +55,9 @@ if pair is None:
             "model: its neighbours differ.")
 else:
     with st.container(border=True):
-        first, second = st.columns(2)
-        first.markdown("**Question 1**")
-        first.text(pair["question1"])
-        second.markdown("**Question 2**")
-        second.text(pair["question2"])
+        for number, column in enumerate(st.columns(2), start=1):
+            column.markdown(f"**Question {number}**")
+            column.text(pair[f"question{number}"])
         reason = "closest to the threshold" if pair["reason"] == "uncertain" else "drawn at random, for an honest score"
         st.caption(f"Similarity {pair['similarity']:.3f} (threshold {state[label_view.ROUND]['threshold']:.3f}); "
                    f"asked because it is {reason}.")

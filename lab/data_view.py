@@ -1,19 +1,33 @@
-"""The Data page's column picker: when an upload's header names no known column for a role (MRPC's ``#1 String``,
-``Quality``), the user says which columns hold the questions and the label; when its label column holds other values
-than 0/1 (``PerfectMatch``, ``Irrelevant``), what each value means (duplicate, not duplicate, or drop the row), each
-starting from ``core.data.labels.guess_label``'s guess. The file is then loaded with that ``columns`` mapping and
-label map (``core.data``'s own), so the same refusals apply as on the command line. Neither question is an error:
-the page asks in a neutral prompt and shows an error only for a choice that cannot load. Both choices are kept in the
-session per file name, so the same file uploaded again loads with them at once.
+"""The Data page's parts: the active dataset (the bundled sample or an upload), the column picker, and the
+validation and test files.
+
+An upload whose header names no known column for a role (MRPC's ``#1 String``), or whose label column holds other
+values than 0/1 (``PerfectMatch``), is not an error: the page asks which columns hold what, or what each value means
+(guessed where the word says it), and loads it with ``core.data``'s own ``columns`` and label map, so the same
+refusals apply as on the command line; the choices are kept per file name for the session. The validation and test
+files are read with the active dataset's columns and label map and kept in the workspace (``lab.session``).
 """
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from core.data import ROLES, UNREADABLE_LABEL, DataError, LabelValuesError, MissingColumnsError
 from core.data.labels import guess_label, label_value, quoted
 from core.data.limits import clip
-from lab.session import load_upload, renewed_key, set_dataset
+from lab.session import (
+    HELD_OUT_KINDS,
+    SAMPLE_NAME,
+    clear_held_out,
+    held_out_pairs,
+    load_sample,
+    load_upload,
+    renew_key,
+    renewed_key,
+    set_dataset,
+    set_held_out,
+    show_error,
+)
 
 ROLE_LABELS = {"question1": "First question", "question2": "Second question", "is_duplicate": "Label (1 = duplicate)"}
 CHOICES = "column_choices"  # session key: file name -> {role: column name}
@@ -23,6 +37,39 @@ MEANINGS = {"duplicate": 1, "not duplicate": 0, "drop the rows": None}
 UNANSWERED = "Choose what it means"  # the placeholder of a value whose meaning the guess could not tell
 NOTICE = "notice"  # in PENDING: what a Load click left to do (a value unanswered), said until the next click
 MAX_MAPPED_VALUES = 12  # label values offered a meaning; the rows of any other value are dropped
+TITLES = {"val": "Validation", "test": "Test"}
+TOGGLE = "held_out_files_on"  # session key of the toggle that shows the two uploaders
+_NOTES = "held_out_notes"  # session key: kind -> (uploader key, file id, error or None, warnings) of its last upload
+
+
+def use_sample() -> None:
+    set_dataset(*load_sample(), SAMPLE_NAME)
+    st.session_state.data_upload_error = None
+    withdraw()
+    renew_key("upload")  # the file shown there is no longer active
+
+
+def apply_upload() -> None:
+    """The uploader's on_change (before the page runs, so the sidebar shows the new dataset): make the file the
+    active dataset; on failure keep the previous one and say why."""
+    uploaded = st.session_state.get(renewed_key("upload"))
+    if uploaded is None:  # the file was removed from the uploader: the active dataset stays as it is
+        st.session_state.data_upload_error = None
+        return
+    withdraw()
+    try:
+        pairs, report = load_with_choice(uploaded.name, uploaded.getvalue())
+    except DataError as error:
+        if offer(uploaded.file_id, uploaded.name, error):  # columns or labels to choose: a prompt
+            st.session_state.data_upload_error = None
+        else:
+            refuse(uploaded, problem_in_page_words(error))
+    except Exception as error:  # anything unforeseen still reaches the user as one readable line
+        refuse(uploaded, f"could not be read ({type(error).__name__}: {error})")
+    else:
+        set_dataset(pairs, report, f"{uploaded.name} (upload)", upload=(uploaded.name, uploaded.getvalue()))
+        st.session_state.data_upload_error = None
+        offer_labels(uploaded.file_id, uploaded.name, report)  # rows dropped for their label
 
 
 def load_with_choice(name: str, data: bytes):
@@ -130,7 +177,7 @@ def picker(file_id: str) -> None:
         for position, (role, column) in enumerate(zip(ROLES, st.columns(len(ROLES)))):
             chosen = preset.get(role)
             index = options.index(chosen) if chosen in options else min(position, len(options) - 1)
-            column.selectbox(ROLE_LABELS[role], options, index=index, key=_key(role))
+            column.selectbox(ROLE_LABELS[role], options, index=index, key=f"column_for_{role}")
     if values:
         _label_mapping(pending)
     action = "columns" if not values else "label mapping" if not header else "columns and label mapping"
@@ -167,10 +214,6 @@ def _label_mapping(pending: dict) -> None:
         st.caption(f"The rows of the {len(values) - MAX_MAPPED_VALUES:,} other values are dropped.")
 
 
-def _key(role: str) -> str:
-    return f"column_for_{role}"
-
-
 def _value_key(number: int, value: str) -> str:
     return f"label_for_{number}_{value}"
 
@@ -192,10 +235,9 @@ def mapping_left_to_do(pending: dict) -> str | None:
     shown = values[:MAX_MAPPED_VALUES]
     state = st.session_state
     unanswered = [value for number, value in enumerate(shown) if state.get(_value_key(number, value)) is None]
-    if len(unanswered) == 1:
-        return f"Say what {quoted(unanswered)} means first (or drop its rows)."
     if unanswered:
-        return f"Say what {quoted(unanswered)} mean first (or drop their rows)."
+        verb, their = ("means", "its") if len(unanswered) == 1 else ("mean", "their")
+        return f"Say what {quoted(unanswered)} {verb} first (or drop {their} rows)."
     if shown and not picked_label_map(pending):
         return "Every value is set to drop its rows: give at least one value the meaning duplicate or not duplicate."
     return None
@@ -210,7 +252,7 @@ def _load_picked() -> None:
     pending = state.get(PENDING)
     if uploaded is None or not isinstance(pending, dict) or pending["file_id"] != uploaded.file_id:
         return
-    columns = {role: state[_key(role)] for role in ROLES} if pending.get("header") else pending.get("columns")
+    columns = {role: state[f"column_for_{role}"] for role in ROLES} if pending.get("header") else pending.get("columns")
     label_map = picked_label_map(pending)
     if columns and pending.get("label_column") != columns.get("is_duplicate"):
         label_map = None  # the values shown are another column's: read the new one as it is first
@@ -233,3 +275,70 @@ def _load_picked() -> None:
         state.setdefault(LABEL_CHOICES, {})[uploaded.name] = label_map
     state.data_upload_error = None
     withdraw()
+
+
+# ---- the validation and test files --------------------------------------------------------------------------------
+def read_like_the_dataset(name: str, data: bytes) -> tuple[pd.DataFrame, object]:
+    """An upload's pairs read with the active dataset's columns and label map; a file that lacks those
+    column names is read by its own (the usual names and aliases), with the same label map."""
+    report = st.session_state.data_report
+    try:
+        return load_upload(name, data, dict(report.columns), report.label_map)
+    except MissingColumnsError:
+        return load_upload(name, data, None, report.label_map)
+
+
+def _apply(kind: str) -> None:
+    """The held-out uploader's on_change: store its pairs, or say why not and keep the ones stored before."""
+    key = renewed_key(f"held_out_{kind}")
+    uploaded = st.session_state.get(key)
+    notes = st.session_state.setdefault(_NOTES, {})
+    if uploaded is None:  # removed from the uploader: no such file any more
+        set_held_out(kind, None, None)
+        notes.pop(kind, None)
+        return
+    try:
+        pairs, report = read_like_the_dataset(uploaded.name, uploaded.getvalue())
+    except DataError as error:
+        _, kept = held_out_pairs(kind)
+        still = f" The previous {TITLES[kind].lower()} file ({kept}) is kept." if kept else ""
+        problem = str(error) if uploaded.name in str(error) else f"{uploaded.name}: {error}"
+        notes[kind] = (key, uploaded.file_id, f"{problem}.{still}", [])
+        return
+    set_held_out(kind, pairs, uploaded.name, uploaded.getvalue(), report)  # kept in the workspace
+    notes[kind] = (key, uploaded.file_id, None, [f"{report.source}: {line}" for line in report.warnings])
+
+
+def _turned() -> None:
+    if not st.session_state.get(TOGGLE):  # turned off: the files are let go
+        clear_held_out()
+        st.session_state.pop(_NOTES, None)
+
+
+def held_out_files() -> None:
+    """The toggle, and under it one uploader per kind with what it holds: its pairs and their duplicate rate."""
+    if TOGGLE not in st.session_state and any(held_out_pairs(kind)[0] is not None for kind in HELD_OUT_KINDS):
+        st.session_state[TOGGLE] = True  # a new session of a workspace that kept them shows them
+    st.toggle("Add validation and test files (optional)", key=TOGGLE, on_change=_turned,
+              help="Files of pairs kept apart from the active dataset: training validates on the validation "
+                   "file and reports the test file instead of splitting them off, and Compare and Verdict "
+                   "measure on them (the test file first). Read with the same columns and label mapping as the "
+                   "active dataset.")
+    if not st.session_state.get(TOGGLE):
+        return
+    notes = st.session_state.get(_NOTES, {})
+    for kind, column in zip(HELD_OUT_KINDS, st.columns(len(HELD_OUT_KINDS))):
+        with column:
+            key = renewed_key(f"held_out_{kind}")
+            uploaded = st.file_uploader(f"{TITLES[kind]} pairs", type=["csv", "tsv", "txt", "gz"], key=key,
+                                        on_change=_apply, args=(kind,))
+            note = notes.get(kind)
+            if note and uploaded is not None and note[:2] == (key, uploaded.file_id):
+                if note[2]:
+                    show_error(note[2])
+                for warning in note[3]:
+                    st.warning(warning)
+            pairs, name = held_out_pairs(kind)
+            if pairs is not None:
+                st.caption(f"{TITLES[kind]}: **{len(pairs):,} pairs** from {name} "
+                           f"({pairs['is_duplicate'].mean():.1%} duplicates)")
