@@ -4,7 +4,7 @@ The questions are encoded and their k-NN graph (``core.inference.dedup_graph.Nei
 and questions (``lab.cached.built_once``). Every threshold or
 minimum-size move then only clusters that graph again (``st.cache_data`` per setting): nothing is
 encoded twice. The clustering itself is ``core.inference.dedup_graph``'s; this module only caches and draws,
-and picks the slider's starting threshold (``starting_threshold``). The corpus comes from ``lab.corpus_picker``.
+and picks the slider's starting threshold (``starting_threshold``). The corpus comes from ``lab.cached.pick_corpus``.
 """
 from __future__ import annotations
 

@@ -205,7 +205,8 @@ def length_box_figure(summary, threshold: float, subtitle: str | None = None) ->
     figure.add_hline(y=threshold, line=dict(color="black", width=2, dash="dash"),
                      annotation_text=f"threshold {threshold:.2f}", annotation_position="top left")
     figure.update_layout(boxmode="group", xaxis_title="words in the longer question", yaxis_title="cosine similarity",
-                         xaxis=dict(categoryorder="array", categoryarray=buckets), legend=dict(orientation="h", y=-0.25))
+                         xaxis=dict(categoryorder="array", categoryarray=buckets),
+                         legend=dict(orientation="h", y=-0.25))
     return _title(figure, "Scores by question length", subtitle, 380)
 
 

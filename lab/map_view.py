@@ -100,23 +100,22 @@ def map_figure(points: np.ndarray, hover: Sequence[str], groups: Sequence[str], 
     points = np.asarray(points, dtype=np.float64)
     groups = np.asarray(groups, dtype=object)
     figure = go.Figure()
+
+    def add(rows, name: str, texts, **marker) -> None:
+        figure.add_trace(go.Scattergl(x=points[rows, 0], y=points[rows, 1], mode="markers", name=name,
+                                      customdata=rows, hovertext=texts, hoverinfo="text", marker=marker))
+
     for group in order:
         rows = np.flatnonzero(groups == group)
         if len(rows):
-            figure.add_trace(go.Scattergl(
-                x=points[rows, 0], y=points[rows, 1], mode="markers", name=str(group), customdata=rows,
-                hovertext=[hover[i] for i in rows], hoverinfo="text", marker=dict(size=POINT_SIZE, opacity=0.6)))
+            add(rows, str(group), [hover[i] for i in rows], size=POINT_SIZE, opacity=0.6)
     if highlight is not None and len(highlight[0]):
         rows, scores = np.asarray(highlight[0]), np.asarray(highlight[1])
-        figure.add_trace(go.Scattergl(
-            x=points[rows, 0], y=points[rows, 1], mode="markers", name=highlight_name, customdata=rows,
-            hovertext=[f"{hover[i]}<br>cosine {s:.3f}" for i, s in zip(rows, scores)], hoverinfo="text",
-            marker=dict(size=NEIGHBOUR_SIZE, color="rgba(0,0,0,0)", line=dict(color=NEIGHBOUR_COLOR, width=2))))
+        add(rows, highlight_name, [f"{hover[i]}<br>cosine {s:.3f}" for i, s in zip(rows, scores)],
+            size=NEIGHBOUR_SIZE, color="rgba(0,0,0,0)", line=dict(color=NEIGHBOUR_COLOR, width=2))
     if focus_index is not None:
-        figure.add_trace(go.Scattergl(
-            x=points[[focus_index], 0], y=points[[focus_index], 1], mode="markers", name="clicked question",
-            customdata=[focus_index], hovertext=[hover[focus_index]], hoverinfo="text",
-            marker=dict(size=FOCUS_SIZE, symbol="star", color=FOCUS_COLOR, line=dict(color="#111111", width=1))))
+        add([focus_index], "clicked question", [hover[focus_index]], size=FOCUS_SIZE, symbol="star", color=FOCUS_COLOR,
+            line=dict(color="#111111", width=1))
     figure.update_layout(title=title, xaxis_title="principal component 1", yaxis_title="principal component 2",
                          legend_title_text="", margin=dict(l=10, r=10, t=60, b=10), height=650,
                          clickmode="event+select", dragmode="pan")

@@ -37,7 +37,8 @@ with upload_column:
                "detected.")
 with sample_column:
     st.button("Use the bundled sample", key="use_sample", on_click=data_view.use_sample,
-              disabled=state.data_name == SAMPLE_NAME, help="479 question pairs written for this project (assets/sample_pairs.csv)")
+              disabled=state.data_name == SAMPLE_NAME,
+              help="479 question pairs written for this project (assets/sample_pairs.csv)")
 
 failure = state.get("data_upload_error")
 if failure and (failure[0] is None or uploaded is not None and failure[0] == uploaded.file_id):  # None: the kept one

@@ -2,7 +2,6 @@
 import streamlit as st
 
 from lab import cached
-from lab.corpus_picker import encode_with_progress, show_ranked
 from lab.session import enter_through_app, model_or_stop, model_picker, show_error
 from lab.workspace_state import kept
 
@@ -24,8 +23,8 @@ if not texts:
     st.stop()
 
 model, _ = model_or_stop(choice)
-index = encode_with_progress(lambda progress: cached.search_index(choice, key, texts, progress=progress),
-                             "Encoding the dataset's questions")
+index = cached.encode_with_progress(lambda progress: cached.search_index(choice, key, texts, progress=progress),
+                                    "Encoding the dataset's questions")
 exact = "exact search (FAISS flat inner product)" if index.kind == "flat" else \
     "approximate search (FAISS HNSW graph)"
 st.caption(f"{len(index):,} distinct questions indexed; {exact}.")
@@ -45,4 +44,4 @@ except Exception as error:
     show_error(f"The search failed: {error}")
     st.stop()
 
-show_ranked([text for text, _ in results], [score for _, score in results], key="results")
+cached.show_ranked([text for text, _ in results], [score for _, score in results], key="results")

@@ -12,7 +12,6 @@ from core.inference.projection import (
     sample_indices,
 )
 from lab import cached, map_view
-from lab.corpus_picker import encode_with_progress, show_ranked
 from lab.figures import PLOTLY_CONFIG
 from lab.session import enter_through_app, model_picker, show_error
 from lab.workspace_state import kept
@@ -50,8 +49,8 @@ query = st.text_input("Search: highlight the questions closest to", value="", ke
                       on_change=map_view.forget_click, placeholder="Type a question, or click a point on the map",
                       persist_state=PERSIST)
 
-vectors = encode_with_progress(lambda progress: map_view.encodings(choice, map_key, questions, progress=progress),
-                               "Encoding the questions (once per model and dataset)")
+vectors = cached.encode_with_progress(lambda progress: map_view.encodings(choice, map_key, questions, progress),
+                                      "Encoding the questions (once per model and dataset)")
 stamp = cached.model_stamp(choice)
 layout = map_view.layout(choice, stamp, map_key, k, vectors)
 if colouring == "cluster":
@@ -89,4 +88,4 @@ if highlight is not None:
     st.caption(f"The {len(highlight[0])} questions of the map closest to {about}, by cosine similarity.")
     if clicked is not None:
         st.button("Clear the clicked question", key="map_clear", on_click=map_view.forget_click)
-    show_ranked([questions[i] for i in highlight[0]], highlight[1], key="map_neighbours_table")
+    cached.show_ranked([questions[i] for i in highlight[0]], highlight[1], key="map_neighbours_table")

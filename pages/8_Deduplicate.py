@@ -6,7 +6,6 @@ import streamlit as st
 from core.inference.dedup import outsized_cluster_note
 from core.saving.safe_csv import safe_csv
 from lab import cached, dedup_view
-from lab.corpus_picker import encode_with_progress, pick_corpus
 from lab.figures import PLOTLY_CONFIG
 from lab.session import enter_through_app, model_or_stop, model_picker, show_error
 from lab.workspace_state import kept
@@ -24,7 +23,7 @@ st.caption("Every question is encoded once; each question's nearest neighbours c
            "question belongs to one cluster at most (sentence-transformers' community detection).")
 
 choice = model_picker()
-name, texts, key = astuple(pick_corpus("dedup"))
+name, texts, key = astuple(cached.pick_corpus("dedup"))
 if not texts:
     show_error("There are no questions to deduplicate.")
     st.stop()
@@ -51,7 +50,7 @@ threshold_column.caption(f"Starts at {start:.3f}: {calibrated.source}.")
 min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, step=1,
                                     **kept("dedup_min_size"), persist_state=PERSIST)
 
-graph = encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))
+graph = cached.encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))
 frame, capped = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size),
                                    graph, texts)
 table = dedup_view.cluster_table(frame)
