@@ -30,10 +30,8 @@ VERDICT_SEED = 0
 
 
 def active_data_key(pairs: pd.DataFrame) -> str:
-    """``data_key(pairs)``, hashed once per dataset object: slider moves must not rehash 400k rows.
-
-    The memo holds the frame itself and compares identity, so a new dataset is always hashed anew.
-    """
+    """``data_key(pairs)``, hashed once per dataset object (the memo holds the frame and compares identity, so a new
+    dataset is hashed anew): slider moves must not rehash a large dataset."""
     memo = st.session_state.get("_analysis_data_key")
     if memo is None or memo[0] is not pairs:
         memo = (pairs, data_key(pairs))
@@ -109,10 +107,9 @@ def held_out_frames(test: bool = True) -> tuple:
 
 
 def held_out_scores(choice: str, stamp: float, key: str, pairs: pd.DataFrame) -> HeldOutScores:
-    """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the workspace's test
-    file when one is loaded, else its validation file, else the active dataset's pairs (``key`` is
-    ``data_key(pairs)``) that the model held out; capped for slow models, each pair's questions looked up in its
-    training split when that is known."""
+    """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the test file, else the
+    validation file, else the pairs of the active dataset (``key``: its ``data_key``) it held out; capped for slow
+    models."""
     val, test, files = held_out_frames()
     return _held_out_scores(choice, stamp, key, files, pairs, val, test)
 
@@ -157,8 +154,7 @@ def _slot(kind: str, choice: str, stamp: float, key: str) -> dict:
 
 
 def built_once(kind: str, choice: str, key: str, build: Callable):
-    """``build(model)`` under a model choice for the corpus ``key``, once per server until the model is saved
-    again: a search index, an encoded corpus, a neighbour graph (``kind`` names which)."""
+    """``build(model)`` once per server for a model choice and corpus ``key``, until the model is saved again."""
     slot = _slot(kind, choice, model_stamp(choice), key)
     with slot["lock"]:
         if slot["value"] is None:
@@ -167,9 +163,8 @@ def built_once(kind: str, choice: str, key: str, build: Callable):
 
 
 def search_cache_dir(choice: str) -> Path | None:
-    """Where a search index is saved: inside the saved model's folder, so it goes when the model
-    goes; zero-shot MiniLM's, and a published model's (read-only, outside the workspace), go to the hidden
-    ``.cache`` of the workspace's models folder."""
+    """Where a search index is saved: inside the saved model's folder, so it goes with the model; zero-shot
+    MiniLM's and a published (read-only) model's in the hidden ``.cache`` of the workspace's models folder."""
     workspace_models = Path(st.session_state.runs_root)
     if choice == ZERO_SHOT:
         return workspace_models / ".cache" / "minilm"
@@ -212,8 +207,7 @@ class Corpus:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def uploaded_questions(name: str, data: bytes):
-    """(questions, report, key) of an uploaded file (``core.data.load_questions``); key fingerprints the
-    questions for the other caches. Raises ``DataError`` for an unusable file."""
+    """(questions, report, key) of an uploaded file (``core.data.load_questions``); key fingerprints the questions."""
     from core.data import load_questions
     from core.inference.search import fingerprint
 
@@ -251,8 +245,7 @@ def pick_corpus(prefix: str) -> Corpus:
 
 
 def encode_with_progress(build, text: str = "Encoding the questions"):
-    """``build(progress)``'s result, with a progress bar while it encodes; a failure is shown as one error and
-    stops the page. Used by the pages that encode their corpus once per model (Search, Map, Deduplicate, Label)."""
+    """``build(progress)``'s result, with a progress bar while it encodes; a failure is one error and stops the page."""
     status = st.empty()
 
     def progress(done: int, total: int) -> None:

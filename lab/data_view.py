@@ -73,9 +73,8 @@ def apply_upload() -> None:
 
 
 def load_with_choice(name: str, data: bytes):
-    """``load_upload`` by the header's names and the usual labels; when they are not recognised, with the
-    choices this session made for a file of this name (if its columns are all there). Raises what
-    ``load_upload`` raises."""
+    """``load_upload`` by the header's names and the usual labels, else with the choices this session made for a
+    file of this name (if its columns are all there)."""
     columns = None
     for attempt in range(2):  # the header's names, else the columns chosen for this file
         try:
@@ -92,11 +91,9 @@ def load_with_choice(name: str, data: bytes):
 
 
 def offer(file_id: str, name: str, error: DataError) -> bool:
-    """Ask for what ``error`` says is missing (the page shows ``picker``): the columns of a header with
-    unknown names (``MissingColumnsError``), a meaning for each value of a label column of other values
-    (``LabelValuesError``, its columns preset). True when it asks: the file is not wrong, only unread so far;
-    False for any other error, for a header of fewer columns than roles (no pick can read it), and for a label
-    column of more values than a label mapping takes (text, not labels: its columns are offered again)."""
+    """Ask (``picker``) for the columns of a header with unknown names, or a meaning for each value of a label
+    column of other values. True when it asks; False for any other error, a header of fewer columns than roles,
+    and a label column of more values than a mapping takes (text, not labels: its columns are offered again)."""
     pending = {"file_id": file_id, "name": name, "header": getattr(error, "header", None)}
     if isinstance(error, MissingColumnsError) and len(set(error.header)) >= len(ROLES):
         st.session_state[PENDING] = pending
@@ -111,8 +108,7 @@ def offer(file_id: str, name: str, error: DataError) -> bool:
 
 
 def offer_labels(file_id: str, name: str, report) -> None:
-    """After a load that dropped rows for an unreadable label, offer a meaning for each of the label
-    column's values, the columns kept as they were read."""
+    """After a load that dropped rows for an unreadable label, offer a meaning for each of its label column's values."""
     values = one_per_spelling([value for value in report.label_values if value])
     if report.dropped.get(UNREADABLE_LABEL) and values:
         st.session_state[PENDING] = {"file_id": file_id, "name": name, "columns": dict(report.columns),
@@ -161,8 +157,7 @@ def withdraw() -> None:
 
 
 def picker(file_id: str) -> None:
-    """Selectboxes over the pending upload's columns and label values, and a button that loads it with
-    them; nothing unless the file in the uploader is the one waiting."""
+    """Selectboxes over the waiting upload's columns and label values, and a button that loads it with them."""
     pending = st.session_state.get(PENDING)
     if not isinstance(pending, dict) or pending["file_id"] != file_id:
         return
@@ -244,9 +239,8 @@ def mapping_left_to_do(pending: dict) -> str | None:
 
 
 def _load_picked() -> None:
-    """Load the waiting upload with the picked columns and label map; on success it is the active dataset
-    and the choices are remembered for the session, else the page shows why and the picker stays (with
-    the values of a newly chosen label column when those are the trouble)."""
+    """Load the waiting upload with the picked columns and label map, remembered for the session; else the page
+    shows why and the picker stays (with a newly chosen label column's values when those are the trouble)."""
     state = st.session_state
     uploaded = state.get(renewed_key("upload"))
     pending = state.get(PENDING)

@@ -24,9 +24,8 @@ SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColu
 
 
 def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) -> Calibrated:
-    """The slider's starting value: ``clustering_threshold`` of the model. Zero-shot MiniLM has no validation
-    split of its own: when the active dataset has labelled pairs (``can_calibrate``) it is calibrated on the
-    pairs the Verdict page calibrates it on (``lab.cached.calibration_scores``: never the test file)."""
+    """The slider's starting value: the model's ``clustering_threshold``; zero-shot MiniLM's calibrated on the pairs
+    the Verdict page calibrates it on (``lab.cached.calibration_scores``) when the dataset has labelled pairs."""
     if (config.get("zero_shot") and pairs is not None and "is_duplicate" in pairs
             and can_calibrate(pairs["is_duplicate"])):
         measured = cached.calibration_scores(choice, pairs)
@@ -35,9 +34,8 @@ def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) ->
 
 
 def start_slider_at(choice: str, start: float) -> None:
-    """A new model, or new labelled pairs to calibrate zero-shot MiniLM on, start the threshold slider at their own
-    clustering threshold ``start``; the user's value stays otherwise, in a new session too (``REMEMBERED`` keeps
-    the model and start it belongs to with it)."""
+    """A new model, or new pairs to calibrate zero-shot MiniLM on, start the slider at their threshold ``start``;
+    the user's value stays otherwise, in a new session too (kept with the model and start it belongs to)."""
     marker = [choice, float(start)]  # a list: the workspace keeps it as JSON
     if st.session_state.get("dedup_threshold_for") != marker or "dedup_threshold" not in st.session_state:
         st.session_state["dedup_threshold"] = round(float(start), 3)

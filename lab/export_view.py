@@ -5,10 +5,9 @@ the zip stays in the session until another model or format is asked for.
 """
 from __future__ import annotations
 
-import io
 import re
+import shutil
 import tempfile
-import zipfile
 from pathlib import Path
 
 import streamlit as st
@@ -31,14 +30,8 @@ def export_zip(model, config: dict, fmt: str, name: str, source: str | None = No
     from core.export.export_folder import export_model
 
     with tempfile.TemporaryDirectory(prefix="siamese-lab-export-") as temp:
-        folder = Path(temp) / name
-        export_model(model, config, folder, fmt, source=source)
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(folder.rglob("*")):
-                if path.is_file():
-                    archive.write(path, str(Path(name) / path.relative_to(folder)))
-        return buffer.getvalue()
+        export_model(model, config, Path(temp) / name, fmt, source=source)
+        return Path(shutil.make_archive(str(Path(temp) / name), "zip", temp, name)).read_bytes()
 
 
 def export_panel(choice: str, config: dict, key: str = "export") -> None:

@@ -35,13 +35,9 @@ def batch_labels(size: int) -> tuple[list[str], list[str]]:
 
 
 def similarity_heatmap(view, title: str = "") -> go.Figure:
-    """The (B, B) matrix of ``view`` (a ``core.inference.inspection.BatchView``) with its marks:
-
-    - trace 0: s(v1_i, v2_j), colour fixed to [-1, 1]; hover shows both questions and the score;
-    - black outlines on the diagonal (the duplicate pairs);
-    - an orange outline and a diamond on each row's closest negative;
-    - trace 1: a narrow column on the right with each row's mean negative.
-    """
+    """The (B, B) matrix of ``view`` (``core.inference.inspection.BatchView``), colour fixed to [-1, 1], hover both
+    questions; black outlines on the diagonal (the duplicate pairs), an orange outline and a diamond on each row's
+    closest negative, and a narrow column on the right with each row's mean negative."""
     scores = np.asarray(view.scores, dtype=np.float64)  # (B, B)
     size = scores.shape[0]
     rows, columns = batch_labels(size)
@@ -114,8 +110,7 @@ def _title(figure: go.Figure, text: str, subtitle: str | None, height: int) -> g
 
 
 def operating_point(metrics: dict) -> tuple[float, float, float, float]:
-    """(fpr, tpr, precision, recall) of ``core.inference.metrics.threshold_metrics`` output: where the
-    current threshold sits on the ROC and precision-recall curves."""
+    """(fpr, tpr, precision, recall) of ``threshold_metrics``' output: the threshold's place on the curves."""
     negatives = metrics["fp"] + metrics["tn"]
     fpr = metrics["fp"] / negatives if negatives else 0.0
     return float(fpr), float(metrics["recall"]), float(metrics["precision"]), float(metrics["recall"])
@@ -123,8 +118,7 @@ def operating_point(metrics: dict) -> tuple[float, float, float, float]:
 
 def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, subtitle: str | None = None
                ) -> go.Figure:
-    """ROC curve (``core.inference.metrics.curves(...)["roc"]``) with the current threshold's (fpr, tpr); ``subtitle``
-    says which pairs it was measured on."""
+    """ROC curve (``core.inference.metrics.curves``) with the threshold's (fpr, tpr); ``subtitle``: which pairs."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=roc["fpr"], y=roc["tpr"], mode="lines", name="ROC",
                                 customdata=roc["thresholds"],
@@ -142,8 +136,7 @@ def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, 
 
 def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | None = None,
               subtitle: str | None = None) -> go.Figure:
-    """Precision-recall curve (``core.inference.metrics.curves(...)["pr"]``) with the current (recall, precision);
-    ``subtitle`` says which pairs it was measured on."""
+    """Precision-recall curve with the threshold's (recall, precision); ``subtitle``: which pairs."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=pr["recall"], y=pr["precision"], mode="lines", name="precision-recall"))
     figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
@@ -168,8 +161,7 @@ def confusion_figure(metrics: dict, subtitle: str | None = None) -> go.Figure:
 
 def score_histogram(labels, scores, threshold: float, title: str = "Validation scores",
                     subtitle: str | None = None) -> go.Figure:
-    """Scores of duplicates and of non-duplicates, overlaid, with the threshold as a vertical line;
-    ``subtitle`` says which pairs they are."""
+    """Scores of duplicates and of non-duplicates, overlaid, with the threshold as a vertical line."""
     labels = np.asarray(labels).astype(int)
     scores = np.asarray(scores, dtype=np.float64)
     low = float(min(scores.min(), threshold)) if scores.size else threshold - 1
@@ -189,9 +181,8 @@ def score_histogram(labels, scores, threshold: float, title: str = "Validation s
 
 
 def length_box_figure(summary, threshold: float, subtitle: str | None = None) -> go.Figure:
-    """Box plots of the scores per length bucket, duplicates and non-duplicates side by side, from the
-    quartiles of ``core.inference.analysis.scores_by_length`` (nothing recomputed here), with the threshold as
-    a horizontal line."""
+    """Box plots of the scores per length bucket, by label, from ``core.inference.analysis.scores_by_length``'s
+    quartiles (nothing recomputed here), with the threshold as a horizontal line."""
     figure = go.Figure()
     buckets = list(dict.fromkeys(summary["bucket"]))
     for label, name, color in ((0, "not duplicate", OTHER_COLOR), (1, "duplicate", DUPLICATE_COLOR)):

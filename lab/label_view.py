@@ -58,8 +58,7 @@ def embedded_corpus(choice: str, key: str, texts: Sequence[str], progress: Calla
 
 
 def done_keys(labels: LabelStore, keys) -> set:
-    """The pair keys of ``keys`` not to ask again: labelled (by anyone; the database asked about these only) or
-    skipped in this session."""
+    """The pair keys of ``keys`` not to ask again: labelled (by anyone) or skipped in this session."""
     skipped = st.session_state.setdefault(SKIPPED, set())
     keys = [tuple(key) for key in keys]
     return labels.labelled_among(keys) | (skipped & set(keys))
@@ -127,8 +126,7 @@ def curve_points(labels_file: Path) -> list[dict]:
 
 
 def retrain_blocker(shares: active_rounds.ShareCounts) -> str | None:
-    """Why Retrain now cannot run on labels of these counts, with how many more of which class it needs; None
-    when it can."""
+    """Why Retrain now cannot run on labels of these counts (how many more of which class); None when it can."""
     if shares.training + shares.held_out == 0:
         return "Retrain needs labels: answer a few pairs, duplicates and non-duplicates."
     return active_rounds.retrain_problem(shares)
@@ -142,8 +140,7 @@ def _interval(point: dict, name: str) -> str:
 
 
 def show_held_out_figures(points: list[dict]) -> None:
-    """The newest model's held-out ROC AUC and accuracy with their intervals, and a warning when it was scored on
-    too few held-out labels to trust."""
+    """The newest model's held-out ROC AUC and accuracy with their intervals; a warning when too few to trust."""
     point = points[-1]
     held, model = int(point.get("held_out", 0)), str(point.get("model", ""))
     name = ZERO_SHOT_LABEL if model == ZERO_SHOT else Path(model).name  # a folder's name, never its server path
@@ -157,9 +154,8 @@ def show_held_out_figures(points: list[dict]) -> None:
 
 # ---- retraining ------------------------------------------------------------------------------------------------
 def start_retrain(choice: str, labels_file: Path, labels: LabelStore) -> bool:
-    """Submit a run of the loop's recipe from the current model on the labels' ``round_splits``; the first time,
-    zero-shot MiniLM is scored on the same held-out labels as the curve's first point. False (and the reason
-    shown) when it cannot start."""
+    """Submit a run of the loop's recipe from the current model on the labels' ``round_splits`` (the first time,
+    zero-shot MiniLM is scored as the curve's first point); False, the reason shown, when it cannot start."""
     from core.training.jobs import TrainingJob
     from core.training.specs import SpecError
 
@@ -212,20 +208,14 @@ def retrains() -> list:
     return [job for job in reversed(session_jobs(job_queue())) if job.labels_file is not None]
 
 
-def unfinished_retrain() -> bool:
-    return any(not job.finished for job in retrains())
-
-
 def retrain_status() -> None:
-    """The newest retrain of this session: its progress and a Cancel button, redrawn every second while it is
-    unfinished, then its outcome."""
+    """The newest retrain: its progress and Cancel, redrawn every second while it is unfinished, then its outcome."""
     jobs = retrains()
     if not jobs:
         return
     from lab import training_view  # with the training modules, loaded once a retrain exists
 
-    queue = job_queue()
-    latest = jobs[-1]
+    queue, latest = job_queue(), jobs[-1]
     polling = not latest.finished
 
     @st.fragment(run_every=1.0 if polling else None)

@@ -91,9 +91,8 @@ data_key = pairs_fingerprint  # a dataset's fingerprint, for cache keys
 
 
 def init_state() -> None:
-    """Guarded defaults: a rerun never resets what the user already chose. A new session starts from what its
-    workspace kept (``lab.workspace_state``): its dataset and model. The models folder is the workspace's on
-    every run: no page sets it."""
+    """Guarded defaults: a rerun never resets what the user chose; a new session starts from what its workspace
+    kept (its dataset and model)."""
     state = st.session_state
     workspace = workspace_state.current_workspace()
     if "pairs" not in state:
@@ -157,8 +156,7 @@ _HELD_OUT = "held_out_files"  # session key: kind -> (pairs, file name) of the D
 def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None, data: bytes | None = None,
                  report: LoadReport | None = None) -> None:
     """The user's validation ("val") or test ("test") pairs for the active dataset, from file ``name``; None lets
-    that kind go. With the file's ``data`` and the ``report`` of how it was read, it is kept in the workspace
-    like the training file, for a reload, a restart or another tab."""
+    that kind go. With the file's ``data`` and the ``report`` of how it was read, it is kept in the workspace."""
     files = st.session_state.setdefault(_HELD_OUT, {})
     if pairs is None:
         files.pop(kind, None)
@@ -171,8 +169,7 @@ def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None, data: 
 
 
 def _restore_held_out() -> None:
-    """The validation and test files the workspace kept, read as they were read then; one that cannot be read
-    any more is let go."""
+    """The validation and test files the workspace kept; one that cannot be read any more is let go."""
     for kind in HELD_OUT_KINDS:
         kept = workspace_state.saved(f"{kind}_file")
         if not isinstance(kept, dict):
@@ -217,16 +214,14 @@ _DEEP_LINK = "deep_link_page"  # session key: the page a first visit asked for b
 def enter_through_app(page_file: str) -> None:
     """Every page's first statement. Streamlit treats a ``pages/`` folder beside the entry point as a legacy
     multipage app until some run reaches ``st.navigation``, so on a fresh server a first visit to /Train runs
-    pages/2_Train.py alone, with no page setup. Such a run goes through app.py instead (which declares the
-    navigation for the whole server), and app.py then opens the page that was asked for."""
+    pages/2_Train.py alone; it goes through app.py instead, which then opens the page asked for."""
     if not st.session_state.get(ENTERED_THROUGH_APP):
         st.session_state[_DEEP_LINK] = str(Path(page_file).resolve())
         st.switch_page(str(Path(__file__).resolve().parent.parent / "app.py"), query_params=dict(st.query_params))
 
 
 def open_deep_link() -> None:
-    """Called by app.py once the navigation is declared: marks the session as entered through app.py and
-    opens the page a first visit asked for before (see ``enter_through_app``)."""
+    """app.py's, once the navigation is declared: the session entered through app.py; open the page it asked for."""
     st.session_state[ENTERED_THROUGH_APP] = True
     page = st.session_state.pop(_DEEP_LINK, None)
     if page is not None:
@@ -234,9 +229,8 @@ def open_deep_link() -> None:
 
 
 def setup_page(title: str, icon: str = "🧪") -> None:
-    """What every page needs, done once per run by app.py for the page st.navigation picked: the page
-    config (tab title "<title> · Siamese Lab", wide layout), the session-state defaults and the sidebar's
-    dataset and models-folder captions."""
+    """What every page needs, run by app.py for the page st.navigation picked: the page config, the session-state
+    defaults and the sidebar."""
     st.set_page_config(page_title=f"{title} · Siamese Lab", page_icon=icon, layout="wide")
     init_state()
     workspace_state.notice()
@@ -308,9 +302,8 @@ def trained_here() -> set[Path]:
 
 
 def default_model() -> str:
-    """The newest finished run that this session trained and that is better than chance and TF-IDF
-    (``core.inference.run_quality``), or zero-shot MiniLM when there is none: another user's run is a
-    choice, never this session's default."""
+    """The newest finished run this workspace trained that is not flagged (``core.inference.run_quality``), else
+    zero-shot MiniLM: another user's run is a choice, never this session's default."""
     mine = trained_here()
     if not mine:
         return ZERO_SHOT
@@ -325,12 +318,8 @@ def default_model() -> str:
 
 
 def model_picker() -> str:
-    """The model selectbox of every analysis page; returns the choice (``ZERO_SHOT`` or a folder path).
-
-    One choice for all pages (``st.session_state[ACTIVE_MODEL]``): picking a model on one page picks
-    it on every page. Until the user picks one, it follows ``default_model``: zero-shot MiniLM, or the
-    newest finished run this session trained.
-    """
+    """The model selectbox of every analysis page, one choice for all pages; returns the choice (``ZERO_SHOT`` or a
+    folder path). Until the user picks one, it follows ``default_model``."""
     state = st.session_state
     labels = {choice: label for label, choice in model_choices().items()}
     if not state.get(ACTIVE_MODEL_PICKED) or state.get(ACTIVE_MODEL) not in labels:
@@ -364,30 +353,24 @@ def show_error(message: str) -> None:
 NAMES_SHOWN = 3  # the not-models line names at most this many folders, then "and K more"
 
 
-def _name_and_reason(problem: str) -> tuple[str, str]:
-    name, _, reason = problem.partition(": ")  # core.saving.list_runs says "<folder>: <why>"
-    return name, reason.rstrip(".")
-
-
 def not_models_sentence(problems: list[str]) -> str:
-    """One line for the folders of the models folder that are not models (``core.saving.list_runs``'
-    problems): "2 folders in the models folder are not models: `a`, `b`." A single folder says why;
-    past ``NAMES_SHOWN`` names the line ends "and K more"."""
-    names = [f"`{_name_and_reason(problem)[0]}`" for problem in problems]
+    """One line for the folders of the models folder that are not models (``core.saving.list_runs``' problems,
+    "<folder>: <why>"); a single folder says why, past ``NAMES_SHOWN`` names the line ends "and K more"."""
     if len(problems) == 1:
-        reason = _name_and_reason(problems[0])[1]
-        return f"1 folder in the models folder is not a model: {names[0]}" + (f" ({reason})." if reason else ".")
-    more = f" and {len(names) - NAMES_SHOWN:,} more" if len(names) > NAMES_SHOWN else ""
-    return f"{len(names):,} folders in the models folder are not models: {', '.join(names[:NAMES_SHOWN])}{more}."
+        name, _, reason = problems[0].partition(": ")
+        why = f" ({reason.rstrip('.')})" if reason else ""
+        return f"1 folder in the models folder is not a model: `{name}`{why}."
+    names = ", ".join(f"`{problem.partition(': ')[0]}`" for problem in problems[:NAMES_SHOWN])
+    more = f" and {len(problems) - NAMES_SHOWN:,} more" if len(problems) > NAMES_SHOWN else ""
+    return f"{len(problems):,} folders in the models folder are not models: {names}{more}."
 
 
 def warn_not_models(problems: list[str]) -> None:
-    """``not_models_sentence`` as one warning (nothing when every folder is a model); with several folders,
-    each one's reason in an expander under it."""
-    if not problems:
-        return
-    st.warning(not_models_sentence(problems))
+    """``not_models_sentence`` as one warning; with several folders, each one's reason in an expander under it."""
+    if problems:
+        st.warning(not_models_sentence(problems))
     if len(problems) > 1:
         with st.expander("Why they are not models"):
-            st.markdown("\n".join(f"- `{name}`: {reason}" for name, reason in map(_name_and_reason, problems)))
+            st.markdown("\n".join(f"- `{name}`: {reason.rstrip('.')}"
+                                   for name, _, reason in (problem.partition(": ") for problem in problems)))
 

@@ -33,8 +33,8 @@ _installed = False
 
 
 def exit_promptly() -> None:
-    """Once per server process (later calls do nothing): the exit handler and the signal handlers described in the
-    module docstring. Not under AppTest: a test process exits, with its own status, as its test runner decides."""
+    """Once per server process: the exit handler and the signal handlers. Not under AppTest: a test process exits
+    as its test runner decides."""
     global _installed
     with _registered:
         if _installed or st.get_option("global.appTest"):
@@ -96,8 +96,7 @@ def stop_threads_then_exit(grace: float = STOP_GRACE_S) -> None:
 
 
 def busy_threads() -> list[threading.Thread]:
-    """The threads that may be running model code: training runs (core.training.jobs names them "train-...") and
-    Streamlit's script runs."""
+    """The threads that may be running model code: training runs ("train-...") and Streamlit's script runs."""
     return [thread for thread in threading.enumerate()
             if thread.is_alive() and (thread.name.startswith("train-") or thread.name == SCRIPT_THREAD_NAME)]
 

@@ -29,8 +29,7 @@ SAFE_INT = 2**53 - 1  # the browser's largest exact integer: a number_input with
 @dataclass(frozen=True)
 class Takes:
     """What a remembered widget takes: a number of type ``kind`` in [``low``, ``high``], one of ``options``
-    (``kind`` str), or a [model choice, threshold] marker (``kind`` list); ``default`` is the widget's starting
-    value (the page passes no ``value=``: ``kept`` sets it), None where the page sets it itself."""
+    (``kind`` str), or a [model choice, threshold] marker (``kind`` list); ``default`` is its starting value."""
     kind: type
     low: float | None = None
     high: float | None = None
@@ -91,9 +90,8 @@ NOT_AN_ADDRESS = "No workspace with this address (`ws` is not a workspace id thi
 
 
 def current_workspace() -> Workspace:
-    """This session's workspace: the URL's when it names a valid id, else a new one; the URL then names it
-    (so a bookmark or a shared link opens it again). An address naming no kept workspace is said on the page
-    (``notice``)."""
+    """This session's workspace: the URL's when it names a valid id, else a new one, which the URL then names (so a
+    bookmark opens it again); an address naming no kept workspace is said on the page (``notice``)."""
     state = st.session_state
     workspace = state.get(WORKSPACE)
     if workspace is None:
@@ -173,8 +171,7 @@ def _is_json(value) -> bool:
 
 def page_link(lab_page, label: str | None = None) -> None:
     """``st.page_link`` to one of ``lab.navigation.PAGES`` carrying the workspace's address (``ws``): Streamlit drops
-    the query parameters on a page change, and after a server restart the new session knows its workspace only
-    from the link the browser still shows."""
+    the query parameters on a page change, and after a restart a session knows its workspace only from the link."""
     workspace = st.session_state.get(WORKSPACE)
     st.page_link(lab_page.path, label=label or lab_page.title, icon=lab_page.icon,
                  query_params={QUERY_KEY: workspace.id} if workspace is not None else None)

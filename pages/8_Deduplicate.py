@@ -63,11 +63,9 @@ questions_metric, clusters_metric, clustered_metric = st.columns(3)
 questions_metric.metric("Questions", f"{len(texts):,}")
 clusters_metric.metric("Clusters", f"{len(table):,}")
 clustered_metric.metric("Questions in a cluster", f"{len(frame):,}")
-if capped:
-    st.warning(capped, icon=":material/warning:")
-outsized = outsized_cluster_note(int(table["size"].max()) if len(table) else 0, len(texts), float(threshold))
-if outsized:
-    st.warning(outsized, icon=":material/warning:")
+for note in (capped, outsized_cluster_note(int(table["size"].max()) if len(table) else 0, len(texts), float(threshold))):
+    if note:
+        st.warning(note, icon=":material/warning:")
 if table.empty:
     st.info("No cluster at this threshold: lower it, or lower the smallest cluster size.")
     st.stop()

@@ -73,7 +73,7 @@ undo_column, retrain_column = st.columns(2)
 undo_column.button("Undo last answer", key="label_undo", shortcut="U", disabled=not label_view.can_undo(labels), icon=":material/undo:",
                    on_click=label_view.undo, args=(labels,),
                    help="Takes back this session's last answer; its pair is asked again.")
-training, blocker = label_view.unfinished_retrain(), label_view.retrain_blocker(shares)
+training, blocker = any(not job.finished for job in label_view.retrains()), label_view.retrain_blocker(shares)
 if retrain_column.button("Retrain now", key="label_retrain", disabled=training or blocker is not None,
                          icon=":material/model_training:",
                          help="Your retrain is queued or training: wait for it." if training else blocker or
