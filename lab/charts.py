@@ -42,10 +42,8 @@ def length_histogram(pairs: pd.DataFrame) -> go.Figure:
 
 
 def loss_curve(losses: Sequence[tuple[int, float]]) -> go.Figure:
-    """The training loss after each step, with a running mean (window ~ 1/20 of the steps) for the trend.
-
-    A short series gets a marker on every step: a line needs two points, so the first step would otherwise
-    show as an empty chart. The step axis starts at 0, so one step is not centred in a range of its own."""
+    """The training loss after each step, with a running mean (window ~ 1/20 of the steps) for the trend; a short
+    series marks every step (a line needs two points), and the step axis starts at 0."""
     frame = pd.DataFrame(list(losses), columns=["step", "loss"])
     figure = go.Figure()
     short = len(frame) <= MARKED_STEPS
@@ -115,8 +113,7 @@ def learning_curve_chart(points: Iterable[dict]) -> go.Figure:
         figure.add_scatter(x=[_trained_on(p) for p in shown], y=[p.get(key) for p in shown], mode="lines+markers",
                            name=label, customdata=[[name, p.get("held_out")] for name, p in zip(names, shown)],
                            hovertemplate="trained on %{x:,d} labels · %{customdata[0]}: %{y:.3f} on "
-                                         "%{customdata[1]:,d} "
-                                         f"held-out pairs<extra>{label}</extra>")
+                                         f"%{{customdata[1]:,d}} held-out pairs<extra>{label}</extra>")
     figure.update_xaxes(rangemode="tozero", tickformat=",d")
     return _layout(figure, "Learning curve", "labels trained on", "score on the held-out labels",
                    yaxis_range=[0, 1.02])

@@ -34,9 +34,8 @@ def export_zip(model, config: dict, fmt: str, name: str, source: str | None = No
         return Path(shutil.make_archive(str(Path(temp) / name), "zip", temp, name)).read_bytes()
 
 
-def export_panel(choice: str, config: dict, key: str = "export") -> None:
-    """The Export section for one model: a format, an **Export** button, then the zip to download.
-    ``key`` prefixes the widget keys (two panels on one page need two prefixes)."""
+def export_panel(choice: str, config: dict) -> None:
+    """The Export section for one model: a format, an **Export** button, then the zip to download."""
     from core.export.common import ExportError
     from core.export.export_folder import check_export
     from core.saving import OutputError
@@ -50,11 +49,8 @@ def export_panel(choice: str, config: dict, key: str = "export") -> None:
             formats.append(fmt)
         except ExportError:
             pass
-    st.subheader("Export")
-    if not formats:
-        st.info("This model cannot be exported.")
-        return
-    fmt = st.radio("Format", formats, format_func=FORMAT_LABELS.get, key=f"{key}_format", horizontal=True)
+    st.subheader("Export")  # ONNX takes every model: there is always a format
+    fmt = st.radio("Format", formats, format_func=FORMAT_LABELS.get, key="export_format", horizontal=True)
     if "sentence-transformers" not in formats:
         st.caption("The sentence-transformers format is for MiniLM models; ONNX works for every model.")
     st.caption("The zip holds the model, its tokenizer and a model card (README.md) with the threshold, the "
@@ -62,8 +58,8 @@ def export_panel(choice: str, config: dict, key: str = "export") -> None:
     name = export_name(choice, config, fmt)
     wanted = (str(choice), model_stamp(choice), fmt)  # a new save asks for a new export
     state = st.session_state
-    slot = f"{key}_zip"
-    if st.button("Export", key=f"{key}_build", icon=":material/archive:"):
+    slot = "export_zip"
+    if st.button("Export", key="export_build", icon=":material/archive:"):
         state.pop(slot, None)  # one zip per session: the previous one goes first
         with st.spinner(f"Exporting {name}…"):
             try:
@@ -76,5 +72,5 @@ def export_panel(choice: str, config: dict, key: str = "export") -> None:
     if built and built["for"] == wanted:
         size = len(built["data"]) / 2**20
         st.download_button(f"Download {built['name']}.zip ({size:,.1f} MiB)", built["data"],
-                           file_name=f"{built['name']}.zip", mime="application/zip", key=f"{key}_download",
+                           file_name=f"{built['name']}.zip", mime="application/zip", key="export_download",
                            icon=":material/download:")

@@ -47,20 +47,17 @@ def similarity_heatmap(view, title: str = "") -> go.Figure:
     show_values = size <= VALUES_UP_TO
 
     figure = make_subplots(rows=1, cols=2, column_widths=[0.88, 0.12], shared_yaxes=True, horizontal_spacing=0.03)
+    colours = dict(zmin=-1.0, zmax=1.0, zmid=0.0, colorscale=SCORE_COLORS,
+                   texttemplate="%{z:.2f}" if show_values else None)
     figure.add_trace(go.Heatmap(
-        z=scores, x=columns, y=rows, customdata=customdata,
-        zmin=-1.0, zmax=1.0, zmid=0.0, colorscale=SCORE_COLORS,
-        colorbar=dict(title="cosine", x=1.02),
-        texttemplate="%{z:.2f}" if show_values else None,
+        z=scores, x=columns, y=rows, customdata=customdata, colorbar=dict(title="cosine", x=1.02), **colours,
         hovertemplate=("<b>%{y} × %{x}</b>  s = %{z:.3f}<br><br>question1 (row): %{customdata[0]}"
                        "<br><br>question2 (column): %{customdata[1]}<extra></extra>"),
         name="s(v1_i, v2_j)",
     ), row=1, col=1)
     mean_negative = np.asarray(view.mean_negative, dtype=np.float64).reshape(size, 1)  # (B, 1)
     figure.add_trace(go.Heatmap(
-        z=mean_negative, x=["mean neg."], y=rows,
-        zmin=-1.0, zmax=1.0, zmid=0.0, colorscale=SCORE_COLORS, showscale=False,
-        texttemplate="%{z:.2f}" if show_values else None,
+        z=mean_negative, x=["mean neg."], y=rows, showscale=False, **colours,
         hovertemplate="%{y}: mean negative = %{z:.3f}<extra></extra>",
         name="mean negative",
     ), row=1, col=2)
@@ -75,8 +72,7 @@ def similarity_heatmap(view, title: str = "") -> go.Figure:
             figure.add_annotation(x=column + 0.32, y=i - 0.3, text=CLOSEST_MARK, showarrow=False,
                                   font=dict(color=CLOSEST_COLOR, size=15), xref="x", yref="y")
     figure.update_yaxes(autorange="reversed", row=1, col=1)
-    figure.update_xaxes(side="top", row=1, col=1)
-    figure.update_xaxes(side="top", row=1, col=2)
+    figure.update_xaxes(side="top")
     height = 160 + 34 * size if show_values else 140 + 22 * size
     figure.update_layout(title=title or None, height=min(max(height, 320), 900),
                          margin=dict(l=10, r=10, t=70 if title else 40, b=10))
@@ -116,6 +112,11 @@ def operating_point(metrics: dict) -> tuple[float, float, float, float]:
     return float(fpr), float(metrics["recall"]), float(metrics["precision"]), float(metrics["recall"])
 
 
+def _threshold_point(point: tuple[float, float]) -> go.Scatter:
+    return go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
+                      marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1)))
+
+
 def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, subtitle: str | None = None
                ) -> go.Figure:
     """ROC curve (``core.inference.metrics.curves``) with the threshold's (fpr, tpr); ``subtitle``: which pairs."""
@@ -126,8 +127,7 @@ def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, 
                                                "<extra></extra>")))
     figure.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="chance",
                                 line=dict(dash="dash", color="#999999"), hoverinfo="skip"))
-    figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
-                                marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1))))
+    figure.add_trace(_threshold_point(point))
     title = "ROC" + (f" (AUC {auc:.3f})" if auc is not None and np.isfinite(auc) else "")
     figure.update_layout(xaxis_title="false positive rate", yaxis_title="true positive rate (recall)",
                          legend=dict(orientation="h", y=-0.25))
@@ -139,8 +139,7 @@ def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | N
     """Precision-recall curve with the threshold's (recall, precision); ``subtitle``: which pairs."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=pr["recall"], y=pr["precision"], mode="lines", name="precision-recall"))
-    figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
-                                marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1))))
+    figure.add_trace(_threshold_point(point))
     title = "Precision-recall" + (f" (AP {average_precision:.3f})"
                                   if average_precision is not None and np.isfinite(average_precision) else "")
     figure.update_layout(xaxis_title="recall", yaxis_title="precision", yaxis=dict(range=[0, 1.05]),

@@ -324,22 +324,17 @@ def model_picker() -> str:
     labels = {choice: label for label, choice in model_choices().items()}
     if not state.get(ACTIVE_MODEL_PICKED) or state.get(ACTIVE_MODEL) not in labels:
         state[ACTIVE_MODEL] = default_model()
-        state[ACTIVE_MODEL_PICKED] = False
-        _keep_active_model()
+        _keep_active_model(picked=False)
     st.selectbox("Model", list(labels), format_func=labels.get, key=ACTIVE_MODEL, persist_state="session",
-                 on_change=_picked,
+                 on_change=_keep_active_model, args=(True,),
                  help="One model for every page: zero-shot MiniLM, or your newest finished run, until you "
                       "pick another.")
     return state[ACTIVE_MODEL]
 
 
-def _picked() -> None:
-    st.session_state[ACTIVE_MODEL_PICKED] = True
-    _keep_active_model()
-
-
-def _keep_active_model() -> None:
-    kept = {"choice": st.session_state[ACTIVE_MODEL], "picked": bool(st.session_state[ACTIVE_MODEL_PICKED])}
+def _keep_active_model(picked: bool) -> None:
+    st.session_state[ACTIVE_MODEL_PICKED] = picked
+    kept = {"choice": st.session_state[ACTIVE_MODEL], "picked": picked}
     if workspace_state.saved(ACTIVE_MODEL) is None and kept == {"choice": ZERO_SHOT, "picked": False}:
         return  # the default of a workspace that kept nothing: no folder is made for it
     if workspace_state.saved(ACTIVE_MODEL) != kept:

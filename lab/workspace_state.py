@@ -5,7 +5,6 @@ transaction (``Workspace.save_state``): two tabs of one workspace each keep thei
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sqlite3
@@ -140,12 +139,10 @@ def kept(key: str) -> dict:
 
 
 def keep_widget(key: str) -> None:
-    """A remembered widget's ``on_change``: keep its new value (``REMEMBERED``)."""
-    value = st.session_state.get(key)
-    if key in REMEMBERED and _is_json(value):
-        companion = REMEMBERED[key].kept_with
-        with_it = st.session_state.get(companion) if companion else None
-        keep({key: value, companion: with_it} if _is_json(with_it) and with_it is not None else {key: value})
+    """A remembered widget's ``on_change``: keep its new value, and its ``kept_with`` key's (``REMEMBERED``)."""
+    companion = REMEMBERED[key].kept_with
+    with_it = {companion: st.session_state[companion]} if companion and companion in st.session_state else {}
+    keep({key: st.session_state.get(key), **with_it})
 
 
 def keep(changed: dict) -> None:
@@ -156,17 +153,9 @@ def keep(changed: dict) -> None:
         return
     try:
         workspace.save_state(changed)  # the changed keys only: another tab's changes stay as it kept them
-    except (OSError, sqlite3.Error, ValueError):  # a full disk costs coming back to these choices, never the page
-        return
+    except (OSError, sqlite3.Error, ValueError, TypeError):  # a full disk (or a value JSON cannot hold) costs
+        return  # coming back to these choices, never the page
     state[SAVED] = {**state.get(SAVED, {}), **changed}
-
-
-def _is_json(value) -> bool:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def page_link(lab_page, label: str | None = None) -> None:
