@@ -1,9 +1,6 @@
 """Streamlit caches for the analysis pages, and the corpus they work on (the active dataset's questions or an
-uploaded file's) with its encoding's progress bar.
-
-Every key holds the model choice and a stamp of its saved folder (``lab.session.model_stamp``), so a model saved
-again is scored again; datasets enter keys through ``lab.session.data_key``. Moving a slider therefore never
-encodes anything twice.
+uploaded file's). Every key holds the model choice and its saved folder's stamp (``lab.session.model_stamp``), so a
+model saved again is scored again: moving a slider never encodes anything twice.
 """
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import io
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,10 +34,6 @@ def active_data_key(pairs: pd.DataFrame) -> str:
         memo = (pairs, data_key(pairs))
         st.session_state["_analysis_data_key"] = memo
     return memo[1]
-
-
-def duplicate_count(pairs: pd.DataFrame) -> int:
-    return int((pairs["is_duplicate"] == 1).sum())
 
 
 # ---- similarity matrix -------------------------------------------------------------------------
@@ -198,8 +191,7 @@ UPLOAD_HELP = ("A CSV/TSV with a question column (question, text, sentence, titl
                "text with one question per line")
 
 
-@dataclass(frozen=True)
-class Corpus:
+class Corpus(NamedTuple):
     name: str  # the dataset's or the file's name, as the page shows it
     texts: list  # the questions
     key: str  # a fingerprint of the questions, for the caches ("pairs:..." or "upload:...")

@@ -1,11 +1,9 @@
 """The Data page's parts: the active dataset (the bundled sample or an upload), the column picker, and the
-validation and test files.
+validation and test files (read with the active dataset's columns and label map, kept in the workspace).
 
 An upload whose header names no known column for a role (MRPC's ``#1 String``), or whose label column holds other
-values than 0/1 (``PerfectMatch``), is not an error: the page asks which columns hold what, or what each value means
-(guessed where the word says it), and loads it with ``core.data``'s own ``columns`` and label map, so the same
-refusals apply as on the command line; the choices are kept per file name for the session. The validation and test
-files are read with the active dataset's columns and label map and kept in the workspace (``lab.session``).
+values than 0/1 (``PerfectMatch``), is not an error: the page asks which columns hold what, or what each value means,
+and loads it with ``core.data``'s own ``columns`` and label map, so the same refusals apply as on the command line.
 """
 from __future__ import annotations
 
@@ -45,7 +43,7 @@ _NOTES = "held_out_notes"  # session key: kind -> (uploader key, file id, error 
 def use_sample() -> None:
     set_dataset(*load_sample(), SAMPLE_NAME)
     st.session_state.data_upload_error = None
-    withdraw()
+    st.session_state.pop(PENDING, None)  # no upload awaits a choice any more
     renew_key("upload")  # the file shown there is no longer active
 
 
@@ -56,7 +54,7 @@ def apply_upload() -> None:
     if uploaded is None:  # the file was removed from the uploader: the active dataset stays as it is
         st.session_state.data_upload_error = None
         return
-    withdraw()
+    st.session_state.pop(PENDING, None)  # no upload awaits a choice any more
     try:
         pairs, report = load_with_choice(uploaded.name, uploaded.getvalue())
     except DataError as error:
@@ -150,10 +148,6 @@ def refuse(uploaded, problem: str) -> None:
     problem = problem if uploaded.name in problem else f"{uploaded.name}: {problem}"  # core.data's may name it
     st.session_state.data_upload_error = (
         uploaded.file_id, f"{problem}. The previous dataset ({st.session_state.data_name}) is still active.")
-
-
-def withdraw() -> None:
-    st.session_state.pop(PENDING, None)
 
 
 def picker(file_id: str) -> None:
@@ -268,7 +262,7 @@ def _load_picked() -> None:
     if label_map:
         state.setdefault(LABEL_CHOICES, {})[uploaded.name] = label_map
     state.data_upload_error = None
-    withdraw()
+    st.session_state.pop(PENDING, None)  # no upload awaits a choice any more
 
 
 # ---- the validation and test files --------------------------------------------------------------------------------

@@ -1,10 +1,6 @@
-"""The Deduplicate page's caches, tables and figure.
-
-The questions are encoded and their k-NN graph (``core.inference.dedup_graph.NeighbourGraph``) built once per model
-and questions (``lab.cached.built_once``). Every threshold or
-minimum-size move then only clusters that graph again (``st.cache_data`` per setting): nothing is
-encoded twice. The clustering itself is ``core.inference.dedup_graph``'s; this module only caches and draws,
-and picks the slider's starting threshold (``starting_threshold``). The corpus comes from ``lab.cached.pick_corpus``.
+"""The Deduplicate page's caches, tables and figure: the questions' k-NN graph (``core.inference.dedup_graph``) is
+built once per model and questions (``lab.cached.built_once``), so a threshold or minimum-size move only clusters it
+again (``st.cache_data`` per setting); the slider starts at the model's clustering threshold (``starting_threshold``).
 """
 from __future__ import annotations
 
@@ -62,15 +58,12 @@ def clusters(choice: str, stamp: float, key: str, threshold: float, min_size: in
 
 
 def engine_caption() -> str:
-    """Which engine clustered (this page always runs the local one), and where Ray is installed, the command
-    that runs the same on a Ray cluster (the page never starts Ray)."""
+    """Which engine clustered (the local one: the page never starts Ray), and the Ray command where Ray is installed."""
     import importlib.util
 
-    text = "Engine: local (encoded and searched in this process)."
-    if importlib.util.find_spec("ray") is not None:
-        text += (" For a corpus bigger than this machine, `python -m core dedup --engine ray` runs the same "
-                 "clustering on a Ray cluster (`--ray-address` for an existing one).")
-    return text
+    return "Engine: local (encoded and searched in this process)." + (
+        " For a corpus bigger than this machine, `python -m core dedup --engine ray` runs the same clustering on a "
+        "Ray cluster (`--ray-address` for an existing one)." if importlib.util.find_spec("ray") is not None else "")
 
 
 def slider_range(default: float) -> tuple[float, float]:

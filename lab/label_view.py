@@ -1,12 +1,10 @@
 """The Label page's parts: the corpus encoded once, the round of pairs to ask, the answers, and the retrain.
 
-The corpus is encoded once per model and corpus (``lab.cached.built_once``). A round of ``ROUND_SIZE`` pairs
-(``core.training.active_rounds.next_round``) is kept in the session and asked one pair at a time; a new round is
-chosen when every pair of the last one is answered or skipped, or the model changed. Every answer goes to the label
-database at once (``core.saving.label_store.LabelStore``) and is read back on every run, so two tabs show the same
-labels; when an answer replaces another tab's different one, or another tab changes or takes back one of this
-session's answers, the page says so once. Skips stay in the session. A retrain is a ``TrainingJob`` on the app's
-queue, offered only when the labels can make one; when it ends its held-out score joins the learning curve.
+A round of ``ROUND_SIZE`` pairs (``core.training.active_rounds.next_round``) is kept in the session and asked one pair
+at a time, until each is answered or skipped or the model changes. Every answer goes to the label database at once
+(``core.saving.label_store.LabelStore``) and is read back on every run, so two tabs show the same labels; an answer
+another tab replaced, changed or took back is said once. A retrain is a ``TrainingJob`` on the app's queue; when it
+ends its held-out score joins the learning curve.
 """
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The Map page's caches, click handling and figure.
-
-The questions are encoded once per model and map (``lab.cached.built_once``), so a rerun (a click, a search,
-another colouring) encodes nothing again. Coordinates, clusters and neighbours come from
-``core.inference.projection``; this module only caches and draws.
+"""The Map page's caches, click handling and figure: the questions are encoded once per model and map
+(``lab.cached.built_once``); coordinates, clusters and neighbours come from ``core.inference.projection``.
 """
 from __future__ import annotations
 

@@ -1,14 +1,12 @@
 """Leaving promptly when the server is stopped (SIGTERM, Ctrl-C): every training run is cancelled, the process is gone
 within ``EXIT_DEADLINE_S`` whatever still runs, and it never finalizes the interpreter under a thread in model code.
 
-Two things held a stopped server: Streamlit waits, with no time limit, for every open HTTP request to be answered,
-and a daemon thread (a training run, a script run) inside PyTorch's native code while the interpreter is torn down
-aborts the process ("terminate called without an active exception"), which takes minutes where core dumps are kept.
-So ``exit_promptly`` sets a handler for SIGTERM and SIGINT in front of Streamlit's that cancels every run and starts
-a deadline after which the process leaves with ``os._exit``; at exit the runs get ``STOP_GRACE_S`` to end, else the
-process leaves the same way. Model folders are written to survive a kill; the runs stopped so are recorded as
-interrupted, the queued ones as not started (``core.training.run_records``); a run the deadline cut short keeps its
-"running" record, which the next server reads as interrupted.
+Streamlit waits, with no time limit, for every open HTTP request to be answered, and a thread inside PyTorch's native
+code while the interpreter is torn down aborts the process, which takes minutes where core dumps are kept. So
+``exit_promptly`` puts a SIGTERM and SIGINT handler in front of Streamlit's that cancels every run and starts a
+deadline after which the process leaves with ``os._exit``; at exit the runs get ``STOP_GRACE_S`` to end, else it
+leaves the same way. Model folders survive a kill; the runs stopped so are recorded as interrupted, the queued ones as
+not started, and one the deadline cut short keeps its "running" record, read as interrupted by the next server.
 """
 from __future__ import annotations
 

@@ -13,13 +13,8 @@ state = st.session_state
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def summary_of(pairs: pd.DataFrame) -> dict:
-    return dataset_summary(pairs)
-
-
-@st.cache_data(show_spinner=False, max_entries=4)
-def histogram_of(pairs: pd.DataFrame):
-    return charts.length_histogram(pairs)
+def summary_of(pairs: pd.DataFrame) -> tuple:
+    return dataset_summary(pairs), charts.length_histogram(pairs)
 
 
 st.title("Data")
@@ -48,7 +43,7 @@ if uploaded is not None:
 data_view.held_out_files()
 
 pairs, report = state.pairs, state.data_report
-summary = summary_of(pairs)
+summary, histogram = summary_of(pairs)
 
 st.subheader(f"Active dataset: {state.data_name}")
 for warning in report.warnings:
@@ -69,7 +64,7 @@ with preview_column:
         "is_duplicate": st.column_config.NumberColumn("is_duplicate", width="small")})
     st.caption(f"The first {min(PREVIEW_ROWS, len(pairs)):,} of {len(pairs):,} pairs.")
 with chart_column:
-    st.plotly_chart(histogram_of(pairs), width="stretch")
+    st.plotly_chart(histogram, width="stretch")
 
 st.subheader("Rows dropped while loading")
 st.caption(f"{report.source}: {report.summary()}. Delimiter {report.delimiter!r}, encoding {report.encoding}, columns "

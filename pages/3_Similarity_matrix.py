@@ -19,16 +19,14 @@ MARKS = (
     "pair *j* (v2). The **black outlines** on the diagonal are the duplicate pairs, s(A, P); every other cell "
     "is an in-batch negative. **◆ with an orange dotted outline** marks each row's *closest negative*; the "
     "narrow column on the right is each row's *mean negative*. Colours run from red (−1) through white (0) "
-    "to blue (+1). Hover a cell to read both questions."
-)
+    "to blue (+1). Hover a cell to read both questions.")
 NEGATIVES = (
     "**Mean negative**: the average of a row's off-diagonal scores — how similar the anchor is, on "
     "average, to questions that are not its duplicate. It drives L1 = max(mean neg − s(A,P) + α, 0) and "
     "pushes the whole crowd of negatives down. **Closest negative**: the highest off-diagonal score that is "
     "still *below* s(A,P) — the most confusing wrong answer the model still ranks correctly. It drives "
     "L2 = max(closest neg − s(A,P) + α, 0), the hard part of the lesson. A row with no such cell (every "
-    "negative scores at least as high as the positive) has no closest negative and L2 = 0."
-)
+    "negative scores at least as high as the positive) has no closest negative and L2 = 0.")
 
 # The loss columns stay in view: the question is narrow (hover shows it whole), the numbers small.
 BATCH_COLUMNS = {"question1": st.column_config.TextColumn(width="medium"),
@@ -63,7 +61,7 @@ with left:
                            persist_state="session")
     pick = st.radio("Pick the batch", ["random", "by index"], **kept("pick"), persist_state="session", horizontal=True)
 with middle:
-    duplicates = cached.duplicate_count(pairs)
+    duplicates = int((pairs["is_duplicate"] == 1).sum())
     if pick == "random":
         seed = st.number_input("Random seed", min_value=0, step=1, **kept("sim_seed"),
                                persist_state="session")

@@ -25,8 +25,7 @@ if not texts:
 model, _ = model_or_stop(choice)
 index = cached.encode_with_progress(lambda progress: cached.search_index(choice, key, texts, progress=progress),
                                     "Encoding the dataset's questions")
-exact = "exact search (FAISS flat inner product)" if index.kind == "flat" else \
-    "approximate search (FAISS HNSW graph)"
+exact = "exact search (FAISS flat inner product)" if index.kind == "flat" else "approximate search (FAISS HNSW graph)"
 st.caption(f"{len(index):,} distinct questions indexed; {exact}.")
 
 if not query.strip():

@@ -1,6 +1,4 @@
 """Deduplicate: group the near-duplicate questions of a corpus (the active dataset's, or an uploaded file's)."""
-from dataclasses import astuple
-
 import streamlit as st
 
 from core.inference.dedup import outsized_cluster_note
@@ -12,7 +10,6 @@ from lab.workspace_state import kept
 
 enter_through_app(__file__)
 
-PERSIST = "session"  # the settings survive a visit to another page
 state = st.session_state
 
 st.title("Deduplicate a corpus")
@@ -23,7 +20,7 @@ st.caption("Every question is encoded once; each question's nearest neighbours c
            "question belongs to one cluster at most (sentence-transformers' community detection).")
 
 choice = model_picker()
-name, texts, key = astuple(cached.pick_corpus("dedup"))
+name, texts, key = cached.pick_corpus("dedup")
 if not texts:
     show_error("There are no questions to deduplicate.")
     st.stop()
@@ -48,7 +45,7 @@ threshold = threshold_column.slider(
          "from): a higher threshold gives tighter clusters, a lower one lets unrelated questions share one")
 threshold_column.caption(f"Starts at {start:.3f}: {calibrated.source}.")
 min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, step=1,
-                                    **kept("dedup_min_size"), persist_state=PERSIST)
+                                    **kept("dedup_min_size"), persist_state="session")
 
 graph = cached.encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))
 frame, capped = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size),

@@ -1,6 +1,4 @@
 """Label: answer the pairs the model is least sure of, retrain from where the model is, watch the learning curve."""
-from dataclasses import astuple
-
 import streamlit as st
 
 from core.data import DataError
@@ -23,7 +21,7 @@ st.caption(f"Each question of the corpus is paired with its nearest neighbours u
            "A pair keeps one label: answering it again, here or in another tab, changes it.")
 
 choice = model_picker()
-name, texts, key = astuple(pick_corpus("label"))
+name, texts, key = pick_corpus("label")
 
 labels_file = labels_path(state.runs_root, name, key)
 labels = label_view.store(labels_file)
