@@ -11,8 +11,6 @@ from lab.session import enter_through_app, model_or_stop, model_picker, show_err
 
 enter_through_app(__file__)
 
-state = st.session_state
-
 st.title("Label pairs")
 st.caption(f"Each question of the corpus is paired with its nearest neighbours under the model; each round asks "
            f"the {ROUND_SIZE} pairs whose similarity is closest to the model's threshold (no question twice, a few "
@@ -23,7 +21,7 @@ st.caption(f"Each question of the corpus is paired with its nearest neighbours u
 choice = model_picker()
 name, texts, key = pick_corpus("label")
 
-labels_file = labels_path(state.runs_root, name, key)
+labels_file = labels_path(st.session_state.runs_root, name, key)
 labels = label_view.store(labels_file)
 label_view.record_finished_retrains()  # a retrain that just ended joins the curve before its model encodes anything
 _, config = model_or_stop(choice)
@@ -57,8 +55,8 @@ else:
             column.markdown(f"**Question {number}**")
             column.text(pair[f"question{number}"])
         reason = "closest to the threshold" if pair["reason"] == "uncertain" else "drawn at random, for an honest score"
-        st.caption(f"Similarity {pair['similarity']:.3f} (threshold {state[label_view.ROUND]['threshold']:.3f}); "
-                   f"asked because it is {reason}.")
+        threshold = st.session_state[label_view.ROUND]["threshold"]
+        st.caption(f"Similarity {pair['similarity']:.3f} (threshold {threshold:.3f}); asked because it is {reason}.")
         yes, no, skip = st.columns(3)
         question_pair = (labels, pair["question1"], pair["question2"])
         yes.button("Duplicate", key="label_duplicate", shortcut="D", width="stretch",
