@@ -8,7 +8,7 @@ makes the schema), the rest written straight into that schema in one transaction
 would leave them (keys, bucket, labellers; the first ``CORPUS // 2`` are pairs of corpus questions). Then:
 
 * a page run, in a fresh process (its peak memory is the process's): the reads one run of the Label page makes
-  (``pages/9_Label.py``, ``lab/label_view.py``, ``lab/label_answers.py``): the share counts (the count line and
+  (``pages/9_Label.py``, ``lab/label_view.py``): the share counts (the count line and
   the retrain blocker), the watched answers' labels (``show_notices``), the round's keys asked of the database
   (``pending_pair``, ``round_progress``), Undo's ``recent(1, labelled_by=...)`` and the last answers
   (``show_recent``). Kept round: most runs. New round: every ``ROUND_SIZE`` answers, the candidates asked of the

@@ -1,22 +1,22 @@
-"""Streamlit caches for the analysis pages (similarity matrix, verdict, search).
-
-Every key holds the model choice and a stamp of its saved folder (config.json's mtime), so a model
-saved again is scored again; datasets enter keys through ``lab.session.data_key``. Moving a slider
-therefore never encodes anything twice.
+"""Streamlit caches for the analysis pages, and the corpus they work on (the active dataset's questions or an
+uploaded file's). Every key holds the model choice and its saved folder's stamp (``lab.session.model_stamp``), so a
+model saved again is scored again: moving a slider never encodes anything twice.
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from lab.session import ZERO_SHOT, data_key, get_model, held_out_pairs
+from lab.session import (ZERO_SHOT, DataError, data_key, get_model, held_out_pairs, model_stamp, show_error,
+                         upload_limit_bytes)
 
 # The verdict page measures a model on pairs it never trained on (``core.inference.honest_pairs``), at most
 # this many of them, a seeded sample (``honest_pairs``' ``max_pairs``): MiniLM on a CPU then stays under a
@@ -26,28 +26,14 @@ VERDICT_CAP = 20_000  # the others'
 VERDICT_SEED = 0
 
 
-def model_stamp(choice: str) -> float:
-    """config.json's mtime of a saved model (0 for zero-shot MiniLM): part of every cache key."""
-    if choice == ZERO_SHOT:
-        return 0.0
-    config = Path(choice) / "config.json"
-    return config.stat().st_mtime if config.exists() else 0.0
-
-
 def active_data_key(pairs: pd.DataFrame) -> str:
-    """``data_key(pairs)``, hashed once per dataset object: slider moves must not rehash 400k rows.
-
-    The memo holds the frame itself and compares identity, so a new dataset is always hashed anew.
-    """
+    """``data_key(pairs)``, hashed once per dataset object (the memo holds the frame and compares identity, so a new
+    dataset is hashed anew): slider moves must not rehash a large dataset."""
     memo = st.session_state.get("_analysis_data_key")
     if memo is None or memo[0] is not pairs:
         memo = (pairs, data_key(pairs))
         st.session_state["_analysis_data_key"] = memo
     return memo[1]
-
-
-def duplicate_count(pairs: pd.DataFrame) -> int:
-    return int((pairs["is_duplicate"] == 1).sum())
 
 
 # ---- similarity matrix -------------------------------------------------------------------------
@@ -114,10 +100,9 @@ def held_out_frames(test: bool = True) -> tuple:
 
 
 def held_out_scores(choice: str, stamp: float, key: str, pairs: pd.DataFrame) -> HeldOutScores:
-    """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the workspace's test
-    file when one is loaded, else its validation file, else the active dataset's pairs (``key`` is
-    ``data_key(pairs)``) that the model held out; capped for slow models, each pair's questions looked up in its
-    training split when that is known."""
+    """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the test file, else the
+    validation file, else the pairs of the active dataset (``key``: its ``data_key``) it held out; capped for slow
+    models."""
     val, test, files = held_out_frames()
     return _held_out_scores(choice, stamp, key, files, pairs, val, test)
 
@@ -153,18 +138,26 @@ def judged_threshold(choice: str, config: dict, pairs: pd.DataFrame | None):
     return replace(found, threshold=round(min(max(float(found.threshold), -1.0), 1.0), THRESHOLD_DECIMALS))
 
 
-# ---- search ------------------------------------------------------------------------------------
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _index_slot(choice: str, stamp: float, key: str) -> dict:
-    # The slot is cached, the index is built outside the cached function: a progress bar drawn
-    # while building cannot live inside a cached function (Streamlit would replay it).
-    return {"index": None, "lock": threading.Lock()}
+# ---- built once per model and corpus -------------------------------------------------------------
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _slot(kind: str, choice: str, stamp: float, key: str) -> dict:
+    # The slot is cached and its value built outside it: a progress bar drawn inside a cached function would be
+    # replayed by Streamlit. Two sessions asking at once build it once (the lock).
+    return {"value": None, "lock": threading.Lock()}
+
+
+def built_once(kind: str, choice: str, key: str, build: Callable):
+    """``build(model)`` once per server for a model choice and corpus ``key``, until the model is saved again."""
+    slot = _slot(kind, choice, model_stamp(choice), key)
+    with slot["lock"]:
+        if slot["value"] is None:
+            slot["value"] = build(get_model(choice)[0])
+        return slot["value"]
 
 
 def search_cache_dir(choice: str) -> Path | None:
-    """Where a search index is saved: inside the saved model's folder, so it goes when the model
-    goes; zero-shot MiniLM's, and a published model's (read-only, outside the workspace), go to the hidden
-    ``.cache`` of the workspace's models folder."""
+    """Where a search index is saved: inside the saved model's folder, so it goes with the model; zero-shot
+    MiniLM's and a published (read-only) model's in the hidden ``.cache`` of the workspace's models folder."""
     workspace_models = Path(st.session_state.runs_root)
     if choice == ZERO_SHOT:
         return workspace_models / ".cache" / "minilm"
@@ -177,12 +170,8 @@ def search_index(choice: str, key: str, texts: list[str], progress: Callable[[in
     """The ``core.inference.search.SearchIndex`` of ``texts`` (the dataset with ``data_key`` ``key``) under a model."""
     from core.inference.search import load_or_build
 
-    slot = _index_slot(choice, model_stamp(choice), key)
-    with slot["lock"]:  # two sessions asking at once build it once
-        if slot["index"] is None:
-            model, _ = get_model(choice)
-            slot["index"] = load_or_build(model, texts, search_cache_dir(choice), progress=progress)
-        return slot["index"]
+    return built_once("search", choice, key,
+                      lambda model: load_or_build(model, texts, search_cache_dir(choice), progress=progress))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -191,3 +180,79 @@ def corpus(key: str, _pairs: pd.DataFrame) -> list[str]:
     from core.data import corpus_questions
 
     return corpus_questions(_pairs)
+
+
+# ---- the corpus of the Search, Map, Deduplicate and Label pages --------------------------------------------
+ACTIVE, UPLOAD = "The active dataset's questions", "An uploaded file"
+RANKED_COLUMNS = {"rank": st.column_config.NumberColumn(width="small"),
+                  "question": st.column_config.TextColumn(width="large"),
+                  "cosine": st.column_config.NumberColumn(format="%.4f", width="small")}
+UPLOAD_HELP = ("A CSV/TSV with a question column (question, text, sentence, title or q), a pairs file, or plain "
+               "text with one question per line")
+
+
+class Corpus(NamedTuple):
+    name: str  # the dataset's or the file's name, as the page shows it
+    texts: list  # the questions
+    key: str  # a fingerprint of the questions, for the caches ("pairs:..." or "upload:...")
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def uploaded_questions(name: str, data: bytes):
+    """(questions, report, key) of an uploaded file (``core.data.load_questions``); key fingerprints the questions."""
+    from core.data import load_questions
+    from core.inference.search import fingerprint
+
+    buffer = io.BytesIO(data)
+    buffer.name = name
+    questions, report = load_questions(buffer, max_bytes=upload_limit_bytes())
+    return questions, report, "upload:" + fingerprint(questions)
+
+
+def pick_corpus(prefix: str) -> Corpus:
+    """The radio ("<prefix>_source") and, for an upload, the uploader ("<prefix>_upload") with its captions;
+    stops the page with a message when an upload is bad or missing."""
+    state = st.session_state
+    kept = f"{prefix}_kept_upload"  # session key: (name, questions, report, key) of the file last uploaded here
+    source = st.radio("Questions", [ACTIVE, UPLOAD], horizontal=True, key=f"{prefix}_source", persist_state="session")
+    if source == ACTIVE:
+        key = active_data_key(state.pairs)
+        return Corpus(state.data_name, corpus(key, state.pairs), "pairs:" + key)
+    upload = st.file_uploader(UPLOAD_HELP, key=f"{prefix}_upload", on_change=lambda: state.pop(kept, None))
+    try:
+        if upload is not None:
+            state[kept] = (upload.name, *uploaded_questions(upload.name, upload.getvalue()))
+    except DataError as error:
+        show_error(str(error))
+        st.stop()
+    if state.get(kept) is None:
+        st.info("Upload a file of questions, or use the active dataset's.")
+        st.stop()
+    name, texts, report, key = state[kept]
+    if upload is None:
+        st.caption(f"Questions of **{name}**, uploaded earlier; upload another file to replace it.")
+    if report.dropped:
+        st.caption(f"{report.source}: {report.summary()}")
+    return Corpus(name, texts, key)
+
+
+def encode_with_progress(build, text: str = "Encoding the questions"):
+    """``build(progress)``'s result, with a progress bar while it encodes; a failure is one error and stops the page."""
+    status = st.empty()
+
+    def progress(done: int, total: int) -> None:
+        status.progress(done / max(total, 1), text=f"{text}: {done:,} / {total:,}")
+
+    try:
+        return build(progress)
+    except Exception as error:  # noqa: BLE001 - a corpus that cannot be encoded is shown, not raised
+        show_error(f"Could not encode the questions: {error}")
+        st.stop()
+    finally:
+        status.empty()
+
+
+def show_ranked(questions, scores, key: str) -> None:
+    """Questions closest to a query, best first, with their cosine (the Search and Map pages' results)."""
+    table = pd.DataFrame({"rank": range(1, len(questions) + 1), "question": list(questions), "cosine": list(scores)})
+    st.dataframe(table, hide_index=True, key=key, column_config=RANKED_COLUMNS)

@@ -1,7 +1,5 @@
-"""Plotly figures for the app's pages. Pure builders: numbers in, ``go.Figure`` out, no streamlit.
-
-Every figure has a title and labelled axes; the numbers come from ``core`` (losses and metrics
-recorded by the trainer, the runs table of ``core.training.runs_table``); only display preparation happens here.
+"""Plotly figures of the Data, Train and Label pages: numbers in, ``go.Figure`` out, no streamlit. Every figure
+has a title and labelled axes; the numbers come from ``core``, only display preparation happens here.
 """
 from __future__ import annotations
 
@@ -30,11 +28,8 @@ def _layout(figure: go.Figure, title: str, x: str, y: str, **extra) -> go.Figure
 
 
 def length_histogram(pairs: pd.DataFrame) -> go.Figure:
-    """Questions per length in words, one bar series per column.
-
-    Counts are prepared here (bars of counts, not raw values) so a 400k-pair dataset stays a small figure.
-    Lengths above ``MAX_SHOWN_WORDS`` are counted at ``MAX_SHOWN_WORDS`` (the axis title then says so).
-    """
+    """Questions per length in words, one bar series per column, as counts so a large dataset stays a small figure;
+    lengths above ``MAX_SHOWN_WORDS`` are counted at ``MAX_SHOWN_WORDS`` (the axis title then says so)."""
     figure = go.Figure()
     clipped = False
     for column in QUESTION_COLUMNS:
@@ -47,10 +42,8 @@ def length_histogram(pairs: pd.DataFrame) -> go.Figure:
 
 
 def loss_curve(losses: Sequence[tuple[int, float]]) -> go.Figure:
-    """The training loss after each step, with a running mean (window ~ 1/20 of the steps) for the trend.
-
-    A short series gets a marker on every step: a line needs two points, so the first step would otherwise
-    show as an empty chart. The step axis starts at 0, so one step is not centred in a range of its own."""
+    """The training loss after each step, with a running mean (window ~ 1/20 of the steps) for the trend; a short
+    series marks every step (a line needs two points), and the step axis starts at 0."""
     frame = pd.DataFrame(list(losses), columns=["step", "loss"])
     figure = go.Figure()
     short = len(frame) <= MARKED_STEPS
@@ -89,12 +82,9 @@ def epoch_metrics_chart(epochs: Iterable[dict]) -> go.Figure:
 
 
 def validation_curve_chart(points: Iterable[dict], reference: Sequence[tuple[float, float]] = ()) -> go.Figure:
-    """Validation ROC AUC against training minutes (the time spent in training steps, validations left
-    out) for one run, markers on a line, over a preset's reference curve (``core.training.presets.Preset.
-    reference_curve``: (train seconds, ROC AUC) pairs) as a dashed grey line when there is one.
-
-    ``points`` are ``{"step", "train_seconds", "roc_auc"}`` dicts (``TrainingJob.progress.validations``,
-    ``core.training.pipeline.validation_curve``); points without a ROC AUC (no validation split) are not drawn."""
+    """Validation ROC AUC against training minutes (validations left out) of one run's ``{"step", "train_seconds",
+    "roc_auc"}`` points, over a preset's reference curve of (train seconds, ROC AUC) as a dashed grey line when there
+    is one; points without a ROC AUC (no validation split) are not drawn."""
     shown = [p for p in points if isinstance(p.get("roc_auc"), (int, float)) and math.isfinite(p["roc_auc"])]
     figure = go.Figure()
     if reference:
@@ -114,10 +104,8 @@ def _trained_on(point: dict) -> int:
 
 
 def learning_curve_chart(points: Iterable[dict]) -> go.Figure:
-    """The active-labelling loop's learning curve: held-out ROC AUC and accuracy (y) of each scored model against
-    the labels it trained on (x: the held-out ones never count); ``points`` are
-    ``core.training.active_rounds.read_curve``'s, in any order (a point written before ``trained_on`` was kept
-    counts all its labels)."""
+    """The active-labelling loop's learning curve: held-out ROC AUC and accuracy of each scored model against the
+    labels it trained on (``core.training.active_rounds.read_curve``'s points, in any order)."""
     shown = sorted(points, key=lambda p: (_trained_on(p), p.get("at", "")))
     names = [ZERO_SHOT_LABEL if p.get("model") == ZERO_SHOT else Path(str(p.get("model", ""))).name for p in shown]
     figure = go.Figure()
@@ -125,8 +113,7 @@ def learning_curve_chart(points: Iterable[dict]) -> go.Figure:
         figure.add_scatter(x=[_trained_on(p) for p in shown], y=[p.get(key) for p in shown], mode="lines+markers",
                            name=label, customdata=[[name, p.get("held_out")] for name, p in zip(names, shown)],
                            hovertemplate="trained on %{x:,d} labels · %{customdata[0]}: %{y:.3f} on "
-                                         "%{customdata[1]:,d} "
-                                         f"held-out pairs<extra>{label}</extra>")
+                                         f"%{{customdata[1]:,d}} held-out pairs<extra>{label}</extra>")
     figure.update_xaxes(rangemode="tozero", tickformat=",d")
     return _layout(figure, "Learning curve", "labels trained on", "score on the held-out labels",
                    yaxis_range=[0, 1.02])

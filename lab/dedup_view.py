@@ -1,15 +1,9 @@
-"""The Deduplicate page's caches, tables and figure.
-
-The questions are encoded and their k-NN graph (``core.inference.dedup_graph.NeighbourGraph``) built once per (model,
-saved-folder stamp, questions key), kept with ``st.cache_resource`` (the graph holds a FAISS index) and
-built outside the cached function so a progress bar can be drawn while encoding. Every threshold or
-minimum-size move then only clusters that graph again (``st.cache_data`` per setting): nothing is
-encoded twice. The clustering itself is ``core.inference.dedup_graph``'s; this module only caches and draws,
-and picks the slider's starting threshold (``starting_threshold``). The corpus comes from ``lab.corpus_picker``.
+"""The Deduplicate page's caches, tables and figure: the questions' k-NN graph (``core.inference.dedup_graph``) is
+built once per model and questions (``lab.cached.built_once``), so a threshold or minimum-size move only clusters it
+again (``st.cache_data`` per setting); the slider starts at the model's clustering threshold (``starting_threshold``).
 """
 from __future__ import annotations
 
-import threading
 from typing import Callable, Sequence
 
 import numpy as np
@@ -20,17 +14,14 @@ import streamlit as st
 from core.inference import dedup, dedup_graph
 from core.inference.calibration import Calibrated, can_calibrate, clustering_threshold
 from lab import cached
-from lab.cached import model_stamp
-from lab.session import get_model
 
 TOP_CLUSTERS = 10  # clusters shown one by one (expanders); the table and the CSV hold them all
 SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColumn("similarity", format="%.4f")}
 
 
 def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) -> Calibrated:
-    """The slider's starting value: ``clustering_threshold`` of the model. Zero-shot MiniLM has no validation
-    split of its own: when the active dataset has labelled pairs (``can_calibrate``) it is calibrated on the
-    pairs the Verdict page calibrates it on (``lab.cached.calibration_scores``: never the test file)."""
+    """The slider's starting value: the model's ``clustering_threshold``; zero-shot MiniLM's calibrated on the pairs
+    the Verdict page calibrates it on (``lab.cached.calibration_scores``) when the dataset has labelled pairs."""
     if (config.get("zero_shot") and pairs is not None and "is_duplicate" in pairs
             and can_calibrate(pairs["is_duplicate"])):
         measured = cached.calibration_scores(choice, pairs)
@@ -39,32 +30,22 @@ def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) ->
 
 
 def start_slider_at(choice: str, start: float) -> None:
-    """A new model, or new labelled pairs to calibrate zero-shot MiniLM on, start the threshold slider at their own
-    clustering threshold ``start``; the user's value stays otherwise, in a new session too (``REMEMBERED`` keeps
-    the model and start it belongs to with it)."""
+    """A new model, or new pairs to calibrate zero-shot MiniLM on, start the slider at their threshold ``start``;
+    the user's value stays otherwise, in a new session too (kept with the model and start it belongs to)."""
     marker = [choice, float(start)]  # a list: the workspace keeps it as JSON
     if st.session_state.get("dedup_threshold_for") != marker or "dedup_threshold" not in st.session_state:
         st.session_state["dedup_threshold"] = round(float(start), 3)
         st.session_state["dedup_threshold_for"] = marker  # kept with the threshold once the user moves it
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _graph_slot(choice: str, stamp: float, key: str) -> dict:
-    # The slot is cached and the graph built outside it: a progress bar drawn inside a cached function
-    # would be replayed by Streamlit. Two sessions asking at once build it once (the lock).
-    return {"graph": None, "lock": threading.Lock()}
-
-
 def neighbour_graph(choice: str, key: str, texts: Sequence[str],
                     progress: Callable[[int, int], None] | None = None) -> dedup_graph.NeighbourGraph:
     """The ``NeighbourGraph`` of ``texts`` (whose key is ``key``) under a model, encoded once."""
-    slot = _graph_slot(choice, model_stamp(choice), key)
-    with slot["lock"]:
-        if slot["graph"] is None:
-            model, _ = get_model(choice)
-            vectors, queries = dedup.encode_corpus(model, list(texts), progress=progress)
-            slot["graph"] = dedup_graph.NeighbourGraph(vectors, queries=queries)
-        return slot["graph"]
+    def build(model) -> dedup_graph.NeighbourGraph:
+        vectors, queries = dedup.encode_corpus(model, list(texts), progress=progress)
+        return dedup_graph.NeighbourGraph(vectors, queries=queries)
+
+    return cached.built_once("dedup", choice, key, build)
 
 
 @st.cache_data(show_spinner="Clustering…", max_entries=32)
@@ -77,15 +58,12 @@ def clusters(choice: str, stamp: float, key: str, threshold: float, min_size: in
 
 
 def engine_caption() -> str:
-    """Which engine clustered (this page always runs the local one), and where Ray is installed, the command
-    that runs the same on a Ray cluster (the page never starts Ray)."""
+    """Which engine clustered (the local one: the page never starts Ray), and the Ray command where Ray is installed."""
     import importlib.util
 
-    text = "Engine: local (encoded and searched in this process)."
-    if importlib.util.find_spec("ray") is not None:
-        text += (" For a corpus bigger than this machine, `python -m core dedup --engine ray` runs the same "
-                 "clustering on a Ray cluster (`--ray-address` for an existing one).")
-    return text
+    return "Engine: local (encoded and searched in this process)." + (
+        " For a corpus bigger than this machine, `python -m core dedup --engine ray` runs the same clustering on a "
+        "Ray cluster (`--ray-address` for an existing one)." if importlib.util.find_spec("ray") is not None else "")
 
 
 def slider_range(default: float) -> tuple[float, float]:

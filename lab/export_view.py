@@ -1,24 +1,19 @@
 """The Export panel: one model (a saved folder or zero-shot MiniLM) as a zip to download, either ONNX graphs
-(every model) or a sentence-transformers folder (MiniLM models), each with its model card.
-
-``export_panel(choice, config)``: ``choice`` is a model choice (``ZERO_SHOT`` or a folder path, as
-``lab.session.model_picker`` returns) and ``config`` its config (``lab.session.get_model(choice)[1]``).
-Widgets and layout only: ``core.export.export_folder.export_model`` writes the export, into a temporary
-folder that is zipped and removed again; the zip stays in the session until another model or format is
-asked for.
+(every model) or a sentence-transformers folder (MiniLM models), each with its model card. Widgets only:
+``core.export.export_folder.export_model`` writes the export into a temporary folder, zipped and removed again;
+the zip stays in the session until another model or format is asked for.
 """
 from __future__ import annotations
 
-import io
 import re
+import shutil
 import tempfile
-import zipfile
 from pathlib import Path
 
 import streamlit as st
 
 from core.model_names import ZERO_SHOT
-from lab.session import get_model, show_error
+from lab.session import get_model, model_stamp, show_error
 
 FORMAT_LABELS = {"onnx": "ONNX (onnxruntime; any model)",
                  "sentence-transformers": "sentence-transformers (MiniLM models)"}
@@ -35,27 +30,12 @@ def export_zip(model, config: dict, fmt: str, name: str, source: str | None = No
     from core.export.export_folder import export_model
 
     with tempfile.TemporaryDirectory(prefix="siamese-lab-export-") as temp:
-        folder = Path(temp) / name
-        export_model(model, config, folder, fmt, source=source)
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(folder.rglob("*")):
-                if path.is_file():
-                    archive.write(path, str(Path(name) / path.relative_to(folder)))
-        return buffer.getvalue()
+        export_model(model, config, Path(temp) / name, fmt, source=source)
+        return Path(shutil.make_archive(str(Path(temp) / name), "zip", temp, name)).read_bytes()
 
 
-def _stamp(choice: str) -> float:
-    """When the model folder was last saved: a new save asks for a new export."""
-    try:
-        return 0.0 if choice == ZERO_SHOT else (Path(choice) / "config.json").stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def export_panel(choice: str, config: dict, key: str = "export") -> None:
-    """The Export section for one model: a format, an **Export** button, then the zip to download.
-    ``key`` prefixes the widget keys (two panels on one page need two prefixes)."""
+def export_panel(choice: str, config: dict) -> None:
+    """The Export section for one model: a format, an **Export** button, then the zip to download."""
     from core.export.formats import ExportError
     from core.export.export_folder import check_export
     from core.saving import OutputError
@@ -69,20 +49,17 @@ def export_panel(choice: str, config: dict, key: str = "export") -> None:
             formats.append(fmt)
         except ExportError:
             pass
-    st.subheader("Export")
-    if not formats:
-        st.info("This model cannot be exported.")
-        return
-    fmt = st.radio("Format", formats, format_func=FORMAT_LABELS.get, key=f"{key}_format", horizontal=True)
+    st.subheader("Export")  # ONNX takes every model: there is always a format
+    fmt = st.radio("Format", formats, format_func=FORMAT_LABELS.get, key="export_format", horizontal=True)
     if "sentence-transformers" not in formats:
         st.caption("The sentence-transformers format is for MiniLM models; ONNX works for every model.")
     st.caption("The zip holds the model, its tokenizer and a model card (README.md) with the threshold, the "
                "held-out metrics and a usage snippet.")
     name = export_name(choice, config, fmt)
-    wanted = (str(choice), _stamp(choice), fmt)
+    wanted = (str(choice), model_stamp(choice), fmt)  # a new save asks for a new export
     state = st.session_state
-    slot = f"{key}_zip"
-    if st.button("Export", key=f"{key}_build", icon=":material/archive:"):
+    slot = "export_zip"
+    if st.button("Export", key="export_build", icon=":material/archive:"):
         state.pop(slot, None)  # one zip per session: the previous one goes first
         with st.spinner(f"Exporting {name}…"):
             try:
@@ -95,5 +72,5 @@ def export_panel(choice: str, config: dict, key: str = "export") -> None:
     if built and built["for"] == wanted:
         size = len(built["data"]) / 2**20
         st.download_button(f"Download {built['name']}.zip ({size:,.1f} MiB)", built["data"],
-                           file_name=f"{built['name']}.zip", mime="application/zip", key=f"{key}_download",
+                           file_name=f"{built['name']}.zip", mime="application/zip", key="export_download",
                            icon=":material/download:")

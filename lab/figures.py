@@ -1,8 +1,6 @@
-"""Plotly figures for the similarity-matrix, verdict and search pages. Pure builders: numbers in,
-``go.Figure`` out, no Streamlit, no model.
-
-User text only ever reaches a figure through ``hover_text``, which escapes it: Plotly reads a few
-HTML-like tags in labels, and a question must show as typed, never as markup.
+"""Plotly figures for the similarity-matrix and verdict pages: numbers in, ``go.Figure`` out, no streamlit.
+User text only reaches a figure through ``hover_text``, which escapes it: Plotly reads a few HTML-like tags in
+labels, and a question must show as typed, never as markup.
 """
 from __future__ import annotations
 
@@ -37,40 +35,29 @@ def batch_labels(size: int) -> tuple[list[str], list[str]]:
 
 
 def similarity_heatmap(view, title: str = "") -> go.Figure:
-    """The (B, B) matrix of ``view`` (a ``core.inference.inspection.BatchView``) with its marks:
-
-    - trace 0: s(v1_i, v2_j), colour fixed to [-1, 1]; hover shows both questions and the score;
-    - black outlines on the diagonal (the duplicate pairs);
-    - an orange outline and a diamond on each row's closest negative;
-    - trace 1: a narrow column on the right with each row's mean negative.
-    """
+    """The (B, B) matrix of ``view`` (``core.inference.inspection.BatchView``), colour fixed to [-1, 1], hover both
+    questions; black outlines on the diagonal (the duplicate pairs), an orange outline and a diamond on each row's
+    closest negative, and a narrow column on the right with each row's mean negative."""
     scores = np.asarray(view.scores, dtype=np.float64)  # (B, B)
     size = scores.shape[0]
     rows, columns = batch_labels(size)
     first = view.question1 or rows
     second = view.question2 or columns
-    customdata = np.empty((size, size, 2), dtype=object)  # [question1 of the row, question2 of the column]
-    for i in range(size):
-        for j in range(size):
-            customdata[i, j, 0] = hover_text(first[i])
-            customdata[i, j, 1] = hover_text(second[j])
+    customdata = [[[hover_text(first[i]), hover_text(second[j])] for j in range(size)] for i in range(size)]
     show_values = size <= VALUES_UP_TO
 
     figure = make_subplots(rows=1, cols=2, column_widths=[0.88, 0.12], shared_yaxes=True, horizontal_spacing=0.03)
+    colours = dict(zmin=-1.0, zmax=1.0, zmid=0.0, colorscale=SCORE_COLORS,
+                   texttemplate="%{z:.2f}" if show_values else None)
     figure.add_trace(go.Heatmap(
-        z=scores, x=columns, y=rows, customdata=customdata,
-        zmin=-1.0, zmax=1.0, zmid=0.0, colorscale=SCORE_COLORS,
-        colorbar=dict(title="cosine", x=1.02),
-        texttemplate="%{z:.2f}" if show_values else None,
+        z=scores, x=columns, y=rows, customdata=customdata, colorbar=dict(title="cosine", x=1.02), **colours,
         hovertemplate=("<b>%{y} × %{x}</b>  s = %{z:.3f}<br><br>question1 (row): %{customdata[0]}"
                        "<br><br>question2 (column): %{customdata[1]}<extra></extra>"),
         name="s(v1_i, v2_j)",
     ), row=1, col=1)
     mean_negative = np.asarray(view.mean_negative, dtype=np.float64).reshape(size, 1)  # (B, 1)
     figure.add_trace(go.Heatmap(
-        z=mean_negative, x=["mean neg."], y=rows,
-        zmin=-1.0, zmax=1.0, zmid=0.0, colorscale=SCORE_COLORS, showscale=False,
-        texttemplate="%{z:.2f}" if show_values else None,
+        z=mean_negative, x=["mean neg."], y=rows, showscale=False, **colours,
         hovertemplate="%{y}: mean negative = %{z:.3f}<extra></extra>",
         name="mean negative",
     ), row=1, col=2)
@@ -85,8 +72,7 @@ def similarity_heatmap(view, title: str = "") -> go.Figure:
             figure.add_annotation(x=column + 0.32, y=i - 0.3, text=CLOSEST_MARK, showarrow=False,
                                   font=dict(color=CLOSEST_COLOR, size=15), xref="x", yref="y")
     figure.update_yaxes(autorange="reversed", row=1, col=1)
-    figure.update_xaxes(side="top", row=1, col=1)
-    figure.update_xaxes(side="top", row=1, col=2)
+    figure.update_xaxes(side="top")
     height = 160 + 34 * size if show_values else 140 + 22 * size
     figure.update_layout(title=title or None, height=min(max(height, 320), 900),
                          margin=dict(l=10, r=10, t=70 if title else 40, b=10))
@@ -105,7 +91,7 @@ def experiment_figure(table) -> go.Figure:
 
 
 # ---- verdict -----------------------------------------------------------------------------------
-def _title(figure: go.Figure, text: str, subtitle: str | None) -> None:
+def _title(figure: go.Figure, text: str, subtitle: str | None, height: int) -> go.Figure:
     """A left-aligned title and a subtitle (which pairs a figure was measured on, escaped and wrapped)
     in a top margin that keeps a row free above them for the plotly toolbar, so it never covers them."""
     title = dict(text=text, x=0, xanchor="left", xref="paper", y=1, yanchor="top", yref="container",
@@ -115,21 +101,25 @@ def _title(figure: go.Figure, text: str, subtitle: str | None) -> None:
         wrapped = hover_text(subtitle, width=SUBTITLE_WIDTH)
         lines = wrapped.count("<br>") + 1
         title["subtitle"] = dict(text=wrapped, font=dict(size=12))
-    figure.update_layout(title=title, margin=dict(l=10, r=10, t=TOOLBAR_ROOM + 36 + 16 * lines, b=10))
+    figure.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=TOOLBAR_ROOM + 36 + 16 * lines, b=10))
+    return figure
 
 
 def operating_point(metrics: dict) -> tuple[float, float, float, float]:
-    """(fpr, tpr, precision, recall) of ``core.inference.metrics.threshold_metrics`` output: where the
-    current threshold sits on the ROC and precision-recall curves."""
+    """(fpr, tpr, precision, recall) of ``threshold_metrics``' output: the threshold's place on the curves."""
     negatives = metrics["fp"] + metrics["tn"]
     fpr = metrics["fp"] / negatives if negatives else 0.0
     return float(fpr), float(metrics["recall"]), float(metrics["precision"]), float(metrics["recall"])
 
 
+def _threshold_point(point: tuple[float, float]) -> go.Scatter:
+    return go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
+                      marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1)))
+
+
 def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, subtitle: str | None = None
                ) -> go.Figure:
-    """ROC curve (``core.inference.metrics.curves(...)["roc"]``) with the current threshold's (fpr, tpr); ``subtitle``
-    says which pairs it was measured on."""
+    """ROC curve (``core.inference.metrics.curves``) with the threshold's (fpr, tpr); ``subtitle``: which pairs."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=roc["fpr"], y=roc["tpr"], mode="lines", name="ROC",
                                 customdata=roc["thresholds"],
@@ -137,34 +127,24 @@ def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, 
                                                "<extra></extra>")))
     figure.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="chance",
                                 line=dict(dash="dash", color="#999999"), hoverinfo="skip"))
-    figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
-                                marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1))))
+    figure.add_trace(_threshold_point(point))
     title = "ROC" + (f" (AUC {auc:.3f})" if auc is not None and np.isfinite(auc) else "")
-    figure.update_layout(title=title, xaxis_title="false positive rate", yaxis_title="true positive rate (recall)",
-                         height=340, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.25))
-    if subtitle:
-        _title(figure, title, subtitle)
-        figure.update_layout(height=380)
-    return figure
+    figure.update_layout(xaxis_title="false positive rate", yaxis_title="true positive rate (recall)",
+                         legend=dict(orientation="h", y=-0.25))
+    return _title(figure, title, subtitle, 380)
 
 
 def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | None = None,
               subtitle: str | None = None) -> go.Figure:
-    """Precision-recall curve (``core.inference.metrics.curves(...)["pr"]``) with the current (recall, precision);
-    ``subtitle`` says which pairs it was measured on."""
+    """Precision-recall curve with the threshold's (recall, precision); ``subtitle``: which pairs."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=pr["recall"], y=pr["precision"], mode="lines", name="precision-recall"))
-    figure.add_trace(go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
-                                marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1))))
+    figure.add_trace(_threshold_point(point))
     title = "Precision-recall" + (f" (AP {average_precision:.3f})"
                                   if average_precision is not None and np.isfinite(average_precision) else "")
-    figure.update_layout(title=title, xaxis_title="recall", yaxis_title="precision", height=340,
-                         yaxis=dict(range=[0, 1.05]), margin=dict(l=10, r=10, t=40, b=10),
+    figure.update_layout(xaxis_title="recall", yaxis_title="precision", yaxis=dict(range=[0, 1.05]),
                          legend=dict(orientation="h", y=-0.25))
-    if subtitle:
-        _title(figure, title, subtitle)
-        figure.update_layout(height=380)
-    return figure
+    return _title(figure, title, subtitle, 380)
 
 
 def confusion_figure(metrics: dict, subtitle: str | None = None) -> go.Figure:
@@ -175,17 +155,12 @@ def confusion_figure(metrics: dict, subtitle: str | None = None) -> go.Figure:
         colorscale="Blues", showscale=False, texttemplate="%{z}", textfont=dict(size=18),
         hovertemplate="%{y}, %{x}: %{z}<extra></extra>"))
     figure.update_yaxes(autorange="reversed")
-    figure.update_layout(title="Confusion matrix", height=300, margin=dict(l=10, r=10, t=40, b=10))
-    if subtitle:
-        _title(figure, "Confusion matrix", subtitle)
-        figure.update_layout(height=340)
-    return figure
+    return _title(figure, "Confusion matrix", subtitle, 340)
 
 
 def score_histogram(labels, scores, threshold: float, title: str = "Validation scores",
                     subtitle: str | None = None) -> go.Figure:
-    """Scores of duplicates and of non-duplicates, overlaid, with the threshold as a vertical line;
-    ``subtitle`` says which pairs they are."""
+    """Scores of duplicates and of non-duplicates, overlaid, with the threshold as a vertical line."""
     labels = np.asarray(labels).astype(int)
     scores = np.asarray(scores, dtype=np.float64)
     low = float(min(scores.min(), threshold)) if scores.size else threshold - 1
@@ -199,19 +174,14 @@ def score_histogram(labels, scores, threshold: float, title: str = "Validation s
     figure.add_vline(x=threshold, line=dict(color="black", width=2, dash="dash"),
                      annotation_text=f"threshold {threshold:.2f}", annotation_position="top right",
                      annotation=dict(yanchor="top"))  # inside the plot, clear of the title
-    figure.update_layout(barmode="overlay", title=title, xaxis_title="cosine similarity",
-                         yaxis_title="pairs", height=320, margin=dict(l=10, r=10, t=50, b=10),
+    figure.update_layout(barmode="overlay", xaxis_title="cosine similarity", yaxis_title="pairs",
                          legend=dict(orientation="h", y=-0.3))
-    if subtitle:
-        _title(figure, title, subtitle)
-        figure.update_layout(height=340)
-    return figure
+    return _title(figure, title, subtitle, 340)
 
 
 def length_box_figure(summary, threshold: float, subtitle: str | None = None) -> go.Figure:
-    """Box plots of the scores per length bucket, duplicates and non-duplicates side by side, from the
-    quartiles of ``core.inference.analysis.scores_by_length`` (nothing recomputed here), with the threshold as
-    a horizontal line."""
+    """Box plots of the scores per length bucket, by label, from ``core.inference.analysis.scores_by_length``'s
+    quartiles (nothing recomputed here), with the threshold as a horizontal line."""
     figure = go.Figure()
     buckets = list(dict.fromkeys(summary["bucket"]))
     for label, name, color in ((0, "not duplicate", OTHER_COLOR), (1, "duplicate", DUPLICATE_COLOR)):
@@ -225,10 +195,9 @@ def length_box_figure(summary, threshold: float, subtitle: str | None = None) ->
     figure.add_hline(y=threshold, line=dict(color="black", width=2, dash="dash"),
                      annotation_text=f"threshold {threshold:.2f}", annotation_position="top left")
     figure.update_layout(boxmode="group", xaxis_title="words in the longer question", yaxis_title="cosine similarity",
-                         xaxis=dict(categoryorder="array", categoryarray=buckets), height=380,
+                         xaxis=dict(categoryorder="array", categoryarray=buckets),
                          legend=dict(orientation="h", y=-0.25))
-    _title(figure, "Scores by question length", subtitle)
-    return figure
+    return _title(figure, "Scores by question length", subtitle, 380)
 
 
 def batch_table(view):

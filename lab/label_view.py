@@ -1,73 +1,62 @@
 """The Label page's parts: the corpus encoded once, the round of pairs to ask, the answers, and the retrain.
 
-The corpus is encoded once per (model, saved-folder stamp, corpus key) (``core.inference.candidates.embed_corpus``,
-kept with ``st.cache_resource`` and built outside the cached function so a progress bar can be drawn). A round of
-``ROUND_SIZE`` pairs (``core.training.active_rounds.next_round``) is kept in the session and asked one pair at a
-time; a new round is chosen when every pair of the last one is answered or skipped, or the model changed. The
-answers are ``lab.label_answers``' (the label database, ``core.saving.label_store.LabelStore``); skips stay in the
-session. A retrain is a ``TrainingJob`` on the app's queue, offered only when the labels can make one; when it
-ends its held-out score, with its intervals, joins the learning curve.
+A round of ``ROUND_SIZE`` pairs (``core.training.active_rounds.next_round``) is kept in the session and asked one pair
+at a time, until each is answered or skipped or the model changes. Every answer goes to the label database at once
+(``core.saving.label_store.LabelStore``) and is read back on every run, so two tabs show the same labels; an answer
+another tab replaced, changed or took back is said once. A retrain is a ``TrainingJob`` on the app's queue; when it
+ends its held-out score joins the learning curve.
 """
 from __future__ import annotations
 
+import hashlib
 import sys
-import threading
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from core.data.questions import pair_keys
+from core.data.limits import DataError, clip
+from core.data.questions import pair_key, pair_keys
 from core.model_names import ZERO_SHOT_LABEL
-from core.saving.label_store import LabelStore
+from core.saving.label_store import Label, LabelStore, read_labels_csv
 from core.status import DONE
 from core.training import active_rounds
 from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE, legacy_labels_path
-from lab.cached import judged_threshold, model_stamp
-from lab.label_answers import labeller, taken_back
-from lab.session import ZERO_SHOT, get_model, job_queue, session_jobs, show_error, submit_job
+from lab import workspace_state
+from lab.cached import built_once, judged_threshold, model_stamp
+from lab.session import ZERO_SHOT, get_model, job_queue, session_jobs, show_error, submit_job, upload_limit_bytes
 
 SKIPPED = "label_skipped"  # session key: pair keys skipped in this session (never written)
 ROUND = "label_round"  # session key: {"for": (model, stamp, corpus key), "pairs": [...]}
 SCORED = "label_scored"  # session key: ids of the retrains already put on the learning curve (or not to be)
+LABELLER = "label_session_id"  # session key: this session's ``labelled_by``, so Undo takes back only its answers
+ANSWERED = "label_answered"  # session key: pair key -> (question1, question2, label) this session last gave
+NOTICES = "label_notices"  # session key: (kind, sentence) to show once on the next run
+RECENT_SHOWN = 5  # the last answers listed
+WATCHED = 20  # this session's latest answers checked each run for a change made elsewhere
+WORDS = {1: "Duplicate", 0: "Not duplicate"}
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _store(path: str) -> LabelStore:
-    store = LabelStore(path, legacy_csv=legacy_labels_path(path))
-    store.import_legacy()  # a write, once per server: reads never write
-    return store
-
-
-def store(path: str | Path) -> LabelStore:
+def store(path: Path) -> LabelStore:
     """The ``LabelStore`` of a label database, one per server (so the CSV file of before is imported once); it
     keeps nothing else between runs, so every run reads what every tab wrote."""
-    return _store(str(path))
-
-
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _corpus_slot(choice: str, stamp: float, key: str) -> dict:
-    # The slot is cached and the corpus encoded outside it: a progress bar drawn inside a cached function would be
-    # replayed by Streamlit. Two sessions asking at once encode it once (the lock).
-    return {"corpus": None, "lock": threading.Lock()}
+    labels = LabelStore(path, legacy_csv=legacy_labels_path(path))
+    labels.import_legacy()  # a write, once per server: reads never write
+    return labels
 
 
 def embedded_corpus(choice: str, key: str, texts: Sequence[str], progress: Callable[[int, int], None] | None = None):
     """The ``EmbeddedCorpus`` of ``texts`` (whose key is ``key``) under a model, encoded once."""
     from core.inference.candidates import embed_corpus
 
-    slot = _corpus_slot(choice, model_stamp(choice), key)
-    with slot["lock"]:
-        if slot["corpus"] is None:
-            model, _ = get_model(choice)
-            slot["corpus"] = embed_corpus(model, list(texts), progress=progress)
-        return slot["corpus"]
+    return built_once("label", choice, key, lambda model: embed_corpus(model, list(texts), progress=progress))
 
 
 def done_keys(labels: LabelStore, keys) -> set:
-    """The pair keys of ``keys`` not to ask again: labelled (by anyone; the database asked about these only) or
-    skipped in this session."""
+    """The pair keys of ``keys`` not to ask again: labelled (by anyone) or skipped in this session."""
     skipped = st.session_state.setdefault(SKIPPED, set())
     keys = [tuple(key) for key in keys]
     return labels.labelled_among(keys) | (skipped & set(keys))
@@ -118,8 +107,11 @@ def skip(pair: dict) -> None:
 
 
 def undo(labels: LabelStore) -> None:
-    """Take back this session's last answer; a round that is still open asks that pair again."""
-    taken_back(labels.undo_last(labelled_by=labeller()))
+    """Take back this session's last answer; a round that is still open asks that pair again. It is forgotten
+    as this session's, so it is not reported as changed elsewhere."""
+    label = labels.undo_last(labelled_by=labeller())
+    if label is not None:
+        _remember(label.question1, label.question2, None)
 
 
 def can_undo(labels: LabelStore) -> bool:
@@ -127,19 +119,13 @@ def can_undo(labels: LabelStore) -> bool:
     return bool(labels.recent(1, labelled_by=labeller()))
 
 
-def counts(shares: active_rounds.ShareCounts) -> tuple[int, int]:
-    """(labels, held out of them)."""
-    return shares.training + shares.held_out, shares.held_out
-
-
 def curve_points(labels_file: Path) -> list[dict]:
     return active_rounds.read_curve(labels_file) if active_rounds.curve_path(labels_file).exists() else []
 
 
 def retrain_blocker(shares: active_rounds.ShareCounts) -> str | None:
-    """Why Retrain now cannot run on labels of these counts, with how many more of which class it needs; None
-    when it can."""
-    if counts(shares)[0] == 0:
+    """Why Retrain now cannot run on labels of these counts (how many more of which class); None when it can."""
+    if shares.training + shares.held_out == 0:
         return "Retrain needs labels: answer a few pairs, duplicates and non-duplicates."
     return active_rounds.retrain_problem(shares)
 
@@ -151,26 +137,23 @@ def _interval(point: dict, name: str) -> str:
     return f"{value:.2f}" + (f" (95 % interval {interval[0]:.2f}–{interval[1]:.2f})" if interval else "")
 
 
-def held_out_figures(points: list[dict]) -> tuple[str, str | None]:
-    """The newest model's held-out ROC AUC and accuracy with their intervals, and a warning when it was scored on
-    too few held-out labels to trust."""
+def show_held_out_figures(points: list[dict]) -> None:
+    """The newest model's held-out ROC AUC and accuracy with their intervals; a warning when too few to trust."""
     point = points[-1]
     held, model = int(point.get("held_out", 0)), str(point.get("model", ""))
     name = ZERO_SHOT_LABEL if model == ZERO_SHOT else Path(model).name  # a folder's name, never its server path
-    text = (f"**{name}** on {held:,} held-out labels: ROC AUC "
-            f"{_interval(point, 'roc_auc')}, accuracy {_interval(point, 'accuracy')}.")
-    if held >= MIN_TRUSTED_HELD_OUT:
-        return text, None
-    return text, (f"Only {held:,} labels are held out: figures on so few swing widely from one label to the next. "
-                  f"Trust them from about {MIN_TRUSTED_HELD_OUT} held-out labels (a fifth of your labels are held "
-                  "out).")
+    st.markdown(f"**{name}** on {held:,} held-out labels: ROC AUC "
+                f"{_interval(point, 'roc_auc')}, accuracy {_interval(point, 'accuracy')}.")
+    if held < MIN_TRUSTED_HELD_OUT:
+        st.warning(f"Only {held:,} labels are held out: figures on so few swing widely from one label to the next. "
+                   f"Trust them from about {MIN_TRUSTED_HELD_OUT} held-out labels (a fifth of your labels are held "
+                   "out).", icon=":material/warning:")
 
 
 # ---- retraining ------------------------------------------------------------------------------------------------
 def start_retrain(choice: str, labels_file: Path, labels: LabelStore) -> bool:
-    """Submit a run of the loop's recipe from the current model on the labels' ``round_splits``; the first time,
-    zero-shot MiniLM is scored on the same held-out labels as the curve's first point. False (and the reason
-    shown) when it cannot start."""
+    """Submit a run of the loop's recipe from the current model on the labels' ``round_splits`` (the first time,
+    zero-shot MiniLM is scored as the curve's first point); False, the reason shown, when it cannot start."""
     from core.training.jobs import TrainingJob
     from core.training.specs import SpecError
 
@@ -223,20 +206,14 @@ def retrains() -> list:
     return [job for job in reversed(session_jobs(job_queue())) if job.labels_file is not None]
 
 
-def unfinished_retrain() -> bool:
-    return any(not job.finished for job in retrains())
-
-
 def retrain_status() -> None:
-    """The newest retrain of this session: its progress and a Cancel button, redrawn every second while it is
-    unfinished, then its outcome."""
+    """The newest retrain: its progress and Cancel, redrawn every second while it is unfinished, then its outcome."""
     jobs = retrains()
     if not jobs:
         return
     from lab import training_view  # with the training modules, loaded once a retrain exists
 
-    queue = job_queue()
-    latest = jobs[-1]
+    queue, latest = job_queue(), jobs[-1]
     polling = not latest.finished
 
     @st.fragment(run_every=1.0 if polling else None)
@@ -249,3 +226,119 @@ def retrain_status() -> None:
             st.rerun()  # it just ended (its outcome is shown above): the whole page again, for its curve point
 
     panel()
+
+
+# ---- answers -------------------------------------------------------------------------------------------------
+def workspace_labeller() -> str:
+    """The workspace's part of ``labelled_by``, the same after a reload or a restart: a digest of its id, never
+    the id (the id opens the workspace; a downloaded file must not)."""
+    digest = hashlib.sha256(workspace_state.current_workspace().id.encode("utf-8")).hexdigest()[:8]
+    return f"workspace-{digest}"
+
+
+def labeller() -> str:
+    """This session's ``labelled_by``: the workspace's part, then the session's."""
+    return st.session_state.setdefault(LABELLER, f"{workspace_labeller()}/session-{uuid.uuid4().hex[:8]}")
+
+
+def is_mine(label: Label) -> bool:
+    """Whether the label was given in this workspace: in this session, another tab, or before a reload."""
+    return label.labelled_by.split("/")[0] == workspace_labeller()
+
+
+def _notice(kind: str, text: str) -> None:
+    st.session_state.setdefault(NOTICES, []).append((kind, text))
+
+
+def _remember(question1: str, question2: str, is_duplicate: int | None) -> None:
+    answered = st.session_state.setdefault(ANSWERED, {})
+    key = pair_key(question1, question2)
+    answered.pop(key, None)  # re-inserted last: the dict's order is the order of this session's answers
+    if is_duplicate is not None:
+        answered[key] = (question1, question2, is_duplicate)
+    while len(answered) > WATCHED:
+        answered.pop(next(iter(answered)))
+
+
+def _pair_text(question1: str, question2: str) -> str:
+    return f"“{clip(question1, 60)}” / “{clip(question2, 60)}”"
+
+
+def answer(labels: LabelStore, question1: str, question2: str, is_duplicate: int) -> None:
+    """A button's callback: the answer is written at once; a different answer it replaced is told."""
+    try:
+        previous = labels.add(question1, question2, is_duplicate, labelled_by=labeller())
+    except DataError as error:
+        _notice("error", f"Your answer was not saved: {error}")
+        return
+    _remember(question1, question2, is_duplicate)
+    if previous is not None and previous.is_duplicate != is_duplicate and previous.labelled_by != labeller():
+        _notice("info", f"{_pair_text(question1, question2)} had been answered {WORDS[previous.is_duplicate]} in "
+                        f"another tab or session; your answer, {WORDS[is_duplicate]}, replaced it.")
+
+
+def show_notices(labels: LabelStore) -> None:
+    """What happened since the last run: this session's answers another tab changed or took back, the
+    callbacks' messages, and an earlier labels file that could not be imported."""
+    for key, (question1, question2, mine) in list(st.session_state.get(ANSWERED, {}).items()):
+        current = labels.label_of(question1, question2)
+        if current is None:
+            _notice("info", f"Your answer to {_pair_text(question1, question2)} was taken back in another tab.")
+        elif current.is_duplicate != mine:
+            _notice("info", f"Another tab or session changed your answer to {_pair_text(question1, question2)}: "
+                            f"it is now {WORDS[current.is_duplicate]}.")
+        else:
+            continue
+        _remember(question1, question2, None)
+    for kind, text in st.session_state.pop(NOTICES, []):
+        if kind == "error":
+            show_error(text)
+        else:
+            st.info(text, icon=":material/info:")
+    if labels.import_problem:
+        st.warning(labels.import_problem, icon=":material/warning:")
+
+
+def show_recent(labels: LabelStore) -> None:
+    """The last answers (anyone's), the latest first, each with its label and a button that changes it."""
+    recent = labels.recent(RECENT_SHOWN)
+    if not recent:
+        return
+    st.markdown("**Last answers**")
+    for i, label in enumerate(recent):
+        text, verdict, change = st.columns([6, 2, 2], vertical_alignment="center")
+        text.text(f"{clip(label.question1, 80)}\n{clip(label.question2, 80)}")
+        who = "you" if is_mine(label) else "another session"
+        verdict.markdown(f"**{WORDS[label.is_duplicate]}**  \nby {who}")
+        other = 1 - label.is_duplicate
+        change.button(f"Make it {WORDS[other]}", key=f"label_change_{i}", width="stretch",
+                      on_click=answer, args=(labels, label.question1, label.question2, other))
+
+
+def transfer(labels: LabelStore, file_name: str) -> None:
+    """Download the labels as a pairs CSV, and add a pairs CSV's labels (merged: a pair labelled differently in
+    the file takes the file's label, as a later answer would)."""
+    with st.expander("Download or add labels"):
+        st.download_button("Download the labels (CSV)", data=labels.export_csv, file_name=file_name,
+                           mime="text/csv", key="label_download", on_click="ignore", icon=":material/download:")
+        st.caption("question1, question2, is_duplicate: the pairs file the Data and Train pages read; then who gave "
+                   "each label (labelled_by: this workspace's answers start with "
+                   f"{workspace_labeller()}) and when (labelled_at, UTC). Edit it and add it back here; each pair "
+                   "keeps one label, the file's when it differs.")
+        st.file_uploader("Add labels from a pairs CSV", type=["csv", "tsv", "txt", "gz"], key="label_upload",
+                         on_change=_merge_upload, args=(labels,))
+
+
+def _merge_upload(labels: LabelStore) -> None:
+    """The uploader's on_change: merge a new file's labels (before the page runs, so it shows them)."""
+    uploaded = st.session_state.get("label_upload")
+    if uploaded is None:
+        return
+    try:
+        counts = labels.merge(read_labels_csv(uploaded.getvalue(), max_bytes=upload_limit_bytes()),
+                              labelled_by=labeller())
+    except DataError as error:
+        _notice("error", f"No label of that file was added: {error}")
+    else:
+        _notice("info", f"From that file: {counts.added:,} labels added, {counts.changed:,} changed, "
+                        f"{counts.unchanged:,} already so.")

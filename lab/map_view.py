@@ -1,9 +1,5 @@
-"""The Map page's caches, click handling and figure.
-
-Encodings are cached with ``st.cache_data`` per (model, saved-folder stamp, dataset key) in chunks of
-``ENCODE_CHUNK`` questions, so the page can move a progress bar between chunks (a bar drawn inside a
-cached function would be replayed) and a rerun (a click, a search, another colouring) encodes nothing
-again. Coordinates, clusters and neighbours come from ``core.inference.projection``; this module only caches and draws.
+"""The Map page's caches, click handling and figure: the questions are encoded once per model and map
+(``lab.cached.built_once``); coordinates, clusters and neighbours come from ``core.inference.projection``.
 """
 from __future__ import annotations
 
@@ -14,34 +10,24 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.inference.projection import MapLayout, map_layout, question_labels, unit_rows
-from lab.cached import model_stamp
+from core.inference.projection import MapLayout, map_layout, question_labels
+from lab import cached
 from lab.figures import hover_text
 from lab.session import get_model
 
-ENCODE_CHUNK = 1024  # questions per cached chunk: MiniLM on a CPU moves the bar every few seconds
 CHART_KEY, FOCUS_KEY, DATA_KEY = "map_chart", "map_focus", "map_data_key"
 POINT_SIZE, NEIGHBOUR_SIZE, FOCUS_SIZE = 4, 11, 16
 NEIGHBOUR_COLOR, FOCUS_COLOR = "#111111", "#ff9f1c"
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
-def _encoding_chunk(choice: str, stamp: float, key: str, start: int, _texts: Sequence[str]) -> np.ndarray:
-    model, _ = get_model(choice)
-    return unit_rows(np.asarray(model.encode(list(_texts), tower=1))).astype(np.float32)
-
-
 def encodings(choice: str, key: str, texts: Sequence[str],
               progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """(N, d) unit vectors of ``texts`` through tower 1, as the Search page indexes them; ``key`` names
-    the texts (the dataset's key and how many of its questions the map shows); ``progress(done, total)``
-    after every chunk."""
-    stamp, total, parts = model_stamp(choice), len(texts), []
-    for start in range(0, total, ENCODE_CHUNK):
-        parts.append(_encoding_chunk(choice, stamp, key, start, texts[start : start + ENCODE_CHUNK]))
-        if progress is not None:
-            progress(min(start + ENCODE_CHUNK, total), total)
-    return np.concatenate(parts)
+    the texts (the dataset's key and how many of its questions the map shows)."""
+    from core.inference.search import encode_unit_rows
+
+    return cached.built_once("map", choice, key,
+                             lambda model: encode_unit_rows(model, list(texts), 1, 256, progress))
 
 
 @st.cache_data(show_spinner="Projecting and clustering…", max_entries=16)
@@ -111,23 +97,22 @@ def map_figure(points: np.ndarray, hover: Sequence[str], groups: Sequence[str], 
     points = np.asarray(points, dtype=np.float64)
     groups = np.asarray(groups, dtype=object)
     figure = go.Figure()
+
+    def add(rows, name: str, texts, **marker) -> None:
+        figure.add_trace(go.Scattergl(x=points[rows, 0], y=points[rows, 1], mode="markers", name=name,
+                                      customdata=rows, hovertext=texts, hoverinfo="text", marker=marker))
+
     for group in order:
         rows = np.flatnonzero(groups == group)
         if len(rows):
-            figure.add_trace(go.Scattergl(
-                x=points[rows, 0], y=points[rows, 1], mode="markers", name=str(group), customdata=rows,
-                hovertext=[hover[i] for i in rows], hoverinfo="text", marker=dict(size=POINT_SIZE, opacity=0.6)))
+            add(rows, str(group), [hover[i] for i in rows], size=POINT_SIZE, opacity=0.6)
     if highlight is not None and len(highlight[0]):
         rows, scores = np.asarray(highlight[0]), np.asarray(highlight[1])
-        figure.add_trace(go.Scattergl(
-            x=points[rows, 0], y=points[rows, 1], mode="markers", name=highlight_name, customdata=rows,
-            hovertext=[f"{hover[i]}<br>cosine {s:.3f}" for i, s in zip(rows, scores)], hoverinfo="text",
-            marker=dict(size=NEIGHBOUR_SIZE, color="rgba(0,0,0,0)", line=dict(color=NEIGHBOUR_COLOR, width=2))))
+        add(rows, highlight_name, [f"{hover[i]}<br>cosine {s:.3f}" for i, s in zip(rows, scores)],
+            size=NEIGHBOUR_SIZE, color="rgba(0,0,0,0)", line=dict(color=NEIGHBOUR_COLOR, width=2))
     if focus_index is not None:
-        figure.add_trace(go.Scattergl(
-            x=points[[focus_index], 0], y=points[[focus_index], 1], mode="markers", name="clicked question",
-            customdata=[focus_index], hovertext=[hover[focus_index]], hoverinfo="text",
-            marker=dict(size=FOCUS_SIZE, symbol="star", color=FOCUS_COLOR, line=dict(color="#111111", width=1))))
+        add([focus_index], "clicked question", [hover[focus_index]], size=FOCUS_SIZE, symbol="star", color=FOCUS_COLOR,
+            line=dict(color="#111111", width=1))
     figure.update_layout(title=title, xaxis_title="principal component 1", yaxis_title="principal component 2",
                          legend_title_text="", margin=dict(l=10, r=10, t=60, b=10), height=650,
                          clickmode="event+select", dragmode="pan")

@@ -1,9 +1,6 @@
 """The lab's pages in sidebar order: the one list that `app.py` hands to ``st.navigation`` and that the Home
-page's "How to use the lab" links read, so a page's title, icon and URL are written only here.
-
-Each page file starts with ``enter_through_app(__file__)`` (``lab.session``): Streamlit treats a ``pages/``
-folder beside the entry point as a legacy multipage app until some run reaches ``st.navigation``, so on a
-fresh server a first visit to, say, /Train runs that page file alone; it then goes through app.py instead.
+page's "How to use the lab" links read, so a page's title, icon and URL are written only here. Each page file
+starts with ``lab.session.enter_through_app(__file__)``.
 """
 from __future__ import annotations
 
@@ -12,32 +9,30 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class LabPage:
-    path: str  # the page file, relative to the repository root (app.py's folder)
+    number: int  # the page file is pages/<number>_<title, spaces as underscores>.py
     title: str  # the sidebar label; the browser tab reads "<title> · Siamese Lab"
     icon: str
-    url_path: str  # the URL the page had under the old pages/ folder; "" for Home, the default page at /
     purpose: str = ""  # what you do there, for the Home page's list of steps
 
+    @property
+    def path(self) -> str:  # relative to the repository root (app.py's folder)
+        return f"pages/{self.number}_{self.title.replace(' ', '_')}.py"
 
-HOME = LabPage("pages/0_Home.py", "Home", ":material/home:", "")
-DATA = LabPage("pages/1_Data.py", "Data", ":material/table_view:", "Data",
-               "keep the bundled sample or upload your own CSV / TSV pairs")
-TRAIN = LabPage("pages/2_Train.py", "Train", ":material/model_training:", "Train",
-                "pick a model, a loss and hyperparameters; watch the loss live")
-SIMILARITY = LabPage("pages/3_Similarity_matrix.py", "Similarity matrix", ":material/grid_on:", "Similarity_matrix",
-                     "see one batch through the losses")
-VERDICT = LabPage("pages/4_Verdict.py", "Verdict", ":material/balance:", "Verdict",
-                  "type two questions and get same / not the same")
-SEARCH = LabPage("pages/5_Search.py", "Search", ":material/search:", "Search",
-                 "find the stored questions closest to a new one")
-COMPARE = LabPage("pages/6_Compare.py", "Compare", ":material/bar_chart:", "Compare",
-                  "every trained model and two baselines, scored on the same pairs")
-MAP = LabPage("pages/7_Map.py", "Map", ":material/scatter_plot:", "Map",
-              "the dataset's questions as a 2-D map of the model's vectors")
-DEDUPLICATE = LabPage("pages/8_Deduplicate.py", "Deduplicate", ":material/join_inner:", "Deduplicate",
-                      "group a corpus's near-duplicate questions into clusters")
+    @property
+    def url_path(self) -> str:  # the URL the page had under the old pages/ folder; "" for Home, the default page
+        return self.title.replace(" ", "_") if self.number else ""
 
-LABEL = LabPage("pages/9_Label.py", "Label", ":material/label:", "Label",
+
+HOME = LabPage(0, "Home", ":material/home:")
+DATA = LabPage(1, "Data", ":material/table_view:", "keep the bundled sample or upload your own CSV / TSV pairs")
+TRAIN = LabPage(2, "Train", ":material/model_training:", "pick a model, a loss and hyperparameters; watch the loss live")
+SIMILARITY = LabPage(3, "Similarity matrix", ":material/grid_on:", "see one batch through the losses")
+VERDICT = LabPage(4, "Verdict", ":material/balance:", "type two questions and get same / not the same")
+SEARCH = LabPage(5, "Search", ":material/search:", "find the stored questions closest to a new one")
+COMPARE = LabPage(6, "Compare", ":material/bar_chart:", "every trained model and two baselines, scored on the same pairs")
+MAP = LabPage(7, "Map", ":material/scatter_plot:", "the dataset's questions as a 2-D map of the model's vectors")
+DEDUPLICATE = LabPage(8, "Deduplicate", ":material/join_inner:", "group a corpus's near-duplicate questions into clusters")
+LABEL = LabPage(9, "Label", ":material/label:",
                 "answer the pairs the model is least sure of, retrain, and watch the learning curve")
 
 PAGES = (HOME, DATA, TRAIN, SIMILARITY, VERDICT, SEARCH, COMPARE, MAP, DEDUPLICATE, LABEL)  # Home first: the default page

@@ -1,6 +1,7 @@
 """The one page setup, run by app.py for every page: session state with guards, the active dataset, shared caches."""
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
@@ -25,10 +26,6 @@ SAMPLE_PATH = ROOT / "assets" / "sample_pairs.csv"
 SAMPLE_NAME = "bundled sample (assets/sample_pairs.csv)"
 
 
-def max_concurrent_training() -> int:
-    return int(os.environ.get("SIAMESE_LAB_MAX_TRAINING", "1"))
-
-
 def upload_limit_bytes() -> int:
     """The upload limit (``server.maxUploadSize``, MB) in bytes: what an upload may hold as text, too, once
     decompressed (``core.data.limits``), so a small .gz cannot expand past what a plain upload may be."""
@@ -45,12 +42,19 @@ def load_sample() -> tuple[pd.DataFrame, LoadReport]:
 def load_upload(name: str, data: bytes, columns: dict[str, str] | None = None,
                 label_map: dict[str, int] | None = None) -> tuple[pd.DataFrame, LoadReport]:
     """An uploaded file's pairs; ``columns`` (role -> column name) when its header names are not the usual
-    ones and ``label_map`` (value -> 1 or 0) when its labels are not 0/1 (``lab.column_picker``)."""
-    import io
-
+    ones and ``label_map`` (value -> 1 or 0) when its labels are not 0/1 (``lab.data_view``)."""
     buffer = io.BytesIO(data)
     buffer.name = name
     return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes(), label_map=label_map)
+
+
+def model_stamp(choice: str) -> float:
+    """config.json's mtime of a saved model (0 for zero-shot MiniLM): part of every cache key of a model, so a
+    folder saved again is loaded and scored again."""
+    try:
+        return 0.0 if choice == ZERO_SHOT else (Path(choice) / "config.json").stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 @st.cache_resource(show_spinner=False, max_entries=6)
@@ -61,30 +65,34 @@ def _load_model(choice: str, stamp: float):
 
 
 def get_model(choice: str):
-    """(model, config) for a model choice: ``ZERO_SHOT`` or a saved folder path. Read-only, cached;
-    a folder saved again (new config.json time) is loaded again."""
-    config = Path(choice) / "config.json"
-    stamp = config.stat().st_mtime if choice != ZERO_SHOT and config.exists() else 0.0
-    return _load_model(choice, stamp)
+    """(model, config) for a model choice: ``ZERO_SHOT`` or a saved folder path. Read-only, cached."""
+    return _load_model(choice, model_stamp(choice))
+
+
+def model_or_stop(choice: str):
+    """``get_model(choice)``, or one error line and the page stops when the model cannot load."""
+    try:
+        with st.spinner("Loading the model…"):
+            return get_model(choice)
+    except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, not raised
+        show_error(f"Could not load the model: {error}")
+        st.stop()
 
 
 @st.cache_resource(show_spinner=False)
 def job_queue():
     from core.training.jobs import JobQueue
 
-    return JobQueue(max_running=max_concurrent_training())
+    return JobQueue(max_running=int(os.environ.get("SIAMESE_LAB_MAX_TRAINING", "1")))
 
 
 # ---- session -----------------------------------------------------------------------------------
-def data_key(pairs: pd.DataFrame) -> str:
-    """A dataset's fingerprint (``core.data.pairs_fingerprint``), for cache keys."""
-    return pairs_fingerprint(pairs)
+data_key = pairs_fingerprint  # a dataset's fingerprint, for cache keys
 
 
 def init_state() -> None:
-    """Guarded defaults: a rerun never resets what the user already chose. A new session starts from what its
-    workspace kept (``lab.workspace_state``): its dataset and model. The models folder is the workspace's on
-    every run: no page sets it."""
+    """Guarded defaults: a rerun never resets what the user chose; a new session starts from what its workspace
+    kept (its dataset and model)."""
     state = st.session_state
     workspace = workspace_state.current_workspace()
     if "pairs" not in state:
@@ -99,20 +107,35 @@ def init_state() -> None:
     state.setdefault("jobs", [])  # ids of this session's training jobs, newest last
 
 
+def _read_kept(kept: dict, kind: str = "train") -> tuple[pd.DataFrame, LoadReport]:
+    """A kept upload (the active dataset's, or a held-out ``kind``'s) read as it was read then."""
+    data = st.session_state.workspace.read_upload(str(kept["upload"]), upload_limit_bytes(), kind)
+    return load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"))
+
+
+def _keep_upload(key: str, upload: tuple[str, bytes], report: LoadReport, kind: str = "train") -> None:
+    """Store an upload (file name, bytes) in the workspace and keep, under ``key``, how it was read; a full disk
+    leaves it active in this session, not kept for the next."""
+    try:
+        stored = st.session_state.workspace.store_upload(*upload, kind)
+    except (OSError, UserFileError):
+        return
+    workspace_state.keep({key: {"upload": stored, "file": upload[0], "columns": dict(report.columns),
+                                "label_map": report.label_map}})
+
+
 def _kept_dataset() -> tuple[pd.DataFrame, LoadReport, str] | None:
-    """The upload the workspace kept as its active dataset, read as it was read then; None for the sample, or
-    when it cannot be read any more (said once, on the Data page)."""
+    """The upload the workspace kept as its active dataset; None for the sample, or when it cannot be read any
+    more (said once, on the Data page)."""
     kept = workspace_state.saved(DATASET)
     if not isinstance(kept, dict) or "upload" not in kept:
         return None
     try:
-        data = st.session_state.workspace.read_upload(str(kept["upload"]), upload_limit_bytes())
-        pairs, report = load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"))
+        return *_read_kept(kept), f"{kept['file']} (upload)"
     except (WorkspaceError, DataError, KeyError, TypeError) as error:
         st.session_state.data_upload_error = (None, f"The workspace's dataset could not be read again ({error}); "
                                                     "the bundled sample is active.")
         return None
-    return pairs, report, f"{kept['file']} (upload)"
 
 
 def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str, upload: tuple[str, bytes] | None = None) -> None:
@@ -120,59 +143,39 @@ def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str, upload: tupl
     bytes) they were read from. Validation and test files added for the previous one are let go."""
     st.session_state.pairs, st.session_state.data_report, st.session_state.data_name = pairs, report, name
     clear_held_out()
-    kept = {"sample": True}
-    if upload is not None:
-        try:
-            stored = st.session_state.workspace.store_upload(*upload)
-        except (OSError, UserFileError):  # a full disk: active in this session, not kept for the next
-            return
-        kept = {"upload": stored, "file": upload[0], "columns": dict(report.columns), "label_map": report.label_map}
-    workspace_state.keep({DATASET: kept})
+    if upload is None:
+        workspace_state.keep({DATASET: {"sample": True}})
+    else:
+        _keep_upload(DATASET, upload, report)
 
 
 _HELD_OUT = "held_out_files"  # session key: kind -> (pairs, file name) of the Data page's extra uploads
-_HELD_OUT_CLEARED = "held_out_cleared"  # session key: how many times they were let go (their uploaders' keys)
-
-
-def kept_held_out_key(kind: str) -> str:
-    """The kept key of a held-out file: each kind its own, so two tabs adding one each keep both."""
-    return f"{kind}_file"
+# Each kind is kept under its own key ("val_file", "test_file"), so two tabs adding one each keep both.
 
 
 def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None, data: bytes | None = None,
                  report: LoadReport | None = None) -> None:
     """The user's validation ("val") or test ("test") pairs for the active dataset, from file ``name``; None lets
-    that kind go. With the file's ``data`` and the ``report`` of how it was read, it is kept in the workspace
-    like the training file, for a reload, a restart or another tab."""
-    if kind not in HELD_OUT_KINDS:
-        raise ValueError(f"kind must be one of {HELD_OUT_KINDS}, got {kind!r}")
+    that kind go. With the file's ``data`` and the ``report`` of how it was read, it is kept in the workspace."""
     files = st.session_state.setdefault(_HELD_OUT, {})
-    workspace = st.session_state.workspace
     if pairs is None:
         files.pop(kind, None)
-        workspace_state.keep({kept_held_out_key(kind): None})
-        workspace.remove_uploads(kind)
+        workspace_state.keep({f"{kind}_file": None})
+        st.session_state.workspace.remove_uploads(kind)
         return
     files[kind] = (pairs, name)
     if data is not None and report is not None:
-        try:
-            stored = workspace.store_upload(str(name), data, kind)
-        except (OSError, UserFileError):  # a full disk: active in this session, not kept for the next
-            return
-        workspace_state.keep({kept_held_out_key(kind): {"upload": stored, "file": name, "columns": dict(report.columns),
-                                                        "label_map": report.label_map}})
+        _keep_upload(f"{kind}_file", (str(name), data), report, kind)
 
 
 def _restore_held_out() -> None:
-    """The validation and test files the workspace kept, read as they were read then; one that cannot be read
-    any more is let go."""
+    """The validation and test files the workspace kept; one that cannot be read any more is let go."""
     for kind in HELD_OUT_KINDS:
-        kept = workspace_state.saved(kept_held_out_key(kind))
+        kept = workspace_state.saved(f"{kind}_file")
         if not isinstance(kept, dict):
             continue
         try:
-            data = st.session_state.workspace.read_upload(str(kept["upload"]), upload_limit_bytes(), kind)
-            pairs, _ = load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"))
+            pairs, _ = _read_kept(kept, kind)
         except (WorkspaceError, DataError, KeyError, TypeError):
             continue
         st.session_state.setdefault(_HELD_OUT, {})[kind] = (pairs, str(kept["file"]))
@@ -180,40 +183,29 @@ def _restore_held_out() -> None:
 
 def held_out_pairs(kind: str) -> tuple[pd.DataFrame | None, str | None]:
     """(pairs, file name) of this session's validation ("val") or test ("test") file, or (None, None)."""
-    if kind not in HELD_OUT_KINDS:
-        raise ValueError(f"kind must be one of {HELD_OUT_KINDS}, got {kind!r}")
     return st.session_state.get(_HELD_OUT, {}).get(kind, (None, None))
 
 
 def clear_held_out() -> None:
-    """Let both held-out files go, in the workspace too, and empty their uploaders (new widget keys:
-    ``held_out_key``)."""
-    st.session_state[_HELD_OUT_CLEARED] = st.session_state.get(_HELD_OUT_CLEARED, 0) + 1
+    """Let both held-out files go, in the workspace too, and empty their uploaders."""
     st.session_state[_HELD_OUT] = {}
-    if any(workspace_state.saved(kept_held_out_key(kind)) for kind in HELD_OUT_KINDS):
-        workspace_state.keep({kept_held_out_key(kind): None for kind in HELD_OUT_KINDS})
+    if any(workspace_state.saved(f"{kind}_file") for kind in HELD_OUT_KINDS):
+        workspace_state.keep({f"{kind}_file": None for kind in HELD_OUT_KINDS})
     for kind in HELD_OUT_KINDS:
         st.session_state.workspace.remove_uploads(kind)
+        renew_key(f"held_out_{kind}")
 
 
-def held_out_key(kind: str) -> str:
-    """The Data page's uploader key for a held-out file; a new one after each ``clear_held_out``."""
-    return f"held_out_{kind}_{st.session_state.get(_HELD_OUT_CLEARED, 0)}"
+def renewed_key(name: str) -> str:
+    """An uploader's key: ``name``, then a new one after each ``renew_key(name)`` (Streamlit keeps a file in an
+    uploader until the widget's key changes)."""
+    renewed = st.session_state.get(f"{name}_renewed", 0)
+    return f"{name}_{renewed}" if renewed else name
 
 
-_UPLOADS_CLEARED = "uploads_cleared"  # session key: how many times the Data page's uploader was emptied
-
-
-def upload_key() -> str:
-    """The Data page's file_uploader key: "upload", then a new one after each ``clear_upload`` (Streamlit
-    keeps a file in an uploader until the widget's key changes)."""
-    cleared = st.session_state.get(_UPLOADS_CLEARED, 0)
-    return f"upload_{cleared}" if cleared else "upload"
-
-
-def clear_upload() -> None:
-    """Empty the Data page's uploader (the bundled sample was chosen: the file shown there is no longer active)."""
-    st.session_state[_UPLOADS_CLEARED] = st.session_state.get(_UPLOADS_CLEARED, 0) + 1
+def renew_key(name: str) -> None:
+    """Empty the uploader keyed by ``renewed_key(name)``."""
+    st.session_state[f"{name}_renewed"] = st.session_state.get(f"{name}_renewed", 0) + 1
 
 
 _DEEP_LINK = "deep_link_page"  # session key: the page a first visit asked for before app.py ran
@@ -222,16 +214,14 @@ _DEEP_LINK = "deep_link_page"  # session key: the page a first visit asked for b
 def enter_through_app(page_file: str) -> None:
     """Every page's first statement. Streamlit treats a ``pages/`` folder beside the entry point as a legacy
     multipage app until some run reaches ``st.navigation``, so on a fresh server a first visit to /Train runs
-    pages/2_Train.py alone, with no page setup. Such a run goes through app.py instead (which declares the
-    navigation for the whole server), and app.py then opens the page that was asked for."""
+    pages/2_Train.py alone; it goes through app.py instead, which then opens the page asked for."""
     if not st.session_state.get(ENTERED_THROUGH_APP):
         st.session_state[_DEEP_LINK] = str(Path(page_file).resolve())
         st.switch_page(str(Path(__file__).resolve().parent.parent / "app.py"), query_params=dict(st.query_params))
 
 
 def open_deep_link() -> None:
-    """Called by app.py once the navigation is declared: marks the session as entered through app.py and
-    opens the page a first visit asked for before (see ``enter_through_app``)."""
+    """app.py's, once the navigation is declared: the session entered through app.py; open the page it asked for."""
     st.session_state[ENTERED_THROUGH_APP] = True
     page = st.session_state.pop(_DEEP_LINK, None)
     if page is not None:
@@ -239,9 +229,8 @@ def open_deep_link() -> None:
 
 
 def setup_page(title: str, icon: str = "🧪") -> None:
-    """What every page needs, done once per run by app.py for the page st.navigation picked: the page
-    config (tab title "<title> · Siamese Lab", wide layout), the session-state defaults and the sidebar's
-    dataset and models-folder captions."""
+    """What every page needs, run by app.py for the page st.navigation picked: the page config, the session-state
+    defaults and the sidebar."""
     st.set_page_config(page_title=f"{title} · Siamese Lab", page_icon=icon, layout="wide")
     init_state()
     workspace_state.notice()
@@ -261,8 +250,8 @@ def model_choices() -> dict[str, str]:
     from core.training.runs_table import run_status
 
     runs, _ = list_runs(st.session_state.runs_root)
-    published = workspace_state.published_folder()
-    published_runs = list_runs(published)[0] if published is not None and published.is_dir() else []
+    published = os.environ.get("SIAMESE_LAB_PUBLISHED")  # the operator's models, read-only, in every workspace
+    published_runs = list_runs(published)[0] if published and Path(published).is_dir() else []
     choices = {ZERO_SHOT_LABEL: ZERO_SHOT}
     for run in [*runs, *({**run, "published": True} for run in published_runs)]:
         metrics = run.get("metrics", {}).get("validation", {})
@@ -313,9 +302,8 @@ def trained_here() -> set[Path]:
 
 
 def default_model() -> str:
-    """The newest finished run that this session trained and that is better than chance and TF-IDF
-    (``core.inference.run_quality``), or zero-shot MiniLM when there is none: another user's run is a
-    choice, never this session's default."""
+    """The newest finished run this workspace trained that is not flagged (``core.inference.run_quality``), else
+    zero-shot MiniLM: another user's run is a choice, never this session's default."""
     mine = trained_here()
     if not mine:
         return ZERO_SHOT
@@ -329,34 +317,24 @@ def default_model() -> str:
     return finished[0]["path"] if finished else ZERO_SHOT
 
 
-def model_picker(key: str | None = None) -> str:
-    """The model selectbox of every analysis page; returns the choice (``ZERO_SHOT`` or a folder path).
-
-    One choice for all pages (``st.session_state[ACTIVE_MODEL]``): picking a model on one page picks
-    it on every page. Until the user picks one, it follows ``default_model``: zero-shot MiniLM, or the
-    newest finished run this session trained. ``key`` is ignored (pages from before the shared picker
-    passed their own).
-    """
+def model_picker() -> str:
+    """The model selectbox of every analysis page, one choice for all pages; returns the choice (``ZERO_SHOT`` or a
+    folder path). Until the user picks one, it follows ``default_model``."""
     state = st.session_state
     labels = {choice: label for label, choice in model_choices().items()}
     if not state.get(ACTIVE_MODEL_PICKED) or state.get(ACTIVE_MODEL) not in labels:
         state[ACTIVE_MODEL] = default_model()
-        state[ACTIVE_MODEL_PICKED] = False
-        _keep_active_model()
+        _keep_active_model(picked=False)
     st.selectbox("Model", list(labels), format_func=labels.get, key=ACTIVE_MODEL, persist_state="session",
-                 on_change=_picked,
+                 on_change=_keep_active_model, args=(True,),
                  help="One model for every page: zero-shot MiniLM, or your newest finished run, until you "
                       "pick another.")
     return state[ACTIVE_MODEL]
 
 
-def _picked() -> None:
-    st.session_state[ACTIVE_MODEL_PICKED] = True
-    _keep_active_model()
-
-
-def _keep_active_model() -> None:
-    kept = {"choice": st.session_state[ACTIVE_MODEL], "picked": bool(st.session_state[ACTIVE_MODEL_PICKED])}
+def _keep_active_model(picked: bool) -> None:
+    st.session_state[ACTIVE_MODEL_PICKED] = picked
+    kept = {"choice": st.session_state[ACTIVE_MODEL], "picked": picked}
     if workspace_state.saved(ACTIVE_MODEL) is None and kept == {"choice": ZERO_SHOT, "picked": False}:
         return  # the default of a workspace that kept nothing: no folder is made for it
     if workspace_state.saved(ACTIVE_MODEL) != kept:
@@ -370,34 +348,24 @@ def show_error(message: str) -> None:
 NAMES_SHOWN = 3  # the not-models line names at most this many folders, then "and K more"
 
 
-def _name_and_reason(problem: str) -> tuple[str, str]:
-    name, _, reason = problem.partition(": ")  # core.saving.list_runs says "<folder>: <why>"
-    return name, reason.rstrip(".")
-
-
 def not_models_sentence(problems: list[str]) -> str:
-    """One line for the folders of the models folder that are not models (``core.saving.list_runs``'
-    problems): "2 folders in the models folder are not models: `a`, `b`." A single folder says why;
-    past ``NAMES_SHOWN`` names the line ends "and K more"."""
-    names = [f"`{_name_and_reason(problem)[0]}`" for problem in problems]
+    """One line for the folders of the models folder that are not models (``core.saving.list_runs``' problems,
+    "<folder>: <why>"); a single folder says why, past ``NAMES_SHOWN`` names the line ends "and K more"."""
     if len(problems) == 1:
-        reason = _name_and_reason(problems[0])[1]
-        return f"1 folder in the models folder is not a model: {names[0]}" + (f" ({reason})." if reason else ".")
-    more = f" and {len(names) - NAMES_SHOWN:,} more" if len(names) > NAMES_SHOWN else ""
-    return f"{len(names):,} folders in the models folder are not models: {', '.join(names[:NAMES_SHOWN])}{more}."
+        name, _, reason = problems[0].partition(": ")
+        why = f" ({reason.rstrip('.')})" if reason else ""
+        return f"1 folder in the models folder is not a model: `{name}`{why}."
+    names = ", ".join(f"`{problem.partition(': ')[0]}`" for problem in problems[:NAMES_SHOWN])
+    more = f" and {len(problems) - NAMES_SHOWN:,} more" if len(problems) > NAMES_SHOWN else ""
+    return f"{len(problems):,} folders in the models folder are not models: {names}{more}."
 
 
 def warn_not_models(problems: list[str]) -> None:
-    """``not_models_sentence`` as one warning (nothing when every folder is a model); with several folders,
-    each one's reason in an expander under it."""
-    if not problems:
-        return
-    st.warning(not_models_sentence(problems))
+    """``not_models_sentence`` as one warning; with several folders, each one's reason in an expander under it."""
+    if problems:
+        st.warning(not_models_sentence(problems))
     if len(problems) > 1:
         with st.expander("Why they are not models"):
-            st.markdown("\n".join(f"- `{name}`: {reason}" for name, reason in map(_name_and_reason, problems)))
+            st.markdown("\n".join(f"- `{name}`: {reason.rstrip('.')}"
+                                   for name, _, reason in (problem.partition(": ") for problem in problems)))
 
-
-__all__ = ["DataError", "setup_page", "set_dataset", "get_model", "job_queue", "model_choices", "load_sample",
-           "load_upload", "data_key", "show_error", "model_picker", "ZERO_SHOT", "SAMPLE_NAME", "upload_limit_bytes",
-           "warn_not_models", "set_held_out", "held_out_pairs", "clear_held_out", "held_out_key", "HELD_OUT_KINDS"]

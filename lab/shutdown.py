@@ -1,19 +1,12 @@
 """Leaving promptly when the server is stopped (SIGTERM, Ctrl-C): every training run is cancelled, the process is gone
 within ``EXIT_DEADLINE_S`` whatever still runs, and it never finalizes the interpreter under a thread in model code.
 
-Two things held a stopped server. Streamlit's web server waits, with no time limit, for every open HTTP request to
-be answered before it exits: one request left unanswered (a browser tab's, a proxy's) keeps the process alive. And
-training runs and script runs are daemon threads, which Python does not wait for: one of them inside PyTorch's
-native code while the interpreter is torn down aborts the process ("terminate called without an active exception"),
-which takes minutes where the system collects core dumps.
-
-So ``exit_promptly`` (once per server process) sets a handler for SIGTERM and SIGINT, in front of Streamlit's: it
-cancels every run at once and starts a deadline after which the process leaves with ``os._exit``, then lets
-Streamlit stop as usual. And at exit the cancelled runs and the script runs get up to ``STOP_GRACE_S`` to end; if one
-still runs, the process leaves with ``os._exit`` instead of finalizing. Leaving so is like a kill, which the model
-folders are written to survive (each is written whole or not at all). The runs stopped so are recorded as interrupted
-(their best weights kept, as Cancel keeps them) and the queued ones as not started (``core.training.jobs``);
-a run the deadline cut short keeps its "running" record, which the next server reads as interrupted.
+Streamlit waits, with no time limit, for every open HTTP request to be answered, and a thread inside PyTorch's native
+code while the interpreter is torn down aborts the process, which takes minutes where core dumps are kept. So
+``exit_promptly`` puts a SIGTERM and SIGINT handler in front of Streamlit's that cancels every run and starts a
+deadline after which the process leaves with ``os._exit``; at exit the runs get ``STOP_GRACE_S`` to end, else it
+leaves the same way. Model folders survive a kill; the runs stopped so are recorded as interrupted, the queued ones as
+not started, and one the deadline cut short keeps its "running" record, read as interrupted by the next server.
 """
 from __future__ import annotations
 
@@ -38,8 +31,8 @@ _installed = False
 
 
 def exit_promptly() -> None:
-    """Once per server process (later calls do nothing): the exit handler and the signal handlers described in the
-    module docstring. Not under AppTest: a test process exits, with its own status, as its test runner decides."""
+    """Once per server process: the exit handler and the signal handlers. Not under AppTest: a test process exits
+    as its test runner decides."""
     global _installed
     with _registered:
         if _installed or st.get_option("global.appTest"):
@@ -80,15 +73,11 @@ def on_stop_signal(previous, number: int, frame) -> None:
 
 
 def leave_after(seconds: float) -> threading.Thread:
-    """A daemon thread that ends the process ``seconds`` from now, unless it has ended by then."""
-
-    def wait_then_leave() -> None:
-        time.sleep(seconds)
-        _leave_now()
-
-    thread = threading.Thread(target=wait_then_leave, name="exit-deadline", daemon=True)
-    thread.start()
-    return thread
+    """A daemon timer that ends the process ``seconds`` from now, unless it has ended by then."""
+    timer = threading.Timer(seconds, lambda: _leave_now())  # looked up when it fires
+    timer.name, timer.daemon = "exit-deadline", True
+    timer.start()
+    return timer
 
 
 def stop_threads_then_exit(grace: float = STOP_GRACE_S) -> None:
@@ -98,21 +87,16 @@ def stop_threads_then_exit(grace: float = STOP_GRACE_S) -> None:
     jobs = sys.modules.get("core.training.jobs")
     if jobs is not None:
         jobs.stop_every_queue(timeout=grace)
-    busy = [thread for thread in busy_threads() if not _joined(thread, deadline)]
-    if busy:
+    for thread in busy_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if busy_threads():
         _leave_now()
 
 
 def busy_threads() -> list[threading.Thread]:
-    """The threads that may be running model code: training runs (core.training.jobs names them "train-...") and
-    Streamlit's script runs."""
+    """The threads that may be running model code: training runs ("train-...") and Streamlit's script runs."""
     return [thread for thread in threading.enumerate()
             if thread.is_alive() and (thread.name.startswith("train-") or thread.name == SCRIPT_THREAD_NAME)]
-
-
-def _joined(thread: threading.Thread, deadline: float) -> bool:
-    thread.join(max(0.0, deadline - time.monotonic()))
-    return not thread.is_alive()
 
 
 def _leave_now() -> None:

@@ -1,14 +1,10 @@
-"""The session's workspace (``core.saving.workspaces``): found from the URL's ``ws`` query parameter (a new one,
-put into the URL, on a first visit), and the choices a person makes kept in it, so that a reload, a second tab
-or a server restart finds them again.
-
-What is kept: the active dataset (its upload's bytes), the active model, thresholds and page settings
-(``REMEMBERED``). A choice is written when it is made (a widget's ``on_change``: ``kept``), alone, in its own
+"""The session's workspace (``core.saving.workspaces``), found from the URL's ``ws`` query parameter (a new one on a
+first visit), and the choices kept in it for a reload, a second tab or a server restart: the active dataset, the
+active model, thresholds and page settings (``REMEMBERED``). A choice is written when it is made, alone, in its own
 transaction (``Workspace.save_state``): two tabs of one workspace each keep their latest change.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sqlite3
@@ -32,8 +28,7 @@ SAFE_INT = 2**53 - 1  # the browser's largest exact integer: a number_input with
 @dataclass(frozen=True)
 class Takes:
     """What a remembered widget takes: a number of type ``kind`` in [``low``, ``high``], one of ``options``
-    (``kind`` str), or a [model choice, threshold] marker (``kind`` list); ``default`` is the widget's starting
-    value (the page passes no ``value=``: ``kept`` sets it), None where the page sets it itself."""
+    (``kind`` str), or a [model choice, threshold] marker (``kind`` list); ``default`` is its starting value."""
     kind: type
     low: float | None = None
     high: float | None = None
@@ -86,13 +81,6 @@ def workspaces_root() -> Path:
     return Path(os.environ.get("SIAMESE_LAB_WORKSPACES", str(ROOT / "workspaces")))
 
 
-def published_folder() -> Path | None:
-    """A folder of models the server's operator publishes read-only to every workspace
-    (``SIAMESE_LAB_PUBLISHED``), or None."""
-    folder = os.environ.get("SIAMESE_LAB_PUBLISHED")
-    return Path(folder) if folder else None
-
-
 NOTICE = "workspace_notice"  # session key: why the workspace the address named is a new one
 NO_WORKSPACE = "No workspace with this address; this is a new one. Nothing was kept at this address yet (or it " \
                "was removed): your work here is kept from your first change."
@@ -101,9 +89,8 @@ NOT_AN_ADDRESS = "No workspace with this address (`ws` is not a workspace id thi
 
 
 def current_workspace() -> Workspace:
-    """This session's workspace: the URL's when it names a valid id, else a new one; the URL then names it
-    (so a bookmark or a shared link opens it again). An address naming no kept workspace is said on the page
-    (``notice``)."""
+    """This session's workspace: the URL's when it names a valid id, else a new one, which the URL then names (so a
+    bookmark opens it again); an address naming no kept workspace is said on the page (``notice``)."""
     state = st.session_state
     workspace = state.get(WORKSPACE)
     if workspace is None:
@@ -142,12 +129,6 @@ def saved(key: str, default=None):
     return st.session_state.get(SAVED, {}).get(key, default)
 
 
-def keep(values: dict) -> None:
-    """Remember choices made outside the remembered widgets (the active dataset, the active model, the threshold a
-    new model starts at), at once."""
-    _write(values)
-
-
 def kept(key: str) -> dict:
     """A remembered widget's keyword arguments: ``st.slider(..., **kept("sim_margin"))`` (``REMEMBERED``)."""
     if key not in REMEMBERED:
@@ -158,38 +139,28 @@ def kept(key: str) -> dict:
 
 
 def keep_widget(key: str) -> None:
-    """A remembered widget's ``on_change``: keep its new value (``REMEMBERED``)."""
-    value = st.session_state.get(key)
-    if key in REMEMBERED and _is_json(value):
-        companion = REMEMBERED[key].kept_with
-        with_it = st.session_state.get(companion) if companion else None
-        _write({key: value, companion: with_it} if _is_json(with_it) and with_it is not None else {key: value})
+    """A remembered widget's ``on_change``: keep its new value, and its ``kept_with`` key's (``REMEMBERED``)."""
+    companion = REMEMBERED[key].kept_with
+    with_it = {companion: st.session_state[companion]} if companion and companion in st.session_state else {}
+    keep({key: st.session_state.get(key), **with_it})
 
 
-def _write(changed: dict) -> None:
+def keep(changed: dict) -> None:
+    """Remember choices at once (a remembered widget's value, the active dataset, the active model)."""
     state = st.session_state
     workspace: Workspace | None = state.get(WORKSPACE)
     if workspace is None or not changed:
         return
     try:
         workspace.save_state(changed)  # the changed keys only: another tab's changes stay as it kept them
-    except (OSError, sqlite3.Error, ValueError):  # a full disk costs coming back to these choices, never the page
-        return
+    except (OSError, sqlite3.Error, ValueError, TypeError):  # a full disk (or a value JSON cannot hold) costs
+        return  # coming back to these choices, never the page
     state[SAVED] = {**state.get(SAVED, {}), **changed}
-
-
-def _is_json(value) -> bool:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def page_link(lab_page, label: str | None = None) -> None:
     """``st.page_link`` to one of ``lab.navigation.PAGES`` carrying the workspace's address (``ws``): Streamlit drops
-    the query parameters on a page change, and after a server restart the new session knows its workspace only
-    from the link the browser still shows."""
+    the query parameters on a page change, and after a restart a session knows its workspace only from the link."""
     workspace = st.session_state.get(WORKSPACE)
     st.page_link(lab_page.path, label=label or lab_page.title, icon=lab_page.icon,
                  query_params={QUERY_KEY: workspace.id} if workspace is not None else None)

@@ -2,17 +2,9 @@
 import pandas as pd
 import streamlit as st
 
-from core.data import DataError, dataset_summary, training_problems
-from lab import charts, column_picker, held_out_view
-from lab.session import (
-    SAMPLE_NAME,
-    clear_upload,
-    enter_through_app,
-    load_sample,
-    set_dataset,
-    show_error,
-    upload_key,
-)
+from core.data import dataset_summary, training_problems
+from lab import charts, data_view
+from lab.session import SAMPLE_NAME, enter_through_app, renewed_key, show_error
 
 enter_through_app(__file__)
 
@@ -21,50 +13,8 @@ state = st.session_state
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def summary_of(pairs: pd.DataFrame) -> dict:
-    return dataset_summary(pairs)
-
-
-@st.cache_data(show_spinner=False, max_entries=4)
-def histogram_of(pairs: pd.DataFrame):
-    return charts.length_histogram(pairs)
-
-
-def use_sample() -> None:
-    set_dataset(*load_sample(), SAMPLE_NAME)
-    state.data_upload_error = None
-    column_picker.withdraw()
-    clear_upload()
-
-
-def apply_upload() -> None:
-    """Make a newly uploaded file the active dataset; on failure keep the previous one and say why.
-
-    An on_change callback: it runs before the page script, so the sidebar already shows the new dataset.
-    """
-    uploaded = state.get(upload_key())
-    if uploaded is None:  # the file was removed from the uploader: the active dataset stays as it is
-        state.data_upload_error = None
-        return
-    previous = state.data_name
-    column_picker.withdraw()
-    try:
-        pairs, report = column_picker.load_with_choice(uploaded.name, uploaded.getvalue())
-    except DataError as error:
-        if column_picker.offer(uploaded.file_id, uploaded.name, error):  # columns or labels to choose: a prompt
-            state.data_upload_error = None
-            return
-        problem = column_picker.problem_in_page_words(error)
-    except Exception as error:  # anything unforeseen still reaches the user as one readable line
-        problem = f"could not be read ({type(error).__name__}: {error})"
-    else:
-        set_dataset(pairs, report, f"{uploaded.name} (upload)", upload=(uploaded.name, uploaded.getvalue()))
-        state.data_upload_error = None
-        column_picker.offer_labels(uploaded.file_id, uploaded.name, report)  # rows dropped for their label
-        return
-    if uploaded.name not in problem:  # core.data's messages name the file already: once is enough
-        problem = f"{uploaded.name}: {problem}"
-    state.data_upload_error = (uploaded.file_id, f"{problem}. The previous dataset ({previous}) is still active.")
+def summary_of(pairs: pd.DataFrame) -> tuple:
+    return dataset_summary(pairs), charts.length_histogram(pairs)
 
 
 st.title("Data")
@@ -74,30 +24,30 @@ st.write("Question pairs in the Quora format: `question1`, `question2`, `is_dupl
 upload_column, sample_column = st.columns([3, 1], vertical_alignment="center")
 with upload_column:
     uploaded = st.file_uploader("Upload question pairs (CSV or TSV, plain or gzip)", type=["csv", "tsv", "txt", "gz"],
-                                key=upload_key(), on_change=apply_upload)
+                                key=renewed_key("upload"), on_change=data_view.apply_upload)
     st.caption(f"Upload limit: {st.get_option('server.maxUploadSize')} MB per file (a .gz file: that much once "
                "decompressed). Column aliases such as "
                "`q1`/`q2`/`label` or `sentence1`/`sentence2`/`labels` are recognised (for other names you pick the "
                "columns, for labels other than 0/1 what they mean); the delimiter and the text encoding are "
                "detected.")
 with sample_column:
-    st.button("Use the bundled sample", key="use_sample", on_click=use_sample, disabled=state.data_name == SAMPLE_NAME,
+    st.button("Use the bundled sample", key="use_sample", on_click=data_view.use_sample,
+              disabled=state.data_name == SAMPLE_NAME,
               help="479 question pairs written for this project (assets/sample_pairs.csv)")
 
 failure = state.get("data_upload_error")
 if failure and (failure[0] is None or uploaded is not None and failure[0] == uploaded.file_id):  # None: the kept one
     show_error(failure[1])
 if uploaded is not None:
-    column_picker.picker(uploaded.file_id)
-held_out_view.held_out_files()
+    data_view.picker(uploaded.file_id)
+data_view.held_out_files()
 
 pairs, report = state.pairs, state.data_report
-summary = summary_of(pairs)
+summary, histogram = summary_of(pairs)
 
 st.subheader(f"Active dataset: {state.data_name}")
-# getattr: a report loaded before LoadReport had warnings may still sit in the session.
-for warning in getattr(report, "warnings", []):
-    st.warning(f"{report.source}: {column_picker.in_page_words(report, warning)}")
+for warning in report.warnings:
+    st.warning(f"{report.source}: {data_view.in_page_words(report, warning)}")
 for problem in training_problems(summary):  # too small or one class: said now, not when training fails
     st.warning(f"Not enough to train on: {problem.message}.")
 pairs_metric, duplicates_metric, unique_metric = st.columns(3)
@@ -114,7 +64,7 @@ with preview_column:
         "is_duplicate": st.column_config.NumberColumn("is_duplicate", width="small")})
     st.caption(f"The first {min(PREVIEW_ROWS, len(pairs)):,} of {len(pairs):,} pairs.")
 with chart_column:
-    st.plotly_chart(histogram_of(pairs), width="stretch")
+    st.plotly_chart(histogram, width="stretch")
 
 st.subheader("Rows dropped while loading")
 st.caption(f"{report.source}: {report.summary()}. Delimiter {report.delimiter!r}, encoding {report.encoding}, columns "

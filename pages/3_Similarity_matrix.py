@@ -19,16 +19,14 @@ MARKS = (
     "pair *j* (v2). The **black outlines** on the diagonal are the duplicate pairs, s(A, P); every other cell "
     "is an in-batch negative. **◆ with an orange dotted outline** marks each row's *closest negative*; the "
     "narrow column on the right is each row's *mean negative*. Colours run from red (−1) through white (0) "
-    "to blue (+1). Hover a cell to read both questions."
-)
+    "to blue (+1). Hover a cell to read both questions.")
 NEGATIVES = (
     "**Mean negative**: the average of a row's off-diagonal scores — how similar the anchor is, on "
     "average, to questions that are not its duplicate. It drives L1 = max(mean neg − s(A,P) + α, 0) and "
     "pushes the whole crowd of negatives down. **Closest negative**: the highest off-diagonal score that is "
     "still *below* s(A,P) — the most confusing wrong answer the model still ranks correctly. It drives "
     "L2 = max(closest neg − s(A,P) + α, 0), the hard part of the lesson. A row with no such cell (every "
-    "negative scores at least as high as the positive) has no closest negative and L2 = 0."
-)
+    "negative scores at least as high as the positive) has no closest negative and L2 = 0.")
 
 # The loss columns stay in view: the question is narrow (hover shows it whole), the numbers small.
 BATCH_COLUMNS = {"question1": st.column_config.TextColumn(width="medium"),
@@ -41,6 +39,12 @@ st.caption("A batch of duplicate pairs as the training loss sees it: the numbers
 
 pairs = st.session_state.pairs
 EXAMPLE_SCORES = "example_scores"  # the worked example's scores as last edited (not a widget key)
+
+
+def loss_metrics(batch_view, *labels: str) -> None:
+    values = (batch_view.triplet_loss, batch_view.triplet_cost, batch_view.softmax_loss)
+    for column, label, value in zip(st.columns(3), labels, values):
+        column.metric(label, f"{value:.4f}")
 
 
 def _next_seed() -> None:
@@ -57,7 +61,7 @@ with left:
                            persist_state="session")
     pick = st.radio("Pick the batch", ["random", "by index"], **kept("pick"), persist_state="session", horizontal=True)
 with middle:
-    duplicates = cached.duplicate_count(pairs)
+    duplicates = int((pairs["is_duplicate"] == 1).sum())
     if pick == "random":
         seed = st.number_input("Random seed", min_value=0, step=1, **kept("sim_seed"),
                                persist_state="session")
@@ -80,10 +84,8 @@ with right:
 # ---- the batch ---------------------------------------------------------------------------------
 batch = None
 try:
-    if pick == "random":
-        batch = pick_batch(pairs, batch_size, seed=int(seed))
-    else:
-        batch = pick_batch(pairs, batch_size, seed=None, start=int(start))
+    where = {"seed": int(seed)} if pick == "random" else {"seed": None, "start": int(start)}
+    batch = pick_batch(pairs, batch_size, **where)
 except ValueError as error:
     show_error(f"Cannot make a batch from this dataset: {error}. It needs at least two duplicate pairs "
                "with distinct questions.")
@@ -105,10 +107,8 @@ if batch is not None:
 if view is not None:
     st.plotly_chart(figures.similarity_heatmap(view), key="heatmap")
     st.caption(MARKS)
-    c1, c2, c3 = st.columns(3)
-    c1.metric("Triplet loss (mean of L_full)", f"{view.triplet_loss:.4f}")
-    c2.metric("Triplet cost J (sum of L_full)", f"{view.triplet_cost:.4f}")
-    c3.metric(f"In-batch softmax loss (scale {softmax_scale:g})", f"{view.softmax_loss:.4f}")
+    loss_metrics(view, "Triplet loss (mean of L_full)", "Triplet cost J (sum of L_full)",
+                 f"In-batch softmax loss (scale {softmax_scale:g})")
     st.dataframe(figures.batch_table(view), hide_index=True, key="batch_table", column_config=BATCH_COLUMNS)
     st.caption(f"L1 = max(mean negative − s(A,P) + α, 0), L2 = max(closest negative − s(A,P) + α, 0), "
                f"L_full = L1 + L2, here with α = {margin:.2f}. Moving α recomputes the losses only; the "
@@ -140,10 +140,8 @@ if st.toggle("Explain mode: the worked 4×4 example", key="explain", persist_sta
         st.plotly_chart(figures.similarity_heatmap(example_view, title="The worked example"), key="example_heatmap")
         st.dataframe(figures.batch_table(example_view), hide_index=True, key="example_table",
                      column_config=BATCH_COLUMNS)
-        e1, e2, e3 = st.columns(3)
-        e1.metric("Triplet loss (mean)", f"{example_view.triplet_loss:.4f}")
-        e2.metric("Triplet cost J (sum)", f"{example_view.triplet_cost:.4f}")
-        e3.metric(f"Softmax loss (scale {softmax_scale:g})", f"{example_view.softmax_loss:.4f}")
+        loss_metrics(example_view, "Triplet loss (mean)", "Triplet cost J (sum)",
+                     f"Softmax loss (scale {softmax_scale:g})")
 
         st.subheader("What training does to it")
         st.markdown("Each round adds 0.5 to every diagonal score (duplicates get closer) and subtracts 0.02 "

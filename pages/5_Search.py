@@ -1,9 +1,8 @@
 """Search: the questions of the active dataset closest to a typed question, under a chosen model."""
-import pandas as pd
 import streamlit as st
 
 from lab import cached
-from lab.session import enter_through_app, get_model, model_picker, show_error
+from lab.session import enter_through_app, model_or_stop, model_picker, show_error
 from lab.workspace_state import kept
 
 enter_through_app(__file__)
@@ -23,24 +22,10 @@ if not texts:
     show_error("The active dataset has no questions to search.")
     st.stop()
 
-status = st.empty()
-
-
-def show_progress(done: int, total: int) -> None:
-    status.progress(done / max(total, 1), text=f"Encoding the dataset's questions: {done:,} / {total:,}")
-
-
-try:
-    with st.spinner("Loading the model…"):
-        model, _ = get_model(choice)
-    index = cached.search_index(choice, key, texts, progress=show_progress)
-except Exception as error:
-    status.empty()
-    show_error(f"Could not build the search index with “{st.session_state.search_model}”: {error}")
-    st.stop()
-status.empty()
-exact = "exact search (FAISS flat inner product)" if index.kind == "flat" else \
-    "approximate search (FAISS HNSW graph)"
+model, _ = model_or_stop(choice)
+index = cached.encode_with_progress(lambda progress: cached.search_index(choice, key, texts, progress=progress),
+                                    "Encoding the dataset's questions")
+exact = "exact search (FAISS flat inner product)" if index.kind == "flat" else "approximate search (FAISS HNSW graph)"
 st.caption(f"{len(index):,} distinct questions indexed; {exact}.")
 
 if not query.strip():
@@ -58,10 +43,4 @@ except Exception as error:
     show_error(f"The search failed: {error}")
     st.stop()
 
-table = pd.DataFrame({"rank": range(1, len(results) + 1),
-                      "question": [text for text, _ in results],
-                      "cosine": [score for _, score in results]})
-st.dataframe(table, hide_index=True, key="results",
-             column_config={"rank": st.column_config.NumberColumn(width="small"),
-                            "cosine": st.column_config.NumberColumn(format="%.4f", width="small"),
-                            "question": st.column_config.TextColumn(width="large")})
+cached.show_ranked([text for text, _ in results], [score for _, score in results], key="results")

@@ -1,6 +1,5 @@
 """Map: the active dataset's distinct questions under a model, in 2-D (PCA), coloured by cluster or by the
 label of their pairs; a click or a typed question highlights the nearest neighbours."""
-import pandas as pd
 import streamlit as st
 
 from core.inference.projection import (
@@ -14,7 +13,7 @@ from core.inference.projection import (
 )
 from lab import cached, map_view
 from lab.figures import PLOTLY_CONFIG
-from lab.session import enter_through_app, get_model, model_picker, show_error
+from lab.session import enter_through_app, model_picker, show_error
 from lab.workspace_state import kept
 
 enter_through_app(__file__)
@@ -28,7 +27,7 @@ st.caption("Every distinct question of the active dataset (both columns) as the 
            "one, or type a question, to ring its nearest neighbours (by cosine similarity in the full space, "
            "which the flat map only approximates).")
 
-choice = model_picker("map_model")
+choice = model_picker()
 pairs = st.session_state.pairs
 key = cached.active_data_key(pairs)
 texts = cached.corpus(key, pairs)
@@ -50,23 +49,8 @@ query = st.text_input("Search: highlight the questions closest to", value="", ke
                       on_change=map_view.forget_click, placeholder="Type a question, or click a point on the map",
                       persist_state=PERSIST)
 
-status = st.empty()
-
-
-def show_progress(done: int, total: int) -> None:
-    status.progress(done / max(total, 1), text=f"Encoding the questions (once per model and dataset): "
-                                               f"{done:,} / {total:,}")
-
-
-try:
-    with st.spinner("Loading the model…"):
-        get_model(choice)
-    vectors = map_view.encodings(choice, map_key, questions, progress=show_progress)
-except Exception as error:
-    status.empty()
-    show_error(f"Could not encode the questions with the model {choice}: {error}")
-    st.stop()
-status.empty()
+vectors = cached.encode_with_progress(lambda progress: map_view.encodings(choice, map_key, questions, progress),
+                                      "Encoding the questions (once per model and dataset)")
 stamp = cached.model_stamp(choice)
 layout = map_view.layout(choice, stamp, map_key, k, vectors)
 if colouring == "cluster":
@@ -104,9 +88,4 @@ if highlight is not None:
     st.caption(f"The {len(highlight[0])} questions of the map closest to {about}, by cosine similarity.")
     if clicked is not None:
         st.button("Clear the clicked question", key="map_clear", on_click=map_view.forget_click)
-    table = pd.DataFrame({"rank": range(1, len(highlight[0]) + 1),
-                          "question": [questions[i] for i in highlight[0]], "cosine": highlight[1]})
-    st.dataframe(table, hide_index=True, key="map_neighbours_table", column_config={
-        "rank": st.column_config.NumberColumn(width="small"),
-        "question": st.column_config.TextColumn(width="large"),
-        "cosine": st.column_config.NumberColumn(format="%.4f", width="small")})
+    cached.show_ranked([questions[i] for i in highlight[0]], highlight[1], key="map_neighbours_table")

@@ -1,24 +1,15 @@
 """Deduplicate: group the near-duplicate questions of a corpus (the active dataset's, or an uploaded file's)."""
-from dataclasses import astuple
-
 import streamlit as st
 
 from core.inference.dedup import outsized_cluster_note
 from core.saving.safe_csv import safe_csv
 from lab import cached, dedup_view
-from lab.corpus_picker import encode_with_progress, pick_corpus
 from lab.figures import PLOTLY_CONFIG
-from lab.session import (
-    enter_through_app,
-    get_model,
-    model_picker,
-    show_error,
-)
+from lab.session import enter_through_app, model_or_stop, model_picker, show_error
 from lab.workspace_state import kept
 
 enter_through_app(__file__)
 
-PERSIST = "session"  # the settings survive a visit to another page
 state = st.session_state
 
 st.title("Deduplicate a corpus")
@@ -29,17 +20,12 @@ st.caption("Every question is encoded once; each question's nearest neighbours c
            "question belongs to one cluster at most (sentence-transformers' community detection).")
 
 choice = model_picker()
-name, texts, key = astuple(pick_corpus("dedup"))
+name, texts, key = cached.pick_corpus("dedup")
 if not texts:
     show_error("There are no questions to deduplicate.")
     st.stop()
 
-try:
-    with st.spinner("Loading the model…"):
-        model, config = get_model(choice)
-except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, not raised
-    show_error(f"Could not load the model: {error}")
-    st.stop()
+_, config = model_or_stop(choice)
 try:
     calibrated = dedup_view.starting_threshold(choice, config, state.pairs)
 except Exception as error:  # noqa: BLE001
@@ -59,9 +45,9 @@ threshold = threshold_column.slider(
          "from): a higher threshold gives tighter clusters, a lower one lets unrelated questions share one")
 threshold_column.caption(f"Starts at {start:.3f}: {calibrated.source}.")
 min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, step=1,
-                                    **kept("dedup_min_size"), persist_state=PERSIST)
+                                    **kept("dedup_min_size"), persist_state="session")
 
-graph = encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))
+graph = cached.encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))
 frame, capped = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size),
                                    graph, texts)
 table = dedup_view.cluster_table(frame)
@@ -74,11 +60,9 @@ questions_metric, clusters_metric, clustered_metric = st.columns(3)
 questions_metric.metric("Questions", f"{len(texts):,}")
 clusters_metric.metric("Clusters", f"{len(table):,}")
 clustered_metric.metric("Questions in a cluster", f"{len(frame):,}")
-if capped:
-    st.warning(capped, icon=":material/warning:")
-outsized = outsized_cluster_note(int(table["size"].max()) if len(table) else 0, len(texts), float(threshold))
-if outsized:
-    st.warning(outsized, icon=":material/warning:")
+for note in (capped, outsized_cluster_note(int(table["size"].max()) if len(table) else 0, len(texts), float(threshold))):
+    if note:
+        st.warning(note, icon=":material/warning:")
 if table.empty:
     st.info("No cluster at this threshold: lower it, or lower the smallest cluster size.")
     st.stop()

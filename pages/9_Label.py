@@ -1,24 +1,15 @@
 """Label: answer the pairs the model is least sure of, retrain from where the model is, watch the learning curve."""
-from dataclasses import astuple
-
 import streamlit as st
 
 from core.data import DataError
 from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path, share_counts
-from lab import label_answers, label_view
+from lab import label_view
 from lab.charts import learning_curve_chart
-from lab.corpus_picker import encode_with_progress, pick_corpus
+from lab.cached import encode_with_progress, pick_corpus
 from lab.figures import PLOTLY_CONFIG
-from lab.session import (
-    enter_through_app,
-    get_model,
-    model_picker,
-    show_error,
-)
+from lab.session import enter_through_app, model_or_stop, model_picker, show_error
 
 enter_through_app(__file__)
-
-state = st.session_state
 
 st.title("Label pairs")
 st.caption(f"Each question of the corpus is paired with its nearest neighbours under the model; each round asks "
@@ -28,17 +19,12 @@ st.caption(f"Each question of the corpus is paired with its nearest neighbours u
            "A pair keeps one label: answering it again, here or in another tab, changes it.")
 
 choice = model_picker()
-name, texts, key = astuple(pick_corpus("label"))
+name, texts, key = pick_corpus("label")
 
-labels_file = labels_path(state.runs_root, name, key)
+labels_file = labels_path(st.session_state.runs_root, name, key)
 labels = label_view.store(labels_file)
 label_view.record_finished_retrains()  # a retrain that just ended joins the curve before its model encodes anything
-try:
-    with st.spinner("Loading the model…"):
-        model, config = get_model(choice)
-except Exception as error:  # noqa: BLE001 - a model that cannot load is shown, not raised
-    show_error(f"Could not load the model: {error}")
-    st.stop()
+_, config = model_or_stop(choice)
 
 corpus = encode_with_progress(lambda progress: label_view.embedded_corpus(choice, key, texts, progress=progress),
                               "Encoding the questions (once per model)")
@@ -47,15 +33,15 @@ if len(corpus) < 2:
     st.stop()
 
 try:
-    shares = share_counts(labels)  # one query: the labels are not read
+    shares = share_counts(labels)  # by share and class: one query, the labels never read
 except DataError as error:  # a database this lab cannot use: said in one line, never a traceback
     show_error(f"The labels of {name} cannot be read: {error}")
     st.stop()
-label_answers.show_notices(labels)
-given, held_out = label_view.counts(shares)
+label_view.show_notices(labels)
 pair = label_view.pending_pair(choice, key, config, corpus, labels)
 answered, round_size = label_view.round_progress(labels)
-st.markdown(f"**{given:,} labelled, {held_out:,} held out** · {len(corpus):,} questions of {name}")
+st.markdown(f"**{shares.training + shares.held_out:,} labelled, {shares.held_out:,} held out** · "
+            f"{len(corpus):,} questions of {name}")
 if round_size:
     st.progress(answered / round_size, text=f"This round: {answered} of {round_size} pairs answered or skipped")
 st.caption("Saved on the server as you answer; download them below as a pairs file for the Data and Train pages.")
@@ -65,27 +51,25 @@ if pair is None:
             "model: its neighbours differ.")
 else:
     with st.container(border=True):
-        first, second = st.columns(2)
-        first.markdown("**Question 1**")
-        first.text(pair["question1"])
-        second.markdown("**Question 2**")
-        second.text(pair["question2"])
+        for number, column in enumerate(st.columns(2), start=1):
+            column.markdown(f"**Question {number}**")
+            column.text(pair[f"question{number}"])
         reason = "closest to the threshold" if pair["reason"] == "uncertain" else "drawn at random, for an honest score"
-        st.caption(f"Similarity {pair['similarity']:.3f} (threshold {state[label_view.ROUND]['threshold']:.3f}); "
-                   f"asked because it is {reason}.")
+        threshold = st.session_state[label_view.ROUND]["threshold"]
+        st.caption(f"Similarity {pair['similarity']:.3f} (threshold {threshold:.3f}); asked because it is {reason}.")
         yes, no, skip = st.columns(3)
         question_pair = (labels, pair["question1"], pair["question2"])
         yes.button("Duplicate", key="label_duplicate", shortcut="D", width="stretch",
-                   on_click=label_answers.answer, args=(*question_pair, 1))
+                   on_click=label_view.answer, args=(*question_pair, 1))
         no.button("Not duplicate", key="label_not_duplicate", shortcut="N", width="stretch",
-                  on_click=label_answers.answer, args=(*question_pair, 0))
+                  on_click=label_view.answer, args=(*question_pair, 0))
         skip.button("Skip", key="label_skip", shortcut="S", width="stretch", on_click=label_view.skip, args=(pair,))
 
 undo_column, retrain_column = st.columns(2)
 undo_column.button("Undo last answer", key="label_undo", shortcut="U", disabled=not label_view.can_undo(labels), icon=":material/undo:",
                    on_click=label_view.undo, args=(labels,),
                    help="Takes back this session's last answer; its pair is asked again.")
-training, blocker = label_view.unfinished_retrain(), label_view.retrain_blocker(shares)
+training, blocker = any(not job.finished for job in label_view.retrains()), label_view.retrain_blocker(shares)
 if retrain_column.button("Retrain now", key="label_retrain", disabled=training or blocker is not None,
                          icon=":material/model_training:",
                          help="Your retrain is queued or training: wait for it." if training else blocker or
@@ -95,16 +79,13 @@ if retrain_column.button("Retrain now", key="label_retrain", disabled=training o
 if blocker and not training:
     st.caption(blocker)
 label_view.retrain_status()
-label_answers.show_recent(labels)
-label_answers.transfer(labels, f"labels-{labels_file.stem}.csv")
+label_view.show_recent(labels)
+label_view.transfer(labels, f"labels-{labels_file.stem}.csv")
 
 st.subheader("Learning curve")
 points = label_view.curve_points(labels_file)
 if points:
-    figures, warning = label_view.held_out_figures(points)
-    st.markdown(figures)
-    if warning:
-        st.warning(warning, icon=":material/warning:")
+    label_view.show_held_out_figures(points)
     st.plotly_chart(learning_curve_chart(points), width="stretch", key="label_curve", config=PLOTLY_CONFIG)
     st.caption("Each point is a model scored on the labels held out when it was trained, against the labels it "
                "trained on (held-out ones never count); zero-shot MiniLM trained on none. Models retrained since "

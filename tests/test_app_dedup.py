@@ -96,13 +96,13 @@ def test_upload_without_a_file_asks_for_one(runs_with_models, encode_calls):
 
 def test_uploaded_questions_are_read_like_the_command_reads_them():
     from core.data import DataError
-    from lab import corpus_picker
+    from lab import cached
 
-    texts, report, key = corpus_picker.uploaded_questions("q.txt", b"How?\n\nWhy?\nHow?\n")
+    texts, report, key = cached.uploaded_questions("q.txt", b"How?\n\nWhy?\nHow?\n")
     assert texts == ["How?", "Why?", "How?"] and report.dropped == {"empty question": 1}
-    assert key.startswith("upload:") and key != corpus_picker.uploaded_questions("q.txt", b"How?\n")[2]
+    assert key.startswith("upload:") and key != cached.uploaded_questions("q.txt", b"How?\n")[2]
     with pytest.raises(DataError):
-        corpus_picker.uploaded_questions("q.txt", b"")
+        cached.uploaded_questions("q.txt", b"")
 
 
 def test_after_an_upload_the_slider_shows_the_threshold_the_clusters_were_computed_at(

@@ -281,6 +281,17 @@ def test_the_labels_download_as_a_pairs_file_and_no_server_path_is_shown(label_p
     assert shown.count(" labelled, ") == 1 and str(labels_file.parent.parent) not in shown  # no server path
 
 
+def test_a_pairs_file_added_from_the_uploader_is_merged_once_and_counted_in_the_same_run(label_page):
+    at, labels_file, _ = label_page
+    content = b"question1,question2,is_duplicate\nHow do I swim?,How can I learn to swim?,1\nIs tea hot?,Why is ice cold?,0\n"
+    at.file_uploader(key="label_upload").set_value(("mine.csv", content, "text/csv")).run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert any("From that file: 2 labels added, 0 changed, 0 already so." in info.value for info in at.info)
+    assert count_line(at).startswith("**2 labelled, ")
+    at.run()  # the file stays in the uploader: it is not merged again
+    assert not any("From that file" in info.value for info in at.info) and len(LabelStore(labels_file)) == 2
+
+
 def test_the_label_page_asks_around_the_verdict_pages_threshold(runs_root, open_page):
     """One threshold per model and dataset: zero-shot MiniLM has none of its own, so both pages calibrate it on the
     active dataset's labelled pairs, the same value (not MiniLM's fixed 0.800 on one page), shown as applied."""
