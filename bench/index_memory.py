@@ -1,4 +1,4 @@
-"""Memory, build time and recall of the three vector indexes (``core.inference.vector_index``).
+"""Memory, build time and recall of the three vector indexes (``core.inference.search``).
 
     python bench/index_memory.py [--n 100000] [--dim 384] [--queries 1000] [--pairs-n 20000]
 
@@ -23,12 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.inference.dedup_graph import NeighbourGraph  # noqa: E402
-from core.inference.vector_index import (  # noqa: E402
-    INDEX_KINDS,
-    add_vectors,
-    new_vector_index,
-    training_sample,
-)
+from core.inference.search import INDEX_KINDS, new_index, training_sample  # noqa: E402
 
 
 def index_memory_bytes(index: faiss.Index) -> int:
@@ -55,9 +50,10 @@ def memory_and_recall(n: int, dim: int, queries: int, seed: int = 0) -> None:
     for kind in INDEX_KINDS:
         started = time.perf_counter()
         sample = training_sample(vectors, seed) if kind == "ivfpq" else None
-        index = new_vector_index(kind, dim, n, sample, seed)
+        index = new_index(kind, dim, n, sample, seed)
         empty = index_memory_bytes(index)
-        add_vectors(index, np.array_split(vectors, 10))  # shard by shard, as from vector shards
+        for shard in np.array_split(vectors, 10):  # shard by shard, as from vector shards
+            index.add(shard)
         built = time.perf_counter() - started
         size = index_memory_bytes(index)
         per_vector = size / n
