@@ -138,11 +138,11 @@ def index_cache() -> Path:
 
 
 def ray_corpus_file(path: str, report):
-    """The questions file as Ray Data may read it itself (``core.inference.ray_corpus.CorpusFile``): plain text,
+    """The questions file as Ray Data may read it itself (``core.inference.ray_engine.CorpusFile``): plain text,
     a CSV's question column (UTF-8) or a Parquet file's; None for a pairs file (its distinct questions are a
     corpus-wide de-duplication) or another encoding, which the driver's reading serves."""
     from core.data.questions import COLUMN, LINES
-    from core.inference.ray_corpus import CorpusFile
+    from core.inference.ray_engine import CorpusFile
 
     if report.encoding != "utf-8" or report.shape not in (LINES, COLUMN):
         return None
