@@ -22,6 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import pairs_above  # noqa: E402
 from core.inference.dedup_graph import NeighbourGraph  # noqa: E402
 from core.inference.search import INDEX_KINDS, new_index, training_sample  # noqa: E402
 
@@ -80,7 +81,7 @@ def dedup_pairs(n: int, dim: int, threshold: float = 0.8, seed: int = 1) -> None
         graph = NeighbourGraph(vectors, index_kind=kind)
         clusters[kind] = {(c.representative, tuple(sorted(c.members.tolist()))) for c in graph.cluster(threshold)}
         times[kind] = time.perf_counter() - started
-        first, second, _ = graph.pairs_above(threshold)
+        first, second, _ = pairs_above(graph, threshold)
         pairs[kind] = set(zip(first.tolist(), second.tolist()))
     found = len(pairs["flat"] & pairs["ivfpq"])
     print(f"\ndedup pairs: {n:,} vectors of width {dim} in {group.max() + 1:,} groups of 1-8, threshold {threshold}")
