@@ -66,12 +66,11 @@ def cmd_embed(args) -> int:
         remove_stale_shards(vectors.parent)
         model, _ = load_backend(args)
         texts = _corpus(args.data, args.columns)
+        rows = None
         if args.engine == "ray":  # encoded by Ray's actors, then written here the local way
-            from core.inference.ray_engine import ShardVectors
-
             with engine_session(args):
-                model = ShardVectors(ray_vectors(args, texts, vectors.parent, unit=False)[0])
-        write_embeddings(claim, model, texts, vectors, progress=TqdmCounter("embedding"))
+                rows = ray_vectors(args, texts, vectors.parent, unit=False)[0]
+        write_embeddings(claim, model, texts, vectors, progress=TqdmCounter("embedding"), rows=rows)
     print_json({"vectors": str(vectors), "questions": str(questions), "sha256": str(digest), "n": len(texts),
                 "dim": model.embedding_dim, "engine": args.engine})
     return 0

@@ -35,15 +35,17 @@ def embedding_paths(out: str | Path) -> tuple[Path, Path, Path]:
 
 
 def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path, tower: int = 1,
-                     batch_size: int = 256, progress: Callable[[int, int], None] | None = None) -> None:
-    """Fill ``claim``'s temporaries for ``embedding_paths``' three files (``vectors_path`` first).
+                     batch_size: int = 256, progress: Callable[[int, int], None] | None = None,
+                     rows: np.ndarray | None = None) -> None:
+    """Fill ``claim``'s temporaries for ``embedding_paths``' three files (``vectors_path`` first): ``model``'s
+    vectors of ``texts``, or ``rows`` ((N, d)) when they are encoded already (``--engine ray``'s).
 
     Vectors go straight into a memory-mapped ``.npy`` chunk by chunk: peak memory is one chunk's
     activations, not the corpus. The file's full size is reserved before it is mapped, so a full disk
     is an error here and not a SIGBUS while the map is written.
     """
     vectors_path, questions_path, digest_path = embedding_paths(vectors_path)
-    total, width = len(texts), int(model.embedding_dim)
+    total, width = len(texts), int(model.embedding_dim if rows is None else rows.shape[1])
     shape, dtype = (total, width), np.dtype(np.float32)
     header = _npy_header(shape, dtype)
     with claim.open(vectors_path, "r+b") as handle:
@@ -55,7 +57,8 @@ def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path
             vectors = np.memmap(raw, dtype=dtype, mode="r+", offset=offset, shape=shape)
             for start in range(0, total, CHUNK):
                 chunk = list(texts[start : start + CHUNK])
-                vectors[start : start + len(chunk)] = model.encode(chunk, tower=tower, batch_size=batch_size).numpy()
+                vectors[start : start + len(chunk)] = rows[start : start + len(chunk)] if rows is not None else (
+                    model.encode(chunk, tower=tower, batch_size=batch_size).numpy())
                 if progress is not None:
                     progress(start + len(chunk), total)
             vectors.flush()

@@ -118,20 +118,16 @@ def _uses_tls() -> bool:
 def _expect_http2(connection: socket.socket, deadline: float, timeout: float) -> None:
     """``_NotGrpc`` unless ``connection`` answers the HTTP/2 preface with a SETTINGS frame by ``deadline``
     (``time.monotonic()``), ``timeout`` seconds after the check began."""
-    header = b""
     try:
         connection.settimeout(max(deadline - time.monotonic(), 0.001))
         connection.sendall(HTTP2_PREFACE)
-        while len(header) < FRAME_HEADER_BYTES:
-            connection.settimeout(max(deadline - time.monotonic(), 0.001))
-            chunk = connection.recv(FRAME_HEADER_BYTES - len(header))
-            if not chunk:
-                raise _NotGrpc("it closed the connection without an HTTP/2 answer")
-            header += chunk
+        header = connection.recv(FRAME_HEADER_BYTES, socket.MSG_WAITALL)
     except TimeoutError:
         raise _NotGrpc(f"no HTTP/2 answer within {timeout:g} s") from None
     except OSError as error:
         raise _NotGrpc(f"it dropped the connection: {error.strerror or error}") from None
+    if len(header) < FRAME_HEADER_BYTES:
+        raise _NotGrpc("it closed the connection without an HTTP/2 answer")
     if header[3] != SETTINGS_FRAME:
         raise _NotGrpc("its answer is not HTTP/2")
 
@@ -304,22 +300,6 @@ def gather_shards(shards: Sequence[Path], total: int) -> tuple[np.ndarray, np.nd
     if vectors is None:
         return np.zeros((0, 0), dtype=np.float32), None
     return vectors, queries
-
-
-class ShardVectors:
-    """Gathered vectors served to ``core.inference.embedding.write_embeddings`` as if encoded: each
-    ``encode`` call returns the next rows, so ``embed --engine ray`` writes its files the local way."""
-
-    def __init__(self, vectors: np.ndarray):
-        self.vectors, self.at = vectors, 0
-        self.embedding_dim = vectors.shape[1]
-
-    def encode(self, texts: Sequence[str], tower: int = 1, batch_size: int = 256):
-        import torch
-
-        rows = self.vectors[self.at : self.at + len(texts)]
-        self.at += len(texts)
-        return torch.from_numpy(rows)
 
 
 def _search_shard(index_bytes: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
