@@ -17,8 +17,8 @@ from core.cli.main import main
 from core.data import load_questions
 from core.inference.dedup import threshold_range
 from test_dedup import fresh_clusters
-from core.inference.search import fingerprint
-from core.inference.vector_cache import FIRST, META_FILE, SECOND, VectorCache, corpus_vectors
+from core.inference.search import META_FILE, fingerprint
+from core.inference.vector_cache import FIRST, SECOND, VectorCache, corpus_vectors
 from core.models import load_model
 from core.models.base import PairEncoder
 from lab.session import SAMPLE_PATH

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.inference.search import META_FILE, load_arrays, save_arrays, saved_stamp
+from core.inference.search import load_arrays, save_arrays, saved_stamp
 
 SECOND, FIRST = "second.npy", "first.npy"
 UNIT_TOLERANCE = 1e-4  # how far from 1 a stored row's length may be (float32 rounding of a unit row)
