@@ -365,8 +365,9 @@ def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, pro
     kind = checked_kind(kind or ("flat" if len(texts) <= flat_limit else "hnsw"))
     identity = model_identity(model) if cache_dir is not None else None
     corpus = fingerprint(texts)
+    dim = int(getattr(model, "embedding_dim", 0) or 1)  # what the ivfpq parameters need; the model fixes it
     stamp = {"use": "search", "model": identity, "corpus": corpus, "count": len(texts), "kind": kind,
-             **({"seed": seed} if kind == "ivfpq" else {})}
+             "parameters": index_parameters(kind, dim, len(texts)), **({"seed": seed} if kind == "ivfpq" else {})}
     folder = Path(cache_dir) / f"search-{kind}-{identity[:16]}-{corpus[:16]}" if identity else None
     saved = load_index(folder, stamp) if folder is not None else None
     if saved is not None and saved.ntotal == len(texts) and index_kind(saved) == kind:
