@@ -158,6 +158,7 @@ def ray_session(address: str = "", num_cpus: int | None = None):
 
     import psutil
     import ray
+    import ray.data
 
     if ray.is_initialized():  # a caller (a test's one local cluster) owns it
         yield
@@ -189,22 +190,12 @@ def ray_session(address: str = "", num_cpus: int | None = None):
                 del os.environ["PYTHONPATH"]
             else:
                 os.environ["PYTHONPATH"] = before
-    _quiet_ray_data()
+    ray.data.DataContext.get_current().enable_progress_bars = False  # no bars or INFO lines on the command's stderr
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
     try:
         yield
     finally:
         ray.shutdown()
-
-
-def _quiet_ray_data() -> None:
-    """No progress bars or per-operator INFO lines from Ray Data on the command's stderr."""
-    import logging
-
-    import ray.data
-
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 def load_named_model(source: str):
