@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import DATA, header, parser, report, setup_torch  # noqa: E402
+from bench.common import DATA, header, pairs_above, parser, report, setup_torch  # noqa: E402
 from bench.dedup_speed import as_sets, load_corpus, strictly_above  # noqa: E402
 
 
@@ -114,8 +114,8 @@ def main() -> None:
         hnsw = [c.members.tolist() for c in approximate.cluster(threshold, 2)]
         theirs = None if queries is not None else community_detection(
             torch.from_numpy(vectors), threshold=strictly_above(threshold), min_community_size=2)
-        pairs_exact = exact.pairs_above(threshold)
-        pairs_hnsw = approximate.pairs_above(threshold)
+        pairs_exact = pairs_above(exact, threshold)
+        pairs_hnsw = pairs_above(approximate, threshold)
         methods = {"ours (exact k-NN graph)": ours, "ours (HNSW k-NN graph)": hnsw}
         if theirs is not None:  # community_detection needs one symmetric set of vectors
             methods["sentence-transformers community_detection"] = theirs

@@ -1,4 +1,4 @@
-"""Memory, build time and recall of the three vector indexes (``core.inference.vector_index``).
+"""Memory, build time and recall of the three vector indexes (``core.inference.search``).
 
     python bench/index_memory.py [--n 100000] [--dim 384] [--queries 1000] [--pairs-n 20000]
 
@@ -22,13 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import pairs_above  # noqa: E402
 from core.inference.dedup_graph import NeighbourGraph  # noqa: E402
-from core.inference.vector_index import (  # noqa: E402
-    INDEX_KINDS,
-    add_vectors,
-    new_vector_index,
-    training_sample,
-)
+from core.inference.search import INDEX_KINDS, new_index, training_sample  # noqa: E402
 
 
 def index_memory_bytes(index: faiss.Index) -> int:
@@ -55,9 +51,10 @@ def memory_and_recall(n: int, dim: int, queries: int, seed: int = 0) -> None:
     for kind in INDEX_KINDS:
         started = time.perf_counter()
         sample = training_sample(vectors, seed) if kind == "ivfpq" else None
-        index = new_vector_index(kind, dim, n, sample, seed)
+        index = new_index(kind, dim, n, sample, seed)
         empty = index_memory_bytes(index)
-        add_vectors(index, np.array_split(vectors, 10))  # shard by shard, as from vector shards
+        for shard in np.array_split(vectors, 10):  # shard by shard, as from vector shards
+            index.add(shard)
         built = time.perf_counter() - started
         size = index_memory_bytes(index)
         per_vector = size / n
@@ -84,7 +81,7 @@ def dedup_pairs(n: int, dim: int, threshold: float = 0.8, seed: int = 1) -> None
         graph = NeighbourGraph(vectors, index_kind=kind)
         clusters[kind] = {(c.representative, tuple(sorted(c.members.tolist()))) for c in graph.cluster(threshold)}
         times[kind] = time.perf_counter() - started
-        first, second, _ = graph.pairs_above(threshold)
+        first, second, _ = pairs_above(graph, threshold)
         pairs[kind] = set(zip(first.tolist(), second.tolist()))
     found = len(pairs["flat"] & pairs["ivfpq"])
     print(f"\ndedup pairs: {n:,} vectors of width {dim} in {group.max() + 1:,} groups of 1-8, threshold {threshold}")

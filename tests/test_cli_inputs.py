@@ -104,7 +104,7 @@ def test_a_strict_vocabulary_is_warned_about(capsys, tmp_path):
     (["-k", "0"], "-k: must be at least 1"),
 ])
 def test_bad_search_options(capsys, lstm_folder, tmp_path, flags, message):
-    code, out, err = run_cli(capsys, "search", "--model", lstm_folder, "--corpus", SAMPLE, "--runs", tmp_path,
+    code, out, err = run_cli(capsys, "search", "--model", lstm_folder, "--corpus", SAMPLE,
                              "How do I learn Python?", *flags)
     assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
 

@@ -23,7 +23,10 @@ def run(capsys, *argv) -> list[str]:
     return capsys.readouterr().out.strip().splitlines()
 
 
-def test_search_finds_the_question_itself_and_caches_the_index(lstm_folder, capsys, sample_pairs):
+def test_search_finds_the_question_itself_and_caches_the_index(lstm_folder, capsys, sample_pairs, tmp_path,
+                                                               monkeypatch):
+    monkeypatch.setenv("SIAMESE_LAB_CACHE", str(tmp_path))
+    inside = sorted(p.name for p in lstm_folder.iterdir())
     pairs, _ = sample_pairs
     question = pairs["question1"].iloc[7]
     lines = run(capsys, "search", "--model", str(lstm_folder), "--corpus", str(SAMPLE_PATH), question, "-k", "4")
@@ -33,7 +36,8 @@ def test_search_finds_the_question_itself_and_caches_the_index(lstm_folder, caps
     scores = [r["score"] for r in results]
     assert scores == sorted(scores, reverse=True)
 
-    [cache] = list(lstm_folder.glob("search-*"))
+    [cache] = list((tmp_path / "search").glob("search-*"))  # the lab's cache: nothing written in the model folder
+    assert sorted(p.name for p in lstm_folder.iterdir()) == inside
     stamp = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
     again = run(capsys, "search", "--model", str(lstm_folder), "--corpus", str(SAMPLE_PATH), question, "-k", "4")
     assert again == lines

@@ -64,7 +64,7 @@ def test_score_runs_without_faiss(tmp_path):
 
 
 def test_a_command_that_searches_says_faiss_is_missing_in_one_line(tmp_path):
-    done = run_without_faiss("search", "--model", "minilm", "--corpus", SAMPLE, "--runs", tmp_path, "a question")
+    done = run_without_faiss("search", "--model", "minilm", "--corpus", SAMPLE, "a question")
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and "faiss-cpu" in lines[0]

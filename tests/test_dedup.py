@@ -181,7 +181,7 @@ def test_the_capped_note_names_the_count_the_cap_and_the_threshold():
 
 
 def test_a_hash_collision_falls_back_to_comparing_the_bytes(monkeypatch):
-    import core.inference.dedup_rows as dedup_rows
+    import core.inference.dedup_graph as dedup_rows
 
     vectors = blobs(11, n=120, repeats=30)
     honest = dedup_rows.distinct_rows(vectors, vectors)

@@ -38,7 +38,7 @@ def test_unknown_device_names_are_refused(name, capsys):
 @NO_CUDA
 @pytest.mark.parametrize("command", [["embed", "--data", SAMPLE, "--out", "{tmp}/v.npy"],
                                      ["score", "--pairs", SAMPLE, "--out", "{tmp}/s.csv"],
-                                     ["search", "--corpus", SAMPLE, "--runs", "{tmp}", "a question"],
+                                     ["search", "--corpus", SAMPLE, "a question"],
                                      ["dedup", "--questions", SAMPLE, "--out", "{tmp}/d.csv"],
                                      ["suggest", "--questions", SAMPLE, "--n", "2", "--out", "{tmp}/s.csv"]])
 @pytest.mark.parametrize("device", ["cuda", "cuda:1"])

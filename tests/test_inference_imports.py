@@ -51,7 +51,7 @@ def test_cli_inference_commands_do_not_import_training(lstm_folder, tmp_path):
     modules = imported_after([
         ["predict", "--model", folder, "How old are you?", "What is your age?"],
         ["evaluate", "--model", folder, "--data", str(ROOT / "assets" / "sample_pairs.csv"), "--max-rows", "50"],
-        ["search", "--model", folder, "--corpus", str(ROOT / "assets" / "sample_pairs.csv"), "--runs", str(tmp_path),
+        ["search", "--model", folder, "--corpus", str(ROOT / "assets" / "sample_pairs.csv"), 
          "-k", "3", "How do I learn Python?"],
         ["embed", "--model", folder, "--data", str(ROOT / "assets" / "sample_pairs.csv"), "--out",
          str(tmp_path / "vectors.npy")],

@@ -244,7 +244,7 @@ def test_embed_and_search_on_onnx_equal_torch(models, tmp_path, capsys):
     assert np.abs(vectors["onnx"] - vectors["torch"]).max() <= 1e-4
     results = {}
     for backend in ("torch", "onnx", "onnx"):  # the second onnx search reuses its saved index
-        code, stdout, err = run_cli(capsys, "search", "--model", folder, "--corpus", SAMPLE, "--runs", tmp_path,
+        code, stdout, err = run_cli(capsys, "search", "--model", folder, "--corpus", SAMPLE, 
                                     "-k", "5", "--backend", backend, "How do I learn Python?")
         assert code == 0, err
         rows = [json.loads(line) for line in stdout.splitlines()]

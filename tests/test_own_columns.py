@@ -76,7 +76,7 @@ def test_score_search_and_embed_take_columns(capsys, tmp_path, mrpc_file, tiny_m
     assert len(written) == SAMPLE_PAIRS
 
     code, out, err = run_cli(capsys, "search", "--model", model, "--corpus", mrpc_file, "--columns", MRPC_COLUMNS,
-                             "--runs", tmp_path / "runs", "-k", "2", "How do I learn Python?")
+                             "-k", "2", "How do I learn Python?")
     assert code == 0, err
     assert len(out.strip().splitlines()) == 2
 
@@ -112,7 +112,7 @@ def test_a_data_error_names_the_file_once(capsys, tmp_path, mrpc_file, tiny_mode
         "evaluate": ["evaluate", "--model", model, "--data", mrpc_file],
         "score": ["score", "--model", model, "--pairs", mrpc_file, "--out", tmp_path / "scored.csv"],
         "embed": ["embed", "--model", model, "--data", mrpc_file, "--out", tmp_path / "vectors.npy"],
-        "search": ["search", "--model", model, "--corpus", mrpc_file, "--runs", tmp_path / "runs", "anything"],
+        "search": ["search", "--model", model, "--corpus", mrpc_file, "anything"],
     }[command]
     code, out, err = run_cli(capsys, *argv)
     line = one_error_line(err)

@@ -152,7 +152,7 @@ def test_an_encoder_killed_mid_run_is_restarted_and_writes_an_undisturbed_runs_s
 def test_ray_data_reads_a_text_csv_or_parquet_corpus_as_the_local_reader_does_or_leaves_it_to_the_driver(ray_cluster,
                                                                                                    tmp_path):
     from core.cli.dedup import ray_corpus_file
-    from core.inference.ray_corpus import corpus_dataset
+    from core.inference.ray_engine import corpus_dataset
 
     files = {  # name -> bytes; what load_questions reads from each is the reference
         "lines.txt": b"  How do I learn Python?\r\n\r\nWhy is the sky blue?\nHow do I learn Python?\n\n",
@@ -178,20 +178,6 @@ def test_ray_data_reads_a_text_csv_or_parquet_corpus_as_the_local_reader_does_or
         assert dataset.num_blocks() >= 2 or len(questions) <= 2  # cut into blocks for several actors
     assert read == {"lines.txt": "ray", "column.csv": "ray", "one-column.csv": "ray", "separator.txt": "driver",
                     "pairs.csv": "no file read", "column.parquet": "ray"}
-
-
-
-def test_ray_neighbours_returns_every_edge_above_the_threshold_once_per_direction(ray_cluster, tmp_path):
-    from core.inference.ray_engine import ray_neighbours
-
-    # cosines: a.b = 0.8, b.c = 0.6, a.c = 0, a.d = -1, b.d = -0.8, c.d = 0
-    vectors = np.array([[1, 0], [0.8, 0.6], [0, 1], [-1, 0]], dtype=np.float32)
-    np.save(tmp_path / "second.npy", vectors[2:])
-    rows, ids, scores = ray_neighbours(vectors, [vectors[:2], tmp_path / "second.npy"], k=4, threshold=0.5)
-    edges = sorted(zip(rows.tolist(), ids.tolist(), np.round(scores.astype(np.float64), 6).tolist()))
-    assert edges == [(0, 1, 0.8), (1, 0, 0.8), (1, 2, 0.6), (2, 1, 0.6)]
-    scores, ids = ray_neighbours(vectors, [vectors[:3], vectors[3:]], k=2)
-    assert ids.tolist() == [[0, 1], [1, 0], [2, 1], [3, 2]]
 
 
 def test_the_app_page_and_the_local_commands_never_import_ray(tiny_models, tmp_path):

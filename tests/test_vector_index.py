@@ -1,4 +1,4 @@
-"""core.inference.vector_index (flat, HNSW and the compressed IVF-PQ index, kept on disk by stamp) and the
+"""core.inference.search's index kinds (flat, HNSW and the compressed IVF-PQ index, kept on disk by stamp) and the
 ``--index`` option of ``python -m core dedup`` / ``search``."""
 from __future__ import annotations
 
@@ -12,21 +12,8 @@ import pytest
 
 from core.cli.main import main
 from core.inference.dedup_graph import NeighbourGraph
-from core.inference.vector_index import (
-    INDEX_FILE,
-    INDEX_KINDS,
-    META_FILE,
-    add_vectors,
-    corpus_stamp,
-    load_or_build_kind,
-    load_vector_index,
-    new_vector_index,
-    pq_codes,
-    save_vector_index,
-    training_sample,
-)
+from core.inference.search import INDEX_FILE, INDEX_KINDS, load_index, new_index, pq_codes, save_index, training_sample
 from lab.session import SAMPLE_PATH
-from test_search import TableEncoder
 
 
 def unit(x) -> np.ndarray:
@@ -50,17 +37,19 @@ def serialised_bytes(index: faiss.Index) -> int:
 
 def build(kind: str, vectors: np.ndarray, seed: int = 0) -> faiss.Index:
     sample = training_sample(vectors, seed) if kind == "ivfpq" else None
-    return add_vectors(new_vector_index(kind, vectors.shape[1], len(vectors), sample, seed),
-                       np.array_split(vectors, 3))  # shard by shard
+    index = new_index(kind, vectors.shape[1], len(vectors), sample, seed)
+    for shard in np.array_split(vectors, 3):  # shard by shard
+        index.add(shard)
+    return index
 
 
 def test_the_automatic_kind_is_flat_then_hnsw_and_pq_codes_divide_the_width():
     assert INDEX_KINDS == ("flat", "hnsw", "ivfpq")
     assert pq_codes(384) == 96 and pq_codes(32) == 8 and pq_codes(10) == 2 and pq_codes(7) == 1
     with pytest.raises(ValueError, match="index kind"):
-        new_vector_index("ivf", 8, 10)
+        new_index("ivf", 8, 10)
     with pytest.raises(ValueError, match="sample"):
-        new_vector_index("ivfpq", 8, 100)
+        new_index("ivfpq", 8, 100)
 
 
 @pytest.mark.parametrize("kind", INDEX_KINDS)
@@ -82,7 +71,7 @@ def test_ivfpq_stores_a_vector_in_at_least_8_times_less_than_float32():
     rng = np.random.default_rng(1)
     vectors = unit(rng.normal(size=(4000, 128)))
     flat, ivfpq = build("flat", vectors), build("ivfpq", vectors)
-    empty = new_vector_index("ivfpq", 128, 4000, training_sample(vectors))  # trained quantisers, no vector
+    empty = new_index("ivfpq", 128, 4000, training_sample(vectors))  # trained quantisers, no vector
     per_vector = (serialised_bytes(ivfpq) - serialised_bytes(empty)) / 4000
     assert serialised_bytes(flat) >= 4000 * 128 * 4
     assert per_vector <= 128 * 4 / 8  # 24 code bytes (32 codes of 6 bits for 4,000 vectors) and an 8-byte id
@@ -94,65 +83,14 @@ def test_save_and_load_give_the_same_answers_and_a_stale_stamp_gives_none(tmp_pa
     centres, vectors = separated(groups=10, members=30, seed=2)
     index = build(kind, vectors)
     stamp = {"model": "m1", "corpus": "c1", "kind": kind}
-    save_vector_index(index, tmp_path / "index", stamp)
-    loaded = load_vector_index(tmp_path / "index", dict(stamp))
+    save_index(index, tmp_path / "index", stamp)
+    loaded = load_index(tmp_path / "index", dict(stamp))
     assert type(loaded) is type(index) and loaded.ntotal == len(vectors)
     for got, want in zip(loaded.search(centres, 7), index.search(centres, 7)):
         np.testing.assert_array_equal(got, want)
-    assert load_vector_index(tmp_path / "index", {**stamp, "corpus": "c2"}) is None
-    assert load_vector_index(tmp_path / "index", {**stamp, "extra": 1}) is None
-    assert load_vector_index(tmp_path / "missing", stamp) is None
-
-
-def _resave(folder, data: bytes) -> None:
-    """Replace the index file and make meta.json's sha256 agree, as a forger would."""
-    import hashlib
-
-    (folder / INDEX_FILE).write_bytes(data)
-    meta = json.loads((folder / META_FILE).read_text())
-    meta["index_sha256"] = hashlib.sha256(data).hexdigest()
-    (folder / META_FILE).write_text(json.dumps(meta))
-
-
-def test_a_tampered_ivfpq_folder_gives_none_never_a_crash(tmp_path):
-    _, vectors = separated(groups=10, members=30, seed=3)
-    index = build("ivfpq", vectors)
-    folder = tmp_path / "index"
-    stamp = {"kind": "ivfpq"}
-    save_vector_index(index, folder, stamp)
-    good = (folder / INDEX_FILE).read_bytes()
-    (folder / INDEX_FILE).write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # one bit: the sha256 differs
-    assert load_vector_index(folder, stamp) is None
-    _resave(folder, good[: len(good) // 2])  # truncated, with a matching sha256
-    assert load_vector_index(folder, stamp) is None
-    # lists that point outside the vectors (ids n.. instead of 0..n-1), with a matching sha256
-    shifted = new_vector_index("ivfpq", vectors.shape[1], len(vectors), training_sample(vectors))
-    shifted.add_with_ids(vectors, np.arange(len(vectors), dtype=np.int64) + 5)
-    _resave(folder, faiss.serialize_index(shifted).tobytes())
-    assert load_vector_index(folder, stamp) is None
-    _resave(folder, good)
-    assert load_vector_index(folder, stamp) is not None  # the untouched index still loads
-    (folder / META_FILE).write_text("[]")
-    assert load_vector_index(folder, stamp) is None
-
-
-def test_the_search_cache_of_a_kind_is_reused_only_by_the_same_model_and_corpus(tmp_path):
-    _, vectors = separated(groups=10, members=30, seed=4)
-    texts = [f"question {i}" for i in range(len(vectors))]
-    model = TableEncoder(texts, vectors * 2.5)  # not unit: the index's normalisation is used
-    first = load_or_build_kind(model, texts, "ivfpq", tmp_path)
-    assert first.kind == "ivfpq" and len(first) == len(texts)
-    calls = len(model.calls)
-    again = load_or_build_kind(model, texts, "ivfpq", tmp_path)
-    assert sum(n for n, _ in model.calls[calls:]) < 40  # one text for the width and a few spot checks
-    assert again.search(texts[0], 3) == first.search(texts[0], 3)
-    other = TableEncoder(texts, vectors[::-1].copy())  # another model: its index is built again
-    rebuilt = load_or_build_kind(other, texts, "ivfpq", tmp_path)
-    assert sum(n for n, _ in other.calls) >= len(texts)
-    (folder,) = tmp_path.glob("index-ivfpq-*")  # now the other model's, by its stamp
-    assert load_vector_index(folder, corpus_stamp(other, texts, "ivfpq", vectors.shape[1])) is not None
-    assert load_vector_index(folder, corpus_stamp(model, texts, "ivfpq", vectors.shape[1])) is None
-    assert rebuilt.index.ntotal == len(texts)
+    assert load_index(tmp_path / "index", {**stamp, "corpus": "c2"}) is None
+    assert load_index(tmp_path / "index", {**stamp, "extra": 1}) is None
+    assert load_index(tmp_path / "missing", stamp) is None
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -192,14 +130,17 @@ def test_cli_dedup_with_ivfpq_writes_the_flat_clusters(tmp_path, capsys):
     pd.testing.assert_frame_equal(tables["ivfpq"], tables["flat"], atol=1e-5)
 
 
-def test_cli_search_with_an_index_kind_saves_and_reuses_it(tiny_models, tmp_path, capsys):
+def test_cli_search_with_an_index_kind_saves_and_reuses_it(tiny_models, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SIAMESE_LAB_CACHE", str(tmp_path / "lab-cache"))
     model = shutil.copytree(tiny_models["lstm"], tmp_path / "lstm")
+    before = sorted(path.name for path in model.iterdir())
     runs, saved = [], []
     for kind in ("flat", "ivfpq", "ivfpq"):  # the second ivfpq run reads the saved index
         assert main(["search", "--model", str(model), "--corpus", str(SAMPLE_PATH), "--index", kind, "-k", "3",
                      "How do I learn Python?"]) == 0
         runs.append([json.loads(line) for line in capsys.readouterr().out.splitlines()])
         assert [r["rank"] for r in runs[-1]] == [1, 2, 3]
-        saved.append({path.name: path.stat().st_mtime_ns for path in model.glob(f"index-{kind}-*/{INDEX_FILE}")})
+        cache = tmp_path / "lab-cache" / "search"  # the lab's cache, never the model folder
+        saved.append({path.name: path.stat().st_mtime_ns for path in cache.glob(f"search-{kind}-*/{INDEX_FILE}")})
     assert len(saved[0]) == len(saved[1]) == 1 and saved[2] == saved[1]  # not written again
-    assert runs[2] == runs[1]
+    assert runs[2] == runs[1] and sorted(path.name for path in model.iterdir()) == before

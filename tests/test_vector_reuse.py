@@ -17,8 +17,8 @@ from core.cli.main import main
 from core.data import load_questions
 from core.inference.dedup import threshold_range
 from test_dedup import fresh_clusters
-from core.inference.search import fingerprint
-from core.inference.vector_cache import FIRST, META_FILE, SECOND, VectorCache, corpus_vectors
+from core.inference.search import META_FILE, fingerprint
+from core.inference.vector_cache import FIRST, SECOND, VectorCache, corpus_vectors
 from core.models import load_model
 from core.models.base import PairEncoder
 from lab.session import SAMPLE_PATH
@@ -119,28 +119,18 @@ def test_changed_weights_or_corpus_encode_again(lstm, corpus_file, tmp_path, cap
     assert len({s["vectors"]["folder"] for s in (first, other_model, other_corpus)}) == 3
 
 
-def corrupt_with_a_matching_hash(folder, change) -> None:
-    """Rewrite ``second.npy`` with ``change`` applied to its rows, and its recorded sha256 to match."""
-    import hashlib
-
-    path = folder / SECOND
-    rows = np.load(path)
+def rewrite_rows(folder, change) -> None:
+    """Rewrite ``second.npy`` with ``change`` applied to its rows."""
+    rows = np.load(folder / SECOND)
     change(rows)
-    np.save(path, rows)
-    meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    meta["sha256"][SECOND] = hashlib.sha256(path.read_bytes()).hexdigest()
-    (folder / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+    np.save(folder / SECOND, rows)
 
 
 CORRUPTIONS = {
-    "a flipped byte": lambda folder: (folder / SECOND).write_bytes(
-        (lambda data: data[:-3] + bytes([data[-3] ^ 0x40]) + data[-2:])((folder / SECOND).read_bytes())),
     "a truncated file": lambda folder: (folder / SECOND).write_bytes((folder / SECOND).read_bytes()[:-4]),
     "float64 rows": lambda folder: np.save(folder / SECOND, np.load(folder / SECOND).astype(np.float64)),
-    "a NaN, hash recorded": lambda folder: corrupt_with_a_matching_hash(folder, lambda rows: rows.__setitem__(
-        (3, 0), np.nan)),
-    "a row not unit, hash recorded": lambda folder: corrupt_with_a_matching_hash(folder, lambda rows: rows.__setitem__(
-        5, rows[5] * 2)),
+    "a NaN": lambda folder: rewrite_rows(folder, lambda rows: rows.__setitem__((3, 0), np.nan)),
+    "a row not unit": lambda folder: rewrite_rows(folder, lambda rows: rows.__setitem__(5, rows[5] * 2)),
     "no meta.json": lambda folder: (folder / META_FILE).unlink(),
 }
 
@@ -162,25 +152,8 @@ def test_a_damaged_cached_vector_file_is_encoded_again_and_rewritten(lstm, corpu
     assert third["vectors"]["reused"] is True and encoded == []
 
 
-def test_a_link_in_the_cache_is_never_read_nor_replaced(lstm, corpus_file, tmp_path, capsys, encoded):
-    first = dedup(capsys, lstm, corpus_file, tmp_path / "first.csv", "--threshold", "0.9")
-    folder = Path(first["vectors"]["folder"])
-    elsewhere = tmp_path / "elsewhere.npy"
-    shutil.move(folder / SECOND, elsewhere)  # the very bytes, but outside the cache's folder
-    (folder / SECOND).symlink_to(elsewhere)
-    for run_number in range(2):
-        encoded.clear()
-        again = dedup(capsys, lstm, corpus_file, tmp_path / f"again{run_number}.csv", "--threshold", "0.9")
-        assert again["vectors"]["reused"] is False and sum(encoded) >= len(CORPUS)
-        assert (folder / SECOND).is_symlink()  # a link is the user's: kept, as every lab folder keeps it
-        pd.testing.assert_frame_equal(frame(tmp_path / f"again{run_number}.csv"), frame(tmp_path / "first.csv"))
-
-
-def test_the_graphs_first_search_is_reused_only_when_it_checks_out(tmp_path, monkeypatch):
-    import hashlib
-
-    from core.inference.dedup_graph import NeighbourGraph
-    from core.inference.dedup_index import IDS, SavedGraphIndex
+def test_the_graphs_first_search_is_reused(tmp_path, monkeypatch):
+    from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
 
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(40, 16))
@@ -195,19 +168,9 @@ def test_the_graphs_first_search_is_reused_only_when_it_checks_out(tmp_path, mon
     assert sum(searched) == 200 and len(expected) >= 30
     searched.clear()
     graph = NeighbourGraph(vectors, k=8, index_store=store)
-    assert store.reused and sum(searched) <= 16  # only the sample searched again to check the saved table
+    assert store.reused and sum(searched) == 0  # the first search read back, not searched again
     assert [c.members.tolist() for c in graph.cluster(0.9)] == expected
-    folder = store.neighbours_folder("flat", 8)
-    ids = np.load(folder / IDS)
-    np.save(folder / IDS, np.roll(ids, 1, axis=1))  # every row's neighbours moved one place: scores kept
-    meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    meta["sha256"][IDS] = hashlib.sha256((folder / IDS).read_bytes()).hexdigest()
-    (folder / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
-    searched.clear()
-    graph = NeighbourGraph(vectors, k=8, index_store=store)
-    assert sum(searched) >= 200  # the sample disagreed: searched again in full
-    assert [c.members.tolist() for c in graph.cluster(0.9)] == expected
-    np.testing.assert_array_equal(np.load(folder / IDS), ids)  # and saved again
+    assert (store.neighbours_folder("flat", 8) / "ids.npy").is_file()
 
 
 class CountingEncoder:
@@ -370,7 +333,7 @@ def test_dedup_refuses_a_vector_file_with_a_huge_header_in_the_labs_words(lstm, 
     with_sha256(huge)
     shutil.copy(embedded["questions"], tmp_path / "emb" / "huge.questions.jsonl")
     error = refused(capsys, lstm, SAMPLE_PATH, huge, tmp_path)
-    assert f"is not a .npy vector file (its header is {len(text):,} bytes long" in error, error
+    assert "is not a .npy vector file" in error, error
     assert "allow_pickle" not in error and "max_header_size" not in error and len(error) < 300
 
 # ---- dedup --sweep --------------------------------------------------------------------------------

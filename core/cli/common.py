@@ -131,11 +131,11 @@ def ray_vectors(args, texts, folder: Path, unit: bool, source=None):
     """(vectors, queries or None, "ray" or "driver") of ``texts`` encoded on Ray (``engine_session``'s) by
     ``args.workers`` actors, each loading ``args.model`` the way ``load_backend`` does; the shards live in a
     temporary folder in ``folder`` (``--out``'s, which a cluster's nodes must see) until gathered. ``source``
-    (``core.inference.ray_corpus.CorpusFile``): the file of ``texts`` for Ray Data to read itself; the last
+    (``core.inference.ray_engine.CorpusFile``): the file of ``texts`` for Ray Data to read itself; the last
     value says who read it (``corpus_dataset``). The shards' folder is a ``work_folder`` (removed if left)."""
     import functools
 
-    from core.inference.ray_corpus import corpus_dataset
+    from core.inference.ray_engine import corpus_dataset
     from core.inference.ray_engine import gather_shards, ray_encode
     from core.saving.temp_files import work_folder
 

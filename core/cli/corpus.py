@@ -2,8 +2,6 @@
 to a question, or every question's vector written to a .npy file."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from core.cli.common import (
     TqdmCounter,
     add_backend_option,
@@ -30,24 +28,15 @@ def _corpus(path: str, columns: dict[str, str] | None) -> list[str]:
 
 
 def cmd_search(args) -> int:
+    from core.export.onnx_backend import cache_root, search_cache
     from core.inference.search import load_or_build
-    from core.models import ZERO_SHOT
 
     model, _ = load_backend(args)
     texts = _corpus(args.corpus, args.columns)
-    # Indexes are cached next to the model; zero-shot MiniLM's in the models folder's hidden cache.
-    cache = Path(args.runs) / ".cache" / "minilm" if args.model == ZERO_SHOT else Path(args.model)
-    if args.backend == "onnx":  # the lab's cache, by the graphs' digest: an export folder handed in stays as it is
-        from core.export.onnx_backend import search_cache
-
-        cache = search_cache(model.digest)
-    encode = _cached_vectors(args, model)
-    if args.index is None:  # auto: exact up to search.FLAT_LIMIT questions, HNSW above (the search cache)
-        index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), encode=encode)
-    else:
-        from core.inference.vector_index import load_or_build_kind
-
-        index = load_or_build_kind(model, texts, args.index, cache, progress=TqdmCounter("indexing"), encode=encode)
+    # Indexes are kept in the lab's cache, named by the model and the corpus: never in a model folder.
+    cache = search_cache(model.digest) if args.backend == "onnx" else cache_root() / "search"
+    index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), kind=args.index,
+                          encode=_cached_vectors(args, model))
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
         print_json({"rank": rank, "score": round(score, 6), "question": text})
     return 0
@@ -56,8 +45,8 @@ def cmd_search(args) -> int:
 def _cached_vectors(args, model):
     """What builds a search index's vectors: the corpus's in the lab's vector cache (shared with dedup and
     suggest), encoded and kept there when they are not."""
+    from core.inference.search import model_identity
     from core.inference.vector_cache import corpus_vectors
-    from core.inference.vector_index import model_identity
 
     def encode(texts, progress):  # called only when the index is built: a saved index needs no key
         key = vector_cache_key(args) or model_identity(model)
@@ -77,12 +66,11 @@ def cmd_embed(args) -> int:
         remove_stale_shards(vectors.parent)
         model, _ = load_backend(args)
         texts = _corpus(args.data, args.columns)
+        rows = None
         if args.engine == "ray":  # encoded by Ray's actors, then written here the local way
-            from core.inference.ray_engine import ShardVectors
-
             with engine_session(args):
-                model = ShardVectors(ray_vectors(args, texts, vectors.parent, unit=False)[0])
-        write_embeddings(claim, model, texts, vectors, progress=TqdmCounter("embedding"))
+                rows = ray_vectors(args, texts, vectors.parent, unit=False)[0]
+        write_embeddings(claim, model, texts, vectors, progress=TqdmCounter("embedding"), rows=rows)
     print_json({"vectors": str(vectors), "questions": str(questions), "sha256": str(digest), "n": len(texts),
                 "dim": model.embedding_dim, "engine": args.engine})
     return 0
@@ -90,17 +78,16 @@ def cmd_embed(args) -> int:
 
 def add_parsers(sub) -> None:
     """Register ``search`` and ``embed`` on the subparsers ``sub``."""
-    from core.inference.index_kinds import FLAT_LIMIT, INDEX_KINDS
+    from core.inference.search import FLAT_LIMIT, INDEX_KINDS
 
     search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
     search.add_argument("question")
     add_columns_option(search, labels=False)
     search.add_argument("-k", type=count, default=10, help="number of results")
-    search.add_argument("--runs", default="runs", help="models folder (zero-shot MiniLM caches its index here)")
     add_backend_option(search)
     search.add_argument("--index", choices=INDEX_KINDS, default=None,
-                        help=f"the corpus's index, cached beside the model: flat (exact), hnsw (approximate graph) "
+                        help=f"the corpus's index, kept in the lab's cache: flat (exact), hnsw (approximate graph) "
                              f"or ivfpq (compressed about 15x, trained on a seeded sample; scores are estimates); "
                              f"default: flat up to {FLAT_LIMIT:,} questions, hnsw above")
 

@@ -9,7 +9,7 @@ FILE is a CSV/TSV or Parquet file with a question column, a pairs file, or plain
 k-NN graph); the CSV has one row per clustered question and is formula safe. What a second run of the same model
 on the same corpus needs is kept in the lab's cache and used again: the corpus's vectors
 (``core.cli.common.vector_cache``, keyed by the model's files, so such a run never loads the model), the graph's
-index and its first search (``index_cache``, ``core.inference.dedup_index``); the summary's ``vectors`` and
+index and its first search (``index_cache``, ``core.inference.dedup_graph.SavedGraphIndex``); the summary's ``vectors`` and
 ``index`` say what was reused. ``--vectors`` takes ``embed``'s vector file instead of encoding;
 ``--sweep`` clusters at every threshold of a range from one graph and prints one row per threshold.
 """
@@ -64,7 +64,7 @@ def sweep_range(text: str) -> list[float]:
 def add_parsers(sub):
     """Register ``dedup`` on the subparsers ``sub``."""
     from core.inference.dedup_graph import DEFAULT_K, MAX_NEIGHBOURHOOD
-    from core.inference.index_kinds import FLAT_LIMIT, INDEX_KINDS
+    from core.inference.search import FLAT_LIMIT, INDEX_KINDS
 
     dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
     dedup.add_argument("--questions", required=True,
@@ -138,11 +138,11 @@ def index_cache() -> Path:
 
 
 def ray_corpus_file(path: str, report):
-    """The questions file as Ray Data may read it itself (``core.inference.ray_corpus.CorpusFile``): plain text,
+    """The questions file as Ray Data may read it itself (``core.inference.ray_engine.CorpusFile``): plain text,
     a CSV's question column (UTF-8) or a Parquet file's; None for a pairs file (its distinct questions are a
     corpus-wide de-duplication) or another encoding, which the driver's reading serves."""
     from core.data.questions import COLUMN, LINES
-    from core.inference.ray_corpus import CorpusFile
+    from core.inference.ray_engine import CorpusFile
 
     if report.encoding != "utf-8" or report.shape not in (LINES, COLUMN):
         return None
@@ -208,12 +208,10 @@ def _graph(args, texts, report, folder: Path):
     """(the ``NeighbourGraph`` of ``texts``, its model's config, what the summary says of its vectors and index,
     seconds per phase): vectors from ``--vectors``, the cache or the encoder (``--engine``'s), the graph's index
     and first search from ``index_cache`` when they are there."""
-    from core.inference.dedup_graph import NeighbourGraph
-    from core.inference.dedup_index import SavedGraphIndex
+    from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
     from core.inference.exact_search import DeviceIndex
-    from core.inference.search import fingerprint
+    from core.inference.search import fingerprint, model_identity
     from core.inference.vector_cache import CorpusVectors, corpus_vectors
-    from core.inference.vector_index import model_identity
 
     started, phases = time.perf_counter(), {}
     remove_stale_shards(folder)  # a killed Ray run's, whichever engine this run uses

@@ -112,7 +112,7 @@ def _suggest_into(claim, out: Path, args) -> dict:
     from core.data import DataError, pair_keys
     from core.inference.calibration import Calibrated, pair_threshold
     from core.inference.candidates import choose_pairs, distinct_questions, embed_corpus
-    from core.inference.vector_index import model_identity
+    from core.inference.search import model_identity
     from core.saving.label_store import LabelStore
     from core.saving.safe_csv import safe_csv_text
     from core.training.active_rounds import labelled_threshold, unlabelled_candidates

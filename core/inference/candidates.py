@@ -3,7 +3,7 @@ few of them a person should answer.
 
 ``embed_corpus(model, questions)`` encodes a corpus once (``EmbeddedCorpus``; kept in a vector cache when
 given); ``candidate_pairs(corpus, k, labelled)`` pairs each question with its ``k`` nearest neighbours under the
-model, searched by FAISS (``core.inference.search.new_index``: exact up to ``EXACT_LIMIT`` questions, HNSW above);
+model, searched by FAISS (``core.inference.search.filled_index``: exact up to ``EXACT_LIMIT`` questions, HNSW above);
 ``choose_pairs(candidates, n, threshold)`` picks the ``n`` to ask.
 The neighbours are searched once per corpus and kept, so a later round (new labels, same model) only
 filters and chooses.
@@ -67,13 +67,12 @@ class EmbeddedCorpus:
 
         k = max(0, min(int(k), len(self) - 1))
         if self._neighbours is None or self._neighbours[0].shape[1] < k:
-            n, dim = self.vectors.shape
+            n = len(self.vectors)
             index = device_index(self.vectors, self.device, self.queries)
             if index is None:
-                from core.inference.search import new_index
+                from core.inference.search import filled_index
 
-                index = new_index(dim, n, flat_limit=EXACT_LIMIT)
-                index.add(self.vectors)
+                index = filled_index("flat" if n <= EXACT_LIMIT else "hnsw", self.vectors)
             ids = np.empty((n, k), dtype=np.int64)
             scores = np.empty((n, k), dtype=np.float32)
             for start in range(0, n, SEARCH_ROWS):

@@ -13,66 +13,48 @@ So every member lies within the threshold of its cluster's representative (the c
 belongs to at most one cluster, and nothing is chained: two questions each close to a third but not to
 each other's centre are never joined through it (connected components would join them).
 
-Where the neighbourhoods come from. community_detection scores every question against every other
-(n² cosines, in batches, kept per row up to its community). Here the candidates come from a
-k-nearest-neighbour graph: each question is searched in a FAISS inner-product index (``core.inference.search``'s
-``new_index``: exact ``IndexFlatIP`` up to ``FLAT_LIMIT`` questions, HNSW above) for its ``k`` best
-neighbours. Memory grows as n·k; time, with HNSW, as n·efSearch·log n (the exact index still computes
-n² inner products, in BLAS, below 50,000 questions). A question whose k neighbours are *all* above the
-threshold may have more: it alone is searched again with 2k, 4k, ... neighbours until the last one
-falls below (community_detection grows its sort size the same way). On the approximate index (a
-corpus over ``FLAT_LIMIT`` questions) never deeper than ``max_neighbourhood`` (``MAX_NEIGHBOURHOOD``
-unless given): a question with more neighbours above the threshold keeps
-its closest ``max_neighbourhood`` ones, and the graph counts such questions (``capped``) so callers can
-say the threshold is too low for the corpus. Every member still lies above the threshold of its
-representative; only a giant neighbourhood's tail may be left out of that cluster. Without the cap, a
-weak model at a low threshold makes neighbourhoods of tens of thousands of questions, each one searched
-that deep (bench/dedup_scale.py; figures in docs/BENCHMARKS.md). ``index_kind`` asks for an index by name
-(``core.inference.vector_index``: "flat", "hnsw" or the compressed "ivfpq"); an ivfpq index only proposes
-the candidates, each scored again exactly against the vectors, so a threshold means the same on every kind. ``index_store``
-(``core.inference.dedup_index``) keeps the built index and the first search on disk and hands them back to a
-later graph of the same vectors, so a second run skips the build and the search. With the exact index and no capped question the
-neighbourhoods, and so the clusters, are exactly community_detection's (up to cosines that round
-differently at the threshold itself); with HNSW a neighbour the graph search misses is missed. HNSW
-searches here keep ``ef_search`` candidates (``GRAPH_EF_SEARCH``, never fewer than the neighbours asked
-for), fewer than ``core.inference.search``'s interactive searches: the neighbours that matter for a cluster are the
-very close ones, which the graph search finds first.
+Where the neighbourhoods come from. community_detection scores every question against every other.
+Here the candidates come from a k-nearest-neighbour graph: each question is searched in an inner-product
+index (``core.inference.search.new_index``: exact up to ``FLAT_LIMIT`` questions, HNSW above, or the kind
+asked for; on a CUDA device the vectors fit on, exact matrix products there, ``core.inference.exact_search``)
+for its ``k`` best neighbours. A question whose k neighbours are *all* above the threshold may have more: it
+alone is searched again with 2k, 4k, ... neighbours until the last one falls below (community_detection grows
+its sort size the same way). On an approximate index never deeper than ``max_neighbourhood``: a question with
+more neighbours above the threshold keeps its closest ones, and the graph counts such questions (``capped``) so
+callers can say the threshold is too low for the corpus. An ivfpq index only proposes the candidates, each
+scored again exactly against the vectors, so a threshold means the same on every kind. With the exact index and
+no capped question the clusters are exactly community_detection's (up to cosines that round differently at the
+threshold itself); with HNSW a neighbour the graph search misses is missed (``bench/dedup_quality.py``
+measures the recall).
 
-Recall against the exact result, measured (``bench/dedup_quality.py --quick``, 2,000 Quora questions,
-zero-shot MiniLM, thresholds 0.75 / 0.8 / 0.85, HNSW forced with ``flat_limit=0``): 100 % of the
-above-threshold neighbour pairs found and every cluster identical; the exact graph's clusters equal
-community_detection's on the same vectors at all three thresholds. On 20,000 synthetic 64-d vectors in
-3,000 tight groups (191,238 above-threshold pairs at 0.8): recall 1.000, 2,966 of 2,966 clusters
-identical. ``bench/dedup_speed.py`` compares the speed with sentence-transformers end to end.
+Identical rows (a question repeated word for word) are indexed once, with their count (``distinct_rows``), and
+always fall in one cluster, whatever the threshold.
 
-Identical rows (a question repeated word for word) are indexed once, with their count
-(``core.inference.dedup_rows``), and always fall in one cluster, whatever the threshold:
-community_detection agrees for any threshold below their self-similarity (1 for a Siamese model, up to
-rounding).
-
+``SavedGraphIndex`` keeps the built index and the first search in the lab's cache and hands them back to a
+later graph of the same model's vectors of the same corpus, so a second run skips the build and the search.
 Encoding a corpus and writing its clusters out is ``core.inference.dedup``'s job.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
-
-from core.inference.dedup_rows import distinct_rows, stored_vectors, unit_vectors
 
 DEFAULT_K = 50  # neighbours per question in the first search: community_detection's first sort size
 SEARCH_BUDGET = 1 << 22  # (row, neighbour) results per FAISS call: bounds the live search arrays
 DEEP_BUDGET = 1 << 23  # results of deepened searches kept for clustering; beyond it they are searched again
 MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate index (its closest are kept)
 # The graph's HNSW: fewer links and candidates than core.inference.search's (32 and 512), which wants top-10 recall
-# for one query at a time. On all 448,316 Quora questions (the lstm-quora model's vectors) it finds 99.7 %
-# of the above-threshold neighbours among the first 50; it builds in 69 s and searches 7,568 questions/s,
-# where 32 links and 128 candidates take 80 s and 4,141 questions/s for 99.98 % (docs/BENCHMARKS.md).
+# for one query at a time; the neighbours that matter for a cluster are the very close ones, found first
+# (docs/BENCHMARKS.md).
 GRAPH_HNSW_LINKS = 16
 GRAPH_EF_SEARCH = 64
 RESCORE_PAIRS = 1 << 14  # (row, neighbour) pairs re-scored at a time on an ivfpq index: the gather stays small
+UNIT_CHUNK = 65_536  # rows per step when checking, hashing or scaling a corpus's vectors
+IDS, SCORES = "ids.npy", "scores.npy"  # a saved first search
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -118,7 +100,7 @@ class NeighbourGraph:
                  ef_search: int = GRAPH_EF_SEARCH, index_kind: str | None = None, seed: int = 0,
                  index_store=None, device=None):
         from core.inference.exact_search import device_index
-        from core.inference.index_kinds import FLAT_LIMIT
+        from core.inference.search import FLAT_LIMIT
 
         for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1), ("ef_search", ef_search)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -180,9 +162,8 @@ class NeighbourGraph:
 
     def _index(self, index_kind: str | None, exact: bool, seed: int, store):
         """The filled index of the distinct rows: ``store``'s saved one when it holds these vectors
-        (``core.inference.dedup_index.SavedGraphIndex``), else built (and given to ``store`` to keep)."""
-        from core.inference.search import HNSW_EF_CONSTRUCTION, new_index
-        from core.inference.vector_index import checked_kind, index_parameters, new_vector_index, training_sample
+        (``SavedGraphIndex``), else built (and given to ``store`` to keep)."""
+        from core.inference.search import HNSW_EF_CONSTRUCTION, checked_kind, filled_index, index_parameters
 
         u, dim = self.vectors.shape
         asked = checked_kind(index_kind) if index_kind is not None else None
@@ -194,11 +175,7 @@ class NeighbourGraph:
             index = store.load(kind, parameters, self.vectors)
             if index is not None:
                 return index
-        if kind == "ivfpq":
-            index = new_vector_index("ivfpq", dim, u, training_sample(self.vectors, seed), seed)
-        else:
-            index = new_index(dim, u, u if exact else -1, links=GRAPH_HNSW_LINKS)
-        index.add(self.vectors)
+        index = filled_index(kind, self.vectors, seed, links=GRAPH_HNSW_LINKS)
         if store is not None:
             store.save(index, kind, parameters, self.vectors)
         return index
@@ -206,10 +183,9 @@ class NeighbourGraph:
     @property
     def kind(self) -> str:
         """"flat" (exact), "hnsw" or "ivfpq" (approximate)."""
-        from core.inference.exact_search import DeviceIndex
-        from core.inference.vector_index import index_kind
+        from core.inference.search import index_kind
 
-        return DeviceIndex.kind if isinstance(self.index, DeviceIndex) else index_kind(self.index)
+        return index_kind(self.index)
 
     def copies(self, unique: int) -> np.ndarray:
         """The rows (ascending) that distinct row ``unique`` stands for."""
@@ -316,27 +292,6 @@ class NeighbourGraph:
         sizes, _, self.capped = self._neighbourhoods(checked_threshold(threshold, 1))
         return sizes[self.inverse]
 
-    def pairs_above(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every (i, j, cosine) with i != j and cosine > ``threshold`` that the graph finds (and every pair
-        of identical rows), as three (E,) arrays of rows, both directions. Memory grows with the number of
-        such pairs: meant for measuring."""
-        t = checked_threshold(threshold, 1)
-        sizes, neighbourhood, self.capped = self._neighbourhoods(t)
-        first, second, scores = [], [], []
-        for unique in np.flatnonzero(sizes > 1).tolist():
-            ids, unique_scores = neighbourhood(unique)
-            mine = self.copies(unique)
-            for other, score in zip(ids.tolist(), unique_scores.tolist()):
-                theirs = self.copies(other)  # copies of one row are pairs too, as in ``cluster``
-                a, b = np.repeat(mine, len(theirs)), np.tile(theirs, len(mine))
-                keep = a != b
-                first.append(a[keep])
-                second.append(b[keep])
-                scores.append(np.full(int(keep.sum()), score, dtype=np.float32))
-        if not first:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-        return np.concatenate(first), np.concatenate(second), np.concatenate(scores)
-
     # ---- clusters ------------------------------------------------------------------------------
     def cluster(self, threshold: float, min_size: int = 2) -> list[Cluster]:
         """The greedy community clusters at ``threshold`` (cosine strictly above), at least ``min_size``
@@ -383,3 +338,155 @@ def capped_note(capped: int, limit: int, threshold: float) -> str | None:
             f"their clusters hold only their {limit:,} closest. The threshold is low for this corpus: a higher "
             "one gives tighter clusters.")
 
+
+# ---- the rows a graph indexes ------------------------------------------------------------------
+def unit_vectors(vectors, name: str) -> np.ndarray:
+    """(N, d) float32 unit rows of ``vectors`` (called ``name`` in errors): rows already of length 1 (or
+    all zero) are kept as they are, without a copy; NaN, infinite values or another shape are refused."""
+    from core.inference.search import unit_rows
+
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D (N, d) array, got shape {array.shape}")
+    if not array.size:
+        return np.zeros(array.shape, dtype=np.float32)
+    norms = np.empty(len(array), dtype=np.float32)
+    for start in range(0, len(array), UNIT_CHUNK):  # chunks: no (N, d) temporary beside a corpus's vectors
+        part = array[start : start + UNIT_CHUNK]
+        if not np.isfinite(part).all():
+            raise ValueError(f"{name} hold NaN or infinite values")
+        norms[start : start + UNIT_CHUNK] = np.linalg.norm(part, axis=1)
+    already = (np.abs(norms - 1) < 1e-5) | (norms == 0)  # encoders' rows are unit already: keep them as they are
+    return np.ascontiguousarray(array) if already.all() else unit_rows(array)
+
+
+class _IndexRows(np.ndarray):
+    """A read-only view of the vectors a FAISS flat storage holds, which keeps the index alive: every
+    slice of it has it as its base, so no view outlives the memory it reads."""
+
+    index = None
+
+
+def stored_vectors(index) -> np.ndarray:
+    """(ntotal, d) float32 view of the vectors held by ``index`` (flat, or HNSW over flat), not a copy."""
+    import faiss
+
+    flat = index if isinstance(index, faiss.IndexFlat) else faiss.downcast_index(index.storage)
+    rows = faiss.rev_swig_ptr(flat.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)
+    view = rows.view(_IndexRows)
+    view.index = index
+    view.flags.writeable = False
+    return view
+
+
+def _row_hashes(rows: np.ndarray) -> np.ndarray:
+    """(N,) uint64: a random linear hash of each row's bytes (equal rows, equal hashes; unequal rows
+    collide with probability about 2^-64, and ``distinct_rows`` checks the bytes of every shared hash)."""
+    words = np.ascontiguousarray(rows).view(np.uint32)  # (N, d) the float bits
+    weights = np.random.default_rng(0).integers(1, 2**63, size=words.shape[1], dtype=np.uint64) | np.uint64(1)
+    hashes = np.empty(len(words), dtype=np.uint64)
+    with np.errstate(over="ignore"):  # arithmetic modulo 2^64 is the point
+        for start in range(0, len(words), UNIT_CHUNK):
+            hashes[start : start + UNIT_CHUNK] = (words[start : start + UNIT_CHUNK].astype(np.uint64) * weights).sum(
+                axis=1, dtype=np.uint64)
+    return hashes
+
+
+def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first, inverse, counts) of the distinct rows of (vectors, queries) taken together, in order of
+    first appearance: first (U,) increasing, inverse (N,) row -> distinct row, counts (U,)."""
+    n = len(vectors)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    keys = _row_hashes(vectors) if queries is vectors else _row_hashes(vectors) * np.uint64(0x9E3779B97F4A7C15) \
+        + _row_hashes(queries)  # (N,) one 64-bit key per row instead of a sorted copy of every row's bytes
+    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+    inverse = inverse.ravel()
+    shared = np.flatnonzero(counts[inverse] > 1)  # rows whose key another row has: check their bytes
+    if shared.size and not all(np.array_equal(side[shared], side[first[inverse[shared]]])
+                               for side in ((vectors,) if queries is vectors else (vectors, queries))):
+        both = vectors if queries is vectors else np.hstack([vectors, queries])  # a hash collision: bytes decide
+        keys = np.ascontiguousarray(both).view(np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).ravel()
+        _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+    by_appearance = np.argsort(first, kind="stable")  # unique's order (bytes) -> order of first appearance
+    rank = np.empty_like(by_appearance)
+    rank[by_appearance] = np.arange(len(by_appearance))
+    return (first[by_appearance].astype(np.int64), rank[inverse.ravel()].astype(np.int64),
+            counts[by_appearance].astype(np.int64))
+
+
+# ---- kept between runs ---------------------------------------------------------------------------
+@dataclass
+class SavedGraphIndex:
+    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus, and its first search, are kept
+    (``NeighbourGraph``'s ``index_store``; the CLI's root: the lab's cache, ``dedup/``). They are used again only
+    under exactly the stamp they were saved with: the model's identity, the corpus's fingerprint and count, the
+    index kind and its parameters, the number of distinct rows and their width (and for the search, ``k`` and
+    the HNSW candidates); ``reused`` says, once the graph is built, whether the index was loaded."""
+
+    root: Path
+    model: str  # ``core.inference.search.model_identity`` of the model whose vectors are indexed
+    corpus: str  # ``core.inference.search.fingerprint`` of the corpus's texts, in order
+    count: int  # texts in the corpus (repeats included)
+    reused: bool | None = None  # None until a graph used it; then True (loaded) or False (built)
+
+    def folder(self, kind: str) -> Path:
+        """One folder per model, corpus and kind: changing any of them never overwrites another's index."""
+        return Path(self.root) / f"{kind}-{self.model[:16]}-{self.corpus[:16]}"
+
+    def stamp(self, kind: str, parameters: dict, rows: int, dim: int) -> dict:
+        return {"use": "dedup", "model": self.model, "corpus": self.corpus, "count": self.count, "rows": rows,
+                "dim": dim, "kind": kind, "parameters": parameters}
+
+    def load(self, kind: str, parameters: dict, vectors: np.ndarray):
+        """The index saved for ``vectors`` ((U, d), the graph's distinct rows) under this stamp, or None."""
+        from core.inference.search import load_index
+
+        index = load_index(self.folder(kind), self.stamp(kind, parameters, *vectors.shape))
+        self.reused = index is not None
+        return index
+
+    def save(self, index, kind: str, parameters: dict, vectors: np.ndarray) -> None:
+        """Keep ``index`` (just built from ``vectors``); a cache that cannot be written costs only the reuse."""
+        from core.inference.search import save_index
+
+        self.reused = False
+        try:
+            save_index(index, self.folder(kind), self.stamp(kind, parameters, *vectors.shape))
+        except OSError:
+            pass
+
+    def neighbours_folder(self, kind: str, k: int) -> Path:
+        return Path(f"{self.folder(kind)}-k{k}")
+
+    def _neighbour_stamp(self, graph) -> dict:
+        rows, dim = graph.vectors.shape
+        return {**self.stamp(graph.kind, graph.index_parameters, rows, dim), "use": "dedup neighbours",
+                "k": graph.k, "ef_search": graph.ef_search}
+
+    def load_neighbours(self, graph) -> bool:
+        """Fill ``graph.ids`` and ``graph.scores`` with the first search saved for it, when its index was
+        loaded (``reused``: a rebuilt HNSW index has its own neighbours); False (nothing changed) otherwise."""
+        from core.inference.search import load_arrays
+
+        if not self.reused:
+            return False
+        shape = graph.ids.shape
+        arrays = load_arrays(self.neighbours_folder(graph.kind, graph.k), self._neighbour_stamp(graph),
+                             {IDS: (shape, graph.ids.dtype), SCORES: (shape, np.float32)})
+        if arrays is None:
+            return False
+        graph.ids, graph.scores = arrays[IDS], arrays[SCORES]
+        return True
+
+    def save_neighbours(self, graph) -> None:
+        """Keep ``graph``'s first search for the next run with the same index; a cache that cannot be written
+        costs only the reuse."""
+        from core.inference.search import save_arrays
+
+        try:
+            save_arrays(self.neighbours_folder(graph.kind, graph.k), {IDS: graph.ids, SCORES: graph.scores},
+                        self._neighbour_stamp(graph))
+        except OSError:
+            pass

@@ -35,15 +35,17 @@ def embedding_paths(out: str | Path) -> tuple[Path, Path, Path]:
 
 
 def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path, tower: int = 1,
-                     batch_size: int = 256, progress: Callable[[int, int], None] | None = None) -> None:
-    """Fill ``claim``'s temporaries for ``embedding_paths``' three files (``vectors_path`` first).
+                     batch_size: int = 256, progress: Callable[[int, int], None] | None = None,
+                     rows: np.ndarray | None = None) -> None:
+    """Fill ``claim``'s temporaries for ``embedding_paths``' three files (``vectors_path`` first): ``model``'s
+    vectors of ``texts``, or ``rows`` ((N, d)) when they are encoded already (``--engine ray``'s).
 
     Vectors go straight into a memory-mapped ``.npy`` chunk by chunk: peak memory is one chunk's
     activations, not the corpus. The file's full size is reserved before it is mapped, so a full disk
     is an error here and not a SIGBUS while the map is written.
     """
     vectors_path, questions_path, digest_path = embedding_paths(vectors_path)
-    total, width = len(texts), int(model.embedding_dim)
+    total, width = len(texts), int(model.embedding_dim if rows is None else rows.shape[1])
     shape, dtype = (total, width), np.dtype(np.float32)
     header = _npy_header(shape, dtype)
     with claim.open(vectors_path, "r+b") as handle:
@@ -55,7 +57,8 @@ def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path
             vectors = np.memmap(raw, dtype=dtype, mode="r+", offset=offset, shape=shape)
             for start in range(0, total, CHUNK):
                 chunk = list(texts[start : start + CHUNK])
-                vectors[start : start + len(chunk)] = model.encode(chunk, tower=tower, batch_size=batch_size).numpy()
+                vectors[start : start + len(chunk)] = rows[start : start + len(chunk)] if rows is not None else (
+                    model.encode(chunk, tower=tower, batch_size=batch_size).numpy())
                 if progress is not None:
                     progress(start + len(chunk), total)
             vectors.flush()
@@ -84,8 +87,8 @@ def _npy_header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
 
 # ---- reading them back: ``dedup --vectors`` ----------------------------------------------------------
 QUESTIONS_MAX_BYTES = 4 << 30  # the questions file beside a vector file: a corpus's texts, bounded
-NPY_HEADER_MAX_BYTES = 10_000  # numpy's own bound; a vector file's header (np.save's, embed's) is under 200 bytes
 VECTOR_CHECKS = 16  # rows of a vector file compared with the model's own vectors of their texts
+VECTOR_TOLERANCE = 0.05  # largest L2 distance between a file's unit row and the model's vector of its text
 
 
 def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.ndarray:
@@ -100,8 +103,8 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
     stand for a two-tower model's), and a few rows must be what the model gives their texts now.
     """
     from core.inference.dedup import towers_differ
-    from core.inference.dedup_rows import unit_vectors
-    from core.inference.search import SPOT_TOLERANCE, encode_unit_rows
+    from core.inference.dedup_graph import unit_vectors
+    from core.inference.search import encode_unit_rows
 
     path, texts = Path(path), list(texts)
     _check_digest(path)
@@ -114,7 +117,7 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
         len(texts), size=min(VECTOR_CHECKS, len(texts)), replace=False).tolist()])
     fresh = encode_unit_rows(model, [texts[i] for i in picks], tower=1, batch_size=64, progress=None)
     distance = np.linalg.norm(fresh - rows[picks], axis=1)
-    if distance.max() > SPOT_TOLERANCE:
+    if distance.max() > VECTOR_TOLERANCE:
         row = int(picks[int(distance.argmax())])
         raise ValueError(f"{path} was not written by this model: row {row:,} is {distance.max():.3g} away from "
                          "the model's vector of its question")
@@ -122,45 +125,22 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
 
 
 def _read_npy(path: Path, count: int, dim: int) -> np.ndarray:
-    """The (count, dim) C-ordered float array of the ``.npy`` file ``path`` (a regular file; no pickled objects;
-    a Fortran-ordered array, as ``np.save`` writes a transposed one, read into rows)."""
-    from core.saving.files import open_regular_file
-
-    if not path.exists():
-        raise ValueError(f"no vector file at {path}")
-    with open_regular_file(path, 1 << 50) as (fd, size), os.fdopen(os.dup(fd), "rb") as handle:
-        try:
-            version = np.lib.format.read_magic(handle)
-            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
-                           (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-            if read_header is None:
-                raise ValueError(f"format version {version}")
-            start = handle.tell()  # numpy's own refusal of a long header says to trust the file with allow_pickle
-            length = int.from_bytes(handle.read(2 if version == (1, 0) else 4), "little")
-            if length > NPY_HEADER_MAX_BYTES:
-                raise ValueError(f"its header is {length:,} bytes long; a vector file's is at most "
-                                 f"{NPY_HEADER_MAX_BYTES:,}")
-            handle.seek(start)
-            shape, fortran, dtype = read_header(handle, max_header_size=NPY_HEADER_MAX_BYTES)
-        except (ValueError, OSError, SyntaxError) as error:  # numpy's words quote the header: cut to a line's length
-            reason = str(error) if len(str(error)) <= 200 else f"{str(error)[:200]} ..."
-            raise ValueError(f"{path} is not a .npy vector file ({reason})") from None
-        if dtype.kind != "f" or len(shape) != 2:
-            raise ValueError(f"{path} holds a {'x'.join(map(str, shape)) or 'scalar'} {dtype} array; a vector file "
-                             "is a 2-D float array, one row per question")
-        if shape[0] != count:
-            raise ValueError(f"{path} holds {shape[0]:,} vectors; the corpus has {count:,} questions")
-        if shape[1] != dim:
-            raise ValueError(f"{path} holds vectors of width {shape[1]:,}; this model's are {dim:,} wide")
-        if size != handle.tell() + count * dim * dtype.itemsize:
-            raise ValueError(f"{path} is {size:,} bytes, not the size its header gives")
-        if not fortran:
-            return np.fromfile(handle, dtype=dtype, count=count * dim).reshape(count, dim)
-        # Column after column (np.save's order for a Fortran-ordered array) into C-ordered rows: no second copy.
-        rows = np.empty((count, dim), dtype=dtype)
-        for column in range(dim):
-            rows[:, column] = np.fromfile(handle, dtype=dtype, count=count)
-        return rows
+    """The (count, dim) float32 rows of the ``.npy`` file ``path`` (no pickled objects; a Fortran-ordered array,
+    as ``np.save`` writes a transposed one, read into rows)."""
+    try:
+        rows = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError):  # numpy's words would say to trust the file with allow_pickle
+        rows = None
+    if not isinstance(rows, np.ndarray):
+        raise ValueError(f"{path} is not a .npy vector file")
+    if rows.dtype.kind != "f" or rows.ndim != 2:
+        raise ValueError(f"{path} holds a {'x'.join(map(str, rows.shape)) or 'scalar'} {rows.dtype} array; a vector "
+                         "file is a 2-D float array, one row per question")
+    if rows.shape[0] != count:
+        raise ValueError(f"{path} holds {rows.shape[0]:,} vectors; the corpus has {count:,} questions")
+    if rows.shape[1] != dim:
+        raise ValueError(f"{path} holds vectors of width {rows.shape[1]:,}; this model's are {dim:,} wide")
+    return np.array(rows, dtype=np.float32, order="C")
 
 
 def _check_digest(path: Path) -> None:

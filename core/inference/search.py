@@ -1,51 +1,51 @@
-"""Nearest questions: every question of a dataset as a unit vector in a FAISS index.
+"""Nearest questions: every question of a corpus as a unit vector in a FAISS inner-product index.
 
 The corpus is encoded once through tower 1 (the question2 side) and a query through tower 0 (the
 question1 side), the same way pairs are scored, so a search score is the cosine similarity the
-model would give the pair (query, corpus question). Up to ``FLAT_LIMIT`` texts the index is exact
-(``IndexFlatIP``); above it, an HNSW graph answers in milliseconds with a small loss of recall.
+model would give the pair (query, corpus question).
 
-An index can be saved beside the model it was built with (``load_or_build``'s cache, inside the
-model folder) and reloaded when the same texts are asked for again by the same model. A model folder
-may come from someone else, so a saved index is never trusted as it is: ``meta.json`` records what it
-was built from (the model's ``model_fingerprint``, the texts' ``fingerprint``, their number, the vector
-width and the sha256 of the index file); every file is read through ``core.saving.files`` (regular,
-size-capped); only a flat or HNSW inner-product index is parsed, under FAISS's allocation limits, and
-its HNSW graph is checked to point only at stored vectors; and a few stored vectors, chosen at random,
-must equal what the model gives their texts now. Any mismatch rebuilds the index.
+Three kinds of index (``new_index``): ``flat`` is exact (every vector in float32, 4·d bytes each); ``hnsw`` adds a
+graph for fast approximate search; ``ivfpq`` compresses: the vectors are split among ``nlist`` k-means cells (IVF)
+and each is stored as ``m`` one-byte codes of its residual (product quantisation), trained on a seeded sample of
+the vectors (``bench/index_memory.py`` measures the saving). Its scores are PQ estimates of the cosine: callers
+that compare them with a threshold score their candidates again exactly (``core.inference.dedup_graph``). By
+default a corpus is searched exactly up to ``FLAT_LIMIT`` texts, with HNSW above.
 
-These checks catch a torn, stale or mismatched index, not a forgery: someone who can write into the lab's
-cache is outside the threat model (``docs/RELIABILITY.md``).
+An index is kept in a cache folder (``save_index``) named by what it was built from, and used again
+(``load_index``) only under exactly the same stamp: the model's ``model_identity``, the texts' ``fingerprint``,
+their number, the kind and its parameters. A cache is the lab's own folder: someone who can write there is
+outside the threat model (``docs/RELIABILITY.md``), so an index read back is checked for what a crash or a stale
+entry leaves (its stamp, its size), not for forgery; so are arrays kept the same way (``save_arrays``).
+
+FAISS is imported only where an index is made or read: the command line's parsers take ``INDEX_KINDS`` and
+``FLAT_LIMIT`` from here where FAISS is not installed.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
+import math
 import weakref
 from pathlib import Path
 from typing import Callable, Sequence
 
-import faiss
 import numpy as np
 
-from core.inference.index_kinds import FLAT_LIMIT
-from core.saving.atomic import write_folder_atomically
-from core.saving.files import CONFIG_MAX_BYTES, read_json_file, read_regular_file
-
+FLAT_LIMIT = 50_000  # corpus size up to which search is exact
+INDEX_KINDS = ("flat", "hnsw", "ivfpq")  # what new_index builds
 HNSW_NEIGHBOURS = 32  # M: graph links per vector
 HNSW_EF_SEARCH = 512  # candidates kept while searching: recall@10 above 0.95 at millisecond latency (docs/BENCHMARKS.md)
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while building
 ENCODE_CHUNK = 4096  # texts per model.encode call, so progress moves and memory stays bounded
-INDEX_FILE, TEXTS_FILE, META_FILE = "index.faiss", "texts.json", "meta.json"
-FORMAT = "siamese-lab-search"
-FORMAT_VERSION = 2  # 2: meta.json records the model, the width and the index's sha256
-MAX_TEXTS = 50_000_000  # the most texts a saved index may claim
-MAX_DIM = 65_536  # the widest vectors a saved index may claim
-TEXTS_MAX_BYTES = 2 * 1024**3  # texts.json
-SPOT_CHECKS = 16  # stored vectors compared with a fresh encoding of their texts on every load
-SPOT_TOLERANCE = 0.05  # largest L2 distance allowed between a stored unit vector and a fresh one
-_INDEX_MAGIC = {b"IxFI": "flat", b"IHNf": "hnsw"}  # the only FAISS index types ever parsed
+INDEX_FILE, META_FILE = "index.faiss", "meta.json"
+FORMAT = "siamese-lab-cache"
+MIN_POINTS = 39  # training rows per k-means centroid below which FAISS warns (its min_points_per_centroid)
+MAX_NLIST = 65_536  # IVF cells: about 4·sqrt(n), so 65,536 cells are reached at 268 million vectors
+PQ_DIMS_PER_CODE = 4  # dimensions per one-byte PQ code: 384-d -> 96 bytes, 16x below float32
+PQ_BITS = 8  # bits per code (256 centroids per sub-vector), FAISS's fast path
+# Cells searched per query: a 16th of them (at least 8). Near duplicates fall in their query's cell or a
+# neighbouring one; on uniform random vectors (no cells to follow) recall is poor (bench/index_memory.py).
+NPROBE_SHARE, MIN_NPROBE = 16, 8
 
 Progress = Callable[[int, int], None]  # (texts encoded so far, total)
 UnitEncoder = Callable[[list, "Progress | None"], np.ndarray]  # (texts, progress) -> (N, d) unit rows, tower 1
@@ -134,50 +134,207 @@ def encode_unit_rows(model, texts: Sequence[str], tower: int, batch_size: int,
     return out
 
 
-def new_index(dim: int, size: int, flat_limit: int, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
-    """An empty inner-product index for ``size`` vectors of width ``dim``: exact (``IndexFlatIP``) up to
-    ``flat_limit`` of them, else HNSW with ``links`` links per vector."""
-    if size <= flat_limit:
+def model_identity(model) -> str | None:
+    """What names a model's vectors: its weights' ``model_fingerprint``, or an ONNX graph's digest."""
+    identity = model_fingerprint(model)
+    digest = getattr(model, "digest", None)
+    return identity if identity is not None else digest.hex() if isinstance(digest, bytes) else None
+
+
+# ---- the kinds of index ------------------------------------------------------------------------
+def checked_kind(kind: str) -> str:
+    if kind not in INDEX_KINDS:
+        raise ValueError(f"index kind must be one of {', '.join(INDEX_KINDS)}, got {kind!r}")
+    return kind
+
+
+def ivf_cells(n: int) -> int:
+    """IVF cells for ``n`` vectors: about 4·sqrt(n), at most ``MAX_NLIST``, and few enough that every
+    cell gets ``MIN_POINTS`` training rows when the corpus has them."""
+    return int(max(1, min(round(4 * math.sqrt(max(n, 1))), MAX_NLIST, n // MIN_POINTS)))
+
+
+def training_rows(n: int) -> int:
+    """How many sampled vectors train an ivfpq index over ``n``: ``MIN_POINTS`` per IVF cell and per PQ
+    centroid, or all of them when the corpus is smaller."""
+    return min(n, MIN_POINTS * max(ivf_cells(n), 1 << PQ_BITS))
+
+
+def training_sample(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
+    """(training_rows(N), d) rows of ``vectors`` drawn without replacement with ``seed``, in order."""
+    n = len(vectors)
+    rows = np.sort(np.random.default_rng(seed).choice(n, size=training_rows(n), replace=False))
+    return np.ascontiguousarray(vectors[rows], dtype=np.float32)
+
+
+def pq_codes(dim: int) -> int:
+    """Sub-vectors per PQ code: the largest divisor of ``dim`` at most dim / ``PQ_DIMS_PER_CODE``."""
+    return max(m for m in range(1, max(1, dim // PQ_DIMS_PER_CODE) + 1) if dim % m == 0)
+
+
+def nprobe_for(nlist: int) -> int:
+    return min(nlist, max(MIN_NPROBE, nlist // NPROBE_SHARE))
+
+
+def index_parameters(kind: str, dim: int, n: int) -> dict:
+    """What decides an index of ``kind`` beyond the vectors (part of its stamp)."""
+    if checked_kind(kind) == "ivfpq":
+        return {"nlist": ivf_cells(n), "m": pq_codes(dim), "bits": PQ_BITS, "train_rows": training_rows(n)}
+    return {"links": HNSW_NEIGHBOURS, "ef_search": HNSW_EF_SEARCH} if kind == "hnsw" else {}
+
+
+def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, seed: int = 0,
+              links: int = HNSW_NEIGHBOURS) -> faiss.Index:
+    """An empty inner-product index of ``kind`` for ``n`` unit vectors of width ``dim``: HNSW with ``links``
+    links per vector; ivfpq trained on ``sample`` (``training_sample``'s rows: required). A single vector has
+    nothing to train on: its ivfpq index is flat."""
+    import faiss
+
+    if checked_kind(kind) == "flat" or kind == "ivfpq" and n < 2:
         return faiss.IndexFlatIP(dim)
-    index = faiss.IndexHNSWFlat(dim, links, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    index.hnsw.efSearch = HNSW_EF_SEARCH
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, links, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        index.hnsw.efSearch = HNSW_EF_SEARCH
+        return index
+    if sample is None or len(sample) < 2:
+        raise ValueError("an ivfpq index is trained on a sample of at least 2 of its vectors")
+    sample = np.ascontiguousarray(sample, dtype=np.float32)
+    nlist, m = min(ivf_cells(n), len(sample)), pq_codes(dim)
+    # A small corpus gets fewer PQ centroids (at least 2), so that each is trained on enough rows.
+    bits = int(min(PQ_BITS, max(1, math.floor(math.log2(max(len(sample) // MIN_POINTS, 2))))))
+    index = faiss.index_factory(dim, f"IVF{nlist},PQ{m}x{bits}np", faiss.METRIC_INNER_PRODUCT)
+    index.cp.seed = index.pq.cp.seed = int(seed)  # "np": no polysemous training (minutes, for a filter unused here)
+    # Fewer rows than FAISS likes are a deliberate choice for a small corpus, not a warning per sub-vector.
+    index.cp.min_points_per_centroid = min(MIN_POINTS, len(sample) // nlist)
+    index.pq.cp.min_points_per_centroid = min(MIN_POINTS, len(sample) // (1 << bits))
+    index.train(sample)
+    index.nprobe = nprobe_for(nlist)
     return index
 
 
+def index_kind(index) -> str:
+    """"flat", "hnsw" or "ivfpq": what ``new_index`` built ``index`` as (a device's exact index is "flat")."""
+    import faiss
+
+    if isinstance(index, faiss.IndexIVFPQ):
+        return "ivfpq"
+    return "hnsw" if isinstance(index, faiss.IndexHNSWFlat) else "flat"
+
+
+def filled_index(kind: str, vectors: np.ndarray, seed: int = 0, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
+    """An index of ``kind`` holding ``vectors`` ((N, d) unit rows), an ivfpq one trained on their sample."""
+    sample = training_sample(vectors, seed) if kind == "ivfpq" else None
+    index = new_index(kind, vectors.shape[1], len(vectors), sample, seed, links)
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return index
+
+
+# ---- kept in a cache folder --------------------------------------------------------------------
+def save_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
+    """Write ``index`` and ``meta.json`` (the ``stamp``, the index's count and width) to ``folder`` atomically."""
+    import faiss
+
+    from core.saving.atomic import write_folder_atomically
+
+    meta = {"format": FORMAT, "stamp": stamp, "count": int(index.ntotal), "dim": int(index.d)}
+
+    def write(temp: Path) -> None:
+        faiss.write_index(index, str(temp / INDEX_FILE))
+        (temp / META_FILE).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
+
+    return write_folder_atomically(folder, write, owned_before=(INDEX_FILE, META_FILE))
+
+
+def load_index(folder: str | Path, stamp: dict) -> faiss.Index | None:
+    """The index ``save_index`` wrote to ``folder`` with exactly ``stamp``; None when there is none, it was saved
+    with another stamp, or it cannot be read as the count and width its meta records."""
+    import faiss
+
+    folder = Path(folder)
+    if json.dumps(saved_stamp(folder), sort_keys=True) != json.dumps(stamp, sort_keys=True):
+        return None
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        index = faiss.read_index(str(folder / INDEX_FILE))
+    except (OSError, ValueError, RuntimeError):  # unreadable or torn: build again
+        return None
+    if (index.ntotal, index.d) != (meta.get("count"), meta.get("dim")):
+        return None
+    if isinstance(index, faiss.IndexIVFPQ):
+        index.nprobe = nprobe_for(index.nlist)
+    return index
+
+
+def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict) -> Path:
+    """Write ``arrays`` (file name -> array) and ``meta.json`` (the ``stamp``) to ``folder`` atomically,
+    replacing what was there."""
+    from core.saving.atomic import write_folder_atomically
+
+    def write(temp: Path) -> None:
+        for name, array in arrays.items():
+            np.save(temp / name, np.ascontiguousarray(array), allow_pickle=False)
+        (temp / META_FILE).write_text(json.dumps({"format": FORMAT, "stamp": stamp}, sort_keys=True), encoding="utf-8")
+
+    return write_folder_atomically(folder, write, owned_before=(META_FILE, *arrays))
+
+
+def saved_stamp(folder: str | Path) -> dict | None:
+    """The stamp ``save_arrays`` or ``save_index`` wrote to ``folder``; None when there is none."""
+    try:
+        meta = json.loads((Path(folder) / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    stamp = meta.get("stamp") if isinstance(meta, dict) and meta.get("format") == FORMAT else None
+    return stamp if isinstance(stamp, dict) else None
+
+
+def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[int, ...], object]]) -> dict | None:
+    """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp``, each file's name mapped to the
+    (shape, dtype) it must have; None when there is no such entry or an array has another shape or dtype."""
+    if json.dumps(saved_stamp(folder), sort_keys=True) != json.dumps(stamp, sort_keys=True):
+        return None
+    try:
+        arrays = {name: np.load(Path(folder) / name, allow_pickle=False) for name in shapes}
+    except (OSError, ValueError, EOFError):  # truncated, or not a .npy file: build again
+        return None
+    fits = all(arrays[name].shape == tuple(shape) and arrays[name].dtype == np.dtype(dtype)
+               for name, (shape, dtype) in shapes.items())
+    return arrays if fits else None
+
+
+# ---- a corpus to search ------------------------------------------------------------------------
 class SearchIndex:
     """Unit vectors of ``texts`` in a FAISS inner-product index, plus the model that encodes queries."""
 
-    def __init__(self, model, index: faiss.Index, texts: list[str], fingerprint_: str | None = None):
+    def __init__(self, model, index: faiss.Index, texts: list[str]):
         if index.ntotal != len(texts):
             raise ValueError(f"the index holds {index.ntotal} vectors for {len(texts)} texts")
         self.model = model
         self.index = index
         self.texts = list(texts)
-        self.fingerprint = fingerprint_ or fingerprint(self.texts)
 
     @property
     def kind(self) -> str:
-        if isinstance(self.index, faiss.IndexIVFPQ):
-            return "ivfpq"
-        return "hnsw" if isinstance(self.index, faiss.IndexHNSWFlat) else "flat"
+        return index_kind(self.index)
 
     def __len__(self) -> int:
         return len(self.texts)
 
     @classmethod
     def build(cls, model, texts: Sequence[str], progress: Progress | None = None, batch_size: int = 256,
-              flat_limit: int = FLAT_LIMIT, encode: UnitEncoder | None = None) -> "SearchIndex":
+              kind: str | None = None, flat_limit: int = FLAT_LIMIT, encode: UnitEncoder | None = None,
+              seed: int = 0) -> "SearchIndex":
         """Encode ``texts`` with ``model`` (tower 1; or ``encode(texts, progress)``'s unit rows, such as the
-        vectors cached by ``core.inference.vector_cache``) and index them; exact up to ``flat_limit`` texts."""
+        vectors cached by ``core.inference.vector_cache``) into an index of ``kind`` (default: exact up to
+        ``flat_limit`` texts, HNSW above)."""
         texts = list(texts)
         if not texts:
             raise ValueError("nothing to index: the corpus has no questions")
         vectors = encode(texts, progress) if encode is not None else encode_unit_rows(  # (N, d)
             model, texts, tower=1, batch_size=batch_size, progress=progress)
-        index = new_index(vectors.shape[1], len(texts), flat_limit)
-        index.add(vectors)
-        return cls(model, index, texts)
+        kind = kind or ("flat" if len(texts) <= flat_limit else "hnsw")
+        return cls(model, filled_index(kind, vectors, seed), texts)
 
     def search(self, query: str | Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         """The ``k`` most similar corpus texts of each query, best first, as (text, cosine score).
@@ -195,158 +352,30 @@ class SearchIndex:
         return [[(self.texts[i], float(s)) for s, i in zip(row_scores, row_ids) if i >= 0]
                 for row_scores, row_ids in zip(scores, ids)]
 
-    # ---- on disk -------------------------------------------------------------------------------
-    def save(self, folder: str | Path) -> Path:
-        """Write the index, the texts and ``meta.json`` (what the index was built from) to ``folder`` atomically (``write_folder_atomically``)."""
-        data = faiss.serialize_index(self.index).tobytes()
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "fingerprint": self.fingerprint,
-                "count": len(self.texts), "dim": int(self.index.d), "kind": self.kind,
-                "model": model_fingerprint(self.model), "index_sha256": hashlib.sha256(data).hexdigest()}
-
-        def write(temp: Path) -> None:
-            (temp / INDEX_FILE).write_bytes(data)
-            (temp / TEXTS_FILE).write_text(json.dumps(self.texts, ensure_ascii=False), encoding="utf-8")
-            (temp / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
-
-        return write_folder_atomically(folder, write, owned_before=(INDEX_FILE, TEXTS_FILE, META_FILE))
-
-    @classmethod
-    def load(cls, folder: str | Path, model) -> "SearchIndex":
-        """Read an index written by ``save`` for ``model``; raises ``ValueError`` (``ModelLoadError``
-        for an unusable file) when anything does not agree: the format, the
-        model it was built with, the texts, their number, the vector width, the index file's sha256, its type,
-        its graph, or a sampled vector against a fresh encoding of its text."""
-        folder = Path(folder)
-        meta = read_json_file(folder / META_FILE, CONFIG_MAX_BYTES, folder=folder)
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{folder} is not a saved search index of this version")
-        count, dim = meta.get("count"), meta.get("dim")
-        for name, value, high in (("count", count, MAX_TEXTS), ("dim", dim, MAX_DIM)):
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
-                raise ValueError(f"{folder / META_FILE}: {name} must be an integer in 1..{high:,}, got {value!r:.40}")
-        wanted_model = model_fingerprint(model)
-        if wanted_model is None or meta.get("model") != wanted_model:
-            raise ValueError(f"{folder} was built with another model (or its weights changed since)")
-        texts = read_json_file(folder / TEXTS_FILE, TEXTS_MAX_BYTES, folder=folder)
-        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            raise ValueError(f"{folder / TEXTS_FILE} is not a list of texts")
-        if len(texts) != count or fingerprint(texts) != meta.get("fingerprint"):
-            raise ValueError(f"{folder}: the texts do not match the saved count and fingerprint")
-        data = read_regular_file(folder / INDEX_FILE, _index_max_bytes(count, dim), folder=folder)
-        if hashlib.sha256(data).hexdigest() != meta.get("index_sha256"):
-            raise ValueError(f"{folder / INDEX_FILE} is not the index {META_FILE} describes (sha256 differs)")
-        index = _parse_index(data, folder / INDEX_FILE)
-        if index.d != dim or index.ntotal != count:
-            raise ValueError(f"{folder / INDEX_FILE} holds {index.ntotal} vectors of width {index.d}; "
-                             f"{META_FILE} says {count} of width {dim}")
-        _spot_check(model, index, texts, folder)
-        if isinstance(index, faiss.IndexHNSWFlat):
-            index.hnsw.efSearch = HNSW_EF_SEARCH
-        return cls(model, index, texts, meta["fingerprint"])
-
-
-def _index_max_bytes(count: int, dim: int) -> int:
-    """The largest index file ``count`` vectors of width ``dim`` make: the vectors, and for HNSW a
-    level, an offset and (generously) 6 x M neighbour ids per vector, plus 1 MiB of headers."""
-    return count * (4 * dim + 4 + 8 + 4 * 6 * HNSW_NEIGHBOURS) + 1024 * 1024
-
-
-_FAISS_LIMITS = threading.Lock()  # FAISS's deserialisation limits are process-wide
-
-
-def _parse_index(data: bytes, path: Path) -> faiss.Index:
-    """A flat or HNSW inner-product index from ``data``: anything else is refused before FAISS parses
-    it, and FAISS may allocate no vector larger than ``data`` itself while parsing."""
-    kind = _INDEX_MAGIC.get(bytes(data[:4]))
-    if kind is None:
-        raise ValueError(f"{path} is not a flat or HNSW FAISS index")
-    index = deserialize_bounded(data, path)
-    expected = faiss.IndexFlatIP if kind == "flat" else faiss.IndexHNSWFlat
-    if type(index) is not expected or index.metric_type != faiss.METRIC_INNER_PRODUCT:
-        raise ValueError(f"{path} is not an inner-product {kind} index")
-    if kind == "hnsw":
-        _check_hnsw(index, path)
-    return index
-
-
-def deserialize_bounded(data: bytes, path: Path, io_flags: int = 0) -> faiss.Index:
-    """FAISS's parse of ``data`` (whose type the caller has checked by its magic), with FAISS's ``io_flags``,
-    allocating no vector larger than ``data`` itself; ``ValueError`` when FAISS cannot read it."""
-    with _FAISS_LIMITS:
-        byte_limit, loop_limit = faiss.get_deserialization_vector_byte_limit(), faiss.get_deserialization_loop_limit()
-        faiss.set_deserialization_vector_byte_limit(len(data) + 1)
-        faiss.set_deserialization_loop_limit(1_000_000)
-        try:
-            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8), io_flags)
-        except RuntimeError as error:
-            raise ValueError(f"{path} is not a readable FAISS index: {str(error).splitlines()[0][:200]}") from None
-        finally:
-            faiss.set_deserialization_vector_byte_limit(byte_limit)
-            faiss.set_deserialization_loop_limit(loop_limit)
-    return index
-
-
-def _check_hnsw(index: faiss.IndexHNSWFlat, path: Path) -> None:
-    """The graph may only point at stored vectors, and its tables must agree (FAISS trusts them)."""
-    storage = faiss.downcast_index(index.storage)
-    if type(storage) is not faiss.IndexFlatIP or storage.ntotal != index.ntotal or storage.d != index.d:
-        raise ValueError(f"{path}: the HNSW graph's vector storage does not match it")
-    graph, n = index.hnsw, index.ntotal
-    levels = faiss.vector_to_array(graph.levels).astype(np.int64)
-    offsets = faiss.vector_to_array(graph.offsets).astype(np.int64)
-    neighbours = faiss.vector_to_array(graph.neighbors)
-    per_level = faiss.vector_to_array(graph.cum_nneighbor_per_level).astype(np.int64)
-    ok = (len(levels) == n and len(offsets) == n + 1 and len(per_level) >= 2 and per_level[0] == 0
-          and (np.diff(per_level) >= 0).all() and n > 0 and (levels >= 1).all() and (levels < len(per_level)).all())
-    ok = ok and offsets[0] == 0 and (np.diff(offsets) == per_level[levels]).all() and offsets[-1] == len(neighbours)
-    ok = ok and (len(neighbours) == 0 or (neighbours.min() >= -1 and neighbours.max() < n))
-    ok = ok and 0 <= graph.entry_point < n and graph.max_level == levels.max() - 1
-    if not ok:
-        raise ValueError(f"{path}: the HNSW graph is inconsistent")
-
-
-def _spot_check(model, index: faiss.Index, texts: list[str], folder: Path) -> None:
-    """A few stored vectors, chosen at random (the first and last always), must be what ``model``
-    gives their texts now: a swapped or edited index, or a changed vocabulary, shows here."""
-    rng = np.random.default_rng()
-    picks = sorted({0, len(texts) - 1, *rng.choice(len(texts), size=min(SPOT_CHECKS, len(texts)), replace=False).tolist()})
-    fresh = encode_unit_rows(model, [texts[i] for i in picks], tower=1, batch_size=64, progress=None)  # (k, d)
-    if fresh.shape[1] != index.d:
-        raise ValueError(f"{folder}: the model gives vectors of width {fresh.shape[1]}, the index holds {index.d}")
-    stored = np.stack([index.reconstruct(int(i)) for i in picks])  # (k, d)
-    distance = np.linalg.norm(stored - fresh, axis=1)
-    if not np.isfinite(distance).all() or distance.max() > SPOT_TOLERANCE:
-        raise ValueError(f"{folder}: stored vectors differ from the model's (by up to {distance.max():.3g})")
-
-
-def cache_folder(cache_dir: str | Path, texts_fingerprint: str) -> Path:
-    return Path(cache_dir) / f"search-{texts_fingerprint[:12]}"
-
 
 def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, progress: Progress | None = None,
-                  flat_limit: int = FLAT_LIMIT, batch_size: int = 256, encode: UnitEncoder | None = None) -> SearchIndex:
-    """The saved index for exactly these texts in ``cache_dir`` if there is one, else a new one
-    (saved there when ``cache_dir`` is given and writable).
-
-    A saved index is used only when everything ``SearchIndex.load`` checks agrees (the model, the texts, the width, the index file's hash,
-    sampled vectors); anything else, including files that are not regular or are too large, rebuilds it, from
-    ``encode``'s vectors when given (``SearchIndex.build``), and saves it.
-    """
+                  kind: str | None = None, flat_limit: int = FLAT_LIMIT, batch_size: int = 256,
+                  encode: UnitEncoder | None = None, seed: int = 0) -> SearchIndex:
+    """The ``SearchIndex`` of ``texts`` in an index of ``kind`` (default: exact up to ``flat_limit`` texts, HNSW
+    above): the one kept in ``cache_dir`` for this model, corpus and kind when there is one, else built
+    (``SearchIndex.build``) and kept there when it can be. A model nothing identifies is indexed in memory only."""
     texts = list(texts)
-    wanted = fingerprint(texts)
-    folder = cache_folder(cache_dir, wanted) if cache_dir is not None else None
-    if folder is not None and (folder / META_FILE).is_file():
-        try:
-            saved = SearchIndex.load(folder, model)
-            if saved.fingerprint == wanted and saved.texts == texts:
-                return saved
-        except (OSError, ValueError, RuntimeError, MemoryError):  # unreadable, tampered or stale: rebuild
-            pass
-    built = SearchIndex.build(model, texts, progress=progress, batch_size=batch_size, flat_limit=flat_limit,
-                              encode=encode)
+    if not texts:
+        raise ValueError("nothing to index: the corpus has no questions")
+    kind = checked_kind(kind or ("flat" if len(texts) <= flat_limit else "hnsw"))
+    identity = model_identity(model) if cache_dir is not None else None
+    corpus = fingerprint(texts)
+    dim = int(getattr(model, "embedding_dim", 0) or 1)  # what the ivfpq parameters need; the model fixes it
+    stamp = {"use": "search", "model": identity, "corpus": corpus, "count": len(texts), "kind": kind,
+             "parameters": index_parameters(kind, dim, len(texts)), **({"seed": seed} if kind == "ivfpq" else {})}
+    folder = Path(cache_dir) / f"search-{kind}-{identity[:16]}-{corpus[:16]}" if identity else None
+    saved = load_index(folder, stamp) if folder is not None else None
+    if saved is not None and saved.ntotal == len(texts) and index_kind(saved) == kind:
+        return SearchIndex(model, saved, texts)
+    built = SearchIndex.build(model, texts, progress, batch_size, kind=kind, encode=encode, seed=seed)
     if folder is not None:
         try:
-            built.save(folder)
+            save_index(built.index, folder, stamp)
         except OSError:  # a read-only cache still gets a working (in-memory) index
             pass
     return built

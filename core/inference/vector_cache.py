@@ -4,38 +4,31 @@ or a ``search`` index of another kind, on the same corpus with the same model, e
 An entry is one folder under the cache root, named by the model's key and the corpus's fingerprint
 (``core.inference.search.fingerprint``: the texts, in order). It holds ``second.npy``, the unit vectors of
 the question2 side (tower 1: what a search indexes and what a Siamese model clusters), ``first.npy`` (tower
-0) only for a model whose two towers differ, and ``meta.json``: the stamp (the model's key, the corpus's
-fingerprint and count, the width, the towers) and each file's sha256, computed as it was written. The folder
-is written atomically (``core.saving.write_folder_atomically``), so a reader sees a whole entry or none.
+0) only for a model whose two towers differ, and ``meta.json``, the stamp (the model's key, the corpus's
+fingerprint and count, the width, the towers). The folder is written atomically
+(``core.inference.search.save_arrays``), so a reader sees a whole entry or none.
 
-Nothing read back is trusted as it is (``load_arrays``): the stamp must be the one asked for; each file must be
-a regular file inside the folder of exactly the size its shape needs, with exactly the ``.npy`` header of
-a C-ordered float32 array of that shape, and hash to the recorded sha256; every value must be finite and every
-row of length 1 (or 0: ``unit_rows`` leaves an all-zero vector so). Anything else gives None: the caller encodes
-again and writes the entry over. A cache that cannot be written costs only the reuse.
-
-Someone who can write into the lab's cache is outside the threat model (``docs/RELIABILITY.md``): the checks
-catch a torn, truncated or stale entry, not a forgery.
+An entry is named by the content it was made from, so it is used only under exactly the stamp asked for, and
+its arrays only when their shape and dtype are the stamp's and every row is finite and of length 1 (or 0:
+``unit_rows`` leaves an all-zero vector so). Anything else gives None: the caller encodes again and writes the
+entry over. A cache that cannot be written costs only the reuse. Someone who can write into the lab's cache is
+outside the threat model (``docs/RELIABILITY.md``): these checks catch a stale or damaged entry, not a forgery.
 
 The model's key is the caller's: the CLI names a saved model by the sha256 of its files, so a second run
-needs no model loaded at all; the library's default is ``core.inference.vector_index.model_identity``.
+needs no model loaded at all; the library's default is ``core.inference.search.model_identity``.
 """
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-FORMAT, FORMAT_VERSION = "siamese-lab-corpus-vectors", 1
-META_FILE = "meta.json"
+from core.inference.search import load_arrays, save_arrays, saved_stamp
+
 SECOND, FIRST = "second.npy", "first.npy"
 UNIT_TOLERANCE = 1e-4  # how far from 1 a stored row's length may be (float32 rounding of a unit row)
-READ_CHUNK = 1 << 24  # bytes read or hashed at a time
 CHECK_ROWS = 1 << 16  # rows checked at a time: bounds the temporaries of the finite and unit checks
 
 Progress = Callable[[int, int], None]
@@ -57,114 +50,12 @@ class CorpusVectors:
         return clustering_rows(self.second, self.first)
 
 
-# ---- checked arrays in a folder ----------------------------------------------------------------
-def npy_header(shape: tuple[int, ...], dtype) -> bytes:
-    """The ``.npy`` header ``np.save`` writes first for a C-ordered array of ``shape`` and ``dtype``."""
-    buffer = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buffer, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                                                  "fortran_order": False, "shape": tuple(shape)})
-    return buffer.getvalue()
-
-
-def _write_array(path: Path, array: np.ndarray) -> str:
-    """``array`` as a ``.npy`` file at ``path``, written in chunks (no second copy); its sha256."""
-    array = np.ascontiguousarray(array)
-    digest = hashlib.sha256()
-    header = npy_header(array.shape, array.dtype)
-    data = memoryview(array.reshape(-1)).cast("B")
-    with open(path, "wb") as handle:
-        for piece in [header, *(data[at : at + READ_CHUNK] for at in range(0, len(data), READ_CHUNK))]:
-            handle.write(piece)
-            digest.update(piece)
-    return digest.hexdigest()
-
-
-def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict) -> Path:
-    """Write ``arrays`` (file name -> array) and ``meta.json`` (the ``stamp``, each file's sha256) to ``folder``
-    atomically, replacing what was there."""
-    from core.saving.atomic import write_folder_atomically
-
-    def write(temp: Path) -> None:
-        hashes = {name: _write_array(temp / name, array) for name, array in arrays.items()}
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "stamp": stamp, "sha256": hashes}
-        (temp / META_FILE).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
-
-    return write_folder_atomically(folder, write, owned_before=(META_FILE, *arrays))
-
-
-def _read_array(path: Path, folder: Path, shape: tuple[int, ...], dtype, sha256: str) -> np.ndarray | None:
-    """The array at ``path`` when its file is exactly a C-ordered ``dtype`` array of ``shape`` whose bytes hash
-    to ``sha256``, read once into a fresh (writable) array; None otherwise."""
-    from core.saving.files import open_regular_file
-
-    header = npy_header(shape, dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    with open_regular_file(path, len(header) + nbytes, folder=folder) as (fd, size):
-        if size != len(header) + nbytes:
-            return None
-        array = np.empty(shape, dtype=dtype)  # allocated once the file is known to hold exactly that much
-        reader = io.FileIO(fd, "rb", closefd=False)
-        if reader.read(len(header)) != header:
-            return None
-        digest = hashlib.sha256(header)
-        target = memoryview(array.reshape(-1)).cast("B")
-        done = 0
-        while done < len(target):
-            got = reader.readinto(target[done : done + READ_CHUNK])
-            if not got:
-                return None  # the file shrank while it was read
-            digest.update(target[done : done + got])
-            done += got
-    return array if digest.hexdigest() == sha256 else None
-
-
-def saved_meta(folder: str | Path) -> dict | None:
-    """The ``meta.json`` ``save_arrays`` wrote to ``folder`` (read through ``core.saving.files``'s checks): its
-    stamp and hashes; None when there is none."""
-    from core.saving.files import CONFIG_MAX_BYTES, read_json_file
-
-    folder = Path(folder)
-    try:
-        if not (folder / META_FILE).is_file():
-            return None
-        meta = read_json_file(folder / META_FILE, CONFIG_MAX_BYTES, folder=folder)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-        return None
-    return meta
-
-
-def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[int, ...], object]]) -> dict | None:
-    """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp``, each file's name mapped to the
-    (shape, dtype) it must have; None when there is no such entry or anything about it disagrees."""
-    folder = Path(folder)
-    meta = saved_meta(folder)
-    if meta is None:
-        return None
-    try:
-        hashes = meta.get("sha256")
-        if json.dumps(meta.get("stamp"), sort_keys=True) != json.dumps(stamp, sort_keys=True) or not (
-                isinstance(hashes, dict) and set(hashes) == set(shapes)):
-            return None
-        arrays = {}
-        for name, (shape, dtype) in shapes.items():
-            arrays[name] = _read_array(folder / name, folder, shape, dtype, str(hashes[name]))
-            if arrays[name] is None:
-                return None
-        return arrays
-    except (OSError, ValueError, MemoryError):  # unreadable, a link out of the folder, not ours: build again
-        return None
-
-
 def unit_and_finite(rows: np.ndarray) -> bool:
     """Every value of ``rows`` ((N, d)) finite and every row of length 1 (within ``UNIT_TOLERANCE``) or 0."""
     for start in range(0, len(rows), CHECK_ROWS):
         part = rows[start : start + CHECK_ROWS]
-        if not np.isfinite(part).all():
-            return False
         norms = np.linalg.norm(part, axis=1)
-        if not ((np.abs(norms - 1) <= UNIT_TOLERANCE) | (norms == 0)).all():
+        if not (np.isfinite(part).all() and ((np.abs(norms - 1) <= UNIT_TOLERANCE) | (norms == 0)).all()):
             return False
     return True
 
@@ -182,7 +73,7 @@ class VectorCache:
     @staticmethod
     def stamp(model_key: str, corpus: str, count: int, dim: int, towers: int) -> dict:
         return {"use": "corpus vectors", "model": model_key, "corpus": corpus, "count": count, "dim": dim,
-                "towers": towers, "dtype": "float32", "unit": True}
+                "towers": towers}
 
     def load(self, model_key: str, texts: Sequence[str], corpus: str | None = None) -> CorpusVectors | None:
         """The vectors saved for ``texts`` under ``model_key``, checked (see the module docstring); None when there
@@ -191,9 +82,9 @@ class VectorCache:
 
         corpus = corpus or fingerprint(texts)
         folder = self.folder(model_key, corpus)
-        saved = (saved_meta(folder) or {}).get("stamp")  # its width and towers, checked against the stamp below
-        dim, towers = (saved.get("dim"), saved.get("towers")) if isinstance(saved, dict) else (None, None)
-        if not (isinstance(dim, int) and 1 <= dim <= 1 << 16 and towers in (1, 2)):
+        saved = saved_stamp(folder) or {}  # its width and towers; the rest is checked against the stamp
+        dim, towers = saved.get("dim"), saved.get("towers")
+        if not (isinstance(dim, int) and towers in (1, 2)):
             return None
         shape = ((len(texts), dim), np.float32)
         arrays = load_arrays(folder, self.stamp(model_key, corpus, len(texts), dim, towers),
@@ -225,7 +116,7 @@ def corpus_vectors(texts: Sequence[str], model, cache: VectorCache | None = None
     ``model_identity``; a model nothing identifies is encoded every time."""
     from core.inference.dedup import encode_towers
     from core.inference.search import fingerprint
-    from core.inference.vector_index import model_identity
+    from core.inference.search import model_identity
 
     texts = list(texts)
     if cache is not None and model_key is None:
