@@ -290,6 +290,7 @@ def select_option(page, label: str, option_text: str) -> None:
     ``option_text``."""
     from playwright.sync_api import expect
 
+    wait_for_script(page)  # while a rerun draws, the old widget and its new copy are both on the page
     box = widget(page, "stSelectbox", label)
     box.get_by_role("button", name="Open").click()
     page.get_by_role("option").filter(has_text=option_text).first.click()
