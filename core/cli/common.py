@@ -368,8 +368,8 @@ def model_folder_above(out: Path) -> Path | None:
 
 
 def refuse_tfidf(name: str) -> None:
-    """One ``CliError`` when ``--model`` is the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder) or a
-    stacked scorer (``core.inference.stacked_scorer``) for a command that needs vectors."""
+    """One ``CliError`` when ``--model`` has no vectors for a command that needs them: the TF-IDF baseline (``tfidf``
+    or a calibrated TF-IDF folder), a stacked scorer (``core.inference.stacked_scorer``) or a cross-encoder."""
     from core.inference.tfidf_scorer import is_tfidf
 
     if is_tfidf(name):
@@ -380,11 +380,19 @@ def refuse_tfidf(name: str) -> None:
     if is_stacked(name):
         raise CliError(f"--model {name} is a stacked scorer: it scores pairs (evaluate, score, predict, calibrate) "
                        "but has no vectors for this command")
+    from core.models.registry import scores_pairs_only
+
+    if scores_pairs_only(name):
+        raise CliError(f"--model {name} is a cross-encoder: it reads both questions together and scores pairs "
+                       "(evaluate, score, predict, calibrate; dedup and suggest --rerank) but has no vectors or ONNX "
+                       "graph for this command")
 
 
-def load_model(name: str, device: str):
-    """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``."""
-    refuse_tfidf(name)
+def load_model(name: str, device: str, vectors: bool = True):
+    """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``; with ``vectors``,
+    a model without them is refused first (``refuse_tfidf``)."""
+    if vectors:
+        refuse_tfidf(name)
     from core import models
     from core.device import DeviceError, resolve_device
     from core.saving import ModelLoadError
@@ -395,11 +403,12 @@ def load_model(name: str, device: str):
         raise CliError(str(error)) from None
 
 
-def load_backend(args):
+def load_backend(args, vectors: bool = True):
     """(model, config) for ``args.model`` on ``args.backend``: ``load_model`` for torch, else
-    ``core.export.onnx_backend.onnx_model`` (the exported graph run by onnxruntime on the CPU)."""
+    ``core.export.onnx_backend.onnx_model`` (the exported graph run by onnxruntime on the CPU). ``vectors``: False
+    for a command that only scores pairs, which a cross-encoder does too."""
     if getattr(args, "backend", "torch") != "onnx":
-        return load_model(args.model, args.device)
+        return load_model(args.model, args.device, vectors)
     refuse_tfidf(args.model)
     if args.device.startswith("cuda"):
         raise CliError(f"--backend onnx runs on the CPU; drop --device {args.device}")
