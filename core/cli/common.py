@@ -422,6 +422,26 @@ def load_backend(args, vectors: bool = True):
         raise CliError(str(error)) from None
 
 
+def add_rerank_option(command) -> None:
+    """``--rerank MODEL`` of dedup and suggest; ``load_reranker`` reads it."""
+    command.add_argument("--rerank", default=None, metavar="MODEL",
+                         help="a cross-encoder's folder (train --model cross-encoder, or a calibrated copy) that "
+                              "scores the candidate pairs --model finds, its own threshold deciding")
+
+
+def load_reranker(args):
+    """(model, config) of ``args.rerank``, a cross-encoder, or (None, None) without one; anything else is one
+    ``CliError`` before any work."""
+    if args.rerank is None:
+        return None, None
+    from core.models.registry import scores_pairs_only
+
+    if not scores_pairs_only(args.rerank):
+        raise CliError(f"--rerank takes a cross-encoder's folder (train --model cross-encoder); {args.rerank} is "
+                       "not one")
+    return load_model(args.rerank, args.device, vectors=False)
+
+
 def backend_model(args):
     """``load_backend(args)``'s model alone: a picklable loader for Ray's encoder actors."""
     return load_backend(args)[0]
