@@ -29,6 +29,7 @@ from core.cli.common import (
     model_command,
     output_path,
     print_json,
+    refuse_tfidf,
     resolved_device,
     threshold,
 )
@@ -121,7 +122,8 @@ def _suggest_into(claim, out: Path, args) -> dict:
     from core.saving.safe_csv import safe_csv_text
     from core.training.active_rounds import labelled_threshold, unlabelled_candidates
 
-    device = resolved_device(args)  # a GPU that is not here is refused before any work
+    device = resolved_device(args)  # a GPU that is not here is refused before any work, and a model without vectors
+    refuse_tfidf(args.model)
     questions = distinct_questions(load_corpus(args.questions))
     if len(questions) < 2:
         raise CliError(f"{args.questions} holds one distinct question; pairs need at least two")

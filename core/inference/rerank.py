@@ -19,8 +19,9 @@ from core.inference.dedup_graph import Cluster, NeighbourGraph, checked_threshol
 def candidate_scores(graph: NeighbourGraph, texts: Sequence[str], candidate_threshold: float, reranker,
                      progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first, second, score): each pair of rows i < j whose bi-encoder cosine in ``graph`` is above
-    ``candidate_threshold``, once, with ``reranker.score_pairs``' score of its texts; pairs of identical texts score
-    1 without being run. Three (E,) arrays."""
+    ``candidate_threshold``, once, with ``reranker.score_pairs``' score of its texts in that order (a cross-encoder's
+    score depends on it: the corpus's order is the one fixed choice); pairs of identical texts score 1 without being
+    run. Three (E,) arrays."""
     first, second, _ = graph.pairs_above(candidate_threshold)
     keep = first < second
     first, second = first[keep], second[keep]
