@@ -180,9 +180,8 @@ def test_the_pair_commands_take_it_and_agree_with_its_scores(cross_run, tmp_path
     ["search", "--corpus", str(SAMPLE), "how do I learn python"],
     ["dedup", "--questions", str(SAMPLE), "--out", "{tmp}/clusters.csv"],
     ["suggest", "--questions", str(SAMPLE), "--n", "3", "--out", "{tmp}/suggested.csv"],
-    ["export", "--format", "onnx", "--out", "{tmp}/export"],
     ["predict", "--backend", "onnx", "a", "b"],
-], ids=["embed", "search", "dedup", "suggest", "export", "onnx"])
+], ids=["embed", "search", "dedup", "suggest", "onnx"])
 def test_the_commands_that_need_vectors_refuse_it_in_one_line(cross_run, tmp_path, capsys, argv):
     folder, _ = cross_run
     argv = [argv[0], "--model", str(folder), *(a.format(tmp=tmp_path) for a in argv[1:])]
@@ -224,3 +223,34 @@ def test_dedup_rerank_keeps_only_the_pairs_the_cross_encoder_confirms(cross_run,
     np.testing.assert_allclose(suggested["similarity"],
                                model.score_pairs(suggested["question1"].tolist(), suggested["question2"].tolist()),
                                atol=1e-5)
+
+
+def test_its_onnx_export_scores_as_it_does_and_its_card_says_what_it_is_and_costs(cross_run, tmp_path, capsys):
+    import re
+
+    from core.models import load_model
+
+    folder, _ = cross_run
+    code, out, _ = run_cli(capsys, "export", "--model", folder, "--format", "onnx", "--out", tmp_path / "export")
+    assert code == 0 and json.loads(out)["files"] == ["README.md", "model.onnx", "siamese_lab.json", "tokenizer.json"]
+    manifest = json.loads((tmp_path / "export" / "siamese_lab.json").read_text())
+    assert manifest["model_type"] == "cross-encoder" and manifest["embedding_dim"] is None
+    assert manifest["cost"]["milliseconds_per_pair"] > 0 and manifest["check"]["max_abs_diff_vs_pytorch"] <= 1e-4
+    card = (tmp_path / "export" / "README.md").read_text()
+    for words in ("MiniLM cross-encoder", "reads both questions together", "cannot embed, index or search",
+                  f"{manifest['cost']['milliseconds_per_pair']:.3g} ms per pair on the exporting machine",
+                  "`dedup --rerank`", "pipeline_tag: text-classification"):
+        assert words in card
+    assert "cosine similarity" not in card.split("## Evaluation")[0]
+    # the card's own snippet, run on its folder, gives the model's probabilities
+    snippet = re.search(r"```python\n(.*?)```", card, re.S)[1].replace('MODEL_DIR = "export"',
+                                                                      f'MODEL_DIR = "{tmp_path / "export"}"')
+    exec(snippet, {})
+    printed = capsys.readouterr().out.split()
+    model, _ = load_model(folder)
+    expected = model.score_pairs(["How do I learn Python?"], ["What is the best way to learn Python?"])[0]
+    assert float(printed[0]) == pytest.approx(expected, abs=1e-4)
+    one_error_line(run_cli(capsys, "predict", "--backend", "onnx", "--model", tmp_path / "export", "a", "b"),
+                   "a cross-encoder's ONNX export")
+    one_error_line(run_cli(capsys, "export", "--model", folder, "--format", "sentence-transformers", "--out",
+                           tmp_path / "st"), "only MiniLM models export as sentence-transformers")

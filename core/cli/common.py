@@ -368,8 +368,8 @@ def model_folder_above(out: Path) -> Path | None:
 
 
 def refuse_tfidf(name: str) -> None:
-    """One ``CliError`` when ``--model`` has no vectors for a command that needs them: the TF-IDF baseline (``tfidf``
-    or a calibrated TF-IDF folder), a stacked scorer (``core.inference.stacked_scorer``) or a cross-encoder."""
+    """One ``CliError`` when ``--model`` is the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder) or a
+    stacked scorer (``core.inference.stacked_scorer``), which have no weights, for a command that needs a model."""
     from core.inference.tfidf_scorer import is_tfidf
 
     if is_tfidf(name):
@@ -380,19 +380,23 @@ def refuse_tfidf(name: str) -> None:
     if is_stacked(name):
         raise CliError(f"--model {name} is a stacked scorer: it scores pairs (evaluate, score, predict, calibrate) "
                        "but has no vectors for this command")
+
+
+def refuse_without_vectors(name: str) -> None:
+    """``refuse_tfidf``, and one ``CliError`` for a cross-encoder: a command that needs vectors refuses all three."""
+    refuse_tfidf(name)
     from core.models.registry import scores_pairs_only
 
     if scores_pairs_only(name):
         raise CliError(f"--model {name} is a cross-encoder: it reads both questions together and scores pairs "
-                       "(evaluate, score, predict, calibrate; dedup and suggest --rerank) but has no vectors or ONNX "
-                       "graph for this command")
+                       "(evaluate, score, predict, calibrate with --backend torch; dedup and suggest --rerank) but has "
+                       "no vectors for this command")
 
 
 def load_model(name: str, device: str, vectors: bool = True):
     """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``; with ``vectors``,
-    a model without them is refused first (``refuse_tfidf``)."""
-    if vectors:
-        refuse_tfidf(name)
+    a model without them is refused first (``refuse_without_vectors``)."""
+    (refuse_without_vectors if vectors else refuse_tfidf)(name)
     from core import models
     from core.device import DeviceError, resolve_device
     from core.saving import ModelLoadError
@@ -409,7 +413,7 @@ def load_backend(args, vectors: bool = True):
     for a command that only scores pairs, which a cross-encoder does too."""
     if getattr(args, "backend", "torch") != "onnx":
         return load_model(args.model, args.device, vectors)
-    refuse_tfidf(args.model)
+    refuse_without_vectors(args.model)
     if args.device.startswith("cuda"):
         raise CliError(f"--backend onnx runs on the CPU; drop --device {args.device}")
     from core.export.common import ExportError

@@ -37,7 +37,7 @@ from core.cli.common import (
     print_json,
     ray_vectors,
     read_corpus,
-    refuse_tfidf,
+    refuse_without_vectors,
     remove_stale_shards,
     resolved_device,
     threshold,
@@ -162,7 +162,7 @@ def ray_corpus_file(path: str, report):
 
 def cmd_dedup(args) -> int:
     resolved_device(args)  # a GPU that is not here is refused before any work, and a model without vectors
-    refuse_tfidf(args.model)
+    refuse_without_vectors(args.model)
     if args.sweep is not None:
         for flag, value in (("--out", args.out), ("--threshold", args.threshold), ("--rerank", args.rerank)):
             if value is not None:

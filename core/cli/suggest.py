@@ -29,7 +29,7 @@ from core.cli.common import (
     model_command,
     output_path,
     print_json,
-    refuse_tfidf,
+    refuse_without_vectors,
     resolved_device,
     threshold,
 )
@@ -123,7 +123,7 @@ def _suggest_into(claim, out: Path, args) -> dict:
     from core.training.active_rounds import labelled_threshold, unlabelled_candidates
 
     device = resolved_device(args)  # a GPU that is not here is refused before any work, and a model without vectors
-    refuse_tfidf(args.model)
+    refuse_without_vectors(args.model)
     questions = distinct_questions(load_corpus(args.questions))
     if len(questions) < 2:
         raise CliError(f"{args.questions} holds one distinct question; pairs need at least two")

@@ -59,9 +59,6 @@ def check_export(model_type: str, fmt: str, quantize: str | None = None) -> None
     """ExportError unless a ``model_type`` model can be exported as ``fmt`` (with ``quantize``)."""
     if fmt not in EXPORT_FORMATS:
         raise ExportError(f"unknown export format {fmt!r}; expected one of {', '.join(EXPORT_FORMATS)}")
-    if model_type == "cross-encoder":
-        raise ExportError("a cross-encoder reads both questions together and has no vectors to export; the lab's "
-                          "predict, score and dedup --rerank serve it")
     if fmt == "sentence-transformers" and model_type != "minilm":
         from core.model_names import MODEL_LABELS
 

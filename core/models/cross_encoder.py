@@ -73,11 +73,14 @@ class CrossEncoder(MiniLM):
 
     def forward(self, first: Side, second: Side, negatives=None):
         """(logits (B,), None, None): the trainer's ``(v1, v2, vn)`` for the pair-classification loss."""
-        ids, mask, types = joined(first, second)
+        return self.logits(*joined(first, second)), None, None
+
+    def logits(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+        """(B,) duplicate logits of joined pairs (``joined``): ids, mask and token types (B, T)."""
         hidden = self.bert(input_ids=ids, attention_mask=mask.long(), token_type_ids=types).last_hidden_state
         weights = mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
         pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, h)
-        return self.head(self.dropout(pooled)).squeeze(-1), None, None
+        return self.head(self.dropout(pooled)).squeeze(-1)
 
     @torch.inference_mode()
     def score_tables(self, first: TokenTable, second: TokenTable, batch_size: int = 256, progress=None) -> np.ndarray:
