@@ -329,13 +329,13 @@ def default_model() -> str:
     return finished[0]["path"] if finished else ZERO_SHOT
 
 
-def model_picker(key: str | None = None) -> str:
+def model_picker(key: str | None = None, vectors: bool = True) -> str:
     """The model selectbox of every analysis page; returns the choice (``ZERO_SHOT`` or a folder path).
 
     One choice for all pages (``st.session_state[ACTIVE_MODEL]``): picking a model on one page picks
     it on every page. Until the user picks one, it follows ``default_model``: zero-shot MiniLM, or the
     newest finished run this session trained. ``key`` is ignored (pages from before the shared picker
-    passed their own).
+    passed their own). A page that needs vectors (``vectors``) stops at a cross-encoder, saying so in one line.
     """
     state = st.session_state
     labels = {choice: label for label, choice in model_choices().items()}
@@ -347,6 +347,12 @@ def model_picker(key: str | None = None) -> str:
                  on_change=_picked,
                  help="One model for every page: zero-shot MiniLM, or your newest finished run, until you "
                       "pick another.")
+    from core.models.registry import scores_pairs_only
+
+    if vectors and scores_pairs_only(state[ACTIVE_MODEL]):
+        st.info("This model is a cross-encoder: it reads both questions together and has no vectors for this page. "
+                "The Verdict and Compare pages take it; pick another model here.")
+        st.stop()
     return state[ACTIVE_MODEL]
 
 

@@ -254,3 +254,25 @@ def test_its_onnx_export_scores_as_it_does_and_its_card_says_what_it_is_and_cost
                    "a cross-encoder's ONNX export")
     one_error_line(run_cli(capsys, "export", "--model", folder, "--format", "sentence-transformers", "--out",
                            tmp_path / "st"), "only MiniLM models export as sentence-transformers")
+
+
+def test_verdict_takes_it_and_the_pages_that_need_vectors_say_they_cannot(cross_run, runs_root):
+    import shutil
+
+    from app_support import open_page
+
+    from lab.navigation import SEARCH, VERDICT
+    from lab.session import ACTIVE_MODEL, ACTIVE_MODEL_PICKED
+
+    folder = shutil.copytree(cross_run[0], runs_root / "cross")
+    at = open_page(VERDICT.path, timeout=120)
+    at.selectbox(key="active_model").set_value(str(folder)).run()
+    at.text_area(key="question1").input("How do I learn Python?")
+    at.text_area(key="question2").input("What is the best way to learn Python?")
+    at.button(key="check").click().run()
+    assert not at.exception and not at.error
+    assert [h.value for h in at.header if "DUPLICATE" in h.value]
+    at = open_page(SEARCH.path, **{ACTIVE_MODEL: str(folder), ACTIVE_MODEL_PICKED: True})
+    assert not at.exception and not at.error
+    assert [info.value for info in at.info if "is a cross-encoder" in info.value]
+    assert not at.text_input  # the page stopped before its search box
