@@ -143,23 +143,5 @@ def report(name: str, figures: dict) -> None:
 
 
 def pairs_above(graph, threshold: float):
-    """Every (i, j, cosine) with i != j and cosine > ``threshold`` that ``graph`` (a ``NeighbourGraph``) finds
-    (and every pair of identical rows), as three (E,) arrays of rows, both directions: for measuring recall."""
-    import numpy as np
-
-    t = np.float32(threshold)
-    sizes, neighbourhood, graph.capped = graph._neighbourhoods(t)
-    first, second, scores = [], [], []
-    for unique in np.flatnonzero(sizes > 1).tolist():
-        ids, unique_scores = neighbourhood(unique)
-        mine = graph.copies(unique)
-        for other, score in zip(ids.tolist(), unique_scores.tolist()):
-            theirs = graph.copies(other)  # copies of one row are pairs too, as in ``cluster``
-            a, b = np.repeat(mine, len(theirs)), np.tile(theirs, len(mine))
-            keep = a != b
-            first.append(a[keep])
-            second.append(b[keep])
-            scores.append(np.full(int(keep.sum()), score, dtype=np.float32))
-    if not first:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-    return np.concatenate(first), np.concatenate(second), np.concatenate(scores)
+    """Every (i, j, cosine) above ``threshold`` that ``graph`` finds, both directions: for measuring recall."""
+    return graph.pairs_above(threshold)

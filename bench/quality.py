@@ -213,31 +213,26 @@ def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int 
     import pandas as pd
 
     from core.data import corpus_questions
-    from core.models.cross_encoder import CrossEncoder
-    from core.training.distillation import (
-        CrossEncoderTraining,
-        ScoreRegressionObjective,
-        fit_cross_encoder,
-        teacher_labelled,
-    )
+    from core.training.distillation import ScoreRegressionObjective, teacher_labelled
     from core.training.mining import candidate_pairs
 
     budget = BUDGETS["minilm"][1 if quick else 0]
     gold = splits.train.iloc[: budget["rows"]].reset_index(drop=True)
     val = calibration_split(splits, "minilm")
-    teacher = CrossEncoder.pretrained()
-    # 5e-5: its logit head starts from nothing, and on MiniLM's lever budget 5e-5 beat 2e-5 (BENCHMARKS).
-    fit = fit_cross_encoder(teacher, splits.train.iloc[: teacher_pairs or len(gold)],
-                            CrossEncoderTraining(batch_size=32, lr=5e-5),
-                            callbacks=[StepPrinter("cross-encoder teacher")])
+    # The teacher is a run like any other (train --model cross-encoder); its threshold calibrated on the same pairs.
+    teacher_spec = spec_from_options(model="cross-encoder", epochs=1, batch_size=32, max_length=budget["max_length"],
+                                     patience=1, max_val_pairs=1000 if quick else 3000, validate_every=validate_every)
+    fit = train_run(teacher_spec, Splits(splits.train.iloc[: teacher_pairs or len(gold)], val, splits.test[:0]),
+                    save=False, callbacks=[EpochPrinter("cross-encoder teacher")])
+    teacher = fit.model
     score = lambda frame: teacher.score_pairs(frame["question1"].tolist(), frame["question2"].tolist())  # noqa: E731
     threshold = _calibrate(val, score)
     started = time.perf_counter()
     test_scores = score(test)
     scoring = time.perf_counter() - started
     teacher_row = metrics_row("MiniLM cross-encoder (the teacher)", test["is_duplicate"].to_numpy(), test_scores,
-                              unseen, threshold, fit.seconds, fit.pairs_per_second)
-    teacher_row.update(train_pairs=fit.pairs_seen, test_pairs_per_second=round(len(test) / scoring, 1))
+                              unseen, threshold, fit.outcome.seconds, fit.outcome.pairs_per_second)
+    teacher_row.update(train_pairs=fit.outcome.pairs_seen, test_pairs_per_second=round(len(test) / scoring, 1))
     print(table([teacher_row]).splitlines()[-1], flush=True)
 
     started = time.perf_counter()
@@ -252,22 +247,10 @@ def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int 
     spec = budget_spec("minilm", "contrastive", budget, quick, validate_every)
     row = train_and_score("minilm / distilled from the teacher (gold + silver)", spec,
                           Splits(targets, val, splits.test[:0]), test, unseen, objective=ScoreRegressionObjective())
-    row.update(student_seconds=row["train_seconds"], teacher_seconds=round(fit.seconds, 1),
+    row.update(student_seconds=row["train_seconds"], teacher_seconds=round(fit.outcome.seconds, 1),
                labelling_seconds=round(labelling, 1), silver_pairs=len(silver),
-               train_seconds=round(row["train_seconds"] + fit.seconds + labelling, 1))
+               train_seconds=round(row["train_seconds"] + fit.outcome.seconds + labelling, 1))
     return [teacher_row, row]
-
-
-class StepPrinter:
-    """A line every ``every`` steps of a loop that reports ``on_batch_end(state)`` with step and loss."""
-
-    def __init__(self, name: str, every: int = 25):
-        self.name, self.every, self.started = name, every, time.perf_counter()
-
-    def on_batch_end(self, state: dict):
-        if state["step"] % self.every == 0 or state["step"] == state["total_steps"]:
-            print(f"  {self.name} step {state['step']}/{state['total_steps']}: loss {state['loss']:.4f}, "
-                  f"{time.perf_counter() - self.started:.0f} s", flush=True)
 
 
 def calibration_split(splits: Splits, model_name: str):

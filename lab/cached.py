@@ -21,7 +21,7 @@ from lab.session import (ZERO_SHOT, DataError, data_key, get_model, held_out_pai
 # The verdict page measures a model on pairs it never trained on (``core.inference.honest_pairs``), at most
 # this many of them, a seeded sample (``honest_pairs``' ``max_pairs``): MiniLM on a CPU then stays under a
 # minute the first time, and the charts light in a browser.
-VERDICT_CAPS = {"minilm": 2_000}  # model_type -> most pairs scored
+VERDICT_CAPS = {"minilm": 2_000, "cross-encoder": 2_000}  # model_type -> most pairs scored
 VERDICT_CAP = 20_000  # the others'
 VERDICT_SEED = 0
 

@@ -20,9 +20,9 @@ from core.inference.baselines import (
     REFERENCE,
     TFIDF_LABEL,
     comparison_row,
-    model_scores,
     tfidf_scores,
 )
+from core.inference.evaluation import scorer_scores
 from core.inference.calibration import calibrated_on, pair_threshold
 from core.inference.honest_pairs import CommonPairs, honest_pairs
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
@@ -53,7 +53,7 @@ def common(key: str, runs: Sequence[dict], pairs: pd.DataFrame) -> CommonPairs:
 @st.cache_data(show_spinner=False, max_entries=512)
 def _chunk_scores(choice: str, stamp: float, pairs_key: str, start: int, _chunk: pd.DataFrame) -> np.ndarray:
     model, _ = get_model(choice)
-    return model_scores(model, _chunk)
+    return scorer_scores(model, _chunk)
 
 
 @st.cache_data(show_spinner="Scoring the TF-IDF baseline…", max_entries=16)
@@ -63,7 +63,7 @@ def _tfidf(pairs_key: str, _common: CommonPairs) -> np.ndarray:
 
 
 def scores_of(choice: str, chosen: CommonPairs, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """(N,) cosine scores of ``chosen.pairs`` under a model, cached chunk by chunk;
+    """(N,) scores of ``chosen.pairs`` under a model (a cosine, a cross-encoder's probability), cached chunk by chunk;
     ``progress(pairs done, total)`` after every chunk."""
     pairs, total, stamp, pairs_key = chosen.pairs, len(chosen.pairs), model_stamp(choice), chosen.key
     parts = []

@@ -317,9 +317,10 @@ def default_model() -> str:
     return finished[0]["path"] if finished else ZERO_SHOT
 
 
-def model_picker() -> str:
+def model_picker(vectors: bool = True) -> str:
     """The model selectbox of every analysis page, one choice for all pages; returns the choice (``ZERO_SHOT`` or a
-    folder path). Until the user picks one, it follows ``default_model``."""
+    folder path). Until the user picks one, it follows ``default_model``. A page that needs vectors (``vectors``)
+    stops at a cross-encoder, saying so in one line."""
     state = st.session_state
     labels = {choice: label for label, choice in model_choices().items()}
     if not state.get(ACTIVE_MODEL_PICKED) or state.get(ACTIVE_MODEL) not in labels:
@@ -329,6 +330,12 @@ def model_picker() -> str:
                  on_change=_keep_active_model, args=(True,),
                  help="One model for every page: zero-shot MiniLM, or your newest finished run, until you "
                       "pick another.")
+    from core.models.registry import scores_pairs_only
+
+    if vectors and scores_pairs_only(state[ACTIVE_MODEL]):
+        st.info("This model is a cross-encoder: it reads both questions together and has no vectors for this page. "
+                "The Verdict and Compare pages take it; pick another model here.")
+        st.stop()
     return state[ACTIVE_MODEL]
 
 

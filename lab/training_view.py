@@ -105,6 +105,9 @@ def model_size_inputs(model: str, persist_state: str, on_change) -> None:
         st.caption("Small defaults so a CPU trains in minutes; the seed's dual encoder uses d_model 512, 3 layers, 8 heads.")
     elif model == "minilm":
         st.caption("MiniLM keeps its pretrained architecture (6 layers, 384 dimensions); only the weights are fine-tuned.")
+    elif model == "cross-encoder":
+        st.caption("MiniLM's architecture reading both questions together, one logit out; its loss is binary "
+                   "cross-entropy on every labelled pair, both labels (no vectors, so no loss on them).")
 
 
 def show_auto_recipe(pairs: pd.DataFrame) -> None:

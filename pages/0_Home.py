@@ -21,14 +21,16 @@ st.write(
 
 models_column, losses_column = st.columns(2)
 with models_column:
-    st.subheader("Three models")
+    st.subheader("Four models")
     st.markdown(
         f"- **{MODEL_LABELS['lstm']}**: one set of weights for both questions; word embeddings → LSTM → mean over "
         "the real tokens → L2-normalise.\n"
         f"- **{MODEL_LABELS['dual-transformer']}**: two independent transformer towers, one per side; the [CLS] state "
         "is projected to the output vector.\n"
         f"- **{MODEL_LABELS['minilm']}**: the pretrained all-MiniLM-L6-v2 sentence encoder, usable zero-shot "
-        "(no training) or fine-tuned on your pairs."
+        "(no training) or fine-tuned on your pairs.\n"
+        f"- **{MODEL_LABELS['cross-encoder']}**: MiniLM reading both questions together, one probability per pair; "
+        "no vectors, so it scores pairs and confirms the ones a bi-encoder finds."
     )
 with losses_column:
     st.subheader(f"{len(LOSS_CHOICES)} losses")  # the Train page's menu, read from the same list

@@ -6,7 +6,7 @@ sizes and every check come from there.
 import streamlit as st
 
 from core.device import cuda_available
-from core.models import MODEL_LABELS, MODEL_NAMES
+from core.model_names import CROSS_ENCODER, MODEL_LABELS, MODEL_NAMES
 from core.training.objectives import DEFAULT_MARGINS, LossConfig
 from core.training.presets import PRESETS, default_preset
 from core.training.specs import (
@@ -35,7 +35,7 @@ OPTION_LABELS = {"batch_size": "Batch size", "lr": "Learning rate", "max_length"
 
 
 def chosen_loss() -> str:
-    return LOSS_CHOICES[state.loss].options["loss"]
+    return "bce" if state.model == CROSS_ENCODER else LOSS_CHOICES[state.loss].options["loss"]  # the menu's, or its own
 
 
 def apply_model_defaults() -> None:
@@ -100,7 +100,7 @@ def init_widgets() -> None:
 def options_from_widgets() -> dict:
     """The run the widgets describe, in core.training.specs' option vocabulary."""
     loss = chosen_loss()
-    return dict(**LOSS_CHOICES[state.loss].options, margin=state.margin if loss not in SCALE_LOSSES else None,
+    return dict(**LOSS_CHOICES[state.loss].options if state.model != CROSS_ENCODER else {}, margin=state.margin if loss not in SCALE_LOSSES else None,
                 scale=state.scale if loss in SCALE_LOSSES else None, model=state.model, epochs=state.epochs,
                 batch_size=state.batch_size, lr=state.lr, device=state.device, seed=state.seed,
                 patience=state.patience, max_length=state.max_length, val_fraction=state.val_fraction,
@@ -135,8 +135,9 @@ if state.preset == training_view.AUTO_PRESET:
 model_column, loss_column = st.columns(2)
 model_column.selectbox("Model", MODEL_NAMES, format_func=MODEL_LABELS.get, key="model", on_change=to_custom, args=(apply_model_defaults,),
                        persist_state=PERSIST, help="Choosing a model resets epochs, batch size and learning rate.")
-loss_column.selectbox("Loss", list(LOSS_CHOICES), format_func=lambda choice: LOSS_CHOICES[choice].label, key="loss",
-                      on_change=to_custom, args=(apply_loss_defaults,), persist_state=PERSIST, help=LOSS_CHOICES[state.loss].help)
+if state.model != CROSS_ENCODER:  # the losses on vectors; the cross-encoder's own is said with its size
+    loss_column.selectbox("Loss", list(LOSS_CHOICES), format_func=lambda choice: LOSS_CHOICES[choice].label, key="loss",
+                          on_change=to_custom, args=(apply_loss_defaults,), persist_state=PERSIST, help=LOSS_CHOICES[state.loss].help)
 
 epochs_column, batch_column, lr_column, margin_column = st.columns(4)
 epochs_column.number_input("Epochs", min_value=1, max_value=200, step=1, key="epochs", on_change=to_custom, persist_state=PERSIST)
@@ -148,7 +149,7 @@ if chosen_loss() in SCALE_LOSSES:
     margin_column.number_input("Scale", min_value=1.0, max_value=100.0, step=1.0, key="scale", on_change=to_custom, persist_state=PERSIST,
                                help="Softmax: multiplies the cosine similarities before the softmax. "
                                     "CoSENT: λ, multiplies the differences of the cosines.")
-else:
+elif DEFAULT_MARGINS[chosen_loss()]:  # the losses with a margin
     margin_column.number_input(
         "Margin", min_value=0.0, max_value=2.0, step=0.05, key="margin", on_change=to_custom, persist_state=PERSIST,
         help="Triplet: on the cosine scale (-1..1). Contrastive and multitask: on the distance between unit "

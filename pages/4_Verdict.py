@@ -17,7 +17,7 @@ st.title("Duplicate or not?")
 st.caption("Type two questions and press **Check**. The model turns each into a vector; the verdict is DUPLICATE "
            "when their cosine similarity is above the threshold.")
 
-choice = model_picker()  # the one model of every analysis page
+choice = model_picker(vectors=False)  # the one model of every analysis page; a cross-encoder's score is its own
 # The questions can be typed at once: the model (PyTorch, the weights) loads after the form is drawn.
 question1, question2 = verdict_view.question_form()
 try:

@@ -15,10 +15,10 @@ from core.inference.baselines import (
     TFIDF_FIT,
     TFIDF_LABEL,
     comparison_row,
-    model_scores,
     sort_table,
     tfidf_scores,
 )
+from core.inference.evaluation import scorer_scores
 from core.inference.honest_pairs import honest_pairs
 from core.inference.metrics import best_thresholds
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
@@ -84,7 +84,7 @@ def _expected_row(choice, name, kind, common, source, calibrated_here=False, zer
     from core.models import load_model
 
     model, config = load_model(choice)
-    labels, scores = common.pairs["is_duplicate"].to_numpy(), model_scores(model, common.pairs)
+    labels, scores = common.pairs["is_duplicate"].to_numpy(), scorer_scores(model, common.pairs)
     threshold = best_thresholds(labels, scores)["accuracy"] if calibrated_here else config["thresholds"]["accuracy"]
     return comparison_row(name, kind, labels, scores, threshold, source, zero_shot_scores,
                           resampling_groups(common.pairs))
@@ -123,7 +123,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
     # against zero-shot MiniLM's scores of them
     from core.models import load_model
 
-    zero_shot_scores = model_scores(load_model("minilm")[0], common.pairs)
+    zero_shot_scores = scorer_scores(load_model("minilm")[0], common.pairs)
     lstm = _expected_row(str(folders["lstm"]), folders["lstm"].name, MODEL_LABELS["lstm"], common,
                          compare_view.SAVED_SOURCE, zero_shot_scores=zero_shot_scores)
     # zero-shot MiniLM has no validation split: calibrated on these labelled pairs (core.inference.calibration)
@@ -318,7 +318,7 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, 
     assert len(downloaded) == len(expected) and _content(downloaded) == _content(expected)
     assert not _content(downloaded) & trained
     assert rows.loc[ZERO_SHOT_LABEL, "ROC AUC"] == pytest.approx(
-        roc_auc_score(expected["is_duplicate"], model_scores(minilm, expected)), abs=1e-6)
+        roc_auc_score(expected["is_duplicate"], scorer_scores(minilm, expected)), abs=1e-6)
     verdict = rows.loc[folder.name, "vs zero-shot"]
     assert verdict.count(" to ") == 1 and verdict.split(" (")[0] in ("better", "no measurable difference", "worse")
 
@@ -329,7 +329,7 @@ def test_compare_after_training_on_an_upload_scores_no_training_pair(runs_root, 
     assert any(block.value.startswith(f"**Scored on the {len(val)} pairs of the validation file val.csv")
                for block in at.markdown)
     assert at.dataframe[0].value.set_index("model").loc[ZERO_SHOT_LABEL, "ROC AUC"] == pytest.approx(
-        roc_auc_score(val["is_duplicate"], model_scores(minilm, val)), abs=1e-6)
+        roc_auc_score(val["is_duplicate"], scorer_scores(minilm, val)), abs=1e-6)
 
     # a test file that repeats training pairs, swapped: those are left out, the rest scored
     test = pd.concat([upload.iloc[[0, 1]].rename(columns={"question1": "question2", "question2": "question1"}),

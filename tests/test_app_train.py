@@ -430,6 +430,28 @@ def test_implied_pairs_tick_trains_on_them(train_page, rerun_until):
     assert data["train_pairs"] == len(splits.train) + data["implied_pairs"]
 
 
+def test_the_cross_encoder_trains_with_its_own_loss_and_no_loss_menu(train_page, monkeypatch):
+    import threading
+
+    started, specs = threading.Event(), []
+
+    def held(spec, pairs, runs_root, callbacks, stop_event):
+        specs.append(spec)
+        started.set()
+        assert stop_event.wait(120)
+        raise RuntimeError("held by the test")
+
+    monkeypatch.setattr(core.training.jobs, "train_run", held)
+    at = train_page
+    at.selectbox(key="model").set_value("cross-encoder").run()
+    assert "loss" not in [box.key for box in at.selectbox] and "margin" not in values(at)
+    assert any("binary cross-entropy on every labelled pair" in caption.value for caption in at.caption)
+    assert values(at)["lr"] == TRAINING_DEFAULTS["cross-encoder"]["lr"]
+    at.button(key="start").click().run()
+    assert not at.exception and not at.error and started.wait(60)
+    assert (specs[0].model, specs[0].loss.name) == ("cross-encoder", "bce")
+
+
 def test_the_loss_menu_shows_short_names_with_the_formula_in_its_help(train_page):
     from lab.loss_menu import LOSS_CHOICES
 

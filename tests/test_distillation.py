@@ -1,7 +1,6 @@
-"""The Augmented SBERT pieces: score regression, corpus mining, the cross-encoder and its training.
+"""The Augmented SBERT pieces: score regression and corpus mining (the cross-encoder: test_cross_encoder.py).
 
-Tiny models with distinct sizes (vocab 23, hidden 32, 4 heads, feed-forward 37, 2 layers) and
-hand-placed vectors, so every expected value below is worked out by hand.
+Hand-placed vectors, so every expected value below is worked out by hand.
 """
 from __future__ import annotations
 
@@ -10,17 +9,10 @@ import pandas as pd
 import pytest
 import torch
 from conftest import synthetic_pairs
-from sklearn.metrics import roc_auc_score
 
 from core.data.splitting import connected_components
 from core.losses import score_regression_loss
-from core.models.cross_encoder import CrossEncoder, CrossEncoderConfig
-from core.training.distillation import (
-    CrossEncoderTraining,
-    ScoreRegressionObjective,
-    fit_cross_encoder,
-    teacher_labelled,
-)
+from core.training.distillation import ScoreRegressionObjective
 from core.training.mining import (
     candidate_pairs,
     mine_hard_negatives,
@@ -116,87 +108,6 @@ def test_candidate_pairs_join_each_question_to_its_nearest_once():
     model = VectorModel({"a": _unit(0), "b": _unit(10), "c": _unit(90), "d": _unit(95)})
     pairs = candidate_pairs(["a", "b", "c", "d"], model, k=1)
     assert sorted(map(tuple, pairs[["question1", "question2"]].to_numpy().tolist())) == [("a", "b"), ("c", "d")]
-
-
-# ---- the cross-encoder ---------------------------------------------------------------------------
-WORDS = ["how", "do", "i", "learn", "python", "cook", "rice", "why", "is", "the", "sky", "blue", "what",
-         "best", "way"]
-TINY_BERT = {"vocab_size": 5 + len(WORDS) + 3, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-             "intermediate_size": 37, "max_position_embeddings": 64}
-
-
-@pytest.fixture()
-def tiny_cross_encoder(tmp_path):
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "?", "##s", "##ing"]
-    assert len(vocab) == TINY_BERT["vocab_size"] == 23
-    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    torch.manual_seed(0)
-    return CrossEncoder(CrossEncoderConfig(max_length=11, dropout=0.0, bert=TINY_BERT), tmp_path / "vocab.txt")
-
-
-def test_the_pair_is_one_sequence_with_token_types(tiny_cross_encoder):
-    ids, mask, types = tiny_cross_encoder.tokenize(["how do i learn python", "why"], ["learn python", "is the sky blue"])
-    assert ids.shape == mask.shape == types.shape == (2, 10)  # padded to the longer joined pair
-    # [PAD] 0, [CLS] 2, [SEP] 3; how 5, do 6, i 7, learn 8, python 9, why 12, is 13, the 14, sky 15, blue 16
-    assert ids.tolist() == [[2, 5, 6, 7, 8, 9, 3, 8, 9, 3], [2, 12, 3, 13, 14, 15, 16, 3, 0, 0]]
-    assert types.tolist() == [[0] * 7 + [1] * 3, [0] * 3 + [1] * 5 + [0] * 2]
-    assert mask.tolist() == [[1] * 10, [1] * 8 + [0] * 2]
-    logits = tiny_cross_encoder(ids, mask, types)
-    assert logits.shape == (2,)
-
-
-def test_a_long_pair_is_cut_to_max_length_and_keeps_both_questions(tiny_cross_encoder):
-    ids, _, types = tiny_cross_encoder.tokenize(["how do i learn python"], ["what is the best way to cook rice"])
-    assert ids.shape == (1, 11)  # 16 tokens before the cut
-    assert ids[0, 0] == 2 and ids[0, -1] == 3 and (ids[0] == 3).sum() == 2  # [CLS] ... [SEP] ... [SEP]
-    assert 0 < int(types[0].sum()) < 11 - 3  # the second question lost tokens but not all of them
-
-
-def test_score_pairs_keeps_the_input_order(tiny_cross_encoder):
-    first = ["how do i learn python", "why is the sky blue", "cook rice", "what is the best way"]
-    second = ["learn python", "sky blue", "how do i cook rice ?", "best way"]
-    scores = tiny_cross_encoder.score_pairs(first, second, batch_size=3)
-    assert scores.shape == (4,) and ((scores > 0) & (scores < 1)).all()
-    assert tiny_cross_encoder.training  # score_pairs scored in eval mode and gave the mode back
-    tiny_cross_encoder.eval()  # BERT's own dropout (0.1) is on in training mode
-    with torch.no_grad():
-        one_by_one = [torch.sigmoid(tiny_cross_encoder(*tiny_cross_encoder.tokenize([a], [b]))).item()
-                      for a, b in zip(first, second)]
-    np.testing.assert_allclose(scores, one_by_one, atol=1e-5)
-
-
-@pytest.mark.slow
-def test_a_tiny_cross_encoder_learns_which_pairs_share_their_words(tiny_cross_encoder):
-    rng = np.random.default_rng(3)
-    rows = []
-    for i in range(48):
-        a, b, c, d = rng.choice(WORDS, 4, replace=False)
-        rows.append((f"{a} {b}", f"{b} {a}" if i % 2 == 0 else f"{c} {d}", int(i % 2 == 0)))
-    pairs = pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate"])
-    seen = []
-    fit = fit_cross_encoder(tiny_cross_encoder, pairs, CrossEncoderTraining(epochs=25, batch_size=8, lr=3e-3),
-                            callbacks=[type("Probe", (), {"on_batch_end": lambda self, state: seen.append(state)})()])
-    assert fit.steps == 25 * 6 == len(fit.losses) == len(seen) and seen[-1]["total_steps"] == 150
-    assert fit.pairs_seen == 25 * 48
-    assert np.mean(fit.losses[-6:]) < 0.5 * np.mean(fit.losses[:6])
-    labelled = teacher_labelled(tiny_cross_encoder, pairs)
-    assert roc_auc_score(pairs["is_duplicate"], labelled["is_duplicate"]) > 0.95
-    assert labelled["is_duplicate"].between(0, 1).all()
-
-
-def test_a_stop_event_ends_the_cross_encoder_training_before_its_next_step(tiny_cross_encoder):
-    import threading
-
-    stop = threading.Event()
-    pairs = synthetic_pairs(40, seed=0)[["question1", "question2", "is_duplicate"]]
-
-    class StopAfterTwo:
-        def on_batch_end(self, state):
-            if state["step"] == 2:
-                stop.set()
-
-    fit = fit_cross_encoder(tiny_cross_encoder, pairs, CrossEncoderTraining(batch_size=4), [StopAfterTwo()], stop)
-    assert fit.steps == 2
 
 
 # ---- distillation through the pipeline -----------------------------------------------------------

@@ -32,7 +32,7 @@ def test_loss_config_defaults():
     assert LossConfig("contrastive").form == "squared_hinge"
     assert LossConfig("softmax").scale == 20.0
     assert LossConfig("triplet", margin=0.4).margin == 0.4
-    assert LOSS_NAMES == ("triplet", "contrastive", "softmax", "cosent", "multitask")
+    assert LOSS_NAMES == ("triplet", "contrastive", "softmax", "cosent", "multitask", "bce")
     assert LossConfig("cosent").margin == 0.0 and LossConfig("multitask").margin == 1.0  # the contrastive term's
     assert DEFAULT_MARGINS["triplet"] == 0.25
 

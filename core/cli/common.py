@@ -383,7 +383,7 @@ def model_folder_above(out: Path) -> Path | None:
 
 def refuse_tfidf(name: str) -> None:
     """One ``CliError`` when ``--model`` is the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder) or a
-    stacked scorer (``core.inference.stacked_scorer``) for a command that needs vectors."""
+    stacked scorer (``core.inference.stacked_scorer``), which have no weights, for a command that needs a model."""
     from core.inference.tfidf_scorer import is_tfidf
 
     if is_tfidf(name):
@@ -396,9 +396,21 @@ def refuse_tfidf(name: str) -> None:
                        "but has no vectors for this command")
 
 
-def load_model(name: str, device: str):
-    """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``."""
+def refuse_without_vectors(name: str) -> None:
+    """``refuse_tfidf``, and one ``CliError`` for a cross-encoder: a command that needs vectors refuses all three."""
     refuse_tfidf(name)
+    from core.models.registry import scores_pairs_only
+
+    if scores_pairs_only(name):
+        raise CliError(f"--model {name} is a cross-encoder: it reads both questions together and scores pairs "
+                       "(evaluate, score, predict, calibrate with --backend torch; dedup and suggest --rerank) but has "
+                       "no vectors for this command")
+
+
+def load_model(name: str, device: str, vectors: bool = True):
+    """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``; with ``vectors``,
+    a model without them is refused first (``refuse_without_vectors``)."""
+    (refuse_without_vectors if vectors else refuse_tfidf)(name)
     from core import models
     from core.device import DeviceError, resolve_device
     from core.saving import ModelLoadError
@@ -409,12 +421,13 @@ def load_model(name: str, device: str):
         raise CliError(str(error)) from None
 
 
-def load_backend(args):
+def load_backend(args, vectors: bool = True):
     """(model, config) for ``args.model`` on ``args.backend``: ``load_model`` for torch, else
-    ``core.export.onnx_backend.onnx_model`` (the exported graph run by onnxruntime on the CPU)."""
+    ``core.export.onnx_backend.onnx_model`` (the exported graph run by onnxruntime on the CPU). ``vectors``: False
+    for a command that only scores pairs, which a cross-encoder does too."""
     if getattr(args, "backend", "torch") != "onnx":
-        return load_model(args.model, args.device)
-    refuse_tfidf(args.model)
+        return load_model(args.model, args.device, vectors)
+    refuse_without_vectors(args.model)
     if args.device.startswith("cuda"):
         raise CliError(f"--backend onnx runs on the CPU; drop --device {args.device}")
     from core.export.formats import ExportError
@@ -425,6 +438,26 @@ def load_backend(args):
         return onnx_model(args.model)
     except (OnnxBackendError, ExportError, ModelLoadError) as error:
         raise CliError(str(error)) from None
+
+
+def add_rerank_option(command) -> None:
+    """``--rerank MODEL`` of dedup and suggest; ``load_reranker`` reads it."""
+    command.add_argument("--rerank", default=None, metavar="MODEL",
+                         help="a cross-encoder's folder (train --model cross-encoder, or a calibrated copy) that "
+                              "scores the candidate pairs --model finds, its own threshold deciding")
+
+
+def load_reranker(args):
+    """(model, config) of ``args.rerank``, a cross-encoder, or (None, None) without one; anything else is one
+    ``CliError`` before any work."""
+    if args.rerank is None:
+        return None, None
+    from core.models.registry import scores_pairs_only
+
+    if not scores_pairs_only(args.rerank):
+        raise CliError(f"--rerank takes a cross-encoder's folder (train --model cross-encoder); {args.rerank} is "
+                       "not one")
+    return load_model(args.rerank, args.device, vectors=False)
 
 
 def backend_model(args):

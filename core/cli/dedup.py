@@ -12,6 +12,8 @@ on the same corpus needs is kept in the lab's cache and used again: the corpus's
 index and its first search (``index_cache``, ``core.inference.dedup_graph.SavedGraphIndex``); the summary's ``vectors`` and
 ``index`` say what was reused. ``--vectors`` takes ``embed``'s vector file instead of encoding;
 ``--sweep`` clusters at every threshold of a range from one graph and prints one row per threshold.
+``--rerank CROSS_ENCODER``: the pairs above the threshold are only candidates, which the cross-encoder confirms at its
+own threshold (``core.inference.rerank``).
 """
 from __future__ import annotations
 
@@ -24,15 +26,18 @@ from core.cli.common import (
     TqdmCounter,
     add_backend_option,
     add_engine_options,
+    add_rerank_option,
     claimed_output,
     count,
     engine_session,
     load_backend,
+    load_reranker,
     model_command,
     output_path,
     print_json,
     ray_vectors,
     read_corpus,
+    refuse_without_vectors,
     remove_stale_shards,
     resolved_device,
     threshold,
@@ -100,6 +105,7 @@ def add_parsers(sub):
                             f"(compressed about 15x, trained on a seeded sample; its candidates are scored again "
                             f"exactly); default: flat up to {FLAT_LIMIT:,} questions, hnsw above")
     add_engine_options(dedup)
+    add_rerank_option(dedup)
     return dedup
 
 
@@ -155,9 +161,10 @@ def ray_corpus_file(path: str, report):
 
 
 def cmd_dedup(args) -> int:
-    resolved_device(args)  # a GPU that is not here is refused before any work
+    resolved_device(args)  # a GPU that is not here is refused before any work, and a model without vectors
+    refuse_without_vectors(args.model)
     if args.sweep is not None:
-        for flag, value in (("--out", args.out), ("--threshold", args.threshold)):
+        for flag, value in (("--out", args.out), ("--threshold", args.threshold), ("--rerank", args.rerank)):
             if value is not None:
                 raise CliError(f"--sweep prints a row per threshold of its range and writes no clusters; drop {flag}")
         rows, summary = _sweep(args)
@@ -289,6 +296,7 @@ def _dedup_into(claim, out: Path, args) -> dict:
     from core.inference.dedup_graph import capped_note
 
     started = time.perf_counter()
+    reranker, rerank_config = load_reranker(args)
     texts, report = read_corpus(args.questions)
     read = time.perf_counter() - started
     graph, config, reuse, phases = _graph(args, texts, report, out.parent)
@@ -296,7 +304,10 @@ def _dedup_into(claim, out: Path, args) -> dict:
     print(f"threshold: {cosine:.4g} ({source})", file=sys.stderr)
     clustering = time.perf_counter()
     _check_threshold(graph, cosine, config)
-    clusters = graph.cluster(cosine, args.min_size)
+    if reranker is None:
+        clusters = graph.cluster(cosine, args.min_size)
+    else:
+        clusters, reuse["rerank"] = _reranked(args, graph, texts, cosine, reranker, rerank_config)
     phases["cluster"] = time.perf_counter() - clustering
     largest = clusters[0].size if clusters else 0
     for note in (capped_note(graph.capped, graph.max_neighbourhood, cosine),
@@ -315,6 +326,21 @@ def _dedup_into(claim, out: Path, args) -> dict:
             "search": "exact" if graph.kind == "flat" else f"{graph.kind} (approximate)",
             **reuse, "backend": args.backend, "seconds": round(time.perf_counter() - started, 1),
             "phase_seconds": {name: round(seconds, 1) for name, seconds in {"read": read, **phases}.items()}}
+
+
+def _reranked(args, graph, texts, cosine: float, reranker, config: dict):
+    """(clusters, what the summary says of them) of ``--rerank``: the pairs above the bi-encoder's ``cosine`` are
+    the candidates, the cross-encoder's clustering threshold decides (``core.inference.rerank``)."""
+    from core.inference.calibration import clustering_threshold
+    from core.inference.rerank import candidate_scores, confirmed_clusters
+
+    decide = clustering_threshold(config)
+    print(f"rerank threshold: {decide.threshold:.4g} ({decide.source})", file=sys.stderr)
+    first, second, scores = candidate_scores(graph, texts, cosine, reranker, TqdmCounter("reranking", unit="pair"))
+    clusters = confirmed_clusters(len(texts), first, second, scores, decide.threshold, args.min_size)
+    return clusters, {"model": args.rerank, "candidate_pairs": len(scores),
+                      "confirmed_pairs": int((scores > decide.threshold).sum()),
+                      "threshold": float(decide.threshold), "threshold_source": decide.source}
 
 
 def _sweep(args) -> tuple[list[dict], dict]:

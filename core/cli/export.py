@@ -39,7 +39,7 @@ def cmd_export(args) -> int:
         check_export(model_type, args.format, args.quantize)
     except (ModelLoadError, ExportError) as error:
         raise CliError(str(error)) from None
-    model, config = load_model(args.model, args.device)
+    model, config = load_model(args.model, args.device, vectors=False)  # a cross-encoder exports as onnx
     try:
         manifest = export_model(model, config, args.out, args.format, overwrite=args.overwrite,
                                 quantize=args.quantize, source=args.model)

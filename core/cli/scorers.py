@@ -11,7 +11,7 @@ from core.cli.common import CliError, TqdmCounter, load_backend, load_data
 def load_scorer(args):
     """(scorer, config) of a command that only scores pairs (``model.score_pairs``): the TF-IDF baseline
     for ``--model tfidf`` or a calibrated TF-IDF folder, a stacked scorer's folder (``core.inference.stacked_scorer``),
-    else ``load_backend``'s model."""
+    else ``load_backend``'s model, a cross-encoder included."""
     from core.inference.stacked_scorer import is_stacked
     from core.inference.tfidf_scorer import is_tfidf, load_tfidf
     from core.saving import ModelLoadError
@@ -19,7 +19,7 @@ def load_scorer(args):
     if is_stacked(args.model):
         return _load_stacked(args)
     if not is_tfidf(args.model):
-        return load_backend(args)
+        return load_backend(args, vectors=False)
     if getattr(args, "backend", "torch") == "onnx":
         raise CliError(f"--model {args.model} is the TF-IDF baseline, which has no ONNX graph; drop --backend onnx")
     try:

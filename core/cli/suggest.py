@@ -7,7 +7,8 @@ FILE is read as ``dedup`` reads it (``core.data.load_questions``). Each question
 nearest neighbours under the model, pairs already in LABELS (the Label page's database, a
 ``core.saving.label_store`` file, or a pairs CSV such as the one it downloads; it need not exist yet) are
 left out, and ``core.inference.candidates.choose_pairs`` picks N. The CSV has the columns
-question1, question2, similarity, reason, and is formula safe.
+question1, question2, similarity, reason, and is formula safe. ``--rerank CROSS_ENCODER``: the candidates' similarity
+is the cross-encoder's score of the pair (``core.inference.rerank``), and its pair threshold the default.
 """
 from __future__ import annotations
 
@@ -19,13 +20,16 @@ from core.cli.common import (
     CliError,
     TqdmCounter,
     add_backend_option,
+    add_rerank_option,
     claimed_output,
     count,
     load_backend,
     load_corpus,
+    load_reranker,
     model_command,
     output_path,
     print_json,
+    refuse_without_vectors,
     resolved_device,
     threshold,
 )
@@ -71,6 +75,7 @@ def add_parsers(sub):
     suggest.add_argument("--out", required=True, help="output CSV: question1, question2, similarity, reason")
     suggest.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     add_backend_option(suggest)
+    add_rerank_option(suggest)
     return suggest
 
 
@@ -117,11 +122,13 @@ def _suggest_into(claim, out: Path, args) -> dict:
     from core.saving.safe_csv import safe_csv_text
     from core.training.active_rounds import labelled_threshold, unlabelled_candidates
 
-    device = resolved_device(args)  # a GPU that is not here is refused before any work
+    device = resolved_device(args)  # a GPU that is not here is refused before any work, and a model without vectors
+    refuse_without_vectors(args.model)
     questions = distinct_questions(load_corpus(args.questions))
     if len(questions) < 2:
         raise CliError(f"{args.questions} holds one distinct question; pairs need at least two")
     labels = _load_labels(args.labels)
+    reranker, rerank_config = load_reranker(args)
     model, config = load_backend(args)
     started = time.perf_counter()
     key = vector_cache_key(args) or model_identity(model)  # the vectors dedup and search keep, shared with them
@@ -134,6 +141,8 @@ def _suggest_into(claim, out: Path, args) -> dict:
     try:
         if args.threshold is not None:
             chosen = Calibrated(args.threshold, "given with --threshold")
+        elif reranker is not None:  # the cross-encoder's scores are the ones thresholded
+            chosen = pair_threshold(rerank_config)
         elif labels is not None:  # labelled pairs of two corpus questions: scored without encoding
             chosen = labelled_threshold(config, corpus, labels)
         else:
@@ -142,6 +151,10 @@ def _suggest_into(claim, out: Path, args) -> dict:
         in_csv = set() if labels is None or store is not None else set(pair_keys(labels["question1"],
                                                                                   labels["question2"]))
         candidates = unlabelled_candidates(corpus, in_csv, store, args.neighbours)
+        if reranker is not None:
+            from core.inference.rerank import rescored
+
+            candidates = rescored(candidates, reranker)
         labelled_count = 0 if labels is None else len(labels)
     except DataError as error:  # the database changed under the command: one line
         raise _labels_error(args.labels, error) from None
@@ -156,5 +169,5 @@ def _suggest_into(claim, out: Path, args) -> dict:
             "uncertain": int((picked["reason"] == "uncertain").sum()),
             "random": int((picked["reason"] == "random").sum()), "strategy": args.strategy,
             "threshold": float(chosen.threshold), "threshold_source": chosen.source, "seed": args.seed,
-            "vectors": {"reused": corpus.reused}, "backend": args.backend,
+            "vectors": {"reused": corpus.reused}, "backend": args.backend, "rerank": args.rerank,
             "seconds": {"encode": round(encoded - started, 2), "choose": round(time.perf_counter() - encoded, 2)}}

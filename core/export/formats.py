@@ -187,10 +187,49 @@ def _self_attention(attention, x, padding):
     return attention.out_proj((weights @ v).transpose(1, 2).flatten(2))  # (B, T, d)
 
 
-def write_onnx(model, folder: Path, quantize: str | None) -> dict:
+def _saved_graph(module, inputs: dict, path: Path, output: str, width: int | None, quantize: str | None):
+    """``module`` traced on ``inputs`` (name -> example, each batch x sequence) into the ONNX file ``path``, output
+    ``output`` (batch x ``width``, or batch alone), int8 when ``quantize`` says; an onnxruntime session of it."""
     import onnx
     import torch
 
+    # With gradients on: nn.TransformerEncoder's no-grad fast path has no ONNX form.
+    with quiet_export(), native_stderr_dropped():
+        # The TorchScript exporter: it turns the bidirectional LSTM's packed sequence into the ONNX
+        # LSTM's sequence_lens, so the backward direction starts on each text's last real token.
+        torch.onnx.export(
+            module, tuple(inputs.values()), str(path), input_names=list(inputs), output_names=[output],
+            opset_version=OPSET, dynamo=False,
+            dynamic_axes={**{name: {0: "batch", 1: "sequence"} for name in inputs}, output: {0: "batch"}})
+    graph = onnx.load(str(path))
+    if width is not None:  # the exporter names the output's second dimension symbolically; it is a constant
+        graph.graph.output[0].type.tensor_type.shape.dim[1].dim_value = width
+    if quantize == "int8":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        with quiet_export():
+            # Per-channel scales: on MiniLM the mean cosine to the float vectors goes from 0.970 to 0.994.
+            quantize_dynamic(graph, str(path), weight_type=QuantType.QInt8, per_channel=True)
+    else:
+        onnx.save(graph, str(path))
+    return onnx_session(path.read_bytes())
+
+
+def _run(session, feeds: dict) -> np.ndarray:
+    """The session's first output for ``feeds``; a failure is one ``ExportError`` line."""
+    try:
+        return session.run(None, feeds)[0]
+    except Exception as error:  # noqa: BLE001 - onnxruntime's own exception types
+        shape = next(iter(feeds.values())).shape
+        raise ExportError(f"the exported graph fails on a batch of {shape[0]} x {shape[1]} tokens: "
+                          f"{failure_reason(error)}") from None
+
+
+def write_onnx(model, folder: Path, quantize: str | None) -> dict:
+    import torch
+
+    if model.model_type == "cross-encoder":
+        return write_cross_encoder_onnx(model, folder, quantize)
     (folder / TOKENIZER_FILE).write_text(model.tokenizer.hf_tokenizer_json(), encoding="utf-8")
     # PROBE_TEXTS as the model's tokenizer pads them: the first batch traces the graphs, the others (other
     # batch sizes and lengths) check them.
@@ -199,34 +238,11 @@ def write_onnx(model, folder: Path, quantize: str | None) -> dict:
     towers = len(getattr(model, "towers", ())) if model.model_type == "dual-transformer" else 1
     differences, cosines = [], []
     for tower in range(towers):
-        path = folder / GRAPH_FILES[tower]
-        # With gradients on: nn.TransformerEncoder's no-grad fast path has no ONNX form.
-        with quiet_export(), native_stderr_dropped():
-            # The TorchScript exporter: it turns the bidirectional LSTM's packed sequence into the ONNX
-            # LSTM's sequence_lens, so the backward direction starts on each text's last real token.
-            torch.onnx.export(
-                _graph(model, tower), (trace_ids, trace_mask.long()), str(path), input_names=list(INPUT_NAMES),
-                output_names=[OUTPUT_NAME], opset_version=OPSET, dynamo=False,
-                dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
-                              OUTPUT_NAME: {0: "batch"}})
-        # The exporter names the output's second dimension symbolically; it is the vector width, a constant.
-        graph = onnx.load(str(path))
-        graph.graph.output[0].type.tensor_type.shape.dim[1].dim_value = int(model.embedding_dim)
-        if quantize == "int8":
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
-            with quiet_export():
-                # Per-channel scales: on MiniLM the mean cosine to the float vectors goes from 0.970 to 0.994.
-                quantize_dynamic(graph, str(path), weight_type=QuantType.QInt8, per_channel=True)
-        else:
-            onnx.save(graph, str(path))
-        session = onnx_session(path.read_bytes())
+        inputs = {"input_ids": trace_ids, "attention_mask": trace_mask.long()}
+        session = _saved_graph(_graph(model, tower), inputs, folder / GRAPH_FILES[tower], OUTPUT_NAME,
+                               int(model.embedding_dim), quantize)
         for ids, mask in checks:
-            try:
-                got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.long().numpy()})[0]
-            except Exception as error:  # noqa: BLE001 - onnxruntime's own exception types
-                raise ExportError(f"the exported graph fails on a batch of {ids.shape[0]} x {ids.shape[1]} "
-                                  f"tokens: {failure_reason(error)}") from None
+            got = _run(session, {"input_ids": ids.numpy(), "attention_mask": mask.long().numpy()})
             with torch.no_grad():
                 want = _unit(model, model.embed(ids, mask, tower=tower).float()).numpy()
             differences.append(float(np.abs(got - want).max()))
@@ -245,6 +261,65 @@ def write_onnx(model, folder: Path, quantize: str | None) -> dict:
         "quantization": "int8-dynamic" if quantize == "int8" else None,
         "check": {"texts": len(PROBE_TEXTS), "max_abs_diff_vs_pytorch": difference,
                   "min_cosine_vs_pytorch": min(cosines), "tolerance": None if quantize else ONNX_TOLERANCE},
+    }
+
+
+CROSS_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+CROSS_OUTPUT = "duplicate_probability"
+
+
+def write_cross_encoder_onnx(model, folder: Path, quantize: str | None) -> dict:
+    """A cross-encoder's one graph: a joined pair's ``input_ids``, ``attention_mask`` and ``token_type_ids`` (as
+    ``tokenizer.json`` encodes a pair of texts) -> ``duplicate_probability`` (batch,). Checked against PyTorch on the
+    probe texts paired with each other; the milliseconds per pair onnxruntime took on them are recorded, measured
+    here: a cross-encoder costs a forward pass per pair, where a bi-encoder's cost is per question."""
+    import json
+    import os
+    import time
+
+    import torch
+
+    from core.models.cross_encoder import joined
+
+    settings = json.loads(model.tokenizer.hf_tokenizer_json())
+    settings["truncation"]["max_length"] = 2 * model.tokenizer.max_length - 1  # both questions together
+    (folder / TOKENIZER_FILE).write_text(json.dumps(settings), encoding="utf-8")
+    first, second = model.tokenizer.encode(PROBE_TEXTS), model.tokenizer.encode(PROBE_TEXTS[::-1])
+    pairs = [joined(first.take(rows), second.take(rows)) for rows in ([0, 3], np.arange(len(first)), [7], [2, 5, 0])]
+
+    class Graph(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return torch.sigmoid(self.model.logits(input_ids, attention_mask.bool(), token_type_ids))
+
+    feeds = [dict(zip(CROSS_INPUTS, (ids, mask.long(), types))) for ids, mask, types in pairs]
+    session = _saved_graph(Graph().eval(), feeds[0], folder / GRAPH_FILES[0], CROSS_OUTPUT, None, quantize)
+    differences, seconds = [], []
+    for (ids, mask, types), feed in zip(pairs[1:], feeds[1:]):
+        got = _run(session, {name: tensor.numpy() for name, tensor in feed.items()})
+        with torch.no_grad():
+            differences.append(float(np.abs(got - torch.sigmoid(model.logits(ids, mask, types)).numpy()).max()))
+    for _ in range(5):  # the whole probe batch; the fastest run is the cost (the others waited on something else)
+        started = time.perf_counter()
+        session.run(None, {name: tensor.numpy() for name, tensor in feeds[1].items()})
+        seconds.append(time.perf_counter() - started)
+    difference = max(differences)
+    if quantize is None and not difference <= ONNX_TOLERANCE:
+        raise ExportError(f"the exported graph differs from the PyTorch model by {difference:.3g} "
+                          f"(more than {ONNX_TOLERANCE:g}) on the probe pairs")
+    return {
+        "files": {"graphs": [GRAPH_FILES[0]], "tokenizer": TOKENIZER_FILE},
+        "inputs": {name: {"dtype": "int64", "shape": ["batch", "sequence"]} for name in CROSS_INPUTS},
+        "output": {"name": CROSS_OUTPUT, "dtype": "float32", "shape": ["batch"]},
+        "opset": OPSET,
+        "quantization": "int8-dynamic" if quantize == "int8" else None,
+        "check": {"pairs": len(first), "max_abs_diff_vs_pytorch": difference,
+                  "tolerance": None if quantize else ONNX_TOLERANCE},
+        "cost": {"milliseconds_per_pair": round(1000 * min(seconds) / len(first), 3), "pairs": len(first),
+                 "cpus": os.cpu_count()},
     }
 
 

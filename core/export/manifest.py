@@ -97,7 +97,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
         "threshold": float(threshold) if finite(threshold) else None,
         "thresholds": config.get("thresholds") or {},
         "max_length": int(model.tokenizer.max_length),
-        "embedding_dim": int(model.embedding_dim),
+        "embedding_dim": None if model.model_type == "cross-encoder" else int(model.embedding_dim),  # pairs only
         "pad_id": int(model.tokenizer.pad_id),
         "normalized": True if fmt == "onnx" else normalises(model),  # ONNX graphs always normalise
         "tokenizer_kind": model.tokenizer.kind,

@@ -103,6 +103,44 @@ print(round(score, 4), "DUPLICATE" if score > THRESHOLD else "NOT DUPLICATE")
 ```"""
 
 
+def _cross_encoder_words(manifest: dict) -> str:
+    """What a cross-encoder is and what it costs, in the card's opening paragraph."""
+    cost = part(manifest, "cost")
+    measured = (f"{cost['milliseconds_per_pair']:.3g} ms per pair on the exporting machine ({_number(cost.get('cpus'))} "
+                f"CPUs, onnxruntime, {_number(cost.get('pairs'))} pairs in one batch)"
+                if finite(cost.get("milliseconds_per_pair")) else "not measured")
+    return ("It reads both questions together, in one pass over `[CLS] question 1 [SEP] question 2 [SEP]`, so their "
+            "words attend to each other, and gives the probability that they are duplicates; above the threshold they "
+            "are called duplicates. It makes no vector of a question, so it cannot embed, index or search a corpus: "
+            f"every pair costs one forward pass of the whole model, {measured}, where a bi-encoder encodes each "
+            "question once and compares vectors. Scoring every pair of n questions is n(n-1)/2 passes; use it to "
+            "confirm the few candidate pairs a bi-encoder finds (Siamese Lab's `dedup --rerank`).")
+
+
+def _cross_encoder_usage(manifest: dict, folder_name: str) -> str:
+    threshold = manifest["threshold"]
+    shown = f"{threshold:.6f}" if threshold is not None else "0.5  # no calibrated threshold: choose one"
+    return f"""```python
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+MODEL_DIR = {json.dumps(folder_name or "path/to/this/folder")}  # this folder
+THRESHOLD = {shown}  # duplicate when the probability is above it: recalibrate it on your own pairs
+
+tokenizer = Tokenizer.from_file(f"{{MODEL_DIR}}/tokenizer.json")
+tokenizer.enable_padding(pad_id={manifest["pad_id"]})
+session = ort.InferenceSession(f"{{MODEL_DIR}}/model.onnx")
+
+pairs = [("How do I learn Python?", "What is the best way to learn Python?")]
+encodings = tokenizer.encode_batch(pairs)  # [CLS] q1 [SEP] q2 [SEP], with token types 0 then 1
+inputs = {{name: np.array([getattr(e, field) for e in encodings], dtype=np.int64) for name, field in
+          (("input_ids", "ids"), ("attention_mask", "attention_mask"), ("token_type_ids", "type_ids"))}}
+for probability in session.run(None, inputs)[0]:
+    print(round(float(probability), 4), "DUPLICATE" if probability > THRESHOLD else "NOT DUPLICATE")
+```"""
+
+
 def _metrics_table(metrics: dict) -> list[str]:
     rows = [("ROC AUC", "roc_auc"), ("Average precision", "average_precision"), ("Accuracy", "accuracy"),
             ("Precision", "precision"), ("Recall", "recall"), ("F1", "f1"), ("Threshold", "threshold")]
@@ -165,11 +203,14 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
     validation, test = part(metrics, "validation"), part(metrics, "test")
     threshold = manifest["threshold"]
     local_base = local_base_model(config)
-    base = BASE_MODEL if family == "minilm" and not local_base else None
+    base = BASE_MODEL if family in ("minilm", "cross-encoder") and not local_base else None
 
+    cross = family == "cross-encoder"  # scores a pair in one pass: no vectors, a probability
     library = "sentence-transformers" if fmt == "sentence-transformers" else "onnx"
-    tags = ["siamese-lab", "sentence-similarity", "duplicate-questions", "feature-extraction", library]
-    lines = ["---", f"library_name: {library}", "pipeline_tag: sentence-similarity", "tags:",
+    tags = ["siamese-lab", "sentence-similarity", "duplicate-questions",
+            "text-classification" if cross else "feature-extraction", library]
+    lines = ["---", f"library_name: {library}", f"pipeline_tag: {'text-classification' if cross else 'sentence-similarity'}",
+             "tags:",
              *[f"- {tag}" for tag in tags], *([f"base_model: {base}"] if base else []),
              *(["datasets:", f"- {json.dumps(_plain(data['name'], 120))}"] if data.get("name") else []), "---"]
 
@@ -177,21 +218,22 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
     lines += ["", f"# {_code(title)}: {label}", ""]
     what = ("all-MiniLM-L6-v2 as published (not trained in Siamese Lab)" if zero_shot
             else f"a {label} trained in Siamese Lab to tell duplicate questions apart")
-    lines += [f"This is {what}, exported as {FORMAT_LABELS[fmt]}. It maps a question to a vector of "
-              f"{manifest['embedding_dim']} numbers; two questions whose cosine similarity is above the threshold "
-              f"are called duplicates.", ""]
+    lines += [f"This is {what}, exported as {FORMAT_LABELS[fmt]}. " + (_cross_encoder_words(manifest) if cross else
+              f"It maps a question to a vector of {manifest['embedding_dim']} numbers; two questions whose cosine "
+              "similarity is above the threshold are called duplicates."), ""]
 
     parent = parent_line(config)
-    kind = "fixed zero-shot cosine" if zero_shot else "calibrated cosine"
+    kind = "fixed zero-shot cosine" if zero_shot else "calibrated probability" if cross else "calibrated cosine"
     lines += ["## Model Details", "", "### Model Description", "", f"- **Model family:** {label} (`{family}`)",
               f"- **Base model:** [{base}](https://huggingface.co/{base})" if base
               else f"- **Base model:** {_code(local_base, 120)} (a local BERT folder)" if local_base
               else f"- **Base model:** none (trained from scratch{', then fine-tuned' if parent else ''})",
               *([f"- **Parent model:** {parent}"] if parent else []),
-              f"- **Maximum sequence length:** {manifest['max_length']} tokens",
-              f"- **Output dimensionality:** {manifest['embedding_dim']}",
-              "- **Similarity function:** cosine similarity"
-              + (" (the vectors are L2-normalised)" if manifest["normalized"] else ""),
+              f"- **Maximum sequence length:** {manifest['max_length']} tokens" + (" per question" if cross else ""),
+              *(["- **Output:** the duplicate probability of the pair (sigmoid of one logit); no vectors"] if cross else
+                [f"- **Output dimensionality:** {manifest['embedding_dim']}",
+                 "- **Similarity function:** cosine similarity"
+                 + (" (the vectors are L2-normalised)" if manifest["normalized"] else "")]),
               f"- **Duplicate threshold ({kind}):** {threshold:.6f}" if threshold is not None
               else "- **Duplicate threshold:** none calibrated"]
     if data:
@@ -199,7 +241,17 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
                      f"{_percent(data.get('duplicate_rate'))} % duplicates")
     lines.append("")
 
-    if fmt == "onnx":
+    if cross:
+        lines += ["### Files", "", "- `model.onnx`: a pair joined as `[CLS] question 1 [SEP] question 2 [SEP]`, inputs "
+                  "`input_ids`, `attention_mask` and `token_type_ids` (int64, batch × sequence, dynamic; 0 on the "
+                  "first question's tokens, 1 on the second's), output `duplicate_probability` (float32, batch)",
+                  f"- `tokenizer.json`: the model's tokenizer for Hugging Face `tokenizers` (WordPiece, BERT uncased); "
+                  f"it encodes a pair, cut to {2 * manifest['max_length'] - 1} tokens longest first (Siamese Lab cuts "
+                  f"each question at {manifest['max_length']})",
+                  f"- checked on export: onnxruntime's probabilities differ from PyTorch's by at most "
+                  f"{part(manifest, 'check').get('max_abs_diff_vs_pytorch', float('nan')):.2g} on "
+                  f"{_number(part(manifest, 'check').get('pairs'))} probe pairs", ""]
+    elif fmt == "onnx":
         lines += ["### Files", ""]
         graphs, check = manifest["files"]["graphs"], manifest["check"]
         lines.append(f"- `{graphs[0]}`: tower 0, encodes the first question of a pair; `{graphs[1]}`: tower 1, "
@@ -228,7 +280,7 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
 
     lines += ["## Usage", "", f"### Direct Usage ({'ONNX Runtime' if fmt == 'onnx' else 'Sentence Transformers'})",
               "", "```bash", "pip install " + ("onnxruntime tokenizers numpy" if fmt == "onnx" else library), "```", "",
-              _usage(manifest, folder_name), ""]
+              _cross_encoder_usage(manifest, folder_name) if cross else _usage(manifest, folder_name), ""]
 
     lines += ["## Evaluation", ""]
     if zero_shot:
@@ -242,7 +294,8 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
                   f"({_number(data.get('val_pairs'))} held out of {_number(data.get('pairs'))}"
                   + (", split so that no validation question occurs in training" if recorded_by_question(
                       config.get("run") or {}) else "")
-                  + "). The threshold is the best-accuracy cosine threshold on these same pairs.", ""]
+                  + f"). The threshold is the best-accuracy {'probability' if cross else 'cosine'} threshold on these "
+                  "same pairs.", ""]
         lines += _metrics_table(validation) + _verdict_lines(metrics)
         if test:
             lines += [f"Test pairs ({_number(data.get('test_pairs'))} pairs, neither trained nor calibrated on), "
@@ -283,14 +336,17 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
         lines.append("")
 
     lines += ["## Intended Use and Limitations", "",
-              "- Intended use: deciding whether two short questions ask the same thing (duplicate detection), "
-              "and finding similar questions by cosine similarity of their vectors.",
+              "- Intended use: deciding whether two short questions ask the same thing (duplicate detection)"
+              + (", and confirming the candidate pairs a bi-encoder finds in a corpus (it cannot search one itself)."
+                 if cross else ", and finding similar questions by cosine similarity of their vectors."),
               "- " + ("Trained on Quora questions" if not zero_shot else "The threshold was set on Quora questions")
               + ": on other kinds of text (other sites, long documents, other languages) expect lower quality; "
               "**recalibrate the threshold on your data** (a few hundred labelled pairs of your own) before "
               "trusting its verdicts.",
               f"- Texts longer than {manifest['max_length']} tokens are cut to their first {manifest['max_length']}.",
-              "- A similarity score is not a probability; duplicate labels in the training data are noisy.", "",
+              "- " + ("Its probability is as calibrated as its training pairs are like yours" if cross else
+                      "A similarity score is not a probability") + "; duplicate labels in the training data are noisy.",
+              "",
               "## Siamese Lab", "",
               f"Exported on {manifest['exported_at']} by Siamese Lab (`python -m core export`). `{MANIFEST_FILE}` "
               "holds the threshold and the run's settings and metrics.", ""]

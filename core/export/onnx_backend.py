@@ -237,6 +237,9 @@ def onnx_model(source: str | Path, cache_root: str | Path | None = None) -> tupl
     else:
         folder = Path(source)
         manifest = read_manifest(folder) if folder.is_dir() else None
+        if manifest is not None and manifest.get("model_type") == "cross-encoder":
+            raise OnnxBackendError(f"{folder} is a cross-encoder's ONNX export, for onnxruntime outside the lab; "
+                                   "give its model folder (--backend torch) to score pairs here")
         if manifest is not None:  # an export, used as it is; commands read its thresholds, name and model type
             thresholds = {k: v for k, v in part(manifest, "thresholds").items() if finite(v) and abs(v) <= 1.001}
             return OnnxEncoder(folder), {

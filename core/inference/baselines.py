@@ -11,7 +11,7 @@ and the baseline's figure does not change with how much training data a compared
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -57,27 +57,6 @@ def _unit_sparse_rows(matrix):
     from sklearn.preprocessing import normalize
 
     return normalize(matrix, norm="l2")
-
-
-def model_scores(model, pairs: pd.DataFrame, progress: Callable[[int, int], None] | None = None,
-                 batch_size: int = 256) -> np.ndarray:
-    """Cosine s(v1_i, v2_i) of every pair under a ``PairEncoder``, (N,) float64, as
-    ``core.inference.evaluation.pair_scores``; ``progress(done, total)`` counts texts over both towers (total 2N)."""
-    import torch.nn.functional as F
-
-    from core.text.pair_table import PairTable
-
-    table = PairTable(pairs, model.tokenizer)
-    n = len(table.labels)
-
-    def report(offset: int):
-        if progress is None:
-            return None
-        return lambda done, _total: progress(offset + done, 2 * n)
-
-    v1 = model.encode_table(table.first, tower=0, batch_size=batch_size, progress=report(0))  # (N, d)
-    v2 = model.encode_table(table.second, tower=1, batch_size=batch_size, progress=report(n))  # (N, d)
-    return F.cosine_similarity(v1, v2, dim=-1).double().numpy()
 
 
 def comparison_row(name: str, kind: str, labels, scores, threshold: float | None, threshold_from: str,

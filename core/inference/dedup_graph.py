@@ -293,6 +293,27 @@ class NeighbourGraph:
         return sizes[self.inverse]
 
     # ---- clusters ------------------------------------------------------------------------------
+    def pairs_above(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every (i, j, cosine) with i != j and cosine > ``threshold`` that the graph finds (and every pair
+        of identical rows), as three (E,) arrays of rows, both directions. Memory grows with the number of
+        such pairs: the candidates a cross-encoder confirms (``core.inference.rerank``), and bench's recall."""
+        t = checked_threshold(threshold, 1)
+        sizes, neighbourhood, self.capped = self._neighbourhoods(t)
+        first, second, scores = [], [], []
+        for unique in np.flatnonzero(sizes > 1).tolist():
+            ids, unique_scores = neighbourhood(unique)
+            mine = self.copies(unique)
+            for other, score in zip(ids.tolist(), unique_scores.tolist()):
+                theirs = self.copies(other)  # copies of one row are pairs too, as in ``cluster``
+                a, b = np.repeat(mine, len(theirs)), np.tile(theirs, len(mine))
+                keep = a != b
+                first.append(a[keep])
+                second.append(b[keep])
+                scores.append(np.full(int(keep.sum()), score, dtype=np.float32))
+        if not first:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.concatenate(first), np.concatenate(second), np.concatenate(scores)
+
     def cluster(self, threshold: float, min_size: int = 2) -> list[Cluster]:
         """The greedy community clusters at ``threshold`` (cosine strictly above), at least ``min_size``
         rows each, largest first."""

@@ -1,4 +1,4 @@
-"""Scoring a model on labelled pairs: cosine similarity of the two towers' vectors, then metrics.
+"""Scoring a model on labelled pairs (its ``score_tables``), then metrics.
 
 ``calibrate`` is the one owner of validation scoring and threshold calibration: the trainer calls
 it once per epoch (through the hook the pipeline hands it) and the pipeline once more on the whole
@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import torch.nn.functional as F
 
 from core.data import pairs_fingerprint, recorded_by_question, split_pairs
 from core.inference.metrics import best_thresholds, evaluate_scores
@@ -19,17 +18,9 @@ from core.text.pair_table import PairTable
 
 
 def pair_scores(model: PairEncoder, table: PairTable, batch_size: int = 256, progress=None) -> np.ndarray:
-    """Cosine similarity s(v1_i, v2_i) for every pair of an already tokenised table, (N,).
-
-    ``progress(pairs_done, pairs)`` counts pairs: each side's questions count half a pair."""
-    n = len(table)
-    first = second = None
-    if progress is not None:
-        first = lambda done, _: progress(done // 2, n)  # noqa: E731
-        second = lambda done, _: progress((n + done) // 2, n)  # noqa: E731
-    v1 = model.encode_table(table.first, tower=0, batch_size=batch_size, progress=first)
-    v2 = model.encode_table(table.second, tower=1, batch_size=batch_size, progress=second)
-    return F.cosine_similarity(v1, v2, dim=-1).double().numpy()
+    """The model's score of every pair of an already tokenised table, (N,) (``PairEncoder.score_tables``: a
+    bi-encoder's cosine, a cross-encoder's probability); ``progress(pairs_done, pairs)``."""
+    return model.score_tables(table.first, table.second, batch_size, progress)
 
 
 @dataclass

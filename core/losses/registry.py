@@ -62,6 +62,12 @@ def _multitask(v1, v2, labels, negatives, c):
     return losses.multitask_loss(v1, v2, labels, margin=c.margin, form=c.form, scale=c.scale, weight=c.weight)
 
 
+def _bce(logits, _, labels, negatives, c):
+    import torch.nn.functional as F
+
+    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+
 # In the app's menu order (lab.loss_menu). Triplet margins live on the cosine scale (-1..1); contrastive margins
 # (multitask's contrastive term too) on the Euclidean distance of unit vectors (0..2), where 1.0 means
 # "non-duplicates at least 60 degrees apart".
@@ -90,4 +96,10 @@ LOSSES: dict[str, Loss] = {loss.name: loss for loss in (
         card="multitask: contrastive loss on distances between unit vectors, form {form}, margin {margin}, "
              "plus {weight} × in-batch softmax of the duplicates' cosines scaled by {scale}, with the batch's "
              "non-duplicates as extra negatives"),
+    # The cross-encoder's, and only its (core.training.specs): v1 is its (B,) duplicate logits, v2 nothing. No menu
+    # entry (lab.loss_menu): the Train page sets it with the model.
+    Loss(
+        "bce", _bce, batch_kind="labelled", default_margin=0.0, across_processes=True,
+        label="binary cross-entropy on the duplicate logit",
+        card="binary cross-entropy of each pair's duplicate logit against its label, on batches of both labels"),
 )}

@@ -1,4 +1,4 @@
-"""The three model families, behind one interface (``PairEncoder``), and their registry.
+"""The four model families, behind one interface (``PairEncoder``), and their registry.
 
 The names and labels (``core.model_names``) load at once; everything else loads on first use, so a
 page that only shows names (the app's home page) never waits for torch.
@@ -10,6 +10,7 @@ from core.model_names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LAB
 _LAZY = {
     "PairEncoder": "core.models.base",
     "DualEncoder": "core.models.dual_encoder", "DualEncoderConfig": "core.models.dual_encoder",
+    "CrossEncoder": "core.models.cross_encoder",
     "MiniLM": "core.models.minilm", "MiniLMConfig": "core.models.minilm", "ZERO_SHOT_THRESHOLD": "core.models.minilm",
     "SiameseLSTM": "core.models.siamese_lstm", "SiameseLSTMConfig": "core.models.siamese_lstm",
     **{name: "core.models.registry" for name in (

@@ -108,8 +108,7 @@ class PairEncoder(nn.Module):
         out = torch.empty(len(table), self.embedding_dim, dtype=torch.float32)
         device = self.device
         done = 0
-        half = device.type == "cuda" and self.encoding_dtype != torch.float32
-        with torch.autocast("cuda", dtype=self.encoding_dtype) if half else contextlib.nullcontext():
+        with self.autocast():
             for rows in encoding_batches(table.lengths, batch_size, TOKEN_BUDGETS.get(self.model_type)):
                 ids, mask = table.take(rows)
                 vectors = self.embed(ids.to(device), mask.to(device), tower=tower)  # (b, d)
@@ -124,11 +123,25 @@ class PairEncoder(nn.Module):
         """Texts -> (N, d) float32 CPU tensor."""
         return self.encode_table(self.tokenizer.encode(list(texts)), tower, batch_size, progress)
 
-    def score_pairs(self, first: Sequence[str], second: Sequence[str], batch_size: int = 256) -> np.ndarray:
-        """Cosine similarity of each (first[i], second[i]) pair, (N,) float64."""
-        v1 = self.encode(first, tower=0, batch_size=batch_size)
-        v2 = self.encode(second, tower=1, batch_size=batch_size)
+    def autocast(self):
+        """The context ``encode_table`` computes in: float16 autocast once loaded for inference on a GPU, else none."""
+        half = self.device.type == "cuda" and self.encoding_dtype != torch.float32
+        return torch.autocast("cuda", dtype=self.encoding_dtype) if half else contextlib.nullcontext()
+
+    def score_tables(self, first: TokenTable, second: TokenTable, batch_size: int = 256, progress=None) -> np.ndarray:
+        """(N,) float64 score of each pair of rows, the one every command and page ranks and thresholds pairs by: the
+        cosine of the two towers' vectors here (a cross-encoder's own probability, ``core.models.cross_encoder``).
+        ``progress(pairs_done, pairs)`` counts pairs: each side's questions count half a pair."""
+        n = len(first)
+        halves = (None, None) if progress is None else (lambda done, _: progress(done // 2, n),
+                                                        lambda done, _: progress((n + done) // 2, n))
+        v1 = self.encode_table(first, tower=0, batch_size=batch_size, progress=halves[0])
+        v2 = self.encode_table(second, tower=1, batch_size=batch_size, progress=halves[1])
         return torch.nn.functional.cosine_similarity(v1, v2, dim=-1).double().numpy()
+
+    def score_pairs(self, first: Sequence[str], second: Sequence[str], batch_size: int = 256) -> np.ndarray:
+        """``score_tables`` of the (first[i], second[i]) pairs' texts, (N,) float64."""
+        return self.score_tables(self.tokenizer.encode(list(first)), self.tokenizer.encode(list(second)), batch_size)
 
     def config_dict(self) -> dict:
         return asdict(self.config)

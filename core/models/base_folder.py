@@ -113,15 +113,15 @@ def read_base_folder(folder: str | Path, max_length: int):
     return bert, encoder, tokenizer
 
 
-def base_minilm(folder: str | Path, max_length: int = 64) -> MiniLM:
-    """A ``MiniLM`` holding the encoder and vocabulary of the BERT folder ``folder``, to fine-tune instead of the
-    bundled weights (``core.training.pipeline`` starts a run with a ``base_model`` here); ModelLoadError, one line,
-    for a folder that cannot be used."""
+def base_minilm(folder: str | Path, max_length: int = 64, family: type[MiniLM] = MiniLM) -> MiniLM:
+    """A ``MiniLM`` (or ``family``, the cross-encoder) holding the encoder and vocabulary of the BERT folder
+    ``folder``, to fine-tune instead of the bundled weights (``core.training.pipeline`` starts a run with a
+    ``base_model`` here); ModelLoadError, one line, for a folder that cannot be used."""
     bert_config, weights, tokenizer = read_base_folder(folder, max_length)
-    config = MiniLMConfig(max_length=max_length, bert=bert_config)
+    config = family.config_class(max_length=max_length, bert=bert_config)
     try:
-        MiniLM.check_tokenizer(config, tokenizer)
-        model = MiniLM(config, tokenizer)
+        family.check_tokenizer(config, tokenizer)
+        model = family(config, tokenizer)
         model.bert.load_state_dict(weights, strict=True)
     except (ValueError, RuntimeError) as error:  # RuntimeError: a tensor missing, unexpected or misshapen
         raise ModelLoadError(f"{folder}: {' '.join(str(error).splitlines()[:2])[:300]}") from None

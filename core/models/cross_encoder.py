@@ -1,33 +1,35 @@
-"""A MiniLM cross-encoder: both questions in one forward pass, one duplicate logit out.
+"""The MiniLM cross-encoder: both questions in one forward pass, one duplicate logit out.
 
-``[CLS] q1 [SEP] q2 [SEP]`` goes through the BERT layers, whose tokens can then attend across the
-two questions: word by word comparison that a bi-encoder, which squeezes each question into one
-vector first, cannot make. It is far slower to search with (every pair is a forward pass, nothing
-can be indexed), so here it is a teacher and an upper reference, not a model users serve.
+``[CLS] q1 [SEP] q2 [SEP]`` goes through the BERT layers, whose tokens can then attend across the two questions:
+word by word comparison that a bi-encoder, which squeezes each question into one vector first, cannot make. Its
+score of a pair is the sigmoid of that logit, a duplicate probability. It has no vectors: every pair is a forward
+pass and nothing can be indexed, so it scores pairs (evaluate, predict, score, calibrate, the Verdict and Compare
+pages) and confirms the candidate pairs a bi-encoder finds (``core.inference.rerank``), but cannot embed or search.
 
-Reference: Thakur et al. (2021), "Augmented SBERT", which trains such a cross-encoder on the gold
-pairs and distils it into the bi-encoder (``core.training.distillation``).
+It is a ``MiniLM`` in everything but its head: the same WordPiece tokenizer (each question tokenised alone, so the
+training tables are the bi-encoders'), the same pretrained weights, folder checks and size count. The two
+questions' tokens are joined inside ``forward``.
+
+Reference: Thakur et al. (2021), "Augmented SBERT", whose cross-encoder this is.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn as nn
+from torch import nn
 
-from core.models.minilm import check_bert_config, pretrained_bert
-from core.text.wordpiece_tokenizer import WORDPIECE_VOCAB_FILE
-from core.text.wordpiece_tokenizer import minilm_folder
+from core.models.minilm import MiniLM, bert_size, check_bert_config
+from core.text.encoding_batches import encoding_batches
+from core.text.token_table import TokenTable
 
-PairTokens = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids, mask, token types: (B, T) each
+Side = tuple[torch.Tensor, torch.Tensor]  # ids (B, T) and bool mask (B, T) of one question per pair
 
 
 @dataclass
 class CrossEncoderConfig:
-    max_length: int = 80  # tokens of both questions together, [CLS] and both [SEP] included
+    max_length: int = 64  # tokens per question, [CLS]/[SEP] included: the joined pair has up to twice as many
     dropout: float = 0.1  # on the pooled vector, before the logit
     bert: dict = field(default_factory=dict)  # the BertConfig of the weights
 
@@ -35,71 +37,82 @@ class CrossEncoderConfig:
         check_bert_config(self.bert)
 
 
-class CrossEncoder(nn.Module):
+class CrossEncoder(MiniLM):
     """BERT over the joined pair -> mean of its real tokens -> dropout -> linear -> logit.
 
-    Mean pooling rather than the [CLS] vector: the MiniLM weights were trained to mean-pool, so the
-    head starts from a meaningful vector instead of an untrained one.
+    Mean pooling rather than the [CLS] vector: the MiniLM weights were trained to mean-pool, so the head starts
+    from a meaningful vector instead of an untrained one.
     """
 
-    def __init__(self, config: CrossEncoderConfig, vocab_file: Path, bert=None):
-        super().__init__()
-        from tokenizers import BertWordPieceTokenizer
-        from transformers import BertConfig, BertModel
+    model_type = "cross-encoder"
+    config_class = CrossEncoderConfig
 
-        self.config = config
-        self.bert = bert if bert is not None else BertModel(BertConfig(**config.bert), add_pooling_layer=False)
+    def __init__(self, config: CrossEncoderConfig, tokenizer, bert=None):
+        super().__init__(config, tokenizer, bert)
         self.dropout = nn.Dropout(config.dropout)
         self.head = nn.Linear(self.bert.config.hidden_size, 1)
-        self.tokenizer = BertWordPieceTokenizer(str(vocab_file), lowercase=True)
-        self.tokenizer.enable_truncation(config.max_length)  # longest first: the longer question is cut
-        self.tokenizer.enable_padding(pad_id=self.tokenizer.token_to_id("[PAD]"))
 
     @classmethod
-    def pretrained(cls, max_length: int = 80, dropout: float = 0.1) -> "CrossEncoder":
-        """The installed all-MiniLM-L6-v2 weights under a fresh logit head."""
-        bert_config, weights = pretrained_bert()
-        model = cls(CrossEncoderConfig(max_length, dropout, bert_config), minilm_folder() / WORDPIECE_VOCAB_FILE)
-        model.bert.load_state_dict(weights, strict=True)
-        return model
+    def parameter_count(cls, config: CrossEncoderConfig) -> int:
+        return super().parameter_count(config) + bert_size(config.bert, "hidden_size") + 1
+
+    @classmethod
+    def check_tokenizer(cls, config: CrossEncoderConfig, tokenizer) -> None:
+        super().check_tokenizer(config, tokenizer)
+        positions = bert_size(config.bert, "max_position_embeddings")
+        if 2 * tokenizer.max_length - 1 > positions:
+            raise ValueError(f"two questions of {tokenizer.max_length} tokens make {2 * tokenizer.max_length - 1}, "
+                             f"but the model has {positions} positions")
 
     @property
-    def device(self) -> torch.device:
-        return self.head.weight.device
+    def embedding_dim(self) -> int:
+        raise TypeError("a cross-encoder reads both questions together and has no vectors")
 
-    def tokenize(self, first: Sequence[str], second: Sequence[str]) -> PairTokens:
-        """Both questions of each pair joined, padded to the batch's longest: three (B, T) tensors."""
-        if len(first) != len(second):
-            raise ValueError(f"{len(first)} first questions for {len(second)} second ones")
-        encodings = self.tokenizer.encode_batch([(str(a), str(b)) for a, b in zip(first, second)])
-        as_tensor = lambda rows: torch.tensor(rows, dtype=torch.long, device=self.device)  # noqa: E731
-        return (as_tensor([e.ids for e in encodings]), as_tensor([e.attention_mask for e in encodings]),
-                as_tensor([e.type_ids for e in encodings]))
+    def embed(self, input_ids, attention_mask, tower: int = 0):
+        raise TypeError("a cross-encoder reads both questions together and has no vectors: it scores pairs")
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, token_types: torch.Tensor) -> torch.Tensor:
-        """(B,) duplicate logits of the joined pairs; ids, mask, token_types are (B, T)."""
-        hidden = self.bert(input_ids=ids, attention_mask=mask, token_type_ids=token_types).last_hidden_state  # (B, T, h)
+    def forward(self, first: Side, second: Side, negatives=None):
+        """(logits (B,), None, None): the trainer's ``(v1, v2, vn)`` for the pair-classification loss."""
+        return self.logits(*joined(first, second)), None, None
+
+    def logits(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+        """(B,) duplicate logits of joined pairs (``joined``): ids, mask and token types (B, T)."""
+        hidden = self.bert(input_ids=ids, attention_mask=mask.long(), token_type_ids=types).last_hidden_state
         weights = mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
         pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, h)
-        return self.head(self.dropout(pooled)).squeeze(-1)  # (B,)
+        return self.head(self.dropout(pooled)).squeeze(-1)
 
-    @torch.no_grad()
-    def score_pairs(self, first: Sequence[str], second: Sequence[str], batch_size: int = 128,
-                    progress=None) -> np.ndarray:
-        """(N,) duplicate probabilities, in the pairs' order. Pairs are scored in length order, so
-        each batch pads to little more than its own rows; ``progress(done, total)`` after each batch."""
-        first, second = list(first), list(second)
-        order = np.argsort([len(a) + len(b) for a, b in zip(first, second)], kind="stable")
-        scores = np.empty(len(first), dtype=np.float32)
+    @torch.inference_mode()
+    def score_tables(self, first: TokenTable, second: TokenTable, batch_size: int = 256, progress=None) -> np.ndarray:
+        """(N,) duplicate probabilities, sigmoid of each joined pair's logit, in the tables' order; pairs are run in
+        length order within the family's token budget, ``progress(pairs_done, pairs)`` after each batch."""
         was_training = self.training
         self.eval()
-        try:
-            for start in range(0, len(order), batch_size):
-                rows = order[start : start + batch_size]
-                logits = self(*self.tokenize([first[i] for i in rows], [second[i] for i in rows]))  # (b,)
-                scores[rows] = torch.sigmoid(logits).float().cpu().numpy()
+        scores, done = np.empty(len(first), dtype=np.float64), 0
+        with self.autocast():
+            for rows in encoding_batches(first.lengths + second.lengths, batch_size, PAIR_TOKEN_BUDGET):
+                sides = [tuple(t.to(self.device) for t in table.take(rows)) for table in (first, second)]
+                scores[rows] = torch.sigmoid(self(*sides)[0].float()).cpu().numpy()
+                done += len(rows)
                 if progress is not None:
-                    progress(min(start + batch_size, len(order)), len(order))
-        finally:
-            self.train(was_training)
+                    progress(done, len(first))
+        self.train(was_training)
         return scores
+
+
+PAIR_TOKEN_BUDGET = 2048  # joined tokens per scoring batch: rows x the batch's longest pair
+
+
+def joined(first: Side, second: Side) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[CLS] q1 [SEP]`` and ``q2 [SEP]`` (q2's own [CLS] dropped) joined per row into one sequence padded at its
+    end: ids (B, T), bool mask (B, T), token types (B, T), 0 for the first question and 1 for the second."""
+    (ids1, mask1), (ids2, mask2) = first, second
+    ids = torch.cat([ids1, ids2[:, 1:]], dim=1)
+    mask = torch.cat([mask1, mask2[:, 1:]], dim=1)
+    types = torch.cat([torch.zeros_like(ids1), torch.ones_like(ids2[:, 1:])], dim=1)
+    # Each row's real tokens first, in order, then its padding: a stable sort on "is padding".
+    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)
+    width = int(mask.sum(1).max())
+    take = lambda tensor: torch.gather(tensor, 1, order)[:, :width]  # noqa: E731
+    mask = take(mask)
+    return take(ids), mask, take(types) * mask

@@ -184,7 +184,7 @@ class MiniLM(PairEncoder):
     def pretrained(cls, max_length: int = 64) -> "MiniLM":
         """The installed all-MiniLM-L6-v2 weights, usable zero-shot or as a start for fine-tuning."""
         bert_config, weights = pretrained_bert()
-        model = cls(MiniLMConfig(max_length=max_length, bert=bert_config), bert_wordpiece(max_length))
+        model = cls(cls.config_class(max_length=max_length, bert=bert_config), bert_wordpiece(max_length))
         model.bert.load_state_dict(weights, strict=True)
         return model
 
@@ -231,7 +231,7 @@ class MiniLM(PairEncoder):
 def pretrained_bert() -> tuple[dict, dict]:
     """The installed all-MiniLM-L6-v2: its BertConfig (checked by ``check_bert_config``) and the
     state dict of a ``BertModel`` without pooler, read from the package folder with size checks.
-    ``MiniLM.pretrained`` and ``core.models.cross_encoder.CrossEncoder.pretrained`` start from it."""
+    ``MiniLM.pretrained`` (and so the cross-encoder's) starts from it."""
     from safetensors.torch import load_file
 
     from core.saving.files import CONFIG_MAX_BYTES, check_regular_file, read_json_file

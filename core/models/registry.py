@@ -20,13 +20,14 @@ from typing import Sequence
 
 from core.model_names import MODEL_LABELS, MODEL_NAMES, STACKED, TFIDF, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
 from core.models.base import PairEncoder
+from core.models.cross_encoder import CrossEncoder
 from core.models.dual_encoder import DualEncoder
 from core.models.minilm import ZERO_SHOT_THRESHOLD, MiniLM
 from core.models.siamese_lstm import SiameseLSTM
 from core.saving import ModelLoadError, read_config
 from core.saving.calibrated import CALIBRATED_FROM, folder_digest, is_calibrated, parent_folder
 
-MODEL_TYPES: dict[str, type[PairEncoder]] = {cls.model_type: cls for cls in (SiameseLSTM, DualEncoder, MiniLM)}
+MODEL_TYPES: dict[str, type[PairEncoder]] = {cls.model_type: cls for cls in (SiameseLSTM, DualEncoder, MiniLM, CrossEncoder)}
 assert tuple(MODEL_TYPES) == MODEL_NAMES, "core.model_names must list every family, in menu order"
 MAX_PARAMETERS_ENV = "SIAMESE_LAB_MAX_PARAMETERS"
 DEFAULT_MAX_PARAMETERS = 200_000_000
@@ -142,6 +143,17 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
         first = " ".join(str(error).splitlines()[:3])
         raise ModelLoadError(f"{folder / WEIGHTS_FILE} does not fit the model in {CONFIG_FILE}: {first}") from None
     return for_inference(model, device), config
+
+
+def scores_pairs_only(source: str | Path) -> bool:
+    """Whether the load source is a cross-encoder's folder or a calibrated copy of one: it scores pairs and has no
+    vectors. False for anything else, a folder that cannot be read included (loading it says why)."""
+    if str(source) in (ZERO_SHOT, TFIDF) or not Path(source).is_dir():
+        return False
+    try:
+        return read_config(source).get("model_type") == CrossEncoder.model_type
+    except ModelLoadError:
+        return False
 
 
 def encoding_dtype(model_type: str, device) -> torch.dtype:

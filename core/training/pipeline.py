@@ -35,7 +35,7 @@ from core.inference.evaluation import calibrate, pair_scores
 from core.inference.metrics import evaluate_scores
 from core.inference.uncertainty import metric_intervals
 from core.inference.run_quality import RunQuality, finite_number, judge_run, validation_baselines
-from core.models import PairEncoder, build_model, load_model
+from core.models import MODEL_TYPES, PairEncoder, build_model, load_model
 from core.notices import notice
 from core.saving import OutputClaim, claim_new_run, claim_output, save_model
 from core.status import CANCELLED, DONE, FAILED
@@ -43,7 +43,7 @@ from core.text.pair_table import PairTable
 from core.training import distributed
 from core.training.auto_recipe import TRUNCATION_NOTE_SHARE, truncated_share
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
-from core.training.specs import RunSpec, SpecError
+from core.training.specs import PRETRAINED_MODELS, RunSpec, SpecError
 from core.training.trainer import Trainer, TrainOutcome, Validation
 
 MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
@@ -143,7 +143,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         implied = len(splits.train) - labelled
     torch.manual_seed(spec.train.seed)
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
-    pretrained = spec.model == "minilm" or spec.init_model or spec.base_model
+    pretrained = spec.model in PRETRAINED_MODELS or spec.init_model or spec.base_model
     announce(callbacks, "loading the pretrained encoder" if pretrained else "building the model")
     model, parent = _start_model(spec, texts)
     if model.tokenizer.vocab_size < MIN_USEFUL_VOCABULARY:
@@ -313,7 +313,7 @@ def _start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | N
     if spec.base_model:  # a local BERT folder instead of the bundled MiniLM (checked by spec_from_options)
         from core.models.base_folder import base_minilm
 
-        return base_minilm(spec.base_model, spec.max_length), None
+        return base_minilm(spec.base_model, spec.max_length, MODEL_TYPES[spec.model]), None
     if not spec.init_model:
         return build_model(spec, texts), None
     model, config = load_model(spec.init_model)  # on the CPU, like a built model: the trainer moves it

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from core.data import SPLIT_BY
 from core.device import PRECISIONS
+from core.model_names import CROSS_ENCODER
 from core.models import MODEL_NAMES, MODEL_TYPES, ZERO_SHOT, ModelTooLarge, check_model_size
 from core.training.objectives import (
     CONTRASTIVE_FORMS,
@@ -33,7 +34,7 @@ from core.training.trainer import TrainConfig
 
 @dataclass
 class RunSpec:
-    model: str = "lstm"  # lstm | dual-transformer | minilm
+    model: str = "lstm"  # lstm | dual-transformer | minilm | cross-encoder
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     model_options: dict = field(default_factory=dict)  # fields of the model's config (e.g. hidden_size)
@@ -105,6 +106,7 @@ SIZE_OPTIONS: dict[str, tuple[SizeOption, ...]] = {
         SizeOption("projection_dim", "Projection size", 2, 1024, 16),
     ),
     "minilm": (),  # the pretrained architecture is kept; only its weights are fine-tuned
+    "cross-encoder": (),  # MiniLM's, with a logit head
 }
 
 # Set from the tokenizer when the model is built, never by the user.
@@ -117,7 +119,11 @@ TRAINING_DEFAULTS: dict[str, dict] = {
     "lstm": {"epochs": 10, "batch_size": 64, "lr": 1e-2, "patience": 3},
     "dual-transformer": {"epochs": 5, "batch_size": 32, "lr": 1e-4, "patience": 2},
     "minilm": {"epochs": 1, "batch_size": 32, "lr": 2e-5, "patience": 2},
+    # 5e-5: its logit head starts from nothing (bench/quality.py's teacher row, docs/BENCHMARKS.md).
+    "cross-encoder": {"epochs": 1, "batch_size": 32, "lr": 5e-5, "patience": 2},
 }
+PRETRAINED_MODELS = ("minilm", CROSS_ENCODER)  # the families that start from MiniLM's weights, their size fixed
+CROSS_ENCODER_LOSS = "bce"  # the cross-encoder's one loss, and no other family's
 
 
 def size_defaults(model: str) -> dict:
@@ -263,7 +269,7 @@ def _checked_model_options(model: str, options: dict) -> dict:
 
 def _check_model_size(model: str, values: dict) -> None:
     """Refuse, before anything is allocated, a model whose parameters would pass the size limit."""
-    if model == "minilm":
+    if model in PRETRAINED_MODELS:
         return  # the pretrained architecture: its size is fixed
     fields = dict(values["model_options"])
     if model == "lstm":  # the word vocabulary is not built yet: count its largest possible size
@@ -301,8 +307,9 @@ def _checked_base_model(folder: str, model: str, init_model: str) -> str:
     from core.models.base_folder import check_base_folder
     from core.saving import ModelLoadError
 
-    if model != "minilm":
-        raise SpecError("base_model", f"is the encoder a minilm run starts from; the run's model is {model}")
+    if model not in PRETRAINED_MODELS:
+        raise SpecError("base_model", f"is the encoder a minilm or cross-encoder run starts from; the run's model is "
+                                      f"{model}")
     if init_model:
         raise SpecError("base_model", "and init_model both say where the weights come from; give one of them")
     try:
@@ -332,7 +339,15 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     given = {name: value for name, value in options.items() if value is not None}
     base = dict(PRESETS[preset].options) if preset else {}
     model = _checked("model", given.get("model", base.get("model", "lstm")))
-    loss = _checked("loss", given.get("loss", base.get("loss", "triplet")))
+    if model == CROSS_ENCODER:  # a preset's loss is a bi-encoder's: the cross-encoder takes its own
+        base = {k: v for k, v in base.items() if k != "loss"}
+    loss = _checked("loss", given.get("loss", base.get("loss", CROSS_ENCODER_LOSS if model == CROSS_ENCODER
+                                                          else "triplet")))
+    if (model == CROSS_ENCODER) != (loss == CROSS_ENCODER_LOSS):
+        raise SpecError("loss", f"{loss} does not apply to the cross-encoder: it reads both questions together and "
+                                "trains with binary cross-entropy (bce) on every labelled pair, both labels; the "
+                                "losses on vectors are the bi-encoders'" if model == CROSS_ENCODER else
+                        f"bce is the cross-encoder's: the {model} model makes vectors; pick a loss on them")
     if base.get("model", model) != model:
         base = {k: v for k, v in base.items() if k not in _PER_MODEL}
     if base.get("loss", loss) != loss:
@@ -358,6 +373,8 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
         loss_config.margin = DEFAULT_MARGINS[loss]
     if loss != "multitask":
         loss_config.weight = LossConfig().weight
+    if loss == CROSS_ENCODER_LOSS:  # none of the settings means anything to it
+        loss_config = LossConfig(name=loss)
     train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS},
                         amp=values.get("amp"))
     run = {name: value for name, value in values.items() if name in _RUN_FIELDS}

@@ -323,8 +323,9 @@ class Trainer:
             torch.compiler.cudagraph_mark_step_begin()
         plan = self._autocast_plan
         with torch.autocast(self.device.type, dtype=plan.dtype) if plan.enabled else contextlib.nullcontext():
-            v1, v2, vn = self._module(batch.first, batch.second, batch.negatives)  # (B, d), (B, d), (K, d)|None
-            loss = self.objective(v1.float(), v2.float(), batch.labels, None if vn is None else vn.float())
+            # (B, d), (B, d), (K, d)|None; a cross-encoder's (B,) logits, None, None
+            outputs = [None if v is None else v.float() for v in self._module(batch.first, batch.second, batch.negatives)]
+            loss = self.objective(outputs[0], outputs[1], batch.labels, outputs[2])
         self._unread_losses.append(loss.detach())
         if self._read_every == 1:
             self._read_losses(self.step + 1)
