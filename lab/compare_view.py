@@ -20,11 +20,11 @@ from core.inference.baselines import (
     REFERENCE,
     TFIDF_LABEL,
     comparison_row,
-    model_scores,
-    tfidf_scores,
 )
 from core.inference.calibration import calibrated_on, pair_threshold
+from core.inference.evaluation import scorer_scores
 from core.inference.honest_pairs import CommonPairs, honest_pairs
+from core.inference.tfidf_scorer import tfidf_scores
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
 from lab.cached import held_out_frames, model_stamp
 from lab.session import ZERO_SHOT, get_model
@@ -53,7 +53,7 @@ def common(key: str, runs: Sequence[dict], pairs: pd.DataFrame) -> CommonPairs:
 @st.cache_data(show_spinner=False, max_entries=512)
 def _chunk_scores(choice: str, stamp: float, pairs_key: str, start: int, _chunk: pd.DataFrame) -> np.ndarray:
     model, _ = get_model(choice)
-    return model_scores(model, _chunk)
+    return scorer_scores(model, _chunk)
 
 
 @st.cache_data(show_spinner="Scoring the TF-IDF baseline…", max_entries=16)

@@ -15,11 +15,11 @@ from core.inference.baselines import (
     TFIDF_FIT,
     TFIDF_LABEL,
     comparison_row,
-    model_scores,
     sort_table,
-    tfidf_scores,
 )
+from core.inference.evaluation import scorer_scores as model_scores
 from core.inference.honest_pairs import honest_pairs
+from core.inference.tfidf_scorer import tfidf_scores
 from core.inference.metrics import best_thresholds
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs

@@ -18,10 +18,9 @@ from core.inference.baselines import (
     COMPARE_COLUMNS,
     comparison_row,
     comparison_table,
-    model_scores,
     sort_table,
-    tfidf_scores,
 )
+from core.inference.tfidf_scorer import tfidf_scores
 
 
 # ---- TF-IDF cosine ----------------------------------------------------------------------------------
@@ -104,18 +103,3 @@ def test_sort_table_sorts_by_any_column_with_nan_last():
     assert sort_table(table, "ROC AUC").index.tolist() == [0, 1, 2]
     with pytest.raises(ValueError):
         sort_table(table, "nope")
-
-
-def test_model_scores_equal_pair_scores_and_report_both_towers(tiny_models, sample_pairs):
-    from core.inference.evaluation import pair_scores
-    from core.models import load_model
-    from core.text.pair_table import PairTable
-
-    pairs, _ = sample_pairs
-    model, _ = load_model(tiny_models["dual-transformer"])
-    chosen = pairs.iloc[:70]
-    calls = []
-    scores = model_scores(model, chosen, progress=lambda done, total: calls.append((done, total)), batch_size=32)
-    np.testing.assert_allclose(scores, pair_scores(model, PairTable(chosen, model.tokenizer)), atol=1e-6)
-    assert calls[-1] == (140, 140) and all(total == 140 for _, total in calls)
-    assert [done for done, _ in calls] == sorted(done for done, _ in calls)

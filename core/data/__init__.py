@@ -49,6 +49,7 @@ from core.data.splitting import (
     recorded_by_question,
     resampling_groups,
     resolve_split_by,
+    seeded_sample,
     split_pairs,
     split_with_files,
     seen_pair_mask,
@@ -63,7 +64,7 @@ __all__ = [
     "PairChunk", "PairReader", "PairsHead", "input_limit", "MissingColumnsError",
     "LabelValuesError", "MAX_LABEL_VALUES", "normalise_label_map",
     "DEFAULT_VAL_FRACTION", "SPLIT_BY", "question_groups", "recorded_by_question", "resampling_groups",
-    "resolve_split_by",
+    "resolve_split_by", "seeded_sample",
     "split_with_files", "MIN_PAIRS_PER_CLASS", "MIN_TRUSTED_VALIDATION_PAIRS", "small_validation_note",
     "split_problems", "TrainingProblem", "min_pairs_for_validation", "training_problems",
 ]

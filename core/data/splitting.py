@@ -37,6 +37,13 @@ def pairs_fingerprint(pairs: pd.DataFrame) -> str:
     return hashlib.sha1(rows.values.tobytes()).hexdigest()[:16]
 
 
+def seeded_sample(count: int, cap: int, seed: int = 0) -> np.ndarray:
+    """All of 0..count-1 when ``count <= cap``, else a seeded sample of ``cap`` of them, in increasing order."""
+    if count <= cap:
+        return np.arange(count)
+    return np.sort(np.random.default_rng(seed).choice(count, size=cap, replace=False))
+
+
 def dataset_summary(pairs: pd.DataFrame) -> dict:
     """Counts for display; unique_questions compares normalised text across both columns."""
     count = int(pairs.shape[0])

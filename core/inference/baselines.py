@@ -1,19 +1,14 @@
-"""Every model and two reference baselines scored on one common set of pairs, as one comparable table.
+"""Every model and two references (zero-shot MiniLM, TF-IDF cosine) as rows of one comparable table, all
+measured on ``core.inference.honest_pairs``' pairs, which no compared model trained on.
 
-Which pairs: ``core.inference.honest_pairs.honest_pairs``, the pairs that *no* compared model trained on
-(matched by content), so every row of the table is measured on pairs that every model saw for the first time.
-
-The references: zero-shot MiniLM (scored like any model) and ``tfidf_scores``, the cosine of the two
-questions' TF-IDF vectors (scikit-learn's ``TfidfVectorizer``), fitted by one rule everywhere: on the
-questions of the pairs it scores (``TFIDF_FIT``). No labels are read, so the fit is honest on held-out pairs,
-and the baseline's figure does not change with how much training data a compared run had.
+TF-IDF (``core.inference.tfidf_scorer.tfidf_scores``) is fitted by one rule everywhere: on the questions of the
+pairs it scores (``TFIDF_FIT``); no labels are read, so its figure does not depend on a run's training data.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from core.inference.metrics import best_thresholds, ranking_metrics, threshold_metrics
@@ -25,59 +20,7 @@ METRICS = {"roc_auc": "ROC AUC", "average_precision": "avg precision", "accuracy
 ROC_AUC_INTERVAL, VERSUS_ZERO_SHOT = "ROC AUC 95 %", "vs zero-shot"  # a row's uncertainty and its paired verdict
 COMPARE_COLUMNS = ["model", "kind", *METRICS.values(), ROC_AUC_INTERVAL, VERSUS_ZERO_SHOT, "threshold",
                    "threshold from"]
-REFERENCE, TRAINED = "reference", "trained"
-
-
-def tfidf_scores(first: Sequence[str], second: Sequence[str], fit_texts: Sequence[str] | None = None,
-                 **vectorizer_options) -> np.ndarray:
-    """Cosine similarity of the TF-IDF vectors of ``first[i]`` and ``second[i]``, (N,) float64.
-
-    The vectorizer (scikit-learn defaults unless ``vectorizer_options`` say otherwise) is fitted on
-    ``fit_texts``, or on the questions themselves when none are given. A question with no known word
-    has a zero vector and scores 0.
-    """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    first, second = [str(t) for t in first], [str(t) for t in second]
-    if len(first) != len(second):
-        raise ValueError(f"{len(first)} first questions but {len(second)} second ones")
-    texts = list(fit_texts) if fit_texts else first + second
-    vectorizer = TfidfVectorizer(**vectorizer_options)
-    try:
-        vectorizer.fit(texts)
-    except ValueError:  # empty vocabulary: no text holds a word
-        return np.zeros(len(first))
-    a, b = vectorizer.transform(first), vectorizer.transform(second)  # (N, V) sparse, rows of unit length
-    if vectorizer.norm != "l2":
-        a, b = _unit_sparse_rows(a), _unit_sparse_rows(b)
-    return np.asarray(a.multiply(b).sum(axis=1), dtype=np.float64).ravel()
-
-
-def _unit_sparse_rows(matrix):
-    from sklearn.preprocessing import normalize
-
-    return normalize(matrix, norm="l2")
-
-
-def model_scores(model, pairs: pd.DataFrame, progress: Callable[[int, int], None] | None = None,
-                 batch_size: int = 256) -> np.ndarray:
-    """Cosine s(v1_i, v2_i) of every pair under a ``PairEncoder``, (N,) float64, as
-    ``core.inference.evaluation.pair_scores``; ``progress(done, total)`` counts texts over both towers (total 2N)."""
-    import torch.nn.functional as F
-
-    from core.text.pair_table import PairTable
-
-    table = PairTable(pairs, model.tokenizer)
-    n = len(table.labels)
-
-    def report(offset: int):
-        if progress is None:
-            return None
-        return lambda done, _total: progress(offset + done, 2 * n)
-
-    v1 = model.encode_table(table.first, tower=0, batch_size=batch_size, progress=report(0))  # (N, d)
-    v2 = model.encode_table(table.second, tower=1, batch_size=batch_size, progress=report(n))  # (N, d)
-    return F.cosine_similarity(v1, v2, dim=-1).double().numpy()
+REFERENCE = "reference"  # the kind of the zero-shot and TF-IDF rows
 
 
 def comparison_row(name: str, kind: str, labels, scores, threshold: float | None, threshold_from: str,

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from core.data import pair_keys, pairs_fingerprint, split_pairs
+from core.data import pair_keys, pairs_fingerprint, seeded_sample, split_pairs
 from core.data.implied import implied_pairs
 from core.data.splitting import recorded_by_question
 
@@ -171,8 +171,7 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
     chosen = candidates.loc[keep, ["question1", "question2", "is_duplicate"]].reset_index(drop=True)
     total = len(chosen)
     if total > max_pairs:
-        rows = np.sort(np.random.default_rng(seed).choice(total, size=max_pairs, replace=False))
-        chosen = chosen.iloc[rows].reset_index(drop=True)
+        chosen = chosen.iloc[seeded_sample(total, max_pairs, seed)].reset_index(drop=True)
         description += f", of which a seeded sample of {max_pairs:,} (seed {seed})"
         label = f"{max_pairs:,} of " + label
     return CommonPairs(chosen, description, label, total, constrained_by, source, training)

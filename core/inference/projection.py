@@ -88,13 +88,6 @@ def neighbours(vectors, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return nearest(v, v[index], k, exclude=index)
 
 
-def sample_indices(count: int, cap: int = MAP_MAX_POINTS, seed: int = MAP_SEED) -> np.ndarray:
-    """All of 0..count-1 when ``count <= cap``, else a seeded sample of ``cap`` of them, in increasing order."""
-    if count <= cap:
-        return np.arange(count)
-    return np.sort(np.random.default_rng(seed).choice(count, size=cap, replace=False))
-
-
 def question_labels(pairs: pd.DataFrame, texts: Sequence[str]) -> list[str]:
     """For each text (as ``core.inference.search.corpus_questions`` gives them: stripped), ``DUPLICATE_LABEL`` when
     it is a question of at least one duplicate pair, else ``NOT_DUPLICATE_LABEL``."""
