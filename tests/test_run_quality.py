@@ -1,5 +1,5 @@
 """Honesty about a bad model and about data too small to train on: ``core.inference.run_quality`` and
-``core.data.readiness``, and what ``python -m core train`` says with them."""
+``core.data.splitting``, and what ``python -m core train`` says with them."""
 import json
 import math
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from core.data import normalise_questions, recorded_by_question, split_pairs
-from core.inference.evaluation import held_out_pairs
+from core.data import normalise_questions
+from core.inference.honest_pairs import run_split
 from core.inference.metrics import predict
 
 FALSE_POSITIVE, FALSE_NEGATIVE = "false positive", "false negative"
@@ -118,19 +118,16 @@ def scores_by_length(pairs: pd.DataFrame, scores, edges=LENGTH_EDGES) -> pd.Data
 
 
 def training_pairs(config: dict, pairs: pd.DataFrame) -> pd.DataFrame | None:
-    """The pairs a saved model trained on, when ``pairs`` is its training dataset (the one
-    ``core.inference.evaluation.held_out_pairs`` recognises): the run's own split made again, its train part.
-    None otherwise (zero-shot MiniLM, or a model trained on other data)."""
-    if not held_out_pairs(config, pairs).is_validation:
-        return None
-    run, train = config["run"], config["train_config"]
-    return split_pairs(pairs, val_fraction=run["val_fraction"], test_fraction=run["test_fraction"],
-                       seed=train["seed"], by_question=recorded_by_question(run)).train
+    """The pairs a saved model trained on, when ``pairs`` is its training dataset and its validation split came
+    from it (``core.inference.evaluation.held_out_pairs``' validation pairs): the run's split made again, its train
+    part. None otherwise (zero-shot MiniLM, or a model trained on other data)."""
+    split = run_split(config, pairs)
+    return split.train if split is not None and len(split.val) else None
 
 
 def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
     """For each pair of ``pairs``: how many of its two questions occur (normalised) anywhere in
-    ``train``: "both", "one" or "neither" (the last is ``core.data.unseen_mask``'s True)."""
+    ``train``: "both", "one" or "neither"."""
     seen = set(normalise_questions(train["question1"])) | set(normalise_questions(train["question2"]))
     first = np.array([text in seen for text in normalise_questions(pairs["question1"])], dtype=bool)
     second = np.array([text in seen for text in normalise_questions(pairs["question2"])], dtype=bool)

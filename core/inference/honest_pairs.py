@@ -1,19 +1,11 @@
 """The pairs a comparison may measure models on: none that a compared model trained on, matched by content.
 
-Which set, in this order: the workspace's test file when one is loaded, else its validation file, else the
-pairs of the active dataset that every compared model held out of its training. Pairs are matched by
-``core.data.pair_key`` (both questions normalised, in either order), never by row number, so a pair copied,
-swapped or reordered between files is still recognised.
-
-What is known of a saved model's training (``training_of``): a model whose recorded dataset fingerprint is
-the active dataset's trained on a part of it that its own settings find again (the split made anew, checked
-against what config.json recorded, plus the implied pairs it was given); its training pairs are known. When
-that part cannot be found again, every pair of the active dataset may be a training pair: no pair of the
-dataset is offered as unseen, and a file's pairs that are in the dataset are left out. A model trained on other
-data (another fingerprint) contributed none of the active dataset's rows that the lab can check; the description
-says so. Zero-shot MiniLM trained on nothing the user gave.
-
-Above ``COMPARE_MAX_PAIRS`` a seeded sample keeps scoring on a CPU short.
+Which set, in this order: the workspace's test file, else its validation file, else the pairs of the active
+dataset that every compared model held out. Pairs are matched by ``core.data.pair_key`` (both questions
+normalised, in either order), never by row number. A model whose recorded dataset fingerprint is the active
+dataset's trained on the part its own settings find again (``training_of``); when that part cannot be found,
+any pair of the dataset may be a training pair, and none is offered as unseen. A model trained on other data is
+said to be unchecked. Above ``COMPARE_MAX_PAIRS`` a seeded sample keeps scoring on a CPU short.
 """
 from __future__ import annotations
 
@@ -23,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from core.data import pair_keys, pairs_fingerprint, seeded_sample, split_pairs
+from core.data import Splits, pair_keys, pairs_fingerprint, seeded_sample, split_pairs
 from core.data.implied import implied_pairs
 from core.data.splitting import recorded_by_question
 
@@ -66,18 +58,21 @@ def _keys(pairs: pd.DataFrame) -> list[tuple[str, str]]:
     return pair_keys(pairs["question1"].astype(str), pairs["question2"].astype(str))
 
 
-def training_of(config: dict, dataset: pd.DataFrame) -> Training:
-    """The pairs of ``dataset`` that a saved model (its config.json) trained on, found again from its settings.
+def _data(config: dict) -> dict:
+    return config.get("data") if isinstance(config.get("data"), dict) else {}
 
-    Made again as the pipeline made them (``core.data.split_with_files``: a given validation or test file is that
-    split, and the dataset is split only into what is still missing) and checked against what the run recorded:
-    the validation split's fingerprint when it came from the dataset, the split's sizes otherwise. A run that
-    trained on implied pairs (``core.data.implied``) trained on those too.
-    """
-    name = str(config.get("name", "?"))
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
-    if not data.get("fingerprint") or data.get("fingerprint") != pairs_fingerprint(dataset):
-        return Training(name, False, None, str(data.get("name") or ""))
+
+def _on_dataset(config: dict, dataset: pd.DataFrame) -> bool:
+    fingerprint = _data(config).get("fingerprint")
+    return bool(fingerprint) and fingerprint == pairs_fingerprint(dataset)
+
+
+def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
+    """The split a run made of its own ``dataset`` (``core.data.split_with_files``: a given validation or test file
+    is that split, the dataset is split only into what is still missing), made again from its settings and checked
+    against what it recorded (the validation split's fingerprint when it came from the dataset, the split's sizes
+    otherwise); None when it cannot be found again."""
+    data = _data(config)
     run = config.get("run") if isinstance(config.get("run"), dict) else {}
     settings = config.get("train_config") if isinstance(config.get("train_config"), dict) else {}
     val_file, test_file = bool(data.get("val_name")), bool(data.get("test_name"))
@@ -85,20 +80,36 @@ def training_of(config: dict, dataset: pd.DataFrame) -> Training:
         split = split_pairs(dataset, val_fraction=0.0 if val_file else run["val_fraction"],
                             test_fraction=0.0 if test_file else run["test_fraction"], seed=settings["seed"],
                             by_question=recorded_by_question(run))
-        implied = int(data.get("implied_pairs") or 0)
         if val_file:  # the validation fingerprint is the file's: the sizes check the dataset's part
-            found = (len(split.train) + implied == data["train_pairs"]
+            found = (len(split.train) + int(data.get("implied_pairs") or 0) == data["train_pairs"]
                      and (test_file or len(split.test) == data["test_pairs"]))
         else:
             found = len(split.val) > 0 and pairs_fingerprint(split.val) == data.get("validation_fingerprint")
     except (KeyError, TypeError, ValueError):
-        return Training(name, True, None, str(data.get("name") or ""))
-    if not found:
-        return Training(name, True, None, str(data.get("name") or ""))
+        return None
+    return split if found else None
+
+
+def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
+    """The split a saved model (its config.json) made of ``dataset``, found again (``_split_again``); None when
+    ``dataset`` is not the one it trained on (another fingerprint) or the split cannot be found again."""
+    return _split_again(config, dataset) if _on_dataset(config, dataset) else None
+
+
+def training_of(config: dict, dataset: pd.DataFrame) -> Training:
+    """The pairs of ``dataset`` that a saved model (its config.json) trained on: the train part of its split found
+    again (``run_split``), and the implied pairs (``core.data.implied``) of it when the run trained on those."""
+    name, data = str(config.get("name", "?")), _data(config)
+    trained_on = str(data.get("name") or "")
+    if not _on_dataset(config, dataset):
+        return Training(name, False, None, trained_on)
+    split = _split_again(config, dataset)
+    if split is None:
+        return Training(name, True, None, trained_on)
     train = split.train[["question1", "question2", "is_duplicate"]]
-    if implied:
-        train = pd.concat([train, implied_pairs(train, seed=settings["seed"])], ignore_index=True)
-    return Training(name, True, train.reset_index(drop=True), str(data.get("name") or ""))
+    if isinstance(data.get("implied_pairs"), int) and data["implied_pairs"] > 0:
+        train = pd.concat([train, implied_pairs(train, seed=config["train_config"]["seed"])], ignore_index=True)
+    return Training(name, True, train.reset_index(drop=True), trained_on)
 
 
 def _names(names: Sequence[str]) -> str:
