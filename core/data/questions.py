@@ -1,23 +1,10 @@
 """A corpus of questions in: ``load_questions(source) -> (questions, QuestionsReport)``.
 
-Three shapes are read, told apart by the first line:
-
-- a CSV/TSV (``, \\t ; |``) whose header names a question column (``QUESTION_ALIASES``: question, text,
-  sentence, title, q): every non-empty cell of that column, in file order, repeats kept (a repeated
-  question is a duplicate to find);
-- a pairs file (a header naming question1 and question2, or their aliases, as ``load_pairs`` reads
-  them): the distinct questions of both columns in first-seen order, as ``corpus_questions``
-  gives them (labels are not needed);
-- anything else: plain text, one question per line (the first line is a question too).
-
-A Parquet file (told by its first bytes, ``core.data.parquet_table``) is read by column names the same way: a
-question column, else a pairs file's two columns, else its only column; ``file_format`` says "parquet".
-
-The bytes go through ``core.data.parsing`` as pairs do (path, bytes or upload; gzip; UTF-8, UTF-16,
-cp1252 / latin-1; binary and empty files refused; the caps of ``core.data.limits`` on bytes, lines,
-columns and field length), and every failure is a ``DataError``. Questions are
-stripped; empty ones (blank lines, empty cells) are dropped and counted in the report, like malformed
-records of a CSV.
+Three shapes, told apart by the first line: a CSV/TSV whose header names a question column
+(``QUESTION_ALIASES``): every non-empty cell, repeats kept (a repeated question is a duplicate to find); a pairs
+file: the distinct questions of both columns (``corpus_questions``); anything else: one question per line. A
+Parquet file is read by its column names the same way. The bytes go through ``core.data.parsing`` as pairs do
+(the same encodings and caps), every failure is a ``DataError``, and empty questions are dropped and counted.
 """
 from __future__ import annotations
 
@@ -102,7 +89,6 @@ def pair_keys(questions1, questions2) -> list[tuple[str, str]]:
 
 def pair_key(question1: str, question2: str) -> tuple[str, str]:
     """The one definition of "the same unordered pair": both texts under ``normalise_questions``, sorted.
-
     >>> pair_key("Why is the sky  blue?", "How far is the Moon?")
     ('how far is the moon?', 'why is the sky blue?')
     """

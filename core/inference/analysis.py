@@ -1,9 +1,5 @@
-"""Error analysis of a model's scores on labelled pairs: which pairs it gets wrong at a threshold, how
-its scores spread with question length, and which pairs' questions its training saw.
-
-Pure functions over a pairs frame (``question1``, ``question2``, ``is_duplicate``, as
-``core.data.load_pairs`` returns) and the model's scores for it, row for row. A pair is called a
-duplicate when its score is strictly above the threshold, as in ``core.inference.metrics``.
+"""Error analysis of a model's scores on labelled pairs (row for row): which pairs it gets wrong at a threshold,
+how its scores spread with question length, and which pairs' questions its training saw.
 """
 from __future__ import annotations
 
@@ -32,13 +28,9 @@ def _checked(pairs: pd.DataFrame, scores) -> np.ndarray:
 
 
 def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit: int | None = None) -> pd.DataFrame:
-    """The pairs of one error kind at ``threshold``, worst first, at most ``limit`` of them.
-
-    ``FALSE_POSITIVE``: non-duplicates scored above the threshold, highest score first.
-    ``FALSE_NEGATIVE``: duplicates scored at or below it, lowest score first. Ties keep the pairs'
-    order. Columns: question1, question2, score, label, then any other column of ``pairs``; the index
-    is the pair's row in ``pairs``.
-    """
+    """The pairs of one error kind at ``threshold``, worst first (ties in the pairs' order), at most ``limit``:
+    ``FALSE_POSITIVE`` non-duplicates above it, ``FALSE_NEGATIVE`` duplicates at or below it. Columns: question1,
+    question2, score, label, then any other column of ``pairs``; the index is the pair's row in ``pairs``."""
     if kind not in ERROR_KINDS:
         raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
     scores = _checked(pairs, scores)
@@ -94,12 +86,8 @@ def length_buckets(lengths, edges=LENGTH_EDGES) -> list[str]:
 
 
 def scores_by_length(pairs: pd.DataFrame, scores, edges=LENGTH_EDGES) -> pd.DataFrame:
-    """Score distribution per length bucket of the longer question and per label.
-
-    One row per (bucket, label) that holds pairs, buckets in length order then label 0 before 1:
-    bucket, label, pairs, min, q1, median, q3, max, mean (quartiles by linear interpolation,
-    numpy's default).
-    """
+    """Score distribution per length bucket of the longer question and per label: one row per (bucket, label)
+    holding pairs, in order, with pairs, min, q1, median, q3, max, mean (numpy's linear quartiles)."""
     scores = _checked(pairs, scores)
     frame = pd.DataFrame({
         "bucket": pd.Categorical(length_buckets(longer_question_words(pairs), edges),

@@ -25,13 +25,9 @@ REFERENCE = "reference"  # the kind of the zero-shot and TF-IDF rows
 
 def comparison_row(name: str, kind: str, labels, scores, threshold: float | None, threshold_from: str,
                    zero_shot_scores=None, groups=None) -> dict:
-    """One row of the comparison table: ranking metrics of ``scores`` and accuracy / F1 at ``threshold``, the
-    95 % bootstrap interval of the ROC AUC and, given zero-shot MiniLM's scores of the same pairs, the paired
-    verdict against it ("" for zero-shot itself or without its scores).
-
-    ``threshold=None`` calibrates it on these very scores (best accuracy), and ``threshold_from`` should
-    then say so: such a row is measured on the pairs it was calibrated on. ``groups``
-    (``core.data.resampling_groups``): pairs resampled together.
+    """One row of the comparison table: ranking metrics of ``scores``, accuracy / F1 at ``threshold`` (None: the
+    best-accuracy one on these very scores, which ``threshold_from`` should say), the bootstrap interval of the
+    ROC AUC (resampling ``groups`` together) and, given zero-shot MiniLM's scores, the paired verdict against it.
     """
     if threshold is None or not math.isfinite(float(threshold)):
         threshold = best_thresholds(labels, scores)["accuracy"]

@@ -1,8 +1,5 @@
-"""Scoring a model on labelled pairs: cosine similarity of the two towers' vectors, then metrics.
-
-``calibrate`` is the one owner of validation scoring and threshold calibration: the trainer calls
-it once per epoch (through the hook the pipeline hands it) and the pipeline once more on the whole
-validation split after training.
+"""Scoring a model on labelled pairs: cosine similarity of the two towers' vectors, then metrics. ``calibrate`` is
+the one owner of validation scoring and threshold calibration (each epoch, and once after training).
 """
 from __future__ import annotations
 

@@ -51,7 +51,6 @@ class Training:
     name: str
     on_dataset: bool  # its recorded dataset is the active one (same fingerprint)
     train: pd.DataFrame | None  # its training pairs, implied ones included; None when on_dataset but not found again
-    trained_on: str = ""  # the recorded name of the data it trained on
 
 
 def _keys(pairs: pd.DataFrame) -> list[tuple[str, str]]:
@@ -100,16 +99,15 @@ def training_of(config: dict, dataset: pd.DataFrame) -> Training:
     """The pairs of ``dataset`` that a saved model (its config.json) trained on: the train part of its split found
     again (``run_split``), and the implied pairs (``core.data.implied``) of it when the run trained on those."""
     name, data = str(config.get("name", "?")), _data(config)
-    trained_on = str(data.get("name") or "")
     if not _on_dataset(config, dataset):
-        return Training(name, False, None, trained_on)
+        return Training(name, False, None)
     split = _split_again(config, dataset)
     if split is None:
-        return Training(name, True, None, trained_on)
+        return Training(name, True, None)
     train = split.train[["question1", "question2", "is_duplicate"]]
     if isinstance(data.get("implied_pairs"), int) and data["implied_pairs"] > 0:
         train = pd.concat([train, implied_pairs(train, seed=config["train_config"]["seed"])], ignore_index=True)
-    return Training(name, True, train.reset_index(drop=True), trained_on)
+    return Training(name, True, train.reset_index(drop=True))
 
 
 def _names(names: Sequence[str]) -> str:
