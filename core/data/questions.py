@@ -135,17 +135,23 @@ def _shape(data: bytes) -> tuple[str, str, list[str]]:
     found = []
     for delimiter in DELIMITERS:
         header = _header_fields(head, delimiter)
-        if not header:
-            continue
-        names = [name.strip().lower() for name in header]
-        if any(alias in names for alias in QUESTION_ALIASES):
-            found.append((len(header), COLUMN, -DELIMITERS.index(delimiter), delimiter, header))
-        elif any(a in names for a in ROLE_ALIASES["question1"]) and any(a in names for a in ROLE_ALIASES["question2"]):
-            found.append((len(header), PAIRS, -DELIMITERS.index(delimiter), delimiter, header))
+        shape = _shape_of(header) if header else None
+        if shape:
+            found.append((len(header), shape, -DELIMITERS.index(delimiter), delimiter, header))
     if not found:
         return LINES, "", []
     _, shape, _, delimiter, header = max(found, key=lambda f: (f[0], f[1] == COLUMN, f[2]))
     return shape, delimiter, header
+
+
+def _shape_of(header: list[str]) -> str | None:
+    """COLUMN when the header names a question column, PAIRS when it names both questions of a pair, else None."""
+    names = [name.strip().lower() for name in header]
+    if any(alias in names for alias in QUESTION_ALIASES):
+        return COLUMN
+    if all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
+        return PAIRS
+    return None
 
 
 def _decode(data: bytes) -> tuple[str, str]:
@@ -157,21 +163,13 @@ def _decode(data: bytes) -> tuple[str, str]:
     return data.decode("latin-1"), "latin-1"
 
 
-def _examples(lines: np.ndarray, reason: str) -> list[tuple[int, str]]:
-    return [(int(line), reason) for line in lines[:MAX_EXAMPLES]]
-
-
 def _lines(data: bytes, name: str) -> tuple[list[str], QuestionsReport]:
     text, encoding = _decode(data)
     lines = [line.strip() for line in _LINE_BREAK.split(text)]
     while lines and not lines[-1]:  # a trailing newline (or several) ends the file, it is no question
         lines.pop()
-    empty = np.array([not line for line in lines], dtype=bool)
-    questions = [line for line in lines if line]
-    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
-    report = QuestionsReport(name, LINES, [], "", len(lines), len(questions), dropped,
-                             _examples(np.flatnonzero(empty) + 1, EMPTY_QUESTION), encoding)
-    return questions, report
+    grid = np.array(lines, dtype=object).reshape(-1, 1)
+    return _grid_report(grid, name, LINES, [], "", np.zeros(0, np.int64), encoding, first_line=1)
 
 
 def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
@@ -188,12 +186,8 @@ def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], Q
     cells = frame.iloc[1:, 0].fillna("").astype(str).str.strip()
     while len(cells) and cells.iloc[-1] == "":
         cells = cells.iloc[:-1]
-    empty = (cells == "").to_numpy(dtype=bool)
-    questions = cells[~empty].tolist()
-    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
-    report = QuestionsReport(name, COLUMN, [header[0]], "", len(cells), len(questions), dropped,
-                             _examples(np.flatnonzero(empty) + 2, EMPTY_QUESTION), encoding)
-    return questions, report
+    grid = cells.to_numpy(dtype=object).reshape(-1, 1)
+    return _grid_report(grid, name, COLUMN, [header[0]], "", np.zeros(0, np.int64), encoding, first_line=2)
 
 
 def _question_positions(names: list[str], shape: str) -> list[int]:
@@ -205,14 +199,10 @@ def _question_positions(names: list[str], shape: str) -> list[int]:
 
 def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], QuestionsReport]:
     header = parquet_header(data, name)
-    names = [column.strip().lower() for column in header]
-    if any(alias in names for alias in QUESTION_ALIASES):
-        shape = COLUMN
-    elif all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
-        shape = PAIRS
-    elif len(header) == 1:  # one column, whatever its name: the questions
+    shape, names = _shape_of(header), [column.strip().lower() for column in header]
+    if shape is None and len(header) == 1:  # one column, whatever its name: the questions
         shape, names = COLUMN, [QUESTION_ALIASES[0]]
-    else:
+    elif shape is None:
         raise DataError(f"{name}: no question column among {', '.join(header[:10])}; name one question (or "
                         f"{', '.join(QUESTION_ALIASES[1:])}), or question1 and question2")
     positions = _question_positions(names, shape)
@@ -239,14 +229,14 @@ def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], de
                  encoding: str, first_line: int | None = None) -> tuple[list[str], QuestionsReport]:
     """The questions of ``grid`` ((rows, 1) question cells or (rows, 2) pairs, stripped) and their report;
     ``skipped``: the malformed lines a CSV reader left out. Empty rows are reported by ``first_line`` + row
-    (Parquet) or by their CSV line (``record_line``)."""
+    (plain lines, one column, Parquet) or by their CSV line (``record_line``)."""
     empty = grid == ""  # (rows, columns)
     dropped = {EMPTY_QUESTION: int(empty.sum()), MALFORMED_LINE: int(skipped.size)}
     examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
     examples += [(first_line + int(row) if first_line is not None else record_line(int(row), skipped),
                   EMPTY_QUESTION) for row in np.flatnonzero(empty.any(axis=1))[:MAX_EXAMPLES]]
     warnings = []
-    if shape == COLUMN:
+    if grid.shape[1] == 1:
         questions = grid[~empty[:, 0], 0].tolist()
     else:
         pairs = pd.DataFrame({"question1": grid[:, 0], "question2": grid[:, 1]})

@@ -21,7 +21,7 @@ CHANCE_ROC_AUC = 0.5
 BASELINE_LABELS = {"tfidf": "TF-IDF cosine", "zero_shot": "zero-shot MiniLM"}
 # What each baseline is, in words, for "so ... ranks these pairs better than this model".
 BASELINE_MEANING = {"tfidf": "counting shared words (TF-IDF fitted on these pairs' own questions)", "zero_shot": "the pretrained MiniLM with no training at all"}
-# Zero-shot MiniLM scores at most this many validation pairs (seeded): about 15 s on 2 CPU threads.
+# Zero-shot MiniLM scores at most this many validation pairs (seeded), so a run on a CPU waits little for it.
 ZERO_SHOT_MAX_PAIRS = 2_000
 
 
