@@ -1,4 +1,4 @@
-"""core.inference.baselines: the TF-IDF cosine baseline, the table's rows and order (the common pairs of a comparison:
+"""core.inference.honest_pairs' comparison table: the TF-IDF cosine baseline, the table's rows and order (the common pairs of a comparison:
 tests/test_honest_pairs.py)."""
 import math
 
@@ -14,7 +14,7 @@ from sklearn.metrics import (
 )
 from sklearn.metrics.pairwise import cosine_similarity
 
-from core.inference.baselines import (
+from core.inference.honest_pairs import (
     COMPARE_COLUMNS,
     comparison_row,
     comparison_table,

@@ -172,7 +172,7 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
 def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None) -> dict:
     """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val``.
 
-    TF-IDF is fitted on the questions of the pairs it scores (``core.inference.baselines.TFIDF_FIT``). Zero-shot
+    TF-IDF is fitted on the questions of the pairs it scores (``core.inference.honest_pairs.TFIDF_FIT``). Zero-shot
     MiniLM scores a seeded sample of ``ZERO_SHOT_MAX_PAIRS`` at most, and is left out when it is not installed.
     With ``run_scores`` ((N,), the run's scores of ``val``), each baseline carries the paired bootstrap ``verdict``
     of the run against it on the pairs it scored (resampling ``groups`` of pairs when given).
