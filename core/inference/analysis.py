@@ -95,14 +95,12 @@ def scores_by_length(pairs: pd.DataFrame, scores, edges=LENGTH_EDGES) -> pd.Data
         "label": pairs["is_duplicate"].to_numpy().astype(int),
         "score": scores,
     })
-    rows = []
-    for (bucket, label), group in frame.groupby(["bucket", "label"], observed=True, sort=True):
-        values = group["score"].to_numpy()
-        q1, median, q3 = np.percentile(values, [25, 50, 75])
-        rows.append({"bucket": str(bucket), "label": int(label), "pairs": len(values), "min": float(values.min()),
-                     "q1": float(q1), "median": float(median), "q3": float(q3), "max": float(values.max()),
-                     "mean": float(values.mean())})
-    return pd.DataFrame(rows, columns=["bucket", "label", "pairs", "min", "q1", "median", "q3", "max", "mean"])
+    columns = ["bucket", "label", "pairs", "min", "q1", "median", "q3", "max", "mean"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    table = frame.groupby(["bucket", "label"], observed=True, sort=True)["score"].describe().reset_index()
+    table = table.rename(columns={"count": "pairs", "25%": "q1", "50%": "median", "75%": "q3"})
+    return table.astype({"bucket": str, "pairs": int})[columns]
 
 
 def training_pairs(config: dict, pairs: pd.DataFrame) -> pd.DataFrame | None:
