@@ -128,7 +128,8 @@ def thresholds_note(table: pd.DataFrame) -> str:
 
 
 def metric_bars(table: pd.DataFrame, pairs_label: str) -> go.Figure:
-    """Grouped bars: each row's four metrics (``core.inference.honest_pairs.METRICS``), titled with the pairs measured on."""
+    """Grouped bars: each row's four metrics (``core.inference.honest_pairs.METRICS``), titled with the pairs
+    measured on."""
     figure = go.Figure()
     for column in METRICS.values():
         figure.add_bar(x=table["model"], y=table[column], name=column)

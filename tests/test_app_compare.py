@@ -17,10 +17,9 @@ from core.inference.honest_pairs import (
     TFIDF_LABEL,
     comparison_row,
     honest_pairs,
-    sort_table,
 )
-from core.inference.tfidf_scorer import tfidf_scores
 from core.inference.metrics import best_thresholds
+from core.inference.tfidf_scorer import tfidf_scores
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs
 from core.saving.safe_csv import safe_csv

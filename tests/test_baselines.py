@@ -1,9 +1,8 @@
-"""core.inference.honest_pairs' comparison table: the TF-IDF cosine baseline, the table's rows and order (the common pairs of a comparison:
-tests/test_honest_pairs.py)."""
+"""core.inference.honest_pairs' comparison table: the TF-IDF cosine baseline, the table's rows and order (the
+common pairs of a comparison: tests/test_honest_pairs.py)."""
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import (
