@@ -370,9 +370,9 @@ class Bench:
             return {"name": label, "kind": "baseline", "error": str(error), "notes": notes}
 
     def tfidf_here(self, dataset, paths, zero_shot, groups) -> dict:
-        """scikit-learn TF-IDF as the lab's baseline does it (core.inference.baselines.tfidf_scores): fitted on
+        """scikit-learn TF-IDF as the lab's baseline does it (core.inference.tfidf_scorer.tfidf_scores): fitted on
         the train file's questions, threshold of best accuracy on the dev file."""
-        from core.inference.baselines import tfidf_scores
+        from core.inference.tfidf_scorer import tfidf_scores
         from core.inference.metrics import best_thresholds
 
         def frame(split):

@@ -31,7 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import data_path  # noqa: E402
-from core.data import Splits, load_pairs, normalise_questions, split_pairs, unseen_mask  # noqa: E402
+from core.data import Splits, load_pairs, normalise_questions, split_pairs  # noqa: E402
+from core.inference.analysis import SEEN_NEITHER, seen_in_training  # noqa: E402
 from core.data.implied import implied_pairs  # noqa: E402
 from core.inference.metrics import evaluate_scores, ranking_metrics  # noqa: E402
 from core.models import load_model  # noqa: E402
@@ -396,7 +397,7 @@ def main() -> None:
     n_test = 2000 if args.quick else args.test_pairs
     if n_test and len(test) > n_test:
         test = test.sample(n=n_test, random_state=0).reset_index(drop=True)
-    unseen = unseen_mask(splits.train, test).to_numpy()
+    unseen = (seen_in_training(splits.train, test) == SEEN_NEITHER).to_numpy()
     NOT_IMPLIED = ~implied_mask(splits.train, test)
     print(f"train {len(splits.train):,} / val {len(splits.val):,} / test {len(splits.test):,} pairs; "
           f"scoring {len(test):,} test pairs ({unseen.sum():,} unseen, {NOT_IMPLIED.sum():,} not implied by the "

@@ -3,7 +3,7 @@
 Scores are cached per (model, saved-folder stamp, pairs scored) in chunks of ``SCORE_CHUNK`` pairs with
 ``st.cache_data``: the page draws a progress bar between chunks (a bar drawn inside a cached function
 would be replayed), and a rerun (a new sort order) encodes nothing again. The numbers come from
-``core.inference.baselines``; this module only loads, caches and draws.
+``core.inference.honest_pairs``; this module only loads, caches and draws.
 """
 from __future__ import annotations
 
@@ -15,16 +15,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.data import resampling_groups
-from core.inference.baselines import (
-    METRICS,
-    REFERENCE,
-    TFIDF_LABEL,
-    comparison_row,
-    tfidf_scores,
-)
-from core.inference.evaluation import scorer_scores
 from core.inference.calibration import calibrated_on, pair_threshold
-from core.inference.honest_pairs import CommonPairs, honest_pairs
+from core.inference.evaluation import scorer_scores
+from core.inference.honest_pairs import METRICS, REFERENCE, TFIDF_LABEL, CommonPairs, comparison_row, honest_pairs
+from core.inference.tfidf_scorer import tfidf_scores
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
 from lab.cached import held_out_frames, model_stamp
 from lab.session import ZERO_SHOT, get_model
@@ -134,7 +128,8 @@ def thresholds_note(table: pd.DataFrame) -> str:
 
 
 def metric_bars(table: pd.DataFrame, pairs_label: str) -> go.Figure:
-    """Grouped bars: each row's four metrics (``core.inference.baselines.METRICS``), titled with the pairs measured on."""
+    """Grouped bars: each row's four metrics (``core.inference.honest_pairs.METRICS``), titled with the pairs
+    measured on."""
     figure = go.Figure()
     for column in METRICS.values():
         figure.add_bar(x=table["model"], y=table[column], name=column)

@@ -2,7 +2,7 @@
 active dataset, as a sortable table, a chart and a CSV; each model's training details on demand."""
 import streamlit as st
 
-from core.inference.baselines import (
+from core.inference.honest_pairs import (
     COMPARE_COLUMNS,
     METRICS,
     ROC_AUC_INTERVAL,

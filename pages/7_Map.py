@@ -2,6 +2,7 @@
 label of their pairs; a click or a typed question highlights the nearest neighbours."""
 import streamlit as st
 
+from core.data import seeded_sample
 from core.inference.projection import (
     DUPLICATE_LABEL,
     MAP_MAX_POINTS,
@@ -9,7 +10,6 @@ from core.inference.projection import (
     NOT_DUPLICATE_LABEL,
     nearest,
     neighbours,
-    sample_indices,
 )
 from lab import cached, map_view
 from lab.figures import PLOTLY_CONFIG
@@ -34,7 +34,7 @@ texts = cached.corpus(key, pairs)
 if not texts:
     show_error("The active dataset has no questions to map.")
     st.stop()
-rows = sample_indices(len(texts), MAP_MAX_POINTS, MAP_SEED)
+rows = seeded_sample(len(texts), MAP_MAX_POINTS, MAP_SEED)
 questions = [texts[i] for i in rows]
 sampled = len(questions) < len(texts)
 map_key = f"{key}:{len(questions)}"  # the dataset and how many of its questions: every map cache key holds it

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.data import split_pairs, unseen_mask
+from core.data import split_pairs
 from core.inference import analysis
 from core.inference.analysis import FALSE_NEGATIVE, FALSE_POSITIVE
 
@@ -117,7 +117,6 @@ def test_seen_in_training_counts_normalised_questions():
     seen = analysis.seen_in_training(train, pairs)
     assert seen.tolist() == ["both", "one", "one", "neither"] and seen.index.tolist() == [10, 11, 12, 13]
     assert seen.name == analysis.SEEN_COLUMN
-    assert ((seen == analysis.SEEN_NEITHER) == unseen_mask(train, pairs)).all()  # agrees with core.data
 
 
 def test_accuracy_by_group_by_hand():

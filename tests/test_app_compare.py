@@ -9,18 +9,18 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from core.data import resampling_groups, split_pairs
-from core.inference.baselines import (
+from core.inference.honest_pairs import (
     COMPARE_COLUMNS,
     METRICS,
     TFIDF_FIT,
     TFIDF_LABEL,
     comparison_row,
+    honest_pairs,
     sort_table,
-    tfidf_scores,
 )
 from core.inference.evaluation import scorer_scores
-from core.inference.honest_pairs import honest_pairs
 from core.inference.metrics import best_thresholds
+from core.inference.tfidf_scorer import tfidf_scores
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs
 from core.saving.safe_csv import safe_csv

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.data import corpus_questions, load_pairs
+from core.data import corpus_questions, load_pairs, seeded_sample
 from core.inference.projection import (
     DUPLICATE_LABEL,
     NOT_DUPLICATE_LABEL,
@@ -139,7 +139,7 @@ def test_a_large_dataset_is_sampled_with_a_seed(runs_with_models, open_map, plot
     texts = corpus_questions(sample)
     [figure] = plotly_figures(at)
     index, _, _, hover, _ = _points(figure)
-    rows = core.inference.projection.sample_indices(len(texts), 100, core.inference.projection.MAP_SEED)
+    rows = seeded_sample(len(texts), 100, core.inference.projection.MAP_SEED)
     assert len(index) == 100 and hover == [hover_text(texts[i]) for i in rows]
     assert "(a seeded sample of the" in figure["layout"]["title"]["text"]
     assert any("seeded sample of 100 (seed 0)" in caption.value for caption in at.caption)

@@ -1,9 +1,8 @@
-"""core.inference.baselines: the TF-IDF cosine baseline, the table's rows and order (the common pairs of a comparison:
-tests/test_honest_pairs.py)."""
+"""core.inference.honest_pairs' comparison table: the TF-IDF cosine baseline, the table's rows and order (the
+common pairs of a comparison: tests/test_honest_pairs.py)."""
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import (
@@ -14,13 +13,13 @@ from sklearn.metrics import (
 )
 from sklearn.metrics.pairwise import cosine_similarity
 
-from core.inference.baselines import (
+from core.inference.honest_pairs import (
     COMPARE_COLUMNS,
     comparison_row,
     comparison_table,
     sort_table,
-    tfidf_scores,
 )
+from core.inference.tfidf_scorer import tfidf_scores
 
 
 # ---- TF-IDF cosine ----------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def test_a_file_without_duplicates_is_refused_in_one_line(capsys, tmp_path, no_d
                              *TINY)
     assert code == 2 and out == ""
     [line] = err.strip().splitlines()[-1:]
-    # Refused before any training (core.data.readiness), naming the file once and the minimum that would work.
+    # Refused before any training (core.data.training_problems), naming the file once and the minimum that would work.
     assert line.startswith("error: no_duplicates.csv: only 0 duplicate pair(s)") and "at least 2 duplicate pairs" in line
     assert "Traceback" not in err and line.count("no_duplicates.csv") == 1
     assert not (tmp_path / "model").exists()

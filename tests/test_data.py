@@ -1,4 +1,4 @@
-"""load_pairs, dataset_summary, split_pairs and unseen_mask on small hand-built files."""
+"""load_pairs, dataset_summary and split_pairs on small hand-built files."""
 
 import dataclasses
 import gzip
@@ -15,7 +15,6 @@ from core.data import (
     dataset_summary,
     load_pairs,
     split_pairs,
-    unseen_mask,
 )
 
 SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "sample_pairs.csv"
@@ -673,18 +672,3 @@ def test_split_by_question_is_reproducible():
     assert as_rows(first.test) != as_rows(other.test)
 
 
-def test_unseen_mask_on_hand_example():
-    train = pairs_frame([("How do I cook rice?", "Best way to cook rice?", 1), ("What is AI?", "Define AI", 0)])
-    other = pairs_frame(
-        [
-            ("how do  i cook rice? ", "A new question?", 1),  # question1 seen after normalising
-            ("Fresh one?", "Another fresh one?", 0),  # nothing seen
-            ("Something else?", "define ai", 1),  # question2 seen
-        ]
-    )
-    other.index = [10, 11, 12]
-    mask = unseen_mask(train, other)
-    assert mask.tolist() == [False, True, False]
-    assert mask.index.tolist() == [10, 11, 12]
-    assert mask.name == "unseen"
-    assert mask.dtype == bool

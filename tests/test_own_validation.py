@@ -16,8 +16,8 @@ from core.data import (
     recorded_by_question,
     resolve_split_by,
     split_pairs,
-    unseen_mask,
 )
+from core.inference.analysis import SEEN_NEITHER, seen_in_training
 from core.training.auto_recipe import LENGTH_QUANTILE, MIN_VALIDATIONS, auto_options
 from core.text.wordpiece_tokenizer import bert_wordpiece
 
@@ -46,9 +46,11 @@ def run_cli(capsys, *argv):
 def test_a_pair_split_leaks_shared_questions_and_the_group_split_does_not():
     pairs = hub_pairs()
     by_pair = split_pairs(pairs, val_fraction=0.2, test_fraction=0.0, seed=0, by_question=False)
-    assert (~unseen_mask(by_pair.train, by_pair.val)).sum() > len(by_pair.val) // 2  # most validation pairs leak
+    leaked = seen_in_training(by_pair.train, by_pair.val) != SEEN_NEITHER
+    assert leaked.sum() > len(by_pair.val) // 2  # most validation pairs leak
     by_group = split_pairs(pairs, val_fraction=0.2, test_fraction=0.0, seed=0, by_question=True)
-    assert len(by_group.val) == 32 and unseen_mask(by_group.train, by_group.val).all()  # 8 whole hubs, no leak
+    unseen = seen_in_training(by_group.train, by_group.val) == SEEN_NEITHER
+    assert len(by_group.val) == 32 and unseen.all()  # 8 whole hubs, no leak
     assert resolve_split_by(pairs, "auto") == "question"
     assert resolve_split_by(pairs.drop_duplicates("question1"), "auto") == "pair"  # one pair per hub: no link
     assert resolve_split_by(pairs, "pair") == "pair"

@@ -7,6 +7,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import cosine_similarity
 from sklearn.preprocessing import normalize
 
+from core.data import seeded_sample
 from core.inference.projection import (
     DUPLICATE_LABEL,
     NOT_DUPLICATE_LABEL,
@@ -15,7 +16,6 @@ from core.inference.projection import (
     nearest,
     neighbours,
     question_labels,
-    sample_indices,
 )
 
 
@@ -106,13 +106,13 @@ def test_nearest_to_a_query_vector():
         nearest(vectors, [1.0, 0.0, 0.0], 1)
 
 
-def test_sample_indices_cap_with_a_seed():
-    np.testing.assert_array_equal(sample_indices(5, cap=10), np.arange(5))
-    sample = sample_indices(1000, cap=100, seed=3)
+def test_seeded_sample_caps_with_a_seed():
+    np.testing.assert_array_equal(seeded_sample(5, 10), np.arange(5))
+    sample = seeded_sample(1000, 100, seed=3)
     assert len(sample) == 100 == len(set(sample.tolist())) and (np.diff(sample) > 0).all()
     assert sample.min() >= 0 and sample.max() < 1000
-    np.testing.assert_array_equal(sample, sample_indices(1000, cap=100, seed=3))
-    assert not np.array_equal(sample, sample_indices(1000, cap=100, seed=4))
+    np.testing.assert_array_equal(sample, seeded_sample(1000, 100, seed=3))
+    assert not np.array_equal(sample, seeded_sample(1000, 100, seed=4))
 
 
 def test_question_labels_say_whether_a_question_is_in_a_duplicate_pair():

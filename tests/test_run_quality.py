@@ -1,5 +1,5 @@
 """Honesty about a bad model and about data too small to train on: ``core.inference.run_quality`` and
-``core.data.readiness``, and what ``python -m core train`` says with them."""
+``core.data.splitting``, and what ``python -m core train`` says with them."""
 import json
 import math
 
@@ -91,7 +91,7 @@ def test_the_tfidf_baseline_is_fitted_on_the_pairs_it_scores_whatever_the_traini
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.metrics import roc_auc_score
 
-    monkeypatch.setattr(run_quality, "zero_shot_baseline", lambda *args, **kwargs: None)
+    monkeypatch.setattr(run_quality, "_zero_shot_scores", lambda *args, **kwargs: None)
     val = pd.DataFrame({"question1": ["how do I bake bread", "what is a prime number", "where is paris",
                                       "how old is the moon"],
                         "question2": ["how can I bake bread", "why is the sky blue", "where is paris located",
@@ -106,10 +106,14 @@ def test_the_tfidf_baseline_is_fitted_on_the_pairs_it_scores_whatever_the_traini
 def test_zero_shot_baseline_scores_a_seeded_sample_of_a_big_validation_split(monkeypatch):
     import core.inference.run_quality as run_quality
 
+    scored = []  # the pairs zero-shot MiniLM was asked to score; it scores them by their labels
     monkeypatch.setattr(run_quality, "ZERO_SHOT_MAX_PAIRS", 12)
+    monkeypatch.setattr(run_quality, "_zero_shot_scores",
+                        lambda val, progress=None: scored.append(val) or val["is_duplicate"].to_numpy(float))
     pairs = inverted_pairs(40)
-    first, again = run_quality.zero_shot_baseline(pairs, seed=3), run_quality.zero_shot_baseline(pairs, seed=3)
-    assert first["zero_shot"]["pairs"] == 12 and first == again
+    first, again = validation_baselines(pairs, seed=3), validation_baselines(pairs, seed=3)
+    assert first["zero_shot"] == {"roc_auc": 1.0, "pairs": 12} and first == again
+    assert scored[0].equals(scored[1]) and first["tfidf"]["pairs"] == 40
 
 
 def test_a_run_below_zero_shot_minilm_alone_is_flagged():

@@ -1,11 +1,9 @@
 """Batches of row positions for training; the trainer tokenises and pads elsewhere.
 
-In-batch-negative losses treat every other row of a batch as a negative, so a batch must never
-hold the same question text twice: if question A is question1 of one pair and question2 of
-another, the "negative" off the diagonal is really a duplicate. `duplicate_free_batches` enforces
-that on the duplicate pairs, `labelled_distinct_batches` on the pairs of both classes (the multitask
-loss, whose in-batch term also takes the non-duplicates' questions as negatives); `labelled_batches`
-is the plain shuffled chunking used by losses that read the labels.
+In-batch-negative losses treat every other row of a batch as a negative, so a batch must never hold the same
+question text twice (the "negative" off the diagonal would really be a duplicate): `duplicate_free_batches`
+(duplicate pairs; both classes for the multitask loss); `labelled_batches` is the plain shuffled chunking of the
+losses that read the labels.
 """
 
 from __future__ import annotations
@@ -26,28 +24,13 @@ def duplicate_free_batches(
     pairs: pd.DataFrame, batch_size: int, seed: int | None, drop_last_below: int = 2,
     lengths: np.ndarray | None = None, both_classes: bool = False,
 ) -> list[np.ndarray]:
-    """Shuffled batches of the duplicate rows (is_duplicate == 1; every row with `both_classes`) with no
-    normalised text twice.
+    """Shuffled batches (int64 row positions into ``pairs``, each (<= batch_size,)) of the duplicate rows, or of
+    every row with ``both_classes``, with no normalised text twice.
 
-    Rows are taken in a seeded order; a row whose text is already in the open batch waits in a
-    queue, and every new batch is seeded from that queue first, so colliding rows are delayed, not
-    lost. Rows that still collide at the end (e.g. a question shared by more rows than there are
-    batches) end up in batches below `drop_last_below` rows, which are dropped: a 1-row batch has
-    no negatives.
-
-    Args:
-        pairs: frame with question1, question2, is_duplicate.
-        batch_size: rows per batch (the last batches may be smaller).
-        seed: shuffling seed; same seed, same batches. None keeps the file order.
-        drop_last_below: batches with fewer rows than this are dropped.
-        lengths: optional (len(pairs),) token length of each pair; when given, rows of similar
-            length share a batch (see `length_grouped`) and the batch order is shuffled (unless
-            seed is None).
-        both_classes: batch every row, non-duplicates too, under the same rule (see
-            `labelled_distinct_batches`).
-
-    Returns:
-        list of int64 arrays of row positions into `pairs` (use with .iloc), each (<= batch_size,).
+    Rows come in a seeded order (``seed`` None: file order); a row whose text is already in the open batch waits
+    in a queue that seeds every new batch first, so colliding rows are delayed, not lost. Batches below
+    ``drop_last_below`` rows are dropped (a 1-row batch has no negatives). With ``lengths`` ((len(pairs),) token
+    lengths), rows of similar length share a batch (``length_grouped``) and the batches are shuffled.
 
     Example: rows ("a","b"), ("b","c"), ("d","e") with batch_size=2 never put the first two
     together, because "b" would then appear twice.
@@ -104,25 +87,16 @@ def duplicate_free_batches(
 
 def labelled_distinct_batches(pairs: pd.DataFrame, batch_size: int, seed: int | None,
                               lengths: np.ndarray | None = None) -> list[np.ndarray]:
-    """All rows, both classes, in batches with no normalised text twice (across both columns).
-
-    `duplicate_free_batches` over every row: a colliding row is deferred to a later batch, never
-    dropped, and a 1-row batch is kept (its pair still has a label to learn from), so every row is
-    used once. ``lengths`` groups rows of similar length as in `labelled_batches`.
-
-    Example: rows ("a","b",1), ("b","c",0), ("d","e",0) with batch_size=2 never put the first two
-    together, although the second is not a duplicate: its "b" would be a false negative of the first.
-    """
+    """Every row, both classes, in ``duplicate_free_batches`` with 1-row batches kept (their pair still has a label
+    to learn from), so every row is used once: the multitask loss, whose in-batch term also takes the
+    non-duplicates' questions as negatives."""
     return duplicate_free_batches(pairs, batch_size, seed, drop_last_below=1, lengths=lengths, both_classes=True)
 
 
 def labelled_batches(pairs: pd.DataFrame, batch_size: int, seed: int,
                      lengths: np.ndarray | None = None) -> list[np.ndarray]:
-    """All rows, both classes, in a seeded order, cut into batches (the last may be smaller).
-
-    With ``lengths`` ((len(pairs),) token length of each pair), rows of similar length share a
-    batch and the batch order is shuffled, so a batch pads to little more than its own rows.
-    """
+    """All rows, both classes, in a seeded order, cut into batches (the last may be smaller); ``lengths`` groups
+    rows of similar length as in ``duplicate_free_batches``."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     rng = np.random.default_rng(seed)
@@ -134,11 +108,8 @@ def labelled_batches(pairs: pd.DataFrame, batch_size: int, seed: int,
 
 
 def length_grouped(order: np.ndarray, lengths: np.ndarray, batch_size: int) -> np.ndarray:
-    """``order`` with each window of BUCKET_WINDOW_BATCHES batches sorted by ``lengths[row]``.
-
-    The windows keep the shuffle's randomness at a coarse scale; the sort makes consecutive rows,
-    and so the batches cut from them, hold questions of about the same length. A batch is padded
-    to its longest row, so this removes most of the padding the model would otherwise compute on.
+    """``order`` with each window of BUCKET_WINDOW_BATCHES batches sorted by ``lengths[row]``: the shuffle stays
+    random at a coarse scale, and a batch (padded to its longest row) holds questions of about one length.
 
     Example: order [0, 1, 2, 3], lengths [9, 2, 8, 3], one window -> [1, 3, 2, 0].
     """

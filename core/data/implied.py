@@ -1,16 +1,10 @@
 """Pairs the labels imply but nobody labelled: more training pairs from the same labelling work.
 
-Duplicate labels join questions into groups (two questions are in one group when a chain of
-duplicate pairs joins them). Two rules then give new labelled pairs:
-
-- **closure**: two questions of one group are duplicates (A ~ B and B ~ C give A ~ C);
-- **swap**: a labelled non-duplicate (A, C) stays a non-duplicate when A is replaced by a question
-  of A's group, or C by one of C's (A ~ B and A !~ C give B !~ C).
-
-Quora's labels are noisy and a few groups are large (a long chain drifts in meaning), so each group
-lends at most ``max_group`` of its questions, chosen with a seed, and a labelled pair is never implied
-again. The two rules never disagree: closure pairs lie inside a group, swapped pairs join two groups.
-Only the pairs given are read: implying pairs from a training split never looks at held-out labels.
+Duplicate labels join questions into groups (chains of duplicate pairs). **Closure**: two questions of one group
+are duplicates (A ~ B and B ~ C give A ~ C). **Swap**: a labelled non-duplicate stays one when a side is replaced
+by a question of its group (A ~ B and A !~ C give B !~ C). A long chain drifts in meaning, so each group lends at
+most ``max_group`` questions (seeded), and a labelled pair is never implied again. Only the pairs given are read,
+so implying pairs from a training split never looks at held-out labels.
 """
 from __future__ import annotations
 

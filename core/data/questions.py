@@ -1,23 +1,10 @@
 """A corpus of questions in: ``load_questions(source) -> (questions, QuestionsReport)``.
 
-Three shapes are read, told apart by the first line:
-
-- a CSV/TSV (``, \\t ; |``) whose header names a question column (``QUESTION_ALIASES``: question, text,
-  sentence, title, q): every non-empty cell of that column, in file order, repeats kept (a repeated
-  question is a duplicate to find);
-- a pairs file (a header naming question1 and question2, or their aliases, as ``load_pairs`` reads
-  them): the distinct questions of both columns in first-seen order, as ``corpus_questions``
-  gives them (labels are not needed);
-- anything else: plain text, one question per line (the first line is a question too).
-
-A Parquet file (told by its first bytes, ``core.data.parquet_table``) is read by column names the same way: a
-question column, else a pairs file's two columns, else its only column; ``file_format`` says "parquet".
-
-The bytes go through ``core.data.parsing`` as pairs do (path, bytes or upload; gzip; UTF-8, UTF-16,
-cp1252 / latin-1; binary and empty files refused; the caps of ``core.data.limits`` on bytes, lines,
-columns and field length), and every failure is a ``DataError``. Questions are
-stripped; empty ones (blank lines, empty cells) are dropped and counted in the report, like malformed
-records of a CSV.
+Three shapes, told apart by the first line: a CSV/TSV whose header names a question column
+(``QUESTION_ALIASES``): every non-empty cell, repeats kept (a repeated question is a duplicate to find); a pairs
+file: the distinct questions of both columns (``corpus_questions``); anything else: one question per line. A
+Parquet file is read by its column names the same way. The bytes go through ``core.data.parsing`` as pairs do
+(the same encodings and caps), every failure is a ``DataError``, and empty questions are dropped and counted.
 """
 from __future__ import annotations
 
@@ -102,7 +89,6 @@ def pair_keys(questions1, questions2) -> list[tuple[str, str]]:
 
 def pair_key(question1: str, question2: str) -> tuple[str, str]:
     """The one definition of "the same unordered pair": both texts under ``normalise_questions``, sorted.
-
     >>> pair_key("Why is the sky  blue?", "How far is the Moon?")
     ('how far is the moon?', 'why is the sky blue?')
     """
@@ -149,17 +135,23 @@ def _shape(data: bytes) -> tuple[str, str, list[str]]:
     found = []
     for delimiter in DELIMITERS:
         header = _header_fields(head, delimiter)
-        if not header:
-            continue
-        names = [name.strip().lower() for name in header]
-        if any(alias in names for alias in QUESTION_ALIASES):
-            found.append((len(header), COLUMN, -DELIMITERS.index(delimiter), delimiter, header))
-        elif any(a in names for a in ROLE_ALIASES["question1"]) and any(a in names for a in ROLE_ALIASES["question2"]):
-            found.append((len(header), PAIRS, -DELIMITERS.index(delimiter), delimiter, header))
+        shape = _shape_of(header) if header else None
+        if shape:
+            found.append((len(header), shape, -DELIMITERS.index(delimiter), delimiter, header))
     if not found:
         return LINES, "", []
     _, shape, _, delimiter, header = max(found, key=lambda f: (f[0], f[1] == COLUMN, f[2]))
     return shape, delimiter, header
+
+
+def _shape_of(header: list[str]) -> str | None:
+    """COLUMN when the header names a question column, PAIRS when it names both questions of a pair, else None."""
+    names = [name.strip().lower() for name in header]
+    if any(alias in names for alias in QUESTION_ALIASES):
+        return COLUMN
+    if all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
+        return PAIRS
+    return None
 
 
 def _decode(data: bytes) -> tuple[str, str]:
@@ -171,21 +163,13 @@ def _decode(data: bytes) -> tuple[str, str]:
     return data.decode("latin-1"), "latin-1"
 
 
-def _examples(lines: np.ndarray, reason: str) -> list[tuple[int, str]]:
-    return [(int(line), reason) for line in lines[:MAX_EXAMPLES]]
-
-
 def _lines(data: bytes, name: str) -> tuple[list[str], QuestionsReport]:
     text, encoding = _decode(data)
     lines = [line.strip() for line in _LINE_BREAK.split(text)]
     while lines and not lines[-1]:  # a trailing newline (or several) ends the file, it is no question
         lines.pop()
-    empty = np.array([not line for line in lines], dtype=bool)
-    questions = [line for line in lines if line]
-    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
-    report = QuestionsReport(name, LINES, [], "", len(lines), len(questions), dropped,
-                             _examples(np.flatnonzero(empty) + 1, EMPTY_QUESTION), encoding)
-    return questions, report
+    grid = np.array(lines, dtype=object).reshape(-1, 1)
+    return _grid_report(grid, name, LINES, [], "", np.zeros(0, np.int64), encoding, first_line=1)
 
 
 def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
@@ -202,12 +186,8 @@ def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], Q
     cells = frame.iloc[1:, 0].fillna("").astype(str).str.strip()
     while len(cells) and cells.iloc[-1] == "":
         cells = cells.iloc[:-1]
-    empty = (cells == "").to_numpy(dtype=bool)
-    questions = cells[~empty].tolist()
-    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
-    report = QuestionsReport(name, COLUMN, [header[0]], "", len(cells), len(questions), dropped,
-                             _examples(np.flatnonzero(empty) + 2, EMPTY_QUESTION), encoding)
-    return questions, report
+    grid = cells.to_numpy(dtype=object).reshape(-1, 1)
+    return _grid_report(grid, name, COLUMN, [header[0]], "", np.zeros(0, np.int64), encoding, first_line=2)
 
 
 def _question_positions(names: list[str], shape: str) -> list[int]:
@@ -219,14 +199,10 @@ def _question_positions(names: list[str], shape: str) -> list[int]:
 
 def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], QuestionsReport]:
     header = parquet_header(data, name)
-    names = [column.strip().lower() for column in header]
-    if any(alias in names for alias in QUESTION_ALIASES):
-        shape = COLUMN
-    elif all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
-        shape = PAIRS
-    elif len(header) == 1:  # one column, whatever its name: the questions
+    shape, names = _shape_of(header), [column.strip().lower() for column in header]
+    if shape is None and len(header) == 1:  # one column, whatever its name: the questions
         shape, names = COLUMN, [QUESTION_ALIASES[0]]
-    else:
+    elif shape is None:
         raise DataError(f"{name}: no question column among {', '.join(header[:10])}; name one question (or "
                         f"{', '.join(QUESTION_ALIASES[1:])}), or question1 and question2")
     positions = _question_positions(names, shape)
@@ -253,14 +229,14 @@ def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], de
                  encoding: str, first_line: int | None = None) -> tuple[list[str], QuestionsReport]:
     """The questions of ``grid`` ((rows, 1) question cells or (rows, 2) pairs, stripped) and their report;
     ``skipped``: the malformed lines a CSV reader left out. Empty rows are reported by ``first_line`` + row
-    (Parquet) or by their CSV line (``record_line``)."""
+    (plain lines, one column, Parquet) or by their CSV line (``record_line``)."""
     empty = grid == ""  # (rows, columns)
     dropped = {EMPTY_QUESTION: int(empty.sum()), MALFORMED_LINE: int(skipped.size)}
     examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
     examples += [(first_line + int(row) if first_line is not None else record_line(int(row), skipped),
                   EMPTY_QUESTION) for row in np.flatnonzero(empty.any(axis=1))[:MAX_EXAMPLES]]
     warnings = []
-    if shape == COLUMN:
+    if grid.shape[1] == 1:
         questions = grid[~empty[:, 0], 0].tolist()
     else:
         pairs = pd.DataFrame({"question1": grid[:, 0], "question2": grid[:, 1]})

@@ -1,9 +1,10 @@
-"""Summaries, splits and overlap of loaded pairs (the frames ``core.data.reading.load_pairs`` returns).
+"""Summaries, splits and overlap of loaded pairs (the frames ``core.data.reading.load_pairs`` returns), and
+whether they are enough to train on.
 
-``split_pairs`` makes a seeded train/val/test split, optionally by question so that no held-out
-question text is seen in training; ``unseen_mask`` finds held-out pairs whose texts training never
-saw; ``dataset_summary`` counts for display. Question texts are compared after
-``normalise_questions``.
+``split_pairs`` makes a seeded train/val/test split, optionally by question so that no held-out question text is
+seen in training; ``seen_pair_mask`` finds pairs already in another set; ``dataset_summary`` counts for display;
+``training_problems`` and ``split_problems`` apply the training run's own minimums before it starts. Question texts
+are compared after ``normalise_questions``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ def pairs_fingerprint(pairs: pd.DataFrame) -> str:
     return hashlib.sha1(rows.values.tobytes()).hexdigest()[:16]
 
 
+def seeded_sample(count: int, cap: int, seed: int = 0) -> np.ndarray:
+    """All of 0..count-1 when ``count <= cap``, else a seeded sample of ``cap`` of them, in increasing order."""
+    if count <= cap:
+        return np.arange(count)
+    return np.sort(np.random.default_rng(seed).choice(count, size=cap, replace=False))
+
+
 def dataset_summary(pairs: pd.DataFrame) -> dict:
     """Counts for display; unique_questions compares normalised text across both columns."""
     count = int(pairs.shape[0])
@@ -61,10 +69,8 @@ def split_pairs(
 ) -> Splits:
     """Seeded train/val/test split; fractions are of pairs.
 
-    by_question=True keeps every connected group of pairs that share a (normalised) question text in
-    one split, so no val/test question text is ever seen in training. Groups are dealt out in a
-    seeded order until each held-out split reaches its size; groups too big to fit (the giant one)
-    land in train, so held-out sizes are approximate.
+    by_question=True keeps every connected group of pairs sharing a (normalised) question in one split, dealt out
+    in a seeded order; groups too big to fit land in train, so held-out sizes are approximate.
     """
     if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
         raise ValueError(
@@ -120,11 +126,8 @@ MAX_GROUP_SHARE = 0.25
 
 def resampling_groups(pairs: pd.DataFrame) -> np.ndarray | None:
     """A group id per pair for a bootstrap that treats pairs sharing a question as one piece of evidence, or None
-    when no question occurs in two pairs (every pair is its own piece).
-
-    The groups are the connected groups of ``question_groups``; where those chain more than MAX_GROUP_SHARE of the
-    pairs into one (a forum's dev file: each original question with ten related ones, the related ones shared),
-    the pairs are grouped by their first question alone, the anchor each pair was retrieved for.
+    when no question occurs in two pairs: ``question_groups``, or, where those chain more than MAX_GROUP_SHARE of
+    the pairs into one, the pairs grouped by their first question (the anchor each pair was retrieved for).
 
     Example: (a, b), (a, c), (d, e) -> a's two pairs share a group, (d, e) has its own.
     """
@@ -186,18 +189,99 @@ def _assign_groups(
     return split_of_group[groups]
 
 
-def unseen_mask(train: pd.DataFrame, other: pd.DataFrame) -> pd.Series:
-    """True for rows of `other` where neither question text (normalised) occurs anywhere in `train`."""
-    seen = set(normalise_questions(train["question1"])) | set(normalise_questions(train["question2"]))
-    unseen = [
-        first not in seen and second not in seen
-        for first, second in zip(normalise_questions(other["question1"]), normalise_questions(other["question2"]))
-    ]
-    return pd.Series(np.array(unseen, dtype=bool), index=other.index, name="unseen")
-
-
 def seen_pair_mask(seen: pd.DataFrame, other: pd.DataFrame) -> pd.Series:
     """True for rows of ``other`` whose pair (``pair_keys``: normalised, in either order) is a pair of ``seen``."""
     keys = set(pair_keys(seen["question1"].astype(str), seen["question2"].astype(str)))
     found = [key in keys for key in pair_keys(other["question1"].astype(str), other["question2"].astype(str))]
     return pd.Series(np.array(found, dtype=bool), index=other.index, name="seen")
+
+
+# ---- is a pairs file enough to train on? ---------------------------------------------------------------
+# The minimums of the training run itself, applied at load time (the Data page, ``train``): the in-batch losses
+# need batches of MIN_DUPLICATES duplicate pairs (``duplicate_free_batches`` drops a one-row batch), a model learns
+# "not a duplicate" only from non-duplicates, and a validation ROC AUC needs one pair of each class.
+MIN_DUPLICATES = 2  # the smallest batch of an in-batch loss: one pair and one negative
+MIN_VALIDATION_PAIRS = 2  # one duplicate and one non-duplicate: the least a ROC AUC is defined on
+IN_BATCH_LOSSES = "triplet and softmax"  # the losses whose batches hold duplicate pairs only
+
+
+@dataclass(frozen=True)
+class TrainingProblem:
+    message: str  # one line, naming the minimum that would work
+    fatal: bool  # no run can train on this file with the chosen loss
+
+
+def min_pairs_for_validation(val_fraction: float) -> int:
+    """The fewest pairs whose validation split (``round(pairs * val_fraction)``) holds MIN_VALIDATION_PAIRS.
+
+    Example: 15 at 10 % (round(1.5) == 2), 30 at 5 %.
+    """
+    pairs = 1
+    while round(pairs * val_fraction) < MIN_VALIDATION_PAIRS:
+        pairs += 1
+    return pairs
+
+
+def training_problems(summary: dict, val_fraction: float = DEFAULT_VAL_FRACTION,
+                      in_batch_loss: bool | None = None) -> list[TrainingProblem]:
+    """What keeps a dataset (its ``dataset_summary``) from training a useful model, worst first. ``val_fraction``:
+    the share held out (0: no validation rule); ``in_batch_loss``: True makes too few duplicates fatal, False drops
+    that rule, None (no loss chosen yet, as on the Data page) warns."""
+    pairs, duplicates = int(summary["pairs"]), int(summary["duplicates"])
+    others = pairs - duplicates
+    problems = []
+    if pairs == 0:
+        return [TrainingProblem("no pair to train on", fatal=True)]
+    if duplicates < MIN_DUPLICATES and in_batch_loss is not False:
+        problems.append(TrainingProblem(
+            f"only {duplicates} duplicate pair(s): the {IN_BATCH_LOSSES} losses need at least {MIN_DUPLICATES} "
+            "duplicate pairs to form a batch (the contrastive, CoSENT and multitask losses train on both classes)",
+            fatal=bool(in_batch_loss)))
+    if duplicates == 0 or others == 0:
+        have, need = ("duplicate", "non-duplicate") if others == 0 else ("non-duplicate", "duplicate")
+        which = f"the one pair is a {have}" if pairs == 1 else f"all {pairs:,} pairs are {have}s"
+        problems.append(TrainingProblem(
+            f"{which}: a model learns to tell duplicates apart only from both classes, and "
+            f"validation ROC AUC needs both; add at least 1 {need} pair (several, so the validation split holds "
+            "one of each)", fatal=in_batch_loss is not None))  # a run on one class can never be measured
+    if val_fraction > 0 and round(pairs * val_fraction) < MIN_VALIDATION_PAIRS:
+        held = round(pairs * val_fraction)
+        problems.append(TrainingProblem(
+            f"only {pairs:,} pair(s): holding out {val_fraction:.0%} for validation leaves {held}, and a validation "
+            f"ROC AUC (which picks the best epoch and the thresholds) needs at least {MIN_VALIDATION_PAIRS}, one of "
+            f"each class: use at least {min_pairs_for_validation(val_fraction):,} pairs", fatal=False))
+    return problems
+
+
+# The fewest pairs of each class a split may hold; how little a few pairs say is the intervals' job, not a refusal's.
+MIN_PAIRS_PER_CLASS = 1
+# Validation splits smaller than this are warned about: Hanley & McNeil's standard error of a ROC AUC near 0.85
+# puts its 95 % interval at a few hundredths, as wide as the gap between two reasonable recipes.
+MIN_TRUSTED_VALIDATION_PAIRS = 500
+
+
+def split_problems(train_labels, val_labels, pair_loss: bool) -> list[str]:
+    """Why the split training and validation pairs cannot make a run that is measured, as one-line messages
+    (empty when they can): fewer than MIN_PAIRS_PER_CLASS of either class in validation, or in training for a
+    loss that learns from both classes (``pair_loss``); the in-batch losses train on duplicates alone."""
+    problems = []
+    for name, labels, needed in (("training", train_labels, pair_loss), ("validation", val_labels, True)):
+        if not needed:
+            continue
+        duplicates = int(sum(int(label) == 1 for label in labels))
+        others = len(labels) - duplicates
+        if min(duplicates, others) < MIN_PAIRS_PER_CLASS:
+            problems.append(f"the {name} pairs hold {duplicates:,} duplicate(s) and {others:,} non-duplicate(s); "
+                            f"a run needs at least {MIN_PAIRS_PER_CLASS} of each class there to be measured")
+    return problems
+
+
+def small_validation_note(pairs: int, from_file: bool = False) -> str | None:
+    """One line when ``pairs`` validation pairs (split off, or ``from_file``: the user's validation file) are too
+    few for figures to be trusted, saying what to do."""
+    if pairs >= MIN_TRUSTED_VALIDATION_PAIRS:
+        return None
+    remedy = ("a larger validation file" if from_file else
+              "a validation file (train --val, or the Data page) or a larger val_fraction")
+    return (f"only {pairs:,} validation pairs: their figures are uncertain by several hundredths (see the "
+            f"intervals); {remedy} would give at least {MIN_TRUSTED_VALIDATION_PAIRS:,}")

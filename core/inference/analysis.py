@@ -1,17 +1,13 @@
-"""Error analysis of a model's scores on labelled pairs: which pairs it gets wrong at a threshold, how
-its scores spread with question length, and which pairs' questions its training saw.
-
-Pure functions over a pairs frame (``question1``, ``question2``, ``is_duplicate``, as
-``core.data.load_pairs`` returns) and the model's scores for it, row for row. A pair is called a
-duplicate when its score is strictly above the threshold, as in ``core.inference.metrics``.
+"""Error analysis of a model's scores on labelled pairs (row for row): which pairs it gets wrong at a threshold,
+how its scores spread with question length, and which pairs' questions its training saw.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from core.data import normalise_questions, recorded_by_question, split_pairs
-from core.inference.evaluation import held_out_pairs
+from core.data import normalise_questions
+from core.inference.honest_pairs import run_split
 from core.inference.metrics import predict
 
 FALSE_POSITIVE, FALSE_NEGATIVE = "false positive", "false negative"
@@ -32,13 +28,9 @@ def _checked(pairs: pd.DataFrame, scores) -> np.ndarray:
 
 
 def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit: int | None = None) -> pd.DataFrame:
-    """The pairs of one error kind at ``threshold``, worst first, at most ``limit`` of them.
-
-    ``FALSE_POSITIVE``: non-duplicates scored above the threshold, highest score first.
-    ``FALSE_NEGATIVE``: duplicates scored at or below it, lowest score first. Ties keep the pairs'
-    order. Columns: question1, question2, score, label, then any other column of ``pairs``; the index
-    is the pair's row in ``pairs``.
-    """
+    """The pairs of one error kind at ``threshold``, worst first (ties in the pairs' order), at most ``limit``:
+    ``FALSE_POSITIVE`` non-duplicates above it, ``FALSE_NEGATIVE`` duplicates at or below it. Columns: question1,
+    question2, score, label, then any other column of ``pairs``; the index is the pair's row in ``pairs``."""
     if kind not in ERROR_KINDS:
         raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
     scores = _checked(pairs, scores)
@@ -94,12 +86,8 @@ def length_buckets(lengths, edges=LENGTH_EDGES) -> list[str]:
 
 
 def scores_by_length(pairs: pd.DataFrame, scores, edges=LENGTH_EDGES) -> pd.DataFrame:
-    """Score distribution per length bucket of the longer question and per label.
-
-    One row per (bucket, label) that holds pairs, buckets in length order then label 0 before 1:
-    bucket, label, pairs, min, q1, median, q3, max, mean (quartiles by linear interpolation,
-    numpy's default).
-    """
+    """Score distribution per length bucket of the longer question and per label: one row per (bucket, label)
+    holding pairs, in order, with pairs, min, q1, median, q3, max, mean (numpy's linear quartiles)."""
     scores = _checked(pairs, scores)
     frame = pd.DataFrame({
         "bucket": pd.Categorical(length_buckets(longer_question_words(pairs), edges),
@@ -107,30 +95,25 @@ def scores_by_length(pairs: pd.DataFrame, scores, edges=LENGTH_EDGES) -> pd.Data
         "label": pairs["is_duplicate"].to_numpy().astype(int),
         "score": scores,
     })
-    rows = []
-    for (bucket, label), group in frame.groupby(["bucket", "label"], observed=True, sort=True):
-        values = group["score"].to_numpy()
-        q1, median, q3 = np.percentile(values, [25, 50, 75])
-        rows.append({"bucket": str(bucket), "label": int(label), "pairs": len(values), "min": float(values.min()),
-                     "q1": float(q1), "median": float(median), "q3": float(q3), "max": float(values.max()),
-                     "mean": float(values.mean())})
-    return pd.DataFrame(rows, columns=["bucket", "label", "pairs", "min", "q1", "median", "q3", "max", "mean"])
+    columns = ["bucket", "label", "pairs", "min", "q1", "median", "q3", "max", "mean"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    table = frame.groupby(["bucket", "label"], observed=True, sort=True)["score"].describe().reset_index()
+    table = table.rename(columns={"count": "pairs", "25%": "q1", "50%": "median", "75%": "q3"})
+    return table.astype({"bucket": str, "pairs": int})[columns]
 
 
 def training_pairs(config: dict, pairs: pd.DataFrame) -> pd.DataFrame | None:
-    """The pairs a saved model trained on, when ``pairs`` is its training dataset (the one
-    ``core.inference.evaluation.held_out_pairs`` recognises): the run's own split made again, its train part.
-    None otherwise (zero-shot MiniLM, or a model trained on other data)."""
-    if not held_out_pairs(config, pairs).is_validation:
-        return None
-    run, train = config["run"], config["train_config"]
-    return split_pairs(pairs, val_fraction=run["val_fraction"], test_fraction=run["test_fraction"],
-                       seed=train["seed"], by_question=recorded_by_question(run)).train
+    """The pairs a saved model trained on, when ``pairs`` is its training dataset and its validation split came
+    from it (``core.inference.evaluation.held_out_pairs``' validation pairs): the run's split made again, its train
+    part. None otherwise (zero-shot MiniLM, or a model trained on other data)."""
+    split = run_split(config, pairs)
+    return split.train if split is not None and len(split.val) else None
 
 
 def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
     """For each pair of ``pairs``: how many of its two questions occur (normalised) anywhere in
-    ``train``: "both", "one" or "neither" (the last is ``core.data.unseen_mask``'s True)."""
+    ``train``: "both", "one" or "neither"."""
     seen = set(normalise_questions(train["question1"])) | set(normalise_questions(train["question2"]))
     first = np.array([text in seen for text in normalise_questions(pairs["question1"])], dtype=bool)
     second = np.array([text in seen for text in normalise_questions(pairs["question2"])], dtype=bool)

@@ -1,17 +1,9 @@
 """Where a threshold comes from: one rule for every page and command that needs one.
 
-Two operating points, because a pair verdict and a clustering want different things:
-
-- **pair threshold** (``pair_threshold``): the best-accuracy threshold. A saved model's comes from its own
-  validation split (config.json ``thresholds.accuracy``). Zero-shot MiniLM has no split of its own, so when
-  the user has labelled pairs loaded (both classes, at least ``MIN_CALIBRATION_PAIRS``) it is calibrated on
-  them; otherwise it falls back to ``ZERO_SHOT_THRESHOLD``.
-- **clustering threshold** (``clustering_threshold``): a cluster joins every question above the threshold
-  to its representative, so one false "duplicate" edge can merge two unrelated groups. Clusters want a high
-  precision: the lowest threshold at which the pairs above it are at least ``CLUSTER_PRECISION`` duplicates.
-
-Each function returns a ``Calibrated``: the value and a sentence saying where it came from, which the pages
-and the CLI print beside it.
+Two operating points: the **pair threshold** (``pair_threshold``) is the best-accuracy one; the **clustering
+threshold** (``clustering_threshold``) wants precision, since one false "duplicate" edge can merge two unrelated
+groups: the lowest threshold above which at least ``CLUSTER_PRECISION`` of the pairs are duplicates. Each comes
+as a ``Calibrated``: the value and a sentence saying where it came from, printed beside it.
 """
 from __future__ import annotations
 
@@ -41,12 +33,9 @@ def can_calibrate(labels) -> bool:
 
 
 def pair_threshold(config: dict, labels=None, scores=None) -> Calibrated:
-    """The threshold of a pair verdict for a model with this ``config``.
-
-    A saved model's own calibrated threshold comes first. A model without one (zero-shot MiniLM, or a run
-    saved without a validation split) is calibrated on ``labels``/``scores`` (the user's labelled pairs under
-    this model) when ``can_calibrate(labels)``; otherwise zero-shot MiniLM gets ``ZERO_SHOT_THRESHOLD`` and
-    any other model 0.5.
+    """The threshold of a pair verdict for a model with this ``config``: its own calibrated threshold; else
+    calibrated on ``labels``/``scores`` (the user's labelled pairs under this model) when ``can_calibrate(labels)``;
+    else ``ZERO_SHOT_THRESHOLD`` for MiniLM and 0.5 for any other model.
 
     Example:
         >>> pair_threshold({"model_type": "minilm", "zero_shot": True}).threshold
@@ -96,21 +85,15 @@ def precision_threshold(labels, scores, precision: float = CLUSTER_PRECISION) ->
     return float(cut_scores[last] - 1e-6)
 
 
-# Zero-shot MiniLM's clustering threshold when no labelled pairs calibrate it: precision 0.90 on 3,000 Quora pairs
-# above 0.9535 (bench/clustering_threshold.py, seed 0; docs/BENCHMARKS.md, "Clustering thresholds"), rounded up so
-# the precision stays at least that (rounded down to 0.95 it was 0.89), recall 0.19, where the pair threshold
-# ZERO_SHOT_THRESHOLD (0.80) has precision 0.66.
+# Zero-shot MiniLM's clustering threshold when no labelled pairs calibrate it: precision CLUSTER_PRECISION on Quora
+# pairs, rounded up (bench/clustering_threshold.py; docs/BENCHMARKS.md, "Clustering thresholds").
 ZERO_SHOT_CLUSTER_THRESHOLD = 0.954
 
 
 def clustering_threshold(config: dict, labels=None, scores=None) -> Calibrated:
-    """The default threshold of a deduplication with a model of this ``config``: precision first.
-
-    In order: the model's own recorded clustering threshold (config.json ``thresholds.clusters``, precision
-    ``CLUSTER_PRECISION`` on its validation split); for a model without one, ``precision_threshold`` on the
-    user's labelled pairs when ``can_calibrate(labels)``; zero-shot MiniLM's ``ZERO_SHOT_CLUSTER_THRESHOLD``;
-    and last the model's pair threshold, said to be one (clusters at it may chain).
-    """
+    """The default threshold of a deduplication with a model of this ``config``, in order: its own recorded
+    clustering threshold (``thresholds.clusters``); ``precision_threshold`` on the user's labelled pairs when
+    ``can_calibrate(labels)``; MiniLM's ``ZERO_SHOT_CLUSTER_THRESHOLD``; last its pair threshold, said to be one."""
     config = config if isinstance(config, dict) else {}
     zero_shot = bool(config.get("zero_shot"))
     saved = None if zero_shot else finite_number((config.get("thresholds") or {}).get("clusters"))
@@ -166,10 +149,9 @@ def calibration_problem(labels, data: str) -> str:
 
 
 def calibrate_on(labels, scores, data: str) -> FileCalibration:
-    """The thresholds of best accuracy and best F1 (``best_thresholds``) and the clustering operating point
-    (``precision_threshold``) of ``scores`` on the labelled pairs of the file named ``data``. ValueError when the
-    labels cannot calibrate (``can_calibrate``: fewer than ``MIN_CALIBRATION_PAIRS``, or one class); a warning when the
-    threshold found means nothing (``meaningless_threshold``)."""
+    """The thresholds of best accuracy and F1 (``best_thresholds``) and for clusters (``precision_threshold``) of
+    ``scores`` on the labelled pairs of the file named ``data``. ValueError when the labels cannot calibrate
+    (``can_calibrate``); a notice when the threshold found means nothing (``meaningless_threshold``)."""
     from core.inference.metrics import evaluate_scores
 
     y = np.asarray(labels).astype(int).ravel()
@@ -201,10 +183,9 @@ def meaningless_threshold(measured: dict, data: str) -> str:
 
 
 def calibrate_scorer(model, pairs, data: str, progress=None):
-    """(scorer, ``FileCalibration``) of ``model`` on the labelled ``pairs`` of the file named ``data``. The TF-IDF
-    baseline is first fitted on these pairs' questions (``core.inference.tfidf_scorer``; a calibrated one's earlier
-    fit is replaced, as its thresholds are), and that fitted scorer comes back: it is what the thresholds are
-    calibrated for. ``progress(pairs_done, pairs)`` while encoding."""
+    """(scorer, ``FileCalibration``) of ``model`` on the labelled ``pairs`` of the file named ``data``; the TF-IDF
+    baseline is first fitted on these pairs' questions, and that fitted scorer, which the thresholds are for,
+    comes back. ``progress(pairs_done, pairs)`` while encoding."""
     from core.inference.evaluation import scorer_scores
     from core.inference.tfidf_scorer import TfidfScorer
 

@@ -1,8 +1,5 @@
-"""Scoring a model on labelled pairs (its ``score_tables``), then metrics.
-
-``calibrate`` is the one owner of validation scoring and threshold calibration: the trainer calls
-it once per epoch (through the hook the pipeline hands it) and the pipeline once more on the whole
-validation split after training.
+"""Scoring a model on labelled pairs (its ``score_tables``), then metrics. ``calibrate`` is the one owner of
+validation scoring and threshold calibration (each epoch, and once after training).
 """
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from core.data import pairs_fingerprint, recorded_by_question, split_pairs
+from core.data import pairs_fingerprint
 from core.inference.metrics import best_thresholds, evaluate_scores
 from core.models.base import PairEncoder
 from core.text.pair_table import PairTable
@@ -57,24 +54,16 @@ class HeldOut:
 
 
 def held_out_pairs(config: dict, pairs: pd.DataFrame) -> HeldOut:
-    """The pairs to measure a model on without flattering it.
+    """The pairs to measure a model on without flattering it: when ``pairs`` is the dataset the model trained on
+    and its validation split came from it, that split made again (``core.inference.honest_pairs.run_split``);
+    on any other dataset, all of it, said so."""
+    from core.inference.honest_pairs import run_split
 
-    When ``pairs`` is the dataset the model trained on (same fingerprint), the split is made again
-    with the run's own settings and its validation pairs are returned (checked against the saved
-    fingerprint of those rows). On any other dataset, all of it, said so.
-    """
+    split = run_split(config, pairs)
+    if split is not None and len(split.val):
+        return HeldOut(split.val, f"the {len(split.val):,} validation pairs this model's training held out of this "
+                       "dataset", True)
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
-    if data.get("fingerprint") and data.get("fingerprint") == pairs_fingerprint(pairs):
-        run = config.get("run", {})
-        train = config.get("train_config", {})
-        try:
-            val = split_pairs(pairs, val_fraction=run["val_fraction"], test_fraction=run["test_fraction"],
-                              seed=train["seed"], by_question=recorded_by_question(run)).val
-        except (KeyError, TypeError, ValueError):
-            val = None
-        if val is not None and len(val) and pairs_fingerprint(val) == data.get("validation_fingerprint"):
-            return HeldOut(val, f"the {len(val):,} validation pairs this model's training held out of this dataset",
-                           True)
     trained_on = data.get("name")
     why = (f"it trained on {trained_on!r}, not on this dataset" if trained_on
            else "it was not trained on this dataset")

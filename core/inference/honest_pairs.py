@@ -1,31 +1,28 @@
-"""The pairs a comparison may measure models on: none that a compared model trained on, matched by content.
+"""The Compare page's maths: the pairs a comparison may measure models on (none that a compared model trained
+on, matched by content), and the table's rows, every model and two references (zero-shot MiniLM, TF-IDF cosine).
 
-Which set, in this order: the workspace's test file when one is loaded, else its validation file, else the
-pairs of the active dataset that every compared model held out of its training. Pairs are matched by
-``core.data.pair_key`` (both questions normalised, in either order), never by row number, so a pair copied,
-swapped or reordered between files is still recognised.
-
-What is known of a saved model's training (``training_of``): a model whose recorded dataset fingerprint is
-the active dataset's trained on a part of it that its own settings find again (the split made anew, checked
-against what config.json recorded, plus the implied pairs it was given); its training pairs are known. When
-that part cannot be found again, every pair of the active dataset may be a training pair: no pair of the
-dataset is offered as unseen, and a file's pairs that are in the dataset are left out. A model trained on other
-data (another fingerprint) contributed none of the active dataset's rows that the lab can check; the description
-says so. Zero-shot MiniLM trained on nothing the user gave.
-
-Above ``COMPARE_MAX_PAIRS`` a seeded sample keeps scoring on a CPU short.
+Which set, in this order: the workspace's test file, else its validation file, else the pairs of the active
+dataset that every compared model held out. Pairs are matched by ``core.data.pair_key`` (both questions
+normalised, in either order), never by row number. A model whose recorded dataset fingerprint is the active
+dataset's trained on the part its own settings find again (``training_of``); when that part cannot be found,
+any pair of the dataset may be a training pair, and none is offered as unseen. A model trained on other data is
+said to be unchecked. Above ``COMPARE_MAX_PAIRS`` a seeded sample keeps scoring on a CPU short. TF-IDF
+(``core.inference.tfidf_scorer.tfidf_scores``) is fitted on the questions of the pairs it scores (``TFIDF_FIT``).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from core.data import pair_keys, pairs_fingerprint, split_pairs
+from core.data import Splits, pair_keys, pairs_fingerprint, seeded_sample, split_pairs
 from core.data.implied import implied_pairs
 from core.data.splitting import recorded_by_question
+from core.inference.metrics import best_thresholds, ranking_metrics, threshold_metrics
+from core.inference.uncertainty import metric_intervals, paired_verdict
 
 COMPARE_MAX_PAIRS = 2000  # a seeded sample of this size at most: zero-shot MiniLM on a CPU stays under a minute
 COMPARE_SEED = 0
@@ -59,25 +56,27 @@ class Training:
     name: str
     on_dataset: bool  # its recorded dataset is the active one (same fingerprint)
     train: pd.DataFrame | None  # its training pairs, implied ones included; None when on_dataset but not found again
-    trained_on: str = ""  # the recorded name of the data it trained on
 
 
 def _keys(pairs: pd.DataFrame) -> list[tuple[str, str]]:
     return pair_keys(pairs["question1"].astype(str), pairs["question2"].astype(str))
 
 
-def training_of(config: dict, dataset: pd.DataFrame) -> Training:
-    """The pairs of ``dataset`` that a saved model (its config.json) trained on, found again from its settings.
+def _data(config: dict) -> dict:
+    return config.get("data") if isinstance(config.get("data"), dict) else {}
 
-    Made again as the pipeline made them (``core.data.split_with_files``: a given validation or test file is that
-    split, and the dataset is split only into what is still missing) and checked against what the run recorded:
-    the validation split's fingerprint when it came from the dataset, the split's sizes otherwise. A run that
-    trained on implied pairs (``core.data.implied``) trained on those too.
-    """
-    name = str(config.get("name", "?"))
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
-    if not data.get("fingerprint") or data.get("fingerprint") != pairs_fingerprint(dataset):
-        return Training(name, False, None, str(data.get("name") or ""))
+
+def _on_dataset(config: dict, dataset: pd.DataFrame) -> bool:
+    fingerprint = _data(config).get("fingerprint")
+    return bool(fingerprint) and fingerprint == pairs_fingerprint(dataset)
+
+
+def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
+    """The split a run made of its own ``dataset`` (``core.data.split_with_files``: a given validation or test file
+    is that split, the dataset is split only into what is still missing), made again from its settings and checked
+    against what it recorded (the validation split's fingerprint when it came from the dataset, the split's sizes
+    otherwise); None when it cannot be found again."""
+    data = _data(config)
     run = config.get("run") if isinstance(config.get("run"), dict) else {}
     settings = config.get("train_config") if isinstance(config.get("train_config"), dict) else {}
     val_file, test_file = bool(data.get("val_name")), bool(data.get("test_name"))
@@ -85,20 +84,35 @@ def training_of(config: dict, dataset: pd.DataFrame) -> Training:
         split = split_pairs(dataset, val_fraction=0.0 if val_file else run["val_fraction"],
                             test_fraction=0.0 if test_file else run["test_fraction"], seed=settings["seed"],
                             by_question=recorded_by_question(run))
-        implied = int(data.get("implied_pairs") or 0)
         if val_file:  # the validation fingerprint is the file's: the sizes check the dataset's part
-            found = (len(split.train) + implied == data["train_pairs"]
+            found = (len(split.train) + int(data.get("implied_pairs") or 0) == data["train_pairs"]
                      and (test_file or len(split.test) == data["test_pairs"]))
         else:
             found = len(split.val) > 0 and pairs_fingerprint(split.val) == data.get("validation_fingerprint")
     except (KeyError, TypeError, ValueError):
-        return Training(name, True, None, str(data.get("name") or ""))
-    if not found:
-        return Training(name, True, None, str(data.get("name") or ""))
+        return None
+    return split if found else None
+
+
+def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
+    """The split a saved model (its config.json) made of ``dataset``, found again (``_split_again``); None when
+    ``dataset`` is not the one it trained on (another fingerprint) or the split cannot be found again."""
+    return _split_again(config, dataset) if _on_dataset(config, dataset) else None
+
+
+def training_of(config: dict, dataset: pd.DataFrame) -> Training:
+    """The pairs of ``dataset`` that a saved model (its config.json) trained on: the train part of its split found
+    again (``run_split``), and the implied pairs (``core.data.implied``) of it when the run trained on those."""
+    name, data = str(config.get("name", "?")), _data(config)
+    if not _on_dataset(config, dataset):
+        return Training(name, False, None)
+    split = _split_again(config, dataset)
+    if split is None:
+        return Training(name, True, None)
     train = split.train[["question1", "question2", "is_duplicate"]]
-    if implied:
-        train = pd.concat([train, implied_pairs(train, seed=settings["seed"])], ignore_index=True)
-    return Training(name, True, train.reset_index(drop=True), str(data.get("name") or ""))
+    if isinstance(data.get("implied_pairs"), int) and data["implied_pairs"] > 0:
+        train = pd.concat([train, implied_pairs(train, seed=config["train_config"]["seed"])], ignore_index=True)
+    return Training(name, True, train.reset_index(drop=True))
 
 
 def _names(names: Sequence[str]) -> str:
@@ -171,8 +185,54 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
     chosen = candidates.loc[keep, ["question1", "question2", "is_duplicate"]].reset_index(drop=True)
     total = len(chosen)
     if total > max_pairs:
-        rows = np.sort(np.random.default_rng(seed).choice(total, size=max_pairs, replace=False))
-        chosen = chosen.iloc[rows].reset_index(drop=True)
+        chosen = chosen.iloc[seeded_sample(total, max_pairs, seed)].reset_index(drop=True)
         description += f", of which a seeded sample of {max_pairs:,} (seed {seed})"
         label = f"{max_pairs:,} of " + label
     return CommonPairs(chosen, description, label, total, constrained_by, source, training)
+
+
+# ---- the comparison table ------------------------------------------------------------------------------
+TFIDF_LABEL = "TF-IDF cosine (scikit-learn)"
+TFIDF_FIT = "the questions of the pairs it scores"  # what every TF-IDF baseline is fitted on, said beside its figure
+METRICS = {"roc_auc": "ROC AUC", "average_precision": "avg precision", "accuracy": "accuracy", "f1": "F1"}
+ROC_AUC_INTERVAL, VERSUS_ZERO_SHOT = "ROC AUC 95 %", "vs zero-shot"  # a row's uncertainty and its paired verdict
+COMPARE_COLUMNS = ["model", "kind", *METRICS.values(), ROC_AUC_INTERVAL, VERSUS_ZERO_SHOT, "threshold",
+                   "threshold from"]
+REFERENCE = "reference"  # the kind of the zero-shot and TF-IDF rows
+
+
+def comparison_row(name: str, kind: str, labels, scores, threshold: float | None, threshold_from: str,
+                   zero_shot_scores=None, groups=None) -> dict:
+    """One row of the comparison table: ranking metrics of ``scores``, accuracy / F1 at ``threshold`` (None: the
+    best-accuracy one on these very scores, which ``threshold_from`` should say), the bootstrap interval of the
+    ROC AUC (resampling ``groups`` together) and, given zero-shot MiniLM's scores, the paired verdict against it.
+    """
+    if threshold is None or not math.isfinite(float(threshold)):
+        threshold = best_thresholds(labels, scores)["accuracy"]
+    at = threshold_metrics(labels, scores, float(threshold))
+    values = {**ranking_metrics(labels, scores), "accuracy": at["accuracy"], "f1": at["f1"]}
+    interval = metric_intervals(labels, scores, float(threshold), groups=groups).get("roc_auc")
+    verdict = (paired_verdict(labels, scores, zero_shot_scores, groups=groups) if zero_shot_scores is not None
+               else None)
+    return {"model": name, "kind": kind, **{column: values[key] for key, column in METRICS.items()},
+            ROC_AUC_INTERVAL: f"{interval[0]:.3f}–{interval[1]:.3f}" if interval else "",
+            VERSUS_ZERO_SHOT: verdict_text(verdict) if verdict else "",
+            "threshold": float(threshold), "threshold from": threshold_from}
+
+
+def verdict_text(verdict) -> str:
+    """A paired verdict as the table shows it: the verdict, the ROC AUC difference and its 95 % interval, e.g.
+    "better (+0.007, +0.001 to +0.012)"; every verdict carries its interval, "no measurable difference" too."""
+    low, high = verdict.interval
+    return f"{verdict.verdict} ({verdict.difference:+.3f}, {low:+.3f} to {high:+.3f})"
+
+
+def comparison_table(rows: Sequence[dict]) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=COMPARE_COLUMNS)
+
+
+def sort_table(table: pd.DataFrame, column: str, ascending: bool = False) -> pd.DataFrame:
+    """``table`` sorted by ``column`` (ties keep their order; NaN always last), index 0..n-1."""
+    if column not in table.columns:
+        raise ValueError(f"no column {column!r} to sort by")
+    return table.sort_values(column, ascending=ascending, kind="stable", na_position="last").reset_index(drop=True)

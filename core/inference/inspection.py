@@ -1,7 +1,5 @@
-"""Looking inside one training batch: the similarity matrix and the triplet loss, row by row.
-
-The numbers come from ``core.losses``, the very functions training uses, so what the heatmap shows
-is what the loss sees.
+"""Looking inside one training batch: the similarity matrix and the triplet loss, row by row, computed by the
+very ``core.losses`` functions training uses.
 """
 from __future__ import annotations
 
@@ -91,11 +89,8 @@ def batch_scores(model: PairEncoder, question1, question2) -> np.ndarray:
 
 def seed_experiment(scores, rounds: int = 4, diagonal_step: float = 0.5, off_diagonal_step: float = 0.02,
                     margin: float = 0.25, softmax_scale: float = 1.0) -> pd.DataFrame:
-    """The dual-encoder lesson's experiment: raise the diagonal, lower the rest, watch the losses fall.
-
-    Row 0 is the matrix as given; each later row applies one more round. Scores are cosines, so each
-    round's result is clipped to [-1, 1]: a diagonal already at 0.9 reaches 1.0, never 1.4.
-    """
+    """The dual-encoder lesson's experiment: raise the diagonal, lower the rest, watch the losses fall. Row 0 is
+    the matrix as given, each later row one more round, clipped to [-1, 1] (scores are cosines)."""
     s = np.asarray(scores, dtype=np.float64).copy()
     eye = np.eye(len(s), dtype=bool)
     rows = []

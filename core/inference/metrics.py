@@ -1,8 +1,6 @@
-"""Evaluation of similarity scores against duplicate labels, all from scikit-learn.
-
-A pair is called a duplicate when its score is strictly above the threshold (s > tau, as in the
-course). Calibrated thresholds sit halfway between two neighbouring distinct scores, so ">" and
-">=" give the same verdicts on the data they were calibrated on.
+"""Evaluation of similarity scores against duplicate labels (scikit-learn). A pair is a duplicate when its score
+is strictly above the threshold; calibrated thresholds sit halfway between two neighbouring distinct scores, so
+">" and ">=" agree on the data they were calibrated on.
 """
 from __future__ import annotations
 
@@ -56,20 +54,12 @@ def threshold_metrics(labels, scores, threshold: float) -> dict:
     }
 
 
-def _candidate_thresholds(s: np.ndarray) -> np.ndarray:
-    distinct = np.unique(s)
-    inner = (distinct[1:] + distinct[:-1]) / 2
-    return np.concatenate([[distinct[0] - 1e-6], inner, [distinct[-1] + 1e-6]])
-
-
 def best_thresholds(labels, scores) -> dict:
-    """The thresholds that maximise accuracy and F1 on these scores: {"accuracy": t, "f1": t}.
-
-    Every candidate between two neighbouring distinct scores is tried at once: ROC points give
-    accuracy, precision-recall points give F1.
-    """
+    """The thresholds that maximise accuracy and F1 on these scores, {"accuracy": t, "f1": t}: every candidate
+    between two neighbouring distinct scores is tried at once."""
     y, s = _arrays(labels, scores)
-    thresholds = _candidate_thresholds(s)
+    distinct = np.unique(s)
+    thresholds = np.concatenate([[distinct[0] - 1e-6], (distinct[1:] + distinct[:-1]) / 2, [distinct[-1] + 1e-6]])
     # Counts of positives/negatives strictly above each threshold, vectorised with searchsorted.
     pos, neg = np.sort(s[y == 1]), np.sort(s[y == 0])
     tp = len(pos) - np.searchsorted(pos, thresholds, side="right")

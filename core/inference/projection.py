@@ -1,8 +1,5 @@
-"""A 2-D map of sentence vectors: PCA coordinates, k-means clusters and cosine nearest neighbours.
-
-All from scikit-learn and numpy, no streamlit. Vectors are compared by cosine similarity, as the models
-score pairs: rows are scaled to unit length before clustering and neighbour search (an all-zero row
-stays zero).
+"""A 2-D map of sentence vectors (scikit-learn, numpy): PCA coordinates, k-means clusters and cosine nearest
+neighbours. Rows are scaled to unit length before clustering and neighbour search, as the models score by cosine.
 """
 from __future__ import annotations
 
@@ -38,8 +35,8 @@ def _pca(vectors):
     components = min(2, n, d)
     if components == 0 or n < 2:  # nothing to spread: every point at the origin
         return np.zeros((n, 2)), np.zeros(2)
-    # the eigenvectors of the d x d covariance when there are many more rows than dimensions (the map's
-    # case: 20,000 x 384 in a fraction of the time of a full SVD), else the exact SVD; both deterministic
+    # the eigenvectors of the d x d covariance when rows far outnumber dimensions (much faster), else the exact
+    # SVD; both deterministic
     pca = PCA(n_components=components, svd_solver="covariance_eigh" if n > 2 * d else "full")
     points = pca.fit_transform(v)  # (N, components)
     ratio = np.nan_to_num(pca.explained_variance_ratio_)
@@ -50,11 +47,8 @@ def _pca(vectors):
 
 
 def clusters(vectors, k: int, seed: int = MAP_SEED) -> np.ndarray:
-    """(N,) cluster ids 0..k-1 of the unit-length rows by k-means (scikit-learn ``KMeans``: one seeded
-    k-means++ start, in float32, so 20,000 points take about a second).
-
-    ``k`` is capped at the number of distinct rows, so a tiny input never fails.
-    """
+    """(N,) cluster ids 0..k-1 of the unit-length rows by k-means (``KMeans``, one seeded k-means++ start, in
+    float32); ``k`` is capped at the number of distinct rows, so a tiny input never fails."""
     from sklearn.cluster import KMeans
 
     v = unit_rows(vectors).astype(np.float32)
@@ -88,13 +82,6 @@ def neighbours(vectors, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return nearest(v, v[index], k, exclude=index)
 
 
-def sample_indices(count: int, cap: int = MAP_MAX_POINTS, seed: int = MAP_SEED) -> np.ndarray:
-    """All of 0..count-1 when ``count <= cap``, else a seeded sample of ``cap`` of them, in increasing order."""
-    if count <= cap:
-        return np.arange(count)
-    return np.sort(np.random.default_rng(seed).choice(count, size=cap, replace=False))
-
-
 def question_labels(pairs: pd.DataFrame, texts: Sequence[str]) -> list[str]:
     """For each text (as ``core.inference.search.corpus_questions`` gives them: stripped), ``DUPLICATE_LABEL`` when
     it is a question of at least one duplicate pair, else ``NOT_DUPLICATE_LABEL``."""
@@ -112,8 +99,7 @@ class MapLayout:
 
 
 def map_layout(vectors, k: int, seed: int = MAP_SEED) -> MapLayout:
-    """Everything the map draws from the vectors: (N, 2) coordinates on their first two principal components
-    (scikit-learn's ``PCA``, deterministic, so the same input always gives the same map), ``clusters`` and the
-    variance each axis keeps."""
+    """What the map draws: (N, 2) coordinates on the first two principal components (deterministic), ``clusters``
+    and the variance each axis keeps."""
     points, ratio = _pca(vectors)
     return MapLayout(points, clusters(vectors, k, seed), ratio)

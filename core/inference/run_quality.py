@@ -1,13 +1,8 @@
-"""Is a trained run any good? Its validation ROC AUC judged against chance and two baselines.
+"""Is a trained run any good? Its validation ROC AUC judged against chance (0.5), TF-IDF cosine (counting shared
+words) and zero-shot MiniLM (what the lab serves without training).
 
-One judgement for every face: the pipeline records the baseline beside the run's metrics
-(``validation_baselines``), warns when the run is worse, and the CLI's summary, the Train page and the
-model picker's default all read ``judge_run`` on the same metrics, so they say the same thing.
-
-A ROC AUC is the chance that a random duplicate pair scores above a random non-duplicate: 0.5 is a
-coin flip, below it the model ranks pairs backwards. TF-IDF cosine (word overlap) is the cheapest
-model of "same question": a trained run below it has learned less than counting shared words. Zero-shot
-MiniLM is what the lab serves without any training: a run below it is worse than using no run at all.
+The pipeline records the baselines beside the run's metrics (``validation_baselines``); the CLI's summary, the
+Train page and the model picker's default all read ``judge_run`` on those metrics, so they say the same thing.
 """
 from __future__ import annotations
 
@@ -26,7 +21,7 @@ CHANCE_ROC_AUC = 0.5
 BASELINE_LABELS = {"tfidf": "TF-IDF cosine", "zero_shot": "zero-shot MiniLM"}
 # What each baseline is, in words, for "so ... ranks these pairs better than this model".
 BASELINE_MEANING = {"tfidf": "counting shared words (TF-IDF fitted on these pairs' own questions)", "zero_shot": "the pretrained MiniLM with no training at all"}
-# Zero-shot MiniLM scores at most this many validation pairs (seeded): about 15 s on 2 CPU threads.
+# Zero-shot MiniLM scores at most this many validation pairs (seeded), so a run on a CPU waits little for it.
 ZERO_SHOT_MAX_PAIRS = 2_000
 
 
@@ -120,14 +115,10 @@ def _recorded_verdict(entry: Mapping) -> dict | None:
 
 
 def judge_run(metrics, *, has_val_file: bool = False, bundled_sample: bool = False) -> RunQuality:
-    """The quality of a run from its metrics (config.json's ``metrics``: ``validation.roc_auc`` and
-    ``baselines.<key>`` with its ``roc_auc`` and, since runs record one, its paired ``verdict``). Anything
-    missing or malformed counts as absent (a folder from someone else, or saved before baselines were
-    recorded): such a run is judged against chance, and against a baseline without a verdict by the two
-    ROC AUCs alone.
-
-    ``has_val_file`` (the validation pairs came from the user's file) and ``bundled_sample`` (the run trained on
-    the bundled sample) choose the advice (``what_to_try``).
+    """The quality of a run from config.json's ``metrics`` (``validation.roc_auc``, ``baselines.<key>.roc_auc`` and
+    its paired ``verdict``). Anything missing or malformed counts as absent: such a run is judged against chance,
+    and against a baseline without a verdict by the two ROC AUCs alone. ``has_val_file`` and ``bundled_sample``
+    choose the advice (``what_to_try``).
 
     Example: ``{"validation": {"roc_auc": 0.23}, "baselines": {"tfidf": {"roc_auc": 0.29}}}`` is worse
     than chance and below TF-IDF.
@@ -181,67 +172,43 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
 def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None) -> dict:
     """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val``.
 
-    TF-IDF's vectorizer is fitted on the questions of the pairs it scores, as in every command and on the Compare
-    page (``core.inference.baselines.TFIDF_FIT``): no labels are read, and its figure does not depend on how much training data a run had.
-    Zero-shot MiniLM scores a seeded sample of ``ZERO_SHOT_MAX_PAIRS`` of
-    them at most, and is left out when the pretrained encoder is not installed. With ``run_scores`` (the run's
-    scores of ``val``, (N,)), each baseline carries the paired bootstrap ``verdict`` of the run against it on
-    exactly the pairs the baseline scored (resampling ``groups`` of pairs when given). ``progress(done, total)``
-    counts the pairs zero-shot MiniLM has scored. Empty when the validation pairs hold one class or none."""
+    TF-IDF is fitted on the questions of the pairs it scores (``core.inference.honest_pairs.TFIDF_FIT``). Zero-shot
+    MiniLM scores a seeded sample of ``ZERO_SHOT_MAX_PAIRS`` at most, and is left out when it is not installed.
+    With ``run_scores`` ((N,), the run's scores of ``val``), each baseline carries the paired bootstrap ``verdict``
+    of the run against it on the pairs it scored (resampling ``groups`` of pairs when given).
+    ``progress(done, total)`` counts the pairs zero-shot MiniLM has scored. Empty for one class or none."""
     # Imported here: judging a saved run (the model picker) needs neither scikit-learn nor the models.
-    from core.inference.baselines import tfidf_scores
+    from core.data import seeded_sample
     from core.inference.metrics import ranking_metrics
+    from core.inference.tfidf_scorer import tfidf_scores
 
     labels = val["is_duplicate"].to_numpy()
     if len(set(labels.tolist())) < 2:
         return {}
-    scores = tfidf_scores(val["question1"], val["question2"])
-    auc = finite_number(ranking_metrics(labels, scores).get("roc_auc"))
+    rows = seeded_sample(len(val), ZERO_SHOT_MAX_PAIRS, seed)
+    scored = {"tfidf": (np.arange(len(val)), tfidf_scores(val["question1"], val["question2"])),
+              "zero_shot": (rows, _zero_shot_scores(val.iloc[rows], progress))}
     baselines = {}
-    if auc is not None:
-        baselines["tfidf"] = {"roc_auc": auc, "pairs": len(val),
-                              **_verdict_on(labels, run_scores, scores, groups, seed)}
-    rows = _sample_rows(len(val), ZERO_SHOT_MAX_PAIRS, seed)
-    zero_shot = zero_shot_baseline(val.iloc[rows], progress=progress, return_scores=True)
-    if zero_shot:
-        entry, zero_shot_scores = zero_shot
-        picked = None if run_scores is None else np.asarray(run_scores)[rows]
-        group_rows = None if groups is None else np.asarray(groups)[rows]
-        baselines["zero_shot"] = {**entry, **_verdict_on(labels[rows], picked, zero_shot_scores, group_rows, seed)}
+    for key, (picked, scores) in scored.items():
+        auc = None if scores is None else finite_number(ranking_metrics(labels[picked], scores)["roc_auc"])
+        if auc is None:
+            continue
+        baselines[key] = {"roc_auc": auc, "pairs": len(picked)}
+        if run_scores is not None:
+            comparison = paired_verdict(labels[picked], np.asarray(run_scores)[picked], scores,
+                                        groups=None if groups is None else np.asarray(groups)[picked], seed=seed)
+            if comparison is not None:
+                baselines[key]["verdict"] = comparison.as_dict()
     return baselines
 
 
-def _verdict_on(labels, run_scores, baseline_scores, groups, seed: int) -> dict:
-    """``{"verdict": PairedComparison.as_dict()}`` of the run against a baseline, or {} without run scores."""
-    if run_scores is None:
-        return {}
-    comparison = paired_verdict(labels, run_scores, baseline_scores, groups=groups, seed=seed)
-    return {} if comparison is None else {"verdict": comparison.as_dict()}
-
-
-def _sample_rows(n: int, limit: int, seed: int) -> np.ndarray:
-    """All of 0..n-1 when n <= limit, else a seeded sample of ``limit`` of them in file order."""
-    if n <= limit:
-        return np.arange(n)
-    return np.sort(np.random.RandomState(seed).permutation(n)[:limit])
-
-
-def zero_shot_baseline(val: pd.DataFrame, seed: int = 0, progress=None, return_scores: bool = False):
-    """``{"zero_shot": {"roc_auc", "pairs"}}``: the pretrained MiniLM's ROC AUC on ``val`` (a seeded sample
-    of ``ZERO_SHOT_MAX_PAIRS`` at most), or ``{}`` when it has no ROC AUC or MiniLM is not installed.
-    ``return_scores``: ``({"roc_auc", "pairs"}, scores)`` of all of ``val`` instead (no sampling), or None."""
+def _zero_shot_scores(val: pd.DataFrame, progress=None):
+    """(N,) zero-shot MiniLM's scores of ``val``, or None when ``val`` holds one class or MiniLM is not installed."""
     from core.inference.evaluation import pair_scores
-    from core.inference.metrics import ranking_metrics
     from core.text.pair_table import PairTable
 
-    chosen = val if return_scores else val.iloc[_sample_rows(len(val), ZERO_SHOT_MAX_PAIRS, seed)]
-    labels = chosen["is_duplicate"].to_numpy()
-    model = zero_shot_model() if len(set(labels.tolist())) == 2 else None
-    scores = None if model is None else pair_scores(model, PairTable(chosen, model.tokenizer), progress=progress)
-    auc = None if scores is None else finite_number(ranking_metrics(labels, scores).get("roc_auc"))
-    if return_scores:
-        return None if auc is None else ({"roc_auc": auc, "pairs": len(chosen)}, scores)
-    return {} if auc is None else {"zero_shot": {"roc_auc": auc, "pairs": len(chosen)}}
+    model = zero_shot_model() if val["is_duplicate"].nunique() == 2 else None
+    return None if model is None else pair_scores(model, PairTable(val, model.tokenizer), progress=progress)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,17 +1,10 @@
-"""The TF-IDF cosine baseline as a model of the commands that score pairs (``--model tfidf``).
+"""The TF-IDF cosine baseline (scikit-learn's ``TfidfVectorizer``, its defaults) as a model of the commands that
+score pairs (``--model tfidf``).
 
-TF-IDF learns its vocabulary and IDF weights from text and has no weights of its own, so what it is fitted on
-is part of every score it gives:
-
-* a calibrated TF-IDF folder (``python -m core calibrate --model tfidf``, ``core.saving.calibrated``) is fitted
-  on the calibration file's questions and keeps that fit, so its thresholds apply to the scores it gives on any
-  other file, and ``predict`` gives the same score for a pair wherever it is asked;
-* plain ``tfidf`` is fitted on the questions being scored, both sides of every pair: ``evaluate`` the file's
-  pairs (the rule of the Compare page's TF-IDF row when no compared model trained on the data), ``score`` the
-  whole file (a first pass counts in how many questions each word occurs, so the chunks the file is scored in
-  change nothing), ``predict`` the two questions themselves.
-
-The vectorizer is scikit-learn's ``TfidfVectorizer`` with its defaults, as ``core.inference.baselines.tfidf_scores``.
+What TF-IDF is fitted on is part of every score it gives: a calibrated TF-IDF folder (``calibrate --model tfidf``)
+keeps its fit on the calibration file's questions, so its thresholds hold on any other file; plain ``tfidf`` is
+fitted on the questions being scored, both sides of every pair (``score`` counts document frequencies chunk by
+chunk, so the chunking changes nothing).
 """
 from __future__ import annotations
 
@@ -20,11 +13,16 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from core.inference.baselines import tfidf_scores
 from core.model_names import TFIDF
 
-TFIDF_NAME = "TF-IDF cosine"
 MAX_VOCABULARY = 2_000_000  # words in a saved fit; the file's size cap (core.saving.files) bounds it first
+
+
+def tfidf_scores(first: Sequence[str], second: Sequence[str], fit_texts: Sequence[str] | None = None) -> np.ndarray:
+    """Cosine similarity of the TF-IDF vectors of ``first[i]`` and ``second[i]``, (N,) float64, fitted on
+    ``fit_texts``, else on the questions themselves. A question with no known word scores 0."""
+    first, second = [str(t) for t in first], [str(t) for t in second]
+    return TfidfScorer.fit(list(fit_texts) if fit_texts else first + second).score_pairs(first, second)
 
 
 class TfidfScorer:
@@ -49,7 +47,7 @@ class TfidfScorer:
         try:
             vectorizer.fit([str(text) for text in texts])
         except ValueError:  # no text holds a word
-            return cls.from_counts([], np.zeros(0), len(texts))
+            return cls(_EmptyFit())
         return cls(vectorizer)
 
     @classmethod
@@ -72,14 +70,9 @@ class TfidfScorer:
             for word, count in zip(counter.get_feature_names_out().tolist(), counts.tolist()):
                 frequencies[word] = frequencies.get(word, 0) + int(count)
         words = sorted(frequencies)
-        return cls.from_counts(words, np.array([frequencies[w] for w in words], dtype=np.float64), documents)
-
-    @classmethod
-    def from_counts(cls, words: list[str], frequencies: np.ndarray, documents: int) -> "TfidfScorer":
-        """The fit whose vocabulary is ``words`` (sorted), each in ``frequencies`` of ``documents`` texts:
-        scikit-learn's smoothed IDF, ln((1 + n) / (1 + df)) + 1, computed as ``TfidfTransformer.fit`` does."""
-        idf = np.log((documents + 1) / (np.asarray(frequencies, dtype=np.float64) + 1.0)) + 1.0
-        return cls.from_weights(words, idf)
+        df = np.array([frequencies[w] for w in words], dtype=np.float64)
+        # scikit-learn's smoothed IDF, as TfidfTransformer.fit computes it: ln((1 + n) / (1 + df)) + 1
+        return cls.from_weights(words, np.log((documents + 1) / (df + 1.0)) + 1.0)
 
     @classmethod
     def from_weights(cls, words: list[str], idf) -> "TfidfScorer":
@@ -98,7 +91,7 @@ class TfidfScorer:
         if len(first) != len(second):
             raise ValueError(f"{len(first)} first questions but {len(second)} second ones")
         if not self.fitted:
-            return tfidf_scores(first, second)
+            return TfidfScorer.fit(first + second).score_pairs(first, second)
         if isinstance(self.vectorizer, _EmptyFit) or not first:
             return np.zeros(len(first))
         a, b = self.vectorizer.transform(first), self.vectorizer.transform(second)  # rows of unit length
@@ -146,11 +139,6 @@ def fit_on_file(source: str | Path, columns: dict[str, str] | None = None, max_b
     return TfidfScorer.fit_chunks(questions())
 
 
-def tfidf_config() -> dict:
-    """What a saved folder's config.json would say of plain ``tfidf``: no thresholds of its own."""
-    return {"model_type": TFIDF, "name": TFIDF_NAME, "thresholds": {}}
-
-
 def is_tfidf(source: str | Path) -> bool:
     """Whether a ``--model`` value is the TF-IDF baseline: ``tfidf``, or a folder holding a calibrated one."""
     from core.saving import ModelLoadError, read_config
@@ -170,7 +158,7 @@ def load_tfidf(source: str | Path) -> tuple[TfidfScorer, dict]:
     from core.saving.calibrated import CALIBRATED_FROM, TFIDF_FILE, is_calibrated
 
     if str(source) == TFIDF:
-        return TfidfScorer(), tfidf_config()
+        return TfidfScorer(), {"model_type": TFIDF, "name": "TF-IDF cosine", "thresholds": {}}
     folder = Path(source)
     config = read_config(folder)
     if config.get("model_type") != TFIDF or not is_calibrated(config) or config[CALIBRATED_FROM]["source"] != TFIDF:

@@ -1,19 +1,13 @@
 """How sure is a quality figure? Seeded bootstrap intervals, and paired comparisons of two scorers.
 
-A validation set of a few hundred pairs moves ROC AUC by several hundredths from one draw to the next, so
-a figure printed to three decimals alone says more than the data knows. ``metric_intervals`` resamples
-the pairs (or, when pairs share questions, whole groups of connected pairs: pairs of one group are not
-independent evidence) and reports the 2.5th and 97.5th percentiles of each metric. ``paired_verdict``
-resamples the *same* pairs for two scorers at once, so what both find easy or hard cancels out, and calls
-the first "better" only when the whole interval of the ROC AUC difference lies above zero.
+``metric_intervals`` resamples the pairs (or whole groups of pairs that share questions: they are not
+independent evidence) and reports the 2.5th and 97.5th percentiles of each metric. ``paired_verdict`` resamples
+the *same* pairs for two scorers at once, so what both find easy or hard cancels out, and calls the first
+"better" only when the whole interval of the ROC AUC difference lies above zero.
 
-Each resample is a vector of row weights (how often each row was drawn), so a round costs a few array
-sums instead of a call into scikit-learn; ties are counted half, as ``sklearn.metrics.roc_auc_score``
-does. Reference: Efron & Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13 (percentile
-intervals) and ch. 16 (paired resampling).
-
-Example: labels [0, 0, 1, 1] and scores [0.1, 0.4, 0.35, 0.8] have ROC AUC 0.75; its interval over
-resamples of four pairs is (0.0, 1.0): four pairs say almost nothing.
+Each resample is a vector of row weights (how often each row was drawn), so a round costs a few array sums
+instead of a call into scikit-learn; ties count half, as in ``sklearn.metrics.roc_auc_score``. Reference: Efron &
+Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13 (percentile intervals) and 16 (paired resampling).
 """
 from __future__ import annotations
 
@@ -97,10 +91,9 @@ def _percentiles(values: np.ndarray) -> tuple[float, float] | None:
 
 def metric_intervals(labels, scores, threshold: float, groups=None, rounds: int = BOOTSTRAP_ROUNDS,
                      seed: int = 0) -> dict:
-    """``{"roc_auc": (lo, hi), "accuracy": (lo, hi), "f1": (lo, hi)}``: 95 % percentile-bootstrap intervals
-    over the pairs (over ``groups`` of pairs when given), accuracy and F1 at ``threshold`` (a pair is a
-    duplicate when its score is above it). A metric with no finite value in any round (one class) is left
-    out; empty for no pairs."""
+    """``{"roc_auc": (lo, hi), "accuracy": (lo, hi), "f1": (lo, hi)}``: 95 % percentile-bootstrap intervals over
+    the pairs (over ``groups`` of pairs when given), accuracy and F1 at ``threshold``. A metric with no finite
+    value in any round (one class) is left out; empty for no pairs."""
     labels, scores = np.asarray(labels).astype(int).ravel(), np.asarray(scores, dtype=np.float64).ravel()
     if labels.size == 0:
         return {}
@@ -118,12 +111,9 @@ def metric_intervals(labels, scores, threshold: float, groups=None, rounds: int 
 
 def paired_verdict(labels, scores_a, scores_b, groups=None, rounds: int = BOOTSTRAP_ROUNDS,
                    seed: int = 0) -> PairedComparison | None:
-    """Is scorer A's ROC AUC above scorer B's on these pairs, beyond what resampling them explains?
-
-    Both are resampled with the same weights each round; A is BETTER when the 2.5th percentile of
-    (AUC_A - AUC_B) is above zero, WORSE when the 97.5th is below zero, else NO_DIFFERENCE. None when
-    the labels hold one class.
-    """
+    """Is scorer A's ROC AUC above scorer B's beyond what resampling the pairs explains? Both are resampled with
+    the same weights; A is BETTER when the 2.5th percentile of (AUC_A - AUC_B) is above zero, WORSE when the
+    97.5th is below zero, else NO_DIFFERENCE. None when the labels hold one class."""
     labels = np.asarray(labels).astype(int).ravel()
     a = np.asarray(scores_a, dtype=np.float64).ravel()
     b = np.asarray(scores_b, dtype=np.float64).ravel()

@@ -22,7 +22,7 @@ LENGTH_QUANTILE = 0.95
 MIN_MAX_LENGTH, MAX_MAX_LENGTH = 16, 256
 LENGTH_SAMPLE = 2_000  # questions tokenised to measure lengths: seconds, not minutes, on any corpus
 TRUNCATION_NOTE_SHARE = 0.10  # a run that cuts more than this share of its questions says so
-# Pairs a validation split should hold: about +-0.03 of ROC AUC at 95 % (core.data.readiness's floor is 500).
+# Pairs a validation split should hold: about +-0.03 of ROC AUC at 95 % (core.data.splitting's floor is 500).
 TARGET_VALIDATION_PAIRS = 2_000
 VAL_FRACTION_BOUNDS = (0.02, 0.2)  # never more than a fifth of a small file, never under 2 % of a big one
 # Pairs MiniLM trains per second on 2 CPU threads at 40 tokens, and on a GPU: the time budget becomes epochs.
