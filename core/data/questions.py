@@ -13,9 +13,9 @@ Three shapes are read, told apart by the first line:
 A Parquet file (told by its first bytes, ``core.data.parquet_table``) is read by column names the same way: a
 question column, else a pairs file's two columns, else its only column; ``file_format`` says "parquet".
 
-The bytes go through ``core.data.parsing`` as pairs do (path, bytes or upload; gzip; UTF-8, UTF-16,
-cp1252 / latin-1; binary and empty files refused; the caps of ``core.data.limits`` on bytes, lines,
-columns and field length), and every failure is a ``DataError``. Questions are
+The text is read as pairs are (``core.data.text_source``: path, bytes or upload; gzip; its encoding; binary and
+empty files refused; the caps of ``core.data.limits`` on bytes, lines, columns and field length), and every
+failure is a ``DataError``. Questions are
 stripped; empty ones (blank lines, empty cells) are dropped and counted in the report, like malformed
 records of a CSV.
 """
@@ -32,13 +32,7 @@ from core.data import limits
 from core.data.limits import DataError
 from core.data.pair_chunks import record_line
 from core.data.parquet_table import parquet_bytes, parquet_header, parquet_text_columns
-from core.data.parsing import (
-    DELIMITERS,
-    ROLE_ALIASES,
-    _header_fields,
-    check_header,
-    parse_any_encoding,
-)
+from core.data.parsing import DELIMITERS, ROLE_ALIASES, check_header, header_fields, parse_errors, read_csv
 from core.data.reading import (
     EMPTY_QUESTION,
     MALFORMED_LINE,
@@ -46,7 +40,7 @@ from core.data.reading import (
     describe_counts,
     normalise_questions,
 )
-from core.data.text_source import HEADER_SNIFF_BYTES, read_text_bytes
+from core.data.text_source import HEAD_BYTES, open_text
 
 QUESTION_ALIASES = ("question", "text", "sentence", "title", "q")
 COLUMN, PAIRS, LINES = "column", "pairs", "lines"  # the three shapes
@@ -120,18 +114,18 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     if parquet is not None:
         questions, report = _parquet(*parquet, max_bytes)
     else:
-        data, name, utf16 = read_text_bytes(source, max_bytes)
-        shape, delimiter, header = _shape(data)
+        read = open_text(source, max_bytes)
+        text, name = read.text(), read.name
+        shape, delimiter, header = _shape(text)
         if header:
-            check_header(header, name, at_least=len(data) > HEADER_SNIFF_BYTES)
+            check_header(header, name, at_least=len(text.encode()) > HEAD_BYTES)
         if shape == LINES:
-            questions, report = _lines(data, name)
+            questions, report = _lines(text, name)
         elif shape == COLUMN and len(header) == 1:
-            questions, report = _one_column(data, name, header)
+            questions, report = _one_column(text, name, header)
         else:
-            questions, report = _columns(data, name, shape, delimiter, header)
-        if utf16:
-            report.encoding = utf16
+            questions, report = _columns(text, name, shape, delimiter, header)
+        report.encoding = read.encoding
     name = report.source
     longest = max(map(len, questions), default=0)
     if longest > limits.MAX_FIELD_CHARS:
@@ -143,12 +137,12 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     return questions, report
 
 
-def _shape(data: bytes) -> tuple[str, str, list[str]]:
+def _shape(text: str) -> tuple[str, str, list[str]]:
     """(shape, delimiter, header fields) from the first line."""
-    head = data[:HEADER_SNIFF_BYTES].decode("utf-8", errors="replace")
+    head = text[:HEAD_BYTES].removeprefix("\ufeff")
     found = []
     for delimiter in DELIMITERS:
-        header = _header_fields(head, delimiter)
+        header = header_fields(head, delimiter)
         if not header:
             continue
         names = [name.strip().lower() for name in header]
@@ -162,21 +156,11 @@ def _shape(data: bytes) -> tuple[str, str, list[str]]:
     return shape, delimiter, header
 
 
-def _decode(data: bytes) -> tuple[str, str]:
-    for encoding in ("utf-8", "cp1252"):
-        try:
-            return data.decode(encoding), encoding
-        except UnicodeDecodeError:
-            pass
-    return data.decode("latin-1"), "latin-1"
-
-
 def _examples(lines: np.ndarray, reason: str) -> list[tuple[int, str]]:
     return [(int(line), reason) for line in lines[:MAX_EXAMPLES]]
 
 
-def _lines(data: bytes, name: str) -> tuple[list[str], QuestionsReport]:
-    text, encoding = _decode(data)
+def _lines(text: str, name: str) -> tuple[list[str], QuestionsReport]:
     lines = [line.strip() for line in _LINE_BREAK.split(text)]
     while lines and not lines[-1]:  # a trailing newline (or several) ends the file, it is no question
         lines.pop()
@@ -184,13 +168,12 @@ def _lines(data: bytes, name: str) -> tuple[list[str], QuestionsReport]:
     questions = [line for line in lines if line]
     dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
     report = QuestionsReport(name, LINES, [], "", len(lines), len(questions), dropped,
-                             _examples(np.flatnonzero(empty) + 1, EMPTY_QUESTION), encoding)
+                             _examples(np.flatnonzero(empty) + 1, EMPTY_QUESTION))
     return questions, report
 
 
-def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
+def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
     """A CSV with one column: each record is one question (quoted fields unquoted, commas kept)."""
-    text, encoding = _decode(data)
     separator = next((s for s in _SINGLE_FIELD_SEPARATORS if s not in text), None)
     if separator is None:
         raise DataError(f"{name}: cannot read it as one question per line (it holds every ASCII separator)")
@@ -206,7 +189,7 @@ def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], Q
     questions = cells[~empty].tolist()
     dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
     report = QuestionsReport(name, COLUMN, [header[0]], "", len(cells), len(questions), dropped,
-                             _examples(np.flatnonzero(empty) + 2, EMPTY_QUESTION), encoding)
+                             _examples(np.flatnonzero(empty) + 2, EMPTY_QUESTION))
     return questions, report
 
 
@@ -232,25 +215,26 @@ def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], 
     positions = _question_positions(names, shape)
     columns = parquet_text_columns(data, name, [header[p] for p in positions], max_bytes)
     grid = np.array([[text.strip() for text in column] for column in columns], dtype=object).T.reshape(-1, len(positions))
-    report = _grid_report(grid, name, shape, [header[p] for p in positions], "", np.zeros(0, np.int64), "utf-8",
-                          first_line=1)
+    report = _grid_report(grid, name, shape, [header[p] for p in positions], "", np.zeros(0, np.int64), first_line=1)
     report[1].file_format = "parquet"
     return report
 
 
-def _columns(data: bytes, name: str, shape: str, delimiter: str,
+def _columns(text: str, name: str, shape: str, delimiter: str,
              header: list[str]) -> tuple[list[str], QuestionsReport]:
     positions = _question_positions([column.strip().lower() for column in header], shape)
-    frame, skipped, encoding = parse_any_encoding(data, delimiter, name, dtype={p: str for p in positions})
+    found: list[int] = []
+    with parse_errors(name, delimiter, found):
+        frame = read_csv(io.StringIO(text.removeprefix("\ufeff")), delimiter, "utf-8", {p: str for p in positions})
     body = frame.iloc[1:]
-    skipped = np.asarray(skipped, dtype=np.int64)
+    skipped = np.asarray(sorted(set(found)), dtype=np.int64)
     cells = [body.iloc[:, p].fillna("").astype(str).str.strip().to_numpy(dtype=object) for p in positions]
     grid = np.stack(cells, axis=1) if cells else np.zeros((0, 1), dtype=object)  # (rows, 1 or 2)
-    return _grid_report(grid, name, shape, [header[p] for p in positions], delimiter, skipped, encoding)
+    return _grid_report(grid, name, shape, [header[p] for p in positions], delimiter, skipped)
 
 
 def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], delimiter: str, skipped: np.ndarray,
-                 encoding: str, first_line: int | None = None) -> tuple[list[str], QuestionsReport]:
+                 first_line: int | None = None) -> tuple[list[str], QuestionsReport]:
     """The questions of ``grid`` ((rows, 1) question cells or (rows, 2) pairs, stripped) and their report;
     ``skipped``: the malformed lines a CSV reader left out. Empty rows are reported by ``first_line`` + row
     (Parquet) or by their CSV line (``record_line``)."""
@@ -271,5 +255,5 @@ def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], de
                             "is clustered once")
     dropped = {reason: count for reason, count in dropped.items() if count}
     report = QuestionsReport(name, shape, columns, delimiter, int(grid.shape[0] + skipped.size), len(questions),
-                             dropped, sorted(examples)[:MAX_EXAMPLES], encoding, warnings)
+                             dropped, sorted(examples)[:MAX_EXAMPLES], warnings=warnings)
     return questions, report
