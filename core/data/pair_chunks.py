@@ -21,6 +21,7 @@ from core.data.labels import FALSE_LABELS, TRUE_LABELS, normalise_label_map, par
 from core.data.limits import DataError
 from core.data.parsing import (
     ROLES,
+    check_field_counts,
     check_header,
     check_one_role_per_column,
     choose_delimiter,
@@ -72,7 +73,8 @@ class PairReader:
     def __init__(self, source, columns: dict[str, str] | None = None, *, labels_required: bool = True,
                  all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None,
                  label_map: dict | None = None):
-        """``all_text``: every column kept as written (score writes them back); otherwise only the
+        """``all_text``: every column kept as written (score writes them back, and the caps are checked on a
+        pass of their own first, so that no row is scored of a file then refused); otherwise only the
         questions are forced to text and the rest is typed by pandas (faster; only they are kept).
         ``label_map``: value -> 1 or 0 (``core.data.labels.normalise_label_map``); the labels are then
         read by it alone."""
@@ -89,12 +91,15 @@ class PairReader:
         check_header(sniffed, name, at_least=len(text.head.encode()) >= HEAD_BYTES)  # before pandas sees it
         header = self._first_rows(1)[0]
         check_header(header, name)
+        check_field_counts(text.head, delimiter, header, name)
         required = ROLES if labels_required else ROLES[:2]
         positions = resolve_columns(header, columns, name, required)
         check_one_role_per_column(header, positions, name,
                                   lambda position: [row[position] for row in self._first_rows(4)[1:]])
         self._text_questions = {positions["question1"]: str, positions["question2"]: str}
         self.head = PairsHead(name, delimiter, text.encoding, header, positions, column_warnings(header, columns))
+        if all_text:
+            text.check_caps()
 
     def _first_rows(self, rows: int) -> list[list[str]]:
         """The first ``rows`` records (the header first) as text, as pandas parses them."""
@@ -124,6 +129,10 @@ class PairReader:
                         return
                     yield frame, skipped
                     skipped = []
+        except DataError:
+            if stream.error is not None:
+                raise stream.error from None
+            raise
         except UnicodeDecodeError as error:
             failed = error.object if isinstance(error.object, bytes) else b""
             text.not_decoded(error, stream.count - len(failed))

@@ -33,6 +33,7 @@ DELIMITERS = (",", "\t", ";", "|")
 
 _SKIPPED_RECORD = re.compile(r"Skipping line (\d+)")
 _WARNING_CAPTURE_LOCK = threading.Lock()
+_MALFORMED_HEAD_LINES = 30  # malformed lines at a file's head that may be mistakes, not a wrong format
 _DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe"}
 
 
@@ -137,6 +138,19 @@ def check_header(header: list[str], name: str, at_least: bool = False) -> None:
     longest = max((len(field) for field in header), default=0)
     if longest > limits.MAX_FIELD_CHARS:
         raise limits.over_field_limit(name, 1, longest)
+
+
+def check_field_counts(head: str, delimiter: str, header: list[str], name: str) -> None:
+    """A DataError when most whole lines of ``head`` hold more fields than the header: pandas skips such lines
+    one by one, at a cost that grows with the square of their number, and the file is not what it seems."""
+    try:
+        lines = list(csv.reader(io.StringIO(head.lstrip("\r\n")), delimiter=delimiter))[1:-1]
+    except csv.Error:
+        return
+    longer = sum(len(fields) > len(header) for fields in lines)
+    if longer > _MALFORMED_HEAD_LINES and longer * 2 > len(lines):
+        raise DataError(f"{name}: {longer:,} of its first {len(lines):,} lines have more fields than the header's "
+                        f"{len(header):,}; is it {_DELIMITER_NAMES[delimiter]}-separated text?")
 
 
 def resolve_columns(header: list[str], columns: dict[str, str] | None, name: str,

@@ -55,7 +55,9 @@ class TextSource:
         return _Bounded(self._open(), self.name, self._limit)
 
     def text(self) -> str:
-        """All the text (a corpus of questions), in this encoding, else in the single-byte one it falls back to."""
+        """All the text (a corpus of questions), in this encoding, else in the single-byte one it falls back to.
+        Counted through once before it is held, so a file over a cap is refused without holding its text."""
+        self.check_caps()
         with self.stream() as stream:
             data = stream.read()
         while True:  # ends: latin-1 decodes every byte, and UTF-16 that fails is a DataError
@@ -63,6 +65,12 @@ class TextSource:
                 return data.decode(self.codec)
             except UnicodeDecodeError as error:
                 self.not_decoded(error)
+
+    def check_caps(self) -> None:
+        """Read through once, holding nothing: a ``DataError`` when the bytes or lines pass their caps."""
+        with self.stream() as stream:
+            while stream.read(1 << 20):
+                pass
 
     def not_decoded(self, error: UnicodeDecodeError, offset: int = 0) -> None:
         """After UTF-8 failed: the single-byte encoding to read by instead (``charset_normalizer``'s pick of the
@@ -129,6 +137,7 @@ class _Bounded(io.RawIOBase):
 
     def __init__(self, raw: BinaryIO, name: str, limit: int):
         self.name_, self._limit, self.count, self._lines = name, limit, 0, 0
+        self.error: DataError | None = None  # the cap or damage that ended the stream
         self._raw = raw
         self._compressed = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
@@ -138,6 +147,13 @@ class _Bounded(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
+        try:
+            return self._counted(buffer)
+        except DataError as error:  # kept: pandas may report a failed read in its own words
+            self.error = error
+            raise
+
+    def _counted(self, buffer) -> int:
         try:
             size = self._inner.readinto(buffer)
         except EOFError:  # gzip's word for a stream that ends inside a member
