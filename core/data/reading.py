@@ -2,8 +2,8 @@
 
 `load_pairs` accepts whatever a user may hand us (CSV/TSV/;/| text, plain or gzip, path, bytes or
 an upload) and returns exactly `question1, question2, is_duplicate` plus a `LoadReport` that counts
-every row it had to drop and why. Unusable input raises `DataError`, and only `DataError`. The
-byte-level steps (source, gzip, delimiter, columns, the pandas parse) live in ``core.data.parsing``;
+every row it had to drop and why. Unusable input raises `DataError`, and only `DataError`. The bytes
+and their encoding are ``core.data.text_source``'s; the delimiter, columns and the pandas parse ``core.data.parsing``'s;
 what a label means (the spellings, a label map) and the refusals of columns that cannot hold their
 roles, in ``core.data.labels``.
 
