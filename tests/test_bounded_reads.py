@@ -173,8 +173,10 @@ def test_a_gzip_bomb_is_one_error_line_for_every_command(name, kind, lstm, capsy
         assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.csv.gz"]  # nothing written
 
 
-def run_bounded(code: str, timeout: float, address_space: int = AS_LIMIT, args=()) -> subprocess.CompletedProcess:
-    """``code`` in a fresh interpreter under RLIMIT_AS = ``address_space``, killed after ``timeout`` s."""
+def run_bounded(code: str, timeout: float, address_space: int = AS_LIMIT, args=(),
+                limit: int | None = None) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter under RLIMIT_AS = ``address_space``, killed after ``timeout`` s, with the
+    byte cap ``limit`` (else the real default)."""
     prelude = textwrap.dedent(f"""
         import resource, sys
         resource.setrlimit(resource.RLIMIT_AS, ({address_space}, {address_space}))
@@ -182,6 +184,8 @@ def run_bounded(code: str, timeout: float, address_space: int = AS_LIMIT, args=(
     """)
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     env.pop(limits.INPUT_LIMIT_VARIABLE, None)  # the real default
+    if limit is not None:
+        env[limits.INPUT_LIMIT_VARIABLE] = str(limit)
     return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code), *map(str, args)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -198,16 +202,23 @@ READ_AND_REPORT = """
 """
 
 
-def test_the_default_limit_refuses_a_bomb_under_a_1_gib_address_space(tmp_path):
-    """1.5 GiB of long rows passes the 1 GiB byte cap, 5 GiB of tiny rows the line cap: both refused while
-    they inflate, under an address space the old reader (the whole file inflated at once) died in."""
+def test_a_bomb_is_refused_under_a_1_gib_address_space(tmp_path):
+    """1.5 GiB of long rows passes a 128 MiB byte cap, 5 GiB of tiny rows the default line cap: both refused
+    while they inflate (a reader holds at most the cap's text), under an address space the old reader (the whole
+    file inflated at once) died in. Long rows of too many fields are refused from the file's head."""
     bytes_, lines = tmp_path / "bytes.csv.gz", tmp_path / "lines.csv.gz"
-    bytes_.write_bytes(text_bomb(3 << 29, b"Why " * 100 + b"?,How " * 100 + b"?,0\n"))
+    bytes_.write_bytes(text_bomb(3 << 29, b"Why " * 100 + b"?," + b"How " * 100 + b"?,0\n"))
     lines.write_bytes(text_bomb(5 << 30, b"a,b,1\n"))
-    result = run_bounded(READ_AND_REPORT, timeout=120, args=[bytes_])
+    result = run_bounded(READ_AND_REPORT, timeout=120, args=[bytes_], limit=128 << 20)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines() == [f"bytes.csv.gz holds more than 1 GiB of text once decompressed; the limit "
-                                          f"is 1 GiB ({limits.INPUT_LIMIT_VARIABLE} sets it)"] * 2
+    assert result.stdout.splitlines() == [f"bytes.csv.gz holds more than 128 MiB of text once decompressed; the "
+                                          f"limit is 128 MiB ({limits.INPUT_LIMIT_VARIABLE} sets it)"] * 2
+    wide = tmp_path / "wide.csv.gz"
+    wide.write_bytes(text_bomb(3 << 29, b"Why " * 100 + b"?,How " * 100 + b"?,0\n"))
+    result = run_bounded(READ_AND_REPORT, timeout=120, args=[wide])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[0] == "wide.csv.gz: 65 of its first 65 lines have more fields than the " \
+                                            "header's 3; is it comma-separated text?"
     result = run_bounded(READ_AND_REPORT, timeout=120, args=[lines])
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == [f"lines.csv.gz has more than {limits.MAX_LINES:,} lines; the limit is "

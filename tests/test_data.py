@@ -330,6 +330,16 @@ def test_first_data_row_with_extra_field_is_malformed_not_an_index():
     assert report.examples == [(2, "malformed line")]
 
 
+def test_a_head_of_lines_wider_than_the_header_is_refused_not_skipped_line_by_line():
+    """pandas skips such lines at a cost that grows with the square of their number: a wrong delimiter or a
+    bomb of them is refused from the file's head, in one line; a few among good rows are still dropped."""
+    with pytest.raises(DataError, match=r"^<upload>: 40 of its first 40 lines have more fields than the header's 3; "
+                                        r"is it comma-separated text\?$"):
+        load_pairs(csv_bytes(*["A?,B?,1,x"] * 40, "C?,D?,0"))
+    _, report = load_pairs(csv_bytes(*["A?,B?,1,x"] * 30, *["C?,D?,0"] * 30))
+    assert report.dropped == {"malformed line": 30}
+
+
 def test_line_numbers_step_over_skipped_malformed_lines():
     content = csv_bytes("A?,B?,1,x", "C?,D?,0,y", "E?,F?,1", " ,G?,1")
     _, report = load_pairs(content)

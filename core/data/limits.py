@@ -8,8 +8,9 @@ so every command and page accepts and refuses the same files:
   1 GiB, ``SIAMESE_LAB_MAX_INPUT_BYTES`` to change it; the app passes its upload limit instead.
 - ``MAX_LINES`` lines, ``MAX_COLUMNS`` header columns and ``MAX_FIELD_CHARS`` characters per field.
 
-They are checked before the rows are parsed where that is possible (bytes, lines, columns), so a file
-over a cap costs a counting pass, not its parse. A ``DataError`` message is one line of at most
+Bytes and lines are counted as the stream is read (``load_pairs`` parses as it counts, holding at most the
+cap's text; ``score`` and corpora count on a pass of their own first); columns are checked on the header
+before the parse. A ``DataError`` message is one line of at most
 ``MAX_MESSAGE_CHARS`` characters, and ``clip`` cuts any text from the file it quotes: an error about a
 file of 100,000 columns names a few of them, not all.
 """

@@ -1,14 +1,12 @@
 """Question pairs read in chunks of rows: the one reader behind ``load_pairs`` and ``score``.
 
-``PairReader(source)`` decides everything about a file before its first row: the text is scanned and
-bounded (``core.data.text_source``), the delimiter found, the header parsed by pandas itself and held to
-the column cap, the roles resolved (``is_duplicate`` optional when asked; never two roles in one column),
-and the encoding chosen (UTF-8 when the rows pandas parses decode as UTF-8, else cp1252, else latin-1,
-the whole file one way). Iterating it then yields ``PairChunk``s of at most ``chunk_rows`` records: the
-chunk's rows (every column), its questions cleaned, its labels parsed (``core.data.labels``, by a label
-map when given), and the records pandas skipped as malformed. A caller keeps only
-what it needs of each chunk, so memory follows the chunk, not the file. Every field kept as text is held
-to ``MAX_FIELD_CHARS``. Every failure is a ``DataError``.
+``PairReader(source)`` decides everything about a file before its first row: its bounded byte stream and
+encoding (``core.data.text_source``), the delimiter, the header (parsed by pandas itself, held to the column
+cap), and the roles (``is_duplicate`` optional when asked; never two roles in one column). Iterating it then
+yields ``PairChunk``s of at most ``chunk_rows`` records parsed by pandas' C engine: the chunk's rows (every
+column), its questions cleaned, its labels parsed (``core.data.labels``), and the records pandas skipped as
+malformed. A caller keeps only what it needs of each chunk, so memory follows the chunk, not the file. Every
+field kept as text is held to ``MAX_FIELD_CHARS``. Every failure is a ``DataError``.
 """
 from __future__ import annotations
 
@@ -23,15 +21,17 @@ from core.data.labels import FALSE_LABELS, TRUE_LABELS, normalise_label_map, par
 from core.data.limits import DataError
 from core.data.parsing import (
     ROLES,
-    _header_fields,
+    check_field_counts,
     check_header,
     check_one_role_per_column,
     choose_delimiter,
     column_warnings,
-    parse_chunks,
+    header_fields,
+    parse_errors,
+    read_csv,
     resolve_columns,
 )
-from core.data.text_source import HEADER_SNIFF_BYTES, scan_text
+from core.data.text_source import HEAD_BYTES, open_text
 
 __all__ = ["CHUNK_ROWS", "FALSE_LABELS", "TRUE_LABELS", "PairChunk", "PairReader", "PairsHead", "record_line"]
 CHUNK_ROWS = 100_000  # records parsed at a time: a few tens of MB of frame for Quora-sized rows
@@ -62,6 +62,10 @@ class PairChunk:
     label_values: dict[str, int] | None = None  # the label column's distinct values as text -> rows
 
 
+class _Reencoded(Exception):
+    """The text did not decode as UTF-8 further on; the source now holds the encoding to read it by."""
+
+
 class PairReader:
     """A pairs file checked up to its header (``head``); iterate it for its ``PairChunk``s, as often as
     needed (each pass reads the source again)."""
@@ -69,85 +73,80 @@ class PairReader:
     def __init__(self, source, columns: dict[str, str] | None = None, *, labels_required: bool = True,
                  all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None,
                  label_map: dict | None = None):
-        """``all_text``: every column kept as written (score writes them back); otherwise only the
+        """``all_text``: every column kept as written (score writes them back, and the caps are checked on a
+        pass of their own first, so that no row is scored of a file then refused); otherwise only the
         questions are forced to text and the rest is typed by pandas (faster; only they are kept).
         ``label_map``: value -> 1 or 0 (``core.data.labels.normalise_label_map``); the labels are then
         read by it alone."""
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
         self.label_map = normalise_label_map(label_map)
-        self._facts = facts = scan_text(source, max_bytes)
-        self._chunk_rows = chunk_rows
-        name = facts.name
-        delimiter = choose_delimiter(facts.head, columns)
-        head_text = facts.head.decode("utf-8", errors="replace")
-        sniffed = _header_fields(head_text, delimiter) or []
-        check_header(sniffed, name, at_least=len(facts.head) >= HEADER_SNIFF_BYTES)  # before pandas sees it
-        encoding, header = self._header(delimiter, name)
+        self._text = text = open_text(source, max_bytes)
+        self._chunk_rows, self._all_text = chunk_rows, all_text
+        self._dtype = str if all_text else None  # None: typed by pandas, questions checked per chunk
+        self.reencoded = False  # the encoding changed after the first chunk (see __iter__)
+        name = text.name
+        self._delimiter = delimiter = choose_delimiter(text.head, columns)
+        sniffed = header_fields(text.head, delimiter) or []
+        check_header(sniffed, name, at_least=len(text.head.encode()) >= HEAD_BYTES)  # before pandas sees it
+        header = self._first_rows(1)[0]
         check_header(header, name)
+        check_field_counts(text.head, delimiter, header, name)
         required = ROLES if labels_required else ROLES[:2]
         positions = resolve_columns(header, columns, name, required)
         check_one_role_per_column(header, positions, name,
-                                  lambda position: self._first_values(encoding, delimiter, position))
+                                  lambda position: [row[position] for row in self._first_rows(4)[1:]])
         self._text_questions = {positions["question1"]: str, positions["question2"]: str}
-        self._dtype = str if all_text else None  # None: typed by pandas, questions checked per chunk
-        self._delimiter, self._encoding = delimiter, encoding
-        if encoding == "utf-8" and not facts.utf8 and not self._parses_as_utf8():
-            self._encoding = encoding = "cp1252" if facts.cp1252 else "latin-1"
-        self._all_text = all_text
-        self.head = PairsHead(name, delimiter, facts.utf16 or encoding, header, positions,
-                              column_warnings(header, columns))
+        self.head = PairsHead(name, delimiter, text.encoding, header, positions, column_warnings(header, columns))
+        if all_text:
+            text.check_caps()
 
-    def _header(self, delimiter: str, name: str) -> tuple[str, list[str]]:
-        """(encoding, header names) from pandas' own parse of the first record: UTF-8 unless the
-        header itself does not decode so."""
-        for encoding in ("utf-8", self._fallback()):
+    def _first_rows(self, rows: int) -> list[list[str]]:
+        """The first ``rows`` records (the header first) as text, as pandas parses them."""
+        while True:
             try:
-                frames = [frame for frame, _ in self._parse(encoding, delimiter, name, str, nrows=1)]
-            except UnicodeDecodeError:
+                frames = [frame for frame, _ in self._parse(str, nrows=rows)]
+            except _Reencoded:
                 continue
             if not frames or frames[0].shape[0] == 0:
-                raise DataError(f"{name}: the file is empty")
-            return encoding, ["" if pd.isna(value) else str(value) for value in frames[0].iloc[0].tolist()]
-        raise AssertionError("cp1252 / latin-1 text always decodes")
+                raise DataError(f"{self._text.name}: the file is empty")
+            return frames[0].fillna("").astype(str).values.tolist()
 
-    def _first_values(self, encoding: str, delimiter: str, position: int, rows: int = 3) -> list[str]:
-        """The first ``rows`` values of column ``position``, as text (for a message; none when they do
-        not parse as ``encoding``, which is only the header's so far)."""
-        try:
-            frames = [frame for frame, _ in self._parse(encoding, delimiter, self._facts.name, str, nrows=rows + 1)]
-        except (UnicodeDecodeError, DataError):
-            return []
-        return [] if not frames else frames[0].iloc[1:, position].fillna("").tolist()
-
-    def _fallback(self) -> str:
-        return "cp1252" if self._facts.cp1252 else "latin-1"
-
-    def _parses_as_utf8(self) -> bool:
-        """Whether the rows pandas parses decode as UTF-8 (a malformed line is skipped before its bytes
-        are decoded), asked of a pass that keeps nothing: the file is not valid UTF-8 throughout."""
-        try:
-            for _ in self._parse("utf-8", self._delimiter, self._facts.name, self._dtype):
-                pass
-        except UnicodeDecodeError:
-            return False
-        return True
-
-    def _parse(self, encoding: str, delimiter: str, name: str, dtype, nrows: int | None = None,
+    def _parse(self, dtype, nrows: int | None = None,
                chunk_rows: int | None = None) -> Iterator[tuple[pd.DataFrame, list[int]]]:
-        stream = self._facts.stream(encoding)
+        """pandas' parse of the bounded stream in frames of ``chunk_rows`` records (the header, row 0 of the
+        first), each with the record numbers pandas skipped as malformed while reading it."""
+        text, skipped = self._text, []
+        stream = text.stream()
         try:
-            yield from parse_chunks(stream, delimiter, name, dtype, chunk_rows or self._chunk_rows, nrows)
+            with parse_errors(text.name, self._delimiter, skipped):
+                reader = read_csv(stream, self._delimiter, text.codec, dtype, nrows, chunk_rows or self._chunk_rows)
+            with reader:
+                while True:
+                    with parse_errors(text.name, self._delimiter, skipped):
+                        frame = next(reader, None)
+                    if frame is None:
+                        return
+                    yield frame, skipped
+                    skipped = []
+        except DataError:
+            if stream.error is not None:
+                raise stream.error from None
+            raise
+        except UnicodeDecodeError as error:
+            failed = error.object if isinstance(error.object, bytes) else b""
+            text.not_decoded(error, stream.count - len(failed))
+            if hasattr(self, "head"):
+                self.head.encoding = text.encoding
+            raise _Reencoded from None
         finally:
             stream.close()
 
     def __iter__(self) -> Iterator[PairChunk]:
-        head, dtype = self.head, self._dtype
-        start, skipped_so_far, done = 0, [], 0  # done: chunks yielded
-        try:
-            while True:
-                for number, (frame, skipped) in enumerate(self._parse(self._encoding, head.delimiter, head.name,
-                                                                      dtype)):
+        dtype, start, skipped_so_far, done = self._dtype, 0, [], 0  # done: chunks yielded
+        while True:
+            try:
+                for number, (frame, skipped) in enumerate(self._parse(dtype)):
                     if number < done:  # yielded before the restart below: same records, same chunks
                         continue
                     if dtype is None and not self._questions_parsed_as_text(frame):
@@ -162,12 +161,12 @@ class PairReader:
                 else:
                     return
                 # pandas typed a chunk of questions as numbers ("007" -> 7): only a text parse keeps them
-                # verbatim. Asking for text up front costs 2-4x the parse, and this is rare, so the
-                # common case keeps the fast parse and this one parses again, skipping the chunks already
-                # given (chunks are cut by records, whatever the types).
+                # verbatim. Asking for text up front costs twice the parse, and this is rare, so the common
+                # case keeps the fast parse and this one parses again, skipping the chunks already given
+                # (chunks are cut by records, whatever the types).
                 dtype = self._text_questions
-        except UnicodeDecodeError as error:  # only if the file changed since the encoding was chosen
-            raise DataError(f"{head.name} changed while it was read ({error.reason})") from None
+            except _Reencoded:  # read again in the encoding found, from the chunks not yet given
+                self.reencoded = self.reencoded or done > 0
 
     def _questions_parsed_as_text(self, frame: pd.DataFrame) -> bool:
         # Labels need no such check: parse_labels reads numbers and text alike.
@@ -203,8 +202,7 @@ class PairReader:
         not embedded newlines, so they cannot be compared with a data row's position.
         """
         skipped: list[int] = []
-        for _, found in self._parse(self._encoding, self.head.delimiter, self.head.name, str, nrows=rows + 1,
-                                    chunk_rows=_WHOLE_FILE):
+        for _, found in self._parse(str, nrows=rows + 1, chunk_rows=_WHOLE_FILE):
             skipped.extend(found)
         return np.asarray(sorted(set(skipped)), dtype=np.int64)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from core.data import limits
 from core.data.limits import DataError, over_input_limit
-from core.data.text_source import PARQUET_MAGIC, _UPLOAD_NAME, _check_regular_file
+from core.data.text_source import PARQUET_MAGIC, UPLOAD_NAME, check_regular_file, upload_name
 
 
 
@@ -32,10 +32,10 @@ def parquet_bytes(source, max_bytes: int | None = None) -> tuple[bytes, str] | N
         data = bytes(source)
         if data[:4] != PARQUET_MAGIC:
             return None
-        name = _UPLOAD_NAME
+        name = UPLOAD_NAME
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        size = _check_regular_file(path)  # a pipe or a device would block or never end
+        size = check_regular_file(path)  # a pipe or a device would block or never end
         with open(path, "rb") as file:
             if file.read(4) != PARQUET_MAGIC:
                 return None
@@ -49,8 +49,7 @@ def parquet_bytes(source, max_bytes: int | None = None) -> tuple[bytes, str] | N
         if head != PARQUET_MAGIC:
             return None
         data = source.read(limit + 1)
-        name = getattr(source, "name", None)
-        name = Path(name).name if isinstance(name, str) and name else _UPLOAD_NAME
+        name = upload_name(source)
     else:
         return None
     if len(data) > limit:

@@ -1,11 +1,9 @@
-"""The text-level half of reading pairs: the delimiter, the columns and the pandas parse.
+"""The text-level half of reading pairs: the delimiter, the columns and pandas' C parser.
 
-``core.data.pair_chunks`` drives these steps over ``core.data.text_source``'s bounded UTF-8 text:
 ``choose_delimiter``, ``check_header`` (the column cap), ``resolve_columns`` (``column_warnings`` names a role
 more than one column could fill; ``check_one_role_per_column`` refuses a column given two roles) and
-``parse_chunks`` (pandas' C parser, the records it skips as malformed read from its warnings).
-``parse_any_encoding`` parses text held whole (UTF-8, else cp1252 / latin-1), for question corpora. Every
-failure the user can cause is a ``DataError`` (``MissingColumnsError`` when a role has no column).
+``read_csv`` (the records it skips as malformed read from its warnings). Every failure the user can cause is a
+``DataError`` (``MissingColumnsError`` when a role has no column).
 """
 
 from __future__ import annotations
@@ -16,13 +14,12 @@ import re
 import threading
 import warnings
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 import pandas as pd
 
 from core.data import limits
 from core.data.limits import DataError, clip, over_column_limit
-from core.data.text_source import HEADER_SNIFF_BYTES
 
 ROLES = ("question1", "question2", "is_duplicate")
 
@@ -36,6 +33,7 @@ DELIMITERS = (",", "\t", ";", "|")
 
 _SKIPPED_RECORD = re.compile(r"Skipping line (\d+)")
 _WARNING_CAPTURE_LOCK = threading.Lock()
+_MALFORMED_HEAD_LINES = 30  # malformed lines at a file's head that may be mistakes, not a wrong format
 _DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe"}
 
 
@@ -48,19 +46,18 @@ class MissingColumnsError(DataError):
         self.header = list(header)
 
 
-def choose_delimiter(data: bytes, columns: dict[str, str] | None) -> str:
+def choose_delimiter(head: str, columns: dict[str, str] | None) -> str:
     """The delimiter that splits the header into a known column set; else the most frequent one."""
-    head_text = data[:HEADER_SNIFF_BYTES].decode("utf-8", errors="replace")
-    headers = {delimiter: _header_fields(head_text, delimiter) for delimiter in DELIMITERS}
+    headers = {delimiter: header_fields(head, delimiter) for delimiter in DELIMITERS}
     resolving = [delimiter for delimiter, header in headers.items()
                  if header is not None and not _match_columns(header, columns)[1]]
     if resolving:  # max keeps the first of a tie, in DELIMITERS order
         return max(resolving, key=lambda delimiter: len(headers[delimiter]))
-    first_line = (head_text.lstrip("\r\n").splitlines() or [""])[0]
+    first_line = (head.lstrip("\r\n").splitlines() or [""])[0]
     return max(DELIMITERS, key=first_line.count)
 
 
-def _header_fields(head_text: str, delimiter: str) -> list[str] | None:
+def header_fields(head_text: str, delimiter: str) -> list[str] | None:
     try:
         return next(csv.reader(io.StringIO(head_text.lstrip("\r\n")), delimiter=delimiter), None)
     except csv.Error:  # e.g. a header field beyond csv's size limit: not a header we can use
@@ -143,6 +140,19 @@ def check_header(header: list[str], name: str, at_least: bool = False) -> None:
         raise limits.over_field_limit(name, 1, longest)
 
 
+def check_field_counts(head: str, delimiter: str, header: list[str], name: str) -> None:
+    """A DataError when most whole lines of ``head`` hold more fields than the header: pandas skips such lines
+    one by one, at a cost that grows with the square of their number, and the file is not what it seems."""
+    try:
+        lines = list(csv.reader(io.StringIO(head.lstrip("\r\n")), delimiter=delimiter))[1:-1]
+    except csv.Error:
+        return
+    longer = sum(len(fields) > len(header) for fields in lines)
+    if longer > _MALFORMED_HEAD_LINES and longer * 2 > len(lines):
+        raise DataError(f"{name}: {longer:,} of its first {len(lines):,} lines have more fields than the header's "
+                        f"{len(header):,}; is it {_DELIMITER_NAMES[delimiter]}-separated text?")
+
+
 def resolve_columns(header: list[str], columns: dict[str, str] | None, name: str,
                     required: tuple[str, ...] = ROLES) -> dict[str, int]:
     """Role -> header position of every role found; a DataError when one of ``required`` is missing."""
@@ -159,49 +169,16 @@ def resolve_columns(header: list[str], columns: dict[str, str] | None, name: str
     return positions
 
 
-def parse_any_encoding(data: bytes, delimiter: str, name: str, dtype) -> tuple[pd.DataFrame, list[int], str]:
-    """Text held whole, with the header kept as row 0; the records pandas skipped; the encoding: UTF-8, else
-    re-encoded from cp1252, else from latin-1 (cp1252 leaves five bytes undefined; latin-1 maps every byte)."""
-    for encoding in ("utf-8", "cp1252", "latin-1"):
-        skipped: list[int] = []
-        try:
-            text = data if encoding == "utf-8" else data.decode(encoding).encode("utf-8")
-            with _parse_errors(name, delimiter, skipped):
-                frame = _read_csv(io.BytesIO(text), delimiter, dtype)
-        except UnicodeDecodeError:
-            continue
-        return frame, sorted(set(skipped)), encoding
-    raise AssertionError("latin-1 decodes every byte")
-
-
-def parse_chunks(stream, delimiter: str, name: str, dtype, chunk_rows: int,
-                 nrows: int | None = None) -> Iterator[tuple[pd.DataFrame, list[int]]]:
-    """``_read_csv`` of a binary UTF-8 ``stream`` in frames of ``chunk_rows`` records (the header, row 0
-    of the first), each with the record numbers pandas skipped as malformed while reading it (numbered
-    from the file's start). The warning capture is held per chunk, not across the caller's work."""
-    skipped: list[int] = []
-    with _parse_errors(name, delimiter, skipped):
-        reader = _read_csv(stream, delimiter, dtype, nrows=nrows, chunksize=chunk_rows)
-    with reader:
-        while True:
-            with _parse_errors(name, delimiter, skipped):
-                frame = next(reader, None)
-            if frame is None:
-                return
-            yield frame, skipped
-            skipped = []
-
-
-def _read_csv(handle, delimiter: str, dtype, nrows: int | None = None, chunksize: int | None = None):
+def read_csv(stream, delimiter: str, encoding: str, dtype, nrows: int | None = None, chunksize: int | None = None):
     """pandas' C parser as every reader of pairs uses it. header=None makes the header line fix the expected
-    field count: with header=0 a first data row with extra fields switches pandas to an implicit index."""
-    return pd.read_csv(handle, sep=delimiter, header=None, index_col=False, dtype=dtype, keep_default_na=False,
-                       engine="c", on_bad_lines="warn", compression=None, encoding="utf-8", quotechar='"',
+    field count: with header=0 a row with extra fields loses them silently instead of being skipped."""
+    return pd.read_csv(stream, sep=delimiter, header=None, index_col=False, dtype=dtype, keep_default_na=False,
+                       engine="c", on_bad_lines="warn", compression=None, encoding=encoding, quotechar='"',
                        doublequote=True, skip_blank_lines=True, nrows=nrows, chunksize=chunksize)
 
 
 @contextmanager
-def _parse_errors(name: str, delimiter: str, skipped: list[int]):
+def parse_errors(name: str, delimiter: str, skipped: list[int]):
     """Around a pandas read: the records it skipped go into ``skipped``; what it trips over in user data
     becomes a DataError carrying pandas' own (line-numbered) explanation. UnicodeDecodeError passes:
     it is how a parse finds the text is not UTF-8."""

@@ -1,10 +1,23 @@
 """A corpus of questions in: ``load_questions(source) -> (questions, QuestionsReport)``.
 
-Three shapes, told apart by the first line: a CSV/TSV whose header names a question column
-(``QUESTION_ALIASES``): every non-empty cell, repeats kept (a repeated question is a duplicate to find); a pairs
-file: the distinct questions of both columns (``corpus_questions``); anything else: one question per line. A
-Parquet file is read by its column names the same way. The bytes go through ``core.data.parsing`` as pairs do
-(the same encodings and caps), every failure is a ``DataError``, and empty questions are dropped and counted.
+Three shapes are read, told apart by the first line:
+
+- a CSV/TSV (``, \\t ; |``) whose header names a question column (``QUESTION_ALIASES``: question, text,
+  sentence, title, q): every non-empty cell of that column, in file order, repeats kept (a repeated
+  question is a duplicate to find);
+- a pairs file (a header naming question1 and question2, or their aliases, as ``load_pairs`` reads
+  them): the distinct questions of both columns in first-seen order, as ``corpus_questions``
+  gives them (labels are not needed);
+- anything else: plain text, one question per line (the first line is a question too).
+
+A Parquet file (told by its first bytes, ``core.data.parquet_table``) is read by column names the same way: a
+question column, else a pairs file's two columns, else its only column; ``file_format`` says "parquet".
+
+The text is read as pairs are (``core.data.text_source``: path, bytes or upload; gzip; its encoding; binary and
+empty files refused; the caps of ``core.data.limits`` on bytes, lines, columns and field length), and every
+failure is a ``DataError``. Questions are
+stripped; empty ones (blank lines, empty cells) are dropped and counted in the report, like malformed
+records of a CSV.
 """
 from __future__ import annotations
 
@@ -19,13 +32,7 @@ from core.data import limits
 from core.data.limits import DataError
 from core.data.pair_chunks import record_line
 from core.data.parquet_table import parquet_bytes, parquet_header, parquet_text_columns
-from core.data.parsing import (
-    DELIMITERS,
-    ROLE_ALIASES,
-    _header_fields,
-    check_header,
-    parse_any_encoding,
-)
+from core.data.parsing import DELIMITERS, ROLE_ALIASES, check_header, header_fields, parse_errors, read_csv
 from core.data.reading import (
     EMPTY_QUESTION,
     MALFORMED_LINE,
@@ -33,7 +40,7 @@ from core.data.reading import (
     describe_counts,
     normalise_questions,
 )
-from core.data.text_source import HEADER_SNIFF_BYTES, read_text_bytes
+from core.data.text_source import HEAD_BYTES, open_text
 
 QUESTION_ALIASES = ("question", "text", "sentence", "title", "q")
 COLUMN, PAIRS, LINES = "column", "pairs", "lines"  # the three shapes
@@ -89,6 +96,7 @@ def pair_keys(questions1, questions2) -> list[tuple[str, str]]:
 
 def pair_key(question1: str, question2: str) -> tuple[str, str]:
     """The one definition of "the same unordered pair": both texts under ``normalise_questions``, sorted.
+
     >>> pair_key("Why is the sky  blue?", "How far is the Moon?")
     ('how far is the moon?', 'why is the sky blue?')
     """
@@ -106,18 +114,18 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     if parquet is not None:
         questions, report = _parquet(*parquet, max_bytes)
     else:
-        data, name, utf16 = read_text_bytes(source, max_bytes)
-        shape, delimiter, header = _shape(data)
+        read = open_text(source, max_bytes)
+        text, name = read.text(), read.name
+        shape, delimiter, header = _shape(text)
         if header:
-            check_header(header, name, at_least=len(data) > HEADER_SNIFF_BYTES)
+            check_header(header, name, at_least=len(text.encode()) > HEAD_BYTES)
         if shape == LINES:
-            questions, report = _lines(data, name)
+            questions, report = _lines(text, name)
         elif shape == COLUMN and len(header) == 1:
-            questions, report = _one_column(data, name, header)
+            questions, report = _one_column(text, name, header)
         else:
-            questions, report = _columns(data, name, shape, delimiter, header)
-        if utf16:
-            report.encoding = utf16
+            questions, report = _columns(text, name, shape, delimiter, header)
+        report.encoding = read.encoding
     name = report.source
     longest = max(map(len, questions), default=0)
     if longest > limits.MAX_FIELD_CHARS:
@@ -129,52 +137,43 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     return questions, report
 
 
-def _shape(data: bytes) -> tuple[str, str, list[str]]:
+def _shape(text: str) -> tuple[str, str, list[str]]:
     """(shape, delimiter, header fields) from the first line."""
-    head = data[:HEADER_SNIFF_BYTES].decode("utf-8", errors="replace")
+    head = text[:HEAD_BYTES].removeprefix("\ufeff")
     found = []
     for delimiter in DELIMITERS:
-        header = _header_fields(head, delimiter)
-        shape = _shape_of(header) if header else None
-        if shape:
-            found.append((len(header), shape, -DELIMITERS.index(delimiter), delimiter, header))
+        header = header_fields(head, delimiter)
+        if not header:
+            continue
+        names = [name.strip().lower() for name in header]
+        if any(alias in names for alias in QUESTION_ALIASES):
+            found.append((len(header), COLUMN, -DELIMITERS.index(delimiter), delimiter, header))
+        elif any(a in names for a in ROLE_ALIASES["question1"]) and any(a in names for a in ROLE_ALIASES["question2"]):
+            found.append((len(header), PAIRS, -DELIMITERS.index(delimiter), delimiter, header))
     if not found:
         return LINES, "", []
     _, shape, _, delimiter, header = max(found, key=lambda f: (f[0], f[1] == COLUMN, f[2]))
     return shape, delimiter, header
 
 
-def _shape_of(header: list[str]) -> str | None:
-    """COLUMN when the header names a question column, PAIRS when it names both questions of a pair, else None."""
-    names = [name.strip().lower() for name in header]
-    if any(alias in names for alias in QUESTION_ALIASES):
-        return COLUMN
-    if all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
-        return PAIRS
-    return None
+def _examples(lines: np.ndarray, reason: str) -> list[tuple[int, str]]:
+    return [(int(line), reason) for line in lines[:MAX_EXAMPLES]]
 
 
-def _decode(data: bytes) -> tuple[str, str]:
-    for encoding in ("utf-8", "cp1252"):
-        try:
-            return data.decode(encoding), encoding
-        except UnicodeDecodeError:
-            pass
-    return data.decode("latin-1"), "latin-1"
-
-
-def _lines(data: bytes, name: str) -> tuple[list[str], QuestionsReport]:
-    text, encoding = _decode(data)
+def _lines(text: str, name: str) -> tuple[list[str], QuestionsReport]:
     lines = [line.strip() for line in _LINE_BREAK.split(text)]
     while lines and not lines[-1]:  # a trailing newline (or several) ends the file, it is no question
         lines.pop()
-    grid = np.array(lines, dtype=object).reshape(-1, 1)
-    return _grid_report(grid, name, LINES, [], "", np.zeros(0, np.int64), encoding, first_line=1)
+    empty = np.array([not line for line in lines], dtype=bool)
+    questions = [line for line in lines if line]
+    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
+    report = QuestionsReport(name, LINES, [], "", len(lines), len(questions), dropped,
+                             _examples(np.flatnonzero(empty) + 1, EMPTY_QUESTION))
+    return questions, report
 
 
-def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
+def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
     """A CSV with one column: each record is one question (quoted fields unquoted, commas kept)."""
-    text, encoding = _decode(data)
     separator = next((s for s in _SINGLE_FIELD_SEPARATORS if s not in text), None)
     if separator is None:
         raise DataError(f"{name}: cannot read it as one question per line (it holds every ASCII separator)")
@@ -186,8 +185,12 @@ def _one_column(data: bytes, name: str, header: list[str]) -> tuple[list[str], Q
     cells = frame.iloc[1:, 0].fillna("").astype(str).str.strip()
     while len(cells) and cells.iloc[-1] == "":
         cells = cells.iloc[:-1]
-    grid = cells.to_numpy(dtype=object).reshape(-1, 1)
-    return _grid_report(grid, name, COLUMN, [header[0]], "", np.zeros(0, np.int64), encoding, first_line=2)
+    empty = (cells == "").to_numpy(dtype=bool)
+    questions = cells[~empty].tolist()
+    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
+    report = QuestionsReport(name, COLUMN, [header[0]], "", len(cells), len(questions), dropped,
+                             _examples(np.flatnonzero(empty) + 2, EMPTY_QUESTION))
+    return questions, report
 
 
 def _question_positions(names: list[str], shape: str) -> list[int]:
@@ -199,44 +202,49 @@ def _question_positions(names: list[str], shape: str) -> list[int]:
 
 def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], QuestionsReport]:
     header = parquet_header(data, name)
-    shape, names = _shape_of(header), [column.strip().lower() for column in header]
-    if shape is None and len(header) == 1:  # one column, whatever its name: the questions
+    names = [column.strip().lower() for column in header]
+    if any(alias in names for alias in QUESTION_ALIASES):
+        shape = COLUMN
+    elif all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
+        shape = PAIRS
+    elif len(header) == 1:  # one column, whatever its name: the questions
         shape, names = COLUMN, [QUESTION_ALIASES[0]]
-    elif shape is None:
+    else:
         raise DataError(f"{name}: no question column among {', '.join(header[:10])}; name one question (or "
                         f"{', '.join(QUESTION_ALIASES[1:])}), or question1 and question2")
     positions = _question_positions(names, shape)
     columns = parquet_text_columns(data, name, [header[p] for p in positions], max_bytes)
     grid = np.array([[text.strip() for text in column] for column in columns], dtype=object).T.reshape(-1, len(positions))
-    report = _grid_report(grid, name, shape, [header[p] for p in positions], "", np.zeros(0, np.int64), "utf-8",
-                          first_line=1)
+    report = _grid_report(grid, name, shape, [header[p] for p in positions], "", np.zeros(0, np.int64), first_line=1)
     report[1].file_format = "parquet"
     return report
 
 
-def _columns(data: bytes, name: str, shape: str, delimiter: str,
+def _columns(text: str, name: str, shape: str, delimiter: str,
              header: list[str]) -> tuple[list[str], QuestionsReport]:
     positions = _question_positions([column.strip().lower() for column in header], shape)
-    frame, skipped, encoding = parse_any_encoding(data, delimiter, name, dtype={p: str for p in positions})
+    found: list[int] = []
+    with parse_errors(name, delimiter, found):
+        frame = read_csv(io.StringIO(text.removeprefix("\ufeff")), delimiter, "utf-8", {p: str for p in positions})
     body = frame.iloc[1:]
-    skipped = np.asarray(skipped, dtype=np.int64)
+    skipped = np.asarray(sorted(set(found)), dtype=np.int64)
     cells = [body.iloc[:, p].fillna("").astype(str).str.strip().to_numpy(dtype=object) for p in positions]
     grid = np.stack(cells, axis=1) if cells else np.zeros((0, 1), dtype=object)  # (rows, 1 or 2)
-    return _grid_report(grid, name, shape, [header[p] for p in positions], delimiter, skipped, encoding)
+    return _grid_report(grid, name, shape, [header[p] for p in positions], delimiter, skipped)
 
 
 def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], delimiter: str, skipped: np.ndarray,
-                 encoding: str, first_line: int | None = None) -> tuple[list[str], QuestionsReport]:
+                 first_line: int | None = None) -> tuple[list[str], QuestionsReport]:
     """The questions of ``grid`` ((rows, 1) question cells or (rows, 2) pairs, stripped) and their report;
     ``skipped``: the malformed lines a CSV reader left out. Empty rows are reported by ``first_line`` + row
-    (plain lines, one column, Parquet) or by their CSV line (``record_line``)."""
+    (Parquet) or by their CSV line (``record_line``)."""
     empty = grid == ""  # (rows, columns)
     dropped = {EMPTY_QUESTION: int(empty.sum()), MALFORMED_LINE: int(skipped.size)}
     examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
     examples += [(first_line + int(row) if first_line is not None else record_line(int(row), skipped),
                   EMPTY_QUESTION) for row in np.flatnonzero(empty.any(axis=1))[:MAX_EXAMPLES]]
     warnings = []
-    if grid.shape[1] == 1:
+    if shape == COLUMN:
         questions = grid[~empty[:, 0], 0].tolist()
     else:
         pairs = pd.DataFrame({"question1": grid[:, 0], "question2": grid[:, 1]})
@@ -247,5 +255,5 @@ def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], de
                             "is clustered once")
     dropped = {reason: count for reason, count in dropped.items() if count}
     report = QuestionsReport(name, shape, columns, delimiter, int(grid.shape[0] + skipped.size), len(questions),
-                             dropped, sorted(examples)[:MAX_EXAMPLES], encoding, warnings)
+                             dropped, sorted(examples)[:MAX_EXAMPLES], warnings=warnings)
     return questions, report

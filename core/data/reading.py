@@ -2,8 +2,8 @@
 
 `load_pairs` accepts whatever a user may hand us (CSV/TSV/;/| text, plain or gzip, path, bytes or
 an upload) and returns exactly `question1, question2, is_duplicate` plus a `LoadReport` that counts
-every row it had to drop and why. Unusable input raises `DataError`, and only `DataError`. The
-byte-level steps (source, gzip, delimiter, columns, the pandas parse) live in ``core.data.parsing``;
+every row it had to drop and why. Unusable input raises `DataError`, and only `DataError`. The bytes
+and their encoding are ``core.data.text_source``'s; the delimiter, columns and the pandas parse ``core.data.parsing``'s;
 what a label means (the spellings, a label map) and the refusals of columns that cannot hold their
 roles, in ``core.data.labels``.
 
@@ -108,26 +108,12 @@ def load_pairs(
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be a positive integer, got {max_rows}")
     reader = PairReader(source, columns, max_bytes=max_bytes, label_map=label_map)
+    tally, firsts, seconds, labels, label_readable, skipped = _read(reader, max_rows)
+    if reader.reencoded:  # UTF-8 failed after the first chunk: the whole file again, in the one encoding found
+        tally, firsts, seconds, labels, label_readable, skipped = _read(reader, max_rows)
     head = reader.head
     name = head.name
-    tally = LabelTally(name, head.header, head.positions, reader.label_map)
-    firsts, seconds, label_parts, readable_parts, skipped_parts = [], [], [], [], []
-    kept_so_far = 0
-    for chunk in reader:  # only the three columns of each chunk are kept
-        tally.add(chunk)
-        firsts.append(chunk.question1)
-        seconds.append(chunk.question2)
-        label_parts.append(chunk.labels)
-        readable_parts.append(chunk.label_readable)
-        skipped_parts.append(chunk.skipped)
-        usable = (chunk.question1 != "").to_numpy(dtype=bool) & (chunk.question2 != "").to_numpy(dtype=bool)
-        kept_so_far += int(np.count_nonzero(usable & chunk.label_readable))
-        if max_rows is not None and kept_so_far > max_rows:
-            break  # enough rows: the rest of the file is never parsed
     question1, question2 = _joined(firsts), _joined(seconds)
-    labels = np.concatenate(label_parts)
-    label_readable = np.concatenate(readable_parts)
-    skipped = np.unique(np.concatenate(skipped_parts)).astype(np.int64)
     if len(question1) == 0 and not skipped.size:
         raise DataError(f"{name}: the file has a header but no rows")
     tally.refuse()
@@ -178,6 +164,28 @@ def load_pairs(
         }
     )
     return pairs, report
+
+
+def _read(reader: PairReader, max_rows: int | None):
+    """One pass over ``reader``'s chunks, keeping the questions, the labels and the records skipped, until
+    ``max_rows`` usable rows are had (the rest of the file is never parsed)."""
+    head = reader.head
+    tally = LabelTally(head.name, head.header, head.positions, reader.label_map)
+    firsts, seconds, label_parts, readable_parts, skipped_parts = [], [], [], [], []
+    kept_so_far = 0
+    for chunk in reader:  # only the three columns of each chunk are kept
+        tally.add(chunk)
+        firsts.append(chunk.question1)
+        seconds.append(chunk.question2)
+        label_parts.append(chunk.labels)
+        readable_parts.append(chunk.label_readable)
+        skipped_parts.append(chunk.skipped)
+        usable = (chunk.question1 != "").to_numpy(dtype=bool) & (chunk.question2 != "").to_numpy(dtype=bool)
+        kept_so_far += int(np.count_nonzero(usable & chunk.label_readable))
+        if max_rows is not None and kept_so_far > max_rows:
+            break
+    return (tally, firsts, seconds, np.concatenate(label_parts), np.concatenate(readable_parts),
+            np.unique(np.concatenate(skipped_parts)).astype(np.int64))
 
 
 def _joined(parts: list[pd.Series]) -> pd.Series:
