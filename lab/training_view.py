@@ -257,6 +257,9 @@ def show_outcome(job: TrainingJob) -> None:
                    icon=":material/warning:")
     elif job.status == DONE:
         st.success(f"Finished ({result.outcome.message}): {saved}.{metrics}")
+    if job.choice is not None:  # auto: every candidate it measured, on the same validation pairs
+        st.dataframe(pd.DataFrame(job.choice.rows()), hide_index=True,
+                     column_config={"validation ROC AUC": st.column_config.NumberColumn(format="%.3f")})
     elif job.status == CANCELLED:
         st.warning(cancelled_sentence(job, saved) + metrics + judged)
     elif job.status == FAILED:
@@ -338,7 +341,7 @@ def runs_panel(queue: JobQueue) -> None:
 
 
 def show_earlier_runs(runs_root: str, shown: int = 10) -> None:
-    """The workspace's runs that no queue of this server holds, from their records (``core.training.run_records``):
+    """The workspace's runs that no queue of this server holds, from their records (``core.training.jobs``):
     after a restart, what became of the runs the stopped server was training or had queued."""
     records = earlier_runs(runs_root)[:shown]
     if records:

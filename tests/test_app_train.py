@@ -591,3 +591,25 @@ def test_a_run_started_in_a_workspace_that_kept_nothing_yet_leaves_its_record(tm
     assert not at.exception
     assert [record.status for record in read_records(models, live_here=set(job_queue().jobs))] == ["waiting"]
     job_queue().stop_all()
+
+
+def test_an_auto_run_lists_every_candidate_and_says_which_it_saved(runs_root, open_page, rerun_until, monkeypatch):
+    import core.training.auto_choice as auto_choice
+
+    monkeypatch.setattr(auto_choice, "BUDGET_MINUTES", 1.6)  # the cheap candidates only: no time for a fine-tune
+    at = open_page(TRAIN.path, preset="auto")
+    assert at.selectbox(key="preset").value == "auto"
+    at.button(key="start").click().run()
+    assert not at.exception and not at.error
+    rerun_until(at, lambda at: session_job(at).finished)
+    job = session_job(at)
+    assert job.status == DONE, job.error
+    at.run()
+    [table] = [frame.value for frame in at.dataframe if "candidate" in frame.value.columns]
+    chosen = " (chosen, saved)"
+    assert table["candidate"].str.replace(chosen, "", regex=False).tolist() == [
+        auto_choice.ZERO_SHOT_NAME, auto_choice.STACKED_NAME, auto_choice.FINE_TUNE_NAME]
+    assert table["candidate"].tolist().index(job.choice.chosen.name + chosen) in (0, 1)  # one marked, measured
+    assert table["validation ROC AUC"].tolist()[:2] == [c.roc_auc for c in job.choice.candidates[:2]]
+    assert table["note"].tolist()[2].startswith("not started: ")
+    assert f"saved as **{job.result.folder.name}**" in finished_box(at, job).value

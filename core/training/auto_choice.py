@@ -85,6 +85,18 @@ class AutoOutcome:
     def as_dict(self) -> dict:
         return {"chosen": self.chosen.name, "candidates": [c.as_dict() for c in self.candidates]}
 
+    def rows(self) -> list[dict]:
+        """One row per candidate, as the Train page lists them: its validation figure, verdict with interval, time."""
+        def against(verdict: dict | None) -> str:
+            if not verdict:
+                return ""
+            low, high = verdict["interval"]
+            return f"{verdict['verdict']} ({verdict['difference']:+.3f}, {low:+.3f} to {high:+.3f})"
+
+        return [{"candidate": c.name + (" (chosen, saved)" if c is self.chosen else ""),
+                 "validation ROC AUC": c.roc_auc, "vs zero-shot MiniLM": against(c.verdict),
+                 "seconds": round(c.seconds), "note": c.note} for c in self.candidates]
+
     def run_result(self) -> RunResult:
         """The chosen model as a run's result, for what shows a run (the Train page): its folder and figures, the
         fine-tune's training record when there was one, and its verdict against zero-shot MiniLM."""
