@@ -23,7 +23,6 @@ from core.inference.dedup import encode_corpus
 from core.inference.dedup_graph import NeighbourGraph
 from core.models import load_model
 from lab.session import SAMPLE_PATH
-from tests.conftest import parquet_bytes
 
 pytestmark = [pytest.mark.ray,
               pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")]
@@ -79,7 +78,7 @@ def test_dedup_on_ray_gives_the_local_clusters(ray_cluster, tiny_models, texts, 
     assert (local["engine"], on_ray["engine"], on_ray["workers"]) == ("local", "ray", 2)
     # The same model and corpus: the Ray run finds the local run's index on disk and checks it against its vectors.
     assert (local["index"]["reused"], on_ray["index"]["reused"]) == (False, True)
-    assert on_ray["read_by"] == "ray"  # a text file: Ray Data read it itself, the same questions in the same order
+    assert on_ray["read_by"] == "driver"  # the driver reads the file; Ray gets its questions
     assert 5 <= on_ray["clusters"] == local["clusters"] and on_ray["clustered_questions"] < QUESTIONS / 2
     # -k 5 makes rows whose 5 neighbours are all above the threshold: searched deeper, here, after Ray's search
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "ray.csv"), pd.read_csv(tmp_path / "local.csv"))
@@ -147,37 +146,6 @@ def test_an_encoder_killed_mid_run_is_restarted_and_writes_an_undisturbed_runs_s
         assert sorted(p.name.split(".", 1)[1] for p in got.parent.glob(got.name + ".*")) == ["ids.npy", "vectors.npy"]
         for part in ("ids", "vectors"):
             assert np.array_equal(np.load(shard_file(got, part)), np.load(shard_file(want, part))), (got, part)
-
-
-def test_ray_data_reads_a_text_csv_or_parquet_corpus_as_the_local_reader_does_or_leaves_it_to_the_driver(ray_cluster,
-                                                                                                   tmp_path):
-    from core.cli.dedup import ray_corpus_file
-    from core.inference.ray_engine import corpus_dataset
-
-    files = {  # name -> bytes; what load_questions reads from each is the reference
-        "lines.txt": b"  How do I learn Python?\r\n\r\nWhy is the sky blue?\nHow do I learn Python?\n\n",
-        "column.csv": b'id,question\n1,"Is a comma, inside, kept?"\n2,\n3,"A question\non two lines?"\n4, Why? \n',
-        "one-column.csv": b'question\nWhat is 2+2, really?\n"Quoted, with commas"\n',
-        "separator.txt": "Is this one\u2028question?\nAnother one\n".encode(),  # str.splitlines cuts at \u2028
-        "pairs.csv": b"question1,question2\nHow?,Why?\nWhy?,What?\n",
-        "column.parquet": parquet_bytes(pd.DataFrame({"id": [1, 2, 3, 4, 5], "question": [
-            " Is Parquet read by Ray? ", None, "Are the ids kept?", "", "Is the order kept?"]})),
-    }
-    read = {}
-    for name, data in files.items():
-        path = tmp_path / name
-        path.write_bytes(data)
-        questions, report = load_questions(path)
-        source = ray_corpus_file(str(path), report)
-        if source is None:
-            read[name] = "no file read"
-            continue
-        dataset, read[name] = corpus_dataset(questions, batch_size=2, workers=2, source=source)
-        rows = sorted((int(row["id"]), row["question"]) for row in dataset.take_all())
-        assert rows == list(enumerate(questions)), name  # every question once, its id its place in the file
-        assert dataset.num_blocks() >= 2 or len(questions) <= 2  # cut into blocks for several actors
-    assert read == {"lines.txt": "ray", "column.csv": "ray", "one-column.csv": "ray", "separator.txt": "driver",
-                    "pairs.csv": "no file read", "column.parquet": "ray"}
 
 
 def test_the_app_page_and_the_local_commands_never_import_ray(tiny_models, tmp_path):

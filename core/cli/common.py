@@ -127,24 +127,20 @@ def engine_session(args):
         yield
 
 
-def ray_vectors(args, texts, folder: Path, unit: bool, source=None):
-    """(vectors, queries or None, "ray" or "driver") of ``texts`` encoded on Ray (``engine_session``'s) by
-    ``args.workers`` actors, each loading ``args.model`` the way ``load_backend`` does; the shards live in a
-    temporary folder in ``folder`` (``--out``'s, which a cluster's nodes must see) until gathered. ``source``
-    (``core.inference.ray_engine.CorpusFile``): the file of ``texts`` for Ray Data to read itself; the last
-    value says who read it (``corpus_dataset``). The shards' folder is a ``work_folder`` (removed if left)."""
+def ray_vectors(args, texts, folder: Path, unit: bool):
+    """(vectors, queries or None) of ``texts`` encoded on Ray (``engine_session``'s) by ``args.workers`` actors, each
+    loading ``args.model`` the way ``load_backend`` does; the shards live in a temporary folder in ``folder``
+    (``--out``'s, which a cluster's nodes must see) until gathered. The shards' folder is a ``work_folder``
+    (removed if left)."""
     import functools
 
-    from core.inference.ray_engine import corpus_dataset
     from core.inference.ray_engine import gather_shards, ray_encode
     from core.saving.temp_files import work_folder
 
-    batch_size = 256
-    dataset, read_by = corpus_dataset(texts, batch_size, args.workers, source) if texts else (None, "driver")
     with work_folder(Path(folder) / SHARDS_NAME) as shards:
-        stems = ray_encode(functools.partial(backend_model, args), texts, shards, batch_size=batch_size,
-                           workers=args.workers, unit=unit, dataset=dataset)
-        return (*gather_shards(stems, len(texts)), read_by)
+        stems = ray_encode(functools.partial(backend_model, args), texts, shards, batch_size=256,
+                           workers=args.workers, unit=unit)
+        return gather_shards(stems, len(texts))
 
 
 def remove_stale_shards(folder: Path) -> None:

@@ -143,23 +143,6 @@ def index_cache() -> Path:
     return cache_root() / "dedup"
 
 
-def ray_corpus_file(path: str, report):
-    """The questions file as Ray Data may read it itself (``core.inference.ray_engine.CorpusFile``): plain text,
-    a CSV's question column (UTF-8) or a Parquet file's; None for a pairs file (its distinct questions are a
-    corpus-wide de-duplication) or another encoding, which the driver's reading serves."""
-    from core.data.questions import COLUMN, LINES
-    from core.inference.ray_engine import CorpusFile
-
-    if report.encoding != "utf-8" or report.shape not in (LINES, COLUMN):
-        return None
-    if report.file_format == "parquet":
-        return CorpusFile(str(Path(path).resolve()), report.columns[0], parquet=True)
-    if report.shape == LINES:
-        return CorpusFile(str(Path(path).resolve()))
-    # A one-column file is read whole lines to a field (commas kept): a separator no question holds.
-    return CorpusFile(str(Path(path).resolve()), report.columns[0], report.delimiter or "\x1f")
-
-
 def cmd_dedup(args) -> int:
     resolved_device(args)  # a GPU that is not here is refused before any work, and a model without vectors
     refuse_without_vectors(args.model)
@@ -211,7 +194,7 @@ class _Model:
             raise CliError(str(error)) from None
 
 
-def _graph(args, texts, report, folder: Path):
+def _graph(args, texts, folder: Path):
     """(the ``NeighbourGraph`` of ``texts``, its model's config, what the summary says of its vectors and index,
     seconds per phase): vectors from ``--vectors``, the cache or the encoder (``--engine``'s), the graph's index
     and first search from ``index_cache`` when they are there."""
@@ -238,8 +221,7 @@ def _graph(args, texts, report, folder: Path):
             if saved is not None:
                 (points, queries), read_by = saved.for_clustering(), "cache"
             else:
-                points, queries, read_by = ray_vectors(args, texts, folder, unit=True,
-                                                       source=ray_corpus_file(args.questions, report))
+                (points, queries), read_by = ray_vectors(args, texts, folder, unit=True), "driver"
                 if queries is None and cache is not None:  # a two-tower model's rows are its towers mixed
                     cache.save(key, texts, CorpusVectors(points), corpus)
             facts.update(reused=saved is not None, source="cache" if saved is not None else "encoded")
@@ -297,9 +279,9 @@ def _dedup_into(claim, out: Path, args) -> dict:
 
     started = time.perf_counter()
     reranker, rerank_config = load_reranker(args)
-    texts, report = read_corpus(args.questions)
+    texts, _ = read_corpus(args.questions)
     read = time.perf_counter() - started
-    graph, config, reuse, phases = _graph(args, texts, report, out.parent)
+    graph, config, reuse, phases = _graph(args, texts, out.parent)
     cosine, source = _chosen_threshold(args, config)
     print(f"threshold: {cosine:.4g} ({source})", file=sys.stderr)
     clustering = time.perf_counter()
@@ -348,8 +330,8 @@ def _sweep(args) -> tuple[list[dict], dict]:
     from core.inference.dedup import sweep_rows
 
     started = time.perf_counter()
-    texts, report = read_corpus(args.questions)
-    graph, config, reuse, phases = _graph(args, texts, report, Path.cwd())
+    texts, _ = read_corpus(args.questions)
+    graph, config, reuse, phases = _graph(args, texts, Path.cwd())
     default, source = _chosen_threshold(args, config)
     print(f"default threshold: {default:.4g} ({source})", file=sys.stderr)
     clustering = time.perf_counter()
