@@ -101,7 +101,8 @@ def show_verdict(choice: str, model, question1: str, question2: str, threshold: 
         show_error(f"Could not score the pair: {error}")
         return
     score_column, verdict_column = st.columns([1, 3])
-    score_column.metric("Cosine similarity", f"{score:.3f}")
+    score_column.metric("Duplicate probability" if model.model_type == "cross-encoder" else "Cosine similarity",
+                        f"{score:.3f}")
     from core.inference.metrics import predict
 
     is_duplicate = bool(predict([score], threshold)[0])

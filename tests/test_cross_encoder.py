@@ -272,6 +272,9 @@ def test_verdict_takes_it_and_the_pages_that_need_vectors_say_they_cannot(cross_
     at.button(key="check").click().run()
     assert not at.exception and not at.error
     assert [h.value for h in at.header if "DUPLICATE" in h.value]
+    # its score is a probability, said so, not a cosine
+    assert [m.label for m in at.metric if m.label in ("Cosine similarity", "Duplicate probability")] == [
+        "Duplicate probability"]
     at = open_page(SEARCH.path, **{ACTIVE_MODEL: str(folder), ACTIVE_MODEL_PICKED: True})
     assert not at.exception and not at.error
     assert [info.value for info in at.info if "is a cross-encoder" in info.value]
