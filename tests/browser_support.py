@@ -252,8 +252,10 @@ def open_sidebar_page(page, link: str, heading: str, timeout_ms: int = PAGE_TIME
 
 
 def widget(page, testid: str, label: str):
-    """The Streamlit widget of a kind (``stNumberInput``, ``stSelectbox``...) whose label is exactly ``label``."""
-    return page.locator(f'[data-testid="{testid}"]').filter(
+    """The Streamlit widget of a kind (``stNumberInput``, ``stSelectbox``...) whose label is exactly ``label``; never
+    a stale copy (while a rerun draws, the previous run's element stays on the page, marked ``data-stale``)."""
+    fresh = page.locator('[data-testid="stElementContainer"]:not([data-stale="true"])')
+    return fresh.locator(f'[data-testid="{testid}"]').filter(
         has=page.locator('[data-testid="stWidgetLabel"]').get_by_text(label, exact=True))
 
 
