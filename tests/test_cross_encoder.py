@@ -235,10 +235,10 @@ def test_its_onnx_export_scores_as_it_does_and_its_card_says_what_it_is_and_cost
     assert code == 0 and json.loads(out)["files"] == ["README.md", "model.onnx", "siamese_lab.json", "tokenizer.json"]
     manifest = json.loads((tmp_path / "export" / "siamese_lab.json").read_text())
     assert manifest["model_type"] == "cross-encoder" and manifest["embedding_dim"] is None
-    assert manifest["cost"]["milliseconds_per_pair"] > 0 and manifest["check"]["max_abs_diff_vs_pytorch"] <= 1e-4
+    assert manifest["check"]["max_abs_diff_vs_pytorch"] <= 1e-4
     card = (tmp_path / "export" / "README.md").read_text()
     for words in ("MiniLM cross-encoder", "reads both questions together", "cannot embed, index or search",
-                  f"{manifest['cost']['milliseconds_per_pair']:.3g} ms per pair on the exporting machine",
+                  "every pair costs one forward pass of the whole model", "n(n-1)/2 passes",
                   "`dedup --rerank`", "pipeline_tag: text-classification"):
         assert words in card
     assert "cosine similarity" not in card.split("## Evaluation")[0]

@@ -271,11 +271,8 @@ CROSS_OUTPUT = "duplicate_probability"
 def write_cross_encoder_onnx(model, folder: Path, quantize: str | None) -> dict:
     """A cross-encoder's one graph: a joined pair's ``input_ids``, ``attention_mask`` and ``token_type_ids`` (as
     ``tokenizer.json`` encodes a pair of texts) -> ``duplicate_probability`` (batch,). Checked against PyTorch on the
-    probe texts paired with each other; the milliseconds per pair onnxruntime took on them are recorded, measured
-    here: a cross-encoder costs a forward pass per pair, where a bi-encoder's cost is per question."""
+    probe texts paired with each other."""
     import json
-    import os
-    import time
 
     import torch
 
@@ -297,15 +294,11 @@ def write_cross_encoder_onnx(model, folder: Path, quantize: str | None) -> dict:
 
     feeds = [dict(zip(CROSS_INPUTS, (ids, mask.long(), types))) for ids, mask, types in pairs]
     session = _saved_graph(Graph().eval(), feeds[0], folder / GRAPH_FILES[0], CROSS_OUTPUT, None, quantize)
-    differences, seconds = [], []
+    differences = []
     for (ids, mask, types), feed in zip(pairs[1:], feeds[1:]):
         got = _run(session, {name: tensor.numpy() for name, tensor in feed.items()})
         with torch.no_grad():
             differences.append(float(np.abs(got - torch.sigmoid(model.logits(ids, mask, types)).numpy()).max()))
-    for _ in range(5):  # the whole probe batch; the fastest run is the cost (the others waited on something else)
-        started = time.perf_counter()
-        session.run(None, {name: tensor.numpy() for name, tensor in feeds[1].items()})
-        seconds.append(time.perf_counter() - started)
     difference = max(differences)
     if quantize is None and not difference <= ONNX_TOLERANCE:
         raise ExportError(f"the exported graph differs from the PyTorch model by {difference:.3g} "
@@ -318,8 +311,6 @@ def write_cross_encoder_onnx(model, folder: Path, quantize: str | None) -> dict:
         "quantization": "int8-dynamic" if quantize == "int8" else None,
         "check": {"pairs": len(first), "max_abs_diff_vs_pytorch": difference,
                   "tolerance": None if quantize else ONNX_TOLERANCE},
-        "cost": {"milliseconds_per_pair": round(1000 * min(seconds) / len(first), 3), "pairs": len(first),
-                 "cpus": os.cpu_count()},
     }
 
 

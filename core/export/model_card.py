@@ -104,17 +104,14 @@ print(round(score, 4), "DUPLICATE" if score > THRESHOLD else "NOT DUPLICATE")
 
 
 def _cross_encoder_words(manifest: dict) -> str:
-    """What a cross-encoder is and what it costs, in the card's opening paragraph."""
-    cost = part(manifest, "cost")
-    measured = (f"{cost['milliseconds_per_pair']:.3g} ms per pair on the exporting machine ({_number(cost.get('cpus'))} "
-                f"CPUs, onnxruntime, {_number(cost.get('pairs'))} pairs in one batch)"
-                if finite(cost.get("milliseconds_per_pair")) else "not measured")
+    """What a cross-encoder is and what it costs, in the card's opening paragraph (the cost in passes: a figure in
+    milliseconds would be one machine's)."""
     return ("It reads both questions together, in one pass over `[CLS] question 1 [SEP] question 2 [SEP]`, so their "
             "words attend to each other, and gives the probability that they are duplicates; above the threshold they "
             "are called duplicates. It makes no vector of a question, so it cannot embed, index or search a corpus: "
-            f"every pair costs one forward pass of the whole model, {measured}, where a bi-encoder encodes each "
-            "question once and compares vectors. Scoring every pair of n questions is n(n-1)/2 passes; use it to "
-            "confirm the few candidate pairs a bi-encoder finds (Siamese Lab's `dedup --rerank`).")
+            "every pair costs one forward pass of the whole model over both questions' tokens, where a bi-encoder "
+            "encodes each question once and compares vectors. Scoring every pair of n questions is n(n-1)/2 passes; "
+            "use it to confirm the few candidate pairs a bi-encoder finds (Siamese Lab's `dedup --rerank`).")
 
 
 def _cross_encoder_usage(manifest: dict, folder_name: str) -> str:
