@@ -92,15 +92,17 @@ def test_the_tfidf_baseline_is_fitted_on_the_pairs_it_scores_whatever_the_traini
     from sklearn.metrics import roc_auc_score
 
     monkeypatch.setattr(run_quality, "_zero_shot_scores", lambda *args, **kwargs: None)
-    val = pd.DataFrame({"question1": ["how do I bake bread", "what is a prime number", "where is paris",
-                                      "how old is the moon"],
-                        "question2": ["how can I bake bread", "why is the sky blue", "where is paris located",
-                                      "what is a black hole"],
-                        "is_duplicate": [1, 0, 1, 0]})
+    # a non-duplicate sharing most words and a duplicate sharing one: an AUC strictly between 0 and 1
+    val = pd.DataFrame({"question1": ["how do I bake bread", "how do I learn python", "where is paris",
+                                      "how old is the moon", "how do I cook rice"],
+                        "question2": ["how can I bake bread", "how do I learn java", "where is paris located",
+                                      "what is a black hole", "rice cooking steps"],
+                        "is_duplicate": [1, 0, 1, 0, 1]})
     vectorizer = TfidfVectorizer().fit(list(val["question1"]) + list(val["question2"]))
     first, second = vectorizer.transform(val["question1"]), vectorizer.transform(val["question2"])
     expected = roc_auc_score(val["is_duplicate"], np.asarray(first.multiply(second).sum(axis=1)).ravel())
-    assert validation_baselines(val)["tfidf"] == {"roc_auc": pytest.approx(expected), "pairs": 4}
+    assert 0 < expected < 1
+    assert validation_baselines(val)["tfidf"] == {"roc_auc": pytest.approx(expected), "pairs": 5}
 
 
 def test_zero_shot_baseline_scores_a_seeded_sample_of_a_big_validation_split(monkeypatch):

@@ -334,15 +334,12 @@ def _print_choice(chosen) -> int:
     """One line per candidate on stderr, then the chosen model's figures as the JSON of any run."""
     from core.status import FAILED
 
-    for candidate in chosen.candidates:
-        verdict = candidate.verdict or {}
-        figure = "not measured" if candidate.roc_auc is None else f"validation ROC AUC {candidate.roc_auc:.3f}"
-        relation = {"better": "better than", "worse": "worse than"}.get(verdict.get("verdict"), "no measurable "
-                                                                                            "difference from")
-        against = (f", {relation} zero-shot ({verdict['difference']:+.3f}, 95 % interval "
-                   f"{verdict['interval'][0]:+.3f} to {verdict['interval'][1]:+.3f})" if verdict else "")
-        print(f"candidate: {candidate.name}: {figure}{against}, {candidate.seconds:.0f} s"
-              f"{'; ' + candidate.note if candidate.note else ''}", file=sys.stderr)
+    for candidate, row in zip(chosen.candidates, chosen.rows()):  # as the Train page lists them
+        auc = row["validation ROC AUC"]
+        figure = "not measured" if auc is None else f"validation ROC AUC {auc:.3f}"
+        against = f", {row['vs zero-shot MiniLM']} against zero-shot" if row["vs zero-shot MiniLM"] else ""
+        note = f"; {row['note']}" if row["note"] else ""
+        print(f"candidate: {candidate.name}: {figure}{against}, {row['seconds']} s{note}", file=sys.stderr)
     result = chosen.result
     if result is not None and result.note:
         print(f"note: {result.note}", file=sys.stderr)

@@ -25,6 +25,7 @@ guesses.
 """
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 
@@ -84,7 +85,7 @@ def normalise_label_map(label_map) -> dict[str, int] | None:
 
 # A label map's key may be a rule on a numeric label instead of a value: ">=4" -> 1 maps every score of 4 or more.
 RULE = re.compile(r"^(>=|<=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+))$")
-COMPARE = {">=": np.greater_equal, "<=": np.less_equal, ">": np.greater, "<": np.less}
+COMPARE = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 
 
 def label_value(value, label_map: dict[str, int] | None = None) -> int:

@@ -34,7 +34,8 @@ from core.inference.calibration import calibrate_on, calibration_problem
 from core.inference.evaluation import scorer_scores
 from core.inference.metrics import evaluate_scores, ranking_metrics
 from core.inference.run_quality import zero_shot_model
-from core.inference.uncertainty import BETTER, metric_intervals, paired_verdict
+from core.inference.honest_pairs import verdict_text
+from core.inference.uncertainty import BETTER, PairedComparison, metric_intervals, paired_verdict
 from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
 from core.notices import notice
 from core.saving import OutputClaim, save_model
@@ -87,14 +88,9 @@ class AutoOutcome:
 
     def rows(self) -> list[dict]:
         """One row per candidate, as the Train page lists them: its validation figure, verdict with interval, time."""
-        def against(verdict: dict | None) -> str:
-            if not verdict:
-                return ""
-            low, high = verdict["interval"]
-            return f"{verdict['verdict']} ({verdict['difference']:+.3f}, {low:+.3f} to {high:+.3f})"
-
         return [{"candidate": c.name + (" (chosen, saved)" if c is self.chosen else ""),
-                 "validation ROC AUC": c.roc_auc, "vs zero-shot MiniLM": against(c.verdict),
+                 "validation ROC AUC": c.roc_auc,
+                 "vs zero-shot MiniLM": verdict_text(PairedComparison(**c.verdict)) if c.verdict else "",
                  "seconds": round(c.seconds), "note": c.note} for c in self.candidates]
 
     def run_result(self) -> RunResult:
