@@ -153,16 +153,17 @@ def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: flo
     seed = spec.train.seed
 
     def judged(name: str, scores: np.ndarray, since: float) -> Candidate:
-        auc = float(ranking_metrics(labels, scores)["roc_auc"])
-        if scores is zero_scores:
-            return Candidate(name, auc, time.monotonic() - since)
+        """The candidate's validation ROC AUC and its paired verdict against zero-shot MiniLM's scores."""
         verdict = paired_verdict(labels, scores, zero_scores, groups=groups, seed=seed)
-        return Candidate(name, auc, time.monotonic() - since, None if verdict is None else verdict.as_dict())
+        return Candidate(name, float(ranking_metrics(labels, scores)["roc_auc"]), time.monotonic() - since,
+                         None if verdict is None else verdict.as_dict())
 
     announce(callbacks, f"scoring {len(splits.val):,} validation pairs with {ZERO_SHOT_LABEL}")
     since = time.monotonic()
     zero_scores = scorer_scores(encoder, splits.val)
-    candidates = [judged(ZERO_SHOT_NAME, zero_scores, since)]
+    # the reference: judged against nothing
+    candidates = [Candidate(ZERO_SHOT_NAME, float(ranking_metrics(labels, zero_scores)["roc_auc"]),
+                            time.monotonic() - since)]
     scorers = {ZERO_SHOT_NAME: (encoder, zero_scores)}
 
     announce(callbacks, "fitting a stacked scorer on the training pairs")

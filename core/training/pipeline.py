@@ -211,7 +211,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
     folder, note, metadata = None, "", None
     if not discarded:
-        metadata = _run_metadata(spec, output.target if output is not None else Path(spec.data_name or "run"), splits,
+        metadata = _run_metadata(spec, output.target.name if output is not None else "", splits,
                                  all_pairs, outcome, thresholds, validation, test, implied, baselines, parent)
     if output is not None and discarded and outcome.status == CANCELLED:
         why = "this run was cancelled before its first validation (the keep-unvalidated option keeps such runs)"
@@ -357,12 +357,12 @@ def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:
     return np.random.RandomState(seed).permutation(n)[:limit]
 
 
-def _run_metadata(spec: RunSpec, folder: Path, splits: Splits, pairs: pd.DataFrame, outcome: TrainOutcome,
+def _run_metadata(spec: RunSpec, name: str, splits: Splits, pairs: pd.DataFrame, outcome: TrainOutcome,
                   thresholds: dict, validation: dict, test: dict, implied: int = 0, baselines: dict | None = None,
                   parent: dict | None = None) -> dict:
     """What config.json records of the run beside the model itself (``parent``: the model it started from)."""
     return {
-        "name": folder.name,
+        "name": name,  # the folder's; an unsaved run's (auto's fine-tune) is named when it is saved
         "loss": dataclasses.asdict(spec.loss),
         **split_record(spec, splits, pairs, implied),
         "thresholds": thresholds,
