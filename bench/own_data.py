@@ -11,7 +11,7 @@ names and text labels, so ``--columns`` and ``--label-map`` are exercised), on i
   the training JSON reports, its training seconds, and the lab's own verdict against zero-shot MiniLM on
   the validation pairs (``quality.verdicts.zero_shot``);
 - beside the lab's verdict, the test's: the run's and zero-shot MiniLM's similarities of every test pair
-  (``score``), compared by ``core.inference.uncertainty.paired_verdict`` (seed 0), resampling groups of
+  (``score``), compared by ``core.inference.metrics.paired_verdict`` (seed 0), resampling groups of
   pairs that share a question.
 
 Every figure comes from a subprocess running ``python -m core ...`` as a user would; a figure the CLI does
@@ -228,7 +228,7 @@ def resampling_groups(groups: np.ndarray, dataset) -> tuple[np.ndarray | None, s
 def bench_metrics(scored: Scored, threshold: float, groups) -> dict:
     """``parse_metrics``' form, computed here from the scores at ``threshold`` (the scored pairs only)."""
     from core.inference.metrics import evaluate_scores
-    from core.inference.uncertainty import metric_intervals
+    from core.inference.metrics import metric_intervals
 
     keep = ~np.isnan(scored.scores)
     labels, scores = scored.labels[keep], scored.scores[keep]
@@ -248,11 +248,11 @@ def with_intervals(metrics: dict, scored: Scored | None, groups) -> tuple[dict, 
 
 def test_verdict(run: Scored, zero_shot: Scored, groups) -> dict | None:
     """The run against zero-shot MiniLM on the test pairs both scored: ``paired_verdict``'s dict, or
-    ``{"error": ...}`` while ``core.inference.uncertainty.paired_verdict`` is not there."""
+    ``{"error": ...}`` while ``core.inference.metrics.paired_verdict`` is not there."""
     if len(run.labels) != len(zero_shot.labels) or not np.array_equal(run.labels, zero_shot.labels):
         return {"error": "the two score files do not hold the same pairs in the same order"}
     try:
-        from core.inference.uncertainty import paired_verdict
+        from core.inference.metrics import paired_verdict
     except ImportError as error:
         return {"error": f"paired_verdict unavailable: {error}"}
     keep = ~(np.isnan(run.scores) | np.isnan(zero_shot.scores))

@@ -9,7 +9,7 @@ from conftest import run_cli
 from core.data import load_pairs
 from core.inference.honest_pairs import honest_pairs
 from core.inference.stacked_scorer import fit_stacked
-from core.inference.uncertainty import paired_verdict
+from core.inference.metrics import paired_verdict
 from core.saving import read_config
 from core.training.auto_choice import FINE_TUNE_NAME, STACKED_NAME, ZERO_SHOT_NAME, Candidate, choose
 

@@ -76,7 +76,7 @@ def test_comparison_row_matches_sklearn():
 
 
 def test_every_verdict_against_zero_shot_shows_its_interval():
-    from core.inference.uncertainty import paired_verdict
+    from core.inference.metrics import paired_verdict
 
     labels = np.array([0, 1] * 30)
     rng = np.random.default_rng(0)

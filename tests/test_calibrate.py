@@ -17,7 +17,7 @@ from core.inference.calibration import pair_threshold, precision_threshold
 from core.inference.evaluation import pair_scores
 from core.inference.metrics import best_thresholds, evaluate_scores
 from core.data import resampling_groups
-from core.inference.uncertainty import metric_intervals
+from core.inference.metrics import metric_intervals
 from core.models import load_model
 from core.saving import ModelLoadError, list_runs
 from core.text.pair_table import PairTable

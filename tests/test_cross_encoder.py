@@ -1,6 +1,6 @@
 """The cross-encoder (``train --model cross-encoder``): the joined pair, its score, its loss and spec, a run saved
 and served by the commands that score pairs, refused by those that need vectors, and ``--rerank`` (dedup,
-suggest) confirming a bi-encoder's candidate pairs (``core.inference.rerank``).
+suggest) confirming a bi-encoder's candidate pairs (``core.inference.dedup``).
 
 The model is a tiny random BERT (``write_tiny_bert``, width 24, 2 layers) trained on 80 pairs of the sample."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 from conftest import SAMPLE, one_error_line, run_cli
 
 from core.inference.dedup_graph import NeighbourGraph
-from core.inference.rerank import candidate_scores, confirmed_clusters, rescored
+from core.inference.dedup import candidate_scores, confirmed_clusters, rescored
 from core.models.cross_encoder import CrossEncoder, joined
 from core.training.objectives import LossConfig, Objective
 from core.training.specs import SpecError, spec_from_options

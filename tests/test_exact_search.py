@@ -1,4 +1,4 @@
-"""``core.inference.exact_search``: torch's exact neighbours equal FAISS's exact index and numpy's brute force, and
+"""``core.inference.search``'s device index: torch's exact neighbours equal FAISS's exact index and numpy's brute force, and
 the neighbour graph and the candidate pairs built on them (as on a GPU, here forced onto the CPU) are the FAISS
 path's."""
 import faiss
@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.inference import exact_search
+from core.inference import search as exact_search
 from core.inference.candidates import EmbeddedCorpus
 from core.inference.dedup_graph import NeighbourGraph
-from core.inference.exact_search import DeviceIndex
+from core.inference.search import DeviceIndex
 
 
 def device_search(vectors, k: int, queries=None) -> tuple[np.ndarray, np.ndarray]:

@@ -32,8 +32,8 @@ def test_half_precision_encoding_on_cuda_is_the_cpu_float32():
 def test_exact_search_on_the_gpu_equals_the_cpu(monkeypatch):
     import faiss
 
-    from core.inference import exact_search
-    from core.inference.exact_search import DeviceIndex
+    from core.inference import search as exact_search
+    from core.inference.search import DeviceIndex
 
     rows = np.random.default_rng(0).normal(size=(3000, 64)).astype(np.float32)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)

@@ -185,3 +185,18 @@ def test_auto_with_no_cluster_here_says_so_in_the_labs_words(monkeypatch, addres
     message = str(refused.value)
     assert message == (f"Ray cluster {address}: none runs on this machine; start one with `ray start --head`, "
                        "or give --ray-address host:port")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_a_cluster_that_answers_but_never_lets_ray_join_is_one_error_at_the_time_limit(monkeypatch):
+    """It was a wait as long as ray.init's own retries (minutes): the address check passes, then ray.init hangs."""
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray of this process is running: ray_session would use it and ignore the address")
+    monkeypatch.setattr(ray, "init", lambda **options: time.sleep(60))  # what a join that never completes does
+    monkeypatch.setattr(ray_engine, "INIT_TIMEOUT_S", 0.5)
+    with listener(answer=SETTINGS) as address:
+        with pytest.raises(RayAddressError, match=r"it answered, but Ray did not join it within 0.5 s"):
+            with ray_engine.ray_session(address):
+                pytest.fail("the session started")

@@ -1,10 +1,10 @@
-"""Bootstrap intervals and paired verdicts (core.inference.uncertainty) against scikit-learn and hand counts."""
+"""Bootstrap intervals and paired verdicts (core.inference.metrics) against scikit-learn and hand counts."""
 import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 
 from core.inference.run_quality import judge_run
-from core.inference.uncertainty import (
+from core.inference.metrics import (
     BETTER,
     NO_DIFFERENCE,
     WORSE,

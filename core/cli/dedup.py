@@ -13,7 +13,7 @@ index and its first search (``index_cache``, ``core.inference.dedup_graph.SavedG
 ``index`` say what was reused. ``--vectors`` takes ``embed``'s vector file instead of encoding;
 ``--sweep`` clusters at every threshold of a range from one graph and prints one row per threshold.
 ``--rerank CROSS_ENCODER``: the pairs above the threshold are only candidates, which the cross-encoder confirms at its
-own threshold (``core.inference.rerank``).
+own threshold (``core.inference.dedup``).
 """
 from __future__ import annotations
 
@@ -199,7 +199,7 @@ def _graph(args, texts, folder: Path):
     seconds per phase): vectors from ``--vectors``, the cache or the encoder (``--engine``'s), the graph's index
     and first search from ``index_cache`` when they are there."""
     from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
-    from core.inference.exact_search import DeviceIndex
+    from core.inference.search import DeviceIndex
     from core.inference.search import fingerprint, model_identity
     from core.inference.vector_cache import CorpusVectors, corpus_vectors
 
@@ -238,7 +238,7 @@ def _graph(args, texts, folder: Path):
             from core.inference.ray_engine import ray_graph
 
             graph = ray_graph(points, workers=args.workers, **options)
-        else:  # on a CUDA --device the search is exact there, when the vectors fit (core.inference.exact_search)
+        else:  # on a CUDA --device the search is exact there, when the vectors fit (core.inference.search)
             graph = NeighbourGraph(points, progress=TqdmCounter("neighbours"), device=device, **options)
         del points, queries, options  # the graph holds them (in its index): a corpus's vectors are kept once
     phases["neighbours"] = time.perf_counter() - started - sum(phases.values())
@@ -312,9 +312,9 @@ def _dedup_into(claim, out: Path, args) -> dict:
 
 def _reranked(args, graph, texts, cosine: float, reranker, config: dict):
     """(clusters, what the summary says of them) of ``--rerank``: the pairs above the bi-encoder's ``cosine`` are
-    the candidates, the cross-encoder's clustering threshold decides (``core.inference.rerank``)."""
+    the candidates, the cross-encoder's clustering threshold decides (``core.inference.dedup``)."""
     from core.inference.calibration import clustering_threshold
-    from core.inference.rerank import candidate_scores, confirmed_clusters
+    from core.inference.dedup import candidate_scores, confirmed_clusters
 
     decide = clustering_threshold(config)
     print(f"rerank threshold: {decide.threshold:.4g} ({decide.source})", file=sys.stderr)

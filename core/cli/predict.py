@@ -59,9 +59,9 @@ def _threshold(args, config: dict, calibrated) -> tuple[float | None, str]:
 
 def _intervals(pairs, scores, cosine: float) -> dict:
     """95 % bootstrap intervals of ROC AUC, accuracy and F1 over the evaluated pairs, pairs that share a question
-    resampled together (``core.inference.uncertainty.metric_intervals``, seed 0), as [low, high] lists."""
+    resampled together (``core.inference.metrics.metric_intervals``, seed 0), as [low, high] lists."""
     from core.data import resampling_groups
-    from core.inference.uncertainty import metric_intervals
+    from core.inference.metrics import metric_intervals
 
     labels, groups = pairs["is_duplicate"].to_numpy(), resampling_groups(pairs)
     return {name: list(bounds) for name, bounds in metric_intervals(labels, scores, cosine, groups=groups).items()}

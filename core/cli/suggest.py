@@ -8,7 +8,7 @@ nearest neighbours under the model, pairs already in LABELS (the Label page's da
 ``core.saving.label_store`` file, or a pairs CSV such as the one it downloads; it need not exist yet) are
 left out, and ``core.inference.candidates.choose_pairs`` picks N. The CSV has the columns
 question1, question2, similarity, reason, and is formula safe. ``--rerank CROSS_ENCODER``: the candidates' similarity
-is the cross-encoder's score of the pair (``core.inference.rerank``), and its pair threshold the default.
+is the cross-encoder's score of the pair (``core.inference.dedup``), and its pair threshold the default.
 """
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def _suggest_into(claim, out: Path, args) -> dict:
                                                                                   labels["question2"]))
         candidates = unlabelled_candidates(corpus, in_csv, store, args.neighbours)
         if reranker is not None:
-            from core.inference.rerank import rescored
+            from core.inference.dedup import rescored
 
             candidates = rescored(candidates, reranker)
         labelled_count = 0 if labels is None else len(labels)

@@ -28,9 +28,8 @@ def _checked(pairs: pd.DataFrame, scores) -> np.ndarray:
 
 
 def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit: int | None = None) -> pd.DataFrame:
-    """The pairs of one error kind at ``threshold``, worst first (ties in the pairs' order), at most ``limit``:
-    ``FALSE_POSITIVE`` non-duplicates above it, ``FALSE_NEGATIVE`` duplicates at or below it. Columns: question1,
-    question2, score, label, then any other column of ``pairs``; the index is the pair's row in ``pairs``."""
+    """The pairs of one error kind at ``threshold`` (non-duplicates above it, or duplicates at or below), worst first,
+    at most ``limit``: question1, question2, score, label, then ``pairs``' other columns, indexed by row."""
     if kind not in ERROR_KINDS:
         raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
     scores = _checked(pairs, scores)
@@ -52,8 +51,7 @@ def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit:
 
 
 def all_errors(pairs: pd.DataFrame, scores, threshold: float) -> pd.DataFrame:
-    """Every error at ``threshold``: the false positives then the false negatives, each worst first,
-    with an ``error`` column naming the kind and a ``pair`` column holding the row in ``pairs``."""
+    """Every error at ``threshold``, false positives first, with ``error`` (its kind) and ``pair`` (its row)."""
     parts = []
     for kind in ERROR_KINDS:
         table = error_table(pairs, scores, threshold, kind)
@@ -86,8 +84,7 @@ def length_buckets(lengths, edges=LENGTH_EDGES) -> list[str]:
 
 
 def scores_by_length(pairs: pd.DataFrame, scores, edges=LENGTH_EDGES) -> pd.DataFrame:
-    """Score distribution per length bucket of the longer question and per label: one row per (bucket, label)
-    holding pairs, in order, with pairs, min, q1, median, q3, max, mean (numpy's linear quartiles)."""
+    """Score distribution (pairs, min, q1, median, q3, max, mean) per length bucket of the longer question and label."""
     scores = _checked(pairs, scores)
     frame = pd.DataFrame({
         "bucket": pd.Categorical(length_buckets(longer_question_words(pairs), edges),
@@ -104,16 +101,13 @@ def scores_by_length(pairs: pd.DataFrame, scores, edges=LENGTH_EDGES) -> pd.Data
 
 
 def training_pairs(config: dict, pairs: pd.DataFrame) -> pd.DataFrame | None:
-    """The pairs a saved model trained on, when ``pairs`` is its training dataset and its validation split came
-    from it (``core.inference.evaluation.held_out_pairs``' validation pairs): the run's split made again, its train
-    part. None otherwise (zero-shot MiniLM, or a model trained on other data)."""
+    """The pairs a saved model trained on when ``pairs`` is its training dataset (its split made again), else None."""
     split = run_split(config, pairs)
     return split.train if split is not None and len(split.val) else None
 
 
 def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
-    """For each pair of ``pairs``: how many of its two questions occur (normalised) anywhere in
-    ``train``: "both", "one" or "neither"."""
+    """For each pair: how many of its two questions occur (normalised) in ``train``: "both", "one" or "neither"."""
     seen = set(normalise_questions(train["question1"])) | set(normalise_questions(train["question2"]))
     first = np.array([text in seen for text in normalise_questions(pairs["question1"])], dtype=bool)
     second = np.array([text in seen for text in normalise_questions(pairs["question2"])], dtype=bool)
@@ -123,9 +117,7 @@ def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
 
 
 def accuracy_by_group(labels, scores, threshold: float, groups, order=None) -> pd.DataFrame:
-    """Pairs, errors and accuracy at ``threshold`` per group (e.g. ``seen_in_training`` or
-    ``length_buckets``): columns group, pairs, errors, accuracy. Groups in ``order`` (those holding
-    pairs), else in order of first appearance."""
+    """Pairs, errors and accuracy at ``threshold`` per group, in ``order`` (else first appearance)."""
     labels = np.asarray(labels).astype(int).ravel()
     wrong = predict(np.asarray(scores, dtype=np.float64).ravel(), threshold) != labels
     groups = pd.Series(np.asarray(groups, dtype=object))

@@ -1,9 +1,7 @@
-"""Where a threshold comes from: one rule for every page and command that needs one.
-
-Two operating points: the **pair threshold** (``pair_threshold``) is the best-accuracy one; the **clustering
-threshold** (``clustering_threshold``) wants precision, since one false "duplicate" edge can merge two unrelated
-groups: the lowest threshold above which at least ``CLUSTER_PRECISION`` of the pairs are duplicates. Each comes
-as a ``Calibrated``: the value and a sentence saying where it came from, printed beside it.
+"""Where a threshold comes from: one rule for every page and command. The **pair threshold** is the best-accuracy
+one; the **clustering threshold** wants precision, since one false edge can merge two unrelated groups: the lowest
+threshold above which at least ``CLUSTER_PRECISION`` of the pairs are duplicates. Each comes as a ``Calibrated``:
+the value and a sentence saying where it came from.
 """
 from __future__ import annotations
 
@@ -33,14 +31,8 @@ def can_calibrate(labels) -> bool:
 
 
 def pair_threshold(config: dict, labels=None, scores=None) -> Calibrated:
-    """The threshold of a pair verdict for a model with this ``config``: its own calibrated threshold; else
-    calibrated on ``labels``/``scores`` (the user's labelled pairs under this model) when ``can_calibrate(labels)``;
-    else ``ZERO_SHOT_THRESHOLD`` for MiniLM and 0.5 for any other model.
-
-    Example:
-        >>> pair_threshold({"model_type": "minilm", "zero_shot": True}).threshold
-        0.8
-    """
+    """The pair threshold of a model with this ``config``: its own calibrated one; else calibrated on the user's
+    ``labels``/``scores`` when ``can_calibrate(labels)``; else ``ZERO_SHOT_THRESHOLD`` for MiniLM, 0.5 otherwise."""
     from core.models.minilm import ZERO_SHOT_THRESHOLD
 
     config = config if isinstance(config, dict) else {}
@@ -91,9 +83,8 @@ ZERO_SHOT_CLUSTER_THRESHOLD = 0.954
 
 
 def clustering_threshold(config: dict, labels=None, scores=None) -> Calibrated:
-    """The default threshold of a deduplication with a model of this ``config``, in order: its own recorded
-    clustering threshold (``thresholds.clusters``); ``precision_threshold`` on the user's labelled pairs when
-    ``can_calibrate(labels)``; MiniLM's ``ZERO_SHOT_CLUSTER_THRESHOLD``; last its pair threshold, said to be one."""
+    """The default dedup threshold of a model with this ``config``: its recorded ``thresholds.clusters``; else
+    ``precision_threshold`` on the user's labelled pairs; else MiniLM's default; last its pair threshold, said so."""
     config = config if isinstance(config, dict) else {}
     zero_shot = bool(config.get("zero_shot"))
     saved = None if zero_shot else finite_number((config.get("thresholds") or {}).get("clusters"))
@@ -149,9 +140,8 @@ def calibration_problem(labels, data: str) -> str:
 
 
 def calibrate_on(labels, scores, data: str) -> FileCalibration:
-    """The thresholds of best accuracy and F1 (``best_thresholds``) and for clusters (``precision_threshold``) of
-    ``scores`` on the labelled pairs of the file named ``data``. ValueError when the labels cannot calibrate
-    (``can_calibrate``); a notice when the threshold found means nothing (``meaningless_threshold``)."""
+    """The thresholds of best accuracy and F1 and for clusters of ``scores`` on the labelled pairs of the file named
+    ``data``; ValueError when the labels cannot calibrate, a notice when the threshold means nothing."""
     from core.inference.metrics import evaluate_scores
 
     y = np.asarray(labels).astype(int).ravel()
@@ -171,8 +161,8 @@ def calibrate_on(labels, scores, data: str) -> FileCalibration:
 
 
 def meaningless_threshold(measured: dict, data: str) -> str:
-    """Why a threshold calibrated with ``measured`` (``evaluate_scores`` at it) would mean nothing, or "": a scorer
-    that ranks the pairs worse than chance, or a threshold above every duplicate (it calls nothing a duplicate)."""
+    """Why a threshold calibrated with ``measured`` (``evaluate_scores`` at it) means nothing, or "": a scorer
+    ranking the pairs worse than chance, or a threshold above every duplicate."""
     if measured["roc_auc"] < 0.5:
         return (f"{data}: the model ranks these pairs worse than chance (ROC AUC {measured['roc_auc']:.3f}), so its "
                 f"threshold {measured['threshold']:.4f} tells nothing apart; train or pick another model")
@@ -184,8 +174,7 @@ def meaningless_threshold(measured: dict, data: str) -> str:
 
 def calibrate_scorer(model, pairs, data: str, progress=None):
     """(scorer, ``FileCalibration``) of ``model`` on the labelled ``pairs`` of the file named ``data``; the TF-IDF
-    baseline is first fitted on these pairs' questions, and that fitted scorer, which the thresholds are for,
-    comes back. ``progress(pairs_done, pairs)`` while encoding."""
+    baseline is first fitted on their questions, and that fitted scorer comes back."""
     from core.inference.evaluation import scorer_scores
     from core.inference.tfidf_scorer import TfidfScorer
 

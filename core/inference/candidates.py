@@ -1,15 +1,7 @@
-"""Which pairs of a corpus to label next: candidate pairs from each question's nearest neighbours, and the
-few of them a person should answer.
-
-``embed_corpus(model, questions)`` encodes a corpus once (``EmbeddedCorpus``; kept in a vector cache when
-given); ``candidate_pairs(corpus, k, labelled)`` pairs each question with its ``k`` nearest neighbours under the
-model, searched by FAISS (``core.inference.search.filled_index``: exact up to ``EXACT_LIMIT`` questions, HNSW above);
-``choose_pairs(candidates, n, threshold)`` picks the ``n`` to ask.
-The neighbours are searched once per corpus and kept, so a later round (new labels, same model) only
-filters and chooses.
-
-What "the same" means: two texts equal under ``core.data.normalise_questions`` are one question (the
-first spelling is kept), and two pairs with the same ``core.data.pair_key`` are one pair.
+"""Which pairs of a corpus to label next: each question paired with its nearest neighbours (``candidate_pairs``,
+searched once per corpus by ``embed_corpus``'s ``EmbeddedCorpus`` and kept, so a later round only filters), and the
+few a person should answer (``choose_pairs``). Two texts equal under ``core.data.normalise_questions`` are one
+question (the first spelling kept), two pairs with the same ``core.data.pair_key`` one pair.
 """
 from __future__ import annotations
 
@@ -36,12 +28,8 @@ Progress = Callable[[int, int], None]
 
 
 class EmbeddedCorpus:
-    """The distinct questions of a corpus and their vectors under one model.
-
-    ``vectors[i] @ queries[j]`` is the model's similarity of questions i and j: for a Siamese model the
-    cosine (``queries`` is ``vectors``); for a model with two towers the mean of both pair orders
-    (``core.inference.dedup.encode_corpus``).
-    """
+    """The distinct questions of a corpus and their vectors under one model: ``vectors[i] @ queries[j]`` is the
+    model's similarity of questions i and j (``core.inference.dedup.encode_corpus``)."""
 
     def __init__(self, questions: Sequence[str], vectors: np.ndarray, queries: np.ndarray | None = None,
                  reused: bool = False, device=None):
@@ -60,10 +48,10 @@ class EmbeddedCorpus:
         return len(self.questions)
 
     def neighbours(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, scores), each (N, min(k, N - 1)): every question's nearest other questions, best first
-        (ties: lower row first, on the exact index). Searched once for the largest ``k`` asked, then sliced; on a
-        CUDA ``device`` the vectors fit on, exactly there (``core.inference.exact_search``), else with FAISS."""
-        from core.inference.exact_search import device_index
+        """(ids, scores), each (N, min(k, N - 1)): every question's nearest other questions, best first (-1 where
+        HNSW found fewer). Searched once for the largest ``k`` asked; on a CUDA ``device`` the vectors fit on,
+        exactly there, else with FAISS."""
+        from core.inference.search import device_index
 
         k = max(0, min(int(k), len(self) - 1))
         if self._neighbours is None or self._neighbours[0].shape[1] < k:
@@ -92,8 +80,7 @@ class EmbeddedCorpus:
         return ids[:, :k], scores[:, :k]
 
     def similarity(self, questions1: Sequence[str], questions2: Sequence[str]) -> np.ndarray:
-        """(P,) float64: the model's similarity of each pair whose two questions are in the corpus, NaN
-        where one is not (the labelled pairs' scores, without encoding anything)."""
+        """(P,) float64: the model's similarity of each pair whose two questions are in the corpus, else NaN."""
         rows1 = [self._row.get(key, -1) for key in normalise_questions(questions1)]
         rows2 = [self._row.get(key, -1) for key in normalise_questions(questions2)]
         out = np.full(len(rows1), np.nan)
@@ -115,10 +102,9 @@ def distinct_questions(questions: Sequence[str]) -> list[str]:
 
 def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None,
                  batch_size: int = 256, cache=None, model_key: str | None = None, device=None) -> EmbeddedCorpus:
-    """Encode the ``distinct_questions`` of ``questions`` with ``model`` once, for any number of rounds; with a
-    ``core.inference.vector_cache.VectorCache``, its vectors for ``model_key`` (default: the model's identity)
-    when it holds them, else encoded and kept there. ``reused`` on the result says which; ``device`` is where its
-    neighbours are searched (``EmbeddedCorpus.neighbours``)."""
+    """The ``distinct_questions`` of ``questions`` encoded once for any number of rounds (through ``cache``, a
+    ``VectorCache``, when given: ``core.inference.vector_cache.corpus_vectors``); ``device`` is where its
+    neighbours are searched."""
     from core.inference.vector_cache import corpus_vectors
 
     texts = distinct_questions(questions)
@@ -131,8 +117,7 @@ def embed_corpus(model, questions: Sequence[str], progress: Progress | None = No
 def candidate_pairs(corpus: EmbeddedCorpus, k: int = DEFAULT_K,
                     labelled: set[tuple[str, str]] | None = None) -> pd.DataFrame:
     """Each question paired with its ``k`` nearest neighbours (question1, question2, similarity), each unordered pair
-    once (question1 the earlier in the corpus), none whose ``pair_key`` is in ``labelled``; by similarity,
-    highest first (ties: corpus order)."""
+    once (question1 the earlier), none in ``labelled``; highest similarity first (ties: corpus order)."""
     ids, scores = corpus.neighbours(k)  # (N, k) each; -1 where the approximate index found fewer
     n, width = ids.shape
     found = ids.ravel() >= 0
@@ -155,14 +140,9 @@ def candidate_pairs(corpus: EmbeddedCorpus, k: int = DEFAULT_K,
 
 def choose_pairs(candidates: pd.DataFrame, n: int, threshold: float, strategy: str = "uncertainty",
                  random_share: float = RANDOM_SHARE, seed: int = 0) -> pd.DataFrame:
-    """At most ``n`` rows of ``candidates`` to label, no question twice (by ``normalise_questions``), with
-    a ``reason`` column added.
-
-    ``uncertainty``: ``n - round(n * random_share)`` pairs with the similarity closest to ``threshold``
-    (ties: the earlier row), each taken unless one of its questions is already chosen ("uncertain"),
-    then ``round(n * random_share)`` drawn at random with ``seed`` from the other rows under the same rule
-    ("random"). ``random``: all ``n`` drawn so. Fewer than ``n`` when the candidates run out of pairs of
-    new questions. Pure: the same input gives the same rows.
+    """At most ``n`` rows of ``candidates`` to label, no question twice, with a ``reason`` column. ``uncertainty``:
+    ``n - round(n * random_share)`` pairs with the similarity closest to ``threshold`` (ties: the earlier row),
+    "uncertain", then the rest drawn at random with ``seed`` from the other rows, "random"; ``random``: all drawn so.
 
     >>> candidates = pd.DataFrame({"question1": ["a", "a", "c", "e"], "question2": ["b", "c", "d", "f"],
     ...                            "similarity": [0.95, 0.81, 0.78, 0.2]})

@@ -1,24 +1,25 @@
-"""Near-duplicate questions of a corpus, texts in and table out: ``encode_corpus`` turns the texts into the
-vectors to cluster, ``core.inference.dedup_graph.NeighbourGraph`` clusters them (community detection on a
-FAISS k-NN graph, the rule is described there), ``clusters_frame`` lays the clusters out one row per
-question and ``write_csv_chunks`` writes that table as formula-safe CSV in chunks; ``outsized_cluster_note``
-warns of a cluster too large to be one question's copies. The default threshold is
-``core.inference.calibration.clustering_threshold``.
+"""Near-duplicate questions of a corpus, texts in and table out: ``encode_corpus`` turns the texts into the vectors
+to cluster, ``core.inference.dedup_graph.NeighbourGraph`` clusters them, ``clusters_frame`` lays the clusters out one
+row per question and ``write_csv_chunks`` writes it as formula-safe CSV in chunks.
 
-A model with two independent towers (a dual encoder that does not share them) scores a pair as
-cos(tower0(q1), tower1(q2)), which is not symmetric; clustering uses the symmetric
-½·(s(a, b) + s(b, a)), computed as one inner product: queries [t0, t1]/√2 searched against [t1, t0]/√2.
-Siamese models (one tower) use their unit vectors directly.
+A model with two independent towers scores a pair as cos(tower0(q1), tower1(q2)), which is not symmetric;
+clustering uses the symmetric ½·(s(a, b) + s(b, a)), one inner product: queries [t0, t1]/√2 searched against
+[t1, t0]/√2. Siamese models (one tower) use their unit vectors directly.
+
+Reranking (``dedup --rerank``, ``suggest --rerank``): a cross-encoder reads both questions together and ranks pairs
+better than a bi-encoder's cosine, but it has no vectors, so the bi-encoder's graph proposes the candidate pairs and
+the cross-encoder scores each once, its own threshold deciding. Reference: the retrieve-and-rerank pattern of
+Sentence-BERT's documentation; Thakur et al. (2021), "Augmented SBERT".
 """
 from __future__ import annotations
 
 import math
-from typing import BinaryIO, Sequence
+from typing import BinaryIO, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress
+from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress, checked_threshold
 from core.saving.safe_csv import safe_csv_text
 
 CSV_CHUNK = 50_000  # rows per written CSV chunk
@@ -28,9 +29,7 @@ PROBE_TEXTS = 8  # texts encoded through both towers to tell a Siamese model fro
 
 def encode_corpus(model, texts: Sequence[str], progress: Progress | None = None,
                   batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
-    """(vectors, queries) to cluster ``texts`` with: a Siamese model's unit vectors and None; for a model
-    whose two towers differ, [t1, t0]/√2 and [t0, t1]/√2, whose inner product is the mean of the model's
-    scores of the pair in both orders. Encoded in chunks (``core.inference.search``), with ``progress(done, total)``."""
+    """(vectors, queries) to cluster ``texts`` with (``clustering_rows`` of ``encode_towers``)."""
     return clustering_rows(*encode_towers(model, texts, progress=progress, batch_size=batch_size))
 
 
@@ -46,8 +45,8 @@ def towers_differ(model, texts: Sequence[str], batch_size: int = 256) -> bool:
 
 def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
                   batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
-    """(tower 1's unit rows, tower 0's or None) of ``texts``: None for a Siamese model, whose towers agree,
-    so it is encoded once. ``progress(done, total)`` counts every text encoded, both towers together."""
+    """(tower 1's unit rows, tower 0's or None when the towers agree) of ``texts``; ``progress(done, total)``
+    counts every text encoded, both towers together."""
     from core.inference.search import encode_unit_rows
 
     texts = list(texts)
@@ -64,8 +63,7 @@ def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
 
 
 def clustering_rows(second: np.ndarray, first: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """(vectors, queries) of ``encode_corpus`` from ``encode_towers``' rows: ``second`` and None for a
-    Siamese model, else [t1, t0]/√2 and [t0, t1]/√2."""
+    """(vectors, queries): ``second`` and None for a Siamese model, else [t1, t0]/√2 and [t0, t1]/√2."""
     if first is None:
         return second, None
     half = np.float32(1 / math.sqrt(2))
@@ -73,12 +71,10 @@ def clustering_rows(second: np.ndarray, first: np.ndarray | None) -> tuple[np.nd
 
 
 def clusters_frame(clusters: Sequence[Cluster], texts: Sequence[str]) -> pd.DataFrame:
-    """One row per clustered question (``COLUMNS``): clusters largest first, numbered from 1 in that
-    order, each with its representative first."""
+    """One row per clustered question (``COLUMNS``), clusters largest first from 1, representative first."""
     if not clusters:
-        frame = pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in zip(
+        return pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in zip(
             COLUMNS, ("int64", "int64", "object", "object", "float64"))})
-        return frame
     texts = list(texts)
     sizes = np.array([c.size for c in clusters], dtype=np.int64)
     members = np.concatenate([c.members for c in clusters])
@@ -97,8 +93,7 @@ MAX_SWEEP = 201  # thresholds one sweep may ask for: -1 to 1 by 0.01
 
 
 def threshold_range(start: float, stop: float, step: float) -> list[float]:
-    """The cosines ``start``, ``start + step``, ... up to ``stop`` (included, within rounding), each rounded to
-    6 decimals so that 0.1 + 0.2 is 0.3; ValueError for a range that is not one."""
+    """The cosines ``start``, ``start + step``, ... up to ``stop`` (included), rounded to 6 decimals."""
     if not all(math.isfinite(v) for v in (start, stop, step)) or not -1 <= start <= stop <= 1 or step <= 0:
         raise ValueError(f"a range of cosines needs -1 <= START <= STOP <= 1 and STEP > 0, got {start}:{stop}:{step}")
     count = math.floor((stop - start) / step + 1e-9) + 1
@@ -109,9 +104,8 @@ def threshold_range(start: float, stop: float, step: float) -> list[float]:
 
 def sweep_rows(graph: NeighbourGraph, thresholds: Sequence[float], min_size: int = 2,
                max_results: int | None = None) -> list[dict]:
-    """Per threshold, what ``graph.cluster`` gives: the clusters, the largest one's size and the questions in
-    one. A threshold whose deeper searches would return more than ``max_results`` (``deeper_search``) is
-    not clustered: its row says so (``too_low``: the questions whose first neighbours are all above it)."""
+    """Per threshold, the clusters, the largest one's size and the questions in one; a threshold whose deeper
+    searches would return more than ``max_results`` is not clustered (``too_low``: the questions full at k)."""
     rows = []
     for threshold in thresholds:
         full, results = graph.deeper_search(threshold)
@@ -126,19 +120,16 @@ def sweep_rows(graph: NeighbourGraph, thresholds: Sequence[float], min_size: int
     return rows
 
 
-# A cluster is outsized when it holds more than this share of the corpus and at least this many questions.
-# Real near-duplicate groups are small: in ../shared's 323,000 Quora pairs the largest group of questions linked
-# by duplicate labels is 107 of 448,909 questions (0.02%), so one question with a tenth of the corpus above it says
-# the threshold is below where the model separates topics (the issue's 550 unrelated sentences), not that
-# a tenth of the corpus asks one thing. The floor keeps a small corpus quiet: 5 copies of one question
-# among 30 (17%) is not a finding.
+# A cluster is outsized when it holds more than this share of the corpus and at least this many questions: real
+# near-duplicate groups are small (in Quora's 323,000 pairs the largest group linked by duplicate labels is 107 of
+# 448,909 questions), so a tenth of the corpus in one cluster says the threshold is below where the model separates
+# topics. The floor keeps a small corpus quiet.
 OUTSIZED_SHARE = 0.10
 OUTSIZED_MIN_SIZE = 20
 
 
 def outsized_cluster_note(largest: int, questions: int, threshold: float) -> str | None:
-    """What to tell a user whose largest cluster holds ``largest`` of ``questions`` (None when it is not
-    outsized: more than ``OUTSIZED_SHARE`` of them and at least ``OUTSIZED_MIN_SIZE``)."""
+    """What to tell a user whose largest cluster holds ``largest`` of ``questions`` (None when not outsized)."""
     if largest < OUTSIZED_MIN_SIZE or largest <= OUTSIZED_SHARE * questions:
         return None
     return (f"{largest:,} of the {questions:,} questions ({largest / questions:.0%}) are in one cluster at the "
@@ -147,7 +138,67 @@ def outsized_cluster_note(largest: int, questions: int, threshold: float) -> str
 
 
 def write_csv_chunks(handle: BinaryIO, frame: pd.DataFrame, chunk_rows: int = CSV_CHUNK) -> None:
-    """``frame`` as formula-safe UTF-8 CSV (``core.saving.safe_csv.safe_csv_text``) into the binary file
-    ``handle``, ``chunk_rows`` rows at a time, so no second copy of a big table sits in memory."""
+    """``frame`` as formula-safe UTF-8 CSV into the binary ``handle``, ``chunk_rows`` rows at a time."""
     for start in range(0, max(len(frame), 1), chunk_rows):
         handle.write(safe_csv_text(frame.iloc[start : start + chunk_rows], header=start == 0).encode("utf-8"))
+
+
+# ---- reranking by a cross-encoder ----------------------------------------------------------------
+def candidate_scores(graph: NeighbourGraph, texts: Sequence[str], candidate_threshold: float, reranker,
+                     progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first, second, score): each pair of rows i < j whose bi-encoder cosine in ``graph`` is above
+    ``candidate_threshold``, once, with ``reranker.score_pairs``' score of its texts in that order (a cross-encoder's
+    score depends on it: the corpus's order is the one fixed choice); pairs of identical texts score 1 without being
+    run. Three (E,) arrays."""
+    first, second, _ = graph.pairs_above(candidate_threshold)
+    keep = first < second
+    first, second = first[keep], second[keep]
+    scores = np.ones(len(first), dtype=np.float64)
+    left, right = [texts[i] for i in first.tolist()], [texts[j] for j in second.tolist()]
+    differ = np.flatnonzero([a != b for a, b in zip(left, right)])
+    if len(differ):
+        scores[differ] = reranker.score_pairs([left[i] for i in differ], [right[i] for i in differ])
+    if progress is not None:
+        progress(len(first), len(first))
+    return first, second, scores
+
+
+def confirmed_clusters(n: int, first: np.ndarray, second: np.ndarray, scores: np.ndarray, threshold: float,
+                       min_size: int = 2) -> list[Cluster]:
+    """The clusters of ``n`` rows when only the pairs scored above ``threshold`` link questions, by
+    ``core.inference.dedup_graph``'s rule: centres greedily, the most linked first (ties: the earlier row), each
+    with its linked rows not yet placed, kept at ``min_size`` rows; largest first. A member's similarity is its
+    pair's score with the centre (the centre's own is 1)."""
+    t = checked_threshold(threshold, min_size)
+    kept = scores > t
+    a, b, s = (np.concatenate([first[kept], second[kept]]), np.concatenate([second[kept], first[kept]]),
+               np.concatenate([scores[kept], scores[kept]]))
+    order = np.lexsort((b, a))
+    a, b, s = a[order], b[order], s[order]
+    starts = np.searchsorted(a, np.arange(n + 1))
+    sizes = np.diff(starts) + 1
+    used = np.zeros(n, dtype=bool)
+    clusters = []
+    for centre in np.lexsort((np.arange(n), -sizes)).tolist():
+        if used[centre] or sizes[centre] < min_size:
+            continue
+        rows, row_scores = b[starts[centre]:starts[centre + 1]], s[starts[centre]:starts[centre + 1]]
+        free = ~used[rows]
+        if free.sum() + 1 < min_size:
+            continue
+        rows, row_scores = rows[free], row_scores[free]
+        ranked = np.lexsort((rows, -row_scores))
+        members = np.concatenate([[centre], rows[ranked]]).astype(np.int64)
+        used[members] = True
+        clusters.append(Cluster(centre, members, np.concatenate([[1.0], row_scores[ranked]]).astype(np.float32)))
+    clusters.sort(key=lambda c: -c.size)
+    return clusters
+
+
+def rescored(candidates: pd.DataFrame, reranker) -> pd.DataFrame:
+    """``candidates`` (question1, question2, similarity, ...) with ``similarity`` replaced by the reranker's score
+    of each pair."""
+    if candidates.empty:
+        return candidates
+    scores = reranker.score_pairs(candidates["question1"].tolist(), candidates["question2"].tolist())
+    return candidates.assign(similarity=np.asarray(scores, dtype=np.float64))

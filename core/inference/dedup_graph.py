@@ -2,40 +2,31 @@
 
 The rule is ``sentence_transformers.util.community_detection``'s, with the threshold strictly above:
 
-1. The neighbourhood of question i is every question j with cosine(i, j) > threshold, i itself always
-   included (the "community" i would be the centre of).
-2. Centres are taken greedily, the largest neighbourhood first (ties: the earlier question first).
-   A centre already placed in a cluster is skipped; otherwise its neighbours not yet placed form its
-   cluster, kept when it has at least ``min_size`` questions (centre included), and marked placed.
+1. The neighbourhood of question i is every question j with cosine(i, j) > threshold, i itself included.
+2. Centres are taken greedily, the largest neighbourhood first (ties: the earlier question). A centre already
+   placed is skipped; otherwise its neighbours not yet placed form its cluster, kept when it has at least
+   ``min_size`` questions (centre included), and marked placed.
 3. Clusters are returned largest first (ties: the order they were formed).
 
-So every member lies within the threshold of its cluster's representative (the centre), a question
-belongs to at most one cluster, and nothing is chained: two questions each close to a third but not to
-each other's centre are never joined through it (connected components would join them).
+So every member lies within the threshold of its cluster's centre, and nothing is chained through a third question
+(connected components would be).
 
-Where the neighbourhoods come from. community_detection scores every question against every other.
-Here the candidates come from a k-nearest-neighbour graph: each question is searched in an inner-product
-index (``core.inference.search.new_index``: exact up to ``FLAT_LIMIT`` questions, HNSW above, or the kind
-asked for; on a CUDA device the vectors fit on, exact matrix products there, ``core.inference.exact_search``)
-for its ``k`` best neighbours. A question whose k neighbours are *all* above the threshold may have more: it
-alone is searched again with 2k, 4k, ... neighbours until the last one falls below (community_detection grows
-its sort size the same way). On an approximate index never deeper than ``max_neighbourhood``: a question with
-more neighbours above the threshold keeps its closest ones, and the graph counts such questions (``capped``) so
-callers can say the threshold is too low for the corpus. An ivfpq index only proposes the candidates, each
-scored again exactly against the vectors, so a threshold means the same on every kind. With the exact index and
-no capped question the clusters are exactly community_detection's (up to cosines that round differently at the
-threshold itself); with HNSW a neighbour the graph search misses is missed (``bench/dedup_quality.py``
-measures the recall).
+The candidates come from a k-nearest-neighbour graph (``core.inference.search``: exact up to ``FLAT_LIMIT``
+questions, HNSW above, or the kind asked for; on a CUDA device the vectors fit on, exact products there). A question
+whose k neighbours are *all* above the threshold is searched again with 2k, 4k, ... until the last one falls below
+(as community_detection grows its sort size); on an approximate index never deeper than ``max_neighbourhood``, and
+the graph counts such questions (``capped``) so callers can say the threshold is too low. An ivfpq index only
+proposes candidates, each scored again exactly, so a threshold means the same on every kind. With the exact index
+and no capped question the clusters are community_detection's; with HNSW a neighbour the search misses is missed
+(``bench/dedup_quality.py`` measures the recall). Identical rows are indexed once with their count
+(``distinct_rows``) and always fall in one cluster.
 
-Identical rows (a question repeated word for word) are indexed once, with their count (``distinct_rows``), and
-always fall in one cluster, whatever the threshold.
-
-``SavedGraphIndex`` keeps the built index and the first search in the lab's cache and hands them back to a
-later graph of the same model's vectors of the same corpus, so a second run skips the build and the search.
-Encoding a corpus and writing its clusters out is ``core.inference.dedup``'s job.
+``SavedGraphIndex`` keeps the built index and the first search in the lab's cache for a later graph of the same
+model's vectors of the same corpus.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +44,7 @@ MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate i
 GRAPH_HNSW_LINKS = 16
 GRAPH_EF_SEARCH = 64
 RESCORE_PAIRS = 1 << 14  # (row, neighbour) pairs re-scored at a time on an ivfpq index: the gather stays small
-UNIT_CHUNK = 65_536  # rows per step when checking, hashing or scaling a corpus's vectors
+UNIT_CHUNK = 65_536  # rows per step when hashing a corpus's vectors
 IDS, SCORES = "ids.npy", "scores.npy"  # a saved first search
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -61,9 +52,8 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 @dataclass(frozen=True)
 class Cluster:
-    """One cluster: ``members[0]`` is the representative (the centre); the others follow by similarity
-    to it, highest first (ties: lower index first). ``similarities[i]`` is member i's cosine to the
-    representative (the representative's own, about 1, first)."""
+    """One cluster: ``members[0]`` is the representative (the centre), the others by similarity to it, highest
+    first (ties: lower index first); ``similarities[i]`` is member i's cosine to the representative."""
 
     representative: int
     members: np.ndarray  # (m,) int64 row numbers of the clustered vectors
@@ -84,30 +74,24 @@ def checked_threshold(threshold: float, min_size: int) -> np.float32:
 
 
 class NeighbourGraph:
-    """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the
-    vectors themselves) in a FAISS inner-product index; the index is kept, so rows whose neighbourhood
-    at a threshold is larger than ``k`` are searched deeper when ``cluster`` asks, and any threshold can
-    be clustered again without encoding or searching everything again.
-
-    Identical rows (a question repeated word for word) are indexed once and carry their count: they
-    always share a neighbourhood, so a corpus of 100,000 copies of one question costs one search, not
-    100,000 searches of 100,000 neighbours each. On a CUDA ``device`` the vectors fit on, FAISS gives way to
-    exact matrix products there (``core.inference.exact_search.DeviceIndex``), at any corpus size.
-    """
+    """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the vectors
+    themselves) in an inner-product index that is kept, so rows whose neighbourhood at a threshold is larger than
+    ``k`` are searched deeper when ``cluster`` asks, and any threshold can be clustered again without searching
+    everything again. Identical rows are indexed once and carry their count: a corpus of 100,000 copies of one
+    question costs one search."""
 
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
                  progress: Progress | None = None, max_neighbourhood: int | None = None,
                  ef_search: int = GRAPH_EF_SEARCH, index_kind: str | None = None, seed: int = 0,
                  index_store=None, device=None):
-        from core.inference.exact_search import device_index
-        from core.inference.search import FLAT_LIMIT
+        from core.inference.search import FLAT_LIMIT, device_index, unit_rows
 
         for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1), ("ef_search", ef_search)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
-        vectors = unit_vectors(vectors, "vectors")  # (N, d) what the index holds
-        queries = vectors if queries is None else unit_vectors(queries, "queries")  # (N, d) what searches it
+        vectors = unit_rows(vectors, "vectors")  # (N, d) what the index holds
+        queries = vectors if queries is None else unit_rows(queries, "queries")  # (N, d) what searches it
         if queries.shape != vectors.shape:
             raise ValueError(f"queries {queries.shape} and vectors {vectors.shape} differ in shape")
         self.n, dim = vectors.shape
@@ -130,10 +114,9 @@ class NeighbourGraph:
         self._id_type = np.int32 if u < 2**31 - 1 else np.int64
         self.ids = np.zeros((u, self.k), dtype=self._id_type)  # (U, k) best first; -1 where HNSW found fewer
         self.scores = np.zeros((u, self.k), dtype=np.float32)  # (U, k)
-        # None: bounded on an approximate index only; an exact one is searched as deep as needed, as
-        # community_detection does (its corpus is small enough for that, FLAT_LIMIT).
         flat_limit = FLAT_LIMIT if flat_limit is None else flat_limit
-        # On a CUDA ``device`` the vectors fit on, every search is exact there, whatever the corpus's size.
+        # On a CUDA ``device`` the vectors fit on, every search is exact there, whatever the corpus's size; an
+        # exact index is searched as deep as needed (as community_detection does), an approximate one bounded.
         on_device = device_index(self.vectors, device, self.queries) if index_kind in (None, "flat") else None
         exact = on_device is not None or index_kind == "flat" or (index_kind is None and u <= flat_limit)
         self.max_neighbourhood = max(int(max_neighbourhood), self.k) if max_neighbourhood is not None else (
@@ -161,8 +144,7 @@ class NeighbourGraph:
             index_store.save_neighbours(self)
 
     def _index(self, index_kind: str | None, exact: bool, seed: int, store):
-        """The filled index of the distinct rows: ``store``'s saved one when it holds these vectors
-        (``SavedGraphIndex``), else built (and given to ``store`` to keep)."""
+        """The filled index of the distinct rows: ``store``'s saved one when it holds them, else built (and kept)."""
         from core.inference.search import HNSW_EF_CONSTRUCTION, checked_kind, filled_index, index_parameters
 
         u, dim = self.vectors.shape
@@ -192,8 +174,7 @@ class NeighbourGraph:
         return self._copies[self._copies_at[unique] : self._copies_at[unique + 1]]
 
     def _search(self, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, scores), each (len(rows), k), of distinct rows: the k best of each, best first; a missing
-        one is id -1 with score -inf (so never above a threshold)."""
+        """(ids, scores), each (len(rows), k), of distinct rows, best first; a missing one is id -1, score -inf."""
         scores, ids = self.index.search(self.queries[rows], k)
         scores = np.where(ids >= 0, scores, -np.inf).astype(np.float32)
         if self.kind == "ivfpq":  # PQ scores are estimates: score the candidates exactly, then sort again
@@ -212,10 +193,8 @@ class NeighbourGraph:
 
     # ---- neighbourhoods at a threshold (of distinct rows) --------------------------------------
     def _neighbourhoods(self, t: np.float32):
-        """Sizes (U,) of every distinct row's neighbourhood at ``t`` in rows (each distinct neighbour
-        counted as often as it occurs, the row itself always included), a function
-        unique -> (ids, scores) of that neighbourhood in distinct rows, itself included, and how many
-        rows filled ``max_neighbourhood`` (their closest neighbours only)."""
+        """(sizes (U,) of every distinct row's neighbourhood at ``t`` in rows, itself included; a function
+        unique -> (ids, scores) of that neighbourhood in distinct rows; how many rows filled ``max_neighbourhood``)."""
         u, k = len(self.first), self.k
         above = self.scores > t  # (U, k); sorted rows, so the above entries come first
         if (self.counts == 1).all():  # the usual case: no question repeated word for word
@@ -278,8 +257,8 @@ class NeighbourGraph:
         return sizes, neighbourhood, capped
 
     def deeper_search(self, threshold: float) -> tuple[int, int]:
-        """(distinct rows whose ``k`` neighbours are all above ``threshold``, the results searching them as
-        deep as the graph allows would return): what clustering at ``threshold`` may cost, known before it."""
+        """(distinct rows whose ``k`` neighbours are all above ``threshold``, the results searching them as deep as
+        allowed would return): what clustering at ``threshold`` may cost, known before it."""
         t = checked_threshold(threshold, 1)
         deepest = min(self.max_neighbourhood, len(self.first))
         if self.k == 0 or self.k >= deepest:
@@ -294,9 +273,8 @@ class NeighbourGraph:
 
     # ---- clusters ------------------------------------------------------------------------------
     def pairs_above(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every (i, j, cosine) with i != j and cosine > ``threshold`` that the graph finds (and every pair
-        of identical rows), as three (E,) arrays of rows, both directions. Memory grows with the number of
-        such pairs: the candidates a cross-encoder confirms (``core.inference.rerank``), and bench's recall."""
+        """Every (i, j, cosine) with i != j and cosine > ``threshold`` that the graph finds (and every pair of
+        identical rows), as three (E,) arrays, both directions: the candidates a cross-encoder confirms."""
         t = checked_threshold(threshold, 1)
         sizes, neighbourhood, self.capped = self._neighbourhoods(t)
         first, second, scores = [], [], []
@@ -315,8 +293,7 @@ class NeighbourGraph:
         return np.concatenate(first), np.concatenate(second), np.concatenate(scores)
 
     def cluster(self, threshold: float, min_size: int = 2) -> list[Cluster]:
-        """The greedy community clusters at ``threshold`` (cosine strictly above), at least ``min_size``
-        rows each, largest first."""
+        """The greedy community clusters at ``threshold``, at least ``min_size`` rows each, largest first."""
         t = checked_threshold(threshold, min_size)
         if self.n == 0:
             return []
@@ -361,29 +338,8 @@ def capped_note(capped: int, limit: int, threshold: float) -> str | None:
 
 
 # ---- the rows a graph indexes ------------------------------------------------------------------
-def unit_vectors(vectors, name: str) -> np.ndarray:
-    """(N, d) float32 unit rows of ``vectors`` (called ``name`` in errors): rows already of length 1 (or
-    all zero) are kept as they are, without a copy; NaN, infinite values or another shape are refused."""
-    from core.inference.search import unit_rows
-
-    array = np.asarray(vectors, dtype=np.float32)
-    if array.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D (N, d) array, got shape {array.shape}")
-    if not array.size:
-        return np.zeros(array.shape, dtype=np.float32)
-    norms = np.empty(len(array), dtype=np.float32)
-    for start in range(0, len(array), UNIT_CHUNK):  # chunks: no (N, d) temporary beside a corpus's vectors
-        part = array[start : start + UNIT_CHUNK]
-        if not np.isfinite(part).all():
-            raise ValueError(f"{name} hold NaN or infinite values")
-        norms[start : start + UNIT_CHUNK] = np.linalg.norm(part, axis=1)
-    already = (np.abs(norms - 1) < 1e-5) | (norms == 0)  # encoders' rows are unit already: keep them as they are
-    return np.ascontiguousarray(array) if already.all() else unit_rows(array)
-
-
 class _IndexRows(np.ndarray):
-    """A read-only view of the vectors a FAISS flat storage holds, which keeps the index alive: every
-    slice of it has it as its base, so no view outlives the memory it reads."""
+    """A read-only view of a FAISS flat storage's vectors that keeps the index alive (every slice has it as base)."""
 
     index = None
 
@@ -401,8 +357,8 @@ def stored_vectors(index) -> np.ndarray:
 
 
 def _row_hashes(rows: np.ndarray) -> np.ndarray:
-    """(N,) uint64: a random linear hash of each row's bytes (equal rows, equal hashes; unequal rows
-    collide with probability about 2^-64, and ``distinct_rows`` checks the bytes of every shared hash)."""
+    """(N,) uint64: a random linear hash of each row's bytes (unequal rows collide with probability about 2^-64,
+    and ``distinct_rows`` checks the bytes of every shared hash)."""
     words = np.ascontiguousarray(rows).view(np.uint32)  # (N, d) the float bits
     weights = np.random.default_rng(0).integers(1, 2**63, size=words.shape[1], dtype=np.uint64) | np.uint64(1)
     hashes = np.empty(len(words), dtype=np.uint64)
@@ -414,8 +370,8 @@ def _row_hashes(rows: np.ndarray) -> np.ndarray:
 
 
 def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(first, inverse, counts) of the distinct rows of (vectors, queries) taken together, in order of
-    first appearance: first (U,) increasing, inverse (N,) row -> distinct row, counts (U,)."""
+    """(first (U,) increasing, inverse (N,) row -> distinct row, counts (U,)) of the distinct rows of (vectors,
+    queries) taken together, in order of first appearance."""
     n = len(vectors)
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
@@ -440,11 +396,9 @@ def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray,
 # ---- kept between runs ---------------------------------------------------------------------------
 @dataclass
 class SavedGraphIndex:
-    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus, and its first search, are kept
-    (``NeighbourGraph``'s ``index_store``; the CLI's root: the lab's cache, ``dedup/``). They are used again only
-    under exactly the stamp they were saved with: the model's identity, the corpus's fingerprint and count, the
-    index kind and its parameters, the number of distinct rows and their width (and for the search, ``k`` and
-    the HNSW candidates); ``reused`` says, once the graph is built, whether the index was loaded."""
+    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus, and its first search, are kept (the
+    CLI's: the lab's cache, ``dedup/``), used again only under exactly the stamp they were saved with; ``reused``
+    says, once a graph is built, whether the index was loaded. A cache that cannot be written costs only the reuse."""
 
     root: Path
     model: str  # ``core.inference.search.model_identity`` of the model whose vectors are indexed
@@ -453,7 +407,6 @@ class SavedGraphIndex:
     reused: bool | None = None  # None until a graph used it; then True (loaded) or False (built)
 
     def folder(self, kind: str) -> Path:
-        """One folder per model, corpus and kind: changing any of them never overwrites another's index."""
         return Path(self.root) / f"{kind}-{self.model[:16]}-{self.corpus[:16]}"
 
     def stamp(self, kind: str, parameters: dict, rows: int, dim: int) -> dict:
@@ -461,53 +414,42 @@ class SavedGraphIndex:
                 "dim": dim, "kind": kind, "parameters": parameters}
 
     def load(self, kind: str, parameters: dict, vectors: np.ndarray):
-        """The index saved for ``vectors`` ((U, d), the graph's distinct rows) under this stamp, or None."""
         from core.inference.search import load_index
 
-        index = load_index(self.folder(kind), self.stamp(kind, parameters, *vectors.shape))
+        index = load_index(self.folder(kind), self.stamp(kind, parameters, *vectors.shape), vectors.shape)
         self.reused = index is not None
         return index
 
     def save(self, index, kind: str, parameters: dict, vectors: np.ndarray) -> None:
-        """Keep ``index`` (just built from ``vectors``); a cache that cannot be written costs only the reuse."""
         from core.inference.search import save_index
 
         self.reused = False
-        try:
+        with contextlib.suppress(OSError):
             save_index(index, self.folder(kind), self.stamp(kind, parameters, *vectors.shape))
-        except OSError:
-            pass
 
     def neighbours_folder(self, kind: str, k: int) -> Path:
         return Path(f"{self.folder(kind)}-k{k}")
 
     def _neighbour_stamp(self, graph) -> dict:
-        rows, dim = graph.vectors.shape
-        return {**self.stamp(graph.kind, graph.index_parameters, rows, dim), "use": "dedup neighbours",
+        return {**self.stamp(graph.kind, graph.index_parameters, *graph.vectors.shape), "use": "dedup neighbours",
                 "k": graph.k, "ef_search": graph.ef_search}
 
     def load_neighbours(self, graph) -> bool:
-        """Fill ``graph.ids`` and ``graph.scores`` with the first search saved for it, when its index was
-        loaded (``reused``: a rebuilt HNSW index has its own neighbours); False (nothing changed) otherwise."""
+        """Fill ``graph.ids`` and ``graph.scores`` with the first search saved for its loaded index (a rebuilt HNSW
+        index has its own neighbours); False, nothing changed, otherwise."""
         from core.inference.search import load_arrays
 
-        if not self.reused:
-            return False
         shape = graph.ids.shape
-        arrays = load_arrays(self.neighbours_folder(graph.kind, graph.k), self._neighbour_stamp(graph),
-                             {IDS: (shape, graph.ids.dtype), SCORES: (shape, np.float32)})
-        if arrays is None:
+        arrays = self.reused and load_arrays(self.neighbours_folder(graph.kind, graph.k), self._neighbour_stamp(graph),
+                                             {IDS: (shape, graph.ids.dtype), SCORES: (shape, np.float32)})
+        if not arrays:
             return False
         graph.ids, graph.scores = arrays[IDS], arrays[SCORES]
         return True
 
     def save_neighbours(self, graph) -> None:
-        """Keep ``graph``'s first search for the next run with the same index; a cache that cannot be written
-        costs only the reuse."""
         from core.inference.search import save_arrays
 
-        try:
+        with contextlib.suppress(OSError):
             save_arrays(self.neighbours_folder(graph.kind, graph.k), {IDS: graph.ids, SCORES: graph.scores},
                         self._neighbour_stamp(graph))
-        except OSError:
-            pass

@@ -1,9 +1,6 @@
-"""Embedding a corpus of any size to disk in chunks, so memory stays bounded as the corpus grows.
-
-The three files (``<out>.npy``, ``<out>.questions.jsonl`` and the vector file's ``<out>.npy.sha256``) are written
-through one ``core.saving.user_files`` claim: all are claimed before any work, written to temporaries and renamed
-into place only when all are whole, so an interrupted run leaves the old files (or none) and never zeros in a
-vector file that loads. ``dedup --vectors`` takes a vector file only with its sha256.
+"""Embedding a corpus of any size to disk in chunks, memory bounded. The three files (``<out>.npy``,
+``<out>.questions.jsonl`` and ``<out>.npy.sha256``) are written through one ``core.saving.user_files`` claim, so an
+interrupted run leaves the old files or none; ``dedup --vectors`` takes a vector file only with its sha256.
 """
 from __future__ import annotations
 
@@ -23,10 +20,8 @@ DIGEST_MAX_BYTES = 4096  # a sha256 file holds one line
 
 
 def embedding_paths(out: str | Path) -> tuple[Path, Path, Path]:
-    """The vector file, the texts file and the vector file's sha256 of ``--out``: ``<stem>.npy``,
-    ``<stem>.questions.jsonl`` and ``<stem>.npy.sha256`` (``sha256sum``'s format), where ``<stem>`` is ``out``
-    without a final ``.npy``. Any other suffix stays in the name (``emb.v2`` gives ``emb.v2.npy``): replacing it
-    would aim the write at another file the user never named."""
+    """``<stem>.npy``, ``<stem>.questions.jsonl`` and ``<stem>.npy.sha256`` of ``--out``, ``<stem>`` being ``out``
+    without a final ``.npy``; any other suffix stays (``emb.v2`` gives ``emb.v2.npy``), never aiming at another file."""
     out = Path(out)
     if out.name in ("", ".", ".."):
         return out, out, out
@@ -37,13 +32,9 @@ def embedding_paths(out: str | Path) -> tuple[Path, Path, Path]:
 def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path, tower: int = 1,
                      batch_size: int = 256, progress: Callable[[int, int], None] | None = None,
                      rows: np.ndarray | None = None) -> None:
-    """Fill ``claim``'s temporaries for ``embedding_paths``' three files (``vectors_path`` first): ``model``'s
-    vectors of ``texts``, or ``rows`` ((N, d)) when they are encoded already (``--engine ray``'s).
-
-    Vectors go straight into a memory-mapped ``.npy`` chunk by chunk: peak memory is one chunk's
-    activations, not the corpus. The file's full size is reserved before it is mapped, so a full disk
-    is an error here and not a SIGBUS while the map is written.
-    """
+    """Fill ``claim``'s temporaries for ``embedding_paths``' three files: ``model``'s vectors of ``texts`` (or
+    ``rows``, encoded already), chunk by chunk into a memory-mapped ``.npy`` whose size is reserved first, so a full
+    disk is an error here and not a SIGBUS while the map is written."""
     vectors_path, questions_path, digest_path = embedding_paths(vectors_path)
     total, width = len(texts), int(model.embedding_dim if rows is None else rows.shape[1])
     shape, dtype = (total, width), np.dtype(np.float32)
@@ -92,23 +83,16 @@ VECTOR_TOLERANCE = 0.05  # largest L2 distance between a file's unit row and the
 
 
 def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.ndarray:
-    """(N, d) float32 unit rows of ``embed``'s vector file ``path`` for the corpus ``texts``, checked against it
-    and against ``model``; ValueError saying what disagrees.
-
-    ``embed`` writes its model's tower-1 vectors as they come (not made unit) for the distinct questions of a
-    pairs file in first-seen order, those questions and the vector file's sha256 beside it (``embedding_paths``).
-    The file must have that sha256 (any row changed since is refused), hold a
-    2-D float array of one row per text and ``model.embedding_dim`` columns, all finite; when the questions
-    file is there, it must list ``texts`` in order; ``model``'s towers must agree (one tower's vectors cannot
-    stand for a two-tower model's), and a few rows must be what the model gives their texts now.
-    """
+    """(N, d) float32 unit rows of ``embed``'s vector file ``path`` for the corpus ``texts``; ValueError saying what
+    disagrees. The file must have the sha256 written beside it, one finite row per text of ``model.embedding_dim``
+    columns; its questions file, when there, must list ``texts`` in order; ``model``'s towers must agree (one tower's
+    vectors cannot stand for two), and a few rows must be what the model gives their texts now."""
     from core.inference.dedup import towers_differ
-    from core.inference.dedup_graph import unit_vectors
-    from core.inference.search import encode_unit_rows
+    from core.inference.search import encode_unit_rows, unit_rows
 
     path, texts = Path(path), list(texts)
     _check_digest(path)
-    rows = unit_vectors(_read_npy(path, len(texts), int(model.embedding_dim)), f"{path}'s vectors")
+    rows = unit_rows(_read_npy(path, len(texts), int(model.embedding_dim)), f"{path}'s vectors")
     _check_questions(embedding_paths(path)[1], texts, path)
     if towers_differ(model, texts):
         raise ValueError(f"{path} holds one tower's vectors (embed's question2 side), and this model's two towers "
@@ -125,8 +109,7 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
 
 
 def _read_npy(path: Path, count: int, dim: int) -> np.ndarray:
-    """The (count, dim) float32 rows of the ``.npy`` file ``path`` (no pickled objects; a Fortran-ordered array,
-    as ``np.save`` writes a transposed one, read into rows)."""
+    """The (count, dim) float32 rows of the ``.npy`` file ``path`` (no pickled objects)."""
     try:
         rows = np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError):  # numpy's words would say to trust the file with allow_pickle

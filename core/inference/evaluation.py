@@ -1,6 +1,4 @@
-"""Scoring a model on labelled pairs (its ``score_tables``), then metrics. ``calibrate`` is the one owner of
-validation scoring and threshold calibration (each epoch, and once after training).
-"""
+"""Scoring a model on labelled pairs, then metrics; ``calibrate`` owns validation scoring and thresholds."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,8 +13,7 @@ from core.text.pair_table import PairTable
 
 
 def pair_scores(model: PairEncoder, table: PairTable, batch_size: int = 256, progress=None) -> np.ndarray:
-    """The model's score of every pair of an already tokenised table, (N,) (``PairEncoder.score_tables``: a
-    bi-encoder's cosine, a cross-encoder's probability); ``progress(pairs_done, pairs)``."""
+    """(N,) the model's score of every pair of a tokenised table; ``progress(pairs_done, pairs)``."""
     return model.score_tables(table.first, table.second, batch_size, progress)
 
 
@@ -35,8 +32,7 @@ def calibrate(model: PairEncoder, table: PairTable, batch_size: int = 256, progr
 
 
 def scorer_scores(model, pairs: pd.DataFrame, batch_size: int = 256, progress=None) -> np.ndarray:
-    """(N,) scores of ``pairs`` under any scorer: a ``PairEncoder``'s cosines (``pair_scores``), else the
-    ``score_pairs`` of a scorer without vectors (the TF-IDF baseline, ``core.inference.tfidf_scorer``)."""
+    """(N,) scores of ``pairs`` under any scorer: a ``PairEncoder``'s, else a vectorless scorer's ``score_pairs``."""
     if isinstance(model, PairEncoder):
         return pair_scores(model, PairTable(pairs, model.tokenizer), batch_size, progress)
     first, second = pairs["question1"].astype(str).tolist(), pairs["question2"].astype(str).tolist()
@@ -54,9 +50,8 @@ class HeldOut:
 
 
 def held_out_pairs(config: dict, pairs: pd.DataFrame) -> HeldOut:
-    """The pairs to measure a model on without flattering it: when ``pairs`` is the dataset the model trained on
-    and its validation split came from it, that split made again (``core.inference.honest_pairs.run_split``);
-    on any other dataset, all of it, said so."""
+    """The pairs to measure a model on without flattering it: its validation split made again when ``pairs`` is its
+    training dataset, else all of them, said so."""
     from core.inference.honest_pairs import run_split
 
     split = run_split(config, pairs)

@@ -1,13 +1,11 @@
-"""The Compare page's maths: the pairs a comparison may measure models on (none that a compared model trained
-on, matched by content), and the table's rows, every model and two references (zero-shot MiniLM, TF-IDF cosine).
+"""The Compare page's maths: the pairs a comparison may measure models on (none that a compared model trained on,
+matched by content), and the table's rows, every model and two references (zero-shot MiniLM, TF-IDF cosine).
 
-Which set, in this order: the workspace's test file, else its validation file, else the pairs of the active
-dataset that every compared model held out. Pairs are matched by ``core.data.pair_key`` (both questions
-normalised, in either order), never by row number. A model whose recorded dataset fingerprint is the active
-dataset's trained on the part its own settings find again (``training_of``); when that part cannot be found,
-any pair of the dataset may be a training pair, and none is offered as unseen. A model trained on other data is
-said to be unchecked. Above ``COMPARE_MAX_PAIRS`` a seeded sample keeps scoring on a CPU short. TF-IDF
-(``core.inference.tfidf_scorer.tfidf_scores``) is fitted on the questions of the pairs it scores (``TFIDF_FIT``).
+Which set, in this order: the workspace's test file, else its validation file, else the pairs of the active dataset
+that every compared model held out. Pairs are matched by ``core.data.pair_key`` (both questions normalised, either
+order). A model whose recorded dataset fingerprint is the active dataset's trained on the part its own settings find
+again (``training_of``); when that cannot be found, no pair of the dataset is offered as unseen. A model trained on
+other data is said to be unchecked. Above ``COMPARE_MAX_PAIRS`` a seeded sample keeps scoring on a CPU short.
 """
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ import pandas as pd
 from core.data import Splits, pair_keys, pairs_fingerprint, seeded_sample, split_pairs
 from core.data.implied import implied_pairs
 from core.data.splitting import recorded_by_question
-from core.inference.metrics import best_thresholds, ranking_metrics, threshold_metrics
-from core.inference.uncertainty import metric_intervals, paired_verdict
+from core.inference.metrics import best_thresholds, metric_intervals, paired_verdict, ranking_metrics, threshold_metrics
 
 COMPARE_MAX_PAIRS = 2000  # a seeded sample of this size at most: zero-shot MiniLM on a CPU stays under a minute
 COMPARE_SEED = 0
@@ -72,10 +69,8 @@ def _on_dataset(config: dict, dataset: pd.DataFrame) -> bool:
 
 
 def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
-    """The split a run made of its own ``dataset`` (``core.data.split_with_files``: a given validation or test file
-    is that split, the dataset is split only into what is still missing), made again from its settings and checked
-    against what it recorded (the validation split's fingerprint when it came from the dataset, the split's sizes
-    otherwise); None when it cannot be found again."""
+    """The split a run made of its own ``dataset`` (a given validation or test file is that split), made again from
+    its settings and checked against what it recorded (the validation fingerprint, else the sizes); None if not."""
     data = _data(config)
     run = config.get("run") if isinstance(config.get("run"), dict) else {}
     settings = config.get("train_config") if isinstance(config.get("train_config"), dict) else {}
@@ -95,14 +90,14 @@ def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
 
 
 def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
-    """The split a saved model (its config.json) made of ``dataset``, found again (``_split_again``); None when
-    ``dataset`` is not the one it trained on (another fingerprint) or the split cannot be found again."""
+    """The split a saved model (its config.json) made of ``dataset``, found again; None when ``dataset`` is not the
+    one it trained on or the split cannot be found again."""
     return _split_again(config, dataset) if _on_dataset(config, dataset) else None
 
 
 def training_of(config: dict, dataset: pd.DataFrame) -> Training:
-    """The pairs of ``dataset`` that a saved model (its config.json) trained on: the train part of its split found
-    again (``run_split``), and the implied pairs (``core.data.implied``) of it when the run trained on those."""
+    """The pairs of ``dataset`` that a saved model trained on: its split's train part found again, with its implied
+    pairs (``core.data.implied``) when the run trained on those."""
     name, data = str(config.get("name", "?")), _data(config)
     if not _on_dataset(config, dataset):
         return Training(name, False, None)
@@ -128,12 +123,9 @@ def _none(why: str, trainings: dict, constrained_by: list[str], source: str) -> 
 def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFrame | None = None,
                  test: pd.DataFrame | None = None, max_pairs: int = COMPARE_MAX_PAIRS, seed: int = COMPARE_SEED,
                  val_name: str | None = None, test_name: str | None = None) -> CommonPairs:
-    """The pairs to measure the models of ``configs`` (config.json contents; none for zero-shot MiniLM alone) on.
-
-    ``test`` when given, else ``val``, else ``dataset`` (the active dataset), less every pair (by content, either
-    order) that a compared model is known or may have trained on (``training_of``); sampled down to ``max_pairs``
-    with ``seed``. Empty, with ``description`` saying why, when no pair qualifies.
-    """
+    """The pairs to measure the models of ``configs`` (config.json contents) on: ``test``, else ``val``, else
+    ``dataset``, less every pair a compared model is known or may have trained on; sampled down to ``max_pairs``
+    with ``seed``. Empty, with ``description`` saying why, when no pair qualifies."""
     trainings = [training_of(config, dataset) for config in configs]
     here = [t for t in trainings if t.on_dataset]
     unknown = [t.name for t in here if t.train is None]
@@ -203,10 +195,8 @@ REFERENCE = "reference"  # the kind of the zero-shot and TF-IDF rows
 
 def comparison_row(name: str, kind: str, labels, scores, threshold: float | None, threshold_from: str,
                    zero_shot_scores=None, groups=None) -> dict:
-    """One row of the comparison table: ranking metrics of ``scores``, accuracy / F1 at ``threshold`` (None: the
-    best-accuracy one on these very scores, which ``threshold_from`` should say), the bootstrap interval of the
-    ROC AUC (resampling ``groups`` together) and, given zero-shot MiniLM's scores, the paired verdict against it.
-    """
+    """One row of the comparison table: ranking metrics, accuracy / F1 at ``threshold`` (None: the best-accuracy one
+    on these scores), the ROC AUC's bootstrap interval and, given zero-shot MiniLM's scores, the paired verdict."""
     if threshold is None or not math.isfinite(float(threshold)):
         threshold = best_thresholds(labels, scores)["accuracy"]
     at = threshold_metrics(labels, scores, float(threshold))
@@ -221,8 +211,7 @@ def comparison_row(name: str, kind: str, labels, scores, threshold: float | None
 
 
 def verdict_text(verdict) -> str:
-    """A paired verdict as the table shows it: the verdict, the ROC AUC difference and its 95 % interval, e.g.
-    "better (+0.007, +0.001 to +0.012)"; every verdict carries its interval, "no measurable difference" too."""
+    """A paired verdict with its ROC AUC difference and 95 % interval: "better (+0.007, +0.001 to +0.012)"."""
     low, high = verdict.interval
     return f"{verdict.verdict} ({verdict.difference:+.3f}, {low:+.3f} to {high:+.3f})"
 

@@ -89,8 +89,8 @@ def batch_scores(model: PairEncoder, question1, question2) -> np.ndarray:
 
 def seed_experiment(scores, rounds: int = 4, diagonal_step: float = 0.5, off_diagonal_step: float = 0.02,
                     margin: float = 0.25, softmax_scale: float = 1.0) -> pd.DataFrame:
-    """The dual-encoder lesson's experiment: raise the diagonal, lower the rest, watch the losses fall. Row 0 is
-    the matrix as given, each later row one more round, clipped to [-1, 1] (scores are cosines)."""
+    """The dual-encoder lesson's experiment: raise the diagonal, lower the rest (clipped to [-1, 1]), watch the
+    losses fall; row 0 is the matrix as given."""
     s = np.asarray(scores, dtype=np.float64).copy()
     eye = np.eye(len(s), dtype=bool)
     rows = []
@@ -104,8 +104,7 @@ def seed_experiment(scores, rounds: int = 4, diagonal_step: float = 0.5, off_dia
 
 
 def pick_batch(pairs: pd.DataFrame, size: int, seed: int | None = None, start: int = 0) -> pd.DataFrame:
-    """``size`` duplicate pairs with no question twice: at random with ``seed``, or in file order
-    from the ``start``-th duplicate pair on when ``seed`` is None."""
+    """``size`` duplicate pairs, no question twice: at random with ``seed``, else in order from the ``start``-th."""
     from core.data.batching import duplicate_free_batches
 
     duplicates = pairs[pairs["is_duplicate"] == 1].iloc[start:].reset_index(drop=True)

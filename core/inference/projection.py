@@ -47,8 +47,7 @@ def _pca(vectors):
 
 
 def clusters(vectors, k: int, seed: int = MAP_SEED) -> np.ndarray:
-    """(N,) cluster ids 0..k-1 of the unit-length rows by k-means (``KMeans``, one seeded k-means++ start, in
-    float32); ``k`` is capped at the number of distinct rows, so a tiny input never fails."""
+    """(N,) k-means cluster ids of the unit-length rows (one seeded start); ``k`` at most the distinct rows."""
     from sklearn.cluster import KMeans
 
     v = unit_rows(vectors).astype(np.float32)
@@ -59,8 +58,8 @@ def clusters(vectors, k: int, seed: int = MAP_SEED) -> np.ndarray:
 
 
 def nearest(vectors, query, k: int, exclude: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` rows of ``vectors`` most cosine-similar to ``query`` (a (d,) vector), best first, as
-    (indices, cosines); ties go to the lower index. ``exclude`` leaves one row out (the query itself)."""
+    """(indices, cosines) of the ``k`` rows most cosine-similar to ``query`` ((d,)), best first (ties: lower index),
+    ``exclude`` left out."""
     v = unit_rows(vectors)
     q = np.asarray(query, dtype=np.float64).ravel()
     if q.shape[0] != v.shape[1]:
@@ -83,8 +82,7 @@ def neighbours(vectors, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def question_labels(pairs: pd.DataFrame, texts: Sequence[str]) -> list[str]:
-    """For each text (as ``core.inference.search.corpus_questions`` gives them: stripped), ``DUPLICATE_LABEL`` when
-    it is a question of at least one duplicate pair, else ``NOT_DUPLICATE_LABEL``."""
+    """For each (stripped) text, ``DUPLICATE_LABEL`` when it is in a duplicate pair, else ``NOT_DUPLICATE_LABEL``."""
     duplicates = pairs[pairs["is_duplicate"] == 1]
     in_duplicate = set(duplicates["question1"].astype(str).str.strip()) | set(
         duplicates["question2"].astype(str).str.strip())
@@ -99,7 +97,6 @@ class MapLayout:
 
 
 def map_layout(vectors, k: int, seed: int = MAP_SEED) -> MapLayout:
-    """What the map draws: (N, 2) coordinates on the first two principal components (deterministic), ``clusters``
-    and the variance each axis keeps."""
+    """What the map draws: coordinates on the first two principal components, ``clusters`` and their variance."""
     points, ratio = _pca(vectors)
     return MapLayout(points, clusters(vectors, k, seed), ratio)

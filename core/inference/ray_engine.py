@@ -1,28 +1,27 @@
 """Embedding and deduplicating on a Ray cluster (``--engine ray``): the same vectors and clusters as the local
 path, with the encoding spread over a pool of encoder actors and the first k-NN search over Ray tasks.
 
-- ``ray_session``: a local Ray sized to this machine (or a running cluster at an address), shut down after. A
-  cluster's address is reached first with a plain socket (``check_ray_address``), which must also answer the
-  HTTP/2 preface the way every gRPC server does (Ray's GCS and its client server both are): Ray itself would
-  retry an address that does not resolve, answer, or speak its protocol for minutes, printing its warnings;
-  here any failure is one ``RayAddressError`` line within ``CONNECT_TIMEOUT_S`` (and a little grace).
-- ``corpus_dataset``: the corpus the driver read, as a Ray dataset of (id, question) blocks of whole batches.
-- ``ray_encode``: the dataset encoded by ``ShardEncoder`` actors (``map_batches`` with a class: each actor loads
-  the model once), written as vector shards on disk. Ray Data restarts a killed encoder actor and retries its
-  batch (its defaults for actor pools). A shard is named by its first question id and written to a temporary
-  then renamed, and every batch starts at a multiple of the batch size, so a retried batch rewrites the same
-  shard whole; ``gather_shards`` reads them back in id order and checks that every question is there once.
-- ``ray_graph``: ``NeighbourGraph`` whose first search is split into Ray tasks, each searching one shard of
-  queries against the FAISS index put in the object store once; clustering is the local code itself.
+- ``ray_session``: a local Ray sized to this machine, or a running cluster at an address, shut down after. The
+  address is first reached with a plain socket that must also answer the HTTP/2 preface as every gRPC server does
+  (``check_ray_address``), and ``ray.init`` then runs under a time limit: Ray itself would retry an address that
+  does not resolve, answer or speak its protocol for minutes; here any failure is one ``RayAddressError`` line
+  within ``CONNECT_TIMEOUT_S + INIT_TIMEOUT_S``.
+- ``ray_encode``: the questions (``corpus_dataset``: blocks of whole batches) encoded by ``ShardEncoder`` actors,
+  each loading the model once, written as vector shards on disk. Ray Data restarts a killed actor and retries its
+  batch; a shard is named by its first question id and written whole, and every batch starts at a multiple of the
+  batch size, so a retried batch rewrites the same shard. ``gather_shards`` reads them back in id order.
+- ``ray_graph``: ``NeighbourGraph`` whose first search is split into Ray tasks over the FAISS index put in the
+  object store once; clustering is the local code itself.
 
-Ray is imported inside the functions: importing this module never imports or starts Ray. On a real cluster
-the model folder and ``out_dir`` must be on storage every node sees, and the lab installed on the nodes.
+Ray is imported inside the functions. On a real cluster the model folder and ``out_dir`` must be on storage every
+node sees, and the lab installed on the nodes.
 """
 from __future__ import annotations
 
 import functools
 import math
 import os
+import signal
 import socket
 import threading
 import time
@@ -40,6 +39,7 @@ OBJECT_STORE_CAP = 2 << 30  # bytes: a local Ray's shared-memory store, at most 
 TASK_RETRIES = 3  # retries of a search task whose worker died, before the run fails
 SHARD_PREFIX = "shard-"
 CONNECT_TIMEOUT_S = 10.0  # resolving and reaching a cluster's address, before Ray is asked to join it
+INIT_TIMEOUT_S = 15.0  # ray.init joining a cluster whose address answered: both limits together stay under 30 s
 NAMED_ADDRESSES = ("auto", "local")  # ray.init's own words: a cluster found on this machine, or a new one
 CLIENT_SCHEME, CLIENT_PORT, GCS_PORT = "ray://", 10001, 6379  # Ray's default ports: its client server, its GCS
 # The HTTP/2 client connection preface (its fixed 24 bytes, then an empty SETTINGS frame): a gRPC server answers
@@ -58,10 +58,8 @@ class RayAddressError(ValueError):
 def check_ray_address(address: str, timeout: float | None = None) -> None:
     """``RayAddressError`` unless something at ``address`` (``host:port`` or ``ray://host:port``) accepts a TCP
     connection and answers the HTTP/2 preface with a SETTINGS frame, as Ray's gRPC servers do, within ``timeout``
-    seconds (default ``CONNECT_TIMEOUT_S``), name resolution included: a port where something else listens
-    (silent, or another protocol) would keep ray.init retrying for minutes. Under ``RAY_USE_TLS`` the cluster
-    speaks TLS first, so only the connection is checked. The words ray.init resolves itself (``auto``,
-    ``local``) pass unchecked."""
+    seconds (default ``CONNECT_TIMEOUT_S``), name resolution included. Under ``RAY_USE_TLS`` only the connection is
+    checked (the cluster speaks TLS first); ``auto`` and ``local``, which ray.init resolves itself, pass."""
     timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
     host, port = _host_and_port(address)
     if host is None:
@@ -111,8 +109,7 @@ def _uses_tls() -> bool:
 
 
 def _expect_http2(connection: socket.socket, deadline: float, timeout: float) -> None:
-    """``_NotGrpc`` unless ``connection`` answers the HTTP/2 preface with a SETTINGS frame by ``deadline``
-    (``time.monotonic()``), ``timeout`` seconds after the check began."""
+    """``_NotGrpc`` unless ``connection`` answers the HTTP/2 preface with a SETTINGS frame by ``deadline``."""
     try:
         connection.settimeout(max(deadline - time.monotonic(), 0.001))
         connection.sendall(HTTP2_PREFACE)
@@ -128,8 +125,8 @@ def _expect_http2(connection: socket.socket, deadline: float, timeout: float) ->
 
 
 def _host_and_port(address: str) -> tuple[str | None, int | None]:
-    """(host, port) of ``host[:port]``, ``[v6][:port]`` or ``ray://host[:port]`` (Ray's default port when none
-    is given); (None, None) for ``auto`` and ``local``; RayAddressError for anything else."""
+    """(host, port) of ``host[:port]``, ``[v6][:port]`` or ``ray://host[:port]`` (Ray's default port when none is
+    given); (None, None) for ``auto`` and ``local``; RayAddressError for anything else."""
     text = address.strip()
     if text.lower() in NAMED_ADDRESSES:
         return None, None
@@ -146,9 +143,8 @@ def _host_and_port(address: str) -> tuple[str | None, int | None]:
 
 @contextmanager
 def ray_session(address: str = "", num_cpus: int | None = None):
-    """Ray for the block: an empty ``address`` starts a local Ray with ``num_cpus`` CPUs (default: this
-    machine's), else connects to the cluster there. Quiet (no dashboard, workers' logs not forwarded);
-    whatever it started is shut down at the end. A Ray already running in this process is used as it is."""
+    """Ray for the block: an empty ``address`` starts a local Ray with ``num_cpus`` CPUs (default: this machine's),
+    else joins the cluster there; quiet, and shut down at the end. A Ray already running in this process is used."""
     import logging
 
     import psutil
@@ -163,7 +159,13 @@ def ray_session(address: str = "", num_cpus: int | None = None):
     if address:
         check_ray_address(address)
         try:
-            ray.init(address=address, **quiet)
+            with _time_limit(INIT_TIMEOUT_S):
+                ray.init(address=address, **quiet)
+        except _TimeUp:
+            if ray.is_initialized():
+                ray.shutdown()
+            raise RayAddressError(f"Ray cluster {address}: it answered, but Ray did not join it within "
+                                  f"{INIT_TIMEOUT_S:g} s") from None
         except ConnectionError as error:
             if address.strip().lower() in NAMED_ADDRESSES:  # ray.init found no cluster started on this machine
                 raise RayAddressError(f"Ray cluster {address}: none runs on this machine; start one with "
@@ -193,6 +195,30 @@ def ray_session(address: str = "", num_cpus: int | None = None):
         ray.shutdown()
 
 
+class _TimeUp(BaseException):
+    """Raised into ray.init when its time is up: a BaseException, so no retry loop of Ray's catches it."""
+
+
+@contextmanager
+def _time_limit(seconds: float):
+    """``_TimeUp`` if the block runs past ``seconds`` (SIGALRM: in the main thread, where the CLI runs it; in any
+    other thread the block runs unbounded, as signals reach only the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise _TimeUp
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def load_named_model(source: str):
     """The torch model of a folder or ``"minilm"`` on the CPU (what an encoder actor loads by default)."""
     from core.models import load_model
@@ -201,9 +227,9 @@ def load_named_model(source: str):
 
 
 class ShardEncoder:
-    """A Ray Data encoder actor: loads the model once, then encodes batches of (id, question) rows and writes
-    each as a shard in ``out_dir``: ``<stem>.vectors.npy``, ``<stem>.queries.npy`` (two-tower models' query
-    side, deduplication only) and ``<stem>.ids.npy``, written last, which marks the shard whole."""
+    """A Ray Data encoder actor: loads the model once, then writes each batch of (id, question) rows as a shard in
+    ``out_dir``: ``<stem>.vectors.npy``, ``<stem>.queries.npy`` (a two-tower model's, deduplication only) and
+    ``<stem>.ids.npy``, written last, which marks the shard whole."""
 
     def __init__(self, load: Callable[[], object], out_dir: str, unit: bool, batch_size: int):
         self.model = load()
@@ -241,11 +267,10 @@ def _write_atomic(path: Path, array: np.ndarray) -> None:
 def ray_encode(model_source: str | Callable[[], object], questions: Sequence[str], out_dir: str | Path,
                batch_size: int = 256, workers: int = 2, unit: bool = True,
                encoder: type = ShardEncoder, dataset=None) -> list[Path]:
-    """Encode ``questions`` on Ray into shards in ``out_dir`` (created; must hold no shards yet) and return
-    the shards' stems in id order. ``model_source`` is a model folder or ``"minilm"`` (torch, CPU), or a
-    picklable ``load()`` returning any model with ``encode`` (the CLI's ``--backend`` loader: core.inference
-    may not import the ONNX backend). ``unit``: deduplication's vectors (``encode_corpus``), else ``embed``'s.
-    ``dataset``: the questions as ``corpus_dataset`` gives them; by default put in Ray's object store from here."""
+    """Encode ``questions`` on Ray into shards in ``out_dir`` (created; must hold no shards yet); the shards' stems
+    in id order. ``model_source``: a model folder or ``"minilm"`` (torch, CPU), or a picklable ``load()`` of any
+    model with ``encode`` (the CLI's ``--backend`` loader). ``unit``: deduplication's vectors (``encode_corpus``),
+    else ``embed``'s. ``dataset``: the questions as ``corpus_dataset`` gives them (by default made here)."""
     import ray.data
 
     out_dir = Path(out_dir)
@@ -265,8 +290,8 @@ def ray_encode(model_source: str | Callable[[], object], questions: Sequence[str
 
 
 def gather_shards(shards: Sequence[Path], total: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """(vectors, queries or None), each (total, d), of ``ray_encode``'s shards in question-id order. A row
-    written twice (a batch retried with other bounds) is kept once; a missing one is a RuntimeError."""
+    """(vectors, queries or None), each (total, d), of ``ray_encode``'s shards in question-id order; a row written
+    twice is kept once, a missing one is a RuntimeError."""
     vectors = queries = None
     seen = np.zeros(total, dtype=bool)
     for stem in shards:
@@ -296,8 +321,7 @@ def _search_shard(index_bytes: np.ndarray, queries: np.ndarray, k: int) -> tuple
 
 
 def ray_neighbours(index, queries: np.ndarray, k: int, shards: int) -> tuple[np.ndarray, np.ndarray]:
-    """``index.search(queries, k)`` cut into ``shards`` Ray tasks, the index bytes in the object store once:
-    (scores, ids), each (Q, k), in the queries' order."""
+    """``index.search(queries, k)`` cut into ``shards`` Ray tasks, the index in the object store once."""
     import faiss
     import ray
 
@@ -314,8 +338,7 @@ def ray_neighbours(index, queries: np.ndarray, k: int, shards: int) -> tuple[np.
 
 
 class _RayGraph(NeighbourGraph):
-    """``NeighbourGraph`` whose first search of every row runs as Ray tasks; deeper searches of the few rows
-    whose neighbours are all above a threshold, and the clustering, run here as the local graph's do."""
+    """``NeighbourGraph`` whose first search runs as Ray tasks; deeper searches and clustering run here."""
 
     def __init__(self, vectors, shards: int, **options):
         self._shards = shards  # > 0 while the constructor's first search runs
@@ -325,8 +348,7 @@ class _RayGraph(NeighbourGraph):
     def _search(self, rows: np.ndarray, k: int):
         if not self._shards:
             return super()._search(rows, k)
-        # The graph's own search, its index's ``search`` alone sent to Ray for the call (an instance
-        # attribute over FAISS's method): everything else (kind, re-scoring) sees the real index.
+        # The index's ``search`` alone sent to Ray for the call: everything else (kind, re-scoring) sees the index.
         index, shards = self.index, self._shards
         index.search = lambda queries, depth: ray_neighbours(index, queries, depth, shards)
         try:
@@ -336,15 +358,14 @@ class _RayGraph(NeighbourGraph):
 
 
 def ray_graph(vectors: np.ndarray, workers: int = 2, **options) -> NeighbourGraph:
-    """``NeighbourGraph(vectors, **options)`` with its first k-NN search split into ``workers`` Ray tasks:
-    the same neighbours, so the same clusters, as the local graph's."""
+    """``NeighbourGraph(vectors, **options)`` with its first search in ``workers`` Ray tasks: the same clusters."""
     return _RayGraph(vectors, shards=max(int(workers), 1), **options)
 
 
 # ---- the corpus as a Ray dataset ------------------------------------------------------------------
 def block_rows(total: int, batch_size: int, workers: int) -> int:
-    """Rows per block: whole batches, about four blocks per worker, at most ``BATCHES_PER_BLOCK`` batches. Every
-    batch then starts at a multiple of ``batch_size``, so a retried batch is the same rows (the same shard)."""
+    """Rows per block: whole batches (a retried batch is the same rows), about four blocks per worker, at most
+    ``BATCHES_PER_BLOCK`` batches."""
     per_block = math.ceil(total / (4 * max(workers, 1)) / batch_size) * batch_size
     return min(max(per_block, batch_size), BATCHES_PER_BLOCK * batch_size)
 

@@ -1,8 +1,6 @@
-"""Is a trained run any good? Its validation ROC AUC judged against chance (0.5), TF-IDF cosine (counting shared
-words) and zero-shot MiniLM (what the lab serves without training).
-
-The pipeline records the baselines beside the run's metrics (``validation_baselines``); the CLI's summary, the
-Train page and the model picker's default all read ``judge_run`` on those metrics, so they say the same thing.
+"""Is a trained run any good? Its validation ROC AUC judged against chance, TF-IDF cosine and zero-shot MiniLM,
+recorded by the pipeline (``validation_baselines``) and read by the CLI, the Train page and the model picker
+(``judge_run``), so they say the same thing.
 """
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from core.inference.uncertainty import BETTER, NO_DIFFERENCE, WORSE, paired_verdict
+from core.inference.metrics import BETTER, NO_DIFFERENCE, WORSE, paired_verdict
 
 CHANCE_ROC_AUC = 0.5
 # The baselines a run is compared with, by their key in metrics.
@@ -26,8 +24,7 @@ ZERO_SHOT_MAX_PAIRS = 2_000
 
 
 def what_to_try(has_val_file: bool = False, bundled_sample: bool = False) -> str:
-    """The advice after a weak run, for the data it trained on: the recipe read off a user's own data (sample-demo
-    only on the bundled sample it was made for), a validation file unless one was given, more labels."""
+    """The advice after a weak run, for the data it trained on."""
     if bundled_sample:
         return ("Try the sample-demo preset (made for this sample), more epochs or steps, or more training pairs; "
                 "meanwhile zero-shot MiniLM may serve better.")
@@ -59,13 +56,12 @@ class RunQuality:
 
     @property
     def flagged(self) -> bool:
-        """Worse than chance, or not measurably better than a baseline: never anyone's model by default."""
+        """Worse than chance, or not measurably better than a baseline: never the default model."""
         return self.worse_than_chance or bool(self.below) or bool(self.not_better)
 
     @property
     def short(self) -> str:
-        """A few words for a label: "worse than chance", "below TF-IDF cosine",
-        "no measurable difference from zero-shot MiniLM" or ""."""
+        """A few words for a label: "worse than chance", "below TF-IDF cosine", ... or ""."""
         if self.worse_than_chance:
             return "worse than chance"
         if self.below:
@@ -76,8 +72,7 @@ class RunQuality:
 
     @property
     def comparison(self) -> str:
-        """One sentence setting the run beside its baselines, e.g. "ROC AUC 0.918 against TF-IDF cosine 0.285
-        and zero-shot MiniLM 0.896 on the same validation pairs."; "" without a ROC AUC or a baseline."""
+        """One sentence setting the run beside its baselines; "" without a ROC AUC or a baseline."""
         if self.roc_auc is None or not self.baselines:
             return ""
         than = " and ".join(f"{BASELINE_LABELS[key]} {value:.3f}" for key, value in self.baselines.items())
@@ -95,8 +90,7 @@ class RunQuality:
 
 
 def finite_number(value) -> float | None:
-    """``value`` as a float when it is a finite number (not a bool), else None: how the lab reads a metric or a
-    threshold from a config.json that may be old, damaged or someone else's."""
+    """``value`` as a float when it is a finite number (not a bool), else None: a config.json's figure, read."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
 
@@ -116,13 +110,8 @@ def _recorded_verdict(entry: Mapping) -> dict | None:
 
 def judge_run(metrics, *, has_val_file: bool = False, bundled_sample: bool = False) -> RunQuality:
     """The quality of a run from config.json's ``metrics`` (``validation.roc_auc``, ``baselines.<key>.roc_auc`` and
-    its paired ``verdict``). Anything missing or malformed counts as absent: such a run is judged against chance,
-    and against a baseline without a verdict by the two ROC AUCs alone. ``has_val_file`` and ``bundled_sample``
-    choose the advice (``what_to_try``).
-
-    Example: ``{"validation": {"roc_auc": 0.23}, "baselines": {"tfidf": {"roc_auc": 0.29}}}`` is worse
-    than chance and below TF-IDF.
-    """
+    its paired ``verdict``); anything missing or malformed counts as absent, a baseline without a verdict is judged
+    by the two ROC AUCs alone. ``has_val_file`` and ``bundled_sample`` choose the advice."""
     metrics = metrics if isinstance(metrics, Mapping) else {}
     validation = metrics.get("validation")
     auc = finite_number(validation.get("roc_auc")) if isinstance(validation, Mapping) else None
@@ -170,13 +159,9 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
 
 
 def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None) -> dict:
-    """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val``.
-
-    TF-IDF is fitted on the questions of the pairs it scores (``core.inference.honest_pairs.TFIDF_FIT``). Zero-shot
-    MiniLM scores a seeded sample of ``ZERO_SHOT_MAX_PAIRS`` at most, and is left out when it is not installed.
-    With ``run_scores`` ((N,), the run's scores of ``val``), each baseline carries the paired bootstrap ``verdict``
-    of the run against it on the pairs it scored (resampling ``groups`` of pairs when given).
-    ``progress(done, total)`` counts the pairs zero-shot MiniLM has scored. Empty for one class or none."""
+    """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val`` (TF-IDF
+    fitted on their questions; zero-shot MiniLM on a seeded sample, left out when not installed); with
+    ``run_scores`` each carries the run's paired ``verdict`` against it. Empty for one class or none."""
     # Imported here: judging a saved run (the model picker) needs neither scikit-learn nor the models.
     from core.data import seeded_sample
     from core.inference.metrics import ranking_metrics
@@ -213,8 +198,7 @@ def _zero_shot_scores(val: pd.DataFrame, progress=None):
 
 @functools.lru_cache(maxsize=1)
 def zero_shot_model():
-    """The pretrained MiniLM on the CPU, loaded once per process (every run of a server compares with it),
-    or None when its package is not installed."""
+    """The pretrained MiniLM on the CPU, loaded once per process, or None when it is not installed."""
     from core.models import MiniLM
 
     try:

@@ -1,13 +1,9 @@
 """Score a whole file of pairs at a threshold, streamed: a 1 GB file never sits in memory twice.
 
-The file is read in chunks of rows by ``core.data``'s one pairs reader (``PairReader``: the same
-decoding, delimiter, columns, labels, label map, caps and refusals as ``load_pairs``, so ``score`` accepts
-and refuses the files every other command does; only the label column is optional here). Each chunk is scored and
-appended to the output, which keeps every input column and adds ``similarity`` and
-``predicted_duplicate`` (1 when the similarity is above the threshold), formula-safe; an input column already
-called so (case and surrounding spaces aside) is kept as it is, and the output takes the next free ``<name>_1``,
-``<name>_2``, ... (``output_names``). When the file has labels, the metrics of
-``core.inference.metrics.evaluate_scores`` come back too.
+The file is read in chunks by ``core.data``'s one pairs reader (``PairReader``: what ``load_pairs`` accepts and
+refuses; the label column optional). Each chunk is scored and appended to the output, every input column kept and
+``similarity`` and ``predicted_duplicate`` added, formula-safe (``output_names`` when the input has those names).
+With labels, the metrics of ``evaluate_scores`` come back too.
 """
 from __future__ import annotations
 
@@ -38,9 +34,8 @@ StepProgress = Callable[[int, "int | None"], None]  # (rows done, total or None:
 
 @dataclass
 class ScoreSteps:
-    """What ``score_file`` reports of its three steps, each in rows (``None``: not followed): ``reading`` the
-    rows read (called with 0 before the file's first pass, which checks all of it), ``encoding`` the pairs
-    scored (within a chunk too, ``SCORE_STEP`` at a time), ``writing`` the rows written."""
+    """The progress of ``score_file``'s three steps, in rows (``None``: not followed); ``reading`` is called with 0
+    before the file's first pass, ``encoding`` within a chunk too, ``SCORE_STEP`` at a time."""
 
     reading: StepProgress | None = None
     encoding: StepProgress | None = None
@@ -62,10 +57,8 @@ class ScoreReport:
 
 
 def output_names(input_columns) -> dict[str, str]:
-    """Each of ``OUTPUT_COLUMNS`` -> the name it is written under: itself, or where the input already has a
-    column of that name (kept as it is), the first of ``<name>_1``, ``<name>_2``, ... that no column has. Names
-    that differ only in case or surrounding spaces (``Similarity``, ``similarity ``) count as the same name: a
-    spreadsheet's reader could not tell the two columns apart."""
+    """Each of ``OUTPUT_COLUMNS`` -> the name it is written under: itself, or where the input has it already (case
+    and surrounding spaces aside: a spreadsheet could not tell them apart), the first free ``<name>_1``, ..."""
     taken = {_column_key(column): str(column) for column in input_columns}
     names = {}
     for name in OUTPUT_COLUMNS:
@@ -93,9 +86,7 @@ def renamed_note(names: dict[str, str], input_columns=()) -> str | None:
 
 
 def _sink(out):
-    """``out`` itself when it is an open text file (a command's claimed output, ``core.cli.score``); for a
-    path, a new file claimed and written as every user file is (``core.saving.user_files``): an existing
-    one is refused, and the file appears only whole."""
+    """``out`` itself when it is an open text file, else a new file claimed and written whole (``user_files``)."""
     if hasattr(out, "write"):
         return nullcontext(out)
     return _claimed_text_file(Path(out))
@@ -111,11 +102,9 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
                progress: Callable[[int], None] | None = None, max_bytes: int | None = None,
                columns: dict[str, str] | None = None, label_map: dict | None = None,
                steps: ScoreSteps | None = None) -> ScoreReport:
-    """Score every pair of ``source`` with ``model`` and write ``out`` (a new file's path, or an open text file,
-    see ``_sink``); ``progress(rows_done)`` after each chunk, and each step's own progress to ``steps``.
-    ``max_bytes`` caps the text read (``core.data.limits``); ``columns`` maps roles to the file's column
-    names and ``label_map`` label values to 1 or 0, as ``load_pairs``'s do; unusable input is a ``DataError``
-    (found after the last row, such as a label column of other values, it leaves no output file)."""
+    """Score every pair of ``source`` with ``model`` into ``out`` (a new file's path, or an open text file);
+    ``progress(rows_done)`` after each chunk. ``max_bytes``, ``columns`` and ``label_map`` as ``load_pairs``'s;
+    unusable input is a ``DataError`` (found after the last row, it leaves no output file)."""
     source = Path(source)
     steps = steps or ScoreSteps()
     _report(steps.reading, 0)
@@ -173,8 +162,7 @@ def _report(progress: StepProgress | None, done: int) -> None:
 
 
 def _scores(model, first: list[str], second: list[str], progress: StepProgress | None, before: int) -> np.ndarray:
-    """``model.score_pairs`` of the pairs, in one call, or ``SCORE_STEP`` at a time with ``progress(before +
-    pairs scored)`` after each."""
+    """``model.score_pairs`` of the pairs, in one call or ``SCORE_STEP`` at a time with ``progress``."""
     if progress is None:
         return model.score_pairs(first, second)
     parts = []

@@ -1,31 +1,29 @@
-"""Nearest questions: every question of a corpus as a unit vector in a FAISS inner-product index.
+"""Nearest questions: a corpus's unit vectors in an inner-product index, FAISS's or exact matrix products on a GPU.
 
-The corpus is encoded once through tower 1 (the question2 side) and a query through tower 0 (the
-question1 side), the same way pairs are scored, so a search score is the cosine similarity the
-model would give the pair (query, corpus question).
+The corpus is encoded through tower 1 (the question2 side) and a query through tower 0, as pairs are scored, so a
+search score is the cosine the model would give the pair (query, corpus question).
 
-Three kinds of index (``new_index``): ``flat`` is exact (every vector in float32, 4·d bytes each); ``hnsw`` adds a
-graph for fast approximate search; ``ivfpq`` compresses: the vectors are split among ``nlist`` k-means cells (IVF)
-and each is stored as ``m`` one-byte codes of its residual (product quantisation), trained on a seeded sample of
-the vectors (``bench/index_memory.py`` measures the saving). Its scores are PQ estimates of the cosine: callers
-that compare them with a threshold score their candidates again exactly (``core.inference.dedup_graph``). By
-default a corpus is searched exactly up to ``FLAT_LIMIT`` texts, with HNSW above.
+Three kinds of FAISS index (``new_index``): ``flat`` is exact; ``hnsw`` adds a graph for fast approximate search;
+``ivfpq`` compresses: the vectors are split among ``nlist`` k-means cells (IVF) and each is stored as ``m`` one-byte
+codes of its residual (product quantisation), trained on a seeded sample (``bench/index_memory.py``). Its scores
+are PQ estimates: callers that compare them with a threshold score their candidates again exactly
+(``core.inference.dedup_graph``). By default a corpus is searched exactly up to ``FLAT_LIMIT`` texts, HNSW above.
+On a CUDA device the vectors fit on, ``DeviceIndex`` does the flat index's work in torch, in IEEE float32 (never
+TF32), so its scores are FAISS's up to rounding in the last bits.
 
-An index is kept in a cache folder (``save_index``) named by what it was built from, and used again
-(``load_index``) only under exactly the same stamp: the model's ``model_identity``, the texts' ``fingerprint``,
-their number, the kind and its parameters. A cache is the lab's own folder: someone who can write there is
-outside the threat model (``docs/RELIABILITY.md``), so an index read back is checked for what a crash or a stale
-entry leaves (its stamp, its size), not for forgery; so are arrays kept the same way (``save_arrays``).
+An index or arrays are kept in a cache folder named by what they were built from, and used again only under
+exactly the same stamp (model, texts, count, kind, parameters). The cache is the lab's own folder, so an entry is
+checked for what a crash or a stale entry leaves, not for forgery (``docs/RELIABILITY.md``).
 
-FAISS is imported only where an index is made or read: the command line's parsers take ``INDEX_KINDS`` and
-``FLAT_LIMIT`` from here where FAISS is not installed.
+FAISS and torch are imported only where an index is made or read: the command line's parsers take ``INDEX_KINDS``
+and ``FLAT_LIMIT`` from here.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
-import weakref
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -37,6 +35,7 @@ HNSW_NEIGHBOURS = 32  # M: graph links per vector
 HNSW_EF_SEARCH = 512  # candidates kept while searching: recall@10 above 0.95 at millisecond latency (docs/BENCHMARKS.md)
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while building
 ENCODE_CHUNK = 4096  # texts per model.encode call, so progress moves and memory stays bounded
+UNIT_CHUNK = 65_536  # rows per step when checking or scaling a corpus's vectors
 INDEX_FILE, META_FILE = "index.faiss", "meta.json"
 FORMAT = "siamese-lab-cache"
 MIN_POINTS = 39  # training rows per k-means centroid below which FAISS warns (its min_points_per_centroid)
@@ -46,6 +45,9 @@ PQ_BITS = 8  # bits per code (256 centroids per sub-vector), FAISS's fast path
 # Cells searched per query: a 16th of them (at least 8). Near duplicates fall in their query's cell or a
 # neighbouring one; on uniform random vectors (no cells to follow) recall is poor (bench/index_memory.py).
 NPROBE_SHARE, MIN_NPROBE = 16, 8
+CHUNK_ROWS = 4096  # queries per matrix product on a device
+SCORE_BLOCK_BYTES = 1 << 30  # the (chunk, N) float32 scores of one product at most: fewer rows for a large corpus
+GPU_MEMORY_SHARE = 0.8  # of the free GPU memory the vectors and one score block may take; the rest is headroom
 
 Progress = Callable[[int, int], None]  # (texts encoded so far, total)
 UnitEncoder = Callable[[list, "Progress | None"], np.ndarray]  # (texts, progress) -> (N, d) unit rows, tower 1
@@ -55,90 +57,81 @@ def fingerprint(texts: Sequence[str]) -> str:
     """sha1 of the texts in order; a NUL between texts keeps ["ab", "c"] apart from ["a", "bc"]."""
     digest = hashlib.sha1()
     for text in texts:
-        digest.update(text.encode("utf-8", "surrogatepass"))
-        digest.update(b"\0")
+        digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
     return digest.hexdigest()
 
 
-_MODEL_FINGERPRINTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def model_fingerprint(model) -> str | None:
-    """sha256 of what decides a model's vectors: its tokenizer's settings and vocabulary, and every
-    tensor of its ``state_dict`` (name, dtype, shape, bytes); None for an object without a state_dict.
-
-    Cached per model object while its tensors are unchanged (their version counters move on any
-    in-place update, such as an optimiser step), so asking again costs nothing.
-    """
-    state_dict = getattr(model, "state_dict", None)
-    if not callable(state_dict):
+    """sha256 of what decides a model's vectors: its tokenizer's settings and vocabulary, and every tensor of its
+    ``state_dict`` (name, dtype, shape, bytes); None for an object without a state_dict."""
+    if not callable(getattr(model, "state_dict", None)):
         return None
     import torch
 
-    tensors = sorted(state_dict().items())
-    stamp = tuple((name, t.data_ptr(), t._version, tuple(t.shape), str(t.dtype)) for name, t in tensors)
-    try:
-        cached = _MODEL_FINGERPRINTS.get(model)
-    except TypeError:  # not weak-referenceable: no cache
-        cached = None
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
     digest = hashlib.sha256()
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is not None:
         settings = tokenizer.to_dict() if hasattr(tokenizer, "to_dict") else {}
         digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
         digest.update(str(getattr(tokenizer, "vocab_size", "")).encode() + b"\0")
-        vocab = getattr(tokenizer, "vocab", None)
-        if isinstance(vocab, list):
-            digest.update("\n".join(vocab).encode("utf-8", "surrogatepass"))
-    for name, tensor in tensors:
+        if isinstance(getattr(tokenizer, "vocab", None), list):
+            digest.update("\n".join(tokenizer.vocab).encode("utf-8", "surrogatepass"))
+    for name, tensor in sorted(model.state_dict().items()):
         t = tensor.detach().to("cpu").contiguous()
         digest.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
         if t.numel():
             digest.update(t.reshape(-1).view(torch.uint8).numpy())
-    value = digest.hexdigest()
-    try:
-        _MODEL_FINGERPRINTS[model] = (stamp, value)
-    except TypeError:
-        pass
-    return value
+    return digest.hexdigest()
 
 
-def unit_rows(vectors) -> np.ndarray:
-    """(N, d) float32 rows scaled to length 1; an all-zero row stays zero (scores 0), as in
-    ``F.normalize``."""
-    v = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))  # (N, d)
-    norms = np.linalg.norm(v, axis=1, keepdims=True)  # (N, 1)
-    return np.ascontiguousarray(v / np.maximum(norms, 1e-12), dtype=np.float32)
+def model_identity(model) -> str | None:
+    """What names a model's vectors: its weights' ``model_fingerprint``, or an ONNX graph's digest."""
+    identity, digest = model_fingerprint(model), getattr(model, "digest", None)
+    return identity if identity is not None else digest.hex() if isinstance(digest, bytes) else None
+
+
+def row_norms(rows: np.ndarray, name: str = "vectors") -> np.ndarray:
+    """(N,) float32 lengths of the rows of ``rows`` ((N, d)), a chunk at a time (no (N, d) temporary beside a
+    corpus's vectors); ValueError naming ``name`` for NaN or infinite values."""
+    norms = np.empty(len(rows), dtype=np.float32)
+    for start in range(0, len(rows), UNIT_CHUNK):
+        part = rows[start : start + UNIT_CHUNK]
+        if not np.isfinite(part).all():
+            raise ValueError(f"{name} hold NaN or infinite values")
+        norms[start : start + UNIT_CHUNK] = np.linalg.norm(part, axis=1)
+    return norms
+
+
+def is_unit(norms: np.ndarray) -> bool:
+    """Every row of length 1 (float32 rounding aside) or 0 (an all-zero row stays so)."""
+    return bool(((np.abs(norms - 1) < 1e-5) | (norms == 0)).all())
+
+
+def unit_rows(vectors, name: str = "vectors") -> np.ndarray:
+    """(N, d) float32 rows scaled to length 1 (an all-zero row stays zero, as in ``F.normalize``); rows of length 1
+    already are kept without a copy. ValueError naming ``name`` for another shape or values not finite."""
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D (N, d) array, got shape {array.shape}")
+    norms = row_norms(array, name)
+    if is_unit(norms):
+        return np.ascontiguousarray(array)
+    return np.ascontiguousarray(array / np.maximum(norms, 1e-12)[:, None], dtype=np.float32)
 
 
 def encode_unit_rows(model, texts: Sequence[str], tower: int, batch_size: int,
                      progress: Progress | None) -> np.ndarray:
-    """(N, d) unit rows of ``texts``, encoded ``ENCODE_CHUNK`` at a time into one array filled in place
-    (a corpus's vectors are held once, not once per chunk and again joined and again scaled)."""
-    total = len(texts)
-    out = None
+    """(N, d) unit rows of ``texts``, encoded ``ENCODE_CHUNK`` at a time into one array filled in place."""
+    total, out = len(texts), None
     for offset in range(0, total, ENCODE_CHUNK):
         chunk = list(texts[offset : offset + ENCODE_CHUNK])
-        inner = None
-        if progress is not None:
-            inner = lambda done, _n, offset=offset: progress(offset + done, total)  # noqa: E731
+        inner = None if progress is None else (lambda done, _n, offset=offset: progress(offset + done, total))
         part = np.asarray(model.encode(chunk, tower=tower, batch_size=batch_size, progress=inner), dtype=np.float32)
         if out is None:
             out = np.empty((total, part.shape[1]), dtype=np.float32)  # (N, d)
         norms = np.linalg.norm(part, axis=1, keepdims=True)
         np.divide(part, np.maximum(norms, 1e-12), out=out[offset : offset + len(chunk)])
-    if out is None:
-        return np.zeros((0, 0), dtype=np.float32)
-    return out
-
-
-def model_identity(model) -> str | None:
-    """What names a model's vectors: its weights' ``model_fingerprint``, or an ONNX graph's digest."""
-    identity = model_fingerprint(model)
-    digest = getattr(model, "digest", None)
-    return identity if identity is not None else digest.hex() if isinstance(digest, bytes) else None
+    return np.zeros((0, 0), dtype=np.float32) if out is None else out
 
 
 # ---- the kinds of index ------------------------------------------------------------------------
@@ -149,14 +142,13 @@ def checked_kind(kind: str) -> str:
 
 
 def ivf_cells(n: int) -> int:
-    """IVF cells for ``n`` vectors: about 4·sqrt(n), at most ``MAX_NLIST``, and few enough that every
-    cell gets ``MIN_POINTS`` training rows when the corpus has them."""
+    """IVF cells for ``n`` vectors: about 4·sqrt(n), at most ``MAX_NLIST``, and few enough that every cell gets
+    ``MIN_POINTS`` training rows when the corpus has them."""
     return int(max(1, min(round(4 * math.sqrt(max(n, 1))), MAX_NLIST, n // MIN_POINTS)))
 
 
 def training_rows(n: int) -> int:
-    """How many sampled vectors train an ivfpq index over ``n``: ``MIN_POINTS`` per IVF cell and per PQ
-    centroid, or all of them when the corpus is smaller."""
+    """Sampled vectors that train an ivfpq index over ``n``: ``MIN_POINTS`` per IVF cell and per PQ centroid."""
     return min(n, MIN_POINTS * max(ivf_cells(n), 1 << PQ_BITS))
 
 
@@ -185,17 +177,15 @@ def index_parameters(kind: str, dim: int, n: int) -> dict:
 
 def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, seed: int = 0,
               links: int = HNSW_NEIGHBOURS) -> faiss.Index:
-    """An empty inner-product index of ``kind`` for ``n`` unit vectors of width ``dim``: HNSW with ``links``
-    links per vector; ivfpq trained on ``sample`` (``training_sample``'s rows: required). A single vector has
-    nothing to train on: its ivfpq index is flat."""
+    """An empty inner-product index of ``kind`` for ``n`` unit vectors of width ``dim``: HNSW with ``links`` links
+    per vector; ivfpq trained on ``sample`` (``training_sample``'s rows: required; a single vector's is flat)."""
     import faiss
 
     if checked_kind(kind) == "flat" or kind == "ivfpq" and n < 2:
         return faiss.IndexFlatIP(dim)
     if kind == "hnsw":
         index = faiss.IndexHNSWFlat(dim, links, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        index.hnsw.efSearch = HNSW_EF_SEARCH
+        index.hnsw.efConstruction, index.hnsw.efSearch = HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH
         return index
     if sample is None or len(sample) < 2:
         raise ValueError("an ivfpq index is trained on a sample of at least 2 of its vectors")
@@ -214,12 +204,11 @@ def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, see
 
 
 def index_kind(index) -> str:
-    """"flat", "hnsw" or "ivfpq": what ``new_index`` built ``index`` as (a device's exact index is "flat")."""
+    """"flat", "hnsw" or "ivfpq": what ``new_index`` built ``index`` as (a ``DeviceIndex`` is "flat")."""
     import faiss
 
-    if isinstance(index, faiss.IndexIVFPQ):
-        return "ivfpq"
-    return "hnsw" if isinstance(index, faiss.IndexHNSWFlat) else "flat"
+    return "ivfpq" if isinstance(index, faiss.IndexIVFPQ) else "hnsw" if isinstance(index, faiss.IndexHNSWFlat) \
+        else "flat"
 
 
 def filled_index(kind: str, vectors: np.ndarray, seed: int = 0, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
@@ -230,53 +219,103 @@ def filled_index(kind: str, vectors: np.ndarray, seed: int = 0, links: int = HNS
     return index
 
 
-# ---- kept in a cache folder --------------------------------------------------------------------
-def save_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
-    """Write ``index`` and ``meta.json`` (the ``stamp``, the index's count and width) to ``folder`` atomically."""
-    import faiss
+# ---- exact search on a torch device ------------------------------------------------------------
+class DeviceIndex:
+    """An exact inner-product index on a torch device, answering what ``NeighbourGraph`` asks of FAISS's flat
+    index (``ntotal``, ``d``, ``search(queries, k) -> (scores, ids)``) over rows L2-normalised first. The vectors
+    go to the device once; every search sends only its queries."""
 
-    from core.saving.atomic import write_folder_atomically
+    def __init__(self, vectors: np.ndarray, device):
+        import torch
 
-    meta = {"format": FORMAT, "stamp": stamp, "count": int(index.ntotal), "dim": int(index.d)}
+        self.device = torch.device(device)
+        self.vectors = self._unit(vectors)  # (N, d)
+        self.ntotal, self.d = (int(size) for size in self.vectors.shape)
 
-    def write(temp: Path) -> None:
-        faiss.write_index(index, str(temp / INDEX_FILE))
-        (temp / META_FILE).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
+    def _unit(self, rows):
+        import torch
+        import torch.nn.functional as F
 
-    return write_folder_atomically(folder, write, owned_before=(INDEX_FILE, META_FILE))
+        tensor = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.device)
+        if tensor.ndim != 2:
+            raise ValueError(f"expected a 2-D (N, d) array, got shape {tuple(tensor.shape)}")
+        return F.normalize(tensor, dim=1)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, ids), each (Q, k), best first, equal scores by lower index; where ``k`` is over N the missing
+        places are id -1 with score -inf, as FAISS gives them. Chunks of ``CHUNK_ROWS`` queries (fewer when one
+        chunk's scores would pass ``SCORE_BLOCK_BYTES``)."""
+        import torch
+
+        stored, asked = self.vectors, self._unit(queries)
+        if asked.shape[1] != stored.shape[1]:
+            raise ValueError(f"queries of width {asked.shape[1]} against vectors of width {stored.shape[1]}")
+        if int(k) < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        n, q, k = stored.shape[0], asked.shape[0], int(k)
+        scores, indices = np.full((q, k), -np.inf, dtype=np.float32), np.full((q, k), -1, dtype=np.int64)
+        found, step = min(k, n), max(1, min(CHUNK_ROWS, SCORE_BLOCK_BYTES // (4 * max(n, 1))))
+        with _ieee_float32(self.device), torch.inference_mode():
+            for start in range(0, q if found else 0, step):
+                best, where = torch.topk(asked[start : start + step] @ stored.T, found, dim=1)  # (rows, found)
+                # topk leaves the order of equal values to the kernel: by index, then stably by score
+                by_index = torch.argsort(where, dim=1)
+                best, where = torch.gather(best, 1, by_index), torch.gather(where, 1, by_index)
+                by_score = torch.sort(best, dim=1, descending=True, stable=True).indices
+                scores[start : start + step, :found] = torch.gather(best, 1, by_score).cpu().numpy()
+                indices[start : start + step, :found] = torch.gather(where, 1, by_score).cpu().numpy()
+        return scores, indices
 
 
-def load_index(folder: str | Path, stamp: dict) -> faiss.Index | None:
-    """The index ``save_index`` wrote to ``folder`` with exactly ``stamp``; None when there is none, it was saved
-    with another stamp, or it cannot be read as the count and width its meta records."""
-    import faiss
+@contextlib.contextmanager
+def _ieee_float32(device):
+    """Full float32 matrix products on a GPU for the block (TF32 keeps 10 bits: scores off by 1e-3)."""
+    import torch
 
-    folder = Path(folder)
-    if json.dumps(saved_stamp(folder), sort_keys=True) != json.dumps(stamp, sort_keys=True):
-        return None
+    previous = torch.get_float32_matmul_precision()
+    if device.type != "cuda" or previous == "highest":
+        yield
+        return
+    torch.set_float32_matmul_precision("highest")
     try:
-        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-        index = faiss.read_index(str(folder / INDEX_FILE))
-    except (OSError, ValueError, RuntimeError):  # unreadable or torn: build again
-        return None
-    if (index.ntotal, index.d) != (meta.get("count"), meta.get("dim")):
-        return None
-    if isinstance(index, faiss.IndexIVFPQ):
-        index.nprobe = nprobe_for(index.nlist)
-    return index
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
 
 
-def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict) -> Path:
-    """Write ``arrays`` (file name -> array) and ``meta.json`` (the ``stamp``) to ``folder`` atomically,
-    replacing what was there."""
+def fits_on_device(n: int, dim: int, device, copies: int = 1) -> bool:
+    """Whether ``copies`` (N, d) float32 arrays and one chunk's scores fit in ``GPU_MEMORY_SHARE`` of the free
+    memory of the CUDA ``device``; False for any other device."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return False
+    rows = max(1, min(CHUNK_ROWS, SCORE_BLOCK_BYTES // (4 * max(n, 1))))
+    needed = 4 * n * dim * copies + 4 * rows * n * 2  # the vectors, one score block and topk's workspace
+    return needed <= GPU_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
+
+
+def device_index(vectors: np.ndarray, device, queries: np.ndarray | None = None) -> DeviceIndex | None:
+    """A ``DeviceIndex`` of ``vectors`` on ``device`` when it is a CUDA device they (and ``queries``, when another
+    array) fit on, else None: the caller searches with FAISS."""
+    if device is None or vectors.size == 0:
+        return None
+    copies = 1 if queries is None or queries is vectors else 2
+    return DeviceIndex(vectors, device) if fits_on_device(*vectors.shape, device, copies) else None
+
+
+# ---- kept in a cache folder --------------------------------------------------------------------
+def _save_entry(folder: str | Path, stamp: dict, writers: dict[str, Callable[[Path], None]]) -> Path:
+    """Each of ``writers`` (file name -> write(path)) and ``meta.json`` (the ``stamp``) to ``folder``, atomically."""
     from core.saving.atomic import write_folder_atomically
 
     def write(temp: Path) -> None:
-        for name, array in arrays.items():
-            np.save(temp / name, np.ascontiguousarray(array), allow_pickle=False)
+        for name, save in writers.items():
+            save(temp / name)
         (temp / META_FILE).write_text(json.dumps({"format": FORMAT, "stamp": stamp}, sort_keys=True), encoding="utf-8")
 
-    return write_folder_atomically(folder, write, owned_before=(META_FILE, *arrays))
+    return write_folder_atomically(folder, write, owned_before=(META_FILE, *writers))
 
 
 def saved_stamp(folder: str | Path) -> dict | None:
@@ -289,10 +328,44 @@ def saved_stamp(folder: str | Path) -> dict | None:
     return stamp if isinstance(stamp, dict) else None
 
 
+def _same_stamp(folder: str | Path, stamp: dict) -> bool:
+    return json.dumps(saved_stamp(folder), sort_keys=True) == json.dumps(stamp, sort_keys=True)
+
+
+def save_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
+    import faiss
+
+    return _save_entry(folder, stamp, {INDEX_FILE: lambda path: faiss.write_index(index, str(path))})
+
+
+def load_index(folder: str | Path, stamp: dict, shape: tuple[int, int] | None = None) -> faiss.Index | None:
+    """The index ``save_index`` wrote to ``folder`` with exactly ``stamp`` (holding ``shape`` (N, d) vectors when
+    given); None when there is none, another stamp, or a file FAISS cannot read."""
+    import faiss
+
+    if not _same_stamp(folder, stamp):
+        return None
+    try:
+        index = faiss.read_index(str(Path(folder) / INDEX_FILE))
+    except (OSError, RuntimeError):  # unreadable or torn: build again
+        return None
+    if shape is not None and (index.ntotal, index.d) != tuple(shape):
+        return None
+    if isinstance(index, faiss.IndexIVFPQ):
+        index.nprobe = nprobe_for(index.nlist)
+    return index
+
+
+def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict) -> Path:
+    """``arrays`` (file name -> array) and the ``stamp`` to ``folder`` atomically, replacing what was there."""
+    return _save_entry(folder, stamp, {name: lambda path, array=array: np.save(
+        path, np.ascontiguousarray(array), allow_pickle=False) for name, array in arrays.items()})
+
+
 def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[int, ...], object]]) -> dict | None:
     """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp``, each file's name mapped to the
     (shape, dtype) it must have; None when there is no such entry or an array has another shape or dtype."""
-    if json.dumps(saved_stamp(folder), sort_keys=True) != json.dumps(stamp, sort_keys=True):
+    if not _same_stamp(folder, stamp):
         return None
     try:
         arrays = {name: np.load(Path(folder) / name, allow_pickle=False) for name in shapes}
@@ -310,9 +383,7 @@ class SearchIndex:
     def __init__(self, model, index: faiss.Index, texts: list[str]):
         if index.ntotal != len(texts):
             raise ValueError(f"the index holds {index.ntotal} vectors for {len(texts)} texts")
-        self.model = model
-        self.index = index
-        self.texts = list(texts)
+        self.model, self.index, self.texts = model, index, list(texts)
 
     @property
     def kind(self) -> str:
@@ -325,27 +396,20 @@ class SearchIndex:
     def build(cls, model, texts: Sequence[str], progress: Progress | None = None, batch_size: int = 256,
               kind: str | None = None, flat_limit: int = FLAT_LIMIT, encode: UnitEncoder | None = None,
               seed: int = 0) -> "SearchIndex":
-        """Encode ``texts`` with ``model`` (tower 1; or ``encode(texts, progress)``'s unit rows, such as the
-        vectors cached by ``core.inference.vector_cache``) into an index of ``kind`` (default: exact up to
-        ``flat_limit`` texts, HNSW above)."""
+        """Encode ``texts`` with ``model`` (tower 1; or ``encode(texts, progress)``'s unit rows) into an index of
+        ``kind`` (default: exact up to ``flat_limit`` texts, HNSW above)."""
         texts = list(texts)
         if not texts:
             raise ValueError("nothing to index: the corpus has no questions")
         vectors = encode(texts, progress) if encode is not None else encode_unit_rows(  # (N, d)
             model, texts, tower=1, batch_size=batch_size, progress=progress)
-        kind = kind or ("flat" if len(texts) <= flat_limit else "hnsw")
-        return cls(model, filled_index(kind, vectors, seed), texts)
+        return cls(model, filled_index(kind or ("flat" if len(texts) <= flat_limit else "hnsw"), vectors, seed), texts)
 
     def search(self, query: str | Sequence[str], k: int) -> list[list[tuple[str, float]]]:
-        """The ``k`` most similar corpus texts of each query, best first, as (text, cosine score).
-
-        A single string still gives a list with one result list.
-        """
+        """The ``k`` most similar corpus texts of each query (a single string too), best first, as (text, cosine)."""
         queries = [query] if isinstance(query, str) else list(query)
-        if not queries:
-            return []
         k = max(0, min(int(k), len(self.texts)))
-        if k == 0:
+        if not queries or k == 0:
             return [[] for _ in queries]
         vectors = encode_unit_rows(self.model, queries, tower=0, batch_size=256, progress=None)  # (Q, d)
         scores, ids = self.index.search(vectors, k)  # (Q, k) each; id -1 where HNSW found fewer
@@ -356,9 +420,9 @@ class SearchIndex:
 def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, progress: Progress | None = None,
                   kind: str | None = None, flat_limit: int = FLAT_LIMIT, batch_size: int = 256,
                   encode: UnitEncoder | None = None, seed: int = 0) -> SearchIndex:
-    """The ``SearchIndex`` of ``texts`` in an index of ``kind`` (default: exact up to ``flat_limit`` texts, HNSW
-    above): the one kept in ``cache_dir`` for this model, corpus and kind when there is one, else built
-    (``SearchIndex.build``) and kept there when it can be. A model nothing identifies is indexed in memory only."""
+    """The ``SearchIndex`` of ``texts`` in an index of ``kind``: the one kept in ``cache_dir`` for this model, corpus
+    and kind when there is one, else built and kept there when it can be. A model nothing identifies is indexed in
+    memory only."""
     texts = list(texts)
     if not texts:
         raise ValueError("nothing to index: the corpus has no questions")
@@ -374,8 +438,6 @@ def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, pro
         return SearchIndex(model, saved, texts)
     built = SearchIndex.build(model, texts, progress, batch_size, kind=kind, encode=encode, seed=seed)
     if folder is not None:
-        try:
+        with contextlib.suppress(OSError):  # a read-only cache still gets a working (in-memory) index
             save_index(built.index, folder, stamp)
-        except OSError:  # a read-only cache still gets a working (in-memory) index
-            pass
     return built

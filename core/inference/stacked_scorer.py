@@ -1,16 +1,11 @@
-"""A stacked scorer: a logistic regression on an encoder's cosine and three cheap lexical features of a pair.
+"""A stacked scorer (``calibrate --stacked``): a logistic regression on an encoder's cosine and three cheap lexical
+features of a pair (``FEATURES``): the cosine of TF-IDF vectors fitted on the fit pairs' questions, the Jaccard
+overlap of the two questions' word sets and the ratio of their lengths in words. They are standardised with the fit
+pairs' means and scales; the score is ``LogisticRegression``'s probability of a duplicate.
 
-``python -m core calibrate --stacked`` fits it on the user's labelled pairs. The features of a pair
-(``FEATURES``) are the encoder's cosine, the cosine of TF-IDF vectors fitted on the fit pairs' questions
-(``core.inference.tfidf_scorer``), the Jaccard overlap of the two questions' word sets and the ratio of their
-lengths in words (shorter over longer). They are standardised with the fit pairs' means and scales, and the score
-of a pair is scikit-learn's ``LogisticRegression`` probability that it is a duplicate; a pair costs its encoding by
-the encoder plus microseconds.
-
-The folder (``core.saving.calibrated``) is a calibrated copy of the encoder whose ``model_type`` is ``STACKED``:
-it points at the encoder's files (checked as every copy's parent is), keeps the TF-IDF fit in ``TFIDF_FILE`` and
-the means, scales, coefficients and intercept in config.json's ``stacked``, all JSON. It scores pairs and has no
-vectors of its own, as the TF-IDF baseline.
+Its folder is a calibrated copy of the encoder (``core.saving.calibrated``) whose ``model_type`` is ``STACKED``: the
+encoder's files checked as every copy's parent, the TF-IDF fit in ``TFIDF_FILE``, the rest in config.json's
+``stacked``, all JSON. It scores pairs and has no vectors.
 """
 from __future__ import annotations
 
@@ -22,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from core.inference.tfidf_scorer import TfidfScorer
+from core.inference.tfidf_scorer import TfidfScorer, folder_of_type, saved_fit
 from core.model_names import STACKED, TFIDF
 
 FEATURES = ("encoder_cosine", "tfidf_cosine", "word_jaccard", "length_ratio")
@@ -38,23 +33,13 @@ def words(text: str) -> list[str]:
 
 
 def word_jaccard(first: str, second: str) -> float:
-    """|shared words| / |words of either|, over distinct words; two questions without words overlap fully.
-
-    Example:
-        >>> word_jaccard("How do I learn Python?", "how to learn python")
-        0.5
-    """
+    """|shared words| / |words of either|, over distinct words; two questions without words overlap fully."""
     a, b = set(words(first)), set(words(second))
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
 def length_ratio(first: str, second: str) -> float:
-    """The shorter question's length over the longer one's, in words; 1 when neither has a word.
-
-    Example:
-        >>> length_ratio("How do I learn Python?", "how to learn python")
-        0.8
-    """
+    """The shorter question's length over the longer one's, in words; 1 when neither has a word."""
     a, b = len(words(first)), len(words(second))
     return min(a, b) / max(a, b) if max(a, b) else 1.0
 
@@ -102,8 +87,7 @@ class StackedScorer:
 
 
 def fit_stacked(encoder, pairs, encoder_cosine) -> StackedScorer:
-    """A ``StackedScorer`` over ``encoder`` fitted on the labelled ``pairs`` (``encoder_cosine``: their cosines
-    under it): TF-IDF on their questions, then ``StandardScaler`` and ``LogisticRegression`` with its defaults."""
+    """A ``StackedScorer`` over ``encoder`` fitted on the labelled ``pairs`` (``encoder_cosine``: their cosines)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
@@ -137,12 +121,7 @@ def description(parent_name: str, pairs: int, data: str) -> dict:
 
 def is_stacked(source: str | Path) -> bool:
     """Whether a ``--model`` value is a folder holding a stacked scorer."""
-    from core.saving import ModelLoadError, read_config
-
-    try:
-        return Path(source).is_dir() and read_config(source).get("model_type") == STACKED
-    except ModelLoadError:
-        return False  # not a usable folder: the loader that tries it says why
+    return folder_of_type(source, STACKED)
 
 
 def _numbers(record: Mapping, key: str, size: int, where: str) -> list[float]:
@@ -154,11 +133,11 @@ def _numbers(record: Mapping, key: str, size: int, where: str) -> list[float]:
 
 
 def load_stacked(source: str | Path, device: str = "cpu") -> tuple[StackedScorer, dict]:
-    """(scorer, config) of the stacked folder ``source``, its encoder loaded on ``device`` once its files are
-    checked to be those it was fitted over (``core.models.registry.parent_of``); ModelLoadError, one line, else."""
+    """(scorer, config) of the stacked folder ``source``, its encoder loaded on ``device`` once its files are checked
+    to be those it was fitted over; ModelLoadError, one line, else."""
     from core.models.registry import load_model, parent_of
-    from core.saving import VOCAB_MAX_BYTES, ModelLoadError, read_config, read_json_file
-    from core.saving.calibrated import CALIBRATED_FROM, TFIDF_FILE
+    from core.saving import ModelLoadError, read_config
+    from core.saving.calibrated import CALIBRATED_FROM
 
     folder = Path(source)
     config = read_config(folder)
@@ -174,12 +153,9 @@ def load_stacked(source: str | Path, device: str = "cpu") -> tuple[StackedScorer
         intercept = _numbers({"intercept": [record.get("intercept")]}, "intercept", 1, where)[0]
         if min(scale) <= 0:
             raise ValueError(f"{where}.scale must be positive")
-        tfidf = TfidfScorer.from_dict(read_json_file(folder / TFIDF_FILE, VOCAB_MAX_BYTES, folder=folder),
-                                      str(folder / TFIDF_FILE))
-    except FileNotFoundError:
-        raise ModelLoadError(f"{folder} has no {TFIDF_FILE}; calibrate --stacked again") from None
-    except ValueError as error:  # ModelLoadError included
+    except ValueError as error:
         raise ModelLoadError(str(error)) from None
+    tfidf = saved_fit(folder, "calibrate --stacked again")
     parent = parent_of(folder, config)
     if parent == TFIDF:
         raise ModelLoadError(f"{folder}: a stacked scorer stands over an encoder, not the TF-IDF baseline")
@@ -188,10 +164,9 @@ def load_stacked(source: str | Path, device: str = "cpu") -> tuple[StackedScorer
 
 
 def stack_and_calibrate(encoder, train, data: str, val=None, val_data: str = "", progress=None):
-    """(scorer, ``FileCalibration``, fit record) of a ``StackedScorer`` over ``encoder`` fitted on the labelled
-    ``train`` pairs of the file named ``data``, its thresholds (``calibrate_on``) picked on ``val`` (the file named
-    ``val_data``) when given, else on the seeded ``split_for_thresholds`` share of ``train`` the fit did not see.
-    ``stacking_problem`` first: ValueError when the pairs cannot do it. ``progress(done, total)`` while encoding."""
+    """(scorer, ``FileCalibration``, fit record) of a ``StackedScorer`` over ``encoder`` fitted on ``train`` (the file
+    named ``data``), its thresholds picked on ``val`` when given, else on the seeded share of ``train`` the fit did
+    not see; ValueError (``stacking_problem``) when the pairs cannot do it."""
     from core.inference.calibration import calibrate_on
     from core.inference.evaluation import scorer_scores
 
@@ -208,8 +183,7 @@ def stack_and_calibrate(encoder, train, data: str, val=None, val_data: str = "",
 
 
 def stacking_problem(train, data: str, val=None, val_data: str = "") -> str:
-    """Why these pairs cannot fit a stacked scorer and pick its thresholds, or "": the fit pairs and the threshold
-    pairs each need ``calibration_problem``'s least (both classes, at least ``MIN_CALIBRATION_PAIRS``)."""
+    """Why these pairs cannot fit a stacked scorer and pick its thresholds (``calibration_problem`` of each), or ""."""
     from core.inference.calibration import calibration_problem
 
     fit, held = (train, val) if val is not None else split_for_thresholds(train)

@@ -1,10 +1,6 @@
-"""The TF-IDF cosine baseline (scikit-learn's ``TfidfVectorizer``, its defaults) as a model of the commands that
-score pairs (``--model tfidf``).
-
-What TF-IDF is fitted on is part of every score it gives: a calibrated TF-IDF folder (``calibrate --model tfidf``)
-keeps its fit on the calibration file's questions, so its thresholds hold on any other file; plain ``tfidf`` is
-fitted on the questions being scored, both sides of every pair (``score`` counts document frequencies chunk by
-chunk, so the chunking changes nothing).
+"""The TF-IDF cosine baseline (scikit-learn's ``TfidfVectorizer``) as a model of the commands that score pairs
+(``--model tfidf``). What it is fitted on is part of every score: a calibrated TF-IDF folder keeps its fit on the
+calibration file's questions, so its thresholds hold elsewhere; plain ``tfidf`` is fitted on the questions scored.
 """
 from __future__ import annotations
 
@@ -19,15 +15,14 @@ MAX_VOCABULARY = 2_000_000  # words in a saved fit; the file's size cap (core.sa
 
 
 def tfidf_scores(first: Sequence[str], second: Sequence[str], fit_texts: Sequence[str] | None = None) -> np.ndarray:
-    """Cosine similarity of the TF-IDF vectors of ``first[i]`` and ``second[i]``, (N,) float64, fitted on
-    ``fit_texts``, else on the questions themselves. A question with no known word scores 0."""
+    """(N,) cosine of the TF-IDF vectors of ``first[i]`` and ``second[i]``, fitted on ``fit_texts``, else on the
+    questions themselves."""
     first, second = [str(t) for t in first], [str(t) for t in second]
     return TfidfScorer.fit(list(fit_texts) if fit_texts else first + second).score_pairs(first, second)
 
 
 class TfidfScorer:
-    """Scores pairs by the cosine of their TF-IDF vectors; fitted (a vocabulary and IDF weights) or not (each
-    call fits on its own questions). No vectors: ``encode`` is not offered."""
+    """Scores pairs by the cosine of their TF-IDF vectors; fitted, or not (each call fits on its own questions)."""
 
     model_type = TFIDF
 
@@ -40,7 +35,7 @@ class TfidfScorer:
 
     @classmethod
     def fit(cls, texts: Sequence[str]) -> "TfidfScorer":
-        """Fitted on ``texts`` (a question per entry, repeats counted), as ``tfidf_scores``' ``fit_texts``."""
+        """Fitted on ``texts`` (a question per entry, repeats counted)."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         vectorizer = TfidfVectorizer()
@@ -52,8 +47,7 @@ class TfidfScorer:
 
     @classmethod
     def fit_chunks(cls, chunks: Iterable[Sequence[str]]) -> "TfidfScorer":
-        """The fit of ``fit`` on all the chunks' texts together, counted one chunk at a time: document
-        frequencies add up, so the texts never sit in memory at once."""
+        """``fit`` on all the chunks' texts, counted a chunk at a time: the texts never sit in memory at once."""
         from sklearn.feature_extraction.text import CountVectorizer
 
         frequencies: dict[str, int] = {}
@@ -85,8 +79,7 @@ class TfidfScorer:
         return cls(vectorizer)
 
     def score_pairs(self, first: Sequence[str], second: Sequence[str], batch_size: int | None = None) -> np.ndarray:
-        """Cosine of the TF-IDF vectors of each (first[i], second[i]), (N,) float64; ``batch_size`` is ignored
-        (the interface of ``core.models.base.PairEncoder.score_pairs``)."""
+        """(N,) cosine of the TF-IDF vectors of each (first[i], second[i]); ``batch_size`` is ignored."""
         first, second = [str(t) for t in first], [str(t) for t in second]
         if len(first) != len(second):
             raise ValueError(f"{len(first)} first questions but {len(second)} second ones")
@@ -125,8 +118,7 @@ class _EmptyFit:
 
 
 def fit_on_file(source: str | Path, columns: dict[str, str] | None = None, max_bytes: int | None = None) -> TfidfScorer:
-    """Fitted on the questions of the pairs of a file that ``score`` scores (both questions non-empty), read
-    chunk by chunk by the same reader (``core.data.pair_chunks.PairReader``); unusable input is a DataError."""
+    """Fitted on the questions of a file's pairs that ``score`` scores, read chunk by chunk by its reader."""
     from core.data.pair_chunks import PairReader
 
     reader = PairReader(Path(source), columns, labels_required=False, all_text=True, max_bytes=max_bytes)
@@ -139,23 +131,40 @@ def fit_on_file(source: str | Path, columns: dict[str, str] | None = None, max_b
     return TfidfScorer.fit_chunks(questions())
 
 
-def is_tfidf(source: str | Path) -> bool:
-    """Whether a ``--model`` value is the TF-IDF baseline: ``tfidf``, or a folder holding a calibrated one."""
+def folder_of_type(source: str | Path, model_type: str) -> bool:
+    """Whether ``source`` is a folder whose config.json names ``model_type`` (False for an unusable folder: the
+    loader that tries it says why)."""
     from core.saving import ModelLoadError, read_config
 
-    if str(source) == TFIDF:
-        return True
     try:
-        return Path(source).is_dir() and read_config(source).get("model_type") == TFIDF
+        return Path(source).is_dir() and read_config(source).get("model_type") == model_type
     except ModelLoadError:
-        return False  # not a usable folder: the loader that tries it says why
+        return False
+
+
+def is_tfidf(source: str | Path) -> bool:
+    """Whether a ``--model`` value is the TF-IDF baseline: ``tfidf``, or a folder holding a calibrated one."""
+    return str(source) == TFIDF or folder_of_type(source, TFIDF)
+
+
+def saved_fit(folder: Path, again: str) -> TfidfScorer:
+    """The TF-IDF fit kept in ``folder``; ModelLoadError, one line, saying to run ``again`` when it is missing."""
+    from core.saving import VOCAB_MAX_BYTES, ModelLoadError, read_json_file
+    from core.saving.calibrated import TFIDF_FILE
+
+    path = folder / TFIDF_FILE
+    try:
+        return TfidfScorer.from_dict(read_json_file(path, VOCAB_MAX_BYTES, folder=folder), str(path))
+    except FileNotFoundError:
+        raise ModelLoadError(f"{folder} has no {TFIDF_FILE}; {again}") from None
+    except ValueError as error:  # ModelLoadError included
+        raise ModelLoadError(str(error)) from None
 
 
 def load_tfidf(source: str | Path) -> tuple[TfidfScorer, dict]:
-    """(scorer, config) of ``tfidf`` (fitted on what it scores) or of a calibrated TF-IDF folder (its saved fit,
-    its thresholds); ModelLoadError for a folder that is not one."""
-    from core.saving import VOCAB_MAX_BYTES, ModelLoadError, read_config, read_json_file
-    from core.saving.calibrated import CALIBRATED_FROM, TFIDF_FILE, is_calibrated
+    """(scorer, config) of ``tfidf`` or of a calibrated TF-IDF folder; ModelLoadError for a folder that is not one."""
+    from core.saving import ModelLoadError, read_config
+    from core.saving.calibrated import CALIBRATED_FROM, is_calibrated
 
     if str(source) == TFIDF:
         return TfidfScorer(), {"model_type": TFIDF, "name": "TF-IDF cosine", "thresholds": {}}
@@ -163,11 +172,4 @@ def load_tfidf(source: str | Path) -> tuple[TfidfScorer, dict]:
     config = read_config(folder)
     if config.get("model_type") != TFIDF or not is_calibrated(config) or config[CALIBRATED_FROM]["source"] != TFIDF:
         raise ModelLoadError(f"{folder} is not a calibrated TF-IDF baseline")
-    path = folder / TFIDF_FILE
-    try:
-        scorer = TfidfScorer.from_dict(read_json_file(path, VOCAB_MAX_BYTES, folder=folder), str(path))
-    except FileNotFoundError:
-        raise ModelLoadError(f"{folder} has no {TFIDF_FILE}; calibrate the baseline again") from None
-    except ValueError as error:  # ModelLoadError included
-        raise ModelLoadError(str(error)) from None
-    return scorer, config
+    return saved_fit(folder, "calibrate the baseline again"), config

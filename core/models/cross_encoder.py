@@ -4,7 +4,7 @@
 word by word comparison that a bi-encoder, which squeezes each question into one vector first, cannot make. Its
 score of a pair is the sigmoid of that logit, a duplicate probability. It has no vectors: every pair is a forward
 pass and nothing can be indexed, so it scores pairs (evaluate, predict, score, calibrate, the Verdict and Compare
-pages) and confirms the candidate pairs a bi-encoder finds (``core.inference.rerank``), but cannot embed or search.
+pages) and confirms the candidate pairs a bi-encoder finds (``core.inference.dedup``), but cannot embed or search.
 
 It is a ``MiniLM`` in everything but its head: the same WordPiece tokenizer (each question tokenised alone, so the
 training tables are the bi-encoders'), the same pretrained weights, folder checks and size count. The two

@@ -30,7 +30,7 @@ import pandas as pd
 from core.data import Splits
 from core.data.questions import pair_keys
 from core.inference.candidates import EmbeddedCorpus, candidate_pairs, choose_pairs
-from core.inference.uncertainty import metric_intervals
+from core.inference.metrics import metric_intervals
 from core.inference.run_quality import finite_number
 from core.model_names import ZERO_SHOT
 from core.saving.label_store import pair_bucket

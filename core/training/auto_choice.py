@@ -5,7 +5,7 @@ A fine-tune of a strong pretrained encoder on a few thousand pairs often re-lear
 arithmetic on features it already has can beat it. So, within one time budget and on the same validation pairs:
 
 1. **zero-shot MiniLM**, its thresholds calibrated on the validation pairs: the reference every other candidate is
-   judged against, by a paired bootstrap of the ROC AUC difference (``core.inference.uncertainty.paired_verdict``);
+   judged against, by a paired bootstrap of the ROC AUC difference (``core.inference.metrics.paired_verdict``);
 2. **a stacked scorer** over it (``core.inference.stacked_scorer``): a logistic regression on its cosine and three
    lexical features, fitted on (a seeded sample of) the training pairs: seconds;
 3. **the fine-tune** of the spec (``core.training.pipeline.train_run``), its training time capped by what is left of
@@ -35,7 +35,7 @@ from core.inference.evaluation import scorer_scores
 from core.inference.metrics import evaluate_scores, ranking_metrics
 from core.inference.run_quality import zero_shot_model
 from core.inference.honest_pairs import verdict_text
-from core.inference.uncertainty import BETTER, PairedComparison, metric_intervals, paired_verdict
+from core.inference.metrics import BETTER, PairedComparison, metric_intervals, paired_verdict
 from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
 from core.notices import notice
 from core.saving import OutputClaim, save_model

@@ -33,7 +33,7 @@ from core.data.implied import with_implied_pairs
 from core.inference.calibration import precision_threshold
 from core.inference.evaluation import calibrate, pair_scores
 from core.inference.metrics import evaluate_scores
-from core.inference.uncertainty import metric_intervals
+from core.inference.metrics import metric_intervals
 from core.inference.run_quality import RunQuality, finite_number, judge_run, validation_baselines
 from core.models import MODEL_TYPES, PairEncoder, build_model, load_model
 from core.notices import notice
