@@ -99,8 +99,7 @@ def evaluate_scores(labels, scores, threshold: float | None = None) -> dict:
             "best_thresholds": thresholds}
 
 
-# ---- uncertainty ----
-
+# ---- uncertainty -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PairedComparison:
     """Scorer A against scorer B on the same labelled pairs."""
@@ -150,15 +149,6 @@ def weighted_roc_auc(labels: np.ndarray, scores: np.ndarray, weights: np.ndarray
         return np.where(total > 0, ordered / np.where(total > 0, total, 1.0), np.nan)
 
 
-def _threshold_counts(labels: np.ndarray, scores: np.ndarray, threshold: float, weights: np.ndarray):
-    predicted = np.asarray(scores) > threshold
-    actual = np.asarray(labels).astype(bool)
-    tp = weights @ (predicted & actual)
-    fp = weights @ (predicted & ~actual)
-    fn = weights @ (~predicted & actual)
-    return tp, fp, fn, weights.sum(axis=1)
-
-
 def _percentiles(values: np.ndarray) -> tuple[float, float] | None:
     values = values[np.isfinite(values)]
     if values.size == 0:
@@ -177,10 +167,11 @@ def metric_intervals(labels, scores, threshold: float, groups=None, rounds: int 
     if labels.size == 0:
         return {}
     auc, accuracy, f1 = [], [], []
+    predicted, actual = scores > threshold, labels.astype(bool)
     for weights in resample_weights(labels.size, rounds, seed, groups):
         auc.append(weighted_roc_auc(labels, scores, weights))
-        tp, fp, fn, total = _threshold_counts(labels, scores, threshold, weights)
-        accuracy.append((total - fp - fn) / total)
+        tp, fp, fn = weights @ (predicted & actual), weights @ (predicted & ~actual), weights @ (~predicted & actual)
+        accuracy.append((weights.sum(axis=1) - fp - fn) / weights.sum(axis=1))
         with np.errstate(invalid="ignore", divide="ignore"):
             f1.append(np.where(tp > 0, 2 * tp / (2 * tp + fp + fn), 0.0))
     found = {name: _percentiles(np.concatenate(values))

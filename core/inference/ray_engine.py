@@ -70,7 +70,7 @@ def check_ray_address(address: str, timeout: float | None = None) -> None:
     def connect() -> None:
         try:
             with socket.create_connection((host, port), timeout=timeout) as connection:
-                if not _uses_tls():
+                if os.environ.get("RAY_USE_TLS", "0").strip().lower() not in ("1", "true"):  # else TLS comes first
                     _expect_http2(connection, deadline, timeout)
             outcome.append(None)
         except Exception as error:  # noqa: BLE001 - any failure, said in one line below (a thread's would be lost)
@@ -101,11 +101,6 @@ def _failure(error: BaseException, host: str) -> str:
 
 class _NotGrpc(Exception):
     """What listens at an address did not answer the HTTP/2 preface as a gRPC server does; says what it did."""
-
-
-def _uses_tls() -> bool:
-    """Whether Ray's gRPC runs over TLS here (its own ``RAY_USE_TLS`` switch)."""
-    return os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true")
 
 
 def _expect_http2(connection: socket.socket, deadline: float, timeout: float) -> None:
@@ -211,12 +206,15 @@ def _time_limit(seconds: float):
         raise _TimeUp
 
     previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    outer = signal.setitimer(signal.ITIMER_REAL, seconds)[0]  # another alarm's time left (pytest-timeout's): kept
+    started = time.monotonic()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
 
 
 def load_named_model(source: str):

@@ -7,7 +7,7 @@ With labels, the metrics of ``evaluate_scores`` come back too.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
@@ -85,16 +85,13 @@ def renamed_note(names: dict[str, str], input_columns=()) -> str | None:
     return f"the scores are written as {' and '.join(renamed)}" if renamed else None
 
 
+@contextmanager
 def _sink(out):
     """``out`` itself when it is an open text file, else a new file claimed and written whole (``user_files``)."""
     if hasattr(out, "write"):
-        return nullcontext(out)
-    return _claimed_text_file(Path(out))
-
-
-@contextmanager
-def _claimed_text_file(path: Path):
-    with claim_files([path]) as claim, claim.open(path, "w", encoding="utf-8", newline="") as sink:
+        yield out
+        return
+    with claim_files([Path(out)]) as claim, claim.open(Path(out), "w", encoding="utf-8", newline="") as sink:
         yield sink
 
 

@@ -397,13 +397,8 @@ class SearchIndex:
               kind: str | None = None, flat_limit: int = FLAT_LIMIT, encode: UnitEncoder | None = None,
               seed: int = 0) -> "SearchIndex":
         """Encode ``texts`` with ``model`` (tower 1; or ``encode(texts, progress)``'s unit rows) into an index of
-        ``kind`` (default: exact up to ``flat_limit`` texts, HNSW above)."""
-        texts = list(texts)
-        if not texts:
-            raise ValueError("nothing to index: the corpus has no questions")
-        vectors = encode(texts, progress) if encode is not None else encode_unit_rows(  # (N, d)
-            model, texts, tower=1, batch_size=batch_size, progress=progress)
-        return cls(model, filled_index(kind or ("flat" if len(texts) <= flat_limit else "hnsw"), vectors, seed), texts)
+        ``kind`` (default: exact up to ``flat_limit`` texts, HNSW above), kept nowhere."""
+        return load_or_build(model, texts, None, progress, kind, flat_limit, batch_size, encode, seed)
 
     def search(self, query: str | Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         """The ``k`` most similar corpus texts of each query (a single string too), best first, as (text, cosine)."""
@@ -428,15 +423,17 @@ def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, pro
         raise ValueError("nothing to index: the corpus has no questions")
     kind = checked_kind(kind or ("flat" if len(texts) <= flat_limit else "hnsw"))
     identity = model_identity(model) if cache_dir is not None else None
-    corpus = fingerprint(texts)
+    corpus = fingerprint(texts) if identity else ""
     dim = int(getattr(model, "embedding_dim", 0) or 1)  # what the ivfpq parameters need; the model fixes it
     stamp = {"use": "search", "model": identity, "corpus": corpus, "count": len(texts), "kind": kind,
              "parameters": index_parameters(kind, dim, len(texts)), **({"seed": seed} if kind == "ivfpq" else {})}
     folder = Path(cache_dir) / f"search-{kind}-{identity[:16]}-{corpus[:16]}" if identity else None
     saved = load_index(folder, stamp) if folder is not None else None
-    if saved is not None and saved.ntotal == len(texts) and index_kind(saved) == kind:
+    if saved is not None and saved.ntotal == len(texts):
         return SearchIndex(model, saved, texts)
-    built = SearchIndex.build(model, texts, progress, batch_size, kind=kind, encode=encode, seed=seed)
+    vectors = encode(texts, progress) if encode is not None else encode_unit_rows(  # (N, d)
+        model, texts, tower=1, batch_size=batch_size, progress=progress)
+    built = SearchIndex(model, filled_index(kind, vectors, seed), texts)
     if folder is not None:
         with contextlib.suppress(OSError):  # a read-only cache still gets a working (in-memory) index
             save_index(built.index, folder, stamp)
