@@ -66,15 +66,11 @@ class EmbeddedCorpus:
             for start in range(0, n, SEARCH_ROWS):
                 stop = min(start + SEARCH_ROWS, n)
                 found_scores, found = index.search(self.queries[start:stop], k + 1)  # (rows, k + 1), self too
-                rows = np.arange(start, stop)[:, None]
-                others = (found != rows) & (found >= 0)  # HNSW may return -1 where it found fewer
-                pick = others & (np.cumsum(others, axis=1) <= k)  # the first k that are not the question itself
-                columns = np.argsort(~pick, axis=1, kind="stable")[:, :k]  # the picked ones first, in order
-                found_ids = np.take_along_axis(found, columns, axis=1)
-                found_scores = np.take_along_axis(found_scores, columns, axis=1)
-                missing = np.arange(k)[None, :] >= pick.sum(axis=1, keepdims=True)
-                ids[start:stop] = np.where(missing, -1, found_ids)  # -1: no neighbour there
-                scores[start:stop] = np.where(missing, -np.inf, found_scores)
+                others = (found != np.arange(start, stop)[:, None]) & (found >= 0)  # HNSW may return -1
+                columns = np.argsort(~others, axis=1, kind="stable")[:, :k]  # the others first, in order
+                kept = np.take_along_axis(others, columns, axis=1)
+                ids[start:stop] = np.where(kept, np.take_along_axis(found, columns, axis=1), -1)
+                scores[start:stop] = np.where(kept, np.take_along_axis(found_scores, columns, axis=1), -np.inf)
             self._neighbours = (ids, scores)
         ids, scores = self._neighbours
         return ids[:, :k], scores[:, :k]
