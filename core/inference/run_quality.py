@@ -169,14 +169,16 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
     return f"{found} {what_to_try(has_val_file, bundled_sample)}"
 
 
-def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None) -> dict:
+def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None,
+                         zero_shot=None) -> dict:
     """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val``.
 
     TF-IDF is fitted on the questions of the pairs it scores (``core.inference.honest_pairs.TFIDF_FIT``). Zero-shot
     MiniLM scores a seeded sample of ``ZERO_SHOT_MAX_PAIRS`` at most, and is left out when it is not installed.
     With ``run_scores`` ((N,), the run's scores of ``val``), each baseline carries the paired bootstrap ``verdict``
     of the run against it on the pairs it scored (resampling ``groups`` of pairs when given).
-    ``progress(done, total)`` counts the pairs zero-shot MiniLM has scored. Empty for one class or none."""
+    ``progress(done, total)`` counts the pairs zero-shot MiniLM has scored; ``zero_shot``: its (N,) scores of ``val``
+    when already known. Empty for one class or none."""
     # Imported here: judging a saved run (the model picker) needs neither scikit-learn nor the models.
     from core.data import seeded_sample
     from core.inference.metrics import ranking_metrics
@@ -187,7 +189,8 @@ def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, grou
         return {}
     rows = seeded_sample(len(val), ZERO_SHOT_MAX_PAIRS, seed)
     scored = {"tfidf": (np.arange(len(val)), tfidf_scores(val["question1"], val["question2"])),
-              "zero_shot": (rows, _zero_shot_scores(val.iloc[rows], progress))}
+              "zero_shot": (rows, _zero_shot_scores(val.iloc[rows], progress) if zero_shot is None
+                            else np.asarray(zero_shot)[rows])}
     baselines = {}
     for key, (picked, scores) in scored.items():
         auc = None if scores is None else finite_number(ranking_metrics(labels[picked], scores)["roc_auc"])
