@@ -49,7 +49,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "model_options": {"embedding_dim": 128, "hidden_size": 160, "num_layers": 1, "bidirectional": True,
                                    "dropout": 0.1, "tokens": "wordpiece", "init_embeddings": "minilm"},
                  "max_length": 32, "val_fraction": 0.05},
-        # bench/quality.py --only lstm-quora, 2026-11-24, 2 threads, quiet machine (test ROC AUC 0.9196)
+        # bench/quality.py --only lstm-quora (docs/BENCHMARKS.md has the run)
         reference_curve=((91.9, 0.8551), (178.8, 0.8854), (267.6, 0.8987), (359.7, 0.9055), (383.5, 0.9058),
                          (449.7, 0.9092), (541.4, 0.9087), (633.4, 0.9142), (728.0, 0.9133), (778.1, 0.9179),
                          (814.7, 0.9159), (903.4, 0.9172), (998.1, 0.9186), (1087.9, 0.9200), (1170.4, 0.9232),
@@ -68,9 +68,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "epochs": 1, "batch_size": 64, "lr": 1e-4, "patience": 0, "max_val_pairs": 2000, "max_steps": 3600,
                  "validate_every": 250, "max_minutes": 100.0,
                  "max_length": 40, "val_fraction": 0.05},
-        # bench/quality.py --only minilm-quora --preset-options '{"lr": 1e-4}', 2026-11-24 late, 2 threads (test
-        # ROC AUC 0.9428; lr 5e-5 reached 0.9410 and 2e-5 0.9350 the same day). The test suite shared the
-        # machine for 6 of its minutes (250 steps took 460 s between the 1,482 s and 1,941 s points, not ~290).
+        # bench/quality.py --only minilm-quora --preset-options '{"lr": 1e-4}' (docs/BENCHMARKS.md has the run)
         reference_curve=((290.1, 0.9138), (607.1, 0.9230), (901.7, 0.9298), (1192.7, 0.9299), (1481.6, 0.9312),
                          (1941.2, 0.9351), (2224.5, 0.9373), (2506.0, 0.9372), (2802.6, 0.9391), (3089.2, 0.9387),
                          (3389.7, 0.9413), (3715.4, 0.9421), (3996.7, 0.9437), (4289.8, 0.9435), (4397.1, 0.9435)),
@@ -84,8 +82,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "epochs": 4, "batch_size": 256, "lr": 1e-4, "patience": 0, "max_val_pairs": 2000,
                  "validate_every": 250, "max_minutes": 10.0, "max_length": 40, "val_fraction": 0.05,
                  "precision": "auto", "compile": True},
-        # measured by bench/quality.py --only minilm-quora-gpu on one H100, Inductor's cache warm (docs/BENCHMARKS.md
-        # has the run: date, machine, a cold compile's cost and the test figure).
+        # bench/quality.py --only minilm-quora-gpu on one H100, Inductor's cache warm (docs/BENCHMARKS.md has the run)
         reference_curve=((35.0, 0.9255), (37.9, 0.9358), (40.9, 0.9364), (43.7, 0.9423), (44.6, 0.9412),
                          (46.5, 0.9418), (49.6, 0.9453), (52.6, 0.9451), (55.6, 0.9464), (57.1, 0.9473),
                          (58.3, 0.9448), (60.9, 0.9472), (63.5, 0.9471), (65.9, 0.9493), (67.9, 0.9492),
@@ -193,7 +190,6 @@ def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = 
     kind = "cuda" if device == "cuda" else "cpu"
     scale = 40 / max(8.0, float(np.mean(np.minimum(lengths, max_length))) if lengths.size else max_length)
     speed = PAIRS_PER_SECOND[kind] * scale
-    # The planned time leaves the cap a quarter of slack, as the default plan does.
     minutes = max_minutes / 1.25 if max_minutes else TRAIN_MINUTES[kind]
     budget_pairs = minutes * 60 * speed
     epochs = int(min(MAX_EPOCHS, max(1, budget_pairs // train_pairs)))

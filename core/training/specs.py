@@ -352,6 +352,6 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS},
                         amp=values.get("amp"))
     run = {name: value for name, value in values.items() if name in _RUN_FIELDS}
-    # Labelled non-duplicates only become extra negatives in batches of duplicates.
+    # labelled non-duplicates only become extra negatives in batches of duplicates
     run["hard_negatives"] = run.get("hard_negatives", False) and loss_config.batch_kind == "duplicates"
     return RunSpec(loss=loss_config, train=train, **run)

@@ -253,13 +253,11 @@ class Trainer:
         return self._outcome(status, message, stopped_early, started)
 
     def _plan(self) -> tuple[list[np.ndarray], int]:
-        """Everything fixed before the first step, in the order that keeps a seeded run repeatable: the seed, the
-        model on its device behind the step's wrapper, epoch 1's batches, the step counts, the optimizer. Returns
-        epoch 1's batches (global rows) and the steps of all the epochs asked for, before the step cap."""
+        """Everything fixed before the first step, in the order that keeps a seeded run repeatable; returns epoch 1's
+        batches (global rows) and the steps of all the epochs asked for, before the step cap."""
         c = self.config
         torch.manual_seed(c.seed)
         self.model.to(self.device)
-        # In-batch losses need every process's vectors as negatives: the wrapper gathers them.
         self._module = distributed.wrap(self.model, self.device, self.context,
                                         gather_outputs=self.objective.batch_kind == "duplicates")
         try:
@@ -268,9 +266,7 @@ class Trainer:
             raise TrainingError(str(error)) from None
         self._read_every = c.read_loss_every or (LOSS_READ_EVERY_CUDA if self.device.type == "cuda" else 1)
         self._widths = self._batch_widths()
-        if c.compile:  # the steps call the compiled wrapper; validation and saving use the model itself
-            # dynamic: one compilation for every batch shape (bench/compile_speed.py: no recompiles then); the
-            # fixed widths keep the shapes, and so the CUDA graphs recorded, to a few.
+        if c.compile:  # the steps call the compiled wrapper (dynamic: one compilation for every batch shape)
             self._module = torch.compile(self._module, mode=compile_mode(self.device.type), dynamic=True)
         first_epoch = self._epoch_batches(0)  # drawn here: its length is the epoch's step count
         self.steps_per_epoch = len(first_epoch)
@@ -424,13 +420,12 @@ class Trainer:
         where = f"cancelled at step {self.step:,} of {self.total_steps:,}"
         if not self.best_epoch:
             return f"{where}, {'during' if during_validation else 'before'} the first validation"
-        if not self.config.validate_every:
-            if during_validation:
-                where += f" while scoring the validation of epoch {self.epoch}"
-            return f"{where}; the best model so far (epoch {self.best_epoch}) is kept"
+        per_epoch = not self.config.validate_every
         if during_validation:
-            where += " while scoring a validation"
-        return f"{where}; the best model so far (step {self.best_step:,}, epoch {self.best_epoch}) is kept"
+            where += (f" while scoring the validation of epoch {self.epoch}" if per_epoch
+                      else " while scoring a validation")
+        best = f"epoch {self.best_epoch}" if per_epoch else f"step {self.best_step:,}, epoch {self.best_epoch}"
+        return f"{where}; the best model so far ({best}) is kept"
 
     def _outcome(self, status: str, message: str, stopped_early: bool, started: float) -> TrainOutcome:
         """The run's outcome, the best validated weights back in the model; on_train_end is the last event."""
