@@ -12,7 +12,7 @@ from core.device import cuda_available
 from core.models import MODEL_LABELS, ZERO_SHOT
 from core.saving import ModelLoadError, list_runs, read_config
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
-from core.training.auto_recipe import AUTO_PRESET, AutoRecipe, auto_options
+from core.training.presets import AUTO_PRESET, AutoRecipe, auto_options
 from core.training.jobs import JobQueue, TrainingJob, earlier_runs
 from core.training.presets import PRESETS
 from core.training.runs_table import METRIC_COLUMNS, runs_table
@@ -126,7 +126,7 @@ def validation_sentence() -> str:
 
 @st.cache_data(show_spinner="Reading the training pairs for the auto recipe ...", max_entries=4)
 def auto_recipe(pairs: pd.DataFrame, device: str, has_val_file: bool) -> AutoRecipe:
-    """``core.training.auto_recipe.auto_options`` of a dataset, once per dataset (it tokenises a sample)."""
+    """``core.training.presets.auto_options`` of a dataset, once per dataset (it tokenises a sample)."""
     return auto_options(pairs, device, has_val_file=has_val_file)
 
 
@@ -235,7 +235,7 @@ CANCEL_WAIT_S = 1.0  # Cancel waits this long at most for the run to stop, so th
 def cancel_job(queue: JobQueue, job: TrainingJob, requested: set) -> None:
     """Cancel's callback: a waiting run leaves the queue at once, a running one stops within a step; either is
     waited for (``CANCEL_WAIT_S`` at most) so the rerun this click starts shows it cancelled, not "Cancelling"."""
-    queue.cancel(job)
+    job.cancel()
     requested.add(job.id)
     queue.wait(job, timeout=CANCEL_WAIT_S)
 

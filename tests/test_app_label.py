@@ -197,7 +197,7 @@ def test_a_queued_retrain_is_cancelled_at_once(label_page, monkeypatch):
         assert any(w.value.startswith("Cancelled before it started") for w in at.warning)
         assert not at.button(key="label_retrain").disabled  # a new retrain can be asked for
     finally:
-        queue.cancel(ahead)
+        ahead.cancel()
         assert queue.wait(ahead, timeout=60)
 
 

@@ -1,6 +1,6 @@
 """The Train page on a user's own data (AppTest): the auto recipe read off the upload, and the Data page's
 validation and test files handed to the run."""
-from core.training.auto_recipe import auto_options
+from core.training.presets import auto_options
 from core.training.presets import PRESETS
 from lab.navigation import TRAIN
 from lab.session import job_queue

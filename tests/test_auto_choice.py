@@ -95,7 +95,7 @@ def test_with_time_left_auto_fine_tunes_and_lists_it_with_its_interval(capsys, t
 
 
 def test_an_auto_run_of_the_train_page_saves_the_chosen_model_and_keeps_every_candidate(tmp_path):
-    from core.training.auto_recipe import AUTO_PRESET, auto_options
+    from core.training.presets import AUTO_PRESET, auto_options
     from core.training.jobs import DONE, TrainingJob
     from core.training.specs import spec_from_options
 
@@ -115,3 +115,21 @@ def test_an_auto_run_of_the_train_page_saves_the_chosen_model_and_keeps_every_ca
     # the page's verdict against zero-shot MiniLM is the chosen candidate's
     if job.choice.chosen.verdict:
         assert job.result.judged().verdicts["zero_shot"] == job.choice.chosen.verdict
+
+
+def test_zero_shot_scores_already_known_are_not_scored_again(monkeypatch):
+    import numpy as np
+
+    import core.inference.run_quality as run_quality
+    from core.inference.metrics import ranking_metrics
+
+    def scored_again(*_args, **_kwargs):
+        raise AssertionError("zero-shot MiniLM scored a second time")
+
+    monkeypatch.setattr(run_quality, "_zero_shot_scores", scored_again)
+    pairs, _ = load_pairs(SAMPLE)
+    known = np.linspace(0.0, 1.0, len(pairs))
+    baselines = run_quality.validation_baselines(pairs, zero_shot=known)
+    rows = np.arange(len(pairs))  # fewer pairs than the sample's cap: every one is scored
+    assert baselines["zero_shot"]["pairs"] == len(pairs)
+    assert baselines["zero_shot"]["roc_auc"] == ranking_metrics(pairs["is_duplicate"].to_numpy(), known[rows])["roc_auc"]

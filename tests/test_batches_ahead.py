@@ -1,5 +1,5 @@
-"""Batches built ahead of the step on a background thread (``core.training.prefetch``), and the Trainer against a
-plain PyTorch loop: building batches off the step must not change what is trained."""
+"""Batches built ahead of the step on a background thread (``core.training.trainer.built_ahead``), and the Trainer
+against a plain PyTorch loop: building batches off the step must not change what is trained."""
 from __future__ import annotations
 
 import threading
@@ -14,7 +14,7 @@ from core.text.pair_table import PairTable
 from core.text.token_table import pad_widths
 from core.text.word_tokenizer import WordTokenizer
 from core.training.objectives import LossConfig, Objective
-from core.training.prefetch import built_ahead
+from core.training.trainer import built_ahead
 from core.training.trainer import TrainConfig, Trainer, warmup_then_linear_decay
 from tests.conftest import synthetic_pairs
 from tests.test_trainer import CancelAt, NaNAtCall, make_trainer

@@ -191,16 +191,16 @@ def test_cancelling_a_waiting_job_takes_it_out_of_the_line_at_once(monkeypatch):
     try:
         assert held.started.acquire(timeout=TIMEOUT)
         assert [queue.position(job) for job in (first, second, third)] == [0, 1, 2]
-        queue.cancel(second)
+        second.cancel()
         # Cancelled now, with the run ahead of it still training: not when that run ends.
         assert second.status == CANCELLED and second.finished and second.error == "cancelled before it started"
         assert first.status == RUNNING and queue.position(second) == 0 and queue.position(third) == 1
         assert queue.wait_estimate(second) is None
     finally:
-        queue.cancel(first)
+        first.cancel()
         assert queue.wait(first, timeout=TIMEOUT)
         assert held.started.acquire(timeout=TIMEOUT)  # the third job starts next; the second one never does
-        queue.cancel(third)
+        third.cancel()
         assert queue.wait(third, timeout=TIMEOUT)
     assert held.calls == 2 and second.result is None
 
@@ -481,7 +481,7 @@ def test_a_user_cancel_is_recorded_as_cancelled_not_interrupted(tmp_path, monkey
     queue = JobQueue(max_running=1)
     job = queue.submit(TrainingJob(RunSpec(), pd.DataFrame(), str(tmp_path), label="mine"))
     assert queue.wait(job, timeout=TIMEOUT, until=lambda job: job.status == RUNNING)
-    queue.cancel(job)
+    job.cancel()
     assert queue.wait(job, timeout=TIMEOUT) and queue.join([job], TIMEOUT)
     assert job.status == CANCELLED and records_by_label(tmp_path)["mine"].status == CANCELLED
 
@@ -540,5 +540,5 @@ def test_a_record_that_cannot_be_written_never_stops_a_run(tmp_path, monkeypatch
     job.id = "a"
     queue.submit(job)
     assert queue.wait(job, timeout=TIMEOUT, until=lambda job: job.status == RUNNING)
-    queue.cancel(job)
+    job.cancel()
     assert queue.wait(job, timeout=TIMEOUT) and job.status == CANCELLED

@@ -12,7 +12,6 @@ import core.losses
 import core.losses.contrastive
 import core.losses.cosent
 import core.losses.multitask
-import core.losses.reduction
 import core.losses.similarity
 import core.losses.softmax
 import core.losses.triplet
@@ -26,7 +25,7 @@ from core.losses import (
     triplet_loss,
 )
 from core.losses.contrastive import contrastive_terms
-from core.losses.reduction import REDUCTIONS, reduce
+from core.losses.similarity import REDUCTIONS, reduce
 from core.losses.similarity import diagonal
 from core.losses.softmax import in_batch_softmax_loss_from_scores
 from core.losses.triplet import triplet_loss_from_scores, triplet_terms
@@ -102,7 +101,7 @@ def test_contrastive_forms_are_declared_once():
 
 @pytest.mark.parametrize(
     "module",
-    [core.losses.reduction, core.losses.similarity, core.losses.triplet, core.losses.contrastive, core.losses.softmax,
+    [core.losses.similarity, core.losses.triplet, core.losses.contrastive, core.losses.softmax,
      core.losses.cosent, core.losses.multitask],
 )
 def test_docstring_examples_are_correct(module):

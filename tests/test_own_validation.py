@@ -18,7 +18,7 @@ from core.data import (
     split_pairs,
 )
 from core.inference.analysis import SEEN_NEITHER, seen_in_training
-from core.training.auto_recipe import LENGTH_QUANTILE, MIN_VALIDATIONS, auto_options
+from core.training.presets import LENGTH_QUANTILE, MIN_VALIDATIONS, auto_options
 from core.text.wordpiece_tokenizer import bert_wordpiece
 
 TINY = ["--model", "lstm", "--loss", "contrastive", "--epochs", "1", "--device", "cpu", "--max-length", "12",

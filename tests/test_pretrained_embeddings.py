@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 
 from core.models import SiameseLSTM
-from core.models.pretrained_embeddings import (
+from core.models.siamese_lstm import (
     minilm_embedding_table,
     minilm_word_embeddings,
     principal_axes,

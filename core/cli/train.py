@@ -85,7 +85,7 @@ RECIPE_OPTIONS = ("model", "loss", "form", "margin", "scale", "weight", "epochs"
 
 def wants_auto_recipe(args) -> bool:
     """``--preset auto``, or no preset and no recipe option at all."""
-    from core.training.auto_recipe import AUTO_PRESET
+    from core.training.presets import AUTO_PRESET
 
     return args.preset == AUTO_PRESET or (args.preset is None and not any(getattr(args, name, None) for name in RECIPE_OPTIONS))
 
@@ -94,7 +94,7 @@ def spec_from_args(args, data_options: dict | None = None):
     """The RunSpec of ``train``: options given on the command line, over a preset if one is named, over
     ``data_options`` (the auto recipe's, read off the data) if given.
     With ``--init-model`` and neither ``--model`` nor ``--preset``, the model is that folder's family."""
-    from core.training.auto_recipe import AUTO_PRESET
+    from core.training.presets import AUTO_PRESET
     from core.training.specs import SpecError, spec_from_options
 
     if wants_auto_recipe(args) and args.preset is None:
@@ -209,9 +209,9 @@ def _held_out_by_content(args, pairs, held_out: dict) -> dict:
 
 def _auto_spec(args, pairs, device: str, is_main: bool):
     """The spec of the auto recipe fitted to ``pairs``: the GPU preset on a CUDA GPU with data enough for it,
-    else ``core.training.auto_recipe``'s, with every option given explicitly still winning; one ``note:`` line
+    else ``core.training.presets``'s, with every option given explicitly still winning; one ``note:`` line
     says what was picked and why."""
-    from core.training.auto_recipe import auto_options
+    from core.training.presets import auto_options
     from core.training.presets import suggested_preset
 
     gpu_preset = suggested_preset(len(pairs), device == "cuda")

@@ -158,10 +158,12 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
     return f"{found} {what_to_try(has_val_file, bundled_sample)}"
 
 
-def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None) -> dict:
+def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None,
+                         zero_shot=None) -> dict:
     """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val`` (TF-IDF
-    fitted on their questions; zero-shot MiniLM on a seeded sample, left out when not installed); with
-    ``run_scores`` each carries the run's paired ``verdict`` against it. Empty for one class or none."""
+    fitted on their questions; zero-shot MiniLM on a seeded sample, left out when not installed, or its (N,)
+    ``zero_shot`` scores when already known); with ``run_scores`` each carries the run's paired ``verdict`` against
+    it. Empty for one class or none."""
     # Imported here: judging a saved run (the model picker) needs neither scikit-learn nor the models.
     from core.data import seeded_sample
     from core.inference.metrics import ranking_metrics
@@ -172,7 +174,8 @@ def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, grou
         return {}
     rows = seeded_sample(len(val), ZERO_SHOT_MAX_PAIRS, seed)
     scored = {"tfidf": (np.arange(len(val)), tfidf_scores(val["question1"], val["question2"])),
-              "zero_shot": (rows, _zero_shot_scores(val.iloc[rows], progress))}
+              "zero_shot": (rows, _zero_shot_scores(val.iloc[rows], progress) if zero_shot is None
+                            else np.asarray(zero_shot)[rows])}
     baselines = {}
     for key, (picked, scores) in scored.items():
         auc = None if scores is None else finite_number(ranking_metrics(labels[picked], scores)["roc_auc"])

@@ -1,18 +1,13 @@
-"""Loss functions for Siamese question encoders: pure tensor functions, one per file.
+"""Loss functions for Siamese question encoders: pure tensor functions with their formulas.
 
-One convention for every loss: it takes raw vectors and owns its similarity and normalisation
-(cosine through ``similarity_matrix`` for triplet and softmax, ``pair_similarity`` for CoSENT, the
-distance of unit vectors for contrastive), and takes ``reduction="mean" | "sum" | "none"`` (checked
-and applied by ``core.losses.reduction.reduce``; CoSENT, one log-sum-exp over the whole batch, takes
-only "mean"). ``multitask_loss`` adds two of them rather than computing anything itself. Gathering
-vectors across processes is not a loss's business (see ``core.training.distributed.wrap``).
-``core.losses.registry`` describes each training loss once, for the objective, the menu and the card.
+Every loss takes raw vectors, owns its similarity and normalisation, and takes ``reduction="mean" | "sum" | "none"``
+(``core.losses.similarity.reduce``; CoSENT, one log-sum-exp over the batch, only "mean"). Gathering vectors across
+processes is not a loss's business. ``core.losses.registry`` describes each training loss once.
 """
 
 import importlib
 
-# Where each public name lives. Loaded on first use (PEP 562), so that importing core.losses, or its
-# torch-free registry, does not import torch: the Home page lists the losses without it.
+# Loaded on first use (PEP 562): importing core.losses or its registry does not import torch.
 _HOMES = {
     "similarity_matrix": "core.losses.similarity",
     "mean_negative": "core.losses.similarity",
@@ -23,7 +18,7 @@ _HOMES = {
     "in_batch_softmax_loss": "core.losses.softmax",
     "cosent_loss": "core.losses.cosent",
     "multitask_loss": "core.losses.multitask",
-    "score_regression_loss": "core.losses.score_regression",
+    "score_regression_loss": "core.losses.similarity",
 }
 
 __all__ = list(_HOMES)

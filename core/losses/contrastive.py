@@ -10,7 +10,7 @@ References:
 import torch
 import torch.nn.functional as F
 
-from core.losses.reduction import reduce
+from core.losses.similarity import reduce
 
 # The two forms, declared once: the CLI's choices, LossConfig's check and contrastive_terms read these.
 CONTRASTIVE_FORMS = ("squared_hinge", "margin_squared")
@@ -29,16 +29,7 @@ def contrastive_terms(
         squared_hinge:  Y * D^2 + (1 - Y) * max(m - D, 0)^2
         margin_squared: Y * D^2 + (1 - Y) * max(m^2 - D^2, 0)
 
-    Args:
-        distances: (B,) Euclidean distances D between the two members of each pair.
-        labels: (B,) Y, 1 (or True) for duplicates and 0 for non-duplicates; any dtype.
-        margin: m, the distance beyond which non-duplicates cost nothing.
-        form: "squared_hinge" or "margin_squared".
-        squared_distances: (B,) D^2 when the caller has it exactly; otherwise
-            ``distances ** 2`` is used.
-
-    Returns:
-        (B,) loss per pair.
+    (B,) distances D and labels Y -> (B,) losses; ``squared_distances``: D^2 when the caller has it exactly.
 
     Example:
         >>> contrastive_terms(torch.tensor([0.0, 0.5, 2.0]), torch.tensor([1, 0, 0]))
@@ -78,21 +69,6 @@ def contrastive_loss(
     The loss takes raw vectors and L2-normalises them itself, so that a fixed margin means the same
     thing whatever the vectors' lengths: D^2 = 2 - 2 cos(v1_i, v2_i), and m = 1 asks non-duplicates
     to be at least 60 degrees apart.
-
-    Args:
-        v1: (B, d) first questions of the pairs, any length (a zero vector stays zero).
-        v2: (B, d) second questions of the pairs.
-        labels: (B,) Y, 1 (or True) if the pair is a duplicate; float, int or bool.
-        margin: m, on the unit-vector distance scale 0..2.
-        form: "squared_hinge" (Hadsell et al. 2006) or "margin_squared" (seed blog); see
-            ``CONTRASTIVE_FORMS``.
-        reduction: "mean" over the pairs, "sum", or "none" for the (B,) per-pair losses.
-
-    Returns:
-        A scalar, or (B,) with ``reduction="none"``.
-
-    Raises:
-        ValueError: unknown ``form`` or ``reduction``, or ``labels`` not shaped like the pairs.
 
     Example:
         >>> v1 = torch.tensor([[2.0, 0.0], [1.0, 0.0], [3.0, 0.0]])

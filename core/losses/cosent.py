@@ -34,20 +34,7 @@ def cosent_loss(
     split into per-pair terms, so ``reduction`` only accepts "mean" (the batch's scalar, as
     sentence-transformers' ``CoSENTLoss`` returns); "sum" and "none" would invent a meaning.
 
-    Args:
-        v1: (B, d) first questions of the pairs, any length (the cosine normalises them).
-        v2: (B, d) second questions of the pairs.
-        labels: (B,) y, 1 (or True) for duplicates and 0 for non-duplicates; any dtype. Graded
-            labels (e.g. similarity scores) work too: only their order is read.
-        scale: lambda, multiplies the cosine differences (20, as in CoSENT and AnglE).
-        reduction: "mean" only, see above.
-
-    Returns:
-        A scalar.
-
-    Raises:
-        ValueError: ``v1`` and ``v2`` are not (B, d) alike, ``labels`` is not (B,), or
-            ``reduction`` is not "mean".
+    Graded labels work too: only their order is read. ``scale`` is lambda (20, as in CoSENT and AnglE).
 
     Example:
         >>> v1 = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])

@@ -11,7 +11,7 @@ References:
 import torch
 
 from core.losses.contrastive import contrastive_loss
-from core.losses.reduction import reduce
+from core.losses.similarity import reduce
 from core.losses.softmax import in_batch_softmax_loss
 
 
@@ -43,22 +43,6 @@ def multitask_loss(
     over n), so ``weight`` means the same whatever the share of duplicates in the batch; "sum" sums
     both; "none" gives the (B,) per-row losses, contrastive_i + weight * softmax_i with softmax_i = 0
     on non-duplicate rows, whose sum is the "sum" (but whose mean is not the "mean").
-
-    Args:
-        v1: (B, d) first questions of the pairs, any length (both terms normalise).
-        v2: (B, d) second questions of the pairs.
-        labels: (B,) 1 (or True) for duplicates, 0 for non-duplicates; float, int or bool.
-        margin: contrastive margin m, on the unit-vector distance scale 0..2.
-        form: contrastive form, "squared_hinge" or "margin_squared" (``CONTRASTIVE_FORMS``).
-        scale: multiplies the cosines before the softmax.
-        weight: w, the weight of the softmax term.
-        reduction: "mean", "sum" or "none", see above.
-
-    Returns:
-        A scalar, or (B,) with ``reduction="none"``.
-
-    Raises:
-        ValueError: unknown ``form`` or ``reduction``, or ``labels`` not shaped like the pairs.
 
     Example:
         >>> v1 = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])

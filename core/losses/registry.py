@@ -1,9 +1,5 @@
-"""Every training loss described once: the function it computes, the batches it needs, its default
-margin, whether it can train across processes, its short label and its model-card text.
-
-The objective, the CLI's choices and the model card all read ``LOSSES``, so a new loss is one entry here (and
-its function in ``core.losses``; the app's menu entry in ``lab.loss_menu``). Importable without torch: the loss
-functions load on a loss's first call, through ``core.losses``' lazy attributes.
+"""Every training loss described once (its function, batches, default margin, label and model-card line), for the
+objective, the CLI and the card; importable without torch (the functions load on first call).
 """
 from __future__ import annotations
 
@@ -24,14 +20,11 @@ class Loss:
     compute: Callable
     batch_kind: str  # one of BATCH_KINDS
     default_margin: float  # 0.0 where the loss has no margin
-    # False where the loss compares pairs across the batch but its batches are not gathered over processes
-    # (core.training.distributed.wrap gathers only "duplicates" batches, and never the labels): each process
-    # would train on its local slice only, another objective, so multi-process runs refuse it.
+    # False where the loss compares pairs across a batch that is not gathered over processes (only "duplicates"
+    # batches are): each process would train another objective, so multi-process runs refuse it.
     across_processes: bool
     label: str  # a run's loss in a few words: str.format template over the config's fields
-    # The model card's line: str.format template over margin, form, scale and weight, which the card
-    # fills with already sanitised text (the config it reads comes from a saved folder).
-    card: str
+    card: str  # the model card's line: str.format template over margin, form, scale and weight
 
     def __post_init__(self):
         if self.batch_kind not in BATCH_KINDS:

@@ -1,16 +1,38 @@
-"""The similarity matrix and its negatives: the one place they are computed.
+"""The similarity matrix and its negatives, the one ``reduce`` every loss applies, and score regression.
 
-Rows are the anchors (``v1``), columns the candidates (``v2``); the diagonal holds
-the duplicate pairs and every off-diagonal cell is an in-batch negative. The
-triplet loss, the heatmap and the explain mode all read these quantities from
-here so that the numbers shown are the numbers trained on.
+Rows are the anchors (``v1``), columns the candidates (``v2``); the diagonal holds the duplicate pairs and every
+off-diagonal cell is an in-batch negative. The triplet loss, the heatmap and the explain mode all read these
+quantities from here, so the numbers shown are the numbers trained on.
 
-Reference: course "Natural Language Processing with Attention Models",
-Siamese networks week ("Computing the cost": mean negative, closest negative).
+References: course "Natural Language Processing with Attention Models", Siamese networks week ("Computing the
+cost": mean negative, closest negative); the ``reduction`` argument of ``torch.nn.functional`` losses.
 """
 
 import torch
 import torch.nn.functional as F
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def reduce(per_item: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Reduce (B,) per-pair (or per-row) losses as ``reduction`` says, after checking it.
+
+        mean: (1/B) * sum_i L_i     sum: sum_i L_i     none: the (B,) L_i themselves
+
+    Example:
+        >>> losses = torch.tensor([0.5, 1.0, 3.0])
+        >>> reduce(losses), reduce(losses, "sum"), reduce(losses, "none")
+        (tensor(1.5000), tensor(4.5000), tensor([0.5000, 1.0000, 3.0000]))
+        >>> reduce(losses, "max")
+        Traceback (most recent call last):
+        ...
+        ValueError: reduction must be one of ('mean', 'sum', 'none'), got 'max'
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if reduction == "mean":
+        return per_item.mean()
+    return per_item.sum() if reduction == "sum" else per_item
 
 
 def _require_square_batch(scores: torch.Tensor) -> None:
@@ -24,14 +46,7 @@ def _require_square_batch(scores: torch.Tensor) -> None:
 def similarity_matrix(v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
     """Cosine similarity of every row of ``v1`` with every row of ``v2``.
 
-    s_ij = cos(v1_i, v2_j) = <v1_i, v2_j> / (||v1_i|| ||v2_j||)
-
-    Args:
-        v1: (B, d) anchor vectors.
-        v2: (B', d) candidate vectors; B' may differ from B.
-
-    Returns:
-        (B, B') matrix of cosine similarities.
+    s_ij = cos(v1_i, v2_j) = <v1_i, v2_j> / (||v1_i|| ||v2_j||);  (B, d), (B', d) -> (B, B')
 
     Example:
         >>> v1 = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
@@ -47,17 +62,7 @@ def similarity_matrix(v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
 def pair_similarity(v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
     """Cosine similarity of each pair: row i of ``v1`` with row i of ``v2`` only.
 
-    s_i = cos(v1_i, v2_i), the diagonal of ``similarity_matrix(v1, v2)`` without the B x B work.
-
-    Args:
-        v1: (B, d) first vectors of the pairs.
-        v2: (B, d) second vectors of the pairs.
-
-    Returns:
-        (B,) cosine similarities.
-
-    Raises:
-        ValueError: ``v1`` and ``v2`` are not both (B, d) with the same shape.
+    s_i = cos(v1_i, v2_i), the diagonal of ``similarity_matrix(v1, v2)`` without the B x B work; (B, d) twice -> (B,).
 
     Example:
         >>> pair_similarity(torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 1.0], [0.0, -3.0]]))
@@ -70,13 +75,7 @@ def pair_similarity(v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
 
 
 def diagonal(scores: torch.Tensor) -> torch.Tensor:
-    """The positive similarities s(A, P) = s_ii of a square score matrix.
-
-    Args:
-        scores: (B, B) score matrix.
-
-    Returns:
-        (B,) view of the diagonal (gradients flow back into ``scores``).
+    """The positive similarities s(A, P) = s_ii of a (B, B) score matrix: a (B,) view, gradients flow back.
 
     Example:
         >>> diagonal(torch.tensor([[0.9, -0.8], [-0.8, 0.5]]))
@@ -95,13 +94,7 @@ def mean_negative(scores: torch.Tensor) -> torch.Tensor:
 
     mean_neg_i = (1 / (C - 1)) * sum_{j != i} s_ij    (C = B columns, or B + K with extra negatives)
 
-    "Negative" names the non-duplicate pairs, not the sign of the values.
-
-    Args:
-        scores: (B, B) score matrix, B >= 2.
-
-    Returns:
-        (B,) mean negative per row.
+    "Negative" names the non-duplicate pairs, not the sign of the values. (B, B) -> (B,), B >= 2.
 
     Example:
         >>> mean_negative(torch.tensor([[0.9, -0.8, 0.3], [0.1, 0.5, 0.4], [0.0, 0.6, 0.7]]))
@@ -109,8 +102,7 @@ def mean_negative(scores: torch.Tensor) -> torch.Tensor:
     """
     _require_square_batch(scores)
     candidates = scores.shape[1]
-    # Zeroing the diagonal (rather than subtracting it from the row sum) avoids
-    # cancellation error when the diagonal dominates.
+    # zeroing the diagonal, not subtracting it from the row sum: no cancellation when it dominates
     off_diagonal = scores.masked_fill(~_off_diagonal_mask(scores), 0.0)  # (B, B)
     return off_diagonal.sum(dim=1) / (candidates - 1)  # (B,)
 
@@ -120,23 +112,10 @@ def closest_negative(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
     closest_neg_i = max { s_ij : j != i, s_ij < s_ii }
 
-    The comparison is strict: an off-diagonal value equal to the diagonal is
-    not "closest to but less than" it. Among equal candidates the lowest
-    column wins.
-
-    Contract for rows with no such value (every off-diagonal >= the diagonal):
-    the column is ``-1`` and the value is NaN, so that a forgotten mask shows up
-    loudly instead of silently acting like a similarity of 0. Consumers must
-    select with ``columns >= 0`` through ``torch.where`` (as ``triplet_terms``
-    does); the NaN is a constant, so no gradient ever flows through it.
-
-    Args:
-        scores: (B, B) score matrix, B >= 2.
-
-    Returns:
-        ``(values, columns)``: (B,) closest negative similarities (NaN where
-        none) and (B,) long column indices (-1 where none). Gradients flow
-        through ``values`` into the selected cells only.
+    Strict: a value equal to the diagonal is not "less than" it; among equal candidates the lowest column wins.
+    Returns ``(values, columns)``, each (B,); gradients flow through ``values`` into the selected cells only. A row
+    with no such value gets column -1 and value NaN, so a forgotten mask shows up loudly instead of acting like a
+    similarity of 0: select with ``columns >= 0`` through ``torch.where`` (as ``triplet_terms`` does).
 
     Example:
         >>> values, columns = closest_negative(torch.tensor([[0.9, -0.8, 0.3], [0.6, 0.5, 0.4], [0.7, 0.8, 0.2]]))
@@ -146,16 +125,44 @@ def closest_negative(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         tensor([ 2,  2, -1])
     """
     _require_square_batch(scores)
-    # Choosing the column is a discrete decision with no gradient; only the
-    # chosen value is differentiated.
     with torch.no_grad():
         positives = scores.diagonal().unsqueeze(1)  # (B, 1)
         eligible = (scores < positives) & _off_diagonal_mask(scores)  # (B, B)
         candidates = scores.masked_fill(~eligible, float("-inf"))  # (B, B)
         has_closest = eligible.any(dim=1)  # (B,)
         columns = torch.where(has_closest, candidates.argmax(dim=1), -1)  # (B,)
-    # gather needs a valid index everywhere; rows without a candidate read
-    # column 0 and are then overwritten, which also zeroes their gradient.
+    # rows without a candidate read column 0, then are overwritten (which also zeroes their gradient)
     gathered = scores.gather(1, columns.clamp(min=0).unsqueeze(1)).squeeze(1)  # (B,)
     values = torch.where(has_closest, gathered, torch.full_like(gathered, float("nan")))  # (B,)
     return values, columns
+
+
+# ---- score regression: each pair's cosine pulled towards a target score (distillation) ----------------------------
+# References: Reimers & Gurevych (2019), "Sentence-BERT", the regression objective (sentence-transformers'
+# ``CosineSimilarityLoss``); Thakur et al. (2021), "Augmented SBERT": a cross-encoder teacher labels gold and mined
+# pairs, and the bi-encoder regresses on its scores.
+def score_regression_loss(
+    v1: torch.Tensor,
+    v2: torch.Tensor,
+    targets: torch.Tensor,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Squared error between each pair's cosine and its target score.
+
+    s_i = cos(v1_i, v2_i);   L_i = (s_i - t_i)^2
+
+    With a teacher's duplicate probability as t_i in [0, 1], the student's cosine learns the
+    teacher's ranking and its confidence: a pair the teacher is unsure of (t = 0.5) is not pushed
+    to either end, which hard 0/1 labels would do. Non-duplicates are pulled towards cosine 0
+    (orthogonal), not -1.
+
+    Example:
+        >>> v1 = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+        >>> v2 = torch.tensor([[2.0, 0.0], [0.0, 3.0]])   # cosines 1 and 0
+        >>> score_regression_loss(v1, v2, torch.tensor([0.8, 0.5]), reduction="none")
+        tensor([0.0400, 0.2500])
+    """
+    scores = pair_similarity(v1, v2)  # (B,)
+    if targets.shape != scores.shape:
+        raise ValueError(f"targets shape {tuple(targets.shape)} != pair count {tuple(scores.shape)}")
+    return reduce((scores - targets.to(scores.dtype)).square(), reduction)

@@ -9,8 +9,7 @@ References:
 import torch
 import torch.nn.functional as F
 
-from core.losses.reduction import reduce
-from core.losses.similarity import similarity_matrix
+from core.losses.similarity import reduce, similarity_matrix
 
 
 def in_batch_softmax_loss_from_scores(
@@ -23,14 +22,7 @@ def in_batch_softmax_loss_from_scores(
     Takes scores rather than vectors so the heatmap can evaluate a given matrix (e.g. the
     course's worked example) with exactly the training computation.
 
-    Args:
-        scores: (B, B + K) scores, rows queries; column i is row i's positive.
-            The K >= 0 extra columns are extra negatives shared by every row.
-        scale: multiplies the scores before the softmax (a temperature of 1/scale).
-        reduction: "mean" over the rows, "sum", or "none" for the (B,) per-row losses.
-
-    Returns:
-        A scalar, or (B,) with ``reduction="none"``.
+    ``scores``: (B, B + K), column i row i's positive, the K extra columns negatives shared by every row.
 
     Example:
         >>> in_batch_softmax_loss_from_scores(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))  # log(1 + e^-1)
@@ -59,18 +51,7 @@ def in_batch_softmax_loss(
     (cosine similarity, scale 20); cosines lie in -1..1, so a scale near 1 would leave every
     softmax almost uniform.
 
-    Args:
-        q: (B, d) queries, any length.
-        a: (B + K, d) answers; row i is the positive of q_i, rows B.. are
-            extra (e.g. hard) negatives for every query.
-        scale: multiplies the cosines before the softmax (a temperature of 1/scale).
-        reduction: "mean" over the queries, "sum", or "none" for the (B,) per-query losses.
-
-    Returns:
-        A scalar, or (B,) with ``reduction="none"``.
-
-    Raises:
-        ValueError: fewer answers than queries, or an unknown ``reduction``.
+    ``a``: (B + K, d), row i the positive of q_i, rows B.. extra (hard) negatives for every query.
 
     Example:
         >>> q = torch.tensor([[3.0, 0.0], [0.0, 0.5]])

@@ -1,9 +1,5 @@
-"""The one interface every model family exposes.
-
-A ``PairEncoder`` maps token ids to one vector per text through one of two towers
-(``tower=0`` for question1 / the anchor, ``tower=1`` for question2 / the positive). Siamese models
-simply ignore ``tower``. Training, evaluation, the heatmap and search only ever call
-``embed`` / ``embed_pair`` / ``encode``, so none of them branch on the model type.
+"""``PairEncoder``, the one interface every model family exposes: token ids to one vector per text through one of
+two towers (0 for question1, 1 for question2; Siamese models ignore it), and ``score_tables`` for pairs.
 """
 from __future__ import annotations
 
@@ -31,8 +27,7 @@ class PairEncoder(nn.Module):
         super().__init__()
         self.config = config
         self.tokenizer = tokenizer
-        # What ``encode_table`` computes in on CUDA: float16 once loaded for inference on a GPU
-        # (``core.models.registry.load_model``); training and the CPU always take float32.
+        # float16 once loaded for inference on a GPU; training and the CPU always take float32
         self.encoding_dtype = torch.float32
 
     # ---- what a family implements -------------------------------------------------------------
@@ -43,20 +38,17 @@ class PairEncoder(nn.Module):
 
     @classmethod
     def parameter_count(cls, config) -> int:
-        """How many parameters ``cls(config, tokenizer)`` has, in closed form: nothing is allocated,
-        so a config can be judged (``core.models.registry.check_model_size``) before it is built."""
+        """How many parameters ``cls(config, tokenizer)`` has, in closed form: nothing is allocated."""
         raise NotImplementedError
 
     @classmethod
     def vocab_size_of(cls, config) -> int:
-        """The number of token ids ``config``'s embedding table has room for: the tokenizer must have
-        exactly that many."""
+        """The token ids ``config``'s embedding table has room for: the tokenizer must have exactly that many."""
         return int(config.vocab_size)
 
     @classmethod
     def check_tokenizer(cls, config, tokenizer) -> None:
-        """ValueError when ``tokenizer`` does not fit ``config``: another vocabulary size, a padding id
-        outside the table, or (where positions are learned) more tokens than there are positions."""
+        """ValueError when ``tokenizer`` does not fit ``config`` (vocabulary size, padding id, positions)."""
         expected = cls.vocab_size_of(config)
         if tokenizer.vocab_size != expected:
             raise ValueError(f"the tokenizer has {tokenizer.vocab_size:,} entries but the model config says "
@@ -82,10 +74,7 @@ class PairEncoder(nn.Module):
         return self.embed(*first, tower=0), self.embed(*second, tower=1)
 
     def forward(self, first, second, negatives=None):
-        """(v1, v2, vn): both sides of the pairs, and extra negatives (candidate side) or None.
-
-        Training goes through forward() because DistributedDataParallel only hooks forward().
-        """
+        """(v1, v2, vn): both sides, and extra negatives or None (training calls forward: DDP hooks only it)."""
         v1, v2 = self.embed_pair(first, second)
         return v1, v2, (None if negatives is None else self.embed(*negatives, tower=1))
 
@@ -97,12 +86,8 @@ class PairEncoder(nn.Module):
         batch_size: int = 256,
         progress: Callable[[int, int], None] | None = None,
     ) -> torch.Tensor:
-        """Vectors for every row of an already-tokenised table, (N, d) float32 on the CPU.
-
-        Rows are processed longest-first so each chunk pads to a similar length, in chunks of at most
-        ``batch_size`` rows and the family's token budget (``core.text.encoding_batches``); the result is in
-        the table's original order. ``progress(done, total)`` is called after every chunk.
-        """
+        """(N, d) float32 CPU vectors of a tokenised table, in its order; rows run in length order within
+        ``batch_size`` and the family's token budget, ``progress(done, total)`` after every chunk."""
         was_training = self.training
         self.eval()
         out = torch.empty(len(table), self.embedding_dim, dtype=torch.float32)
@@ -129,9 +114,8 @@ class PairEncoder(nn.Module):
         return torch.autocast("cuda", dtype=self.encoding_dtype) if half else contextlib.nullcontext()
 
     def score_tables(self, first: TokenTable, second: TokenTable, batch_size: int = 256, progress=None) -> np.ndarray:
-        """(N,) float64 score of each pair of rows, the one every command and page ranks and thresholds pairs by: the
-        cosine of the two towers' vectors here (a cross-encoder's own probability, ``core.models.cross_encoder``).
-        ``progress(pairs_done, pairs)`` counts pairs: each side's questions count half a pair."""
+        """(N,) float64 score of each pair, the one every command and page thresholds: the towers' cosine here (a
+        cross-encoder's probability). ``progress(pairs_done, pairs)``: each side counts half a pair."""
         n = len(first)
         halves = (None, None) if progress is None else (lambda done, _: progress(done // 2, n),
                                                         lambda done, _: progress((n + done) // 2, n))

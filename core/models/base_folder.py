@@ -1,13 +1,8 @@
 """A local Hugging Face BERT folder to fine-tune instead of the bundled all-MiniLM-L6-v2 (``train --base-model``).
 
-Such a folder comes from elsewhere, so it is read as a saved model folder is (``core.saving``): data only, never
-code and never a pickle. ``check_base_folder`` judges it before any data is read: no Python file and no
-``auto_map`` (custom code), safetensors weights (pickled ``pytorch_model.bin``/``.pt`` alone are refused; beside
-``model.safetensors`` they are never opened), a ``bert`` config whose every key ``core.models.minilm`` knows,
-sizes under the lab's parameter limit, a lower-casing WordPiece ``vocab.txt``. ``read_base_folder`` then reads
-the weights (a regular file no larger than the config's parameters need, every value finite) and the
-vocabulary. A run saves the whole fine-tuned encoder, config and vocabulary in its own folder, so the saved
-model loads without the base folder.
+It comes from elsewhere, so it is read as a saved model folder is: data only, never code and never a pickle. No
+Python file and no ``auto_map``, safetensors weights (pickles are never opened), a ``bert`` config whose every key
+``core.models.minilm`` knows, sizes under the parameter limit, a lower-casing ``vocab.txt``; weights finite.
 """
 from __future__ import annotations
 
@@ -30,8 +25,8 @@ UNUSED_WEIGHTS = ("pooler.", "cls.", "classifier.", "qa_outputs.")
 
 
 def check_base_folder(folder: str | Path) -> dict:
-    """The BertConfig (``core.models.minilm.check_bert_config``'s keys) of the BERT folder ``folder``, once the
-    folder passes every check that needs no weights; ModelLoadError, one line, naming what is wrong."""
+    """The BertConfig of the BERT folder ``folder`` once it passes every check that needs no weights;
+    ModelLoadError, one line, naming what is wrong."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelLoadError(f"no folder at {folder}")
@@ -83,9 +78,7 @@ def _check_tokenizer_config(folder: Path, names: list[str]) -> None:
 
 
 def read_base_folder(folder: str | Path, max_length: int):
-    """(BertConfig dict, encoder state dict in float32 without pooler, WordPiece tokenizer cutting at
-    ``max_length``) of the BERT folder ``folder`` (``check_base_folder``'s checks first); ModelLoadError, one
-    line, when a file cannot be used."""
+    """(BertConfig, float32 encoder state dict without pooler, WordPiece tokenizer) of the BERT folder ``folder``."""
     import torch
 
     from core.saving.model_folder import read_weights, weights_max_bytes
@@ -114,9 +107,7 @@ def read_base_folder(folder: str | Path, max_length: int):
 
 
 def base_minilm(folder: str | Path, max_length: int = 64, family: type[MiniLM] = MiniLM) -> MiniLM:
-    """A ``MiniLM`` (or ``family``, the cross-encoder) holding the encoder and vocabulary of the BERT folder
-    ``folder``, to fine-tune instead of the bundled weights (``core.training.pipeline`` starts a run with a
-    ``base_model`` here); ModelLoadError, one line, for a folder that cannot be used."""
+    """A ``MiniLM`` (or ``family``, the cross-encoder) holding the encoder and vocabulary of the BERT folder."""
     bert_config, weights, tokenizer = read_base_folder(folder, max_length)
     config = family.config_class(max_length=max_length, bert=bert_config)
     try:

@@ -1,14 +1,8 @@
-"""The MiniLM cross-encoder: both questions in one forward pass, one duplicate logit out.
+"""The MiniLM cross-encoder: ``[CLS] q1 [SEP] q2 [SEP]`` in one forward pass, one duplicate logit out.
 
-``[CLS] q1 [SEP] q2 [SEP]`` goes through the BERT layers, whose tokens can then attend across the two questions:
-word by word comparison that a bi-encoder, which squeezes each question into one vector first, cannot make. Its
-score of a pair is the sigmoid of that logit, a duplicate probability. It has no vectors: every pair is a forward
-pass and nothing can be indexed, so it scores pairs (evaluate, predict, score, calibrate, the Verdict and Compare
-pages) and confirms the candidate pairs a bi-encoder finds (``core.inference.dedup``), but cannot embed or search.
-
-It is a ``MiniLM`` in everything but its head: the same WordPiece tokenizer (each question tokenised alone, so the
-training tables are the bi-encoders'), the same pretrained weights, folder checks and size count. The two
-questions' tokens are joined inside ``forward``.
+Its tokens attend across the two questions, a comparison a bi-encoder cannot make; its score is the logit's sigmoid.
+It has no vectors, so it scores pairs and confirms a bi-encoder's candidates (``core.inference.dedup``) but cannot
+embed or search. It is a ``MiniLM`` in all but its head (each question tokenised alone, joined in ``forward``).
 
 Reference: Thakur et al. (2021), "Augmented SBERT", whose cross-encoder this is.
 """
@@ -38,11 +32,7 @@ class CrossEncoderConfig:
 
 
 class CrossEncoder(MiniLM):
-    """BERT over the joined pair -> mean of its real tokens -> dropout -> linear -> logit.
-
-    Mean pooling rather than the [CLS] vector: the MiniLM weights were trained to mean-pool, so the head starts
-    from a meaningful vector instead of an untrained one.
-    """
+    """BERT over the joined pair -> mean of its real tokens (MiniLM was trained to mean-pool) -> dropout -> logit."""
 
     model_type = "cross-encoder"
     config_class = CrossEncoderConfig
@@ -84,8 +74,7 @@ class CrossEncoder(MiniLM):
 
     @torch.inference_mode()
     def score_tables(self, first: TokenTable, second: TokenTable, batch_size: int = 256, progress=None) -> np.ndarray:
-        """(N,) duplicate probabilities, sigmoid of each joined pair's logit, in the tables' order; pairs are run in
-        length order within the family's token budget, ``progress(pairs_done, pairs)`` after each batch."""
+        """(N,) duplicate probabilities in the tables' order, pairs run in length order within a token budget."""
         was_training = self.training
         self.eval()
         scores, done = np.empty(len(first), dtype=np.float64), 0
@@ -104,8 +93,7 @@ PAIR_TOKEN_BUDGET = 2048  # joined tokens per scoring batch: rows x the batch's 
 
 
 def joined(first: Side, second: Side) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``[CLS] q1 [SEP]`` and ``q2 [SEP]`` (q2's own [CLS] dropped) joined per row into one sequence padded at its
-    end: ids (B, T), bool mask (B, T), token types (B, T), 0 for the first question and 1 for the second."""
+    """``[CLS] q1 [SEP]`` and ``q2 [SEP]`` joined per row, padded at the end: ids, bool mask, token types (B, T)."""
     (ids1, mask1), (ids2, mask2) = first, second
     ids = torch.cat([ids1, ids2[:, 1:]], dim=1)
     mask = torch.cat([mask1, mask2[:, 1:]], dim=1)

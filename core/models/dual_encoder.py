@@ -12,9 +12,7 @@ from core.text.wordpiece_tokenizer import bert_wordpiece
 
 @dataclass
 class DualEncoderConfig:
-    vocab_size: int = 30522  # WordPiece vocabulary (bert-base-uncased)
-    # Sizes that train in minutes on a CPU; the seed's dual encoder uses d_model 512, 8 heads,
-    # 3 layers and a 2048-wide feed-forward block.
+    vocab_size: int = 30522  # WordPiece vocabulary (bert-base-uncased); the sizes below train in minutes on a CPU
     d_model: int = 128  # token and position embedding width, and the encoder width
     num_heads: int = 4  # attention heads per layer; must divide d_model
     num_layers: int = field(default=2, metadata={"max": 64})  # encoder layers per tower
@@ -72,8 +70,7 @@ class DualEncoder(PairEncoder):
 
     @classmethod
     def parameter_count(cls, config: DualEncoderConfig) -> int:
-        """Per tower: token and position tables, each encoder layer (in/out attention projections,
-        two feed-forward linears, two layer norms) and the projection; one tower or two."""
+        """Per tower: token and position tables, each layer (attention, feed-forward, two norms), the projection."""
         d, ff = config.d_model, config.ff_dim
         layer = (3 * d * d + 3 * d) + (d * d + d) + (ff * d + ff) + (d * ff + d) + 4 * d
         tower = (config.vocab_size + config.max_length) * d + config.num_layers * layer + d * config.projection_dim \

@@ -10,16 +10,12 @@ import torch.nn.functional as F
 from core.models.base import PairEncoder
 from core.text.wordpiece_tokenizer import bert_wordpiece, minilm_folder
 
-# Cosine threshold for zero-shot MiniLM, used whenever a zero-shot verdict is asked for without an
-# explicit threshold. It approximates the best-accuracy threshold of zero-shot MiniLM on the bundled
-# sample (assets/sample_pairs.csv, 479 pairs): core.inference.metrics.best_thresholds on its cosines gives
-# 0.779 (accuracy 0.820 there; 0.800 at 0.80). No command computes it; it is a fixed constant.
+# Zero-shot MiniLM's cosine threshold when none is given: about its best-accuracy threshold on the bundled sample.
 ZERO_SHOT_THRESHOLD = 0.80
 
 
 # ---- the ``bert`` sub-config: what transformers.BertConfig may be given from a model folder ----------
-# Sizes BertConfig falls back to when a key is absent (transformers' defaults; tests/test_hostile_folders.py
-# checks them against BertConfig()).
+# Sizes BertConfig falls back to when a key is absent (transformers' defaults; tests check them).
 BERT_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                  "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2}
 BERT_MAX_LAYERS = 256
@@ -29,103 +25,74 @@ _HIDDEN_ACTS = frozenset({"gelu", "relu", "silu", "swish", "gelu_new", "gelu_fas
                           "gelu_pytorch_tanh", "quick_gelu", "tanh", "mish", "gelu_accurate"})
 
 
+def _rule(ok, must: str):
+    """A checker of one config value: None when ``ok(value)``, else what the value must be."""
+    return lambda value: None if ok(value) else must
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _int(low: int, high: int):
-    def check(value):
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            return f"an integer in {low:,}..{high:,}"
-    return check
+    return _rule(lambda v: _number(v) and isinstance(v, int) and low <= v <= high, f"an integer in {low:,}..{high:,}")
 
 
 def _float(low: float, high: float):
-    def check(value):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                or not low <= value <= high:
-            return f"a finite number in [{low:g}, {high:g}]"
-    return check
+    return _rule(lambda v: _number(v) and math.isfinite(v) and low <= v <= high,
+                 f"a finite number in [{low:g}, {high:g}]")
 
 
 def _one_of(*allowed):
-    def check(value):
-        if not any(value is a or (type(value) is type(a) and value == a) for a in allowed):
-            return "one of " + ", ".join(repr(a) for a in allowed)
-    return check
+    return _rule(lambda v: any(v is a or (type(v) is type(a) and v == a) for a in allowed),
+                 "one of " + ", ".join(repr(a) for a in allowed))
 
 
 def _optional(inner):
-    def check(value):
-        return None if value is None else inner(value)
-    return check
-
-
-def _bool(value):
-    if not isinstance(value, bool):
-        return "true or false"
+    return lambda value: None if value is None else inner(value)
 
 
 def _text(max_chars: int):
-    def check(value):
-        if not isinstance(value, str) or len(value) > max_chars:
-            return f"a string of at most {max_chars} characters"
-    return check
+    return _rule(lambda v: isinstance(v, str) and len(v) <= max_chars, f"a string of at most {max_chars} characters")
 
 
-def _small_list_of_text(value):
-    if not isinstance(value, list) or len(value) > 16 or not all(isinstance(v, str) and len(v) <= 128 for v in value):
-        return "a list of at most 16 short strings"
+_bool = _rule(lambda v: isinstance(v, bool), "true or false")
+_small_list_of_text = _rule(lambda v: isinstance(v, list) and len(v) <= 16 and all(
+    isinstance(x, str) and len(x) <= 128 for x in v), "a list of at most 16 short strings")
+_label_map = _rule(lambda v: isinstance(v, dict) and len(v) <= 1024 and all(
+    isinstance(x, (str, int)) and not isinstance(x, bool) and len(str(x)) <= 128 and len(str(k)) <= 128
+    for k, x in v.items()), "a mapping of at most 1,024 short labels")
+_id_or_ids = _rule(lambda v: len(ids := v if isinstance(v, list) else [v]) <= 16 and all(
+    isinstance(i, int) and not isinstance(i, bool) and 0 <= i < _INT_MAX for i in ids),
+    "null, a token id or a list of token ids")
 
 
-def _label_map(value):
-    if not isinstance(value, dict) or len(value) > 1024 or not all(
-            isinstance(v, (str, int)) and not isinstance(v, bool) and len(str(v)) <= 128 and len(str(k)) <= 128
-            for k, v in value.items()):
-        return "a mapping of at most 1,024 short labels"
-
-
-def _id_or_ids(value):
-    ids = value if isinstance(value, list) else [value]
-    if len(ids) > 16 or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < _INT_MAX for i in ids):
-        return "null, a token id or a list of token ids"
-
-
-# Every key BertConfig may be given from a folder, and what its value may be. Anything else (an
-# unknown key, cross-attention, a decoder, relative positions) is refused.
+# Every key BertConfig may be given from a folder, and what its value may be; anything else is refused.
 BERT_KEYS = {
-    "vocab_size": _int(1, _INT_MAX),
-    "hidden_size": _int(1, _INT_MAX),
+    **dict.fromkeys(("vocab_size", "hidden_size", "num_attention_heads", "intermediate_size", "type_vocab_size"),
+                    _int(1, _INT_MAX)),
     "num_hidden_layers": _int(0, BERT_MAX_LAYERS),
-    "num_attention_heads": _int(1, _INT_MAX),
-    "intermediate_size": _int(1, _INT_MAX),
     "max_position_embeddings": _int(1, BERT_MAX_POSITIONS),
-    "type_vocab_size": _int(1, _INT_MAX),
+    "chunk_size_feed_forward": _int(0, _INT_MAX),
     "hidden_act": _one_of(*sorted(_HIDDEN_ACTS)),
-    "hidden_dropout_prob": _float(0.0, 1.0),
-    "attention_probs_dropout_prob": _float(0.0, 1.0),
+    **dict.fromkeys(("hidden_dropout_prob", "attention_probs_dropout_prob"), _float(0.0, 1.0)),
     "classifier_dropout": _optional(_float(0.0, 1.0)),
     "initializer_range": _float(0.0, 10.0),
     "layer_norm_eps": _float(1e-30, 1.0),
     "pad_token_id": _optional(_int(0, _INT_MAX)),
-    "bos_token_id": _optional(_id_or_ids),
-    "eos_token_id": _optional(_id_or_ids),
+    **dict.fromkeys(("bos_token_id", "eos_token_id"), _optional(_id_or_ids)),
     "position_embedding_type": _one_of("absolute"),
     "model_type": _one_of("bert"),
     "architectures": _optional(_small_list_of_text),
     "_name_or_path": _text(4096),
     "transformers_version": _optional(_text(64)),
-    "gradient_checkpointing": _bool,
-    "use_cache": _bool,
-    "tie_word_embeddings": _bool,
-    "output_attentions": _bool,
-    "output_hidden_states": _bool,
+    **dict.fromkeys(("gradient_checkpointing", "use_cache", "tie_word_embeddings", "output_attentions",
+                     "output_hidden_states"), _bool),
     "return_dict": _one_of(True),
-    "is_decoder": _one_of(False),
-    "add_cross_attention": _one_of(False),
-    "is_encoder_decoder": _one_of(False),
-    "chunk_size_feed_forward": _int(0, _INT_MAX),
-    "dtype": _optional(_one_of("float32")),
-    "torch_dtype": _optional(_one_of("float32")),
+    **dict.fromkeys(("is_decoder", "add_cross_attention", "is_encoder_decoder"), _one_of(False)),
+    **dict.fromkeys(("dtype", "torch_dtype"), _optional(_one_of("float32"))),
     "problem_type": _optional(_one_of("regression", "single_label_classification", "multi_label_classification")),
-    "id2label": _optional(_label_map),
-    "label2id": _optional(_label_map),
+    **dict.fromkeys(("id2label", "label2id"), _optional(_label_map)),
 }
 
 
@@ -190,8 +157,8 @@ class MiniLM(PairEncoder):
 
     @classmethod
     def parameter_count(cls, config: MiniLMConfig) -> int:
-        """BertModel without its pooler: word, position and token-type tables and a layer norm, then
-        per layer the query/key/value/output projections, the feed-forward pair and two layer norms."""
+        """BertModel without its pooler: three embedding tables and a layer norm, then per layer the attention's four
+        projections, the feed-forward pair and two layer norms."""
         bert = config.bert
         h, inner = bert_size(bert, "hidden_size"), bert_size(bert, "intermediate_size")
         tables = (bert_size(bert, "vocab_size") + bert_size(bert, "max_position_embeddings")
@@ -213,8 +180,7 @@ class MiniLM(PairEncoder):
 
     @classmethod
     def for_run(cls, spec, train_texts) -> "MiniLM":
-        """The pretrained weights, to fine-tune: a run only chooses the max length (a run with a ``base_model``
-        starts from ``core.models.base_folder.base_minilm`` instead)."""
+        """The pretrained weights, to fine-tune: a run only chooses the max length."""
         return cls.pretrained(max_length=spec.max_length)
 
     @property
@@ -229,9 +195,7 @@ class MiniLM(PairEncoder):
 
 
 def pretrained_bert() -> tuple[dict, dict]:
-    """The installed all-MiniLM-L6-v2: its BertConfig (checked by ``check_bert_config``) and the
-    state dict of a ``BertModel`` without pooler, read from the package folder with size checks.
-    ``MiniLM.pretrained`` (and so the cross-encoder's) starts from it."""
+    """The installed all-MiniLM-L6-v2's BertConfig (checked) and pooler-free state dict, read with size checks."""
     from safetensors.torch import load_file
 
     from core.saving.files import CONFIG_MAX_BYTES, check_regular_file, read_json_file
@@ -239,7 +203,7 @@ def pretrained_bert() -> tuple[dict, dict]:
 
     folder = minilm_folder()
     bert_config = read_json_file(folder / "config.json", CONFIG_MAX_BYTES, folder=folder)
-    # MiniLMConfig checks the config; room for twice the model: the checkpoint also carries the pooler and a position-id buffer.
+    # room for twice the model: the checkpoint also carries the pooler and a position-id buffer
     check_regular_file(folder / "model.safetensors",
                        weights_max_bytes(2 * MiniLM.parameter_count(MiniLMConfig(bert=bert_config))), folder=folder)
     # The pooler is unused by mean pooling; the position-id buffer is rebuilt by current transformers.

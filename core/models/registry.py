@@ -1,14 +1,8 @@
-"""The model families by name: how a run builds a model, and how any model is loaded for use.
+"""The model families by name: ``build_model`` for a run, ``load_model`` for any use (inference never imports the
+trainer), and the calibrated copies' parents.
 
-``build_model(spec, train_texts)`` and ``load_model(source)`` dispatch through ``MODEL_TYPES``; the
-names and the labels people see live here too. Inference (the CLI's predict / evaluate / search /
-embed, the Verdict, Search, Similarity and Compare pages) loads through ``load_model`` and so never
-imports the trainer or the training pipeline.
-
-A model is judged by its size before it is built: ``check_model_size`` counts its parameters in closed
-form (each family's ``parameter_count``) against ``max_parameters()`` (200 million unless the
-environment variable ``SIAMESE_LAB_MAX_PARAMETERS`` says otherwise), so a config that asks for
-``num_layers: 10000000`` is refused in microseconds instead of allocating until the machine gives up.
+A model is judged by its size before it is built: ``check_model_size`` counts its parameters in closed form against
+``max_parameters()``, so a config asking for ``num_layers: 10000000`` is refused before anything is allocated.
 """
 from __future__ import annotations
 
@@ -38,8 +32,7 @@ class ModelTooLarge(ValueError):
 
 
 def max_parameters() -> int:
-    """The most parameters a model may have: ``SIAMESE_LAB_MAX_PARAMETERS`` (a positive integer) when set,
-    else 200,000,000. ValueError when the variable is set to anything else."""
+    """``SIAMESE_LAB_MAX_PARAMETERS`` (a positive integer) when set, else the default; ValueError for anything else."""
     raw = os.environ.get(MAX_PARAMETERS_ENV, "").strip()
     if not raw:
         return DEFAULT_MAX_PARAMETERS
@@ -53,10 +46,8 @@ def max_parameters() -> int:
 
 
 def check_model_size(model_type: str, config) -> int:
-    """The parameter count of a ``model_type`` model built from ``config`` (its family's config
-    dataclass, or a mapping of its fields where missing ones take their defaults), computed without
-    allocating anything. Raises ``ModelTooLarge`` when it is over ``max_parameters()``, ValueError for
-    an unknown model type or a config the family cannot take."""
+    """The parameter count of a ``model_type`` model from ``config`` (its config dataclass, or a mapping of its
+    fields), allocating nothing; ``ModelTooLarge`` over ``max_parameters()``, ValueError for a config it cannot take."""
     if model_type not in MODEL_TYPES:
         raise ValueError(f"unknown model type {model_type!r}; expected one of {', '.join(MODEL_NAMES)}")
     model_class = MODEL_TYPES[model_type]
@@ -78,24 +69,18 @@ def check_model_size(model_type: str, config) -> int:
 
 
 def build_model(spec, train_texts: Sequence[str]) -> PairEncoder:
-    """A model ready to train for a ``core.training.specs.RunSpec``."""
     return MODEL_TYPES[spec.model].for_run(spec, train_texts)
 
 
 def zero_shot_config() -> dict:
-    """What a saved folder's config.json would say of the zero-shot model."""
     return {"model_type": MiniLM.model_type, "name": "minilm (zero-shot)", "zero_shot": True,
             "thresholds": {"accuracy": ZERO_SHOT_THRESHOLD, "f1": ZERO_SHOT_THRESHOLD}}
 
 
 def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, dict]:
-    """``ZERO_SHOT`` ("minilm") is the pretrained MiniLM; anything else is a saved model folder, or a calibrated
-    copy of one (``core.saving.calibrated``: its parent's weights, checked by ``parent_of``, with the copy's
-    config and thresholds).
-
-    Returns the model in eval mode on ``device`` and its config (config.json's contents). A folder
-    that cannot be used raises ``core.saving.ModelLoadError`` saying which file and why.
-    """
+    """(the model in eval mode on ``device``, its config) of ``ZERO_SHOT`` (the pretrained MiniLM), a saved model
+    folder, or a calibrated copy (its parent's weights, with the copy's config); ModelLoadError says which file and
+    why a folder cannot be used."""
     if str(source) == ZERO_SHOT:
         return for_inference(MiniLM.pretrained(), device), zero_shot_config()
     from core.saving import CONFIG_FILE, WEIGHTS_FILE, config_from_dict, read_weights
@@ -146,8 +131,7 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
 
 
 def scores_pairs_only(source: str | Path) -> bool:
-    """Whether the load source is a cross-encoder's folder or a calibrated copy of one: it scores pairs and has no
-    vectors. False for anything else, a folder that cannot be read included (loading it says why)."""
+    """Whether the load source is a cross-encoder's folder (or a copy of one): it scores pairs and has no vectors."""
     if str(source) in (ZERO_SHOT, TFIDF) or not Path(source).is_dir():
         return False
     try:
@@ -157,8 +141,7 @@ def scores_pairs_only(source: str | Path) -> bool:
 
 
 def encoding_dtype(model_type: str, device) -> torch.dtype:
-    """What a ``model_type`` model loaded on ``device`` encodes in: float16 on a CUDA device for the families that
-    allow it (``PairEncoder.half_precision_encoding``), float32 everywhere else."""
+    """float16 on CUDA for the families that allow it (``half_precision_encoding``), else float32."""
     import torch
 
     half = torch.device(device).type == "cuda" and MODEL_TYPES[model_type].half_precision_encoding
@@ -166,8 +149,7 @@ def encoding_dtype(model_type: str, device) -> torch.dtype:
 
 
 def encodes_in_half(source: str | Path, device: str) -> bool:
-    """Whether the model ``load_model(source, device)`` gives encodes in float16, told from its config without
-    loading its weights; False for a source or device that cannot load (loading it says why)."""
+    """Whether ``load_model(source, device)`` would encode in float16, told from its config alone."""
     from core.device import DeviceError, resolve_device
 
     try:
@@ -183,7 +165,6 @@ def encodes_in_half(source: str | Path, device: str) -> bool:
 
 
 def for_inference(model: PairEncoder, device) -> PairEncoder:
-    """``model`` on ``device`` in eval mode, encoding in ``encoding_dtype``'s precision there."""
     model.encoding_dtype = encoding_dtype(model.model_type, device)
     return model.to(device).eval()
 
@@ -200,8 +181,7 @@ def _digest_limit() -> int:
 
 
 def source_folder(source: str | Path) -> Path | None:
-    """The folder of files a load source's vectors come from: the installed package for zero-shot MiniLM, the
-    folder itself for a saved model, None for TF-IDF (fitted on text, no files)."""
+    """The folder a load source's vectors come from (the package for zero-shot MiniLM); None for TF-IDF."""
     if str(source) == TFIDF:
         return None
     if str(source) == ZERO_SHOT:
@@ -212,8 +192,7 @@ def source_folder(source: str | Path) -> Path | None:
 
 
 def parent_record(source: str | Path, name: str) -> dict:
-    """``calibrated_from`` of a copy of ``source`` (``ZERO_SHOT``, ``TFIDF`` or a saved model folder that is
-    not itself a copy): the source by name or absolute path, the parent's ``name`` and the digest of its files."""
+    """``calibrated_from`` of a copy of ``source``: the source by name or absolute path, its name, its files' digest."""
     folder = source_folder(source)
     if folder is None:
         return {"source": TFIDF, "name": name}
@@ -222,9 +201,8 @@ def parent_record(source: str | Path, name: str) -> dict:
 
 
 def parent_of(folder: str | Path, config: dict) -> str | Path:
-    """The load source of the calibrated copy in ``folder`` with this ``config``: ``ZERO_SHOT``, ``TFIDF`` or
-    the parent folder. ModelLoadError, one line, when the parent is unknown, missing, itself a copy, or no
-    longer the model the thresholds were calibrated on."""
+    """The load source of the calibrated copy in ``folder``; ModelLoadError, one line, when the parent is unknown,
+    missing, itself a copy, or no longer the model the thresholds were calibrated on."""
     record = config[CALIBRATED_FROM]
     source = record["source"]
     if source == TFIDF:

@@ -1,8 +1,16 @@
-"""Siamese LSTM: one set of weights encodes both questions (the course model)."""
+"""Siamese LSTM: one set of weights encodes both questions (the course model), and its MiniLM start.
+
+``init_embeddings minilm`` starts the embedding table from all-MiniLM-L6-v2's input word embeddings: one tensor read
+with ``safetensors.safe_open`` from the installed package, nothing downloaded.
+"""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
 
 import torch
 import torch.nn.functional as F
@@ -10,14 +18,15 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from core.models.base import PairEncoder
-from core.models.pretrained_embeddings import MINILM_WIDTH, minilm_embedding_table
 from core.text.word_tokenizer import WordTokenizer
-from core.text.wordpiece_tokenizer import WordPieceTokenizer, bert_wordpiece
+from core.text.wordpiece_tokenizer import WordPieceTokenizer, bert_wordpiece, minilm_folder
 
 POOLINGS = ("mean", "max", "mean+max")
 TOKENS = {"words": WordTokenizer.kind, "wordpiece": WordPieceTokenizer.kind}  # setting -> tokenizer kind
 INIT_EMBEDDINGS = ("random", "minilm")
 WORDPIECE_VOCAB_SIZE = 30522  # entries of the BERT-uncased vocab.txt MiniLM ships (tests check it)
+MINILM_WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"  # the tensor's key in MiniLM's model.safetensors
+MINILM_WIDTH = 384  # its columns: the largest embedding_dim a MiniLM start can give
 
 
 @dataclass
@@ -29,20 +38,15 @@ class SiameseLSTMConfig:
     bidirectional: bool = False  # read the question both ways; doubles the output width
     dropout: float = 0.3  # between stacked layers and on the embeddings; 0.3 measured best on 20k Quora pairs
     pad_id: int = 0  # token id of padding; its embedding stays zero
-    # How the LSTM states of the real tokens become one vector: their mean, their element-wise max
-    # (padding never takes part), or both side by side ("mean+max" doubles the output width).
+    # the real tokens' LSTM states become one vector by their mean, their max, or both ("mean+max": twice as wide)
     pooling: str = field(default="mean", metadata={"choices": POOLINGS})
-    # "words": a vocabulary of the training texts' words (a word never seen becomes <unk>); "wordpiece":
-    # BERT-uncased WordPiece (30,522 pieces), which splits any word into known pieces, so unseen questions
-    # keep their words. The run's min_freq and max_vocab shape only the word vocabulary.
+    # "words": the training texts' vocabulary (an unseen word becomes <unk>); "wordpiece": BERT-uncased WordPiece,
+    # which splits any word into known pieces. min_freq and max_vocab shape only the word vocabulary.
     tokens: str = field(default="words", metadata={"choices": tuple(TOKENS)})
-    # The embedding table a new run starts from: "random", or all-MiniLM-L6-v2's word embeddings
-    # (core.models.pretrained_embeddings; projected by PCA when embedding_dim is not 384). A saved model
-    # carries its own trained table, so loading one never reads MiniLM.
+    # The table a new run starts from: "random", or MiniLM's word embeddings (``minilm_embedding_table``). A saved
+    # model carries its own trained table, so loading one never reads MiniLM.
     init_embeddings: str = field(default="random", metadata={"choices": INIT_EMBEDDINGS})
-    # Keep the embedding table as it starts (MiniLM's): training then shapes only the LSTM, so a word
-    # seen in training and one seen only at test time stay in the same space, and the optimiser skips
-    # the table, most of the model's parameters.
+    # Keep MiniLM's table as it starts: a word seen only at test time stays in the trained words' space.
     freeze_embeddings: bool = False
 
     def __post_init__(self):
@@ -63,9 +67,7 @@ class SiameseLSTMConfig:
 
 def pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
     """(B, T, H) states and the (B, T) mask of real tokens -> (B, H), or (B, 2H) for "mean+max" (mean first).
-
-    Padding never counts: the mean divides by the real tokens only, and padded states are -inf before the
-    max, so a padded state larger than every real one cannot win. A row without real tokens pools to zeros."""
+    Padding never counts (-inf before the max); a row without real tokens pools to zeros."""
     real = mask.bool().unsqueeze(-1)  # (B, T, 1)
     m = real.to(states.dtype)  # (B, T, 1)
     count = m.sum(1)  # (B, 1) real tokens per row
@@ -79,8 +81,7 @@ def pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor
 
 
 def run_tokenizer(tokens: str, spec, train_texts):
-    """The tokenizer a new run's LSTM reads with: BERT's WordPiece, or a word vocabulary built from the
-    training texts."""
+    """BERT's WordPiece, or a word vocabulary built from the training texts."""
     if tokens == "wordpiece":
         return bert_wordpiece(spec.max_length)
     return WordTokenizer.build(train_texts, min_freq=spec.min_freq, max_size=spec.max_vocab,
@@ -109,8 +110,7 @@ class SiameseLSTM(PairEncoder):
 
     @classmethod
     def for_run(cls, spec, train_texts) -> "SiameseLSTM":
-        """A new model for a ``RunSpec``: its tokenizer as ``tokens`` says (a word vocabulary is built from
-        the training texts), its embedding table random or MiniLM's as ``init_embeddings`` says."""
+        """A new model for a ``RunSpec``: its tokenizer as ``tokens`` says, its table as ``init_embeddings`` says."""
         wanted = SiameseLSTMConfig(**spec.model_options)
         tokenizer = run_tokenizer(wanted.tokens, spec, train_texts)
         config = dataclasses.replace(wanted, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
@@ -145,8 +145,7 @@ class SiameseLSTM(PairEncoder):
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: int = 0) -> torch.Tensor:
         x = self.dropout(self.embedding(input_ids))  # (B, T, E)
         if self.config.bidirectional:
-            # The backward direction would otherwise start on padding; packing makes it start on
-            # each question's last real token.
+            # packed, so the backward direction starts on each question's last real token, not on padding
             lengths = attention_mask.sum(1).clamp(min=1).cpu()
             packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
             h, _ = self.lstm(packed)
@@ -154,3 +153,68 @@ class SiameseLSTM(PairEncoder):
         else:
             h, _ = self.lstm(x)  # (B, T, H); pads come after the real tokens and are masked below
         return F.normalize(pool(h, attention_mask, self.config.pooling), dim=-1)  # (B, d)
+
+
+# ---- the MiniLM start ------------------------------------------------------------------------------------------------
+def minilm_word_embeddings() -> np.ndarray:
+    """MiniLM's input word embeddings, (30522, 384) float32, row i for WordPiece id i."""
+    from safetensors import safe_open
+
+    with safe_open(str(minilm_folder() / "model.safetensors"), framework="numpy") as weights:
+        return weights.get_tensor(MINILM_WORD_EMBEDDINGS)
+
+
+def principal_axes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean (w,) of ``rows`` (N, w) and their principal axes (w, w), by falling variance, each axis's largest
+    loading positive (an SVD leaves the sign open), so the same rows always give the same axes."""
+    rows = np.asarray(rows, dtype=np.float64)
+    mean = rows.mean(axis=0)  # (w,)
+    _, _, axes = np.linalg.svd(rows - mean, full_matrices=False)  # (w, w), one axis per row
+    largest = np.abs(axes).argmax(axis=1)  # (w,) where each axis loads most
+    signs = np.sign(axes[np.arange(len(axes)), largest])  # (w,) never 0: that loading is the largest
+    return mean, axes * signs[:, None]
+
+
+@functools.lru_cache(maxsize=1)
+def _minilm_axes() -> tuple[np.ndarray, np.ndarray]:
+    """``principal_axes`` of MiniLM's table, computed once per process."""
+    mean, axes = principal_axes(minilm_word_embeddings())
+    mean.flags.writeable = axes.flags.writeable = False  # shared by every caller
+    return mean, axes
+
+
+def project(rows: np.ndarray, mean: np.ndarray, axes: np.ndarray, dim: int) -> np.ndarray:
+    """(N, w) rows -> (N, dim): their coordinates on the first ``dim`` axes, around ``mean``."""
+    return (np.asarray(rows, dtype=np.float64) - mean) @ axes[:dim].T  # (N, dim)
+
+
+def word_piece_means(words: Sequence[str], minilm: np.ndarray, wordpiece) -> np.ndarray:
+    """(len(words), 384): each word's mean MiniLM row over its pieces; a word without pieces gets ``[UNK]``'s."""
+    pieces = [ids or [wordpiece.unk_id] for ids in wordpiece.piece_ids(words)]
+    counts = np.array([len(ids) for ids in pieces])  # (V,) at least 1 each
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])  # (V,) where each word's pieces begin
+    rows = minilm[np.concatenate(pieces)]  # (sum of counts, 384)
+    return np.add.reduceat(rows, starts, axis=0) / counts[:, None]  # (V, 384)
+
+
+def minilm_embedding_table(tokenizer, dim: int) -> np.ndarray:
+    """(tokenizer.vocab_size, dim) float32: a row per token id of ``tokenizer`` (MiniLM's WordPiece, or a
+    ``WordTokenizer``: a word's pieces averaged) from MiniLM's word embeddings, projected on the first ``dim``
+    principal axes of MiniLM's whole table when ``dim`` is not 384; the padding row zero."""
+    if not 1 <= dim <= MINILM_WIDTH:
+        raise ValueError(f"a MiniLM start gives 1 to {MINILM_WIDTH} dimensions, not {dim}")
+    minilm = minilm_word_embeddings()  # (30522, 384)
+    if tokenizer.kind == "wordpiece":
+        if tokenizer.vocab_size != len(minilm):
+            raise ValueError(f"the WordPiece vocabulary has {tokenizer.vocab_size:,} entries, MiniLM's "
+                             f"{len(minilm):,}")
+        table = minilm.astype(np.float64)  # (V, 384)
+    else:
+        wordpiece = bert_wordpiece()
+        table = word_piece_means(tokenizer.vocab, minilm, wordpiece)  # (V, 384)
+        table[tokenizer.unk_id] = minilm[wordpiece.unk_id]  # "<unk>" itself would split into "<", "un", ...
+    if dim != MINILM_WIDTH:
+        mean, axes = _minilm_axes()
+        table = project(table, mean, axes, dim)  # (V, dim)
+    table[tokenizer.pad_id] = 0.0
+    return table.astype(np.float32)

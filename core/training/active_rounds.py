@@ -1,17 +1,9 @@
 """The rounds of the active-labelling loop: which labels are held out, what a retrain is, and the learning curve.
 
-A person labels the pairs ``core.inference.candidates`` suggests (kept by ``core.saving.label_store``), retrains
-from the current model, and watches a learning curve. This module holds the loop's rules, pure where possible:
-
-* ``held_out_mask``: a fixed ``HELD_OUT_SHARE`` of the labels, chosen by a hash of each pair's
-  ``core.data.pair_key``, never trains. A label's side never changes between rounds, so the held-out set only
-  grows, and every round's model is scored on labels no round trained on. ``round_splits`` cuts the labels so.
-* ``retrain_spec``: the loop's recipe, started from the current model's folder (``init_model``).
-* ``score_point``: a model's held-out ROC AUC and accuracy, at its pair threshold
-  (``core.inference.calibration.pair_threshold``).
-* the learning curve: one JSON line per scored model in ``<labels name>.csv.curve.jsonl``, appended under the
-  curve's lock (``core.saving.output.take_lock``) by one appended write (``add_point``), one point per model,
-  read back by ``read_curve``.
+A person labels the pairs ``core.inference.candidates`` suggests, retrains from the current model and watches a
+learning curve. A fixed share of the labels, chosen by a hash of each pair's text, never trains (``held_out_mask``),
+so the held-out set only grows and every round's model is scored on labels no round trained on (``score_point``).
+The curve is one JSON line per scored model, appended under its lock (``add_point``).
 """
 from __future__ import annotations
 
@@ -37,35 +29,28 @@ from core.saving.label_store import pair_bucket
 from core.saving.model_folder import LABELS_FOLDER
 from core.saving.output import lock_path_for, take_lock
 
-# scikit-learn (core.inference.metrics) and PyTorch (core.training.specs) are imported by the functions that use
-# them: the Label page reads this module's rules before it draws, and draws before those libraries load.
+# scikit-learn and PyTorch are imported by the functions that use them: the Label page draws before they load.
 
 HELD_OUT_SHARE = 0.2  # of the labels: scored on, calibrated on, never trained on
 HELD_OUT_BUCKETS = round(HELD_OUT_SHARE * 100)  # a pair is held out when its ``pair_bucket`` is below this
 ROUND_SIZE = 10  # pairs asked per round
-# Below this many held-out labels a model's held-out figures swing by tenths from one label to the next: the
-# page says so beside their intervals.
-MIN_TRUSTED_HELD_OUT = 30
+MIN_TRUSTED_HELD_OUT = 30  # below this many held-out labels the page says the figures swing
 CURVE_SUFFIX = ".curve.jsonl"
 PAIR_COLUMNS = ["question1", "question2", "is_duplicate"]
-# The loop's recipe: MiniLM fine-tuned with the contrastive loss, which learns from both classes (a person labels
-# as many non-duplicates as duplicates near the threshold), one short epoch per round.
+# MiniLM fine-tuned with the contrastive loss (it learns from both classes), one short epoch per round.
 RETRAIN_OPTIONS = {"model": "minilm", "loss": "contrastive", "form": "squared_hinge", "epochs": 1, "batch_size": 16,
                    "lr": 2e-5, "max_length": 32, "patience": 0}
 
 
 # ---- which labels are held out ---------------------------------------------------------------------------------
 def held_out_mask(pairs: pd.DataFrame) -> np.ndarray:
-    """(N,) bool: the pairs held out. A pair is held out when the sha1 of its ``pair_key`` is below
-    ``HELD_OUT_SHARE`` of 100 (mod 100, ``pair_bucket``), so the answer depends on the two texts only: not on
-    the order of the rows, the order of the two questions, other labels, or the round."""
+    """(N,) bool: the pairs whose ``pair_bucket`` is below ``HELD_OUT_BUCKETS``: it depends on the two texts only,
+    not on the order of rows or questions, other labels, or the round."""
     keys = pair_keys(pairs["question1"], pairs["question2"])
     return np.asarray([pair_bucket(a, b) for a, b in keys], dtype=np.int64) < HELD_OUT_BUCKETS
 
 
 class ShareCounts(NamedTuple):
-    """How many labels, and duplicates among them, each share holds."""
-
     training: int
     training_duplicates: int
     held_out: int
@@ -88,8 +73,7 @@ def share_counts(labels) -> ShareCounts:
 
 
 def round_splits(labels: pd.DataFrame) -> Splits:
-    """The labels as a run's ``Splits``: train = not held out, val = held out (it calibrates the threshold and
-    scores the run), test empty. Only the three pairs columns are kept."""
+    """The labels as a run's ``Splits``: train = not held out, val = held out, test empty."""
     frame = labels[PAIR_COLUMNS].reset_index(drop=True)
     held = held_out_mask(frame)
     return Splits(train=frame[~held].reset_index(drop=True), val=frame[held].reset_index(drop=True),
@@ -97,10 +81,8 @@ def round_splits(labels: pd.DataFrame) -> Splits:
 
 
 def retrain_problem(labels: pd.DataFrame | ShareCounts) -> str | None:
-    """Why these labels (a pairs frame, or their ``share_counts``) cannot make a round's run yet, and about how
-    many more labels of which class would mend it, or None: both shares need both classes. A share takes its
-    fraction of new labels (by their text, not chosen), so one more label of a class lands in the held-out share
-    after about 1 / 0.2 = 5 of them."""
+    """Why these labels cannot make a round's run yet (both shares need both classes), and about how many more of
+    which class would mend it (a share takes its fraction of new labels), or None."""
     counts = labels if isinstance(labels, ShareCounts) else share_counts(labels)
     for name, size, duplicates, fraction in (
             ("training", counts.training, counts.training_duplicates, 1 - HELD_OUT_SHARE),
@@ -116,9 +98,8 @@ def retrain_problem(labels: pd.DataFrame | ShareCounts) -> str | None:
 
 # ---- a round -----------------------------------------------------------------------------------------------------
 def labelled_threshold(config: dict, corpus: EmbeddedCorpus, labels):
-    """The model's pair threshold (a ``Calibrated``), calibrated on the labels of pairs of two corpus questions
-    (scored from the corpus's vectors, nothing encoded) when the model has none of its own. ``labels``: a pairs
-    frame, or a ``LabelStore``, asked then for the labels between the corpus's questions only."""
+    """The model's pair threshold, else one calibrated on the labels between corpus questions (scored from the
+    corpus's vectors). ``labels``: a pairs frame or a ``LabelStore``."""
     from core.data.questions import normalise_questions
     from core.inference.calibration import pair_threshold
 
@@ -134,15 +115,12 @@ def labelled_threshold(config: dict, corpus: EmbeddedCorpus, labels):
 
 def next_round(corpus: EmbeddedCorpus, threshold: float, done: set, n: int = ROUND_SIZE, seed: int = 0,
                labels=None) -> pd.DataFrame:
-    """The next ``n`` pairs to ask (``choose_pairs`` by uncertainty), none whose ``pair_key`` is in ``done``
-    (skipped, or labelled) nor, with ``labels`` (a ``LabelStore``), labelled there (asked about the candidates
-    only)."""
+    """The next ``n`` pairs to ask, by uncertainty, none in ``done`` nor labelled in ``labels``."""
     return choose_pairs(unlabelled_candidates(corpus, done, labels), n, threshold, seed=seed)
 
 
 def unlabelled_candidates(corpus: EmbeddedCorpus, done: set, labels=None, k: int | None = None) -> pd.DataFrame:
-    """``candidate_pairs`` of the corpus (``k`` neighbours, its default when None), less those in ``done`` and,
-    with ``labels`` (a ``LabelStore``), those labelled there."""
+    """``candidate_pairs`` of the corpus, less those in ``done`` and those labelled in ``labels``."""
     candidates = candidate_pairs(corpus, labelled=done) if k is None else candidate_pairs(corpus, k, done)
     if labels is None or candidates.empty:
         return candidates
@@ -153,10 +131,8 @@ def unlabelled_candidates(corpus: EmbeddedCorpus, done: set, labels=None, k: int
 
 # ---- retraining --------------------------------------------------------------------------------------------------
 def retrain_spec(init_model: str = "", options: dict | None = None):
-    """The loop's run: ``RETRAIN_OPTIONS`` (MiniLM, contrastive loss, 1 epoch, batch 16, lr 2e-5, 32 tokens)
-    started from ``init_model``, the current model's folder ("" or ``ZERO_SHOT``: zero-shot MiniLM), with
-    ``options`` on top. A folder of another family is retrained as itself (a run starts only from a model of its
-    own family), with that family's default learning rate. The validation share is not used: the run is given ``round_splits``."""
+    """The loop's run: ``RETRAIN_OPTIONS`` from ``init_model`` ("" or ``ZERO_SHOT``: zero-shot MiniLM), ``options``
+    on top. A folder of another family is retrained as itself, at that family's default learning rate."""
     from core.training.specs import SpecError, spec_from_options
 
     recipe = dict(RETRAIN_OPTIONS)
@@ -175,11 +151,9 @@ def retrain_spec(init_model: str = "", options: dict | None = None):
 
 # ---- scoring -----------------------------------------------------------------------------------------------------
 def score_point(model, config: dict, labels: pd.DataFrame) -> dict:
-    """A model on the held-out share of ``labels``: {"labels": all labels, "trained_on": the others (the curve's
-    x), "held_out": m, "roc_auc", "accuracy", "threshold", "roc_auc_interval", "accuracy_interval"}; accuracy at
-    the model's ``pair_threshold`` (zero-shot MiniLM's calibrated on these held-out labels, as a run's is on its
-    validation split); the intervals are ``metric_intervals``' 95 % bootstrap over the held-out pairs. ROC AUC
-    and its interval are None with one class only. ValueError when nothing is held out."""
+    """A model on the held-out share of ``labels``: {"labels", "trained_on" (the curve's x), "held_out", "roc_auc",
+    "accuracy" (at its ``pair_threshold``), "threshold", and 95 % bootstrap intervals}; ROC AUC None with one class.
+    ValueError when nothing is held out."""
     from core.inference.calibration import pair_threshold
     from core.inference.metrics import ranking_metrics, threshold_metrics
 
@@ -200,9 +174,7 @@ def score_point(model, config: dict, labels: pd.DataFrame) -> dict:
 
 # ---- where the labels and the curve live -------------------------------------------------------------------------
 def labels_path(runs_root: str | Path, corpus_name: str, corpus_fingerprint: str) -> Path:
-    """``<runs_root>/labels/<slug>-<8 hex>.sqlite3`` (a ``core.saving.label_store`` database): the corpus's name
-    made file-safe (at most 40 characters) and 8 hex digits of the sha1 of its fingerprint, so two corpora of
-    one name keep apart."""
+    """``<runs_root>/labels/<slug>-<8 hex of its fingerprint's sha1>.sqlite3``: two corpora of one name keep apart."""
     slug = re.sub(r"[^a-z0-9]+", "-", corpus_name.lower()).strip("-")[:40].strip("-") or "corpus"
     digest = hashlib.sha1(corpus_fingerprint.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return Path(runs_root) / LABELS_FOLDER / f"{slug}-{digest}.sqlite3"
@@ -214,14 +186,12 @@ def legacy_labels_path(labels_file: str | Path) -> Path:
 
 
 def curve_path(labels_file: str | Path) -> Path:
-    """``<labels name>.csv.curve.jsonl``: the name the curve had beside the CSV labels file, so a curve drawn
-    before the database still shows."""
+    """``<labels name>.csv.curve.jsonl``: the name it had beside the CSV labels file, so an older curve still shows."""
     return legacy_labels_path(labels_file).with_name(legacy_labels_path(labels_file).name + CURVE_SUFFIX)
 
 
 def _locked_curve(labels_file: str | Path) -> tuple[Path, Path]:
-    """(the curve file of ``labels_file``, its lock file), the folder made. Readers take the lock too: a read
-    is one small file, and a reader never sees half a line being appended."""
+    """(the curve file, its lock file), the folder made; readers take the lock too, never seeing half a line."""
     curve = curve_path(labels_file)
     curve.parent.mkdir(parents=True, exist_ok=True)
     return curve, lock_path_for(curve)
@@ -251,9 +221,8 @@ def read_curve(labels_file: str | Path) -> list[dict]:
 
 
 def add_point(labels_file: str | Path, point: dict, model: str) -> bool:
-    """Append ``point`` (``score_point``'s) for ``model`` (a folder, or ``ZERO_SHOT``) with the time, unless the
-    curve already has a point of that model (two tabs, a reload): True when it was added. One appended line under
-    the curve's lock, fsynced; a line a crash cut short is ended first (and skipped when read)."""
+    """Append ``point`` for ``model`` with the time unless the curve has one of that model: True when added. One
+    fsynced line under the lock; a line a crash cut short is ended first (and skipped when read)."""
     row = {**point, "model": str(model), "at": datetime.now(UTC).isoformat(timespec="seconds")}
     curve, lock = _locked_curve(labels_file)
     with take_lock(lock):

@@ -1,20 +1,12 @@
-"""``auto``'s choice among candidate models: cheap ones first, a fine-tune in the time left, and the best one whose
-validation interval against zero-shot MiniLM lies above zero kept, else zero-shot MiniLM itself, calibrated.
+"""``auto``'s choice among candidate models, within one time budget and on the same validation pairs:
 
-A fine-tune of a strong pretrained encoder on a few thousand pairs often re-learns what it knew, and a minute of
-arithmetic on features it already has can beat it. So, within one time budget and on the same validation pairs:
+1. **zero-shot MiniLM**, calibrated: the reference, each other candidate judged against it by a paired bootstrap of
+   the ROC AUC difference (a fine-tune on a few thousand pairs often re-learns what MiniLM knew);
+2. **a stacked scorer** over it (``core.inference.stacked_scorer``), fitted in seconds on the training pairs;
+3. **the fine-tune** of the spec, its training time capped by what is left of the budget.
 
-1. **zero-shot MiniLM**, its thresholds calibrated on the validation pairs: the reference every other candidate is
-   judged against, by a paired bootstrap of the ROC AUC difference (``core.inference.metrics.paired_verdict``);
-2. **a stacked scorer** over it (``core.inference.stacked_scorer``): a logistic regression on its cosine and three
-   lexical features, fitted on (a seeded sample of) the training pairs: seconds;
-3. **the fine-tune** of the spec (``core.training.pipeline.train_run``), its training time capped by what is left of
-   the budget once the finishing work (scoring, baselines, saving) is set aside.
-
-A candidate is kept only when the lower end of its interval against zero-shot MiniLM is above zero: "better" by
-the lab's own rule, so a candidate that merely looks higher on a small validation set does not replace the
-reference. The chosen one is saved in the output folder (a trained model, or a calibrated copy pointing at the
-packaged MiniLM), with every candidate's figure, interval and time in config.json's ``auto``.
+A candidate is kept only when its interval against zero-shot MiniLM lies above zero; the chosen one is saved (a
+trained model, or a calibrated copy over the packaged MiniLM) with every candidate's figures in config.json's ``auto``.
 """
 from __future__ import annotations
 
@@ -87,15 +79,14 @@ class AutoOutcome:
         return {"chosen": self.chosen.name, "candidates": [c.as_dict() for c in self.candidates]}
 
     def rows(self) -> list[dict]:
-        """One row per candidate, as the Train page lists them: its validation figure, verdict with interval, time."""
+        """One row per candidate, as the Train page lists them."""
         return [{"candidate": c.name + (" (chosen, saved)" if c is self.chosen else ""),
                  "validation ROC AUC": c.roc_auc,
                  "vs zero-shot MiniLM": verdict_text(PairedComparison(**c.verdict)) if c.verdict else "",
                  "seconds": round(c.seconds), "note": c.note} for c in self.candidates]
 
     def run_result(self) -> RunResult:
-        """The chosen model as a run's result, for what shows a run (the Train page): its folder and figures, the
-        fine-tune's training record when there was one, and its verdict against zero-shot MiniLM."""
+        """The chosen model as a run's result, for the Train page."""
         tuned, chosen = self.result, self.chosen
         message = f"auto chose {chosen.name} of {len(self.candidates)} candidates"
         outcome = (dataclasses.replace(tuned.outcome, message=f"{tuned.outcome.message}; {message}") if tuned
@@ -110,11 +101,7 @@ class AutoOutcome:
 
 
 def choose(candidates: Sequence[Candidate]) -> Candidate:
-    """The first candidate (the reference) unless another is better than it beyond resampling; of those, the one of
-    highest validation ROC AUC.
-
-    Example: zero-shot 0.86; stacked 0.87 (interval -0.002 to +0.02); fine-tune 0.89 (+0.01 to +0.05) -> the fine-tune.
-    """
+    """The first candidate (the reference) unless another is better beyond resampling; of those, the highest."""
     better = [c for c in candidates[1:] if c.better and c.roc_auc is not None]
     return max(better, key=lambda c: c.roc_auc) if better else candidates[0]
 
@@ -123,8 +110,7 @@ def run_auto(spec: RunSpec, pairs: pd.DataFrame, output: OutputClaim, val: pd.Da
              test: pd.DataFrame | None = None, callbacks: Sequence[object] = (),
              stop_event: threading.Event | None = None, budget_minutes: float | None = None) -> AutoOutcome:
     """Measure the candidates on the validation pairs of ``spec``'s split of ``pairs`` (or ``val``), save the chosen
-    one in ``output``'s folder and release it. ValueError when there is no validation pair to choose on, or
-    zero-shot MiniLM is not installed."""
+    one in ``output``'s folder and release it."""
     try:
         return _run_auto(spec, pairs, output, val, test, callbacks, stop_event,
                          60.0 * (budget_minutes or BUDGET_MINUTES))
@@ -192,7 +178,8 @@ def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: flo
         cap = min(spec.train.max_minutes or math.inf, left / 60)
         tuned = dataclasses.replace(spec, train=dataclasses.replace(spec.train, max_minutes=round(cap, 2)))
         since = time.monotonic()
-        result = train_run(tuned, pairs, save=False, val=val, test=test, callbacks=callbacks, stop_event=stop_event)
+        result = train_run(tuned, pairs, save=False, val=val, test=test, callbacks=callbacks, stop_event=stop_event,
+                           zero_shot_scores=zero_scores)  # the baseline scored once
         if result.val_scores is None or len(result.val_scores) != len(labels):
             candidates.append(Candidate(FINE_TUNE_NAME, None, time.monotonic() - since,
                                         note=f"not measured: {result.outcome.status} ({result.outcome.message})"))
@@ -239,8 +226,7 @@ def _test_figures(scorer, test: pd.DataFrame, threshold: float, seed: int) -> di
 
 
 def _save_copy(folder: Path, scorer, calibrated, record: dict, fit_pairs: int, data: str, thresholds_on: str) -> None:
-    """The chosen scorer over the packaged MiniLM as a calibrated copy (``core.saving.calibrated``): zero-shot MiniLM
-    itself, or a stacked scorer with its TF-IDF fit beside config.json."""
+    """The chosen scorer over the packaged MiniLM as a calibrated copy (a stacked scorer's TF-IDF fit beside it)."""
     from core.inference.stacked_scorer import StackedScorer, stacked_config
     from core.models.registry import parent_record, zero_shot_config
     from core.saving.calibrated import TFIDF_FILE

@@ -1,13 +1,9 @@
-"""Multi-process training under ``torchrun``: process group set-up and the global batch.
+"""Multi-process training under ``torchrun --nproc_per_node N -m core train ...``: the process group and the batch.
 
-``torchrun --nproc_per_node N -m core train ...`` starts N copies of the CLI. Each one calls
-``init_from_env()``, which joins the process group (gloo on CPU; on CUDA, nccl for CUDA tensors and gloo
-for CPU ones, so a flag kept on the CPU is reduced however the model trains). Every global batch is
-split into N equal slices, one per rank; ``wrap`` puts the model in DistributedDataParallel. For
-the in-batch losses (triplet, softmax) ``wrap(..., gather_outputs=True)`` also gathers every rank's
-vectors with an autograd-aware all-gather, so negatives come from the whole global batch, exactly
-as one process would see it (see ``gather_batch`` for why the gradients come out equal). The losses
-themselves never gather: they see whatever batch the wrapped model hands them.
+Each copy joins the group (``init_from_env``: gloo on the CPU; on CUDA nccl for CUDA tensors and gloo for the CPU
+flags). Every global batch is split into N equal slices; ``wrap`` puts the model in DistributedDataParallel and, for
+the in-batch losses, all-gathers every rank's vectors with autograd, so negatives come from the whole global batch
+exactly as one process would see them. The losses themselves never gather.
 """
 from __future__ import annotations
 
@@ -20,8 +16,8 @@ import torch.distributed as dist
 
 @dataclass(frozen=True)
 class DistContext:
-    rank: int = 0  # this process's index among all processes
-    world_size: int = 1  # number of processes
+    rank: int = 0
+    world_size: int = 1
     local_rank: int = 0  # index on this machine (selects the GPU)
 
     @property
@@ -37,7 +33,7 @@ SINGLE = DistContext()
 
 
 def init_from_env(device: str = "auto") -> DistContext:
-    """Join the process group that torchrun describes in the environment (a no-op otherwise)."""
+    """Join the process group torchrun describes in the environment (a no-op otherwise)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return SINGLE
@@ -51,9 +47,7 @@ def init_from_env(device: str = "auto") -> DistContext:
 
 
 def flag_device(backend: str) -> torch.device:
-    """Where a flag is reduced under ``backend`` (``dist.get_backend()``'s text): the CPU when the group has a
-    backend for CPU tensors (gloo, alone or in a ``cpu:gloo,cuda:nccl`` group), else this rank's GPU (a group
-    someone else made with nccl alone)."""
+    """Where a flag is reduced: the CPU when the group has gloo, else this rank's GPU (a group made with nccl alone)."""
     return torch.device("cpu") if "gloo" in backend else torch.device("cuda", torch.cuda.current_device())
 
 
@@ -72,13 +66,9 @@ def local_slice(rows, context: DistContext):
 
 
 def gather_batch(v: torch.Tensor) -> torch.Tensor:
-    """Concatenate every rank's (b, d) vectors into the global (W*b, d), keeping gradients.
-
-    Every rank then computes the same global loss L. The all-gather's backward sums the gradient
-    that all W ranks send to each local slice, so each rank's local vectors receive W * dL/dv;
-    DistributedDataParallel averages parameter gradients over the W ranks, which divides that W
-    out again: the result is exactly dL/dtheta of one process on the whole batch.
-    """
+    """Every rank's (b, d) vectors as the global (W*b, d), keeping gradients. Each rank computes the same loss L;
+    the all-gather's backward gives each local slice W * dL/dv, and DDP's average over W ranks divides W out again:
+    exactly dL/dtheta of one process on the whole batch."""
     context = current()
     if not context.enabled:
         return v
@@ -88,13 +78,8 @@ def gather_batch(v: torch.Tensor) -> torch.Tensor:
 
 
 class GatheredOutputs(torch.nn.Module):
-    """A DistributedDataParallel model whose (v1, v2) come back all-gathered across ranks.
-
-    ``forward(first, second, negatives)`` calls the DDP module (so its hooks fire and the parameter
-    gradients are averaged over ranks), then concatenates every rank's (b, d) v1 and v2 into the
-    global (W*b, d) with ``gather_batch``. Extra negatives ``vn`` pass through as they are: hard
-    negatives are not supported across processes (the pipeline refuses them).
-    """
+    """A DDP model (its hooks fire, gradients averaged) whose v1, v2 come back all-gathered; extra negatives pass
+    through (hard negatives are refused across processes)."""
 
     def __init__(self, ddp: torch.nn.Module):
         super().__init__()
@@ -107,13 +92,8 @@ class GatheredOutputs(torch.nn.Module):
 
 def wrap(model: torch.nn.Module, device: torch.device, context: DistContext,
          gather_outputs: bool = False) -> torch.nn.Module:
-    """The module to train through: ``module(first, second, negatives) -> (v1, v2, vn)``.
-
-    One process: the model itself. Several: the model in DistributedDataParallel, and with
-    ``gather_outputs`` (the in-batch losses, whose negatives are the rest of the global batch)
-    v1 and v2 all-gathered over the ranks (``GatheredOutputs``). Labelled batches (contrastive)
-    need no gather: each pair's loss reads that pair only, and its labels are local.
-    """
+    """The module to train through: the model itself in one process; else in DDP, with ``gather_outputs`` (the
+    in-batch losses) its vectors all-gathered. Labelled per-pair losses need no gather."""
     if not context.enabled:
         return model
     from torch.nn.parallel import DistributedDataParallel

@@ -1,17 +1,13 @@
 """Training runs in background threads, for a server shared by several people.
 
-The app starts a ``TrainingJob`` and polls it; the job's thread makes no UI calls, it only records
-progress events that a poller reads. A ``JobQueue`` caps how many runs train at once: the excess
-waits (status "waiting") and starts when a slot frees up. Cancelling a waiting run takes it out of the line at
-once; cancelling a running one stops it within a training step or a validation batch.
+The app starts a ``TrainingJob`` and polls its ``Progress``; the thread makes no UI calls. A ``JobQueue`` caps how
+many runs train at once; the excess waits. Cancel takes a waiting run out of the line at once and stops a running one
+within a training step or a validation batch.
 
-Every submitted run keeps a small record in its models folder, ``<models folder>/.runs/<job id>.json``, written whole
-(``write_file_atomically``) when it is submitted and whenever its status changes, so a server stop or restart never
-loses it without a trace. A server that stops cancels its runs as Cancel does (the best weights so far are saved) and
-records them as ``interrupted``, the queued ones as ``not started``; a killed server leaves records that still say
-``waiting`` or ``running``, and those are read as ``not started`` and ``interrupted`` once their writer is gone
-(``core.saving.temp_files.writer_gone``, the one rule for a killed writer's leftovers). A record is a convenience: one
-that cannot be written or read is skipped, never a failed run. ``list_runs`` skips the dot folder.
+Every submitted run keeps a record, ``<models folder>/.runs/<job id>.json``, written whole at each status change. A
+server that stops cancels its runs as Cancel does (the best weights saved) and records them ``interrupted``, the
+queued ones ``not started``; a killed server's ``running``/``waiting`` records read so once their writer is gone
+(``core.saving.temp_files.writer_gone``). A record that cannot be written or read is skipped, never a failed run.
 """
 from __future__ import annotations
 
@@ -45,7 +41,7 @@ from core.status import (  # noqa: F401 (re-exported to the pages)
     WAITING,
 )
 from core.training.auto_choice import AutoOutcome, run_auto
-from core.training.auto_recipe import AUTO_PRESET
+from core.training.presets import AUTO_PRESET
 from core.training.pipeline import RunResult, train_run
 from core.training.specs import RunSpec
 
@@ -60,12 +56,9 @@ _QUEUES: weakref.WeakSet = weakref.WeakSet()  # every JobQueue of the process, f
 
 @dataclass
 class Progress:
-    """What a poller shows: filled in by the trainer callbacks below, read by the page."""
+    """What a poller shows, filled in by ``_Recorder``."""
 
-    # What the run does now: "" before it began; then the pipeline's stages ("loading the pretrained encoder",
-    # "tokenising ..."), "compiling the training step" or "the first training step", "training", "scoring validation
-    # 1,200/3,000", "finishing: ..."; the speed and time left are shown only once measured (pairs_per_second > 0).
-    phase: str = ""
+    phase: str = ""  # what the run does now: a pipeline stage, "training", "scoring validation 1,200/3,000", ...
     step: int = 0
     total_steps: int = 0
     epoch: int = 0
@@ -74,9 +67,7 @@ class Progress:
     epochs: list[dict] = field(default_factory=list)  # {"epoch", "train_loss", validation metrics...}
     # {"step", "epoch", "train_seconds", "seconds", validation metrics...} after every validation
     validations: list[dict] = field(default_factory=list)
-    # wall time per step over the last SPEED_WINDOW steps, the run's first step (warm-up, compiling) left out;
-    # 0 = not measured yet
-    seconds_per_step: float = 0.0
+    seconds_per_step: float = 0.0  # over the last SPEED_WINDOW steps, the first (warm-up) left out; 0 = not yet
     pairs_per_second: float = 0.0  # over the same steps
     seconds: float = 0.0  # since training started, at the last step
     budget_seconds: float = 0.0  # the run's time budget (0 = none)
@@ -87,8 +78,7 @@ class Progress:
 
     @property
     def seconds_left(self) -> float | None:
-        """Training time left at the recent speed, within the time budget; None before it is measured.
-        Validation after each epoch comes on top."""
+        """Training time left at the recent speed, within the time budget; None before it is measured."""
         if not self.seconds_per_step:
             return None
         left = (self.total_steps - self.step) * self.seconds_per_step
@@ -100,11 +90,8 @@ class Progress:
 class _Recorder:
     """Trainer callback that copies progress into a ``Progress`` (appends are atomic in CPython).
 
-    The speed is measured over the wall time of the last ``SPEED_WINDOW`` loss reads, so it follows
-    what the machine does now (other users' work, longer batches); the window restarts after
-    each validation, whose time is not a step's. Only a step whose loss was read counts: on CUDA the
-    steps between reads return before the GPU has run them (read_loss_every), so their times say how
-    fast steps are queued, not run; a read waits for the GPU, so the time between reads is the true one."""
+    The speed is the wall time of the last ``SPEED_WINDOW`` loss reads, restarted after each validation. Only a
+    step whose loss was read counts: on CUDA a read waits for the GPU, so only the time between reads is true."""
 
     def __init__(self, progress: Progress, clock: Callable[[], float] = time.monotonic):
         self.progress, self.clock = progress, clock
@@ -113,7 +100,6 @@ class _Recorder:
         self.warmed_up = False  # the first read step is done: steps after it are timed
 
     def on_stage(self, stage: str):
-        """The pipeline's stages outside training: splitting, loading the encoder, tokenising, baselines, saving."""
         self.progress.phase = stage
 
     def on_train_start(self, trainer):
@@ -136,7 +122,6 @@ class _Recorder:
             p.seconds_per_step = (last_time - first_time) / (last_step - first_step)
             p.pairs_per_second = (last_pairs - first_pairs) / (last_time - first_time)
         p.step, p.epoch, p.seconds, p.phase = trainer.step, trainer.epoch, now - self.started, "training"
-        # On CUDA the loss is read back every few steps (read_loss_every): a point per loss read.
         if trainer.loss_step and (not p.losses or p.losses[-1][0] != trainer.loss_step):
             p.losses.append((trainer.loss_step, trainer.loss))
 
@@ -146,7 +131,6 @@ class _Recorder:
         self.progress.phase = f"scoring {what} {done:,}/{total:,}"
 
     def on_stage_progress(self, stage: str, done: int, total: int):
-        """After training: the final validation, the baselines and the test pairs being scored."""
         self.progress.phase = f"finishing: {stage} {done:,}/{total:,}"
 
     def on_validation_end(self, trainer):
@@ -177,8 +161,6 @@ def run_label(spec: RunSpec) -> str:
 
 @dataclass(frozen=True)
 class WaitEstimate:
-    """Where a waiting run stands: its place in the line and the seconds until it should start."""
-
     place: int  # 1-based place in the waiting line
     seconds: float | None  # None while a run training now has not measured its speed
     at_least: bool  # runs ahead of it that are not training yet will add their own time
@@ -189,9 +171,9 @@ class TrainingJob:
                  val: pd.DataFrame | None = None, test: pd.DataFrame | None = None, budget_minutes: float | None = None):
         self.id = uuid.uuid4().hex[:8]
         self.spec, self.pairs, self.runs_root = spec, pairs, runs_root
-        self.val, self.test = val, test  # the user's own validation and test pairs, if given (train_run's)
-        self.preset = preset  # the core.training.presets recipe the run started from, if any: its reference curve
-        self.budget_minutes = budget_minutes  # auto's whole time (core.training.auto_choice's default when None)
+        self.val, self.test = val, test  # the user's own validation and test pairs, if given
+        self.preset = preset  # the preset the run started from, if any (its reference curve; auto chooses)
+        self.budget_minutes = budget_minutes  # auto's whole time (auto_choice's default when None)
         self.label = label or run_label(spec)
         self.status = WAITING
         self.progress = Progress()
@@ -213,8 +195,6 @@ class TrainingJob:
         return self.status in FINISHED
 
     def cancel(self) -> None:
-        """Stop the run: a job still waiting in its queue is cancelled at once (it never starts), a running one
-        stops within one training step or one validation batch."""
         self._stop.set()
         if self._withdraw is not None:
             self._withdraw(self)
@@ -227,7 +207,6 @@ class TrainingJob:
         self.save_record()
 
     def save_record(self) -> None:
-        """Write the run's record as it stands now; nothing before it was submitted."""
         if not self._recorded:
             return
         with self._record_lock:
@@ -295,15 +274,9 @@ class JobQueue:
         self._start_what_fits()
         return job
 
-    def cancel(self, job: TrainingJob) -> None:
-        """Cancel a job of this queue: a waiting one leaves the line and is cancelled now, without waiting for the
-        runs ahead of it; a running one is asked to stop (``TrainingJob.cancel``)."""
-        job.cancel()
-
     def stop_all(self) -> list[TrainingJob]:
-        """Cancel every unfinished job (the server is going down): the waiting ones at once, recorded as not
-        started, the running ones within a step, their best weights saved as Cancel does and recorded as
-        interrupted. Returns the jobs that had started, for a caller that wants to wait for their threads."""
+        """Cancel every unfinished job (the server is going down), to be recorded as interrupted or not started;
+        returns the jobs that had started, whose threads a caller may wait for."""
         with self._lock:
             unfinished = [job for job in self.jobs.values() if not job.finished]
             started = [job for job in unfinished if job._thread is not None]  # a thread to wait for
@@ -327,11 +300,8 @@ class JobQueue:
             return self._waiting.index(job) + 1 if job in self._waiting else 0
 
     def wait_estimate(self, job: TrainingJob) -> WaitEstimate | None:
-        """When a waiting job should start, from the time left of the runs training now; None unless it waits.
-
-        The job at place p starts when the p-th of the running runs finishes (the p - 1 ahead of it take
-        the slots freed before). With more runs ahead than are training, the wait is at least the longest
-        time left: the runs ahead add their own training time, unknown until they start."""
+        """When a waiting job should start, None unless it waits: the job at place p starts when the p-th running
+        run finishes; with more runs ahead than training, at least the longest time left."""
         with self._lock:
             if job not in self._waiting:
                 return None
@@ -402,7 +372,7 @@ def stop_every_queue(timeout: float) -> bool:
 # ---- each run's record in its models folder ---------------------------------------------------------------
 @dataclass(frozen=True)
 class RunRecord:
-    """What a run's record holds: enough to say, after a restart, what happened to it and what it kept."""
+    """Enough to say, after a restart, what happened to a run and what it kept."""
 
     id: str
     label: str
@@ -423,8 +393,7 @@ class RunRecord:
 
     @property
     def summary(self) -> str:
-        """How the run ended, in one sentence for the Train page: "interrupted by a server stop at step 40 of 300:
-        the best model so far was saved as lstm-triplet-20260101-120000."."""
+        """How the run ended, in one sentence for the Train page."""
         at = f" at step {self.step:,} of {self.total_steps:,}" if self.total_steps else ""
         saved = f"the best model so far was saved as {self.folder}" if self.folder else "no model of it was saved"
         if self.status == INTERRUPTED:
@@ -441,8 +410,7 @@ class RunRecord:
 
 
 def write_record(runs_root: str | Path, record: RunRecord) -> bool:
-    """Write ``record`` whole, as this process's; False when it could not be (a models folder that does not exist,
-    or a read-only one): the run goes on without it."""
+    """Write ``record`` whole, as this process's; False when it could not be (the run goes on without it)."""
     folder = Path(runs_root) / RECORDS_FOLDER
     mine = replace(record, updated=time.time(), host=host_tag(), pid=os.getpid(), process=PROCESS)
     try:
@@ -455,9 +423,8 @@ def write_record(runs_root: str | Path, record: RunRecord) -> bool:
 
 
 def read_records(runs_root: str | Path, live_here: set[str] = frozenset()) -> list[RunRecord]:
-    """The records of a models folder, newest first, each as it stands now: an unfinished one whose writer is gone
-    reads as ``interrupted`` or ``not started``. ``live_here``: the ids this process's queues still hold (a record
-    this process wrote for a job no queue holds any more was left by a queue that is gone)."""
+    """The records of a models folder, newest first; an unfinished one whose writer is gone reads as
+    ``interrupted`` or ``not started``. ``live_here``: the ids this process's queues still hold."""
     records = []
     for path in _record_files(runs_root):
         record = _read(path)
@@ -467,7 +434,7 @@ def read_records(runs_root: str | Path, live_here: set[str] = frozenset()) -> li
 
 
 def remove_old_records(runs_root: str | Path, keep: int = KEPT_RECORDS) -> None:
-    """Remove the finished records beyond the newest ``keep``, so the folder stays small however many runs it saw."""
+    """Remove the finished records beyond the newest ``keep``."""
     finished = [(path, record) for path in _record_files(runs_root)
                 if (record := _read(path)) is not None and not record.unfinished]
     finished.sort(key=lambda item: item[1].created, reverse=True)

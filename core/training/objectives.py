@@ -1,10 +1,5 @@
-"""Which loss a run trains with, and what kind of batch it needs.
-
-The loss maths live in ``core.losses``; this module only binds a loss to its settings so the
-trainer can call ``objective(v1, v2, labels)`` without knowing which loss it is. Every loss takes
-raw vectors and normalises them itself, so nothing is normalised here; gathering the vectors of
-every process for the in-batch losses happens in ``core.training.distributed.wrap``, not here.
-"""
+"""Which loss a run trains with and what batch it needs: a loss of ``core.losses`` bound to its settings, so the
+trainer calls ``objective(v1, v2, labels, negatives)`` without knowing which loss it is."""
 from __future__ import annotations
 
 import dataclasses
@@ -51,12 +46,7 @@ class LossConfig:
 
 
 class Objective:
-    """``objective(v1, v2, labels, negatives) -> scalar loss`` for the configured loss.
-
-    A thin binding: the loss function with its settings, and the batch kind it needs. The vectors
-    go to the loss as the model made them (each loss owns its normalisation), and in multi-process
-    training the in-batch losses receive the already gathered global batch from the wrapped model.
-    """
+    """``objective(v1, v2, labels, negatives) -> scalar loss`` for the configured loss, and its batch kind."""
 
     def __init__(self, config: LossConfig):
         self.config = config

@@ -1,11 +1,8 @@
 """From pairs to a saved, calibrated model: the one recipe the CLI, the app's jobs and the benchmarks call.
 
-``train_run(spec, pairs)`` splits the pairs (unless given ``Splits``), builds the model through the
-registry (or loads the saved model ``spec.init_model`` names, its parent), tokenises each split once, trains with the chosen loss (validation through
-``core.inference.evaluation.calibrate`` once per epoch, or every ``validate_every`` steps), calibrates the
-thresholds on the whole validation split, scores the test split, and saves the folder with the
-validation curve (``validation_curve``: ROC AUC against training time) and the TF-IDF baseline on the same
-validation pairs; a run worse than chance or that baseline is warned about (``core.inference.run_quality``).
+``train_run`` splits the pairs, builds the model (or starts from ``init_model`` / ``base_model``), tokenises each
+split once, trains, calibrates the thresholds on the whole validation split, scores the baselines and the test
+split, and saves the folder with its validation curve; a run worse than chance or a baseline is warned about.
 """
 from __future__ import annotations
 
@@ -41,7 +38,7 @@ from core.saving import OutputClaim, claim_new_run, claim_output, save_model
 from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import PairTable
 from core.training import distributed
-from core.training.auto_recipe import TRUNCATION_NOTE_SHARE, truncated_share
+from core.training.presets import TRUNCATION_NOTE_SHARE, truncated_share
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
 from core.training.specs import PRETRAINED_MODELS, RunSpec, SpecError
 from core.training.trainer import Trainer, TrainOutcome, Validation
@@ -88,23 +85,21 @@ def train_run(
     objective: Callable | None = None,
     val: pd.DataFrame | None = None,
     test: pd.DataFrame | None = None,
+    zero_shot_scores: np.ndarray | None = None,
 ) -> RunResult:
-    """Train, calibrate and save one model; see the module docstring.
+    """Train, calibrate and save one model.
 
-    ``pairs`` is a frame to split with the spec's fractions, or ``Splits`` made elsewhere (the
-    benchmarks fix their own held-out test set). The model goes to ``out_dir``, or to a new folder
-    under ``runs_root``, claimed before anything else happens (``core.saving.output``: an existing
-    non-model path is refused, a model is replaced only with ``overwrite``); a caller that claimed
-    the folder itself (the CLI does, before loading the data) passes the claim as ``output``. The
-    claim is released when the run returns. ``objective`` replaces the spec's loss for training only
-    (``core.training.distillation`` regresses on a teacher's scores held in ``is_duplicate``); validation and
-    calibration still read the validation split's 0/1 labels. ``val`` and ``test``: the user's own validation
-    and test pairs (a dataset's official files), used as they are instead of pairs split off ``pairs``.
+    ``pairs``: a frame to split, or ``Splits`` made elsewhere. The model goes to ``out_dir`` or a new folder under
+    ``runs_root``, claimed first (a caller that claimed it passes ``output``), released when the run returns.
+    ``objective`` replaces the spec's loss for training only (distillation). ``val``/``test``: the user's own files,
+    used instead of pairs split off. ``zero_shot_scores``: zero-shot MiniLM's scores of the validation split, when
+    the caller has them (auto).
     """
     if output is None and save:
         output = claim_output(out_dir, overwrite) if out_dir else claim_new_run(runs_root, spec.model, spec.loss.name)
     try:
-        return _train(spec, pairs, output if save else None, callbacks, stop_event, objective, val, test)
+        return _train(spec, pairs, output if save else None, callbacks, stop_event, objective, val, test,
+                      zero_shot_scores)
     finally:
         if output is not None:
             output.release()
@@ -112,7 +107,7 @@ def train_run(
 
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
            objective: Callable | None = None, val: pd.DataFrame | None = None,
-           test: pd.DataFrame | None = None) -> RunResult:
+           test: pd.DataFrame | None = None, zero_shot_scores: np.ndarray | None = None) -> RunResult:
     announce(callbacks, "splitting the pairs")
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
@@ -162,19 +157,15 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
                       callbacks=callbacks, stop_event=stop_event)
     outcome = trainer.run()
 
-    # A run that ends before its first validation is not kept: a failure never, a cancelled run
-    # only when the spec asks (keep_unvalidated). Nothing is scored for a run that is not kept.
+    # A run that ends before its first validation is kept only when cancelled and the spec asks (keep_unvalidated).
     unvalidated = outcome.best_epoch == 0 and outcome.status != DONE
     discarded = unvalidated and (outcome.status == FAILED or not spec.keep_unvalidated)
     thresholds, validation, test, baselines, val_scores = {}, {}, {}, {}, None
-    # A cancel while the run is scored after training stops that scoring. A cancelled run gets neither baselines
-    # nor test figures: it is judged only against the model it may replace, so a run cancelled in training is
-    # scored (at most) on the validation split, which decides whether it is kept.
+    # A cancel stops the scoring after training; a cancelled run is judged only on validation (whether it is kept).
     stop = stop_event if outcome.status != CANCELLED else None
     try:
         if outcome.status == CANCELLED and outcome.best_metrics.get("best_thresholds"):
-            # The user asked to stop: keep the best validation's calibration (on the epoch subset of the
-            # validation split) rather than score the whole split again.
+            # asked to stop: the best validation's calibration, not the whole split scored again
             thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
         elif val_table is not None and not discarded:
             final = calibrate(model, val_table, progress=_stage_progress(callbacks, "scoring validation", stop))
@@ -182,17 +173,14 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             groups = resampling_groups(splits.val)  # pairs that share a question are one piece of evidence
             validation["intervals"] = metric_intervals(val_table.labels, final.scores, thresholds["accuracy"],
                                                        groups=groups, seed=spec.train.seed)
-            # Deduplication's operating point (core.inference.calibration): none when no threshold reaches the
-            # precision.
+            # deduplication's operating point: none when no threshold reaches its precision
             clusters = precision_threshold(val_table.labels, final.scores)
             if clusters is not None:
                 thresholds["clusters"] = clusters
-            # Judged on the whole validation split, like the run itself (a cancelled run's metrics are of a
-            # subset), each baseline against the run's own scores of the same pairs.
             if outcome.status != CANCELLED:
                 announce(callbacks, "finishing: scoring the baselines (TF-IDF, zero-shot MiniLM)")
                 baselines = validation_baselines(splits.val, seed=spec.train.seed,
-                                                 run_scores=final.scores, groups=groups,
+                                                 run_scores=final.scores, groups=groups, zero_shot=zero_shot_scores,
                                                  progress=_stage_progress(callbacks, "scoring zero-shot MiniLM", stop))
         quality = judge_run({"validation": validation, "baselines": baselines}, has_val_file=val is not None)
         if quality.flagged:
@@ -230,9 +218,8 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
 
 def split_run(spec: RunSpec, pairs: pd.DataFrame, val: pd.DataFrame | None = None,
               test: pd.DataFrame | None = None) -> tuple[RunSpec, Splits]:
-    """(the spec as the run records its split, the splits) of ``pairs`` and the user's own ``val`` and ``test``
-    files: ``split_by`` resolved, and a given file's fraction 0, since nothing of the data was held out for it
-    (``split_by`` "none" when nothing was)."""
+    """(the spec as the run records its split, the splits) of ``pairs`` and the user's own ``val`` and ``test``:
+    ``split_by`` resolved ("none" when nothing was held out), a given file's fraction 0."""
     spec = dataclasses.replace(spec, split_by=resolve_split_by(pairs, spec.split_by))
     splits = split_with_files(pairs, val, test, val_fraction=spec.val_fraction, test_fraction=spec.test_fraction,
                               seed=spec.train.seed, by_question=spec.split_by == "question")
@@ -244,23 +231,21 @@ def split_run(spec: RunSpec, pairs: pd.DataFrame, val: pd.DataFrame | None = Non
 
 
 def split_record(spec: RunSpec, splits: Splits, pairs: pd.DataFrame, implied: int = 0) -> dict:
-    """What config.json records of the run's settings and split, so that its held-out pairs are found again in
-    ``pairs`` (``core.inference.honest_pairs``): ``run``, ``train_config`` and ``data``."""
+    """config.json's ``run``, ``train_config`` and ``data``: enough to find the held-out pairs again in ``pairs``."""
     return {
         "train_config": dataclasses.asdict(spec.train),
         "run": {k: v for k, v in dataclasses.asdict(spec).items() if k not in ("loss", "train")},
         "data": {"name": spec.data_name, **dataset_summary(pairs),
                  **({"val_name": spec.val_data_name} if spec.val_data_name else {}),
                  **({"test_name": spec.test_data_name} if spec.test_data_name else {}),
-                 "train_pairs": len(splits.train), "implied_pairs": implied, "val_pairs": len(splits.val), "test_pairs": len(splits.test),
-                 # Which rows were held out: core.inference.evaluation.held_out_pairs finds them again in this dataset.
+                 "train_pairs": len(splits.train), "implied_pairs": implied, "val_pairs": len(splits.val),
+                 "test_pairs": len(splits.test),
                  "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},
     }
 
 
 def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
-    """One warning when the tokenizer's max_length cuts more than TRUNCATION_NOTE_SHARE of the training questions:
-    the model then never sees their ends (a sample of them is measured)."""
+    """One warning when max_length cuts more than TRUNCATION_NOTE_SHARE of (a sample of) the training questions."""
     questions = pd.concat([train["question1"], train["question2"]], ignore_index=True)
     share = truncated_share(questions, tokenizer, tokenizer.max_length, seed)
     if share > TRUNCATION_NOTE_SHARE:
@@ -280,10 +265,8 @@ class _StoppedAfterTraining(Exception):
 
 
 def _stage_progress(callbacks, stage: str, stop_event: threading.Event | None = None):
-    """``progress(done, total)`` for a step after training (scoring the validation, the baselines, the test),
-    passed to each callback's optional ``on_stage_progress(stage, done, total)``; None when none has one and there
-    is no ``stop_event``. Raises ``_StoppedAfterTraining`` once ``stop_event`` is set, so a cancel ends the stage
-    within one batch."""
+    """``progress(done, total)`` for a stage after training, told to callbacks' ``on_stage_progress``; raises
+    ``_StoppedAfterTraining`` once ``stop_event`` is set, so a cancel ends the stage within one batch."""
     listeners = [callback.on_stage_progress for callback in callbacks if hasattr(callback, "on_stage_progress")]
     if not listeners and stop_event is None:
         return None
@@ -298,8 +281,7 @@ def _stage_progress(callbacks, stage: str, stop_event: threading.Event | None = 
 
 
 def _cancelled_after_training(outcome: TrainOutcome) -> TrainOutcome:
-    """A run that trained to its end and was cancelled while it was scored: cancelled, so that it replaces no
-    better model (``_kept_instead``); a failed run stays failed."""
+    """A done run cancelled while it was scored becomes cancelled, so it replaces no better model."""
     if outcome.status != DONE:
         return outcome
     return dataclasses.replace(outcome, status=CANCELLED,
@@ -307,10 +289,9 @@ def _cancelled_after_training(outcome: TrainOutcome) -> TrainOutcome:
 
 
 def _start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
-    """The model to train, ready for the trainer, and what config.json records of its parent (None for a new
-    model): a fresh build for the spec, the BERT folder ``spec.base_model`` as MiniLM, or the saved model
-    ``spec.init_model`` with its own architecture and tokenizer. ModelLoadError for a folder that is not a usable model, SpecError for one of another family."""
-    if spec.base_model:  # a local BERT folder instead of the bundled MiniLM (checked by spec_from_options)
+    """The model to train and config.json's record of its parent (None for a new model): a fresh build, the BERT
+    folder ``base_model``, or the saved model ``init_model`` with its own architecture and tokenizer."""
+    if spec.base_model:
         from core.models.base_folder import base_minilm
 
         return base_minilm(spec.base_model, spec.max_length, MODEL_TYPES[spec.model]), None
@@ -342,16 +323,13 @@ def _kept_instead(existing: dict | None, status: str, validation: dict) -> str:
 
 
 def validation_curve(validations: Sequence[Validation]) -> list[dict]:
-    """``[{"step", "train_seconds", "roc_auc"}, ...]``: each validation's ROC AUC against the time spent
-    in training steps (validations left out, so runs that validate more or less often compare), for the
-    saved folder, the benchmarks' rows and the figures. Validations without a finite ROC AUC (no
-    validation split, one class) are left out."""
+    """``[{"step", "train_seconds", "roc_auc"}, ...]``: each finite validation ROC AUC against training time
+    (validations left out, so runs that validate more or less often compare)."""
     return [{"step": v.step, "train_seconds": round(float(v.train_seconds), 3), "roc_auc": float(v.metrics["roc_auc"])}
             for v in validations if finite_number(v.metrics.get("roc_auc")) is not None]
 
 
 def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:
-    """All rows when n <= limit, else a seeded sample of ``limit`` rows in random order."""
     if n <= limit:
         return np.arange(n)
     return np.random.RandomState(seed).permutation(n)[:limit]
@@ -360,7 +338,7 @@ def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:
 def _run_metadata(spec: RunSpec, name: str, splits: Splits, pairs: pd.DataFrame, outcome: TrainOutcome,
                   thresholds: dict, validation: dict, test: dict, implied: int = 0, baselines: dict | None = None,
                   parent: dict | None = None) -> dict:
-    """What config.json records of the run beside the model itself (``parent``: the model it started from)."""
+    """What config.json records of the run beside the model itself."""
     return {
         "name": name,  # the folder's; an unsaved run's (auto's fine-tune) is named when it is saved
         "loss": dataclasses.asdict(spec.loss),
@@ -374,6 +352,5 @@ def _run_metadata(spec: RunSpec, name: str, splits: Splits, pairs: pd.DataFrame,
                      "epochs": [dataclasses.asdict(e) for e in outcome.epochs],
                      "validation_curve": validation_curve(outcome.validations)},
         **({"parent": parent} if parent else {}),
-        # The BERT folder fine-tuned instead of the bundled MiniLM; the weights saved here no longer need it.
         **({"base_model": {"name": Path(spec.base_model).name, "path": spec.base_model}} if spec.base_model else {}),
     }

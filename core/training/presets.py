@@ -1,13 +1,20 @@
-"""Named training recipes: the settings behind the figures in docs/BENCHMARKS.md, one click away.
+"""Named training recipes (the settings behind the figures in docs/BENCHMARKS.md) and ``auto``, the recipe read off
+the user's own training pairs.
 
-A preset is a set of run options in the vocabulary of ``core.training.specs.spec_from_options``; the CLI's
-``--preset NAME`` and the Train page's preset menu start from it, and any option given explicitly
-still overrides it. Building and checking a spec from a preset is ``core.training.specs``' job, not this
-module's: this is data only.
+A preset is a set of run options in ``core.training.specs.spec_from_options``' vocabulary; the CLI's ``--preset`` and
+the Train page start from it, and an option given explicitly still wins. The named presets were measured on
+hundreds of thousands of short Quora questions; on a few thousand paragraphs from another forum they would run a
+few dozen steps and cut most questions short, so ``auto_options`` picks, for MiniLM fine-tuned with the contrastive
+loss, how long to train, in what batches, at what learning rate, how often to validate, how much to hold out and
+how many tokens to keep, and says so in one line.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -15,19 +22,16 @@ class Preset:
     name: str
     description: str
     options: dict = field(default_factory=dict)  # run options, as spec_from_options takes them
-    # (train seconds, validation ROC AUC) points measured on this machine; docs/BENCHMARKS.md says by
-    # which command. The Train page draws them under a run of this preset, so a user sees whether the
-    # run is on track. Empty: not measured yet.
+    # (train seconds, validation ROC AUC) points (docs/BENCHMARKS.md): the Train page draws them under a run of
+    # this preset, so a user sees whether the run is on track.
     reference_curve: tuple = ()
-    # Meant for a CUDA GPU: on 2 CPU threads its batches and epochs would take hours. The Train page marks
-    # it "(GPU)"; it still runs on the CPU if asked.
-    for_gpu: bool = False
+    for_gpu: bool = False  # hours on a CPU: the Train page marks it "(GPU)"
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset(
         name="auto",
-        description="Read off your training pairs (core.training.auto_recipe): the pretrained MiniLM fine-tuned with "
+        description="Read off your training pairs (core.training.presets): the pretrained MiniLM fine-tuned with "
                     "the contrastive loss, with epochs, batch size and learning rate from their number, max_length "
                     "from their token lengths, validated at least 8 times and at least every epoch, and a validation "
                     "share that holds enough pairs to trust; about 10 minutes on 2 CPU threads at most.",
@@ -45,7 +49,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "model_options": {"embedding_dim": 128, "hidden_size": 160, "num_layers": 1, "bidirectional": True,
                                    "dropout": 0.1, "tokens": "wordpiece", "init_embeddings": "minilm"},
                  "max_length": 32, "val_fraction": 0.05},
-        # bench/quality.py --only lstm-quora, 2026-11-24, 2 threads, quiet machine (test ROC AUC 0.9196)
+        # bench/quality.py --only lstm-quora (docs/BENCHMARKS.md has the run)
         reference_curve=((91.9, 0.8551), (178.8, 0.8854), (267.6, 0.8987), (359.7, 0.9055), (383.5, 0.9058),
                          (449.7, 0.9092), (541.4, 0.9087), (633.4, 0.9142), (728.0, 0.9133), (778.1, 0.9179),
                          (814.7, 0.9159), (903.4, 0.9172), (998.1, 0.9186), (1087.9, 0.9200), (1170.4, 0.9232),
@@ -64,9 +68,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "epochs": 1, "batch_size": 64, "lr": 1e-4, "patience": 0, "max_val_pairs": 2000, "max_steps": 3600,
                  "validate_every": 250, "max_minutes": 100.0,
                  "max_length": 40, "val_fraction": 0.05},
-        # bench/quality.py --only minilm-quora --preset-options '{"lr": 1e-4}', 2026-11-24 late, 2 threads (test
-        # ROC AUC 0.9428; lr 5e-5 reached 0.9410 and 2e-5 0.9350 the same day). The test suite shared the
-        # machine for 6 of its minutes (250 steps took 460 s between the 1,482 s and 1,941 s points, not ~290).
+        # bench/quality.py --only minilm-quora --preset-options '{"lr": 1e-4}' (docs/BENCHMARKS.md has the run)
         reference_curve=((290.1, 0.9138), (607.1, 0.9230), (901.7, 0.9298), (1192.7, 0.9299), (1481.6, 0.9312),
                          (1941.2, 0.9351), (2224.5, 0.9373), (2506.0, 0.9372), (2802.6, 0.9391), (3089.2, 0.9387),
                          (3389.7, 0.9413), (3715.4, 0.9421), (3996.7, 0.9437), (4289.8, 0.9435), (4397.1, 0.9435)),
@@ -80,8 +82,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "epochs": 4, "batch_size": 256, "lr": 1e-4, "patience": 0, "max_val_pairs": 2000,
                  "validate_every": 250, "max_minutes": 10.0, "max_length": 40, "val_fraction": 0.05,
                  "precision": "auto", "compile": True},
-        # measured by bench/quality.py --only minilm-quora-gpu on one H100, Inductor's cache warm (docs/BENCHMARKS.md
-        # has the run: date, machine, a cold compile's cost and the test figure).
+        # bench/quality.py --only minilm-quora-gpu on one H100, Inductor's cache warm (docs/BENCHMARKS.md has the run)
         reference_curve=((35.0, 0.9255), (37.9, 0.9358), (40.9, 0.9364), (43.7, 0.9423), (44.6, 0.9412),
                          (46.5, 0.9418), (49.6, 0.9453), (52.6, 0.9451), (55.6, 0.9464), (57.1, 0.9473),
                          (58.3, 0.9448), (60.9, 0.9472), (63.5, 0.9471), (65.9, 0.9493), (67.9, 0.9492),
@@ -102,8 +103,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
 
 
 GPU_PRESET = "minilm-quora-gpu"
-# Below this many pairs the GPU recipe's batches of 256 make a handful of steps, and compiling them costs more
-# than it saves: the defaults (or sample-demo) suit such data on any device.
+# Below this many pairs the GPU recipe makes a handful of steps, and compiling them costs more than it saves.
 GPU_PRESET_MIN_PAIRS = 10_000
 
 
@@ -115,22 +115,124 @@ SAMPLE_PRESET = "sample-demo"
 
 
 def suggested_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> str | None:
-    """The preset a run starts from when the user names none: the GPU recipe where a CUDA device is here and
-    the data has at least GPU_PRESET_MIN_PAIRS pairs; sample-demo on the bundled sample (the plain defaults
-    train an LSTM that scores below chance there); None (the plain defaults) otherwise.
-
-    Example: suggested_preset(323_000, cuda=True) -> "minilm-quora-gpu"; suggested_preset(479, True) -> None;
-    suggested_preset(479, False, bundled_sample=True) -> "sample-demo".
-    """
+    """The preset a run starts from when the user names none: the GPU recipe on CUDA with at least
+    GPU_PRESET_MIN_PAIRS pairs; sample-demo on the bundled sample; None (the plain defaults) otherwise."""
     if cuda and n_pairs >= GPU_PRESET_MIN_PAIRS:
         return GPU_PRESET
     return SAMPLE_PRESET if bundled_sample else None
 
 
 def default_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> str:
-    """The preset the Train page opens on: ``suggested_preset``'s, else ``auto`` (the recipe read off the user's
-    own data; the plain defaults train a Siamese LSTM from scratch, which a few thousand pairs cannot teach).
-
-    Example: default_preset(500, cuda=False) -> "auto"; default_preset(479, False, bundled_sample=True) -> "sample-demo".
-    """
+    """The preset the Train page opens on: ``suggested_preset``'s, else ``auto`` (a Siamese LSTM from scratch, the
+    plain defaults, is not taught by a few thousand pairs)."""
     return suggested_preset(n_pairs, cuda, bundled_sample) or "auto"
+
+AUTO_PRESET = "auto"
+# Questions are cut at this quantile of the token counts: the rare longest are not worth their attention cost.
+LENGTH_QUANTILE = 0.95
+MIN_MAX_LENGTH, MAX_MAX_LENGTH = 16, 256
+LENGTH_SAMPLE = 2_000  # questions tokenised to measure lengths
+TRUNCATION_NOTE_SHARE = 0.10  # a run that cuts more than this share of its questions says so
+TARGET_VALIDATION_PAIRS = 2_000  # pairs a validation split should hold (about +-0.03 of ROC AUC)
+VAL_FRACTION_BOUNDS = (0.02, 0.2)  # never more than a fifth of a small file, never under 2 % of a big one
+# Pairs MiniLM trains and scores per second at 40 tokens (2 CPU threads; a GPU), scaled by 40 / the questions' mean
+# token count: length-bucketed batches pay for the tokens the data has. The time budget becomes epochs.
+PAIRS_PER_SECOND = {"cpu": 25.0, "cuda": 1_000.0}
+SCORE_PAIRS_PER_SECOND = {"cpu": 120.0, "cuda": 5_000.0}
+FIXED_SECONDS = {"cpu": 15.0, "cuda": 20.0}  # loading, tokenising, baselines and saving, around the training
+# The planned training time; max_minutes (a quarter more) stops a slow run, so a first run on the CPU ends,
+# everything included, within 10 minutes.
+TRAIN_MINUTES = {"cpu": 6.0, "cuda": 5.0}
+MAX_EPOCHS = 10
+MIN_VALIDATIONS = 8  # a run draws a curve and early stopping has something to compare
+
+
+@dataclass(frozen=True)
+class AutoRecipe:
+    options: dict  # run options, as core.training.specs.spec_from_options takes them
+    reason: str  # one line: what was picked and why
+    summary: tuple = field(default=())  # a few lines for the Train page: what was read off the data, what it costs
+    estimated_seconds: float = 0.0  # from Start to the saved model, at the expected speeds of ``device``
+
+
+# ---- the auto recipe ---------------------------------------------------------------------------------------------
+def token_lengths(questions: pd.Series, tokenizer, seed: int = 0) -> np.ndarray:
+    """Token counts (before any cut) of a seeded sample of ``LENGTH_SAMPLE`` questions at most."""
+    texts = questions.astype(str)
+    if len(texts) > LENGTH_SAMPLE:
+        texts = texts.sample(n=LENGTH_SAMPLE, random_state=seed)
+    return np.array([tokenizer.count(text) for text in texts], dtype=np.int64)
+
+
+def truncated_share(questions: pd.Series, tokenizer, max_length: int, seed: int = 0) -> float:
+    """The share of (a sample of) ``questions`` longer than ``max_length`` tokens."""
+    lengths = token_lengths(questions, tokenizer, seed)
+    return float(np.mean(lengths > max_length)) if lengths.size else 0.0
+
+
+def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = False, seed: int = 0,
+                 max_minutes: float | None = None) -> AutoRecipe:
+    """The auto recipe for ``pairs`` (a share held out unless ``has_val_file``) on ``device`` ("cpu" or "cuda"),
+    planned to fill ``max_minutes`` of training (the user's budget) or else ``TRAIN_MINUTES``."""
+    from core.text.wordpiece_tokenizer import bert_wordpiece
+
+    questions = pd.concat([pairs["question1"], pairs["question2"]], ignore_index=True)
+    lengths = token_lengths(questions, bert_wordpiece(MAX_MAX_LENGTH), seed)
+    median = int(np.median(lengths)) if lengths.size else 0
+    quantile = int(np.ceil(np.quantile(lengths, LENGTH_QUANTILE))) if lengths.size else MIN_MAX_LENGTH
+    max_length = int(min(MAX_MAX_LENGTH, max(MIN_MAX_LENGTH, 8 * math.ceil(quantile / 8))))
+
+    low, high = VAL_FRACTION_BOUNDS
+    val_fraction = 0.0 if has_val_file else round(min(high, max(low, TARGET_VALIDATION_PAIRS / max(len(pairs), 1))), 3)
+    train_pairs = max(1, round(len(pairs) * (1 - val_fraction)))
+    batch_size = 32 if train_pairs < 10_000 else 64
+    lr = 3e-5 if train_pairs < 10_000 else 5e-5 if train_pairs < 100_000 else 1e-4
+    kind = "cuda" if device == "cuda" else "cpu"
+    scale = 40 / max(8.0, float(np.mean(np.minimum(lengths, max_length))) if lengths.size else max_length)
+    speed = PAIRS_PER_SECOND[kind] * scale
+    minutes = max_minutes / 1.25 if max_minutes else TRAIN_MINUTES[kind]
+    budget_pairs = minutes * 60 * speed
+    epochs = int(min(MAX_EPOCHS, max(1, budget_pairs // train_pairs)))
+    steps_per_epoch = max(1, math.ceil(train_pairs / batch_size))
+    max_steps = 0 if epochs > 1 else int(min(steps_per_epoch, max(1, budget_pairs // batch_size)))
+    total_steps = max_steps or epochs * steps_per_epoch
+    validate_every = max(1, min(steps_per_epoch, total_steps // MIN_VALIDATIONS))
+    options = {**PRESETS[AUTO_PRESET].options, "epochs": epochs, "batch_size": batch_size, "lr": lr,
+               "max_steps": max_steps,
+               "validate_every": 0 if validate_every >= steps_per_epoch else validate_every,
+               "patience": MIN_VALIDATIONS // 2, "max_val_pairs": TARGET_VALIDATION_PAIRS, "max_length": max_length,
+               "max_minutes": max_minutes or TRAIN_MINUTES[kind] * 1.25}
+    if not has_val_file:
+        options["val_fraction"] = val_fraction
+    held = "a validation file" if has_val_file else f"{val_fraction:.0%} held out for validation"
+    length = (f"max_length {max_length} (the {LENGTH_QUANTILE:.0%} quantile of the questions' token counts is "
+              f"{quantile})")
+    steps = f"{max_steps} steps" if max_steps else f"{epochs} epoch(s) of {steps_per_epoch} steps"
+    reason = (f"auto recipe for {train_pairs:,} training pairs: MiniLM fine-tuned with the contrastive loss, {steps} "
+              f"(batch {batch_size}, lr {lr:g}, about {minutes:g} minutes at the expected speed), "
+              f"validated every {validate_every} steps, {length}, {held}")
+    val_pairs = 0 if has_val_file else len(pairs) - train_pairs
+    validations = total_steps // validate_every + 2  # the starting weights' and the last one's included
+    seconds = _estimated_seconds(kind, scale, total_steps * batch_size, validations, val_pairs, options["max_minutes"])
+    summary = (
+        f"Read off {len(pairs):,} pairs: {questions.nunique():,} distinct questions, token lengths median {median}, "
+        f"{LENGTH_QUANTILE:.0%} quantile {quantile}: max_length {max_length}.",
+        f"Trains MiniLM (contrastive loss) on {train_pairs:,} pairs: {steps}, batch size {batch_size}, "
+        f"lr {lr:g}, validated every {validate_every} steps and on the starting weights.",
+        "Validation: your validation file." if has_val_file else
+        f"Validation: {val_fraction:.0%} of the pairs held out ({val_pairs:,}).",
+        f"Expected time on this {'GPU' if kind == 'cuda' else 'CPU'}: about {math.ceil(seconds / 60):,} min from "
+        f"Start to the saved model (training capped at {options['max_minutes']:g} min).",
+    )
+    return AutoRecipe(options, reason, summary, seconds)
+
+
+def _estimated_seconds(kind: str, scale: float, trained_pairs: int, validations: int, val_pairs: int,
+                       max_minutes: float) -> float:
+    """From Start to the saved model: fixed costs, training with its validations (within the budget), then the final
+    calibration and zero-shot MiniLM on the validation pairs (a validation file counted as the target)."""
+    scored = val_pairs or TARGET_VALIDATION_PAIRS
+    in_run = trained_pairs / (PAIRS_PER_SECOND[kind] * scale) + validations * min(scored, TARGET_VALIDATION_PAIRS) / (
+        SCORE_PAIRS_PER_SECOND[kind] * scale)
+    after = 2 * scored / (SCORE_PAIRS_PER_SECOND[kind] * scale)
+    return FIXED_SECONDS[kind] + min(in_run, max_minutes * 60) + after

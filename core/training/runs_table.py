@@ -15,7 +15,7 @@ _OLD_DONE = ("completed", "early_stopped")
 
 
 def _loss_label(loss: object) -> str:
-    # Imported here: the objectives import PyTorch, which the model picker of every page (run_status) does not need.
+    # imported here: the objectives import PyTorch, which the model picker of every page does not need
     from core.training.objectives import LossConfig
 
     if not isinstance(loss, dict):
@@ -40,11 +40,7 @@ def _number(value) -> float:
 
 
 def runs_table(runs: list[dict], model_labels: dict[str, str] | None = None) -> pd.DataFrame:
-    """One row per saved model, in ``runs`` order, with the columns of ``RUN_COLUMNS``.
-
-    Missing or malformed fields become NaN / "?" rather than errors: a folder written by an older
-    version still gets a row.
-    """
+    """One row per saved model, in ``runs`` order; missing or malformed fields become NaN or "?" (older folders)."""
     labels = model_labels or {}
     rows = []
     for run in runs:

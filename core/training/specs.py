@@ -1,15 +1,8 @@
-"""What a training run is: ``RunSpec``, and the one place that builds and checks it from options.
+"""What a training run is: ``RunSpec``, and ``spec_from_options``, the one place that builds and checks it.
 
-The CLI (``python -m core train``) and the Train page both describe a run as flat options (``model``,
-``loss``, ``epochs``, ``batch_size``, ``model_options`` ...) and call ``spec_from_options``. It owns:
-
-* the presets (``core.training.presets``, data only) and how an option given explicitly overrides them;
-* the per-model defaults: training defaults per family, model sizes read from the model config
-  dataclasses (never repeated here);
-* the loss menu with its human labels, and the model-size options a user may set;
-* the validation of every option, with errors that name the option (``SpecError.option``), so the
-  CLI can say ``--batch-size`` and the page can say "Batch size";
-* ``init_model``: a saved model to start from must be of the run's model family (its config.json is read).
+The CLI and the Train page both describe a run as flat options and call ``spec_from_options``: a preset under the
+options given, per-family training defaults, model sizes read from the families' config dataclasses, and every option
+checked with an error that names it (``SpecError.option``: the CLI says ``--batch-size``, the page "Batch size").
 """
 from __future__ import annotations
 
@@ -43,24 +36,17 @@ class RunSpec:
     max_vocab: int = 30000  # LSTM vocabulary size, <pad> and <unk> included
     val_fraction: float = 0.1  # share of pairs held out to pick the best epoch and calibrate thresholds
     test_fraction: float = 0.0  # share of pairs held out for a final test report (0 = none)
-    # auto | pair | question (core.data.SPLIT_BY): "question" keeps every group of pairs linked by a shared question
-    # on one side, so no held-out question is seen in training; auto picks it when any question repeats. A saved
-    # run records the resolved choice.
+    # auto | pair | question (core.data.SPLIT_BY): "question" keeps pairs linked by a shared question on one side;
+    # auto picks it when any question repeats.
     split_by: str = "auto"
     hard_negatives: bool = False  # triplet/softmax: add labelled non-duplicates as extra negatives
-    # Also train on the pairs the training labels imply (core.data.implied: two duplicates of one question
-    # are duplicates; a duplicate of a non-duplicate's question is a non-duplicate). Held-out splits untouched.
-    implied_pairs: bool = False
+    implied_pairs: bool = False  # also train on the pairs the training labels imply (core.data.implied)
     keep_unvalidated: bool = False  # save a run cancelled before its first validation (else nothing is saved)
     data_name: str = ""  # shown in the runs list
     val_data_name: str = ""  # the file the validation pairs came from, when the user gave one ("" = split off)
     test_data_name: str = ""  # likewise for the test pairs
-    # A saved model folder whose weights and tokenizer the run starts from (its own architecture and vocabulary
-    # kept: model_options, max_length, min_freq and max_vocab do not rebuild it); "" = the family's usual start.
-    init_model: str = ""
-    # A local Hugging Face BERT folder whose encoder a minilm run fine-tunes instead of the bundled all-MiniLM-L6-v2
-    # (``core.models.base_folder``); "" = the bundled one. Recorded by absolute path; the saved run needs it no more.
-    base_model: str = ""
+    init_model: str = ""  # a saved model folder to start from, its architecture and vocabulary kept
+    base_model: str = ""  # a local BERT folder a minilm run fine-tunes instead of the bundled MiniLM (absolute path)
 
     def __post_init__(self):
         if self.model not in MODEL_NAMES:
@@ -68,12 +54,8 @@ class RunSpec:
 
 
 class SpecError(ValueError):
-    """An option that cannot make a run.
-
-    ``option`` names it in ``spec_from_options``' vocabulary and ``problem`` says what is wrong
-    ("must be at least 2, got 1"), so the CLI can print ``--batch-size must ...`` and a page
-    "Batch size must ..."; ``str(error)`` is ``"batch_size must ..."``.
-    """
+    """An option that cannot make a run: ``option`` names it, ``problem`` says what is wrong ("must be at least 2,
+    got 1"); ``str(error)`` is ``"batch_size must ..."``."""
 
     def __init__(self, option: str, problem: str):
         super().__init__(f"{option} {problem}")
@@ -112,14 +94,11 @@ SIZE_OPTIONS: dict[str, tuple[SizeOption, ...]] = {
 # Set from the tokenizer when the model is built, never by the user.
 _DERIVED_MODEL_FIELDS = frozenset({"vocab_size", "pad_id", "max_length", "bert"})
 
-# Training settings that work for each family on a CPU; every one can be overridden.
-# The LSTM's were measured on 20,000 real Quora pairs (docs/BENCHMARKS.md, "Better defaults"): ROC AUC
-# 0.786 (triplet), 0.804 (contrastive) and 0.788 (softmax) on 5,000 other pairs, against 0.74 before.
+# Training settings that work for each family on a CPU (docs/BENCHMARKS.md, "Better defaults").
 TRAINING_DEFAULTS: dict[str, dict] = {
     "lstm": {"epochs": 10, "batch_size": 64, "lr": 1e-2, "patience": 3},
     "dual-transformer": {"epochs": 5, "batch_size": 32, "lr": 1e-4, "patience": 2},
     "minilm": {"epochs": 1, "batch_size": 32, "lr": 2e-5, "patience": 2},
-    # 5e-5: its logit head starts from nothing (bench/quality.py's teacher row, docs/BENCHMARKS.md).
     "cross-encoder": {"epochs": 1, "batch_size": 32, "lr": 5e-5, "patience": 2},
 }
 PRETRAINED_MODELS = ("minilm", CROSS_ENCODER)  # the families that start from MiniLM's weights, their size fixed
@@ -300,8 +279,7 @@ def _checked_init_model(source: str, model: str) -> str:
 
 
 def _checked_base_model(folder: str, model: str, init_model: str) -> str:
-    """``folder``'s absolute path once it is a BERT folder a minilm run can start from (``core.models.base_folder.
-    check_base_folder``), for a run that takes no other start."""
+    """``folder``'s absolute path once ``check_base_folder`` passes it, for a run that takes no other start."""
     import os
 
     from core.models.base_folder import check_base_folder
@@ -321,15 +299,11 @@ def _checked_base_model(folder: str, model: str, init_model: str) -> str:
 
 # ---- the builder ---------------------------------------------------------------------------------
 def spec_from_options(preset: str | None = None, **options) -> RunSpec:
-    """The run that ``options`` describe, on top of ``preset`` (a name in ``core.training.presets``) if given.
+    """The run that ``options`` describe, on top of ``preset`` if given; ``SpecError`` names the first bad option.
 
-    Options left out, or given as None, come from the preset, else from the model's defaults. A
-    preset's model sizes and epochs / batch size / learning rate are dropped if ``model`` names
-    another family, and its margin / form / scale / weight if ``loss`` names another loss.
-    ``model_options`` are merged over the preset's. ``init_model`` must be a saved model of ``model``'s
-    family (ZERO_SHOT, the pretrained MiniLM, is MiniLM's usual start: it becomes ""); ``base_model`` a BERT folder
-    for a minilm run (its absolute path is kept). Raises
-    ``SpecError`` (a ValueError) naming the first bad option.
+    Options left out (or None) come from the preset, else the model's defaults. A preset's sizes and training
+    settings are dropped if ``model`` names another family, its loss settings if ``loss`` names another loss;
+    ``model_options`` merge over the preset's. ``init_model`` must be a saved model of ``model``'s family.
     """
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
@@ -378,6 +352,6 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS},
                         amp=values.get("amp"))
     run = {name: value for name, value in values.items() if name in _RUN_FIELDS}
-    # Labelled non-duplicates only become extra negatives in batches of duplicates.
+    # labelled non-duplicates only become extra negatives in batches of duplicates
     run["hard_negatives"] = run.get("hard_negatives", False) and loss_config.batch_kind == "duplicates"
     return RunSpec(loss=loss_config, train=train, **run)

@@ -1,22 +1,22 @@
-"""One training loop for every model and loss: its settings (``TrainConfig``), the loop (``Trainer.run``: plan, step,
-validate, stop for a reason) and what it reports (``TrainOutcome``).
+"""One training loop for every model and loss: ``TrainConfig``, ``Trainer.run`` (plan, step, validate, stop for a
+reason) and ``TrainOutcome``.
 
-The trainer sees a ``PairEncoder``, an objective (``objective(v1, v2, labels)``), a table of pairs and, optionally, a
-``validate(model, progress) -> metrics`` hook; it knows nothing of the model family, the loss, or how validation is
-scored. A step waits neither for the device (the loss is read back every ``read_loss_every`` steps) nor, on CUDA, for
-the host (the next batches are built on a thread, ``core.training.prefetch``). Progress leaves only through callbacks
-(``on_train_start``, ``on_batch_end``, ``on_validation_progress``, ``on_validation_end``, ``on_epoch_end``,
-``on_train_end``). A cancel is seen before every step, inside a CPU step's forward pass (``StepStop``) and between
-validation batches. Messages name settings, never CLI flags.
+The trainer sees a ``PairEncoder``, an objective, a table of pairs and an optional ``validate(model, progress)`` hook;
+it knows nothing of the family, the loss or the scoring. A step waits neither for the device (the loss is read back
+every ``read_loss_every`` steps) nor, on CUDA, for the host (``built_ahead`` builds the next batches on a thread).
+Progress leaves only through callbacks (``on_train_start``, ``on_batch_end``, ``on_validation_progress``,
+``on_validation_end``, ``on_epoch_end``, ``on_train_end``). A cancel is seen before every step, inside a CPU step's
+forward pass (``StepStop``) and between validation batches.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -26,7 +26,6 @@ from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import Batch, PairTable
 from core.text.token_table import pad_widths
 from core.training import distributed
-from core.training.prefetch import built_ahead
 
 LOSS_READ_EVERY_CUDA = 50  # read_loss_every's auto on CUDA: one host sync per 50 steps (about a second on an H100)
 
@@ -44,30 +43,23 @@ class TrainConfig:
     seed: int = 0  # weights, batch order and dropout
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "auto"  # auto | fp32 | bf16 | fp16 (see "mixed precision" below)
-    # torch.compile the step's forward pass (CUDA graphs on CUDA; batches then padded to a few fixed widths). Off by
-    # default: on a GPU it makes MiniLM's steps several times faster, but its first steps compile for tens of
-    # seconds, which only runs of minutes earn back (the minilm-quora-gpu preset turns it on); on 2 CPU cores it
-    # gave no reliable gain (bench/compile_speed.py; figures in docs/BENCHMARKS.md).
+    # torch.compile the step's forward pass (CUDA graphs on CUDA, batches padded to a few fixed widths). Off by
+    # default: its first steps compile for tens of seconds, which only GPU runs of minutes earn back.
     compile: bool = False
     patience: int = 2  # validations (epochs unless validate_every) without a better ROC AUC, then stop; 0 = off
     max_val_pairs: int = 5000  # validation pairs scored at each validation (a seeded subset if more)
-    # Steps are counted over the whole run, so a one-epoch MiniLM run draws a curve, not one point.
-    # When set, the best weights and patience count validations, not epochs; a validation falling on
-    # an epoch's last step is that epoch's own (never scored twice).
-    validate_every: int = 0  # validate after every this many steps too (0 = once per epoch)
-    # Also score the starting weights before any step: a fine-tune of a pretrained encoder then never keeps weights
-    # that validate worse than where it started (the pipeline turns it on for pretrained starts).
-    validate_at_start: bool = False
+    # Validate after every this many steps too (0 = once per epoch); best weights and patience then count
+    # validations. A validation on an epoch's last step is that epoch's own (never scored twice).
+    validate_every: int = 0
+    validate_at_start: bool = False  # score the starting weights too: a fine-tune never ends worse than its start
     max_steps: int = 0  # stop after this many steps in all, ending with a validation (0 = no cap)
     max_minutes: float = 0.0  # stop (with a final validation) after this much training time; 0 = no cap
     length_buckets: bool = True  # batch pairs of similar length together: far less padding to compute
-    # Steps between reading the loss back to the host. On CUDA each read waits for the GPU to finish the queued
-    # steps (a host sync), so between reads the host runs ahead, building and queueing the next batches. The
-    # progress callbacks see the last loss read; a non-finite loss fails the run at the next read, naming its
-    # step. 0 = auto: every step on the CPU (free there), every LOSS_READ_EVERY_CUDA steps on CUDA.
+    # Steps between reading the loss back to the host (on CUDA a read waits for the GPU; between reads the host
+    # runs ahead). A non-finite loss fails the run at the next read. 0 = auto: every step on the CPU,
+    # every LOSS_READ_EVERY_CUDA steps on CUDA.
     read_loss_every: int = 0
-    # The switch configs saved before ``precision`` carry: False (no autocast) reads as precision fp32.
-    amp: InitVar[bool | None] = None
+    amp: InitVar[bool | None] = None  # the switch older configs carry: False reads as precision fp32
 
     def __post_init__(self, amp: bool | None):
         if amp is False and self.precision == "auto":
@@ -81,15 +73,11 @@ class TrainConfig:
                 raise ValueError(f"{name} must be at least 1")
         if not self.lr > 0:
             raise ValueError("lr must be positive")
-        if not self.max_minutes >= 0:
-            raise ValueError("max_minutes must be 0 (no cap) or positive")
-        if self.read_loss_every < 0:
-            raise ValueError("read_loss_every must be 0 (auto) or positive")
-        if self.validate_every < 0:
-            raise ValueError("validate_every must be 0 (once per epoch) or positive")
+        for name in ("max_minutes", "read_loss_every", "validate_every"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be 0 (off or auto) or positive")
 
 
-# ---- what a run reports ----------------------------------------------------------------------------------------
 @dataclass
 class EpochResult:
     epoch: int
@@ -118,7 +106,7 @@ class TrainOutcome:
     pairs_seen: int = 0
     stopped_early: bool = False  # done before its last epoch: validation stopped improving
     validations: list[Validation] = field(default_factory=list)  # every validation, in order
-    best_step: int = 0  # the step of the best validation; 0 when none ran
+    best_step: int = 0
 
     @property
     def pairs_per_second(self) -> float:
@@ -133,23 +121,17 @@ class _CancelledDuringValidation(Exception):
     """Raised through the validation hook by its progress callback when the run is cancelled."""
 
 
-# ---- the loop --------------------------------------------------------------------------------------------------
 class Trainer:
-    # Batches built ahead of a CUDA step on a background thread (core.training.prefetch); a few cover the jitter
-    # of a step, each waiting batch holding only its ids and masks. On the CPU the thread would compete with the
-    # step for the same cores and the GIL: each batch is built in the loop (``batches_ahead`` 0).
+    # Batches built ahead of a CUDA step on a thread (``built_ahead``); on the CPU the thread would compete with
+    # the step for the same cores and the GIL, so each batch is built in the loop.
     batches_ahead_on_cuda = 4
 
     def __init__(self, model, objective: Callable, train: PairTable, config: TrainConfig,
                  validate: Callable[[torch.nn.Module, Callable[[int, int], None]], dict] | None = None,
                  callbacks: Sequence[object] = (), stop_event: threading.Event | None = None,
                  clock: Callable[[], float] = time.perf_counter):
-        self.model = model
-        self.objective = objective
-        self.train_table = train
-        # (model, progress) -> {"roc_auc": ..., ...}; None: every epoch counts as best
-        self.validation_hook = validate
-        self.config = config
+        self.model, self.objective, self.train_table, self.config = model, objective, train, config
+        self.validation_hook = validate  # (model, progress) -> {"roc_auc": ...}; None: every epoch counts as best
         self.callbacks = list(callbacks)
         self.stop_event = stop_event or threading.Event()
         self.clock = clock  # seconds, for timings and the time budget (tests pass a fake one)
@@ -159,22 +141,14 @@ class Trainer:
             self.device = torch.device("cuda", self.context.local_rank)
         self.batches_ahead = self.batches_ahead_on_cuda if self.device.type == "cuda" else 0
         # state the callbacks read
-        self.epoch = 0
-        self.step = 0
-        self.total_steps = 0
+        self.epoch = self.step = self.total_steps = self.steps_per_epoch = self.pairs_seen = 0
         self.total_epochs = 0  # epochs the run plans, after the step cap
-        self.steps_per_epoch = 0
         self.validation_progress: tuple[int, int] | None = None  # (scored, to score) while validating
-        self.loss = float("nan")  # the last loss read back to the host (read_loss_every)
-        self.loss_step = 0  # the step whose loss ``loss`` is
-        self.pairs_seen = 0
-        self.pairs_per_second = 0.0
-        self.train_seconds = 0.0  # spent in training steps, validations left out
+        self.loss, self.loss_step = float("nan"), 0  # the last loss read back to the host, and its step
+        self.pairs_per_second = self.train_seconds = 0.0  # train_seconds: in training steps, validations left out
         self.epoch_results: list[EpochResult] = []
         self.validations: list[Validation] = []  # every validation so far; on_validation_end follows each
-        self.best_metric = -math.inf
-        self.best_epoch = 0
-        self.best_step = 0
+        self.best_metric, self.best_epoch, self.best_step = -math.inf, 0, 0
         self.outcome: TrainOutcome | None = None  # set when run() returns
         self._best_state: dict | None = None
         self._best_validation = 0  # 1-based index into validations; patience counts from it
@@ -184,9 +158,9 @@ class Trainer:
         self._autocast_plan = FP32
         self._optim: torch.optim.Optimizer | None = None
         self._scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
-        self._scaler: torch.amp.GradScaler | None = None  # fp16 only: its range underflows small gradients
+        self._scaler: torch.amp.GradScaler | None = None  # enabled for fp16 only: its range underflows gradients
         self._cuda_graphs = False  # the module replays CUDA graphs (compiled with mode reduce-overhead)
-        self._read_every = 1  # steps between loss reads, set from config.read_loss_every and the device
+        self._read_every = 1  # steps between loss reads
         self._unread_losses: list[torch.Tensor] = []  # 0-d losses on the device, steps not yet read back
         self._epoch_losses: list[float] = []  # this epoch's losses read so far
         self._widths: tuple[int, ...] | None = None  # the fixed batch widths of a compiled step; None: trimmed
@@ -279,13 +253,11 @@ class Trainer:
         return self._outcome(status, message, stopped_early, started)
 
     def _plan(self) -> tuple[list[np.ndarray], int]:
-        """Everything fixed before the first step, in the order that keeps a seeded run repeatable: the seed, the
-        model on its device behind the step's wrapper, epoch 1's batches, the step counts, the optimizer. Returns
-        epoch 1's batches (global rows) and the steps of all the epochs asked for, before the step cap."""
+        """Everything fixed before the first step, in the order that keeps a seeded run repeatable; returns epoch 1's
+        batches (global rows) and the steps of all the epochs asked for, before the step cap."""
         c = self.config
         torch.manual_seed(c.seed)
         self.model.to(self.device)
-        # In-batch losses need every process's vectors as negatives: the wrapper gathers them.
         self._module = distributed.wrap(self.model, self.device, self.context,
                                         gather_outputs=self.objective.batch_kind == "duplicates")
         try:
@@ -294,9 +266,7 @@ class Trainer:
             raise TrainingError(str(error)) from None
         self._read_every = c.read_loss_every or (LOSS_READ_EVERY_CUDA if self.device.type == "cuda" else 1)
         self._widths = self._batch_widths()
-        if c.compile:  # the steps call the compiled wrapper; validation and saving use the model itself
-            # dynamic: one compilation for every batch shape (bench/compile_speed.py: no recompiles then); the
-            # fixed widths keep the shapes, and so the CUDA graphs recorded, to a few.
+        if c.compile:  # the steps call the compiled wrapper (dynamic: one compilation for every batch shape)
             self._module = torch.compile(self._module, mode=compile_mode(self.device.type), dynamic=True)
         first_epoch = self._epoch_batches(0)  # drawn here: its length is the epoch's step count
         self.steps_per_epoch = len(first_epoch)
@@ -308,41 +278,33 @@ class Trainer:
         self.total_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         self._optim = self._optimizer()
         self._scheduler = warmup_then_linear_decay(self._optim, self.total_steps, c.warmup_ratio)
-        self._scaler = torch.amp.GradScaler(self.device.type) if self._autocast_plan.use_scaler else None
+        self._scaler = torch.amp.GradScaler(self.device.type, enabled=self._autocast_plan.use_scaler)
         self._cuda_graphs = c.compile and compile_mode(self.device.type) == "reduce-overhead"
         return first_epoch, planned
 
     # ---- the step ------------------------------------------------------------------------------------------------
     def _train_step(self, batch: Batch) -> None:
-        """One optimizer step, its loss queued as a 0-d tensor on the device. Reading every step (the CPU's
-        auto) checks the loss before the update, so a non-finite loss never reaches the weights; reading every
-        few steps (CUDA's), nothing here waits for the device (fused AdamW and the gradient scaler keep their inf
-        checks on it), and a non-finite loss fails the run at the next read with the best validated weights."""
+        """One optimizer step, its loss queued on the device. Read every step (the CPU's auto), a non-finite loss
+        fails before the update; read every few steps (CUDA's), nothing here waits for the device."""
         batch = batch.to(self.device)
         if self._cuda_graphs:  # a new step: the graphs may reuse the last step's output memory
             torch.compiler.cudagraph_mark_step_begin()
         plan = self._autocast_plan
-        with torch.autocast(self.device.type, dtype=plan.dtype) if plan.enabled else contextlib.nullcontext():
+        with torch.autocast(self.device.type, dtype=plan.dtype, enabled=plan.enabled):
             # (B, d), (B, d), (K, d)|None; a cross-encoder's (B,) logits, None, None
             outputs = [None if v is None else v.float() for v in self._module(batch.first, batch.second, batch.negatives)]
             loss = self.objective(outputs[0], outputs[1], batch.labels, outputs[2])
         self._unread_losses.append(loss.detach())
         if self._read_every == 1:
             self._read_losses(self.step + 1)
-        optimizer, scaler = self._optim, self._scaler
+        optimizer, scaler = self._optim, self._scaler  # a disabled scaler passes everything through
         optimizer.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)  # clipping sees the true gradients
-        else:
-            loss.backward()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)  # clipping sees the true gradients
         if self.config.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         self._scheduler.step()
 
     def _read_losses(self, last_step: int) -> None:
@@ -373,12 +335,10 @@ class Trainer:
     def _optimizer(self) -> torch.optim.Optimizer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         c = self.config
-        # The fused kernels update all parameters in one pass: a MiniLM fine-tune's optimizer step is several
-        # times cheaper on the CPU (bench/finetune_vs_peer.py).
+        # fused: all parameters updated in one pass, several times cheaper on the CPU for MiniLM
         fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
-        if c.optimizer == "adam":
-            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay, **fused)
-        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, **fused)
+        kind = torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW
+        return kind(params, lr=c.lr, weight_decay=c.weight_decay, **fused)
 
     # ---- batches -------------------------------------------------------------------------------------------------
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
@@ -387,8 +347,7 @@ class Trainer:
                                               self.config.length_buckets)
 
     def _step_batches(self, epoch_rows: list[np.ndarray]):
-        """(global rows, this process's batch) for each step the run has left in the epoch, in order, built (and on
-        CUDA page-locked) ``batches_ahead`` steps ahead on a thread."""
+        """(global rows, this process's batch) for each step the run has left in the epoch, built ahead on CUDA."""
         left = epoch_rows[: max(0, self.total_steps - self.step)]  # nothing built past the step cap
         return built_ahead(left, self._build_batch, self.batches_ahead)
 
@@ -405,8 +364,7 @@ class Trainer:
 
     # ---- validation ----------------------------------------------------------------------------------------------
     def validate(self) -> dict:
-        """The validation hook's metrics for the current weights ({} without a hook); raises
-        ``_CancelledDuringValidation`` when the run is cancelled while the hook scores."""
+        """The hook's metrics for the current weights ({} without one); ``_CancelledDuringValidation`` on a cancel."""
         if self.validation_hook is None:
             return {}
         try:
@@ -426,9 +384,7 @@ class Trainer:
         metrics = self.validate()
         record = Validation(self.step, self.epoch, self.train_seconds, self.clock() - started, metrics)
         self.validations.append(record)
-        # Without validation metrics every validation counts as the best so far (once per epoch, the count is the
-        # epoch).
-        count = float(len(self.validations))
+        count = float(len(self.validations))  # without metrics every validation is the best so far
         value = record.metrics.get("roc_auc", count)
         if not math.isfinite(value):
             value = count
@@ -440,7 +396,6 @@ class Trainer:
         return record
 
     def _validation_due(self) -> bool:
-        """A validation inside the epoch is due after this step (only with a hook to score it)."""
         every = self.config.validate_every
         return bool(every) and self.validation_hook is not None and self.step % every == 0
 
@@ -458,7 +413,6 @@ class Trainer:
         return bool(budget) and distributed.broadcast_flag(self.clock() - started >= budget)
 
     def _patience_spent(self) -> bool:
-        """``patience`` validations in a row have not beaten the best one."""
         return bool(self.config.patience) and len(self.validations) - self._best_validation >= self.config.patience
 
     def _cancel_message(self, during_validation: bool) -> str:
@@ -466,15 +420,13 @@ class Trainer:
         where = f"cancelled at step {self.step:,} of {self.total_steps:,}"
         if not self.best_epoch:
             return f"{where}, {'during' if during_validation else 'before'} the first validation"
-        if not self.config.validate_every:
-            if during_validation:
-                where += f" while scoring the validation of epoch {self.epoch}"
-            return f"{where}; the best model so far (epoch {self.best_epoch}) is kept"
+        per_epoch = not self.config.validate_every
         if during_validation:
-            where += " while scoring a validation"
-        return f"{where}; the best model so far (step {self.best_step:,}, epoch {self.best_epoch}) is kept"
+            where += (f" while scoring the validation of epoch {self.epoch}" if per_epoch
+                      else " while scoring a validation")
+        best = f"epoch {self.best_epoch}" if per_epoch else f"step {self.best_step:,}, epoch {self.best_epoch}"
+        return f"{where}; the best model so far ({best}) is kept"
 
-    # ---- the end ---------------------------------------------------------------------------------------------------
     def _outcome(self, status: str, message: str, stopped_early: bool, started: float) -> TrainOutcome:
         """The run's outcome, the best validated weights back in the model; on_train_end is the last event."""
         if self._best_state is not None:
@@ -494,15 +446,12 @@ class Trainer:
                 handler(self)
 
 
-# ---- mixed precision -------------------------------------------------------------------------------------------
-# ``precision auto`` takes bf16 on a CUDA device that supports it (bf16 keeps float32's exponent range, so no scaler
-# is needed), fp16 with a ``GradScaler`` on other CUDA devices, and fp32 on the CPU, where autocast buys little on 2
-# cores. bf16 may still be asked for on the CPU (``torch.autocast("cpu")`` supports it), which is also how CI tests
-# the autocast path without a GPU.
+# ---- mixed precision: auto is bf16 on a CUDA device that has it (no scaler needed), fp16 with a GradScaler on other
+# CUDA devices, fp32 on the CPU; bf16 may be asked for on the CPU too (how tests reach the autocast path).
 @dataclass(frozen=True)
 class AutocastPlan:
     enabled: bool  # run the forward pass under torch.autocast
-    dtype: torch.dtype | None  # the autocast dtype; None when disabled (plain fp32)
+    dtype: torch.dtype | None  # None when disabled (plain fp32)
     use_scaler: bool  # scale the loss with a GradScaler (fp16 only: its range underflows small gradients)
 
 
@@ -510,9 +459,7 @@ FP32 = AutocastPlan(False, None, False)
 
 
 def autocast_plan(device_type: str, precision: str, bf16_supported: bool) -> AutocastPlan:
-    """The autocast plan for ``precision`` on a device of ``device_type`` ("cuda", "cpu"); ``bf16_supported`` is
-    ignored off CUDA (the CPU always has bf16 autocast). ValueError for a combination that cannot run: fp16 off
-    CUDA, bf16 on a CUDA device without it, an unknown precision."""
+    """The plan for ``precision`` on ``device_type``; ValueError for fp16 off CUDA or bf16 on a GPU without it."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     cuda = device_type == "cuda"
@@ -530,20 +477,17 @@ def autocast_plan(device_type: str, precision: str, bf16_supported: bool) -> Aut
 
 
 def device_autocast_plan(device: torch.device, precision: str) -> AutocastPlan:
-    """``autocast_plan`` for ``device``, asking CUDA whether it supports bf16."""
     bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
     return autocast_plan(device.type, precision, bf16)
 
 
 def compile_mode(device_type: str) -> str:
-    """torch.compile's mode for a training step: CUDA graphs on CUDA (the steps there are bound by kernel
-    launches), Inductor's default on the CPU (CUDA graphs mean nothing there)."""
+    """CUDA graphs on CUDA (its steps are bound by kernel launches), Inductor's default on the CPU."""
     return "reduce-overhead" if device_type == "cuda" else "default"
 
 
 def warmup_then_linear_decay(optimizer, total_steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
-    """The learning rate rises linearly over the first ``warmup_ratio`` of ``total_steps``, then falls
-    linearly to 0 at the last step (the schedule of BERT fine-tuning; the cross-encoder's own loop uses it too)."""
+    """Linear warm-up over ``warmup_ratio`` of ``total_steps``, then linear decay to 0 (BERT fine-tuning's)."""
     warmup = int(warmup_ratio * total_steps)
     total = max(1, total_steps)
 
@@ -561,11 +505,9 @@ class StepCancelled(Exception):
 
 
 class StepStop:
-    """Hooks on ``model`` that end a ``with``-block (a training step) at the next module's forward pass once
-    ``stop_event`` is set, before its backward pass and weight update; ``stopped`` says so. On the CPU one step of a
-    transformer can take seconds. A cancel during the backward pass waits for the step to end: an exception raised
-    inside PyTorch's autograd engine (a gradient hook) can leave the process to abort when it exits. The hooks act
-    only inside ``with``, never while validation runs the model; ``enabled=False`` installs none."""
+    """Forward hooks on ``model`` that end a ``with``-block (a CPU step of seconds) at the next module once
+    ``stop_event`` is set, before any weight changes; ``stopped`` says so. Never in the backward pass (an exception
+    inside autograd can abort the process), never outside ``with``; ``enabled=False`` installs none."""
 
     def __init__(self, model: torch.nn.Module, stop_event: threading.Event, enabled: bool = True):
         self.stop_event = stop_event
@@ -592,3 +534,26 @@ class StepStop:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+
+
+def built_ahead(items: Iterable, build: Callable, ahead: int) -> Iterator[tuple]:
+    """``(item, build(item))`` for each of ``items`` in order, each built on one worker thread up to ``ahead`` items
+    before the loop takes it (0: built in the loop). First in, first out, so what is trained does not change; an
+    error of ``build`` is raised where its item would come, and leaving the loop stops the thread."""
+    if ahead < 1:
+        for item in items:
+            yield item, build(item)
+        return
+    pool = ThreadPoolExecutor(1, thread_name_prefix="batches-ahead")
+    pending: deque = deque()  # (item, future), oldest first
+    try:
+        for item in items:
+            pending.append((item, pool.submit(build, item)))
+            if len(pending) > ahead:
+                done, future = pending.popleft()
+                yield done, future.result()
+        while pending:
+            done, future = pending.popleft()
+            yield done, future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
