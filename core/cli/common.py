@@ -49,8 +49,7 @@ def help_formatter(prog):
 # ---- argparse types ----------------------------------------------------------------------------
 def number(bounds: str, low: float, high: float = math.inf, whole: bool = False, above: bool = False,
            noun: str = "number"):
-    """An argparse type: a finite number (whole with ``whole``) from ``low`` (excluded with ``above``) to ``high``;
-    outside them, "must be ``bounds``"."""
+    """An argparse type: a finite (``whole``) number in [``low``, ``high``] (``above``: low excluded)."""
     def parse(text: str):
         try:
             value = int(text) if whole else float(text)
@@ -78,8 +77,7 @@ def device_name(text: str) -> str:
 
 
 def columns_spec(text: str) -> dict[str, str]:
-    """argparse type of ``--columns``: ``ROLE=NAME`` pairs separated by commas, each role of ``core.data.ROLES``
-    at most once."""
+    """argparse type of ``--columns``: ``ROLE=NAME`` pairs separated by commas, each role at most once."""
     from core.data import ROLES
 
     mapping: dict[str, str] = {}
@@ -118,8 +116,7 @@ def label_map_spec(text: str) -> dict[str, int]:
 
 # ---- option groups -----------------------------------------------------------------------------
 def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -> argparse.ArgumentParser:
-    """A subcommand that runs a saved (or the zero-shot) model: --model and --device, then its own options;
-    ``scores_pairs`` offers --model tfidf and a stacked scorer too (``core.cli.scorers``)."""
+    """A subcommand that runs a model: --model (``scores_pairs``: TF-IDF and stacked too) and --device."""
     command = sub.add_parser(name, help=help, formatter_class=help_formatter)
     tfidf = (", 'tfidf' for the TF-IDF cosine baseline (fitted on the questions it scores, or its calibration "
              "file's), or a stacked scorer's folder") if scores_pairs else ""
@@ -197,8 +194,7 @@ def engine_session(args):
 
 
 def ray_vectors(args, texts, folder: Path, unit: bool):
-    """(vectors, queries or None) of ``texts`` encoded by ``args.workers`` Ray actors; the shards wait in a
-    ``work_folder`` in ``folder`` (``--out``'s, which every node sees) until gathered."""
+    """(vectors, queries or None) of ``texts`` encoded by Ray actors, their shards gathered from ``folder``."""
     import functools
 
     from core.inference.ray_engine import gather_shards, ray_encode
@@ -258,8 +254,7 @@ class TqdmCounter:
 
 @contextmanager
 def claimed_output(paths, overwrite: bool, create_folder: bool = False):
-    """``core.saving.user_files.claim_files`` for a command's output files, claimed before its work; they go into
-    place when the block ends normally, and nothing of them is left when it raises."""
+    """``claim_files`` for a command's outputs before its work: placed whole at the end, or nothing left."""
     from core.saving.user_files import UserFileError, claim_files
 
     try:
@@ -352,8 +347,7 @@ def refuse_without_vectors(name: str) -> None:
 
 
 def load_model(name: str, device: str, vectors: bool = True):
-    """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``; with ``vectors``,
-    a model without them is refused first."""
+    """(model, config) of a model folder or 'minilm' on ``device``; one without ``vectors`` refused first."""
     (refuse_without_vectors if vectors else refuse_tfidf)(name)
     from core import models
     from core.device import resolve_device

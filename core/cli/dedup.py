@@ -201,11 +201,10 @@ def _vectors_file(path: str, texts, model):
 
 
 def _chosen_threshold(args, config: dict) -> tuple[float, str]:
-    """(threshold, its source): ``--threshold``, else the model's clustering threshold (calibration, and with it
-    scikit-learn, imported only then)."""
+    """(threshold, its source): ``--threshold``, else the model's clustering threshold."""
     if args.threshold is not None:
         return args.threshold, "given with --threshold"
-    from core.inference.calibration import clustering_threshold
+    from core.inference.calibration import clustering_threshold  # brings scikit-learn: only when it is needed
 
     calibrated = clustering_threshold(config)
     return calibrated.threshold, calibrated.source

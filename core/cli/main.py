@@ -54,8 +54,7 @@ ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errn
 
 
 def one_line(text) -> str:
-    """``text`` with its control and line-break characters escaped, so a message quoting a user's file
-    (a JSON key holding a carriage return, say) still prints as one line."""
+    """``text`` with control and line-break characters escaped, so a quoted file's text prints as one line."""
     return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in str(text))
 
 

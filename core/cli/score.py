@@ -52,8 +52,7 @@ PROGRESS_DELAY = 2.0
 
 @contextmanager
 def _ticking(bars: list[TqdmCounter]):
-    """The open bars redrawn every ``TICK_SECONDS``, so their clocks move through a silent step (the reader's first
-    pass)."""
+    """The bars redrawn every ``TICK_SECONDS``, so their clocks move through a silent step (the first pass)."""
     import threading
 
     stop = threading.Event()

@@ -39,8 +39,7 @@ def add_parsers(sub):
 
 
 def _load_labels(path: str | None):
-    """A ``LabelStore`` for a label database (told by its first bytes; read by queries), a pairs frame for a pairs
-    CSV, None when there is no file yet."""
+    """A ``LabelStore`` for a label database, a pairs frame for a pairs CSV, None when there is no file yet."""
     from core.data import DataError
     from core.saving.label_store import LabelStore, is_label_database, read_labels_csv
 

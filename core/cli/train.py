@@ -190,8 +190,7 @@ def _auto_spec(args, pairs, device: str, is_main: bool):
 
 
 def _check_trainable(path: str, pairs, spec) -> None:
-    """``core.data.training_problems`` before any work: one ``error:`` when the run cannot train on the file, else a
-    ``warning:`` per problem."""
+    """``core.data.training_problems`` before any work: fatal ones are an ``error:``, others warnings."""
     from core.data import dataset_summary, training_problems
     from core.notices import notice
 

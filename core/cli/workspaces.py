@@ -29,11 +29,8 @@ def cmd_workspaces(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    parser = sub.add_parser("workspaces", help="list the app's workspaces (size, last use); remove idle ones",
-                            formatter_class=help_formatter,
-                            description="The app's workspaces under --root, each with its size and last use, least "
-                                        "recently used first (one JSON line each); with --remove-idle-days N, those "
-                                        "unused for more than N days are removed.")
+    what = "list the app's workspaces (size, last use; least recently used first, one JSON line each); remove idle ones"
+    parser = sub.add_parser("workspaces", help=what, description=what, formatter_class=help_formatter)
     parser.add_argument("--root", required=True,
                         help="the app's workspaces folder (its SIAMESE_LAB_WORKSPACES, workspaces/ by default)")
     days = number("a finite number of days, at least 0", 0, noun="number of days")
