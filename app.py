@@ -1,10 +1,6 @@
-"""Siamese Lab, the Streamlit app: `streamlit run app.py` (or `make run`).
-
-The entry point of every run: it declares the pages (``lab.navigation.PAGES``, Home first and default), sets
-up the page st.navigation picked (page config, the workspace and session state, sidebar;
-``lab.session.setup_page``) once, and runs it. Pages therefore hold no setup of their own; a test opens one with ``AppTest.from_file("app.py")``
-and ``switch_page("pages/...")``.
-"""
+"""Siamese Lab, the Streamlit app: `streamlit run app.py` (or `make run`). It declares the pages
+(``lab.navigation.PAGES``, Home the default), runs the one page setup (``lab.session.setup_page``) and the page
+st.navigation picked; a test opens a page with ``AppTest.from_file("app.py")`` and ``switch_page``."""
 import streamlit as st
 
 from lab.navigation import HOME, PAGES

@@ -21,8 +21,7 @@ def cuda_available() -> bool:
 
 
 def checked_device_name(name: str) -> str:
-    """``name`` lowercased once it is a device this module knows how to resolve: auto, cpu, cuda or cuda:N
-    (gpu is cuda); DeviceError otherwise. Says nothing of whether that device is here (``resolve_device`` does)."""
+    """``name`` lowercased if it is auto, cpu, gpu, cuda or cuda:N, else DeviceError (not whether it is here)."""
     lowered = (name or "auto").strip().lower()
     if not DEVICE_PATTERN.match(lowered):
         raise DeviceError(f"unknown device {name!r}; expected one of {', '.join(DEVICE_CHOICES)} or cuda:N")

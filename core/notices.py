@@ -1,9 +1,5 @@
-"""Warnings about a run or an input that is usable but probably not what the user meant.
-
-``core`` raises them with ``notice(message)`` (a ``LabWarning`` through Python's warnings), never
-prints; the CLI shows each as one ``warning: ...`` line, and tests can catch them with
-``pytest.warns(LabWarning)``.
-"""
+"""``notice(message)``: a warning about a run or an input that is usable but probably not what the user meant, as a
+``LabWarning`` through Python's warnings (``core`` never prints); the CLI shows each as one ``warning:`` line."""
 import warnings
 
 

@@ -1,6 +1,5 @@
-"""The Streamlit app's own code: the page list, the page setup, the workspace, one view per page, and the plotly
-figures. Scores, metrics and indexes come from ``core``; only ``lab.figures`` and ``lab.charts`` import no streamlit.
-"""
+"""The Streamlit app's own code: page list, page setup, workspace, one view per page, figures (``lab.figures`` and
+``lab.charts`` import no streamlit); scores, metrics and indexes come from ``core``."""
 
 import os
 

@@ -1,7 +1,5 @@
-"""Streamlit caches for the analysis pages, and the corpus they work on (the active dataset's questions or an
-uploaded file's). Every key holds the model choice and its saved folder's stamp (``lab.session.model_stamp``), so a
-model saved again is scored again: moving a slider never encodes anything twice.
-"""
+"""Streamlit caches of the analysis pages, and their corpus (the active dataset's questions or an upload's). Every key
+holds the model choice and its folder's stamp (``model_stamp``), so a model saved again is scored again."""
 from __future__ import annotations
 
 import hashlib
@@ -27,8 +25,7 @@ VERDICT_SEED = 0
 
 
 def active_data_key(pairs: pd.DataFrame) -> str:
-    """``data_key(pairs)``, hashed once per dataset object (the memo holds the frame and compares identity, so a new
-    dataset is hashed anew): slider moves must not rehash a large dataset."""
+    """``data_key(pairs)``, hashed once per dataset object: slider moves must not rehash a large dataset."""
     memo = st.session_state.get("_analysis_data_key")
     if memo is None or memo[0] is not pairs:
         memo = (pairs, data_key(pairs))
@@ -91,8 +88,8 @@ def _held_out_scores(choice: str, stamp: float, key: str, files: tuple, _pairs: 
 
 
 def held_out_frames(test: bool = True) -> tuple:
-    """(validation pairs, test pairs, ((data_key, file name) of each)) of the workspace's held-out files, None where
-    there is none; ``test=False`` leaves the test file out. The keys go into cache keys, the frames into the calls."""
+    """(val pairs, test pairs, ((data_key, file name) of each)) of the workspace's held-out files, None
+    where there is none (``test=False``: no test file); the keys go into cache keys, the frames into the calls."""
     (val, val_name), (test_pairs, test_name) = held_out_pairs("val"), (held_out_pairs("test") if test else (None, None))
     keys = tuple((None if frame is None else data_key(frame), name)
                  for frame, name in ((val, val_name), (test_pairs, test_name)))
@@ -100,16 +97,15 @@ def held_out_frames(test: bool = True) -> tuple:
 
 
 def held_out_scores(choice: str, stamp: float, key: str, pairs: pd.DataFrame) -> HeldOutScores:
-    """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the test file, else the
-    validation file, else the pairs of the active dataset (``key``: its ``data_key``) it held out; capped for slow
-    models."""
+    """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the test file,
+    else the validation file, else its held-out pairs of the active dataset; capped for slow models."""
     val, test, files = held_out_frames()
     return _held_out_scores(choice, stamp, key, files, pairs, val, test)
 
 
 def calibration_scores(choice: str, pairs: pd.DataFrame) -> HeldOutScores:
-    """The pairs a model without a threshold of its own is calibrated on: ``held_out_scores`` without the test
-    file (the validation file, else the active dataset's pairs), so a test file stays unseen until it is measured."""
+    """``held_out_scores`` without the test file: what a model without a threshold is calibrated on,
+    so a test file stays unseen until it is measured."""
     val, _, files = held_out_frames(test=False)
     return _held_out_scores(choice, model_stamp(choice), active_data_key(pairs), files, pairs, val, None)
 
@@ -118,10 +114,8 @@ THRESHOLD_DECIMALS = 3  # the Verdict slider's step is 0.001: the threshold show
 
 
 def judged_threshold(choice: str, config: dict, pairs: pd.DataFrame | None):
-    """The one threshold a model judges pairs at in this session, on the Verdict and Label pages alike: its own
-    calibrated threshold, or for a model without one (zero-shot MiniLM) the best accuracy on its
-    ``calibration_scores`` (``core.inference.calibration.pair_threshold``); within the slider's range and
-    rounded to its step, so the value shown is the value used. A ``Calibrated``."""
+    """The one threshold a model judges pairs at, on the Verdict and Label pages alike (a
+    ``Calibrated``): its own, else the best accuracy on its ``calibration_scores``; rounded to the slider's step."""
     from dataclasses import replace
 
     from core.inference.calibration import pair_threshold
@@ -156,8 +150,8 @@ def built_once(kind: str, choice: str, key: str, build: Callable):
 
 
 def search_cache_dir(choice: str) -> Path | None:
-    """Where a search index is saved: inside the saved model's folder, so it goes with the model; zero-shot
-    MiniLM's and a published (read-only) model's in the hidden ``.cache`` of the workspace's models folder."""
+    """Where a search index is saved: in the model's folder; zero-shot MiniLM's and a published model's
+    in the hidden ``.cache`` of the workspace's models folder."""
     workspace_models = Path(st.session_state.runs_root)
     if choice == ZERO_SHOT:
         return workspace_models / ".cache" / "minilm"
@@ -180,6 +174,16 @@ def corpus(key: str, _pairs: pd.DataFrame) -> list[str]:
     from core.data import corpus_questions
 
     return corpus_questions(_pairs)
+
+
+def active_questions(doing: str) -> tuple[str, list[str]]:
+    """(data key, distinct questions) of the active dataset; the page stops, saying so, when it has none."""
+    key = active_data_key(st.session_state.pairs)
+    texts = corpus(key, st.session_state.pairs)
+    if not texts:
+        show_error(f"The active dataset has no questions to {doing}.")
+        st.stop()
+    return key, texts
 
 
 # ---- the corpus of the Search, Map, Deduplicate and Label pages --------------------------------------------

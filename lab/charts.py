@@ -1,6 +1,4 @@
-"""Plotly figures of the Data, Train and Label pages: numbers in, ``go.Figure`` out, no streamlit. Every figure
-has a title and labelled axes; the numbers come from ``core``, only display preparation happens here.
-"""
+"""Plotly figures of the Data, Train and Label pages: numbers from ``core`` in, ``go.Figure`` out, no streamlit."""
 from __future__ import annotations
 
 import math

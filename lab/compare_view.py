@@ -1,10 +1,6 @@
-"""The Compare page's caches, scoring loop and figure.
-
-Scores are cached per (model, saved-folder stamp, pairs scored) in chunks of ``SCORE_CHUNK`` pairs with
-``st.cache_data``: the page draws a progress bar between chunks (a bar drawn inside a cached function
-would be replayed), and a rerun (a new sort order) encodes nothing again. The numbers come from
-``core.inference.honest_pairs``; this module only loads, caches and draws.
-"""
+"""The Compare page's caches, scoring loop and figure. Scores are cached per (model, folder stamp, pairs) in chunks
+of ``SCORE_CHUNK``, so the page draws a progress bar between chunks (one drawn inside a cached function would be
+replayed) and a rerun encodes nothing again; the pairs come from ``core.inference.honest_pairs``."""
 from __future__ import annotations
 
 from typing import Callable, Sequence

@@ -1,10 +1,6 @@
-"""The Data page's parts: the active dataset (the bundled sample or an upload), the column picker, and the
-validation and test files (read with the active dataset's columns and label map, kept in the workspace).
-
-An upload whose header names no known column for a role (MRPC's ``#1 String``), or whose label column holds other
-values than 0/1 (``PerfectMatch``), is not an error: the page asks which columns hold what, or what each value means,
-and loads it with ``core.data``'s own ``columns`` and label map, so the same refusals apply as on the command line.
-"""
+"""The Data page's parts: the active dataset (the sample or an upload), the column picker, and the validation and test
+files (read with the dataset's columns and label map). An upload with unknown column names or label values is not an
+error: the page asks what holds what and loads it with ``core.data``'s ``columns`` and label map, as the CLI does."""
 from __future__ import annotations
 
 import pandas as pd
@@ -14,17 +10,8 @@ from core.data import ROLES, UNREADABLE_LABEL, DataError, LabelValuesError, Miss
 from core.data.labels import guess_label, label_value, quoted
 from core.data.limits import clip
 from lab.session import (
-    HELD_OUT_KINDS,
-    SAMPLE_NAME,
-    clear_held_out,
-    held_out_pairs,
-    load_sample,
-    load_upload,
-    renew_key,
-    renewed_key,
-    set_dataset,
-    set_held_out,
-    show_error,
+    HELD_OUT_KINDS, SAMPLE_NAME, clear_held_out, held_out_pairs, load_sample, load_upload, renew_key, renewed_key,
+    set_dataset, set_held_out, show_error,
 )
 
 ROLE_LABELS = {"question1": "First question", "question2": "Second question", "is_duplicate": "Label (1 = duplicate)"}
@@ -48,8 +35,7 @@ def use_sample() -> None:
 
 
 def apply_upload() -> None:
-    """The uploader's on_change (before the page runs, so the sidebar shows the new dataset): make the file the
-    active dataset; on failure keep the previous one and say why."""
+    """The uploader's on_change: make the file the active dataset, else keep the previous one and say why."""
     uploaded = st.session_state.get(renewed_key("upload"))
     if uploaded is None:  # the file was removed from the uploader: the active dataset stays as it is
         st.session_state.data_upload_error = None
@@ -71,8 +57,7 @@ def apply_upload() -> None:
 
 
 def load_with_choice(name: str, data: bytes):
-    """``load_upload`` by the header's names and the usual labels, else with the choices this session made for a
-    file of this name (if its columns are all there)."""
+    """``load_upload`` by the usual names and labels, else with this session's choices for a file of this name."""
     columns = None
     for attempt in range(2):  # the header's names, else the columns chosen for this file
         try:
@@ -135,8 +120,7 @@ def in_page_words(report, warning: str) -> str:
 
 
 def one_per_spelling(values: list[str]) -> list[str]:
-    """The first of each set of values equal but for case and spaces: a label map reads them alike, so one
-    answer covers them all."""
+    """The first of each set of values equal but for case and spaces (a label map reads them alike)."""
     first: dict[str, str] = {}
     for value in values:
         first.setdefault(str(value).strip().lower(), value)
@@ -233,8 +217,7 @@ def mapping_left_to_do(pending: dict) -> str | None:
 
 
 def _load_picked() -> None:
-    """Load the waiting upload with the picked columns and label map, remembered for the session; else the page
-    shows why and the picker stays (with a newly chosen label column's values when those are the trouble)."""
+    """Load the waiting upload with the picked columns and label map; else the page says why, picker kept."""
     state = st.session_state
     uploaded = state.get(renewed_key("upload"))
     pending = state.get(PENDING)
@@ -267,8 +250,7 @@ def _load_picked() -> None:
 
 # ---- the validation and test files --------------------------------------------------------------------------------
 def read_like_the_dataset(name: str, data: bytes) -> tuple[pd.DataFrame, object]:
-    """An upload's pairs read with the active dataset's columns and label map; a file that lacks those
-    column names is read by its own (the usual names and aliases), with the same label map."""
+    """An upload's pairs read with the active dataset's columns (else by its own names) and label map."""
     report = st.session_state.data_report
     try:
         return load_upload(name, data, dict(report.columns), report.label_map)

@@ -1,7 +1,5 @@
-"""The Deduplicate page's caches, tables and figure: the questions' k-NN graph (``core.inference.dedup_graph``) is
-built once per model and questions (``lab.cached.built_once``), so a threshold or minimum-size move only clusters it
-again (``st.cache_data`` per setting); the slider starts at the model's clustering threshold (``starting_threshold``).
-"""
+"""The Deduplicate page's caches, tables and figure: the k-NN graph is built once per model and questions
+(``lab.cached.built_once``), so a threshold move only clusters it again."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -27,15 +25,6 @@ def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) ->
         measured = cached.calibration_scores(choice, pairs)
         return clustering_threshold(config, measured.labels, measured.scores)
     return clustering_threshold(config)
-
-
-def start_slider_at(choice: str, start: float) -> None:
-    """A new model, or new pairs to calibrate zero-shot MiniLM on, start the slider at their threshold ``start``;
-    the user's value stays otherwise, in a new session too (kept with the model and start it belongs to)."""
-    marker = [choice, float(start)]  # a list: the workspace keeps it as JSON
-    if st.session_state.get("dedup_threshold_for") != marker or "dedup_threshold" not in st.session_state:
-        st.session_state["dedup_threshold"] = round(float(start), 3)
-        st.session_state["dedup_threshold_for"] = marker  # kept with the threshold once the user moves it
 
 
 def neighbour_graph(choice: str, key: str, texts: Sequence[str],

@@ -1,8 +1,5 @@
-"""The Export panel: one model (a saved folder or zero-shot MiniLM) as a zip to download, either ONNX graphs
-(every model) or a sentence-transformers folder (MiniLM models), each with its model card. Widgets only:
-``core.export.export_folder.export_model`` writes the export into a temporary folder, zipped and removed again;
-the zip stays in the session until another model or format is asked for.
-"""
+"""The Export panel: one model as a zip of ONNX graphs or a sentence-transformers folder with its model card, written
+by ``core.export.export_folder.export_model`` into a temporary folder; the zip stays in the session."""
 from __future__ import annotations
 
 import re

@@ -1,7 +1,5 @@
-"""Plotly figures for the similarity-matrix and verdict pages: numbers in, ``go.Figure`` out, no streamlit.
-User text only reaches a figure through ``hover_text``, which escapes it: Plotly reads a few HTML-like tags in
-labels, and a question must show as typed, never as markup.
-"""
+"""Plotly figures of the similarity-matrix and verdict pages, no streamlit. User text reaches a figure only through
+``hover_text``, which escapes it: Plotly reads HTML-like tags in labels, and a question must show as typed."""
 from __future__ import annotations
 
 import html

@@ -1,11 +1,6 @@
-"""The Label page's parts: the corpus encoded once, the round of pairs to ask, the answers, and the retrain.
-
-A round of ``ROUND_SIZE`` pairs (``core.training.active_rounds.next_round``) is kept in the session and asked one pair
-at a time, until each is answered or skipped or the model changes. Every answer goes to the label database at once
-(``core.saving.label_store.LabelStore``) and is read back on every run, so two tabs show the same labels; an answer
-another tab replaced, changed or took back is said once. A retrain is a ``TrainingJob`` on the app's queue; when it
-ends its held-out score joins the learning curve.
-"""
+"""The Label page's parts: the corpus encoded once, a round of ``ROUND_SIZE`` pairs asked one at a time, the answers
+(each written to the ``LabelStore`` at once and read back on every run, so two tabs agree; an answer another tab
+changed is said once), and the retrain, a ``TrainingJob`` whose held-out score joins the learning curve."""
 from __future__ import annotations
 
 import hashlib
@@ -41,8 +36,7 @@ WORDS = {1: "Duplicate", 0: "Not duplicate"}
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def store(path: Path) -> LabelStore:
-    """The ``LabelStore`` of a label database, one per server (so the CSV file of before is imported once); it
-    keeps nothing else between runs, so every run reads what every tab wrote."""
+    """The ``LabelStore`` of a label database, one per server; every run reads what every tab wrote."""
     labels = LabelStore(path, legacy_csv=legacy_labels_path(path))
     labels.import_legacy()  # a write, once per server: reads never write
     return labels
@@ -69,8 +63,7 @@ def _done_count(labels: LabelStore, skipped: set) -> tuple[int, int]:
 
 
 def pending_pair(choice: str, key: str, config: dict, corpus, labels: LabelStore) -> dict | None:
-    """The pair to ask now: the first of the round not yet labelled or skipped; a new round when there is none
-    (or the model or corpus changed). None when the corpus has no pair left to ask."""
+    """The pair to ask now, from the round or a new one (the model or corpus changed); None when none is left."""
     state, skipped = st.session_state, st.session_state.setdefault(SKIPPED, set())
     # The Verdict page's threshold of this model and dataset (one threshold, shown as it is applied).
     threshold = judged_threshold(choice, config, state.get("pairs")).threshold
@@ -107,8 +100,7 @@ def skip(pair: dict) -> None:
 
 
 def undo(labels: LabelStore) -> None:
-    """Take back this session's last answer; a round that is still open asks that pair again. It is forgotten
-    as this session's, so it is not reported as changed elsewhere."""
+    """Take back this session's last answer; an open round asks that pair again."""
     label = labels.undo_last(labelled_by=labeller())
     if label is not None:
         _remember(label.question1, label.question2, None)
@@ -230,8 +222,7 @@ def retrain_status() -> None:
 
 # ---- answers -------------------------------------------------------------------------------------------------
 def workspace_labeller() -> str:
-    """The workspace's part of ``labelled_by``, the same after a reload or a restart: a digest of its id, never
-    the id (the id opens the workspace; a downloaded file must not)."""
+    """The workspace's part of ``labelled_by``: a digest of its id, never the id (which opens it)."""
     digest = hashlib.sha256(workspace_state.current_workspace().id.encode("utf-8")).hexdigest()[:8]
     return f"workspace-{digest}"
 
@@ -278,8 +269,7 @@ def answer(labels: LabelStore, question1: str, question2: str, is_duplicate: int
 
 
 def show_notices(labels: LabelStore) -> None:
-    """What happened since the last run: this session's answers another tab changed or took back, the
-    callbacks' messages, and an earlier labels file that could not be imported."""
+    """What happened since the last run: answers another tab changed, messages, a failed import."""
     for key, (question1, question2, mine) in list(st.session_state.get(ANSWERED, {}).items()):
         current = labels.label_of(question1, question2)
         if current is None:
@@ -316,8 +306,7 @@ def show_recent(labels: LabelStore) -> None:
 
 
 def transfer(labels: LabelStore, file_name: str) -> None:
-    """Download the labels as a pairs CSV, and add a pairs CSV's labels (merged: a pair labelled differently in
-    the file takes the file's label, as a later answer would)."""
+    """Download the labels as a pairs CSV; add a pairs CSV's labels (the file's label wins, as a later answer)."""
     with st.expander("Download or add labels"):
         st.download_button("Download the labels (CSV)", data=labels.export_csv, file_name=file_name,
                            mime="text/csv", key="label_download", on_click="ignore", icon=":material/download:")

@@ -1,6 +1,4 @@
-"""The Map page's caches, click handling and figure: the questions are encoded once per model and map
-(``lab.cached.built_once``); coordinates, clusters and neighbours come from ``core.inference.projection``.
-"""
+"""The Map page's caches, click handling and figure; the maths is ``core.inference.projection``'s."""
 from __future__ import annotations
 
 from typing import Callable, Sequence

@@ -27,8 +27,7 @@ SAMPLE_NAME = "bundled sample (assets/sample_pairs.csv)"
 
 
 def upload_limit_bytes() -> int:
-    """The upload limit (``server.maxUploadSize``, MB) in bytes: what an upload may hold as text, too, once
-    decompressed (``core.data.limits``), so a small .gz cannot expand past what a plain upload may be."""
+    """The upload limit (``server.maxUploadSize``) in bytes; also the cap on an upload's inflated text."""
     return int(st.get_option("server.maxUploadSize")) * 1024 * 1024
 
 
@@ -41,16 +40,14 @@ def load_sample() -> tuple[pd.DataFrame, LoadReport]:
 @st.cache_data(show_spinner=False, max_entries=8)
 def load_upload(name: str, data: bytes, columns: dict[str, str] | None = None,
                 label_map: dict[str, int] | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """An uploaded file's pairs; ``columns`` (role -> column name) when its header names are not the usual
-    ones and ``label_map`` (value -> 1 or 0) when its labels are not 0/1 (``lab.data_view``)."""
+    """An uploaded file's pairs, read with the Data page's ``columns`` and ``label_map`` when it asked."""
     buffer = io.BytesIO(data)
     buffer.name = name
     return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes(), label_map=label_map)
 
 
 def model_stamp(choice: str) -> float:
-    """config.json's mtime of a saved model (0 for zero-shot MiniLM): part of every cache key of a model, so a
-    folder saved again is loaded and scored again."""
+    """config.json's mtime (0 for zero-shot MiniLM), in every cache key: a model saved again is read again."""
     try:
         return 0.0 if choice == ZERO_SHOT else (Path(choice) / "config.json").stat().st_mtime
     except OSError:
@@ -91,8 +88,7 @@ data_key = pairs_fingerprint  # a dataset's fingerprint, for cache keys
 
 
 def init_state() -> None:
-    """Guarded defaults: a rerun never resets what the user chose; a new session starts from what its workspace
-    kept (its dataset and model)."""
+    """Guarded defaults: a rerun keeps the user's choices; a new session starts from its workspace's."""
     state = st.session_state
     workspace = workspace_state.current_workspace()
     if "pairs" not in state:
@@ -114,8 +110,7 @@ def _read_kept(kept: dict, kind: str = "train") -> tuple[pd.DataFrame, LoadRepor
 
 
 def _keep_upload(key: str, upload: tuple[str, bytes], report: LoadReport, kind: str = "train") -> None:
-    """Store an upload (file name, bytes) in the workspace and keep, under ``key``, how it was read; a full disk
-    leaves it active in this session, not kept for the next."""
+    """Store an upload in the workspace and keep how it was read under ``key`` (a full disk: not kept)."""
     try:
         stored = st.session_state.workspace.store_upload(*upload, kind)
     except (OSError, UserFileError):
@@ -125,8 +120,7 @@ def _keep_upload(key: str, upload: tuple[str, bytes], report: LoadReport, kind: 
 
 
 def _kept_dataset() -> tuple[pd.DataFrame, LoadReport, str] | None:
-    """The upload the workspace kept as its active dataset; None for the sample, or when it cannot be read any
-    more (said once, on the Data page)."""
+    """The workspace's kept upload as the active dataset; None for the sample or when unreadable (said)."""
     kept = workspace_state.saved(DATASET)
     if not isinstance(kept, dict) or "upload" not in kept:
         return None
@@ -139,8 +133,7 @@ def _kept_dataset() -> tuple[pd.DataFrame, LoadReport, str] | None:
 
 
 def set_dataset(pairs: pd.DataFrame, report: LoadReport, name: str, upload: tuple[str, bytes] | None = None) -> None:
-    """Make ``pairs`` the active dataset, kept in the workspace: the bundled sample, or the ``upload`` (file name,
-    bytes) they were read from. Validation and test files added for the previous one are let go."""
+    """Make ``pairs`` the active dataset, kept in the workspace; the previous one's held-out files go."""
     st.session_state.pairs, st.session_state.data_report, st.session_state.data_name = pairs, report, name
     clear_held_out()
     if upload is None:
@@ -155,8 +148,7 @@ _HELD_OUT = "held_out_files"  # session key: kind -> (pairs, file name) of the D
 
 def set_held_out(kind: str, pairs: pd.DataFrame | None, name: str | None, data: bytes | None = None,
                  report: LoadReport | None = None) -> None:
-    """The user's validation ("val") or test ("test") pairs for the active dataset, from file ``name``; None lets
-    that kind go. With the file's ``data`` and the ``report`` of how it was read, it is kept in the workspace."""
+    """Set (or with None let go) the validation or test pairs of file ``name``, kept when ``data`` is given."""
     files = st.session_state.setdefault(_HELD_OUT, {})
     if pairs is None:
         files.pop(kind, None)
@@ -197,8 +189,7 @@ def clear_held_out() -> None:
 
 
 def renewed_key(name: str) -> str:
-    """An uploader's key: ``name``, then a new one after each ``renew_key(name)`` (Streamlit keeps a file in an
-    uploader until the widget's key changes)."""
+    """An uploader's key, new after each ``renew_key(name)``: Streamlit keeps a file until the key changes."""
     renewed = st.session_state.get(f"{name}_renewed", 0)
     return f"{name}_{renewed}" if renewed else name
 
@@ -212,9 +203,8 @@ _DEEP_LINK = "deep_link_page"  # session key: the page a first visit asked for b
 
 
 def enter_through_app(page_file: str) -> None:
-    """Every page's first statement. Streamlit treats a ``pages/`` folder beside the entry point as a legacy
-    multipage app until some run reaches ``st.navigation``, so on a fresh server a first visit to /Train runs
-    pages/2_Train.py alone; it goes through app.py instead, which then opens the page asked for."""
+    """Every page's first statement: on a fresh server a first visit to /Train runs the page file alone
+    (Streamlit's legacy multipage mode), so it goes through app.py, which then opens the page asked for."""
     if not st.session_state.get(ENTERED_THROUGH_APP):
         st.session_state[_DEEP_LINK] = str(Path(page_file).resolve())
         st.switch_page(str(Path(__file__).resolve().parent.parent / "app.py"), query_params=dict(st.query_params))
@@ -229,8 +219,7 @@ def open_deep_link() -> None:
 
 
 def setup_page(title: str, icon: str = "🧪") -> None:
-    """What every page needs, run by app.py for the page st.navigation picked: the page config, the session-state
-    defaults and the sidebar."""
+    """What every page needs, run by app.py: the page config, the session-state defaults and the sidebar."""
     st.set_page_config(page_title=f"{title} · Siamese Lab", page_icon=icon, layout="wide")
     init_state()
     workspace_state.notice()
@@ -242,8 +231,7 @@ def setup_page(title: str, icon: str = "🧪") -> None:
 
 
 def model_choices() -> dict[str, str]:
-    """label -> choice, zero-shot MiniLM first, then the workspace's saved models newest first, then the models
-    the server's operator published (``SIAMESE_LAB_PUBLISHED``)."""
+    """label -> choice: zero-shot MiniLM, the workspace's models newest first, then the published ones."""
     from core.inference.run_quality import judge_run
     from core.saving import list_runs
     from core.status import CANCELLED, FAILED
@@ -274,8 +262,7 @@ DONE_STATUSES = ("done", "completed", "early_stopped")  # the last two: folders 
 
 
 def submit_job(job: TrainingJob) -> TrainingJob:
-    """Queue a training job as the workspace's: its other tabs, and this one after a reload, follow it. A run is
-    something the workspace keeps: its folder is made first, so the run's record outlives a server stop."""
+    """Queue a job as the workspace's (its folder made first, so the run's record outlives a server stop)."""
     st.session_state.workspace.create()
     job_queue().submit(job)
     st.session_state.jobs.append(job.id)
@@ -290,8 +277,7 @@ def session_jobs(queue: JobQueue) -> list[TrainingJob]:
 
 
 def trained_here() -> set[Path]:
-    """The folders the workspace's finished training runs saved (resolved), and the model it last followed
-    as its default (kept across restarts, when the jobs are gone)."""
+    """The folders this workspace's finished runs saved, and the model it last followed as its default."""
     kept = workspace_state.saved(ACTIVE_MODEL)
     folders = {Path(kept["choice"]).resolve()} if isinstance(kept, dict) and not kept.get("picked") \
         and kept.get("choice") not in (None, ZERO_SHOT) else set()
@@ -302,8 +288,7 @@ def trained_here() -> set[Path]:
 
 
 def default_model() -> str:
-    """The newest finished run this workspace trained that is not flagged (``core.inference.run_quality``), else
-    zero-shot MiniLM: another user's run is a choice, never this session's default."""
+    """The newest finished, unflagged run this workspace trained, else zero-shot MiniLM."""
     mine = trained_here()
     if not mine:
         return ZERO_SHOT
@@ -318,9 +303,8 @@ def default_model() -> str:
 
 
 def model_picker(vectors: bool = True) -> str:
-    """The model selectbox of every analysis page, one choice for all pages; returns the choice (``ZERO_SHOT`` or a
-    folder path). Until the user picks one, it follows ``default_model``. A page that needs vectors (``vectors``)
-    stops at a cross-encoder, saying so in one line."""
+    """The one model selectbox of every analysis page, following ``default_model`` until the user picks;
+    a page that needs ``vectors`` stops at a cross-encoder, saying so."""
     state = st.session_state
     labels = {choice: label for label, choice in model_choices().items()}
     if not state.get(ACTIVE_MODEL_PICKED) or state.get(ACTIVE_MODEL) not in labels:
@@ -356,8 +340,7 @@ NAMES_SHOWN = 3  # the not-models line names at most this many folders, then "an
 
 
 def not_models_sentence(problems: list[str]) -> str:
-    """One line for the folders of the models folder that are not models (``core.saving.list_runs``' problems,
-    "<folder>: <why>"); a single folder says why, past ``NAMES_SHOWN`` names the line ends "and K more"."""
+    """One line for the models folder's folders that are not models, naming at most ``NAMES_SHOWN``."""
     if len(problems) == 1:
         name, _, reason = problems[0].partition(": ")
         why = f" ({reason.rstrip('.')})" if reason else ""

@@ -1,12 +1,10 @@
-"""Leaving promptly when the server is stopped (SIGTERM, Ctrl-C): every training run is cancelled, the process is gone
-within ``EXIT_DEADLINE_S`` whatever still runs, and it never finalizes the interpreter under a thread in model code.
+"""Leaving promptly when the server is stopped (SIGTERM, Ctrl-C): every run is cancelled and the process is gone
+within ``EXIT_DEADLINE_S``, never finalizing the interpreter under a thread in model code.
 
-Streamlit waits, with no time limit, for every open HTTP request to be answered, and a thread inside PyTorch's native
-code while the interpreter is torn down aborts the process, which takes minutes where core dumps are kept. So
-``exit_promptly`` puts a SIGTERM and SIGINT handler in front of Streamlit's that cancels every run and starts a
-deadline after which the process leaves with ``os._exit``; at exit the runs get ``STOP_GRACE_S`` to end, else it
-leaves the same way. Model folders survive a kill; the runs stopped so are recorded as interrupted, the queued ones as
-not started, and one the deadline cut short keeps its "running" record, read as interrupted by the next server.
+Streamlit waits without limit for open requests, and a thread inside PyTorch's native code during interpreter
+teardown aborts the process (minutes where core dumps are kept). So ``exit_promptly`` puts a handler in front of
+Streamlit's that cancels the runs and leaves with ``os._exit`` after a deadline. Stopped runs are recorded as
+interrupted, queued ones as not started; one the deadline cut short is read as interrupted by the next server.
 """
 from __future__ import annotations
 

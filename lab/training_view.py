@@ -55,8 +55,7 @@ def gpu_caption() -> str:
 
 
 def preset_label(name: str, base: str | None = None) -> str:
-    """The preset menu's line: "minilm-quora-gpu (GPU): <description>" for a preset meant for a CUDA GPU;
-    "Custom settings (changed from auto)" for CUSTOM, ``base`` the recipe the changes started from."""
+    """The preset menu's line, "(GPU)" after a GPU preset's name; CUSTOM's names the ``base`` it changed."""
     if name == CUSTOM:
         return f"Custom settings (changed from {base})" if base else "Custom settings"
     preset = PRESETS[name]
@@ -74,8 +73,7 @@ def start_family(folder: str) -> str | None:
 
 
 def start_from_picker(persist_state: str, on_change) -> None:
-    """The "Start from" selectbox (key "init_model"): SCRATCH or a saved model of the models folder (folder ->
-    ``lab.session.model_choices``' label), whose weights and tokenizer the run starts from."""
+    """The "Start from" selectbox (key "init_model"): SCRATCH or a saved model to go on training."""
     saved = {folder: label for label, folder in model_choices().items() if folder != ZERO_SHOT}
     choices = {SCRATCH: SCRATCH_LABEL, **saved}
     if st.session_state.get("init_model", SCRATCH) not in choices:
@@ -141,8 +139,7 @@ def data_options(preset: str | None, pairs: pd.DataFrame, device: str, has_val_f
 
 
 def spec_for(preset: str | None, pairs: pd.DataFrame, options: dict):
-    """The run of the page's widgets (``options``) over ``preset``, the auto recipe read off ``pairs`` included, with
-    the names of the Data page's validation and test files."""
+    """The run of the page's ``options`` over ``preset`` (the auto recipe's included) and the Data page's files."""
     files = {"val_data_name": held_out_pairs("val")[1], "test_data_name": held_out_pairs("test")[1]}
     return spec_from_options(preset, **{**data_options(preset, pairs, *recipe_context()), **options, **files})
 
@@ -155,8 +152,8 @@ def training_job(spec, pairs: pd.DataFrame, runs_root: str, preset: str | None) 
 
 def preset_widget_values(preset: str, pairs: pd.DataFrame | None = None, device: str = "cpu",
                          has_val_file: bool = False) -> dict:
-    """The Train page's widget values (session keys) that ``preset`` sets (the auto recipe's for ``pairs``).
-    Settings without a widget (vocabulary, dropout, validation pairs) travel with the preset's name."""
+    """The Train page's widget values that ``preset`` sets (the auto recipe's for ``pairs``); settings
+    without a widget travel with the preset's name."""
     spec = spec_from_options(preset, **(data_options(preset, pairs, device, has_val_file) if pairs is not None else {}))
     values = dict(model=spec.model, loss=loss_choice(spec.loss), epochs=spec.train.epochs,
                   batch_size=spec.train.batch_size, lr=spec.train.lr, margin=float(spec.loss.margin),
@@ -341,8 +338,7 @@ def runs_panel(queue: JobQueue) -> None:
 
 
 def show_earlier_runs(runs_root: str, shown: int = 10) -> None:
-    """The workspace's runs that no queue of this server holds, from their records (``core.training.jobs``):
-    after a restart, what became of the runs the stopped server was training or had queued."""
+    """The workspace's runs no queue of this server holds, from their records: what a restart ended."""
     records = earlier_runs(runs_root)[:shown]
     if records:
         st.markdown("**Earlier runs of this workspace** (before the server restarted)")

@@ -1,8 +1,6 @@
-"""The Verdict page's blocks: the threshold the slider starts at, the question form and its verdict, the
-threshold on held-out pairs, the error analysis and a whole file scored. Widgets and layout only: the numbers
-come from ``core.inference.calibration``, ``core.inference.metrics`` and ``core.inference.analysis``, the
-figures from ``lab.figures``. Those modules load scikit-learn and PyTorch, so each function imports what it uses:
-the page draws its question form before they load."""
+"""The Verdict page's blocks: the slider's start, the question form and verdict, the threshold on held-out pairs, the
+error analysis and a scored file. Each function imports the scikit-learn and PyTorch modules it uses, so the form
+draws before they load."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,14 +20,12 @@ PERSIST = "session"  # the typed questions and the threshold survive a visit to 
 CHECKED = "verdict_checked"  # session key: the (question1, question2) the verdict was computed for
 DEFAULT_QUESTIONS = {"question1": "How do I learn Python?", "question2": "What is the best way to learn Python?"}
 ERROR_ROWS = 20  # worst false positives / negatives shown (the download holds them all)
-CALIBRATED_FOR = "verdict_model"  # session key: (model choice, calibrated threshold) the slider was last set to
 SCORED_FILE = "verdict_scored_file"  # session key: the last file scored (ScoredFile), kept across page visits
 
 
 # ---- the threshold the slider starts at --------------------------------------------------------
 def held_out(choice: str, pairs) -> cached.HeldOutScores | None:
-    """``cached.held_out_scores`` under a model: pairs it never trained on (the test file, else the validation file,
-    else its held-out pairs of the active dataset ``pairs``), or None after showing why not."""
+    """``cached.held_out_scores`` of a model, or None after showing why they could not be scored."""
     try:
         return cached.held_out_scores(choice, cached.model_stamp(choice), cached.active_data_key(pairs), pairs)
     except Exception as error:
@@ -38,22 +34,12 @@ def held_out(choice: str, pairs) -> cached.HeldOutScores | None:
 
 
 def calibrated_threshold(choice: str, config: dict, pairs) -> Calibrated:
-    """``cached.judged_threshold``: the one threshold of this model on the active dataset ``pairs``, the Label
-    page's too; the model's own default after showing why its pairs could not be scored."""
+    """``cached.judged_threshold``, or the model's own default after showing why pairs could not be scored."""
     try:
         return cached.judged_threshold(choice, config, pairs)
     except Exception as error:
         show_error(f"Could not score the held-out pairs: {error}")
         return cached.judged_threshold(choice, config, None)
-
-
-def start_slider_at(choice: str, calibrated: Calibrated) -> None:
-    """A new model, or a new calibration (zero-shot MiniLM on another dataset), sets the slider to the
-    calibrated threshold (rounded to the slider's step already); the user's value stays otherwise."""
-    marker = [choice, calibrated.threshold]  # a list: the workspace keeps it as JSON
-    if st.session_state.get(CALIBRATED_FOR) != marker or "threshold" not in st.session_state:
-        st.session_state.threshold = calibrated.threshold
-        st.session_state[CALIBRATED_FOR] = marker  # kept with the threshold once the user moves it
 
 
 def threshold_caption(choice: str, calibrated: Calibrated) -> str:
@@ -86,8 +72,7 @@ def question_form() -> tuple[str, str]:
 
 
 def show_verdict(choice: str, model, question1: str, question2: str, threshold: float) -> None:
-    """The verdict on the pair shown, only if it is the pair last checked: never a verdict next to
-    questions it was not computed for."""
+    """The verdict on the pair shown, only if it is the pair last checked."""
     if st.session_state.get(CHECKED) != (question1, question2):
         st.info("Press **Check** to get the verdict on these two questions.", icon=":material/balance:")
         return
@@ -128,8 +113,7 @@ def _measured_on(measured: cached.HeldOutScores) -> str:
 
 
 def show_measurements(measured: cached.HeldOutScores, threshold: float) -> None:
-    """Metrics, confusion matrix, score histogram, ROC and precision-recall at ``threshold``, in
-    full-width rows, each saying which pairs it was measured on."""
+    """Metrics, confusion matrix, score histogram, ROC and PR at ``threshold``, each naming its pairs."""
     from core.inference.metrics import curves, ranking_metrics, threshold_metrics
 
     st.subheader("This threshold on held-out pairs")
@@ -217,8 +201,7 @@ def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: 
 # ---- a whole file at this threshold --------------------------------------------------------------------
 @dataclass(frozen=True)
 class ScoredFile:
-    """A file scored on this page: kept in the session, so its summary and download are still there after
-    a visit to another page (which empties the uploader)."""
+    """A file scored on this page, kept in the session so it outlives a visit to another page."""
 
     upload_id: str  # the upload it came from (UploadedFile.file_id): the same upload is not scored twice
     name: str  # the uploaded file's name

@@ -1,8 +1,5 @@
-"""The session's workspace (``core.saving.workspaces``), found from the URL's ``ws`` query parameter (a new one on a
-first visit), and the choices kept in it for a reload, a second tab or a server restart: the active dataset, the
-active model, thresholds and page settings (``REMEMBERED``). A choice is written when it is made, alone, in its own
-transaction (``Workspace.save_state``): two tabs of one workspace each keep their latest change.
-"""
+"""The session's workspace (``core.saving.workspaces``), found from the URL's ``ws`` query parameter, and the choices
+kept in it (``REMEMBERED``), each written alone in its own transaction, so two tabs each keep their latest change."""
 from __future__ import annotations
 
 import math
@@ -136,6 +133,15 @@ def kept(key: str) -> dict:
     if REMEMBERED[key].default is not None:  # set here, never also as value=: Streamlit warns when both are
         st.session_state.setdefault(key, REMEMBERED[key].default)
     return {"key": key, "on_change": keep_widget, "args": (key,)}
+
+
+def start_slider_at(key: str, choice: str, start: float) -> None:
+    """A new model, or a new starting threshold ``start``, sets the slider ``key`` to it; the user's value stays
+    otherwise, in a new session too (kept with its [model, start] marker, ``REMEMBERED[key].kept_with``)."""
+    state, marker_key = st.session_state, REMEMBERED[key].kept_with
+    marker = [choice, float(start)]  # a list: the workspace keeps it as JSON
+    if state.get(marker_key) != marker or key not in state:
+        state[key], state[marker_key] = round(float(start), 3), marker
 
 
 def keep_widget(key: str) -> None:

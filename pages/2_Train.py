@@ -1,21 +1,12 @@
 """Train: pick a model, a loss and hyperparameters; the run trains on a background thread and is polled here.
-
-The page only maps widgets to ``core.training.specs`` options: defaults, presets, the loss menu, the model
-sizes and every check come from there.
-"""
+The page only maps widgets to ``core.training.specs`` options, whose defaults, presets and checks apply."""
 import streamlit as st
 
 from core.device import cuda_available
 from core.model_names import CROSS_ENCODER, MODEL_LABELS, MODEL_NAMES
 from core.training.objectives import DEFAULT_MARGINS, LossConfig
 from core.training.presets import PRESETS, default_preset
-from core.training.specs import (
-    SIZE_OPTIONS,
-    TRAINING_DEFAULTS,
-    RunSpec,
-    SpecError,
-    size_defaults,
-)
+from core.training.specs import SIZE_OPTIONS, TRAINING_DEFAULTS, RunSpec, SpecError, size_defaults
 from lab import training_view, workspace_state
 from lab.loss_menu import LOSS_CHOICES, loss_choice
 from lab.navigation import DATA

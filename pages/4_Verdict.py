@@ -3,13 +3,8 @@ threshold does on pairs the model never trained on, and which of them it gets wr
 import streamlit as st
 
 from lab import export_view, verdict_view
-from lab.session import (
-    enter_through_app,
-    get_model,
-    model_picker,
-    show_error,
-)
-from lab.workspace_state import kept
+from lab.session import enter_through_app, get_model, model_picker, show_error
+from lab.workspace_state import kept, start_slider_at
 
 enter_through_app(__file__)
 
@@ -35,7 +30,7 @@ with st.expander("Export this model (sentence-transformers or ONNX, with a model
 # page reads the same threshold.
 pairs = st.session_state.pairs
 calibrated = verdict_view.calibrated_threshold(choice, config, pairs)
-verdict_view.start_slider_at(choice, calibrated)
+start_slider_at("threshold", choice, calibrated.threshold)
 
 threshold = st.slider("Threshold: duplicate when the similarity is above it", min_value=-1.0, max_value=1.0,
                       step=0.001, format="%.3f", **kept("threshold"), persist_state=verdict_view.PERSIST,

@@ -15,12 +15,7 @@ choice = model_picker()
 query = st.text_input("Question", value="How can I learn to code?", key="query", persist_state="session")
 k = st.slider("Number of results", min_value=1, max_value=50, step=1, **kept("k"), persist_state="session")
 
-pairs = st.session_state.pairs
-key = cached.active_data_key(pairs)
-texts = cached.corpus(key, pairs)
-if not texts:
-    show_error("The active dataset has no questions to search.")
-    st.stop()
+key, texts = cached.active_questions("search")
 
 model, _ = model_or_stop(choice)
 index = cached.encode_with_progress(lambda progress: cached.search_index(choice, key, texts, progress=progress),

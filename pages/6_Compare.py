@@ -3,13 +3,7 @@ active dataset, as a sortable table, a chart and a CSV; each model's training de
 import streamlit as st
 
 from core.inference.honest_pairs import (
-    COMPARE_COLUMNS,
-    METRICS,
-    ROC_AUC_INTERVAL,
-    TFIDF_FIT,
-    VERSUS_ZERO_SHOT,
-    comparison_table,
-    sort_table,
+    COMPARE_COLUMNS, METRICS, ROC_AUC_INTERVAL, TFIDF_FIT, VERSUS_ZERO_SHOT, comparison_table, sort_table,
 )
 from core.models import MODEL_LABELS
 from core.saving import list_runs

@@ -3,17 +3,11 @@ label of their pairs; a click or a typed question highlights the nearest neighbo
 import streamlit as st
 
 from core.data import seeded_sample
-from core.inference.projection import (
-    DUPLICATE_LABEL,
-    MAP_MAX_POINTS,
-    MAP_SEED,
-    NOT_DUPLICATE_LABEL,
-    nearest,
-    neighbours,
-)
+from core.inference.projection import (DUPLICATE_LABEL, MAP_MAX_POINTS, MAP_SEED, NOT_DUPLICATE_LABEL, nearest,
+                                      neighbours)
 from lab import cached, map_view
 from lab.figures import PLOTLY_CONFIG
-from lab.session import enter_through_app, model_picker, show_error
+from lab.session import enter_through_app, model_picker
 from lab.workspace_state import kept
 
 enter_through_app(__file__)
@@ -28,12 +22,7 @@ st.caption("Every distinct question of the active dataset (both columns) as the 
            "which the flat map only approximates).")
 
 choice = model_picker()
-pairs = st.session_state.pairs
-key = cached.active_data_key(pairs)
-texts = cached.corpus(key, pairs)
-if not texts:
-    show_error("The active dataset has no questions to map.")
-    st.stop()
+key, texts = cached.active_questions("map")
 rows = seeded_sample(len(texts), MAP_MAX_POINTS, MAP_SEED)
 questions = [texts[i] for i in rows]
 sampled = len(questions) < len(texts)
@@ -57,7 +46,7 @@ if colouring == "cluster":
     groups = [f"cluster {c + 1}" for c in layout.clusters]
     order = [f"cluster {c + 1}" for c in range(int(layout.clusters.max()) + 1)]
 else:
-    groups, order = map_view.labels(map_key, pairs, questions), [DUPLICATE_LABEL, NOT_DUPLICATE_LABEL]
+    groups, order = map_view.labels(map_key, st.session_state.pairs, questions), [DUPLICATE_LABEL, NOT_DUPLICATE_LABEL]
 
 clicked = map_view.focus(map_key, len(questions))
 highlight, about = None, None

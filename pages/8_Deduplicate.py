@@ -6,7 +6,7 @@ from core.saving.safe_csv import safe_csv
 from lab import cached, dedup_view
 from lab.figures import PLOTLY_CONFIG
 from lab.session import enter_through_app, model_or_stop, model_picker, show_error
-from lab.workspace_state import kept
+from lab.workspace_state import kept, start_slider_at
 
 enter_through_app(__file__)
 
@@ -32,7 +32,7 @@ except Exception as error:  # noqa: BLE001
     show_error(f"Could not score the labelled pairs to calibrate the threshold on: {error}")
     st.stop()
 start = calibrated.threshold
-dedup_view.start_slider_at(choice, start)
+start_slider_at("dedup_threshold", choice, start)
 # Sent with every run: a slider that was not drawn on the last run (no file uploaded yet) is new to the browser,
 # which would otherwise draw it at its minimum while the clusters below are computed at this value.
 state["dedup_threshold"] = state["dedup_threshold"]

@@ -77,7 +77,7 @@ def test_a_model_loaded_on_the_cpu_encodes_in_float32(tiny_models):
 
 
 def test_half_precision_vectors_are_cached_apart(monkeypatch, tiny_models):
-    from core.cli.vector_keys import vector_cache_key
+    from core.cli.common import vector_cache_key
 
     monkeypatch.setattr(core.device, "cuda_available", lambda: True)
     args = lambda model, device: argparse.Namespace(model=str(model), device=device, backend="torch")  # noqa: E731

@@ -1,12 +1,6 @@
-"""``python -m core calibrate``: a calibrated copy of any model, with thresholds from the user's labelled file.
-
-The copy is a small folder (``core.saving.calibrated``): a config.json that points at the model's weights (a
-saved folder by its absolute path, zero-shot MiniLM by name, never a copy of the weights) and records the
-thresholds of best accuracy, best F1 and the clustering operating point on ``--data``. Every command, and the
-app's model picker, then loads it like any model; a parent removed or changed since is a one-line error.
-``--stacked`` writes a stacked scorer the same way (``core.inference.stacked_scorer``): a copy of the model whose
-score is a logistic regression on its cosine and three lexical features, fitted on ``--data``.
-"""
+"""``python -m core calibrate``: a calibrated copy of any model (``core.saving.calibrated``: a config.json pointing at
+the model's weights, never copying them, with the thresholds picked on ``--data``), loaded like any model; with
+``--stacked``, a stacked scorer (``core.inference.stacked_scorer``) written the same way."""
 from __future__ import annotations
 
 import os
@@ -17,18 +11,12 @@ from core.cli.scorers import calibrate_on_file, load_scorer, stack_on_files
 
 
 def cmd_calibrate(args) -> int:
-    from core.saving import OutputError, claim_output
+    from core.saving import claim_output
 
     parent = _parent(args.model)
     _check_out(Path(args.out), args.model, parent)
     _check_stacking(args)
-    try:
-        claim = claim_output(args.out, overwrite=args.overwrite)  # before any work: a refused --out costs nothing
-    except OutputError as error:
-        hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
-        problem = error.problem.replace("; replacing it needs overwrite", "")
-        raise CliError(f"--out {error.path}: {problem}{hint}") from None
-    with claim:
+    with claim_output(args.out, overwrite=args.overwrite) as claim:  # before any work: a refused --out costs nothing
         model, config = load_scorer(args)  # a calibrated --model: its parent is checked here
         if args.stacked:
             scorer, calibrated, config = stack_on_files(model, args, parent["name"])
@@ -59,18 +47,15 @@ def _parent(model: str) -> dict:
     """``calibrated_from`` of a copy of ``model``; a copy of a calibrated copy points at the same original."""
     from core.model_names import TFIDF, ZERO_SHOT, ZERO_SHOT_LABEL
     from core.models.registry import parent_record
-    from core.saving import ModelLoadError, read_config
+    from core.saving import read_config
     from core.saving.calibrated import CALIBRATED_FROM, is_calibrated
 
     if model in (ZERO_SHOT, TFIDF):
         return parent_record(model, ZERO_SHOT_LABEL if model == ZERO_SHOT else "TF-IDF cosine")
-    try:
-        config = read_config(model)
-        if is_calibrated(config):
-            return dict(config[CALIBRATED_FROM])
-        return parent_record(model, str(config.get("name") or Path(model).name))
-    except ModelLoadError as error:
-        raise CliError(str(error)) from None
+    config = read_config(model)
+    if is_calibrated(config):
+        return dict(config[CALIBRATED_FROM])
+    return parent_record(model, str(config.get("name") or Path(model).name))
 
 
 def _check_out(out: Path, model: str, parent: dict) -> None:
@@ -88,29 +73,23 @@ def _write(target: Path, base: dict, parent: dict, scorer, calibrated) -> dict:
     from core.saving.model_folder import calibrated_config, save_calibrated
 
     config = calibrated_config(base, parent, calibrated.thresholds, calibrated.record(), name=target.name)
-    extra = {TFIDF_FILE: scorer.to_dict()} if isinstance(scorer, TfidfScorer) else None
-    if isinstance(scorer, StackedScorer):  # its TF-IDF fit, beside the coefficients in config.json
-        extra = {TFIDF_FILE: scorer.tfidf.to_dict()}
-    save_calibrated(target, config, extra)
+    fit = scorer if isinstance(scorer, TfidfScorer) else scorer.tfidf if isinstance(scorer, StackedScorer) else None
+    save_calibrated(target, config, {TFIDF_FILE: fit.to_dict()} if fit is not None else None)
     return config
 
 
 def add_parsers(sub) -> None:
-    """Register ``calibrate`` on the subparsers ``sub``."""
     calibrate = model_command(sub, "calibrate", "a copy of a model with thresholds calibrated on your labelled pairs",
                               cmd_calibrate, scores_pairs=True)
-    calibrate.add_argument("--data", required=True,
-                           help="CSV/TSV (optionally .gz) of labelled pairs, both classes, at least 20 pairs")
+    calibrate.add_argument("--data", required=True, help="labelled pairs (both classes, at least 20 pairs)")
     add_columns_option(calibrate)
     calibrate.add_argument("--out", required=True,
-                           help="the calibrated copy's folder: config.json pointing at the model's weights (never "
-                                "copied); a new or empty folder, or an earlier model with --overwrite")
+                           help="the copy's folder: new or empty, or an earlier model with --overwrite")
     calibrate.add_argument("--overwrite", action="store_true", help="replace the model saved in --out")
     calibrate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
     calibrate.add_argument("--stacked", action="store_true",
                            help="a stacked scorer instead: a logistic regression on the model's cosine, TF-IDF cosine, "
-                                "word overlap and length ratio, fitted on --data's pairs; it scores pairs (evaluate, "
-                                "score, predict) with no vectors")
+                                "word overlap and length ratio, fitted on --data; it scores pairs, with no vectors")
     calibrate.add_argument("--val", default=None, metavar="FILE",
-                           help="with --stacked: the labelled pairs its thresholds are picked on (default: a seeded "
-                                "20%% of --data kept from the fit)")
+                           help="with --stacked: the pairs its thresholds are picked on (default: a seeded 20%% of "
+                                "--data kept from the fit)")

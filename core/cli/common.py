@@ -1,8 +1,8 @@
-"""What every ``python -m core`` command shares: the one-line error, the parser and its help format,
-the argparse types, JSON printing, a progress counter, loading a pairs file and a model (torch or ONNX).
+"""What every ``python -m core`` command shares: the parser, its option groups and argparse types, JSON printing,
+a progress counter, the output rule, and loading pairs, a corpus and a model (torch or ONNX).
 
-Every expected failure is a ``CliError``: ``core.cli.main`` prints it as one ``error: ...`` line and
-exits with status 2.
+An expected failure is a ``CliError`` (or one of the library errors ``core.cli.main`` names): one ``error:``
+line and exit status 2.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-BACKENDS = ("torch", "onnx")
-ENGINES = ("local", "ray")  # where embed / dedup encode and search: this process, or a Ray cluster
+QUESTIONS_HELP = ("a file with a question column (question, text, sentence, title or q), a pairs file (its distinct "
+                  "questions), or plain text with one question per line; optionally .gz")
 SHARDS_NAME = "ray-shards"  # the target whose temporaries (``.tmp-ray-shards-...``) hold Ray's vector shards
 # The metrics evaluate and score print, in this order.
 METRIC_KEYS = ("roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n",
@@ -34,7 +34,7 @@ class CliParser(argparse.ArgumentParser):
 
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows "(default: X)" except where there is no default value, whose help says what applies."""
+    """"(default: X)" except where the default is None or a switch: its help says what applies."""
 
     def _get_help_string(self, action):
         if action.default is None or isinstance(action.default, bool):
@@ -46,25 +46,28 @@ def help_formatter(prog):
     return DefaultsFormatter(prog, max_help_position=32)
 
 
-def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -> argparse.ArgumentParser:
-    """A subcommand that runs a saved (or the zero-shot) model: --model and --device, then its own options.
-    ``scores_pairs``: the command only scores pairs, so ``--model tfidf`` (``core.cli.scorers``) is offered too."""
-    command = sub.add_parser(name, help=help, formatter_class=help_formatter)
-    tfidf = (", or 'tfidf' for the TF-IDF cosine baseline (fitted on the questions it scores; a calibrated "
-             "TF-IDF folder keeps the fit of its calibration file); a stacked scorer's folder (calibrate --stacked) "
-             "too") if scores_pairs else ""
-    command.add_argument("--model", required=True,
-                         help=f"a saved model folder (a calibrated copy included), 'minilm' for zero-shot MiniLM{tfidf}")
-    command.add_argument("--device", default="auto", type=device_name, metavar="{auto,cpu,cuda,cuda:N}",
-                         help="where the model runs (auto: CUDA when PyTorch sees a GPU); on CUDA the transformer "
-                              "models encode in float16, and dedup and suggest search their neighbours exactly on "
-                              "the GPU when the corpus's vectors fit in its memory")
-    command.set_defaults(func=func)
-    return command
+# ---- argparse types ----------------------------------------------------------------------------
+def number(bounds: str, low: float, high: float = math.inf, whole: bool = False, above: bool = False,
+           noun: str = "number"):
+    """An argparse type: a finite (``whole``) number in [``low``, ``high``] (``above``: low excluded)."""
+    def parse(text: str):
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a {'whole ' if whole else ''}{noun}, got {text!r}") from None
+        if not (math.isfinite(value) and (value > low if above else value >= low) and value <= high):
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+        return value
+    return parse
+
+
+count = number("at least 1", 1, whole=True)
+minutes = number("above 0 and at most a year (525600)", 0, 525_600, above=True, noun="number of minutes")
+threshold = number("a cosine between -1 and 1", -1, 1)
 
 
 def device_name(text: str) -> str:
-    """argparse type of ``--device``: auto, cpu, cuda or cuda:N (whether that device is here, ``resolved_device``)."""
+    """argparse type of ``--device``: auto, cpu, cuda or cuda:N (whether it is here: ``core.device.resolve_device``)."""
     from core.device import DeviceError, checked_device_name
 
     try:
@@ -73,119 +76,8 @@ def device_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def resolved_device(args):
-    """``args.device`` as a ``torch.device`` (``core.device.resolve_device``); one that is not here is a ``CliError``."""
-    from core.device import DeviceError, resolve_device
-
-    try:
-        return resolve_device(args.device)
-    except DeviceError as error:
-        raise CliError(str(error)) from None
-
-
-def add_backend_option(command) -> None:
-    """``--backend {torch,onnx}`` of predict / score / dedup / embed / search; ``load_backend`` reads it."""
-    command.add_argument("--backend", choices=BACKENDS, default="torch",
-                         help="torch: the PyTorch model; onnx: its ONNX graph run by onnxruntime on the CPU "
-                              "(exported on first use into the lab's cache, $SIAMESE_LAB_CACHE or "
-                              "~/.cache/siamese-lab; --model may also be an ONNX export folder, used as it is)")
-
-
-# ---- argparse types ----------------------------------------------------------------------------
-def add_engine_options(command) -> None:
-    """``--engine {local,ray}``, ``--ray-address`` and ``--workers`` of embed / dedup (``engine_session`` and
-    ``ray_vectors`` read them)."""
-    command.add_argument("--engine", choices=ENGINES, default="local",
-                         help="local: encode and search in this process; ray: on a Ray cluster (encoder actors "
-                              "and search tasks, core.inference.ray_engine), the same output")
-    command.add_argument("--ray-address", default="",
-                         help="with --engine ray: a running cluster's address (host:6379 or ray://host:10001), "
-                              "where the model folder and --out's folder must be on storage every node sees; "
-                              "empty starts a local Ray sized to this machine")
-    command.add_argument("--workers", type=count, default=2,
-                         help="with --engine ray: encoder actors, and search tasks, at once")
-
-
-@contextmanager
-def engine_session(args):
-    """A Ray session for the block when ``args.engine`` is "ray" (``core.inference.ray_engine.ray_session``:
-    started or joined, and shut down after), else nothing."""
-    if args.engine != "ray":
-        yield
-        return
-    import importlib.util
-
-    if importlib.util.find_spec("ray") is None:
-        raise CliError("--engine ray needs Ray: pip install 'ray[data]==2.60.0' (requirements.txt)")
-    from core.inference.ray_engine import RayAddressError, ray_session
-
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(ray_session(args.ray_address))
-        except RayAddressError as error:  # an address nothing answers at: one line, not Ray's minutes of retries
-            raise CliError(str(error)) from None
-        yield
-
-
-def ray_vectors(args, texts, folder: Path, unit: bool):
-    """(vectors, queries or None) of ``texts`` encoded on Ray (``engine_session``'s) by ``args.workers`` actors, each
-    loading ``args.model`` the way ``load_backend`` does; the shards live in a temporary folder in ``folder``
-    (``--out``'s, which a cluster's nodes must see) until gathered. The shards' folder is a ``work_folder``
-    (removed if left)."""
-    import functools
-
-    from core.inference.ray_engine import gather_shards, ray_encode
-    from core.saving.temp_files import work_folder
-
-    with work_folder(Path(folder) / SHARDS_NAME) as shards:
-        stems = ray_encode(functools.partial(backend_model, args), texts, shards, batch_size=256,
-                           workers=args.workers, unit=unit)
-        return gather_shards(stems, len(texts))
-
-
-def remove_stale_shards(folder: Path) -> None:
-    """Remove ``ray_vectors``' shard folders in ``folder`` left by killed runs (every embed or dedup there does)."""
-    from core.saving.temp_files import remove_stale_temps
-
-    remove_stale_temps(Path(folder) / SHARDS_NAME)
-
-
-def count(text: str) -> int:
-    """argparse type of a count: a whole number, at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def minutes(text: str) -> float:
-    """argparse type of a time budget: a finite number of minutes above 0, at most a year."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of minutes, got {text!r}") from None
-    if not (math.isfinite(value) and 0 < value <= 525_600):
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most a year (525600), got {text}")
-    return value
-
-
-def threshold(text: str) -> float:
-    """argparse type of a cosine threshold: a finite number in [-1, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not (math.isfinite(value) and -1.0 <= value <= 1.0):
-        raise argparse.ArgumentTypeError(f"must be a cosine between -1 and 1, got {text}")
-    return value
-
-
 def columns_spec(text: str) -> dict[str, str]:
-    """argparse type of ``--columns``: ``ROLE=NAME`` pairs separated by commas, each role of
-    ``core.data.ROLES`` at most once; role -> column name, for ``core.data``'s reader to resolve."""
+    """argparse type of ``--columns``: ``ROLE=NAME`` pairs separated by commas, each role at most once."""
     from core.data import ROLES
 
     mapping: dict[str, str] = {}
@@ -205,10 +97,8 @@ def columns_spec(text: str) -> dict[str, str]:
 
 
 def label_map_spec(text: str) -> dict[str, int]:
-    """argparse type of ``--label-map``: ``VALUE=1`` or ``VALUE=0`` pairs separated by commas, a value holding a
-    comma in double quotes (CSV quoting: ``"Yes, exactly"=1``; a value may hold "=": the last one splits), or a
-    rule on a numeric label (``>=4=1,<4=0``); value -> label, for ``core.data``'s reader, which matches the values
-    ignoring case and surrounding spaces."""
+    """argparse type of ``--label-map``: ``VALUE=1`` or ``VALUE=0`` pairs in CSV quoting (the last "=" splits), or
+    rules on a numeric label (``>=4=1,<4=0``); values match ignoring case and surrounding spaces."""
     mapping: dict[str, int] = {}
     for entry in next(csv.reader([text], skipinitialspace=True), []):
         value, equals, label = (part.strip() for part in entry.rpartition("="))
@@ -224,20 +114,103 @@ def label_map_spec(text: str) -> dict[str, int]:
     return mapping
 
 
+# ---- option groups -----------------------------------------------------------------------------
+def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -> argparse.ArgumentParser:
+    """A subcommand that runs a model: --model (``scores_pairs``: TF-IDF and stacked too) and --device."""
+    command = sub.add_parser(name, help=help, formatter_class=help_formatter)
+    tfidf = (", 'tfidf' for the TF-IDF cosine baseline (fitted on the questions it scores, or its calibration "
+             "file's), or a stacked scorer's folder") if scores_pairs else ""
+    command.add_argument("--model", required=True,
+                         help=f"a saved model folder (a calibrated copy too), 'minilm' for zero-shot MiniLM{tfidf}")
+    command.add_argument("--device", default="auto", type=device_name, metavar="{auto,cpu,cuda,cuda:N}",
+                         help="where the model runs (auto: CUDA when there is one; transformers encode in float16 "
+                              "there, and dedup and suggest search exactly on the GPU when the vectors fit)")
+    command.set_defaults(func=func)
+    return command
+
+
+def add_output_options(command, required: bool = True, help: str = "output CSV") -> None:
+    """``--out`` and ``--overwrite`` of a command that writes files (``claimed_output``)."""
+    command.add_argument("--out", required=required, default=None, help=help)
+    command.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+
+
+def add_backend_option(command) -> None:
+    """``--backend {torch,onnx}``; ``load_backend`` reads it."""
+    command.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                         help="torch: the PyTorch model; onnx: its ONNX graph on the CPU (exported on first use "
+                              "into the lab's cache, $SIAMESE_LAB_CACHE or ~/.cache/siamese-lab; --model may also "
+                              "be an ONNX export folder)")
+
+
+def add_engine_options(command) -> None:
+    """``--engine {local,ray}``, ``--ray-address`` and ``--workers`` of embed / dedup."""
+    command.add_argument("--engine", choices=("local", "ray"), default="local",
+                         help="local: encode and search in this process; ray: on a Ray cluster, the same output")
+    command.add_argument("--ray-address", default="",
+                         help="with --engine ray: a running cluster (host:6379 or ray://host:10001), whose nodes "
+                              "all see the model and --out's folder; empty starts a local Ray")
+    command.add_argument("--workers", type=count, default=2, help="with --engine ray: encoder actors and search tasks")
+
+
 def add_columns_option(command, labels: bool = True) -> None:
-    """``--columns`` of every command that reads pairs, and ``--label-map`` of those that read their labels
-    (``labels``); ``load_data`` (or ``score_file``) takes them."""
+    """``--columns``, and ``--label-map`` for a command that reads labels; ``load_data`` takes them."""
     command.add_argument("--columns", type=columns_spec, default=None, metavar="ROLE=NAME,...",
-                         help="the file's columns for the pair, e.g. 'question1=#1 String,question2=#2 String,"
-                              "is_duplicate=Quality'; a role left out is found by its usual names "
-                              "(question1/q1/sentence1, question2/q2/sentence2, is_duplicate/label/labels)")
+                         help="the file's columns, e.g. 'question1=#1 String,question2=#2 String,"
+                              "is_duplicate=Quality'; a role left out is found by its usual names")
     if labels:
         command.add_argument("--label-map", type=label_map_spec, default=None, metavar="VALUE=0|1,...",
-                             help="what the label column's values mean, e.g. 'PerfectMatch=1,Relevant=1,"
-                                  "Irrelevant=0' (matched ignoring case and surrounding spaces; a value with a "
-                                  "comma in double quotes), or rules on a score, e.g. '>=4=1,<4=0'; a value left "
-                                  "out is an unreadable label, its rows dropped (default: 1/0, true/false, "
-                                  "yes/no, t/f, y/n)")
+                             help="what the label values mean, e.g. 'PerfectMatch=1,Irrelevant=0' (ignoring case "
+                                  "and spaces; a value with a comma in double quotes), or rules on a score, e.g. "
+                                  "'>=4=1,<4=0'; rows of other values are dropped (default: 1/0, true/false, yes/no)")
+
+
+def add_rerank_option(command) -> None:
+    """``--rerank MODEL`` of dedup and suggest; ``load_reranker`` reads it."""
+    command.add_argument("--rerank", default=None, metavar="MODEL",
+                         help="a cross-encoder's folder that scores the candidate pairs --model finds, at its own "
+                              "threshold")
+
+
+# ---- Ray ---------------------------------------------------------------------------------------
+@contextmanager
+def engine_session(args):
+    """A Ray session for the block when ``args.engine`` is "ray" (started or joined, shut down after)."""
+    if args.engine != "ray":
+        yield
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise CliError("--engine ray needs Ray: pip install 'ray[data]==2.60.0' (requirements.txt)")
+    from core.inference.ray_engine import RayAddressError, ray_session
+
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(ray_session(args.ray_address))
+        except RayAddressError as error:  # an address nothing answers at: one line, not Ray's minutes of retries
+            raise CliError(str(error)) from None
+        yield
+
+
+def ray_vectors(args, texts, folder: Path, unit: bool):
+    """(vectors, queries or None) of ``texts`` encoded by Ray actors, their shards gathered from ``folder``."""
+    import functools
+
+    from core.inference.ray_engine import gather_shards, ray_encode
+    from core.saving.temp_files import work_folder
+
+    with work_folder(Path(folder) / SHARDS_NAME) as shards:
+        stems = ray_encode(functools.partial(backend_model, args), texts, shards, batch_size=256,
+                           workers=args.workers, unit=unit)
+        return gather_shards(stems, len(texts))
+
+
+def remove_stale_shards(folder: Path) -> None:
+    """Remove the shard folders of killed runs in ``folder``."""
+    from core.saving.temp_files import remove_stale_temps
+
+    remove_stale_temps(Path(folder) / SHARDS_NAME)
 
 
 # ---- output ------------------------------------------------------------------------------------
@@ -259,11 +232,10 @@ def print_json(value, indent: int | None = None) -> None:
 
 
 class TqdmCounter:
-    """progress(done, total) -> one tqdm bar on stderr (index building, embedding)."""
+    """progress(done, total) -> one tqdm bar on stderr, shown after ``delay`` seconds."""
 
     def __init__(self, description: str, unit: str = "q", delay: float = 0):
-        self.description, self.unit, self.bar = description, unit, None
-        self.delay = delay  # seconds before the bar first shows: a step done sooner prints nothing
+        self.description, self.unit, self.delay, self.bar = description, unit, delay, None
 
     def __call__(self, done: int, total: int | None) -> None:
         from tqdm import tqdm
@@ -280,12 +252,9 @@ class TqdmCounter:
             self.bar.close()
 
 
-# ---- output files ------------------------------------------------------------------------------
 @contextmanager
-def claimed_output(paths, overwrite: bool, create_folder: bool = False, flag: str = "--out"):
-    """``core.saving.user_files.claim_files`` for a command's output files, claimed before its work:
-    a refusal, or a failure while writing (a full disk), is one ``CliError`` naming ``flag``; the files
-    go into place when the block ends normally, and nothing of them is left when it raises."""
+def claimed_output(paths, overwrite: bool, create_folder: bool = False):
+    """``claim_files`` for a command's outputs before its work: placed whole at the end, or nothing left."""
     from core.saving.user_files import UserFileError, claim_files
 
     try:
@@ -293,23 +262,48 @@ def claimed_output(paths, overwrite: bool, create_folder: bool = False, flag: st
             yield claim
     except UserFileError as error:
         if error.reason == "exists":
-            raise CliError(f"{flag} {error.path} exists; choose a new file or add --overwrite") from None
-        raise CliError(f"{flag} {error}") from None
+            raise CliError(f"--out {error.path} exists; choose a new file or add --overwrite") from None
+        raise CliError(f"--out {error}") from None
+
+
+def same_file(a: str | Path | None, b: str | Path | None) -> bool:
+    """Whether ``a`` and ``b`` both exist and name one file (links and hard links followed)."""
+    return bool(a and b) and os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+
+
+MODEL_MARKERS = ("config.json", "siamese_lab.json")  # a saved model's or calibrated copy's; an export's manifest
+
+
+def output_path(path: str, *inputs: str | None) -> Path:
+    """The one output rule: ``--out`` is never an input file nor inside any folder holding a model or an export
+    (``--model``'s own, a calibrated copy's parent); what else may be written is ``claimed_output``'s rule."""
+    out = Path(path)
+    for source in inputs:
+        if same_file(out, source):
+            raise CliError(f"--out is {source}, an input; choose a new file")
+    for folder in out.resolve().parents:
+        if any((folder / marker).is_file() for marker in MODEL_MARKERS):
+            raise CliError(f"--out is inside the model folder {folder}; a command never writes into a model; "
+                           "choose a file elsewhere")
+    return out
 
 
 # ---- loading -----------------------------------------------------------------------------------
+def check_input_file(path: str | Path, kind: str) -> None:
+    """One ``CliError`` unless ``path`` is a regular file (symlinks followed)."""
+    if not os.path.exists(path):
+        raise CliError(f"no {kind} file at {path}")
+    if not Path(path).is_file():
+        raise CliError(f"{path} is not a regular file (a folder, a pipe or a device); give a {kind} file")
+
+
 def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | None = None,
               label_map: dict[str, int] | None = None):
-    """The pairs of a CSV/TSV file, its columns found by name or by ``columns`` (``--columns``), its labels
-    read by ``label_map`` (``--label-map``) when given; what was dropped, and any warning, is reported on
-    stderr."""
-    from core.data import DataError, load_pairs
+    """The pairs of a file (``core.data.load_pairs``); what was dropped, and any warning, on stderr."""
+    from core.data import load_pairs
 
     check_input_file(path, "data")
-    try:
-        pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map)
-    except DataError as error:  # core.data's message names the file itself: no second mention
-        raise CliError(str(error)) from None
+    pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map)
     if report.rows_kept < report.rows_read:
         print(f"data: {report.summary()}", file=sys.stderr)
     for warning in report.warnings:
@@ -317,79 +311,28 @@ def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | 
     return pairs
 
 
-def check_input_file(path: str | Path, kind: str) -> None:
-    """One ``CliError`` unless ``path`` is a regular file (symlinks followed), said as missing or as not one."""
-    if not os.path.exists(path):
-        raise CliError(f"no {kind} file at {path}")
-    if not Path(path).is_file():
-        raise CliError(f"{path} is not a regular file (a folder, a pipe or a device); give a {kind} file")
-
-
 def load_corpus(path: str) -> list[str]:
-    """The questions of a corpus file (``core.data.load_questions``: one per line, a question column or a pairs
-    file), dropped rows and notes on stderr; a missing or unreadable file is one ``CliError``."""
-    return read_corpus(path)[0]
-
-
-def read_corpus(path: str):
-    """``load_corpus``'s (questions, ``core.data.QuestionsReport``): the report says the file's shape."""
-    from core.data import DataError, load_questions
+    """The questions of a corpus file (``core.data.load_questions``), dropped rows and notes on stderr."""
+    from core.data import load_questions
 
     check_input_file(path, "questions")
-    try:
-        questions, report = load_questions(path)
-    except DataError as error:
-        raise CliError(str(error)) from None  # core.data's message names the file itself
+    questions, report = load_questions(path)
     if report.dropped:
         print(f"data: {report.summary()}", file=sys.stderr)
     for warning in report.warnings:
         print(f"data: note: {warning}", file=sys.stderr)
-    return questions, report
-
-
-def same_file(a: str | Path | None, b: str | Path | None) -> bool:
-    """Whether ``a`` and ``b`` both exist and name one file (``os.path.samefile``: links and hard links followed)."""
-    return bool(a and b) and os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
-
-
-def output_path(path: str, *inputs: str | None) -> Path:
-    """The ``--out`` path, never an input file nor inside a model folder: any folder holding a model's or an export's
-    files (``--model``'s own, a calibrated copy's parent); what else may be written is ``claimed_output``'s rule."""
-    out = Path(path)
-    for source in inputs:
-        if same_file(out, source):
-            raise CliError(f"--out is {source}, an input; choose a new file")
-    folder = model_folder_above(out)
-    if folder is not None:
-        raise CliError(f"--out is inside the model folder {folder}; a command never writes into a model; choose a "
-                       "file elsewhere")
-    return out
-
-
-MODEL_MARKERS = ("config.json", "siamese_lab.json")  # a saved model's or calibrated copy's; an export's manifest
-
-
-def model_folder_above(out: Path) -> Path | None:
-    """The nearest folder above ``out`` that holds a model (``MODEL_MARKERS``), or None."""
-    for folder in out.resolve().parents:
-        if any((folder / marker).is_file() for marker in MODEL_MARKERS):
-            return folder
-    return None
+    return questions
 
 
 def refuse_tfidf(name: str) -> None:
-    """One ``CliError`` when ``--model`` is the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder) or a
-    stacked scorer (``core.inference.stacked_scorer``), which have no weights, for a command that needs a model."""
+    """One ``CliError`` when ``--model`` is the TF-IDF baseline or a stacked scorer: pairs only, no weights."""
+    from core.inference.stacked_scorer import is_stacked
     from core.inference.tfidf_scorer import is_tfidf
 
-    if is_tfidf(name):
-        raise CliError(f"--model {name} is the TF-IDF baseline: it scores pairs (evaluate, score, predict, calibrate) "
-                       "but has no vectors for this command")
-    from core.inference.stacked_scorer import is_stacked
-
-    if is_stacked(name):
-        raise CliError(f"--model {name} is a stacked scorer: it scores pairs (evaluate, score, predict, calibrate) "
-                       "but has no vectors for this command")
+    for what, found in (("the TF-IDF baseline", is_tfidf), ("a stacked scorer", is_stacked)):
+        if found(name):
+            raise CliError(f"--model {name} is {what}: it scores pairs (evaluate, score, predict, calibrate) "
+                           "but has no vectors for this command")
 
 
 def refuse_without_vectors(name: str) -> None:
@@ -404,48 +347,33 @@ def refuse_without_vectors(name: str) -> None:
 
 
 def load_model(name: str, device: str, vectors: bool = True):
-    """(model, config) of a saved model folder, or zero-shot MiniLM for 'minilm', on ``device``; with ``vectors``,
-    a model without them is refused first (``refuse_without_vectors``)."""
+    """(model, config) of a model folder or 'minilm' on ``device``; one without ``vectors`` refused first."""
     (refuse_without_vectors if vectors else refuse_tfidf)(name)
     from core import models
-    from core.device import DeviceError, resolve_device
-    from core.saving import ModelLoadError
+    from core.device import resolve_device
 
-    try:
-        return models.load_model(name, device=str(resolve_device(device)))
-    except (DeviceError, ModelLoadError) as error:
-        raise CliError(str(error)) from None
+    return models.load_model(name, device=str(resolve_device(device)))
 
 
 def load_backend(args, vectors: bool = True):
-    """(model, config) for ``args.model`` on ``args.backend``: ``load_model`` for torch, else
-    ``core.export.onnx_backend.onnx_model`` (the exported graph run by onnxruntime on the CPU). ``vectors``: False
-    for a command that only scores pairs, which a cross-encoder does too."""
+    """(model, config) for ``args.model`` on ``args.backend``: ``load_model``, or its ONNX graph on the CPU."""
     if getattr(args, "backend", "torch") != "onnx":
         return load_model(args.model, args.device, vectors)
     refuse_without_vectors(args.model)
     if args.device.startswith("cuda"):
         raise CliError(f"--backend onnx runs on the CPU; drop --device {args.device}")
-    from core.export.formats import ExportError
-    from core.export.onnx_backend import OnnxBackendError, onnx_model
-    from core.saving import ModelLoadError
+    from core.export.onnx_backend import onnx_model
 
-    try:
-        return onnx_model(args.model)
-    except (OnnxBackendError, ExportError, ModelLoadError) as error:
-        raise CliError(str(error)) from None
+    return onnx_model(args.model)
 
 
-def add_rerank_option(command) -> None:
-    """``--rerank MODEL`` of dedup and suggest; ``load_reranker`` reads it."""
-    command.add_argument("--rerank", default=None, metavar="MODEL",
-                         help="a cross-encoder's folder (train --model cross-encoder, or a calibrated copy) that "
-                              "scores the candidate pairs --model finds, its own threshold deciding")
+def backend_model(args):
+    """``load_backend(args)``'s model alone: a picklable loader for Ray's encoder actors."""
+    return load_backend(args)[0]
 
 
 def load_reranker(args):
-    """(model, config) of ``args.rerank``, a cross-encoder, or (None, None) without one; anything else is one
-    ``CliError`` before any work."""
+    """(model, config) of ``args.rerank``, a cross-encoder, or (None, None) without one."""
     if args.rerank is None:
         return None, None
     from core.models.registry import scores_pairs_only
@@ -456,6 +384,40 @@ def load_reranker(args):
     return load_model(args.rerank, args.device, vectors=False)
 
 
-def backend_model(args):
-    """``load_backend(args)``'s model alone: a picklable loader for Ray's encoder actors."""
-    return load_backend(args)[0]
+# ---- the vector cache --------------------------------------------------------------------------
+def vector_cache():
+    """The lab's cache of corpus vectors (``$SIAMESE_LAB_CACHE/vectors``), shared by dedup, suggest and search."""
+    from core.export.onnx_backend import cache_root
+    from core.inference.vector_cache import VectorCache
+
+    return VectorCache(cache_root() / "vectors")
+
+
+def vector_cache_key(args) -> str | None:
+    """What names ``args.model``'s vectors in ``vector_cache`` before it is loaded, so a cached run never loads it:
+    the sha256 of its files (a calibrated copy's parent's too, as they are now), with "-fp16" where it encodes in
+    half precision; None on the ONNX backend (its graphs' digest names them) and for what has no vectors."""
+    from core.export.onnx_backend import content_key
+    from core.inference.stacked_scorer import is_stacked
+    from core.model_names import TFIDF, ZERO_SHOT
+    from core.saving import read_config
+    from core.saving.calibrated import CALIBRATED_FROM
+
+    if getattr(args, "backend", "torch") == "onnx" or not (args.model == ZERO_SHOT or Path(args.model).is_dir()):
+        return None
+    parent = None
+    if Path(args.model).is_dir():
+        try:
+            record = read_config(args.model).get(CALIBRATED_FROM)
+        except ValueError:  # a folder that is no model: loading it says why, in one line
+            return None
+        parent = str(record["source"]) if isinstance(record, dict) else None
+    if parent == TFIDF or is_stacked(args.model):
+        return None
+    key = "files-" + content_key(args.model) + ("" if parent is None else "-" + content_key(parent))
+    from core.device import cuda_available
+    from core.models.registry import encodes_in_half
+
+    if args.device == "cpu" or args.device == "auto" and not cuda_available():
+        return key
+    return key + ("-fp16" if encodes_in_half(args.model, args.device) else "")

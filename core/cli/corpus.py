@@ -3,22 +3,10 @@ to a question, or every question's vector written to a .npy file."""
 from __future__ import annotations
 
 from core.cli.common import (
-    TqdmCounter,
-    add_backend_option,
-    add_columns_option,
-    add_engine_options,
-    claimed_output,
-    count,
-    engine_session,
-    load_backend,
-    load_data,
-    model_command,
-    output_path,
-    print_json,
-    ray_vectors,
-    remove_stale_shards,
+    TqdmCounter, add_backend_option, add_columns_option, add_engine_options, add_output_options, claimed_output, count,
+    engine_session, load_backend, load_data, model_command, output_path, print_json, ray_vectors, remove_stale_shards,
+    vector_cache, vector_cache_key,
 )
-from core.cli.vector_keys import vector_cache, vector_cache_key
 
 
 def _corpus(path: str, columns: dict[str, str] | None) -> list[str]:
@@ -43,8 +31,7 @@ def cmd_search(args) -> int:
 
 
 def _cached_vectors(args, model):
-    """What builds a search index's vectors: the corpus's in the lab's vector cache (shared with dedup and
-    suggest), encoded and kept there when they are not."""
+    """What builds a search index's vectors: the corpus's in the lab's vector cache, encoded when not there."""
     from core.inference.search import model_identity
     from core.inference.vector_cache import corpus_vectors
 
@@ -77,7 +64,6 @@ def cmd_embed(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    """Register ``search`` and ``embed`` on the subparsers ``sub``."""
     from core.inference.search import FLAT_LIMIT, INDEX_KINDS
 
     search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
@@ -87,15 +73,15 @@ def add_parsers(sub) -> None:
     search.add_argument("-k", type=count, default=10, help="number of results")
     add_backend_option(search)
     search.add_argument("--index", choices=INDEX_KINDS, default=None,
-                        help=f"the corpus's index, kept in the lab's cache: flat (exact), hnsw (approximate graph) "
-                             f"or ivfpq (compressed about 15x, trained on a seeded sample; scores are estimates); "
-                             f"default: flat up to {FLAT_LIMIT:,} questions, hnsw above")
+                        help=f"the corpus's index (kept in the lab's cache): flat (exact), hnsw (approximate graph) "
+                             f"or ivfpq (compressed, scores estimated); default: flat up to {FLAT_LIMIT:,} questions, "
+                             f"hnsw above")
 
     embed = model_command(sub, "embed", "write the vectors of a corpus's distinct questions to a .npy file",
                           cmd_embed)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
     add_columns_option(embed, labels=False)
-    embed.add_argument("--out", required=True, help="output .npy file (.npy added when missing; the questions go beside it as <name>.questions.jsonl)")
-    embed.add_argument("--overwrite", action="store_true", help="replace the two output files if they exist")
+    add_output_options(embed, help="output .npy file (.npy added when missing); the questions and the sha256 go "
+                                   "beside it")
     add_backend_option(embed)
     add_engine_options(embed)

@@ -1,19 +1,10 @@
-"""``python -m core dedup``: cluster the near-duplicate questions of a corpus into a CSV.
+"""``python -m core dedup``: cluster the near-duplicate questions of a corpus into a CSV (one row per clustered
+question, formula safe), or with ``--sweep`` a row of figures per threshold from one graph.
 
-    python -m core dedup --model M --questions FILE --out clusters.csv [--threshold T] [--min-size 2]
-                         [--vectors EMBEDDED.npy] [--backend {torch,onnx}] [--engine {local,ray} ...]
-    python -m core dedup --model M --questions FILE --sweep [START:STOP:STEP]
-
-FILE is a CSV/TSV or Parquet file with a question column, a pairs file, or plain text with one question per line
-(``core.data.load_questions``). The clusters are ``core.inference.dedup``'s (community detection on a FAISS
-k-NN graph); the CSV has one row per clustered question and is formula safe. What a second run of the same model
-on the same corpus needs is kept in the lab's cache and used again: the corpus's vectors
-(``core.cli.common.vector_cache``, keyed by the model's files, so such a run never loads the model), the graph's
-index and its first search (``index_cache``, ``core.inference.dedup_graph.SavedGraphIndex``); the summary's ``vectors`` and
-``index`` say what was reused. ``--vectors`` takes ``embed``'s vector file instead of encoding;
-``--sweep`` clusters at every threshold of a range from one graph and prints one row per threshold.
-``--rerank CROSS_ENCODER``: the pairs above the threshold are only candidates, which the cross-encoder confirms at its
-own threshold (``core.inference.dedup``).
+A second run of the same model on the same corpus reuses the lab's cache: the corpus's vectors (keyed by the
+model's files, so the model is not even loaded) and the graph's index with its first search; the summary's
+``vectors`` and ``index`` say what was reused. ``--rerank``: the pairs above the threshold are only candidates,
+which a cross-encoder confirms at its own threshold (``core.inference.dedup``).
 """
 from __future__ import annotations
 
@@ -22,27 +13,11 @@ import time
 from pathlib import Path
 
 from core.cli.common import (
-    CliError,
-    TqdmCounter,
-    add_backend_option,
-    add_engine_options,
-    add_rerank_option,
-    claimed_output,
-    count,
-    engine_session,
-    load_backend,
-    load_reranker,
-    model_command,
-    output_path,
-    print_json,
-    ray_vectors,
-    read_corpus,
-    refuse_without_vectors,
-    remove_stale_shards,
-    resolved_device,
-    threshold,
+    QUESTIONS_HELP, CliError, TqdmCounter, add_backend_option, add_engine_options, add_output_options,
+    add_rerank_option, claimed_output, count, engine_session, load_backend, load_corpus, load_reranker, model_command,
+    output_path, print_json, ray_vectors, refuse_without_vectors, remove_stale_shards, threshold, vector_cache,
+    vector_cache_key,
 )
-from core.cli.vector_keys import vector_cache, vector_cache_key
 
 DEFAULT_SWEEP = "0.70:0.95:0.05"  # --sweep without a range: from topic-level likeness to near copies
 
@@ -53,13 +28,10 @@ def sweep_range(text: str) -> list[float]:
 
     from core.inference.dedup import MAX_SWEEP, threshold_range
 
-    parts = text.split(":")
     try:
-        start, stop, step = (float(part) for part in parts) if len(parts) == 3 else (None, None, None)
+        start, stop, step = map(float, text.split(":"))
     except ValueError:
-        start = None
-    if start is None:
-        raise argparse.ArgumentTypeError(f"expected START:STOP:STEP, e.g. {DEFAULT_SWEEP}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected START:STOP:STEP, e.g. {DEFAULT_SWEEP}, got {text!r}") from None
     try:
         return threshold_range(start, stop, step)
     except ValueError as error:
@@ -67,43 +39,29 @@ def sweep_range(text: str) -> list[float]:
 
 
 def add_parsers(sub):
-    """Register ``dedup`` on the subparsers ``sub``."""
     from core.inference.dedup_graph import DEFAULT_K, MAX_NEIGHBOURHOOD
     from core.inference.search import FLAT_LIMIT, INDEX_KINDS
 
     dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
-    dedup.add_argument("--questions", required=True,
-                       help="CSV/TSV or Parquet with a question column (question, text, sentence, title or q), a "
-                            "pairs file (its distinct questions), or plain text with one question per line; optionally "
-                            ".gz")
-    dedup.add_argument("--out", default=None, help="output CSV: one row per clustered question (required "
-                                                     "unless --sweep)")
-    dedup.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    dedup.add_argument("--threshold", type=threshold, default=None,
-                       help="cosine a member must exceed to its cluster's representative (default: the model's "
-                            "clustering threshold, picked for a high precision on its validation split; zero-shot "
-                            "MiniLM's fixed one; else its pair threshold. The one used is printed with its source)")
-    dedup.add_argument("--sweep", type=sweep_range, nargs="?", const=sweep_range(DEFAULT_SWEEP), default=None,
-                       metavar="START:STOP:STEP",
-                       help=f"instead of writing clusters, print per threshold from START to STOP the clusters, the "
-                            f"largest one's size and the questions clustered, from one encoding and one graph "
-                            f"(without a range: {DEFAULT_SWEEP})")
-    dedup.add_argument("--vectors", default=None, metavar="FILE.npy",
-                       help="the corpus's vectors as `embed` wrote them (its questions file beside it, when there, "
-                            "must list the corpus's questions in order), instead of encoding; refused when their "
-                            "number or width is not the corpus's and the model's")
-    dedup.add_argument("--min-size", type=count, default=2, help="smallest cluster kept")
-    dedup.add_argument("-k", "--neighbours", type=count, default=DEFAULT_K,
-                       help="neighbours searched per question at first (more where all are above the threshold)")
-    dedup.add_argument("--max-neighbourhood", type=count, default=None,
-                       help=f"deepest search of one question's neighbourhood; beyond it a cluster keeps the "
-                            f"closest, and a warning says how many questions reached it (default: {MAX_NEIGHBOURHOOD} "
-                            f"when the search is approximate, over {FLAT_LIMIT:,} questions; else unbounded)")
+    option = dedup.add_argument
+    option("--questions", required=True, help=QUESTIONS_HELP)
+    add_output_options(dedup, required=False, help="output CSV, one row per clustered question (unless --sweep)")
+    option("--threshold", type=threshold, default=None,
+           help="cosine a member must exceed to its cluster's representative (default: the model's clustering "
+                "threshold, else its pair threshold)")
+    option("--sweep", type=sweep_range, nargs="?", const=sweep_range(DEFAULT_SWEEP), default=None,
+           metavar="START:STOP:STEP", help=f"print a row of figures per threshold instead (default: {DEFAULT_SWEEP})")
+    option("--vectors", default=None, metavar="FILE.npy", help="the vectors `embed` wrote, instead of encoding")
+    option("--min-size", type=count, default=2, help="smallest cluster kept")
+    option("-k", "--neighbours", type=count, default=DEFAULT_K,
+           help="neighbours searched per question at first (more where all are above the threshold)")
+    option("--max-neighbourhood", type=count, default=None,
+           help=f"deepest search of one question's neighbourhood, said when reached (default: {MAX_NEIGHBOURHOOD} "
+                f"for an approximate search, else unbounded)")
     add_backend_option(dedup)
-    dedup.add_argument("--index", choices=INDEX_KINDS, default=None,
-                       help=f"the neighbour search's index: flat (exact), hnsw (approximate graph) or ivfpq "
-                            f"(compressed about 15x, trained on a seeded sample; its candidates are scored again "
-                            f"exactly); default: flat up to {FLAT_LIMIT:,} questions, hnsw above")
+    option("--index", choices=INDEX_KINDS, default=None,
+           help=f"flat (exact), hnsw (approximate graph) or ivfpq (compressed, candidates rescored exactly); "
+                f"default: flat up to {FLAT_LIMIT:,} questions, hnsw above")
     add_engine_options(dedup)
     add_rerank_option(dedup)
     return dedup
@@ -115,15 +73,8 @@ DEEPER_SEARCH_LIMIT = 1 << 25
 
 
 def _check_threshold(graph, cosine: float, config: dict) -> None:
-    """Refuse a threshold at which nearly every question's neighbourhood is the whole corpus.
-
-    Most questions then have all of their first neighbours above the threshold, each is searched again as
-    deep as the corpus (an exact index has no depth cap), and the answer is one giant cluster. No user
-    means that, and waiting minutes for it in silence is worse than a refusal that says why at once: the
-    run stops before clustering, with the numbers and the two ways out (a higher threshold, or a bounded
-    search with --max-neighbourhood, whose capped-neighbourhood warning then says what was cut). A small
-    corpus never reaches the limit, whatever the threshold: it is the work that is refused, not the value.
-    """
+    """Refuse, with the two ways out, a threshold at which nearly every question's neighbourhood is the whole
+    corpus: minutes of search in silence for one giant cluster. It is the work that is refused, not the value."""
     rows, results = graph.deeper_search(cosine)
     if results > DEEPER_SEARCH_LIMIT:
         from core.inference.calibration import clustering_threshold
@@ -135,16 +86,10 @@ def _check_threshold(graph, cosine: float, config: dict) -> None:
                        "--max-neighbourhood")
 
 
-def index_cache() -> Path:
-    """Where dedup keeps its neighbour indexes between runs: the lab's own cache (``$SIAMESE_LAB_CACHE``,
-    ``core.export.onnx_backend.cache_root``), never the model folder or the corpus's."""
-    from core.export.onnx_backend import cache_root
-
-    return cache_root() / "dedup"
-
-
 def cmd_dedup(args) -> int:
-    resolved_device(args)  # a GPU that is not here is refused before any work, and a model without vectors
+    from core.device import resolve_device
+
+    resolve_device(args.device)  # a GPU that is not here is refused before any work, and a model without vectors
     refuse_without_vectors(args.model)
     if args.sweep is not None:
         for flag, value in (("--out", args.out), ("--threshold", args.threshold), ("--rerank", args.rerank)):
@@ -166,8 +111,7 @@ def cmd_dedup(args) -> int:
 
 
 class _Model:
-    """``args.model``, loaded (``load_backend``) only when something asks for it: a run whose vectors are cached
-    needs only its config."""
+    """``args.model``, loaded only when asked for: a run whose vectors are cached needs only its config."""
 
     def __init__(self, args):
         self.args, self.loaded = args, None
@@ -179,25 +123,21 @@ class _Model:
 
     def config(self) -> dict:
         """The model's config, read without its weights when they were not loaded."""
-        from core.models.registry import zero_shot_config
         from core.model_names import ZERO_SHOT
-        from core.saving import ModelLoadError, read_config
+        from core.models.registry import zero_shot_config
+        from core.saving import read_config
 
         if self.loaded is not None or self.args.backend == "onnx":
             self()
             return self.loaded[1]
-        if self.args.model == ZERO_SHOT:
-            return zero_shot_config()
-        try:
-            return read_config(self.args.model)
-        except ModelLoadError as error:
-            raise CliError(str(error)) from None
+        return zero_shot_config() if self.args.model == ZERO_SHOT else read_config(self.args.model)
 
 
 def _graph(args, texts, folder: Path):
     """(the ``NeighbourGraph`` of ``texts``, its model's config, what the summary says of its vectors and index,
-    seconds per phase): vectors from ``--vectors``, the cache or the encoder (``--engine``'s), the graph's index
-    and first search from ``index_cache`` when they are there."""
+    seconds per phase): vectors from ``--vectors``, the cache or the encoder, the index from the cache if there."""
+    from core.device import resolve_device
+    from core.export.onnx_backend import cache_root
     from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
     from core.inference.search import DeviceIndex
     from core.inference.search import fingerprint, model_identity
@@ -205,7 +145,7 @@ def _graph(args, texts, folder: Path):
 
     started, phases = time.perf_counter(), {}
     remove_stale_shards(folder)  # a killed Ray run's, whichever engine this run uses
-    device = resolved_device(args)
+    device = resolve_device(args.device)
     model = _Model(args)
     key = vector_cache_key(args) or model_identity(model())
     cache = vector_cache() if key else None
@@ -231,7 +171,7 @@ def _graph(args, texts, folder: Path):
             points, queries = vectors.for_clustering()
             del vectors
         phases["encode"] = time.perf_counter() - started
-        store = SavedGraphIndex(index_cache(), key, corpus, len(texts)) if key else None
+        store = SavedGraphIndex(cache_root() / "dedup", key, corpus, len(texts)) if key else None
         options = dict(k=args.neighbours, queries=queries, max_neighbourhood=args.max_neighbourhood,
                        index_kind=args.index, index_store=store)
         if args.engine == "ray":
@@ -251,7 +191,7 @@ def _graph(args, texts, folder: Path):
 
 
 def _vectors_file(path: str, texts, model):
-    """``--vectors``: ``embed``'s vectors of ``texts``, checked (``core.inference.embedding.read_embedding_file``)."""
+    """``--vectors``: ``embed``'s vectors of ``texts``, checked against their sha256 and the model."""
     from core.inference.embedding import read_embedding_file
 
     try:
@@ -261,12 +201,10 @@ def _vectors_file(path: str, texts, model):
 
 
 def _chosen_threshold(args, config: dict) -> tuple[float, str]:
-    """(the threshold to cluster at, where it comes from): ``--threshold``, else the model's clustering
-    threshold. Calibration is imported only for the latter: it brings scikit-learn, seconds of a run whose
-    vectors are cached."""
+    """(threshold, its source): ``--threshold``, else the model's clustering threshold."""
     if args.threshold is not None:
         return args.threshold, "given with --threshold"
-    from core.inference.calibration import clustering_threshold
+    from core.inference.calibration import clustering_threshold  # brings scikit-learn: only when it is needed
 
     calibrated = clustering_threshold(config)
     return calibrated.threshold, calibrated.source
@@ -279,7 +217,7 @@ def _dedup_into(claim, out: Path, args) -> dict:
 
     started = time.perf_counter()
     reranker, rerank_config = load_reranker(args)
-    texts, _ = read_corpus(args.questions)
+    texts = load_corpus(args.questions)
     read = time.perf_counter() - started
     graph, config, reuse, phases = _graph(args, texts, out.parent)
     cosine, source = _chosen_threshold(args, config)
@@ -304,10 +242,14 @@ def _dedup_into(claim, out: Path, args) -> dict:
     return {"out": str(out), "questions": len(texts), "clusters": len(clusters),
             "clustered_questions": int(len(frame)), "largest_cluster": largest,
             "threshold": float(cosine), "threshold_source": source, "min_size": args.min_size,
-            "capped_questions": graph.capped,
-            "search": "exact" if graph.kind == "flat" else f"{graph.kind} (approximate)",
-            **reuse, "backend": args.backend, "seconds": round(time.perf_counter() - started, 1),
-            "phase_seconds": {name: round(seconds, 1) for name, seconds in {"read": read, **phases}.items()}}
+            "capped_questions": graph.capped, **_run_facts(args, graph, reuse, started, {"read": read, **phases})}
+
+
+def _run_facts(args, graph, reuse: dict, started: float, phases: dict) -> dict:
+    """The summary's part shared by a clustering and a sweep: the search, what was reused, the time per phase."""
+    return {"search": "exact" if graph.kind == "flat" else f"{graph.kind} (approximate)", **reuse,
+            "backend": args.backend, "seconds": round(time.perf_counter() - started, 1),
+            "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}}
 
 
 def _reranked(args, graph, texts, cosine: float, reranker, config: dict):
@@ -330,7 +272,7 @@ def _sweep(args) -> tuple[list[dict], dict]:
     from core.inference.dedup import sweep_rows
 
     started = time.perf_counter()
-    texts, _ = read_corpus(args.questions)
+    texts = load_corpus(args.questions)
     graph, config, reuse, phases = _graph(args, texts, Path.cwd())
     default, source = _chosen_threshold(args, config)
     print(f"default threshold: {default:.4g} ({source})", file=sys.stderr)
@@ -339,6 +281,4 @@ def _sweep(args) -> tuple[list[dict], dict]:
     phases["cluster"] = time.perf_counter() - clustering
     return rows, {"questions": len(texts), "thresholds": len(rows), "min_size": args.min_size,
                   "default_threshold": float(default), "threshold_source": source,
-                  "search": "exact" if graph.kind == "flat" else f"{graph.kind} (approximate)",
-                  **reuse, "backend": args.backend, "seconds": round(time.perf_counter() - started, 1),
-                  "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()}}
+                  **_run_facts(args, graph, reuse, started, phases)}

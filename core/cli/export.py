@@ -1,16 +1,13 @@
-"""``python -m core export``: a model written as a sentence-transformers folder or ONNX graphs, with a
-model card. (``--backend {torch,onnx}`` of the other commands is ``core.cli.common``'s.)
-"""
+"""``python -m core export``: a model written as a sentence-transformers folder or ONNX graphs, with a model card."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from core.cli.common import CliError, load_model, model_command, print_json, refuse_tfidf
+from core.cli.common import load_model, model_command, print_json, refuse_tfidf
 from core.export.export_folder import EXPORT_FORMATS, QUANTIZE_CHOICES
 
 
 def add_parsers(sub) -> None:
-    """Register ``export`` on the subparsers ``sub``."""
     export = model_command(sub, "export", "write a model as a sentence-transformers folder or ONNX graphs, "
                                           "with a model card", cmd_export)
     export.add_argument("--format", required=True, choices=EXPORT_FORMATS,
@@ -27,28 +24,17 @@ def add_parsers(sub) -> None:
 
 
 def cmd_export(args) -> int:
-    from core.export.formats import ExportError
     from core.export.export_folder import check_export, export_files, export_model
     from core.models import ZERO_SHOT
-    from core.saving import ForeignFilesError, ModelLoadError, OutputError, read_config
+    from core.saving import read_config
 
     refuse_tfidf(args.model)
     # The format is checked against the model's family before any weights are read.
-    try:
-        model_type = "minilm" if args.model == ZERO_SHOT else read_config(args.model)["model_type"]
-        check_export(model_type, args.format, args.quantize)
-    except (ModelLoadError, ExportError) as error:
-        raise CliError(str(error)) from None
+    model_type = "minilm" if args.model == ZERO_SHOT else read_config(args.model)["model_type"]
+    check_export(model_type, args.format, args.quantize)
     model, config = load_model(args.model, args.device, vectors=False)  # a cross-encoder exports as onnx
-    try:
-        manifest = export_model(model, config, args.out, args.format, overwrite=args.overwrite,
-                                quantize=args.quantize, source=args.model)
-    except OutputError as error:
-        hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
-        problem = error.problem.replace("; replacing it needs overwrite", "")
-        raise CliError(f"--out {error.path}: {problem}{hint}") from None
-    except (ExportError, ForeignFilesError) as error:
-        raise CliError(str(error)) from None
+    manifest = export_model(model, config, args.out, args.format, overwrite=args.overwrite, quantize=args.quantize,
+                            source=args.model)
     out = Path(args.out).expanduser()
     print_json({"folder": str(out), "format": args.format, "model_type": manifest["model_type"],
                 "threshold": manifest["threshold"], "quantization": manifest.get("quantization"),

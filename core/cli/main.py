@@ -1,8 +1,5 @@
-"""``python -m core``: the parser built from the command modules, and ``main(argv)``.
-
-Bad input never shows a traceback: every expected failure prints one ``error: ...`` line and exits
-with status 2.
-"""
+"""``python -m core``: the parser built from the command modules, and ``main(argv)``, the one error boundary:
+every expected failure, a user's or the machine's, is one ``error: ...`` line and exit status 2."""
 from __future__ import annotations
 
 import argparse
@@ -11,9 +8,15 @@ import sys
 
 from core.cli import calibrate, corpus, dedup, export, predict, score, suggest, train, workspaces
 from core.cli.common import CliError, CliParser, help_formatter
+from core.data import DataError
+from core.device import DeviceError
+from core.export.formats import ExportError
 from core.export.onnx_backend import OnnxBackendError
+from core.saving import ForeignFilesError, ModelLoadError, OutputError
 
 EXIT_USAGE = 2
+# The library's own failures, each a message a user can act on: one line, whichever command meets them.
+USER_ERRORS = (CliError, DataError, DeviceError, ExportError, OnnxBackendError, ForeignFilesError, ModelLoadError)
 # The commands in the order --help lists them.
 COMMAND_MODULES = (train, predict, calibrate, corpus, export, score, dedup, suggest, workspaces)
 
@@ -51,18 +54,24 @@ ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errn
 
 
 def one_line(text) -> str:
-    """``text`` with its control and line-break characters escaped, so a message quoting a user's file
-    (a JSON key holding a carriage return, say) still prints as one line."""
+    """``text`` with control and line-break characters escaped, so a quoted file's text prints as one line."""
     return "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in str(text))
 
 
 def main(argv=None) -> int:
     _show_lab_warnings()
+    args = None
     try:
         args = build_parser().parse_args(argv)  # inside the try: building it imports torch, which Ctrl-C may cut
         return args.func(args)
-    except (CliError, OnnxBackendError) as error:  # an ONNX graph may also fail in the middle of a command
+    except USER_ERRORS as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except OutputError as error:  # a model folder's --out (train, calibrate, export), or a run under --runs
+        hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
+        problem = error.problem.replace("; replacing it needs overwrite", "")
+        where = f"--out {error.path}: {problem}{hint}" if getattr(args, "out", None) else str(error)
+        print(f"error: {one_line(where)}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as error:
         if error.errno not in ENVIRONMENT_ERRNOS:

@@ -1,17 +1,9 @@
-"""``python -m core evaluate`` and ``predict``: a model's metrics on a labelled pairs file, and its
-verdict on one pair of questions. Both take ``--model tfidf`` (``core.inference.tfidf_scorer`` says what it is
-fitted on)."""
+"""``python -m core evaluate`` and ``predict``: a model's metrics on a labelled pairs file, and its verdict on one
+pair of questions."""
 from __future__ import annotations
 
 from core.cli.common import (
-    METRIC_KEYS,
-    CliError,
-    add_backend_option,
-    add_columns_option,
-    count,
-    load_data,
-    model_command,
-    print_json,
+    METRIC_KEYS, CliError, add_backend_option, add_columns_option, count, load_data, model_command, print_json,
     threshold,
 )
 from core.cli.scorers import calibrate_on_file, load_scorer
@@ -40,9 +32,8 @@ def cmd_evaluate(args) -> int:
 
 
 def _threshold(args, config: dict, calibrated) -> tuple[float | None, str]:
-    """The threshold evaluate measures at, and where it comes from: --threshold, else --calibrate-on's best
-    accuracy, else the model's calibrated one (``core.inference.calibration.pair_threshold``), else None: the best
-    accuracy on the evaluated pairs themselves."""
+    """(threshold, its source): --threshold, else --calibrate-on's best accuracy, else the model's own, else None
+    (the best accuracy on the evaluated pairs themselves)."""
     from core.inference.calibration import pair_threshold
     from core.inference.run_quality import finite_number
 
@@ -58,8 +49,7 @@ def _threshold(args, config: dict, calibrated) -> tuple[float | None, str]:
 
 
 def _intervals(pairs, scores, cosine: float) -> dict:
-    """95 % bootstrap intervals of ROC AUC, accuracy and F1 over the evaluated pairs, pairs that share a question
-    resampled together (``core.inference.metrics.metric_intervals``, seed 0), as [low, high] lists."""
+    """95 % bootstrap intervals of ROC AUC, accuracy and F1, pairs sharing a question resampled together."""
     from core.data import resampling_groups
     from core.inference.metrics import metric_intervals
 
@@ -80,16 +70,15 @@ def cmd_predict(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    """Register ``evaluate`` and ``predict`` on the subparsers ``sub``."""
     evaluate = model_command(sub, "evaluate", "metrics of a model on a labelled pairs file", cmd_evaluate,
                              scores_pairs=True)
-    evaluate.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) of labelled pairs")
+    evaluate.add_argument("--data", required=True, help="labelled pairs (CSV/TSV/Parquet, optionally .gz)")
     add_columns_option(evaluate)
     evaluate.add_argument("--threshold", type=threshold, default=None,
                           help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
     evaluate.add_argument("--calibrate-on", default=None, metavar="FILE",
-                          help="a labelled pairs file (read with --columns) to calibrate the threshold on, once: the "
-                               "metrics on --data are at its best-accuracy threshold (what 'calibrate' would save)")
+                          help="labelled pairs to calibrate the threshold on first (read with --columns): the metrics "
+                               "are at its best-accuracy threshold")
     evaluate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
 
     predict = model_command(sub, "predict", "are two questions duplicates?", cmd_predict, scores_pairs=True)

@@ -6,23 +6,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.cli.common import (
-    METRIC_KEYS,
-    CliError,
-    TqdmCounter,
-    add_backend_option,
-    add_columns_option,
-    check_input_file,
-    claimed_output,
-    model_command,
-    output_path,
-    print_json,
-    threshold,
+    METRIC_KEYS, TqdmCounter, add_backend_option, add_columns_option, add_output_options, check_input_file,
+    claimed_output, model_command, output_path, print_json, threshold,
 )
 from core.cli.scorers import fitted_for_file, load_scorer
 
 
 def cmd_score(args) -> int:
-    from core.data import DataError
     from core.inference.scoring import ScoreSteps, score_file
 
     source = Path(args.pairs)
@@ -38,8 +28,6 @@ def cmd_score(args) -> int:
             with claim.open(out, "w", encoding="utf-8", newline="") as sink, _ticking(bars):
                 report = score_file(model, source, sink, cosine, columns=args.columns, label_map=args.label_map,
                                     steps=ScoreSteps(*bars))
-        except DataError as error:
-            raise CliError(str(error)) from None
         finally:
             for bar in bars:
                 bar.close()
@@ -64,8 +52,7 @@ PROGRESS_DELAY = 2.0
 
 @contextmanager
 def _ticking(bars: list[TqdmCounter]):
-    """The open bars redrawn every ``TICK_SECONDS`` for the block, so their elapsed time moves through a step that
-    reports nothing for a while (the reader's first pass checks the whole file before the first row)."""
+    """The bars redrawn every ``TICK_SECONDS``, so their clocks move through a silent step (the first pass)."""
     import threading
 
     stop = threading.Event()
@@ -86,16 +73,12 @@ def _ticking(bars: list[TqdmCounter]):
 
 
 def add_parsers(sub) -> None:
-    """Register ``score`` on the subparsers ``sub``."""
     score = model_command(sub, "score", "score every pair of a file at a threshold (CSV out, streamed)", cmd_score,
                           scores_pairs=True)
-    score.add_argument("--pairs", required=True, help="CSV/TSV (optionally .gz) with question1, question2 "
-                                                      "(is_duplicate optional: metrics are printed when present)")
+    score.add_argument("--pairs", required=True, help="pairs file (is_duplicate optional: metrics when present)")
     add_columns_option(score)
-    score.add_argument("--out", required=True,
-                       help="output CSV: the input columns + similarity, predicted_duplicate (an input column of "
-                            "either name, in any case, is kept as it is, and the output takes <name>_1, or _2 ...)")
+    add_output_options(score, help="output CSV: the input columns + similarity, predicted_duplicate (or <name>_1 ... "
+                                   "where the input has them)")
     score.add_argument("--threshold", type=threshold, default=None,
                        help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
-    score.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     add_backend_option(score)

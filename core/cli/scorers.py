@@ -1,6 +1,5 @@
 """What the commands that only score pairs share (evaluate, score, predict, calibrate): loading a scorer, the
-TF-IDF baseline included (``--model tfidf``, ``core.inference.tfidf_scorer``), and calibrating one on a labelled
-file with a progress bar."""
+TF-IDF baseline and a stacked scorer included, and calibrating or stacking one on labelled files."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,41 +8,24 @@ from core.cli.common import CliError, TqdmCounter, load_backend, load_data
 
 
 def load_scorer(args):
-    """(scorer, config) of a command that only scores pairs (``model.score_pairs``): the TF-IDF baseline
-    for ``--model tfidf`` or a calibrated TF-IDF folder, a stacked scorer's folder (``core.inference.stacked_scorer``),
+    """(scorer, config): the TF-IDF baseline (``tfidf`` or a calibrated TF-IDF folder), a stacked scorer's folder,
     else ``load_backend``'s model, a cross-encoder included."""
-    from core.inference.stacked_scorer import is_stacked
+    from core.device import resolve_device
+    from core.inference.stacked_scorer import is_stacked, load_stacked
     from core.inference.tfidf_scorer import is_tfidf, load_tfidf
-    from core.saving import ModelLoadError
 
-    if is_stacked(args.model):
-        return _load_stacked(args)
-    if not is_tfidf(args.model):
+    kind = "the TF-IDF baseline" if is_tfidf(args.model) else "a stacked scorer" if is_stacked(args.model) else None
+    if kind is None:
         return load_backend(args, vectors=False)
     if getattr(args, "backend", "torch") == "onnx":
-        raise CliError(f"--model {args.model} is the TF-IDF baseline, which has no ONNX graph; drop --backend onnx")
-    try:
-        return load_tfidf(args.model)
-    except ModelLoadError as error:
-        raise CliError(str(error)) from None
-
-
-def _load_stacked(args):
-    from core.device import DeviceError, resolve_device
-    from core.inference.stacked_scorer import load_stacked
-    from core.saving import ModelLoadError
-
-    if getattr(args, "backend", "torch") == "onnx":
-        raise CliError(f"--model {args.model} is a stacked scorer, which has no ONNX graph; drop --backend onnx")
-    try:
+        raise CliError(f"--model {args.model} is {kind}, which has no ONNX graph; drop --backend onnx")
+    if is_stacked(args.model):
         return load_stacked(args.model, str(resolve_device(args.device)))
-    except (DeviceError, ModelLoadError) as error:
-        raise CliError(str(error)) from None
+    return load_tfidf(args.model)
 
 
 def fitted_for_file(model, source: Path, columns: dict[str, str] | None = None):
-    """``model``, or for the plain TF-IDF baseline the baseline fitted on the questions of the file ``source`` it
-    is about to score (``core.inference.tfidf_scorer.fit_on_file``: a first pass over the file)."""
+    """``model``, or for the plain TF-IDF baseline the baseline fitted on the file ``source`` it is about to score."""
     from core.inference.tfidf_scorer import TfidfScorer, fit_on_file
 
     if isinstance(model, TfidfScorer) and not model.fitted:
@@ -53,10 +35,8 @@ def fitted_for_file(model, source: Path, columns: dict[str, str] | None = None):
 
 def calibrate_on_file(model, path: str, columns: dict[str, str] | None = None, max_rows: int | None = None,
                       label_map: dict[str, int] | None = None):
-    """(scorer, ``core.inference.calibration.FileCalibration``) of ``model`` calibrated on the labelled pairs file
-    ``path`` (read as ``load_data`` reads it), a progress bar on stderr while it encodes; a file that cannot
-    calibrate is one ``CliError`` before any encoding. The scorer is ``model``, or the TF-IDF baseline fitted on
-    the file's questions (``core.inference.calibration.calibrate_scorer``)."""
+    """(scorer, ``FileCalibration``) of ``model`` calibrated on the labelled pairs of ``path``, a bar on stderr; a
+    file that cannot calibrate is one ``CliError`` before any encoding. The TF-IDF baseline is fitted on it."""
     from core.inference.calibration import calibrate_scorer, calibration_problem
 
     pairs = load_data(path, max_rows, columns, label_map=label_map)
@@ -72,9 +52,7 @@ def calibrate_on_file(model, path: str, columns: dict[str, str] | None = None, m
 
 def stack_on_files(encoder, args, parent_name: str):
     """(scorer, ``FileCalibration``, config base) of a stacked scorer over ``encoder`` fitted on ``args.data``, its
-    thresholds picked on ``args.val`` or a held-out share of ``args.data``
-    (``core.inference.stacked_scorer.stack_and_calibrate``); pairs that cannot do it are one ``CliError`` before
-    any encoding."""
+    thresholds picked on ``args.val`` or a held-out share of ``args.data``."""
     from core.inference.stacked_scorer import stack_and_calibrate, stacked_config, stacking_problem
 
     train = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)

@@ -1,15 +1,7 @@
-"""``python -m core suggest``: the pairs of a corpus to label next, as a CSV.
-
-    python -m core suggest --model M --questions FILE [--labels LABELS] --n N [--strategy uncertainty|random]
-                           [--threshold T] [--seed S] [--random-share R] [-k K] --out OUT.csv [--overwrite]
-
-FILE is read as ``dedup`` reads it (``core.data.load_questions``). Each question is paired with its ``k``
-nearest neighbours under the model, pairs already in LABELS (the Label page's database, a
-``core.saving.label_store`` file, or a pairs CSV such as the one it downloads; it need not exist yet) are
-left out, and ``core.inference.candidates.choose_pairs`` picks N. The CSV has the columns
-question1, question2, similarity, reason, and is formula safe. ``--rerank CROSS_ENCODER``: the candidates' similarity
-is the cross-encoder's score of the pair (``core.inference.dedup``), and its pair threshold the default.
-"""
+"""``python -m core suggest``: the pairs of a corpus to label next, as a CSV (question1, question2, similarity,
+reason; formula safe): each question with its ``k`` nearest neighbours, less the pairs already in ``--labels`` (a
+label database or a pairs CSV), ``core.inference.candidates.choose_pairs`` picking N. With ``--rerank``, the
+cross-encoder's score is the similarity and its pair threshold the default."""
 from __future__ import annotations
 
 import sys
@@ -17,71 +9,37 @@ import time
 from pathlib import Path
 
 from core.cli.common import (
-    CliError,
-    TqdmCounter,
-    add_backend_option,
-    add_rerank_option,
-    claimed_output,
-    count,
-    load_backend,
-    load_corpus,
-    load_reranker,
-    model_command,
-    output_path,
-    print_json,
-    refuse_without_vectors,
-    resolved_device,
-    threshold,
+    QUESTIONS_HELP, CliError, TqdmCounter, add_backend_option, add_output_options, add_rerank_option,
+    claimed_output, count, load_backend, load_corpus, load_reranker, model_command, number, output_path, print_json,
+    refuse_without_vectors, threshold, vector_cache, vector_cache_key,
 )
-from core.cli.vector_keys import vector_cache, vector_cache_key
-
-
-def _share(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
 
 
 def add_parsers(sub):
-    """Register ``suggest`` on the subparsers ``sub``."""
     from core.inference.candidates import DEFAULT_K, RANDOM_SHARE, STRATEGIES
 
     suggest = model_command(sub, "suggest", "the pairs of a corpus to label next, as a CSV", cmd_suggest)
-    suggest.add_argument("--questions", required=True,
-                         help="CSV/TSV with a question column (question, text, sentence, title or q), a pairs file "
-                              "(its distinct questions), or plain text with one question per line; optionally .gz")
-    suggest.add_argument("--labels", default=None,
-                         help="the labels so far: a label database (.sqlite3) or a pairs CSV (question1, question2, "
-                              "is_duplicate); their pairs are not suggested again. A file that does not exist yet "
-                              "holds none")
-    suggest.add_argument("--n", type=count, required=True, help="how many pairs to suggest")
-    suggest.add_argument("--strategy", choices=STRATEGIES, default="uncertainty",
-                         help="uncertainty: the pairs whose similarity is closest to the threshold, plus a random "
-                              "share; random: all drawn at random. No question twice in one round either way")
-    suggest.add_argument("--threshold", type=threshold, default=None,
-                         help="the similarity the model is least sure about (default: its pair threshold; for a "
-                              "model without one, calibrated on the labels when they are enough)")
-    suggest.add_argument("--random-share", type=_share, default=RANDOM_SHARE,
-                         help="share of the N drawn at random with --strategy uncertainty")
-    suggest.add_argument("--seed", type=int, default=0, help="seed of the random draw")
-    suggest.add_argument("-k", "--neighbours", type=count, default=DEFAULT_K,
-                         help="nearest neighbours of each question that are candidate pairs")
-    suggest.add_argument("--out", required=True, help="output CSV: question1, question2, similarity, reason")
-    suggest.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    option = suggest.add_argument
+    option("--questions", required=True, help=QUESTIONS_HELP)
+    option("--labels", default=None, help="the labels so far (a label database or a pairs CSV; may not exist yet)")
+    option("--n", type=count, required=True, help="how many pairs to suggest")
+    option("--strategy", choices=STRATEGIES, default="uncertainty",
+           help="uncertainty: the pairs closest to the threshold, plus a random share; random: all at random")
+    option("--threshold", type=threshold, default=None,
+           help="the similarity the model is least sure about (default: its pair threshold, else one calibrated on "
+                "the labels)")
+    option("--random-share", type=number("between 0 and 1", 0, 1), default=RANDOM_SHARE,
+           help="share of the N drawn at random with --strategy uncertainty")
+    option("--seed", type=int, default=0, help="seed of the random draw")
+    option("-k", "--neighbours", type=count, default=DEFAULT_K, help="neighbours of each question paired with it")
+    add_output_options(suggest, help="output CSV: question1, question2, similarity, reason")
     add_backend_option(suggest)
     add_rerank_option(suggest)
     return suggest
 
 
 def _load_labels(path: str | None):
-    """The labels: a ``LabelStore`` for a label database (told by its first bytes; read by queries, never whole),
-    a pairs frame for a pairs CSV; None when there is no file yet."""
+    """A ``LabelStore`` for a label database, a pairs frame for a pairs CSV, None when there is no file yet."""
     from core.data import DataError
     from core.saving.label_store import LabelStore, is_label_database, read_labels_csv
 
@@ -115,6 +73,7 @@ def cmd_suggest(args) -> int:
 
 def _suggest_into(claim, out: Path, args) -> dict:
     from core.data import DataError, pair_keys
+    from core.device import resolve_device
     from core.inference.calibration import Calibrated, pair_threshold
     from core.inference.candidates import choose_pairs, distinct_questions, embed_corpus
     from core.inference.search import model_identity
@@ -122,7 +81,7 @@ def _suggest_into(claim, out: Path, args) -> dict:
     from core.saving.safe_csv import safe_csv_text
     from core.training.active_rounds import labelled_threshold, unlabelled_candidates
 
-    device = resolved_device(args)  # a GPU that is not here is refused before any work, and a model without vectors
+    device = resolve_device(args.device)  # a GPU not here is refused before any work, and a model without vectors
     refuse_without_vectors(args.model)
     questions = distinct_questions(load_corpus(args.questions))
     if len(questions) < 2:

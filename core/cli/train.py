@@ -1,9 +1,6 @@
-"""``python -m core train``: options (over a preset) -> a RunSpec, a tqdm progress bar, and Ctrl-C
-that cancels after the current step and keeps the best model so far.
-
-Training is imported inside the functions that train: the inference commands build the same parser
-and must not load the trainer, the pipeline or the spec builder.
-"""
+"""``python -m core train``: options (over a preset) -> a RunSpec, a tqdm progress bar, and Ctrl-C that cancels
+after the current step and keeps the best model so far. Training is imported only by the functions that train:
+the other commands build the same parser and must not load the trainer."""
 from __future__ import annotations
 
 import argparse
@@ -15,14 +12,7 @@ import threading
 from pathlib import Path
 
 from core.cli.common import (
-    CliError,
-    add_columns_option,
-    count,
-    help_formatter,
-    load_data,
-    minutes,
-    print_json,
-    same_file,
+    CliError, TqdmCounter, add_columns_option, count, help_formatter, load_data, minutes, print_json,
 )
 
 
@@ -30,16 +20,14 @@ class TqdmProgress:
     """Trainer callback drawing one tqdm bar over all steps, with validation metrics per epoch."""
 
     def __init__(self, stream=None):
-        self.stream, self.bar = stream or sys.stderr, None  # the stderr of the moment, not of the import
+        self.stream, self.bar, self.stage = stream or sys.stderr, None, None  # the stderr of now, not of the import
 
     def on_train_start(self, trainer):
         from tqdm import tqdm
 
         self.bar = tqdm(total=trainer.total_steps, unit="step", file=self.stream, dynamic_ncols=True, mininterval=0.5)
 
-    def on_batch_end(self, trainer):
-        # Drawn by update() at most every mininterval: redrawing for each new postfix wrote the bar out at every
-        # step, host time that a short GPU step cannot spare.
+    def on_batch_end(self, trainer):  # drawn by update() at most every mininterval: a short GPU step cannot wait
         self.bar.set_postfix(epoch=trainer.epoch, loss=f"{trainer.loss:.4f}", pairs_s=f"{trainer.pairs_per_second:.0f}",
                              refresh=False)
         self.bar.update(1)
@@ -58,20 +46,10 @@ class TqdmProgress:
         if self.bar is not None:
             self.bar.close()
 
-    def on_stage_progress(self, stage: str, done: int, total: int):
-        """A bar per step after training (scoring validation, zero-shot MiniLM, the test pairs)."""
-        from tqdm import tqdm
-
-        if getattr(self, "stage", None) != stage:
-            self.stage, self.stage_bar = stage, tqdm(total=total, desc=stage, unit="pair", file=self.stream,
-                                                     mininterval=0.5)
-        self.stage_bar.update(done - self.stage_bar.n)
-        if done >= total:
-            self.stage_bar.close()
-
-
-def _flag(option: str) -> str:
-    return "--" + option.replace("_", "-")
+    def on_stage_progress(self, stage: str, done: int, total: int):  # scoring validation, zero-shot, the test
+        if self.stage is None or self.stage.description != stage:
+            self.stage = TqdmCounter(stage, unit="pair")
+        self.stage(done, total)
 
 
 AUTO_OVERHEAD_MINUTES = 2.5  # of a budget: the cheap candidates, then scoring and saving the chosen model
@@ -91,9 +69,8 @@ def wants_auto_recipe(args) -> bool:
 
 
 def spec_from_args(args, data_options: dict | None = None):
-    """The RunSpec of ``train``: options given on the command line, over a preset if one is named, over
-    ``data_options`` (the auto recipe's, read off the data) if given.
-    With ``--init-model`` and neither ``--model`` nor ``--preset``, the model is that folder's family."""
+    """The RunSpec of ``train``: the options given, over a preset if one is named, over ``data_options`` (the auto
+    recipe's) if given; with ``--init-model`` and neither ``--model`` nor ``--preset``, that folder's family."""
     from core.training.presets import AUTO_PRESET
     from core.training.specs import SpecError, spec_from_options
 
@@ -123,7 +100,7 @@ def spec_from_args(args, data_options: dict | None = None):
         return spec_from_options(args.preset, **options, **switches, model_options=model_options,
                                  init_model=args.init_model, base_model=args.base_model, data_name=Path(args.data).name)
     except SpecError as error:
-        raise CliError(f"{_flag(error.option)} {error.problem}") from None
+        raise CliError(f"--{error.option.replace('_', '-')} {error.problem}") from None
 
 
 def _init_model_family(source: str) -> str:
@@ -140,18 +117,13 @@ def _init_model_family(source: str) -> str:
 
 
 def cmd_train(args) -> int:
-    from core.device import DeviceError, resolve_device
+    from core.device import resolve_device
 
-    try:
-        device = resolve_device(args.device)
-    except DeviceError as error:
-        raise CliError(str(error)) from None
+    device = resolve_device(args.device)
     spec = spec_from_args(args)
-    _check_held_out_files(args)
     from core.training.distributed import init_from_env
 
-    context = init_from_env(args.device)  # a no-op unless started by torchrun
-    # The output is claimed (and found writable) before the data is even read: one saved model, rank 0's.
+    context = init_from_env(args.device)  # a no-op unless started by torchrun; the output, rank 0's, claimed first
     output = _claim_output(args, spec) if context.is_main else None
     with output or contextlib.nullcontext():
         pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)
@@ -168,22 +140,10 @@ def cmd_train(args) -> int:
         return _run_training(args, spec, pairs, context, output, held_out, choose=auto and not context.enabled)
 
 
-def _check_held_out_files(args) -> None:
-    """One ``CliError`` when ``--val`` or ``--test`` is the training file (or both are one file): its figures would
-    be scored on pairs the model trained on, or its thresholds picked on the pairs that test them."""
-    for flag, path in (("--val", args.val), ("--test", args.test)):
-        if same_file(path, args.data):
-            raise CliError(f"{flag} is the training file {args.data}: its figures would be scored on the pairs the "
-                           f"model trains on; give a held-out file, or leave {flag} out")
-    if same_file(args.val, args.test):
-        raise CliError("--val and --test are one file: the test would score the pairs that picked the thresholds; "
-                       "give two held-out files")
-
-
 def _held_out_by_content(args, pairs, held_out: dict) -> dict:
-    """The validation and test pairs without those the model trains on (or, for the test, that pick its
-    thresholds), matched by content in either order (``core.data.seen_pair_mask``): a file of nothing else is one
-    ``CliError``; the others are left out, and one warning line says how many."""
+    """The validation and test pairs less those the run learns from (or, for the test, that pick its thresholds),
+    matched by content in either order: a file of nothing else (a copy of --data, or --val again) is one
+    ``CliError``; the others are left out, and said."""
     import pandas as pd
 
     from core.data import seen_pair_mask
@@ -208,9 +168,8 @@ def _held_out_by_content(args, pairs, held_out: dict) -> dict:
 
 
 def _auto_spec(args, pairs, device: str, is_main: bool):
-    """The spec of the auto recipe fitted to ``pairs``: the GPU preset on a CUDA GPU with data enough for it,
-    else ``core.training.presets``'s, with every option given explicitly still winning; one ``note:`` line
-    says what was picked and why."""
+    """The auto recipe's spec for ``pairs`` (the GPU preset on a CUDA GPU with data enough for it), every option
+    given still winning; one ``note:`` line says what was picked and why."""
     from core.training.presets import auto_options
     from core.training.presets import suggested_preset
 
@@ -231,8 +190,7 @@ def _auto_spec(args, pairs, device: str, is_main: bool):
 
 
 def _check_trainable(path: str, pairs, spec) -> None:
-    """``core.data.training_problems`` before any work: one ``error:`` when this run cannot train on the file
-    (too few duplicates for an in-batch loss), else a ``warning:`` per problem and training goes on."""
+    """``core.data.training_problems`` before any work: fatal ones are an ``error:``, others warnings."""
     from core.data import dataset_summary, training_problems
     from core.notices import notice
 
@@ -246,8 +204,7 @@ def _check_trainable(path: str, pairs, spec) -> None:
 
 
 def _offer_gpu_preset(n_pairs: int, cuda: bool) -> None:
-    """One ``note:`` line naming the GPU recipe when a run with no preset trains on a CUDA GPU with data
-    enough for it (``core.training.presets.suggested_preset``); the run goes on as asked."""
+    """One ``note:`` line naming the GPU recipe when a run with no preset trains on a CUDA GPU with data enough."""
     from core.training.presets import suggested_preset
 
     name = suggested_preset(n_pairs, cuda)
@@ -257,17 +214,12 @@ def _offer_gpu_preset(n_pairs: int, cuda: bool) -> None:
 
 
 def _claim_output(args, spec):
-    from core.saving import OutputError, claim_new_run, claim_output
+    from core.saving import claim_new_run, claim_output
 
-    try:
-        if args.out:
-            return claim_output(args.out, overwrite=args.overwrite)
-        _check_runs_folder(args.runs)
-        return claim_new_run(args.runs, spec.model, spec.loss.name)
-    except OutputError as error:
-        hint = "; add --overwrite to replace it" if error.reason == "model_exists" else ""
-        problem = error.problem.replace("; replacing it needs overwrite", "")
-        raise CliError(f"--out {error.path}: {problem}{hint}" if args.out else str(error)) from None
+    if args.out:
+        return claim_output(args.out, overwrite=args.overwrite)
+    _check_runs_folder(args.runs)
+    return claim_new_run(args.runs, spec.model, spec.loss.name)
 
 
 def _check_runs_folder(runs: str) -> None:
@@ -283,7 +235,6 @@ def _check_runs_folder(runs: str) -> None:
 
 
 def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bool = False) -> int:
-    from core.saving import ForeignFilesError
     from core.status import FAILED
     from core.training.auto_choice import run_auto
     from core.training.pipeline import train_run
@@ -291,9 +242,7 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
 
     stop = threading.Event()
 
-    def first_interrupt_cancels(signum, frame):
-        # The first Ctrl-C stops training after the current step and keeps the best model so far;
-        # a second one aborts at once.
+    def first_interrupt_cancels(signum, frame):  # a second Ctrl-C aborts at once
         print("\ncancelling after this step (Ctrl-C again to abort) ...", file=sys.stderr)
         stop.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -310,7 +259,7 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
                                val=held_out["val"], test=held_out["test"])
     except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
         raise CliError("interrupted") from None
-    except (TrainingError, ValueError, TypeError, ForeignFilesError) as error:  # a user's file put there meanwhile
+    except (TrainingError, ValueError, TypeError) as error:
         raise CliError(str(error)) from None
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -331,7 +280,7 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
 
 
 def _print_choice(chosen) -> int:
-    """One line per candidate on stderr, then the chosen model's figures as the JSON of any run."""
+    """One line per candidate on stderr, then the chosen model's figures as any run's JSON."""
     from core.status import FAILED
 
     for candidate, row in zip(chosen.candidates, chosen.rows()):  # as the Train page lists them
@@ -353,91 +302,68 @@ def _print_choice(chosen) -> int:
 
 
 def add_parsers(sub) -> None:
-    """Register ``train`` on the subparsers ``sub``."""
     from core.data import SPLIT_BY
+    from core.device import PRECISIONS
     from core.models import MODEL_NAMES
     from core.training.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
-    from core.device import PRECISIONS
     from core.training.presets import preset_names
 
     train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=help_formatter)
-    train.add_argument("--data", required=True, help="CSV/TSV (optionally .gz) with question1, question2, is_duplicate")
+    option = train.add_argument
+    option("--data", required=True, help="pairs file (CSV/TSV/Parquet, optionally .gz)")
     add_columns_option(train)
-    train.add_argument("--preset", choices=preset_names(), default=None,
-                       help="a named recipe from docs/BENCHMARKS.md (sets model, loss and settings); auto reads the "
-                            "training pairs and picks epochs, batches, learning rate, validation and max_length for "
-                            "them (default: auto when no model, loss or training option is given)")
-    train.add_argument("--model", choices=MODEL_NAMES, default=None,
-                       help="model family (default: the --init-model's, else lstm)")
-    train.add_argument("--init-model", default=None, metavar="FOLDER",
-                       help="start from this saved model instead of from scratch (minilm: the pretrained MiniLM, "
-                            "the usual start): its weights, architecture and tokenizer with its vocabulary are kept, "
-                            "so --model-options, --max-length, --min-freq and --max-vocab do not apply; "
-                            "config.json and the model card name it as the parent")
-    train.add_argument("--base-model", default=None, metavar="FOLDER",
-                       help="fine-tune the encoder of this local Hugging Face BERT folder (config.json, "
-                            "model.safetensors, vocab.txt; no custom code, no pickled weights) instead of the "
-                            "bundled all-MiniLM-L6-v2; implies --model minilm. The saved run holds the whole "
-                            "fine-tuned encoder and names the folder in config.json and the model card")
-    train.add_argument("--loss", choices=LOSS_NAMES, default=None, help="training loss (default: triplet)")
-    train.add_argument("--epochs", type=int, default=None, help="epochs (default depends on the model)")
-    train.add_argument("--batch-size", type=int, default=None, help="pairs per step (default depends on the model)")
-    train.add_argument("--lr", type=float, default=None, help="peak learning rate (default depends on the model)")
-    train.add_argument("--margin", type=float, default=None,
-                       help="loss margin (default: 0.25 for triplet on cosines, 1.0 for contrastive and multitask "
-                            "on distances)")
-    train.add_argument("--form", choices=CONTRASTIVE_FORMS, default=None,
-                       help="contrastive loss form (default: squared_hinge)")
-    train.add_argument("--scale", type=float, default=None,
-                       help="softmax and multitask: cosine scale; cosent: lambda (default: 20.0)")
-    train.add_argument("--weight", type=float, default=None,
-                       help="multitask loss: weight of the in-batch softmax term (default: 1.0)")
-    train.add_argument("--max-length", type=int, default=None, help="tokens per question (default: 64)")
-    train.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
-    train.add_argument("--min-freq", type=int, default=None,
-                       help="LSTM vocabulary: words seen fewer times become <unk> (default: 1)")
-    train.add_argument("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
-    train.add_argument("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
-    train.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: no cap)")
-    train.add_argument("--budget-minutes", type=minutes, default=None,
-                       help="the auto recipe's whole time: zero-shot MiniLM and a stacked scorer first, then a "
-                            "fine-tune in the time left; the best one better than zero-shot MiniLM beyond "
-                            "resampling is saved, else zero-shot MiniLM calibrated (default: 10)")
-    train.add_argument("--max-minutes", type=float, default=None,
-                       help="time budget: stop after this many minutes of training, with a final validation "
-                            "(default: no cap)")
-    train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
-    train.add_argument("--precision", choices=PRECISIONS, default=None,
-                       help="arithmetic of the training steps: auto = bf16 on a CUDA GPU that has it, fp16 with "
-                            "loss scaling on other GPUs, fp32 on the CPU; bf16 also runs on the CPU "
-                            "(default: the preset's, else auto)")
-    train.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                       help="torch.compile the training step (CUDA graphs on a GPU); the first steps wait for the "
-                            "compiler (default: the preset's, else off)")
-    train.add_argument("--patience", type=int, default=None, help="early stopping patience in epochs, 0 = off (default depends on the model)")
-    train.add_argument("--val", default=None, metavar="FILE",
-                       help="validation pairs (a dataset's development file), read like --data with the same "
-                            "--columns; default: pairs held out of --data")
-    train.add_argument("--test", default=None, metavar="FILE",
-                       help="test pairs, scored once after training (metrics with 95 %% intervals); read like --data")
-    train.add_argument("--split-by", choices=SPLIT_BY, default="auto",
-                       help="how validation pairs are held out of --data: question keeps every group of pairs "
-                            "linked by a shared question on one side; auto = question when any question occurs in "
-                            "more than one pair, else pair")
-    train.add_argument("--split-by-question", action="store_true", help="the same as --split-by question")
-    train.add_argument("--keep-unvalidated", action="store_true",
-                       help="save a run cancelled (Ctrl-C) before its first validation; by default nothing is saved")
-    train.add_argument("--hard-negatives", action="store_true",
-                       help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
-    train.add_argument("--implied-pairs", action="store_true",
-                       help="also train on the pairs the training labels imply: two duplicates of one question are "
-                            "duplicates, a duplicate of a non-duplicate's question is a non-duplicate")
-    train.add_argument("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
-    train.add_argument("--out", default=None,
-                       help="output folder: a new or empty folder, or a saved model with --overwrite "
-                            "(default: a new folder under --runs)")
-    train.add_argument("--overwrite", action="store_true",
-                       help="let --out replace the model saved there (a cancelled or failed run that is "
-                            "not better keeps the old one)")
-    train.add_argument("--runs", default="runs", help="models folder used when --out is not given")
+    option("--preset", choices=preset_names(), default=None,
+           help="a named recipe from docs/BENCHMARKS.md; auto fits epochs, batches, learning rate, validation and "
+                "max_length to the data (default: auto when no model, loss or training option is given)")
+    option("--model", choices=MODEL_NAMES, default=None, help="model family (default: the --init-model's, else lstm)")
+    option("--init-model", default=None, metavar="FOLDER",
+           help="start from this saved model (minilm: the pretrained MiniLM), keeping its architecture and tokenizer, "
+                "so --model-options, --max-length, --min-freq and --max-vocab do not apply")
+    option("--base-model", default=None, metavar="FOLDER",
+           help="fine-tune this local Hugging Face BERT folder (config.json, model.safetensors, vocab.txt; no custom "
+                "code) instead of the bundled all-MiniLM-L6-v2; implies --model minilm")
+    option("--loss", choices=LOSS_NAMES, default=None, help="training loss (default: triplet)")
+    option("--epochs", type=int, default=None, help="epochs (default depends on the model)")
+    option("--batch-size", type=int, default=None, help="pairs per step (default depends on the model)")
+    option("--lr", type=float, default=None, help="peak learning rate (default depends on the model)")
+    option("--margin", type=float, default=None,
+           help="loss margin (default: 0.25 for triplet on cosines, 1.0 for contrastive and multitask on distances)")
+    option("--form", choices=CONTRASTIVE_FORMS, default=None, help="contrastive loss form (default: squared_hinge)")
+    option("--scale", type=float, default=None, help="softmax, multitask: cosine scale; cosent: lambda (default: 20.0)")
+    option("--weight", type=float, default=None, help="multitask: weight of the in-batch softmax term (default: 1.0)")
+    option("--max-length", type=int, default=None, help="tokens per question (default: 64)")
+    option("--max-rows", type=count, default=None, help="use only the first N usable rows")
+    option("--min-freq", type=int, default=None, help="LSTM: words seen fewer times become <unk> (default: 1)")
+    option("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
+    option("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
+    option("--max-steps", type=int, default=None, help="stop after this many steps (default: no cap)")
+    option("--budget-minutes", type=minutes, default=None,
+           help="the auto recipe's whole time: zero-shot MiniLM and a stacked scorer, then a fine-tune in the time "
+                "left; the best one beyond resampling is saved (default: 10)")
+    option("--max-minutes", type=float, default=None,
+           help="time budget: stop after this many minutes of training, with a final validation (default: no cap)")
+    option("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
+    option("--precision", choices=PRECISIONS, default=None,
+           help="arithmetic of the training steps: auto = bf16 on a CUDA GPU that has it, fp16 with loss scaling on "
+                "other GPUs, fp32 on the CPU (default: the preset's, else auto)")
+    option("--compile", action=argparse.BooleanOptionalAction, default=None,
+           help="torch.compile the training step (default: the preset's, else off)")
+    option("--patience", type=int, default=None, help="early stopping patience in epochs, 0 = off")
+    option("--val", default=None, metavar="FILE", help="validation pairs, read like --data (default: held out of it)")
+    option("--test", default=None, metavar="FILE", help="test pairs, scored once after training with 95 %% intervals")
+    option("--split-by", choices=SPLIT_BY, default="auto",
+           help="how validation pairs are held out of --data: question keeps every group of pairs linked by a shared "
+                "question on one side; auto = question when a question occurs in more than one pair")
+    option("--split-by-question", action="store_true", help="the same as --split-by question")
+    option("--keep-unvalidated", action="store_true", help="save a run cancelled before its first validation")
+    option("--hard-negatives", action="store_true",
+           help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
+    option("--implied-pairs", action="store_true",
+           help="also train on the pairs the labels imply (duplicates of duplicates, and their non-duplicates)")
+    option("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
+    option("--out", default=None,
+           help="output folder: new or empty, or a saved model with --overwrite (default: a new folder in --runs)")
+    option("--overwrite", action="store_true",
+           help="let --out replace the model there (a cancelled or failed run that is not better keeps it)")
+    option("--runs", default="runs", help="models folder used when --out is not given")
     train.set_defaults(func=cmd_train)
