@@ -1,11 +1,9 @@
 """Workspaces: everything one person (or project) makes in the app, kept apart from everyone else's.
 
-A workspace is a folder named by an unguessable id (the app URL's ``ws`` parameter: 128 random bits, never listed
-or derived from what a user typed; whoever has it can open the workspace): its models and label databases, its
-active upload, its validation and test files, and its choices in ``workspace.sqlite`` (a ``state`` table of JSON
-values by key, WAL: each change is one transaction over the changed keys only, so two tabs never undo each other,
-and reads go through read-only connections that never write). The folder is made by the first thing kept, so a
-visit that keeps nothing leaves nothing. Nothing here knows about Streamlit.
+A workspace is a folder named by an unguessable id (the URL's ``ws``: 128 random bits; whoever has it can open the
+workspace): its models and label databases, its uploads, and its choices in ``workspace.sqlite`` (a ``state`` table
+of JSON values by key, WAL; each change one transaction over the changed keys only, reads read-only). The folder is
+made by the first thing kept, so a visit that keeps nothing leaves nothing.
 """
 from __future__ import annotations
 
