@@ -73,49 +73,33 @@ def failure_reason(error: Exception) -> str:
     return (lines[0] if lines else type(error).__name__)[:200]
 
 
-# One export at a time per process: the exporter keeps global state, and quiet_export / native_stderr_dropped
-# change process-wide settings (the app may export from several sessions' threads at once).
+# One export at a time per process: the exporter keeps global state, and quiet_export changes process-wide
+# settings (the app may export from several sessions' threads at once).
 _EXPORT_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def quiet_export():
-    """Python warnings, log records below ERROR (every logger's, Hugging Face's and onnxruntime's included)
-    and Hugging Face's progress bars off for the block, which holds the export lock."""
+def quiet_export(native: bool = False):
+    """Under the export lock: Python warnings, log records below ERROR and Hugging Face's progress bars off for the
+    block; with ``native``, file descriptor 2 to /dev/null too (the TorchScript exporter's C++ side writes there)."""
     from transformers.utils import logging as hf_logging
 
-    with _EXPORT_LOCK:
-        bars, disabled = hf_logging.is_progress_bar_enabled(), logging.root.manager.disable
-        hf_logging.disable_progress_bar()
+    with _EXPORT_LOCK, warnings.catch_warnings(), contextlib.ExitStack() as restore:
+        warnings.simplefilter("ignore")
+        if hf_logging.is_progress_bar_enabled():
+            hf_logging.disable_progress_bar()
+            restore.callback(hf_logging.enable_progress_bar)
+        restore.callback(logging.disable, logging.root.manager.disable)
         logging.disable(logging.WARNING)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                yield
-        finally:
-            logging.disable(disabled)
-            if bars:
-                hf_logging.enable_progress_bar()
-
-
-@contextlib.contextmanager
-def native_stderr_dropped():
-    """File descriptor 2 to /dev/null for the block (the TorchScript exporter's C++ side writes its
-    warnings there; Python's sys.stderr is left alone). Use it inside ``quiet_export()``, whose lock keeps
-    two threads from swapping descriptor 2 at once."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):  # no usable descriptor 2: nothing to hide
+        if native:
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # no usable descriptor 2: nothing to hide
+                sys.stderr.flush()
+                saved = os.dup(2)
+                restore.callback(os.close, saved)
+                restore.callback(os.dup2, saved, 2)
+                with open(os.devnull, "wb") as null:
+                    os.dup2(null.fileno(), 2)
         yield
-        return
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def _unit(model, vectors):
@@ -188,7 +172,7 @@ def _saved_graph(module, inputs: dict, path: Path, output: str, width: int | Non
     import torch
 
     # With gradients on: nn.TransformerEncoder's no-grad fast path has no ONNX form.
-    with quiet_export(), native_stderr_dropped():
+    with quiet_export(native=True):
         # The TorchScript exporter: it turns the bidirectional LSTM's packed sequence into the ONNX
         # LSTM's sequence_lens, so the backward direction starts on each text's last real token.
         torch.onnx.export(
