@@ -12,7 +12,7 @@ seed 2, other weights and other vocabulary) and kills the saving process:
 
 Afterwards the target folder loads, and weights, vocabulary and config are all the old model's or
 all the new one's; ``list_runs`` lists the target and reports every ``.tmp-*`` / ``.old-*`` leftover,
-and the next save removes the ``.tmp-*`` folders the killed one left.
+and the next save removes the ``.tmp-*`` folders the killed one left once they are a day old.
 
 The saving processes are forked from one driver subprocess (this file run as a script) so torch is
 imported once; nothing in ``core`` knows it is being tested.
@@ -220,10 +220,13 @@ def test_sigkill_before_every_filesystem_step_leaves_old_or_new_model(tmp_path):
     assert "old" in generations and "new" in generations  # the kills span the whole save
     assert missing == list(range(first_rename + 1, second_rename + 1))  # every kill in the window, and only those
 
-    # The next save to the same place removes the temporary folders the killed saves left behind.
+    # The next save to the same place removes the temporary folders the killed saves left, once a day old.
     left = [root for root in roots if any(name.startswith(".tmp-") for name in leftovers(root))]
     assert left, "no kill left a temporary folder"
+    day_ago = time.time() - 2 * 24 * 3600
     for root in left:
+        for name in leftovers(root):
+            os.utime(root / name, (day_ago, day_ago))
         save_model(new, root / TARGET, metadata={"generation": "new"})
         assert not any(name.startswith(".tmp-") for name in leftovers(root)), leftovers(root)
         assert assert_old_or_new_whole(root, old, new) == "new"

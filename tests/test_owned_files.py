@@ -37,7 +37,7 @@ from core.saving import (
     write_folder_atomically,
 )
 from core.saving.atomic import owned_by, user_entries
-from core.saving.temp_files import host_tag, new_temp_path, stale_temps
+from core.saving.temp_files import TEMP_MARK, stale_temps, temp_path
 from core.text.word_tokenizer import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE
 from core.text.wordpiece_tokenizer import WORDPIECE_VOCAB_FILE
 
@@ -379,7 +379,7 @@ def start_writer(target: Path, claimed: bool) -> tuple[subprocess.Popen, str]:
                                                                             target=str(target))],
                                stdout=subprocess.PIPE, text=True)
     name = process.stdout.readline().strip()
-    assert name.startswith(f".tmp-{target.name}-"), name
+    assert name.startswith(f".tmp-{target.name}{TEMP_MARK}"), name
     return process, name
 
 
@@ -388,51 +388,55 @@ def kill(process: subprocess.Popen) -> None:
     process.wait(timeout=30)
 
 
-def test_a_killed_exports_temporary_folder_and_lock_go_with_the_next_export(capsys, tiny_models, tmp_path):
+def age(path: Path, days: float = 2) -> None:
+    then = time.time() - days * 24 * 3600
+    os.utime(path, (then, then), follow_symlinks=False)
+
+
+def test_a_killed_exports_day_old_temporary_folder_and_its_lock_go_with_the_next_export(capsys, tiny_models,
+                                                                                       tmp_path):
     out = tmp_path / "export"
     process, temp = start_writer(out, claimed=True)
     kill(process)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([temp, ".export.lock"])
-    old_style = tmp_path / ".tmp-export-0123abcd"  # named without a writer: nothing proves the lab made it
-    old_style.mkdir()
-    # Another target's (export-2), its writer gone: not this export's to remove.
-    other = tmp_path / f".tmp-export-2-0123abcd@{host_tag()}-999999999"
-    other.mkdir()
+    age(tmp_path / temp)
+    backup = tmp_path / ".tmp-export-0123abcd"  # named without the lab's mark: nothing proves the lab made it
+    backup.mkdir()
+    age(backup)
+    fresh = temp_path(tmp_path / "export-2", folder=True)  # another writer's, less than a day old: maybe alive
+    fresh.mkdir()
     code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
     assert code == 0, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["export", other.name, old_style.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["export", fresh.name, backup.name])
 
 
-def test_a_killed_saves_temporary_folder_goes_with_the_next_save_and_a_live_ones_stays(tmp_path):
+def test_a_live_writers_temporary_folder_stays_and_a_day_old_one_goes_with_the_next_save(tmp_path):
     target = tmp_path / "f"
     live, live_temp = start_writer(target, claimed=False)
     try:
-        dead, dead_temp = start_writer(target, claimed=False)
-        kill(dead)
-        old_style = tmp_path / ".tmp-f-0123abcd"
-        old_style.mkdir()
-        assert stale_temps(target) == [tmp_path / dead_temp]  # a folder named without a writer is never stale
         write_folder_atomically(target, _lab_writes("1"))
-        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f", live_temp, old_style.name])
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f", live_temp])
         assert (tmp_path / live_temp / "part.bin").read_bytes() == b"x" * 1000
     finally:
         kill(live)
+    age(tmp_path / live_temp)
     write_folder_atomically(target, _lab_writes("2"))
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["f", old_style.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
 
-def test_temporary_names_record_the_writer_and_other_machines_folders_wait_a_day(tmp_path):
-    name = new_temp_path(tmp_path / "run-2").name
-    assert name.startswith(".tmp-run-2-") and name.endswith(f"@{host_tag()}-{os.getpid()}")
-    (tmp_path / name).mkdir()
-    assert stale_temps(tmp_path / "run") == [] and stale_temps(tmp_path / "run-2") == []  # alive: ours
-    other_host = "000000" if host_tag() != "000000" else "111111"
-    fresh, old = (tmp_path / f".tmp-run-{token}@{other_host}-1" for token in ("0123abcd", "4567abcd"))
-    fresh.mkdir()
-    old.mkdir()
-    two_days_ago = time.time() - 2 * 24 * 3600
-    os.utime(old, (two_days_ago, two_days_ago))
-    assert stale_temps(tmp_path / "run") == [old]
+def test_only_the_labs_marked_temporaries_a_day_old_are_stale(tmp_path):
+    file_temp, folder_temp = temp_path(tmp_path / "out.csv"), temp_path(tmp_path / "run", folder=True)
+    assert file_temp.name.startswith(f".out.csv{TEMP_MARK}") and folder_temp.name.startswith(f".tmp-run{TEMP_MARK}")
+    file_temp.write_text("partial")
+    folder_temp.mkdir()
+    link = tmp_path / f".x{TEMP_MARK}0123abcd"
+    link.symlink_to(tmp_path / "elsewhere")
+    mine = tmp_path / ".tmp-run-20251127"
+    mine.mkdir()
+    assert stale_temps(tmp_path / "any") == []  # written less than a day ago: perhaps still being written
+    for path in (file_temp, folder_temp, link, mine):
+        age(path)
+    assert stale_temps(tmp_path / "any") == sorted([file_temp, folder_temp])
 
 
 @pytest.mark.parametrize("refused", [True, False])
@@ -445,8 +449,7 @@ def test_a_users_folder_named_like_an_old_temporary_is_kept(capsys, tiny_models,
     backup = tmp_path / ".tmp-export-20251127"
     backup.mkdir()
     (backup / "NOTES.md").write_text("a user's notes\n", encoding="utf-8")
-    old_time = time.time() - 5
-    os.utime(backup, (old_time, old_time))
+    age(backup)
     if not refused:  # an empty folder is a fine output
         (out / "mine.txt").unlink()
     code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)

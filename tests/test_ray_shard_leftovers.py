@@ -1,6 +1,6 @@
 """The folder of Ray's vector shards beside ``--out`` follows the lab's rule for temporaries
-(core.saving.temp_files): it is named after the run's process, removed at the run's end (failed or not), and a
-run killed before its end leaves one that the next run there removes, while a living run's is kept.
+(core.saving.temp_files): it bears the lab's temporary mark, is removed at the run's end (failed or not), and a
+run killed before its end leaves one that the next run there removes once it is a day old; a fresher one is kept.
 
 A local embed or dedup into that folder removes such leftovers too: the next writer beside a temporary does,
 whichever its engine. Ray itself is never started: the encoding and gathering are replaced, the folder's
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,17 +18,18 @@ import pytest
 from core.cli.common import ray_vectors
 from core.cli.main import main
 from core.inference import ray_engine
-from core.saving.temp_files import host_tag
+from core.saving.temp_files import STALE_SECONDS, TEMP_MARK
 from lab.session import SAMPLE_PATH
 
-IMPOSSIBLE_PID = 4_194_305  # above Linux's largest pid_max: no process has it
 
-
-def shards_folder(parent: Path, token: str, pid: int) -> Path:
-    """A shards folder as a run of process ``pid`` on this machine names it, one shard file in it."""
-    folder = parent / f".tmp-ray-shards-{token}@{host_tag()}-{pid}"
+def shards_folder(parent: Path, token: str, dead: bool) -> Path:
+    """A shards folder as a run names it, one shard file in it; a day old when its run is ``dead``."""
+    folder = parent / f".tmp-ray-shards{TEMP_MARK}{token}"
     folder.mkdir()
     (folder / "shard-000000000000.vectors.npy").write_bytes(b"x" * 100)
+    if dead:
+        then = time.time() - STALE_SECONDS - 60
+        os.utime(folder, (then, then))
     return folder
 
 
@@ -51,12 +53,11 @@ def encoding(monkeypatch):
 
 def test_a_killed_runs_shards_go_with_the_next_run_and_a_living_runs_stay(tmp_path, encoding):
     (tmp_path / "vec.npy").write_bytes(b"user")
-    dead = shards_folder(tmp_path, "0123abcd", IMPOSSIBLE_PID)
-    living = shards_folder(tmp_path, "4567abcd", os.getpid())  # another run of a process that still runs
+    dead = shards_folder(tmp_path, "0123abcd", dead=True)
+    living = shards_folder(tmp_path, "4567abcd", dead=False)  # perhaps another run still going
     ray_vectors(argparse.Namespace(workers=1), [], tmp_path, unit=False)
     ours = encoding["folder"]
-    assert ours.parent == tmp_path and ours.name.startswith(".tmp-ray-shards-")
-    assert ours.name.endswith(f"@{host_tag()}-{os.getpid()}")
+    assert ours.parent == tmp_path and ours.name.startswith(f".tmp-ray-shards{TEMP_MARK}")
     assert dead.name not in encoding["beside"]  # gone before the run's encoding began
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["vec.npy", living.name])
     assert (living / "shard-000000000000.vectors.npy").read_bytes() == b"x" * 100
@@ -76,8 +77,8 @@ def lstm_folder(train_tiny_model, tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("command", ["embed", "dedup"])
 def test_a_local_run_into_the_folder_removes_a_killed_ray_runs_shards_too(command, lstm_folder, tmp_path):
-    dead = shards_folder(tmp_path, "0123abcd", IMPOSSIBLE_PID)
-    living = shards_folder(tmp_path, "4567abcd", os.getpid())
+    dead = shards_folder(tmp_path, "0123abcd", dead=True)
+    living = shards_folder(tmp_path, "4567abcd", dead=False)
     out = tmp_path / ("vec.npy" if command == "embed" else "clusters.csv")
     source = ["--data", str(SAMPLE_PATH)] if command == "embed" else ["--questions", str(SAMPLE_PATH)]
     assert main([command, "--model", str(lstm_folder), *source, "--out", str(out)]) == 0

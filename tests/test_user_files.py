@@ -28,11 +28,10 @@ from hypothesis import strategies as st
 
 from core.cli.main import main
 from core.saving import temp_files, user_files
-from core.saving.temp_files import TEMP_MARK, host_tag
+from core.saving.temp_files import STALE_SECONDS, TEMP_MARK
 from core.saving.user_files import UserFileError, claim_files
 
 ROOT = Path(__file__).resolve().parents[1]
-IMPOSSIBLE_PID = 4_194_305  # above Linux's largest pid_max: no process has it
 PAIRS = "question1,question2,is_duplicate\n" + "".join(
     f"How do I learn topic {i}?,What is the way to learn topic {i}?,{i % 2}\n" for i in range(8))
 
@@ -60,9 +59,15 @@ def temporaries(folder: Path) -> list[str]:
     return sorted(name for name in os.listdir(folder) if TEMP_MARK in name)
 
 
-def temp_name(target: Path, number: int, pid: int | None = None) -> Path:
+def temp_name(target: Path, number: int) -> Path:
     """The name the claim's ``number``-th drawn token gives (with ``counting_tokens``)."""
-    return target.parent / f".{target.name[:40]}{TEMP_MARK}{host_tag()}-{pid or os.getpid()}-{number:08x}"
+    return target.parent / f".{target.name[:40]}{TEMP_MARK}{number:08x}"
+
+
+def age(path: Path) -> None:
+    """``path`` as a writer killed over a day ago left it."""
+    then = time.time() - STALE_SECONDS - 60
+    os.utime(path, (then, then), follow_symlinks=False)
 
 
 def counting_tokens():
@@ -180,7 +185,7 @@ def test_entries_at_the_temporary_names_are_never_opened_or_touched(tmp_path):
     outside.write_bytes(b"outside")
     with counting_tokens():
         temp_name(target, 0).symlink_to(outside)  # a link where the first temporary would be
-        temp_name(target, 1).write_bytes(b"a file of that name")  # our live pid: not a leftover
+        temp_name(target, 1).write_bytes(b"a file of that name")  # fresh: not a leftover
         temp_name(target, 2).mkdir()
         temp_name(target, 3).symlink_to(tmp_path / "missing")  # a dangling link
         before = snapshot(tmp_path)
@@ -258,25 +263,22 @@ def test_a_chmod_0555_folder_is_refused(tmp_path):
         folder.chmod(0o755)
 
 
-def test_leftovers_of_killed_writers_are_removed_by_the_next_claim_and_nothing_else(tmp_path):
+def test_day_old_temporaries_are_removed_by_the_next_claim_and_nothing_else(tmp_path):
     target = tmp_path / "out.csv"
-    dead = temp_name(target, 0xDEAD, pid=IMPOSSIBLE_PID)
+    dead = temp_name(target, 0xDEAD)
     dead.write_bytes(b"half a file")
-    live = temp_name(tmp_path / "other.csv", 1)  # this process: still writing
+    live = temp_name(tmp_path / "other.csv", 1)  # fresh: perhaps still being written
     live.write_bytes(b"in progress")
-    foreign = tmp_path / f".x{TEMP_MARK}000000-{IMPOSSIBLE_PID}-00000001"  # another machine's, fresh
-    foreign.write_bytes(b"theirs")
-    link = tmp_path / f".y{TEMP_MARK}{host_tag()}-{IMPOSSIBLE_PID}-00000002"
+    link = tmp_path / f".y{TEMP_MARK}00000002"
     link.symlink_to(tmp_path / "other.csv")
     old_partial = tmp_path / ".out.csv.partial"  # the name score used before: it may be anyone's
     old_partial.write_bytes(b"user")
+    for path in (dead, link, old_partial):
+        age(path)
     with claim_files([target]) as claim, claim.open(target) as handle:
         handle.write(b"new")
     assert not dead.exists()
-    assert live.exists() and foreign.exists() and link.is_symlink() and old_partial.read_bytes() == b"user"
-    old = time.time() - temp_files.FOREIGN_LEFTOVER_SECONDS - 60
-    os.utime(foreign, (old, old))
-    assert temp_files.remove_leftovers(tmp_path) == [foreign]
+    assert live.exists() and link.is_symlink() and old_partial.read_bytes() == b"user"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
@@ -299,6 +301,7 @@ def test_a_killed_writer_leaves_a_temporary_that_the_next_run_removes(tmp_path, 
         process.send_signal(signum)
         process.wait(timeout=30)
     assert len(temporaries(tmp_path)) == 1 and target.read_bytes() == b"keep"
+    age(tmp_path / temporaries(tmp_path)[0])
     with claim_files([tmp_path / "next.csv"]) as claim, claim.open(tmp_path / "next.csv") as handle:
         handle.write(b"x")
     assert temporaries(tmp_path) == [] and target.read_bytes() == b"keep"
@@ -582,8 +585,9 @@ def test_an_impossible_place_is_one_line(capsys, lstm, pairs_file, tmp_path, nam
 
 
 def test_the_leftover_of_a_killed_score_is_removed_by_the_next_one(capsys, lstm, pairs_file, tmp_path):
-    leftover = temp_name(tmp_path / "res.csv", 7, pid=IMPOSSIBLE_PID)
+    leftover = temp_name(tmp_path / "res.csv", 7)
     leftover.write_bytes(b"26,327 rows of zeros")
+    age(leftover)
     code, _, err = cli(capsys, *command("score", lstm, pairs_file, tmp_path / "other.csv"))
     assert code == 0, err
     assert not leftover.exists() and temporaries(tmp_path) == []

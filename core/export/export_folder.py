@@ -99,7 +99,7 @@ def _written_by(manifest: dict | None) -> tuple[str, ...]:
 
 def export_files(folder: str | Path) -> list[str]:
     """The files of the export in ``folder`` (relative paths), without the user's own or the record."""
-    return sorted(path for path in owned_by(Path(folder), EXPORT_FILES).files if path != RECORD_FILE)
+    return sorted(path for path in owned_by(Path(folder), EXPORT_FILES)[0] if path != RECORD_FILE)
 
 
 def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize: str | None = None,

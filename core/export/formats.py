@@ -1,18 +1,12 @@
 """The two formats an export writes, each checked against the PyTorch model on ``PROBE_TEXTS``.
 
-``onnx`` (``write_onnx``): ``model.onnx`` takes ``input_ids`` and ``attention_mask`` (int64, dynamic batch and
-length; the mask is 1 on real tokens, which come first) and returns ``sentence_embedding``, the model's vectors
-L2-normalised. A dual encoder with two towers also gets ``model_tower1.onnx`` for question 2. ``tokenizer.json`` is
-the model's tokenizer for Hugging Face ``tokenizers``. The float32 graphs must match PyTorch within
-``ONNX_TOLERANCE``; the int8 graphs' difference is recorded, not enforced.
-
-``sentence-transformers`` (``write_sentence_transformers``, MiniLM, zero-shot or fine-tuned): the folder
-sentence-transformers' own ``save`` writes for Transformer -> mean Pooling -> Normalize around this model's
-BertModel, its tokenizer and ``max_seq_length`` = the model's max length; ``SentenceTransformer(folder).encode``
-gives this model's ``encode`` (within ``ST_TOLERANCE``).
-
-One export runs at a time per process, with the exporters' chatter silenced (``quiet_export``,
-``native_stderr_dropped``)."""
+``onnx`` (``write_onnx``): ``model.onnx`` (and a dual encoder's second tower, ``model_tower1.onnx``) takes
+``input_ids`` and ``attention_mask`` (int64, dynamic batch and length, real tokens first) and returns the model's
+vectors L2-normalised, within ``ONNX_TOLERANCE`` of PyTorch (int8 graphs: the difference is recorded);
+``tokenizer.json`` is the model's tokenizer for Hugging Face ``tokenizers``. ``sentence-transformers``
+(``write_sentence_transformers``, MiniLM): the folder sentence-transformers' own ``save`` writes for Transformer ->
+mean Pooling -> Normalize around this model's BertModel, encoding as the model does within ``ST_TOLERANCE``.
+One export runs at a time per process, the exporters' chatter silenced (``quiet_export``)."""
 from __future__ import annotations
 
 import contextlib
@@ -79,49 +73,33 @@ def failure_reason(error: Exception) -> str:
     return (lines[0] if lines else type(error).__name__)[:200]
 
 
-# One export at a time per process: the exporter keeps global state, and quiet_export / native_stderr_dropped
-# change process-wide settings (the app may export from several sessions' threads at once).
+# One export at a time per process: the exporter keeps global state, and quiet_export changes process-wide
+# settings (the app may export from several sessions' threads at once).
 _EXPORT_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def quiet_export():
-    """Python warnings, log records below ERROR (every logger's, Hugging Face's and onnxruntime's included)
-    and Hugging Face's progress bars off for the block, which holds the export lock."""
+def quiet_export(native: bool = False):
+    """Under the export lock: Python warnings, log records below ERROR and Hugging Face's progress bars off for the
+    block; with ``native``, file descriptor 2 to /dev/null too (the TorchScript exporter's C++ side writes there)."""
     from transformers.utils import logging as hf_logging
 
-    with _EXPORT_LOCK:
-        bars, disabled = hf_logging.is_progress_bar_enabled(), logging.root.manager.disable
-        hf_logging.disable_progress_bar()
+    with _EXPORT_LOCK, warnings.catch_warnings(), contextlib.ExitStack() as restore:
+        warnings.simplefilter("ignore")
+        if hf_logging.is_progress_bar_enabled():
+            hf_logging.disable_progress_bar()
+            restore.callback(hf_logging.enable_progress_bar)
+        restore.callback(logging.disable, logging.root.manager.disable)
         logging.disable(logging.WARNING)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                yield
-        finally:
-            logging.disable(disabled)
-            if bars:
-                hf_logging.enable_progress_bar()
-
-
-@contextlib.contextmanager
-def native_stderr_dropped():
-    """File descriptor 2 to /dev/null for the block (the TorchScript exporter's C++ side writes its
-    warnings there; Python's sys.stderr is left alone). Use it inside ``quiet_export()``, whose lock keeps
-    two threads from swapping descriptor 2 at once."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):  # no usable descriptor 2: nothing to hide
+        if native:
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # no usable descriptor 2: nothing to hide
+                sys.stderr.flush()
+                saved = os.dup(2)
+                restore.callback(os.close, saved)
+                restore.callback(os.dup2, saved, 2)
+                with open(os.devnull, "wb") as null:
+                    os.dup2(null.fileno(), 2)
         yield
-        return
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def _unit(model, vectors):
@@ -194,7 +172,7 @@ def _saved_graph(module, inputs: dict, path: Path, output: str, width: int | Non
     import torch
 
     # With gradients on: nn.TransformerEncoder's no-grad fast path has no ONNX form.
-    with quiet_export(), native_stderr_dropped():
+    with quiet_export(native=True):
         # The TorchScript exporter: it turns the bidirectional LSTM's packed sequence into the ONNX
         # LSTM's sequence_lens, so the backward direction starts on each text's last real token.
         torch.onnx.export(
@@ -225,64 +203,13 @@ def _run(session, feeds: dict) -> np.ndarray:
                           f"{failure_reason(error)}") from None
 
 
-def write_onnx(model, folder: Path, quantize: str | None) -> dict:
-    import torch
-
-    if model.model_type == "cross-encoder":
-        return write_cross_encoder_onnx(model, folder, quantize)
-    (folder / TOKENIZER_FILE).write_text(model.tokenizer.hf_tokenizer_json(), encoding="utf-8")
-    # PROBE_TEXTS as the model's tokenizer pads them: the first batch traces the graphs, the others (other
-    # batch sizes and lengths) check them.
-    table = model.tokenizer.encode(PROBE_TEXTS)
-    (trace_ids, trace_mask), *checks = [table.take(rows) for rows in ([0, 3], np.arange(len(table)), [7], [2, 5, 0])]
-    towers = len(getattr(model, "towers", ())) if model.model_type == "dual-transformer" else 1
-    differences, cosines = [], []
-    for tower in range(towers):
-        inputs = {"input_ids": trace_ids, "attention_mask": trace_mask.long()}
-        session = _saved_graph(_graph(model, tower), inputs, folder / GRAPH_FILES[tower], OUTPUT_NAME,
-                               int(model.embedding_dim), quantize)
-        for ids, mask in checks:
-            got = _run(session, {"input_ids": ids.numpy(), "attention_mask": mask.long().numpy()})
-            with torch.no_grad():
-                want = _unit(model, model.embed(ids, mask, tower=tower).float()).numpy()
-            differences.append(float(np.abs(got - want).max()))
-            norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
-            cosines.append(float(np.min((got * want).sum(1) / np.maximum(norms, 1e-12))))
-    difference = max(differences)
-    if quantize is None and not difference <= ONNX_TOLERANCE:
-        raise ExportError(f"the exported graph differs from the PyTorch model by {difference:.3g} "
-                          f"(more than {ONNX_TOLERANCE:g}) on the probe texts")
-    return {
-        "files": {"graphs": list(GRAPH_FILES[:towers]), "tokenizer": TOKENIZER_FILE},
-        "towers": {"0": GRAPH_FILES[0], "1": GRAPH_FILES[min(1, towers - 1)]},
-        "inputs": {name: {"dtype": "int64", "shape": ["batch", "sequence"]} for name in INPUT_NAMES},
-        "output": {"name": OUTPUT_NAME, "dtype": "float32", "shape": ["batch", model.embedding_dim]},
-        "opset": OPSET,
-        "quantization": "int8-dynamic" if quantize == "int8" else None,
-        "check": {"texts": len(PROBE_TEXTS), "max_abs_diff_vs_pytorch": difference,
-                  "min_cosine_vs_pytorch": min(cosines), "tolerance": None if quantize else ONNX_TOLERANCE},
-    }
-
-
 CROSS_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 CROSS_OUTPUT = "duplicate_probability"
 
 
-def write_cross_encoder_onnx(model, folder: Path, quantize: str | None) -> dict:
-    """A cross-encoder's one graph: a joined pair's ``input_ids``, ``attention_mask`` and ``token_type_ids`` (as
-    ``tokenizer.json`` encodes a pair of texts) -> ``duplicate_probability`` (batch,). Checked against PyTorch on the
-    probe texts paired with each other."""
-    import json
-
+def _cross_graph(model):
+    """A cross-encoder as a module: a joined pair's ids, mask and token types -> ``duplicate_probability``."""
     import torch
-
-    from core.models.cross_encoder import joined
-
-    settings = json.loads(model.tokenizer.hf_tokenizer_json())
-    settings["truncation"]["max_length"] = 2 * model.tokenizer.max_length - 1  # both questions together
-    (folder / TOKENIZER_FILE).write_text(json.dumps(settings), encoding="utf-8")
-    first, second = model.tokenizer.encode(PROBE_TEXTS), model.tokenizer.encode(PROBE_TEXTS[::-1])
-    pairs = [joined(first.take(rows), second.take(rows)) for rows in ([0, 3], np.arange(len(first)), [7], [2, 5, 0])]
 
     class Graph(torch.nn.Module):
         def __init__(self):
@@ -292,25 +219,64 @@ def write_cross_encoder_onnx(model, folder: Path, quantize: str | None) -> dict:
         def forward(self, input_ids, attention_mask, token_type_ids):
             return torch.sigmoid(self.model.logits(input_ids, attention_mask.bool(), token_type_ids))
 
-    feeds = [dict(zip(CROSS_INPUTS, (ids, mask.long(), types))) for ids, mask, types in pairs]
-    session = _saved_graph(Graph().eval(), feeds[0], folder / GRAPH_FILES[0], CROSS_OUTPUT, None, quantize)
-    differences = []
-    for (ids, mask, types), feed in zip(pairs[1:], feeds[1:]):
-        got = _run(session, {name: tensor.numpy() for name, tensor in feed.items()})
-        with torch.no_grad():
-            differences.append(float(np.abs(got - torch.sigmoid(model.logits(ids, mask, types)).numpy()).max()))
+    return Graph().eval()
+
+
+def write_onnx(model, folder: Path, quantize: str | None) -> dict:
+    """The graphs and ``tokenizer.json`` into ``folder``, checked against PyTorch on ``PROBE_TEXTS`` (a
+    cross-encoder's one graph on them paired with each other, as ``tokenizer.json`` encodes a pair of texts)."""
+    import json
+
+    import torch
+
+    cross = model.model_type == "cross-encoder"
+    settings = model.tokenizer.hf_tokenizer_json()
+    if cross:
+        settings = json.loads(settings)
+        settings["truncation"]["max_length"] = 2 * model.tokenizer.max_length - 1  # both questions together
+        settings = json.dumps(settings)
+    (folder / TOKENIZER_FILE).write_text(settings, encoding="utf-8")
+    # PROBE_TEXTS as the model's tokenizer pads them: the first batch traces the graphs, the others (other batch
+    # sizes and lengths) check them.
+    first, second = model.tokenizer.encode(PROBE_TEXTS), model.tokenizer.encode(PROBE_TEXTS[::-1])
+    rows = ([0, 3], np.arange(len(first)), [7], [2, 5, 0])
+    if cross:
+        from core.models.cross_encoder import joined
+
+        inputs, output, width, towers = CROSS_INPUTS, CROSS_OUTPUT, None, 1
+        batches = [joined(first.take(picked), second.take(picked)) for picked in rows]
+    else:
+        inputs, output, width = INPUT_NAMES, OUTPUT_NAME, int(model.embedding_dim)
+        batches = [first.take(picked) for picked in rows]
+        towers = len(getattr(model, "towers", ())) if model.model_type == "dual-transformer" else 1
+    feeds = [dict(zip(inputs, (tensor.long() if tensor.dtype == torch.bool else tensor for tensor in batch)))
+             for batch in batches]
+    differences, cosines = [], []
+    for tower in range(towers):
+        graph = _cross_graph(model) if cross else _graph(model, tower)
+        session = _saved_graph(graph, feeds[0], folder / GRAPH_FILES[tower], output, width, quantize)
+        for (ids, mask, *types), feed in zip(batches[1:], feeds[1:]):
+            got = _run(session, {name: tensor.numpy() for name, tensor in feed.items()})
+            with torch.no_grad():  # the model's own forward, not the graph's (the dual encoder's differs)
+                want = (torch.sigmoid(model.logits(ids, mask, *types)) if cross
+                        else _unit(model, model.embed(ids, mask, tower=tower).float())).numpy()
+            differences.append(float(np.abs(got - want).max()))
+            if not cross:
+                norms = np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1)
+                cosines.append(float(np.min((got * want).sum(1) / np.maximum(norms, 1e-12))))
     difference = max(differences)
     if quantize is None and not difference <= ONNX_TOLERANCE:
         raise ExportError(f"the exported graph differs from the PyTorch model by {difference:.3g} "
-                          f"(more than {ONNX_TOLERANCE:g}) on the probe pairs")
+                          f"(more than {ONNX_TOLERANCE:g}) on the probe {'pairs' if cross else 'texts'}")
+    check = {"pairs": len(first)} if cross else {"texts": len(PROBE_TEXTS), "min_cosine_vs_pytorch": min(cosines)}
     return {
-        "files": {"graphs": [GRAPH_FILES[0]], "tokenizer": TOKENIZER_FILE},
-        "inputs": {name: {"dtype": "int64", "shape": ["batch", "sequence"]} for name in CROSS_INPUTS},
-        "output": {"name": CROSS_OUTPUT, "dtype": "float32", "shape": ["batch"]},
+        "files": {"graphs": list(GRAPH_FILES[:towers]), "tokenizer": TOKENIZER_FILE},
+        **({} if cross else {"towers": {"0": GRAPH_FILES[0], "1": GRAPH_FILES[min(1, towers - 1)]}}),
+        "inputs": {name: {"dtype": "int64", "shape": ["batch", "sequence"]} for name in inputs},
+        "output": {"name": output, "dtype": "float32", "shape": ["batch"] + ([width] if width else [])},
         "opset": OPSET,
         "quantization": "int8-dynamic" if quantize == "int8" else None,
-        "check": {"pairs": len(first), "max_abs_diff_vs_pytorch": difference,
-                  "tolerance": None if quantize else ONNX_TOLERANCE},
+        "check": {**check, "max_abs_diff_vs_pytorch": difference, "tolerance": None if quantize else ONNX_TOLERANCE},
     }
 
 

@@ -54,9 +54,30 @@ def loss_line(config: dict) -> str:
 
 
 def _usage(manifest: dict, folder_name: str) -> str:
+    """The card's Python snippet, opening the export by ``folder_name``."""
     threshold = manifest["threshold"]
     shown = f"{threshold:.6f}" if threshold is not None else "0.5  # no calibrated threshold: choose one"
     where = json.dumps(folder_name or "path/to/this/folder")
+    if manifest["model_type"] == "cross-encoder":
+        return f"""```python
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+MODEL_DIR = {where}  # this folder
+THRESHOLD = {shown}  # duplicate when the probability is above it: recalibrate it on your own pairs
+
+tokenizer = Tokenizer.from_file(f"{{MODEL_DIR}}/tokenizer.json")
+tokenizer.enable_padding(pad_id={manifest["pad_id"]})
+session = ort.InferenceSession(f"{{MODEL_DIR}}/model.onnx")
+
+pairs = [("How do I learn Python?", "What is the best way to learn Python?")]
+encodings = tokenizer.encode_batch(pairs)  # [CLS] q1 [SEP] q2 [SEP], with token types 0 then 1
+inputs = {{name: np.array([getattr(e, field) for e in encodings], dtype=np.int64) for name, field in
+          (("input_ids", "ids"), ("attention_mask", "attention_mask"), ("token_type_ids", "type_ids"))}}
+for probability in session.run(None, inputs)[0]:
+    print(round(float(probability), 4), "DUPLICATE" if probability > THRESHOLD else "NOT DUPLICATE")
+```"""
     if manifest["export_format"] == "sentence-transformers":
         return f"""```python
 from sentence_transformers import SentenceTransformer
@@ -103,39 +124,14 @@ print(round(score, 4), "DUPLICATE" if score > THRESHOLD else "NOT DUPLICATE")
 ```"""
 
 
-def _cross_encoder_words(manifest: dict) -> str:
-    """What a cross-encoder is and what it costs, in the card's opening paragraph (the cost in passes: a figure in
-    milliseconds would be one machine's)."""
-    return ("It reads both questions together, in one pass over `[CLS] question 1 [SEP] question 2 [SEP]`, so their "
-            "words attend to each other, and gives the probability that they are duplicates; above the threshold they "
-            "are called duplicates. It makes no vector of a question, so it cannot embed, index or search a corpus: "
-            "every pair costs one forward pass of the whole model over both questions' tokens, where a bi-encoder "
-            "encodes each question once and compares vectors. Scoring every pair of n questions is n(n-1)/2 passes; "
-            "use it to confirm the few candidate pairs a bi-encoder finds (Siamese Lab's `dedup --rerank`).")
-
-
-def _cross_encoder_usage(manifest: dict, folder_name: str) -> str:
-    threshold = manifest["threshold"]
-    shown = f"{threshold:.6f}" if threshold is not None else "0.5  # no calibrated threshold: choose one"
-    return f"""```python
-import numpy as np
-import onnxruntime as ort
-from tokenizers import Tokenizer
-
-MODEL_DIR = {json.dumps(folder_name or "path/to/this/folder")}  # this folder
-THRESHOLD = {shown}  # duplicate when the probability is above it: recalibrate it on your own pairs
-
-tokenizer = Tokenizer.from_file(f"{{MODEL_DIR}}/tokenizer.json")
-tokenizer.enable_padding(pad_id={manifest["pad_id"]})
-session = ort.InferenceSession(f"{{MODEL_DIR}}/model.onnx")
-
-pairs = [("How do I learn Python?", "What is the best way to learn Python?")]
-encodings = tokenizer.encode_batch(pairs)  # [CLS] q1 [SEP] q2 [SEP], with token types 0 then 1
-inputs = {{name: np.array([getattr(e, field) for e in encodings], dtype=np.int64) for name, field in
-          (("input_ids", "ids"), ("attention_mask", "attention_mask"), ("token_type_ids", "type_ids"))}}
-for probability in session.run(None, inputs)[0]:
-    print(round(float(probability), 4), "DUPLICATE" if probability > THRESHOLD else "NOT DUPLICATE")
-```"""
+# What a cross-encoder is and costs, in the card's opening paragraph (in passes: milliseconds would be one machine's).
+CROSS_ENCODER_WORDS = (
+    "It reads both questions together, in one pass over `[CLS] question 1 [SEP] question 2 [SEP]`, so their words "
+    "attend to each other, and gives the probability that they are duplicates; above the threshold they are called "
+    "duplicates. It makes no vector of a question, so it cannot embed, index or search a corpus: every pair costs one "
+    "forward pass of the whole model over both questions' tokens, where a bi-encoder encodes each question once and "
+    "compares vectors. Scoring every pair of n questions is n(n-1)/2 passes; use it to confirm the few candidate pairs "
+    "a bi-encoder finds (Siamese Lab's `dedup --rerank`).")
 
 
 def _metrics_table(metrics: dict) -> list[str]:
@@ -215,7 +211,7 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
     lines += ["", f"# {_code(title)}: {label}", ""]
     what = ("all-MiniLM-L6-v2 as published (not trained in Siamese Lab)" if zero_shot
             else f"a {label} trained in Siamese Lab to tell duplicate questions apart")
-    lines += [f"This is {what}, exported as {FORMAT_LABELS[fmt]}. " + (_cross_encoder_words(manifest) if cross else
+    lines += [f"This is {what}, exported as {FORMAT_LABELS[fmt]}. " + (CROSS_ENCODER_WORDS if cross else
               f"It maps a question to a vector of {manifest['embedding_dim']} numbers; two questions whose cosine "
               "similarity is above the threshold are called duplicates."), ""]
 
@@ -277,7 +273,7 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
 
     lines += ["## Usage", "", f"### Direct Usage ({'ONNX Runtime' if fmt == 'onnx' else 'Sentence Transformers'})",
               "", "```bash", "pip install " + ("onnxruntime tokenizers numpy" if fmt == "onnx" else library), "```", "",
-              _cross_encoder_usage(manifest, folder_name) if cross else _usage(manifest, folder_name), ""]
+              _usage(manifest, folder_name), ""]
 
     lines += ["## Evaluation", ""]
     if zero_shot:

@@ -1,13 +1,11 @@
-"""Inference on an ONNX export with onnxruntime on the CPU: ``OnnxEncoder`` offers what commands ask of a
-``PairEncoder``, with the PyTorch model's vectors (within 1e-4, L2-normalised); ``onnx_model`` is what
-``--backend onnx`` loads. Only the lab's own exports run: their manifest records the sha256 of each graph and of
-the tokenizer, and any other folder, or one whose files changed since, is refused in one line (foreign graphs
-are outside the threat model, ``docs/RELIABILITY.md``).
+"""Inference on the lab's own ONNX exports with onnxruntime on the CPU: ``OnnxEncoder`` offers what commands ask of a
+``PairEncoder`` (the PyTorch model's vectors within 1e-4, L2-normalised); ``onnx_model`` is what ``--backend onnx``
+loads. An export runs only when its graphs and tokenizer have the sha256 its manifest records; any other folder is
+refused in one line (foreign graphs are outside the threat model, ``docs/RELIABILITY.md``).
 
-The lab's own cache (``cache_root``): ``onnx/<key>/`` holds the ONNX export of a saved model or zero-shot MiniLM,
-keyed by the sha256 of the bytes it is made from (``content_key``), written once atomically and checked like any
-export on every load; ``search/`` holds the indexes built on ONNX exports' vectors. Nothing is written into a
-folder the user passed."""
+The lab's cache (``cache_root``): ``onnx/<key>/`` holds the ONNX export of a saved model or zero-shot MiniLM, keyed
+by the sha256 of what it is made from (``content_key``), checked like any export on every load; ``search/`` holds the
+indexes built on ONNX exports' vectors. Nothing is written into a folder the user passed."""
 from __future__ import annotations
 
 import hashlib
@@ -109,22 +107,12 @@ class OnnxEncoder:
         return [encoding.ids[: self.max_length] or [self.pad_id]
                 for encoding in self.tokenizer.encode_batch(list(texts))]
 
-    def _batches(self, rows: list[list[int]], batch_size: int) -> list[np.ndarray]:
-        """Row positions in batches: longest first, under ``MAX_BATCH_ROWS`` rows and the family's token budget."""
-        return encoding_batches(np.array([len(row) for row in rows]), min(batch_size, MAX_BATCH_ROWS),
-                                TOKEN_BUDGETS.get(self.model_type))
-
-    def _padded(self, rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """(input_ids, attention_mask) of token-id rows, padded to the longest."""
+    def run_rows(self, rows: list[list[int]], tower: int = 0) -> np.ndarray:
+        """One batch of token-id rows (padded here to the longest) through the graph of ``tower``: (len(rows), d)."""
         lengths = np.array([len(row) for row in rows])
         mask = (np.arange(lengths.max()) < lengths[:, None]).astype(np.int64)
         ids = np.full(mask.shape, self.pad_id, dtype=np.int64)
         ids[mask == 1] = np.concatenate(rows)
-        return ids, mask
-
-    def run_rows(self, rows: list[list[int]], tower: int = 0) -> np.ndarray:
-        """One batch of token-id rows (padded here) through the graph of ``tower``: (len(rows), d)."""
-        ids, mask = self._padded(rows)
         try:
             return self._sessions[tower].run(None, {"input_ids": ids, "attention_mask": mask})[0]
         except Exception as error:  # noqa: BLE001 - onnxruntime raises its own exception types
@@ -141,8 +129,10 @@ class OnnxEncoder:
         if not rows:
             return torch.from_numpy(out)
         tower = min(max(int(tower), 0), 1)
-        # At least one batch per worker, so a short list still keeps every thread busy.
-        batches = self._batches(rows, max(1, min(int(batch_size), math.ceil(len(rows) / self.workers))))
+        # Longest first, under MAX_BATCH_ROWS rows and the family's token budget; at least one batch per worker,
+        # so a short list still keeps every thread busy.
+        batch_size = max(1, min(int(batch_size), math.ceil(len(rows) / self.workers), MAX_BATCH_ROWS))
+        batches = encoding_batches(np.array([len(row) for row in rows]), batch_size, TOKEN_BUDGETS.get(self.model_type))
 
         def run(picked: np.ndarray) -> None:
             out[picked] = self.run_rows([rows[index] for index in picked], tower)

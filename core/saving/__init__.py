@@ -1,11 +1,4 @@
-"""Files on disk; ``from core.saving import X`` works for every name below.
-
-``files`` reads what someone else may have written (and SQLite read-only); ``temp_files`` names temporaries after
-their writer; ``atomic`` replaces a folder whole, only when it holds nothing but the lab's files; ``model_folder``
-is the model's schema and the runs folder (``calibrated``: a calibrated copy); ``output`` claims where a training
-writes, under its lock; ``user_files`` writes a file the user named; ``label_store`` keeps labels, ``workspaces``
-each person's folder; ``safe_csv`` writes tables a spreadsheet will not run.
-"""
+"""Files on disk; ``from core.saving import X`` works for every name below (the modules: docs/ARCHITECTURE.md)."""
 from core.saving.atomic import RECORD_FILE, ForeignFilesError, write_folder_atomically
 from core.saving.files import VOCAB_MAX_BYTES, check_regular_file, read_json_file, read_regular_file
 from core.saving.model_folder import (

@@ -1,14 +1,13 @@
-"""Writing a folder atomically, replacing only what the lab wrote: ``write_folder_atomically(target, write)``.
+"""Writing a folder whole, replacing only what the lab wrote: ``write_folder_atomically(target, write)``.
 
-``write(temp)`` fills a temporary folder beside the target (named after its writer: ``temp_files``); the folder's
-``RECORD_FILE`` then records what its writer made, it is fsynced, and put in place by two renames: the previous
-folder aside to ``.old-<name>-<id>``, the new one onto the target; the previous one is then removed. The one crash
-window lies between the two renames: the target is missing while its previous content sits whole beside it under
-the aside name. ``put_back_displaced`` renames it back; the next write of the target, a read of a model there
-(``read_config``) and ``list_runs`` call it.
+``write(temp)`` fills a temporary folder beside the target (``temp_files``); its ``RECORD_FILE`` then lists what
+the lab wrote, everything is fsynced, and the folder goes in place by two renames: the previous folder aside to
+``.old-<name>-<id>``, the new one onto the target; the previous one is then removed. The one crash window lies
+between the two renames: the target is missing and its previous content sits whole beside it, which the next write,
+read (``read_config``) or listing puts back (``put_back_displaced``).
 
-Everything in a folder that its record (or, for a folder from before records, ``owned_before``) does not name is
-the user's: a folder holding any of it is never replaced (``refuse_foreign_files``); the user moves it first.
+Anything in a folder that its record (or, for a folder from before records, ``owned_before``) does not name is the
+user's, and a link always is: a folder holding any of it is never replaced (``ForeignFilesError``).
 """
 from __future__ import annotations
 
@@ -21,17 +20,16 @@ import stat
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, read_json_file
-from core.saving.temp_files import new_temp_path, remove_stale_temps
+from core.saving.files import ModelLoadError, read_json_file
+from core.saving.temp_files import remove_stale_temps, temp_path
 
 OLD_PREFIX = ".old-"
 _OLD_FOLDER = re.compile(r"^\.old-(?P<name>.+)-[0-9a-f]{8}$")
+FOLDER_NAME_MAX_BYTES = 255 - len(OLD_PREFIX) - len("-01234567")  # the longest name whose ``.old-`` name fits
 RECORD_FILE = ".siamese_lab_files.json"
 RECORD_FORMAT = "siamese-lab-files"
-RECORD_VERSION = 1
 SHOWN_NAMES = 3  # user entries named in one refusal; the rest are counted
 
 
@@ -48,60 +46,38 @@ class ForeignFilesError(OSError):
         self.folder, self.entries = Path(folder), entries
 
 
-@dataclass(frozen=True)
-class Owned:
-    """The relative paths of the files and folders the lab wrote in one folder."""
-    files: frozenset[str]
-    folders: frozenset[str]
-
-
-def write_record(folder: Path) -> None:
-    """Record everything now under ``folder`` (what the lab just wrote) in its ``RECORD_FILE``."""
-    files, folders = {RECORD_FILE}, set()
+def _walk(folder: Path):
+    """(relative path, is a folder) of every entry under ``folder``; a link is not followed."""
     for here, dirs, names in os.walk(folder):
         relative = PurePosixPath(Path(here).relative_to(folder).as_posix())
-        folders.update(str(relative / name) for name in dirs)
-        files.update(str(relative / name) for name in names)
-    record = {"format": RECORD_FORMAT, "version": RECORD_VERSION, "files": sorted(files), "folders": sorted(folders)}
-    (folder / RECORD_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
+        yield from ((str(relative / name), True) for name in dirs)
+        yield from ((str(relative / name), False) for name in names)
 
 
-def owned_by(folder: Path, owned_before: Iterable[str] = ()) -> Owned:
-    """What the lab owns in ``folder``: its record, or ``owned_before`` when it has no usable record."""
+def owned_by(folder: Path, owned_before: Iterable[str] = ()) -> tuple[set[str], set[str]]:
+    """(files, folders) the lab owns in ``folder``: its record's, or ``owned_before`` when it has no usable one."""
     record = None
     with suppress(OSError, ModelLoadError):
-        if stat.S_ISREG(os.lstat(folder / RECORD_FILE).st_mode):  # a link of that name is not our record
-            record = read_json_file(folder / RECORD_FILE, CONFIG_MAX_BYTES, folder=folder)
-    usable = (isinstance(record, dict) and record.get("format") == RECORD_FORMAT
-              and isinstance(record.get("files"), list) and isinstance(record.get("folders"), list))
+        record = read_json_file(folder / RECORD_FILE, folder=folder)
+    usable = isinstance(record, dict) and record.get("format") == RECORD_FORMAT and \
+        isinstance(record.get("files"), list) and isinstance(record.get("folders"), list)
     # Only names a walk of the folder gives can match: a ``..`` or absolute path in a record owns nothing.
     files = {str(path) for path in (record["files"] if usable else owned_before)} | {RECORD_FILE}
-    folders = {str(path) for path in record["folders"]} if usable else set()
-    for path in files:  # a file's folders are the lab's too
-        folders.update(str(parent) for parent in PurePosixPath(path).parents[:-1])
-    return Owned(frozenset(files), frozenset(folders))
+    folders = {str(path) for path in (record["folders"] if usable else ())}
+    folders |= {str(parent) for path in files for parent in PurePosixPath(path).parents[:-1]}
+    return files, folders
 
 
-def user_entries(folder: Path, owned: Owned) -> list[str]:
-    """The entries of ``folder`` the lab does not own, as relative paths: a user's folder is one entry; inside a
-    lab's folder the walk goes on. A link is never followed: it is the user's, whatever its name."""
-    found, pending = [], [""]
-    while pending:
-        prefix = pending.pop()
-        try:
-            entries = list(os.scandir(folder / prefix))
-        except OSError:
+def user_entries(folder: Path, owned: tuple[set[str], set[str]]) -> list[str]:
+    """The entries of ``folder`` the lab does not own, as relative paths: a user's folder is one entry (not walked
+    into); a link is the user's, whatever its name."""
+    files, folders = owned
+    found = []
+    for relative, is_folder in _walk(folder):
+        if any(relative.startswith(f"{entry}/") for entry in found):
             continue
-        for entry in entries:
-            relative = prefix + entry.name
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError:
-                continue
-            if stat.S_ISDIR(mode) and relative in owned.folders:
-                pending.append(relative + "/")
-            elif stat.S_ISDIR(mode) or stat.S_ISLNK(mode) or relative not in owned.files:
-                found.append(relative)
+        if os.path.islink(folder / relative) or relative not in (folders if is_folder else files):
+            found.append(relative)
     return sorted(found)
 
 
@@ -126,8 +102,8 @@ def fsync_folder(folder: Path) -> None:
 def write_folder_atomically(target: str | Path, write: Callable[[Path], None],
                             owned_before: Iterable[str] = ()) -> Path:
     """Have ``write(temp)`` fill a new hidden folder beside ``target``, then put it in ``target``'s place.
-    ``ForeignFilesError`` (an ``OSError``) when ``target`` holds anything the lab did not write (``owned_before``:
-    what a folder from before records owns). On any exception ``target`` keeps its previous content. Returns it."""
+    ``ForeignFilesError`` when ``target`` holds anything the lab did not write (``owned_before``: what a folder
+    from before records owns). On any exception ``target`` keeps its previous content. Returns it."""
     target = Path(target)
     owned_before = tuple(owned_before)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -137,13 +113,21 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None],
                               str(target))
     refuse_foreign_files(target, owned_before)  # before the work; checked again once the folder is aside
     remove_stale_temps(target)
-    temp = new_temp_path(target)
+    temp = temp_path(target, folder=True)
     temp.mkdir()
     old = None
     try:
         write(temp)
-        write_record(temp)
-        _fsync_tree(temp)
+        files, folders = {RECORD_FILE}, set()
+        for relative, is_folder in _walk(temp):
+            (folders if is_folder else files).add(relative)
+            if not is_folder:
+                with open(temp / relative, "rb") as handle:
+                    os.fsync(handle.fileno())
+        record = {"format": RECORD_FORMAT, "version": 1, "files": sorted(files), "folders": sorted(folders)}
+        (temp / RECORD_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
+        for folder in (temp, *(temp / relative for relative in folders)):
+            fsync_folder(folder)
         if _is_folder(target):
             old = target.parent / f"{OLD_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}"
             os.rename(target, old)
@@ -155,7 +139,7 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None],
                 os.rename(old, target)
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    fsync_folder(target.parent)  # make the renames themselves survive a power cut
+    fsync_folder(target.parent)  # the renames themselves survive a power cut
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
@@ -168,11 +152,9 @@ def put_back_displaced(target: str | Path) -> bool:
     if os.path.lexists(target):
         return False
     previous = [path for name, path in displaced_folders(target.parent) if name == target.name and _is_folder(path)]
-    if not previous:
-        return False
     try:
         os.rename(max(previous, key=lambda path: (os.lstat(path).st_mtime, path)), target)
-    except OSError:  # put back or written by someone else meanwhile
+    except (OSError, ValueError):  # none, or put back or written by someone else meanwhile
         return False
     return True
 
@@ -189,12 +171,3 @@ def _is_folder(path: Path) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-def _fsync_tree(folder: Path) -> None:
-    """fsync every file under ``folder``, then each folder (its entries)."""
-    for here, _, names in os.walk(folder):
-        for name in names:
-            with open(os.path.join(here, name), "rb") as handle:
-                os.fsync(handle.fileno())
-        fsync_folder(Path(here))

@@ -2,17 +2,10 @@
 
 WAL with ``synchronous=FULL`` and one ``BEGIN IMMEDIATE`` transaction per change, so a killed process leaves it
 before or after an answer. ``answers`` holds every answer (an undo marks it ``undone_at``; nothing is deleted),
-``labels`` each ``pair_key``'s latest answer not undone (with its label and ``pair_bucket``, so counts by share
-are one indexed query), ``imports`` the CSV files taken in once. Fields are bounded (``checked_answer``, the one
-check an answer passes, and CHECKs); the path must be a regular file or absent.
-
-Reads never write: they go through ``files.connect_read_only`` (a WAL reader never waits for a writer), so a
-read-only or damaged file is read as it is. The schema, WAL and upgrades are set by the first write
-(``made_current``): version 1 is ``answers``, ``labels``, ``imports``; version 2 gives each label its answer's
-``is_duplicate`` and its pair's ``pair_bucket``, indexed, and indexes answers by labeller. Reads are queries,
-never more of the table than the caller asks for. Labels travel as a formula-safe pairs CSV (``export_csv``,
-``read_labels_csv``): ``escape_cell`` puts a ``'`` before a cell a spreadsheet would run, ``unescape_cell`` takes
-it off.
+``labels`` each pair's latest answer not undone, with its label and ``pair_bucket`` (counts by share are one indexed
+query), ``imports`` the CSV files taken in once. Reads never write (``files.connect_read_only``); the first write
+makes or upgrades the schema (``made_current``). Labels travel as a formula-safe pairs CSV (``export_csv``,
+``read_labels_csv``: ``escape_cell`` / ``unescape_cell``).
 """
 from __future__ import annotations
 
@@ -21,7 +14,6 @@ import os
 import sqlite3
 import stat
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterable
 from contextlib import contextmanager
@@ -212,9 +204,6 @@ class LabelStore:
         self.path = Path(path)
         self.legacy_csv = Path(legacy_csv) if legacy_csv is not None else None
         self.import_problem: str | None = None
-        self._mutex = threading.RLock()  # one transaction at a time on the connections, whatever the thread
-        # write? -> (connection, (process, device, inode) it belongs to): a read-only one for reads, one to write
-        self._open: dict[bool, tuple[sqlite3.Connection, tuple]] = {}
 
     def _rows(self, sql: str, values=()) -> list[tuple]:
         """The rows of one read; none while the database does not exist."""
@@ -336,11 +325,7 @@ class LabelStore:
             self.import_problem = f"the earlier labels file {self.legacy_csv.name} was not imported: {error}"
 
     def close(self) -> None:
-        """Close the connections (a later call opens others)."""
-        with self._mutex:
-            for db, _ in self._open.values():
-                db.close()
-            self._open.clear()
+        """Nothing to close: every transaction opens and closes its own connection."""
 
     def _regular_file(self) -> os.stat_result | None:
         """The database's ``lstat``, None when it does not exist; ``DataError`` when it is not a regular file."""
@@ -358,40 +343,24 @@ class LabelStore:
 
     @contextmanager
     def _transaction(self, write: bool):
-        """A connection inside one transaction (``BEGIN IMMEDIATE`` to write, on the read-only connection to read);
-        None for a read of a database not made yet. Any SQLite failure is one ``DataError`` line."""
-        with self._mutex:
-            info = self._regular_file()
-            try:
-                db = None if info is None and not write else self._connection(write, info)
-            except sqlite3.Error as error:
-                raise DataError(f"the labels {self.path.name} cannot be opened: {error}") from None
-            if db is None:
-                yield None
-                return
-            try:
-                db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                with db:  # commits at the end, rolls back on any exception (a failed commit included)
-                    yield db
-            except sqlite3.Error as error:
-                raise DataError(f"the labels {self.path.name}: {error}") from None
-
-    def _connection(self, write: bool, info: os.stat_result | None) -> sqlite3.Connection | None:
-        """The open connection of that kind, or a new one in a forked child or when the file was removed or
-        replaced; None for a read of an empty file (a database not made yet)."""
-        held = self._open.get(write)
-        if held is not None and (info is None or held[1] != (os.getpid(), info.st_dev, info.st_ino)):
-            if held[1][0] == os.getpid():
-                held[0].close()
-            del self._open[write]
-            held = None
-        if held is None:
-            db = self._connect_to_write() if write else self._connect_to_read()
-            if db is None:
-                return None
-            opened = os.stat(self.path)
-            held = self._open[write] = (db, (os.getpid(), opened.st_dev, opened.st_ino))
-        return held[0]
+        """A new connection inside one transaction (``BEGIN IMMEDIATE`` to write, read-only to read), closed after
+        it; None for a read of a database not made yet. Any SQLite failure is one ``DataError`` line."""
+        info = self._regular_file()
+        try:
+            db = None if info is None and not write else self._connect_to_write() if write else self._connect_to_read()
+        except sqlite3.Error as error:
+            raise DataError(f"the labels {self.path.name} cannot be opened: {error}") from None
+        if db is None:
+            yield None
+            return
+        try:
+            db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            with db:  # commits at the end, rolls back on any exception (a failed commit included)
+                yield db
+        except sqlite3.Error as error:
+            raise DataError(f"the labels {self.path.name}: {error}") from None
+        finally:
+            db.close()
 
     def _connect_to_read(self) -> sqlite3.Connection | None:
         """A connection that never writes (``connect_read_only``); None for an empty database."""

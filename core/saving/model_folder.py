@@ -1,10 +1,9 @@
 """The model folder: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file.
 
 Loading never unpickles or runs anything: the config is JSON checked field by field, the weights safetensors, every
-file read through ``files``. Saving goes through ``write_folder_atomically``, ``config.json`` last, so a folder with
-a config has all its other files. ``list_runs`` lists a runs folder's usable models (a calibrated copy like the
-model it points at) and says why every other folder is not one; a ``.tmp-*`` / ``.old-*`` leftover of an
-interrupted save is never loaded, and a run whose save died between its two renames is put back first.
+file read through ``files``. Saving goes through ``write_folder_atomically``, ``config.json`` last. ``list_runs``
+lists a runs folder's usable models and says why every other folder is not one (a ``.tmp-*`` / ``.old-*`` leftover
+of an interrupted save is never loaded; a run whose save died between its two renames is put back first).
 """
 from __future__ import annotations
 
@@ -33,7 +32,6 @@ from core.saving.calibrated import (
     parent_folder,
 )
 from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, check_regular_file, read_json_file
-from core.saving.temp_files import TEMP_PREFIX
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written: listing and caching need none
     import torch
@@ -285,7 +283,7 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     for path in sorted(root.iterdir()):
         if not path.is_dir():
             continue
-        if path.name.startswith((TEMP_PREFIX, OLD_PREFIX)):
+        if path.name.startswith((".tmp-", OLD_PREFIX)):
             problems.append(f"{path.name}: left over from an interrupted save; ignored")
             continue
         if path.name.startswith(".") or path.name == LABELS_FOLDER:  # caches (e.g. .cache/) and labels, not models

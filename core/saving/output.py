@@ -2,16 +2,16 @@
 
 Anything but a model folder (or an empty one) is refused, a model is replaced only with ``overwrite`` (its config
 kept in ``existing``) and only when it holds nothing the lab did not write, the location must be writable, and one
-writer holds the folder's lock at a time; a killed writer's temporaries go once it is held. ``claim_new_run``
-picks a fresh run name under the same rules.
+writer holds the folder's lock at a time. ``claim_new_run`` picks a fresh run name under the same rules.
 
-``take_lock`` is the one way the lab locks a path against its other processes: an ``flock`` through ``filelock``,
-which goes with its process. Its file, ``.<name>.lock`` beside what it guards, is removed only when the lab made it
+``take_lock`` is the one way the lab locks a path against its other processes: an ``flock``, which goes with its
+process, on ``.<name>.lock`` beside what it guards. The file is removed on release only when the lab made it
 (holding exactly ``LOCK_MARK``; one a killed holder left is taken over); a user's file of that name is locked as it
-is, never written or removed.
+is, never written or removed, and a link there is refused.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from contextlib import AbstractContextManager, suppress
@@ -19,14 +19,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from filelock import Timeout, UnixFileLock
-
-from core.saving.atomic import ForeignFilesError, refuse_foreign_files
+from core.saving.atomic import FOLDER_NAME_MAX_BYTES, ForeignFilesError, refuse_foreign_files
 from core.saving.calibrated import TFIDF_FILE
 from core.saving.model_folder import CONFIG_FILE, MODEL_FILES, ModelLoadError, read_config
-from core.saving.temp_files import FOLDER_NAME_MAX_BYTES, remove_stale_temps
+from core.saving.temp_files import remove_stale_temps
 
-LOCK_SUFFIX = ".lock"
 LOCK_MARK = b"siamese-lab lock file: removed by the process that holds it\n"
 TAKE_TRIES = 10  # a lock file removed by its releasing holder between our open and flock: open the new one
 
@@ -38,27 +35,23 @@ class LockBusy(Exception):
 def lock_path_for(target: str | Path) -> Path:
     """``.<name>.lock`` beside ``target``: where its lock lives."""
     target = Path(target)
-    return target.parent / f".{target.name}{LOCK_SUFFIX}"
+    return target.parent / f".{target.name}.lock"
 
 
 class HeldLock(AbstractContextManager):
     """A lock taken by ``take_lock``, also a ``with`` block; ``release`` frees it (and removes the lab's file)."""
 
-    def __init__(self, path: Path, lock: UnixFileLock, ours: os.stat_result | None):
-        self.path = path
-        self._lock = lock
-        self._ours = ours  # the lab's own lock file (its identity), or None when the file is someone else's
+    def __init__(self, path: Path, fd: int, ours: os.stat_result | None):
+        self.path, self._fd, self._ours = path, fd, ours  # ours: the lab's own lock file (its identity), or None
 
     def release(self) -> None:
-        if not self._lock.is_locked:
+        if self._fd is None:
             return
-        try:
+        with suppress(OSError):  # already gone, or the folder turned read-only: the file is harmless either way
             if self._ours is not None and os.path.samestat(os.lstat(self.path), self._ours):
                 os.unlink(self.path)  # still held: no other holder can be using this file now
-        except OSError:
-            pass  # already gone, or the folder turned read-only: the file is harmless either way
-        finally:
-            self._lock.release()
+        os.close(self._fd)  # the flock goes with it
+        self._fd = None
 
     def __exit__(self, *exc) -> None:
         self.release()
@@ -72,24 +65,23 @@ def take_lock(path: str | Path, wait: bool = True) -> HeldLock:
         # The lab's own lock file, unless something is there already (a link included: O_EXCL never follows one).
         with suppress(FileExistsError), open(path, "xb", opener=lambda name, flags: os.open(name, flags, 0o644)) as new:
             new.write(LOCK_MARK)
-        seen: list[os.stat_result | None] = []
-        lock = UnixFileLock(path, blocking=wait, thread_local=False, fallback_to_soft=False,
-                            preserve_lock_file=True, on_acquired=lambda fd: seen.append(_marked(fd)))
         try:
-            lock.acquire()
-        except Timeout:
-            if os.path.lexists(path):
-                raise LockBusy(path) from None
-            continue  # its holder removed it as we opened it: the next open finds it free
-        return HeldLock(path, lock, seen[-1])
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:  # removed by its releasing holder since: made anew
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BaseException as error:
+            os.close(fd)
+            raise LockBusy(path) if isinstance(error, BlockingIOError) else error from None
+        info = os.fstat(fd)
+        with suppress(FileNotFoundError):
+            if os.path.samestat(os.lstat(path), info):
+                ours = stat.S_ISREG(info.st_mode) and info.st_size == len(LOCK_MARK) and \
+                    os.pread(fd, len(LOCK_MARK) + 1, 0) == LOCK_MARK
+                return HeldLock(path, fd, info if ours else None)
+        os.close(fd)  # its holder removed it as we opened it: the next open finds it free
     raise LockBusy(path)
-
-
-def _marked(fd: int) -> os.stat_result | None:
-    """The locked file's stat when it is a regular file holding exactly ``LOCK_MARK`` (the lab's), else None."""
-    info = os.fstat(fd)
-    ours = stat.S_ISREG(info.st_mode) and info.st_size == len(LOCK_MARK)
-    return info if ours and os.pread(fd, len(LOCK_MARK) + 1, 0) == LOCK_MARK else None
 
 
 class OutputError(ValueError):
@@ -163,7 +155,7 @@ def claim_output(target: str | Path, overwrite: bool = False,
     target = Path(target).expanduser()
     if target.name in ("", ".", ".."):
         raise OutputError(target, "is not a folder name a model can be saved as", "not_a_model")
-    if len(os.fsencode(target.name)) > FOLDER_NAME_MAX_BYTES:  # its temporary's name would not fit, after the work
+    if len(os.fsencode(target.name)) > FOLDER_NAME_MAX_BYTES:  # its ``.old-`` name would not fit, after the work
         raise OutputError(target, f"the folder name is longer than the {FOLDER_NAME_MAX_BYTES} bytes a save can "
                                   "use; choose a shorter name", "unwritable")
     try:

@@ -1,11 +1,9 @@
 """Workspaces: everything one person (or project) makes in the app, kept apart from everyone else's.
 
-A workspace is a folder named by an unguessable id (the app URL's ``ws`` parameter: 128 random bits, never listed
-or derived from what a user typed; whoever has it can open the workspace): its models and label databases, its
-active upload, its validation and test files, and its choices in ``workspace.sqlite`` (a ``state`` table of JSON
-values by key, WAL: each change is one transaction over the changed keys only, so two tabs never undo each other,
-and reads go through read-only connections that never write). The folder is made by the first thing kept, so a
-visit that keeps nothing leaves nothing. Nothing here knows about Streamlit.
+A workspace is a folder named by an unguessable id (the URL's ``ws``: 128 random bits; whoever has it can open the
+workspace): its models and label databases, its uploads, and its choices in ``workspace.sqlite`` (a ``state`` table
+of JSON values by key, WAL; each change one transaction over the changed keys only, reads read-only). The folder is
+made by the first thing kept, so a visit that keeps nothing leaves nothing.
 """
 from __future__ import annotations
 
@@ -17,9 +15,8 @@ import secrets
 import shutil
 import sqlite3
 import stat
-import tempfile
 import time
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,7 +94,7 @@ class Workspace:
             with closing(connect_read_only(self.database, READ_TIMEOUT_S)) as connection:
                 rows = connection.execute("SELECT key, value FROM state").fetchall()
         except sqlite3.Error:  # damaged, not a database, locked past the timeout, or the table not made yet
-            return {}
+            return self._legacy_state()
         state = {}
         for key, value in rows:
             try:
@@ -107,36 +104,22 @@ class Workspace:
         return state
 
     def save_state(self, changed: dict) -> None:
-        """Keep the ``changed`` keys (JSON values), in one transaction that writes only them; the other keys stay as
-        any other session last wrote them. The first save makes the folder and the database, carrying over a
-        legacy ``state.json``'s choices."""
+        """Keep the ``changed`` keys (JSON values) in one transaction that writes only them; the first save makes the
+        folder and the database (private: 0600, as SQLite's WAL files then are), carrying a legacy ``state.json`` over."""
         rows = [(str(key), json.dumps(value, allow_nan=False, sort_keys=True)) for key, value in changed.items()]
         self.create()
-        if not self.database.exists():
-            self._create_database()
+        with suppress(FileExistsError):
+            os.close(os.open(self.database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
         with closing(sqlite3.connect(self.database, timeout=WRITE_TIMEOUT_S, isolation_level=None)) as connection:
+            connection.execute("PRAGMA journal_mode=WAL")  # kept in the file's header
             connection.execute("BEGIN IMMEDIATE")
             with connection:  # commits at the end, rolls back on any exception
+                if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'state'").fetchone() is None:
+                    connection.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                    rows = [(str(key), json.dumps(value, allow_nan=False))
+                            for key, value in self._legacy_state().items()] + rows
                 connection.executemany("INSERT INTO state VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
                                        "value = excluded.value", rows)
-
-    def _create_database(self) -> None:
-        """The database made whole under a temporary name (WAL, the table, a legacy ``state.json``'s choices),
-        then linked into place: another tab making it at the same moment finds it whole or makes its own."""
-        fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=".new-", suffix=".sqlite")  # private: 0600
-        os.close(fd)
-        try:
-            with closing(sqlite3.connect(temporary, isolation_level=None)) as connection:
-                connection.execute("PRAGMA journal_mode=WAL")  # kept in the file's header
-                connection.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                connection.executemany("INSERT INTO state VALUES (?, ?)", [
-                    (str(key), json.dumps(value, allow_nan=False)) for key, value in self._legacy_state().items()])
-            try:
-                os.link(temporary, self.database)
-            except FileExistsError:  # made meanwhile by another session: that one is the workspace's
-                pass
-        finally:
-            os.unlink(temporary)
 
     def _legacy_state(self) -> dict:
         try:
