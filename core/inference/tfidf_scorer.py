@@ -126,8 +126,8 @@ class _EmptyFit:
 
 def fit_on_file(source: str | Path, columns: dict[str, str] | None = None, max_bytes: int | None = None) -> TfidfScorer:
     """Fitted on the questions of the pairs of a file that ``score`` scores (both questions non-empty), read
-    chunk by chunk by the same reader (``core.data.pair_chunks.PairReader``); unusable input is a DataError."""
-    from core.data.pair_chunks import PairReader
+    chunk by chunk by the same reader (``core.data.reading.PairReader``); unusable input is a DataError."""
+    from core.data.reading import PairReader
 
     reader = PairReader(Path(source), columns, labels_required=False, all_text=True, max_bytes=max_bytes)
 
