@@ -164,7 +164,11 @@ def _question_positions(names: list[str], shape: str) -> list[int]:
 
 
 def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], QuestionsReport]:
-    header = parquet_header(data, name)
+    parquet = _parquet_file(data, name)
+    header = list(parquet.schema_arrow.names)
+    if parquet.metadata.num_rows > limits.MAX_LINES or len(header) > limits.MAX_COLUMNS:
+        raise DataError(f"{name} has {parquet.metadata.num_rows:,} rows and {len(header):,} columns; the limits are "
+                        f"{limits.MAX_LINES:,} rows and {limits.MAX_COLUMNS:,} columns")
     names, shape = [column.strip().lower() for column in header], _shape_of(header)
     if shape is None and len(header) == 1:  # one column, whatever its name: the questions
         shape, names = COLUMN, [QUESTION_ALIASES[0]]
@@ -240,16 +244,6 @@ def _parquet_file(data: bytes, name: str, read_dictionary: list[str] | None = No
         return pq.ParquetFile(io.BytesIO(data), read_dictionary=read_dictionary)
     except Exception as error:  # noqa: BLE001 - whatever pyarrow trips over in a user's file is theirs to see
         raise DataError(f"could not read {name} as Parquet: {error}") from None
-
-
-def parquet_header(data: bytes, name: str) -> list[str]:
-    parquet = _parquet_file(data, name)
-    if parquet.metadata.num_rows > limits.MAX_LINES:
-        raise DataError(f"{name} has more than {limits.MAX_LINES:,} rows; the limit is {limits.MAX_LINES:,}")
-    header = list(parquet.schema_arrow.names)
-    if len(header) > limits.MAX_COLUMNS:
-        raise DataError(f"{name} has {len(header):,} columns; the limit is {limits.MAX_COLUMNS:,}")
-    return header
 
 
 def parquet_text_columns(data: bytes, name: str, columns: list[str], max_bytes: int | None = None) -> list[list[str]]:

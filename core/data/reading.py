@@ -226,9 +226,7 @@ def parse_errors(name: str, delimiter: str, skipped: list[int]):
 # ---- the reader -------------------------------------------------------------------------------------------
 
 @dataclass
-class PairsHead:
-    """What a reader found before the first row."""
-
+class PairsHead:  # what a reader found before the first row
     name: str  # file name, or "<upload>"
     delimiter: str
     header: list[str]  # the header's names as written
