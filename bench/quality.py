@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import data_path  # noqa: E402
 from core.data import Splits, load_pairs, normalise_questions, split_pairs  # noqa: E402
 from core.inference.analysis import SEEN_NEITHER, seen_in_training  # noqa: E402
-from core.data.implied import implied_pairs  # noqa: E402
+from core.data.splitting import implied_pairs  # noqa: E402
 from core.inference.metrics import evaluate_scores, ranking_metrics  # noqa: E402
 from core.models import load_model  # noqa: E402
 from core.training.pipeline import train_run, validation_curve  # noqa: E402

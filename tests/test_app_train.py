@@ -406,7 +406,7 @@ def test_a_preset_without_a_measured_curve_draws_no_reference(train_page, monkey
 @pytest.mark.slow
 def test_implied_pairs_tick_trains_on_them(train_page, rerun_until):
     from core.data import split_pairs
-    from core.data.implied import implied_pairs
+    from core.data.splitting import implied_pairs
 
     at = train_page
     assert at.checkbox(key="implied_pairs").value is False  # off unless asked

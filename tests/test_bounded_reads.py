@@ -2,7 +2,7 @@
 
 A gzip bomb is counted as it inflates and refused at the limit (core.data.limits), never held; a 1 GB file of
 NULs costs one block; 100,000 columns are refused from the header; fields and lines are capped; every error
-is one short line. ``score`` reads through ``load_pairs``' own reader (core.data.pair_chunks), so the two
+is one short line. ``score`` reads through ``load_pairs``' own reader (core.data.reading), so the two
 accept and refuse the same files. The memory cases run in a subprocess under RLIMIT_AS with a timeout.
 """
 from __future__ import annotations
@@ -139,15 +139,15 @@ def test_a_small_parquet_file_of_much_plain_text_is_refused_from_its_footer(monk
 
 @pytest.mark.parametrize("options", ENCODINGS, ids=["dictionary", "delta"])
 def test_a_parquet_file_storing_one_long_string_once_is_refused_before_it_is_decoded(options, monkeypatch, tmp_path):
-    from core.data import parquet_table
+    from core.data import questions
 
     monkeypatch.setenv(limits.INPUT_LIMIT_VARIABLE, str(SMALL_LIMIT))
     data = parquet_of(480, row_group_size=120, **options)  # 50 MB of text; the footer counts the string once
-    metadata = parquet_table._parquet_file(data, "x").metadata
-    assert parquet_table.stored_text_bytes(metadata, ["question"]) < SMALL_LIMIT
+    metadata = questions._parquet_file(data, "x").metadata
+    assert questions.stored_text_bytes(metadata, ["question"]) < SMALL_LIMIT
     decoded = []
-    real = parquet_table._as_text
-    monkeypatch.setattr(parquet_table, "_as_text", lambda values: decoded.append(len(values)) or real(values))
+    real = questions._as_text
+    monkeypatch.setattr(questions, "_as_text", lambda values: decoded.append(len(values)) or real(values))
     with pytest.raises(DataError, match=re.escape(PARQUET_REFUSAL)):
         load_questions(data)
     assert sum(decoded) * len(LONG_QUESTION) <= SMALL_LIMIT  # refused before more than the cap became text

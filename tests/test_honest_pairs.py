@@ -148,7 +148,7 @@ def test_implied_pairs_count_as_trained_on():
                    *[(f"filler {i}?", f"other {i}?", i % 2) for i in range(18)])
     config = _config(chain, "i", 0.2, seed=0)
     split = split_pairs(chain, val_fraction=0.2, test_fraction=0.0, seed=0)
-    from core.data.implied import implied_pairs
+    from core.data.splitting import implied_pairs
 
     implied = implied_pairs(split.train, seed=0)
     config["data"]["implied_pairs"] = len(implied)

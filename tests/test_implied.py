@@ -1,11 +1,11 @@
-"""Pairs implied by the labels (core.data.implied), checked against hand-worked graphs."""
+"""Pairs implied by the labels (core.data.splitting), checked against hand-worked graphs."""
 import itertools
 
 import pandas as pd
 import pytest
 
 from core.data import normalise_questions
-from core.data.implied import implied_pairs, with_implied_pairs
+from core.data.splitting import implied_pairs, with_implied_pairs
 
 
 def _pairs(*rows) -> pd.DataFrame:

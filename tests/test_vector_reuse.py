@@ -382,15 +382,15 @@ def test_score_shows_reading_encoding_and_writing_on_stderr(lstm, tmp_path, caps
 def test_a_slow_first_pass_shows_the_reading_bar_ticking(lstm, tmp_path, capsys, monkeypatch):
     import time
 
-    from core.data import pair_chunks
+    from core.data import reading
 
-    original = pair_chunks.PairReader.__init__
+    original = reading.PairReader.__init__
 
     def slow(self, *args, **kwargs):  # the first pass over a big file: no row read yet for a while
         time.sleep(1.3)
         original(self, *args, **kwargs)
 
-    monkeypatch.setattr(pair_chunks.PairReader, "__init__", slow)
+    monkeypatch.setattr(reading.PairReader, "__init__", slow)
     monkeypatch.setattr("core.cli.score.PROGRESS_DELAY", 0.5)
     code, _, err = run(capsys, "score", "--model", lstm, "--pairs", SAMPLE_PATH, "--out", tmp_path / "s.csv")
     assert code == 0

@@ -1,9 +1,6 @@
-"""Batches of row positions for training; the trainer tokenises and pads elsewhere.
-
-In-batch-negative losses treat every other row of a batch as a negative, so a batch must never hold the same
-question text twice (the "negative" off the diagonal would really be a duplicate): `duplicate_free_batches`
-(duplicate pairs; both classes for the multitask loss); `labelled_batches` is the plain shuffled chunking of the
-losses that read the labels.
+"""Batches of row positions for training. In-batch-negative losses take every other row of a batch as a negative,
+so their batches never hold one question text twice (``duplicate_free_batches``); ``labelled_batches`` is the
+plain shuffled chunking of the losses that read the labels.
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ from collections import deque
 import numpy as np
 import pandas as pd
 
-from core.data import normalise_questions
+from core.data.reading import question_codes
 
 # Rows are grouped by length inside windows of this many batches: wide enough that most batches
 # have little padding, narrow enough that each batch still holds a random slice of the data.
@@ -24,21 +21,17 @@ def duplicate_free_batches(
     pairs: pd.DataFrame, batch_size: int, seed: int | None, drop_last_below: int = 2,
     lengths: np.ndarray | None = None, both_classes: bool = False,
 ) -> list[np.ndarray]:
-    """Shuffled batches (int64 row positions into ``pairs``, each (<= batch_size,)) of the duplicate rows, or of
-    every row with ``both_classes``, with no normalised text twice.
-
-    Rows come in a seeded order (``seed`` None: file order); a row whose text is already in the open batch waits
-    in a queue that seeds every new batch first, so colliding rows are delayed, not lost. Batches below
-    ``drop_last_below`` rows are dropped (a 1-row batch has no negatives). With ``lengths`` ((len(pairs),) token
+    """Shuffled batches (int64 row positions into ``pairs``) of the duplicate rows, or of every row with
+    ``both_classes``, with no normalised text twice. Rows come in a seeded order (``seed`` None: file order); a row
+    whose text is already in the open batch waits in a queue that seeds every new batch first (delayed, not lost).
+    Batches below ``drop_last_below`` rows are dropped (a 1-row batch has no negatives). With ``lengths`` (token
     lengths), rows of similar length share a batch (``length_grouped``) and the batches are shuffled.
-
-    Example: rows ("a","b"), ("b","c"), ("d","e") with batch_size=2 never put the first two
-    together, because "b" would then appear twice.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     positions = np.arange(len(pairs)) if both_classes else np.flatnonzero(pairs["is_duplicate"].to_numpy() == 1)
-    first_codes, second_codes = _text_codes(pairs.iloc[positions])
+    codes = question_codes(pairs.iloc[positions])[0].tolist()
+    first_codes, second_codes = codes[:positions.size], codes[positions.size:]
     rng = np.random.default_rng(seed)
     order = np.arange(positions.size) if seed is None else rng.permutation(positions.size)
     if lengths is not None:
@@ -87,9 +80,8 @@ def duplicate_free_batches(
 
 def labelled_distinct_batches(pairs: pd.DataFrame, batch_size: int, seed: int | None,
                               lengths: np.ndarray | None = None) -> list[np.ndarray]:
-    """Every row, both classes, in ``duplicate_free_batches`` with 1-row batches kept (their pair still has a label
-    to learn from), so every row is used once: the multitask loss, whose in-batch term also takes the
-    non-duplicates' questions as negatives."""
+    """Every row, both classes, in ``duplicate_free_batches`` with 1-row batches kept (their label still teaches):
+    the multitask loss, whose in-batch term also takes the non-duplicates' questions as negatives."""
     return duplicate_free_batches(pairs, batch_size, seed, drop_last_below=1, lengths=lengths, both_classes=True)
 
 
@@ -108,11 +100,8 @@ def labelled_batches(pairs: pd.DataFrame, batch_size: int, seed: int,
 
 
 def length_grouped(order: np.ndarray, lengths: np.ndarray, batch_size: int) -> np.ndarray:
-    """``order`` with each window of BUCKET_WINDOW_BATCHES batches sorted by ``lengths[row]``: the shuffle stays
-    random at a coarse scale, and a batch (padded to its longest row) holds questions of about one length.
-
-    Example: order [0, 1, 2, 3], lengths [9, 2, 8, 3], one window -> [1, 3, 2, 0].
-    """
+    """``order`` with each window of BUCKET_WINDOW_BATCHES batches sorted by ``lengths[row]``: random at a coarse
+    scale, and a batch (padded to its longest row) holds questions of about one length."""
     window = max(batch_size, 1) * BUCKET_WINDOW_BATCHES
     grouped = [chunk[np.argsort(lengths[chunk], kind="stable")]
                for chunk in (order[start : start + window] for start in range(0, order.size, window))]
@@ -121,11 +110,3 @@ def length_grouped(order: np.ndarray, lengths: np.ndarray, batch_size: int) -> n
 
 def _shuffled(batches: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
     return [batches[i] for i in rng.permutation(len(batches))]
-
-
-def _text_codes(pairs: pd.DataFrame) -> tuple[list[int], list[int]]:
-    """Integer id per normalised question text, shared by both columns. Two (n,) lists."""
-    count = pairs.shape[0]
-    texts = np.concatenate([normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"])])
-    codes = pd.factorize(texts)[0]
-    return codes[:count].tolist(), codes[count:].tolist()

@@ -1,26 +1,11 @@
 """What a label column means, and whether a file's columns hold what their roles say.
 
-``parse_labels`` reads a label column: the documented spellings (``TRUE_LABELS``, ``FALSE_LABELS``, and
-numbers equal to 1 or 0), or, given a label map (``normalise_label_map``: value -> 1 or 0), exactly the
-map's values, matched ignoring case and surrounding spaces; every other value is an unreadable label.
-
-``LabelTally`` follows one pass over a file's chunks. Once the rows are read, ``refuse`` rejects two
-mappings no one means, each as a one-line ``DataError`` quoting up to three of the column's values:
-
-- a question column whose every value (in the rows with both questions) is one of ``TRUE_LABELS``,
-  ``FALSE_LABELS`` or the label map's values: the label column given a question's role;
-- without a label map, a label column where the rows whose label is not read (among rows with both
-  questions) are at least two and outnumber the rows whose label is: a 1-5 score or text classes such as
-  "Relevant", of which loading would keep a handful of rows. This is a ``LabelValuesError``, which carries
-  the column's values so that the app can offer a label mapping. With a map, a value left out of it is
-  dropped on purpose, never refused.
-
-``refuse`` judges the rows parsed: the whole file, or with ``max_rows`` the chunks read until enough rows
-were kept (a prefix of 100,000 rows or more). ``unreadable_warning`` words the unreadable labels of the rows
-a report covers as one line: the values found, the values accepted, and where to map them.
-
-``guess_label`` is the app's first guess at what a value of a user's label column means (``match`` -> 1,
-``different`` -> 0): it only pre-fills the Data page's label mapping, which the user confirms; reading never
+``parse_labels`` reads a label column by the documented spellings (``TRUE_LABELS``, ``FALSE_LABELS``, numbers
+equal to 1 or 0) or, given a label map, by its values (case and surrounding spaces ignored) and rules (">=4");
+any other value is an unreadable label. ``LabelTally`` follows one pass over a file's chunks and then ``refuse``s
+two mappings no one means: a question column holding only labels, and (without a map) a label column whose
+unreadable rows outnumber the readable ones (a 1-5 score, text classes: a ``LabelValuesError`` carrying the
+values, so the app can offer a mapping). ``guess_label`` only pre-fills the Data page's mapping; reading never
 guesses.
 """
 from __future__ import annotations
@@ -51,9 +36,8 @@ _MAP_HINT = "--label-map on the command line or the label mapping on the Data pa
 
 
 class LabelValuesError(DataError):
-    """A label column that does not hold duplicate labels; ``values`` (its distinct non-empty values as
-    text, most frequent first, at most ``MAX_LABEL_VALUES``), ``header`` and ``columns`` (role -> column
-    name) let a caller offer a label mapping for the same columns."""
+    """A label column that does not hold duplicate labels; its ``values`` (most frequent first), ``header`` and
+    ``columns`` (role -> name) let a caller offer a label mapping."""
 
     def __init__(self, message: str, column: str, values: list[str], header: list[str], columns: dict[str, str]):
         super().__init__(message)
@@ -89,12 +73,15 @@ COMPARE = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator
 
 
 def label_value(value, label_map: dict[str, int] | None = None) -> int:
-    """1, 0, or -1 for unreadable: by ``label_map`` (normalised) when given, else by the documented spellings.
-    A map's value matches first; then its rules (``RULE``), in the map's order, on a value that is a number."""
+    """1, 0, or -1 for unreadable: by ``label_map`` (its values first, then its rules in order), else by the
+    documented spellings."""
     if label_map is not None:
-        for text in _map_keys(value):
-            if text in label_map:
-                return label_map[text]
+        keys = [str(value).strip().lower()]
+        if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+            keys.append(str(int(value)))  # as a map writes it: pandas reads a column of "1" and "" as floats
+        found = [label_map[key] for key in keys if key in label_map]
+        if found:
+            return found[0]
         rules = [(RULE.match(key), label) for key, label in label_map.items()]
         try:
             number = float(str(value).strip())
@@ -118,9 +105,8 @@ def label_value(value, label_map: dict[str, int] | None = None) -> int:
 
 
 def guess_label(value) -> int | None:
-    """What a label value most likely means: 1 or 0 for the documented spellings and for words such as "match",
-    "same", "paraphrase" / "different", "not_duplicate" (case, surrounding spaces and "-"/" "/"_" ignored);
-    None when the word does not say (the user is asked)."""
+    """What a label value most likely means: 1 or 0 for the documented spellings and words such as "match" /
+    "different"; None when the word does not say (the user is asked)."""
     known = label_value(value)
     if known >= 0:
         return known
@@ -128,22 +114,10 @@ def guess_label(value) -> int | None:
     return 1 if word in GUESSED_TRUE else 0 if word in GUESSED_FALSE else None
 
 
-def _map_keys(value) -> list[str]:
-    """How a parsed value may be written in a label map: as pandas gives it ("1.0", "True") and, for a
-    whole float, as a whole number ("1"), since pandas reads a column of "1" and "" as floats."""
-    texts = [str(value).strip().lower()]
-    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
-        texts.append(str(int(value)))
-    return texts
-
-
 def parse_labels(column: pd.Series, label_map: dict[str, int] | None = None
                  ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """(labels as int64, 0 where unreadable; readable mask; distinct values as text -> rows).
-
-    Spellings are decided once per distinct value: a label column has a handful of them, and the
-    parse may hand back ints, floats, bools or text depending on the chunk. A missing value counts as "".
-    """
+    """(labels as int64, 0 where unreadable; readable mask; distinct values as text -> rows), decided once per
+    distinct value (pandas may give ints, floats, bools or text). A missing value counts as ""."""
     codes, distinct = pd.factorize(column)  # missing values get code -1
     values = distinct.tolist()
     verdicts = np.array([label_value(value, label_map) for value in values] + [-1], dtype=np.int64)
@@ -158,7 +132,6 @@ def parse_labels(column: pd.Series, label_map: dict[str, int] | None = None
 
 
 def quoted(values) -> str:
-    """Values from a file as a message quotes them: '"a", "b"'; an empty value as (empty)."""
     return ", ".join(f'"{clip(value)}"' if str(value).strip() else "(empty)" for value in values)
 
 
@@ -183,7 +156,6 @@ class LabelTally:
         self._label_like: dict[str, list[str]] = {"question1": [], "question2": []}  # the first few such values
 
     def add(self, chunk) -> None:
-        """One ``PairChunk`` of the pass."""
         both = ((chunk.question1 != "") & (chunk.question2 != "")).to_numpy(dtype=bool)
         for role, questions in (("question1", chunk.question1), ("question2", chunk.question2)):
             if role not in self._holds_text:
@@ -202,7 +174,6 @@ class LabelTally:
             self._unreadable_values.append(texts.set_axis(chunk.start + np.flatnonzero(unread)))
 
     def _look_at_questions(self, role: str, questions: pd.Series, both: np.ndarray) -> None:
-        """Whether ``role``'s column, in the rows with both questions, holds a value that is not a label."""
         for part in (slice(None, _HEAD_ROWS), slice(_HEAD_ROWS, None)):
             present = questions.iloc[part][both[part]]
             if not present.str.lower().isin(self._spellings).all():
@@ -212,12 +183,10 @@ class LabelTally:
             seen += [value for value in dict.fromkeys(present.head(64)) if value not in seen][:QUOTED_VALUES - len(seen)]
 
     def label_values(self) -> dict[str, int]:
-        """The label column's distinct values as text -> rows, most frequent first, at most MAX_LABEL_VALUES."""
         return dict(self.values.most_common(MAX_LABEL_VALUES))
 
     def refuse(self) -> None:
-        """A DataError for a question column of labels; a LabelValuesError for a label column that holds
-        something else (without a label map). Nothing when the mapping may be what was meant."""
+        """A DataError for a question column of labels; a LabelValuesError for a label column of other values."""
         for role, which in (("question1", "first"), ("question2", "second")):
             if role not in self._holds_text and self._label_like[role]:
                 column = self.header[self.positions[role]]
@@ -225,7 +194,7 @@ class LabelTally:
                                 f"(values such as {quoted(self._label_like[role])}); give {role} the column of "
                                 f"the {which} question")
         if self.label_map is None and self.unreadable >= 2 and self.unreadable > self.readable:
-            found = self._found(self._unreadable_series())
+            found = self._found(pd.concat(self._unreadable_values))
             values = [value for value, _ in self.values.most_common() if value][:MAX_LABEL_VALUES]
             raise LabelValuesError(
                 f'{self.name}: the is_duplicate column "{clip(self.label_column)}" does not hold duplicate '
@@ -236,9 +205,9 @@ class LabelTally:
                 {role: self.header[position] for role, position in self.positions.items()})
 
     def unreadable_warning(self, rows: int | None = None) -> str | None:
-        """One line on the rows with both questions and an unreadable label among the first ``rows`` rows
-        (all rows read when None): the values found, those accepted, where to map them. None without any."""
-        found = self._unreadable_series()
+        """One line on the rows with both questions and an unreadable label among the first ``rows`` rows: the
+        values found, those accepted, where to map them. None without any."""
+        found = pd.concat([pd.Series([], dtype=object), *self._unreadable_values])
         if rows is not None:
             found = found[found.index < rows]
         if found.empty:
@@ -247,11 +216,6 @@ class LabelTally:
         return (f"{count:,} {'row has' if count == 1 else 'rows have'} an unreadable label in column "
                 f'"{clip(self.label_column)}" ({self._found(found)}); accepted: {accepted_labels(self.label_map)}; '
                 f"give such values a label with {_MAP_HINT}")
-
-    def _unreadable_series(self) -> pd.Series:
-        if not self._unreadable_values:
-            return pd.Series([], dtype=object)
-        return pd.concat(self._unreadable_values)
 
     @staticmethod
     def _found(values: pd.Series) -> str:

@@ -1,51 +1,37 @@
 """A corpus of questions in: ``load_questions(source) -> (questions, QuestionsReport)``.
 
-Three shapes are read, told apart by the first line:
+Three shapes, told apart by the header (a CSV/TSV's first line, a Parquet file's column names): a question
+column (``QUESTION_ALIASES``), every non-empty cell in file order, repeats kept (a repeated question is a duplicate
+to find); a pairs file (question1 and question2 or their aliases), the distinct questions of both columns
+(``corpus_questions``); else plain text, one question per line (a Parquet file: its only column). Text is read as
+pairs are (``core.data.limits``: its bounded stream, encoding and caps); every failure is a ``DataError``.
 
-- a CSV/TSV (``, \\t ; |``) whose header names a question column (``QUESTION_ALIASES``: question, text,
-  sentence, title, q): every non-empty cell of that column, in file order, repeats kept (a repeated
-  question is a duplicate to find);
-- a pairs file (a header naming question1 and question2, or their aliases, as ``load_pairs`` reads
-  them): the distinct questions of both columns in first-seen order, as ``corpus_questions``
-  gives them (labels are not needed);
-- anything else: plain text, one question per line (the first line is a question too).
-
-A Parquet file (told by its first bytes, ``core.data.parquet_table``) is read by column names the same way: a
-question column, else a pairs file's two columns, else its only column; ``file_format`` says "parquet".
-
-The text is read as pairs are (``core.data.text_source``: path, bytes or upload; gzip; its encoding; binary and
-empty files refused; the caps of ``core.data.limits`` on bytes, lines, columns and field length), and every
-failure is a ``DataError``. Questions are
-stripped; empty ones (blank lines, empty cells) are dropped and counted in the report, like malformed
-records of a CSV.
+Parquet (told by its magic) is read whole within the byte cap by pyarrow, only the columns asked for, every value
+as text. Its file size says little about its text (a few hundred bytes can hold a gigabyte of one repeated
+string), so the text is held to the cap twice before it is decoded: by the footer's uncompressed sizes
+(``stored_text_bytes``), then per row group by the text its values decode to, counted on the dictionary the strings
+are read into (``decoded_text_bytes``).
 """
 from __future__ import annotations
 
 import io
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from core.data import limits
-from core.data.limits import DataError
-from core.data.pair_chunks import record_line
-from core.data.parquet_table import parquet_bytes, parquet_header, parquet_text_columns
-from core.data.parsing import DELIMITERS, ROLE_ALIASES, check_header, header_fields, parse_errors, read_csv
-from core.data.reading import (
-    EMPTY_QUESTION,
-    MALFORMED_LINE,
-    MAX_EXAMPLES,
-    describe_counts,
-    normalise_questions,
-)
-from core.data.text_source import HEAD_BYTES, open_text
+from core.data.limits import DataError, over_input_limit
+from core.data.reading import (DELIMITERS, EMPTY_QUESTION, MALFORMED_LINE, MAX_EXAMPLES, ROLE_ALIASES, check_header,
+                               describe_counts, header_fields, normalise_questions, parse_errors, read_csv, record_line)
+from core.data.limits import HEAD_BYTES, PARQUET_MAGIC, open_source, open_text
 
 QUESTION_ALIASES = ("question", "text", "sentence", "title", "q")
 COLUMN, PAIRS, LINES = "column", "pairs", "lines"  # the three shapes
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # only these end a line (str.splitlines also splits at \x1c, \u2028...)
 _SINGLE_FIELD_SEPARATORS = ("\x1f", "\x1e", "\x1d", "\x1c")  # one-column CSV: a separator no question holds
+_NONE = np.zeros(0, np.int64)  # no malformed records
 
 
 @dataclass
@@ -65,20 +51,12 @@ class QuestionsReport:
     def summary(self) -> str:
         unit = "lines" if self.shape == LINES else "rows"
         text = f"kept {self.questions_kept:,} questions of {self.rows_read:,} {unit}"
-        if self.dropped:
-            text += "; dropped " + describe_counts(self.dropped)
-        return text
-
-    def to_dict(self) -> dict:
-        report = asdict(self)
-        report["examples"] = [list(example) for example in self.examples]
-        return report
+        return text + ("; dropped " + describe_counts(self.dropped) if self.dropped else "")
 
 
 def corpus_questions(pairs: pd.DataFrame) -> list[str]:
-    """The distinct questions of both columns in first-seen order (question1 before question2 within a
-    row), stripped, each under its first spelling; empty texts are left out. "Distinct" is
-    ``normalise_questions`` equality, the one definition the Data page counts with too."""
+    """The distinct questions (by ``normalise_questions``) of both columns in first-seen order, stripped, each
+    under its first spelling; empty texts are left out."""
     texts = [str(text).strip() for pair in zip(pairs["question1"], pairs["question2"]) for text in pair]
     keys = normalise_questions(texts)
     seen: dict[str, str] = {}
@@ -95,21 +73,13 @@ def pair_keys(questions1, questions2) -> list[tuple[str, str]]:
 
 
 def pair_key(question1: str, question2: str) -> tuple[str, str]:
-    """The one definition of "the same unordered pair": both texts under ``normalise_questions``, sorted.
-
-    >>> pair_key("Why is the sky  blue?", "How far is the Moon?")
-    ('how far is the moon?', 'why is the sky blue?')
-    """
+    """The one definition of "the same unordered pair": both texts under ``normalise_questions``, sorted."""
     return pair_keys([question1], [question2])[0]
 
 
 def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], QuestionsReport]:
-    """Questions from a path, bytes or a binary file object (see the module's docstring for the shapes);
-    ``max_bytes`` caps the text read instead of ``core.data.limits.input_limit()``'s default.
-
-    Raises ``DataError`` when nothing usable is there (empty, binary, UTF-32, a header and no questions,
-    only empty questions, an unparseable CSV, over a cap).
-    """
+    """Questions from a path, bytes or a binary file object; ``max_bytes`` caps the text read instead of
+    ``core.data.limits.input_limit()``. A ``DataError`` when nothing usable is there."""
     parquet = parquet_bytes(source, max_bytes)
     if parquet is not None:
         questions, report = _parquet(*parquet, max_bytes)
@@ -143,33 +113,30 @@ def _shape(text: str) -> tuple[str, str, list[str]]:
     found = []
     for delimiter in DELIMITERS:
         header = header_fields(head, delimiter)
-        if not header:
-            continue
-        names = [name.strip().lower() for name in header]
-        if any(alias in names for alias in QUESTION_ALIASES):
-            found.append((len(header), COLUMN, -DELIMITERS.index(delimiter), delimiter, header))
-        elif any(a in names for a in ROLE_ALIASES["question1"]) and any(a in names for a in ROLE_ALIASES["question2"]):
-            found.append((len(header), PAIRS, -DELIMITERS.index(delimiter), delimiter, header))
+        shape = _shape_of(header or [])
+        if shape:
+            found.append((len(header), shape == COLUMN, -DELIMITERS.index(delimiter), delimiter, header))
     if not found:
         return LINES, "", []
-    _, shape, _, delimiter, header = max(found, key=lambda f: (f[0], f[1] == COLUMN, f[2]))
-    return shape, delimiter, header
+    _, column, _, delimiter, header = max(found)
+    return COLUMN if column else PAIRS, delimiter, header
 
 
-def _examples(lines: np.ndarray, reason: str) -> list[tuple[int, str]]:
-    return [(int(line), reason) for line in lines[:MAX_EXAMPLES]]
+def _shape_of(header: list[str]) -> str | None:
+    """COLUMN when a header names a question column, PAIRS when it names both questions of a pair, else None."""
+    names = [name.strip().lower() for name in header]
+    if any(alias in names for alias in QUESTION_ALIASES):
+        return COLUMN
+    if all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
+        return PAIRS
+    return None
 
 
 def _lines(text: str, name: str) -> tuple[list[str], QuestionsReport]:
     lines = [line.strip() for line in _LINE_BREAK.split(text)]
     while lines and not lines[-1]:  # a trailing newline (or several) ends the file, it is no question
         lines.pop()
-    empty = np.array([not line for line in lines], dtype=bool)
-    questions = [line for line in lines if line]
-    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
-    report = QuestionsReport(name, LINES, [], "", len(lines), len(questions), dropped,
-                             _examples(np.flatnonzero(empty) + 1, EMPTY_QUESTION))
-    return questions, report
+    return _grid_report(np.array(lines, dtype=object).reshape(-1, 1), name, LINES, [], "", _NONE, first_line=1)
 
 
 def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
@@ -182,15 +149,11 @@ def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], Que
                             engine="c", quotechar='"', doublequote=True, skip_blank_lines=False)
     except Exception as error:  # noqa: BLE001 - whatever pandas trips over in user data is the user's to see
         raise DataError(f"could not parse {name} as one question per line: {error}") from None
-    cells = frame.iloc[1:, 0].fillna("").astype(str).str.strip()
-    while len(cells) and cells.iloc[-1] == "":
-        cells = cells.iloc[:-1]
-    empty = (cells == "").to_numpy(dtype=bool)
-    questions = cells[~empty].tolist()
-    dropped = {EMPTY_QUESTION: int(empty.sum())} if empty.any() else {}
-    report = QuestionsReport(name, COLUMN, [header[0]], "", len(cells), len(questions), dropped,
-                             _examples(np.flatnonzero(empty) + 2, EMPTY_QUESTION))
-    return questions, report
+    cells = frame.iloc[1:, 0].fillna("").astype(str).str.strip().tolist()
+    while cells and not cells[-1]:
+        cells.pop()
+    return _grid_report(np.array(cells, dtype=object).reshape(-1, 1), name, COLUMN, [header[0]], "", _NONE,
+                        first_line=2)
 
 
 def _question_positions(names: list[str], shape: str) -> list[int]:
@@ -201,21 +164,21 @@ def _question_positions(names: list[str], shape: str) -> list[int]:
 
 
 def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], QuestionsReport]:
-    header = parquet_header(data, name)
-    names = [column.strip().lower() for column in header]
-    if any(alias in names for alias in QUESTION_ALIASES):
-        shape = COLUMN
-    elif all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
-        shape = PAIRS
-    elif len(header) == 1:  # one column, whatever its name: the questions
+    parquet = _parquet_file(data, name)
+    header = list(parquet.schema_arrow.names)
+    if parquet.metadata.num_rows > limits.MAX_LINES or len(header) > limits.MAX_COLUMNS:
+        raise DataError(f"{name} has {parquet.metadata.num_rows:,} rows and {len(header):,} columns; the limits are "
+                        f"{limits.MAX_LINES:,} rows and {limits.MAX_COLUMNS:,} columns")
+    names, shape = [column.strip().lower() for column in header], _shape_of(header)
+    if shape is None and len(header) == 1:  # one column, whatever its name: the questions
         shape, names = COLUMN, [QUESTION_ALIASES[0]]
-    else:
+    elif shape is None:
         raise DataError(f"{name}: no question column among {', '.join(header[:10])}; name one question (or "
                         f"{', '.join(QUESTION_ALIASES[1:])}), or question1 and question2")
     positions = _question_positions(names, shape)
     columns = parquet_text_columns(data, name, [header[p] for p in positions], max_bytes)
     grid = np.array([[text.strip() for text in column] for column in columns], dtype=object).T.reshape(-1, len(positions))
-    report = _grid_report(grid, name, shape, [header[p] for p in positions], "", np.zeros(0, np.int64), first_line=1)
+    report = _grid_report(grid, name, shape, [header[p] for p in positions], "", _NONE, first_line=1)
     report[1].file_format = "parquet"
     return report
 
@@ -244,7 +207,7 @@ def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], de
     examples += [(first_line + int(row) if first_line is not None else record_line(int(row), skipped),
                   EMPTY_QUESTION) for row in np.flatnonzero(empty.any(axis=1))[:MAX_EXAMPLES]]
     warnings = []
-    if shape == COLUMN:
+    if grid.shape[1] == 1:
         questions = grid[~empty[:, 0], 0].tolist()
     else:
         pairs = pd.DataFrame({"question1": grid[:, 0], "question2": grid[:, 1]})
@@ -257,3 +220,103 @@ def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], de
     report = QuestionsReport(name, shape, columns, delimiter, int(grid.shape[0] + skipped.size), len(questions),
                              dropped, sorted(examples)[:MAX_EXAMPLES], warnings=warnings)
     return questions, report
+
+
+# ---- Parquet ----------------------------------------------------------------------------------------------
+
+def parquet_bytes(source, max_bytes: int | None = None) -> tuple[bytes, str] | None:
+    """(the bytes of ``source``, its name) when it is a Parquet file; None (having read four bytes) when it is not."""
+    limit = limits.input_limit(max_bytes)
+    name, open_raw = open_source(source, limit)
+    with open_raw() as raw:
+        if raw.read(4) != PARQUET_MAGIC:
+            return None
+        data = PARQUET_MAGIC + raw.read(max(limit - 3, 0))
+    if len(data) > limit:
+        raise over_input_limit(name, limit, compressed=False)
+    return data, name
+
+
+def _parquet_file(data: bytes, name: str, read_dictionary: list[str] | None = None):
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(io.BytesIO(data), read_dictionary=read_dictionary)
+    except Exception as error:  # noqa: BLE001 - whatever pyarrow trips over in a user's file is theirs to see
+        raise DataError(f"could not read {name} as Parquet: {error}") from None
+
+
+def parquet_text_columns(data: bytes, name: str, columns: list[str], max_bytes: int | None = None) -> list[list[str]]:
+    """The values of ``columns`` as text ("" where missing), one list per column; more text than the cap is refused
+    before it is decoded."""
+    import pyarrow as pa
+
+    limit = limits.input_limit(max_bytes)
+    schema = _parquet_file(data, name).schema_arrow
+    nested = [column for column in columns if pa.types.is_nested(schema.field(column).type)]
+    if nested:  # pyarrow would fail on them below with a bare KeyError
+        raise DataError(f"could not read the column(s) {', '.join(nested)} of {name} as text: they hold "
+                        f"{', '.join(str(schema.field(column).type) for column in nested)} values")
+    # As dictionaries: a string repeated on every row is held once, and its rows are counted, never expanded.
+    parquet = _parquet_file(data, name, read_dictionary=columns)
+    if stored_text_bytes(parquet.metadata, columns) > limit:
+        raise over_input_limit(name, limit, compressed=True)
+    texts: list[list[str]] = [[] for _ in columns]
+    decoded = 0
+    try:
+        for group in range(parquet.num_row_groups):
+            for part in _row_group_parts(parquet, data, group, columns, limit):
+                decoded += sum(decoded_text_bytes(part.column(column)) for column in columns)
+                if decoded > limit:
+                    raise over_input_limit(name, limit, compressed=True)
+                for values, column in zip(texts, columns):
+                    values.extend(_as_text(part.column(column)))
+    except DataError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a column that cannot be text (a list, a struct) says why
+        raise DataError(f"could not read the column(s) {', '.join(columns)} of {name} as text: {error}") from None
+    return texts
+
+
+def _row_group_parts(parquet, data: bytes, group: int, columns: list[str], limit: int):
+    """Row group ``group`` of ``columns``: whole, its strings as dictionaries; else (no delta-encoded column reads as
+    one) in batches of so few rows that their text stays under ``limit`` (no value is longer than the group)."""
+    try:
+        yield parquet.read_row_group(group, columns=columns)
+        return
+    except (NotImplementedError, OSError):  # pyarrow says "Not yet implemented" as either
+        pass
+    stored = stored_text_bytes(parquet.metadata, columns, groups=[group])
+    plain = _parquet_file(data, "")  # no dictionaries asked for: what the batches are read through
+    yield from plain.iter_batches(batch_size=max(1, limit // max(stored, 1)), row_groups=[group], columns=columns)
+
+
+def stored_text_bytes(metadata, columns: list[str], groups=None) -> int:
+    """The uncompressed bytes the footer gives ``columns`` (every leaf) in the row groups ``groups`` (default all)."""
+    total = 0
+    for group in range(metadata.num_row_groups) if groups is None else groups:
+        row_group = metadata.row_group(group)
+        total += sum(chunk.total_uncompressed_size for chunk in map(row_group.column, range(row_group.num_columns))
+                     if any(f"{chunk.path_in_schema}.".startswith(column + ".") for column in columns))
+    return total
+
+
+def decoded_text_bytes(values) -> int:
+    """The UTF-8 bytes ``values`` (a pyarrow column) take as text; a dictionary's rows count their entry's length."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    total = 0
+    for chunk in getattr(values, "chunks", [values]):
+        if pa.types.is_dictionary(chunk.type):
+            lengths = pc.binary_length(chunk.dictionary.cast(pa.string())).fill_null(0).to_numpy()
+            total += int(lengths[pc.drop_null(chunk.indices).to_numpy()].sum())
+        else:
+            total += int(pc.sum(pc.binary_length(chunk.cast(pa.string()))).as_py() or 0)
+    return total
+
+
+def _as_text(values) -> list[str]:
+    import pyarrow as pa
+
+    return ["" if value is None else value for value in values.cast(pa.string()).to_pylist()]

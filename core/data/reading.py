@@ -1,44 +1,60 @@
-"""Question pairs in, clean frame out: ``load_pairs`` and its ``LoadReport``.
+"""Question pairs in, clean frame out: ``load_pairs`` and its ``LoadReport``, over ``PairReader``, the one reader
+behind ``load_pairs``, ``score`` and the TF-IDF baseline.
 
-`load_pairs` accepts whatever a user may hand us (CSV/TSV/;/| text, plain or gzip, path, bytes or
-an upload) and returns exactly `question1, question2, is_duplicate` plus a `LoadReport` that counts
-every row it had to drop and why. Unusable input raises `DataError`, and only `DataError`. The bytes
-and their encoding are ``core.data.text_source``'s; the delimiter, columns and the pandas parse ``core.data.parsing``'s;
-what a label means (the spellings, a label map) and the refusals of columns that cannot hold their
-roles, in ``core.data.labels``.
+``PairReader(source)`` settles a file before its first row: its bounded byte stream and encoding
+(``core.data.limits``), the delimiter, the header (held to the column cap) and the roles (never two in one
+column). Iterating it yields ``PairChunk``s of at most ``chunk_rows`` records parsed by pandas' C engine: every
+column, the questions stripped, the labels read (``core.data.labels``) and the records pandas skipped as
+malformed, so memory follows the chunk, not the file. ``load_pairs`` counts every dropped row by reason from the
+chunks' masks. Every failure the user can cause is a ``DataError``, and only that.
 
-Line numbers in reports count records: the header is line 1 and data row k (0-based) is line k+2,
-corrected for malformed records that pandas skipped. Quoted fields with embedded newlines and blank
-lines can shift these numbers slightly from what an editor shows.
+Line numbers count records: the header is line 1 and data row k is line k+2, stepping over the records pandas
+skipped (embedded newlines and blank lines may shift them from what an editor shows).
 """
-
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import csv
+import io
+import re
+import threading
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
-from core.data.labels import LabelTally, LabelValuesError
-from core.data.limits import DataError
-from core.data.pair_chunks import (
-    FALSE_LABELS,
-    TRUE_LABELS,
-    PairReader,
-    record_line,
-)
-from core.data.parsing import DELIMITERS, ROLE_ALIASES, ROLES
+from core.data import limits
+from core.data.labels import FALSE_LABELS, TRUE_LABELS, LabelTally, LabelValuesError, normalise_label_map, parse_labels
+from core.data.limits import DataError, clip, over_column_limit
+from core.data.limits import HEAD_BYTES, open_text
 
-__all__ = [
-    "DELIMITERS", "EMPTY_QUESTION", "FALSE_LABELS", "MALFORMED_LINE", "MAX_EXAMPLES", "ROLES", "ROLE_ALIASES",
-    "TRUE_LABELS", "UNREADABLE_LABEL", "DataError", "LabelValuesError", "LoadReport", "load_pairs",
-    "normalise_questions",
-]
+__all__ = ["DELIMITERS", "FALSE_LABELS", "TRUE_LABELS", "DataError", "LabelValuesError", "LoadReport", "load_pairs"]
 
-EMPTY_QUESTION = "empty question"
-UNREADABLE_LABEL = "unreadable label"
-MALFORMED_LINE = "malformed line"
+ROLES = ("question1", "question2", "is_duplicate")
+# Header names per role, compared lower-cased and stripped; the first present wins (column_warnings names others).
+ROLE_ALIASES = {
+    "question1": ("question1", "q1", "sentence1", "text1"),
+    "question2": ("question2", "q2", "sentence2", "text2"),
+    "is_duplicate": ("is_duplicate", "label", "labels", "duplicate"),
+}
+DELIMITERS = (",", "\t", ";", "|")
+EMPTY_QUESTION, UNREADABLE_LABEL, MALFORMED_LINE = "empty question", "unreadable label", "malformed line"
 MAX_EXAMPLES = 20
+CHUNK_ROWS = 100_000  # records parsed at a time: a few tens of MB of frame for Quora-sized rows
+_SKIPPED_RECORD = re.compile(r"Skipping line (\d+)")
+_WARNING_CAPTURE_LOCK = threading.Lock()
+_MALFORMED_HEAD_LINES = 30  # malformed lines at a file's head that may be mistakes, not a wrong format
+_DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe"}
+
+
+class MissingColumnsError(DataError):
+    """A role's column is not in the header; ``header`` (the names as written) lets a caller offer them."""
+
+    def __init__(self, message: str, header: list[str]):
+        super().__init__(message)
+        self.header = list(header)
 
 
 @dataclass
@@ -50,70 +66,351 @@ class LoadReport:
     rows_kept: int  # rows in the returned frame
     dropped: dict[str, int]  # reason -> count, only reasons that occurred
     examples: list[tuple[int, str]]  # first MAX_EXAMPLES (line number, reason) of dropped rows
-    encoding: str = "utf-8"  # how the bytes were decoded: "utf-8", "cp1252", "latin-1", "utf-16-le" or "utf-16-be"
-    # One line each for what loaded but may not be what was meant (e.g. a header name repeated:
-    # which column was used; labels that were not read). Not part of summary(); callers show them on their own.
+    encoding: str = "utf-8"  # "utf-8", "cp1252", "latin-1", "utf-16-le" or "utf-16-be"
+    # What loaded but may not be what was meant (a repeated header name, unread labels); not part of summary().
     warnings: list[str] = field(default_factory=list)
     label_map: dict[str, int] | None = None  # the label map the labels were read by (values lower-cased)
-    # When rows were dropped for an unreadable label: the label column's distinct values as text -> rows of
-    # the rows parsed, most frequent first (at most core.data.labels.MAX_LABEL_VALUES), what a label mapping
-    # has to cover. Empty otherwise.
+    # With unreadable labels: the label column's distinct values as text -> rows, most frequent first.
     label_values: dict[str, int] = field(default_factory=dict)
     label_warning: str | None = None  # the one of ``warnings`` on unreadable labels (the app words it its own way)
 
     def summary(self) -> str:
         text = f"kept {self.rows_kept:,} of {self.rows_read:,} rows"
-        if self.dropped:
-            text += "; dropped " + describe_counts(self.dropped)
-        return text
+        return text + ("; dropped " + describe_counts(self.dropped) if self.dropped else "")
 
-    def to_dict(self) -> dict:
-        report = asdict(self)
-        report["examples"] = [list(example) for example in self.examples]
-        return report
 
+# ---- the header: delimiter, columns and roles -------------------------------------------------------------
+
+def choose_delimiter(head: str, columns: dict[str, str] | None) -> str:
+    """The delimiter that splits the header into a known column set; else the most frequent one."""
+    headers = {delimiter: header_fields(head, delimiter) for delimiter in DELIMITERS}
+    resolving = [delimiter for delimiter, header in headers.items()
+                 if header is not None and all(_role_candidates(header, columns).values())]
+    if resolving:  # max keeps the first of a tie, in DELIMITERS order
+        return max(resolving, key=lambda delimiter: len(headers[delimiter]))
+    first_line = (head.lstrip("\r\n").splitlines() or [""])[0]
+    return max(DELIMITERS, key=first_line.count)
+
+
+def header_fields(head_text: str, delimiter: str) -> list[str] | None:
+    try:
+        return next(csv.reader(io.StringIO(head_text.lstrip("\r\n")), delimiter=delimiter), None)
+    except csv.Error:  # e.g. a header field beyond csv's size limit: not a header we can use
+        return None
+
+
+def _role_candidates(header: list[str], columns: dict[str, str] | None) -> dict[str, list[int]]:
+    """Role -> every header position that names it, the one used first: for a role ``columns`` maps, the columns
+    named exactly so, else so ignoring case and surrounding spaces; for another, its ROLE_ALIASES in order."""
+    explicit = columns or {}
+    unknown = sorted(set(explicit) - set(ROLES))
+    if unknown:
+        raise DataError(f"unknown role(s) in columns mapping: {', '.join(unknown)}; roles are {', '.join(ROLES)}")
+    normalised = [name.strip().lower() for name in header]
+
+    def named(names: list[str], wanted: str) -> list[int]:
+        return [position for position, name in enumerate(names) if name == wanted]
+
+    candidates = {}
+    for role in ROLES:
+        if role in explicit:
+            wanted = str(explicit[role])
+            candidates[role] = named(header, wanted) or named(normalised, wanted.strip().lower())
+        else:
+            candidates[role] = [position for alias in ROLE_ALIASES[role] for position in named(normalised, alias)]
+    return candidates
+
+
+def column_warnings(header: list[str], columns: dict[str, str] | None) -> list[str]:
+    """One line per role that more than one column could fill, naming the column used."""
+    lines = []
+    for role, found in _role_candidates(header, columns).items():
+        if len(found) < 2:
+            continue
+        used, ignored = found[0], "the other is ignored" if len(found) == 2 else "the others are ignored"
+        if len({header[position].strip().lower() for position in found}) == 1:
+            numbers = ", ".join(str(position + 1) for position in sorted(found))
+            lines.append(f"header {_quote(header[used])} appears {len(found)} times (columns {numbers}); "
+                         f"{role} is read from column {used + 1}, {ignored}")
+        else:
+            named = [f"{position + 1} {_quote(header[position])}" for position in sorted(found)]
+            lines.append(f"columns {', '.join(named[:-1])} and {named[-1]} {'both' if len(found) == 2 else 'all'} "
+                         f"name {role}; {role} is read from column {used + 1} {_quote(header[used])}, {ignored}")
+    return lines
+
+
+def _quote(name: str) -> str:
+    return f'"{clip(name)}"'
+
+
+def check_header(header: list[str], name: str, at_least: bool = False) -> None:
+    """The column and field caps on the header; ``at_least``: ``header`` is only the start of a longer line."""
+    if len(header) > limits.MAX_COLUMNS:
+        raise over_column_limit(name, len(header), at_least)
+    longest = max((len(field) for field in header), default=0)
+    if longest > limits.MAX_FIELD_CHARS:
+        raise limits.over_field_limit(name, 1, longest)
+
+
+def _check_field_counts(head: str, delimiter: str, header: list[str], name: str) -> None:
+    """A DataError when most whole lines of ``head`` hold more fields than the header: pandas skips such lines
+    one by one, at a cost that grows with the square of their number, and the file is not what it seems."""
+    try:
+        lines = list(csv.reader(io.StringIO(head.lstrip("\r\n")), delimiter=delimiter))[1:-1]
+    except csv.Error:
+        return
+    longer = sum(len(fields) > len(header) for fields in lines)
+    if longer > _MALFORMED_HEAD_LINES and longer * 2 > len(lines):
+        raise DataError(f"{name}: {longer:,} of its first {len(lines):,} lines have more fields than the header's "
+                        f"{len(header):,}; is it {_DELIMITER_NAMES[delimiter]}-separated text?")
+
+
+def _resolve_columns(header: list[str], columns: dict[str, str] | None, name: str,
+                     required: tuple[str, ...]) -> dict[str, int]:
+    """Role -> header position of every role found; a MissingColumnsError when one of ``required`` is missing."""
+    positions = {role: found[0] for role, found in _role_candidates(header, columns).items() if found}
+    missing = [role for role in required if role not in positions]
+    if missing:
+        explicit = columns or {}
+        wanted = [f"{role} (mapped to {clip(explicit[role])!r})" if role in explicit else role for role in missing]
+        found = ", ".join("(blank)" if not column.strip() else clip(column) for column in header[:10])
+        more = f", … ({len(header) - 10:,} more)" if len(header) > 10 else ""
+        raise MissingColumnsError(f"{name}: missing column(s) for {', '.join(wanted)}; found columns: {found}{more} "
+                                  "(expected question1, question2, is_duplicate or an alias such as q1/q2/label)",
+                                  header)
+    return positions
+
+
+def _check_one_role_per_column(header: list[str], positions: dict[str, int], name: str,
+                               first_values: Callable[[int], list[str]]) -> None:
+    """A DataError when two roles share one column: the pair would compare a question with itself, or learn from
+    its own text. ``first_values(position)`` gives the column's first values for the message."""
+    for position in sorted(set(positions.values())):
+        roles = [role for role, used in positions.items() if used == position]
+        if len(roles) > 1:
+            values = [value for value in dict.fromkeys(first_values(position)) if str(value).strip()][:3]
+            shown = f" (values such as {', '.join(_quote(value) for value in values)})" if values else ""
+            raise DataError(f"{name}: column {position + 1} {_quote(header[position])} is given two roles, "
+                            f"{' and '.join(roles)}{shown}; each role needs a column of its own")
+
+
+# ---- pandas' C parser -------------------------------------------------------------------------------------
+
+def read_csv(stream, delimiter: str, encoding: str, dtype, nrows: int | None = None, chunksize: int | None = None):
+    """pandas' C parser as every reader uses it. header=None makes the header line fix the expected field count:
+    with header=0 a row with extra fields loses them silently instead of being skipped."""
+    return pd.read_csv(stream, sep=delimiter, header=None, index_col=False, dtype=dtype, keep_default_na=False,
+                       engine="c", on_bad_lines="warn", compression=None, encoding=encoding, quotechar='"',
+                       doublequote=True, skip_blank_lines=True, nrows=nrows, chunksize=chunksize)
+
+
+@contextmanager
+def parse_errors(name: str, delimiter: str, skipped: list[int]):
+    """Around a pandas read: the records it skipped go into ``skipped``; what it trips over in user data becomes a
+    DataError with pandas' own explanation. UnicodeDecodeError passes: it says the text is not UTF-8."""
+    # catch_warnings swaps process-wide state: the lock keeps two loads (two Streamlit sessions) apart.
+    with _WARNING_CAPTURE_LOCK, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        except (UnicodeDecodeError, DataError):
+            raise
+        except pd.errors.EmptyDataError:
+            raise DataError(f"{name}: the file is empty") from None
+        except Exception as error:  # noqa: BLE001 - whatever pandas trips over in user data is the user's
+            raise DataError(f"could not parse {name} as {_DELIMITER_NAMES[delimiter]}-separated text: {error}") from error
+        finally:
+            skipped.extend(int(number) for w in caught for number in _SKIPPED_RECORD.findall(str(w.message)))
+
+
+# ---- the reader -------------------------------------------------------------------------------------------
+
+@dataclass
+class PairsHead:  # what a reader found before the first row
+    name: str  # file name, or "<upload>"
+    delimiter: str
+    header: list[str]  # the header's names as written
+    positions: dict[str, int]  # role -> header position (no "is_duplicate" when optional and absent)
+    warnings: list[str] = field(default_factory=list)  # column_warnings: which of two candidates was used
+
+
+@dataclass
+class PairChunk:
+    rows: pd.DataFrame  # the chunk's records, every column, with the header's names
+    start: int  # position of its first row among all data rows (0-based)
+    skipped: np.ndarray  # record numbers pandas skipped as malformed while reading this chunk
+    question1: pd.Series  # stripped text, "" where empty or missing
+    question2: pd.Series
+    labels: np.ndarray | None  # (n,) int64 0/1 (0 where unreadable); None without a label column
+    label_readable: np.ndarray | None  # (n,) bool
+    label_values: dict[str, int] | None = None  # the label column's distinct values as text -> rows
+
+
+class _Reencoded(Exception):
+    """The text did not decode as UTF-8 further on; the source now holds the encoding to read it by."""
+
+
+class PairReader:
+    """A pairs file checked up to its header (``head``); iterate it for its ``PairChunk``s (each pass reads the
+    source again). ``all_text``: every column kept as written (score writes them back), after a first pass that
+    checks the caps and settles the encoding, so that no row is scored of a file then refused; otherwise only the
+    questions are text and the rest is typed by pandas. ``label_map``: value -> 1 or 0, the labels read by it alone."""
+
+    def __init__(self, source, columns: dict[str, str] | None = None, *, labels_required: bool = True,
+                 all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None,
+                 label_map: dict | None = None):
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
+        self.label_map = normalise_label_map(label_map)
+        self._text = text = open_text(source, max_bytes)
+        self._chunk_rows, self._all_text = chunk_rows, all_text
+        self._delimiter = delimiter = choose_delimiter(text.head, columns)
+        sniffed = header_fields(text.head, delimiter) or []
+        check_header(sniffed, text.name, at_least=len(text.head.encode()) >= HEAD_BYTES)  # before pandas sees it
+        header = self._first_rows(1)[0]
+        check_header(header, text.name)
+        _check_field_counts(text.head, delimiter, header, text.name)
+        positions = _resolve_columns(header, columns, text.name, ROLES if labels_required else ROLES[:2])
+        _check_one_role_per_column(header, positions, text.name,
+                                   lambda position: [row[position] for row in self._first_rows(4)[1:]])
+        self._text_questions = {positions["question1"]: str, positions["question2"]: str}
+        self.head = PairsHead(text.name, delimiter, header, positions, column_warnings(header, columns))
+        if all_text:
+            text.check_caps()
+
+    @property
+    def encoding(self) -> str:
+        return self._text.encoding
+
+    def _first_rows(self, rows: int) -> list[list[str]]:
+        """The first ``rows`` records (the header first) as text, as pandas parses them."""
+        while True:
+            try:
+                frames = [frame for frame, _ in self._parse(str, nrows=rows)]
+            except _Reencoded:
+                continue
+            if not frames or frames[0].shape[0] == 0:
+                raise DataError(f"{self._text.name}: the file is empty")
+            return frames[0].fillna("").astype(str).values.tolist()
+
+    def _parse(self, dtype, nrows: int | None = None,
+               chunk_rows: int | None = None) -> Iterator[tuple[pd.DataFrame, list[int]]]:
+        """pandas' parse of the bounded stream in frames of ``chunk_rows`` records (the header is row 0 of the
+        first), each with the record numbers pandas skipped as malformed while reading it."""
+        text, skipped = self._text, []
+        stream = text.stream()
+        try:
+            with parse_errors(text.name, self._delimiter, skipped):
+                reader = read_csv(stream, self._delimiter, text.codec, dtype, nrows, chunk_rows or self._chunk_rows)
+            with reader:
+                while True:
+                    with parse_errors(text.name, self._delimiter, skipped):
+                        frame = next(reader, None)
+                    if frame is None:
+                        return
+                    yield frame, skipped
+                    skipped = []
+        except DataError:
+            if stream.error is not None:  # the cap or damage the stream met, not pandas' words for it
+                raise stream.error from None
+            raise
+        except UnicodeDecodeError as error:
+            failed = error.object if isinstance(error.object, bytes) else b""
+            text.not_decoded(error, stream.count - len(failed))
+            raise _Reencoded from None
+        finally:
+            stream.close()
+
+    def __iter__(self) -> Iterator[PairChunk]:
+        """The chunks; ``_Reencoded`` when the text turns out not to be UTF-8 after some were given (never with
+        ``all_text``, whose first pass settled the encoding): the caller reads again."""
+        dtype, start, skipped_so_far, done = (str if self._all_text else None), 0, [], 0  # done: chunks yielded
+        while True:
+            try:
+                for number, (frame, skipped) in enumerate(self._parse(dtype)):
+                    if number < done:  # yielded before the restart below: same records, same chunks
+                        continue
+                    if dtype is None and not all(pd.api.types.is_string_dtype(frame.iloc[:, position])
+                                                 for position in self._text_questions):
+                        break
+                    rows = frame.iloc[1:] if number == 0 else frame  # row 0 of the first chunk is the header
+                    skipped_so_far.extend(skipped)
+                    yield self._chunk(rows, start, np.unique(np.asarray(skipped, dtype=np.int64)),
+                                      np.unique(np.asarray(skipped_so_far, dtype=np.int64)))
+                    start += len(rows)
+                    done += 1
+                else:
+                    return
+                # pandas typed questions as numbers ("007" -> 7): only a text parse keeps them verbatim. Asking for
+                # text up front costs a slower parse and this is rare, so this case parses again, skipping the
+                # chunks already given (chunks are cut by records, whatever the types).
+                dtype = self._text_questions
+            except _Reencoded:
+                if done:
+                    raise
+
+    def _chunk(self, rows: pd.DataFrame, start: int, skipped: np.ndarray, skipped_so_far: np.ndarray) -> PairChunk:
+        positions = self.head.positions
+        kept = range(rows.shape[1]) if self._all_text else (positions["question1"], positions["question2"])
+        for column in kept:  # MAX_FIELD_CHARS on every field kept as text
+            lengths = rows.iloc[:, column].str.len().to_numpy(dtype=float, na_value=0)
+            if lengths.size and lengths.max() > limits.MAX_FIELD_CHARS:
+                row = int(np.argmax(lengths > limits.MAX_FIELD_CHARS))
+                raise limits.over_field_limit(self.head.name, record_line(start + row, skipped_so_far),
+                                              int(lengths[row]))
+        question1, question2 = (rows.iloc[:, positions[role]].fillna("").str.strip().reset_index(drop=True)
+                                for role in ("question1", "question2"))
+        labels = readable = values = None
+        if "is_duplicate" in positions:
+            labels, readable, values = parse_labels(rows.iloc[:, positions["is_duplicate"]], self.label_map)
+        rows = rows.set_axis(self.head.header, axis=1).reset_index(drop=True)
+        return PairChunk(rows, start, skipped, question1, question2, labels, readable, values)
+
+    def skipped_up_to(self, rows: int) -> np.ndarray:
+        """Record numbers pandas skips before it has read ``rows`` data rows, asked of pandas itself: its skip
+        numbers count blank lines but not embedded newlines, so they cannot be compared with a row's position."""
+        skipped = [number for _, found in self._parse(str, nrows=rows + 1, chunk_rows=rows + 1) for number in found]
+        return np.unique(np.asarray(skipped, dtype=np.int64))
+
+
+def record_line(position: int, skipped: np.ndarray) -> int:
+    """File record number of data row `position`, stepping over records pandas skipped."""
+    line = position + 2
+    while True:
+        shifted = position + 2 + int(np.searchsorted(skipped, line, side="right"))
+        if shifted == line:
+            return line
+        line = shifted
+
+
+# ---- load_pairs -------------------------------------------------------------------------------------------
 
 def load_pairs(
     source, columns: dict[str, str] | None = None, max_rows: int | None = None, max_bytes: int | None = None,
     label_map: dict | None = None,
 ) -> tuple[pd.DataFrame, LoadReport]:
-    """Read question pairs from a CSV/TSV file, raw bytes or a binary file object.
+    """Read question pairs from a CSV/TSV/;/| file (plain or gzip), raw bytes or a binary file object (an upload).
 
-    Args:
-        source: path (str / PathLike), `bytes`, or an object with `.read()` (io.BytesIO, a Streamlit
-            UploadedFile). Plain or gzip (detected by its magic bytes), UTF-8 with or without BOM,
-            falling back to cp1252 / latin-1; or UTF-16 (LE/BE, found by its BOM or, without one,
-            by the NUL bytes of its ASCII characters).
-        columns: optional role -> column name mapping ("question1", "question2", "is_duplicate")
-            that overrides header detection for the roles it names.
-        max_rows: keep only the first `max_rows` usable rows (the rest of the file is not parsed);
-            the report then describes the rows up to the last one kept.
-        max_bytes: the cap on the text read (a compressed file's expanded size), instead of
-            ``core.data.limits.input_limit()``'s; the app passes its upload limit.
-        label_map: optional label value -> 1 (duplicate) or 0 (not), matched ignoring case and
-            surrounding spaces (e.g. {"PerfectMatch": 1, "Relevant": 1, "Irrelevant": 0}); a value it
-            leaves out is an unreadable label. Without it the documented spellings are read (1/0,
-            true/false, yes/no...).
+    ``columns``: role -> column name, overriding header detection for the roles it names. ``max_rows``: keep only
+    the first usable rows (the rest is not parsed; the report covers the rows up to the last one kept).
+    ``max_bytes``: the cap on the text read instead of ``core.data.limits.input_limit()``'s. ``label_map``: label
+    value -> 1 or 0, matched ignoring case and spaces, or a rule such as ">=4"; without it the documented
+    spellings are read (1/0, true/false, yes/no...).
 
-    Returns:
-        (pairs, report): pairs has exactly `question1`, `question2` (stripped text) and
-        `is_duplicate` (int64 0/1) in file order with a fresh RangeIndex.
-
-    Raises:
-        DataError: the input cannot give any pairs (binary, empty, missing columns, unparseable,
-            UTF-32, UTF-16 that does not decode, over a cap of ``core.data.limits``...), or its columns
-            cannot hold what their roles say (``core.data.labels``: one column given two roles, a question
-            column of labels, a label column of other values: ``LabelValuesError``).
+    Returns (pairs, report): exactly `question1`, `question2` (stripped text) and `is_duplicate` (int64 0/1) in
+    file order with a fresh RangeIndex. Raises ``DataError`` when the input gives no pairs or its columns cannot
+    hold their roles (``LabelValuesError``: a label column of other values).
     """
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be a positive integer, got {max_rows}")
     reader = PairReader(source, columns, max_bytes=max_bytes, label_map=label_map)
-    tally, firsts, seconds, labels, label_readable, skipped = _read(reader, max_rows)
-    if reader.reencoded:  # UTF-8 failed after the first chunk: the whole file again, in the one encoding found
-        tally, firsts, seconds, labels, label_readable, skipped = _read(reader, max_rows)
-    head = reader.head
-    name = head.name
-    question1, question2 = _joined(firsts), _joined(seconds)
+    while True:
+        try:
+            tally, question1, question2, labels, label_readable, skipped = _read(reader, max_rows)
+            break
+        except _Reencoded:  # not UTF-8 after the first chunk: the whole file again, in the one encoding found
+            continue
+    head, name = reader.head, reader.head.name
     if len(question1) == 0 and not skipped.size:
         raise DataError(f"{name}: the file has a header but no rows")
     tally.refuse()
@@ -121,54 +418,39 @@ def load_pairs(
     empty_question = (question1 == "").to_numpy(dtype=bool) | (question2 == "").to_numpy(dtype=bool)
     unreadable_label = ~label_readable & ~empty_question  # a row is counted under one reason only
     keep = ~(empty_question | unreadable_label)
-
     rows_considered = len(question1)
     if max_rows is not None and np.count_nonzero(keep) > max_rows:
         rows_considered = int(np.flatnonzero(keep)[max_rows - 1]) + 1
         keep[rows_considered:] = False
         skipped = reader.skipped_up_to(rows_considered)
-    rows_kept = int(np.count_nonzero(keep))
-
-    empty_question = empty_question[:rows_considered]
-    unreadable_label = unreadable_label[:rows_considered]
-    dropped = {
-        EMPTY_QUESTION: int(empty_question.sum()),
-        UNREADABLE_LABEL: int(unreadable_label.sum()),
-        MALFORMED_LINE: int(skipped.size),
-    }
+    empty_question, unreadable_label = empty_question[:rows_considered], unreadable_label[:rows_considered]
+    dropped = {EMPTY_QUESTION: int(empty_question.sum()), UNREADABLE_LABEL: int(unreadable_label.sum()),
+               MALFORMED_LINE: int(skipped.size)}
     dropped = {reason: count for reason, count in dropped.items() if count}
     label_warning = tally.unreadable_warning(rows_considered)
-    if rows_kept == 0:
+    if not keep.any():
         raise DataError(f"{name}: no usable rows: dropped {describe_counts(dropped)}"
                         + (f"; {label_warning}" if label_warning else ""))
-
+    examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
+    for mask, reason in ((empty_question, EMPTY_QUESTION), (unreadable_label, UNREADABLE_LABEL)):
+        examples += [(record_line(int(p), skipped), reason) for p in np.flatnonzero(mask)[:MAX_EXAMPLES]]
     report = LoadReport(
-        source=name,
-        delimiter=head.delimiter,
+        source=name, delimiter=head.delimiter,
         columns={role: head.header[position] for role, position in head.positions.items()},
-        rows_read=rows_considered + int(skipped.size),
-        rows_kept=rows_kept,
-        dropped=dropped,
-        examples=_dropped_examples(empty_question, unreadable_label, skipped),
-        encoding=head.encoding,
-        warnings=head.warnings + ([label_warning] if label_warning else []),
-        label_map=reader.label_map,
-        label_values=tally.label_values() if label_warning else {},
-        label_warning=label_warning,
+        rows_read=rows_considered + int(skipped.size), rows_kept=int(np.count_nonzero(keep)), dropped=dropped,
+        examples=sorted(examples)[:MAX_EXAMPLES], encoding=reader.encoding,
+        warnings=head.warnings + ([label_warning] if label_warning else []), label_map=reader.label_map,
+        label_values=tally.label_values() if label_warning else {}, label_warning=label_warning,
     )
-    pairs = pd.DataFrame(
-        {
-            "question1": _take(question1, keep),
-            "question2": _take(question2, keep),
-            "is_duplicate": labels[keep],
-        }
-    )
-    return pairs, report
+    taken = (lambda column: column.reset_index(drop=True)) if keep.all() else (  # the usual case: no gather
+        lambda column: column[keep].reset_index(drop=True))
+    return pd.DataFrame({"question1": taken(question1), "question2": taken(question2),
+                         "is_duplicate": labels[keep]}), report
 
 
 def _read(reader: PairReader, max_rows: int | None):
-    """One pass over ``reader``'s chunks, keeping the questions, the labels and the records skipped, until
-    ``max_rows`` usable rows are had (the rest of the file is never parsed)."""
+    """One pass over ``reader``'s chunks, keeping the questions, the labels and the records skipped, until more
+    than ``max_rows`` usable rows are had (the rest of the file is never parsed)."""
     head = reader.head
     tally = LabelTally(head.name, head.header, head.positions, reader.label_map)
     firsts, seconds, label_parts, readable_parts, skipped_parts = [], [], [], [], []
@@ -184,27 +466,9 @@ def _read(reader: PairReader, max_rows: int | None):
         kept_so_far += int(np.count_nonzero(usable & chunk.label_readable))
         if max_rows is not None and kept_so_far > max_rows:
             break
-    return (tally, firsts, seconds, np.concatenate(label_parts), np.concatenate(readable_parts),
+    joined = [parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True) for parts in (firsts, seconds)]
+    return (tally, *joined, np.concatenate(label_parts), np.concatenate(readable_parts),
             np.unique(np.concatenate(skipped_parts)).astype(np.int64))
-
-
-def _joined(parts: list[pd.Series]) -> pd.Series:
-    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-
-
-def _dropped_examples(
-    empty_question: np.ndarray, unreadable_label: np.ndarray, skipped: np.ndarray
-) -> list[tuple[int, str]]:
-    examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
-    for mask, reason in ((empty_question, EMPTY_QUESTION), (unreadable_label, UNREADABLE_LABEL)):
-        examples += [(record_line(int(p), skipped), reason) for p in np.flatnonzero(mask)[:MAX_EXAMPLES]]
-    return sorted(examples)[:MAX_EXAMPLES]
-
-
-def _take(questions: pd.Series, keep: np.ndarray) -> pd.Series:
-    if keep.all():
-        return questions.reset_index(drop=True)  # the usual case: skip the gather
-    return questions[keep].reset_index(drop=True)
 
 
 def describe_counts(counts: dict[str, int]) -> str:
@@ -215,3 +479,10 @@ def normalise_questions(questions) -> np.ndarray:
     """Comparison key for question text: lower-cased, whitespace runs collapsed, stripped. (n,) object."""
     texts = questions.tolist() if hasattr(questions, "tolist") else list(questions)  # iterating Arrow is slow
     return np.array([" ".join(str(text).lower().split()) for text in texts], dtype=object)
+
+
+def question_codes(pairs: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """An id per normalised text of question1 then question2 ((2n,) int64), and how many distinct texts there are."""
+    codes, uniques = pd.factorize(np.concatenate([normalise_questions(pairs["question1"]),
+                                                  normalise_questions(pairs["question2"])]))
+    return codes, len(uniques)

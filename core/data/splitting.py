@@ -1,10 +1,5 @@
-"""Summaries, splits and overlap of loaded pairs (the frames ``core.data.reading.load_pairs`` returns), and
-whether they are enough to train on.
-
-``split_pairs`` makes a seeded train/val/test split, optionally by question so that no held-out question text is
-seen in training; ``seen_pair_mask`` finds pairs already in another set; ``dataset_summary`` counts for display;
-``training_problems`` and ``split_problems`` apply the training run's own minimums before it starts. Question texts
-are compared after ``normalise_questions``.
+"""Loaded pairs summarised, split (by pair, or by question so that no held-out text is seen in training), checked
+against the training run's own minimums, and the pairs their labels imply. Texts compare by ``normalise_questions``.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from core.data.questions import pair_keys
-from core.data.reading import normalise_questions
+from core.data.reading import normalise_questions, question_codes
 
 
 DEFAULT_VAL_FRACTION = 0.1  # the share of pairs held out for validation unless a run says otherwise
@@ -47,17 +42,9 @@ def seeded_sample(count: int, cap: int, seed: int = 0) -> np.ndarray:
 
 def dataset_summary(pairs: pd.DataFrame) -> dict:
     """Counts for display; unique_questions compares normalised text across both columns."""
-    count = int(pairs.shape[0])
-    duplicates = int(pairs["is_duplicate"].sum())
-    texts = np.concatenate(
-        [normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"])]
-    )
-    return {
-        "pairs": count,
-        "duplicates": duplicates,
-        "duplicate_rate": duplicates / count if count else 0.0,
-        "unique_questions": int(pd.unique(texts).size),
-    }
+    count, duplicates = int(pairs.shape[0]), int(pairs["is_duplicate"].sum())
+    return {"pairs": count, "duplicates": duplicates, "duplicate_rate": duplicates / count if count else 0.0,
+            "unique_questions": question_codes(pairs)[1]}
 
 
 def split_pairs(
@@ -67,19 +54,13 @@ def split_pairs(
     seed: int = 0,
     by_question: bool = False,
 ) -> Splits:
-    """Seeded train/val/test split; fractions are of pairs.
-
-    by_question=True keeps every connected group of pairs sharing a (normalised) question in one split, dealt out
-    in a seeded order; groups too big to fit land in train, so held-out sizes are approximate.
-    """
+    """Seeded train/val/test split; fractions are of pairs. ``by_question`` keeps each connected group of pairs
+    sharing a question in one split, dealt in a seeded order (groups too big to fit land in train)."""
     if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
-        raise ValueError(
-            f"need 0 <= val_fraction, test_fraction and val_fraction + test_fraction < 1, "
-            f"got {val_fraction} and {test_fraction}"
-        )
+        raise ValueError(f"need 0 <= val_fraction, test_fraction and val_fraction + test_fraction < 1, "
+                         f"got {val_fraction} and {test_fraction}")
     count = pairs.shape[0]
-    test_target = round(count * test_fraction)
-    val_target = round(count * val_fraction)
+    test_target, val_target = round(count * test_fraction), round(count * val_fraction)
     rng = np.random.default_rng(seed)
     if by_question:
         assignment = _assign_groups(question_groups(pairs), test_target, val_target, rng)
@@ -97,9 +78,8 @@ def split_pairs(
 
 def split_with_files(pairs: pd.DataFrame, val: pd.DataFrame | None, test: pd.DataFrame | None,
                      val_fraction: float, test_fraction: float, seed: int, by_question: bool) -> Splits:
-    """``split_pairs`` where the user brought their own validation or test pairs (a dataset's official
-    development and test files): a given file is that split as it is, and ``pairs`` are split only into
-    what is still missing (all of them train when both are given)."""
+    """``split_pairs`` where the user brought their own validation or test pairs: a given file is that split,
+    and ``pairs`` are split only into what is still missing."""
     rest = split_pairs(pairs, val_fraction=0.0 if val is not None else val_fraction,
                        test_fraction=0.0 if test is not None else test_fraction, seed=seed, by_question=by_question)
     return Splits(train=rest.train,
@@ -108,10 +88,7 @@ def split_with_files(pairs: pd.DataFrame, val: pd.DataFrame | None, test: pd.Dat
 
 
 def resolve_split_by(pairs: pd.DataFrame, split_by: str) -> str:
-    """"pair" or "question": ``split_by`` itself, or for "auto" whether any question links two pairs.
-
-    Example: pairs (a, b), (b, c) share b -> "question"; pairs (a, b), (c, d) -> "pair".
-    """
+    """"pair" or "question": ``split_by`` itself, or for "auto" whether any question links two pairs."""
     if split_by not in SPLIT_BY:
         raise ValueError(f"split_by must be one of {', '.join(SPLIT_BY)}, got {split_by!r}")
     if split_by != "auto":
@@ -125,12 +102,8 @@ MAX_GROUP_SHARE = 0.25
 
 
 def resampling_groups(pairs: pd.DataFrame) -> np.ndarray | None:
-    """A group id per pair for a bootstrap that treats pairs sharing a question as one piece of evidence, or None
-    when no question occurs in two pairs: ``question_groups``, or, where those chain more than MAX_GROUP_SHARE of
-    the pairs into one, the pairs grouped by their first question (the anchor each pair was retrieved for).
-
-    Example: (a, b), (a, c), (d, e) -> a's two pairs share a group, (d, e) has its own.
-    """
+    """A group id per pair for a bootstrap that treats pairs sharing a question as one piece of evidence (None when
+    no question occurs in two pairs): ``question_groups``, or by first question where those chain too far."""
     if len(pairs) < 2:
         return None
     groups = question_groups(pairs)
@@ -149,20 +122,13 @@ def recorded_by_question(run: dict) -> bool:
 def question_groups(pairs: pd.DataFrame) -> np.ndarray:
     """Connected-component id per pair, pairs linked by shared normalised question text. (n,)"""
     count = pairs.shape[0]
-    texts = np.concatenate(
-        [normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"])]
-    )
-    codes, uniques = pd.factorize(texts)
-    components = connected_components(codes[:count], codes[count:], len(uniques))
+    codes, distinct = question_codes(pairs)
+    components = connected_components(codes[:count], codes[count:], distinct)
     return pd.factorize(components[codes[:count]])[0]  # numbered in order of first appearance
 
 
 def connected_components(left: np.ndarray, right: np.ndarray, count: int) -> np.ndarray:
-    """(count,) component label per node of the undirected graph on nodes 0..count-1 whose edges
-    are (left[i], right[i]); two nodes share a label exactly when a path of edges joins them.
-
-    Example: edges (0, 1), (1, 2) on 5 nodes -> nodes 0, 1 and 2 share a label; 3 and 4 have their own.
-    """
+    """(count,) component label per node of the undirected graph on 0..count-1 with edges (left[i], right[i])."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components as components
 
@@ -171,9 +137,7 @@ def connected_components(left: np.ndarray, right: np.ndarray, count: int) -> np.
     return components(graph, directed=False)[1].astype(np.int64)
 
 
-def _assign_groups(
-    groups: np.ndarray, test_target: int, val_target: int, rng: np.random.Generator
-) -> np.ndarray:
+def _assign_groups(groups: np.ndarray, test_target: int, val_target: int, rng: np.random.Generator) -> np.ndarray:
     """Split id per pair (0 train, 1 val, 2 test), dealing whole groups in a seeded order."""
     sizes = np.bincount(groups)
     split_of_group = np.zeros(sizes.size, dtype=np.int8)
@@ -196,10 +160,7 @@ def seen_pair_mask(seen: pd.DataFrame, other: pd.DataFrame) -> pd.Series:
     return pd.Series(np.array(found, dtype=bool), index=other.index, name="seen")
 
 
-# ---- is a pairs file enough to train on? ---------------------------------------------------------------
-# The minimums of the training run itself, applied at load time (the Data page, ``train``): the in-batch losses
-# need batches of MIN_DUPLICATES duplicate pairs (``duplicate_free_batches`` drops a one-row batch), a model learns
-# "not a duplicate" only from non-duplicates, and a validation ROC AUC needs one pair of each class.
+# ---- is a pairs file enough to train on? The training run's own minimums, applied at load time ----------------
 MIN_DUPLICATES = 2  # the smallest batch of an in-batch loss: one pair and one negative
 MIN_VALIDATION_PAIRS = 2  # one duplicate and one non-duplicate: the least a ROC AUC is defined on
 IN_BATCH_LOSSES = "triplet and softmax"  # the losses whose batches hold duplicate pairs only
@@ -212,10 +173,7 @@ class TrainingProblem:
 
 
 def min_pairs_for_validation(val_fraction: float) -> int:
-    """The fewest pairs whose validation split (``round(pairs * val_fraction)``) holds MIN_VALIDATION_PAIRS.
-
-    Example: 15 at 10 % (round(1.5) == 2), 30 at 5 %.
-    """
+    """The fewest pairs whose validation split (``round(pairs * val_fraction)``) holds MIN_VALIDATION_PAIRS."""
     pairs = 1
     while round(pairs * val_fraction) < MIN_VALIDATION_PAIRS:
         pairs += 1
@@ -285,3 +243,65 @@ def small_validation_note(pairs: int, from_file: bool = False) -> str | None:
               "a validation file (train --val, or the Data page) or a larger val_fraction")
     return (f"only {pairs:,} validation pairs: their figures are uncertain by several hundredths (see the "
             f"intervals); {remedy} would give at least {MIN_TRUSTED_VALIDATION_PAIRS:,}")
+
+
+# ---- pairs the labels imply --------------------------------------------------------------------------------
+# Closure: two questions of one duplicate group are duplicates (A ~ B, B ~ C give A ~ C). Swap: a labelled
+# non-duplicate stays one when a side is replaced by a question of its group (A ~ B, A !~ C give B !~ C). A long
+# chain drifts in meaning, so a group lends at most MAX_GROUP questions (seeded). Only the pairs given are read, so
+# implying from a training split never looks at held-out labels.
+MAX_GROUP = 10  # a cap against drift, not tuned
+
+
+def implied_pairs(pairs: pd.DataFrame, max_group: int = MAX_GROUP, seed: int = 0) -> pd.DataFrame:
+    """The new pairs (question1, question2, is_duplicate) that ``pairs``' labels imply, none already in ``pairs``
+    in either order.
+
+    Example: (a, b, 1), (b, c, 1), (a, d, 0) imply (a, c, 1) by closure, and (b, d, 0) and (c, d, 0) by swap.
+    """
+    if max_group < 2:
+        raise ValueError(f"max_group must be at least 2, got {max_group}")
+    texts = np.concatenate([pairs["question1"].to_numpy(object), pairs["question2"].to_numpy(object)])
+    codes = question_codes(pairs)[0]
+    text_of = texts[np.unique(codes, return_index=True)[1]]  # each question's first row gives its shown text
+    n = len(pairs)
+    left, right = codes[:n], codes[n:]
+    duplicate = pairs["is_duplicate"].to_numpy() == 1
+    group = connected_components(left[duplicate], right[duplicate], len(text_of))
+    # group -> at most max_group of its questions (seeded), for groups of 2 or more
+    rng = np.random.default_rng(seed)
+    order, sizes = np.argsort(group, kind="stable"), np.bincount(group)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    lenders = {}
+    for g in np.flatnonzero(sizes >= 2).tolist():
+        members = order[starts[g]: starts[g] + sizes[g]]
+        if len(members) > max_group:
+            members = np.sort(rng.choice(members, max_group, replace=False))
+        lenders[g] = members.tolist()
+    implied: dict[tuple[int, int], int] = {}
+
+    def add(a: int, b: int, label: int) -> None:
+        implied[(a, b) if a < b else (b, a)] = label
+
+    for members in lenders.values():  # closure
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                add(a, b, 1)
+    for a, c in zip(left[~duplicate].tolist(), right[~duplicate].tolist()):  # swap
+        if group[a] == group[c]:
+            continue  # the labels contradict each other here: imply nothing from it
+        for b in lenders.get(group[a], ()):
+            add(b, c, 0)
+        for d in lenders.get(group[c], ()):
+            add(a, d, 0)
+
+    labelled = {(a, b) if a < b else (b, a) for a, b in zip(left.tolist(), right.tolist())}
+    kept = sorted((a, b, label) for (a, b), label in implied.items() if (a, b) not in labelled)
+    a, b, label = np.array(kept, dtype=np.int64).reshape(-1, 3).T  # (3, K)
+    return pd.DataFrame({"question1": text_of[a], "question2": text_of[b], "is_duplicate": label})
+
+
+def with_implied_pairs(pairs: pd.DataFrame, max_group: int = MAX_GROUP, seed: int = 0) -> pd.DataFrame:
+    """``pairs`` followed by the pairs its labels imply, with a fresh index."""
+    extra = implied_pairs(pairs, max_group, seed)
+    return pd.concat([pairs[["question1", "question2", "is_duplicate"]], extra], ignore_index=True)

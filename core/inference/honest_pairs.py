@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from core.data import Splits, pair_keys, pairs_fingerprint, seeded_sample, split_pairs
-from core.data.implied import implied_pairs
+from core.data.splitting import implied_pairs
 from core.data.splitting import recorded_by_question
 from core.inference.metrics import best_thresholds, metric_intervals, paired_verdict, ranking_metrics, threshold_metrics
 

@@ -18,7 +18,7 @@ import pandas as pd
 from core.data import DataError
 from core.data.labels import LabelTally
 from core.data.reading import MALFORMED_LINE, describe_counts
-from core.data.pair_chunks import PairReader
+from core.data.reading import PairReader
 from core.inference.metrics import evaluate_scores
 from core.saving.safe_csv import safe_csv_text
 from core.saving.user_files import claim_files

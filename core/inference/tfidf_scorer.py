@@ -119,7 +119,7 @@ class _EmptyFit:
 
 def fit_on_file(source: str | Path, columns: dict[str, str] | None = None, max_bytes: int | None = None) -> TfidfScorer:
     """Fitted on the questions of a file's pairs that ``score`` scores, read chunk by chunk by its reader."""
-    from core.data.pair_chunks import PairReader
+    from core.data.reading import PairReader
 
     reader = PairReader(Path(source), columns, labels_required=False, all_text=True, max_bytes=max_bytes)
 

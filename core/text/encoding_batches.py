@@ -1,9 +1,6 @@
-"""How inference cuts a list of texts into batches: longest first, each batch under a token budget.
-
-On a CPU a transformer encodes short questions fastest in small batches: a batch of 256 rows makes
-activations that no longer fit the caches, and measured slower per question than batches of about
-1,024 padded tokens (``bench/encode_speed.py``; figures in docs/BENCHMARKS.md). An LSTM is the other way round: its steps are
-sequential over the tokens, so it wants wide batches and gets no budget.
+"""How inference cuts texts into batches: longest first, each under a token budget. On a CPU a transformer
+encodes short questions fastest in batches of about 1,024 padded tokens (activations that fit the caches;
+``bench/encode_speed.py``); an LSTM's steps are sequential over the tokens, so it wants wide batches and no budget.
 """
 from __future__ import annotations
 
@@ -14,10 +11,8 @@ TOKEN_BUDGETS = {"minilm": 1024, "dual-transformer": 1024}
 
 
 def encoding_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None = None) -> list[np.ndarray]:
-    """Row positions in batches, longest texts first (so each batch pads to a similar width).
-
-    A batch holds at most ``batch_size`` rows and, with ``max_tokens``, at most that many padded tokens
-    (rows x its longest text), but always at least one row.
+    """Row positions in batches, longest texts first, each of at most ``batch_size`` rows and, with
+    ``max_tokens``, at most that many padded tokens (rows x its longest text), but at least one row.
 
     >>> [b.tolist() for b in encoding_batches(np.array([3, 9, 5, 1]), batch_size=3, max_tokens=10)]
     [[1], [2, 0], [3]]

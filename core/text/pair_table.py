@@ -1,8 +1,5 @@
-"""Tokenised pairs and the batches the trainer consumes.
-
-Texts are tokenised once per dataset into padded id tables, so building a batch is a numpy slice:
-tokenisation never runs inside the training loop.
-"""
+"""Tokenised pairs and the batches the trainer consumes: texts are tokenised once per dataset into padded id
+tables, so building a batch is a numpy slice, never a tokenisation."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,21 +28,17 @@ class Batch:
         return int(self.labels.shape[0])
 
     def pin_memory(self) -> "Batch":
-        """This batch in page-locked memory, from which ``to`` a CUDA device copies without the host waiting. Needs
-        CUDA; the trainer pins the next batches on its background thread, off the step."""
+        """This batch in page-locked memory, which ``to`` copies to a CUDA device without the host waiting."""
         return self._map(torch.Tensor.pin_memory, pinned=True)
 
     def to(self, device: torch.device) -> "Batch":
         if device.type == "cpu":
             return self
-        # From page-locked memory a non-blocking copy is truly asynchronous: the host goes on to the next step while
-        # the GPU copies and computes this one (from pageable memory the copy waits).
+        # Only from page-locked memory is a non-blocking copy asynchronous (from pageable memory it waits).
         source = self.pin_memory() if device.type == "cuda" and not self.pinned else self
         return source._map(lambda tensor: tensor.to(device, non_blocking=True), pinned=False)
 
     def _map(self, change, pinned: bool) -> "Batch":
-        """The batch with ``change(tensor)`` in place of each of its tensors."""
-
         def side(tensors: Side | None) -> Side | None:
             return None if tensors is None else tuple(change(t) for t in tensors)
 
@@ -53,13 +46,9 @@ class Batch:
 
 
 class PairTable:
-    """A pairs DataFrame tokenised once: both question columns, the labels and, optionally, one
-    hard negative per duplicate pair.
-
-    A hard negative of a duplicate pair (A, P) is a question that the data labels as NOT a
-    duplicate of A (or of P). Quora's non-duplicates share most of their words with the question,
-    which makes them the most informative negatives there are.
-    """
+    """A pairs DataFrame tokenised once: both question columns, the labels and, optionally, one hard negative per
+    duplicate pair (A, P): a question the data labels as not a duplicate of A (or of P), the most informative
+    negative there is, since labelled non-duplicates share most of their words."""
 
     def __init__(self, pairs: pd.DataFrame, tokenizer: Tokenizer, hard_negatives: bool = False):
         self.pairs = pairs.reset_index(drop=True)
@@ -123,9 +112,8 @@ class PairTable:
         return self.negative_texts.take(candidates, width)
 
     def batch(self, rows: np.ndarray, widths: tuple[int, ...] | None = None) -> Batch:
-        """The pairs at ``rows``. Each side is trimmed to its longest text, or, with ``widths`` (ascending,
-        ``token_table.pad_widths``), both sides are padded to the one width of those that holds the batch's
-        longest text: few shapes for a compiled step, at some padding."""
+        """The pairs at ``rows``, each side trimmed to its longest text, or with ``widths`` (``pad_widths``) both
+        padded to the smallest width that holds the batch's longest text (few shapes for a compiled step)."""
         negatives = self._batch_negatives(rows, widths) if self.negative_of is not None else None
         width = None
         if widths:
@@ -138,12 +126,8 @@ class PairTable:
         return np.maximum(self.first.lengths, self.second.lengths)
 
     def index_batches(self, kind: str, batch_size: int, seed: int, length_buckets: bool = False) -> list[np.ndarray]:
-        """Row indices per batch (``kind`` is ``LossConfig.batch_kind``): "duplicates", duplicate pairs with
-        no question twice; "labelled", pairs of both classes; "labelled_distinct", both classes with no
-        question twice.
-
-        ``length_buckets`` puts pairs of similar length together (batch order stays shuffled).
-        """
+        """Row indices per batch of ``kind`` (``LossConfig.batch_kind``, see ``core.data.batching``);
+        ``length_buckets`` puts pairs of similar length together (batch order stays shuffled)."""
         batches = {"duplicates": duplicate_free_batches, "labelled": labelled_batches,
                    "labelled_distinct": labelled_distinct_batches}.get(kind)
         if batches is None:

@@ -1,6 +1,5 @@
-"""What every tokenizer shares: the padded id table it encodes to, so that batching is a numpy slice, and the
-checks of ``max_length`` and of a vocabulary file's size against config.json's ``vocab_size`` (refused before a
-list of it is built)."""
+"""What every tokenizer shares: the padded id table it encodes to (batching is a numpy slice), and the checks of
+``max_length`` and of a vocabulary's size against config.json's ``vocab_size``."""
 from __future__ import annotations
 
 import operator
@@ -14,16 +13,14 @@ import torch
 
 @dataclass
 class TokenTable:
-    """Token ids for N texts, right-padded to a common width, so batching is a numpy slice."""
-
     ids: np.ndarray  # (N, L) int32, pad_id beyond each text's length
     lengths: np.ndarray  # (N,) int32, at least 1
     pad_id: int = 0  # the id beyond each text's length, also what a wider ``take`` pads with
 
     @classmethod
     def padded(cls, sequences: Sequence[Sequence[int]], max_length: int, pad_id: int) -> "TokenTable":
-        """``sequences`` cut to ``max_length`` and right-padded with ``pad_id`` to the longest of them; an
-        empty sequence keeps one ``pad_id`` position (a text still needs a position to pool over)."""
+        """``sequences`` cut to ``max_length``, right-padded with ``pad_id``; an empty one keeps one ``pad_id``
+        position (a text still needs a position to pool over)."""
         width = max(1, min(max_length, max((len(s) for s in sequences), default=1)))
         ids = np.full((len(sequences), width), pad_id, dtype=np.int32)
         lengths = np.empty(len(sequences), dtype=np.int32)
@@ -37,10 +34,8 @@ class TokenTable:
         return len(self.lengths)
 
     def take(self, rows: np.ndarray | Sequence[int], width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Ids and attention mask for ``rows``, trimmed to the longest text among them, or padded to ``width``
-        when given (at least that longest text: a fixed width, so that a compiled step meets few shapes)."""
-        # Few numpy calls on whole arrays: this runs once per training step (on the trainer's batch thread, where
-        # every Python-level call holds the interpreter lock the step's thread needs).
+        """Ids and attention mask for ``rows``, trimmed to their longest text, or padded to ``width`` (a fixed width,
+        so that a compiled step meets few shapes). Few numpy calls: it runs once per step, on the batch thread."""
         rows = np.asarray(rows)
         lengths = self.lengths[rows]  # (B,)
         longest = int(lengths.max())
@@ -58,11 +53,10 @@ class TokenTable:
 
 
 def pad_widths(limit: int) -> tuple[int, ...]:
-    """The few widths a fixed-shape batch is padded to, up to ``limit`` tokens: multiples of 8 to 32, then
-    steps of about 1.5x, and ``limit`` itself. Each width is one shape for a compiled step to capture
-    (a CUDA graph each), so few widths keep compilation short while padding stays under about a third.
+    """The few widths a fixed-shape batch is padded to, up to ``limit``: multiples of 8 to 32, then steps of about
+    1.5x, and ``limit``. Each is one shape (a CUDA graph) to compile; padding stays under about a third.
 
-    Example: pad_widths(40) -> (8, 16, 24, 32, 40); pad_widths(128) -> (8, 16, 24, 32, 48, 64, 96, 128).
+    Example: pad_widths(40) -> (8, 16, 24, 32, 40).
     """
     steps = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
     return tuple(w for w in steps if w < limit) + (limit,)

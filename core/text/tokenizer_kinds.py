@@ -1,10 +1,6 @@
-"""The two tokenizer kinds behind one interface, and the one a saved model folder's settings name.
-
-Both share one small interface so the rest of the code never branches on the kind:
-``encode(texts) -> TokenTable`` (ids padded to ``max_length`` plus true lengths), ``pad_id``,
-``vocab_size``, ``save(folder)`` and ``to_dict()``. ``read_tokenizer(folder, config)`` rebuilds either one
-from a saved model folder without executing anything from it.
-"""
+"""The two tokenizer kinds behind one interface (``encode(texts) -> TokenTable``, ``pad_id``, ``vocab_size``,
+``save(folder)``, ``to_dict()``), and ``read_tokenizer``, which rebuilds the one a saved folder names without
+executing anything from it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -20,10 +16,8 @@ TOKENIZER_KINDS = {WordTokenizer.kind: WordTokenizer, WordPieceTokenizer.kind: W
 
 
 def read_tokenizer(folder: str | Path, config: dict, vocab_size: int | None = None) -> Tokenizer:
-    """The tokenizer described by ``config["tokenizer"]`` (a ``to_dict()``), with its vocabulary file from
-    ``folder`` (a regular file inside it, at most 64 MiB); ModelLoadError when the settings are not a tokenizer's,
-    the file is missing or the tokenizer unusable, or when ``vocab_size`` is given and the vocabulary has another
-    size. Nothing from the folder is executed."""
+    """The tokenizer ``config["tokenizer"]`` (a ``to_dict()``) describes, its vocabulary read from ``folder``;
+    ModelLoadError when the settings, the file or (given ``vocab_size``) the vocabulary's size are not right."""
     folder = Path(folder)
     settings = config.get("tokenizer", {})
     if not isinstance(settings, Mapping):

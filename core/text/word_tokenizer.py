@@ -1,10 +1,6 @@
-"""The word tokenizer of the Siamese LSTM: one Hugging Face ``tokenizers`` pipeline, defined once.
-
-``word_pipeline`` is the only definition of what a word is: training (``WordTokenizer.build``, through
-``WordLevelTrainer``), encoding, loading a saved folder and export all run that pipeline, so they cannot
-disagree. A saved folder holds it as ``tokenizer.json``; loading takes only the vocabulary from that
-file (a regular file inside the folder, at most ``VOCAB_MAX_BYTES``) and rebuilds the pipeline here, so no
-pattern from a folder ever runs.
+"""The word tokenizer of the Siamese LSTM: ``word_pipeline``, one Hugging Face ``tokenizers`` pipeline, is the only
+definition of a word, run by training, encoding, loading and export alike. A saved folder holds it as
+``tokenizer.json``, of which loading takes only the vocabulary, so no pattern from a folder ever runs.
 """
 from __future__ import annotations
 
@@ -56,9 +52,8 @@ def word_vocab_from_lines(data: bytes, vocab_size: int | None, path: Path) -> li
 
 
 def word_vocab_from_json(data: bytes, vocab_size: int | None, path: Path) -> list[str]:
-    """The words of a ``tokenizer.json``'s WordLevel vocabulary, in id order. Only ``model.vocab`` is
-    read: the ids must be exactly 0..n-1 (no gap, no id twice), and n must be ``vocab_size`` when given.
-    Everything else in the file (its normaliser, its patterns, its unknown token) is ignored."""
+    """The words of a ``tokenizer.json``'s WordLevel vocabulary in id order; only ``model.vocab`` is read, and its
+    ids must be exactly 0..n-1."""
     document = parse_json(data, path)
     model = document.get("model") if isinstance(document, dict) else None
     if not isinstance(model, dict) or model.get("type") != "WordLevel":
@@ -76,14 +71,11 @@ def word_vocab_from_json(data: bytes, vocab_size: int | None, path: Path) -> lis
     return words  # every slot filled: n distinct ids in 0..n-1
 
 
-def _utf8(texts: Iterable[str]) -> list[str]:
-    """``texts`` as the Rust tokenizer takes them, UTF-8 only: a lone surrogate (what Python makes of bytes
-    that were not UTF-8, as on a command line) becomes U+FFFD. Both lie in the word range, so the text
-    splits into the same words."""
-    return [_without_lone_surrogates(t) if isinstance(t, str) and not t.isascii() else t for t in texts]
-
-
-def _without_lone_surrogates(text: str) -> str:
+def _utf8(text: str) -> str:
+    """``text`` as the Rust tokenizer takes it, UTF-8 only: a lone surrogate (what Python makes of bytes that were
+    not UTF-8, as on a command line) becomes U+FFFD; both lie in the word range, so the words stay the same."""
+    if not isinstance(text, str) or text.isascii():
+        return text
     try:
         text.encode("utf-8")
         return text
@@ -112,15 +104,15 @@ class WordTokenizer:
 
     @classmethod
     def build(cls, texts: Iterable[str], min_freq: int = 2, max_size: int = 30000, max_length: int = 64) -> "WordTokenizer":
-        """Keep words seen at least ``min_freq`` times, the most frequent first (equal counts by the word,
-        ascending code points), up to ``max_size`` entries, ``<pad>`` and ``<unk>`` included."""
+        """Words seen at least ``min_freq`` times, most frequent first (ties by code points), up to ``max_size``
+        entries with ``<pad>`` and ``<unk>``."""
         trainer = trainers.WordLevelTrainer(vocab_size=max(2, max_size), min_frequency=max(0, min_freq),
                                             special_tokens=[PAD_TOKEN, UNK_TOKEN], show_progress=False)
         tokenizer = word_pipeline({PAD_TOKEN: 0, UNK_TOKEN: 1}, max_length=None)
-        tokenizer.train_from_iterator(_utf8(texts), trainer)
+        tokenizer.train_from_iterator(map(_utf8, texts), trainer)
         trained = tokenizer.get_vocab(with_added_tokens=False)
-        # A fresh pipeline over the trained words: training also registers <pad> and <unk> as added
-        # tokens, which would match those strings in raw text before the words are split.
+        # A fresh pipeline over the trained words: training also registers <pad> and <unk> as added tokens,
+        # which would match those strings in raw text.
         return cls(sorted(trained, key=trained.__getitem__), max_length=max_length)
 
     @property
@@ -129,12 +121,12 @@ class WordTokenizer:
 
     def split(self, text: str) -> list[str]:
         """The words of ``text`` as the pipeline sees them (lower-cased, uncut by ``max_length``)."""
-        normalized = self._tokenizer.normalizer.normalize_str(_without_lone_surrogates(text))
+        normalized = self._tokenizer.normalizer.normalize_str(_utf8(text))
         return [word for word, _ in self._tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
 
     def encode(self, texts: Sequence[str]) -> TokenTable:
         # encode_batch without the character offsets, which nothing here reads (30% less CPU time)
-        encodings = self._tokenizer.encode_batch_fast(_utf8(texts))
+        encodings = self._tokenizer.encode_batch_fast([_utf8(text) for text in texts])
         return TokenTable.padded([e.ids for e in encodings], self.max_length, self.pad_id)
 
     def count(self, text: str) -> int:
@@ -145,13 +137,11 @@ class WordTokenizer:
         return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORD_TOKENIZER_FILE}
 
     def to_hf_tokenizer(self) -> Tokenizer:
-        """A copy of the pipeline this tokenizer runs (``word_pipeline`` over its vocabulary, truncating to
-        ``max_length``): the same ids, except that an empty text gives none where ``encode`` keeps one
-        ``<pad>``. A copy, so the caller may change its truncation or padding."""
+        """A copy of the pipeline this tokenizer runs: the same ids, except that an empty text gives none where
+        ``encode`` keeps one ``<pad>``."""
         return word_pipeline(self._index, self.max_length)
 
     def hf_tokenizer_json(self) -> str:
-        """``to_hf_tokenizer()`` as the text of a ``tokenizer.json``."""
         return self._tokenizer.to_str()
 
     def save(self, folder: Path) -> None:
@@ -160,10 +150,8 @@ class WordTokenizer:
     @classmethod
     def load(cls, folder: Path, max_length: int, vocab_size: int | None = None,
              vocab_file: str | None = None) -> "WordTokenizer":
-        """The vocabulary saved in ``folder`` under ``vocab_file`` (config.json's setting): ``tokenizer.json``,
-        or a legacy ``word_vocab.txt`` (also when the setting is absent, as loaders before read it), in
-        ``word_pipeline``. With ``vocab_size``, refused (ValueError) unless it has exactly that many words,
-        and before a list of it is built when its size already says no."""
+        """The vocabulary saved in ``folder`` under ``vocab_file`` (``tokenizer.json``, or a legacy ``word_vocab.txt``,
+        also when the setting is absent); a ValueError unless it has ``vocab_size`` words when given."""
         readers = {WORD_TOKENIZER_FILE: word_vocab_from_json, LEGACY_WORD_VOCAB_FILE: word_vocab_from_lines}
         name = LEGACY_WORD_VOCAB_FILE if vocab_file is None else vocab_file
         if not isinstance(name, str) or name not in readers:

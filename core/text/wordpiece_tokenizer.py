@@ -46,7 +46,7 @@ class WordPieceTokenizer:
             raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary ({error})") from None
         check_vocab_size(self._tokenizer.get_vocab_size(), vocab_size, self.vocab_file)
         self._tokenizer.enable_truncation(self.max_length)
-        self._counter = None  # an untruncated twin, for count() and piece_ids()
+        self._counter = None
         self.pad_id = self._tokenizer.token_to_id("[PAD]")
         self.cls_id = self._tokenizer.token_to_id("[CLS]")
         if self.pad_id is None or self.cls_id is None:
@@ -61,13 +61,11 @@ class WordPieceTokenizer:
         return TokenTable.padded([e.ids for e in encodings], self.max_length, self.pad_id)
 
     def count(self, text: str) -> int:
-        """Tokens ``text`` has before ``max_length`` cuts it, [CLS] and [SEP] included (as
-        ``max_length`` counts them)."""
+        """Tokens ``text`` has before ``max_length`` cuts it, [CLS] and [SEP] included."""
         return len(self._untruncated().encode(text).ids)
 
     def piece_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """The ids of each text's WordPiece pieces, without [CLS] / [SEP] and uncut by ``max_length``
-        (a word unknown to the vocabulary is ``[UNK]``; a text of nothing BERT keeps has no pieces)."""
+        """The ids of each text's WordPiece pieces, without [CLS] / [SEP], uncut by ``max_length``."""
         encodings = self._untruncated().encode_batch(list(texts), add_special_tokens=False)
         return [encoding.ids for encoding in encodings]
 
@@ -76,8 +74,7 @@ class WordPieceTokenizer:
         return self._tokenizer.token_to_id("[UNK]")
 
     def _untruncated(self):
-        """An untruncated twin of the Rust tokenizer, for ``count`` and ``piece_ids``."""
-        if self._counter is None:  # built on first use: most tokenizers are never asked
+        if self._counter is None:  # an untruncated twin, built on first use: most tokenizers are never asked
             from tokenizers import BertWordPieceTokenizer
 
             self._counter = BertWordPieceTokenizer(self._vocab, lowercase=True)
@@ -90,14 +87,12 @@ class WordPieceTokenizer:
         return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORDPIECE_VOCAB_FILE}
 
     def to_hf_tokenizer(self):
-        """A copy of the Rust tokenizer this one runs (BERT normaliser and pre-tokenizer, WordPiece,
-        [CLS] ... [SEP], truncation to ``max_length``), as a ``tokenizers.Tokenizer``: the same ids."""
+        """A copy of the Rust tokenizer this one runs, as a ``tokenizers.Tokenizer``: the same ids."""
         from tokenizers import Tokenizer
 
         return Tokenizer.from_str(self._tokenizer.to_str())
 
     def hf_tokenizer_json(self) -> str:
-        """``to_hf_tokenizer()`` as the text of a ``tokenizer.json``."""
         return self._tokenizer.to_str()
 
     def save(self, folder: Path) -> None:

@@ -26,7 +26,7 @@ from core.data import (
     split_problems,
     split_with_files,
 )
-from core.data.implied import with_implied_pairs
+from core.data.splitting import with_implied_pairs
 from core.inference.calibration import precision_threshold
 from core.inference.evaluation import calibrate, pair_scores
 from core.inference.metrics import evaluate_scores
