@@ -1,7 +1,7 @@
 """Shared helpers for the real-browser tests: a `streamlit run app.py` server on a free port and Debian's chromium.
 
-Used by ``test_browser_e2e.py`` and ``test_browser_concurrency.py``. Nothing here is a fixture: the test modules
-build their own (module-scoped) fixtures from these pieces.
+Used by the ``test_browser_*.py`` modules: conftest's session fixture ``browser_server`` is one server for all of
+them (its imports and model loads paid once), each module in a workspace of its own (``use_workspace``).
 
 - ``require_browser()`` skips the test when ``/usr/bin/chromium`` (or the playwright package) is missing, except
   under ``CI=true`` where a missing browser is a failure.
@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+UPLOAD_LIMIT_MB = 1  # the shared server's --server.maxUploadSize: every test's upload is smaller
 SERVER_START_TIMEOUT = 90.0  # seconds until /_stcore/health answers; the machine may be busy
 PAGE_TIMEOUT_MS = 120_000  # auto-waiting locators: the first render imports torch and transformers
 NAV_RETRY_MS = 20_000  # a sidebar click whose page has not shown by then, the address unchanged, is made again
@@ -68,9 +69,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+SERVER_WORKSPACE = object()  # page_url's and open_url_page's default: the server's current ``workspace``
+
+
 class StreamlitServer:
     """``streamlit run app.py`` on 127.0.0.1 and a free port, its workspaces in ``work_dir``/workspaces (``runs_root``:
-    the models of ``TEST_WORKSPACE``, the one ``page_url`` opens unless told otherwise); its log
+    the models of ``workspace``, ``TEST_WORKSPACE`` until ``use_workspace``; the one ``page_url`` opens unless told
+    otherwise); its log
     and pid file go to ``work_dir`` (give it a folder from pytest's ``tmp_path`` / ``tmp_path_factory``).
 
     ``extra_args`` are appended to the command line (e.g. ``["--server.maxUploadSize", "1"]``);
@@ -80,7 +85,7 @@ class StreamlitServer:
     def __init__(self, work_dir: Path, max_training: int | None = None, extra_args: tuple[str, ...] = (),
                  env: dict[str, str] | None = None):
         self.workspaces = Path(work_dir) / "workspaces"  # SIAMESE_LAB_WORKSPACES
-        self.runs_root = self.workspaces / TEST_WORKSPACE / "models"  # the models of page_url's default workspace
+        self.workspace = TEST_WORKSPACE  # page_url's default workspace
         self.env = dict(env or {})
         self.max_training = max_training
         self.extra_args = tuple(extra_args)
@@ -94,9 +99,22 @@ class StreamlitServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def page_url(self, page: str = "", workspace: str | None = TEST_WORKSPACE) -> str:
+    @property
+    def runs_root(self) -> Path:
+        """The models folder of ``workspace``."""
+        return self.workspaces / self.workspace / "models"
+
+    def use_workspace(self, workspace: str) -> "StreamlitServer":
+        """Make ``workspace`` (an id, ``core.saving.workspaces.ID_PATTERN``) the default of ``page_url``, made
+        if new: a test module's own, on a server other modules used before."""
+        self.workspace = workspace
+        self.runs_root.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def page_url(self, page: str = "", workspace: str | None | object = SERVER_WORKSPACE) -> str:
         """URL of a page by its ``url_path`` (``lab.navigation``) in ``workspace`` (its ``ws=``; None: none, so the
-        app starts a new workspace): ``page_url("Similarity_matrix")``."""
+        app starts a new workspace; by default the server's ``workspace``): ``page_url("Similarity_matrix")``."""
+        workspace = self.workspace if workspace is SERVER_WORKSPACE else workspace
         return f"{self.url}/{page}" + (f"?ws={workspace}" if workspace else "")
 
     def start(self) -> "StreamlitServer":
@@ -211,7 +229,7 @@ def wait_for_rerun(page, timeout_ms: int = PAGE_TIMEOUT_MS, start_ms: int = 1500
 
 
 def open_url_page(page, server: "StreamlitServer", path: str, heading: str,
-                  workspace: str | None = TEST_WORKSPACE) -> None:
+                  workspace: str | None | object = SERVER_WORKSPACE) -> None:
     """A full URL load of a page by its ``url_path`` in ``workspace`` (None: a new one): a new session on that
     page, waited for until its heading shows and its script is done."""
     from playwright.sync_api import expect

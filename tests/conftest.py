@@ -14,6 +14,10 @@ Fixtures
                       session tmp folder. Treat them as read-only; use ``runs_with_models`` to get copies.
 ``runs_with_models``  (function) ``runs_root`` holding copies of ``tiny_models``; returns
                       ``(runs_root, {"lstm": Path, "dual-transformer": Path})`` with the copies' paths.
+``browser_server``    (session)  one ``browser_support.StreamlitServer`` for every browser test module (at most one
+                      run trains at once; uploads up to ``UPLOAD_LIMIT_MB``); a module takes it with
+                      ``browser_server.use_workspace(ITS_ID)`` to work in a workspace of its own. Skips without
+                      chromium (fails under CI).
 ``open_page``         (function) ``open_page(TRAIN.path) -> AppTest`` (``lab.navigation``'s pages): a fresh
                       session of ``app.py`` (st.navigation and the one page setup) switched to the page, already
                       run once (``default_timeout=60``); ``tests/app_support.open_page`` as a fixture. Pages hold
@@ -101,6 +105,17 @@ def lab_cache(tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SIAMESE_LAB_CACHE", str(root))
         yield root
+
+
+@pytest.fixture(scope="session")
+def browser_server(tmp_path_factory):
+    """A real server's start, its first page's imports and its model loads, paid once for the browser tests."""
+    from browser_support import UPLOAD_LIMIT_MB, StreamlitServer, require_browser
+
+    require_browser()
+    with StreamlitServer(work_dir=tmp_path_factory.mktemp("browser_server"), max_training=1,
+                         extra_args=("--server.maxUploadSize", str(UPLOAD_LIMIT_MB))) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

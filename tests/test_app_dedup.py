@@ -17,9 +17,17 @@ from lab.session import SAMPLE_PATH
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="module")
+def _empty_caches() -> None:
+    """Streamlit's caches emptied once for this module: each test's models are fresh copies (their own cache
+    keys), and the page's first render on zero-shot MiniLM encodes the sample once for all the tests."""
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
 @pytest.fixture
-def encode_calls(monkeypatch) -> list[int]:
-    """Counts core.inference.dedup.encode_corpus calls (the page's only way to encode), with the caches emptied."""
+def encode_calls(_empty_caches, monkeypatch) -> list[int]:
+    """Counts core.inference.dedup.encode_corpus calls (the page's only way to encode)."""
     calls: list[int] = []
     real = core.inference.dedup.encode_corpus
 
@@ -28,8 +36,6 @@ def encode_calls(monkeypatch) -> list[int]:
         return real(model, texts, *args, **kwargs)
 
     monkeypatch.setattr(core.inference.dedup, "encode_corpus", counting)
-    st.cache_data.clear()
-    st.cache_resource.clear()
     return calls
 
 

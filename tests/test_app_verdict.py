@@ -176,8 +176,7 @@ def test_a_check_scores_only_the_typed_pair(runs_root, minilm, monkeypatch):
     check(at, question2="What is the fastest way to learn Python?")
     elapsed = time.perf_counter() - started
     assert encoded == [1, 1]  # one score_pairs call on one pair: nothing else is encoded
-    print(f"\nverdict after Check: {elapsed:.2f} s for the whole page")
-    assert elapsed < 10  # under 1 s on a quiet machine; generous for a shared one
+    print(f"\nverdict after Check: {elapsed:.2f} s for the whole page")  # information only: no clock asserted
 
 
 def test_moving_the_threshold_changes_the_verdict_and_the_metrics(runs_root, zero_shot):

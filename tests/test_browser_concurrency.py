@@ -1,12 +1,12 @@
 """Several people on one server, in a real headless Chromium (the reliability issue).
 
-One ``streamlit run app.py`` serves every test here, started with ``SIAMESE_LAB_MAX_TRAINING=1`` (one training
-run at a time) and ``--server.maxUploadSize 1`` (a 1 MB upload limit). Each browser context is its own
+One ``streamlit run app.py`` (conftest's ``browser_server``) serves every test here, started with
+``SIAMESE_LAB_MAX_TRAINING=1`` (one training run at a time) and ``--server.maxUploadSize 1`` (a 1 MB upload limit). Each browser context is its own
 Streamlit session, i.e. its own user.
 
 - Two users start a training run each: the second waits (the Train page says so) while the first trains, both
   finish, and both models are saved intact under distinct names. A third user asks the Verdict page for answers
-  meanwhile and gets each one while the runs still train (in seconds, not after a run).
+  meanwhile and gets each one while the runs still train (not after a run).
 - Upload limits: the Data page states the limit; a file with no usable rows is refused with a clear message and
   the previous dataset stays active; a file over the limit is refused by Streamlit's own uploader in the browser
   and the previous dataset stays active too.
@@ -25,10 +25,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from browser_support import (
     PAGE_TIMEOUT_MS,
+    UPLOAD_LIMIT_MB,
     StreamlitServer,
     launch_chromium,
     open_url_page,
-    require_browser,
     select_option,
     set_numbers,
     wait_for_rerun,
@@ -38,7 +38,6 @@ from browser_support import (
 
 pytestmark = pytest.mark.browser
 
-UPLOAD_LIMIT_MB = 1
 # The waits below poll the state the test needs (a run header, a page's text), with bounds
 # meant for a loaded 2-core CI machine: they only matter when something is really stuck.
 FIRST_VERDICT_TIMEOUT_MS = 300_000  # the Verdict page's first visit imports torch and scores pairs with MiniLM
@@ -47,28 +46,22 @@ STALL_S = 300.0  # both runs: fail only when neither Train page has moved (a ste
 RUNS_BOUND_S = 1800.0  # both runs, in all, however slow the machine
 POLL_MS = 500
 # A behaviour check, not a benchmark: answers keep coming while others train. Each verdict must arrive
-# while a run is still unfinished (state), and within this bound: a few seconds on a quiet machine,
-# 11-13 s seen on a loaded 2-core one, while one tiny run takes far longer.
-VERDICT_BOUND_S = 45.0
+# while a run is still unfinished (state); no clock is asserted (a few seconds on a quiet machine, 11-13 s seen
+# on a loaded 2-core one, while one tiny run takes far longer).
 # A tiny Siamese LSTM on the bundled sample. Long enough (many short epochs, no early stopping) that the second
 # run is still queued when its page next refreshes, and the third user's verdicts are asked while both train,
-# even on a quiet machine; the time budget ends each run after 45 s of training however loaded the machine is
-# (60 epochs took 10 minutes for the two runs on a loaded one).
+# even on a quiet machine; the time budget ends each run after 30 s of training however loaded the machine is
+# (60 epochs took 10 minutes for the two runs on a loaded one), twice the two verdicts' time seen there.
 TINY_RUN = {"Epochs": 60, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
             "Max length (tokens per question)": 16, "Early-stopping patience (epochs, 0 = off)": 0,
-            "Time budget (minutes, 0 = none)": 0.75}
+            "Time budget (minutes, 0 = none)": 0.5}
 # Each differs from the page's default second question and from the one before, so every one is a new answer.
-SECOND_QUESTIONS = ["What is the quickest way to learn Python?", "How do I bake sourdough bread?",
-                    "Which Python book should a beginner read first?", "How can I repot a cactus safely?"]
+SECOND_QUESTIONS = ["What is the quickest way to learn Python?", "How do I bake sourdough bread?"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_browser()
-    work = tmp_path_factory.mktemp("browser_concurrency")
-    with StreamlitServer(max_training=1, work_dir=work,
-                         extra_args=("--server.maxUploadSize", str(UPLOAD_LIMIT_MB))) as running:
-        yield running
+def server(browser_server):
+    return browser_server.use_workspace("browser-concurrency-tests")
 
 
 @pytest.fixture(scope="module")
@@ -250,19 +243,17 @@ def test_two_runs_queue_while_a_third_user_gets_verdicts(server, new_user):
     assert queued_status == "waiting", queued_status
     expect(run_status(training)).to_have_text(re.compile(r" — (running|done)$"))
 
-    timings, saved_during = [], []
+    saved_during = []
     runs_folders = [models_folder(page, server) for page in (first, second)]
     assert runs_folders[0] != runs_folders[1]
     for question in SECOND_QUESTIONS:
         saved_before = saved_runs(runs_folders)
         elapsed, verdict, similarity = verdict_round_trip(asker, question)
         saved_after = saved_runs(runs_folders)
-        timings.append(elapsed)
         saved_during.append((saved_before, saved_after))
         assert re.search(r"(^|\s)(NOT )?DUPLICATE$", verdict) and -1.0 <= similarity <= 1.0
         print(f"\nverdict {elapsed:.2f} s: {question!r} -> {verdict} ({similarity:.3f}) "
               f"[{saved_before} -> {saved_after} run(s) saved]")
-    assert max(timings) < VERDICT_BOUND_S, timings
     # Every answer came while a run was still training: none waited for the runs to end.
     assert all(after < 2 for _, after in saved_during), f"{saved_during}: make the runs longer, or verdicts wait"
 

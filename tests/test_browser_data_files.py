@@ -13,11 +13,9 @@ import pandas as pd
 import pytest
 from browser_support import (
     PAGE_TIMEOUT_MS,
-    StreamlitServer,
     launch_chromium,
     open_sidebar_page,
     open_url_page,
-    require_browser,
     select_option,
     wait_for_rerun,
     wait_for_script,
@@ -42,11 +40,8 @@ TEST = ("question1,question2,labels\n"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_browser()
-    work = tmp_path_factory.mktemp("browser_data_files")
-    with StreamlitServer(work_dir=work) as running:
-        yield running
+def server(browser_server):
+    return browser_server.use_workspace("browser-data-files-tests")
 
 
 def test_text_labels_are_mapped_and_held_out_files_counted(server, tmp_path):
@@ -97,46 +92,6 @@ def test_text_labels_are_mapped_and_held_out_files_counted(server, tmp_path):
         finally:
             page.screenshot(path=str(tmp_path / "data_files.png"), full_page=True)
             browser.close()
-
-
-def test_compare_after_training_on_an_upload_scores_no_training_pair(server, tmp_path):
-    """A run trained on an upload with its own validation file (it trained on all of the upload but its test split):
-    Compare, opened after that upload, scores pairs of which none is a training pair by content, in either order;
-    the page's own download of the pairs scored is read back to check."""
-    import pandas as pd
-    from playwright.sync_api import expect, sync_playwright
-
-    from core.data import load_pairs, pair_keys
-    from app_support import trained_on_upload
-    from tests.conftest import SAMPLE
-
-    upload, _, folder, trained = trained_on_upload(server.runs_root, load_pairs(SAMPLE))
-    path = tmp_path / "upload.csv"
-    upload.to_csv(path, index=False)
-    assert load_pairs(path)[0].equals(upload)  # the app reads back the very pairs the run trained on
-    held_out = [key for key in pair_keys(upload["question1"], upload["question2"]) if key not in trained]
-
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-        page.set_default_timeout(PAGE_TIMEOUT_MS)
-        try:
-            open_url_page(page, server, "Data", "Data")
-            page.locator('[data-testid="stFileUploader"] input[type="file"]').first.set_input_files(path)
-            expect(page.locator('[data-testid="stSidebar"]')).to_contain_text(f"upload.csv (upload) ({len(upload)} pairs)")
-            wait_for_script(page)
-            open_sidebar_page(page, "Compare", "Compare models")
-            expect(page.get_by_text(f"Scored on the {len(held_out)} pairs of the active dataset that {folder.name} "
-                                    "held out")).to_be_visible(timeout=PAGE_TIMEOUT_MS * 3)
-            wait_for_script(page)
-            with page.expect_download() as download:
-                page.get_by_role("button", name=f"Download the {len(held_out)} pairs scored (CSV)").click()
-            scored = pd.read_csv(download.value.path(), keep_default_na=False)
-        finally:
-            page.screenshot(path=str(tmp_path / "compare_upload.png"), full_page=True)
-            browser.close()
-    keys = pair_keys(scored["question1"], scored["question2"])
-    assert len(keys) == len(held_out) and set(keys) == set(held_out) and not set(keys) & trained
 
 
 OWN_PAIRS = 120  # of the bundled sample, renamed and relabelled: 96 to train on, a few dozen steps of auto

@@ -20,11 +20,9 @@ from browser_support import (
     NAV_LINKS,
     PAGE_TIMEOUT_MS,
     ROOT,
-    StreamlitServer,
     full_page_screenshot,
     launch_chromium,
     open_sidebar_page,
-    require_browser,
     select_option,
     set_numbers,
     wait_for_charts,
@@ -70,11 +68,8 @@ def write_pairs_csv(path: Path) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_browser()
-    work = tmp_path_factory.mktemp("browser_e2e")
-    with StreamlitServer(max_training=1, work_dir=work) as running:
-        yield running
+def server(browser_server):
+    return browser_server.use_workspace("browser-e2e-tests")
 
 
 @pytest.fixture(scope="module")

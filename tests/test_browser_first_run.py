@@ -25,7 +25,6 @@ from browser_support import (
     launch_chromium,
     open_sidebar_page,
     open_url_page,
-    require_browser,
     select_option,
     set_numbers,
     widget,
@@ -44,11 +43,8 @@ COMPARISON = re.compile(r"ROC AUC (\d\.\d{3}) against TF-IDF cosine (\d\.\d{3}) 
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_browser()
-    work = tmp_path_factory.mktemp("browser_first_run")
-    with StreamlitServer(work_dir=work) as running:
-        yield running
+def server(browser_server):
+    return browser_server.use_workspace("browser-first-run-tests")
 
 
 @pytest.fixture

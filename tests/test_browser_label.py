@@ -21,7 +21,6 @@ from browser_support import (
     StreamlitServer,
     launch_chromium,
     open_url_page,
-    require_browser,
     wait_for_rerun,
 )
 
@@ -43,11 +42,8 @@ MAX_LABELS = 60  # labels given before the test gives up on getting both classes
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_browser()
-    work = tmp_path_factory.mktemp("browser_label")
-    with StreamlitServer(work_dir=work) as running:
-        yield running
+def server(browser_server):
+    return browser_server.use_workspace("browser-label-tests")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Workspaces in a real headless Chromium: user A uploads private_a.csv, trains, labels 10 pairs, reloads and
+"""Workspaces in a real headless Chromium: user A uploads private_a.csv, trains, labels 4 pairs, reloads and
 finds all of it; two tabs of A answer one pair differently and both end up showing the later answer; user B, on
 a workspace of their own, finds no trace of A on any page (file name, questions, run, counts, server paths). An
 address naming no workspace says so.
@@ -15,12 +15,9 @@ import pytest
 from browser_support import (
     NAV_LINKS,
     PAGE_TIMEOUT_MS,
-    TEST_WORKSPACE,
-    StreamlitServer,
     launch_chromium,
     open_sidebar_page,
     open_url_page,
-    require_browser,
     select_option,
     set_numbers,
     wait_for_rerun,
@@ -33,16 +30,14 @@ from lab.navigation import PAGES
 pytestmark = pytest.mark.browser
 
 TRAIN_TIMEOUT_MS = 300_000
-LABELS = 10
+LABELS = 4  # both answers, twice: what a reload must keep
 COUNT = re.compile(r"^(\d+) labelled, \d+ held out")
 SECRET = "zanzibar"  # a word only A's questions hold
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_browser()
-    with StreamlitServer(work_dir=tmp_path_factory.mktemp("browser_workspaces"), max_training=1) as running:
-        yield running
+def server(browser_server):
+    return browser_server.use_workspace("browser-workspaces-tests")
 
 
 def write_private(path) -> None:
@@ -172,11 +167,12 @@ def test_a_workspace_keeps_its_work_and_another_sees_none_of_it(server, tmp_path
             browser.close()
 
 
-def test_an_address_naming_no_workspace_says_so_and_leaves_no_folder(tmp_path):
+def test_an_address_naming_no_workspace_says_so_and_leaves_no_folder(server):
     from playwright.sync_api import expect, sync_playwright
 
-    require_browser()
-    with StreamlitServer(work_dir=tmp_path) as server, sync_playwright() as playwright:
+    before = sorted(path.name for path in server.workspaces.iterdir())
+    assert server.workspace in before
+    with sync_playwright() as playwright:
         browser = launch_chromium(playwright)
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         page.set_default_timeout(PAGE_TIMEOUT_MS)
@@ -187,16 +183,16 @@ def test_an_address_naming_no_workspace_says_so_and_leaves_no_folder(tmp_path):
                 page.goto(server.page_url("Data", workspace=asked))
                 expect(page.get_by_text("No workspace with this address")).to_be_visible()
                 assert workspace_of(page) != "../../etc"
-            assert sorted(path.name for path in server.workspaces.iterdir()) == [TEST_WORKSPACE]
+            assert sorted(path.name for path in server.workspaces.iterdir()) == before
         finally:
             browser.close()
 
 
-def test_the_first_sidebar_click_after_a_restart_keeps_the_workspace(tmp_path):
+# Last in this file: it restarts the module's server.
+def test_the_first_sidebar_click_after_a_restart_keeps_the_workspace(server):
     from playwright.sync_api import sync_playwright
 
-    require_browser()
-    with StreamlitServer(work_dir=tmp_path) as server, sync_playwright() as playwright:
+    with sync_playwright() as playwright:
         browser = launch_chromium(playwright)
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         page.set_default_timeout(PAGE_TIMEOUT_MS)
@@ -205,6 +201,6 @@ def test_the_first_sidebar_click_after_a_restart_keeps_the_workspace(tmp_path):
             server.stop()
             server.start()
             open_sidebar_page(page, "Data", heading="Data")
-            assert workspace_of(page) == TEST_WORKSPACE  # the link carried it: not a new, empty workspace
+            assert workspace_of(page) == server.workspace  # the link carried it: not a new, empty workspace
         finally:
             browser.close()

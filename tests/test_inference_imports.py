@@ -23,45 +23,50 @@ from core.cli.main import main
 
 for command in ({commands}):
     assert main(command) == 0, command
+after_commands = sorted(name for name in sys.modules if name.startswith("core"))
 for page in {pages!r}:
     at = AppTest.from_file({root!r} + "/app.py", default_timeout=120).run()
     at.switch_page(page).run()
     assert not at.exception, (page, at.exception)
-print(json.dumps(sorted(name for name in sys.modules if name.startswith("core"))))
+print(json.dumps([after_commands, sorted(name for name in sys.modules if name.startswith("core"))]))
 """
 
 
+def training_modules(modules: list[str]) -> list[str]:
+    return [name for name in modules if any(name == t or name.startswith(t + ".") for t in TRAINING_MODULES)]
+
+
 @pytest.fixture(scope="module")
-def lstm_folder(tmp_path_factory, train_tiny_model):
-    return train_tiny_model("lstm", tmp_path_factory.mktemp("runs"))
-
-
-def imported_after(commands: list[list[str]], pages: list[str], env_runs: Path) -> list[str]:
+def imported(tmp_path_factory, train_tiny_model) -> tuple[list[str], list[str]]:
+    """The core modules loaded in one fresh interpreter after the CLI's inference commands, then after the
+    inference pages as well (one interpreter for both: its start and imports are most of the cost)."""
+    folder = train_tiny_model("lstm", tmp_path_factory.mktemp("runs"))
+    sample = str(ROOT / "assets" / "sample_pairs.csv")
+    commands = [
+        ["predict", "--model", str(folder), "How old are you?", "What is your age?"],
+        ["evaluate", "--model", str(folder), "--data", sample, "--max-rows", "50"],
+        ["search", "--model", str(folder), "--corpus", sample, "-k", "3", "How do I learn Python?"],
+        ["embed", "--model", str(folder), "--data", sample, "--out", str(tmp_path_factory.mktemp("vectors") / "vectors.npy")],
+    ]
+    pages = [page.path for page in (SIMILARITY, VERDICT, SEARCH, COMPARE, MAP)]
     script = SCRIPT.format(root=str(ROOT), commands="".join(f"{c!r}," for c in commands), pages=pages)
-    env = {"SIAMESE_LAB_WORKSPACES": str(env_runs), "PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE",
+    env = {"SIAMESE_LAB_WORKSPACES": str(folder.parent), "PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE",
            "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    after_commands, after_pages = json.loads(done.stdout.strip().splitlines()[-1])
+    return after_commands, after_pages
 
 
-def test_cli_inference_commands_do_not_import_training(lstm_folder, tmp_path):
-    folder = str(lstm_folder)
-    modules = imported_after([
-        ["predict", "--model", folder, "How old are you?", "What is your age?"],
-        ["evaluate", "--model", folder, "--data", str(ROOT / "assets" / "sample_pairs.csv"), "--max-rows", "50"],
-        ["search", "--model", folder, "--corpus", str(ROOT / "assets" / "sample_pairs.csv"), 
-         "-k", "3", "How do I learn Python?"],
-        ["embed", "--model", folder, "--data", str(ROOT / "assets" / "sample_pairs.csv"), "--out",
-         str(tmp_path / "vectors.npy")],
-    ], [], lstm_folder.parent)
-    assert "core.models.registry" in modules and "core.saving" in modules  # the check sees real imports
-    assert not [name for name in modules if any(name == t or name.startswith(t + ".") for t in TRAINING_MODULES)]
+def test_cli_inference_commands_do_not_import_training(imported):
+    after_commands, _ = imported
+    assert "core.models.registry" in after_commands and "core.saving" in after_commands  # real imports seen
+    assert not training_modules(after_commands)
 
 
-def test_inference_pages_do_not_import_training(lstm_folder):
-    pages = [page.path for page in (SIMILARITY, VERDICT, SEARCH, COMPARE, MAP)]
-    modules = imported_after([], pages, lstm_folder.parent)
-    assert "core.models.registry" in modules
-    assert not [name for name in modules if any(name == t or name.startswith(t + ".") for t in TRAINING_MODULES)]
+def test_inference_pages_do_not_import_training(imported):
+    # Exact once the commands' test passes: what the pages load adds to what the commands loaded.
+    _, after_pages = imported
+    assert "core.models.registry" in after_pages
+    assert not training_modules(after_pages)

@@ -165,13 +165,14 @@ def test_a_run_cancelled_before_its_first_validation_never_replaces_a_model(tmp_
     assert not fresh.exists()
 
 
-def test_the_cli_ctrl_c_with_overwrite_keeps_the_trained_model(tmp_path):
+def test_the_cli_ctrl_c_with_overwrite_keeps_the_trained_model(tmp_path, capsys):
     out = tmp_path / "model"
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    base = [sys.executable, "-m", "core", "train", "--data", str(SAMPLE), "--out", str(out), "--batch-size", "8", *TINY]
-    done = subprocess.run([*base, "--epochs", "1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    args = ["train", "--data", str(SAMPLE), "--out", str(out), "--batch-size", "8", *TINY]
+    code, _, err = run_cli(capsys, *args, "--epochs", "1")  # the model to keep, trained in this process
+    assert code == 0, err
     set_validation_auc(out, 0.99)
+    base = [sys.executable, "-m", "core", *args]
     before = tree_digest(out)
     process = subprocess.Popen([*base, "--epochs", "500", "--overwrite"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)

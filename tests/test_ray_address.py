@@ -119,11 +119,13 @@ def test_under_tls_only_the_connection_is_checked(monkeypatch):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
-def test_embed_at_a_silent_listener_ends_in_one_error_line_promptly(train_tiny_model, tmp_path, capsys):
+def test_embed_at_a_silent_listener_ends_in_one_error_line_promptly(train_tiny_model, tmp_path, capsys, monkeypatch):
     import ray
 
     if ray.is_initialized():
         pytest.skip("a Ray of this process is running: ray_session would use it and ignore the address")
+    monkeypatch.setattr(ray_engine, "CONNECT_TIMEOUT_S", 1.0)  # the command's own default, shortened: a silent
+    # listener is refused at that timeout whatever its length (test_a_silent_listener_is_refused_at_the_timeout)
     model = train_tiny_model("lstm", tmp_path / "runs")
     capsys.readouterr()
     with listener() as address:
