@@ -118,7 +118,7 @@ def metrics_row(name, labels, scores, unseen, threshold, seconds, pairs_per_seco
            "unseen_roc_auc": u["roc_auc"], "unseen_n": int(unseen.sum()), "n": m["n"],
            "train_seconds": round(seconds, 1), "pairs_per_second": round(pairs_per_second, 1)}
     if NOT_IMPLIED is not None:
-        # The test pairs the training labels do not imply (core.data.implied): the fair column for a
+        # The test pairs the training labels do not imply (core.data.splitting): the fair column for a
         # run trained with implied_pairs, whose implied test pairs it may have seen labelled.
         k = evaluate_scores(labels[NOT_IMPLIED], scores[NOT_IMPLIED], threshold)
         row.update(not_implied_roc_auc=k["roc_auc"], not_implied_accuracy=k["accuracy"], not_implied_f1=k["f1"],

@@ -97,7 +97,7 @@ def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
 
 def training_of(config: dict, dataset: pd.DataFrame) -> Training:
     """The pairs of ``dataset`` that a saved model trained on: its split's train part found again, with its implied
-    pairs (``core.data.implied``) when the run trained on those."""
+    pairs (``core.data.splitting``) when the run trained on those."""
     name, data = str(config.get("name", "?")), _data(config)
     if not _on_dataset(config, dataset):
         return Training(name, False, None)

@@ -40,7 +40,7 @@ class RunSpec:
     # auto picks it when any question repeats.
     split_by: str = "auto"
     hard_negatives: bool = False  # triplet/softmax: add labelled non-duplicates as extra negatives
-    implied_pairs: bool = False  # also train on the pairs the training labels imply (core.data.implied)
+    implied_pairs: bool = False  # also train on the pairs the training labels imply (core.data.splitting)
     keep_unvalidated: bool = False  # save a run cancelled before its first validation (else nothing is saved)
     data_name: str = ""  # shown in the runs list
     val_data_name: str = ""  # the file the validation pairs came from, when the user gave one ("" = split off)
