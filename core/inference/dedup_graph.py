@@ -21,8 +21,8 @@ and no capped question the clusters are community_detection's; with HNSW a neigh
 (``bench/dedup_quality.py`` measures the recall). Identical rows are indexed once with their count
 (``distinct_rows``) and always fall in one cluster.
 
-``SavedGraphIndex`` keeps the built index and the first search in the lab's cache for a later graph of the same
-model's vectors of the same corpus.
+``SavedGraphIndex`` keeps the built index in the lab's cache for a later graph of the same model's vectors of the
+same corpus.
 """
 from __future__ import annotations
 
@@ -45,7 +45,6 @@ GRAPH_HNSW_LINKS = 16
 GRAPH_EF_SEARCH = 64
 RESCORE_PAIRS = 1 << 14  # (row, neighbour) pairs re-scored at a time on an ivfpq index: the gather stays small
 UNIT_CHUNK = 65_536  # rows per step when hashing a corpus's vectors
-IDS, SCORES = "ids.npy", "scores.npy"  # a saved first search
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -133,15 +132,12 @@ class NeighbourGraph:
             self.index.hnsw.efSearch = self.ef_search  # FAISS searches with max(efSearch, k)
         if self.queries is self.vectors and self.kind != "ivfpq" and on_device is None:  # one tower: FAISS's copy
             self.vectors = self.queries = stored_vectors(self.index)
-        saved = index_store is not None and index_store.load_neighbours(self)  # this index's first search, kept
         step = max(1, SEARCH_BUDGET // self.k)
-        for start in range(0, 0 if saved else u, step):
+        for start in range(0, u, step):
             rows = np.arange(start, min(start + step, u))
             self.ids[rows], self.scores[rows] = self._search(rows, self.k)
             if progress is not None:
                 progress(int(rows[-1]) + 1, u)
-        if index_store is not None and not saved:
-            index_store.save_neighbours(self)
 
     def _index(self, index_kind: str | None, exact: bool, seed: int, store):
         """The filled index of the distinct rows: ``store``'s saved one when it holds them, else built (and kept)."""
@@ -152,7 +148,6 @@ class NeighbourGraph:
         kind = "ivfpq" if asked == "ivfpq" else "flat" if exact else "hnsw"
         parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
                       "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": seed}}[kind]
-        self.index_parameters = parameters  # what decides the index beyond its vectors (its saved stamp)
         if store is not None:
             index = store.load(kind, parameters, self.vectors)
             if index is not None:
@@ -396,9 +391,8 @@ def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray,
 # ---- kept between runs ---------------------------------------------------------------------------
 @dataclass
 class SavedGraphIndex:
-    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus, and its first search, are kept (the
-    CLI's: the lab's cache, ``dedup/``), used again only under exactly the stamp they were saved with; ``reused``
-    says, once a graph is built, whether the index was loaded. A cache that cannot be written costs only the reuse."""
+    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus is kept (the lab's cache,
+    ``dedup/``), used again only under exactly its stamp; ``reused`` says whether it was loaded."""
 
     root: Path
     model: str  # ``core.inference.search.model_identity`` of the model whose vectors are indexed
@@ -426,30 +420,3 @@ class SavedGraphIndex:
         self.reused = False
         with contextlib.suppress(OSError):
             save_index(index, self.folder(kind), self.stamp(kind, parameters, *vectors.shape))
-
-    def neighbours_folder(self, kind: str, k: int) -> Path:
-        return Path(f"{self.folder(kind)}-k{k}")
-
-    def _neighbour_stamp(self, graph) -> dict:
-        return {**self.stamp(graph.kind, graph.index_parameters, *graph.vectors.shape), "use": "dedup neighbours",
-                "k": graph.k, "ef_search": graph.ef_search}
-
-    def load_neighbours(self, graph) -> bool:
-        """Fill ``graph.ids`` and ``graph.scores`` with the first search saved for its loaded index (a rebuilt HNSW
-        index has its own neighbours); False, nothing changed, otherwise."""
-        from core.inference.search import load_arrays
-
-        shape = graph.ids.shape
-        arrays = self.reused and load_arrays(self.neighbours_folder(graph.kind, graph.k), self._neighbour_stamp(graph),
-                                             {IDS: (shape, graph.ids.dtype), SCORES: (shape, np.float32)})
-        if not arrays:
-            return False
-        graph.ids, graph.scores = arrays[IDS], arrays[SCORES]
-        return True
-
-    def save_neighbours(self, graph) -> None:
-        from core.inference.search import save_arrays
-
-        with contextlib.suppress(OSError):
-            save_arrays(self.neighbours_folder(graph.kind, graph.k), {IDS: graph.ids, SCORES: graph.scores},
-                        self._neighbour_stamp(graph))
