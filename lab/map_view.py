@@ -1,5 +1,5 @@
 """The Map page's caches, click handling and figure: the questions are encoded once per model and map
-(``lab.cached.built_once``); coordinates, clusters and neighbours come from ``core.inference.projection``.
+(``lab.cached.built_once``); coordinates, clusters and neighbours come from ``core.inference.analysis``.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.inference.projection import MapLayout, map_layout, question_labels
+from core.inference.analysis import MapLayout, map_layout, question_labels
 from lab import cached
 from lab.figures import hover_text
 from lab.session import get_model

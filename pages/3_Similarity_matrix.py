@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from core.inference.inspection import (
+from core.inference.analysis import (
     SEED_EXAMPLE,
     inspect_scores,
     pick_batch,

@@ -3,7 +3,7 @@ label of their pairs; a click or a typed question highlights the nearest neighbo
 import streamlit as st
 
 from core.data import seeded_sample
-from core.inference.projection import (
+from core.inference.analysis import (
     DUPLICATE_LABEL,
     MAP_MAX_POINTS,
     MAP_SEED,
