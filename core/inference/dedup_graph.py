@@ -1,28 +1,9 @@
-"""Near-duplicate clusters of vectors: sentence-transformers' community detection on a FAISS k-NN graph.
-
-The rule is ``sentence_transformers.util.community_detection``'s, with the threshold strictly above:
-
-1. The neighbourhood of question i is every question j with cosine(i, j) > threshold, i itself included.
-2. Centres are taken greedily, the largest neighbourhood first (ties: the earlier question). A centre already
-   placed is skipped; otherwise its neighbours not yet placed form its cluster, kept when it has at least
-   ``min_size`` questions (centre included), and marked placed.
-3. Clusters are returned largest first (ties: the order they were formed).
-
-So every member lies within the threshold of its cluster's centre, and nothing is chained through a third question
-(connected components would be).
-
-The candidates come from a k-nearest-neighbour graph (``core.inference.search``: exact up to ``FLAT_LIMIT``
-questions, HNSW above, or the kind asked for; on a CUDA device the vectors fit on, exact products there). A question
-whose k neighbours are *all* above the threshold is searched again with 2k, 4k, ... until the last one falls below
-(as community_detection grows its sort size); on an approximate index never deeper than ``max_neighbourhood``, and
-the graph counts such questions (``capped``) so callers can say the threshold is too low. An ivfpq index only
-proposes candidates, each scored again exactly, so a threshold means the same on every kind. With the exact index
-and no capped question the clusters are community_detection's; with HNSW a neighbour the search misses is missed
-(``bench/dedup_quality.py`` measures the recall). Identical rows are indexed once with their count
-(``distinct_rows``) and always fall in one cluster.
-
-``SavedGraphIndex`` keeps the built index in the lab's cache for a later graph of the same model's vectors of the
-same corpus.
+"""Near-duplicate clusters of vectors: ``sentence_transformers.util.community_detection``'s rule (threshold strictly
+above) on a FAISS k-NN graph. Centres are taken greedily, the largest neighbourhood first (ties: the earlier row);
+each takes its neighbours not yet placed and is kept at ``min_size``; clusters come largest first. So every member
+lies within the threshold of its centre, with no chaining. A row whose k neighbours are all above the threshold is
+searched again with 2k, 4k, ... (on an approximate index at most ``max_neighbourhood`` deep, counted in
+``capped``); ivfpq candidates are scored again exactly. Identical rows are indexed once with their count.
 """
 from __future__ import annotations
 

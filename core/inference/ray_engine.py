@@ -1,20 +1,8 @@
-"""Embedding and deduplicating on a Ray cluster (``--engine ray``): the same vectors and clusters as the local
-path, with the encoding spread over a pool of encoder actors and the first k-NN search over Ray tasks.
-
-- ``ray_session``: a local Ray sized to this machine, or a running cluster at an address, shut down after. The
-  address is first reached with a plain socket that must also answer the HTTP/2 preface as every gRPC server does
-  (``check_ray_address``), and ``ray.init`` then runs under a time limit: Ray itself would retry an address that
-  does not resolve, answer or speak its protocol for minutes; here any failure is one ``RayAddressError`` line
-  within ``CONNECT_TIMEOUT_S + INIT_TIMEOUT_S``.
-- ``ray_encode``: the questions (``corpus_dataset``: blocks of whole batches) encoded by ``ShardEncoder`` actors,
-  each loading the model once, written as vector shards on disk. Ray Data restarts a killed actor and retries its
-  batch; a shard is named by its first question id and written whole, and every batch starts at a multiple of the
-  batch size, so a retried batch rewrites the same shard. ``gather_shards`` reads them back in id order.
-- ``ray_graph``: ``NeighbourGraph`` whose first search is split into Ray tasks over the FAISS index put in the
-  object store once; clustering is the local code itself.
-
-Ray is imported inside the functions. On a real cluster the model folder and ``out_dir`` must be on storage every
-node sees, and the lab installed on the nodes.
+"""Embedding and deduplicating on a Ray cluster (``--engine ray``): the same vectors and clusters as the local path,
+encoded by a pool of encoder actors (a killed one restarted, its batch retried into the same shard) and the first
+k-NN search split over Ray tasks. An address is checked with a socket and the HTTP/2 preface, then ``ray.init`` runs
+under a time limit, so an unreachable cluster is one ``RayAddressError`` line. Ray is imported inside functions; on a
+real cluster the model and ``out_dir`` must be on storage every node sees.
 """
 from __future__ import annotations
 

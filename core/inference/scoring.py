@@ -1,9 +1,5 @@
-"""Score a whole file of pairs at a threshold, streamed: a 1 GB file never sits in memory twice.
-
-The file is read in chunks by ``core.data``'s one pairs reader (``PairReader``: what ``load_pairs`` accepts and
-refuses; the label column optional). Each chunk is scored and appended to the output, every input column kept and
-``similarity`` and ``predicted_duplicate`` added, formula-safe (``output_names`` when the input has those names).
-With labels, the metrics of ``evaluate_scores`` come back too.
+"""Score a whole file of pairs at a threshold, streamed in chunks read by ``core.data.PairReader``: every input
+column kept, ``similarity`` and ``predicted_duplicate`` added, formula-safe; with labels, the metrics too.
 """
 from __future__ import annotations
 
