@@ -18,7 +18,6 @@ from pathlib import Path
 
 BACKENDS = ("torch", "onnx")
 ENGINES = ("local", "ray")  # where embed / dedup encode and search: this process, or a Ray cluster
-SHARDS_NAME = "ray-shards"  # the target whose temporaries (``.tmp-ray-shards-...``) hold Ray's vector shards
 # The metrics evaluate and score print, in this order.
 METRIC_KEYS = ("roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n",
                "tp", "fp", "tn", "fn")
@@ -100,7 +99,7 @@ def add_engine_options(command) -> None:
                               "and search tasks, core.inference.ray_engine), the same output")
     command.add_argument("--ray-address", default="",
                          help="with --engine ray: a running cluster's address (host:6379 or ray://host:10001), "
-                              "where the model folder and --out's folder must be on storage every node sees; "
+                              "where the model folder must be on storage every node sees; "
                               "empty starts a local Ray sized to this machine")
     command.add_argument("--workers", type=count, default=2,
                          help="with --engine ray: encoder actors, and search tasks, at once")
@@ -127,27 +126,14 @@ def engine_session(args):
         yield
 
 
-def ray_vectors(args, texts, folder: Path, unit: bool):
+def ray_vectors(args, texts, unit: bool):
     """(vectors, queries or None) of ``texts`` encoded on Ray (``engine_session``'s) by ``args.workers`` actors, each
-    loading ``args.model`` the way ``load_backend`` does; the shards live in a temporary folder in ``folder``
-    (``--out``'s, which a cluster's nodes must see) until gathered. The shards' folder is a ``work_folder``
-    (removed if left)."""
+    loading ``args.model`` the way ``load_backend`` does."""
     import functools
 
-    from core.inference.ray_engine import gather_shards, ray_encode
-    from core.saving.temp_files import work_folder
+    from core.inference.ray_engine import ray_encode
 
-    with work_folder(Path(folder) / SHARDS_NAME) as shards:
-        stems = ray_encode(functools.partial(backend_model, args), texts, shards, batch_size=256,
-                           workers=args.workers, unit=unit)
-        return gather_shards(stems, len(texts))
-
-
-def remove_stale_shards(folder: Path) -> None:
-    """Remove ``ray_vectors``' shard folders in ``folder`` left by killed runs (every embed or dedup there does)."""
-    from core.saving.temp_files import remove_stale_temps
-
-    remove_stale_temps(Path(folder) / SHARDS_NAME)
+    return ray_encode(functools.partial(backend_model, args), texts, batch_size=256, workers=args.workers, unit=unit)
 
 
 def count(text: str) -> int:

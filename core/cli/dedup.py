@@ -38,7 +38,6 @@ from core.cli.common import (
     ray_vectors,
     read_corpus,
     refuse_without_vectors,
-    remove_stale_shards,
     resolved_device,
     threshold,
 )
@@ -194,17 +193,16 @@ class _Model:
             raise CliError(str(error)) from None
 
 
-def _graph(args, texts, folder: Path):
+def _graph(args, texts):
     """(the ``NeighbourGraph`` of ``texts``, its model's config, what the summary says of its vectors and index,
     seconds per phase): vectors from ``--vectors``, the cache or the encoder (``--engine``'s), the graph's index
-    and first search from ``index_cache`` when they are there."""
+    from ``index_cache`` when it is there."""
     from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
     from core.inference.search import DeviceIndex
     from core.inference.search import fingerprint, model_identity
     from core.inference.vector_cache import CorpusVectors, corpus_vectors
 
     started, phases = time.perf_counter(), {}
-    remove_stale_shards(folder)  # a killed Ray run's, whichever engine this run uses
     device = resolved_device(args)
     model = _Model(args)
     key = vector_cache_key(args) or model_identity(model())
@@ -221,7 +219,7 @@ def _graph(args, texts, folder: Path):
             if saved is not None:
                 (points, queries), read_by = saved.for_clustering(), "cache"
             else:
-                (points, queries), read_by = ray_vectors(args, texts, folder, unit=True), "driver"
+                (points, queries), read_by = ray_vectors(args, texts, unit=True), "driver"
                 if queries is None and cache is not None:  # a two-tower model's rows are its towers mixed
                     cache.save(key, texts, CorpusVectors(points), corpus)
             facts.update(reused=saved is not None, source="cache" if saved is not None else "encoded")
@@ -281,7 +279,7 @@ def _dedup_into(claim, out: Path, args) -> dict:
     reranker, rerank_config = load_reranker(args)
     texts, _ = read_corpus(args.questions)
     read = time.perf_counter() - started
-    graph, config, reuse, phases = _graph(args, texts, out.parent)
+    graph, config, reuse, phases = _graph(args, texts)
     cosine, source = _chosen_threshold(args, config)
     print(f"threshold: {cosine:.4g} ({source})", file=sys.stderr)
     clustering = time.perf_counter()
@@ -331,7 +329,7 @@ def _sweep(args) -> tuple[list[dict], dict]:
 
     started = time.perf_counter()
     texts, _ = read_corpus(args.questions)
-    graph, config, reuse, phases = _graph(args, texts, Path.cwd())
+    graph, config, reuse, phases = _graph(args, texts)
     default, source = _chosen_threshold(args, config)
     print(f"default threshold: {default:.4g} ({source})", file=sys.stderr)
     clustering = time.perf_counter()
