@@ -112,10 +112,8 @@ def sweep_rows(graph: NeighbourGraph, thresholds: Sequence[float], min_size: int
     return rows
 
 
-# A cluster is outsized when it holds more than this share of the corpus and at least this many questions: real
-# near-duplicate groups are small (in Quora's 323,000 pairs the largest group linked by duplicate labels is 107 of
-# 448,909 questions), so a tenth of the corpus in one cluster says the threshold is below where the model separates
-# topics. The floor keeps a small corpus quiet.
+# Real near-duplicate groups are small, so a tenth of the corpus in one cluster says the threshold is below where
+# the model separates topics; the floor keeps a small corpus quiet.
 OUTSIZED_SHARE = 0.10
 OUTSIZED_MIN_SIZE = 20
 

@@ -19,9 +19,7 @@ DEFAULT_K = 50  # neighbours per question in the first search: community_detecti
 SEARCH_BUDGET = 1 << 22  # (row, neighbour) results per FAISS call: bounds the live search arrays
 DEEP_BUDGET = 1 << 23  # results of deepened searches kept for clustering; beyond it they are searched again
 MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate index (its closest are kept)
-# The graph's HNSW: fewer links and candidates than core.inference.search's (32 and 512), which wants top-10 recall
-# for one query at a time; the neighbours that matter for a cluster are the very close ones, found first
-# (docs/BENCHMARKS.md).
+# Fewer HNSW links and candidates than search's: a cluster needs only the very close neighbours, found first.
 GRAPH_HNSW_LINKS = 16
 GRAPH_EF_SEARCH = 64
 RESCORE_PAIRS = 1 << 14  # (row, neighbour) pairs re-scored at a time on an ivfpq index: the gather stays small
@@ -275,8 +273,7 @@ class NeighbourGraph:
             return []
         sizes, neighbourhood, self.capped = self._neighbourhoods(t)
         candidates = np.flatnonzero(sizes >= min_size)
-        # Largest first, then the earlier row; every copy of a distinct row has its neighbourhood, and
-        # its first copy (the earliest row) is the one community_detection would take.
+        # Largest first, then the earlier row (a distinct row's first copy, as community_detection takes it).
         order = candidates[np.lexsort((self.first[candidates], -sizes[candidates]))]
         used = np.zeros(len(self.first), dtype=bool)  # per distinct row: its copies always go together
         clusters: list[Cluster] = []

@@ -231,18 +231,21 @@ class BatchEncoder:
 
 
 def ray_encode(model_source: str | Callable[[], object], questions: Sequence[str], batch_size: int = 256,
-               workers: int = 2, unit: bool = True, encoder: type = BatchEncoder,
-               dataset=None) -> tuple[np.ndarray, np.ndarray | None]:
+               workers: int = 2, unit: bool = True,
+               encoder: type = BatchEncoder) -> tuple[np.ndarray, np.ndarray | None]:
     """(vectors, queries or None), each (N, d) in question order, of ``questions`` encoded on Ray. ``model_source``:
     a model folder or ``"minilm"`` (torch, CPU), or a picklable ``load()`` of any model with ``encode``.
     ``unit``: deduplication's vectors (``encode_corpus``), else ``embed``'s. A row encoded twice is kept once."""
+    import pandas as pd
     import ray.data
 
     load = model_source if callable(model_source) else functools.partial(load_named_model, str(model_source))
     if not len(questions):
         return np.zeros((0, 0), dtype=np.float32), None
-    if dataset is None:
-        dataset = corpus_dataset(questions, batch_size, workers)
+    # Blocks of whole batches (a retried batch is the same rows), about four per worker, bounded in size.
+    rows = min(max(math.ceil(len(questions) / (4 * max(workers, 1)) / batch_size), 1), BATCHES_PER_BLOCK) * batch_size
+    frame = pd.DataFrame({"id": np.arange(len(questions), dtype=np.int64), "question": list(questions)})
+    dataset = ray.data.from_pandas([frame.iloc[start : start + rows] for start in range(0, len(questions), rows)])
     encoded = dataset.map_batches(
         encoder, fn_constructor_args=(load, unit, batch_size), batch_size=batch_size, batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
@@ -309,21 +312,3 @@ class _RayGraph(NeighbourGraph):
 def ray_graph(vectors: np.ndarray, workers: int = 2, **options) -> NeighbourGraph:
     """``NeighbourGraph(vectors, **options)`` with its first search in ``workers`` Ray tasks: the same clusters."""
     return _RayGraph(vectors, shards=max(int(workers), 1), **options)
-
-
-# ---- the corpus as a Ray dataset ------------------------------------------------------------------
-def block_rows(total: int, batch_size: int, workers: int) -> int:
-    """Rows per block: whole batches (a retried batch is the same rows), about four blocks per worker, at most
-    ``BATCHES_PER_BLOCK`` batches."""
-    per_block = math.ceil(total / (4 * max(workers, 1)) / batch_size) * batch_size
-    return min(max(per_block, batch_size), BATCHES_PER_BLOCK * batch_size)
-
-
-def corpus_dataset(questions: Sequence[str], batch_size: int, workers: int):
-    """``questions`` (read by the driver) as a Ray dataset of (id, question) blocks of ``block_rows`` rows."""
-    import pandas as pd
-    import ray.data
-
-    rows = block_rows(len(questions), batch_size, workers)
-    frame = pd.DataFrame({"id": np.arange(len(questions), dtype=np.int64), "question": list(questions)})
-    return ray.data.from_pandas([frame.iloc[start : start + rows] for start in range(0, len(questions), rows)])

@@ -20,8 +20,7 @@ from core.saving.safe_csv import safe_csv_text
 from core.saving.user_files import claim_files
 
 CHUNK_ROWS = 20_000  # pairs read, scored and written at a time: bounds memory whatever the file size
-# Pairs scored per model call when the encoding's progress is followed: a chunk of MiniLM pairs takes a minute
-# on a CPU, so its progress moves within it, while each call still fills several encoding batches.
+# Pairs per model call when progress is followed, so it moves within a chunk while each call fills several batches.
 SCORE_STEP = 2048
 OUTPUT_COLUMNS = ("similarity", "predicted_duplicate")  # what is appended to each row, in this order
 
