@@ -52,11 +52,8 @@ def checked_threshold(threshold: float, min_size: int) -> np.float32:
 
 
 class NeighbourGraph:
-    """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the vectors
-    themselves) in an inner-product index that is kept, so rows whose neighbourhood at a threshold is larger than
-    ``k`` are searched deeper when ``cluster`` asks, and any threshold can be clustered again without searching
-    everything again. Identical rows are indexed once and carry their count: a corpus of 100,000 copies of one
-    question costs one search."""
+    """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the vectors),
+    in an index kept so that any threshold can be clustered again, searching deeper only where it must."""
 
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
                  progress: Progress | None = None, max_neighbourhood: int | None = None,
