@@ -36,8 +36,8 @@ def active_data_key(pairs: pd.DataFrame) -> str:
 # ---- similarity matrix -------------------------------------------------------------------------
 @st.cache_data(show_spinner=False, max_entries=64)
 def batch_scores(choice: str, stamp: float, question1: tuple[str, ...], question2: tuple[str, ...]) -> np.ndarray:
-    """(B, B) s(v1_i, v2_j) of one batch under one model (``core.inference.inspection.batch_scores``)."""
-    from core.inference.inspection import batch_scores as compute
+    """(B, B) s(v1_i, v2_j) of one batch under one model (``core.inference.analysis.batch_scores``)."""
+    from core.inference.analysis import batch_scores as compute
 
     model, _ = get_model(choice)
     return compute(model, list(question1), list(question2))

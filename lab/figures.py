@@ -33,7 +33,7 @@ def batch_labels(size: int) -> tuple[list[str], list[str]]:
 
 
 def similarity_heatmap(view, title: str = "") -> go.Figure:
-    """The (B, B) matrix of ``view`` (``core.inference.inspection.BatchView``), colour fixed to [-1, 1], hover both
+    """The (B, B) matrix of ``view`` (``core.inference.analysis.BatchView``), colour fixed to [-1, 1], hover both
     questions; black outlines on the diagonal (the duplicate pairs), an orange outline and a diamond on each row's
     closest negative, and a narrow column on the right with each row's mean negative."""
     scores = np.asarray(view.scores, dtype=np.float64)  # (B, B)
@@ -78,7 +78,7 @@ def similarity_heatmap(view, title: str = "") -> go.Figure:
 
 
 def experiment_figure(table) -> go.Figure:
-    """Triplet and softmax losses per round of the seeds' experiment (``core.inference.inspection.seed_experiment``)."""
+    """Triplet and softmax losses per round of the seeds' experiment (``core.inference.analysis.seed_experiment``)."""
     figure = go.Figure()
     for column, color in (("triplet loss", "#2ca02c"), ("softmax loss", "#9467bd")):
         figure.add_trace(go.Scatter(x=list(table["round"]), y=list(table[column]), mode="lines+markers",

@@ -1,4 +1,4 @@
-"""The Map page's caches, click handling and figure; the maths is ``core.inference.projection``'s."""
+"""The Map page's caches, click handling and figure; the maths is ``core.inference.analysis``'s."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.inference.projection import MapLayout, map_layout, question_labels
+from core.inference.analysis import MapLayout, map_layout, question_labels
 from lab import cached
 from lab.figures import hover_text
 from lab.session import get_model

@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from core.inference.inspection import SEED_EXAMPLE, inspect_scores, pick_batch, seed_experiment
+from core.inference.analysis import SEED_EXAMPLE, inspect_scores, pick_batch, seed_experiment
 from lab import cached, figures
 from lab.session import enter_through_app, model_picker, show_error
 from lab.workspace_state import keep_widget, kept

@@ -3,7 +3,7 @@ label of their pairs; a click or a typed question highlights the nearest neighbo
 import streamlit as st
 
 from core.data import seeded_sample
-from core.inference.projection import (DUPLICATE_LABEL, MAP_MAX_POINTS, MAP_SEED, NOT_DUPLICATE_LABEL, nearest,
+from core.inference.analysis import (DUPLICATE_LABEL, MAP_MAX_POINTS, MAP_SEED, NOT_DUPLICATE_LABEL, nearest,
                                       neighbours)
 from lab import cached, map_view
 from lab.figures import PLOTLY_CONFIG

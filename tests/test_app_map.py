@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.data import corpus_questions, load_pairs, seeded_sample
-from core.inference.projection import (
+from core.inference.analysis import (
     DUPLICATE_LABEL,
     NOT_DUPLICATE_LABEL,
     map_layout,
@@ -132,14 +132,14 @@ def test_colour_by_label_and_a_clicked_point(runs_with_models, open_map, plotly_
 
 
 def test_a_large_dataset_is_sampled_with_a_seed(runs_with_models, open_map, plotly_figures, sample, monkeypatch):
-    import core.inference.projection
+    import core.inference.analysis
 
-    monkeypatch.setattr(core.inference.projection, "MAP_MAX_POINTS", 100)
+    monkeypatch.setattr(core.inference.analysis, "MAP_MAX_POINTS", 100)
     at = open_map(runs_with_models[1]["lstm"])
     texts = corpus_questions(sample)
     [figure] = plotly_figures(at)
     index, _, _, hover, _ = _points(figure)
-    rows = seeded_sample(len(texts), 100, core.inference.projection.MAP_SEED)
+    rows = seeded_sample(len(texts), 100, core.inference.analysis.MAP_SEED)
     assert len(index) == 100 and hover == [hover_text(texts[i]) for i in rows]
     assert "(a seeded sample of the" in figure["layout"]["title"]["text"]
     assert any("seeded sample of 100 (seed 0)" in caption.value for caption in at.caption)

@@ -12,7 +12,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.data import load_pairs
-from core.inference.inspection import batch_scores, pick_batch
+from core.inference.analysis import batch_scores, pick_batch
 from core.losses.triplet import triplet_terms
 from lab.navigation import SIMILARITY
 

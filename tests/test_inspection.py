@@ -1,4 +1,4 @@
-"""core.inference.inspection: the seeds' worked example by hand, batch picking, the seeds' experiment."""
+"""core.inference.analysis: the seeds' worked example by hand, batch picking, the seeds' experiment."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from core.inference.inspection import (
+from core.inference.analysis import (
     SEED_EXAMPLE,
     batch_scores,
     inspect_scores,

@@ -1,4 +1,4 @@
-"""core.inference.projection: PCA coordinates, k-means clusters and cosine neighbours against numpy / sklearn references."""
+"""core.inference.analysis: PCA coordinates, k-means clusters and cosine neighbours against numpy / sklearn references."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,7 +8,7 @@ from sklearn.metrics.pairwise import cosine_similarity
 from sklearn.preprocessing import normalize
 
 from core.data import seeded_sample
-from core.inference.projection import (
+from core.inference.analysis import (
     DUPLICATE_LABEL,
     NOT_DUPLICATE_LABEL,
     clusters,

@@ -49,12 +49,6 @@ def run(capsys, *argv) -> dict:
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
-def shard_ids(shards) -> np.ndarray:
-    from core.inference.ray_engine import shard_file
-
-    return np.concatenate([np.load(shard_file(stem, "ids")) for stem in shards])
-
-
 def test_embed_on_ray_writes_the_local_vectors_in_the_local_order(ray_cluster, tiny_models, tmp_path, capsys):
     pairs = tmp_path / "pairs.csv"
     pd.read_csv(SAMPLE_PATH).head(150).to_csv(pairs, index=False)
@@ -82,20 +76,17 @@ def test_dedup_on_ray_gives_the_local_clusters(ray_cluster, tiny_models, texts, 
     assert 5 <= on_ray["clusters"] == local["clusters"] and on_ray["clustered_questions"] < QUESTIONS / 2
     # -k 5 makes rows whose 5 neighbours are all above the threshold: searched deeper, here, after Ray's search
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "ray.csv"), pd.read_csv(tmp_path / "local.csv"))
-    assert not list(tmp_path.glob(".tmp-ray-shards-*"))  # the shards' temporary folder is gone
     again = run(capsys, *common, "--out", tmp_path / "again.csv", "--engine", "ray")  # the vectors Ray's run kept
     assert again["read_by"] == "cache" and again["vectors"]["reused"] and not on_ray["vectors"]["reused"]
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "again.csv"), pd.read_csv(tmp_path / "local.csv"))
 
 
 def test_a_two_tower_model_encodes_and_clusters_on_ray_as_locally(ray_cluster, tiny_models, texts, tmp_path):
-    from core.inference.ray_engine import gather_shards, ray_encode, ray_graph
+    from core.inference.ray_engine import ray_encode, ray_graph
 
     model, _ = load_model(tiny_models["dual-transformer"])
     vectors, queries = encode_corpus(model, texts)
-    shards = ray_encode(str(tiny_models["dual-transformer"]), texts, tmp_path, batch_size=64, workers=2)
-    assert len(shards) == -(-QUESTIONS // 64) and np.array_equal(shard_ids(shards), np.arange(QUESTIONS))
-    got_vectors, got_queries = gather_shards(shards, QUESTIONS)
+    got_vectors, got_queries = ray_encode(str(tiny_models["dual-transformer"]), texts, batch_size=64, workers=2)
     np.testing.assert_allclose(got_vectors, vectors, atol=1e-5)
     np.testing.assert_allclose(got_queries, queries, atol=1e-5)
     threshold = float(np.quantile(vectors @ queries.T, 0.99))
@@ -104,15 +95,15 @@ def test_a_two_tower_model_encodes_and_clusters_on_ray_as_locally(ray_cluster, t
     assert local and [c.members.tolist() for c in on_ray] == [c.members.tolist() for c in local]
 
 
-def test_an_encoder_killed_mid_run_is_restarted_and_writes_an_undisturbed_runs_shards(ray_cluster, tiny_models,
-                                                                                       texts, tmp_path):
+def test_an_encoder_killed_mid_run_is_restarted_and_gives_an_undisturbed_runs_vectors(ray_cluster, tiny_models,
+                                                                                      texts, tmp_path):
     import torch
 
-    from core.inference.ray_engine import ShardEncoder, ray_encode, shard_file
+    from core.inference.ray_engine import BatchEncoder, ray_encode
 
     killed = tmp_path / "killed"
 
-    class DiesOnItsThirdBatch(ShardEncoder):  # defined here, so Ray ships the class itself to the workers
+    class DiesOnItsThirdBatch(BatchEncoder):  # defined here, so Ray ships the class itself to the workers
         def __init__(self, *args):
             super().__init__(*args)
             self.batches = 0
@@ -124,28 +115,21 @@ def test_an_encoder_killed_mid_run_is_restarted_and_writes_an_undisturbed_runs_s
                 os._exit(1)
             return super().__call__(batch)
 
-    # 300 questions in batches of 32 over 2 actors: one of them reaches its third batch, with shards written.
-    shards = ray_encode(str(tiny_models["lstm"]), texts, tmp_path / "shards", batch_size=32, workers=2,
-                        encoder=DiesOnItsThirdBatch)
-    assert killed.exists()
-    assert not [p for p in (tmp_path / "shards").iterdir() if p.name.endswith(".tmp")]
+    # 300 questions in batches of 32 over 2 actors: one of them reaches its third batch.
+    vectors, queries = ray_encode(str(tiny_models["lstm"]), texts, batch_size=32, workers=2,
+                                  encoder=DiesOnItsThirdBatch)
+    assert killed.exists() and queries is None
     # The undisturbed run: the same encoder on the same batches, here, on one thread as an actor has.
-    undisturbed = tmp_path / "undisturbed"
-    undisturbed.mkdir()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        encoder = ShardEncoder(lambda: load_model(tiny_models["lstm"], device="cpu")[0], str(undisturbed), True, 32)
-        expected = [Path(encoder({"id": np.arange(start, min(start + 32, QUESTIONS)),
-                                  "question": np.array(texts[start : start + 32], dtype=object)})["shard"][0])
-                    for start in range(0, QUESTIONS, 32)]
+        encoder = BatchEncoder(lambda: load_model(tiny_models["lstm"], device="cpu")[0], True, 32)
+        expected = np.concatenate([encoder({"id": np.arange(start, min(start + 32, QUESTIONS)),
+                                            "question": np.array(texts[start : start + 32], dtype=object)})["vectors"]
+                                   for start in range(0, QUESTIONS, 32)])
     finally:
         torch.set_num_threads(threads)
-    assert [stem.name for stem in shards] == [stem.name for stem in expected] and len(shards) == 10
-    for got, want in zip(shards, expected):
-        assert sorted(p.name.split(".", 1)[1] for p in got.parent.glob(got.name + ".*")) == ["ids.npy", "vectors.npy"]
-        for part in ("ids", "vectors"):
-            assert np.array_equal(np.load(shard_file(got, part)), np.load(shard_file(want, part))), (got, part)
+    assert np.array_equal(vectors, expected)
 
 
 def test_the_app_page_and_the_local_commands_never_import_ray(tiny_models, tmp_path):

@@ -152,27 +152,6 @@ def test_a_damaged_cached_vector_file_is_encoded_again_and_rewritten(lstm, corpu
     assert third["vectors"]["reused"] is True and encoded == []
 
 
-def test_the_graphs_first_search_is_reused(tmp_path, monkeypatch):
-    from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
-
-    rng = np.random.default_rng(0)
-    centres = rng.normal(size=(40, 16))
-    rows = np.repeat(centres, 5, axis=0) + 0.1 * rng.normal(size=(200, 16))
-    vectors = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
-    searched: list[int] = []
-    original = NeighbourGraph._search
-    monkeypatch.setattr(NeighbourGraph, "_search",
-                        lambda self, rows, k: (searched.append(len(rows)), original(self, rows, k))[1])
-    store = SavedGraphIndex(tmp_path, model="m" * 64, corpus="c" * 40, count=len(vectors))
-    expected = [c.members.tolist() for c in NeighbourGraph(vectors, k=8, index_store=store).cluster(0.9)]
-    assert sum(searched) == 200 and len(expected) >= 30
-    searched.clear()
-    graph = NeighbourGraph(vectors, k=8, index_store=store)
-    assert store.reused and sum(searched) == 0  # the first search read back, not searched again
-    assert [c.members.tolist() for c in graph.cluster(0.9)] == expected
-    assert (store.neighbours_folder("flat", 8) / "ids.npy").is_file()
-
-
 class CountingEncoder:
     """A model of two towers (tower 0 the mirror image of tower 1) that counts the texts it encodes."""
 

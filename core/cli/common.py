@@ -18,7 +18,6 @@ from pathlib import Path
 
 QUESTIONS_HELP = ("a file with a question column (question, text, sentence, title or q), a pairs file (its distinct "
                   "questions), or plain text with one question per line; optionally .gz")
-SHARDS_NAME = "ray-shards"  # the target whose temporaries (``.tmp-ray-shards-...``) hold Ray's vector shards
 # The metrics evaluate and score print, in this order.
 METRIC_KEYS = ("roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "threshold", "n",
                "tp", "fp", "tn", "fn")
@@ -193,24 +192,14 @@ def engine_session(args):
         yield
 
 
-def ray_vectors(args, texts, folder: Path, unit: bool):
-    """(vectors, queries or None) of ``texts`` encoded by Ray actors, their shards gathered from ``folder``."""
+def ray_vectors(args, texts, unit: bool):
+    """(vectors, queries or None) of ``texts`` encoded on Ray (``engine_session``'s) by ``args.workers`` actors, each
+    loading ``args.model`` the way ``load_backend`` does."""
     import functools
 
-    from core.inference.ray_engine import gather_shards, ray_encode
-    from core.saving.temp_files import work_folder
+    from core.inference.ray_engine import ray_encode
 
-    with work_folder(Path(folder) / SHARDS_NAME) as shards:
-        stems = ray_encode(functools.partial(backend_model, args), texts, shards, batch_size=256,
-                           workers=args.workers, unit=unit)
-        return gather_shards(stems, len(texts))
-
-
-def remove_stale_shards(folder: Path) -> None:
-    """Remove the shard folders of killed runs in ``folder``."""
-    from core.saving.temp_files import remove_stale_temps
-
-    remove_stale_temps(Path(folder) / SHARDS_NAME)
+    return ray_encode(functools.partial(backend_model, args), texts, batch_size=256, workers=args.workers, unit=unit)
 
 
 # ---- output ------------------------------------------------------------------------------------

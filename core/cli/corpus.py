@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core.cli.common import (
     TqdmCounter, add_backend_option, add_columns_option, add_engine_options, add_output_options, claimed_output, count,
-    engine_session, load_backend, load_data, model_command, output_path, print_json, ray_vectors, remove_stale_shards,
+    engine_session, load_backend, load_data, model_command, output_path, print_json, ray_vectors,
     vector_cache, vector_cache_key,
 )
 
@@ -50,13 +50,12 @@ def cmd_embed(args) -> int:
         output_path(str(path), args.data)
     # The three files claimed before any work; they go into place together, each whole, when it ends well.
     with claimed_output([vectors, questions, digest], args.overwrite, create_folder=True) as claim:
-        remove_stale_shards(vectors.parent)
         model, _ = load_backend(args)
         texts = _corpus(args.data, args.columns)
         rows = None
         if args.engine == "ray":  # encoded by Ray's actors, then written here the local way
             with engine_session(args):
-                rows = ray_vectors(args, texts, vectors.parent, unit=False)[0]
+                rows = ray_vectors(args, texts, unit=False)[0]
         write_embeddings(claim, model, texts, vectors, progress=TqdmCounter("embedding"), rows=rows)
     print_json({"vectors": str(vectors), "questions": str(questions), "sha256": str(digest), "n": len(texts),
                 "dim": model.embedding_dim, "engine": args.engine})

@@ -15,7 +15,7 @@ from pathlib import Path
 from core.cli.common import (
     QUESTIONS_HELP, CliError, TqdmCounter, add_backend_option, add_engine_options, add_output_options,
     add_rerank_option, claimed_output, count, engine_session, load_backend, load_corpus, load_reranker, model_command,
-    output_path, print_json, ray_vectors, refuse_without_vectors, remove_stale_shards, threshold, vector_cache,
+    output_path, print_json, ray_vectors, refuse_without_vectors, threshold, vector_cache,
     vector_cache_key,
 )
 
@@ -133,18 +133,16 @@ class _Model:
         return zero_shot_config() if self.args.model == ZERO_SHOT else read_config(self.args.model)
 
 
-def _graph(args, texts, folder: Path):
+def _graph(args, texts):
     """(the ``NeighbourGraph`` of ``texts``, its model's config, what the summary says of its vectors and index,
     seconds per phase): vectors from ``--vectors``, the cache or the encoder, the index from the cache if there."""
     from core.device import resolve_device
     from core.export.onnx_backend import cache_root
     from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
-    from core.inference.search import DeviceIndex
-    from core.inference.search import fingerprint, model_identity
+    from core.inference.search import DeviceIndex, fingerprint, model_identity
     from core.inference.vector_cache import CorpusVectors, corpus_vectors
 
     started, phases = time.perf_counter(), {}
-    remove_stale_shards(folder)  # a killed Ray run's, whichever engine this run uses
     device = resolve_device(args.device)
     model = _Model(args)
     key = vector_cache_key(args) or model_identity(model())
@@ -161,7 +159,7 @@ def _graph(args, texts, folder: Path):
             if saved is not None:
                 (points, queries), read_by = saved.for_clustering(), "cache"
             else:
-                (points, queries), read_by = ray_vectors(args, texts, folder, unit=True), "driver"
+                (points, queries), read_by = ray_vectors(args, texts, unit=True), "driver"
                 if queries is None and cache is not None:  # a two-tower model's rows are its towers mixed
                     cache.save(key, texts, CorpusVectors(points), corpus)
             facts.update(reused=saved is not None, source="cache" if saved is not None else "encoded")
@@ -219,7 +217,7 @@ def _dedup_into(claim, out: Path, args) -> dict:
     reranker, rerank_config = load_reranker(args)
     texts = load_corpus(args.questions)
     read = time.perf_counter() - started
-    graph, config, reuse, phases = _graph(args, texts, out.parent)
+    graph, config, reuse, phases = _graph(args, texts)
     cosine, source = _chosen_threshold(args, config)
     print(f"threshold: {cosine:.4g} ({source})", file=sys.stderr)
     clustering = time.perf_counter()
@@ -273,7 +271,7 @@ def _sweep(args) -> tuple[list[dict], dict]:
 
     started = time.perf_counter()
     texts = load_corpus(args.questions)
-    graph, config, reuse, phases = _graph(args, texts, Path.cwd())
+    graph, config, reuse, phases = _graph(args, texts)
     default, source = _chosen_threshold(args, config)
     print(f"default threshold: {default:.4g} ({source})", file=sys.stderr)
     clustering = time.perf_counter()

@@ -1,14 +1,24 @@
-"""Error analysis of a model's scores on labelled pairs (row for row): which pairs it gets wrong at a threshold,
-how its scores spread with question length, and which pairs' questions its training saw.
+"""Looking at a model's work: error analysis of its scores on labelled pairs (the errors at a threshold, scores by
+question length, which pairs' questions training saw), a 2-D map of sentence vectors (PCA, k-means, cosine
+neighbours, rows scaled to unit length), and one training batch's similarity matrix and losses, computed by the
+very ``core.losses`` functions training uses.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
+
 import numpy as np
 import pandas as pd
+import torch
 
 from core.data import normalise_questions
 from core.inference.honest_pairs import run_split
 from core.inference.metrics import predict
+from core.losses import closest_negative, mean_negative, similarity_matrix
+from core.losses.softmax import in_batch_softmax_loss_from_scores
+from core.losses.triplet import triplet_terms
+from core.models.base import PairEncoder
 
 FALSE_POSITIVE, FALSE_NEGATIVE = "false positive", "false negative"
 ERROR_KINDS = (FALSE_POSITIVE, FALSE_NEGATIVE)
@@ -128,3 +138,198 @@ def accuracy_by_group(labels, scores, threshold: float, groups, order=None) -> p
         rows.append({"group": group, "pairs": int(mask.sum()), "errors": int(wrong[mask].sum()),
                      "accuracy": float(1 - wrong[mask].mean())})
     return pd.DataFrame(rows, columns=["group", "pairs", "errors", "accuracy"])
+
+
+# ---- a 2-D map of sentence vectors ----------------------------------------------------------
+MAP_MAX_POINTS = 20_000  # above this many questions the map shows a seeded sample (WebGL stays responsive)
+MAP_SEED = 0
+DUPLICATE_LABEL, NOT_DUPLICATE_LABEL = "in a duplicate pair", "only in non-duplicate pairs"
+
+
+def _matrix(vectors) -> np.ndarray:
+    v = np.asarray(vectors, dtype=np.float64)
+    if v.ndim != 2:
+        raise ValueError(f"expected an (N, d) matrix of vectors, got shape {v.shape}")
+    return v
+
+
+def unit_rows(vectors) -> np.ndarray:
+    """(N, d) rows scaled to length 1; a zero row stays zero."""
+    v = _matrix(vectors)
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+
+def _pca(vectors):
+    from sklearn.decomposition import PCA
+
+    v = _matrix(vectors)
+    n, d = v.shape
+    components = min(2, n, d)
+    if components == 0 or n < 2:  # nothing to spread: every point at the origin
+        return np.zeros((n, 2)), np.zeros(2)
+    # the eigenvectors of the d x d covariance when rows far outnumber dimensions (much faster), else the exact
+    # SVD; both deterministic
+    pca = PCA(n_components=components, svd_solver="covariance_eigh" if n > 2 * d else "full")
+    points = pca.fit_transform(v)  # (N, components)
+    ratio = np.nan_to_num(pca.explained_variance_ratio_)
+    if components < 2:  # one vector or one dimension: the missing axis is all zeros
+        points = np.hstack([points, np.zeros((n, 2 - components))])
+        ratio = np.concatenate([ratio, np.zeros(2 - components)])
+    return points, ratio
+
+
+def clusters(vectors, k: int, seed: int = MAP_SEED) -> np.ndarray:
+    """(N,) k-means cluster ids of the unit-length rows (one seeded start); ``k`` at most the distinct rows."""
+    from sklearn.cluster import KMeans
+
+    v = unit_rows(vectors).astype(np.float32)
+    if len(v) == 0:
+        return np.zeros(0, dtype=int)
+    k = max(1, min(int(k), len({row.tobytes() for row in v})))
+    return KMeans(n_clusters=k, n_init=1, random_state=seed).fit_predict(v).astype(int)
+
+
+def nearest(vectors, query, k: int, exclude: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, cosines) of the ``k`` rows most cosine-similar to ``query`` ((d,)), best first (ties: lower index),
+    ``exclude`` left out."""
+    v = unit_rows(vectors)
+    q = np.asarray(query, dtype=np.float64).ravel()
+    if q.shape[0] != v.shape[1]:
+        raise ValueError(f"the query has {q.shape[0]} dimensions, the vectors {v.shape[1]}")
+    q = q / max(float(np.linalg.norm(q)), 1e-12)
+    scores = v @ q  # (N,)
+    order = np.argsort(-scores, kind="stable")
+    if exclude is not None:
+        order = order[order != exclude]
+    top = order[: max(0, int(k))]
+    return top, scores[top]
+
+
+def neighbours(vectors, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest other rows of row ``index`` by cosine similarity, best first: (indices, cosines)."""
+    v = _matrix(vectors)
+    if not 0 <= index < len(v):
+        raise IndexError(f"row {index} is outside 0..{len(v) - 1}")
+    return nearest(v, v[index], k, exclude=index)
+
+
+def question_labels(pairs: pd.DataFrame, texts: Sequence[str]) -> list[str]:
+    """For each (stripped) text, ``DUPLICATE_LABEL`` when it is in a duplicate pair, else ``NOT_DUPLICATE_LABEL``."""
+    duplicates = pairs[pairs["is_duplicate"] == 1]
+    in_duplicate = set(duplicates["question1"].astype(str).str.strip()) | set(
+        duplicates["question2"].astype(str).str.strip())
+    return [DUPLICATE_LABEL if text in in_duplicate else NOT_DUPLICATE_LABEL for text in texts]
+
+
+@dataclass
+class MapLayout:
+    points: np.ndarray  # (N, 2) PCA coordinates
+    clusters: np.ndarray  # (N,) k-means cluster ids
+    variance: np.ndarray  # (2,) share of the variance each axis keeps
+
+
+def map_layout(vectors, k: int, seed: int = MAP_SEED) -> MapLayout:
+    """What the map draws: coordinates on the first two principal components, ``clusters`` and their variance."""
+    points, ratio = _pca(vectors)
+    return MapLayout(points, clusters(vectors, k, seed), ratio)
+
+
+# ---- one training batch, looked inside -----------------------------------------------------
+# The worked example of the course: rows are v1 (question1), columns v2 (question2).
+SEED_EXAMPLE = [
+    [0.9, -0.8, 0.3, -0.5],
+    [-0.8, 0.5, 0.1, -0.2],
+    [0.3, 0.1, 0.7, -0.8],
+    [-0.5, -0.2, -0.8, 1.0],
+]
+
+
+@dataclass
+class BatchView:
+    scores: np.ndarray  # (B, B) s(v1_i, v2_j)
+    positives: np.ndarray  # (B,) the diagonal s(A, P)
+    mean_negative: np.ndarray  # (B,)
+    closest_negative: np.ndarray  # (B,) NaN where the row has none
+    closest_column: np.ndarray  # (B,) -1 where the row has none
+    l1: np.ndarray  # (B,)
+    l2: np.ndarray  # (B,)
+    margin: float
+    triplet_loss: float  # mean over rows of L1 + L2
+    triplet_cost: float  # the course's J: the sum over rows
+    softmax_loss: float  # in-batch softmax cross-entropy at ``softmax_scale``
+    softmax_scale: float
+    question1: list[str] | None = None
+    question2: list[str] | None = None
+
+    def table(self) -> pd.DataFrame:
+        """One row per anchor: the quantities of the triplet loss."""
+        return pd.DataFrame({
+            "question1": self.question1 or [f"v1_{i + 1}" for i in range(len(self.positives))],
+            "s(A,P)": self.positives,
+            "mean negative": self.mean_negative,
+            "closest negative": self.closest_negative,
+            "closest column": self.closest_column,
+            "L1": self.l1,
+            "L2": self.l2,
+            "L_full": self.l1 + self.l2,
+        })
+
+
+def inspect_scores(scores, margin: float = 0.25, softmax_scale: float = 1.0,
+                   question1=None, question2=None) -> BatchView:
+    """Every per-row quantity of a square score matrix (an edited example or a real batch)."""
+    s = torch.as_tensor(np.asarray(scores, dtype=np.float64))  # (B, B)
+    if s.ndim != 2 or s.shape[0] != s.shape[1] or s.shape[0] < 2:
+        raise ValueError(f"need a square matrix of at least 2x2, got shape {tuple(s.shape)}")
+    closest, columns = closest_negative(s)
+    l1, l2 = triplet_terms(s, margin)
+    return BatchView(
+        scores=s.numpy(),
+        positives=torch.diagonal(s).numpy(),
+        mean_negative=mean_negative(s).numpy(),
+        closest_negative=closest.numpy(),
+        closest_column=columns.numpy(),
+        l1=l1.numpy(),
+        l2=l2.numpy(),
+        margin=margin,
+        triplet_loss=float((l1 + l2).mean()),
+        triplet_cost=float((l1 + l2).sum()),
+        softmax_loss=float(in_batch_softmax_loss_from_scores(s, scale=softmax_scale)),
+        softmax_scale=softmax_scale,
+        question1=list(question1) if question1 is not None else None,
+        question2=list(question2) if question2 is not None else None,
+    )
+
+
+def batch_scores(model: PairEncoder, question1, question2) -> np.ndarray:
+    """The (B, B) similarity matrix of a batch of pairs under ``model``."""
+    v1 = model.encode(list(question1), tower=0)  # (B, d)
+    v2 = model.encode(list(question2), tower=1)  # (B, d)
+    return similarity_matrix(v1, v2).double().numpy()
+
+
+def seed_experiment(scores, rounds: int = 4, diagonal_step: float = 0.5, off_diagonal_step: float = 0.02,
+                    margin: float = 0.25, softmax_scale: float = 1.0) -> pd.DataFrame:
+    """The dual-encoder lesson's experiment: raise the diagonal, lower the rest (clipped to [-1, 1]), watch the
+    losses fall; row 0 is the matrix as given."""
+    s = np.asarray(scores, dtype=np.float64).copy()
+    eye = np.eye(len(s), dtype=bool)
+    rows = []
+    for round_ in range(rounds + 1):
+        view = inspect_scores(s, margin=margin, softmax_scale=softmax_scale)
+        rows.append({"round": round_, "mean diagonal": float(s[eye].mean()),
+                     "mean off-diagonal": float(s[~eye].mean()),
+                     "triplet loss": view.triplet_loss, "softmax loss": view.softmax_loss})
+        s = np.clip(np.where(eye, s + diagonal_step, s - off_diagonal_step), -1.0, 1.0)
+    return pd.DataFrame(rows)
+
+
+def pick_batch(pairs: pd.DataFrame, size: int, seed: int | None = None, start: int = 0) -> pd.DataFrame:
+    """``size`` duplicate pairs, no question twice: at random with ``seed``, else in order from the ``start``-th."""
+    from core.data.batching import duplicate_free_batches
+
+    duplicates = pairs[pairs["is_duplicate"] == 1].iloc[start:].reset_index(drop=True)
+    batches = duplicate_free_batches(duplicates, size, seed=seed)
+    if not batches:
+        raise ValueError("the dataset has too few distinct duplicate pairs for a batch")
+    return duplicates.iloc[batches[0]].reset_index(drop=True)

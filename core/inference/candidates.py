@@ -19,9 +19,8 @@ UNCERTAIN, RANDOM = "uncertain", "random"  # the ``reason`` of a chosen pair
 DEFAULT_K = 10  # neighbours per question
 RANDOM_SHARE = 0.1  # share of a round drawn at random, so quality is also estimated on unbiased pairs
 SEARCH_ROWS = 8192  # questions searched per FAISS call: bounds the (rows, N) score block
-# Up to this many questions the neighbours are searched exactly; above, with HNSW. Every question is a query, so an
-# exact search costs N^2 inner products, yet building an HNSW graph costs more up to here (bench/suggest_speed.py;
-# figures in docs/BENCHMARKS.md).
+# Up to this many questions the neighbours are searched exactly (N^2 products), as cheaper than building HNSW
+# (bench/suggest_speed.py).
 EXACT_LIMIT = 50_000
 
 Progress = Callable[[int, int], None]

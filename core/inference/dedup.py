@@ -1,15 +1,7 @@
-"""Near-duplicate questions of a corpus, texts in and table out: ``encode_corpus`` turns the texts into the vectors
-to cluster, ``core.inference.dedup_graph.NeighbourGraph`` clusters them, ``clusters_frame`` lays the clusters out one
-row per question and ``write_csv_chunks`` writes it as formula-safe CSV in chunks.
-
-A model with two independent towers scores a pair as cos(tower0(q1), tower1(q2)), which is not symmetric;
-clustering uses the symmetric ½·(s(a, b) + s(b, a)), one inner product: queries [t0, t1]/√2 searched against
-[t1, t0]/√2. Siamese models (one tower) use their unit vectors directly.
-
-Reranking (``dedup --rerank``, ``suggest --rerank``): a cross-encoder reads both questions together and ranks pairs
-better than a bi-encoder's cosine, but it has no vectors, so the bi-encoder's graph proposes the candidate pairs and
-the cross-encoder scores each once, its own threshold deciding. Reference: the retrieve-and-rerank pattern of
-Sentence-BERT's documentation; Thakur et al. (2021), "Augmented SBERT".
+"""Near-duplicate questions of a corpus, texts in and table out: encoding, clustering (``dedup_graph``), the table
+and its formula-safe CSV. A two-tower model clusters on the symmetric ½·(s(a, b) + s(b, a)), one inner product of
+[t0, t1]/√2 against [t1, t0]/√2. Reranking: the bi-encoder's graph proposes candidate pairs and a cross-encoder scores
+each once (the retrieve-and-rerank pattern; Thakur et al. (2021), "Augmented SBERT").
 """
 from __future__ import annotations
 
@@ -120,10 +112,8 @@ def sweep_rows(graph: NeighbourGraph, thresholds: Sequence[float], min_size: int
     return rows
 
 
-# A cluster is outsized when it holds more than this share of the corpus and at least this many questions: real
-# near-duplicate groups are small (in Quora's 323,000 pairs the largest group linked by duplicate labels is 107 of
-# 448,909 questions), so a tenth of the corpus in one cluster says the threshold is below where the model separates
-# topics. The floor keeps a small corpus quiet.
+# Real near-duplicate groups are small, so a tenth of the corpus in one cluster says the threshold is below where
+# the model separates topics; the floor keeps a small corpus quiet.
 OUTSIZED_SHARE = 0.10
 OUTSIZED_MIN_SIZE = 20
 

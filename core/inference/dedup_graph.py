@@ -1,28 +1,9 @@
-"""Near-duplicate clusters of vectors: sentence-transformers' community detection on a FAISS k-NN graph.
-
-The rule is ``sentence_transformers.util.community_detection``'s, with the threshold strictly above:
-
-1. The neighbourhood of question i is every question j with cosine(i, j) > threshold, i itself included.
-2. Centres are taken greedily, the largest neighbourhood first (ties: the earlier question). A centre already
-   placed is skipped; otherwise its neighbours not yet placed form its cluster, kept when it has at least
-   ``min_size`` questions (centre included), and marked placed.
-3. Clusters are returned largest first (ties: the order they were formed).
-
-So every member lies within the threshold of its cluster's centre, and nothing is chained through a third question
-(connected components would be).
-
-The candidates come from a k-nearest-neighbour graph (``core.inference.search``: exact up to ``FLAT_LIMIT``
-questions, HNSW above, or the kind asked for; on a CUDA device the vectors fit on, exact products there). A question
-whose k neighbours are *all* above the threshold is searched again with 2k, 4k, ... until the last one falls below
-(as community_detection grows its sort size); on an approximate index never deeper than ``max_neighbourhood``, and
-the graph counts such questions (``capped``) so callers can say the threshold is too low. An ivfpq index only
-proposes candidates, each scored again exactly, so a threshold means the same on every kind. With the exact index
-and no capped question the clusters are community_detection's; with HNSW a neighbour the search misses is missed
-(``bench/dedup_quality.py`` measures the recall). Identical rows are indexed once with their count
-(``distinct_rows``) and always fall in one cluster.
-
-``SavedGraphIndex`` keeps the built index and the first search in the lab's cache for a later graph of the same
-model's vectors of the same corpus.
+"""Near-duplicate clusters of vectors: ``sentence_transformers.util.community_detection``'s rule (threshold strictly
+above) on a FAISS k-NN graph. Centres are taken greedily, the largest neighbourhood first (ties: the earlier row);
+each takes its neighbours not yet placed and is kept at ``min_size``; clusters come largest first. So every member
+lies within the threshold of its centre, with no chaining. A row whose k neighbours are all above the threshold is
+searched again with 2k, 4k, ... (on an approximate index at most ``max_neighbourhood`` deep, counted in
+``capped``); ivfpq candidates are scored again exactly. Identical rows are indexed once with their count.
 """
 from __future__ import annotations
 
@@ -38,14 +19,11 @@ DEFAULT_K = 50  # neighbours per question in the first search: community_detecti
 SEARCH_BUDGET = 1 << 22  # (row, neighbour) results per FAISS call: bounds the live search arrays
 DEEP_BUDGET = 1 << 23  # results of deepened searches kept for clustering; beyond it they are searched again
 MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate index (its closest are kept)
-# The graph's HNSW: fewer links and candidates than core.inference.search's (32 and 512), which wants top-10 recall
-# for one query at a time; the neighbours that matter for a cluster are the very close ones, found first
-# (docs/BENCHMARKS.md).
+# Fewer HNSW links and candidates than search's: a cluster needs only the very close neighbours, found first.
 GRAPH_HNSW_LINKS = 16
 GRAPH_EF_SEARCH = 64
 RESCORE_PAIRS = 1 << 14  # (row, neighbour) pairs re-scored at a time on an ivfpq index: the gather stays small
 UNIT_CHUNK = 65_536  # rows per step when hashing a corpus's vectors
-IDS, SCORES = "ids.npy", "scores.npy"  # a saved first search
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -74,11 +52,8 @@ def checked_threshold(threshold: float, min_size: int) -> np.float32:
 
 
 class NeighbourGraph:
-    """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the vectors
-    themselves) in an inner-product index that is kept, so rows whose neighbourhood at a threshold is larger than
-    ``k`` are searched deeper when ``cluster`` asks, and any threshold can be clustered again without searching
-    everything again. Identical rows are indexed once and carry their count: a corpus of 100,000 copies of one
-    question costs one search."""
+    """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the vectors),
+    in an index kept so that any threshold can be clustered again, searching deeper only where it must."""
 
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
                  progress: Progress | None = None, max_neighbourhood: int | None = None,
@@ -133,15 +108,12 @@ class NeighbourGraph:
             self.index.hnsw.efSearch = self.ef_search  # FAISS searches with max(efSearch, k)
         if self.queries is self.vectors and self.kind != "ivfpq" and on_device is None:  # one tower: FAISS's copy
             self.vectors = self.queries = stored_vectors(self.index)
-        saved = index_store is not None and index_store.load_neighbours(self)  # this index's first search, kept
         step = max(1, SEARCH_BUDGET // self.k)
-        for start in range(0, 0 if saved else u, step):
+        for start in range(0, u, step):
             rows = np.arange(start, min(start + step, u))
             self.ids[rows], self.scores[rows] = self._search(rows, self.k)
             if progress is not None:
                 progress(int(rows[-1]) + 1, u)
-        if index_store is not None and not saved:
-            index_store.save_neighbours(self)
 
     def _index(self, index_kind: str | None, exact: bool, seed: int, store):
         """The filled index of the distinct rows: ``store``'s saved one when it holds them, else built (and kept)."""
@@ -152,7 +124,6 @@ class NeighbourGraph:
         kind = "ivfpq" if asked == "ivfpq" else "flat" if exact else "hnsw"
         parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
                       "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": seed}}[kind]
-        self.index_parameters = parameters  # what decides the index beyond its vectors (its saved stamp)
         if store is not None:
             index = store.load(kind, parameters, self.vectors)
             if index is not None:
@@ -299,8 +270,7 @@ class NeighbourGraph:
             return []
         sizes, neighbourhood, self.capped = self._neighbourhoods(t)
         candidates = np.flatnonzero(sizes >= min_size)
-        # Largest first, then the earlier row; every copy of a distinct row has its neighbourhood, and
-        # its first copy (the earliest row) is the one community_detection would take.
+        # Largest first, then the earlier row (a distinct row's first copy, as community_detection takes it).
         order = candidates[np.lexsort((self.first[candidates], -sizes[candidates]))]
         used = np.zeros(len(self.first), dtype=bool)  # per distinct row: its copies always go together
         clusters: list[Cluster] = []
@@ -396,9 +366,8 @@ def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray,
 # ---- kept between runs ---------------------------------------------------------------------------
 @dataclass
 class SavedGraphIndex:
-    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus, and its first search, are kept (the
-    CLI's: the lab's cache, ``dedup/``), used again only under exactly the stamp they were saved with; ``reused``
-    says, once a graph is built, whether the index was loaded. A cache that cannot be written costs only the reuse."""
+    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus is kept (the lab's cache,
+    ``dedup/``), used again only under exactly its stamp; ``reused`` says whether it was loaded."""
 
     root: Path
     model: str  # ``core.inference.search.model_identity`` of the model whose vectors are indexed
@@ -426,30 +395,3 @@ class SavedGraphIndex:
         self.reused = False
         with contextlib.suppress(OSError):
             save_index(index, self.folder(kind), self.stamp(kind, parameters, *vectors.shape))
-
-    def neighbours_folder(self, kind: str, k: int) -> Path:
-        return Path(f"{self.folder(kind)}-k{k}")
-
-    def _neighbour_stamp(self, graph) -> dict:
-        return {**self.stamp(graph.kind, graph.index_parameters, *graph.vectors.shape), "use": "dedup neighbours",
-                "k": graph.k, "ef_search": graph.ef_search}
-
-    def load_neighbours(self, graph) -> bool:
-        """Fill ``graph.ids`` and ``graph.scores`` with the first search saved for its loaded index (a rebuilt HNSW
-        index has its own neighbours); False, nothing changed, otherwise."""
-        from core.inference.search import load_arrays
-
-        shape = graph.ids.shape
-        arrays = self.reused and load_arrays(self.neighbours_folder(graph.kind, graph.k), self._neighbour_stamp(graph),
-                                             {IDS: (shape, graph.ids.dtype), SCORES: (shape, np.float32)})
-        if not arrays:
-            return False
-        graph.ids, graph.scores = arrays[IDS], arrays[SCORES]
-        return True
-
-    def save_neighbours(self, graph) -> None:
-        from core.inference.search import save_arrays
-
-        with contextlib.suppress(OSError):
-            save_arrays(self.neighbours_folder(graph.kind, graph.k), {IDS: graph.ids, SCORES: graph.scores},
-                        self._neighbour_stamp(graph))

@@ -1,11 +1,7 @@
-"""The Compare page's maths: the pairs a comparison may measure models on (none that a compared model trained on,
-matched by content), and the table's rows, every model and two references (zero-shot MiniLM, TF-IDF cosine).
-
-Which set, in this order: the workspace's test file, else its validation file, else the pairs of the active dataset
-that every compared model held out. Pairs are matched by ``core.data.pair_key`` (both questions normalised, either
-order). A model whose recorded dataset fingerprint is the active dataset's trained on the part its own settings find
-again (``training_of``); when that cannot be found, no pair of the dataset is offered as unseen. A model trained on
-other data is said to be unchecked. Above ``COMPARE_MAX_PAIRS`` a seeded sample keeps scoring on a CPU short.
+"""The Compare page's maths: the pairs a comparison may measure models on (none a compared model trained on,
+matched by ``core.data.pair_key``), and the table's rows with two references (zero-shot MiniLM, TF-IDF cosine).
+The set is the workspace's test file, else its validation file, else the active dataset's pairs every compared model
+held out; a model trained on other data is said to be unchecked.
 """
 from __future__ import annotations
 

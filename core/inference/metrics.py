@@ -1,16 +1,10 @@
-"""Scores against duplicate labels (scikit-learn, imported by the functions that use it), and how sure each
-figure is.
+"""Scores against duplicate labels (scikit-learn, imported where used), and how sure each figure is.
 
-A pair is a duplicate when its score is strictly above the threshold; calibrated thresholds sit halfway between two
-neighbouring distinct scores, so ">" and ">=" agree on the data they were calibrated on.
-
-Uncertainty: ``metric_intervals`` resamples the pairs (or whole groups of pairs sharing questions: they are not
-independent evidence) and reports the 2.5th and 97.5th percentiles of each metric; ``paired_verdict`` resamples the
-*same* pairs for two scorers at once, so what both find easy or hard cancels out, and calls the first "better" only
-when the whole interval of the ROC AUC difference lies above zero. Each resample is a vector of row weights (how
-often each row was drawn), so a round costs a few array sums; ties count half, as in ``roc_auc_score``. Reference:
-Efron & Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13 (percentile intervals) and 16 (paired
-resampling).
+A pair is a duplicate when its score is strictly above the threshold. ``metric_intervals`` resamples the pairs (or
+whole groups sharing questions) and reports each metric's 2.5th and 97.5th percentiles; ``paired_verdict``
+resamples the same pairs for two scorers at once and calls the first "better" only when the whole interval of the
+ROC AUC difference lies above zero. A resample is a vector of row weights; ties count half, as in
+``roc_auc_score``. Reference: Efron & Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13 and 16.
 """
 from __future__ import annotations
 

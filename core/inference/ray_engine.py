@@ -1,20 +1,8 @@
-"""Embedding and deduplicating on a Ray cluster (``--engine ray``): the same vectors and clusters as the local
-path, with the encoding spread over a pool of encoder actors and the first k-NN search over Ray tasks.
-
-- ``ray_session``: a local Ray sized to this machine, or a running cluster at an address, shut down after. The
-  address is first reached with a plain socket that must also answer the HTTP/2 preface as every gRPC server does
-  (``check_ray_address``), and ``ray.init`` then runs under a time limit: Ray itself would retry an address that
-  does not resolve, answer or speak its protocol for minutes; here any failure is one ``RayAddressError`` line
-  within ``CONNECT_TIMEOUT_S + INIT_TIMEOUT_S``.
-- ``ray_encode``: the questions (``corpus_dataset``: blocks of whole batches) encoded by ``ShardEncoder`` actors,
-  each loading the model once, written as vector shards on disk. Ray Data restarts a killed actor and retries its
-  batch; a shard is named by its first question id and written whole, and every batch starts at a multiple of the
-  batch size, so a retried batch rewrites the same shard. ``gather_shards`` reads them back in id order.
-- ``ray_graph``: ``NeighbourGraph`` whose first search is split into Ray tasks over the FAISS index put in the
-  object store once; clustering is the local code itself.
-
-Ray is imported inside the functions. On a real cluster the model folder and ``out_dir`` must be on storage every
-node sees, and the lab installed on the nodes.
+"""Embedding and deduplicating on a Ray cluster (``--engine ray``): the same vectors and clusters as the local path,
+encoded by a pool of encoder actors (a killed one restarted, its batch retried) and the first k-NN search split over
+Ray tasks. An address is checked with a socket and the HTTP/2 preface, then ``ray.init`` runs under a time limit, so
+an unreachable cluster is one ``RayAddressError`` line. Ray is imported inside functions; on a real cluster the model
+folder must be on storage every node sees.
 """
 from __future__ import annotations
 
@@ -33,11 +21,9 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from core.inference.dedup_graph import NeighbourGraph
-from core.saving.user_files import claim_files
 
 OBJECT_STORE_CAP = 2 << 30  # bytes: a local Ray's shared-memory store, at most a tenth of this machine's memory
 TASK_RETRIES = 3  # retries of a search task whose worker died, before the run fails
-SHARD_PREFIX = "shard-"
 CONNECT_TIMEOUT_S = 10.0  # resolving and reaching a cluster's address, before Ray is asked to join it
 INIT_TIMEOUT_S = 15.0  # ray.init joining a cluster whose address answered: both limits together stay under 30 s
 NAMED_ADDRESSES = ("auto", "local")  # ray.init's own words: a cluster found on this machine, or a new one
@@ -224,90 +210,58 @@ def load_named_model(source: str):
     return load_model(source, device="cpu")[0]
 
 
-class ShardEncoder:
-    """A Ray Data encoder actor: loads the model once, then writes each batch of (id, question) rows as a shard in
-    ``out_dir``: ``<stem>.vectors.npy``, ``<stem>.queries.npy`` (a two-tower model's, deduplication only) and
-    ``<stem>.ids.npy``, written last, which marks the shard whole."""
+class BatchEncoder:
+    """A Ray Data encoder actor: loads the model once, then encodes each batch of (id, question) rows."""
 
-    def __init__(self, load: Callable[[], object], out_dir: str, unit: bool, batch_size: int):
+    def __init__(self, load: Callable[[], object], unit: bool, batch_size: int):
         self.model = load()
-        self.out_dir, self.unit, self.batch_size = Path(out_dir), unit, batch_size
+        self.unit, self.batch_size = unit, batch_size
 
     def __call__(self, batch: dict) -> dict:
         from core.inference.dedup import encode_corpus
 
-        ids = np.asarray(batch["id"], dtype=np.int64)
         texts = [str(text) for text in batch["question"]]
         if self.unit:  # deduplication's vectors: unit rows, both towers' mean for a two-tower model
             vectors, queries = encode_corpus(self.model, texts, batch_size=self.batch_size)
         else:  # ``embed``'s raw vectors of tower 1, as the local path writes them
             vectors = np.asarray(self.model.encode(texts, tower=1, batch_size=self.batch_size), dtype=np.float32)
             queries = None
-        stem = self.out_dir / f"{SHARD_PREFIX}{int(ids[0]):012d}"
-        _write_atomic(shard_file(stem, "vectors"), vectors)
-        if queries is not None:
-            _write_atomic(shard_file(stem, "queries"), queries)
-        _write_atomic(shard_file(stem, "ids"), ids)
-        return {"shard": np.array([str(stem)]), "rows": np.array([len(ids)])}
+        return {"id": np.asarray(batch["id"], dtype=np.int64), "vectors": vectors,
+                **({"queries": queries} if queries is not None else {})}
 
 
-def shard_file(stem: Path, part: str) -> Path:
-    """The ``part`` ("vectors", "queries" or "ids") file of the shard ``stem``."""
-    return stem.parent / f"{stem.name}.{part}.npy"
-
-
-def _write_atomic(path: Path, array: np.ndarray) -> None:
-    """``array`` to ``path`` whole: a killed writer leaves no half file, and a retried batch replaces its shard."""
-    with claim_files([path], overwrite=True) as claim, claim.open(path) as handle:
-        np.save(handle, np.ascontiguousarray(array))
-
-
-def ray_encode(model_source: str | Callable[[], object], questions: Sequence[str], out_dir: str | Path,
-               batch_size: int = 256, workers: int = 2, unit: bool = True,
-               encoder: type = ShardEncoder, dataset=None) -> list[Path]:
-    """Encode ``questions`` on Ray into shards in ``out_dir`` (created; must hold no shards yet); the shards' stems
-    in id order. ``model_source``: a model folder or ``"minilm"`` (torch, CPU), or a picklable ``load()`` of any
-    model with ``encode`` (the CLI's ``--backend`` loader). ``unit``: deduplication's vectors (``encode_corpus``),
-    else ``embed``'s. ``dataset``: the questions as ``corpus_dataset`` gives them (by default made here)."""
+def ray_encode(model_source: str | Callable[[], object], questions: Sequence[str], batch_size: int = 256,
+               workers: int = 2, unit: bool = True,
+               encoder: type = BatchEncoder) -> tuple[np.ndarray, np.ndarray | None]:
+    """(vectors, queries or None), each (N, d) in question order, of ``questions`` encoded on Ray. ``model_source``:
+    a model folder or ``"minilm"`` (torch, CPU), or a picklable ``load()`` of any model with ``encode``.
+    ``unit``: deduplication's vectors (``encode_corpus``), else ``embed``'s. A row encoded twice is kept once."""
+    import pandas as pd
     import ray.data
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if any(out_dir.glob(f"{SHARD_PREFIX}*")):
-        raise ValueError(f"{out_dir} already holds shards; give an empty folder")
     load = model_source if callable(model_source) else functools.partial(load_named_model, str(model_source))
     if not len(questions):
-        return []
-    if dataset is None:
-        dataset = corpus_dataset(questions, batch_size, workers)
-    written = dataset.map_batches(
-        encoder, fn_constructor_args=(load, str(out_dir), unit, batch_size), batch_size=batch_size,
-        batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
-    stems = {Path(row["shard"]) for row in written.take_all()}
-    return sorted(stems)
-
-
-def gather_shards(shards: Sequence[Path], total: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """(vectors, queries or None), each (total, d), of ``ray_encode``'s shards in question-id order; a row written
-    twice is kept once, a missing one is a RuntimeError."""
+        return np.zeros((0, 0), dtype=np.float32), None
+    # Blocks of whole batches (a retried batch is the same rows), about four per worker, bounded in size.
+    rows = min(max(math.ceil(len(questions) / (4 * max(workers, 1)) / batch_size), 1), BATCHES_PER_BLOCK) * batch_size
+    frame = pd.DataFrame({"id": np.arange(len(questions), dtype=np.int64), "question": list(questions)})
+    dataset = ray.data.from_pandas([frame.iloc[start : start + rows] for start in range(0, len(questions), rows)])
+    encoded = dataset.map_batches(
+        encoder, fn_constructor_args=(load, unit, batch_size), batch_size=batch_size, batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
     vectors = queries = None
-    seen = np.zeros(total, dtype=bool)
-    for stem in shards:
-        ids = np.load(shard_file(stem, "ids"))
-        fresh = ~seen[ids]
-        part = np.load(shard_file(stem, "vectors"))
+    seen = np.zeros(len(questions), dtype=bool)
+    for batch in encoded.iter_batches(batch_size=None, batch_format="numpy"):
+        ids = batch["id"]
         if vectors is None:
-            vectors = np.empty((total, part.shape[1]), dtype=np.float32)
-            two_towers = shard_file(stem, "queries").exists()
-            queries = np.empty_like(vectors) if two_towers else None
-        vectors[ids[fresh]] = part[fresh]
+            vectors = np.empty((len(questions), batch["vectors"].shape[1]), dtype=np.float32)
+            queries = np.empty_like(vectors) if "queries" in batch else None
+        vectors[ids] = batch["vectors"]
         if queries is not None:
-            queries[ids[fresh]] = np.load(shard_file(stem, "queries"))[fresh]
+            queries[ids] = batch["queries"]
         seen[ids] = True
     if not seen.all():
-        raise RuntimeError(f"{int((~seen).sum()):,} of {total:,} questions are missing from the shards")
-    if vectors is None:
-        return np.zeros((0, 0), dtype=np.float32), None
+        raise RuntimeError(f"{int((~seen).sum()):,} of {len(questions):,} questions came back unencoded")
     return vectors, queries
 
 
@@ -358,21 +312,3 @@ class _RayGraph(NeighbourGraph):
 def ray_graph(vectors: np.ndarray, workers: int = 2, **options) -> NeighbourGraph:
     """``NeighbourGraph(vectors, **options)`` with its first search in ``workers`` Ray tasks: the same clusters."""
     return _RayGraph(vectors, shards=max(int(workers), 1), **options)
-
-
-# ---- the corpus as a Ray dataset ------------------------------------------------------------------
-def block_rows(total: int, batch_size: int, workers: int) -> int:
-    """Rows per block: whole batches (a retried batch is the same rows), about four blocks per worker, at most
-    ``BATCHES_PER_BLOCK`` batches."""
-    per_block = math.ceil(total / (4 * max(workers, 1)) / batch_size) * batch_size
-    return min(max(per_block, batch_size), BATCHES_PER_BLOCK * batch_size)
-
-
-def corpus_dataset(questions: Sequence[str], batch_size: int, workers: int):
-    """``questions`` (read by the driver) as a Ray dataset of (id, question) blocks of ``block_rows`` rows."""
-    import pandas as pd
-    import ray.data
-
-    rows = block_rows(len(questions), batch_size, workers)
-    frame = pd.DataFrame({"id": np.arange(len(questions), dtype=np.int64), "question": list(questions)})
-    return ray.data.from_pandas([frame.iloc[start : start + rows] for start in range(0, len(questions), rows)])

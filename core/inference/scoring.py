@@ -1,9 +1,5 @@
-"""Score a whole file of pairs at a threshold, streamed: a 1 GB file never sits in memory twice.
-
-The file is read in chunks by ``core.data``'s one pairs reader (``PairReader``: what ``load_pairs`` accepts and
-refuses; the label column optional). Each chunk is scored and appended to the output, every input column kept and
-``similarity`` and ``predicted_duplicate`` added, formula-safe (``output_names`` when the input has those names).
-With labels, the metrics of ``evaluate_scores`` come back too.
+"""Score a whole file of pairs at a threshold, streamed in chunks read by ``core.data.PairReader``: every input
+column kept, ``similarity`` and ``predicted_duplicate`` added, formula-safe; with labels, the metrics too.
 """
 from __future__ import annotations
 
@@ -24,8 +20,7 @@ from core.saving.safe_csv import safe_csv_text
 from core.saving.user_files import claim_files
 
 CHUNK_ROWS = 20_000  # pairs read, scored and written at a time: bounds memory whatever the file size
-# Pairs scored per model call when the encoding's progress is followed: a chunk of MiniLM pairs takes a minute
-# on a CPU, so its progress moves within it, while each call still fills several encoding batches.
+# Pairs per model call when progress is followed, so it moves within a chunk while each call fills several batches.
 SCORE_STEP = 2048
 OUTPUT_COLUMNS = ("similarity", "predicted_duplicate")  # what is appended to each row, in this order
 

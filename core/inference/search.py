@@ -1,22 +1,8 @@
-"""Nearest questions: a corpus's unit vectors in an inner-product index, FAISS's or exact matrix products on a GPU.
-
-The corpus is encoded through tower 1 (the question2 side) and a query through tower 0, as pairs are scored, so a
-search score is the cosine the model would give the pair (query, corpus question).
-
-Three kinds of FAISS index (``new_index``): ``flat`` is exact; ``hnsw`` adds a graph for fast approximate search;
-``ivfpq`` compresses: the vectors are split among ``nlist`` k-means cells (IVF) and each is stored as ``m`` one-byte
-codes of its residual (product quantisation), trained on a seeded sample (``bench/index_memory.py``). Its scores
-are PQ estimates: callers that compare them with a threshold score their candidates again exactly
-(``core.inference.dedup_graph``). By default a corpus is searched exactly up to ``FLAT_LIMIT`` texts, HNSW above.
-On a CUDA device the vectors fit on, ``DeviceIndex`` does the flat index's work in torch, in IEEE float32 (never
-TF32), so its scores are FAISS's up to rounding in the last bits.
-
-An index or arrays are kept in a cache folder named by what they were built from, and used again only under
-exactly the same stamp (model, texts, count, kind, parameters). The cache is the lab's own folder, so an entry is
-checked for what a crash or a stale entry leaves, not for forgery (``docs/RELIABILITY.md``).
-
-FAISS and torch are imported only where an index is made or read: the command line's parsers take ``INDEX_KINDS``
-and ``FLAT_LIMIT`` from here.
+"""Nearest questions: a corpus's unit vectors (tower 1) in an inner-product index searched with a query's (tower 0),
+so a score is the cosine the model gives the pair. ``flat`` is exact, ``hnsw`` approximate, ``ivfpq`` compressed
+(IVF cells and PQ codes; its scores are estimates that callers comparing with a threshold score again exactly). On a
+CUDA device, ``DeviceIndex`` searches exactly in IEEE float32. Indexes and arrays are cached by what they were built
+from and checked for what a crash or a stale entry leaves, not for forgery. FAISS and torch are imported lazily.
 """
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""A stacked scorer (``calibrate --stacked``): a logistic regression on an encoder's cosine and three cheap lexical
-features of a pair (``FEATURES``): the cosine of TF-IDF vectors fitted on the fit pairs' questions, the Jaccard
-overlap of the two questions' word sets and the ratio of their lengths in words. They are standardised with the fit
-pairs' means and scales; the score is ``LogisticRegression``'s probability of a duplicate.
-
-Its folder is a calibrated copy of the encoder (``core.saving.calibrated``) whose ``model_type`` is ``STACKED``: the
-encoder's files checked as every copy's parent, the TF-IDF fit in ``TFIDF_FILE``, the rest in config.json's
-``stacked``, all JSON. It scores pairs and has no vectors.
+"""A stacked scorer (``calibrate --stacked``): a logistic regression on an encoder's cosine and three lexical features
+(``FEATURES``: TF-IDF cosine, word-set Jaccard, length ratio), standardised on the fit pairs. Its folder is a
+calibrated copy of the encoder with the TF-IDF fit and the regression in JSON; it scores pairs and has no vectors.
 """
 from __future__ import annotations
 

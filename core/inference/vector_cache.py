@@ -1,13 +1,7 @@
-"""A corpus's vectors kept on disk between runs: a second ``dedup`` at another threshold, a ``suggest`` round or a
-``search`` index of another kind, on the same corpus with the same model, encodes nothing.
-
-An entry is one folder under the cache root, named by the model's key and the corpus's fingerprint
-(``core.inference.search.fingerprint``), written whole (``core.inference.search.save_arrays``): ``second.npy``, the
-unit vectors of tower 1 (what a search indexes and a Siamese model clusters), ``first.npy`` (tower 0) only for a
-model whose two towers differ, and the stamp. It is used only under exactly the stamp asked for, its arrays only with
-the stamp's shape and dtype and finite unit rows: anything else is encoded again and written over (the cache is the
-lab's own folder, so these checks catch a stale or damaged entry, not a forgery). The model's key is the caller's:
-the CLI names a saved model by the sha256 of its files, the library defaults to ``search.model_identity``.
+"""A corpus's vectors kept on disk between runs, so another threshold, round or index kind on the same corpus with the
+same model encodes nothing. An entry is a folder named by the model's key and the corpus's fingerprint: tower 1's
+unit rows (``second.npy``), tower 0's (``first.npy``) only when the towers differ, and the stamp; anything but exactly
+the stamp, shapes, dtypes and finite unit rows asked for is encoded again.
 """
 from __future__ import annotations
 
