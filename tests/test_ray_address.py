@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import socket
 import threading
+import os
 import time
 from pathlib import Path
 
@@ -202,3 +203,23 @@ def test_a_cluster_that_answers_but_never_lets_ray_join_is_one_error_at_the_time
         with pytest.raises(RayAddressError, match=r"it answered, but Ray did not join it within 0.5 s"):
             with ray_engine.ray_session(address):
                 pytest.fail("the session started")
+
+
+def test_what_ray_init_writes_on_descriptor_2_never_reaches_the_user(monkeypatch, capfd):
+    """Ray's core worker logged a line per failed join attempt (twenty lines before the one error line)."""
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray of this process is running: ray_session would use it and ignore the address")
+
+    def noisy_join(**options):
+        os.write(2, b"gcs_client.cc:210: Failed to get cluster ID from GCS server\n")
+        time.sleep(60)
+
+    monkeypatch.setattr(ray, "init", noisy_join)
+    monkeypatch.setattr(ray_engine, "INIT_TIMEOUT_S", 0.5)
+    with listener(answer=SETTINGS) as address:
+        with pytest.raises(RayAddressError):
+            with ray_engine.ray_session(address):
+                pytest.fail("the session started")
+    assert "gcs_client" not in capfd.readouterr().err

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import stat
-import sys
 import tempfile
 import threading
 import warnings
@@ -23,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from core.export.manifest import TOKENIZER_FILE, normalises
+from core.notices import native_stderr_dropped
 
 GRAPH_FILES = ("model.onnx", "model_tower1.onnx")  # tower 0 (question 1, and both sides when Siamese), tower 1
 INPUT_NAMES = ("input_ids", "attention_mask")
@@ -92,13 +91,7 @@ def quiet_export(native: bool = False):
         restore.callback(logging.disable, logging.root.manager.disable)
         logging.disable(logging.WARNING)
         if native:
-            with contextlib.suppress(OSError, ValueError, AttributeError):  # no usable descriptor 2: nothing to hide
-                sys.stderr.flush()
-                saved = os.dup(2)
-                restore.callback(os.close, saved)
-                restore.callback(os.dup2, saved, 2)
-                with open(os.devnull, "wb") as null:
-                    os.dup2(null.fileno(), 2)
+            restore.enter_context(native_stderr_dropped())
         yield
 
 

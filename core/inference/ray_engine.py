@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from core.inference.dedup_graph import NeighbourGraph
+from core.notices import native_stderr_dropped
 
 OBJECT_STORE_CAP = 2 << 30  # bytes: a local Ray's shared-memory store, at most a tenth of this machine's memory
 TASK_RETRIES = 3  # retries of a search task whose worker died, before the run fails
@@ -140,7 +141,8 @@ def ray_session(address: str = "", num_cpus: int | None = None):
     if address:
         check_ray_address(address)
         try:
-            with _time_limit(INIT_TIMEOUT_S):
+            # Ray's core worker logs each failed attempt on descriptor 2, past Python's logging: one line here.
+            with _time_limit(INIT_TIMEOUT_S), native_stderr_dropped():
                 ray.init(address=address, **quiet)
         except _TimeUp:
             if ray.is_initialized():
