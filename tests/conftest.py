@@ -9,6 +9,8 @@ Fixtures
 ``sample_pairs``      (session)  ``(pairs, report)`` of the bundled sample, as ``core.data.load_pairs`` reads it.
 ``train_tiny_model``  (session)  ``train_tiny_model(model, runs_root, loss="triplet", **spec_fields) -> Path``:
                       trains a tiny model (1 epoch on the sample, about a second) and returns its folder.
+``tiny_lstm``         (session)  one tiny Siamese LSTM as ``train_tiny_model("lstm", ...)`` trains it by default,
+                      trained once per test session for the modules that only read it; treat it as read-only.
 ``tiny_models``       (session)  ``{"lstm": Path, "dual-transformer": Path}``: one tiny Siamese LSTM (triplet loss)
                       and one tiny dual transformer (in-batch softmax), trained once per test session in a
                       session tmp folder. Treat them as read-only; use ``runs_with_models`` to get copies.
@@ -141,6 +143,11 @@ def train_tiny_model(sample_pairs):
         return result.folder
 
     return train
+
+
+@pytest.fixture(scope="session")
+def tiny_lstm(tmp_path_factory, train_tiny_model) -> Path:
+    return train_tiny_model("lstm", tmp_path_factory.mktemp("tiny_lstm"))
 
 
 @pytest.fixture(scope="session")

@@ -56,8 +56,8 @@ def one_error_line(err: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def lstm(tmp_path_factory, train_tiny_model) -> Path:
-    return train_tiny_model("lstm", tmp_path_factory.mktemp("runs"))
+def lstm(tiny_lstm) -> Path:
+    return tiny_lstm
 
 
 def command(name: str, model: Path, data: Path, tmp_path: Path) -> list[str]:

@@ -52,7 +52,7 @@ POLL_MS = 500
 # run is still queued when its page next refreshes, and the third user's verdicts are asked while both train,
 # even on a quiet machine; the time budget ends each run after 30 s of training however loaded the machine is
 # (60 epochs took 10 minutes for the two runs on a loaded one), twice the two verdicts' time seen there.
-TINY_RUN = {"Epochs": 60, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
+TINY_RUN = {"Epochs": 30, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
             "Max length (tokens per question)": 16, "Early-stopping patience (epochs, 0 = off)": 0,
             "Time budget (minutes, 0 = none)": 0.5}
 # Each differs from the page's default second question and from the one before, so every one is a new answer.

@@ -40,8 +40,8 @@ def tree_digest(root: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def lstm_folder(tmp_path_factory, train_tiny_model) -> Path:
-    return train_tiny_model("lstm", tmp_path_factory.mktemp("runs"))
+def lstm_folder(tiny_lstm) -> Path:
+    return tiny_lstm
 
 
 @pytest.fixture

@@ -34,26 +34,22 @@ def run_without_faiss(*args) -> subprocess.CompletedProcess:
                                                        "HF_HUB_OFFLINE": "1"})
 
 
-def test_every_command_builds_its_parser_without_faiss():
-    # One interpreter for all the commands: main() builds the whole parser for each, then --help exits
-    # (`python -m core` itself starts without FAISS in test_score_runs_without_faiss).
-    script = WITHOUT_FAISS.split("sys.argv =")[0] + r"""
-from core.cli.main import main
+def test_every_command_builds_its_parser_and_score_runs_without_faiss(tmp_path):
+    # One interpreter for both: main() builds the whole parser for each command, then --help exits; then
+    # `python -m core score` runs as the shell starts it.
+    out = tmp_path / "scored.csv"
+    script = WITHOUT_FAISS.replace("sys.argv =", r"""from core.cli.main import main
 for command in ("train", "score", "predict", "evaluate", "calibrate", "export", "embed", "search", "dedup", "suggest"):
     try:
         main([command, "--help"])
     except SystemExit as end:
         assert end.code == 0, command
-"""
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+sys.argv =""")
+    done = subprocess.run([sys.executable, "-c", script, "score", "--model", "tfidf", "--pairs", str(SAMPLE), "--out",
+                           str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("usage:") == 10 and "Traceback" not in done.stderr
-
-
-def test_score_runs_without_faiss(tmp_path):
-    out = tmp_path / "scored.csv"
-    done = run_without_faiss("score", "--model", "tfidf", "--pairs", SAMPLE, "--out", out)
-    assert done.returncode == 0, done.stderr[-2000:]
     assert out.read_text(encoding="utf-8").splitlines()[0].endswith("similarity,predicted_duplicate")
 
 

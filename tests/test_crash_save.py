@@ -52,7 +52,7 @@ OLD_SEED, NEW_SEED = 1, 2
 TARGET = "run"
 SMALL = {"vocab_size": 99, "embedding_dim": 16, "hidden_size": 32}  # every dimension different
 LARGE = {"vocab_size": 200_000, "embedding_dim": 64, "hidden_size": 8}  # ~51 MB embedding table
-TIMED_ATTEMPTS = 10
+TIMED_ATTEMPTS = 5
 # Audit events that mark a filesystem step of a save (see "Audit events table" in the Python docs).
 WATCHED_EVENTS = frozenset(
     {"os.mkdir", "open", "os.listdir", "os.scandir", "os.rename", "os.remove", "os.rmdir",
@@ -236,8 +236,8 @@ def test_sigkill_at_random_moments_during_a_large_save(tmp_path):
     old, (measure_root, *roots) = prepare_cases(tmp_path, LARGE, 1 + TIMED_ATTEMPTS)
     new = build_model(NEW_SEED, **LARGE)
     rng = random.Random(0)
-    # The driver first saves whole once to time it, then kills one save in each tenth of that
-    # time, at a random point within the tenth.
+    # The driver first saves whole once to time it, then kills one save in each fifth of that
+    # time, at a random point within the fifth.
     fractions = [(index + rng.random()) / TIMED_ATTEMPTS for index in range(TIMED_ATTEMPTS)]
     cases = [{"folder": str(measure_root / TARGET)}] + [
         {"folder": str(root / TARGET), "kill_at_fraction": fraction} for root, fraction in zip(roots, fractions)

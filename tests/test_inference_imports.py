@@ -1,5 +1,7 @@
 """Inference never goes through training: loading and scoring a model imports neither the trainer,
-the training pipeline, the spec builder nor the job queue (the losses may load: the heatmap reads them)."""
+the training pipeline, the spec builder nor the job queue (the losses may load: the heatmap reads them).
+Nor does local work import Ray: the dedup command and page, with core.inference.ray_engine loaded."""
+import importlib.util
 import json
 import subprocess
 import sys
@@ -7,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.navigation import COMPARE, MAP, SEARCH, SIMILARITY, VERDICT
+from lab.navigation import COMPARE, DEDUPLICATE, MAP, SEARCH, SIMILARITY, VERDICT
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +30,14 @@ for page in {pages!r}:
     at = AppTest.from_file({root!r} + "/app.py", default_timeout=120).run()
     at.switch_page(page).run()
     assert not at.exception, (page, at.exception)
-print(json.dumps([after_commands, sorted(name for name in sys.modules if name.startswith("core"))]))
+after_pages = sorted(name for name in sys.modules if name.startswith("core"))
+# Then Ray: loading its engine, a local dedup and the Deduplicate page leave it unimported.
+import core.inference.ray_engine
+dedup = main({dedup!r})
+at = AppTest.from_file({root!r} + "/app.py", default_timeout=120).run()
+at.switch_page({dedup_page!r}).run()
+print(json.dumps([after_commands, after_pages, [dedup, "ray" in sys.modules, [c.value for c in at.caption],
+                  [e.value for e in at.exception]]]))
 """
 
 
@@ -37,10 +46,11 @@ def training_modules(modules: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory, train_tiny_model) -> tuple[list[str], list[str]]:
+def imported(tmp_path_factory, tiny_lstm) -> tuple[list[str], list[str], list]:
     """The core modules loaded in one fresh interpreter after the CLI's inference commands, then after the
-    inference pages as well (one interpreter for both: its start and imports are most of the cost)."""
-    folder = train_tiny_model("lstm", tmp_path_factory.mktemp("runs"))
+    inference pages as well, then (dedup's exit code, whether Ray loaded, the Deduplicate page's captions and
+    errors) after a local dedup (one interpreter for all: its start and imports are most of the cost)."""
+    folder = tiny_lstm
     sample = str(ROOT / "assets" / "sample_pairs.csv")
     commands = [
         ["predict", "--model", str(folder), "How old are you?", "What is your age?"],
@@ -49,24 +59,34 @@ def imported(tmp_path_factory, train_tiny_model) -> tuple[list[str], list[str]]:
         ["embed", "--model", str(folder), "--data", sample, "--out", str(tmp_path_factory.mktemp("vectors") / "vectors.npy")],
     ]
     pages = [page.path for page in (SIMILARITY, VERDICT, SEARCH, COMPARE, MAP)]
-    script = SCRIPT.format(root=str(ROOT), commands="".join(f"{c!r}," for c in commands), pages=pages)
+    dedup = ["dedup", "--model", str(folder), "--questions", sample,
+             "--out", str(tmp_path_factory.mktemp("clusters") / "c.csv")]
+    script = SCRIPT.format(root=str(ROOT), commands="".join(f"{c!r}," for c in commands), pages=pages,
+                           dedup=dedup, dedup_page=DEDUPLICATE.path)
     env = {"SIAMESE_LAB_WORKSPACES": str(folder.parent), "PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE",
            "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    after_commands, after_pages = json.loads(done.stdout.strip().splitlines()[-1])
-    return after_commands, after_pages
+    return tuple(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def test_cli_inference_commands_do_not_import_training(imported):
-    after_commands, _ = imported
+    after_commands, _, _ = imported
     assert "core.models.registry" in after_commands and "core.saving" in after_commands  # real imports seen
     assert not training_modules(after_commands)
 
 
 def test_inference_pages_do_not_import_training(imported):
     # Exact once the commands' test passes: what the pages load adds to what the commands loaded.
-    _, after_pages = imported
+    _, after_pages, _ = imported
     assert "core.models.registry" in after_pages
     assert not training_modules(after_pages)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+def test_the_app_page_and_the_local_commands_never_import_ray(imported):
+    _, _, (code, ray_imported, captions, errors) = imported
+    assert code == 0 and not errors and not ray_imported
+    [engine] = [c for c in captions if c.startswith("Engine: local")]
+    assert "python -m core dedup --engine ray" in engine  # Ray is installed here: the page offers it

@@ -222,8 +222,8 @@ def test_score_file_refuses_a_label_column_of_other_values_and_writes_nothing(tm
 
 # ---- the command line ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def lstm_folder(tmp_path_factory, train_tiny_model):
-    return train_tiny_model("lstm", tmp_path_factory.mktemp("runs"))
+def lstm_folder(tiny_lstm):
+    return tiny_lstm
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:

@@ -1,5 +1,6 @@
 """core.inference.ray_engine and ``--engine ray``: the same vectors and clusters as the local path, a killed
-encoder worker retried without a question lost or doubled, and Ray never imported unless asked for.
+encoder worker retried without a question lost or doubled. That local work never imports Ray is checked
+in test_inference_imports.
 
 One local Ray with 2 CPUs serves the whole module (started once, about 15 s); skipped where Ray is not installed.
 """
@@ -9,8 +10,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,6 @@ from lab.session import SAMPLE_PATH
 pytestmark = [pytest.mark.ray,
               pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")]
 
-ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = 300
 
 
@@ -130,29 +128,3 @@ def test_an_encoder_killed_mid_run_is_restarted_and_gives_an_undisturbed_runs_ve
     finally:
         torch.set_num_threads(threads)
     assert np.array_equal(vectors, expected)
-
-
-def test_the_app_page_and_the_local_commands_never_import_ray(tiny_models, tmp_path):
-    runs = tmp_path / "runs"
-    shutil.copytree(tiny_models["lstm"], runs / tiny_models["lstm"].name)
-    script = f"""
-import sys, json
-sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]
-from core.cli.main import main
-import core.inference.ray_engine
-code = main(['dedup', '--model', {str(tiny_models['lstm'])!r}, '--questions', {str(SAMPLE_PATH)!r},
-             '--out', {str(tmp_path / 'c.csv')!r}])
-from app_support import open_page
-from lab.navigation import DEDUPLICATE
-at = open_page(DEDUPLICATE.path, timeout=120)
-print(json.dumps([code, 'ray' in sys.modules, [c.value for c in at.caption], [e.value for e in at.exception]]))
-"""
-    env = {"PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1",
-           "SIAMESE_LAB_WORKSPACES": str(runs), "SIAMESE_LAB_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
-    code, imported, captions, errors = json.loads(done.stdout.strip().splitlines()[-1])
-    assert code == 0 and not errors and not imported
-    [engine] = [c for c in captions if c.startswith("Engine: local")]
-    assert "python -m core dedup --engine ray" in engine  # Ray is installed here: the page offers it

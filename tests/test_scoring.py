@@ -18,9 +18,8 @@ SAMPLE = ROOT / "assets" / "sample_pairs.csv"
 
 
 @pytest.fixture(scope="module")
-def lstm(tmp_path_factory, train_tiny_model):
-    folder = train_tiny_model("lstm", tmp_path_factory.mktemp("runs"))
-    return folder, *load_model(folder)
+def lstm(tiny_lstm):
+    return tiny_lstm, *load_model(tiny_lstm)
 
 
 def run_cli(capsys, *argv):
