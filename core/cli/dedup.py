@@ -140,7 +140,7 @@ def _graph(args, texts):
     from core.export.onnx_backend import cache_root
     from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
     from core.inference.search import DeviceIndex, fingerprint, model_identity
-    from core.inference.vector_cache import CorpusVectors, corpus_vectors
+    from core.inference.search import CorpusVectors, corpus_vectors
 
     started, phases = time.perf_counter(), {}
     device = resolve_device(args.device)

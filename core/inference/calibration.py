@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.inference.metrics import best_thresholds
+from core.inference.metrics import best_thresholds, evaluate_scores, scorer_scores
 from core.inference.run_quality import finite_number
 from core.notices import notice
 
@@ -142,8 +142,6 @@ def calibration_problem(labels, data: str) -> str:
 def calibrate_on(labels, scores, data: str) -> FileCalibration:
     """The thresholds of best accuracy and F1 and for clusters of ``scores`` on the labelled pairs of the file named
     ``data``; ValueError when the labels cannot calibrate, a notice when the threshold means nothing."""
-    from core.inference.metrics import evaluate_scores
-
     y = np.asarray(labels).astype(int).ravel()
     problem = calibration_problem(y, data)
     if problem:
@@ -175,7 +173,6 @@ def meaningless_threshold(measured: dict, data: str) -> str:
 def calibrate_scorer(model, pairs, data: str, progress=None):
     """(scorer, ``FileCalibration``) of ``model`` on the labelled ``pairs`` of the file named ``data``; the TF-IDF
     baseline is first fitted on their questions, and that fitted scorer comes back."""
-    from core.inference.evaluation import scorer_scores
     from core.inference.tfidf_scorer import TfidfScorer
 
     if isinstance(model, TfidfScorer):

@@ -98,9 +98,9 @@ def distinct_questions(questions: Sequence[str]) -> list[str]:
 def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None,
                  batch_size: int = 256, cache=None, model_key: str | None = None, device=None) -> EmbeddedCorpus:
     """The ``distinct_questions`` of ``questions`` encoded once for any number of rounds (through ``cache``, a
-    ``VectorCache``, when given: ``core.inference.vector_cache.corpus_vectors``); ``device`` is where its
+    ``VectorCache``, when given: ``core.inference.search.corpus_vectors``); ``device`` is where its
     neighbours are searched."""
-    from core.inference.vector_cache import corpus_vectors
+    from core.inference.search import corpus_vectors
 
     texts = distinct_questions(questions)
     if not texts:

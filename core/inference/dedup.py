@@ -12,54 +12,17 @@ import numpy as np
 import pandas as pd
 
 from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress, checked_threshold
+from core.inference.search import clustering_rows, encode_towers
 from core.saving.safe_csv import safe_csv_text
 
 CSV_CHUNK = 50_000  # rows per written CSV chunk
 COLUMNS = ["cluster_id", "cluster_size", "representative", "question", "similarity_to_representative"]
-PROBE_TEXTS = 8  # texts encoded through both towers to tell a Siamese model from a two-tower one
 
 
 def encode_corpus(model, texts: Sequence[str], progress: Progress | None = None,
                   batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
     """(vectors, queries) to cluster ``texts`` with (``clustering_rows`` of ``encode_towers``)."""
     return clustering_rows(*encode_towers(model, texts, progress=progress, batch_size=batch_size))
-
-
-def towers_differ(model, texts: Sequence[str], batch_size: int = 256) -> bool:
-    """Whether ``model``'s two towers give different vectors, told from the first ``PROBE_TEXTS`` of ``texts``."""
-    probe = list(texts[:PROBE_TEXTS])
-    if not probe:
-        return False
-    first = np.asarray(model.encode(probe, tower=0, batch_size=batch_size))
-    second = np.asarray(model.encode(probe, tower=1, batch_size=batch_size))
-    return not (first.shape == second.shape and np.allclose(first, second, atol=1e-5))
-
-
-def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
-                  batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
-    """(tower 1's unit rows, tower 0's or None when the towers agree) of ``texts``; ``progress(done, total)``
-    counts every text encoded, both towers together."""
-    from core.inference.search import encode_unit_rows
-
-    texts = list(texts)
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32), None
-    if not towers_differ(model, texts, batch_size):
-        return encode_unit_rows(model, texts, tower=1, batch_size=batch_size, progress=progress), None
-    total = 2 * len(texts)
-    one = encode_unit_rows(model, texts, tower=1, batch_size=batch_size,
-                           progress=None if progress is None else (lambda done, _n: progress(done, total)))
-    zero = encode_unit_rows(model, texts, tower=0, batch_size=batch_size, progress=None if progress is None else (
-        lambda done, _n: progress(len(texts) + done, total)))
-    return one, zero
-
-
-def clustering_rows(second: np.ndarray, first: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """(vectors, queries): ``second`` and None for a Siamese model, else [t1, t0]/√2 and [t0, t1]/√2."""
-    if first is None:
-        return second, None
-    half = np.float32(1 / math.sqrt(2))
-    return np.hstack([second, first]) * half, np.hstack([first, second]) * half
 
 
 def clusters_frame(clusters: Sequence[Cluster], texts: Sequence[str]) -> pd.DataFrame:

@@ -87,7 +87,7 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
     disagrees. The file must have the sha256 written beside it, one finite row per text of ``model.embedding_dim``
     columns; its questions file, when there, must list ``texts`` in order; ``model``'s towers must agree (one tower's
     vectors cannot stand for two), and a few rows must be what the model gives their texts now."""
-    from core.inference.dedup import towers_differ
+    from core.inference.search import towers_differ
     from core.inference.search import encode_unit_rows, unit_rows
 
     path, texts = Path(path), list(texts)

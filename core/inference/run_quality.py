@@ -192,7 +192,7 @@ def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, grou
 
 def _zero_shot_scores(val: pd.DataFrame, progress=None):
     """(N,) zero-shot MiniLM's scores of ``val``, or None when ``val`` holds one class or MiniLM is not installed."""
-    from core.inference.evaluation import pair_scores
+    from core.inference.metrics import pair_scores
     from core.text.pair_table import PairTable
 
     model = zero_shot_model() if val["is_duplicate"].nunique() == 2 else None
