@@ -173,9 +173,9 @@ def _graph(args, texts):
         options = dict(k=args.neighbours, queries=queries, max_neighbourhood=args.max_neighbourhood,
                        index_kind=args.index, index_store=store)
         if args.engine == "ray":
-            from core.inference.ray_engine import ray_graph
+            from core.inference.ray_engine import RayGraph
 
-            graph = ray_graph(points, workers=args.workers, **options)
+            graph = RayGraph(points, workers=args.workers, **options)
         else:  # on a CUDA --device the search is exact there, when the vectors fit (core.inference.search)
             graph = NeighbourGraph(points, progress=TqdmCounter("neighbours"), device=device, **options)
         del points, queries, options  # the graph holds them (in its index): a corpus's vectors are kept once
