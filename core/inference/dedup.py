@@ -11,7 +11,7 @@ from typing import BinaryIO, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress, checked_threshold
+from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress, checked_threshold, greedy_clusters
 from core.inference.search import clustering_rows, encode_towers
 from core.saving.safe_csv import safe_csv_text
 
@@ -118,10 +118,8 @@ def candidate_scores(graph: NeighbourGraph, texts: Sequence[str], candidate_thre
 
 def confirmed_clusters(n: int, first: np.ndarray, second: np.ndarray, scores: np.ndarray, threshold: float,
                        min_size: int = 2) -> list[Cluster]:
-    """The clusters of ``n`` rows when only the pairs scored above ``threshold`` link questions, by
-    ``core.inference.dedup_graph``'s rule: centres greedily, the most linked first (ties: the earlier row), each
-    with its linked rows not yet placed, kept at ``min_size`` rows; largest first. A member's similarity is its
-    pair's score with the centre (the centre's own is 1)."""
+    """The clusters of ``n`` rows when only the pairs scored above ``threshold`` link questions, by the graph's
+    rule (``greedy_clusters``, the most linked centre first); a member's similarity is its pair's score."""
     t = checked_threshold(threshold, min_size)
     kept = scores > t
     a, b, s = (np.concatenate([first[kept], second[kept]]), np.concatenate([second[kept], first[kept]]),
@@ -130,22 +128,13 @@ def confirmed_clusters(n: int, first: np.ndarray, second: np.ndarray, scores: np
     a, b, s = a[order], b[order], s[order]
     starts = np.searchsorted(a, np.arange(n + 1))
     sizes = np.diff(starts) + 1
-    used = np.zeros(n, dtype=bool)
-    clusters = []
-    for centre in np.lexsort((np.arange(n), -sizes)).tolist():
-        if used[centre] or sizes[centre] < min_size:
-            continue
-        rows, row_scores = b[starts[centre]:starts[centre + 1]], s[starts[centre]:starts[centre + 1]]
-        free = ~used[rows]
-        if free.sum() + 1 < min_size:
-            continue
-        rows, row_scores = rows[free], row_scores[free]
-        ranked = np.lexsort((rows, -row_scores))
-        members = np.concatenate([[centre], rows[ranked]]).astype(np.int64)
-        used[members] = True
-        clusters.append(Cluster(centre, members, np.concatenate([[1.0], row_scores[ranked]]).astype(np.float32)))
-    clusters.sort(key=lambda c: -c.size)
-    return clusters
+
+    def linked(centre: int) -> tuple[np.ndarray, np.ndarray]:
+        part = slice(starts[centre], starts[centre + 1])
+        return np.append(b[part], centre), np.append(s[part], 1.0)  # the centre's own similarity is 1
+
+    order = [centre for centre in np.lexsort((np.arange(n), -sizes)).tolist() if sizes[centre] >= min_size]
+    return greedy_clusters(order, linked, np.ones(n, dtype=np.int64), lambda row: np.array([row]), min_size)
 
 
 def rescored(candidates: pd.DataFrame, reranker) -> pd.DataFrame:
