@@ -52,10 +52,8 @@ def pair_threshold(config: dict, labels=None, scores=None) -> Calibrated:
 def precision_threshold(labels, scores, precision: float = CLUSTER_PRECISION) -> float | None:
     """The lowest threshold t with precision(s > t) >= ``precision`` on these pairs, or None if none reaches it.
 
-    Example: scores 0.9, 0.8, 0.7, 0.6 with labels 1, 1, 0, 1: above 0.65 two of three are duplicates
-    (0.67), above 0.75 both are (1.0), so for precision 0.9 the answer is 0.75.
-        >>> precision_threshold([1, 1, 0, 1], [0.9, 0.8, 0.7, 0.6], 0.9)
-        0.75
+    >>> precision_threshold([1, 1, 0, 1], [0.9, 0.8, 0.7, 0.6], 0.9)  # above 0.65: 2 of 3; above 0.75: 2 of 2
+    0.75
     """
     y = np.asarray(labels).astype(int).ravel()
     s = np.asarray(scores, dtype=np.float64).ravel()

@@ -143,8 +143,6 @@ def choose_pairs(candidates: pd.DataFrame, n: int, threshold: float, strategy: s
     ...                            "similarity": [0.95, 0.81, 0.78, 0.2]})
     >>> choose_pairs(candidates, 2, threshold=0.8, random_share=0)[["question1", "question2", "reason"]].values.tolist()
     [['a', 'c', 'uncertain'], ['e', 'f', 'uncertain']]
-
-    (a-c is closest to 0.8; c-d is next but c is taken; a-b has a; e-f is left.)
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")

@@ -99,10 +99,8 @@ def write_csv_chunks(handle: BinaryIO, frame: pd.DataFrame, chunk_rows: int = CS
 # ---- reranking by a cross-encoder ----------------------------------------------------------------
 def candidate_scores(graph: NeighbourGraph, texts: Sequence[str], candidate_threshold: float, reranker,
                      progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(first, second, score): each pair of rows i < j whose bi-encoder cosine in ``graph`` is above
-    ``candidate_threshold``, once, with ``reranker.score_pairs``' score of its texts in that order (a cross-encoder's
-    score depends on it: the corpus's order is the one fixed choice); pairs of identical texts score 1 without being
-    run. Three (E,) arrays."""
+    """(first, second, score), three (E,) arrays: each pair i < j above ``candidate_threshold`` in ``graph``, once,
+    with the reranker's score of its texts in corpus order (a cross-encoder's depends on order); identical ones 1."""
     first, second, _ = graph.pairs_above(candidate_threshold)
     keep = first < second
     first, second = first[keep], second[keep]

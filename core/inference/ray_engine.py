@@ -43,10 +43,8 @@ class RayAddressError(ValueError):
 
 
 def check_ray_address(address: str, timeout: float | None = None) -> None:
-    """``RayAddressError`` unless something at ``address`` (``host:port`` or ``ray://host:port``) accepts a TCP
-    connection and answers the HTTP/2 preface with a SETTINGS frame, as Ray's gRPC servers do, within ``timeout``
-    seconds (default ``CONNECT_TIMEOUT_S``), name resolution included. Under ``RAY_USE_TLS`` only the connection is
-    checked (the cluster speaks TLS first); ``auto`` and ``local``, which ray.init resolves itself, pass."""
+    """``RayAddressError`` unless ``address`` answers the HTTP/2 preface as Ray's gRPC servers do within ``timeout``
+    s, name lookup included (only the connection under ``RAY_USE_TLS``); ``auto`` and ``local`` pass."""
     timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
     host, port = _host_and_port(address)
     if host is None:

@@ -160,10 +160,9 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
 
 def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None,
                          zero_shot=None) -> dict:
-    """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val`` (TF-IDF
-    fitted on their questions; zero-shot MiniLM on a seeded sample, left out when not installed, or its (N,)
-    ``zero_shot`` scores when already known); with ``run_scores`` each carries the run's paired ``verdict`` against
-    it. Empty for one class or none."""
+    """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on ``val`` (zero-shot MiniLM on a seeded
+    sample unless its ``zero_shot`` scores are given; left out when not installed); ``verdict`` only with
+    ``run_scores``. Empty for one class or none."""
     # Imported here: judging a saved run (the model picker) needs neither scikit-learn nor the models.
     from core.data import seeded_sample
     from core.inference.metrics import ranking_metrics
