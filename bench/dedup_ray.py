@@ -88,14 +88,14 @@ def run_side(args) -> dict:
         phases["encode"] = time.perf_counter() - started
         graph = NeighbourGraph(vectors, queries=queries)
     else:
-        from core.inference.ray_engine import ray_encode, ray_graph, ray_session
+        from core.inference.ray_engine import RayGraph, ray_encode, ray_session
 
         del model  # the actors load their own; the driver needs only the config
         with RaySampler() as sampler, ray_session():
             phases["ray start"] = time.perf_counter() - started
             vectors, queries = ray_encode(args.model, texts, workers=args.workers)
             phases["encode"] = time.perf_counter() - started - sum(phases.values())
-            graph = ray_graph(vectors, workers=args.workers, queries=queries)
+            graph = RayGraph(vectors, workers=args.workers, queries=queries)
         result.update(ray_worker_peak_mb=round(sampler.worker_mb), ray_all_peak_mb=round(sampler.total_mb))
     phases["neighbours"] = time.perf_counter() - started - sum(phases.values())
     clusters = graph.cluster(threshold)

@@ -102,7 +102,7 @@ def protocol_splits(pairs, seed: int = 2026) -> Splits:
 
 
 def score_row(name: str, model, test, unseen, thresholds: dict, seconds: float, pairs_per_second: float) -> dict:
-    from core.inference.evaluation import pair_scores
+    from core.inference.metrics import pair_scores
     from core.text.pair_table import PairTable
 
     scores = pair_scores(model, PairTable(test, model.tokenizer))

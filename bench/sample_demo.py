@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import REPO, setup_torch  # noqa: E402
 from bench.quality import LOSSES  # noqa: E402
 from core.data import load_pairs, split_pairs  # noqa: E402
-from core.inference.evaluation import pair_scores  # noqa: E402
+from core.inference.metrics import pair_scores  # noqa: E402
 from core.inference.metrics import ranking_metrics  # noqa: E402
 from core.models import MiniLM  # noqa: E402
 from core.text.pair_table import PairTable  # noqa: E402

@@ -70,7 +70,7 @@ class HeldOutScores:
 def _held_out_scores(choice: str, stamp: float, key: str, files: tuple, _pairs: pd.DataFrame, _val, _test
                      ) -> HeldOutScores:
     from core.inference import analysis
-    from core.inference.evaluation import pair_scores
+    from core.inference.metrics import pair_scores
     from core.inference.honest_pairs import honest_pairs
     from core.text.pair_table import PairTable
 

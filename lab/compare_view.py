@@ -12,7 +12,7 @@ import streamlit as st
 
 from core.data import resampling_groups
 from core.inference.calibration import calibrated_on, pair_threshold
-from core.inference.evaluation import scorer_scores
+from core.inference.metrics import scorer_scores
 from core.inference.honest_pairs import METRICS, REFERENCE, TFIDF_LABEL, CommonPairs, comparison_row, honest_pairs
 from core.inference.tfidf_scorer import tfidf_scores
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL

@@ -18,7 +18,7 @@ from core.inference.honest_pairs import (
     honest_pairs,
     sort_table,
 )
-from core.inference.evaluation import scorer_scores
+from core.inference.metrics import scorer_scores
 from core.inference.metrics import best_thresholds
 from core.inference.tfidf_scorer import tfidf_scores
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD

@@ -14,7 +14,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.metrics.pairwise import paired_cosine_distances
 
 from core.inference.calibration import pair_threshold, precision_threshold
-from core.inference.evaluation import pair_scores
+from core.inference.metrics import pair_scores
 from core.inference.metrics import best_thresholds, evaluate_scores
 from core.data import resampling_groups
 from core.inference.metrics import metric_intervals

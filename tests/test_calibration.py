@@ -17,7 +17,8 @@ from core.inference.calibration import (
     pair_threshold,
     precision_threshold,
 )
-from core.inference.evaluation import held_out_pairs, pair_scores
+from core.inference.honest_pairs import held_out_pairs
+from core.inference.metrics import pair_scores
 from core.models import ZERO_SHOT_THRESHOLD, load_model
 from core.models.registry import zero_shot_config
 from core.text.pair_table import PairTable

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from core.data import pairs_fingerprint, split_pairs
-from core.inference.evaluation import held_out_pairs
+from core.inference.honest_pairs import held_out_pairs
 
 
 def test_fingerprint_follows_content_and_order(sample_pairs):

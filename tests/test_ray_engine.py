@@ -80,7 +80,7 @@ def test_dedup_on_ray_gives_the_local_clusters(ray_cluster, tiny_models, texts, 
 
 
 def test_a_two_tower_model_encodes_and_clusters_on_ray_as_locally(ray_cluster, tiny_models, texts, tmp_path):
-    from core.inference.ray_engine import ray_encode, ray_graph
+    from core.inference.ray_engine import RayGraph, ray_encode
 
     model, _ = load_model(tiny_models["dual-transformer"])
     vectors, queries = encode_corpus(model, texts)
@@ -89,7 +89,7 @@ def test_a_two_tower_model_encodes_and_clusters_on_ray_as_locally(ray_cluster, t
     np.testing.assert_allclose(got_queries, queries, atol=1e-5)
     threshold = float(np.quantile(vectors @ queries.T, 0.99))
     local = NeighbourGraph(vectors, k=10, queries=queries).cluster(threshold)
-    on_ray = ray_graph(got_vectors, workers=2, k=10, queries=got_queries).cluster(threshold)
+    on_ray = RayGraph(got_vectors, workers=2, k=10, queries=got_queries).cluster(threshold)
     assert local and [c.members.tolist() for c in on_ray] == [c.members.tolist() for c in local]
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.inference.evaluation import calibrate
+from core.inference.metrics import calibrate
 from core.losses import contrastive_loss, in_batch_softmax_loss, triplet_loss
 from core.models import SiameseLSTM, SiameseLSTMConfig
 from core.status import CANCELLED, DONE

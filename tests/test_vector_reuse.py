@@ -1,4 +1,4 @@
-"""A corpus's vectors kept in the lab's cache (core.inference.vector_cache): a second `dedup` at another threshold
+"""A corpus's vectors kept in the lab's cache (core.inference.search): a second `dedup` at another threshold
 encodes nothing and loads no model, a damaged cached file is encoded again, `search` and `suggest` reuse the
 vectors `dedup` kept; `dedup --vectors` takes `embed`'s file or refuses it in one line; `dedup --sweep` equals
 one run per threshold; `score` shows its progress per step."""
@@ -18,7 +18,7 @@ from core.data import load_questions
 from core.inference.dedup import threshold_range
 from test_dedup import fresh_clusters
 from core.inference.search import META_FILE, fingerprint
-from core.inference.vector_cache import FIRST, SECOND, VectorCache, corpus_vectors
+from core.inference.search import FIRST, SECOND, VectorCache, corpus_vectors
 from core.models import load_model
 from core.models.base import PairEncoder
 from lab.session import SAMPLE_PATH

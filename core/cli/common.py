@@ -377,7 +377,7 @@ def load_reranker(args):
 def vector_cache():
     """The lab's cache of corpus vectors (``$SIAMESE_LAB_CACHE/vectors``), shared by dedup, suggest and search."""
     from core.export.onnx_backend import cache_root
-    from core.inference.vector_cache import VectorCache
+    from core.inference.search import VectorCache
 
     return VectorCache(cache_root() / "vectors")
 

@@ -33,7 +33,7 @@ def cmd_search(args) -> int:
 def _cached_vectors(args, model):
     """What builds a search index's vectors: the corpus's in the lab's vector cache, encoded when not there."""
     from core.inference.search import model_identity
-    from core.inference.vector_cache import corpus_vectors
+    from core.inference.search import corpus_vectors
 
     def encode(texts, progress):  # called only when the index is built: a saved index needs no key
         key = vector_cache_key(args) or model_identity(model)

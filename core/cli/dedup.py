@@ -140,7 +140,7 @@ def _graph(args, texts):
     from core.export.onnx_backend import cache_root
     from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
     from core.inference.search import DeviceIndex, fingerprint, model_identity
-    from core.inference.vector_cache import CorpusVectors, corpus_vectors
+    from core.inference.search import CorpusVectors, corpus_vectors
 
     started, phases = time.perf_counter(), {}
     device = resolve_device(args.device)
@@ -173,9 +173,9 @@ def _graph(args, texts):
         options = dict(k=args.neighbours, queries=queries, max_neighbourhood=args.max_neighbourhood,
                        index_kind=args.index, index_store=store)
         if args.engine == "ray":
-            from core.inference.ray_engine import ray_graph
+            from core.inference.ray_engine import RayGraph
 
-            graph = ray_graph(points, workers=args.workers, **options)
+            graph = RayGraph(points, workers=args.workers, **options)
         else:  # on a CUDA --device the search is exact there, when the vectors fit (core.inference.search)
             graph = NeighbourGraph(points, progress=TqdmCounter("neighbours"), device=device, **options)
         del points, queries, options  # the graph holds them (in its index): a corpus's vectors are kept once

@@ -10,7 +10,7 @@ from core.cli.scorers import calibrate_on_file, load_scorer
 
 
 def cmd_evaluate(args) -> int:
-    from core.inference.evaluation import scorer_scores
+    from core.inference.metrics import scorer_scores
     from core.inference.metrics import evaluate_scores
 
     if args.threshold is not None and args.calibrate_on:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.inference.metrics import best_thresholds
+from core.inference.metrics import best_thresholds, evaluate_scores, scorer_scores
 from core.inference.run_quality import finite_number
 from core.notices import notice
 
@@ -52,10 +52,8 @@ def pair_threshold(config: dict, labels=None, scores=None) -> Calibrated:
 def precision_threshold(labels, scores, precision: float = CLUSTER_PRECISION) -> float | None:
     """The lowest threshold t with precision(s > t) >= ``precision`` on these pairs, or None if none reaches it.
 
-    Example: scores 0.9, 0.8, 0.7, 0.6 with labels 1, 1, 0, 1: above 0.65 two of three are duplicates
-    (0.67), above 0.75 both are (1.0), so for precision 0.9 the answer is 0.75.
-        >>> precision_threshold([1, 1, 0, 1], [0.9, 0.8, 0.7, 0.6], 0.9)
-        0.75
+    >>> precision_threshold([1, 1, 0, 1], [0.9, 0.8, 0.7, 0.6], 0.9)  # above 0.65: 2 of 3; above 0.75: 2 of 2
+    0.75
     """
     y = np.asarray(labels).astype(int).ravel()
     s = np.asarray(scores, dtype=np.float64).ravel()
@@ -142,8 +140,6 @@ def calibration_problem(labels, data: str) -> str:
 def calibrate_on(labels, scores, data: str) -> FileCalibration:
     """The thresholds of best accuracy and F1 and for clusters of ``scores`` on the labelled pairs of the file named
     ``data``; ValueError when the labels cannot calibrate, a notice when the threshold means nothing."""
-    from core.inference.metrics import evaluate_scores
-
     y = np.asarray(labels).astype(int).ravel()
     problem = calibration_problem(y, data)
     if problem:
@@ -175,7 +171,6 @@ def meaningless_threshold(measured: dict, data: str) -> str:
 def calibrate_scorer(model, pairs, data: str, progress=None):
     """(scorer, ``FileCalibration``) of ``model`` on the labelled ``pairs`` of the file named ``data``; the TF-IDF
     baseline is first fitted on their questions, and that fitted scorer comes back."""
-    from core.inference.evaluation import scorer_scores
     from core.inference.tfidf_scorer import TfidfScorer
 
     if isinstance(model, TfidfScorer):

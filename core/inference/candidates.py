@@ -98,9 +98,9 @@ def distinct_questions(questions: Sequence[str]) -> list[str]:
 def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None,
                  batch_size: int = 256, cache=None, model_key: str | None = None, device=None) -> EmbeddedCorpus:
     """The ``distinct_questions`` of ``questions`` encoded once for any number of rounds (through ``cache``, a
-    ``VectorCache``, when given: ``core.inference.vector_cache.corpus_vectors``); ``device`` is where its
+    ``VectorCache``, when given: ``core.inference.search.corpus_vectors``); ``device`` is where its
     neighbours are searched."""
-    from core.inference.vector_cache import corpus_vectors
+    from core.inference.search import corpus_vectors
 
     texts = distinct_questions(questions)
     if not texts:
@@ -143,8 +143,6 @@ def choose_pairs(candidates: pd.DataFrame, n: int, threshold: float, strategy: s
     ...                            "similarity": [0.95, 0.81, 0.78, 0.2]})
     >>> choose_pairs(candidates, 2, threshold=0.8, random_share=0)[["question1", "question2", "reason"]].values.tolist()
     [['a', 'c', 'uncertain'], ['e', 'f', 'uncertain']]
-
-    (a-c is closest to 0.8; c-d is next but c is taken; a-b has a; e-f is left.)
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")

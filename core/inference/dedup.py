@@ -11,55 +11,18 @@ from typing import BinaryIO, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress, checked_threshold
+from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress, checked_threshold, greedy_clusters
+from core.inference.search import clustering_rows, encode_towers
 from core.saving.safe_csv import safe_csv_text
 
 CSV_CHUNK = 50_000  # rows per written CSV chunk
 COLUMNS = ["cluster_id", "cluster_size", "representative", "question", "similarity_to_representative"]
-PROBE_TEXTS = 8  # texts encoded through both towers to tell a Siamese model from a two-tower one
 
 
 def encode_corpus(model, texts: Sequence[str], progress: Progress | None = None,
                   batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
     """(vectors, queries) to cluster ``texts`` with (``clustering_rows`` of ``encode_towers``)."""
     return clustering_rows(*encode_towers(model, texts, progress=progress, batch_size=batch_size))
-
-
-def towers_differ(model, texts: Sequence[str], batch_size: int = 256) -> bool:
-    """Whether ``model``'s two towers give different vectors, told from the first ``PROBE_TEXTS`` of ``texts``."""
-    probe = list(texts[:PROBE_TEXTS])
-    if not probe:
-        return False
-    first = np.asarray(model.encode(probe, tower=0, batch_size=batch_size))
-    second = np.asarray(model.encode(probe, tower=1, batch_size=batch_size))
-    return not (first.shape == second.shape and np.allclose(first, second, atol=1e-5))
-
-
-def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
-                  batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
-    """(tower 1's unit rows, tower 0's or None when the towers agree) of ``texts``; ``progress(done, total)``
-    counts every text encoded, both towers together."""
-    from core.inference.search import encode_unit_rows
-
-    texts = list(texts)
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32), None
-    if not towers_differ(model, texts, batch_size):
-        return encode_unit_rows(model, texts, tower=1, batch_size=batch_size, progress=progress), None
-    total = 2 * len(texts)
-    one = encode_unit_rows(model, texts, tower=1, batch_size=batch_size,
-                           progress=None if progress is None else (lambda done, _n: progress(done, total)))
-    zero = encode_unit_rows(model, texts, tower=0, batch_size=batch_size, progress=None if progress is None else (
-        lambda done, _n: progress(len(texts) + done, total)))
-    return one, zero
-
-
-def clustering_rows(second: np.ndarray, first: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """(vectors, queries): ``second`` and None for a Siamese model, else [t1, t0]/√2 and [t0, t1]/√2."""
-    if first is None:
-        return second, None
-    half = np.float32(1 / math.sqrt(2))
-    return np.hstack([second, first]) * half, np.hstack([first, second]) * half
 
 
 def clusters_frame(clusters: Sequence[Cluster], texts: Sequence[str]) -> pd.DataFrame:
@@ -136,10 +99,8 @@ def write_csv_chunks(handle: BinaryIO, frame: pd.DataFrame, chunk_rows: int = CS
 # ---- reranking by a cross-encoder ----------------------------------------------------------------
 def candidate_scores(graph: NeighbourGraph, texts: Sequence[str], candidate_threshold: float, reranker,
                      progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(first, second, score): each pair of rows i < j whose bi-encoder cosine in ``graph`` is above
-    ``candidate_threshold``, once, with ``reranker.score_pairs``' score of its texts in that order (a cross-encoder's
-    score depends on it: the corpus's order is the one fixed choice); pairs of identical texts score 1 without being
-    run. Three (E,) arrays."""
+    """(first, second, score), three (E,) arrays: each pair i < j above ``candidate_threshold`` in ``graph``, once,
+    with the reranker's score of its texts in corpus order (a cross-encoder's depends on order); identical ones 1."""
     first, second, _ = graph.pairs_above(candidate_threshold)
     keep = first < second
     first, second = first[keep], second[keep]
@@ -155,10 +116,8 @@ def candidate_scores(graph: NeighbourGraph, texts: Sequence[str], candidate_thre
 
 def confirmed_clusters(n: int, first: np.ndarray, second: np.ndarray, scores: np.ndarray, threshold: float,
                        min_size: int = 2) -> list[Cluster]:
-    """The clusters of ``n`` rows when only the pairs scored above ``threshold`` link questions, by
-    ``core.inference.dedup_graph``'s rule: centres greedily, the most linked first (ties: the earlier row), each
-    with its linked rows not yet placed, kept at ``min_size`` rows; largest first. A member's similarity is its
-    pair's score with the centre (the centre's own is 1)."""
+    """The clusters of ``n`` rows when only the pairs scored above ``threshold`` link questions, by the graph's
+    rule (``greedy_clusters``, the most linked centre first); a member's similarity is its pair's score."""
     t = checked_threshold(threshold, min_size)
     kept = scores > t
     a, b, s = (np.concatenate([first[kept], second[kept]]), np.concatenate([second[kept], first[kept]]),
@@ -167,22 +126,13 @@ def confirmed_clusters(n: int, first: np.ndarray, second: np.ndarray, scores: np
     a, b, s = a[order], b[order], s[order]
     starts = np.searchsorted(a, np.arange(n + 1))
     sizes = np.diff(starts) + 1
-    used = np.zeros(n, dtype=bool)
-    clusters = []
-    for centre in np.lexsort((np.arange(n), -sizes)).tolist():
-        if used[centre] or sizes[centre] < min_size:
-            continue
-        rows, row_scores = b[starts[centre]:starts[centre + 1]], s[starts[centre]:starts[centre + 1]]
-        free = ~used[rows]
-        if free.sum() + 1 < min_size:
-            continue
-        rows, row_scores = rows[free], row_scores[free]
-        ranked = np.lexsort((rows, -row_scores))
-        members = np.concatenate([[centre], rows[ranked]]).astype(np.int64)
-        used[members] = True
-        clusters.append(Cluster(centre, members, np.concatenate([[1.0], row_scores[ranked]]).astype(np.float32)))
-    clusters.sort(key=lambda c: -c.size)
-    return clusters
+
+    def linked(centre: int) -> tuple[np.ndarray, np.ndarray]:
+        part = slice(starts[centre], starts[centre + 1])
+        return np.append(b[part], centre), np.append(s[part], 1.0)  # the centre's own similarity is 1
+
+    order = [centre for centre in np.lexsort((np.arange(n), -sizes)).tolist() if sizes[centre] >= min_size]
+    return greedy_clusters(order, linked, np.ones(n, dtype=np.int64), lambda row: np.array([row]), min_size)
 
 
 def rescored(candidates: pd.DataFrame, reranker) -> pd.DataFrame:

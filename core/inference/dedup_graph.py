@@ -51,6 +51,37 @@ def checked_threshold(threshold: float, min_size: int) -> np.float32:
     return np.float32(threshold)
 
 
+def greedy_clusters(order, neighbourhood: Callable, counts: np.ndarray, copies: Callable,
+                    min_size: int) -> list[Cluster]:
+    """The community rule: each centre of ``order`` (best first) not yet placed takes the rows of its
+    ``neighbourhood(centre)`` (ids and scores, itself included) not yet placed, kept at ``min_size`` rows; a row
+    stands for ``copies(row)`` (``counts`` of them), which always go together. Clusters come largest first."""
+    used = np.zeros(len(counts), dtype=bool)
+    clusters: list[Cluster] = []
+    for centre in order:
+        if used[centre]:
+            continue
+        ids, scores = neighbourhood(centre)
+        free = ~used[ids]
+        if int(counts[ids[free]].sum()) < min_size:
+            continue
+        ids, scores = ids[free], scores[free]
+        mine = ids == centre
+        own_copies = copies(centre)
+        representative = int(own_copies[0])
+        rows = [own_copies[1:]] + [copies(i) for i in ids[~mine].tolist()]
+        row_scores = [np.full(len(own_copies) - 1, scores[mine][0], dtype=scores.dtype)] + [
+            np.full(counts[i], s, dtype=scores.dtype) for i, s in zip(ids[~mine].tolist(), scores[~mine])]
+        others, other_scores = np.concatenate(rows), np.concatenate(row_scores)
+        ranked = np.lexsort((others, -other_scores))
+        members = np.concatenate([[representative], others[ranked]]).astype(np.int64)
+        similarities = np.concatenate([scores[mine][:1], other_scores[ranked]]).astype(np.float32)
+        used[ids] = True
+        clusters.append(Cluster(representative, members, similarities))
+    clusters.sort(key=lambda c: -c.size)  # stable: equal sizes keep the order they were formed in
+    return clusters
+
+
 class NeighbourGraph:
     """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the vectors),
     in an index kept so that any threshold can be clustered again, searching deeper only where it must."""
@@ -272,30 +303,7 @@ class NeighbourGraph:
         candidates = np.flatnonzero(sizes >= min_size)
         # Largest first, then the earlier row (a distinct row's first copy, as community_detection takes it).
         order = candidates[np.lexsort((self.first[candidates], -sizes[candidates]))]
-        used = np.zeros(len(self.first), dtype=bool)  # per distinct row: its copies always go together
-        clusters: list[Cluster] = []
-        for centre in order.tolist():
-            if used[centre]:
-                continue
-            ids, scores = neighbourhood(centre)
-            free = ~used[ids]
-            if int(self.counts[ids[free]].sum()) < min_size:
-                continue
-            ids, scores = ids[free], scores[free]
-            mine = ids == centre
-            own_copies = self.copies(centre)
-            representative = int(own_copies[0])
-            rows = [own_copies[1:]] + [self.copies(i) for i in ids[~mine].tolist()]
-            row_scores = [np.full(len(own_copies) - 1, scores[mine][0], dtype=np.float32)] + [
-                np.full(self.counts[i], s, dtype=np.float32) for i, s in zip(ids[~mine].tolist(), scores[~mine])]
-            others, other_scores = np.concatenate(rows), np.concatenate(row_scores)
-            ranked = np.lexsort((others, -other_scores))
-            members = np.concatenate([[representative], others[ranked]]).astype(np.int64)
-            similarities = np.concatenate([scores[mine][:1], other_scores[ranked]]).astype(np.float32)
-            used[ids] = True
-            clusters.append(Cluster(representative, members, similarities))
-        clusters.sort(key=lambda c: -c.size)  # stable: equal sizes keep the order they were formed in
-        return clusters
+        return greedy_clusters(order.tolist(), neighbourhood, self.counts, self.copies, min_size)
 
 
 def capped_note(capped: int, limit: int, threshold: float) -> str | None:

@@ -83,12 +83,9 @@ VECTOR_TOLERANCE = 0.05  # largest L2 distance between a file's unit row and the
 
 
 def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.ndarray:
-    """(N, d) float32 unit rows of ``embed``'s vector file ``path`` for the corpus ``texts``; ValueError saying what
-    disagrees. The file must have the sha256 written beside it, one finite row per text of ``model.embedding_dim``
-    columns; its questions file, when there, must list ``texts`` in order; ``model``'s towers must agree (one tower's
-    vectors cannot stand for two), and a few rows must be what the model gives their texts now."""
-    from core.inference.dedup import towers_differ
-    from core.inference.search import encode_unit_rows, unit_rows
+    """(N, d) float32 unit rows of ``embed``'s vector file ``path`` for ``texts``; ValueError saying what disagrees
+    (the sha256 written beside it, shape, finite rows, its questions file, one tower, a few rows re-encoded)."""
+    from core.inference.search import encode_unit_rows, towers_differ, unit_rows
 
     path, texts = Path(path), list(texts)
     _check_digest(path)

@@ -221,3 +221,26 @@ def sort_table(table: pd.DataFrame, column: str, ascending: bool = False) -> pd.
     if column not in table.columns:
         raise ValueError(f"no column {column!r} to sort by")
     return table.sort_values(column, ascending=ascending, kind="stable", na_position="last").reset_index(drop=True)
+
+
+@dataclass
+class HeldOut:
+    pairs: pd.DataFrame  # what to measure the model on
+    description: str  # which pairs those are, and how many, for the figures' captions
+    is_validation: bool  # True: exactly the pairs the model's training held out
+
+
+def held_out_pairs(config: dict, pairs: pd.DataFrame) -> HeldOut:
+    """The pairs to measure a model on without flattering it: its validation split made again when ``pairs`` is its
+    training dataset, else all of them, said so."""
+    split = run_split(config, pairs)
+    if split is not None and len(split.val):
+        return HeldOut(split.val, f"the {len(split.val):,} validation pairs this model's training held out of this "
+                       "dataset", True)
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    trained_on = data.get("name")
+    why = (f"it trained on {trained_on!r}, not on this dataset" if trained_on
+           else "it was not trained on this dataset")
+    if data.get("val_name") and data.get("fingerprint") == pairs_fingerprint(pairs):
+        why = f"it trained on all of them and was validated on {data['val_name']!r}"
+    return HeldOut(pairs.reset_index(drop=True), f"all {len(pairs):,} pairs of the active dataset ({why})", False)

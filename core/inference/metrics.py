@@ -1,4 +1,5 @@
-"""Scores against duplicate labels (scikit-learn, imported where used), and how sure each figure is.
+"""A model's scores of labelled pairs, measured against the labels (scikit-learn, imported where used), and how sure
+each figure is.
 
 A pair is a duplicate when its score is strictly above the threshold. ``metric_intervals`` resamples the pairs (or
 whole groups sharing questions) and reports each metric's 2.5th and 97.5th percentiles; ``paired_verdict``
@@ -8,9 +9,13 @@ ROC AUC difference lies above zero. A resample is a vector of row weights; ties 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
+
+from core.models.base import PairEncoder
+from core.text.pair_table import PairTable
 
 BOOTSTRAP_ROUNDS = 1000  # resamples per interval: percentiles stable to about a hundredth of their width
 CONFIDENCE = 0.95  # two-sided: the 2.5th and 97.5th percentiles
@@ -194,3 +199,34 @@ def paired_verdict(labels, scores_a, scores_b, groups=None, rounds: int = BOOTST
         return None
     verdict = BETTER if interval[0] > 0 else WORSE if interval[1] < 0 else NO_DIFFERENCE
     return PairedComparison(verdict, difference, interval, int(labels.size))
+
+
+# Scoring a model on labelled pairs, then the metrics above.
+def pair_scores(model: PairEncoder, table: PairTable, batch_size: int = 256, progress=None) -> np.ndarray:
+    """(N,) the model's score of every pair of a tokenised table; ``progress(pairs_done, pairs)``."""
+    return model.score_tables(table.first, table.second, batch_size, progress)
+
+
+@dataclass
+class Calibration:
+    thresholds: dict  # {"accuracy": t, "f1": t}: the best thresholds on these pairs
+    metrics: dict  # ranking metrics, and threshold metrics at the best-accuracy threshold
+    scores: np.ndarray | None = field(default=None, repr=False)  # (N,) the scores they were measured on
+
+
+def calibrate(model: PairEncoder, table: PairTable, batch_size: int = 256, progress=None) -> Calibration:
+    """Score ``table`` and pick the thresholds that maximise accuracy and F1 on it."""
+    scores = pair_scores(model, table, batch_size, progress)
+    thresholds = best_thresholds(table.labels, scores)
+    return Calibration(thresholds, evaluate_scores(table.labels, scores, thresholds["accuracy"]), scores)
+
+
+def scorer_scores(model, pairs: pd.DataFrame, batch_size: int = 256, progress=None) -> np.ndarray:
+    """(N,) scores of ``pairs`` under any scorer: a ``PairEncoder``'s, else a vectorless scorer's ``score_pairs``."""
+    if isinstance(model, PairEncoder):
+        return pair_scores(model, PairTable(pairs, model.tokenizer), batch_size, progress)
+    first, second = pairs["question1"].astype(str).tolist(), pairs["question2"].astype(str).tolist()
+    scores = np.asarray(model.score_pairs(first, second), dtype=np.float64)
+    if progress is not None:
+        progress(len(scores), len(scores))
+    return scores

@@ -43,10 +43,8 @@ class RayAddressError(ValueError):
 
 
 def check_ray_address(address: str, timeout: float | None = None) -> None:
-    """``RayAddressError`` unless something at ``address`` (``host:port`` or ``ray://host:port``) accepts a TCP
-    connection and answers the HTTP/2 preface with a SETTINGS frame, as Ray's gRPC servers do, within ``timeout``
-    seconds (default ``CONNECT_TIMEOUT_S``), name resolution included. Under ``RAY_USE_TLS`` only the connection is
-    checked (the cluster speaks TLS first); ``auto`` and ``local``, which ray.init resolves itself, pass."""
+    """``RayAddressError`` unless ``address`` answers the HTTP/2 preface as Ray's gRPC servers do within ``timeout``
+    s, name lookup included (only the connection under ``RAY_USE_TLS``); ``auto`` and ``local`` pass."""
     timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
     host, port = _host_and_port(address)
     if host is None:
@@ -274,43 +272,35 @@ def _search_shard(index_bytes: np.ndarray, queries: np.ndarray, k: int) -> tuple
     return faiss.deserialize_index(index_bytes).search(np.ascontiguousarray(queries, dtype=np.float32), k)
 
 
-def ray_neighbours(index, queries: np.ndarray, k: int, shards: int) -> tuple[np.ndarray, np.ndarray]:
-    """``index.search(queries, k)`` cut into ``shards`` Ray tasks, the index in the object store once."""
-    import faiss
-    import ray
+class RayGraph(NeighbourGraph):
+    """``NeighbourGraph(vectors, **options)`` whose first search is cut into ``workers`` Ray tasks, the index in the
+    object store once; deeper searches and clustering run here, so the clusters are the same."""
 
-    step = -(-len(queries) // shards)
-    stored = ray.put(faiss.serialize_index(index))
-    search = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_search_shard)
-    parts = ray.get([search.remote(stored, queries[start : start + step], k)
-                     for start in range(0, len(queries), step)])
-    del stored
-    if not parts:
-        return np.zeros((0, k), np.float32), np.zeros((0, k), np.int64)
-    scores, ids = (np.concatenate(column) for column in zip(*parts))
-    return scores, ids
-
-
-class _RayGraph(NeighbourGraph):
-    """``NeighbourGraph`` whose first search runs as Ray tasks; deeper searches and clustering run here."""
-
-    def __init__(self, vectors, shards: int, **options):
-        self._shards = shards  # > 0 while the constructor's first search runs
+    def __init__(self, vectors: np.ndarray, workers: int = 2, **options):
+        self._shards = max(int(workers), 1)  # > 0 while the constructor's first search runs
         super().__init__(vectors, **options)
         self._shards = 0
 
     def _search(self, rows: np.ndarray, k: int):
         if not self._shards:
             return super()._search(rows, k)
-        # The index's ``search`` alone sent to Ray for the call: everything else (kind, re-scoring) sees the index.
+        import faiss
+        import ray
+
         index, shards = self.index, self._shards
-        index.search = lambda queries, depth: ray_neighbours(index, queries, depth, shards)
+        stored = ray.put(faiss.serialize_index(index))
+        task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_search_shard)
+
+        def on_ray(queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+            step = -(-len(queries) // shards)
+            parts = ray.get([task.remote(stored, queries[start : start + step], depth)
+                             for start in range(0, len(queries), step)])
+            scores, ids = (np.concatenate(column) for column in zip(*parts))
+            return scores, ids
+
+        # The index's ``search`` alone sent to Ray for the call: everything else (kind, re-scoring) sees the index.
+        index.search = on_ray
         try:
             return super()._search(rows, k)
         finally:
             del index.search
-
-
-def ray_graph(vectors: np.ndarray, workers: int = 2, **options) -> NeighbourGraph:
-    """``NeighbourGraph(vectors, **options)`` with its first search in ``workers`` Ray tasks: the same clusters."""
-    return _RayGraph(vectors, shards=max(int(workers), 1), **options)

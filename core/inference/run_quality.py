@@ -160,10 +160,9 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
 
 def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None,
                          zero_shot=None) -> dict:
-    """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on the validation pairs ``val`` (TF-IDF
-    fitted on their questions; zero-shot MiniLM on a seeded sample, left out when not installed, or its (N,)
-    ``zero_shot`` scores when already known); with ``run_scores`` each carries the run's paired ``verdict`` against
-    it. Empty for one class or none."""
+    """``{"tfidf": {"roc_auc", "pairs", "verdict"}, "zero_shot": {...}}`` on ``val`` (zero-shot MiniLM on a seeded
+    sample unless its ``zero_shot`` scores are given; left out when not installed); ``verdict`` only with
+    ``run_scores``. Empty for one class or none."""
     # Imported here: judging a saved run (the model picker) needs neither scikit-learn nor the models.
     from core.data import seeded_sample
     from core.inference.metrics import ranking_metrics
@@ -192,7 +191,7 @@ def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, grou
 
 def _zero_shot_scores(val: pd.DataFrame, progress=None):
     """(N,) zero-shot MiniLM's scores of ``val``, or None when ``val`` holds one class or MiniLM is not installed."""
-    from core.inference.evaluation import pair_scores
+    from core.inference.metrics import pair_scores
     from core.text.pair_table import PairTable
 
     model = zero_shot_model() if val["is_duplicate"].nunique() == 2 else None

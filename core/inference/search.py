@@ -1,8 +1,9 @@
 """Nearest questions: a corpus's unit vectors (tower 1) in an inner-product index searched with a query's (tower 0),
 so a score is the cosine the model gives the pair. ``flat`` is exact, ``hnsw`` approximate, ``ivfpq`` compressed
 (IVF cells and PQ codes; its scores are estimates that callers comparing with a threshold score again exactly). On a
-CUDA device, ``DeviceIndex`` searches exactly in IEEE float32. Indexes and arrays are cached by what they were built
-from and checked for what a crash or a stale entry leaves, not for forgery. FAISS and torch are imported lazily.
+CUDA device, ``DeviceIndex`` searches exactly in IEEE float32. Indexes and a corpus's vectors (``VectorCache``) are
+cached by what they were built from and checked for what a crash or a stale entry leaves, not for forgery. FAISS and
+torch are imported lazily.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -27,6 +29,7 @@ FORMAT = "siamese-lab-cache"
 MIN_POINTS = 39  # training rows per k-means centroid below which FAISS warns (its min_points_per_centroid)
 MAX_NLIST = 65_536  # IVF cells: about 4·sqrt(n), so 65,536 cells are reached at 268 million vectors
 PQ_DIMS_PER_CODE = 4  # dimensions per one-byte PQ code: 384-d -> 96 bytes, 16x below float32
+PROBE_TEXTS = 8  # texts encoded through both towers to tell a Siamese model from a two-tower one
 PQ_BITS = 8  # bits per code (256 centroids per sub-vector), FAISS's fast path
 # Cells searched per query: a 16th of them (at least 8). Near duplicates fall in their query's cell or a
 # neighbouring one; on uniform random vectors (no cells to follow) recall is poor (bench/index_memory.py).
@@ -118,6 +121,41 @@ def encode_unit_rows(model, texts: Sequence[str], tower: int, batch_size: int,
         norms = np.linalg.norm(part, axis=1, keepdims=True)
         np.divide(part, np.maximum(norms, 1e-12), out=out[offset : offset + len(chunk)])
     return np.zeros((0, 0), dtype=np.float32) if out is None else out
+
+
+def towers_differ(model, texts: Sequence[str], batch_size: int = 256) -> bool:
+    """Whether ``model``'s two towers give different vectors, told from the first ``PROBE_TEXTS`` of ``texts``."""
+    probe = list(texts[:PROBE_TEXTS])
+    if not probe:
+        return False
+    first = np.asarray(model.encode(probe, tower=0, batch_size=batch_size))
+    second = np.asarray(model.encode(probe, tower=1, batch_size=batch_size))
+    return not (first.shape == second.shape and np.allclose(first, second, atol=1e-5))
+
+
+def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
+                  batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
+    """(tower 1's unit rows, tower 0's or None when the towers agree) of ``texts``; ``progress(done, total)``
+    counts every text encoded, both towers together."""
+    texts = list(texts)
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32), None
+    if not towers_differ(model, texts, batch_size):
+        return encode_unit_rows(model, texts, tower=1, batch_size=batch_size, progress=progress), None
+    total = 2 * len(texts)
+    one = encode_unit_rows(model, texts, tower=1, batch_size=batch_size,
+                           progress=None if progress is None else (lambda done, _n: progress(done, total)))
+    zero = encode_unit_rows(model, texts, tower=0, batch_size=batch_size, progress=None if progress is None else (
+        lambda done, _n: progress(len(texts) + done, total)))
+    return one, zero
+
+
+def clustering_rows(second: np.ndarray, first: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(vectors, queries): ``second`` and None for a Siamese model, else [t1, t0]/√2 and [t0, t1]/√2."""
+    if first is None:
+        return second, None
+    half = np.float32(1 / math.sqrt(2))
+    return np.hstack([second, first]) * half, np.hstack([first, second]) * half
 
 
 # ---- the kinds of index ------------------------------------------------------------------------
@@ -424,3 +462,89 @@ def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, pro
         with contextlib.suppress(OSError):  # a read-only cache still gets a working (in-memory) index
             save_index(built.index, folder, stamp)
     return built
+
+
+# A corpus's vectors kept on disk between runs, so another threshold, round or index kind on the same corpus with the
+# same model encodes nothing: a folder per model key and corpus fingerprint holding tower 1's unit rows, tower 0's
+# only when the towers differ, and the stamp; anything but exactly the stamp, shapes, dtypes and finite unit rows is
+# encoded again.
+SECOND, FIRST = "second.npy", "first.npy"
+
+
+@dataclass
+class CorpusVectors:
+    """A corpus's unit vectors under one model: ``second`` (N, d) its tower 1 rows, ``first`` (N, d) its tower 0
+    rows or None when the towers agree; ``reused`` says whether they came from the cache."""
+
+    second: np.ndarray
+    first: np.ndarray | None = None
+    reused: bool = False
+
+    def for_clustering(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(vectors, queries) as ``core.inference.dedup.encode_corpus`` gives them."""
+        return clustering_rows(self.second, self.first)
+
+
+class VectorCache:
+    """Corpus vectors under ``root`` (the CLI's: the lab's cache, ``vectors/``), one folder per model and corpus."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def folder(self, model_key: str, corpus: str) -> Path:
+        return self.root / f"{model_key[:16]}-{corpus[:16]}"
+
+    @staticmethod
+    def stamp(model_key: str, corpus: str, count: int, dim: int, towers: int) -> dict:
+        return {"use": "corpus vectors", "model": model_key, "corpus": corpus, "count": count, "dim": dim,
+                "towers": towers}
+
+    def load(self, model_key: str, texts: Sequence[str], corpus: str | None = None) -> CorpusVectors | None:
+        """The vectors saved for ``texts`` under ``model_key``, checked; None when there are none or a check fails.
+        ``corpus``: the texts' fingerprint when the caller has it."""
+        corpus = corpus or fingerprint(texts)
+        folder = self.folder(model_key, corpus)
+        saved = saved_stamp(folder) or {}  # its width and towers; the rest is checked against the stamp
+        dim, towers = saved.get("dim"), saved.get("towers")
+        if not (isinstance(dim, int) and towers in (1, 2)):
+            return None
+        shape = ((len(texts), dim), np.float32)
+        arrays = load_arrays(folder, self.stamp(model_key, corpus, len(texts), dim, towers),
+                             {SECOND: shape, **({FIRST: shape} if towers == 2 else {})})
+        try:
+            if arrays is None or not all(is_unit(row_norms(rows)) for rows in arrays.values()):
+                return None
+        except ValueError:  # NaN or infinite values
+            return None
+        return CorpusVectors(arrays[SECOND], arrays.get(FIRST), reused=True)
+
+    def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str | None = None) -> bool:
+        """Keep ``vectors`` of ``texts`` for the next run; False when the cache cannot be written."""
+        corpus = corpus or fingerprint(texts)
+        arrays = {SECOND: vectors.second, **({} if vectors.first is None else {FIRST: vectors.first})}
+        stamp = self.stamp(model_key, corpus, len(texts), int(vectors.second.shape[1]), len(arrays))
+        with contextlib.suppress(OSError):  # a read-only or full cache: this run still has its vectors
+            save_arrays(self.folder(model_key, corpus), arrays, stamp)
+            return True
+        return False
+
+
+def corpus_vectors(texts: Sequence[str], model, cache: VectorCache | None = None, model_key: str | None = None,
+                   progress: Progress | None = None, batch_size: int = 256) -> CorpusVectors:
+    """The unit vectors of ``texts``: ``cache``'s for ``model_key`` (default: the model's ``model_identity``) when it
+    holds them, else encoded (``encode_towers``) and saved there. ``model`` is a model, or a
+    function giving one, called only when something must be encoded."""
+    def loaded():
+        return model if hasattr(model, "encode") else model()
+
+    texts = list(texts)
+    if cache is not None and model_key is None:
+        model_key = model_identity(model := loaded())
+    corpus = fingerprint(texts) if cache is not None and model_key is not None and texts else None
+    saved = cache.load(model_key, texts, corpus) if corpus is not None else None
+    if saved is not None:
+        return saved
+    vectors = CorpusVectors(*encode_towers(loaded(), texts, progress=progress, batch_size=batch_size))
+    if corpus is not None:
+        cache.save(model_key, texts, vectors, corpus)
+    return vectors

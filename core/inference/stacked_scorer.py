@@ -163,7 +163,7 @@ def stack_and_calibrate(encoder, train, data: str, val=None, val_data: str = "",
     named ``data``), its thresholds picked on ``val`` when given, else on the seeded share of ``train`` the fit did
     not see; ValueError (``stacking_problem``) when the pairs cannot do it."""
     from core.inference.calibration import calibrate_on
-    from core.inference.evaluation import scorer_scores
+    from core.inference.metrics import scorer_scores
 
     problem = stacking_problem(train, data, val, val_data)
     if problem:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from core.data import resampling_groups
 from core.inference.calibration import calibrate_on, calibration_problem
-from core.inference.evaluation import scorer_scores
+from core.inference.metrics import scorer_scores
 from core.inference.metrics import evaluate_scores, ranking_metrics
 from core.inference.run_quality import zero_shot_model
 from core.inference.honest_pairs import verdict_text

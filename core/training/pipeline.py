@@ -28,7 +28,7 @@ from core.data import (
 )
 from core.data.splitting import with_implied_pairs
 from core.inference.calibration import precision_threshold
-from core.inference.evaluation import calibrate, pair_scores
+from core.inference.metrics import calibrate, pair_scores
 from core.inference.metrics import evaluate_scores
 from core.inference.metrics import metric_intervals
 from core.inference.run_quality import RunQuality, finite_number, judge_run, validation_baselines
