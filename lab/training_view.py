@@ -15,7 +15,7 @@ from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.presets import AUTO_PRESET, AutoRecipe, auto_options
 from core.training.jobs import JobQueue, TrainingJob, earlier_runs
 from core.training.presets import PRESETS
-from core.training.runs_table import METRIC_COLUMNS, runs_table
+from lab.runs_table import METRIC_COLUMNS, runs_table
 from core.training.specs import SIZE_OPTIONS, spec_from_options
 from lab import charts, workspace_state
 from lab.loss_menu import loss_choice
