@@ -24,11 +24,7 @@ TOKEN_BUDGETS = {"minilm": 1024, "dual-transformer": 1024}
 
 def encoding_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None = None) -> list[np.ndarray]:
     """Row positions in batches, longest texts first, each of at most ``batch_size`` rows and, with
-    ``max_tokens``, at most that many padded tokens (rows x its longest text), but at least one row.
-
-    >>> [b.tolist() for b in encoding_batches(np.array([3, 9, 5, 1]), batch_size=3, max_tokens=10)]
-    [[1], [2, 0], [3]]
-    """
+    ``max_tokens``, at most that many padded tokens (rows x its longest text), but at least one row."""
     lengths = np.asarray(lengths)
     order = np.argsort(-lengths, kind="stable")
     step = max(1, int(batch_size))
