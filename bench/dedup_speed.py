@@ -12,7 +12,7 @@ threshold (default ``core.models.ZERO_SHOT_THRESHOLD``), clusters of at least 2:
   ``sentence_transformers.util.community_detection`` (n² cosines in batches).
 
 Ours encode with batch size 256 (our default; a transformer's batches are also cut at 1,024 padded
-tokens, ``core.text.encoding_batches``), theirs at sentence-transformers' default batch size 32 (its faster
+tokens, ``core.models.base``), theirs at sentence-transformers' default batch size 32 (its faster
 setting on this CPU: at 256 it is about 2x slower); max length 64 on every side (``max_seq_length = 64``
 on theirs).
 Their rule is cosine >= threshold, ours > threshold: they are given the next float32 above the

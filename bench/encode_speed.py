@@ -2,7 +2,7 @@
 
 All encode the same distinct Quora questions with all-MiniLM-L6-v2 (loaded offline), max length 64,
 at batch sizes 32 (sentence-transformers' default) and 256 (ours; our transformer batches are also cut at
-1,024 padded tokens, ``core.text.encoding_batches``, theirs are not), 2 torch threads (and 2 onnxruntime batches at once, one thread each). Ours:
+1,024 padded tokens, ``core.models.base``, theirs are not), 2 torch threads (and 2 onnxruntime batches at once, one thread each). Ours:
 `MiniLM.pretrained(max_length=64).encode(texts, batch_size=b)`; theirs: `SentenceTransformer(folder).encode(texts,
 batch_size=b, convert_to_tensor=True)` with `max_seq_length = 64`; ONNX: the same model exported by
 `core.export.export_folder.write_export` (`python -m core export --format onnx`) and run by `core.export.onnx_backend.OnnxEncoder.encode`

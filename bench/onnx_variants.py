@@ -5,7 +5,7 @@
 - **Operator fusion**: onnxruntime's transformer optimizer (``optimize_model(model_type="bert")``) on the
   exported graph, once as exported (PyTorch's SDPA attention: only SkipLayerNorm and BiasGelu fuse) and
   once exported with eager attention (the attention fuses too). Vectors are compared with the plain graph.
-- **The token budget** of an inference batch (``core.text.encoding_batches.TOKEN_BUDGETS``), 256 to 8,192.
+- **The token budget** of an inference batch (``core.models.base.TOKEN_BUDGETS``), 256 to 8,192.
 
 Questions/s of ``OnnxEncoder.encode`` at batch 256 on the first distinct questions of the shared file,
 the sides alternating over ``--rounds`` (median). Only the threading is in ``OnnxEncoder``: see BENCHMARKS.

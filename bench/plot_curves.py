@@ -9,7 +9,7 @@ A PNG needs matplotlib, else plotly with kaleido; an ``.html`` output needs only
 
     .venv/bin/python bench/plot_curves.py bench/out/quality-2026-11-24-*.json
     .venv/bin/python bench/plot_curves.py bench/out/a.json bench/out/b.json --only preset --out docs/auc_vs_time.png
-    .venv/bin/python bench/plot_curves.py bench/out/a.json --only preset --reference  # Preset.reference_curve tuples
+    .venv/bin/python bench/plot_curves.py bench/out/a.json --only preset --reference  # assets/reference_curves.json points
 """
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the figure to write (.png or .html)")
     p.add_argument("--only", default="", help="comma-separated parts of row names to keep (e.g. preset)")
     p.add_argument("--reference", action="store_true",
-                   help="print each curve as a core.training.presets reference_curve tuple instead of drawing")
+                   help="print each curve as assets/reference_curves.json points instead of drawing")
     args = p.parse_args(argv)
     curves, skipped = read_curves(args.files, [part for part in args.only.split(",") if part])
     if skipped:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("no row with a validation curve in " + ", ".join(map(str, args.files)))
     if args.reference:
         for name, points in curves.items():
-            print(f"{name}: reference_curve=({''.join(f'({x:.1f}, {y:.4f}), ' for x, y in points).rstrip()})")
+            print(f'{name}: "points": [{", ".join(f"[{x:.1f}, {y:.4f}]" for x, y in points)}]')
         return
     args.out.parent.mkdir(parents=True, exist_ok=True)
     backend = write(curves, args.out)

@@ -235,7 +235,7 @@ def model_choices() -> dict[str, str]:
     from core.inference.run_quality import judge_run
     from core.saving import list_runs
     from core.status import CANCELLED, FAILED
-    from core.training.runs_table import run_status
+    from lab.runs_table import run_status
 
     runs, _ = list_runs(st.session_state.runs_root)
     published = os.environ.get("SIAMESE_LAB_PUBLISHED")  # the operator's models, read-only, in every workspace

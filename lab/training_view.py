@@ -2,6 +2,7 @@
 unfinished) and the saved models."""
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -15,12 +16,12 @@ from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.presets import AUTO_PRESET, AutoRecipe, auto_options
 from core.training.jobs import JobQueue, TrainingJob, earlier_runs
 from core.training.presets import PRESETS
-from core.training.runs_table import METRIC_COLUMNS, runs_table
+from lab.runs_table import METRIC_COLUMNS, runs_table
 from core.training.specs import SIZE_OPTIONS, spec_from_options
 from lab import charts, workspace_state
 from lab.loss_menu import loss_choice
 from lab.navigation import COMPARE
-from lab.session import SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
+from lab.session import ROOT, SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
 KEEP_UNVALIDATED_LABEL = "Keep a run cancelled before its first validation"  # the Train page's checkbox
@@ -290,10 +291,15 @@ def cancelled_sentence(job: TrainingJob, saved: str) -> str:
     return f"{where}: {kept}, {saved}."
 
 
+# Per preset, its measured (train seconds, validation ROC AUC) points (docs/BENCHMARKS.md): drawn under a run of that
+# preset, so a user sees whether the run is on track.
+REFERENCE_CURVES = ROOT / "assets" / "reference_curves.json"
+
+
 def reference_curve(job: TrainingJob) -> tuple:
     """The measured curve of the preset the run started from; () for custom settings or none measured."""
-    preset = PRESETS.get(job.preset) if job.preset else None
-    return preset.reference_curve if preset else ()
+    curve = json.loads(REFERENCE_CURVES.read_text(encoding="utf-8")).get(job.preset or "", {})
+    return tuple(map(tuple, curve.get("points", ())))
 
 
 def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:

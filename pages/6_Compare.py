@@ -8,7 +8,7 @@ from core.inference.honest_pairs import (
 from core.models import MODEL_LABELS
 from core.saving import list_runs
 from core.saving.safe_csv import safe_csv
-from core.training.runs_table import METRIC_COLUMNS, runs_table
+from lab.runs_table import METRIC_COLUMNS, runs_table
 from lab import cached, compare_view, workspace_state
 from lab.figures import PLOTLY_CONFIG
 from lab.navigation import TRAIN

@@ -25,7 +25,7 @@ from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs
 from core.saving.safe_csv import safe_csv
 from core.training.objectives import LossConfig
-from core.training.runs_table import METRIC_COLUMNS, RUN_COLUMNS, runs_table
+from lab.runs_table import METRIC_COLUMNS, RUN_COLUMNS, runs_table
 from lab import compare_view
 from lab.navigation import COMPARE
 
@@ -153,7 +153,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
         assert trace["x"] == shown["model"].tolist()
         assert trace["y"] == pytest.approx(shown[column].tolist(), nan_ok=True)
 
-    # the training details, on demand: the runs table of core.training.runs_table
+    # the training details, on demand: the runs table of lab.runs_table
     pd.testing.assert_frame_equal(details.reset_index(drop=True), runs_table(runs, MODEL_LABELS))
     assert [b.proto.label for b in at.get("download_button")] == ["Download the table (CSV)",
                                                                   "Download the 48 pairs scored (CSV)",

@@ -339,14 +339,15 @@ def test_progress_says_starting_then_speed_time_left_and_validation(train_page, 
     assert not at.button(key="start").disabled
 
 
-def test_the_validation_curve_is_drawn_live_over_the_presets_reference(train_page, monkeypatch, plotly_figures):
-    from dataclasses import replace
-
-    from core.training.presets import PRESETS
+def test_the_validation_curve_is_drawn_live_over_the_presets_reference(train_page, monkeypatch, plotly_figures,
+                                                                       tmp_path):
+    import lab.training_view
     from lab.charts import REFERENCE_LABEL
 
     reference = ((0.0, 0.5), (90.0, 0.8), (300.0, 0.9))  # (train seconds, ROC AUC), as a measured preset holds
-    monkeypatch.setitem(PRESETS, "sample-demo", replace(PRESETS["sample-demo"], reference_curve=reference))
+    curves = tmp_path / "reference_curves.json"
+    curves.write_text(json.dumps({"sample-demo": {"points": reference}}))
+    monkeypatch.setattr(lab.training_view, "REFERENCE_CURVES", curves)
     monkeypatch.setattr(core.training.jobs, "train_run", HeldRun())
     at = train_page
     at.selectbox(key="preset").set_value("sample-demo").run()

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from core.models import DualEncoder, DualEncoderConfig
-from core.text import encoding_batches as eb
-from core.text.encoding_batches import encoding_batches
+from core.models import base as eb
+from core.models.base import encoding_batches
 from core.text.word_tokenizer import WordTokenizer
 
 

@@ -148,7 +148,7 @@ def test_a_progress_callback_that_raises_stops_the_batches_not_yet_started(model
     texts = pairs["question1"].tolist()[:400]
     encoder = OnnxEncoder(onnx_model(models["lstm"])[0].folder, threads=2)
     rows = encoder.token_rows(texts)
-    from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
+    from core.models.base import TOKEN_BUDGETS, encoding_batches
 
     first = encoding_batches(np.array([len(row) for row in rows]), 4, TOKEN_BUDGETS.get(encoder.model_type))[0]
     width = max(len(rows[i]) for i in first)

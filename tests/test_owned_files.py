@@ -37,7 +37,7 @@ from core.saving import (
     write_folder_atomically,
 )
 from core.saving.atomic import owned_by, user_entries
-from core.saving.temp_files import TEMP_MARK, stale_temps, temp_path
+from core.saving.atomic import TEMP_MARK, stale_temps, temp_path
 from core.text.word_tokenizer import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE
 from core.text.wordpiece_tokenizer import WORDPIECE_VOCAB_FILE
 

@@ -11,7 +11,7 @@ HEAVY = ["torch", "transformers", "sklearn"]
 # What pages/4_Verdict.py and pages/9_Label.py import, and what lab.session.model_picker imports when it draws.
 LIGHT_MODULES = ["lab.session", "lab.verdict_view", "lab.export_view", "lab.label_view",
                  "lab.charts", "lab.figures", "lab.workspace_state", "core.training.active_rounds",
-                 "core.training.runs_table", "core.inference.run_quality", "core.saving"]
+                 "lab.runs_table", "core.inference.run_quality", "core.saving"]
 
 # A fresh interpreter: modules imported by other tests cannot hide an import.
 SCRIPT = """

@@ -94,7 +94,8 @@ def test_settings_that_mean_nothing_to_a_loss_are_normalised():
      "model_options"),
     ({"max_minutes": -1.0}, "max_minutes"), ({"max_minutes": math.nan}, "max_minutes"),
     ({"max_minutes": "ten"}, "max_minutes"), ({"max_minutes": 10**7}, "max_minutes"),
-    ({"keep_unvalidated": 1}, "keep_unvalidated"),
+    ({"keep_unvalidated": 1}, "keep_unvalidated"), ({"optimizer": "sgd"}, "optimizer"),
+    ({"validate_every": -1}, "validate_every"),
 ])
 def test_every_bad_option_is_refused_naming_the_option(options, option):
     with pytest.raises(SpecError) as raised:
@@ -267,7 +268,11 @@ def test_the_train_page_shows_the_setting_each_new_loss_uses(runs_root, open_pag
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_a_presets_reference_curve_is_a_measured_validation_curve(name):
-    curve = PRESETS[name].reference_curve
+    from lab.training_view import REFERENCE_CURVES
+
+    curves = json.loads(REFERENCE_CURVES.read_text())
+    assert set(curves) <= set(PRESETS)
+    curve = curves.get(name, {}).get("points", [])
     seconds = [point[0] for point in curve]
     assert all(len(point) == 2 for point in curve) and seconds == sorted(seconds)
     assert all(0.5 < auc <= 1.0 and 0 < t <= PRESETS[name].options.get("max_minutes", 1e9) * 60 for t, auc in curve)

@@ -53,12 +53,6 @@ def test_a_nan_loss_read_late_still_names_its_step():
     assert trainer.step == 3
 
 
-def test_read_loss_every_is_checked():
-    assert TrainConfig().read_loss_every == 0  # auto
-    with pytest.raises(ValueError, match="read_loss_every"):
-        TrainConfig(read_loss_every=-1)
-
-
 # ---- fixed widths ------------------------------------------------------------------------------------------------
 def test_pad_widths_are_few_and_end_at_the_limit():
     assert pad_widths(40) == (8, 16, 24, 32, 40)

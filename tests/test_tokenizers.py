@@ -8,7 +8,7 @@ import torch
 from tokenizers import Tokenizer
 
 from core.text.token_table import TokenTable
-from core.text.tokenizer_kinds import read_tokenizer
+from core.text.pair_table import read_tokenizer
 from core.text.word_tokenizer import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE, WordTokenizer
 from core.text.wordpiece_tokenizer import (
     WORDPIECE_VOCAB_FILE,

@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from core.cli.main import main
-from core.saving import temp_files, user_files
-from core.saving.temp_files import STALE_SECONDS, TEMP_MARK
+from core.saving import atomic as temp_files, user_files
+from core.saving.atomic import STALE_SECONDS, TEMP_MARK
 from core.saving.user_files import UserFileError, claim_files
 
 ROOT = Path(__file__).resolve().parents[1]

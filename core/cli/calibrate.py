@@ -1,4 +1,4 @@
-"""``python -m core calibrate``: a calibrated copy of any model (``core.saving.calibrated``: a config.json pointing at
+"""``python -m core calibrate``: a calibrated copy of any model (``core.saving.model_folder``: a config.json pointing at
 the model's weights, never copying them, with the thresholds picked on ``--data``), loaded like any model; with
 ``--stacked``, a stacked scorer (``core.inference.stacked_scorer``) written the same way."""
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _parent(model: str) -> dict:
     from core.model_names import TFIDF, ZERO_SHOT, ZERO_SHOT_LABEL
     from core.models.registry import parent_record
     from core.saving import read_config
-    from core.saving.calibrated import CALIBRATED_FROM, is_calibrated
+    from core.saving.model_folder import CALIBRATED_FROM, is_calibrated
 
     if model in (ZERO_SHOT, TFIDF):
         return parent_record(model, ZERO_SHOT_LABEL if model == ZERO_SHOT else "TF-IDF cosine")
@@ -69,7 +69,7 @@ def _write(target: Path, base: dict, parent: dict, scorer, calibrated) -> dict:
     """Save the copy of the model whose config is ``base``; its config.json comes back."""
     from core.inference.stacked_scorer import StackedScorer
     from core.inference.tfidf_scorer import TfidfScorer
-    from core.saving.calibrated import TFIDF_FILE
+    from core.saving.model_folder import TFIDF_FILE
     from core.saving.model_folder import calibrated_config, save_calibrated
 
     config = calibrated_config(base, parent, calibrated.thresholds, calibrated.record(), name=target.name)

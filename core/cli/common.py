@@ -390,7 +390,7 @@ def vector_cache_key(args) -> str | None:
     from core.inference.stacked_scorer import is_stacked
     from core.model_names import TFIDF, ZERO_SHOT
     from core.saving import read_config
-    from core.saving.calibrated import CALIBRATED_FROM
+    from core.saving.model_folder import CALIBRATED_FROM
 
     if getattr(args, "backend", "torch") == "onnx" or not (args.model == ZERO_SHOT or Path(args.model).is_dir()):
         return None

@@ -21,12 +21,9 @@ def duplicate_free_batches(
     pairs: pd.DataFrame, batch_size: int, seed: int | None, drop_last_below: int = 2,
     lengths: np.ndarray | None = None, both_classes: bool = False,
 ) -> list[np.ndarray]:
-    """Shuffled batches (int64 row positions into ``pairs``) of the duplicate rows, or of every row with
-    ``both_classes``, with no normalised text twice. Rows come in a seeded order (``seed`` None: file order); a row
-    whose text is already in the open batch waits in a queue that seeds every new batch first (delayed, not lost).
-    Batches below ``drop_last_below`` rows are dropped (a 1-row batch has no negatives). With ``lengths`` (token
-    lengths), rows of similar length share a batch (``length_grouped``) and the batches are shuffled.
-    """
+    """Shuffled batches of row positions (duplicates, or every row with ``both_classes``), no normalised text twice
+    in one: in-batch negatives must not be the anchor's own text. A clashing row waits for the next batch, never lost;
+    batches under ``drop_last_below`` rows are dropped; with ``lengths``, similar lengths share a batch."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     positions = np.arange(len(pairs)) if both_classes else np.flatnonzero(pairs["is_duplicate"].to_numpy() == 1)

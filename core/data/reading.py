@@ -389,18 +389,9 @@ def load_pairs(
     source, columns: dict[str, str] | None = None, max_rows: int | None = None, max_bytes: int | None = None,
     label_map: dict | None = None,
 ) -> tuple[pd.DataFrame, LoadReport]:
-    """Read question pairs from a CSV/TSV/;/| file (plain or gzip), raw bytes or a binary file object (an upload).
-
-    ``columns``: role -> column name, overriding header detection for the roles it names. ``max_rows``: keep only
-    the first usable rows (the rest is not parsed; the report covers the rows up to the last one kept).
-    ``max_bytes``: the cap on the text read instead of ``core.data.limits.input_limit()``'s. ``label_map``: label
-    value -> 1 or 0, matched ignoring case and spaces, or a rule such as ">=4"; without it the documented
-    spellings are read (1/0, true/false, yes/no...).
-
-    Returns (pairs, report): exactly `question1`, `question2` (stripped text) and `is_duplicate` (int64 0/1) in
-    file order with a fresh RangeIndex. Raises ``DataError`` when the input gives no pairs or its columns cannot
-    hold their roles (``LabelValuesError``: a label column of other values).
-    """
+    """(pairs, report) from a CSV/TSV/;/| file (plain or gzip), bytes or an upload: ``question1``, ``question2``,
+    ``is_duplicate`` (int64 0/1) in file order; ``columns`` and ``label_map`` override header and label detection.
+    ``DataError`` when no pairs come out or the columns cannot hold their roles."""
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be a positive integer, got {max_rows}")
     reader = PairReader(source, columns, max_bytes=max_bytes, label_map=label_map)

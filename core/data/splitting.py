@@ -254,11 +254,8 @@ MAX_GROUP = 10  # a cap against drift, not tuned
 
 
 def implied_pairs(pairs: pd.DataFrame, max_group: int = MAX_GROUP, seed: int = 0) -> pd.DataFrame:
-    """The new pairs (question1, question2, is_duplicate) that ``pairs``' labels imply, none already in ``pairs``
-    in either order.
-
-    Example: (a, b, 1), (b, c, 1), (a, d, 0) imply (a, c, 1) by closure, and (b, d, 0) and (c, d, 0) by swap.
-    """
+    """The new pairs that ``pairs``' labels imply, none already in ``pairs`` in either order: (a, b, 1), (b, c, 1),
+    (a, d, 0) imply (a, c, 1) by closure, and (b, d, 0) and (c, d, 0) by swap."""
     if max_group < 2:
         raise ValueError(f"max_group must be at least 2, got {max_group}")
     texts = np.concatenate([pairs["question1"].to_numpy(object), pairs["question2"].to_numpy(object)])

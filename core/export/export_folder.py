@@ -104,10 +104,8 @@ def export_files(folder: str | Path) -> list[str]:
 
 def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize: str | None = None,
                  source: str | None = None, extra: dict | None = None, name: str | None = None) -> dict:
-    """Fill the existing ``folder`` with the export, neither claimed nor atomic (``export_model`` and the ONNX
-    cache wrap it). ``extra`` goes into the manifest; ``name`` is the folder's final name, which the card's
-    usage snippet opens. An ONNX export's manifest records the sha256 of its graphs and tokenizer. Returns the
-    manifest."""
+    """Fill the existing ``folder`` with the export and return its manifest; neither claimed nor atomic
+    (``export_model`` and the ONNX cache wrap it). ``name``: the folder's final name, which the card's snippet opens."""
     check_export(model.model_type, fmt, quantize)
     folder = Path(folder)
     was_training = model.training

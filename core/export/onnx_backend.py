@@ -23,7 +23,6 @@ from core.export.formats import failure_reason, onnx_session
 from core.export.manifest import EXPORT_VERSION, MANIFEST_FILE, TOKENIZER_FILE, files_match, finite, part, read_manifest
 from core.model_names import ZERO_SHOT
 from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, ModelLoadError, hash_regular_file, read_regular_file
-from core.text.encoding_batches import TOKEN_BUDGETS, encoding_batches
 
 MAX_GRAPH_BYTES = 2 * 2**30 - 1  # protobuf's own limit on one message
 MAX_BATCH_ROWS = 256  # OnnxEncoder never runs a larger batch
@@ -123,6 +122,8 @@ class OnnxEncoder:
                progress: Callable[[int, int], None] | None = None):
         """Texts -> (N, d) float32 CPU tensor (what ``PairEncoder.encode`` returns)."""
         import torch
+
+        from core.models.base import TOKEN_BUDGETS, encoding_batches
 
         rows = self.token_rows(texts)
         out = np.empty((len(rows), self.embedding_dim), dtype=np.float32)

@@ -124,7 +124,7 @@ class FileCalibration:
     metrics: dict  # ranking metrics, and those at the accuracy threshold, on the calibration pairs
 
     def record(self) -> dict:
-        """What a calibrated config's ``calibration`` holds (``core.saving.calibrated``)."""
+        """What a calibrated config's ``calibration`` holds (``core.saving.model_folder``)."""
         return {"data": self.data, "pairs": self.pairs, "duplicates": self.duplicates, "metrics": self.metrics}
 
 

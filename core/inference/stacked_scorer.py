@@ -132,7 +132,7 @@ def load_stacked(source: str | Path, device: str = "cpu") -> tuple[StackedScorer
     to be those it was fitted over; ModelLoadError, one line, else."""
     from core.models.registry import load_model, parent_of
     from core.saving import ModelLoadError, read_config
-    from core.saving.calibrated import CALIBRATED_FROM
+    from core.saving.model_folder import CALIBRATED_FROM
 
     folder = Path(source)
     config = read_config(folder)

@@ -150,7 +150,7 @@ def is_tfidf(source: str | Path) -> bool:
 def saved_fit(folder: Path, again: str) -> TfidfScorer:
     """The TF-IDF fit kept in ``folder``; ModelLoadError, one line, saying to run ``again`` when it is missing."""
     from core.saving import VOCAB_MAX_BYTES, ModelLoadError, read_json_file
-    from core.saving.calibrated import TFIDF_FILE
+    from core.saving.model_folder import TFIDF_FILE
 
     path = folder / TFIDF_FILE
     try:
@@ -164,7 +164,7 @@ def saved_fit(folder: Path, again: str) -> TfidfScorer:
 def load_tfidf(source: str | Path) -> tuple[TfidfScorer, dict]:
     """(scorer, config) of ``tfidf`` or of a calibrated TF-IDF folder; ModelLoadError for a folder that is not one."""
     from core.saving import ModelLoadError, read_config
-    from core.saving.calibrated import CALIBRATED_FROM, is_calibrated
+    from core.saving.model_folder import CALIBRATED_FROM, is_calibrated
 
     if str(source) == TFIDF:
         return TfidfScorer(), {"model_type": TFIDF, "name": "TF-IDF cosine", "thresholds": {}}

@@ -19,7 +19,7 @@ from core.models.dual_encoder import DualEncoder
 from core.models.minilm import ZERO_SHOT_THRESHOLD, MiniLM
 from core.models.siamese_lstm import SiameseLSTM
 from core.saving import ModelLoadError, read_config
-from core.saving.calibrated import CALIBRATED_FROM, folder_digest, is_calibrated, parent_folder
+from core.saving.model_folder import CALIBRATED_FROM, folder_digest, is_calibrated, parent_folder
 
 MODEL_TYPES: dict[str, type[PairEncoder]] = {cls.model_type: cls for cls in (SiameseLSTM, DualEncoder, MiniLM, CrossEncoder)}
 assert tuple(MODEL_TYPES) == MODEL_NAMES, "core.model_names must list every family, in menu order"
@@ -85,7 +85,7 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
         return for_inference(MiniLM.pretrained(), device), zero_shot_config()
     from core.saving import CONFIG_FILE, WEIGHTS_FILE, config_from_dict, read_weights
     from core.saving.model_folder import check_weight_dtypes, weights_max_bytes
-    from core.text.tokenizer_kinds import read_tokenizer
+    from core.text.pair_table import read_tokenizer
 
     folder = Path(source)
     config_path = folder / CONFIG_FILE
@@ -169,7 +169,7 @@ def for_inference(model: PairEncoder, device) -> PairEncoder:
     return model.to(device).eval()
 
 
-# ---- calibrated copies (core.saving.calibrated): which model one stands for, checked before it is served ----
+# ---- calibrated copies (core.saving.model_folder): which model one stands for, checked before it is served ----
 def _digest_limit() -> int:
     """The largest parent file read for its digest: the weights of the largest model allowed."""
     from core.saving import weights_max_bytes

@@ -19,10 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from core.saving.atomic import FOLDER_NAME_MAX_BYTES, ForeignFilesError, refuse_foreign_files
-from core.saving.calibrated import TFIDF_FILE
-from core.saving.model_folder import CONFIG_FILE, MODEL_FILES, ModelLoadError, read_config
-from core.saving.temp_files import remove_stale_temps
+from core.saving.atomic import FOLDER_NAME_MAX_BYTES, ForeignFilesError, refuse_foreign_files, remove_stale_temps
+from core.saving.model_folder import CONFIG_FILE, MODEL_FILES, TFIDF_FILE, ModelLoadError, read_config
 
 LOCK_MARK = b"siamese-lab lock file: removed by the process that holds it\n"
 TAKE_TRIES = 10  # a lock file removed by its releasing holder between our open and flock: open the new one

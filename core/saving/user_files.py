@@ -15,8 +15,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Iterable
 
-from core.saving.atomic import fsync_folder
-from core.saving.temp_files import create_temporary, remove_stale_temps, unlink_quietly
+from core.saving.atomic import create_temporary, fsync_folder, remove_stale_temps, unlink_quietly
 
 
 class UserFileError(Exception):

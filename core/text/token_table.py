@@ -54,10 +54,7 @@ class TokenTable:
 
 def pad_widths(limit: int) -> tuple[int, ...]:
     """The few widths a fixed-shape batch is padded to, up to ``limit``: multiples of 8 to 32, then steps of about
-    1.5x, and ``limit``. Each is one shape (a CUDA graph) to compile; padding stays under about a third.
-
-    Example: pad_widths(40) -> (8, 16, 24, 32, 40).
-    """
+    1.5x, and ``limit``. Each is one shape (a CUDA graph) to compile; padding stays under about a third."""
     steps = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
     return tuple(w for w in steps if w < limit) + (limit,)
 

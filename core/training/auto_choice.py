@@ -229,7 +229,7 @@ def _save_copy(folder: Path, scorer, calibrated, record: dict, fit_pairs: int, d
     """The chosen scorer over the packaged MiniLM as a calibrated copy (a stacked scorer's TF-IDF fit beside it)."""
     from core.inference.stacked_scorer import StackedScorer, stacked_config
     from core.models.registry import parent_record, zero_shot_config
-    from core.saving.calibrated import TFIDF_FILE
+    from core.saving.model_folder import TFIDF_FILE
     from core.saving.model_folder import calibrated_config, save_calibrated
 
     base, extra = zero_shot_config(), None

@@ -7,7 +7,7 @@ within a training step or a validation batch.
 Every submitted run keeps a record, ``<models folder>/.runs/<job id>.json``, written whole at each status change. A
 server that stops cancels its runs as Cancel does (the best weights saved) and records them ``interrupted``, the
 queued ones ``not started``; a killed server's ``running``/``waiting`` records read so once their writer is gone
-(``core.saving.temp_files.writer_gone``). A record that cannot be written or read is skipped, never a failed run.
+(``core.saving.atomic.writer_gone``). A record that cannot be written or read is skipped, never a failed run.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import pandas as pd
 
 from core.models import MODEL_LABELS
 from core.saving import claim_new_run, read_json_file
-from core.saving.temp_files import host_tag, writer_gone
+from core.saving.atomic import host_tag, writer_gone
 from core.saving.user_files import UserFileError, write_file_atomically
 from core.saving.workspaces import PRIVATE_FILE, PRIVATE_FOLDER
 from core.status import (  # noqa: F401 (re-exported to the pages)
@@ -383,7 +383,7 @@ class RunRecord:
     message: str = ""  # why it failed, or how it ended
     step: int = 0
     total_steps: int = 0
-    host: str = ""  # core.saving.temp_files.host_tag of the writer
+    host: str = ""  # core.saving.atomic.host_tag of the writer
     pid: int = 0
     process: str = ""  # the writer's PROCESS
 

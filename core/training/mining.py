@@ -25,23 +25,9 @@ Progress = Callable[[int, int], None]
 def select_hard_negatives(anchors: np.ndarray, positive_scores: np.ndarray, neighbour_ids: np.ndarray,
                           neighbour_scores: np.ndarray, groups: np.ndarray, k: int = 1,
                           max_share: float = 0.95) -> list[tuple[int, int]]:
-    """The hard negatives of each anchor, as (anchor id, negative id), closest first.
-
-    Args:
-        anchors: (N,) question id of each duplicate pair's anchor.
-        positive_scores: (N,) the model's score of each pair (anchor with its duplicate).
-        neighbour_ids: (N, C) the anchor's nearest questions, best first; -1 where none.
-        neighbour_scores: (N, C) their scores.
-        groups: (Q,) group label of every question, questions joined by a chain of labelled
-            duplicates sharing one: a neighbour in the anchor's group is a labelled duplicate (or the
-            anchor itself) and never a negative.
-        k: negatives kept per anchor at most.
-        max_share: TopK-PercPos: a neighbour is kept only if its score < max_share * positive score.
-
-    Example: anchor 0 whose duplicate scores 0.9; neighbours 0 (itself, 1.0), 5 (0.88), 7 (0.80):
-    with max_share 0.95 the cap is 0.855, so 5 is skipped as a likely unlabelled duplicate and
-    (0, 7) is returned.
-    """
+    """Up to ``k`` hard negatives per anchor, as (anchor id, negative id), closest first. A neighbour in the anchor's
+    ``groups`` label (joined by labelled duplicates) is never one; TopK-PercPos keeps only neighbours scoring under
+    ``max_share`` x the anchor's positive score, since closer ones are likely unlabelled duplicates."""
     chosen: list[tuple[int, int]] = []
     for anchor, positive, ids, scores in zip(anchors, positive_scores, neighbour_ids, neighbour_scores):
         cap, kept = max_share * float(positive), 0
@@ -57,13 +43,8 @@ def select_hard_negatives(anchors: np.ndarray, positive_scores: np.ndarray, neig
 
 def mine_hard_negatives(pairs: pd.DataFrame, model, k: int = 1, candidates: int = 16, max_share: float = 0.95,
                         progress: Progress | None = None) -> pd.DataFrame:
-    """New non-duplicate pairs (question1 = a duplicate pair's question1, question2 = a mined negative,
-    is_duplicate = 0), at most ``k`` per duplicate pair, none already labelled in ``pairs``.
-
-    The negatives come from the distinct questions of ``pairs`` under ``model`` (see
-    ``select_hard_negatives`` for the rule). Append them to the training pairs of a labelled loss
-    (contrastive, CoSENT): each is a near miss the data did not label.
-    """
+    """Up to ``k`` new non-duplicate pairs per duplicate pair (its question1, a mined negative), none already
+    labelled: near misses the data did not label, for a labelled loss (contrastive, CoSENT)."""
     from core.data import corpus_questions
 
     corpus = corpus_questions(pairs)

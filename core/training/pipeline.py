@@ -87,14 +87,8 @@ def train_run(
     test: pd.DataFrame | None = None,
     zero_shot_scores: np.ndarray | None = None,
 ) -> RunResult:
-    """Train, calibrate and save one model.
-
-    ``pairs``: a frame to split, or ``Splits`` made elsewhere. The model goes to ``out_dir`` or a new folder under
-    ``runs_root``, claimed first (a caller that claimed it passes ``output``), released when the run returns.
-    ``objective`` replaces the spec's loss for training only (distillation). ``val``/``test``: the user's own files,
-    used instead of pairs split off. ``zero_shot_scores``: zero-shot MiniLM's scores of the validation split, when
-    the caller has them (auto).
-    """
+    """Train, calibrate and save one model from ``pairs`` (a frame to split, or ``Splits``) into ``out_dir`` or a new
+    folder under ``runs_root``; ``objective`` replaces the spec's loss for training only (distillation)."""
     if output is None and save:
         output = claim_output(out_dir, overwrite) if out_dir else claim_new_run(runs_root, spec.model, spec.loss.name)
     try:

@@ -22,9 +22,6 @@ class Preset:
     name: str
     description: str
     options: dict = field(default_factory=dict)  # run options, as spec_from_options takes them
-    # (train seconds, validation ROC AUC) points (docs/BENCHMARKS.md): the Train page draws them under a run of
-    # this preset, so a user sees whether the run is on track.
-    reference_curve: tuple = ()
     for_gpu: bool = False  # hours on a CPU: the Train page marks it "(GPU)"
 
 
@@ -49,14 +46,6 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "model_options": {"embedding_dim": 128, "hidden_size": 160, "num_layers": 1, "bidirectional": True,
                                    "dropout": 0.1, "tokens": "wordpiece", "init_embeddings": "minilm"},
                  "max_length": 32, "val_fraction": 0.05},
-        # bench/quality.py --only lstm-quora (docs/BENCHMARKS.md has the run)
-        reference_curve=((91.9, 0.8551), (178.8, 0.8854), (267.6, 0.8987), (359.7, 0.9055), (383.5, 0.9058),
-                         (449.7, 0.9092), (541.4, 0.9087), (633.4, 0.9142), (728.0, 0.9133), (778.1, 0.9179),
-                         (814.7, 0.9159), (903.4, 0.9172), (998.1, 0.9186), (1087.9, 0.9200), (1170.4, 0.9232),
-                         (1182.5, 0.9222), (1272.8, 0.9211), (1366.2, 0.9213), (1464.2, 0.9212), (1564.0, 0.9234),
-                         (1579.6, 0.9230), (1655.7, 0.9224), (1745.3, 0.9228), (1840.1, 0.9233), (1940.5, 0.9232),
-                         (1983.2, 0.9231), (2030.7, 0.9228), (2124.6, 0.9227), (2218.3, 0.9231), (2313.7, 0.9233),
-                         (2379.9, 0.9233)),
     ),
     Preset(
         name="minilm-quora",
@@ -68,10 +57,6 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "epochs": 1, "batch_size": 64, "lr": 1e-4, "patience": 0, "max_val_pairs": 2000, "max_steps": 3600,
                  "validate_every": 250, "max_minutes": 100.0,
                  "max_length": 40, "val_fraction": 0.05},
-        # bench/quality.py --only minilm-quora --preset-options '{"lr": 1e-4}' (docs/BENCHMARKS.md has the run)
-        reference_curve=((290.1, 0.9138), (607.1, 0.9230), (901.7, 0.9298), (1192.7, 0.9299), (1481.6, 0.9312),
-                         (1941.2, 0.9351), (2224.5, 0.9373), (2506.0, 0.9372), (2802.6, 0.9391), (3089.2, 0.9387),
-                         (3389.7, 0.9413), (3715.4, 0.9421), (3996.7, 0.9437), (4289.8, 0.9435), (4397.1, 0.9435)),
     ),
     Preset(
         name="minilm-quora-gpu",
@@ -82,11 +67,6 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                  "epochs": 4, "batch_size": 256, "lr": 1e-4, "patience": 0, "max_val_pairs": 2000,
                  "validate_every": 250, "max_minutes": 10.0, "max_length": 40, "val_fraction": 0.05,
                  "precision": "auto", "compile": True},
-        # bench/quality.py --only minilm-quora-gpu on one H100, Inductor's cache warm (docs/BENCHMARKS.md has the run)
-        reference_curve=((35.0, 0.9255), (37.9, 0.9358), (40.9, 0.9364), (43.7, 0.9423), (44.6, 0.9412),
-                         (46.5, 0.9418), (49.6, 0.9453), (52.6, 0.9451), (55.6, 0.9464), (57.1, 0.9473),
-                         (58.3, 0.9448), (60.9, 0.9472), (63.5, 0.9471), (65.9, 0.9493), (67.9, 0.9492),
-                         (68.2, 0.9488), (70.5, 0.9491), (73.2, 0.9483), (75.7, 0.9489), (78.6, 0.949), (79.0, 0.949)),
         for_gpu=True,
     ),
     Preset(

@@ -299,12 +299,8 @@ def _checked_base_model(folder: str, model: str, init_model: str) -> str:
 
 # ---- the builder ---------------------------------------------------------------------------------
 def spec_from_options(preset: str | None = None, **options) -> RunSpec:
-    """The run that ``options`` describe, on top of ``preset`` if given; ``SpecError`` names the first bad option.
-
-    Options left out (or None) come from the preset, else the model's defaults. A preset's sizes and training
-    settings are dropped if ``model`` names another family, its loss settings if ``loss`` names another loss;
-    ``model_options`` merge over the preset's. ``init_model`` must be a saved model of ``model``'s family.
-    """
+    """The run that ``options`` describe over ``preset`` (then the model's defaults); ``SpecError`` names the first
+    bad option. A preset's model or loss settings are dropped when ``model`` or ``loss`` names another one."""
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
         raise SpecError(unknown[0], f"is not an option; the options are {', '.join(OPTION_NAMES)}")

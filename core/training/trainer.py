@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from core.device import PRECISIONS, resolve_device
+from core.device import resolve_device
 from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import Batch, PairTable
 from core.text.token_table import pad_widths
@@ -32,7 +32,7 @@ LOSS_READ_EVERY_CUDA = 50  # read_loss_every's auto on CUDA: one host sync per 5
 
 @dataclass
 class TrainConfig:
-    """The settings of one training loop, checked when made."""
+    """The settings of one training loop; core.training.specs checks their values."""
     epochs: int = 3  # passes over the training batches
     batch_size: int = 64  # pairs per step and process; in-batch losses see all processes' pairs
     lr: float = 1e-3  # peak learning rate, reached after warm-up
@@ -61,21 +61,9 @@ class TrainConfig:
     read_loss_every: int = 0
     amp: InitVar[bool | None] = None  # the switch older configs carry: False reads as precision fp32
 
-    def __post_init__(self, amp: bool | None):
+    def __post_init__(self, amp: bool | None):  # the values themselves are checked once, by core.training.specs
         if amp is False and self.precision == "auto":
             self.precision = "fp32"
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.optimizer not in ("adam", "adamw"):
-            raise ValueError(f"optimizer must be adam or adamw, got {self.optimizer!r}")
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if not self.lr > 0:
-            raise ValueError("lr must be positive")
-        for name in ("max_minutes", "read_loss_every", "validate_every"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be 0 (off or auto) or positive")
 
 
 @dataclass
@@ -460,8 +448,6 @@ FP32 = AutocastPlan(False, None, False)
 
 def autocast_plan(device_type: str, precision: str, bf16_supported: bool) -> AutocastPlan:
     """The plan for ``precision`` on ``device_type``; ValueError for fp16 off CUDA or bf16 on a GPU without it."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     cuda = device_type == "cuda"
     if precision == "fp32" or (precision == "auto" and not cuda):
         return FP32
