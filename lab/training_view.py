@@ -13,14 +13,13 @@ from core.device import cuda_available
 from core.models import MODEL_LABELS, ZERO_SHOT
 from core.saving import ModelLoadError, list_runs, read_config
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
-from core.training.presets import AUTO_PRESET, AutoRecipe, auto_options
 from core.training.jobs import JobQueue, TrainingJob, earlier_runs
-from core.training.presets import PRESETS
-from lab.runs_table import METRIC_COLUMNS, runs_table
+from core.training.presets import AUTO_PRESET, PRESETS, AutoRecipe, auto_options
 from core.training.specs import SIZE_OPTIONS, spec_from_options
 from lab import charts, workspace_state
 from lab.loss_menu import loss_choice
 from lab.navigation import COMPARE
+from lab.runs_table import METRIC_COLUMNS, runs_table
 from lab.session import ROOT, SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
