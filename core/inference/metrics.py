@@ -10,12 +10,14 @@ ROC AUC difference lies above zero. A resample is a vector of row weights; ties 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from core.models.base import PairEncoder
-from core.text.pair_table import PairTable
+if TYPE_CHECKING:  # torch loads with a model, not with the figures: the pages' inputs draw first
+    from core.models.base import PairEncoder
+    from core.text.pair_table import PairTable
 
 BOOTSTRAP_ROUNDS = 1000  # resamples per interval: percentiles stable to about a hundredth of their width
 CONFIDENCE = 0.95  # two-sided: the 2.5th and 97.5th percentiles
@@ -223,6 +225,9 @@ def calibrate(model: PairEncoder, table: PairTable, batch_size: int = 256, progr
 
 def scorer_scores(model, pairs: pd.DataFrame, batch_size: int = 256, progress=None) -> np.ndarray:
     """(N,) scores of ``pairs`` under any scorer: a ``PairEncoder``'s, else a vectorless scorer's ``score_pairs``."""
+    from core.models.base import PairEncoder
+    from core.text.pair_table import PairTable
+
     if isinstance(model, PairEncoder):
         return pair_scores(model, PairTable(pairs, model.tokenizer), batch_size, progress)
     first, second = pairs["question1"].astype(str).tolist(), pairs["question2"].astype(str).tolist()
