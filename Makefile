@@ -23,7 +23,7 @@ browser:
 test: $(STAMP) browser
 	$(PY) -m pytest -q
 
-# Everything but the browser, Ray, multi-process and slow tests (the marks in each test file): about 1.5 minutes on 2 cores.
+# Everything but the browser, Ray, multi-process and slow tests (the marks in each test file): about 2.5 minutes on 2 cores.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not browser and not ray and not ddp and not slow"
 
