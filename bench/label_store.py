@@ -64,7 +64,6 @@ def made_up_pair(i: int, corpus: list[str]) -> tuple[str, str]:
 def fill(path: Path, n: int, corpus: list[str]) -> None:
     store = LabelStore(path)
     store.add(*made_up_pair(0, corpus), 0, labelled_by="workspace-bench/session-0")
-    store.close()
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN IMMEDIATE")
     when = "2026-12-01T00:00:00.000+00:00"
@@ -234,7 +233,6 @@ def main() -> None:
         for i in range(args.adds):  # the database as it was, for a later run with --keep
             store.undo_last("bench")
             store.undo_last("bench")
-        store.close()
         cache = Path(tempfile.mkdtemp(prefix=".bench-cache-", dir=folder))
         for model in (str(tiny_lstm(folder / "models")), "minilm"):
             result = suggest(model, questions, path, folder / "suggested.csv", cache)

@@ -315,7 +315,6 @@ def test_a_read_only_database_is_read_with_its_bytes_unchanged(tmp_path):
     store = LabelStore(path)
     store.add("a?", "b?", 1, labelled_by="ann")
     store.add("c?", "d?", 0, labelled_by="bob")
-    store.close()
     with sqlite3.connect(path) as db:  # as a backup tool leaves it: a rollback-journal file, which a write would
         db.execute("PRAGMA journal_mode = DELETE")  # turn back to WAL (its header rewritten)
     before, names = hashlib.sha256(path.read_bytes()).hexdigest(), sorted(os.listdir(folder))
@@ -327,7 +326,6 @@ def test_a_read_only_database_is_read_with_its_bytes_unchanged(tmp_path):
         assert len(reader) == 2 and reader.recent(1, labelled_by="ann")[0].question1 == "a?"
         assert reader.labelled_among([("a?", "b?"), ("x?", "y?")]) == {("a?", "b?")}
         assert sum(reader.bucket_counts().values()) == 2 and reader.label_of("c?", "d?")
-        reader.close()
         assert hashlib.sha256(path.read_bytes()).hexdigest() == before and sorted(os.listdir(folder)) == names
     finally:
         folder.chmod(0o755)
@@ -433,8 +431,7 @@ def test_a_wal_database_in_a_folder_nobody_can_write_is_read_and_a_damaged_one_i
     folder = tmp_path / "frozen"
     path = folder / "labels.sqlite3"
     writer = LabelStore(path)
-    writer.add("a?", "b?", 1)
-    writer.close()  # closed cleanly: no -wal or -shm beside it
+    writer.add("a?", "b?", 1)  # each transaction's connection closed cleanly: no -wal or -shm beside it
     assert sorted(os.listdir(folder)) == ["labels.sqlite3"]
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:

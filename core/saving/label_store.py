@@ -324,9 +324,6 @@ class LabelStore:
         except DataError as error:
             self.import_problem = f"the earlier labels file {self.legacy_csv.name} was not imported: {error}"
 
-    def close(self) -> None:
-        """Nothing to close: every transaction opens and closes its own connection."""
-
     def _regular_file(self) -> os.stat_result | None:
         """The database's ``lstat``, None when it does not exist; ``DataError`` when it is not a regular file."""
         try:
