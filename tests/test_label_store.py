@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import signal
 import sqlite3
+import threading
 import time
 from collections import Counter
 
@@ -172,6 +173,27 @@ def test_processes_answering_at_once_give_one_label_per_pair(tmp_path):
             last = db.execute("SELECT is_duplicate FROM answers WHERE question1 = ? ORDER BY id DESC LIMIT 1",
                               (f"shared {i}",)).fetchone()[0]
             assert LabelStore(path).label_of(f"shared {i}", f"pair {i}").is_duplicate == last
+
+
+def test_two_tabs_giving_the_first_answers_to_a_new_store_at_the_same_moment_both_keep_theirs(tmp_path):
+    lost, errors = [], []
+
+    def answer(path, start, tab):
+        start.wait()
+        try:
+            LabelStore(path).add(f"question of {tab}", f"answer of {tab}", 1, labelled_by=tab)
+        except DataError as error:  # the schema seen half made, or the switch to WAL met the other tab's
+            errors.append(str(error))
+
+    for attempt in range(100):
+        path, start = tmp_path / f"labels{attempt}.sqlite3", threading.Barrier(2)
+        tabs = [threading.Thread(target=answer, args=(path, start, tab)) for tab in ("tab-1", "tab-2")]
+        for tab in tabs:
+            tab.start()
+        for tab in tabs:
+            tab.join()
+        lost += [attempt] if len(LabelStore(path)) != 2 else []
+    assert errors == [] and lost == []
 
 
 def _answer_forever(path) -> None:

@@ -100,6 +100,18 @@ def connect_read_only(path: str | Path, timeout: float, **options) -> sqlite3.Co
     return db
 
 
+def write_ahead_logged(db: sqlite3.Connection) -> None:
+    """Switch ``db``'s file to WAL (it then stays so) unless it is already. While another connection switches it or
+    writes, SQLite answers "locked" at once, without waiting its busy timeout: this connection then goes on in the
+    rollback-journal mode, which is as safe, only slower for readers, and a later connection makes the switch."""
+    try:
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.OperationalError as error:
+        if error.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise
+
+
 def hash_regular_file(digest, path: Path, max_bytes: int, folder: Path) -> None:
     """``path``'s name, size and bytes into ``digest`` through ``open_regular_file``; a missing file as missing."""
     try:

@@ -25,7 +25,7 @@ import pandas as pd
 
 from core.data.limits import DataError, clip
 from core.data.questions import pair_key
-from core.saving.files import connect_read_only, open_regular_file
+from core.saving.files import connect_read_only, open_regular_file, write_ahead_logged
 from core.saving.safe_csv import is_formula
 
 LABEL_COLUMNS = ("question1", "question2", "is_duplicate", "labelled_by", "labelled_at")
@@ -156,8 +156,10 @@ PRAGMA user_version = 2;
 def checked_schema(db: sqlite3.Connection) -> int:
     """The lab's schema version of an open database (0: empty, the lab's to make), read without writing;
     ``sqlite3.DatabaseError`` for a database of something else or of a newer lab."""
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+    # one statement, so one snapshot: another connection may make the schema between two reads
+    rows = db.execute("SELECT v.user_version, m.name FROM pragma_user_version AS v "
+                      "LEFT JOIN sqlite_master AS m ON m.type = 'table'").fetchall()
+    version, tables = rows[0][0], {name for _, name in rows if name is not None}
     if version > SCHEMA_VERSION:
         raise sqlite3.DatabaseError(f"it was written by a newer lab (schema {version}; this lab reads "
                                     f"{SCHEMA_VERSION})")
@@ -377,8 +379,7 @@ class LabelStore:
         db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         try:  # a database of something else (or of a newer lab) is never changed
             version = checked_schema(db)
-            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # set once: it stays with the file
-                db.execute("PRAGMA journal_mode = WAL")
+            write_ahead_logged(db)
             db.execute("PRAGMA synchronous = FULL")  # an answer acknowledged survives a power cut too
             db.execute("PRAGMA foreign_keys = ON")
             db.create_function("pair_bucket", 2, pair_bucket, deterministic=True)

@@ -20,7 +20,7 @@ from contextlib import closing, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.saving.files import connect_read_only, read_json_file, read_regular_file
+from core.saving.files import connect_read_only, read_json_file, read_regular_file, write_ahead_logged
 from core.saving.user_files import write_file_atomically
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16+ characters so it cannot be guessed
@@ -111,7 +111,7 @@ class Workspace:
         with suppress(FileExistsError):
             os.close(os.open(self.database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
         with closing(sqlite3.connect(self.database, timeout=WRITE_TIMEOUT_S, isolation_level=None)) as connection:
-            connection.execute("PRAGMA journal_mode=WAL")  # kept in the file's header
+            write_ahead_logged(connection)
             connection.execute("BEGIN IMMEDIATE")
             with connection:  # commits at the end, rolls back on any exception
                 if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'state'").fetchone() is None:
