@@ -12,6 +12,10 @@ import streamlit as st
 from core.inference import dedup, dedup_graph
 from core.inference.calibration import Calibrated, can_calibrate, clustering_threshold
 from lab import cached
+from lab.session import get_model, model_choices
+
+NO_RERANK = "none: the bi-encoder's threshold decides"
+RERANK_CAP = 5_000  # candidate pairs the page has a cross-encoder read; more is `python -m core dedup --rerank`'s work
 
 TOP_CLUSTERS = 10  # clusters shown one by one (expanders); the table and the CSV hold them all
 SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColumn("similarity", format="%.4f")}
@@ -44,6 +48,34 @@ def clusters(choice: str, stamp: float, key: str, threshold: float, min_size: in
     questions whose neighbourhood was too large to list whole (None when there are none)."""
     frame = dedup.clusters_frame(_graph.cluster(threshold, min_size), _texts)
     return frame, dedup_graph.capped_note(_graph.capped, _graph.max_neighbourhood, threshold)
+
+
+def cross_encoder_choices() -> dict[str, str]:
+    """label -> choice of the models that can confirm candidate pairs (the cross-encoders), after "none"."""
+    from core.models.registry import scores_pairs_only
+
+    return {NO_RERANK: "", **{label: choice for label, choice in model_choices().items() if scores_pairs_only(choice)}}
+
+
+def candidate_count(graph: dedup_graph.NeighbourGraph, threshold: float) -> int:
+    """How many distinct pairs are above ``threshold`` in ``graph``: what a cross-encoder would read."""
+    first, second, _ = graph.pairs_above(threshold)
+    return int((first < second).sum())
+
+
+@st.cache_data(show_spinner="Confirming the candidate pairs with the cross-encoder…", max_entries=16)
+def reranked_clusters(choice: str, stamp: float, reranker: str, reranker_stamp: float, key: str, threshold: float,
+                      min_size: int, _graph: dedup_graph.NeighbourGraph, _texts: Sequence[str]) -> tuple[pd.DataFrame, str]:
+    """The clusters when the cross-encoder ``reranker`` confirms each pair above the bi-encoder's ``threshold``
+    (``core.inference.dedup.confirmed_clusters`` at its clustering threshold), and the caption saying so."""
+    model, config = get_model(reranker)
+    decide = clustering_threshold(config)
+    first, second, scores = dedup.candidate_scores(_graph, _texts, threshold, model)
+    clusters = dedup.confirmed_clusters(len(_texts), first, second, scores, decide.threshold, min_size)
+    confirmed = int((scores > decide.threshold).sum())
+    return dedup.clusters_frame(clusters, _texts), (
+        f"The cross-encoder confirmed {confirmed:,} of the {len(scores):,} candidate pairs above the cosine threshold "
+        f"(its threshold {decide.threshold:.3f}: {decide.source}); a member's similarity is its pair's score.")
 
 
 def engine_caption() -> str:

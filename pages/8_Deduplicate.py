@@ -47,9 +47,30 @@ threshold_column.caption(f"Starts at {start:.3f}: {calibrated.source}.")
 min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, step=1,
                                     **kept("dedup_min_size"), persist_state="session")
 
+rerankers = dedup_view.cross_encoder_choices()
+reranker = rerankers[st.selectbox(
+    "Confirm each pair with", list(rerankers), key="dedup_rerank", disabled=len(rerankers) == 1,
+    help="A cross-encoder of this workspace (Train → model cross-encoder) reads both questions of each pair above "
+         "the threshold and keeps those it calls duplicates: slower, usually more precise")]
+
 graph = cached.encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))
 frame, capped = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size),
                                    graph, texts)
+if reranker:
+    candidates = dedup_view.candidate_count(graph, float(threshold))
+    if candidates > dedup_view.RERANK_CAP:
+        show_error(f"{candidates:,} pairs are above the threshold; the page confirms at most "
+                   f"{dedup_view.RERANK_CAP:,} with a cross-encoder. Raise the threshold, or run "
+                   "`python -m core dedup --rerank MODEL` on the whole corpus.")
+        st.stop()
+    try:
+        frame, rerank_note = dedup_view.reranked_clusters(
+            choice, cached.model_stamp(choice), reranker, cached.model_stamp(reranker), key, float(threshold),
+            int(min_size), graph, texts)
+    except Exception as error:  # noqa: BLE001 - a cross-encoder that cannot load or score is shown, not raised
+        show_error(f"Could not confirm the pairs with the cross-encoder: {error}")
+        st.stop()
+    st.caption(rerank_note)
 table = dedup_view.cluster_table(frame)
 
 search = "exact search (FAISS flat)" if graph.kind == "flat" else "approximate search (FAISS HNSW)"

@@ -279,3 +279,46 @@ def test_verdict_takes_it_and_the_pages_that_need_vectors_say_they_cannot(cross_
     assert not at.exception and not at.error
     assert [info.value for info in at.info if "is a cross-encoder" in info.value]
     assert not at.text_input  # the page stopped before its search box
+
+
+def test_the_deduplicate_page_confirms_the_candidate_pairs_with_a_cross_encoder(cross_run, runs_with_models,
+                                                                              monkeypatch):
+    import shutil
+
+    from app_support import open_page
+
+    from core.inference.calibration import clustering_threshold
+    from core.models import load_model
+    from lab.navigation import DEDUPLICATE
+
+    runs_root, folders = runs_with_models
+    cross = shutil.copytree(cross_run[0], runs_root / "cross")
+    at = open_page(DEDUPLICATE.path, timeout=120)
+    at.selectbox(key="active_model").set_value(str(folders["lstm"])).run()
+    at.slider(key="dedup_threshold").set_value(0.95).run()
+    alone = at.dataframe[0].value
+    rerank = at.selectbox(key="dedup_rerank")
+    assert rerank.options[0].startswith("none") and len(rerank.options) == 2  # none, and the one cross-encoder
+    rerank.set_value(rerank.options[1]).run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    model, config = load_model(cross)
+    decide = clustering_threshold(config)
+    [note] = [c.value for c in at.caption if c.value.startswith("The cross-encoder confirmed")]
+    assert f"its threshold {decide.threshold:.3f}" in note
+    reranked = at.dataframe[0].value if at.dataframe else alone.iloc[:0]
+    assert int(reranked["size"].sum()) <= int(alone["size"].sum())  # confirming only removes links
+    assert at.expander  # the tiny cross-encoder confirms some of the candidates at this threshold, not all
+    for cluster in range(len(at.expander)):  # each member's similarity: the cross-encoder's score of its pair
+        members = at.dataframe[1 + cluster].value  # (in corpus order, which the page knows and this test does not)
+        representative, others = members["question"].iloc[0], members.iloc[1:]
+        shown = others["similarity_to_representative"].to_numpy()
+        forward = model.score_pairs([representative] * len(others), others["question"].tolist())
+        backward = model.score_pairs(others["question"].tolist(), [representative] * len(others))
+        assert (np.isclose(shown, forward, atol=1e-4) | np.isclose(shown, backward, atol=1e-4)).all()
+        assert (shown > decide.threshold).all()
+    import lab.dedup_view
+
+    monkeypatch.setattr(lab.dedup_view, "RERANK_CAP", 100)  # a shared server's bound: more pairs are the CLI's work
+    at.slider(key="dedup_threshold").set_value(0.9).run()
+    [error] = at.error
+    assert "pairs are above the threshold; the page confirms at most 100" in error.value and "--rerank" in error.value
