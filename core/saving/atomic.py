@@ -28,7 +28,7 @@ import stat
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
 from core.saving.files import ModelLoadError, read_json_file
@@ -57,19 +57,6 @@ def create_temporary(target: Path) -> tuple[Path, int]:
         with suppress(FileExistsError):
             return temp, os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     raise FileExistsError(f"no free temporary name in {target.parent}")
-
-
-@contextmanager
-def work_folder(target: str | Path):
-    """A new folder (mode 0700) named like a temporary of ``target`` for the block, removed at its end."""
-    target = Path(target)
-    remove_stale_temps(target)
-    path = temp_path(target, folder=True)
-    path.mkdir(mode=0o700)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def stale_temps(target: str | Path) -> list[Path]:
