@@ -4,9 +4,9 @@ the same place.
 A folder holding anything the lab did not write (a user's ``NOTES.md``, ``plots/roc.png``, a nested folder, a
 link inside the folder and a link out of it) is never replaced: ``train --overwrite`` and ``export --overwrite``
 refuse in one line naming them, before any work, and change nothing; once the user has moved them away, the
-same command replaces the folder. So for folders saved before folders recorded their files
-(``tests/fixtures/legacy/lstm_words``, an export without its record). (Crashes during the replacement:
-tests/test_crash_save.py.)
+same command replaces the folder. A folder without the lab's record of its files (saved before folders recorded
+them, ``tests/fixtures/legacy/lstm_words``, or its record lost) holds nothing the lab wrote. (Crashes during the
+replacement: tests/test_crash_save.py.)
 """
 from __future__ import annotations
 
@@ -26,11 +26,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from core.cli.main import main
-from core.export.export_folder import EXPORT_FILES
 from core.export.manifest import MANIFEST_FILE
 from core.saving import (
     CONFIG_FILE,
-    MODEL_FILES,
     RECORD_FILE,
     WEIGHTS_FILE,
     ForeignFilesError,
@@ -38,8 +36,7 @@ from core.saving import (
 )
 from core.saving.atomic import owned_by, user_entries
 from core.saving.atomic import TEMP_MARK, stale_temps, temp_path
-from core.text.word_tokenizer import LEGACY_WORD_VOCAB_FILE, WORD_TOKENIZER_FILE
-from core.text.wordpiece_tokenizer import WORDPIECE_VOCAB_FILE
+from core.text.word_tokenizer import WORD_TOKENIZER_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "sample_pairs.csv"
@@ -108,15 +105,10 @@ def assert_no_leftovers(parent: Path) -> None:
 
 
 # ---- train --overwrite ----------------------------------------------------------------------------
-@pytest.mark.parametrize("saved_by", ["this version", "an earlier version"])
-def test_train_overwrite_refuses_a_model_holding_the_users_notes_until_they_are_moved(capsys, tmp_path, saved_by):
+def test_train_overwrite_refuses_a_model_holding_the_users_notes_until_they_are_moved(capsys, tmp_path):
     out = tmp_path / "model"
-    if saved_by == "this version":
-        code, _, err = run_cli(capsys, "train", "--data", SAMPLE, "--out", out, "--seed", "1", *TINY)
-        assert code == 0, err
-    else:  # word_vocab.txt, no record: the folder owns exactly its format's files
-        shutil.copytree(LEGACY, out)
-        assert not (out / RECORD_FILE).exists() and (out / LEGACY_WORD_VOCAB_FILE).is_file()
+    code, _, err = run_cli(capsys, "train", "--data", SAMPLE, "--out", out, "--seed", "1", *TINY)
+    assert code == 0, err
     (out / "NOTES.md").write_text("# my notes\nthreshold looks high\n")
     before = tree(out)
 
@@ -138,20 +130,35 @@ def test_train_overwrite_refuses_a_model_holding_the_users_notes_until_they_are_
     assert_no_leftovers(tmp_path)
 
 
-def test_model_files_of_earlier_folders_are_the_vocabulary_files_core_text_writes():
-    assert set(MODEL_FILES) == {CONFIG_FILE, WEIGHTS_FILE, WORD_TOKENIZER_FILE, LEGACY_WORD_VOCAB_FILE,
-                                WORDPIECE_VOCAB_FILE}
+@pytest.mark.parametrize("folder", ["legacy model", "export without its record"])
+def test_overwrite_refuses_a_folder_without_its_files_record_naming_its_files(capsys, tiny_models, tmp_path, folder):
+    """Without the record nothing proves the lab wrote the files: they are the user's, and named."""
+    out = tmp_path / "out"
+    if folder == "legacy model":
+        shutil.copytree(LEGACY, out)
+        command = ["train", "--data", SAMPLE, "--out", out, "--seed", "2", "--overwrite", *TINY]
+        named = "config.json, model.safetensors, word_vocab.txt"
+    else:
+        command = ["export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out]
+        code, _, err = run_cli(capsys, *command)
+        assert code == 0, err
+        (out / RECORD_FILE).unlink()
+        command.append("--overwrite")
+        named = "README.md, model.onnx, siamese_lab.json and 1 more"
+    before = tree(out)
+    code, stdout, err = run_cli(capsys, *command)
+    assert code == 2 and stdout == ""
+    assert f"--out {out}: holds {named}, which Siamese Lab did not write" in one_error(err)
+    assert tree(out) == before
+    assert_no_leftovers(tmp_path)
 
 
 # ---- export --overwrite ---------------------------------------------------------------------------
-@pytest.mark.parametrize("written_by", ["this version", "an earlier version"])
 def test_export_overwrite_refuses_a_folder_holding_the_users_files_until_they_are_moved(capsys, tiny_models,
-                                                                                         tmp_path, written_by):
+                                                                                         tmp_path):
     out = tmp_path / "export"
     code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
     assert code == 0, err
-    if written_by == "an earlier version":
-        (out / RECORD_FILE).unlink()
     outside = add_user_files(out)
     before, users, graph = tree(out), user_snapshot(out), (out / "model.onnx").read_bytes()
     again = ["export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out, "--overwrite",
@@ -174,21 +181,6 @@ def test_export_overwrite_refuses_a_folder_holding_the_users_files_until_they_ar
     assert_no_leftovers(tmp_path)
 
 
-def test_an_onnx_export_without_its_record_owns_only_what_an_onnx_export_writes(capsys, tiny_models, tmp_path):
-    out = tmp_path / "export"
-    code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
-    assert code == 0, err
-    (out / RECORD_FILE).unlink()  # written before records, or the record lost
-    mine = {"config.json": "{\"mine\": true}", "vocab.txt": "my words", "model_tower1.onnx": "my other graph"}
-    for name, text in mine.items():  # names another format, or a second tower, would write
-        (out / name).write_text(text)
-    code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out,
-                           "--overwrite")
-    assert code == 2
-    assert "holds config.json, model_tower1.onnx, vocab.txt, which Siamese Lab did not write" in one_error(err)
-    assert {name: (out / name).read_text() for name in mine} == mine
-
-
 def test_a_link_where_the_export_writes_is_the_users_and_stops_the_overwrite(capsys, tiny_models, tmp_path):
     out = tmp_path / "export"
     code, _, err = run_cli(capsys, "export", "--model", tiny_models["lstm"], "--format", "onnx", "--out", out)
@@ -205,17 +197,6 @@ def test_a_link_where_the_export_writes_is_the_users_and_stops_the_overwrite(cap
     assert "holds README.md, which Siamese Lab did not write" in one_error(err)
     assert tree(out) == before and mine.read_text() == "my card"
     assert_no_leftovers(tmp_path)
-
-
-def test_every_file_of_an_earlier_export_is_known(tiny_models, tmp_path):
-    """Exports written before records: EXPORT_FILES covers what the ONNX format writes today."""
-    from core.export.export_folder import export_model
-    from core.models import load_model
-
-    model, config = load_model(tiny_models["dual-transformer"])  # two towers: both graphs
-    export_model(model, config, tmp_path / "e", "onnx")
-    written = {str(p.relative_to(tmp_path / "e")) for p in (tmp_path / "e").rglob("*") if p.is_file()}
-    assert written - {RECORD_FILE} <= set(EXPORT_FILES)
 
 
 # ---- the rule itself, on folders the lab writes with sub-folders -----------------------------------

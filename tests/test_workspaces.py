@@ -59,21 +59,6 @@ def test_state_round_trips_and_an_unreadable_database_reads_as_empty(tmp_path):
     assert workspace.load_state() == {"sim_seed": 7}
 
 
-def test_a_legacy_state_json_is_read_until_the_first_change_and_carried_over(tmp_path):
-    workspace = open_workspace(tmp_path, TEST_WORKSPACE)
-    workspace.create()
-    (workspace.folder / "state.json").write_text(json.dumps({"threshold": 0.3, "k": 7}))
-    assert workspace.load_state() == {"threshold": 0.3, "k": 7}
-    workspace.save_state({"k": 9})
-    (workspace.folder / "state.json").write_text(json.dumps({"threshold": 0.9}))  # no longer read
-    assert workspace.load_state() == {"threshold": 0.3, "k": 9}
-    for text in ("{cut sho", "[1, 2]", "[" * 100_000):  # unreadable legacy files read as empty
-        fresh = open_workspace(tmp_path, new_workspace_id())
-        fresh.create()
-        (fresh.folder / "state.json").write_text(text)
-        assert fresh.load_state() == {}
-
-
 def test_two_writers_at_the_same_moment_both_keep_their_change(tmp_path):
     workspace = open_workspace(tmp_path, TEST_WORKSPACE)
     start = threading.Barrier(2)

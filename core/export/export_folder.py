@@ -1,7 +1,6 @@
 """Exporting a model for use outside Siamese Lab (``export_model``): a sentence-transformers folder or ONNX
 graphs, with a model card and a manifest, claimed and written like a model folder. An export records the
-files it wrote, so ``overwrite`` replaces it only when it holds nothing else (an export written before that
-record owns ``EXPORT_FILES``)."""
+files it wrote, so ``overwrite`` replaces it only when it holds nothing else."""
 from __future__ import annotations
 
 import copy
@@ -9,23 +8,14 @@ import json
 import os
 from pathlib import Path
 
-from core.export.formats import GRAPH_FILES, ExportError, write_onnx, write_sentence_transformers
-from core.export.manifest import MANIFEST_FILE, TOKENIZER_FILE, build_manifest, part, read_manifest, with_file_hashes
+from core.export.formats import ExportError, write_onnx, write_sentence_transformers
+from core.export.manifest import MANIFEST_FILE, build_manifest, read_manifest, with_file_hashes
 from core.export.model_card import CARD_FILE, model_card
 from core.saving.atomic import RECORD_FILE, owned_by, write_folder_atomically
 from core.saving.output import OutputClaim, OutputError, claim_output, refuse_others_files
 
 EXPORT_FORMATS = ("sentence-transformers", "onnx")
 QUANTIZE_CHOICES = ("int8",)
-# Every file an export wrote before exports recorded their files: the card, the manifest, the ONNX
-# graphs and tokenizer, and what sentence-transformers' save writes (vocab.txt and
-# special_tokens_map.json by its older versions).
-EXPORT_FILES = (
-    CARD_FILE, MANIFEST_FILE, TOKENIZER_FILE, *GRAPH_FILES,
-    "config.json", "model.safetensors", "modules.json", "config_sentence_transformers.json",
-    "sentence_bert_config.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-    "1_Pooling/config.json", "2_Normalize/config.json",
-)
 
 
 def claim_export(target: str | Path, overwrite: bool = False) -> OutputClaim:
@@ -48,7 +38,7 @@ def _existing_export(target: Path, overwrite: bool) -> dict | None:
                                   "never replaces); choose a new or empty folder", "not_a_model")
     if not overwrite:
         raise OutputError(target, "holds an earlier export; replacing it needs overwrite", "model_exists")
-    refuse_others_files(target, _written_by(manifest))
+    refuse_others_files(target)
     return manifest
 
 
@@ -81,25 +71,13 @@ def export_model(model, config: dict, out: str | Path, fmt: str, *, overwrite: b
             manifest.update(write_export(model, config, temp, fmt, quantize=quantize, source=source,
                                          name=claim.target.name))
 
-        write_folder_atomically(claim.target, write, owned_before=_written_by(claim.existing))
+        write_folder_atomically(claim.target, write)
     return manifest
-
-
-def _written_by(manifest: dict | None) -> tuple[str, ...]:
-    """The files an export folder without a record of its own holds from the lab: those its manifest's format
-    writes (an ONNX export's graphs as the manifest lists them); anything else there is the user's."""
-    if manifest is None:
-        return ()
-    if manifest.get("export_format") != "onnx":
-        return tuple(name for name in EXPORT_FILES if name not in GRAPH_FILES)
-    graphs = part(part(manifest, "files"), "graphs", list)
-    return (CARD_FILE, MANIFEST_FILE, TOKENIZER_FILE, *([name for name in graphs if name in GRAPH_FILES]
-                                                      or GRAPH_FILES[:1]))
 
 
 def export_files(folder: str | Path) -> list[str]:
     """The files of the export in ``folder`` (relative paths), without the user's own or the record."""
-    return sorted(path for path in owned_by(Path(folder), EXPORT_FILES)[0] if path != RECORD_FILE)
+    return sorted(path for path in owned_by(Path(folder))[0] if path != RECORD_FILE)
 
 
 def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize: str | None = None,

@@ -27,8 +27,6 @@ from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, ModelLoadError,
 MAX_GRAPH_BYTES = 2 * 2**30 - 1  # protobuf's own limit on one message
 MAX_BATCH_ROWS = 256  # OnnxEncoder never runs a larger batch
 CACHE_ENV = "SIAMESE_LAB_CACHE"
-# What a model's ONNX export is made from: its settings, its weights and its vocabulary (either kind).
-SOURCE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "word_vocab.txt", "vocab.txt")
 
 
 class OnnxBackendError(ValueError):
@@ -180,10 +178,10 @@ def cache_root(root: str | Path | None = None) -> Path:
 
 
 def content_key(source: str | Path) -> str:
-    """The sha256 (hex) of what ``source``'s ONNX export is made from: the bytes of its ``SOURCE_FILES``
+    """The sha256 (hex) of what ``source``'s ONNX export is made from: the bytes of its ``DIGEST_FILES``
     (for ``"minilm"``, the installed package's and the zero-shot config) and the export format's version."""
     from core.models.registry import max_parameters, zero_shot_config
-    from core.saving.model_folder import weights_max_bytes
+    from core.saving.model_folder import DIGEST_FILES, weights_max_bytes
     from core.text.wordpiece_tokenizer import minilm_folder
 
     digest = hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0".encode())
@@ -197,7 +195,7 @@ def content_key(source: str | Path) -> str:
     except ValueError as error:  # SIAMESE_LAB_MAX_PARAMETERS set to something else than a count
         raise OnnxBackendError(str(error)) from None
     try:
-        for name in SOURCE_FILES:
+        for name in DIGEST_FILES:
             hash_regular_file(digest, folder / name, limits.get(name, VOCAB_MAX_BYTES), folder)
     except ModelLoadError as error:
         raise OnnxBackendError(str(error)) from None

@@ -88,11 +88,10 @@ class NeighbourGraph:
 
     def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
                  progress: Progress | None = None, max_neighbourhood: int | None = None,
-                 ef_search: int = GRAPH_EF_SEARCH, index_kind: str | None = None, seed: int = 0,
-                 index_store=None, device=None):
+                 index_kind: str | None = None, seed: int = 0, index_store=None, device=None):
         from core.inference.search import FLAT_LIMIT, device_index, unit_rows
 
-        for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1), ("ef_search", ef_search)):
+        for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
@@ -131,12 +130,11 @@ class NeighbourGraph:
             self.k = 0
             self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
             return
-        self.ef_search = int(ef_search)
         if on_device is not None:
             index_store = None  # it keeps FAISS indexes; the device searches faster than one is read back
         self.index = on_device or self._index(index_kind, exact, seed, index_store)
         if hasattr(self.index, "hnsw"):
-            self.index.hnsw.efSearch = self.ef_search  # FAISS searches with max(efSearch, k)
+            self.index.hnsw.efSearch = GRAPH_EF_SEARCH  # FAISS searches with max(efSearch, k)
         if self.queries is self.vectors and self.kind != "ivfpq" and on_device is None:  # one tower: FAISS's copy
             self.vectors = self.queries = stored_vectors(self.index)
         step = max(1, SEARCH_BUDGET // self.k)

@@ -55,21 +55,21 @@ def _keys(pairs: pd.DataFrame) -> list[tuple[str, str]]:
     return pair_keys(pairs["question1"].astype(str), pairs["question2"].astype(str))
 
 
-def _data(config: dict) -> dict:
-    return config.get("data") if isinstance(config.get("data"), dict) else {}
+def _part(config: dict, key: str = "data") -> dict:
+    """``config[key]`` when it is a mapping, else {}: a config.json's section, read."""
+    return config.get(key) if isinstance(config.get(key), dict) else {}
 
 
 def _on_dataset(config: dict, dataset: pd.DataFrame) -> bool:
-    fingerprint = _data(config).get("fingerprint")
+    fingerprint = _part(config).get("fingerprint")
     return bool(fingerprint) and fingerprint == pairs_fingerprint(dataset)
 
 
 def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
     """The split a run made of its own ``dataset`` (a given validation or test file is that split), made again from
     its settings and checked against what it recorded (the validation fingerprint, else the sizes); None if not."""
-    data = _data(config)
-    run = config.get("run") if isinstance(config.get("run"), dict) else {}
-    settings = config.get("train_config") if isinstance(config.get("train_config"), dict) else {}
+    data = _part(config)
+    run, settings = _part(config, "run"), _part(config, "train_config")
     val_file, test_file = bool(data.get("val_name")), bool(data.get("test_name"))
     try:
         split = split_pairs(dataset, val_fraction=0.0 if val_file else run["val_fraction"],
@@ -94,7 +94,7 @@ def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
 def training_of(config: dict, dataset: pd.DataFrame) -> Training:
     """The pairs of ``dataset`` that a saved model trained on: its split's train part found again, with its implied
     pairs (``core.data.splitting``) when the run trained on those."""
-    name, data = str(config.get("name", "?")), _data(config)
+    name, data = str(config.get("name", "?")), _part(config)
     if not _on_dataset(config, dataset):
         return Training(name, False, None)
     split = _split_again(config, dataset)
@@ -237,7 +237,7 @@ def held_out_pairs(config: dict, pairs: pd.DataFrame) -> HeldOut:
     if split is not None and len(split.val):
         return HeldOut(split.val, f"the {len(split.val):,} validation pairs this model's training held out of this "
                        "dataset", True)
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    data = _part(config)
     trained_on = data.get("name")
     why = (f"it trained on {trained_on!r}, not on this dataset" if trained_on
            else "it was not trained on this dataset")

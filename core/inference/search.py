@@ -339,7 +339,7 @@ def _save_entry(folder: str | Path, stamp: dict, writers: dict[str, Callable[[Pa
             save(temp / name)
         (temp / META_FILE).write_text(json.dumps({"format": FORMAT, "stamp": stamp}, sort_keys=True), encoding="utf-8")
 
-    return write_folder_atomically(folder, write, owned_before=(META_FILE, *writers))
+    return write_folder_atomically(folder, write)
 
 
 def saved_stamp(folder: str | Path) -> dict | None:

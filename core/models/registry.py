@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Sequence
 
-from core.model_names import MODEL_LABELS, MODEL_NAMES, STACKED, TFIDF, ZERO_SHOT, ZERO_SHOT_LABEL  # noqa: E402,F401
+from core.model_names import MODEL_NAMES, STACKED, TFIDF, ZERO_SHOT
 from core.models.base import PairEncoder
 from core.models.cross_encoder import CrossEncoder
 from core.models.dual_encoder import DualEncoder

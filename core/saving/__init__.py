@@ -3,7 +3,6 @@ from core.saving.atomic import RECORD_FILE, ForeignFilesError, write_folder_atom
 from core.saving.files import VOCAB_MAX_BYTES, check_regular_file, read_json_file, read_regular_file
 from core.saving.model_folder import (
     CONFIG_FILE,
-    MODEL_FILES,
     WEIGHTS_FILE,
     ModelLoadError,
     config_from_dict,
@@ -16,7 +15,7 @@ from core.saving.model_folder import (
 from core.saving.output import OutputClaim, OutputError, claim_new_run, claim_output
 
 __all__ = [
-    "CONFIG_FILE", "ForeignFilesError", "MODEL_FILES", "ModelLoadError", "OutputClaim", "OutputError", "RECORD_FILE",
+    "CONFIG_FILE", "ForeignFilesError", "ModelLoadError", "OutputClaim", "OutputError", "RECORD_FILE",
     "VOCAB_MAX_BYTES", "WEIGHTS_FILE", "check_regular_file", "claim_new_run", "claim_output", "config_from_dict",
     "list_runs", "read_config", "read_json_file", "read_regular_file", "read_weights", "save_model",
     "weights_max_bytes", "write_folder_atomically",

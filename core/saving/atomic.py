@@ -6,8 +6,8 @@ the lab wrote, everything is fsynced, and the folder goes in place by two rename
 between the two renames: the target is missing and its previous content sits whole beside it, which the next write,
 read (``read_config``) or listing puts back (``put_back_displaced``).
 
-Anything in a folder that its record (or, for a folder from before records, ``owned_before``) does not name is the
-user's, and a link always is: a folder holding any of it is never replaced (``ForeignFilesError``).
+Anything in a folder that its record does not name is the user's (all of a folder without a usable record), and a
+link always is: a folder holding any of it is never replaced (``ForeignFilesError``).
 
 Temporaries: a file is written through ``.<name>.siamese-tmp-<id>`` (``user_files``), a folder built as
 ``.tmp-<name>.siamese-tmp-<id>``. The next write in the same folder removes such an entry once it is a day old (no
@@ -27,8 +27,8 @@ import socket
 import stat
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
 from core.saving.files import ModelLoadError, read_json_file
@@ -57,19 +57,6 @@ def create_temporary(target: Path) -> tuple[Path, int]:
         with suppress(FileExistsError):
             return temp, os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     raise FileExistsError(f"no free temporary name in {target.parent}")
-
-
-@contextmanager
-def work_folder(target: str | Path):
-    """A new folder (mode 0700) named like a temporary of ``target`` for the block, removed at its end."""
-    target = Path(target)
-    remove_stale_temps(target)
-    path = temp_path(target, folder=True)
-    path.mkdir(mode=0o700)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def stale_temps(target: str | Path) -> list[Path]:
@@ -150,15 +137,15 @@ def _walk(folder: Path):
         yield from ((str(relative / name), False) for name in names)
 
 
-def owned_by(folder: Path, owned_before: Iterable[str] = ()) -> tuple[set[str], set[str]]:
-    """(files, folders) the lab owns in ``folder``: its record's, or ``owned_before`` when it has no usable one."""
+def owned_by(folder: Path) -> tuple[set[str], set[str]]:
+    """(files, folders) the lab owns in ``folder``: its record's, or only the record's name when it has no usable one."""
     record = None
     with suppress(OSError, ModelLoadError):
         record = read_json_file(folder / RECORD_FILE, folder=folder)
     usable = isinstance(record, dict) and record.get("format") == RECORD_FORMAT and \
         isinstance(record.get("files"), list) and isinstance(record.get("folders"), list)
     # Only names a walk of the folder gives can match: a ``..`` or absolute path in a record owns nothing.
-    files = {str(path) for path in (record["files"] if usable else owned_before)} | {RECORD_FILE}
+    files = {str(path) for path in (record["files"] if usable else ())} | {RECORD_FILE}
     folders = {str(path) for path in (record["folders"] if usable else ())}
     folders |= {str(parent) for path in files for parent in PurePosixPath(path).parents[:-1]}
     return files, folders
@@ -177,10 +164,10 @@ def user_entries(folder: Path, owned: tuple[set[str], set[str]]) -> list[str]:
     return sorted(found)
 
 
-def refuse_foreign_files(folder: Path, owned_before: Iterable[str] = (), shown_as: Path | None = None) -> None:
+def refuse_foreign_files(folder: Path, shown_as: Path | None = None) -> None:
     """``ForeignFilesError`` naming what in ``folder`` the lab did not write (``shown_as``: the folder's name to
     give); nothing when it holds only the lab's files or is missing."""
-    entries = user_entries(folder, owned_by(folder, owned_before))
+    entries = user_entries(folder, owned_by(folder))
     if entries:
         raise ForeignFilesError(shown_as or folder, entries)
 
@@ -195,19 +182,17 @@ def fsync_folder(folder: Path) -> None:
             os.close(handle)
 
 
-def write_folder_atomically(target: str | Path, write: Callable[[Path], None],
-                            owned_before: Iterable[str] = ()) -> Path:
+def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -> Path:
     """Have ``write(temp)`` fill a new hidden folder beside ``target``, then put it in ``target``'s place.
-    ``ForeignFilesError`` when ``target`` holds anything the lab did not write (``owned_before``: what a folder
-    from before records owns). On any exception ``target`` keeps its previous content. Returns it."""
+    ``ForeignFilesError`` when ``target`` holds anything the lab did not write. On any exception ``target`` keeps
+    its previous content. Returns it."""
     target = Path(target)
-    owned_before = tuple(owned_before)
     target.parent.mkdir(parents=True, exist_ok=True)
     put_back_displaced(target)
     if os.path.lexists(target) and not _is_folder(target):  # a link or a file there is never ours to replace
         raise FileExistsError(errno.EEXIST, "exists and is not a folder (a link or a file is never replaced)",
                               str(target))
-    refuse_foreign_files(target, owned_before)  # before the work; checked again once the folder is aside
+    refuse_foreign_files(target)  # before the work; checked again once the folder is aside
     remove_stale_temps(target)
     temp = temp_path(target, folder=True)
     temp.mkdir()
@@ -227,7 +212,7 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None],
         if _is_folder(target):
             old = target.parent / f"{OLD_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}"
             os.rename(target, old)
-            refuse_foreign_files(old, owned_before, shown_as=target)  # a file the user put there meanwhile
+            refuse_foreign_files(old, shown_as=target)  # a file the user put there meanwhile
         os.rename(temp, target)  # a crash just before this leaves the target missing: put_back_displaced
     except BaseException:
         if old is not None and not os.path.lexists(target):

@@ -101,8 +101,6 @@ def save_file(tensors: dict, path: str) -> None:
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-# What a model folder saved before folders recorded their files (atomic.RECORD_FILE) owns: config, weights, vocabulary.
-MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, "tokenizer.json", "word_vocab.txt", "vocab.txt")
 FORMAT = "siamese-lab-model"
 FORMAT_VERSION = 1
 INT_FIELD_MAX = 10_000_000  # any int field of a model config; a field's metadata "max" may lower it
@@ -126,7 +124,7 @@ def save_model(model, folder: str | Path, metadata: dict | None = None) -> Path:
         # safetensors creates its file 0600; give it the mode the other files got (0666 less the umask).
         os.chmod(temp / WEIGHTS_FILE, stat.S_IMODE(os.stat(temp / CONFIG_FILE).st_mode))
 
-    return write_folder_atomically(Path(folder), write, owned_before=MODEL_FILES)
+    return write_folder_atomically(Path(folder), write)
 
 
 # What a calibrated copy does not take over from the config of the model it copies: what the copy says anew.
@@ -150,7 +148,7 @@ def save_calibrated(folder: str | Path, config: dict, extra: Mapping[str, object
             (temp / name).write_text(json.dumps(value), encoding="utf-8")
         (temp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=_json_default), encoding="utf-8")
 
-    return write_folder_atomically(Path(folder), write, owned_before=(*MODEL_FILES, TFIDF_FILE))
+    return write_folder_atomically(Path(folder), write)
 
 
 def _json_default(value):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from core.saving.atomic import FOLDER_NAME_MAX_BYTES, ForeignFilesError, refuse_foreign_files, remove_stale_temps
-from core.saving.model_folder import CONFIG_FILE, MODEL_FILES, TFIDF_FILE, ModelLoadError, read_config
+from core.saving.model_folder import CONFIG_FILE, ModelLoadError, read_config
 
 LOCK_MARK = b"siamese-lab lock file: removed by the process that holds it\n"
 TAKE_TRIES = 10  # a lock file removed by its releasing holder between our open and flock: open the new one
@@ -125,14 +125,14 @@ def _existing_model(target: Path, overwrite: bool) -> dict | None:
                           "not_a_model") from None
     if not overwrite:
         raise OutputError(target, "holds a saved model; replacing it needs overwrite", "model_exists")
-    refuse_others_files(target, (*MODEL_FILES, TFIDF_FILE))
+    refuse_others_files(target)
     return config
 
 
-def refuse_others_files(target: Path, owned_before: tuple[str, ...]) -> None:
+def refuse_others_files(target: Path) -> None:
     """``OutputError`` (before any work) when the folder to replace holds files the lab did not write."""
     try:
-        refuse_foreign_files(target, owned_before)
+        refuse_foreign_files(target)
     except ForeignFilesError as error:
         raise OutputError(target, error.problem, "not_a_model") from None
 

@@ -20,15 +20,13 @@ from contextlib import closing, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.saving.files import connect_read_only, read_json_file, read_regular_file, write_ahead_logged
+from core.saving.files import connect_read_only, read_regular_file, write_ahead_logged
 from core.saving.user_files import write_file_atomically
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,64}")  # token_urlsafe's alphabet; 16+ characters so it cannot be guessed
-STATE_MAX_BYTES = 1_000_000  # a legacy state.json holds choices, not data: anything larger was not the lab's
 UPLOAD_SUFFIXES = (".csv", ".tsv", ".txt", ".gz")  # what the Data page accepts; a stored upload keeps its suffix
 STORED_UPLOAD = re.compile(r"[0-9a-f]{32}(?:" + "|".join(map(re.escape, UPLOAD_SUFFIXES)) + ")")  # store_upload's
 MODELS, UPLOADS, DATABASE = "models", "uploads", "workspace.sqlite"
-LEGACY_STATE = "state.json"  # where choices were kept before the database: read once, when there is no database
 HELD_OUT_KINDS = ("val", "test")  # the validation and test files kept beside the training upload
 READ_TIMEOUT_S = 0.5  # a reader waits at most this long (WAL readers wait only on a checkpoint or a recovery)
 WRITE_TIMEOUT_S = 10.0  # a writer waits this long for another tab's transaction before giving up on its change
@@ -87,14 +85,14 @@ class Workspace:
 
     def load_state(self) -> dict:
         """The kept choices (key -> value), or {} for a new workspace or a database the lab cannot read (choices are
-        conveniences, never data). Before the database exists, a legacy ``state.json`` is read instead."""
+        conveniences, never data)."""
         if not self.database.is_file():
-            return self._legacy_state()
+            return {}
         try:
             with closing(connect_read_only(self.database, READ_TIMEOUT_S)) as connection:
                 rows = connection.execute("SELECT key, value FROM state").fetchall()
         except sqlite3.Error:  # damaged, not a database, locked past the timeout, or the table not made yet
-            return self._legacy_state()
+            return {}
         state = {}
         for key, value in rows:
             try:
@@ -105,7 +103,7 @@ class Workspace:
 
     def save_state(self, changed: dict) -> None:
         """Keep the ``changed`` keys (JSON values) in one transaction that writes only them; the first save makes the
-        folder and the database (private: 0600, as SQLite's WAL files then are), carrying a legacy ``state.json`` over."""
+        folder and the database (private: 0600, as SQLite's WAL files then are)."""
         rows = [(str(key), json.dumps(value, allow_nan=False, sort_keys=True)) for key, value in changed.items()]
         self.create()
         with suppress(FileExistsError):
@@ -116,17 +114,8 @@ class Workspace:
             with connection:  # commits at the end, rolls back on any exception
                 if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'state'").fetchone() is None:
                     connection.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                    rows = [(str(key), json.dumps(value, allow_nan=False))
-                            for key, value in self._legacy_state().items()] + rows
                 connection.executemany("INSERT INTO state VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
                                        "value = excluded.value", rows)
-
-    def _legacy_state(self) -> dict:
-        try:
-            state = read_json_file(self.folder / LEGACY_STATE, STATE_MAX_BYTES, folder=self.folder)
-        except (OSError, ValueError):  # missing, not a regular file, too large, not JSON
-            return {}
-        return state if isinstance(state, dict) else {}
 
     def store_upload(self, name: str, data: bytes, kind: str = "train") -> str:
         """Keep an uploaded file's bytes as the workspace's one upload of its ``kind`` (the training file, or a
