@@ -3,8 +3,8 @@
 Quora part A, shuffled (seed 0): a cross-encoder is trained with the lab's defaults (`train --model
 cross-encoder`, from the packaged MiniLM) on the first --train pairs; the corpus is the questions of the next
 --corpus pairs that share no question with them. `dedup` clusters the corpus with zero-shot MiniLM alone (its
-clustering threshold, the lab's default), then with `--rerank` at the same candidate threshold and at lower ones
-(--candidates: more candidate pairs for the cross-encoder to decide). A labelled pair counts as predicted
+clustering threshold, the lab's default), then with `--rerank` at its default candidate threshold (MiniLM's pair
+threshold), at the clustering threshold and at lower ones (--candidates). A labelled pair counts as predicted
 "duplicate" when its two questions land in one cluster; precision, recall and pair F1 against the labels, and
 each command's time (its JSON's seconds).
 
@@ -83,12 +83,14 @@ def main() -> None:
     threshold = alone["threshold"]
     print(f"\n{alone['questions']:,} questions; MiniLM's clustering threshold {threshold:.4f} ({alone['threshold_source']})")
     print(f"{'bi-encoder alone':<40} {scores(same_cluster(OUT / 'alone.csv', corpus), truth)}  {seconds:.0f} s")
-    for candidate in [threshold, *map(float, args.candidates.split(","))]:
-        out = OUT / f"reranked_{candidate:.3f}.csv"
+    for candidate in [None, threshold, *map(float, args.candidates.split(","))]:  # None: the lab's default
+        out = OUT / f"reranked_{candidate or 0:.3f}.csv"
+        given = [] if candidate is None else ["--threshold", f"{candidate:.6f}"]
         summary, seconds = lab("dedup", "--model", "minilm", "--questions", str(corpus_csv), "--out", str(out),
-                               "--overwrite", "--threshold", f"{candidate:.6f}", "--rerank", str(cross))
+                               "--overwrite", *given, "--rerank", str(cross))
         rerank = summary["rerank"]
-        print(f"{'+ rerank, candidates > %.3f' % candidate:<40} {scores(same_cluster(out, corpus), truth)}  "
+        label = f"+ rerank, candidates > {summary['threshold']:.3f}" + (" (default)" if candidate is None else "")
+        print(f"{label:<40} {scores(same_cluster(out, corpus), truth)}  "
               f"{seconds:.0f} s ({rerank['candidate_pairs']:,} candidates, {rerank['confirmed_pairs']:,} confirmed "
               f"above {rerank['threshold']:.3f}: {rerank['threshold_source']})")
 

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.inference import dedup, dedup_graph
-from core.inference.calibration import Calibrated, can_calibrate, clustering_threshold
+from core.inference.calibration import Calibrated, can_calibrate, clustering_threshold, pair_threshold
 from lab import cached
 from lab.session import get_model, model_choices
 
@@ -21,14 +21,17 @@ TOP_CLUSTERS = 10  # clusters shown one by one (expanders); the table and the CS
 SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColumn("similarity", format="%.4f")}
 
 
-def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None) -> Calibrated:
-    """The slider's starting value: the model's ``clustering_threshold``; zero-shot MiniLM's calibrated on the pairs
-    the Verdict page calibrates it on (``lab.cached.calibration_scores``) when the dataset has labelled pairs."""
+def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None, reranked: bool = False) -> Calibrated:
+    """The slider's starting value: the model's ``clustering_threshold``, or with a cross-encoder confirming
+    (``reranked``) its ``pair_threshold``, as ``dedup --rerank`` does: the candidates are the pairs it alone would call
+    duplicates. Zero-shot MiniLM's is calibrated on the pairs the Verdict page calibrates it on
+    (``lab.cached.calibration_scores``) when the dataset has labelled pairs."""
+    rule = pair_threshold if reranked else clustering_threshold
     if (config.get("zero_shot") and pairs is not None and "is_duplicate" in pairs
             and can_calibrate(pairs["is_duplicate"])):
         measured = cached.calibration_scores(choice, pairs)
-        return clustering_threshold(config, measured.labels, measured.scores)
-    return clustering_threshold(config)
+        return rule(config, measured.labels, measured.scores)
+    return rule(config)
 
 
 def neighbour_graph(choice: str, key: str, texts: Sequence[str],

@@ -26,13 +26,19 @@ if not texts:
     st.stop()
 
 _, config = model_or_stop(choice)
+rerankers = dedup_view.cross_encoder_choices()
+reranker = rerankers[st.selectbox(
+    "Confirm each pair with", list(rerankers), key="dedup_rerank", disabled=len(rerankers) == 1,
+    help="A cross-encoder of this workspace (Train → model cross-encoder) reads both questions of each pair above "
+         "the threshold and keeps those it calls duplicates at its own threshold: the slider then picks the "
+         "candidates, and starts at the model's pair threshold")]
 try:
-    calibrated = dedup_view.starting_threshold(choice, config, state.pairs)
+    calibrated = dedup_view.starting_threshold(choice, config, state.pairs, reranked=bool(reranker))
 except Exception as error:  # noqa: BLE001
     show_error(f"Could not score the labelled pairs to calibrate the threshold on: {error}")
     st.stop()
 start = calibrated.threshold
-start_slider_at("dedup_threshold", choice, start)
+start_slider_at("dedup_threshold", choice, start)  # a new start (a cross-encoder picked) moves it
 # Sent with every run: a slider that was not drawn on the last run (no file uploaded yet) is new to the browser,
 # which would otherwise draw it at its minimum while the clusters below are computed at this value.
 state["dedup_threshold"] = state["dedup_threshold"]
@@ -46,12 +52,6 @@ threshold = threshold_column.slider(
 threshold_column.caption(f"Starts at {start:.3f}: {calibrated.source}.")
 min_size = size_column.number_input("Smallest cluster", min_value=2, max_value=1000, step=1,
                                     **kept("dedup_min_size"), persist_state="session")
-
-rerankers = dedup_view.cross_encoder_choices()
-reranker = rerankers[st.selectbox(
-    "Confirm each pair with", list(rerankers), key="dedup_rerank", disabled=len(rerankers) == 1,
-    help="A cross-encoder of this workspace (Train → model cross-encoder) reads both questions of each pair above "
-         "the threshold and keeps those it calls duplicates: slower, usually more precise")]
 
 graph = cached.encode_with_progress(lambda progress: dedup_view.neighbour_graph(choice, key, texts, progress=progress))
 frame, capped = dedup_view.clusters(choice, cached.model_stamp(choice), key, float(threshold), int(min_size),

@@ -214,6 +214,13 @@ def test_dedup_rerank_keeps_only_the_pairs_the_cross_encoder_confirms(cross_run,
     scores = model.score_pairs([a for a, _ in pairs], [b for _, b in pairs])
     np.testing.assert_allclose(members["similarity_to_representative"], scores, atol=1e-4)
     assert (scores > rerank["threshold"]).all()
+    # without --threshold, the candidates are the pairs the bi-encoder alone calls duplicates (its pair threshold)
+    from core.inference.calibration import pair_threshold
+
+    code, out, _ = run_cli(capsys, *common[:-2], "--rerank", folder, "--out", tmp_path / "default.csv")
+    summary, (_, lstm_config) = json.loads(out), load_model(tiny_models["lstm"])
+    assert code == 0 and summary["threshold"] == pytest.approx(pair_threshold(lstm_config).threshold)
+    assert summary["threshold_source"] == pair_threshold(lstm_config).source
     one_error_line(run_cli(capsys, *common, "--rerank", tiny_models["lstm"], "--out", tmp_path / "x.csv"),
                    "--rerank takes a cross-encoder's folder")
     code, _, _ = run_cli(capsys, "suggest", "--model", tiny_models["lstm"], "--questions", questions, "--n", "4",
@@ -301,6 +308,13 @@ def test_the_deduplicate_page_confirms_the_candidate_pairs_with_a_cross_encoder(
     assert rerank.options[0].startswith("none") and len(rerank.options) == 2  # none, and the one cross-encoder
     rerank.set_value(rerank.options[1]).run()
     assert not at.exception and not at.error, (at.exception, at.error)
+    # the slider now picks candidates: it starts where the bi-encoder alone calls pairs duplicates (this tiny LSTM
+    # recorded no clustering threshold, so both starts are its pair threshold, and the user's 0.95 stays)
+    from core.inference.calibration import pair_threshold
+
+    pair = pair_threshold(load_model(folders["lstm"])[1])
+    assert f"Starts at {pair.threshold:.3f}: {pair.source}." in [c.value for c in at.caption]
+    assert at.slider(key="dedup_threshold").value == 0.95
     model, config = load_model(cross)
     decide = clustering_threshold(config)
     [note] = [c.value for c in at.caption if c.value.startswith("The cross-encoder confirmed")]

@@ -3,8 +3,9 @@ question, formula safe), or with ``--sweep`` a row of figures per threshold from
 
 A second run of the same model on the same corpus reuses the lab's cache: the corpus's vectors (keyed by the
 model's files, so the model is not even loaded) and the graph's index with its first search; the summary's
-``vectors`` and ``index`` say what was reused. ``--rerank``: the pairs above the threshold are only candidates,
-which a cross-encoder confirms at its own threshold (``core.inference.dedup``).
+``vectors`` and ``index`` say what was reused. ``--rerank``: the pairs above the threshold (by default the
+bi-encoder's pair threshold) are only candidates, which a cross-encoder confirms at its own clustering threshold
+(``core.inference.dedup``).
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def add_parsers(sub):
     add_output_options(dedup, required=False, help="output CSV, one row per clustered question (unless --sweep)")
     option("--threshold", type=threshold, default=None,
            help="cosine a member must exceed to its cluster's representative (default: the model's clustering "
-                "threshold, else its pair threshold)")
+                "threshold, else its pair threshold); with --rerank, the cosine a candidate pair must exceed "
+                "(default: the model's pair threshold)")
     option("--sweep", type=sweep_range, nargs="?", const=sweep_range(DEFAULT_SWEEP), default=None,
            metavar="START:STOP:STEP", help=f"print a row of figures per threshold instead (default: {DEFAULT_SWEEP})")
     option("--vectors", default=None, metavar="FILE.npy", help="the vectors `embed` wrote, instead of encoding")
@@ -199,12 +201,14 @@ def _vectors_file(path: str, texts, model):
 
 
 def _chosen_threshold(args, config: dict) -> tuple[float, str]:
-    """(threshold, its source): ``--threshold``, else the model's clustering threshold."""
+    """(threshold, its source): ``--threshold``; else, with ``--rerank``, the model's pair threshold (the pairs it
+    alone would call duplicates are the candidates: the cross-encoder's own threshold sets the precision, so a
+    high-precision cosine would only cost recall); else the model's clustering threshold."""
     if args.threshold is not None:
         return args.threshold, "given with --threshold"
-    from core.inference.calibration import clustering_threshold  # brings scikit-learn: only when it is needed
+    from core.inference.calibration import clustering_threshold, pair_threshold  # brings scikit-learn
 
-    calibrated = clustering_threshold(config)
+    calibrated = (pair_threshold if args.rerank else clustering_threshold)(config)
     return calibrated.threshold, calibrated.source
 
 
