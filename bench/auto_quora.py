@@ -65,9 +65,13 @@ def main() -> None:
         sys.exit(done.stderr.strip().splitlines()[-1])
     result = json.loads(done.stdout)
     (OUT / f"run{args.train}.json").write_text(json.dumps(result, indent=1))
-    metrics = result.get("metrics", {})
-    print(json.dumps({key: metrics.get(key) for key in ("test", "baselines_test", "test_verdicts") if key in metrics},
-                     indent=1)[:3000])
+    print(f"chosen: {result['chosen']}; its run took {result['seconds']:.0f} s by its own clock")
+    zero_shot = subprocess.run([sys.executable, "-m", "core", "evaluate", "--model", "minilm", "--data",
+                                str(files["test"])], cwd=REPO, capture_output=True, text=True)
+    for name, test in (("auto's choice", result["test"]), ("zero-shot MiniLM", json.loads(zero_shot.stdout))):
+        low, high = test["intervals"]["roc_auc"]
+        print(f"test ROC AUC {test['roc_auc']:.4f} [{low:.4f}, {high:.4f}], accuracy {test['accuracy']:.3f}, "
+              f"F1 {test['f1']:.3f}: {name}")
 
 
 if __name__ == "__main__":
