@@ -302,12 +302,13 @@ def check_input_file(path: str | Path, kind: str) -> None:
 
 
 def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | None = None,
-              label_map: dict[str, int] | None = None, names: list[str] | None = None):
+              label_map: dict[str, int] | None = None, names: list[str] | None = None, group_column: str | None = None):
     """The pairs of a file (``core.data.load_pairs``); what was dropped, and any warning, on stderr."""
     from core.data import load_pairs
 
     check_input_file(path, "data")
-    pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map, names=names)
+    pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map, names=names,
+                               group_column=group_column)
     if report.rows_kept < report.rows_read:
         print(f"data: {report.summary()}", file=sys.stderr)
     for warning in report.warnings:

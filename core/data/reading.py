@@ -37,6 +37,7 @@ from core.data.limits import HEAD_BYTES, open_text
 __all__ = ["DELIMITERS", "FALSE_LABELS", "TRUE_LABELS", "DataError", "LabelValuesError", "LoadReport", "load_pairs"]
 
 ROLES = ("question1", "question2", "is_duplicate")
+GROUP = "group"  # the pairs frame's column of the groups a user named (train --group-column), read as text
 # Header names per role, compared lower-cased and stripped; the first present wins (column_warnings names others).
 ROLE_ALIASES = {
     "question1": ("question1", "q1", "sentence1", "text1"),
@@ -224,6 +225,16 @@ def _resolve_columns(header: list[str], columns: dict[str, str] | None, name: st
     return positions
 
 
+def _group_position(header: list[str], column: str, name: str) -> int:
+    """The position of the group column ``column`` (as written, else ignoring case and spaces); a DataError naming
+    the file's columns when it has none."""
+    for names, wanted in ((header, column), ([n.strip().lower() for n in header], column.strip().lower())):
+        if wanted in names:
+            return names.index(wanted)
+    found = ", ".join(clip(n) for n in header[:10]) + (f", … ({len(header) - 10:,} more)" if len(header) > 10 else "")
+    raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {found}")
+
+
 def _check_one_role_per_column(header: list[str], positions: dict[str, int], name: str,
                                first_values: Callable[[int], list[str]]) -> None:
     """A DataError when two roles share one column: the pair would compare a question with itself, or learn from
@@ -287,6 +298,7 @@ class PairChunk:
     labels: np.ndarray | None  # (n,) int64 0/1 (0 where unreadable); None without a label column
     label_readable: np.ndarray | None  # (n,) bool
     label_values: dict[str, int] | None = None  # the label column's distinct values as text -> rows
+    group: pd.Series | None = None  # the group column's stripped text, <NA> where empty; None without one
 
 
 class _Reencoded(Exception):
@@ -298,11 +310,12 @@ class PairReader:
     source again). ``all_text``: every column kept as written (score writes them back), after a first pass that
     checks the caps and settles the encoding, so that no row is scored of a file then refused; otherwise only the
     questions are text and the rest is typed by pandas. ``label_map``: value -> 1 or 0, the labels read by it alone.
-    ``names``: the columns' names of a file without a header row, whose first row is then data."""
+    ``names``: the columns' names of a file without a header row, whose first row is then data. ``group_column``:
+    a column whose values group the pairs (``PairChunk.group``)."""
 
     def __init__(self, source, columns: dict[str, str] | None = None, *, labels_required: bool = True,
                  all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None,
-                 label_map: dict | None = None, names: list[str] | None = None):
+                 label_map: dict | None = None, names: list[str] | None = None, group_column: str | None = None):
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
         self.label_map = normalise_label_map(label_map)
@@ -328,6 +341,7 @@ class PairReader:
             raise
         _check_one_role_per_column(header, positions, text.name, lambda position: [
             row[position] for row in self._first_rows(3 + self._header_rows)[self._header_rows:]])
+        self._group = None if group_column is None else _group_position(header, group_column, text.name)
         self._text_questions = {positions["question1"]: str, positions["question2"]: str}
         self.head = PairsHead(text.name, delimiter, header, positions, column_warnings(header, columns))
         if all_text:
@@ -418,8 +432,10 @@ class PairReader:
         labels = readable = values = None
         if "is_duplicate" in positions:
             labels, readable, values = parse_labels(rows.iloc[:, positions["is_duplicate"]], self.label_map)
+        group = None if self._group is None else (
+            rows.iloc[:, self._group].astype("string").str.strip().replace("", pd.NA).reset_index(drop=True))
         rows = rows.set_axis(self.head.header, axis=1).reset_index(drop=True)
-        return PairChunk(rows, start, skipped, question1, question2, labels, readable, values)
+        return PairChunk(rows, start, skipped, question1, question2, labels, readable, values, group)
 
     def skipped_up_to(self, rows: int) -> np.ndarray:
         """Record numbers pandas skips before it has read ``rows`` data rows, asked of pandas itself: its skip
@@ -447,18 +463,19 @@ def record_line(position: int, skipped: np.ndarray, first: int = 2) -> int:
 
 def load_pairs(
     source, columns: dict[str, str] | None = None, max_rows: int | None = None, max_bytes: int | None = None,
-    label_map: dict | None = None, names: list[str] | None = None,
+    label_map: dict | None = None, names: list[str] | None = None, group_column: str | None = None,
 ) -> tuple[pd.DataFrame, LoadReport]:
     """(pairs, report) from a CSV/TSV/;/| file (plain or gzip), bytes or an upload: ``question1``, ``question2``,
     ``is_duplicate`` (int64 0/1) in file order; ``columns`` and ``label_map`` override header and label detection,
-    ``names`` names the columns of a file without a header row. ``DataError`` when no pairs come out or the columns
-    cannot hold their roles."""
+    ``names`` names the columns of a file without a header row; ``group_column``'s text is the frame's ``GROUP``
+    column. ``DataError`` when no pairs come out or the columns cannot hold their roles."""
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be a positive integer, got {max_rows}")
-    reader = PairReader(source, columns, max_bytes=max_bytes, label_map=label_map, names=names)
+    reader = PairReader(source, columns, max_bytes=max_bytes, label_map=label_map, names=names,
+                        group_column=group_column)
     while True:
         try:
-            tally, question1, question2, labels, label_readable, skipped = _read(reader, max_rows)
+            tally, question1, question2, labels, label_readable, skipped, group = _read(reader, max_rows)
             break
         except _Reencoded:  # not UTF-8 after the first chunk: the whole file again, in the one encoding found
             continue
@@ -496,8 +513,10 @@ def load_pairs(
     )
     taken = (lambda column: column.reset_index(drop=True)) if keep.all() else (  # the usual case: no gather
         lambda column: column[keep].reset_index(drop=True))
-    return pd.DataFrame({"question1": taken(question1), "question2": taken(question2),
-                         "is_duplicate": labels[keep]}), report
+    pairs = pd.DataFrame({"question1": taken(question1), "question2": taken(question2), "is_duplicate": labels[keep]})
+    if group is not None:
+        pairs[GROUP] = taken(group)
+    return pairs, report
 
 
 def _read(reader: PairReader, max_rows: int | None):
@@ -505,7 +524,7 @@ def _read(reader: PairReader, max_rows: int | None):
     than ``max_rows`` usable rows are had (the rest of the file is never parsed)."""
     head = reader.head
     tally = LabelTally(head.name, head.header, head.positions, reader.label_map)
-    firsts, seconds, label_parts, readable_parts, skipped_parts = [], [], [], [], []
+    firsts, seconds, label_parts, readable_parts, skipped_parts, groups = [], [], [], [], [], []
     kept_so_far = 0
     for chunk in reader:  # only the three columns of each chunk are kept
         tally.add(chunk)
@@ -514,13 +533,15 @@ def _read(reader: PairReader, max_rows: int | None):
         label_parts.append(chunk.labels)
         readable_parts.append(chunk.label_readable)
         skipped_parts.append(chunk.skipped)
+        groups.append(chunk.group)
         usable = (chunk.question1 != "").to_numpy(dtype=bool) & (chunk.question2 != "").to_numpy(dtype=bool)
         kept_so_far += int(np.count_nonzero(usable & chunk.label_readable))
         if max_rows is not None and kept_so_far > max_rows:
             break
     joined = [parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True) for parts in (firsts, seconds)]
+    group = None if groups[0] is None else pd.concat(groups, ignore_index=True)
     return (tally, *joined, np.concatenate(label_parts), np.concatenate(readable_parts),
-            np.unique(np.concatenate(skipped_parts)).astype(np.int64))
+            np.unique(np.concatenate(skipped_parts)).astype(np.int64), group)
 
 
 def describe_counts(counts: dict[str, int]) -> str:
