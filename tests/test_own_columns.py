@@ -10,6 +10,7 @@ from app_support import open_page
 
 from core.cli.main import main
 from core.data import DataError, MissingColumnsError, NoHeaderRowError, load_pairs
+from core.data.limits import clip
 from lab.navigation import DATA
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,3 +258,51 @@ def test_the_data_page_asks_for_the_columns_and_keeps_the_choice(runs_root, samp
     assert not at.exception and not at.error
     assert at.session_state.data_name == "raw_test.txt (upload)"
     assert len(at.session_state.pairs) == SAMPLE_PAIRS + 1
+
+
+def test_the_data_page_reads_a_file_without_a_header_row(runs_root, sample_pairs):
+    at = open_page(DATA.path)
+    content = sample_pairs[0].to_csv(index=False, header=False).encode()
+    at.file_uploader(key="upload").set_value(("pairs.csv", content, "text/csv")).run()
+    assert not at.exception and not at.error
+    [prompt] = at.info
+    assert prompt.value.startswith("To read pairs.csv, it has no header row: its first row is data (")
+    assert at.checkbox(key="first_row_is_data").value  # found, and said
+    first = sample_pairs[0].iloc[0]
+    assert at.selectbox(key="column_for_question1_of_data").options == [
+        f"question1: {clip(first['question1'])}", f"question2: {clip(first['question2'])}",
+        f"is_duplicate: {first['is_duplicate']}"]
+    at.button(key="load_with_columns").click().run()
+    assert not at.exception and not at.error
+    pd.testing.assert_frame_equal(at.session_state.pairs, sample_pairs[0])  # the first row kept as data
+    assert at.session_state.data_report.names == ["question1", "question2", "is_duplicate"]
+    assert any("no header row: its first row is data" in caption.value for caption in at.caption)
+
+    # a validation file read like the dataset: without a header row too, or with its own header
+    at.toggle(key="held_out_files_on").set_value(True).run()
+    for rows, header in ((slice(0, 5), False), (slice(5, 8), True)):
+        [uploader] = [box for box in at.get("file_uploader") if box.label == "Validation pairs"]
+        held_out = sample_pairs[0].iloc[rows].to_csv(index=False, header=header).encode()
+        at.file_uploader(key=uploader.key).set_value((f"val{rows.start}.csv", held_out, "text/csv")).run()
+        assert not at.exception and not at.error
+        pd.testing.assert_frame_equal(at.session_state.held_out_files["val"][0],
+                                      sample_pairs[0].iloc[rows].reset_index(drop=True))
+    again = open_page(DATA.path)  # a new session of the workspace reads the kept upload by its names
+    assert not again.exception and again.session_state.data_report.names == ["question1", "question2", "is_duplicate"]
+    pd.testing.assert_frame_equal(again.session_state.pairs, sample_pairs[0])
+
+
+def test_the_data_page_reads_a_first_row_it_took_for_names_as_data(runs_root):
+    at = open_page(DATA.path)
+    content = b"apple pie,banana,cherry\nWhat is a pie?,What is a tart?,1\nHow old?,What age?,0\n"
+    at.file_uploader(key="upload").set_value(("fruit.csv", content, "text/csv")).run()
+    assert not at.exception and not at.error
+    assert not at.checkbox(key="first_row_is_data").value  # names, to all appearances
+    at.checkbox(key="first_row_is_data").check().run()
+    assert at.selectbox(key="column_for_question1_of_data").options == [
+        "question1: apple pie", "question2: banana", "column3: cherry"]  # named from the first row's values
+    at.selectbox(key="column_for_is_duplicate_of_data").set_value("column3")
+    at.button(key="load_with_columns").click().run()
+    assert not at.exception and not at.error
+    assert at.session_state.pairs["question1"].tolist() == ["What is a pie?", "How old?"]  # "cherry": no label
+    assert at.session_state.data_report.dropped == {"unreadable label": 1}
