@@ -11,7 +11,7 @@ from core.data.reading import (
     normalise_questions,
 )
 from core.data.splitting import (
-    BY_GROUP, DEFAULT_VAL_FRACTION, MIN_PAIRS_PER_CLASS, MIN_TRUSTED_VALIDATION_PAIRS, SPLIT_BY, Splits, TrainingProblem,
+    DEFAULT_VAL_FRACTION, MIN_PAIRS_PER_CLASS, MIN_TRUSTED_VALIDATION_PAIRS, SPLIT_BY, Splits, TrainingProblem,
     dataset_summary, min_pairs_for_validation, pairs_fingerprint, question_groups, recorded_by_question,
     resampling_groups, resolve_split_by, seeded_sample, seen_pair_mask, small_validation_note, split_pairs,
     split_problems, split_with_files, training_problems,

@@ -217,11 +217,9 @@ def _resolve_columns(header: list[str], columns: dict[str, str] | None, name: st
     if missing:
         explicit = columns or {}
         wanted = [f"{role} (mapped to {clip(explicit[role])!r})" if role in explicit else role for role in missing]
-        found = ", ".join("(blank)" if not column.strip() else clip(column) for column in header[:10])
-        more = f", … ({len(header) - 10:,} more)" if len(header) > 10 else ""
-        raise MissingColumnsError(f"{name}: missing column(s) for {', '.join(wanted)}; found columns: {found}{more} "
-                                  "(expected question1, question2, is_duplicate or an alias such as q1/q2/label)",
-                                  header)
+        raise MissingColumnsError(f"{name}: missing column(s) for {', '.join(wanted)}; found columns: "
+                                  f"{_listed(header)} (expected question1, question2, is_duplicate or an alias such "
+                                  "as q1/q2/label)", header)
     return positions
 
 
@@ -231,8 +229,13 @@ def _group_position(header: list[str], column: str, name: str) -> int:
     for names, wanted in ((header, column), ([n.strip().lower() for n in header], column.strip().lower())):
         if wanted in names:
             return names.index(wanted)
-    found = ", ".join(clip(n) for n in header[:10]) + (f", … ({len(header) - 10:,} more)" if len(header) > 10 else "")
-    raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {found}")
+    raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {_listed(header)}")
+
+
+def _listed(header: list[str]) -> str:
+    """The first ten of ``header``'s names, for a message."""
+    more = f", … ({len(header) - 10:,} more)" if len(header) > 10 else ""
+    return ", ".join("(blank)" if not column.strip() else clip(column) for column in header[:10]) + more
 
 
 def _check_one_role_per_column(header: list[str], positions: dict[str, int], name: str,

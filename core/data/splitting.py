@@ -59,7 +59,7 @@ def split_pairs(
 ) -> Splits:
     """Seeded train/val/test split; fractions are of pairs. ``by_question`` keeps each connected group of pairs
     sharing a question in one split, dealt in a seeded order (groups too big to fit land in train); a ``GROUP``
-    column keeps each of its groups in one split too, and so does ``by_question``."""
+    column keeps each of its groups in one split too, with the pairs sharing their questions."""
     if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
         raise ValueError(f"need 0 <= val_fraction, test_fraction and val_fraction + test_fraction < 1, "
                          f"got {val_fraction} and {test_fraction}")
