@@ -210,8 +210,11 @@ def test_train_reads_data_and_validation_files_by_names(capsys, tmp_path):
     code, out, err = run_cli(capsys, "train", "--data", train, "--val", val, "--names", NAMES,
                              "--out", tmp_path / "model", *TINY_LSTM)
     assert code == 0, err
-    data = json.loads((tmp_path / "model" / "config.json").read_text())["data"]
-    assert (data["train_pairs"], data["val_pairs"]) == (400, SAMPLE_PAIRS - 400)
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert (config["data"]["train_pairs"], config["data"]["val_pairs"]) == (400, SAMPLE_PAIRS - 400)
+    # the split it really made: the validation file given, nothing held out of --data
+    assert (config["run"]["val_fraction"], config["run"]["split_by"], config["data"]["val_name"]) == (0, "none",
+                                                                                                      "dev.tsv")
 
 
 @pytest.mark.parametrize("spec, problem", [
