@@ -1,14 +1,16 @@
 """The Data page's parts: the active dataset (the sample or an upload), the column picker, and the validation and test
 files (read with the dataset's columns and label map). An upload with unknown column names or label values is not an
-error: the page asks what holds what and loads it with ``core.data``'s ``columns`` and label map, as the CLI does."""
+error: the page asks what holds what and loads it with ``core.data``'s ``columns`` and label map, as the CLI does; a
+first row of data (no header row) is said, and read by numbered names as ``--names`` does."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from core.data import ROLES, UNREADABLE_LABEL, DataError, LabelValuesError, MissingColumnsError
+from core.data import ROLES, UNREADABLE_LABEL, DataError, LabelValuesError, MissingColumnsError, NoHeaderRowError
 from core.data.labels import guess_label, label_value, quoted
 from core.data.limits import clip
+from core.data.reading import suggested_names
 from lab.session import (
     HELD_OUT_KINDS, SAMPLE_NAME, clear_held_out, held_out_pairs, load_sample, load_upload, renew_key, renewed_key,
     set_dataset, set_held_out, show_error,
@@ -24,6 +26,7 @@ NOTICE = "notice"  # in PENDING: what a Load click left to do (a value unanswere
 MAX_MAPPED_VALUES = 12  # label values offered a meaning; the rows of any other value are dropped
 TITLES = {"val": "Validation", "test": "Test"}
 TOGGLE = "held_out_files_on"  # session key of the toggle that shows the two uploaders
+FIRST_ROW_IS_DATA = "first_row_is_data"  # session key of the picker's checkbox: the file has no header row
 _NOTES = "held_out_notes"  # session key: kind -> (uploader key, file id, error or None, warnings) of its last upload
 
 
@@ -77,7 +80,8 @@ def offer(file_id: str, name: str, error: DataError) -> bool:
     """Ask (``picker``) for the columns of a header with unknown names, or a meaning for each value of a label
     column of other values. True when it asks; False for any other error, a header of fewer columns than roles,
     and a label column of more values than a mapping takes (text, not labels: its columns are offered again)."""
-    pending = {"file_id": file_id, "name": name, "header": getattr(error, "header", None)}
+    pending = {"file_id": file_id, "name": name, "header": getattr(error, "header", None),
+               "no_header": isinstance(error, NoHeaderRowError)}
     if isinstance(error, MissingColumnsError) and len(set(error.header)) >= len(ROLES):
         st.session_state[PENDING] = pending
         return True
@@ -144,18 +148,33 @@ def picker(file_id: str) -> None:
     if pending.get(NOTICE):
         st.warning(pending[NOTICE])
     if header:
-        options = list(dict.fromkeys(header))  # a repeated name is one choice: the reader takes its first column
-        preset = pending.get("columns") or {}
         st.markdown(f"**Choose the columns of {pending['name']}**")
+        names = picked_names(pending) if st.checkbox(
+            "The first row is data (the file has no header row)", value=pending.get("no_header", False),
+            key=FIRST_ROW_IS_DATA) else None
+        # a repeated name is one choice: the reader takes its first column
+        options = names or list(dict.fromkeys(header))
+        preset = {role: role for role in ROLES} if names else pending.get("columns") or {}
         for position, (role, column) in enumerate(zip(ROLES, st.columns(len(ROLES)))):
             chosen = preset.get(role)
             index = options.index(chosen) if chosen in options else min(position, len(options) - 1)
-            column.selectbox(ROLE_LABELS[role], options, index=index, key=f"column_for_{role}")
+            column.selectbox(ROLE_LABELS[role], options, index=index, key=_column_key(role, names),
+                             format_func=(lambda name: f"{name}: {clip(header[names.index(name)])}") if names else str)
     if values:
         _label_mapping(pending)
     action = "columns" if not values else "label mapping" if not header else "columns and label mapping"
     st.button(f"Load with this {action}" if action == "label mapping" else f"Load with these {action}",
               key="load_with_columns", on_click=_load_picked, type="primary")
+
+
+def picked_names(pending: dict) -> list[str]:
+    """The names a file without a header row is read by: ``core.data``'s guess from its first row."""
+    return suggested_names(pending["header"])
+
+
+def _column_key(role: str, names: list[str] | None) -> str:
+    """The selectbox of ``role``'s column: one pair of keys per reading of the first row, as their options differ."""
+    return f"column_for_{role}" + ("_of_data" if names else "")
 
 
 def prompt(pending: dict, active: str) -> str:
@@ -167,6 +186,9 @@ def prompt(pending: dict, active: str) -> str:
     if values:
         need = (f'its label column "{column}" holds {quoted(values[:3])}{" …" if len(values) > 3 else ""} rather '
                 "than 1 and 0: say what each value means (guessed where the word says it)")
+    elif pending.get("no_header"):
+        need = (f"it has no header row: its first row is data ({quoted(pending['header'][:4])}); choose which "
+                "columns hold the first question, the second and the label")
     else:
         need = ("its columns are not named as this page expects (question1, question2, is_duplicate): choose "
                 "which columns hold the first question, the second and the label")
@@ -223,7 +245,9 @@ def _load_picked() -> None:
     pending = state.get(PENDING)
     if uploaded is None or not isinstance(pending, dict) or pending["file_id"] != uploaded.file_id:
         return
-    columns = {role: state[f"column_for_{role}"] for role in ROLES} if pending.get("header") else pending.get("columns")
+    names = picked_names(pending) if pending.get("header") and state.get(FIRST_ROW_IS_DATA) else None
+    columns = ({role: state[_column_key(role, names)] for role in ROLES} if pending.get("header")
+               else pending.get("columns"))
     label_map = picked_label_map(pending)
     if columns and pending.get("label_column") != columns.get("is_duplicate"):
         label_map = None  # the values shown are another column's: read the new one as it is first
@@ -232,7 +256,7 @@ def _load_picked() -> None:
         if pending[NOTICE]:
             return
     try:
-        pairs, report = load_upload(uploaded.name, uploaded.getvalue(), columns, label_map)
+        pairs, report = load_upload(uploaded.name, uploaded.getvalue(), columns, label_map, names)
     except DataError as error:
         if isinstance(error, LabelValuesError) and offer(uploaded.file_id, uploaded.name, error):
             state.data_upload_error = None  # the columns are fine; their labels are the next question
@@ -240,7 +264,7 @@ def _load_picked() -> None:
         refuse(uploaded, problem_in_page_words(error))
         return
     set_dataset(pairs, report, f"{uploaded.name} (upload)", upload=(uploaded.name, uploaded.getvalue()))
-    if pending.get("header"):
+    if pending.get("header") and not names:  # a header's names, found again in the same file's next upload
         state.setdefault(CHOICES, {})[uploaded.name] = columns
     if label_map:
         state.setdefault(LABEL_CHOICES, {})[uploaded.name] = label_map
@@ -250,12 +274,15 @@ def _load_picked() -> None:
 
 # ---- the validation and test files --------------------------------------------------------------------------------
 def read_like_the_dataset(name: str, data: bytes) -> tuple[pd.DataFrame, object]:
-    """An upload's pairs read with the active dataset's columns (else by its own names) and label map."""
+    """An upload's pairs read with the active dataset's columns (else by its own names) and label map; for a
+    dataset without a header row, by the file's own header first, else by the dataset's names."""
     report = st.session_state.data_report
+    first, then = (((None, None), (dict(report.columns), report.names)) if report.names
+                   else ((dict(report.columns), None), (None, None)))
     try:
-        return load_upload(name, data, dict(report.columns), report.label_map)
+        return load_upload(name, data, first[0], report.label_map, first[1])
     except MissingColumnsError:
-        return load_upload(name, data, None, report.label_map)
+        return load_upload(name, data, then[0], report.label_map, then[1])
 
 
 def _apply(kind: str) -> None:

@@ -39,11 +39,12 @@ def load_sample() -> tuple[pd.DataFrame, LoadReport]:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def load_upload(name: str, data: bytes, columns: dict[str, str] | None = None,
-                label_map: dict[str, int] | None = None) -> tuple[pd.DataFrame, LoadReport]:
-    """An uploaded file's pairs, read with the Data page's ``columns`` and ``label_map`` when it asked."""
+                label_map: dict[str, int] | None = None, names: list[str] | None = None) -> tuple[pd.DataFrame, LoadReport]:
+    """An uploaded file's pairs, read with the Data page's ``columns``, ``label_map`` and ``names`` (a file without a
+    header row) when it asked."""
     buffer = io.BytesIO(data)
     buffer.name = name
-    return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes(), label_map=label_map)
+    return load_pairs(buffer, columns=columns, max_bytes=upload_limit_bytes(), label_map=label_map, names=names)
 
 
 def model_stamp(choice: str) -> float:
@@ -106,7 +107,7 @@ def init_state() -> None:
 def _read_kept(kept: dict, kind: str = "train") -> tuple[pd.DataFrame, LoadReport]:
     """A kept upload (the active dataset's, or a held-out ``kind``'s) read as it was read then."""
     data = st.session_state.workspace.read_upload(str(kept["upload"]), upload_limit_bytes(), kind)
-    return load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"))
+    return load_upload(str(kept["file"]), data, kept.get("columns"), kept.get("label_map"), kept.get("names"))
 
 
 def _keep_upload(key: str, upload: tuple[str, bytes], report: LoadReport, kind: str = "train") -> None:
@@ -116,7 +117,7 @@ def _keep_upload(key: str, upload: tuple[str, bytes], report: LoadReport, kind: 
     except (OSError, UserFileError):
         return
     workspace_state.keep({key: {"upload": stored, "file": upload[0], "columns": dict(report.columns),
-                                "label_map": report.label_map}})
+                                "label_map": report.label_map, "names": report.names}})
 
 
 def _kept_dataset() -> tuple[pd.DataFrame, LoadReport, str] | None:

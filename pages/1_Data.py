@@ -28,8 +28,8 @@ with upload_column:
     st.caption(f"Upload limit: {st.get_option('server.maxUploadSize')} MB per file (a .gz file: that much once "
                "decompressed). Column aliases such as "
                "`q1`/`q2`/`label` or `sentence1`/`sentence2`/`labels` are recognised (for other names you pick the "
-               "columns, for labels other than 0/1 what they mean); the delimiter and the text encoding are "
-               "detected.")
+               "columns, for labels other than 0/1 what they mean); the delimiter, the text encoding and a file "
+               "without a header row are detected.")
 with sample_column:
     st.button("Use the bundled sample", key="use_sample", on_click=data_view.use_sample,
               disabled=state.data_name == SAMPLE_NAME,
@@ -68,13 +68,16 @@ with chart_column:
 
 st.subheader("Rows dropped while loading")
 st.caption(f"{report.source}: {report.summary()}. Delimiter {report.delimiter!r}, encoding {report.encoding}, columns "
-           + ", ".join(f"{role} ← `{column}`" for role, column in report.columns.items()) + ".")
+           + ", ".join(f"{role} ← `{column}`" for role, column in report.columns.items())
+           + ("; no header row: its first row is data, its columns named " + ", ".join(report.names) if report.names
+              else "") + ".")
 if report.dropped:
     reasons_column, examples_column = st.columns(2)
     with reasons_column:
         st.table(pd.DataFrame({"reason": list(report.dropped), "rows": list(report.dropped.values())}))
     with examples_column:
         st.dataframe(pd.DataFrame(report.examples, columns=["line", "reason"]), hide_index=True, width="stretch")
-        st.caption(f"The first {len(report.examples)} dropped rows, by line number in the file (the header is line 1).")
+        first = "the first row" if report.names else "the header"
+        st.caption(f"The first {len(report.examples)} dropped rows, by line number in the file ({first} is line 1).")
 else:
     st.success("No row was dropped.")

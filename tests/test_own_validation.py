@@ -11,9 +11,11 @@ import pytest
 from core.cli.main import main
 from core.cli.train import wants_auto_recipe
 from core.data import (
+    GROUP,
     MIN_PAIRS_PER_CLASS,
     question_groups,
     recorded_by_question,
+    resampling_groups,
     resolve_split_by,
     split_pairs,
 )
@@ -60,6 +62,51 @@ def test_question_groups_number_connected_pairs_alike():
     pairs = pd.DataFrame({"question1": ["a", "B ", "c", "x"], "question2": ["b", "c", "d", "y"], "is_duplicate": 1})
     groups = question_groups(pairs)
     assert groups[0] == groups[1] == groups[2] != groups[3]  # "b" and "B " are one question once normalised
+
+
+def sited_pairs() -> pd.DataFrame:
+    """Pairs of distinct questions on 12 sites, 10 a site; one question also asked on the next site."""
+    rows = [(f"question {i} asked on site {i % 12}?", f"another question {i}?", i // 12 % 2, f"https://site{i % 12}.org")
+            for i in range(120)]
+    rows[5] = (rows[6][0], "a question that links sites 5 and 6?", 1, rows[5][3])
+    return pd.DataFrame(rows, columns=["question1", "question2", "is_duplicate", "url"])
+
+
+def test_a_named_group_column_keeps_each_group_and_each_question_on_one_side(tmp_path):
+    from core.data import load_pairs
+
+    path = tmp_path / "sited.csv"
+    sited = sited_pairs()
+    sited.to_csv(path, index=False)
+    pairs, _ = load_pairs(path, group_column="URL")  # found ignoring case
+    assert pairs[GROUP].tolist() == sited["url"].tolist() and resolve_split_by(pairs, "pair") == "group"
+    assert split_pairs(pairs.drop(columns=GROUP), val_fraction=0.2, test_fraction=0.0, seed=0).val["question1"].map(
+        lambda text: text.split("site ")[1]).nunique() > 3  # without the column: pairs of many sites
+    for seed in range(5):
+        split = split_pairs(pairs, val_fraction=0.2, test_fraction=0.1, seed=seed)
+        sites = [set(part[GROUP]) for part in (split.train, split.val, split.test)]
+        assert not (sites[0] & sites[1] or sites[0] & sites[2] or sites[1] & sites[2])
+        assert len(split.val) in (10, 20, 30) and len(split.train) + len(split.val) + len(split.test) == 120
+        # sites 5 and 6 share a question: both on one side
+        assert (("https://site5.org" in sites[0]) == ("https://site6.org" in sites[0]))
+    groups = resampling_groups(pairs)  # the intervals resample whole sites
+    assert len(set(groups)) == 11 and len(set(groups[sited["url"] == "https://site3.org"])) == 1
+    three_sites = pairs[pairs[GROUP].isin([f"https://site{site}.org" for site in range(3)])]
+    assert resampling_groups(three_sites) is None  # a third of the pairs a site: too few sites to resample
+
+
+def test_train_splits_by_the_group_column_and_records_it(capsys, tmp_path):
+    data = write(sited_pairs(), tmp_path / "sited.csv")
+    code, out, err = run_cli(capsys, "train", "--data", data, "--group-column", "url", "--out", tmp_path / "model",
+                             *TINY)
+    assert code == 0, err
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert (config["run"]["split_by"], config["run"]["group_column"]) == ("group", "url")
+    assert config["data"]["val_pairs"] == 10  # one whole site: 10 % of 120 pairs holds no more
+    code, out, err = run_cli(capsys, "train", "--data", data, "--group-column", "topic", *TINY)
+    assert code == 2 and out == "" and err.strip() == (
+        'error: sited.csv: no column "topic" to group the pairs by; its columns are: question1, question2, '
+        "is_duplicate, url")
 
 
 def test_recorded_split_reads_new_and_old_folders():

@@ -21,7 +21,8 @@ def cmd_calibrate(args) -> int:
         if args.stacked:
             scorer, calibrated, config = stack_on_files(model, args, parent["name"])
         else:
-            scorer, calibrated = calibrate_on_file(model, args.data, args.columns, args.max_rows, args.label_map)
+            scorer, calibrated = calibrate_on_file(model, args.data, args.columns, args.max_rows, args.label_map,
+                                                   args.names)
         written = _write(claim.target, config, parent, scorer, calibrated)
     shown = {"folder": str(claim.target), "calibrated_from": written["calibrated_from"],
              "thresholds": written["thresholds"], "calibration": written["calibration"]}

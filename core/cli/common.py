@@ -95,6 +95,18 @@ def columns_spec(text: str) -> dict[str, str]:
     return mapping
 
 
+def names_spec(text: str) -> list[str]:
+    """argparse type of ``--names``: the columns' names in order, separated by commas (CSV quoting), each once."""
+    names = [name.strip() for name in next(csv.reader([text], skipinitialspace=True), [])]
+    if not names or "" in names:
+        raise argparse.ArgumentTypeError(f"expected column names separated by commas (e.g. question1,question2,"
+                                         f"is_duplicate), got {text!r}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{', '.join(repeated)} is given twice")
+    return names
+
+
 def label_map_spec(text: str) -> dict[str, int]:
     """argparse type of ``--label-map``: ``VALUE=1`` or ``VALUE=0`` pairs in CSV quoting (the last "=" splits), or
     rules on a numeric label (``>=4=1,<4=0``); values match ignoring case and surrounding spaces."""
@@ -153,10 +165,13 @@ def add_engine_options(command) -> None:
 
 
 def add_columns_option(command, labels: bool = True) -> None:
-    """``--columns``, and ``--label-map`` for a command that reads labels; ``load_data`` takes them."""
+    """``--columns`` and ``--names``, and ``--label-map`` for a command that reads labels; ``load_data`` takes them."""
     command.add_argument("--columns", type=columns_spec, default=None, metavar="ROLE=NAME,...",
                          help="the file's columns, e.g. 'question1=#1 String,question2=#2 String,"
                               "is_duplicate=Quality'; a role left out is found by its usual names")
+    command.add_argument("--names", type=names_spec, default=None, metavar="NAME,...",
+                         help="for files without a header row (their first row is data): the columns' names in "
+                              "order, e.g. 'question1,question2,is_duplicate'; --columns then maps other names")
     if labels:
         command.add_argument("--label-map", type=label_map_spec, default=None, metavar="VALUE=0|1,...",
                              help="what the label values mean, e.g. 'PerfectMatch=1,Irrelevant=0' (ignoring case "
@@ -287,12 +302,13 @@ def check_input_file(path: str | Path, kind: str) -> None:
 
 
 def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | None = None,
-              label_map: dict[str, int] | None = None):
+              label_map: dict[str, int] | None = None, names: list[str] | None = None, group_column: str | None = None):
     """The pairs of a file (``core.data.load_pairs``); what was dropped, and any warning, on stderr."""
     from core.data import load_pairs
 
     check_input_file(path, "data")
-    pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map)
+    pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map, names=names,
+                               group_column=group_column)
     if report.rows_kept < report.rows_read:
         print(f"data: {report.summary()}", file=sys.stderr)
     for warning in report.warnings:

@@ -9,10 +9,10 @@ from core.cli.common import (
 )
 
 
-def _corpus(path: str, columns: dict[str, str] | None) -> list[str]:
+def _corpus(path: str, columns: dict[str, str] | None, names: list[str] | None = None) -> list[str]:
     from core.data import corpus_questions
 
-    return corpus_questions(load_data(path, columns=columns))
+    return corpus_questions(load_data(path, columns=columns, names=names))
 
 
 def cmd_search(args) -> int:
@@ -20,7 +20,7 @@ def cmd_search(args) -> int:
     from core.inference.search import load_or_build
 
     model, _ = load_backend(args)
-    texts = _corpus(args.corpus, args.columns)
+    texts = _corpus(args.corpus, args.columns, args.names)
     # Indexes are kept in the lab's cache, named by the model and the corpus: never in a model folder.
     cache = search_cache(model.digest) if args.backend == "onnx" else cache_root() / "search"
     index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), kind=args.index,
@@ -51,7 +51,7 @@ def cmd_embed(args) -> int:
     # The three files claimed before any work; they go into place together, each whole, when it ends well.
     with claimed_output([vectors, questions, digest], args.overwrite, create_folder=True) as claim:
         model, _ = load_backend(args)
-        texts = _corpus(args.data, args.columns)
+        texts = _corpus(args.data, args.columns, args.names)
         rows = None
         if args.engine == "ray":  # encoded by Ray's actors, then written here the local way
             with engine_session(args):

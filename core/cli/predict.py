@@ -16,10 +16,11 @@ def cmd_evaluate(args) -> int:
     if args.threshold is not None and args.calibrate_on:
         raise CliError("--threshold and --calibrate-on both set the threshold; give one of them")
     model, config = load_scorer(args)
-    pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)
+    pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map, names=args.names)
     calibrated = None
     if args.calibrate_on:  # before --data is scored: a TF-IDF baseline is fitted on the calibration file
-        model, calibrated = calibrate_on_file(model, args.calibrate_on, args.columns, label_map=args.label_map)
+        model, calibrated = calibrate_on_file(model, args.calibrate_on, args.columns, label_map=args.label_map,
+                                                       names=args.names)
     cosine, source = _threshold(args, config, calibrated)
     labels, scores = pairs["is_duplicate"].to_numpy(), scorer_scores(model, pairs)
     metrics = evaluate_scores(labels, scores, threshold=cosine)

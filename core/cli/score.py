@@ -24,10 +24,10 @@ def cmd_score(args) -> int:
         cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
         bars = [TqdmCounter(step, unit="pair", delay=PROGRESS_DELAY) for step in ("reading", "encoding", "writing")]
         try:
-            model = fitted_for_file(model, source, args.columns)  # the plain TF-IDF baseline: on this whole file
+            model = fitted_for_file(model, source, args.columns, args.names)  # plain TF-IDF: on this whole file
             with claim.open(out, "w", encoding="utf-8", newline="") as sink, _ticking(bars):
                 report = score_file(model, source, sink, cosine, columns=args.columns, label_map=args.label_map,
-                                    steps=ScoreSteps(*bars))
+                                    steps=ScoreSteps(*bars), names=args.names)
         finally:
             for bar in bars:
                 bar.close()

@@ -24,22 +24,22 @@ def load_scorer(args):
     return load_tfidf(args.model)
 
 
-def fitted_for_file(model, source: Path, columns: dict[str, str] | None = None):
+def fitted_for_file(model, source: Path, columns: dict[str, str] | None = None, names: list[str] | None = None):
     """``model``, or for the plain TF-IDF baseline the baseline fitted on the file ``source`` it is about to score."""
     from core.inference.tfidf_scorer import TfidfScorer, fit_on_file
 
     if isinstance(model, TfidfScorer) and not model.fitted:
-        return fit_on_file(source, columns)
+        return fit_on_file(source, columns, names=names)
     return model
 
 
 def calibrate_on_file(model, path: str, columns: dict[str, str] | None = None, max_rows: int | None = None,
-                      label_map: dict[str, int] | None = None):
+                      label_map: dict[str, int] | None = None, names: list[str] | None = None):
     """(scorer, ``FileCalibration``) of ``model`` calibrated on the labelled pairs of ``path``, a bar on stderr; a
     file that cannot calibrate is one ``CliError`` before any encoding. The TF-IDF baseline is fitted on it."""
     from core.inference.calibration import calibrate_scorer, calibration_problem
 
-    pairs = load_data(path, max_rows, columns, label_map=label_map)
+    pairs = load_data(path, max_rows, columns, label_map=label_map, names=names)
     problem = calibration_problem(pairs["is_duplicate"].to_numpy(), Path(path).name)
     if problem:
         raise CliError(problem)
@@ -55,8 +55,8 @@ def stack_on_files(encoder, args, parent_name: str):
     thresholds picked on ``args.val`` or a held-out share of ``args.data``."""
     from core.inference.stacked_scorer import stack_and_calibrate, stacked_config, stacking_problem
 
-    train = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)
-    val = load_data(args.val, None, args.columns, label_map=args.label_map) if args.val else None
+    train = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map, names=args.names)
+    val = load_data(args.val, None, args.columns, label_map=args.label_map, names=args.names) if args.val else None
     names = Path(args.data).name, Path(args.val).name if args.val else ""
     problem = stacking_problem(train, names[0], val, names[1])
     if problem:

@@ -92,6 +92,7 @@ def spec_from_args(args, data_options: dict | None = None):
     options["model"] = args.model or (None if args.preset else family or ("minilm" if args.base_model else None))
     switches = {name: True for name in ("hard_negatives", "implied_pairs", "keep_unvalidated") if getattr(args, name)}
     options["split_by"] = "question" if args.split_by_question else args.split_by
+    options["group_column"] = args.group_column
     options["val_data_name"] = Path(args.val).name if args.val else None
     options["test_data_name"] = Path(args.test).name if args.test else None
     if data_options:
@@ -126,8 +127,9 @@ def cmd_train(args) -> int:
     context = init_from_env(args.device)  # a no-op unless started by torchrun; the output, rank 0's, claimed first
     output = _claim_output(args, spec) if context.is_main else None
     with output or contextlib.nullcontext():
-        pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map)
-        held_out = {kind: load_data(path, None, args.columns, label_map=args.label_map) if path else None
+        pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map, names=args.names,
+                          group_column=args.group_column)
+        held_out = {kind: path and load_data(path, None, args.columns, label_map=args.label_map, names=args.names)
                     for kind, path in (("val", args.val), ("test", args.test))}
         held_out = _held_out_by_content(args, pairs, held_out)
         _check_trainable(args.data, pairs, spec)
@@ -355,6 +357,9 @@ def add_parsers(sub) -> None:
            help="how validation pairs are held out of --data: question keeps every group of pairs linked by a shared "
                 "question on one side; auto = question when a question occurs in more than one pair")
     option("--split-by-question", action="store_true", help="the same as --split-by question")
+    option("--group-column", default=None, metavar="NAME",
+           help="a column of --data (a URL, a topic) whose groups are each held on one side of the split, as pairs "
+                "sharing a question are; the validation intervals resample them whole")
     option("--keep-unvalidated", action="store_true", help="save a run cancelled before its first validation")
     option("--hard-negatives", action="store_true",
            help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")

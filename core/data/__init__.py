@@ -6,8 +6,8 @@ from core.data.labels import MAX_LABEL_VALUES, LabelValuesError, normalise_label
 from core.data.limits import input_limit
 from core.data.questions import QUESTION_ALIASES, QuestionsReport, corpus_questions, load_questions, pair_key, pair_keys
 from core.data.reading import (
-    DELIMITERS, EMPTY_QUESTION, FALSE_LABELS, MALFORMED_LINE, MAX_EXAMPLES, ROLE_ALIASES, ROLES, TRUE_LABELS,
-    UNREADABLE_LABEL, DataError, LoadReport, MissingColumnsError, PairReader, load_pairs,
+    DELIMITERS, EMPTY_QUESTION, FALSE_LABELS, GROUP, MALFORMED_LINE, MAX_EXAMPLES, ROLE_ALIASES, ROLES, TRUE_LABELS,
+    UNREADABLE_LABEL, DataError, LoadReport, MissingColumnsError, NoHeaderRowError, PairReader, load_pairs,
     normalise_questions,
 )
 from core.data.splitting import (

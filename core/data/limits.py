@@ -6,8 +6,8 @@ error that names it: ``input_limit()`` bytes of text (a compressed file's expand
 ``open_text(source)`` (a path, bytes or an upload) gives a ``TextSource`` whose ``stream()`` hands pandas the bytes,
 gunzipped when they start with gzip's magic, each counted against the caps, so a gzip bomb is refused as it
 inflates, never held. The encoding comes from the BOM (UTF-8, UTF-16; UTF-32 is refused), else UTF-8, else
-``charset_normalizer``: it tells BOM-less UTF-16 (its NULs) from binary and, once UTF-8 fails, picks cp1252 or
-latin-1 (which maps every byte). Empty and binary files are refused from their head.
+``charset_normalizer``'s pick of cp1252 or latin-1 (which maps every byte) once UTF-8 fails; UTF-16 without a BOM
+has NULs, so it is refused with binary files. Empty and binary files are refused from their head.
 """
 from __future__ import annotations
 
@@ -106,7 +106,6 @@ PARQUET_MAGIC = b"PAR1"  # a Parquet file's first and last four bytes
 # BOM -> (codec that reads past it, the encoding reported); UTF-32's first, as UTF-32 LE's starts with UTF-16 LE's.
 _BOMS = ((b"\xff\xfe\x00\x00", None), (b"\x00\x00\xfe\xff", None), (b"\xef\xbb\xbf", ("utf-8-sig", "utf-8")),
          (b"\xff\xfe", ("utf-16", "utf-16-le")), (b"\xfe\xff", ("utf-16", "utf-16-be")))
-_WIDE = ["utf_16_le", "utf_16_be", "utf_32_le", "utf_32_be"]  # what NULs in a text file can mean
 _SINGLE_BYTE = ["cp1252", "latin_1"]  # what a file that is not UTF-8 is read as
 _BINARY_SNIFF = 8192
 _BINARY_SHARE = 0.10  # real text has essentially no control characters besides tab, newlines and form feed
@@ -180,31 +179,18 @@ def open_text(source, max_bytes: int | None = None) -> TextSource:
         if raw_head.startswith(PARQUET_MAGIC):  # a questions file, not pairs
             raise DataError(f"{name} is a Parquet file; pairs are read from CSV/TSV text (Parquet is read as a "
                             "file of questions: dedup, suggest)")
-        raise DataError(f"{name} looks like a binary file, not CSV/TSV text")
+        unmarked = " (UTF-16 text needs its byte-order mark; else save it as UTF-8)" if "\x00" in sample else ""
+        raise DataError(f"{name} looks like a binary file, not CSV/TSV text{unmarked}")
     return TextSource(name, codec, encoding, head.removeprefix("\ufeff"), raw_head, open_raw, limit)
 
 
 def _encoding(head: bytes, name: str) -> tuple[str, str]:
-    """(codec, reported encoding): by BOM; else UTF-16 when NULs say so (UTF-32 refused); else UTF-8 to start."""
+    """(codec, reported encoding): by BOM (UTF-32 refused), else UTF-8 to start."""
     for bom, found in _BOMS:
         if head.startswith(bom):
             if found is None:
                 raise DataError(f"{name} is UTF-32 text, which is not supported; save it as UTF-8")
             return found
-    sample = head[:4096]
-    if b"\x00" in sample:
-        best = charset_normalizer.from_bytes(sample, cp_isolation=_WIDE).best()
-        if best and best.encoding.startswith("utf_32"):
-            raise DataError(f"{name} looks like UTF-32 text, which is not supported; save it as UTF-8")
-        # a text file has a line break or a delimiter: random bytes read as UTF-16 have neither
-        if best and any(mark in str(best) for mark in "\n\r,\t;|"):
-            codec = best.encoding.replace("_", "-")
-            return codec, codec
-        # UTF-16 that does not decode (charset_normalizer drops it): the NULs beside its ASCII characters
-        little, big = sample[1::2].count(0), sample[0::2].count(0)
-        if max(little, big) > len(sample) // 4 and min(little, big) * 4 < max(little, big):
-            codec = "utf-16-le" if little > big else "utf-16-be"
-            return codec, codec
     return "utf-8", "utf-8"
 
 

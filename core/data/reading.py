@@ -8,8 +8,10 @@ column, the questions stripped, the labels read (``core.data.labels``) and the r
 malformed, so memory follows the chunk, not the file. ``load_pairs`` counts every dropped row by reason from the
 chunks' masks. Every failure the user can cause is a ``DataError``, and only that.
 
-Line numbers count records: the header is line 1 and data row k is line k+2, stepping over the records pandas
-skipped (embedded newlines and blank lines may shift them from what an editor shows).
+Line numbers count records: the header is line 1 and data row k is line k+2 (k+1 in a file without a header row,
+read by ``names``), stepping over the records pandas skipped (embedded newlines and blank lines may shift them from
+what an editor shows). A first row of values (a number, a label, two sentences) that names no role is said to be
+data (``NoHeaderRowError``), with the names to read it by.
 """
 from __future__ import annotations
 
@@ -26,13 +28,16 @@ import numpy as np
 import pandas as pd
 
 from core.data import limits
-from core.data.labels import FALSE_LABELS, TRUE_LABELS, LabelTally, LabelValuesError, normalise_label_map, parse_labels
+from core.data.labels import (
+    FALSE_LABELS, TRUE_LABELS, LabelTally, LabelValuesError, label_value, normalise_label_map, parse_labels,
+)
 from core.data.limits import DataError, clip, over_column_limit
 from core.data.limits import HEAD_BYTES, open_text
 
 __all__ = ["DELIMITERS", "FALSE_LABELS", "TRUE_LABELS", "DataError", "LabelValuesError", "LoadReport", "load_pairs"]
 
 ROLES = ("question1", "question2", "is_duplicate")
+GROUP = "group"  # the pairs frame's column of the groups a user named (train --group-column), read as text
 # Header names per role, compared lower-cased and stripped; the first present wins (column_warnings names others).
 ROLE_ALIASES = {
     "question1": ("question1", "q1", "sentence1", "text1"),
@@ -57,6 +62,15 @@ class MissingColumnsError(DataError):
         self.header = list(header)
 
 
+class NoHeaderRowError(MissingColumnsError):
+    """The first row is data, not names: ``header`` holds its values, ``names`` the names suggested to read it by."""
+
+    def __init__(self, name: str, first_row: list[str]):
+        self.names = suggested_names(first_row)
+        super().__init__(f"{name}: the file has no header row; name its columns with --names {','.join(self.names)}",
+                         first_row)
+
+
 @dataclass
 class LoadReport:
     source: str  # file name, or "<upload>" for bytes / nameless file objects
@@ -67,6 +81,7 @@ class LoadReport:
     dropped: dict[str, int]  # reason -> count, only reasons that occurred
     examples: list[tuple[int, str]]  # first MAX_EXAMPLES (line number, reason) of dropped rows
     encoding: str = "utf-8"  # "utf-8", "cp1252", "latin-1", "utf-16-le" or "utf-16-be"
+    names: list[str] | None = None  # the names given to a file without a header row (None: its header named them)
     # What loaded but may not be what was meant (a repeated header name, unread labels); not part of summary().
     warnings: list[str] = field(default_factory=list)
     label_map: dict[str, int] | None = None  # the label map the labels were read by (values lower-cased)
@@ -81,11 +96,12 @@ class LoadReport:
 
 # ---- the header: delimiter, columns and roles -------------------------------------------------------------
 
-def choose_delimiter(head: str, columns: dict[str, str] | None) -> str:
-    """The delimiter that splits the header into a known column set; else the most frequent one."""
+def choose_delimiter(head: str, columns: dict[str, str] | None, names: list[str] | None = None) -> str:
+    """The delimiter that splits the header into a known column set (with ``names``: the first row into as many
+    fields); else the most frequent one."""
     headers = {delimiter: header_fields(head, delimiter) for delimiter in DELIMITERS}
-    resolving = [delimiter for delimiter, header in headers.items()
-                 if header is not None and all(_role_candidates(header, columns).values())]
+    resolving = [delimiter for delimiter, header in headers.items() if header is not None and (
+        len(header) == len(names) if names else all(_role_candidates(header, columns).values()))]
     if resolving:  # max keeps the first of a tie, in DELIMITERS order
         return max(resolving, key=lambda delimiter: len(headers[delimiter]))
     first_line = (head.lstrip("\r\n").splitlines() or [""])[0]
@@ -139,6 +155,34 @@ def column_warnings(header: list[str], columns: dict[str, str] | None) -> list[s
     return lines
 
 
+def _is_value(field: str) -> bool:
+    """A number or a label spelling: what a cell holds and a column's name never is."""
+    try:
+        float(field)
+        return True
+    except ValueError:
+        return label_value(field) >= 0
+
+
+def looks_like_data(row: list[str]) -> bool:
+    """Whether a first row holds values rather than column names: a number or a label, or two sentences."""
+    sentences = sum(len(field.split()) >= 4 or field.strip().endswith("?") for field in row)
+    return any(_is_value(field) for field in row) or sentences >= 2
+
+
+def suggested_names(row: list[str]) -> list[str]:
+    """Names for a first row of data: is_duplicate for its last value, question1 and question2 for its two longest
+    other fields (in order), columnN for the rest."""
+    names = [f"column{position + 1}" for position in range(len(row))]
+    label = next((position for position in reversed(range(len(row))) if _is_value(row[position])), None)
+    texts = sorted(sorted((p for p in range(len(row)) if p != label), key=lambda p: -len(row[p]))[:2])
+    for role, position in zip(("question1", "question2"), texts):
+        names[position] = role
+    if label is not None:
+        names[label] = "is_duplicate"
+    return names
+
+
 def _quote(name: str) -> str:
     return f'"{clip(name)}"'
 
@@ -173,12 +217,25 @@ def _resolve_columns(header: list[str], columns: dict[str, str] | None, name: st
     if missing:
         explicit = columns or {}
         wanted = [f"{role} (mapped to {clip(explicit[role])!r})" if role in explicit else role for role in missing]
-        found = ", ".join("(blank)" if not column.strip() else clip(column) for column in header[:10])
-        more = f", … ({len(header) - 10:,} more)" if len(header) > 10 else ""
-        raise MissingColumnsError(f"{name}: missing column(s) for {', '.join(wanted)}; found columns: {found}{more} "
-                                  "(expected question1, question2, is_duplicate or an alias such as q1/q2/label)",
-                                  header)
+        raise MissingColumnsError(f"{name}: missing column(s) for {', '.join(wanted)}; found columns: "
+                                  f"{_listed(header)} (expected question1, question2, is_duplicate or an alias such "
+                                  "as q1/q2/label)", header)
     return positions
+
+
+def _group_position(header: list[str], column: str, name: str) -> int:
+    """The position of the group column ``column`` (as written, else ignoring case and spaces); a DataError naming
+    the file's columns when it has none."""
+    for names, wanted in ((header, column), ([n.strip().lower() for n in header], column.strip().lower())):
+        if wanted in names:
+            return names.index(wanted)
+    raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {_listed(header)}")
+
+
+def _listed(header: list[str]) -> str:
+    """The first ten of ``header``'s names, for a message."""
+    more = f", … ({len(header) - 10:,} more)" if len(header) > 10 else ""
+    return ", ".join("(blank)" if not column.strip() else clip(column) for column in header[:10]) + more
 
 
 def _check_one_role_per_column(header: list[str], positions: dict[str, int], name: str,
@@ -244,6 +301,7 @@ class PairChunk:
     labels: np.ndarray | None  # (n,) int64 0/1 (0 where unreadable); None without a label column
     label_readable: np.ndarray | None  # (n,) bool
     label_values: dict[str, int] | None = None  # the label column's distinct values as text -> rows
+    group: pd.Series | None = None  # the group column's stripped text, <NA> where empty; None without one
 
 
 class _Reencoded(Exception):
@@ -254,25 +312,39 @@ class PairReader:
     """A pairs file checked up to its header (``head``); iterate it for its ``PairChunk``s (each pass reads the
     source again). ``all_text``: every column kept as written (score writes them back), after a first pass that
     checks the caps and settles the encoding, so that no row is scored of a file then refused; otherwise only the
-    questions are text and the rest is typed by pandas. ``label_map``: value -> 1 or 0, the labels read by it alone."""
+    questions are text and the rest is typed by pandas. ``label_map``: value -> 1 or 0, the labels read by it alone.
+    ``names``: the columns' names of a file without a header row, whose first row is then data. ``group_column``:
+    a column whose values group the pairs (``PairChunk.group``)."""
 
     def __init__(self, source, columns: dict[str, str] | None = None, *, labels_required: bool = True,
                  all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None,
-                 label_map: dict | None = None):
+                 label_map: dict | None = None, names: list[str] | None = None, group_column: str | None = None):
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
         self.label_map = normalise_label_map(label_map)
+        self.names = list(names) if names else None
+        self._header_rows = 0 if self.names else 1  # records before the first data row
         self._text = text = open_text(source, max_bytes)
         self._chunk_rows, self._all_text = chunk_rows, all_text
-        self._delimiter = delimiter = choose_delimiter(text.head, columns)
+        self._delimiter = delimiter = choose_delimiter(text.head, columns, self.names)
         sniffed = header_fields(text.head, delimiter) or []
         check_header(sniffed, text.name, at_least=len(text.head.encode()) >= HEAD_BYTES)  # before pandas sees it
-        header = self._first_rows(1)[0]
+        header = first = self._first_rows(1)[0]
+        if self.names:
+            if len(self.names) != len(first):
+                raise DataError(f"{text.name}: {len(self.names)} names given for a first row of {len(first)} fields")
+            header = self.names
         check_header(header, text.name)
         _check_field_counts(text.head, delimiter, header, text.name)
-        positions = _resolve_columns(header, columns, text.name, ROLES if labels_required else ROLES[:2])
-        _check_one_role_per_column(header, positions, text.name,
-                                   lambda position: [row[position] for row in self._first_rows(4)[1:]])
+        try:
+            positions = _resolve_columns(header, columns, text.name, ROLES if labels_required else ROLES[:2])
+        except MissingColumnsError:
+            if not self.names and looks_like_data(header):
+                raise NoHeaderRowError(text.name, header) from None
+            raise
+        _check_one_role_per_column(header, positions, text.name, lambda position: [
+            row[position] for row in self._first_rows(3 + self._header_rows)[self._header_rows:]])
+        self._group = None if group_column is None else _group_position(header, group_column, text.name)
         self._text_questions = {positions["question1"]: str, positions["question2"]: str}
         self.head = PairsHead(text.name, delimiter, header, positions, column_warnings(header, columns))
         if all_text:
@@ -333,7 +405,7 @@ class PairReader:
                     if dtype is None and not all(pd.api.types.is_string_dtype(frame.iloc[:, position])
                                                  for position in self._text_questions):
                         break
-                    rows = frame.iloc[1:] if number == 0 else frame  # row 0 of the first chunk is the header
+                    rows = frame.iloc[self._header_rows:] if number == 0 else frame  # the header, if any
                     skipped_so_far.extend(skipped)
                     yield self._chunk(rows, start, np.unique(np.asarray(skipped, dtype=np.int64)),
                                       np.unique(np.asarray(skipped_so_far, dtype=np.int64)))
@@ -356,28 +428,35 @@ class PairReader:
             lengths = rows.iloc[:, column].str.len().to_numpy(dtype=float, na_value=0)
             if lengths.size and lengths.max() > limits.MAX_FIELD_CHARS:
                 row = int(np.argmax(lengths > limits.MAX_FIELD_CHARS))
-                raise limits.over_field_limit(self.head.name, record_line(start + row, skipped_so_far),
+                raise limits.over_field_limit(self.head.name, self.line_of(start + row, skipped_so_far),
                                               int(lengths[row]))
         question1, question2 = (rows.iloc[:, positions[role]].fillna("").str.strip().reset_index(drop=True)
                                 for role in ("question1", "question2"))
         labels = readable = values = None
         if "is_duplicate" in positions:
             labels, readable, values = parse_labels(rows.iloc[:, positions["is_duplicate"]], self.label_map)
+        group = None if self._group is None else (
+            rows.iloc[:, self._group].astype("string").str.strip().replace("", pd.NA).reset_index(drop=True))
         rows = rows.set_axis(self.head.header, axis=1).reset_index(drop=True)
-        return PairChunk(rows, start, skipped, question1, question2, labels, readable, values)
+        return PairChunk(rows, start, skipped, question1, question2, labels, readable, values, group)
 
     def skipped_up_to(self, rows: int) -> np.ndarray:
         """Record numbers pandas skips before it has read ``rows`` data rows, asked of pandas itself: its skip
         numbers count blank lines but not embedded newlines, so they cannot be compared with a row's position."""
-        skipped = [number for _, found in self._parse(str, nrows=rows + 1, chunk_rows=rows + 1) for number in found]
+        records = rows + self._header_rows
+        skipped = [number for _, found in self._parse(str, nrows=records, chunk_rows=records) for number in found]
         return np.unique(np.asarray(skipped, dtype=np.int64))
 
+    def line_of(self, position: int, skipped: np.ndarray) -> int:
+        """``record_line`` of data row ``position`` in this file, with or without its header row."""
+        return record_line(position, skipped, first=1 + self._header_rows)
 
-def record_line(position: int, skipped: np.ndarray) -> int:
-    """File record number of data row `position`, stepping over records pandas skipped."""
-    line = position + 2
+
+def record_line(position: int, skipped: np.ndarray, first: int = 2) -> int:
+    """File record number of data row `position` (row 0 on line ``first``), stepping over records pandas skipped."""
+    line = position + first
     while True:
-        shifted = position + 2 + int(np.searchsorted(skipped, line, side="right"))
+        shifted = position + first + int(np.searchsorted(skipped, line, side="right"))
         if shifted == line:
             return line
         line = shifted
@@ -387,17 +466,19 @@ def record_line(position: int, skipped: np.ndarray) -> int:
 
 def load_pairs(
     source, columns: dict[str, str] | None = None, max_rows: int | None = None, max_bytes: int | None = None,
-    label_map: dict | None = None,
+    label_map: dict | None = None, names: list[str] | None = None, group_column: str | None = None,
 ) -> tuple[pd.DataFrame, LoadReport]:
     """(pairs, report) from a CSV/TSV/;/| file (plain or gzip), bytes or an upload: ``question1``, ``question2``,
-    ``is_duplicate`` (int64 0/1) in file order; ``columns`` and ``label_map`` override header and label detection.
-    ``DataError`` when no pairs come out or the columns cannot hold their roles."""
+    ``is_duplicate`` (int64 0/1) in file order; ``columns`` and ``label_map`` override header and label detection,
+    ``names`` names the columns of a file without a header row; ``group_column``'s text is the frame's ``GROUP``
+    column. ``DataError`` when no pairs come out or the columns cannot hold their roles."""
     if max_rows is not None and max_rows < 1:
         raise ValueError(f"max_rows must be a positive integer, got {max_rows}")
-    reader = PairReader(source, columns, max_bytes=max_bytes, label_map=label_map)
+    reader = PairReader(source, columns, max_bytes=max_bytes, label_map=label_map, names=names,
+                        group_column=group_column)
     while True:
         try:
-            tally, question1, question2, labels, label_readable, skipped = _read(reader, max_rows)
+            tally, question1, question2, labels, label_readable, skipped, group = _read(reader, max_rows)
             break
         except _Reencoded:  # not UTF-8 after the first chunk: the whole file again, in the one encoding found
             continue
@@ -424,19 +505,21 @@ def load_pairs(
                         + (f"; {label_warning}" if label_warning else ""))
     examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
     for mask, reason in ((empty_question, EMPTY_QUESTION), (unreadable_label, UNREADABLE_LABEL)):
-        examples += [(record_line(int(p), skipped), reason) for p in np.flatnonzero(mask)[:MAX_EXAMPLES]]
+        examples += [(reader.line_of(int(p), skipped), reason) for p in np.flatnonzero(mask)[:MAX_EXAMPLES]]
     report = LoadReport(
         source=name, delimiter=head.delimiter,
         columns={role: head.header[position] for role, position in head.positions.items()},
         rows_read=rows_considered + int(skipped.size), rows_kept=int(np.count_nonzero(keep)), dropped=dropped,
-        examples=sorted(examples)[:MAX_EXAMPLES], encoding=reader.encoding,
+        examples=sorted(examples)[:MAX_EXAMPLES], encoding=reader.encoding, names=reader.names,
         warnings=head.warnings + ([label_warning] if label_warning else []), label_map=reader.label_map,
         label_values=tally.label_values() if label_warning else {}, label_warning=label_warning,
     )
     taken = (lambda column: column.reset_index(drop=True)) if keep.all() else (  # the usual case: no gather
         lambda column: column[keep].reset_index(drop=True))
-    return pd.DataFrame({"question1": taken(question1), "question2": taken(question2),
-                         "is_duplicate": labels[keep]}), report
+    pairs = pd.DataFrame({"question1": taken(question1), "question2": taken(question2), "is_duplicate": labels[keep]})
+    if group is not None:
+        pairs[GROUP] = taken(group)
+    return pairs, report
 
 
 def _read(reader: PairReader, max_rows: int | None):
@@ -444,7 +527,7 @@ def _read(reader: PairReader, max_rows: int | None):
     than ``max_rows`` usable rows are had (the rest of the file is never parsed)."""
     head = reader.head
     tally = LabelTally(head.name, head.header, head.positions, reader.label_map)
-    firsts, seconds, label_parts, readable_parts, skipped_parts = [], [], [], [], []
+    firsts, seconds, label_parts, readable_parts, skipped_parts, groups = [], [], [], [], [], []
     kept_so_far = 0
     for chunk in reader:  # only the three columns of each chunk are kept
         tally.add(chunk)
@@ -453,13 +536,15 @@ def _read(reader: PairReader, max_rows: int | None):
         label_parts.append(chunk.labels)
         readable_parts.append(chunk.label_readable)
         skipped_parts.append(chunk.skipped)
+        groups.append(chunk.group)
         usable = (chunk.question1 != "").to_numpy(dtype=bool) & (chunk.question2 != "").to_numpy(dtype=bool)
         kept_so_far += int(np.count_nonzero(usable & chunk.label_readable))
         if max_rows is not None and kept_so_far > max_rows:
             break
     joined = [parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True) for parts in (firsts, seconds)]
+    group = None if groups[0] is None else pd.concat(groups, ignore_index=True)
     return (tally, *joined, np.concatenate(label_parts), np.concatenate(readable_parts),
-            np.unique(np.concatenate(skipped_parts)).astype(np.int64))
+            np.unique(np.concatenate(skipped_parts)).astype(np.int64), group)
 
 
 def describe_counts(counts: dict[str, int]) -> str:

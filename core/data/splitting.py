@@ -1,5 +1,6 @@
-"""Loaded pairs summarised, split (by pair, or by question so that no held-out text is seen in training), checked
-against the training run's own minimums, and the pairs their labels imply. Texts compare by ``normalise_questions``.
+"""Loaded pairs summarised, split (by pair, or by question so that no held-out text is seen in training, and by the
+groups a user named in the frame's ``GROUP`` column too), checked against the training run's own minimums, and the
+pairs their labels imply. Texts compare by ``normalise_questions``.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ import numpy as np
 import pandas as pd
 
 from core.data.questions import pair_keys
-from core.data.reading import normalise_questions, question_codes
+from core.data.reading import GROUP, normalise_questions, question_codes
 
 
 DEFAULT_VAL_FRACTION = 0.1  # the share of pairs held out for validation unless a run says otherwise
 # How a run holds pairs out: "auto" is "question" when some question occurs in more than one pair (pairs that
-# share a question would otherwise sit on both sides and flatter the validation), else "pair".
+# share a question would otherwise sit on both sides and flatter the validation), else "pair". A frame with a
+# ``GROUP`` column is split by "group": its named groups and its questions, each kept on one side.
 SPLIT_BY = ("auto", "pair", "question")
+BY_GROUP = "group"
 
 
 @dataclass
@@ -55,15 +58,16 @@ def split_pairs(
     by_question: bool = False,
 ) -> Splits:
     """Seeded train/val/test split; fractions are of pairs. ``by_question`` keeps each connected group of pairs
-    sharing a question in one split, dealt in a seeded order (groups too big to fit land in train)."""
+    sharing a question in one split, dealt in a seeded order (groups too big to fit land in train); a ``GROUP``
+    column keeps each of its groups in one split too, with the pairs sharing their questions."""
     if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
         raise ValueError(f"need 0 <= val_fraction, test_fraction and val_fraction + test_fraction < 1, "
                          f"got {val_fraction} and {test_fraction}")
     count = pairs.shape[0]
     test_target, val_target = round(count * test_fraction), round(count * val_fraction)
     rng = np.random.default_rng(seed)
-    if by_question:
-        assignment = _assign_groups(question_groups(pairs), test_target, val_target, rng)
+    if by_question or GROUP in pairs:
+        assignment = _assign_groups(with_named_groups(pairs, question_groups(pairs)), test_target, val_target, rng)
     else:
         assignment = np.zeros(count, dtype=np.int8)  # 0 train, 1 val, 2 test
         order = rng.permutation(count)
@@ -88,9 +92,12 @@ def split_with_files(pairs: pd.DataFrame, val: pd.DataFrame | None, test: pd.Dat
 
 
 def resolve_split_by(pairs: pd.DataFrame, split_by: str) -> str:
-    """"pair" or "question": ``split_by`` itself, or for "auto" whether any question links two pairs."""
+    """"pair" or "question": ``split_by`` itself, or for "auto" whether any question links two pairs; "group" for a
+    frame with a ``GROUP`` column."""
     if split_by not in SPLIT_BY:
         raise ValueError(f"split_by must be one of {', '.join(SPLIT_BY)}, got {split_by!r}")
+    if GROUP in pairs:
+        return BY_GROUP
     if split_by != "auto":
         return split_by
     return "question" if len(pairs) and question_groups(pairs).max() + 1 < len(pairs) else "pair"
@@ -103,15 +110,29 @@ MAX_GROUP_SHARE = 0.25
 
 def resampling_groups(pairs: pd.DataFrame) -> np.ndarray | None:
     """A group id per pair for a bootstrap that treats pairs sharing a question as one piece of evidence (None when
-    no question occurs in two pairs): ``question_groups``, or by first question where those chain too far."""
+    no question occurs in two pairs): ``question_groups``, or by first question where those chain too far; joined
+    with the ``GROUP`` column's groups when there is one, unless that makes a group as big."""
     if len(pairs) < 2:
         return None
     groups = question_groups(pairs)
-    if groups.max() + 1 == len(pairs):
-        return None
-    if np.bincount(groups).max() > MAX_GROUP_SHARE * len(pairs):
+    if groups.max() + 1 < len(pairs) and np.bincount(groups).max() > MAX_GROUP_SHARE * len(pairs):
         groups = pd.factorize(normalise_questions(pairs["question1"]))[0]
-    return groups
+    named = with_named_groups(pairs, groups)
+    groups = groups if np.bincount(named).max() > MAX_GROUP_SHARE * len(pairs) else named
+    return None if groups.max() + 1 == len(pairs) else groups
+
+
+def with_named_groups(pairs: pd.DataFrame, groups: np.ndarray) -> np.ndarray:
+    """``groups`` (an id per pair) joined with the ``GROUP`` column's, when ``pairs`` has one: pairs of one named
+    group or one of ``groups`` share an id. A pair without a named group keeps its own."""
+    if GROUP not in pairs:
+        return groups
+    named = pd.factorize(pairs[GROUP].to_numpy(dtype=object, na_value=None), use_na_sentinel=True)[0]
+    unnamed = named < 0
+    named[unnamed] = named.max(initial=-1) + 1 + np.arange(int(unnamed.sum()))
+    offset = int(groups.max(initial=-1)) + 1
+    components = connected_components(groups, named + offset, offset + int(named.max(initial=-1)) + 1)
+    return pd.factorize(components[groups])[0]
 
 
 def recorded_by_question(run: dict) -> bool:

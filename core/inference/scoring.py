@@ -93,15 +93,15 @@ def _sink(out):
 def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: float, chunk_rows: int = CHUNK_ROWS,
                progress: Callable[[int], None] | None = None, max_bytes: int | None = None,
                columns: dict[str, str] | None = None, label_map: dict | None = None,
-               steps: ScoreSteps | None = None) -> ScoreReport:
+               steps: ScoreSteps | None = None, names: list[str] | None = None) -> ScoreReport:
     """Score every pair of ``source`` with ``model`` into ``out`` (a new file's path, or an open text file);
-    ``progress(rows_done)`` after each chunk. ``max_bytes``, ``columns`` and ``label_map`` as ``load_pairs``'s;
-    unusable input is a ``DataError`` (found after the last row, it leaves no output file)."""
+    ``progress(rows_done)`` after each chunk. ``max_bytes``, ``columns``, ``label_map`` and ``names`` as
+    ``load_pairs``'s; unusable input is a ``DataError`` (found after the last row, it leaves no output file)."""
     source = Path(source)
     steps = steps or ScoreSteps()
     _report(steps.reading, 0)
     pairs = PairReader(source, columns, labels_required=False, all_text=True, chunk_rows=chunk_rows,
-                       max_bytes=max_bytes, label_map=label_map)
+                       max_bytes=max_bytes, label_map=label_map, names=names)
     tally = LabelTally(pairs.head.name, pairs.head.header, pairs.head.positions, pairs.label_map)
     report = ScoreReport()
     labels_seen, scores_seen, input_columns = [], [], []

@@ -39,6 +39,7 @@ class RunSpec:
     # auto | pair | question (core.data.SPLIT_BY): "question" keeps pairs linked by a shared question on one side;
     # auto picks it when any question repeats.
     split_by: str = "auto"
+    group_column: str = ""  # a column of --data whose groups (a URL, a topic) are each held on one side of the split
     hard_negatives: bool = False  # triplet/softmax: add labelled non-duplicates as extra negatives
     implied_pairs: bool = False  # also train on the pairs the training labels imply (core.data.splitting)
     keep_unvalidated: bool = False  # save a run cancelled before its first validation (else nothing is saved)
@@ -143,6 +144,7 @@ _RULES: dict[str, _Rule] = {
     "val_fraction": _Rule(float, 0.0, 0.5),
     "test_fraction": _Rule(float, 0.0, 0.5),
     "split_by": _choice(*SPLIT_BY),
+    "group_column": _Rule(str),
     "data_name": _Rule(str),
     "val_data_name": _Rule(str),
     "test_data_name": _Rule(str),
