@@ -291,6 +291,12 @@ def test_model_card_of_a_trained_model(tiny_models, tmp_path, monkeypatch):
                  "scaled by 20.0", "Trained on Quora questions", "recalibrate the threshold on your data",
                  "import onnxruntime as ort", "model_tower1.onnx", f"THRESHOLD = {threshold:.6f}"):
         assert text in card, text
+    # A run validated on a file of its own says so, not that its pairs were held out of the training data.
+    from core.export.model_card import model_card
+
+    given = {**manifest, "config": {**manifest["config"], "data": {**data, "val_name": "dev.csv", "val_pairs": 0}}}
+    card_of_file = model_card(given, "dual-export")
+    assert "Validation pairs of the validation file `dev.csv`:" in card_of_file and "held out of" not in card_of_file
     # The usage snippet runs as written and says what the model says.
     score, verdict = snippet_output(folder, monkeypatch).split(maxsplit=1)
     want = model.score_pairs(["How do I learn Python?"], ["What is the best way to learn Python?"])[0]

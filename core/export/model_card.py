@@ -282,11 +282,15 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
                   ""]
     elif validation:
         held = data.get("val_pairs", validation.get("n"))
-        lines += [f"Held-out validation pairs of {_code(data.get('name', 'the training data'))}: "
-                  f"{_number(validation.get('n', held))} pairs the model did not train on "
-                  f"({_number(data.get('val_pairs'))} held out of {_number(data.get('pairs'))}"
-                  + (", split so that no validation question occurs in training" if recorded_by_question(
-                      config.get("run") or {}) else "")
+        if data.get("val_name"):
+            source = f"Validation pairs of the validation file {_code(data['val_name'])}: "
+            where = "given beside the training data"
+        else:
+            source = f"Held-out validation pairs of {_code(data.get('name', 'the training data'))}: "
+            where = (f"{_number(data.get('val_pairs'))} held out of {_number(data.get('pairs'))}"
+                     + (", split so that no validation question occurs in training"
+                        if recorded_by_question(config.get("run") or {}) else ""))
+        lines += [source + f"{_number(validation.get('n', held))} pairs the model did not train on ({where}"
                   + f"). The threshold is the best-accuracy {'probability' if cross else 'cosine'} threshold on these "
                   "same pairs.", ""]
         lines += _metrics_table(validation) + _verdict_lines(metrics)
