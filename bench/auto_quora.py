@@ -1,4 +1,4 @@
-"""`train --preset auto` on 20,000 Quora pairs: does it keep its time budget, and what does it choose?
+"""`train --preset auto` (and other recipes) on 20,000 Quora pairs: does auto keep its budget, what does it choose?
 
 Quora part A, shuffled (seed 0): --train pairs train; the validation and test pairs come after them and share
 no question with the training pairs nor with each other. One `python -m core train --preset auto --data TRAIN
@@ -7,6 +7,7 @@ no question with the training pairs nor with each other. One `python -m core tra
 chosen model's test figures beside zero-shot MiniLM's on the same test pairs.
 
     .venv/bin/python bench/auto_quora.py [--quick] [--train 20000] [--val 2000] [--test 5000] [--budget-minutes M]
+        [--recipes auto,cross-encoder,augmented]
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import REPO, header, load_real_pairs, parser  # noqa: E402
 
-OUT = REPO / "bench" / "out" / "auto_quora"  # ignored: the splits and the saved model stay here
+OUT = REPO / "bench" / "out" / "auto_quora"  # ignored: the splits and the saved models stay here
+RECIPES = {"auto": ["--preset", "auto"], "cross-encoder": ["--model", "cross-encoder"],
+           "augmented": ["--preset", "augmented"]}
 
 
 def splits(train: int, val: int, test: int):
@@ -41,6 +44,7 @@ def main() -> None:
     p.add_argument("--val", type=int, default=2000)
     p.add_argument("--test", type=int, default=5000)
     p.add_argument("--budget-minutes", type=float, default=None, help="auto's budget (default: the lab's)")
+    p.add_argument("--recipes", default="auto", help=f"comma-separated: {', '.join(RECIPES)}")
     args = p.parse_args()
     if args.quick:
         args.train, args.val, args.test, args.budget_minutes = 2000, 500, 500, 2
@@ -51,27 +55,31 @@ def main() -> None:
         files[name] = OUT / f"{name}{len(frame)}.csv"
         frame.to_csv(files[name], index=False)
         print(f"{name}: {len(frame):,} pairs, {frame['is_duplicate'].mean():.1%} duplicates")
-    argv = ["train", "--preset", "auto", "--data", str(files["train"]), "--val", str(files["val"]), "--test",
-            str(files["test"]), "--out", str(OUT / f"run{args.train}"), "--overwrite", "--device", "cpu"]
-    argv += ["--budget-minutes", str(args.budget_minutes)] if args.budget_minutes else []
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "core", *argv], cwd=REPO, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    print(f"\npython -m core {' '.join(argv[:3])} ...: exit {done.returncode}, {seconds:.0f} s wall")
-    for line in done.stderr.splitlines():
-        if line.startswith(("candidate:", "auto:", "chose", "test:", "error:")) or "budget" in line:
-            print("  " + line)
-    if done.returncode:
-        sys.exit(done.stderr.strip().splitlines()[-1])
-    result = json.loads(done.stdout)
-    (OUT / f"run{args.train}.json").write_text(json.dumps(result, indent=1))
-    print(f"chosen: {result['chosen']}; its run took {result['seconds']:.0f} s by its own clock")
     zero_shot = subprocess.run([sys.executable, "-m", "core", "evaluate", "--model", "minilm", "--data",
                                 str(files["test"])], cwd=REPO, capture_output=True, text=True)
-    for name, test in (("auto's choice", result["test"]), ("zero-shot MiniLM", json.loads(zero_shot.stdout))):
-        low, high = test["intervals"]["roc_auc"]
-        print(f"test ROC AUC {test['roc_auc']:.4f} [{low:.4f}, {high:.4f}], accuracy {test['accuracy']:.3f}, "
-              f"F1 {test['f1']:.3f}: {name}")
+    show("zero-shot MiniLM", json.loads(zero_shot.stdout))
+    for recipe in args.recipes.split(","):
+        argv = ["train", *RECIPES[recipe], "--data", str(files["train"]), "--val", str(files["val"]), "--test",
+                str(files["test"]), "--out", str(OUT / f"{recipe}{args.train}"), "--overwrite", "--device", "cpu"]
+        argv += ["--budget-minutes", str(args.budget_minutes)] if args.budget_minutes and recipe == "auto" else []
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "core", *argv], cwd=REPO, capture_output=True, text=True)
+        seconds = time.perf_counter() - started
+        print(f"\npython -m core train {' '.join(RECIPES[recipe])} ...: exit {done.returncode}, {seconds:.0f} s wall")
+        for line in done.stderr.splitlines():
+            if line.startswith(("candidate:", "chosen:", "error:")):
+                print("  " + line)
+        if done.returncode:
+            continue
+        result = json.loads(done.stdout)
+        (OUT / f"{recipe}{args.train}.json").write_text(json.dumps(result, indent=1))
+        show(recipe + (f" (chose {result['chosen']})" if "chosen" in result else ""), result["test"])
+
+
+def show(name: str, test: dict) -> None:
+    low, high = test["intervals"]["roc_auc"]
+    print(f"test ROC AUC {test['roc_auc']:.4f} [{low:.4f}, {high:.4f}], accuracy {test['accuracy']:.3f}, "
+          f"F1 {test['f1']:.3f}: {name}", flush=True)
 
 
 if __name__ == "__main__":
