@@ -136,3 +136,56 @@ def test_the_pipeline_trains_on_the_teachers_scores_and_validates_on_the_labels(
     aucs = [epoch.metrics["roc_auc"] for epoch in result.outcome.epochs]
     assert aucs == sorted(aucs) and aucs[-1] > aucs[0] + 0.05  # 0.76 -> 0.83 here, on the 0/1 labels
     assert result.validation["n"] == 40 and result.validation["roc_auc"] == pytest.approx(aucs[-1])
+
+
+# ---- mined hard negatives in the in-batch losses -------------------------------------------------
+def _negative_words(table, tokenizer, rows) -> list[str]:
+    """The words of a batch's extra negatives (each a one-word question here), sorted; [] when it has none."""
+    batch = table.batch(np.asarray(rows))
+    return [] if batch.negatives is None else sorted(tokenizer.vocab[int(ids[0])] for ids in batch.negatives[0])
+
+
+def test_mined_negatives_join_the_batches_through_the_labelled_path():
+    from core.text.pair_table import PairTable
+    from core.text.word_tokenizer import WordTokenizer
+
+    pairs = pd.DataFrame({"question1": ["a", "c", "c", "f"], "question2": ["b", "d", "e", "g"],
+                          "is_duplicate": [1, 1, 0, 1]})
+    mined = pd.DataFrame({"question1": ["a"], "question2": ["g"], "is_duplicate": [0]})
+    tokenizer = WordTokenizer.build(list("abcdefg"), min_freq=1, max_length=4)
+    table = PairTable(pairs, tokenizer, hard_negatives=True, mined_negatives=mined)
+    assert _negative_words(table, tokenizer, [0]) == ["g"]  # a's mined negative (no labelled one)
+    assert _negative_words(table, tokenizer, [1]) == ["e"]  # c's labelled one
+    assert _negative_words(table, tokenizer, [0, 1]) == ["e", "g"]
+    assert _negative_words(table, tokenizer, [0, 3]) == []  # g is a question of this batch: some row's positive
+    labelled_only = PairTable(pairs, tokenizer, hard_negatives=True)
+    assert _negative_words(labelled_only, tokenizer, [0]) == [] and _negative_words(labelled_only, tokenizer, [1]) == ["e"]
+
+
+def test_mined_negatives_are_never_a_pairs_own_duplicate_nor_a_labelled_pair(tiny_lstm, sample_pairs):
+    from core.models import load_model
+
+    pairs = sample_pairs[0].head(200)  # the words the tiny LSTM knows
+    model, _ = load_model(tiny_lstm)
+    mined = mine_hard_negatives(pairs, model, k=3, max_share=1.0)
+    assert len(mined) and (mined["is_duplicate"] == 0).all()
+    texts = pd.Index(pd.unique(pd.concat([pairs["question1"], pairs["question2"]])))
+    duplicates = pairs[pairs["is_duplicate"] == 1]
+    groups = connected_components(texts.get_indexer(duplicates["question1"]), texts.get_indexer(duplicates["question2"]),
+                                  len(texts))
+    assert not (groups[texts.get_indexer(mined["question1"])] == groups[texts.get_indexer(mined["question2"])]).any()
+    labelled = set(zip(pairs["question1"], pairs["question2"])) | set(zip(pairs["question2"], pairs["question1"]))
+    assert not labelled & set(zip(mined["question1"], mined["question2"]))
+
+
+def test_a_run_with_mined_negatives_records_how_many_it_mined(tiny_lstm):
+    from core.training.pipeline import train_run
+    from core.training.specs import spec_from_options
+
+    spec = spec_from_options(model="lstm", loss="triplet", mine_negatives=True, epochs=1, batch_size=16, device="cpu",
+                             max_length=11, model_options={"embedding_dim": 12, "hidden_size": 10})
+    assert spec.hard_negatives and spec.mine_negatives
+    assert not spec_from_options(loss="contrastive", mine_negatives=True).mine_negatives  # labelled batches take none
+    result = train_run(spec, synthetic_pairs(200, seed=0, topics=60), save=False)
+    assert result.metadata["mined_negatives"] > 0
+    assert result.metadata["run"]["mine_negatives"] is True

@@ -58,7 +58,7 @@ AUTO_OVERHEAD_MINUTES = 2.5  # of a budget: the cheap candidates, then scoring a
 # (--max-minutes, --max-steps) is not one: the auto recipe plans within it.
 RECIPE_OPTIONS = ("model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "patience",
                   "max_length", "min_freq", "max_vocab", "model_options", "init_model",
-                  "base_model", "hard_negatives", "implied_pairs")
+                  "base_model", "hard_negatives", "mine_negatives", "implied_pairs")
 
 
 def wants_auto_recipe(args) -> bool:
@@ -90,7 +90,8 @@ def spec_from_args(args, data_options: dict | None = None):
         "max_steps", "max_minutes", "device", "precision", "compile", "max_length", "min_freq", "max_vocab")}
     # A preset says its own model; a base folder is MiniLM's start.
     options["model"] = args.model or (None if args.preset else family or ("minilm" if args.base_model else None))
-    switches = {name: True for name in ("hard_negatives", "implied_pairs", "keep_unvalidated") if getattr(args, name)}
+    switches = {name: True for name in ("hard_negatives", "mine_negatives", "implied_pairs", "keep_unvalidated")
+                if getattr(args, name)}
     options["split_by"] = "question" if args.split_by_question else args.split_by
     options["val_data_name"] = Path(args.val).name if args.val else None
     options["test_data_name"] = Path(args.test).name if args.test else None
@@ -358,6 +359,9 @@ def add_parsers(sub) -> None:
     option("--keep-unvalidated", action="store_true", help="save a run cancelled before its first validation")
     option("--hard-negatives", action="store_true",
            help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
+    option("--mine-negatives", action="store_true",
+           help="triplet/softmax: also the nearest non-duplicates of each duplicate pair's question under the starting "
+                "model, mined once from the training questions (implies --hard-negatives)")
     option("--implied-pairs", action="store_true",
            help="also train on the pairs the labels imply (duplicates of duplicates, and their non-duplicates)")
     option("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
