@@ -14,7 +14,7 @@ from core.models import MODEL_LABELS, ZERO_SHOT
 from core.saving import ModelLoadError, list_runs, read_config
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.jobs import JobQueue, TrainingJob, earlier_runs
-from core.training.presets import AUTO_PRESET, PRESETS, AutoRecipe, auto_options
+from core.training.presets import AUGMENTED_PRESET, AUTO_PRESET, PRESETS, AutoRecipe, auto_options
 from core.training.specs import SIZE_OPTIONS, spec_from_options
 from lab import charts, workspace_state
 from lab.loss_menu import loss_choice
@@ -134,8 +134,8 @@ def recipe_context() -> tuple[str, bool]:
 
 
 def data_options(preset: str | None, pairs: pd.DataFrame, device: str, has_val_file: bool) -> dict:
-    """The options a preset reads off the data (the auto recipe's); {} for every other preset."""
-    return auto_recipe(pairs, device, has_val_file).options if preset == AUTO_PRESET else {}
+    """The options a preset reads off the data (the auto recipe's, augmented's too); {} for every other preset."""
+    return auto_recipe(pairs, device, has_val_file).options if preset in (AUTO_PRESET, AUGMENTED_PRESET) else {}
 
 
 def spec_for(preset: str | None, pairs: pd.DataFrame, options: dict):

@@ -189,3 +189,116 @@ def test_a_run_with_mined_negatives_records_how_many_it_mined(tiny_lstm):
     result = train_run(spec, synthetic_pairs(200, seed=0, topics=60), save=False)
     assert result.metadata["mined_negatives"] > 0
     assert result.metadata["run"]["mine_negatives"] is True
+
+
+# ---- the augmented recipe ------------------------------------------------------------------------
+def test_silver_pairs_are_each_questions_neighbours_and_a_random_one_never_a_gold_pair():
+    from core.training.distillation import NEIGHBOURS, silver_pairs
+
+    assert NEIGHBOURS == 3
+    angles = {"a": 0, "b": 10, "c": 20, "d": 90, "e": 100, "f": 180}
+    model = VectorModel({text: _unit(angle) for text, angle in angles.items()})
+    gold = pd.DataFrame({"question1": ["B"], "question2": ["a "], "is_duplicate": [1]})  # a-b, spelt otherwise
+    silver = silver_pairs(list(angles), model, gold, limit=100, seed=0)
+    keys = [tuple(sorted(pair)) for pair in zip(silver["question1"], silver["question2"])]
+    assert len(keys) == len(set(keys)) and ("a", "b") not in keys and all(a != b for a, b in keys)
+    near = {key for key, source in zip(keys, silver["source"]) if source == "neighbour"}
+    # each question's 3 nearest: a: b c d · b: a c d · c: b a d · d: e c b · e: d c f · f: e d c; a-b is gold
+    assert near == {("a", "c"), ("a", "d"), ("b", "c"), ("b", "d"), ("c", "d"), ("d", "e"), ("c", "e"), ("e", "f"),
+                    ("d", "f"), ("c", "f")}
+    assert (silver["source"] == "random").sum() >= 1
+    assert len(silver_pairs(list(angles), model, gold, limit=4, seed=0)) == 4
+
+
+class ScriptedTeacher:
+    """A stand-in cross-encoder whose score of a pair is written down beforehand."""
+
+    def __init__(self, scores: dict[tuple[str, str], float]):
+        self.scores, self.tokenizer = scores, self
+
+    def encode(self, texts):
+        return list(texts)
+
+    def score_tables(self, first, second, batch_size=128, progress=None):
+        return np.array([self.scores[pair] for pair in zip(first, second)])
+
+
+def test_silver_labels_are_the_teachers_scores_at_its_threshold():
+    from core.training.distillation import silver_labels
+
+    teacher = ScriptedTeacher({("a", "b"): 0.9, ("a", "c"): 0.2, ("b", "c"): 0.6, ("c", "d"): 0.59})
+    silver = pd.DataFrame({"question1": ["a", "a", "b", "c"], "question2": ["b", "c", "c", "d"]})
+    assert silver_labels(teacher, silver, threshold=0.6).tolist() == [1, 0, 1, 0]
+    assert silver_labels(teacher, silver, threshold=0.1).tolist() == [1, 1, 1, 1]
+
+
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory, sample_pairs):
+    from tests.test_base_model import write_tiny_bert
+
+    pairs, _ = sample_pairs
+    return write_tiny_bert(tmp_path_factory.mktemp("base") / "tiny-bert",
+                           pairs["question1"].tolist() + pairs["question2"].tolist())
+
+
+def test_the_augmented_recipe_trains_a_teacher_labels_silver_pairs_and_saves_the_bi_encoder(
+        bert_folder, sample_pairs, tmp_path, monkeypatch, capsys):
+    import json
+
+    import core.training.distillation as distillation
+    from core.cli.main import main
+    from core.models import load_model
+
+    runs = []  # (spec, silver, result) of each train_run: the teacher's, then the bi-encoder's
+
+    def recorded(spec, *args, **kwargs):
+        result = train_run(spec, *args, **kwargs)
+        runs.append((spec, kwargs.get("silver"), result))
+        return result
+
+    train_run = distillation.train_run
+    monkeypatch.setattr(distillation, "train_run", recorded)
+    pairs, _ = sample_pairs
+    data, unlabelled = tmp_path / "pairs.csv", tmp_path / "questions.txt"
+    pairs.head(120).to_csv(data, index=False)
+    unlabelled.write_text("\n".join(pairs["question1"].iloc[120:170]) + "\n", encoding="utf-8")
+    assert main(["train", "--preset", "augmented", "--base-model", str(bert_folder), "--data", str(data),
+                 "--unlabelled-questions", str(unlabelled), "--out", str(tmp_path / "run"), "--epochs", "1",
+                 "--batch-size", "8", "--max-length", "24", "--device", "cpu", "--budget-minutes", "3"]) == 0
+
+    (teacher_spec, _, teacher), (student_spec, silver, student) = runs
+    assert teacher_spec.model == "cross-encoder" and teacher_spec.train.max_minutes <= 3 * distillation.TEACHER_SHARE
+    assert student_spec.model == "minilm" and student_spec.train.max_minutes <= 3
+    expected = distillation.silver_labels(teacher.model, silver, teacher.thresholds["accuracy"])
+    assert len(silver) and silver["is_duplicate"].tolist() == expected.tolist()  # the teacher's labels
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    record = config["augmented"]
+    assert record["teacher"]["model"] == "cross-encoder"
+    assert record["teacher"]["validation_roc_auc"] == pytest.approx(teacher.validation["roc_auc"])
+    assert record["silver_pairs"] == len(silver) == record["neighbour_pairs"] + record["random_pairs"]
+    assert record["silver_duplicates"] == int(expected.sum())
+    assert record["questions_from"] == "questions.txt" and record["budget_minutes"] == 3
+    assert config["data"]["train_pairs"] == teacher.metadata["data"]["train_pairs"] + len(silver)  # gold + silver
+    assert student.folder == tmp_path / "run"
+    model, _ = load_model(tmp_path / "run")
+    assert model.model_type == "minilm"
+    printed = capsys.readouterr()
+    assert json.loads(printed.out)["augmented"] == record
+    print(printed.err)
+
+
+def test_a_cancelled_augmented_run_saves_nothing_and_releases_its_folder(bert_folder, sample_pairs, tmp_path):
+    import threading
+
+    from core.saving import claim_output
+    from core.status import CANCELLED
+    from core.training.distillation import run_augmented
+    from core.training.specs import spec_from_options
+
+    spec = spec_from_options("augmented", base_model=str(bert_folder), epochs=1, batch_size=8, max_length=24,
+                             device="cpu", val_fraction=0.2, split_by="pair")
+    stop = threading.Event()
+    stop.set()
+    result = run_augmented(spec, sample_pairs[0].head(120), claim_output(tmp_path / "run"), stop_event=stop)
+    assert result.outcome.status == CANCELLED and result.folder is None and "bi-encoder never trained" in result.note
+    claim_output(tmp_path / "run").release()  # free again

@@ -140,7 +140,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
     pretrained = spec.model in PRETRAINED_MODELS or spec.init_model or spec.base_model
     announce(callbacks, "loading the pretrained encoder" if pretrained else "building the model")
-    model, parent = _start_model(spec, texts)
+    model, parent = start_model(spec, texts)
     if model.tokenizer.vocab_size < MIN_USEFUL_VOCABULARY:
         notice(f"the vocabulary has only {model.tokenizer.vocab_size} tokens: most words will be unknown "
                f"(min_freq {spec.min_freq}, max_vocab {spec.max_vocab}, {len(splits.train):,} training pairs)")
@@ -269,13 +269,13 @@ def announce(callbacks, stage: str) -> None:
 
 
 class StageStopped(Exception):
-    """Raised through a scoring stage by its progress callback when the run is cancelled while it is scored."""
+    """Raised through a stage outside the trainer (scoring, mining) by its progress callback on a cancel."""
 
 
 def stage_progress(callbacks, stage: str, stop_event: threading.Event | None = None):
-    """``progress(done, total)`` for a stage after training, told to callbacks' ``onstage_progress``; raises
+    """``progress(done, total)`` for a stage outside the trainer, told to callbacks' ``on_stage_progress``; raises
     ``StageStopped`` once ``stop_event`` is set, so a cancel ends the stage within one batch."""
-    listeners = [callback.onstage_progress for callback in callbacks if hasattr(callback, "onstage_progress")]
+    listeners = [callback.on_stage_progress for callback in callbacks if hasattr(callback, "on_stage_progress")]
     if not listeners and stop_event is None:
         return None
 
@@ -296,7 +296,7 @@ def _cancelled_after_training(outcome: TrainOutcome) -> TrainOutcome:
                                message=f"{outcome.message}, then cancelled while it was scored")
 
 
-def _start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
+def start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
     """The model to train and config.json's record of its parent (None for a new model): a fresh build, the BERT
     folder ``base_model``, or the saved model ``init_model`` with its own architecture and tokenizer."""
     if spec.base_model:
