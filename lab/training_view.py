@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from core.device import cuda_available
+from core.export.model_card import augmented_line
 from core.models import MODEL_LABELS, ZERO_SHOT
 from core.saving import ModelLoadError, list_runs, read_config
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
@@ -158,7 +159,7 @@ def preset_widget_values(preset: str, pairs: pd.DataFrame | None = None, device:
     values = dict(model=spec.model, loss=loss_choice(spec.loss), epochs=spec.train.epochs,
                   batch_size=spec.train.batch_size, lr=spec.train.lr, margin=float(spec.loss.margin),
                   scale=float(spec.loss.scale), patience=spec.train.patience, max_length=spec.max_length,
-                  val_fraction=spec.val_fraction, hard_negatives=spec.hard_negatives,
+                  val_fraction=spec.val_fraction, hard_negatives=spec.hard_negatives, mine_negatives=spec.mine_negatives,
                   implied_pairs=spec.implied_pairs, max_steps=spec.train.max_steps,
                   max_minutes=float(spec.train.max_minutes))
     values.update({size_key(spec.model, option.field): spec.model_options[option.field]
@@ -254,6 +255,8 @@ def show_outcome(job: TrainingJob) -> None:
                    icon=":material/warning:")
     elif job.status == DONE:
         st.success(f"Finished ({result.outcome.message}): {saved}.{metrics}")
+    if result and folder and augmented_line(result.metadata or {}):  # what the augmented recipe did
+        st.caption(augmented_line(result.metadata))
     if job.choice is not None:  # auto: every candidate it measured, on the same validation pairs
         st.dataframe(pd.DataFrame(job.choice.rows()), hide_index=True,
                      column_config={"validation ROC AUC": st.column_config.NumberColumn(format="%.3f")})

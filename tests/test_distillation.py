@@ -189,6 +189,12 @@ def test_a_run_with_mined_negatives_records_how_many_it_mined(tiny_lstm):
     result = train_run(spec, synthetic_pairs(200, seed=0, topics=60), save=False)
     assert result.metadata["mined_negatives"] > 0
     assert result.metadata["run"]["mine_negatives"] is True
+    from core.export.manifest import config_summary
+    from core.export.model_card import loss_line
+
+    assert loss_line(config_summary(result.metadata)).endswith(
+        f", plus labelled hard negatives and {result.metadata['mined_negatives']:,} mined among the training questions "
+        "with the starting model")
 
 
 # ---- the augmented recipe ------------------------------------------------------------------------
@@ -282,6 +288,13 @@ def test_the_augmented_recipe_trains_a_teacher_labels_silver_pairs_and_saves_the
     assert student.folder == tmp_path / "run"
     model, _ = load_model(tmp_path / "run")
     assert model.model_type == "minilm"
+    from core.export.manifest import config_summary
+    from core.export.model_card import augmented_line
+
+    assert augmented_line(config_summary(config)).startswith(
+        f"Augmented SBERT (Thakur et al., 2021): a cross-encoder teacher trained on the gold pairs (validation ROC AUC "
+        f"{teacher.validation['roc_auc']:.3f}) labelled {len(silver):,} silver pairs of {record['questions']:,} "
+        "questions from `questions.txt`")
     printed = capsys.readouterr()
     assert json.loads(printed.out)["augmented"] == record
     print(printed.err)

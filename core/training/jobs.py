@@ -156,6 +156,7 @@ class _Recorder:
 def run_label(spec: RunSpec) -> str:
     """How a run is named in the list of runs: model · loss (+ labelled hard negatives) · data."""
     negatives = " + labelled hard negatives" if spec.hard_negatives else ""
+    negatives += " + mined hard negatives" if spec.mine_negatives else ""
     implied = " + implied pairs" if spec.implied_pairs else ""
     return f"{MODEL_LABELS[spec.model]} · {spec.loss.label()}{negatives}{implied} · {spec.data_name}"
 
