@@ -315,3 +315,13 @@ def test_a_cancelled_augmented_run_saves_nothing_and_releases_its_folder(bert_fo
     result = run_augmented(spec, sample_pairs[0].head(120), claim_output(tmp_path / "run"), stop_event=stop)
     assert result.outcome.status == CANCELLED and result.folder is None and "bi-encoder never trained" in result.note
     claim_output(tmp_path / "run").release()  # free again
+
+
+def test_unlabelled_questions_belong_to_the_augmented_recipe(tmp_path, capsys, sample_pairs):
+    from conftest import one_error_line, run_cli
+
+    data = tmp_path / "pairs.csv"
+    sample_pairs[0].head(40).to_csv(data, index=False)
+    one_error_line(run_cli(capsys, "train", "--data", data, "--unlabelled-questions", data, "--out", tmp_path / "run"),
+                   "--unlabelled-questions is the augmented recipe's: add --preset augmented")
+    assert not (tmp_path / "run" / "config.json").exists()

@@ -132,12 +132,12 @@ def cmd_train(args) -> int:
                     for kind, path in (("val", args.val), ("test", args.test))}
         held_out = _held_out_by_content(args, pairs, held_out)
         _check_trainable(args.data, pairs, spec)
-        auto = wants_auto_recipe(args)
-        if auto:
-            spec = _auto_spec(args, pairs, device.type, context.is_main)
         augmented = _augmented(args, pairs, device.type, context.enabled)
         if augmented is not None:
             spec = augmented.pop("spec")
+        auto = wants_auto_recipe(args)
+        if auto:
+            spec = _auto_spec(args, pairs, device.type, context.is_main)
         if context.is_main and not args.preset:
             _offer_gpu_preset(len(pairs), device.type == "cuda")
         # The auto recipe chooses among candidates (core.training.auto_choice) in one process; torchrun trains.

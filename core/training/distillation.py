@@ -131,8 +131,8 @@ def _run_augmented(spec, pairs, output, val, test, callbacks, stop_event, budget
     from core.inference.metrics import scorer_scores
     from core.inference.run_quality import zero_shot_model
 
-    encoder = zero_shot_model()  # the baseline of both runs, scored once
-    zero = None if encoder is None else scorer_scores(encoder, splits.val)
+    baseline = zero_shot_model()  # the baseline of both runs, scored once
+    zero = None if baseline is None else scorer_scores(baseline, splits.val)
     labelling = LABELLING_SHARE * budget
     training = budget - labelling - FINISHING_SECONDS - (time.monotonic() - started)
     announce(callbacks, "training the cross-encoder teacher on the gold pairs")
@@ -148,8 +148,9 @@ def _run_augmented(spec, pairs, output, val, test, callbacks, stop_event, budget
         drawn_from = distinct_questions(questions) if questions is not None else corpus_questions(splits.train)
         announce(callbacks, f"pairing {len(drawn_from):,} questions with their neighbours")
         limit = int(min(SILVER_MAX_PAIRS, labelling * SCORE_PAIRS_PER_SECOND[resolve_device(spec.train.device).type]))
-        silver = silver_pairs(drawn_from, start_model(spec, texts)[0], pd.concat([splits.train, splits.val, splits.test]),
-                              limit, spec.train.seed, stage_progress(callbacks, "encoding the questions", stop_event))
+        encoder = start_model(spec, texts)[0].to(resolve_device(spec.train.device))  # the bi-encoder as it starts
+        silver = silver_pairs(drawn_from, encoder, pd.concat([splits.train, splits.val, splits.test]), limit,
+                              spec.train.seed, stage_progress(callbacks, "encoding the questions", stop_event))
         announce(callbacks, f"the teacher labels {len(silver):,} silver pairs")
         labels = silver_labels(teacher.model, silver, threshold,
                                stage_progress(callbacks, "the teacher labels the silver pairs", stop_event))

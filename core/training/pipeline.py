@@ -148,10 +148,12 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     _note_truncation(splits.train, model.tokenizer, spec.train.seed)
     mined = None
     if spec.mine_negatives:  # once, with the starting model: the questions it confuses before any training
+        from core.device import resolve_device
         from core.training.mining import mine_hard_negatives
 
         announce(callbacks, "mining hard negatives among the training questions")
-        mined = mine_hard_negatives(splits.train, model, progress=stage_progress(callbacks, "mining hard negatives"))
+        mined = mine_hard_negatives(splits.train, model.to(resolve_device(spec.train.device)),
+                                    progress=stage_progress(callbacks, "mining hard negatives"))
         record = {**(record or {}), "mined_negatives": len(mined)}
     train_table = PairTable(splits.train, model.tokenizer, hard_negatives=spec.hard_negatives, mined_negatives=mined)
     val_table = PairTable(splits.val, model.tokenizer) if len(splits.val) else None
