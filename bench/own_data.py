@@ -52,7 +52,7 @@ OUT = REPO / "bench" / "out"
 RESULT = OUT / "own_data.json"
 RUNS = OUT / "runs"  # one trained model folder per dataset x preset, replaced by the next run
 WORK = OUT / "own_data"  # score files and subprocess logs
-DEFAULT_PRESETS = ("sample-demo", "minilm-quora", "lstm-quora", "auto")
+DEFAULT_PRESETS = ("sample-demo", "minilm-quora", "lstm-quora", "auto", "augmented")
 SEED = 0
 GIANT_GROUP_SHARE = 0.5  # a group of pairs holding more than this share of them: resample single pairs instead
 
@@ -183,7 +183,10 @@ def parse_train(payload) -> dict:
             "lab_verdict_tfidf": parse_verdict(verdicts.get("tfidf") or baselines.get("tfidf")),
             "quality_message": quality.get("message"),
             # auto's choice (core.training.auto_choice): every candidate with its validation figure, verdict and time
-            "chosen": payload.get("chosen"), "candidates": payload.get("candidates")}
+            "chosen": payload.get("chosen"), "candidates": payload.get("candidates"),
+            # the augmented recipe's teacher and silver pairs (core.training.distillation); its "seconds" are the
+            # bi-encoder's alone: the row's wall_seconds hold the whole chain
+            "augmented": payload.get("augmented")}
 
 
 # ---- scores and figures computed here -------------------------------------------------------------
@@ -455,6 +458,8 @@ class Bench:
                    quality_message=parsed["quality_message"])
         if parsed["candidates"]:
             row.update(chosen=parsed["chosen"], candidates=parsed["candidates"])
+        if parsed["augmented"]:
+            row["augmented"] = parsed["augmented"]
         if not call.ok:
             row["error"] = call.problem()
         model = parsed["folder"] or (str(folder) if (folder / "config.json").is_file() else None)

@@ -10,11 +10,12 @@ import pandas as pd
 import streamlit as st
 
 from core.device import cuda_available
+from core.export.model_card import augmented_line
 from core.models import MODEL_LABELS, ZERO_SHOT
 from core.saving import ModelLoadError, list_runs, read_config
 from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.jobs import JobQueue, TrainingJob, earlier_runs
-from core.training.presets import AUTO_PRESET, PRESETS, AutoRecipe, auto_options
+from core.training.presets import AUGMENTED_PRESET, AUTO_PRESET, PRESETS, AutoRecipe, auto_options
 from core.training.specs import SIZE_OPTIONS, spec_from_options
 from lab import charts, workspace_state
 from lab.loss_menu import loss_choice
@@ -134,8 +135,8 @@ def recipe_context() -> tuple[str, bool]:
 
 
 def data_options(preset: str | None, pairs: pd.DataFrame, device: str, has_val_file: bool) -> dict:
-    """The options a preset reads off the data (the auto recipe's); {} for every other preset."""
-    return auto_recipe(pairs, device, has_val_file).options if preset == AUTO_PRESET else {}
+    """The options a preset reads off the data (the auto recipe's, augmented's too); {} for every other preset."""
+    return auto_recipe(pairs, device, has_val_file).options if preset in (AUTO_PRESET, AUGMENTED_PRESET) else {}
 
 
 def spec_for(preset: str | None, pairs: pd.DataFrame, options: dict):
@@ -158,7 +159,7 @@ def preset_widget_values(preset: str, pairs: pd.DataFrame | None = None, device:
     values = dict(model=spec.model, loss=loss_choice(spec.loss), epochs=spec.train.epochs,
                   batch_size=spec.train.batch_size, lr=spec.train.lr, margin=float(spec.loss.margin),
                   scale=float(spec.loss.scale), patience=spec.train.patience, max_length=spec.max_length,
-                  val_fraction=spec.val_fraction, hard_negatives=spec.hard_negatives,
+                  val_fraction=spec.val_fraction, hard_negatives=spec.hard_negatives, mine_negatives=spec.mine_negatives,
                   implied_pairs=spec.implied_pairs, max_steps=spec.train.max_steps,
                   max_minutes=float(spec.train.max_minutes))
     values.update({size_key(spec.model, option.field): spec.model_options[option.field]
@@ -254,6 +255,8 @@ def show_outcome(job: TrainingJob) -> None:
                    icon=":material/warning:")
     elif job.status == DONE:
         st.success(f"Finished ({result.outcome.message}): {saved}.{metrics}")
+    if result and folder and augmented_line(result.metadata or {}):  # what the augmented recipe did
+        st.caption(augmented_line(result.metadata))
     if job.choice is not None:  # auto: every candidate it measured, on the same validation pairs
         st.dataframe(pd.DataFrame(job.choice.rows()), hide_index=True,
                      column_config={"validation ROC AUC": st.column_config.NumberColumn(format="%.3f")})

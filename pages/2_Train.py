@@ -73,7 +73,7 @@ def init_widgets() -> None:
                                                                  state.data_name == SAMPLE_NAME)
         apply_preset()  # a preset the user picked stays, read again off the new data
     state.preset_data = data
-    for key, value in dict(hard_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
+    for key, value in dict(hard_negatives=False, mine_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
                            margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),
                            device=DEFAULTS.train.device, max_length=DEFAULTS.max_length, seed=DEFAULTS.train.seed,
                            patience=DEFAULTS.train.patience, val_fraction=DEFAULTS.val_fraction,
@@ -95,7 +95,7 @@ def options_from_widgets() -> dict:
                 scale=state.scale if loss in SCALE_LOSSES else None, model=state.model, epochs=state.epochs,
                 batch_size=state.batch_size, lr=state.lr, device=state.device, seed=state.seed,
                 patience=state.patience, max_length=state.max_length, val_fraction=state.val_fraction,
-                hard_negatives=bool(state.hard_negatives), implied_pairs=bool(state.implied_pairs), data_name=state.data_name, max_steps=state.max_steps,
+                hard_negatives=bool(state.hard_negatives), mine_negatives=bool(state.mine_negatives), implied_pairs=bool(state.implied_pairs), data_name=state.data_name, max_steps=state.max_steps,
                 max_minutes=state.max_minutes, keep_unvalidated=bool(state.keep_unvalidated), init_model=state.init_model,
                 model_options={o.field: state[training_view.size_key(state.model, o.field)] for o in SIZE_OPTIONS[state.model]})
 
@@ -121,7 +121,7 @@ workspace_state.page_link(DATA, label="Change the dataset")
 st.selectbox("Preset", [*PRESETS, *[CUSTOM][:state.preset == CUSTOM]], key="preset", on_change=apply_preset,
              persist_state=PERSIST, format_func=lambda name, base=state.get("preset_base"): training_view.preset_label(name, base),
              help="A named recipe from docs/BENCHMARKS.md fills in every setting below; you can still change any.")
-if state.preset == training_view.AUTO_PRESET:
+if state.preset in (training_view.AUTO_PRESET, training_view.AUGMENTED_PRESET):  # both read the data
     training_view.show_auto_recipe(state.pairs)
 model_column, loss_column = st.columns(2)
 model_column.selectbox("Model", MODEL_NAMES, format_func=MODEL_LABELS.get, key="model", on_change=to_custom, args=(apply_model_defaults,),
@@ -149,6 +149,10 @@ if LossConfig(chosen_loss()).batch_kind == "duplicates":  # hard negatives join 
     st.checkbox("Hard negatives: also use questions the data labels as non-duplicates of a batch question",
                 key="hard_negatives", on_change=to_custom, persist_state=PERSIST,
                 help="Quora's non-duplicates share most of their words with the question: the hardest negatives there are.")
+    st.checkbox("Mined hard negatives: also each pair's nearest non-duplicate questions under the starting model",
+                key="mine_negatives", on_change=to_custom, persist_state=PERSIST,
+                help="Mined once, before training, among the training questions; a labelled duplicate (or a duplicate "
+                     "of one) is never taken, nor a question scored almost as close as the pair's own duplicate.")
 st.checkbox("Implied pairs: also train on the pairs the training labels imply", key="implied_pairs", on_change=to_custom,
             persist_state=PERSIST,
             help="Two duplicates of one question are duplicates; a duplicate of a non-duplicate's question is a "

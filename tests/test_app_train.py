@@ -433,9 +433,9 @@ def test_implied_pairs_tick_trains_on_them(train_page, rerun_until):
     assert data["train_pairs"] == len(splits.train) + data["implied_pairs"]
 
 
-def test_the_cross_encoder_trains_with_its_own_loss_and_no_loss_menu(train_page, monkeypatch):
-    import threading
-
+def holding_run():
+    """(an event set once the job started, the specs it was given, a stand-in for core.training.jobs.train_run that
+    holds the job until it is cancelled)."""
     started, specs = threading.Event(), []
 
     def held(spec, pairs, runs_root, callbacks, stop_event):
@@ -444,6 +444,11 @@ def test_the_cross_encoder_trains_with_its_own_loss_and_no_loss_menu(train_page,
         assert stop_event.wait(120)
         raise RuntimeError("held by the test")
 
+    return started, specs, held
+
+
+def test_the_cross_encoder_trains_with_its_own_loss_and_no_loss_menu(train_page, monkeypatch):
+    started, specs, held = holding_run()
     monkeypatch.setattr(core.training.jobs, "train_run", held)
     at = train_page
     at.selectbox(key="model").set_value("cross-encoder").run()
@@ -616,3 +621,44 @@ def test_an_auto_run_lists_every_candidate_and_says_which_it_saved(runs_root, op
     assert table["validation ROC AUC"].tolist()[:2] == [c.roc_auc for c in job.choice.candidates[:2]]
     assert table["note"].tolist()[2].startswith("not started: ")
     assert f"saved as **{job.result.folder.name}**" in finished_box(at, job).value
+
+
+def test_mined_hard_negatives_are_a_tick_of_the_in_batch_losses(train_page, monkeypatch):
+    started, specs, held = holding_run()
+    monkeypatch.setattr(core.training.jobs, "train_run", held)
+    at = train_page
+    assert at.checkbox(key="mine_negatives").value is False
+    at.checkbox(key="mine_negatives").check().run()
+    at.button(key="start").click().run()
+    assert not at.exception and not at.error and started.wait(60)
+    assert specs[0].mine_negatives and specs[0].hard_negatives and specs[0].loss.batch_kind == "duplicates"
+    assert "mined hard negatives" in session_job(at).label
+
+
+def test_the_augmented_preset_runs_the_recipe_and_says_what_its_teacher_did(train_page, rerun_until, monkeypatch):
+    from core.training.pipeline import RunResult
+    from core.training.trainer import TrainOutcome
+
+    record = {"teacher": {"model": "cross-encoder", "validation_roc_auc": 0.912, "threshold": 0.61},
+              "silver_pairs": 321, "questions": 400, "questions_from": "the training pairs", "neighbour_pairs": 300,
+              "random_pairs": 21, "silver_duplicates": 40}
+    specs = []
+
+    def recipe(spec, pairs, output, callbacks, stop_event, budget_minutes, **files):
+        specs.append(spec)
+        output.release()
+        return RunResult(output.target, TrainOutcome(DONE, "all 1 epoch(s) trained", 1, {}), {}, {}, {},
+                         metadata={"augmented": record})
+
+    monkeypatch.setattr(core.training.jobs, "run_augmented", recipe)
+    at = train_page
+    at.selectbox(key="preset").set_value("augmented").run()
+    assert at.selectbox(key="preset").value == "augmented" and at.selectbox(key="model").value == "minilm"
+    assert any("Read off" in box.value for box in at.info)  # its settings are read off the data, as auto's
+    at.button(key="start").click().run()
+    assert not at.exception and not at.error
+    rerun_until(at, lambda at: session_job(at).finished)
+    at.run()
+    assert specs[0].model == "minilm" and specs[0].loss.name == "contrastive"
+    assert any("labelled 321 silver pairs of 400 questions" in caption.value and "ROC AUC 0.912" in caption.value
+               for caption in at.caption)

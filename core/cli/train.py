@@ -58,7 +58,7 @@ AUTO_OVERHEAD_MINUTES = 2.5  # of a budget: the cheap candidates, then scoring a
 # (--max-minutes, --max-steps) is not one: the auto recipe plans within it.
 RECIPE_OPTIONS = ("model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "patience",
                   "max_length", "min_freq", "max_vocab", "model_options", "init_model",
-                  "base_model", "hard_negatives", "implied_pairs")
+                  "base_model", "hard_negatives", "mine_negatives", "implied_pairs")
 
 
 def wants_auto_recipe(args) -> bool:
@@ -90,7 +90,8 @@ def spec_from_args(args, data_options: dict | None = None):
         "max_steps", "max_minutes", "device", "precision", "compile", "max_length", "min_freq", "max_vocab")}
     # A preset says its own model; a base folder is MiniLM's start.
     options["model"] = args.model or (None if args.preset else family or ("minilm" if args.base_model else None))
-    switches = {name: True for name in ("hard_negatives", "implied_pairs", "keep_unvalidated") if getattr(args, name)}
+    switches = {name: True for name in ("hard_negatives", "mine_negatives", "implied_pairs", "keep_unvalidated")
+                if getattr(args, name)}
     options["split_by"] = "question" if args.split_by_question else args.split_by
     options["group_column"] = args.group_column
     options["val_data_name"] = Path(args.val).name if args.val else None
@@ -133,13 +134,42 @@ def cmd_train(args) -> int:
                     for kind, path in (("val", args.val), ("test", args.test))}
         held_out = _held_out_by_content(args, pairs, held_out)
         _check_trainable(args.data, pairs, spec)
+        augmented = _augmented(args, pairs, device.type, context.enabled)
+        if augmented is not None:
+            spec = augmented.pop("spec")
         auto = wants_auto_recipe(args)
         if auto:
             spec = _auto_spec(args, pairs, device.type, context.is_main)
         if context.is_main and not args.preset:
             _offer_gpu_preset(len(pairs), device.type == "cuda")
         # The auto recipe chooses among candidates (core.training.auto_choice) in one process; torchrun trains.
-        return _run_training(args, spec, pairs, context, output, held_out, choose=auto and not context.enabled)
+        return _run_training(args, spec, pairs, context, output, held_out, choose=auto and not context.enabled,
+                             augmented=augmented)
+
+
+def _augmented(args, pairs, device: str, distributed: bool) -> dict | None:
+    """For ``--preset augmented``: its spec (the auto recipe's settings read off ``pairs``) and the unlabelled
+    questions of ``--unlabelled-questions``, if given; None for any other run."""
+    from core.training.presets import AUGMENTED_PRESET, auto_options
+
+    if args.preset != AUGMENTED_PRESET:
+        if args.unlabelled_questions:
+            raise CliError(f"--unlabelled-questions is the augmented recipe's: add --preset {AUGMENTED_PRESET}")
+        return None
+    if distributed:
+        raise CliError("the augmented recipe trains its teacher and its bi-encoder in one process: run it without "
+                       "torchrun")
+    recipe = auto_options(pairs, device, has_val_file=bool(args.val), seed=args.seed or 0, max_minutes=args.max_minutes)
+    found = {"spec": spec_from_args(args, recipe.options), "questions": None, "questions_name": ""}
+    if args.unlabelled_questions:
+        from core.data import DataError, load_questions
+
+        try:
+            found["questions"] = load_questions(args.unlabelled_questions)[0]
+        except DataError as error:
+            raise CliError(f"--unlabelled-questions {args.unlabelled_questions}: {error}") from None
+        found["questions_name"] = Path(args.unlabelled_questions).name
+    return found
 
 
 def _held_out_by_content(args, pairs, held_out: dict) -> dict:
@@ -236,9 +266,11 @@ def _check_runs_folder(runs: str) -> None:
                        "(or give --out)")
 
 
-def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bool = False) -> int:
+def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bool = False,
+                  augmented: dict | None = None) -> int:
     from core.status import FAILED
     from core.training.auto_choice import run_auto
+    from core.training.distillation import AUGMENTED_KEY, run_augmented
     from core.training.pipeline import train_run
     from core.training.trainer import TrainingError
 
@@ -256,6 +288,9 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
         if choose:
             chosen = run_auto(spec, pairs, output, val=held_out["val"], test=held_out["test"], callbacks=callbacks,
                               stop_event=stop, budget_minutes=args.budget_minutes)
+        elif augmented is not None:
+            result = run_augmented(spec, pairs, output, val=held_out["val"], test=held_out["test"], callbacks=callbacks,
+                                   stop_event=stop, budget_minutes=args.budget_minutes, **augmented)
         else:
             result = train_run(spec, pairs, callbacks=callbacks, stop_event=stop, save=context.is_main, output=output,
                                val=held_out["val"], test=held_out["test"])
@@ -276,8 +311,9 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
     print_json({"status": outcome.status, "folder": str(result.folder) if result.folder else None,
                 "thresholds": result.thresholds, "validation": result.validation, "test": result.test,
                 "quality": result.quality.as_dict(),  # worse than chance or a baseline (the pipeline warned)
-                "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1)},
-               indent=2)
+                "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1),
+                **{key: (result.metadata or {})[key] for key in (AUGMENTED_KEY, "mined_negatives")
+                   if key in (result.metadata or {})}}, indent=2)
     return 0 if outcome.status != FAILED else 1
 
 
@@ -341,7 +377,11 @@ def add_parsers(sub) -> None:
     option("--max-steps", type=int, default=None, help="stop after this many steps (default: no cap)")
     option("--budget-minutes", type=minutes, default=None,
            help="the auto recipe's whole time: zero-shot MiniLM and a stacked scorer, then a fine-tune in the time "
-                "left; the best one beyond resampling is saved (default: 10)")
+                "left; the best one beyond resampling is saved (default: 10); the augmented recipe's, its teacher, "
+                "silver labels and bi-encoder")
+    option("--unlabelled-questions", default=None, metavar="FILE",
+           help="--preset augmented: the questions its silver pairs are drawn from, one per line or a pairs file "
+                "(default: the training pairs' questions)")
     option("--max-minutes", type=float, default=None,
            help="time budget: stop after this many minutes of training, with a final validation (default: no cap)")
     option("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to train")
@@ -363,6 +403,9 @@ def add_parsers(sub) -> None:
     option("--keep-unvalidated", action="store_true", help="save a run cancelled before its first validation")
     option("--hard-negatives", action="store_true",
            help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
+    option("--mine-negatives", action="store_true",
+           help="triplet/softmax: also the nearest non-duplicates of each duplicate pair's question under the starting "
+                "model, mined once from the training questions (implies --hard-negatives)")
     option("--implied-pairs", action="store_true",
            help="also train on the pairs the labels imply (duplicates of duplicates, and their non-duplicates)")
     option("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')

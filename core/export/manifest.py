@@ -59,7 +59,7 @@ def _clean(value):
 def config_summary(config: dict) -> dict:
     """The parts of a model's config.json an export keeps: all but the per-epoch history of training."""
     keep = ("name", "model_type", "model_config", "tokenizer", "loss", "train_config", "run", "thresholds",
-            "metrics", "data", "saved_at", "parent", "base_model")
+            "metrics", "data", "saved_at", "parent", "base_model", "augmented", "mined_negatives")
     summary = {key: config[key] for key in keep if key in config}
     training = config.get("training")
     if isinstance(training, dict):

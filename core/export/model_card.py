@@ -50,7 +50,22 @@ def loss_line(config: dict) -> str:
                                  scale=_number(loss.get("scale"), 1), weight=_number(loss.get("weight"), 2))
     # Hard negatives join batches of duplicates only.
     hard = described.batch_kind == "duplicates" and run.get("hard_negatives")
-    return line + (", plus labelled hard negatives" if hard else "")
+    mined = f" and {_number(config.get('mined_negatives'))} mined among the training questions with the starting model"
+    return line + (", plus labelled hard negatives" if hard else "") + (mined if hard and run.get("mine_negatives") else "")
+
+
+def augmented_line(config: dict) -> str:
+    """What the augmented recipe did (``config["augmented"]``, written by ``core.training.distillation``), or ""."""
+    record = part(config, "augmented")
+    if not record:
+        return ""
+    teacher = part(record, "teacher")
+    return (f"Augmented SBERT (Thakur et al., 2021): a cross-encoder teacher trained on the gold pairs (validation ROC "
+            f"AUC {_number(teacher.get('validation_roc_auc'), 3)}) labelled {_number(record.get('silver_pairs'))} "
+            f"silver pairs of {_number(record.get('questions'))} questions from {_code(record.get('questions_from'))} "
+            f"({_number(record.get('neighbour_pairs'))} nearest neighbours under the starting model, "
+            f"{_number(record.get('random_pairs'))} random; {_number(record.get('silver_duplicates'))} duplicates at "
+            f"its threshold {_number(teacher.get('threshold'), 3)}); this model trained on gold and silver together.")
 
 
 def _usage(manifest: dict, folder_name: str) -> str:
@@ -315,7 +330,8 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
                       f"- **Splits:** {_number(data.get('train_pairs'))} training"
                       + (f" (of them {_number(data['implied_pairs'])} implied by the training labels)"
                          if data.get("implied_pairs") else "")
-                      + f", {_number(data.get('val_pairs'))} validation, {_number(data.get('test_pairs'))} test pairs", ""]
+                      + f", {_number(data.get('val_pairs'))} validation, {_number(data.get('test_pairs'))} test pairs",
+                      *([f"- **Recipe:** {augmented_line(config)}"] if augmented_line(config) else []), ""]
         else:
             lines += ["Not recorded.", ""]
         lines += ["### Loss", "", f"- {loss_line(config)}", "", "### Hyperparameters", ""]

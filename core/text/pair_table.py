@@ -81,17 +81,19 @@ class Batch:
 class PairTable:
     """A pairs DataFrame tokenised once: both question columns, the labels and, optionally, one hard negative per
     duplicate pair (A, P): a question the data labels as not a duplicate of A (or of P), the most informative
-    negative there is, since labelled non-duplicates share most of their words."""
+    negative there is, since labelled non-duplicates share most of their words; else one of ``mined_negatives``
+    (non-duplicate pairs of the same questions mined with a model, never trained on as pairs)."""
 
-    def __init__(self, pairs: pd.DataFrame, tokenizer: Tokenizer, hard_negatives: bool = False):
+    def __init__(self, pairs: pd.DataFrame, tokenizer: Tokenizer, hard_negatives: bool = False,
+                 mined_negatives: pd.DataFrame | None = None):
         self.pairs = pairs.reset_index(drop=True)
         self.first: TokenTable = tokenizer.encode(self.pairs["question1"].tolist())
         self.second: TokenTable = tokenizer.encode(self.pairs["question2"].tolist())
         self.labels = self.pairs["is_duplicate"].to_numpy(dtype=np.float32)
         self.negative_of: np.ndarray | None = None  # (N,) row of `negative_texts` per pair, -1 if none
         self.negative_texts: TokenTable | None = None
-        if hard_negatives:
-            self._mine_labelled_negatives(tokenizer)
+        if hard_negatives or mined_negatives is not None:
+            self._find_hard_negatives(tokenizer, mined_negatives)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -107,16 +109,18 @@ class PairTable:
         part.negative_of, part.negative_texts = None, None
         return part
 
-    def _mine_labelled_negatives(self, tokenizer: Tokenizer) -> None:
-        n = len(self.pairs)
-        texts = pd.concat([self.pairs["question1"], self.pairs["question2"]], ignore_index=True)
+    def _find_hard_negatives(self, tokenizer: Tokenizer, mined: pd.DataFrame | None) -> None:
+        n, m = len(self.pairs), 0 if mined is None else len(mined)
+        sides = [self.pairs["question1"], self.pairs["question2"]] + ([mined["question1"], mined["question2"]] if m else [])
+        texts = pd.concat(sides, ignore_index=True)
         codes, _ = pd.factorize(normalise_questions(texts))
-        self._codes = (codes[:n], codes[n:])  # (N,), (N,) one id per normalised text
+        self._codes = (codes[:n], codes[n:2 * n])  # (N,), (N,) one id per normalised text
         first, second = self._codes
         negative = self.labels == 0
-        # Every labelled non-duplicate edge, both ways: text code -> a text labelled not its duplicate.
-        partner = pd.Series(np.concatenate([second[negative], first[negative]]),
-                            index=np.concatenate([first[negative], second[negative]]))
+        mined_first, mined_second = codes[2 * n:2 * n + m], codes[2 * n + m:]
+        # Every non-duplicate edge, both ways, the labelled ones first: text code -> a text that is not its duplicate.
+        partner = pd.Series(np.concatenate([second[negative], first[negative], mined_second, mined_first]),
+                            index=np.concatenate([first[negative], second[negative], mined_first, mined_second]))
         partner = partner.groupby(level=0).first()
         chosen = partner.reindex(first).to_numpy(dtype=float)  # (N,) NaN where none
         fallback = partner.reindex(second).to_numpy(dtype=float)
@@ -125,7 +129,7 @@ class PairTable:
         chosen = chosen.astype(np.int64)
         used = np.unique(chosen[chosen >= 0])
         # Tokenise each needed negative text once (its first spelling in the file).
-        first_position = pd.Series(np.arange(2 * n)).groupby(codes).first()
+        first_position = pd.Series(np.arange(len(texts))).groupby(codes).first()
         self.negative_texts = tokenizer.encode(texts.iloc[first_position.loc[used].to_numpy()].tolist())
         row_of_code = pd.Series(np.arange(len(used)), index=used)
         self.negative_of = np.where(chosen >= 0, row_of_code.reindex(chosen).fillna(-1).to_numpy(), -1).astype(np.int64)

@@ -41,7 +41,8 @@ from core.status import (  # noqa: F401 (re-exported to the pages)
     WAITING,
 )
 from core.training.auto_choice import AutoOutcome, run_auto
-from core.training.presets import AUTO_PRESET
+from core.training.distillation import run_augmented
+from core.training.presets import AUGMENTED_PRESET, AUTO_PRESET
 from core.training.pipeline import RunResult, train_run
 from core.training.specs import RunSpec
 
@@ -155,6 +156,7 @@ class _Recorder:
 def run_label(spec: RunSpec) -> str:
     """How a run is named in the list of runs: model · loss (+ labelled hard negatives) · data."""
     negatives = " + labelled hard negatives" if spec.hard_negatives else ""
+    negatives += " + mined hard negatives" if spec.mine_negatives else ""
     implied = " + implied pairs" if spec.implied_pairs else ""
     return f"{MODEL_LABELS[spec.model]} · {spec.loss.label()}{negatives}{implied} · {spec.data_name}"
 
@@ -238,6 +240,10 @@ class TrainingJob:
                 self.choice = run_auto(self.spec, self.pairs, output, **files, callbacks=callbacks,
                                        stop_event=self._stop, budget_minutes=self.budget_minutes)
                 self.result = self.choice.run_result()
+            elif self.preset == AUGMENTED_PRESET:  # a teacher, silver pairs, then the bi-encoder on gold + silver
+                output = claim_new_run(self.runs_root, self.spec.model, self.spec.loss.name)
+                self.result = run_augmented(self.spec, self.pairs, output, **files, callbacks=callbacks,
+                                            stop_event=self._stop, budget_minutes=self.budget_minutes)
             else:
                 self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root, **files,
                                         callbacks=callbacks, stop_event=self._stop)

@@ -86,14 +86,17 @@ def train_run(
     val: pd.DataFrame | None = None,
     test: pd.DataFrame | None = None,
     zero_shot_scores: np.ndarray | None = None,
+    silver: pd.DataFrame | None = None,
+    record: dict | None = None,
 ) -> RunResult:
     """Train, calibrate and save one model from ``pairs`` (a frame to split, or ``Splits``) into ``out_dir`` or a new
-    folder under ``runs_root``; ``objective`` replaces the spec's loss for training only (distillation)."""
+    folder under ``runs_root``; ``objective`` replaces the spec's loss for training only (distillation); ``silver``
+    pairs (labelled by a teacher) join the training split after the split; ``record`` joins config.json."""
     if output is None and save:
         output = claim_output(out_dir, overwrite) if out_dir else claim_new_run(runs_root, spec.model, spec.loss.name)
     try:
         return _train(spec, pairs, output if save else None, callbacks, stop_event, objective, val, test,
-                      zero_shot_scores)
+                      zero_shot_scores, silver, record)
     finally:
         if output is not None:
             output.release()
@@ -101,7 +104,8 @@ def train_run(
 
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
            objective: Callable | None = None, val: pd.DataFrame | None = None,
-           test: pd.DataFrame | None = None, zero_shot_scores: np.ndarray | None = None) -> RunResult:
+           test: pd.DataFrame | None = None, zero_shot_scores: np.ndarray | None = None,
+           silver: pd.DataFrame | None = None, record: dict | None = None) -> RunResult:
     announce(callbacks, "splitting the pairs")
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
@@ -130,17 +134,28 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         labelled = len(splits.train)
         splits = dataclasses.replace(splits, train=with_implied_pairs(splits.train, seed=spec.train.seed))
         implied = len(splits.train) - labelled
+    if silver is not None:
+        splits = dataclasses.replace(splits, train=pd.concat([splits.train, silver], ignore_index=True))
     torch.manual_seed(spec.train.seed)
     texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
     pretrained = spec.model in PRETRAINED_MODELS or spec.init_model or spec.base_model
     announce(callbacks, "loading the pretrained encoder" if pretrained else "building the model")
-    model, parent = _start_model(spec, texts)
+    model, parent = start_model(spec, texts)
     if model.tokenizer.vocab_size < MIN_USEFUL_VOCABULARY:
         notice(f"the vocabulary has only {model.tokenizer.vocab_size} tokens: most words will be unknown "
                f"(min_freq {spec.min_freq}, max_vocab {spec.max_vocab}, {len(splits.train):,} training pairs)")
     announce(callbacks, f"tokenising {len(splits.train):,} training and {len(splits.val):,} validation pairs")
     _note_truncation(splits.train, model.tokenizer, spec.train.seed)
-    train_table = PairTable(splits.train, model.tokenizer, hard_negatives=spec.hard_negatives)
+    mined = None
+    if spec.mine_negatives:  # once, with the starting model: the questions it confuses before any training
+        from core.device import resolve_device
+        from core.training.mining import mine_hard_negatives
+
+        announce(callbacks, "mining hard negatives among the training questions")
+        mined = mine_hard_negatives(splits.train, model.to(resolve_device(spec.train.device)),
+                                    progress=stage_progress(callbacks, "mining hard negatives"))
+        record = {**(record or {}), "mined_negatives": len(mined)}
+    train_table = PairTable(splits.train, model.tokenizer, hard_negatives=spec.hard_negatives, mined_negatives=mined)
     val_table = PairTable(splits.val, model.tokenizer) if len(splits.val) else None
     validate = None
     if val_table is not None:
@@ -162,7 +177,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             # asked to stop: the best validation's calibration, not the whole split scored again
             thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
         elif val_table is not None and not discarded:
-            final = calibrate(model, val_table, progress=_stage_progress(callbacks, "scoring validation", stop))
+            final = calibrate(model, val_table, progress=stage_progress(callbacks, "scoring validation", stop))
             thresholds, validation, val_scores = dict(final.thresholds), final.metrics, final.scores
             groups = resampling_groups(splits.val)  # pairs that share a question are one piece of evidence
             validation["intervals"] = metric_intervals(val_table.labels, final.scores, thresholds["accuracy"],
@@ -175,26 +190,27 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
                 announce(callbacks, "finishing: scoring the baselines (TF-IDF, zero-shot MiniLM)")
                 baselines = validation_baselines(splits.val, seed=spec.train.seed,
                                                  run_scores=final.scores, groups=groups, zero_shot=zero_shot_scores,
-                                                 progress=_stage_progress(callbacks, "scoring zero-shot MiniLM", stop))
+                                                 progress=stage_progress(callbacks, "scoring zero-shot MiniLM", stop))
         quality = judge_run({"validation": validation, "baselines": baselines}, has_val_file=val is not None)
         if quality.flagged:
             notice(quality.message)
         if len(splits.test) and not discarded and outcome.status != CANCELLED:
             test_table = PairTable(splits.test, model.tokenizer)
-            test_scores = pair_scores(model, test_table, progress=_stage_progress(callbacks, "scoring test", stop))
+            test_scores = pair_scores(model, test_table, progress=stage_progress(callbacks, "scoring test", stop))
             test = evaluate_scores(test_table.labels, test_scores, thresholds.get("accuracy", 0.5))
             groups = resampling_groups(splits.test)
             test["intervals"] = metric_intervals(test_table.labels, test_scores, test["threshold"], groups=groups,
                                                  seed=spec.train.seed)
-    except _StoppedAfterTraining:
+    except StageStopped:
         outcome = _cancelled_after_training(outcome)
         test, baselines = {}, {}
         if not validation and outcome.best_metrics.get("best_thresholds"):  # stopped in the final calibration
             thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
     folder, note, metadata = None, "", None
     if not discarded:
-        metadata = _run_metadata(spec, output.target.name if output is not None else "", splits,
-                                 all_pairs, outcome, thresholds, validation, test, implied, baselines, parent)
+        metadata = {**_run_metadata(spec, output.target.name if output is not None else "", splits,
+                                    all_pairs, outcome, thresholds, validation, test, implied, baselines, parent),
+                    **(record or {})}
     if output is not None and discarded and outcome.status == CANCELLED:
         why = "this run was cancelled before its first validation (the keep-unvalidated option keeps such runs)"
         note = f"kept the model already in {output.target}: {why}" if output.existing else f"nothing saved: {why}"
@@ -254,13 +270,13 @@ def announce(callbacks, stage: str) -> None:
             callback.on_stage(stage)
 
 
-class _StoppedAfterTraining(Exception):
-    """Raised through a scoring stage by its progress callback when the run is cancelled while it is scored."""
+class StageStopped(Exception):
+    """Raised through a stage outside the trainer (scoring, mining) by its progress callback on a cancel."""
 
 
-def _stage_progress(callbacks, stage: str, stop_event: threading.Event | None = None):
-    """``progress(done, total)`` for a stage after training, told to callbacks' ``on_stage_progress``; raises
-    ``_StoppedAfterTraining`` once ``stop_event`` is set, so a cancel ends the stage within one batch."""
+def stage_progress(callbacks, stage: str, stop_event: threading.Event | None = None):
+    """``progress(done, total)`` for a stage outside the trainer, told to callbacks' ``on_stage_progress``; raises
+    ``StageStopped`` once ``stop_event`` is set, so a cancel ends the stage within one batch."""
     listeners = [callback.on_stage_progress for callback in callbacks if hasattr(callback, "on_stage_progress")]
     if not listeners and stop_event is None:
         return None
@@ -269,7 +285,7 @@ def _stage_progress(callbacks, stage: str, stop_event: threading.Event | None = 
         for listener in listeners:
             listener(stage, done, total)
         if stop_event is not None and stop_event.is_set():
-            raise _StoppedAfterTraining
+            raise StageStopped
 
     return progress
 
@@ -282,7 +298,7 @@ def _cancelled_after_training(outcome: TrainOutcome) -> TrainOutcome:
                                message=f"{outcome.message}, then cancelled while it was scored")
 
 
-def _start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
+def start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
     """The model to train and config.json's record of its parent (None for a new model): a fresh build, the BERT
     folder ``base_model``, or the saved model ``init_model`` with its own architecture and tokenizer."""
     if spec.base_model:

@@ -79,6 +79,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
         options={"model": "minilm", "loss": "triplet", "margin": 0.25,
                  "epochs": 1, "batch_size": 16, "lr": 2e-5, "patience": 0, "max_length": 32, "hard_negatives": True},
     ),
+    Preset(
+        name="augmented",
+        description="Augmented SBERT (Thakur et al., 2021): a cross-encoder, trained on your labelled pairs, labels "
+                    "pairs of your questions (each with its nearest neighbours under MiniLM, and random ones); MiniLM "
+                    "then trains with the contrastive loss on both, its settings read off your data as auto's. One "
+                    "time budget covers the three stages (10 minutes by default).",
+        options={"model": "minilm", "loss": "contrastive", "form": "squared_hinge", "margin": 1.0},
+    ),
 ]}
 
 
@@ -108,6 +116,7 @@ def default_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> st
     return suggested_preset(n_pairs, cuda, bundled_sample) or "auto"
 
 AUTO_PRESET = "auto"
+AUGMENTED_PRESET = "augmented"  # reads its settings off the data as auto does (core.training.distillation)
 # Questions are cut at this quantile of the token counts: the rare longest are not worth their attention cost.
 LENGTH_QUANTILE = 0.95
 MIN_MAX_LENGTH, MAX_MAX_LENGTH = 16, 256

@@ -41,6 +41,9 @@ class RunSpec:
     split_by: str = "auto"
     group_column: str = ""  # a column of --data whose groups (a URL, a topic) are each held on one side of the split
     hard_negatives: bool = False  # triplet/softmax: add labelled non-duplicates as extra negatives
+    # triplet/softmax: also non-duplicates mined once from the training questions with the starting model (implies
+    # hard_negatives)
+    mine_negatives: bool = False
     implied_pairs: bool = False  # also train on the pairs the training labels imply (core.data.splitting)
     keep_unvalidated: bool = False  # save a run cancelled before its first validation (else nothing is saved)
     data_name: str = ""  # shown in the runs list
@@ -136,6 +139,7 @@ _RULES: dict[str, _Rule] = {
     "scale": _Rule(float, 0.0, 1000.0, low_open=True),
     "weight": _Rule(float, 0.0, 1000.0),  # multitask: 0 leaves the contrastive term alone
     "hard_negatives": _Rule(bool),
+    "mine_negatives": _Rule(bool),
     "implied_pairs": _Rule(bool),
     # data
     "max_length": _Rule(int, 4, 512),
@@ -350,6 +354,8 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS},
                         amp=values.get("amp"))
     run = {name: value for name, value in values.items() if name in _RUN_FIELDS}
-    # labelled non-duplicates only become extra negatives in batches of duplicates
-    run["hard_negatives"] = run.get("hard_negatives", False) and loss_config.batch_kind == "duplicates"
+    # labelled (and mined) non-duplicates only become extra negatives in batches of duplicates
+    in_batch = loss_config.batch_kind == "duplicates"
+    run["mine_negatives"] = run.get("mine_negatives", False) and in_batch
+    run["hard_negatives"] = (run.get("hard_negatives", False) or run["mine_negatives"]) and in_batch
     return RunSpec(loss=loss_config, train=train, **run)
