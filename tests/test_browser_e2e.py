@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 from browser_support import (
     NAV_LINKS,
-    PAGE_TIMEOUT_MS,
     ROOT,
     full_page_screenshot,
-    launch_chromium,
     open_sidebar_page,
     select_option,
     set_numbers,
@@ -72,17 +70,9 @@ def server(browser_server):
     return browser_server.use_workspace("browser-e2e-tests")
 
 
-@pytest.fixture(scope="module")
-def page(server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        context.set_default_timeout(PAGE_TIMEOUT_MS)
-        yield context.new_page()
-        context.close()
-        browser.close()
+@pytest.fixture
+def page(new_user):
+    return new_user()
 
 
 def shoot(page, name: str) -> None:
