@@ -14,6 +14,14 @@ from core.saving import read_config
 from core.training.auto_choice import FINE_TUNE_NAME, STACKED_NAME, ZERO_SHOT_NAME, Candidate, choose
 
 SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "sample_pairs.csv"
+HALF = 240  # the bundled sample's first pairs: every candidate encodes half as many questions, each judged as before
+
+
+@pytest.fixture(scope="module")
+def half_sample(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("auto") / "half_sample.csv"
+    load_pairs(SAMPLE)[0].head(HALF).to_csv(path, index=False)
+    return path
 
 
 def verdict(kind: str, low: float, high: float) -> dict:
@@ -30,10 +38,11 @@ def test_choose_keeps_the_reference_unless_another_is_better_beyond_resampling()
     assert choose([zero, better, Candidate(FINE_TUNE_NAME, None, 0.0, note="not started")]) is better
 
 
-def test_auto_measures_the_cheap_candidates_and_saves_the_chosen_one_as_a_copy_of_minilm(capsys, tmp_path):
+def test_auto_measures_the_cheap_candidates_and_saves_the_chosen_one_as_a_copy_of_minilm(capsys, tmp_path,
+                                                                                        half_sample):
     # A budget too short for a fine-tune: zero-shot MiniLM and the stacked scorer are measured and judged.
     out = tmp_path / "auto"
-    code, stdout, err = run_cli(capsys, "train", "--data", SAMPLE, "--budget-minutes", "1.6", "--out", out)
+    code, stdout, err = run_cli(capsys, "train", "--data", half_sample, "--budget-minutes", "1.6", "--out", out)
     assert code == 0, err
     shown = json.loads(stdout)
     assert [candidate["name"] for candidate in shown["candidates"]] == [ZERO_SHOT_NAME, STACKED_NAME, FINE_TUNE_NAME]
@@ -45,10 +54,10 @@ def test_auto_measures_the_cheap_candidates_and_saves_the_chosen_one_as_a_copy_o
     assert f"chosen: {shown['chosen']}, saved in {out}" in err
 
     # the figures are those of the validation split the copy records, recomputed from the lab's own parts
-    pairs, _ = load_pairs(SAMPLE)
+    pairs, _ = load_pairs(half_sample)
     config = read_config(out)
     val = honest_pairs([config], pairs).pairs  # the saved copy records its split: the pairs it never saw
-    assert len(val) == config["data"]["val_pairs"] == stacked["verdict"]["pairs"] == 96
+    assert len(val) == config["data"]["val_pairs"] == stacked["verdict"]["pairs"] == 48
     seen = set(zip(val["question1"], val["question2"]))
     train = pairs[[pair not in seen for pair in zip(pairs["question1"], pairs["question2"])]].reset_index(drop=True)
     from sklearn.metrics import roc_auc_score
@@ -79,9 +88,9 @@ def test_a_budget_below_the_minutes_of_anything_is_refused_in_one_line(capsys, t
 
 
 @pytest.mark.slow
-def test_with_time_left_auto_fine_tunes_and_lists_it_with_its_interval(capsys, tmp_path):
+def test_with_time_left_auto_fine_tunes_and_lists_it_with_its_interval(capsys, tmp_path, half_sample):
     out = tmp_path / "auto"
-    code, stdout, err = run_cli(capsys, "train", "--data", SAMPLE, "--budget-minutes", "4", "--max-steps", "2",
+    code, stdout, err = run_cli(capsys, "train", "--data", half_sample, "--budget-minutes", "4", "--max-steps", "2",
                                 "--out", out)
     assert code == 0, err
     shown = json.loads(stdout)

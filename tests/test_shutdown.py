@@ -168,6 +168,9 @@ def test_a_server_stopped_while_a_run_trains_exits_within_seconds(browser_server
     set_numbers(page, LONG_LSTM_RUN)
     page.get_by_role("button", name="Start", exact=True).click()
     expect(page.get_by_text(re.compile(r"Epoch \d+/\d+ · step [1-9]"))).to_be_visible()
+    # The run trains on the server's queue whatever page the user is on; the restart below meets the user on a
+    # page that does not refresh itself.
+    open_sidebar_page(page, "Similarity matrix", heading="Similarity matrix")
     stopped = time.monotonic()
     os.kill(server.pid, signal.SIGTERM)
     while server.running() and time.monotonic() - stopped < 60:
