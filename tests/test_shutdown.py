@@ -160,7 +160,7 @@ def test_a_server_stopped_while_a_run_trains_exits_within_seconds(browser_server
     from browser_support import open_sidebar_page, open_url_page, select_option, set_numbers
     from playwright.sync_api import expect
 
-    server = browser_server.use_workspace("shutdown-tests")
+    server = browser_server.use_workspace("browser-shutdown-tests")
     page = new_user()
     open_url_page(page, server, "Train", "Train")
     select_option(page, "Model", "Siamese LSTM")  # a change by hand: the preset menu turns to custom settings
