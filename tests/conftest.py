@@ -20,7 +20,7 @@ Fixtures
                       run trains at once; uploads up to ``UPLOAD_LIMIT_MB``); a module takes it with
                       ``browser_server.use_workspace(ITS_ID)`` to work in a workspace of its own. Skips without
                       chromium (fails under CI).
-``chromium``          (session)  one headless chromium (``browser_support.launch_chromium``) for every browser test.
+``chromium``          (module)   one headless chromium (``browser_support.launch_chromium``) for a module's tests.
 ``new_user``          (function) ``new_user() -> page`` in a new browser context (a user of its own); screenshots
                       of its pages in ``tmp_path`` when the test failed.
 ``open_page``         (function) ``open_page(TRAIN.path) -> AppTest`` (``lab.navigation``'s pages): a fresh
@@ -123,10 +123,11 @@ def browser_server(tmp_path_factory):
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
-    """One headless chromium for the whole session: each test opens contexts of its own (``new_user``), and a
-    context starts empty, so sharing the process shares no state."""
+    """One headless chromium per test module: each test opens contexts of its own (``new_user``), and a context
+    starts empty, so sharing the process shares no state. Not kept for the session: Playwright's driver process and
+    the asyncio loop of its sync API would then live on through the non-browser modules that follow."""
     from playwright.sync_api import sync_playwright
 
     from browser_support import launch_chromium, require_browser
