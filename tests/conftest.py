@@ -126,8 +126,9 @@ def browser_server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def chromium():
     """One headless chromium per test module: each test opens contexts of its own (``new_user``), and a context
-    starts empty, so sharing the process shares no state. Not kept for the session: Playwright's driver process and
-    the asyncio loop of its sync API would then live on through the non-browser modules that follow."""
+    starts empty, so sharing the process shares no state. Not kept for the session: between its calls Playwright's
+    sync API leaves its asyncio loop marked running in this thread (``asyncio.run`` then fails), which the
+    non-browser modules that follow must not meet."""
     from playwright.sync_api import sync_playwright
 
     from browser_support import launch_chromium, require_browser
