@@ -1,5 +1,6 @@
 """``auto`` chooses among candidates by their validation interval against zero-shot MiniLM, within a time budget
-(``core.training.auto_choice``), and saves the one it chose where any command and page can use it."""
+(``core.training.auto_choice``), and saves the one it chose where any command and page can use it. The Train
+page's auto run: ``test_app_train``."""
 import json
 from pathlib import Path
 
@@ -101,29 +102,6 @@ def test_with_time_left_auto_fine_tunes_and_lists_it_with_its_interval(capsys, t
     assert config["auto"]["chosen"] == shown["chosen"]
     if shown["chosen"] == FINE_TUNE_NAME:
         assert (out / "model.safetensors").exists() and config["train_config"]["max_steps"] == 2
-
-
-def test_an_auto_run_of_the_train_page_saves_the_chosen_model_and_keeps_every_candidate(tmp_path):
-    from core.training.presets import AUTO_PRESET, auto_options
-    from core.training.jobs import DONE, TrainingJob
-    from core.training.specs import spec_from_options
-
-    pairs, _ = load_pairs(SAMPLE)
-    recipe = auto_options(pairs, "cpu")
-    spec = spec_from_options(AUTO_PRESET, **recipe.options, device="cpu", data_name=SAMPLE.name)
-    job = TrainingJob(spec, pairs, str(tmp_path), preset=AUTO_PRESET, budget_minutes=1.6)
-    job.run()  # as the queue's worker thread does
-    assert job.status == DONE, job.error
-    names = [candidate.name for candidate in job.choice.candidates]
-    assert names == [ZERO_SHOT_NAME, STACKED_NAME, FINE_TUNE_NAME]
-    folder = job.result.folder
-    assert folder is not None and folder.parent == tmp_path
-    config = read_config(folder)
-    assert config["auto"]["chosen"] == job.choice.chosen.name
-    assert f"auto chose {job.choice.chosen.name} of 3 candidates" in job.result.outcome.message
-    # the page's verdict against zero-shot MiniLM is the chosen candidate's
-    if job.choice.chosen.verdict:
-        assert job.result.judged().verdicts["zero_shot"] == job.choice.chosen.verdict
 
 
 def test_zero_shot_scores_already_known_are_not_scored_again(monkeypatch):
