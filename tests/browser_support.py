@@ -1,7 +1,8 @@
 """Shared helpers for the real-browser tests: a `streamlit run app.py` server on a free port and Debian's chromium.
 
 Used by the ``test_browser_*.py`` modules: conftest's session fixture ``browser_server`` is one server for all of
-them (its imports and model loads paid once), each module in a workspace of its own (``use_workspace``).
+them (its imports and model loads paid once), each module in a workspace of its own (``use_workspace``), and
+``chromium`` one browser per module, in which ``new_user`` opens a context (a user) per call.
 
 - ``require_browser()`` skips the test when ``/usr/bin/chromium`` (or the playwright package) is missing, except
   under ``CI=true`` where a missing browser is a failure.

@@ -20,6 +20,9 @@ Fixtures
                       run trains at once; uploads up to ``UPLOAD_LIMIT_MB``); a module takes it with
                       ``browser_server.use_workspace(ITS_ID)`` to work in a workspace of its own. Skips without
                       chromium (fails under CI).
+``chromium``          (module)   one headless chromium (``browser_support.launch_chromium``) for a module's tests.
+``new_user``          (function) ``new_user() -> page`` in a new browser context (a user of its own); screenshots
+                      of its pages in ``tmp_path`` when the test failed.
 ``open_page``         (function) ``open_page(TRAIN.path) -> AppTest`` (``lab.navigation``'s pages): a fresh
                       session of ``app.py`` (st.navigation and the one page setup) switched to the page, already
                       run once (``default_timeout=60``); ``tests/app_support.open_page`` as a fixture. Pages hold
@@ -118,6 +121,59 @@ def browser_server(tmp_path_factory):
     with StreamlitServer(work_dir=tmp_path_factory.mktemp("browser_server"), max_training=1,
                          extra_args=("--server.maxUploadSize", str(UPLOAD_LIMIT_MB))) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless chromium per test module: each test opens contexts of its own (``new_user``), and a context
+    starts empty, so sharing the process shares no state. Not kept for the session: between its calls Playwright's
+    sync API leaves its asyncio loop marked running in this thread (``asyncio.run`` then fails), which the
+    non-browser modules that follow must not meet."""
+    from playwright.sync_api import sync_playwright
+
+    from browser_support import launch_chromium, require_browser
+
+    require_browser()
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        yield browser
+        browser.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on the test item (``item.rep_call``...), so a fixture's teardown knows if the test failed."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+@pytest.fixture
+def new_user(chromium, request, tmp_path):
+    """``new_user() -> page`` in a new browser context of ``chromium``: a Streamlit session, i.e. a user, of its own
+    (a second tab of the same user: ``page.context.new_page()``). The contexts close after the test; when the test
+    failed, each page's screenshot lands in ``tmp_path`` first."""
+    from browser_support import PAGE_TIMEOUT_MS
+
+    contexts = []
+
+    def open_user():
+        context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_user
+    report = getattr(request.node, "rep_call", None)
+    for index, context in enumerate(contexts):
+        if report is None or report.failed:
+            for number, page in enumerate(context.pages):
+                try:
+                    page.screenshot(path=str(tmp_path / f"user_{index}_{number}.png"), full_page=True)
+                    print(f"\nscreenshot: {tmp_path / f'user_{index}_{number}.png'}")
+                except Exception:  # a page that crashed has no screenshot to give
+                    pass
+        context.close()
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,9 @@ the loop's retrain recipe."""
 from __future__ import annotations
 
 import json
-import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,6 +28,8 @@ from core.training.active_rounds import (
     score_point,
 )
 from core.training.specs import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
 
@@ -118,20 +122,22 @@ def test_curve_points_are_appended_once_per_model_and_read_back(tmp_path):
     assert all(json.loads(line) for line in lines if not line.startswith('{"labels": 30, "mod'))
 
 
-def _add_points(labels_file: str, start: int) -> None:
-    for i in range(start, start + 25):
-        add_point(labels_file, {"labels": i, "held_out": 1, "roc_auc": 0.5, "accuracy": 0.5}, f"run-{i}")
+# Each writer is a fresh interpreter that imports only the curve's module (not this test module, torch and all).
+ADD_POINTS = """
+import sys
+from core.training.active_rounds import add_point
+labels_file, start = sys.argv[1], int(sys.argv[2])
+for i in range(start, start + 25):
+    add_point(labels_file, {"labels": i, "held_out": 1, "roc_auc": 0.5, "accuracy": 0.5}, f"run-{i}")
+"""
 
 
 def test_two_processes_appending_at_once_lose_and_mix_nothing(tmp_path):
     labels_file = str(tmp_path / "labels.csv")
-    context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_add_points, args=(labels_file, start)) for start in (0, 25)]
+    workers = [subprocess.Popen([sys.executable, "-c", ADD_POINTS, labels_file, str(start)], cwd=ROOT)
+               for start in (0, 25)]
     for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(60)
-        assert worker.exitcode == 0
+        assert worker.wait(120) == 0
     curve = read_curve(labels_file)
     assert sorted(p["labels"] for p in curve) == list(range(50))
     assert len(curve_path(labels_file).read_text().splitlines()) == 50

@@ -621,6 +621,15 @@ def test_an_auto_run_lists_every_candidate_and_says_which_it_saved(runs_root, op
     assert table["validation ROC AUC"].tolist()[:2] == [c.roc_auc for c in job.choice.candidates[:2]]
     assert table["note"].tolist()[2].startswith("not started: ")
     assert f"saved as **{job.result.folder.name}**" in finished_box(at, job).value
+    # The folder saved is the chosen model, every candidate's figures in its config; the page's verdict against
+    # zero-shot MiniLM is the chosen candidate's.
+    from core.saving import read_config
+
+    assert job.result.folder.parent == runs_root
+    assert read_config(job.result.folder)["auto"]["chosen"] == job.choice.chosen.name
+    assert f"auto chose {job.choice.chosen.name} of 3 candidates" in job.result.outcome.message
+    if job.choice.chosen.verdict:
+        assert job.result.judged().verdicts["zero_shot"] == job.choice.chosen.verdict
 
 
 def test_mined_hard_negatives_are_a_tick_of_the_in_batch_losses(train_page, monkeypatch):

@@ -496,7 +496,7 @@ def test_a_run_trained_on_an_upload_is_measured_on_no_pair_it_trained_on(runs_ro
 
 
 def test_zero_shot_is_calibrated_on_the_validation_file_and_measured_on_the_test_file(runs_root, minilm, sample):
-    val, test = sample.iloc[:150].reset_index(drop=True), sample.iloc[300:400].reset_index(drop=True)
+    val, test = sample.iloc[:60].reset_index(drop=True), sample.iloc[300:340].reset_index(drop=True)
     at = new_app()
     at.session_state["held_out_files"] = {"val": (val, "val.csv"), "test": (test, "test.csv")}
     at.run()
@@ -504,7 +504,7 @@ def test_zero_shot_is_calibrated_on_the_validation_file_and_measured_on_the_test
     expected = round(best_thresholds(val["is_duplicate"].to_numpy(), scores_of(minilm, val))["accuracy"], 3)
     assert at.slider(key="threshold").value == pytest.approx(expected, abs=1e-9)
     captions = [c.value for c in at.caption]
-    assert any(c.startswith(f"Calibrated threshold of this model: {expected:.3f} (best accuracy on the 150 pairs of "
+    assert any(c.startswith(f"Calibrated threshold of this model: {expected:.3f} (best accuracy on the 60 pairs of "
                             "the validation file)") and "measured below on the test file" in c for c in captions)
-    assert any(c.startswith("Measured on the 100 pairs of the test file test.csv") for c in captions)
+    assert any(c.startswith("Measured on the 40 pairs of the test file test.csv") for c in captions)
     assert_metrics_shown(at, test["is_duplicate"].to_numpy(), scores_of(minilm, test), expected)

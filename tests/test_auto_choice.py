@@ -1,5 +1,6 @@
 """``auto`` chooses among candidates by their validation interval against zero-shot MiniLM, within a time budget
-(``core.training.auto_choice``), and saves the one it chose where any command and page can use it."""
+(``core.training.auto_choice``), and saves the one it chose where any command and page can use it. The Train
+page's auto run: ``test_app_train``."""
 import json
 from pathlib import Path
 
@@ -14,6 +15,14 @@ from core.saving import read_config
 from core.training.auto_choice import FINE_TUNE_NAME, STACKED_NAME, ZERO_SHOT_NAME, Candidate, choose
 
 SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "sample_pairs.csv"
+HALF = 240  # the bundled sample's first pairs: every candidate encodes half as many questions, each judged as before
+
+
+@pytest.fixture(scope="module")
+def half_sample(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("auto") / "half_sample.csv"
+    load_pairs(SAMPLE)[0].head(HALF).to_csv(path, index=False)
+    return path
 
 
 def verdict(kind: str, low: float, high: float) -> dict:
@@ -30,10 +39,11 @@ def test_choose_keeps_the_reference_unless_another_is_better_beyond_resampling()
     assert choose([zero, better, Candidate(FINE_TUNE_NAME, None, 0.0, note="not started")]) is better
 
 
-def test_auto_measures_the_cheap_candidates_and_saves_the_chosen_one_as_a_copy_of_minilm(capsys, tmp_path):
+def test_auto_measures_the_cheap_candidates_and_saves_the_chosen_one_as_a_copy_of_minilm(capsys, tmp_path,
+                                                                                        half_sample):
     # A budget too short for a fine-tune: zero-shot MiniLM and the stacked scorer are measured and judged.
     out = tmp_path / "auto"
-    code, stdout, err = run_cli(capsys, "train", "--data", SAMPLE, "--budget-minutes", "1.6", "--out", out)
+    code, stdout, err = run_cli(capsys, "train", "--data", half_sample, "--budget-minutes", "1.6", "--out", out)
     assert code == 0, err
     shown = json.loads(stdout)
     assert [candidate["name"] for candidate in shown["candidates"]] == [ZERO_SHOT_NAME, STACKED_NAME, FINE_TUNE_NAME]
@@ -45,10 +55,10 @@ def test_auto_measures_the_cheap_candidates_and_saves_the_chosen_one_as_a_copy_o
     assert f"chosen: {shown['chosen']}, saved in {out}" in err
 
     # the figures are those of the validation split the copy records, recomputed from the lab's own parts
-    pairs, _ = load_pairs(SAMPLE)
+    pairs, _ = load_pairs(half_sample)
     config = read_config(out)
     val = honest_pairs([config], pairs).pairs  # the saved copy records its split: the pairs it never saw
-    assert len(val) == config["data"]["val_pairs"] == stacked["verdict"]["pairs"] == 96
+    assert len(val) == config["data"]["val_pairs"] == stacked["verdict"]["pairs"] == 48
     seen = set(zip(val["question1"], val["question2"]))
     train = pairs[[pair not in seen for pair in zip(pairs["question1"], pairs["question2"])]].reset_index(drop=True)
     from sklearn.metrics import roc_auc_score
@@ -79,9 +89,9 @@ def test_a_budget_below_the_minutes_of_anything_is_refused_in_one_line(capsys, t
 
 
 @pytest.mark.slow
-def test_with_time_left_auto_fine_tunes_and_lists_it_with_its_interval(capsys, tmp_path):
+def test_with_time_left_auto_fine_tunes_and_lists_it_with_its_interval(capsys, tmp_path, half_sample):
     out = tmp_path / "auto"
-    code, stdout, err = run_cli(capsys, "train", "--data", SAMPLE, "--budget-minutes", "4", "--max-steps", "2",
+    code, stdout, err = run_cli(capsys, "train", "--data", half_sample, "--budget-minutes", "4", "--max-steps", "2",
                                 "--out", out)
     assert code == 0, err
     shown = json.loads(stdout)
@@ -92,29 +102,6 @@ def test_with_time_left_auto_fine_tunes_and_lists_it_with_its_interval(capsys, t
     assert config["auto"]["chosen"] == shown["chosen"]
     if shown["chosen"] == FINE_TUNE_NAME:
         assert (out / "model.safetensors").exists() and config["train_config"]["max_steps"] == 2
-
-
-def test_an_auto_run_of_the_train_page_saves_the_chosen_model_and_keeps_every_candidate(tmp_path):
-    from core.training.presets import AUTO_PRESET, auto_options
-    from core.training.jobs import DONE, TrainingJob
-    from core.training.specs import spec_from_options
-
-    pairs, _ = load_pairs(SAMPLE)
-    recipe = auto_options(pairs, "cpu")
-    spec = spec_from_options(AUTO_PRESET, **recipe.options, device="cpu", data_name=SAMPLE.name)
-    job = TrainingJob(spec, pairs, str(tmp_path), preset=AUTO_PRESET, budget_minutes=1.6)
-    job.run()  # as the queue's worker thread does
-    assert job.status == DONE, job.error
-    names = [candidate.name for candidate in job.choice.candidates]
-    assert names == [ZERO_SHOT_NAME, STACKED_NAME, FINE_TUNE_NAME]
-    folder = job.result.folder
-    assert folder is not None and folder.parent == tmp_path
-    config = read_config(folder)
-    assert config["auto"]["chosen"] == job.choice.chosen.name
-    assert f"auto chose {job.choice.chosen.name} of 3 candidates" in job.result.outcome.message
-    # the page's verdict against zero-shot MiniLM is the chosen candidate's
-    if job.choice.chosen.verdict:
-        assert job.result.judged().verdicts["zero_shot"] == job.choice.chosen.verdict
 
 
 def test_zero_shot_scores_already_known_are_not_scored_again(monkeypatch):

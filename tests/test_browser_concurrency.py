@@ -24,10 +24,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browser_support import (
-    PAGE_TIMEOUT_MS,
     UPLOAD_LIMIT_MB,
     StreamlitServer,
-    launch_chromium,
     open_url_page,
     select_option,
     set_numbers,
@@ -62,38 +60,6 @@ SECOND_QUESTIONS = ["What is the quickest way to learn Python?", "How do I bake 
 @pytest.fixture(scope="module")
 def server(browser_server):
     return browser_server.use_workspace("browser-concurrency-tests")
-
-
-@pytest.fixture(scope="module")
-def browser(server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = launch_chromium(playwright)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def new_user(browser, server, tmp_path):
-    """new_user() -> a page in a new browser context (a new Streamlit session). On failure, each page's
-    screenshot lands in tmp_path and the server log is printed."""
-    contexts = []
-
-    def open_user():
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        context.set_default_timeout(PAGE_TIMEOUT_MS)
-        contexts.append(context)
-        return context.new_page()
-
-    yield open_user
-    for index, context in enumerate(contexts):
-        for page in context.pages:
-            try:
-                page.screenshot(path=str(tmp_path / f"user_{index}.png"), full_page=True)
-            except Exception:
-                pass
-        context.close()
 
 
 def prepare_tiny_run(page, server: StreamlitServer) -> None:

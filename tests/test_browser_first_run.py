@@ -20,9 +20,7 @@ import time
 
 import pytest
 from browser_support import (
-    PAGE_TIMEOUT_MS,
     StreamlitServer,
-    launch_chromium,
     open_sidebar_page,
     open_url_page,
     select_option,
@@ -45,32 +43,6 @@ COMPARISON = re.compile(r"ROC AUC (\d\.\d{3}) against TF-IDF cosine (\d\.\d{3}) 
 @pytest.fixture(scope="module")
 def server(browser_server):
     return browser_server.use_workspace("browser-first-run-tests")
-
-
-@pytest.fixture
-def new_user(server, tmp_path):
-    """new_user() -> a page in a new browser context (a new Streamlit session); screenshots on the way out."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        contexts = []
-
-        def open_user():
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
-            context.set_default_timeout(PAGE_TIMEOUT_MS)
-            contexts.append(context)
-            return context.new_page()
-
-        yield open_user
-        for index, context in enumerate(contexts):
-            for page in context.pages:
-                try:
-                    page.screenshot(path=str(tmp_path / f"user_{index}.png"), full_page=True)
-                except Exception:
-                    pass
-            context.close()
-        browser.close()
 
 
 def active_model(page) -> str:

@@ -19,7 +19,6 @@ import pytest
 from browser_support import (
     PAGE_TIMEOUT_MS,
     StreamlitServer,
-    launch_chromium,
     open_url_page,
     wait_for_rerun,
 )
@@ -47,21 +46,8 @@ def server(browser_server):
 
 
 @pytest.fixture
-def page(server, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        context.set_default_timeout(PAGE_TIMEOUT_MS)
-        opened = context.new_page()
-        yield opened
-        try:
-            opened.screenshot(path=str(tmp_path / "label.png"), full_page=True)
-        except Exception:
-            pass
-        context.close()
-        browser.close()
+def page(new_user):
+    return new_user()
 
 
 def open_label_page(page, server: StreamlitServer) -> None:

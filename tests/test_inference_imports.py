@@ -3,6 +3,7 @@ the training pipeline, the spec builder nor the job queue (the losses may load: 
 Nor does local work import Ray: the dedup command and page, with core.inference.ray_engine loaded."""
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,8 +64,8 @@ def imported(tmp_path_factory, tiny_lstm) -> tuple[list[str], list[str], list]:
              "--out", str(tmp_path_factory.mktemp("clusters") / "c.csv")]
     script = SCRIPT.format(root=str(ROOT), commands="".join(f"{c!r}," for c in commands), pages=pages,
                            dedup=dedup, dedup_page=DEDUPLICATE.path)
-    env = {"SIAMESE_LAB_WORKSPACES": str(folder.parent), "PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE",
-           "HF_HUB_OFFLINE": "1"}
+    env = {"SIAMESE_LAB_WORKSPACES": str(folder.parent), "SIAMESE_LAB_CACHE": os.environ["SIAMESE_LAB_CACHE"],
+           "PATH": "/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

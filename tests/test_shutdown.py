@@ -2,7 +2,8 @@
 
 Without ``lab.shutdown``, a training thread still inside PyTorch when Python finalizes the interpreter aborts the
 process ("terminate called without an active exception", exit status 134), and where the system collects core
-dumps that takes minutes. The last test shows it on a real process."""
+dumps that takes minutes. The last tests show it on a real process and on a real server (the browser tests' own,
+stopped and started again: the session's last use of it)."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pandas as pd
 import pytest
@@ -151,34 +153,37 @@ LONG_LSTM_RUN = {"Epochs": 500, "Batch size": 16, "Embedding size": 16, "Hidden 
 
 
 @pytest.mark.browser
-def test_a_server_stopped_while_a_run_trains_exits_within_seconds(tmp_path):
-    """SIGTERM to `streamlit run app.py` while the Train page's run trains (a Siamese LSTM on the bundled sample);
-    the server started again on the same workspaces shows the run as interrupted."""
-    from browser_support import (StreamlitServer, launch_chromium, open_url_page, require_browser, select_option,
-                                 set_numbers)
-    from playwright.sync_api import expect, sync_playwright
+def test_a_server_stopped_while_a_run_trains_exits_within_seconds(browser_server, new_user):
+    """SIGTERM to `streamlit run app.py` (the browser tests' server, in a workspace of this test's own) while the
+    Train page's run trains (a Siamese LSTM on the bundled sample). The server started again on the same workspaces:
+    the page's first sidebar click keeps its workspace, and the Train page shows the run as interrupted."""
+    from browser_support import open_sidebar_page, open_url_page, select_option, set_numbers
+    from playwright.sync_api import expect
 
-    require_browser()
-    with StreamlitServer(work_dir=tmp_path) as server, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        open_url_page(page, server, "Train", "Train")
-        select_option(page, "Model", "Siamese LSTM")  # a change by hand: the preset menu turns to custom settings
-        page.get_by_text("More settings").click()
-        set_numbers(page, LONG_LSTM_RUN)
-        page.get_by_role("button", name="Start", exact=True).click()
-        expect(page.get_by_text(re.compile(r"Epoch \d+/\d+ · step [1-9]"))).to_be_visible()
-        stopped = time.monotonic()
-        os.kill(server.pid, signal.SIGTERM)
-        while server.running() and time.monotonic() - stopped < 60:
-            time.sleep(0.05)
-        seconds = time.monotonic() - stopped
-        status = server._shell.poll()  # the server process itself (`exec`)
-        assert status == 0 and seconds < EXIT_BOUND_S, (status, seconds, server.log())
-        # The restarted server's Train page says what became of the run.
-        with StreamlitServer(work_dir=tmp_path) as restarted:
-            open_url_page(page, restarted, "Train", "Train")
-            expect(page.get_by_text("Earlier runs of this workspace")).to_be_visible()
-            expect(page.get_by_text(re.compile(r"interrupted by a server stop at step \d+ of [\d,]+: (no model of it "
-                                               r"was saved|the best model so far was saved as \S+)"))).to_be_visible()
-        browser.close()
+    server = browser_server.use_workspace("browser-shutdown-tests")
+    page = new_user()
+    open_url_page(page, server, "Train", "Train")
+    select_option(page, "Model", "Siamese LSTM")  # a change by hand: the preset menu turns to custom settings
+    page.get_by_text("More settings").click()
+    set_numbers(page, LONG_LSTM_RUN)
+    page.get_by_role("button", name="Start", exact=True).click()
+    expect(page.get_by_text(re.compile(r"Epoch \d+/\d+ · step [1-9]"))).to_be_visible()
+    # The run trains on the server's queue whatever page the user is on; the restart below meets the user on a
+    # page that does not refresh itself.
+    open_sidebar_page(page, "Similarity matrix", heading="Similarity matrix")
+    stopped = time.monotonic()
+    os.kill(server.pid, signal.SIGTERM)
+    while server.running() and time.monotonic() - stopped < 60:
+        time.sleep(0.05)
+    seconds = time.monotonic() - stopped
+    status = server._shell.poll()  # the server process itself (`exec`)
+    assert status == 0 and seconds < EXIT_BOUND_S, (status, seconds, server.log())
+    server.start()  # the same workspaces; the browser tab stays open and reconnects
+    # The first sidebar click after the restart carries the workspace: not a new, empty one.
+    open_sidebar_page(page, "Data", heading="Data")
+    assert parse_qs(urlparse(page.url).query)["ws"] == [server.workspace]
+    # The restarted server's Train page says what became of the run.
+    open_sidebar_page(page, "Train", heading="Train")
+    expect(page.get_by_text("Earlier runs of this workspace")).to_be_visible()
+    expect(page.get_by_text(re.compile(r"interrupted by a server stop at step \d+ of [\d,]+: (no model of it "
+                                       r"was saved|the best model so far was saved as \S+)"))).to_be_visible()
