@@ -25,6 +25,9 @@ class Preset:
     for_gpu: bool = False  # hours on a CPU: the Train page marks it "(GPU)"
 
 
+# auto's and augmented's settings that hold on any data; the rest are read off the data when it is known.
+READ_OFF_THE_DATA = {"model": "minilm", "loss": "contrastive", "form": "squared_hinge", "margin": 1.0}
+
 PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset(
         name="auto",
@@ -32,8 +35,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                     "the contrastive loss, with epochs, batch size and learning rate from their number, max_length "
                     "from their token lengths, validated at least 8 times and at least every epoch, and a validation "
                     "share that holds enough pairs to trust; about 10 minutes on 2 CPU threads at most.",
-        # The data-dependent settings are filled in when the data is known; these hold on any data.
-        options={"model": "minilm", "loss": "contrastive", "form": "squared_hinge", "margin": 1.0},
+        options=dict(READ_OFF_THE_DATA),
     ),
     Preset(
         name="lstm-quora",
@@ -85,7 +87,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                     "pairs of your questions (each with its nearest neighbours under MiniLM, and random ones); MiniLM "
                     "then trains with the contrastive loss on both, its settings read off your data as auto's. One "
                     "time budget covers the three stages (10 minutes by default).",
-        options={"model": "minilm", "loss": "contrastive", "form": "squared_hinge", "margin": 1.0},
+        options=dict(READ_OFF_THE_DATA),
     ),
 ]}
 
