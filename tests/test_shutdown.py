@@ -143,7 +143,9 @@ def test_a_process_that_exits_while_a_run_trains_exits_cleanly(tmp_path):
 
 
 # ---- a real server ---------------------------------------------------------------------------------------------
-LONG_LSTM_RUN = {"Epochs": 500, "Batch size": 16, "Embedding size": 16, "Hidden size": 16,
+# A run that cannot finish before the stop on any machine: the page's most epochs, the smallest batches (about a
+# hundred steps an epoch on the sample) and a wider LSTM. A run that finished first once made this test fail.
+LONG_LSTM_RUN = {"Epochs": 200, "Batch size": 2, "Embedding size": 128, "Hidden size": 256,
                  "Early-stopping patience (epochs, 0 = off)": 0}
 
 
