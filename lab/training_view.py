@@ -9,6 +9,7 @@ import time
 import pandas as pd
 import streamlit as st
 
+from core.data import DataError
 from core.device import cuda_available
 from core.export.model_card import augmented_line
 from core.models import MODEL_LABELS, ZERO_SHOT
@@ -18,6 +19,7 @@ from core.training.jobs import JobQueue, TrainingJob, earlier_runs
 from core.training.presets import AUGMENTED_PRESET, AUTO_PRESET, PRESETS, AutoRecipe, auto_options
 from core.training.specs import SIZE_OPTIONS, spec_from_options
 from lab import charts, workspace_state
+from lab.cached import uploaded_questions
 from lab.loss_menu import loss_choice
 from lab.navigation import COMPARE
 from lab.runs_table import METRIC_COLUMNS, runs_table
@@ -28,6 +30,7 @@ KEEP_UNVALIDATED_LABEL = "Keep a run cancelled before its first validation"  # t
 CUSTOM = "custom"  # the Train page's preset menu once a setting is changed by hand
 SCRATCH = ""  # "Start from" (session key "init_model"): a new model, or MiniLM's pretrained weights
 SCRATCH_LABEL = "Scratch / the pretrained model"
+UNLABELLED = "unlabelled_questions"  # session key: (questions, file name) of the augmented recipe's upload, or None
 
 
 def device_picker(persist_state: str) -> None:
@@ -114,6 +117,25 @@ def show_auto_recipe(pairs: pd.DataFrame) -> None:
     st.info("  \n".join(auto_recipe(pairs, *recipe_context()).summary), icon=":material/tune:")
 
 
+def unlabelled_questions_upload() -> None:
+    """The augmented recipe's optional file of unlabelled questions (session key ``UNLABELLED``): silver pairs are
+    drawn from its questions, else from the training pairs'. A file that cannot be read stops the page with its
+    error, so a run never starts on other questions than the user chose."""
+    upload = st.file_uploader("Unlabelled questions (optional; one per line, or a CSV with a question column): "
+                              "the teacher labels pairs of these; without a file, pairs of the training questions",
+                              type=["csv", "tsv", "txt", "gz", "parquet"], key="unlabelled_upload")
+    st.session_state[UNLABELLED] = None
+    if upload is None:
+        return
+    try:
+        questions, report, _ = uploaded_questions(upload.name, upload.getvalue())
+    except DataError as error:
+        show_error(str(error))
+        st.stop()
+    st.session_state[UNLABELLED] = (questions, upload.name)
+    st.caption(f"{len(questions):,} questions of **{upload.name}**" + (f"; {report.summary()}" if report.dropped else ""))
+
+
 def validation_sentence() -> str:
     """What the run validates on: the Data page's validation file when one is active, else a share held out."""
     pairs, name = held_out_pairs("val")
@@ -147,8 +169,9 @@ def spec_for(preset: str | None, pairs: pd.DataFrame, options: dict):
 
 def training_job(spec, pairs: pd.DataFrame, runs_root: str, preset: str | None) -> TrainingJob:
     """A job for the queue, with the validation and test files of the Data page when the user added them."""
+    questions, questions_name = (st.session_state.get(UNLABELLED) if preset == AUGMENTED_PRESET else None) or (None, "")
     return TrainingJob(spec, pairs, runs_root, preset=preset, val=held_out_pairs("val")[0],
-                       test=held_out_pairs("test")[0])
+                       test=held_out_pairs("test")[0], questions=questions, questions_name=questions_name)
 
 
 def preset_widget_values(preset: str, pairs: pd.DataFrame | None = None, device: str = "cpu",

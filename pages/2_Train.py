@@ -123,6 +123,8 @@ st.selectbox("Preset", [*PRESETS, *[CUSTOM][:state.preset == CUSTOM]], key="pres
              help="A named recipe from docs/BENCHMARKS.md fills in every setting below; you can still change any.")
 if state.preset in (training_view.AUTO_PRESET, training_view.AUGMENTED_PRESET):  # both read the data
     training_view.show_auto_recipe(state.pairs)
+if state.preset == training_view.AUGMENTED_PRESET:
+    training_view.unlabelled_questions_upload()
 model_column, loss_column = st.columns(2)
 model_column.selectbox("Model", MODEL_NAMES, format_func=MODEL_LABELS.get, key="model", on_change=to_custom, args=(apply_model_defaults,),
                        persist_state=PERSIST, help="Choosing a model resets epochs, batch size and learning rate.")

@@ -651,10 +651,11 @@ def test_the_augmented_preset_runs_the_recipe_and_says_what_its_teacher_did(trai
     record = {"teacher": {"model": "cross-encoder", "validation_roc_auc": 0.912, "threshold": 0.61},
               "silver_pairs": 321, "questions": 400, "questions_from": "the training pairs", "neighbour_pairs": 300,
               "random_pairs": 21, "silver_duplicates": 40}
-    specs = []
+    specs, given = [], []
 
     def recipe(spec, pairs, output, callbacks, stop_event, budget_minutes, **files):
         specs.append(spec)
+        given.append((files["questions"], files["questions_name"]))
         output.release()
         return RunResult(output.target, TrainOutcome(DONE, "all 1 epoch(s) trained", 1, {}), {}, {}, {},
                          metadata={"augmented": record})
@@ -664,10 +665,17 @@ def test_the_augmented_preset_runs_the_recipe_and_says_what_its_teacher_did(trai
     at.selectbox(key="preset").set_value("augmented").run()
     assert at.selectbox(key="preset").value == "augmented" and at.selectbox(key="model").value == "minilm"
     assert any("Read off" in box.value for box in at.info)  # its settings are read off the data, as auto's
+    # A file of unlabelled questions: a bad one stops the page with its error, a good one goes to the recipe.
+    at.file_uploader(key="unlabelled_upload").set_value(("empty.txt", b"question\n", "text/plain")).run()
+    assert any("empty.txt" in error.value for error in at.error) and "start" not in [b.key for b in at.button]
+    questions = b"How do I learn Python?\nWhat is a prime number?\n\nHow can I learn Python?\n"
+    at.file_uploader(key="unlabelled_upload").set_value(("mine.txt", questions, "text/plain")).run()
+    assert any("3 questions of **mine.txt**" in caption.value for caption in at.caption)
     at.button(key="start").click().run()
     assert not at.exception and not at.error
     rerun_until(at, lambda at: session_job(at).finished)
     at.run()
+    assert given == [(["How do I learn Python?", "What is a prime number?", "How can I learn Python?"], "mine.txt")]
     assert specs[0].model == "minilm" and specs[0].loss.name == "contrastive"
     assert any("labelled 321 silver pairs of 400 questions" in caption.value and "ROC AUC 0.912" in caption.value
                for caption in at.caption)

@@ -170,12 +170,14 @@ class WaitEstimate:
 
 class TrainingJob:
     def __init__(self, spec: RunSpec, pairs: pd.DataFrame, runs_root: str, label: str = "", preset: str | None = None,
-                 val: pd.DataFrame | None = None, test: pd.DataFrame | None = None, budget_minutes: float | None = None):
+                 val: pd.DataFrame | None = None, test: pd.DataFrame | None = None, budget_minutes: float | None = None,
+                 questions: list[str] | None = None, questions_name: str = ""):
         self.id = uuid.uuid4().hex[:8]
         self.spec, self.pairs, self.runs_root = spec, pairs, runs_root
         self.val, self.test = val, test  # the user's own validation and test pairs, if given
         self.preset = preset  # the preset the run started from, if any (its reference curve; auto chooses)
         self.budget_minutes = budget_minutes  # auto's whole time (auto_choice's default when None)
+        self.questions, self.questions_name = questions, questions_name  # augmented's unlabelled ones, if given
         self.label = label or run_label(spec)
         self.status = WAITING
         self.progress = Progress()
@@ -243,7 +245,8 @@ class TrainingJob:
             elif self.preset == AUGMENTED_PRESET:  # a teacher, silver pairs, then the bi-encoder on gold + silver
                 output = claim_new_run(self.runs_root, self.spec.model, self.spec.loss.name)
                 self.result = run_augmented(self.spec, self.pairs, output, **files, callbacks=callbacks,
-                                            stop_event=self._stop, budget_minutes=self.budget_minutes)
+                                            stop_event=self._stop, budget_minutes=self.budget_minutes,
+                                            questions=self.questions, questions_name=self.questions_name)
             else:
                 self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root, **files,
                                         callbacks=callbacks, stop_event=self._stop)
