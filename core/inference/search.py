@@ -1,9 +1,9 @@
 """Nearest questions: a corpus's unit vectors (tower 1) in an inner-product index searched with a query's (tower 0),
 so a score is the cosine the model gives the pair. ``flat`` is exact, ``hnsw`` approximate, ``ivfpq`` compressed
 (IVF cells and PQ codes; its scores are estimates that callers comparing with a threshold score again exactly). On a
-CUDA device, ``DeviceIndex`` searches exactly in IEEE float32. Indexes and a corpus's vectors (``VectorCache``) are
-cached by what they were built from and checked for what a crash or a stale entry leaves, not for forgery. FAISS and
-torch are imported lazily.
+CUDA device, ``DeviceIndex`` searches exactly. Indexes and a corpus's vectors (``VectorCache``) are cached by what they
+were built from, checked for their stamp, shapes, dtypes and finite unit rows on read. FAISS and torch are imported
+lazily.
 """
 from __future__ import annotations
 
@@ -80,8 +80,8 @@ def model_identity(model) -> str | None:
 
 
 def row_norms(rows: np.ndarray, name: str = "vectors") -> np.ndarray:
-    """(N,) float32 lengths of the rows of ``rows`` ((N, d)), a chunk at a time (no (N, d) temporary beside a
-    corpus's vectors); ValueError naming ``name`` for NaN or infinite values."""
+    """(N,) float32 lengths of the (N, d) ``rows``, a chunk at a time (no (N, d) temporary beside a corpus's
+    vectors); ValueError naming ``name`` for NaN or infinite values."""
     norms = np.empty(len(rows), dtype=np.float32)
     for start in range(0, len(rows), UNIT_CHUNK):
         part = rows[start : start + UNIT_CHUNK]
@@ -97,15 +97,13 @@ def is_unit(norms: np.ndarray) -> bool:
 
 
 def unit_rows(vectors, name: str = "vectors") -> np.ndarray:
-    """(N, d) float32 rows scaled to length 1 (an all-zero row stays zero, as in ``F.normalize``); rows of length 1
-    already are kept without a copy. ValueError naming ``name`` for another shape or values not finite."""
+    """(N, d) float32 rows scaled to length 1 (an all-zero row stays zero), without a copy when they are already;
+    ValueError naming ``name`` for another shape or values not finite."""
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim != 2:
         raise ValueError(f"{name} must be a 2-D (N, d) array, got shape {array.shape}")
     norms = row_norms(array, name)
-    if is_unit(norms):
-        return np.ascontiguousarray(array)
-    return np.ascontiguousarray(array / np.maximum(norms, 1e-12)[:, None], dtype=np.float32)
+    return np.ascontiguousarray(array if is_unit(norms) else array / np.maximum(norms, 1e-12)[:, None])
 
 
 def encode_unit_rows(model, texts: Sequence[str], tower: int, batch_size: int,
@@ -245,9 +243,8 @@ def filled_index(kind: str, vectors: np.ndarray, seed: int = 0, links: int = HNS
 
 # ---- exact search on a torch device ------------------------------------------------------------
 class DeviceIndex:
-    """An exact inner-product index on a torch device, answering what ``NeighbourGraph`` asks of FAISS's flat
-    index (``ntotal``, ``d``, ``search(queries, k) -> (scores, ids)``) over rows L2-normalised first. The vectors
-    go to the device once; every search sends only its queries."""
+    """An exact inner-product index on a torch device over L2-normalised rows, answering as FAISS's flat index does
+    (``ntotal``, ``d``, ``search``). The vectors go to the device once; every search sends only its queries."""
 
     def __init__(self, vectors: np.ndarray, device):
         import torch
@@ -260,26 +257,18 @@ class DeviceIndex:
         import torch
         import torch.nn.functional as F
 
-        tensor = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.device)
-        if tensor.ndim != 2:
-            raise ValueError(f"expected a 2-D (N, d) array, got shape {tuple(tensor.shape)}")
-        return F.normalize(tensor, dim=1)
+        return F.normalize(torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.device), dim=1)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, ids), each (Q, k), best first, equal scores by lower index; where ``k`` is over N the missing
-        places are id -1 with score -inf, as FAISS gives them. Chunks of ``CHUNK_ROWS`` queries (fewer when one
-        chunk's scores would pass ``SCORE_BLOCK_BYTES``)."""
+        """(scores, ids), each (Q, k), best first, equal scores by lower index; past N, id -1 and score -inf as
+        FAISS gives them. Chunks of ``CHUNK_ROWS`` queries, fewer when their scores would pass ``SCORE_BLOCK_BYTES``."""
         import torch
 
         stored, asked = self.vectors, self._unit(queries)
-        if asked.shape[1] != stored.shape[1]:
-            raise ValueError(f"queries of width {asked.shape[1]} against vectors of width {stored.shape[1]}")
-        if int(k) < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
         n, q, k = stored.shape[0], asked.shape[0], int(k)
         scores, indices = np.full((q, k), -np.inf, dtype=np.float32), np.full((q, k), -1, dtype=np.int64)
         found, step = min(k, n), max(1, min(CHUNK_ROWS, SCORE_BLOCK_BYTES // (4 * max(n, 1))))
-        with _ieee_float32(self.device), torch.inference_mode():
+        with torch.inference_mode():  # torch's default float32 precision: full IEEE products, no TF32
             for start in range(0, q if found else 0, step):
                 best, where = torch.topk(asked[start : start + step] @ stored.T, found, dim=1)  # (rows, found)
                 # topk leaves the order of equal values to the kernel: by index, then stably by score
@@ -291,38 +280,21 @@ class DeviceIndex:
         return scores, indices
 
 
-@contextlib.contextmanager
-def _ieee_float32(device):
-    """Full float32 matrix products on a GPU for the block (TF32 keeps 10 bits: scores off by 1e-3)."""
-    import torch
-
-    previous = torch.get_float32_matmul_precision()
-    if device.type != "cuda" or previous == "highest":
-        yield
-        return
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
-
-
 def fits_on_device(n: int, dim: int, device, copies: int = 1) -> bool:
-    """Whether ``copies`` (N, d) float32 arrays and one chunk's scores fit in ``GPU_MEMORY_SHARE`` of the free
-    memory of the CUDA ``device``; False for any other device."""
+    """Whether ``copies`` (N, d) float32 arrays, one chunk's scores and topk's workspace fit in
+    ``GPU_MEMORY_SHARE`` of the free memory of the CUDA ``device``; False for any other device."""
     import torch
 
     device = torch.device(device)
     if device.type != "cuda" or not torch.cuda.is_available():
         return False
     rows = max(1, min(CHUNK_ROWS, SCORE_BLOCK_BYTES // (4 * max(n, 1))))
-    needed = 4 * n * dim * copies + 4 * rows * n * 2  # the vectors, one score block and topk's workspace
-    return needed <= GPU_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
+    return 4 * n * dim * copies + 8 * rows * n <= GPU_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
 
 
 def device_index(vectors: np.ndarray, device, queries: np.ndarray | None = None) -> DeviceIndex | None:
-    """A ``DeviceIndex`` of ``vectors`` on ``device`` when it is a CUDA device they (and ``queries``, when another
-    array) fit on, else None: the caller searches with FAISS."""
+    """A ``DeviceIndex`` of ``vectors`` on a CUDA ``device`` they (and ``queries``, when another array) fit on;
+    else None, and the caller searches with FAISS."""
     if device is None or vectors.size == 0:
         return None
     copies = 1 if queries is None or queries is vectors else 2
@@ -337,23 +309,18 @@ def _save_entry(folder: str | Path, stamp: dict, writers: dict[str, Callable[[Pa
     def write(temp: Path) -> None:
         for name, save in writers.items():
             save(temp / name)
-        (temp / META_FILE).write_text(json.dumps({"format": FORMAT, "stamp": stamp}, sort_keys=True), encoding="utf-8")
+        (temp / META_FILE).write_text(json.dumps({"format": FORMAT, "stamp": stamp}), encoding="utf-8")
 
     return write_folder_atomically(folder, write)
 
 
-def saved_stamp(folder: str | Path) -> dict | None:
-    """The stamp ``save_arrays`` or ``save_index`` wrote to ``folder``; None when there is none."""
+def _stamped(folder: str | Path, stamp: dict) -> bool:
+    """Whether ``folder`` holds an entry saved under exactly ``stamp``."""
     try:
         meta = json.loads((Path(folder) / META_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    stamp = meta.get("stamp") if isinstance(meta, dict) and meta.get("format") == FORMAT else None
-    return stamp if isinstance(stamp, dict) else None
-
-
-def _same_stamp(folder: str | Path, stamp: dict) -> bool:
-    return json.dumps(saved_stamp(folder), sort_keys=True) == json.dumps(stamp, sort_keys=True)
+        return False
+    return meta == {"format": FORMAT, "stamp": json.loads(json.dumps(stamp))}
 
 
 def save_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
@@ -363,11 +330,11 @@ def save_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
 
 
 def load_index(folder: str | Path, stamp: dict, shape: tuple[int, int] | None = None) -> faiss.Index | None:
-    """The index ``save_index`` wrote to ``folder`` with exactly ``stamp`` (holding ``shape`` (N, d) vectors when
+    """The index ``save_index`` wrote to ``folder`` under exactly ``stamp`` (holding ``shape`` (N, d) vectors when
     given); None when there is none, another stamp, or a file FAISS cannot read."""
     import faiss
 
-    if not _same_stamp(folder, stamp):
+    if not _stamped(folder, stamp):
         return None
     try:
         index = faiss.read_index(str(Path(folder) / INDEX_FILE))
@@ -380,33 +347,11 @@ def load_index(folder: str | Path, stamp: dict, shape: tuple[int, int] | None = 
     return index
 
 
-def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict) -> Path:
-    """``arrays`` (file name -> array) and the ``stamp`` to ``folder`` atomically, replacing what was there."""
-    return _save_entry(folder, stamp, {name: lambda path, array=array: np.save(
-        path, np.ascontiguousarray(array), allow_pickle=False) for name, array in arrays.items()})
-
-
-def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[int, ...], object]]) -> dict | None:
-    """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp``, each file's name mapped to the
-    (shape, dtype) it must have; None when there is no such entry or an array has another shape or dtype."""
-    if not _same_stamp(folder, stamp):
-        return None
-    try:
-        arrays = {name: np.load(Path(folder) / name, allow_pickle=False) for name in shapes}
-    except (OSError, ValueError, EOFError):  # truncated, or not a .npy file: build again
-        return None
-    fits = all(arrays[name].shape == tuple(shape) and arrays[name].dtype == np.dtype(dtype)
-               for name, (shape, dtype) in shapes.items())
-    return arrays if fits else None
-
-
 # ---- a corpus to search ------------------------------------------------------------------------
 class SearchIndex:
     """Unit vectors of ``texts`` in a FAISS inner-product index, plus the model that encodes queries."""
 
     def __init__(self, model, index: faiss.Index, texts: list[str]):
-        if index.ntotal != len(texts):
-            raise ValueError(f"the index holds {index.ntotal} vectors for {len(texts)} texts")
         self.model, self.index, self.texts = model, index, list(texts)
 
     @property
@@ -418,11 +363,9 @@ class SearchIndex:
 
     @classmethod
     def build(cls, model, texts: Sequence[str], progress: Progress | None = None, batch_size: int = 256,
-              kind: str | None = None, flat_limit: int = FLAT_LIMIT, encode: UnitEncoder | None = None,
-              seed: int = 0) -> "SearchIndex":
-        """Encode ``texts`` with ``model`` (tower 1; or ``encode(texts, progress)``'s unit rows) into an index of
-        ``kind`` (default: exact up to ``flat_limit`` texts, HNSW above), kept nowhere."""
-        return load_or_build(model, texts, None, progress, kind, flat_limit, batch_size, encode, seed)
+              flat_limit: int = FLAT_LIMIT) -> "SearchIndex":
+        """``load_or_build`` kept nowhere: exact up to ``flat_limit`` texts, HNSW above."""
+        return load_or_build(model, texts, None, progress, flat_limit=flat_limit, batch_size=batch_size)
 
     def search(self, query: str | Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         """The ``k`` most similar corpus texts of each query (a single string too), best first, as (text, cosine)."""
@@ -438,10 +381,10 @@ class SearchIndex:
 
 def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, progress: Progress | None = None,
                   kind: str | None = None, flat_limit: int = FLAT_LIMIT, batch_size: int = 256,
-                  encode: UnitEncoder | None = None, seed: int = 0) -> SearchIndex:
-    """The ``SearchIndex`` of ``texts`` in an index of ``kind``: the one kept in ``cache_dir`` for this model, corpus
-    and kind when there is one, else built and kept there when it can be. A model nothing identifies is indexed in
-    memory only."""
+                  encode: UnitEncoder | None = None) -> SearchIndex:
+    """The ``SearchIndex`` of ``texts`` in an index of ``kind`` (default: exact up to ``flat_limit`` texts, HNSW
+    above), its vectors tower 1's unit rows or ``encode(texts, progress)``'s: the one kept in ``cache_dir`` for this
+    model, corpus and kind, else built and kept there when it can be. A model nothing identifies is kept nowhere."""
     texts = list(texts)
     if not texts:
         raise ValueError("nothing to index: the corpus has no questions")
@@ -450,24 +393,23 @@ def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, pro
     corpus = fingerprint(texts) if identity else ""
     dim = int(getattr(model, "embedding_dim", 0) or 1)  # what the ivfpq parameters need; the model fixes it
     stamp = {"use": "search", "model": identity, "corpus": corpus, "count": len(texts), "kind": kind,
-             "parameters": index_parameters(kind, dim, len(texts)), **({"seed": seed} if kind == "ivfpq" else {})}
+             "parameters": index_parameters(kind, dim, len(texts))}
     folder = Path(cache_dir) / f"search-{kind}-{identity[:16]}-{corpus[:16]}" if identity else None
     saved = load_index(folder, stamp) if folder is not None else None
     if saved is not None and saved.ntotal == len(texts):
         return SearchIndex(model, saved, texts)
     vectors = encode(texts, progress) if encode is not None else encode_unit_rows(  # (N, d)
         model, texts, tower=1, batch_size=batch_size, progress=progress)
-    built = SearchIndex(model, filled_index(kind, vectors, seed), texts)
+    built = SearchIndex(model, filled_index(kind, vectors), texts)
     if folder is not None:
         with contextlib.suppress(OSError):  # a read-only cache still gets a working (in-memory) index
             save_index(built.index, folder, stamp)
     return built
 
 
-# A corpus's vectors kept on disk between runs, so another threshold, round or index kind on the same corpus with the
-# same model encodes nothing: a folder per model key and corpus fingerprint holding tower 1's unit rows, tower 0's
-# only when the towers differ, and the stamp; anything but exactly the stamp, shapes, dtypes and finite unit rows is
-# encoded again.
+# A corpus's vectors kept between runs, so another threshold, round or index kind on the same corpus with the same
+# model encodes nothing: a folder per model key and corpus fingerprint holding tower 1's unit rows, tower 0's only
+# when the towers differ, and the stamp.
 SECOND, FIRST = "second.npy", "first.npy"
 
 
@@ -495,36 +437,34 @@ class VectorCache:
         return self.root / f"{model_key[:16]}-{corpus[:16]}"
 
     @staticmethod
-    def stamp(model_key: str, corpus: str, count: int, dim: int, towers: int) -> dict:
-        return {"use": "corpus vectors", "model": model_key, "corpus": corpus, "count": count, "dim": dim,
-                "towers": towers}
+    def stamp(model_key: str, corpus: str, count: int) -> dict:
+        return {"use": "corpus vectors", "model": model_key, "corpus": corpus, "count": count}
 
     def load(self, model_key: str, texts: Sequence[str], corpus: str | None = None) -> CorpusVectors | None:
-        """The vectors saved for ``texts`` under ``model_key``, checked; None when there are none or a check fails.
-        ``corpus``: the texts' fingerprint when the caller has it."""
+        """The vectors saved for ``texts`` under ``model_key``: None unless the stamp matches and every array is
+        (N, d) float32 finite unit rows. ``corpus``: the texts' fingerprint when the caller has it."""
         corpus = corpus or fingerprint(texts)
         folder = self.folder(model_key, corpus)
-        saved = saved_stamp(folder) or {}  # its width and towers; the rest is checked against the stamp
-        dim, towers = saved.get("dim"), saved.get("towers")
-        if not (isinstance(dim, int) and towers in (1, 2)):
+        if not _stamped(folder, self.stamp(model_key, corpus, len(texts))):
             return None
-        shape = ((len(texts), dim), np.float32)
-        arrays = load_arrays(folder, self.stamp(model_key, corpus, len(texts), dim, towers),
-                             {SECOND: shape, **({FIRST: shape} if towers == 2 else {})})
         try:
-            if arrays is None or not all(is_unit(row_norms(rows)) for rows in arrays.values()):
+            arrays = [np.load(folder / name, allow_pickle=False) for name in (SECOND, FIRST)
+                      if name == SECOND or (folder / name).exists()]
+            if not all(rows.dtype == np.float32 and rows.ndim == 2 and rows.shape == arrays[0].shape
+                       and len(rows) == len(texts) and is_unit(row_norms(rows)) for rows in arrays):
                 return None
-        except ValueError:  # NaN or infinite values
+        except (OSError, ValueError, EOFError):  # missing, truncated, not a .npy file, NaN or infinite values
             return None
-        return CorpusVectors(arrays[SECOND], arrays.get(FIRST), reused=True)
+        return CorpusVectors(arrays[0], arrays[1] if len(arrays) > 1 else None, reused=True)
 
     def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str | None = None) -> bool:
         """Keep ``vectors`` of ``texts`` for the next run; False when the cache cannot be written."""
         corpus = corpus or fingerprint(texts)
         arrays = {SECOND: vectors.second, **({} if vectors.first is None else {FIRST: vectors.first})}
-        stamp = self.stamp(model_key, corpus, len(texts), int(vectors.second.shape[1]), len(arrays))
+        writers = {name: lambda path, rows=rows: np.save(path, np.ascontiguousarray(rows), allow_pickle=False)
+                   for name, rows in arrays.items()}
         with contextlib.suppress(OSError):  # a read-only or full cache: this run still has its vectors
-            save_arrays(self.folder(model_key, corpus), arrays, stamp)
+            _save_entry(self.folder(model_key, corpus), self.stamp(model_key, corpus, len(texts)), writers)
             return True
         return False
 
