@@ -97,8 +97,6 @@ class NeighbourGraph:
         self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
         vectors = unit_rows(vectors, "vectors")  # (N, d) what the index holds
         queries = vectors if queries is None else unit_rows(queries, "queries")  # (N, d) what searches it
-        if queries.shape != vectors.shape:
-            raise ValueError(f"queries {queries.shape} and vectors {vectors.shape} differ in shape")
         self.n, dim = vectors.shape
         # Distinct rows in order of first appearance: unique row u stands for the rows copies[u].
         first, inverse, counts = distinct_rows(vectors, queries)
@@ -153,14 +151,11 @@ class NeighbourGraph:
         kind = "ivfpq" if asked == "ivfpq" else "flat" if exact else "hnsw"
         parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
                       "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": seed}}[kind]
-        if store is not None:
-            index = store.load(kind, parameters, self.vectors)
-            if index is not None:
-                return index
-        index = filled_index(kind, self.vectors, seed, links=GRAPH_HNSW_LINKS)
-        if store is not None:
-            store.save(index, kind, parameters, self.vectors)
-        return index
+
+        def build():
+            return filled_index(kind, self.vectors, seed, links=GRAPH_HNSW_LINKS)
+
+        return build() if store is None else store.load_or_build(kind, parameters, self.vectors, build)
 
     @property
     def kind(self) -> str:
@@ -314,22 +309,15 @@ def capped_note(capped: int, limit: int, threshold: float) -> str | None:
 
 
 # ---- the rows a graph indexes ------------------------------------------------------------------
-class _IndexRows(np.ndarray):
-    """A read-only view of a FAISS flat storage's vectors that keeps the index alive (every slice has it as base)."""
-
-    index = None
-
-
 def stored_vectors(index) -> np.ndarray:
-    """(ntotal, d) float32 view of the vectors held by ``index`` (flat, or HNSW over flat), not a copy."""
+    """(ntotal, d) read-only float32 view of the vectors ``index`` (flat, or HNSW over flat) holds, not a copy: valid
+    while the index lives, as the graph holding both keeps it."""
     import faiss
 
     flat = index if isinstance(index, faiss.IndexFlat) else faiss.downcast_index(index.storage)
     rows = faiss.rev_swig_ptr(flat.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)
-    view = rows.view(_IndexRows)
-    view.index = index
-    view.flags.writeable = False
-    return view
+    rows.flags.writeable = False
+    return rows
 
 
 def _row_hashes(rows: np.ndarray) -> np.ndarray:
@@ -372,32 +360,28 @@ def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray,
 # ---- kept between runs ---------------------------------------------------------------------------
 @dataclass
 class SavedGraphIndex:
-    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus is kept (the lab's cache,
-    ``dedup/``), used again only under exactly its stamp; ``reused`` says whether it was loaded."""
+    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus is kept (the lab's cache, ``dedup/``),
+    used again only under exactly its stamp; ``reused``: None until a graph used it, then whether it was loaded."""
 
     root: Path
     model: str  # ``core.inference.search.model_identity`` of the model whose vectors are indexed
     corpus: str  # ``core.inference.search.fingerprint`` of the corpus's texts, in order
     count: int  # texts in the corpus (repeats included)
-    reused: bool | None = None  # None until a graph used it; then True (loaded) or False (built)
+    reused: bool | None = None
 
     def folder(self, kind: str) -> Path:
         return Path(self.root) / f"{kind}-{self.model[:16]}-{self.corpus[:16]}"
 
-    def stamp(self, kind: str, parameters: dict, rows: int, dim: int) -> dict:
-        return {"use": "dedup", "model": self.model, "corpus": self.corpus, "count": self.count, "rows": rows,
-                "dim": dim, "kind": kind, "parameters": parameters}
+    def load_or_build(self, kind: str, parameters: dict, vectors: np.ndarray, build: Callable):
+        """The saved index of ``vectors`` of ``kind``, else ``build()``'s, saved when the cache can be written."""
+        from core.inference.search import load_index, save_index
 
-    def load(self, kind: str, parameters: dict, vectors: np.ndarray):
-        from core.inference.search import load_index
-
-        index = load_index(self.folder(kind), self.stamp(kind, parameters, *vectors.shape), vectors.shape)
+        stamp = {"use": "dedup", "model": self.model, "corpus": self.corpus, "count": self.count,
+                 "shape": list(vectors.shape), "kind": kind, "parameters": parameters}
+        index = load_index(self.folder(kind), stamp, vectors.shape)
         self.reused = index is not None
+        if index is None:
+            index = build()
+            with contextlib.suppress(OSError):
+                save_index(index, self.folder(kind), stamp)
         return index
-
-    def save(self, index, kind: str, parameters: dict, vectors: np.ndarray) -> None:
-        from core.inference.search import save_index
-
-        self.reused = False
-        with contextlib.suppress(OSError):
-            save_index(index, self.folder(kind), self.stamp(kind, parameters, *vectors.shape))
