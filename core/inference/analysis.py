@@ -30,19 +30,12 @@ SEEN_ORDER = (SEEN_BOTH, SEEN_ONE, SEEN_NEITHER)
 SEEN_COLUMN = "seen in training"
 
 
-def _checked(pairs: pd.DataFrame, scores) -> np.ndarray:
-    scores = np.asarray(scores, dtype=np.float64).ravel()
-    if len(scores) != len(pairs):
-        raise ValueError(f"{len(pairs)} pairs but {len(scores)} scores")
-    return scores
-
-
 def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit: int | None = None) -> pd.DataFrame:
     """The pairs of one error kind at ``threshold`` (non-duplicates above it, or duplicates at or below), worst first,
     at most ``limit``: question1, question2, score, label, then ``pairs``' other columns, indexed by row."""
     if kind not in ERROR_KINDS:
         raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
-    scores = _checked(pairs, scores)
+    scores = np.asarray(scores, dtype=np.float64).ravel()
     labels = pairs["is_duplicate"].to_numpy().astype(int)
     said = predict(scores, threshold)
     if kind == FALSE_POSITIVE:
@@ -95,12 +88,11 @@ def length_buckets(lengths, edges=LENGTH_EDGES) -> list[str]:
 
 def scores_by_length(pairs: pd.DataFrame, scores) -> pd.DataFrame:
     """Score distribution (pairs, min, q1, median, q3, max, mean) per length bucket of the longer question and label."""
-    scores = _checked(pairs, scores)
     frame = pd.DataFrame({
         "bucket": pd.Categorical(length_buckets(longer_question_words(pairs)), categories=length_bucket_names(),
                                  ordered=True),
         "label": pairs["is_duplicate"].to_numpy().astype(int),
-        "score": scores,
+        "score": np.asarray(scores, dtype=np.float64).ravel(),
     })
     columns = ["bucket", "label", "pairs", "min", "q1", "median", "q3", "max", "mean"]
     if frame.empty:
@@ -146,24 +138,17 @@ MAP_SEED = 0
 DUPLICATE_LABEL, NOT_DUPLICATE_LABEL = "in a duplicate pair", "only in non-duplicate pairs"
 
 
-def _matrix(vectors) -> np.ndarray:
-    v = np.asarray(vectors, dtype=np.float64)
-    if v.ndim != 2:
-        raise ValueError(f"expected an (N, d) matrix of vectors, got shape {v.shape}")
-    return v
-
-
 def unit_rows(vectors) -> np.ndarray:
-    """(N, d) rows scaled to length 1; a zero row stays zero."""
-    v = _matrix(vectors)
+    """(N, d) float64 rows scaled to length 1; a zero row stays zero."""
+    v = np.asarray(vectors, dtype=np.float64)
     return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
 
 def _pca(vectors):
     from sklearn.decomposition import PCA
 
-    v = _matrix(vectors)
-    n, d = v.shape
+    v = np.asarray(vectors, dtype=np.float64)
+    n, d = v.shape  # (N, d)
     components = min(2, n, d)
     if components == 0 or n < 2:  # nothing to spread: every point at the origin
         return np.zeros((n, 2)), np.zeros(2)
@@ -194,8 +179,6 @@ def nearest(vectors, query, k: int, exclude: int | None = None) -> tuple[np.ndar
     ``exclude`` left out."""
     v = unit_rows(vectors)
     q = np.asarray(query, dtype=np.float64).ravel()
-    if q.shape[0] != v.shape[1]:
-        raise ValueError(f"the query has {q.shape[0]} dimensions, the vectors {v.shape[1]}")
     q = q / max(float(np.linalg.norm(q)), 1e-12)
     scores = v @ q  # (N,)
     order = np.argsort(-scores, kind="stable")
@@ -207,9 +190,7 @@ def nearest(vectors, query, k: int, exclude: int | None = None) -> tuple[np.ndar
 
 def neighbours(vectors, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest other rows of row ``index`` by cosine similarity, best first: (indices, cosines)."""
-    v = _matrix(vectors)
-    if not 0 <= index < len(v):
-        raise IndexError(f"row {index} is outside 0..{len(v) - 1}")
+    v = np.asarray(vectors, dtype=np.float64)
     return nearest(v, v[index], k, exclude=index)
 
 
