@@ -86,14 +86,10 @@ class NeighbourGraph:
     """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the vectors),
     in an index kept so that any threshold can be clustered again, searching deeper only where it must."""
 
-    def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
-                 progress: Progress | None = None, max_neighbourhood: int | None = None,
-                 index_kind: str | None = None, seed: int = 0, index_store=None, device=None):
+    def __init__(self, vectors, k: int = DEFAULT_K, queries=None, progress: Progress | None = None,
+                 max_neighbourhood: int | None = None, index_kind: str | None = None, index_store=None, device=None):
         from core.inference.search import FLAT_LIMIT, device_index, unit_rows
 
-        for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
         vectors = unit_rows(vectors, "vectors")  # (N, d) what the index holds
         queries = vectors if queries is None else unit_rows(queries, "queries")  # (N, d) what searches it
@@ -117,11 +113,10 @@ class NeighbourGraph:
         self._id_type = np.int32 if u < 2**31 - 1 else np.int64
         self.ids = np.zeros((u, self.k), dtype=self._id_type)  # (U, k) best first; -1 where HNSW found fewer
         self.scores = np.zeros((u, self.k), dtype=np.float32)  # (U, k)
-        flat_limit = FLAT_LIMIT if flat_limit is None else flat_limit
         # On a CUDA ``device`` the vectors fit on, every search is exact there, whatever the corpus's size; an
         # exact index is searched as deep as needed (as community_detection does), an approximate one bounded.
         on_device = device_index(self.vectors, device, self.queries) if index_kind in (None, "flat") else None
-        exact = on_device is not None or index_kind == "flat" or (index_kind is None and u <= flat_limit)
+        exact = on_device is not None or index_kind == "flat" or (index_kind is None and u <= FLAT_LIMIT)
         self.max_neighbourhood = max(int(max_neighbourhood), self.k) if max_neighbourhood is not None else (
             max(u, 1) if exact else MAX_NEIGHBOURHOOD)
         if u == 0 or dim == 0:
@@ -130,7 +125,7 @@ class NeighbourGraph:
             return
         if on_device is not None:
             index_store = None  # it keeps FAISS indexes; the device searches faster than one is read back
-        self.index = on_device or self._index(index_kind, exact, seed, index_store)
+        self.index = on_device or self._index(index_kind, exact, index_store)
         if hasattr(self.index, "hnsw"):
             self.index.hnsw.efSearch = GRAPH_EF_SEARCH  # FAISS searches with max(efSearch, k)
         if self.queries is self.vectors and self.kind != "ivfpq" and on_device is None:  # one tower: FAISS's copy
@@ -142,7 +137,7 @@ class NeighbourGraph:
             if progress is not None:
                 progress(int(rows[-1]) + 1, u)
 
-    def _index(self, index_kind: str | None, exact: bool, seed: int, store):
+    def _index(self, index_kind: str | None, exact: bool, store):
         """The filled index of the distinct rows: ``store``'s saved one when it holds them, else built (and kept)."""
         from core.inference.search import HNSW_EF_CONSTRUCTION, checked_kind, filled_index, index_parameters
 
@@ -150,10 +145,10 @@ class NeighbourGraph:
         asked = checked_kind(index_kind) if index_kind is not None else None
         kind = "ivfpq" if asked == "ivfpq" else "flat" if exact else "hnsw"
         parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
-                      "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": seed}}[kind]
+                      "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": 0}}[kind]
 
         def build():
-            return filled_index(kind, self.vectors, seed, links=GRAPH_HNSW_LINKS)
+            return filled_index(kind, self.vectors, links=GRAPH_HNSW_LINKS)
 
         return build() if store is None else store.load_or_build(kind, parameters, self.vectors, build)
 

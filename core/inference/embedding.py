@@ -78,7 +78,8 @@ def _npy_header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
 
 # ---- reading them back: ``dedup --vectors`` ----------------------------------------------------------
 QUESTIONS_MAX_BYTES = 4 << 30  # the questions file beside a vector file: a corpus's texts, bounded
-VECTOR_CHECKS = 16  # rows of a vector file compared with the model's own vectors of their texts
+VECTOR_CHECKS = 16  # rows, evenly spread, compared with the model's own vectors of their texts: the sha256 says the
+# file is embed's, these that it is this model's
 VECTOR_TOLERANCE = 0.05  # largest L2 distance between a file's unit row and the model's vector of its text
 
 
@@ -94,8 +95,7 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
     if towers_differ(model, texts):
         raise ValueError(f"{path} holds one tower's vectors (embed's question2 side), and this model's two towers "
                          "differ: dedup needs both, so it encodes them itself; drop --vectors")
-    picks = np.unique([0, len(texts) - 1, *np.random.default_rng().choice(
-        len(texts), size=min(VECTOR_CHECKS, len(texts)), replace=False).tolist()])
+    picks = np.unique(np.linspace(0, len(texts) - 1, min(VECTOR_CHECKS, len(texts))).astype(np.int64))
     fresh = encode_unit_rows(model, [texts[i] for i in picks], tower=1, batch_size=64, progress=None)
     distance = np.linalg.norm(fresh - rows[picks], axis=1)
     if distance.max() > VECTOR_TOLERANCE:

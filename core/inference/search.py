@@ -138,14 +138,11 @@ def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
     texts = list(texts)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32), None
-    if not towers_differ(model, texts, batch_size):
-        return encode_unit_rows(model, texts, tower=1, batch_size=batch_size, progress=progress), None
-    total = 2 * len(texts)
-    one = encode_unit_rows(model, texts, tower=1, batch_size=batch_size,
-                           progress=None if progress is None else (lambda done, _n: progress(done, total)))
-    zero = encode_unit_rows(model, texts, tower=0, batch_size=batch_size, progress=None if progress is None else (
-        lambda done, _n: progress(len(texts) + done, total)))
-    return one, zero
+    towers = (1, 0) if towers_differ(model, texts, batch_size) else (1,)
+    total = len(towers) * len(texts)
+    rows = [encode_unit_rows(model, texts, tower, batch_size, None if progress is None else (
+        lambda done, _n, before=i * len(texts): progress(before + done, total))) for i, tower in enumerate(towers)]
+    return rows[0], rows[1] if len(rows) > 1 else None
 
 
 def clustering_rows(second: np.ndarray, first: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
