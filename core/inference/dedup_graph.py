@@ -7,10 +7,8 @@ searched again with 2k, 4k, ... (on an approximate index at most ``max_neighbour
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -138,7 +136,7 @@ class NeighbourGraph:
                 progress(int(rows[-1]) + 1, u)
 
     def _index(self, index_kind: str | None, exact: bool, store):
-        """The filled index of the distinct rows: ``store``'s saved one when it holds them, else built (and kept)."""
+        """The filled index of the distinct rows: ``store``'s (a ``SavedIndex``) when it holds them, else built."""
         from core.inference.search import HNSW_EF_CONSTRUCTION, checked_kind, filled_index, index_parameters
 
         u, dim = self.vectors.shape
@@ -150,7 +148,7 @@ class NeighbourGraph:
         def build():
             return filled_index(kind, self.vectors, links=GRAPH_HNSW_LINKS)
 
-        return build() if store is None else store.load_or_build(kind, parameters, self.vectors, build)
+        return build() if store is None else store.load_or_build(kind, parameters, build, self.vectors.shape)
 
     @property
     def kind(self) -> str:
@@ -350,33 +348,3 @@ def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray,
     rank[by_appearance] = np.arange(len(by_appearance))
     return (first[by_appearance].astype(np.int64), rank[inverse.ravel()].astype(np.int64),
             counts[by_appearance].astype(np.int64))
-
-
-# ---- kept between runs ---------------------------------------------------------------------------
-@dataclass
-class SavedGraphIndex:
-    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus is kept (the lab's cache, ``dedup/``),
-    used again only under exactly its stamp; ``reused``: None until a graph used it, then whether it was loaded."""
-
-    root: Path
-    model: str  # ``core.inference.search.model_identity`` of the model whose vectors are indexed
-    corpus: str  # ``core.inference.search.fingerprint`` of the corpus's texts, in order
-    count: int  # texts in the corpus (repeats included)
-    reused: bool | None = None
-
-    def folder(self, kind: str) -> Path:
-        return Path(self.root) / f"{kind}-{self.model[:16]}-{self.corpus[:16]}"
-
-    def load_or_build(self, kind: str, parameters: dict, vectors: np.ndarray, build: Callable):
-        """The saved index of ``vectors`` of ``kind``, else ``build()``'s, saved when the cache can be written."""
-        from core.inference.search import load_index, save_index
-
-        stamp = {"use": "dedup", "model": self.model, "corpus": self.corpus, "count": self.count,
-                 "shape": list(vectors.shape), "kind": kind, "parameters": parameters}
-        index = load_index(self.folder(kind), stamp, vectors.shape)
-        self.reused = index is not None
-        if index is None:
-            index = build()
-            with contextlib.suppress(OSError):
-                save_index(index, self.folder(kind), stamp)
-        return index

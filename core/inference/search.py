@@ -206,8 +206,6 @@ def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, see
         index = faiss.IndexHNSWFlat(dim, links, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction, index.hnsw.efSearch = HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH
         return index
-    if sample is None or len(sample) < 2:
-        raise ValueError("an ivfpq index is trained on a sample of at least 2 of its vectors")
     sample = np.ascontiguousarray(sample, dtype=np.float32)
     nlist, m = min(ivf_cells(n), len(sample)), pq_codes(dim)
     # A small corpus gets fewer PQ centroids (at least 2), so that each is trained on enough rows.
@@ -344,6 +342,35 @@ def load_index(folder: str | Path, stamp: dict, shape: tuple[int, int] | None = 
     return index
 
 
+@dataclass
+class SavedIndex:
+    """Where an index of one model's vectors of one corpus is kept under ``root`` (the lab's cache), used again only
+    under exactly its stamp; ``reused``: None until used, then whether the index was loaded."""
+
+    root: Path
+    model: str  # ``model_identity`` (or the CLI's file hash) of the model whose vectors are indexed
+    corpus: str  # ``fingerprint`` of the corpus's texts, in order
+    count: int  # texts in the corpus (repeats included)
+    use: str = "dedup"  # what the index serves: the start of its folder's name, and part of its stamp
+    reused: bool | None = None
+
+    def folder(self, kind: str) -> Path:
+        return Path(self.root) / f"{self.use}-{kind}-{self.model[:16]}-{self.corpus[:16]}"
+
+    def load_or_build(self, kind: str, parameters: dict, build: Callable[[], faiss.Index],
+                      shape: tuple[int, int] | None = None) -> faiss.Index:
+        """The saved index of ``kind`` (of ``shape`` vectors when given), else ``build()``'s, saved when it can be."""
+        stamp = {"use": self.use, "model": self.model, "corpus": self.corpus, "count": self.count, "kind": kind,
+                 "parameters": parameters, **({"shape": list(shape)} if shape is not None else {})}
+        index = load_index(self.folder(kind), stamp, shape)
+        self.reused = index is not None
+        if index is None:
+            index = build()
+            with contextlib.suppress(OSError):  # a read-only cache still gets a working (in-memory) index
+                save_index(index, self.folder(kind), stamp)
+        return index
+
+
 # ---- a corpus to search ------------------------------------------------------------------------
 class SearchIndex:
     """Unit vectors of ``texts`` in a FAISS inner-product index, plus the model that encodes queries."""
@@ -387,21 +414,15 @@ def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, pro
         raise ValueError("nothing to index: the corpus has no questions")
     kind = checked_kind(kind or ("flat" if len(texts) <= flat_limit else "hnsw"))
     identity = model_identity(model) if cache_dir is not None else None
-    corpus = fingerprint(texts) if identity else ""
+    store = SavedIndex(cache_dir, identity, fingerprint(texts), len(texts), "search") if identity else None
     dim = int(getattr(model, "embedding_dim", 0) or 1)  # what the ivfpq parameters need; the model fixes it
-    stamp = {"use": "search", "model": identity, "corpus": corpus, "count": len(texts), "kind": kind,
-             "parameters": index_parameters(kind, dim, len(texts))}
-    folder = Path(cache_dir) / f"search-{kind}-{identity[:16]}-{corpus[:16]}" if identity else None
-    saved = load_index(folder, stamp) if folder is not None else None
-    if saved is not None and saved.ntotal == len(texts):
-        return SearchIndex(model, saved, texts)
-    vectors = encode(texts, progress) if encode is not None else encode_unit_rows(  # (N, d)
-        model, texts, tower=1, batch_size=batch_size, progress=progress)
-    built = SearchIndex(model, filled_index(kind, vectors), texts)
-    if folder is not None:
-        with contextlib.suppress(OSError):  # a read-only cache still gets a working (in-memory) index
-            save_index(built.index, folder, stamp)
-    return built
+
+    def build() -> faiss.Index:
+        return filled_index(kind, encode(texts, progress) if encode is not None else encode_unit_rows(
+            model, texts, tower=1, batch_size=batch_size, progress=progress))
+
+    index = build() if store is None else store.load_or_build(kind, index_parameters(kind, dim, len(texts)), build)
+    return SearchIndex(model, index, texts)
 
 
 # A corpus's vectors kept between runs, so another threshold, round or index kind on the same corpus with the same
