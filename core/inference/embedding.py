@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 from pathlib import Path
@@ -150,17 +151,12 @@ def _check_questions(questions: Path, texts: list[str], path: Path) -> None:
 
     if not questions.exists():
         return
-    number = 0  # the line read last
     with open_regular_file(questions, QUESTIONS_MAX_BYTES) as (fd, _), os.fdopen(os.dup(fd), encoding="utf-8") as lines:
-        try:
-            for number, line in enumerate(lines, start=1):
-                if number > len(texts) or json.loads(line) != texts[number - 1]:
-                    break
-            else:
-                if number == len(texts):
-                    return
-                number += 1  # the file ends before the corpus does
+        try:  # the first line that differs, or where the shorter of the two ends
+            number = next((number for number, (line, text) in enumerate(itertools.zip_longest(lines, texts), start=1)
+                           if line is None or text is None or json.loads(line) != text), 0)
         except (ValueError, UnicodeDecodeError):
             raise ValueError(f"{questions} is not embed's questions file (one JSON string per line)") from None
-    raise ValueError(f"{path} was embedded from other questions than the corpus's (its {questions.name} "
-                     f"differs at question {number:,}): embed the same file, or drop --vectors")
+    if number:
+        raise ValueError(f"{path} was embedded from other questions than the corpus's (its {questions.name} "
+                         f"differs at question {number:,}): embed the same file, or drop --vectors")
