@@ -11,6 +11,7 @@ import pytest
 from core.data import split_pairs
 from core.inference import analysis
 from core.inference.analysis import FALSE_NEGATIVE, FALSE_POSITIVE
+from core.inference.honest_pairs import run_split
 
 
 def words(count: int, word: str = "w") -> str:
@@ -135,8 +136,8 @@ def test_training_pairs_are_the_runs_own_training_split(tmp_path, sample_pairs, 
     # the sample repeats questions, so the run split by question (the auto rule) and recorded it
     assert config["run"]["split_by"] == "question"
     expected = split_pairs(pairs, val_fraction=0.2, test_fraction=0.1, seed=7, by_question=True).train
-    train = analysis.training_pairs(config, pairs)
+    train = run_split(config, pairs).train
     pd.testing.assert_frame_equal(train, expected)
     assert len(train) == len(pairs) - config["data"]["val_pairs"] - config["data"]["test_pairs"]
-    assert analysis.training_pairs(config, pairs.iloc[:300].reset_index(drop=True)) is None  # other data
-    assert analysis.training_pairs({}, pairs) is None  # zero-shot MiniLM
+    assert run_split(config, pairs.iloc[:300].reset_index(drop=True)) is None  # other data
+    assert run_split({}, pairs) is None  # zero-shot MiniLM

@@ -13,7 +13,6 @@ import pandas as pd
 import torch
 
 from core.data import normalise_questions
-from core.inference.honest_pairs import run_split
 from core.inference.metrics import predict
 from core.losses import closest_negative, mean_negative, similarity_matrix
 from core.losses.softmax import in_batch_softmax_loss_from_scores
@@ -100,12 +99,6 @@ def scores_by_length(pairs: pd.DataFrame, scores) -> pd.DataFrame:
     table = frame.groupby(["bucket", "label"], observed=True, sort=True)["score"].describe().reset_index()
     table = table.rename(columns={"count": "pairs", "25%": "q1", "50%": "median", "75%": "q3"})
     return table.astype({"bucket": str, "pairs": int})[columns]
-
-
-def training_pairs(config: dict, pairs: pd.DataFrame) -> pd.DataFrame | None:
-    """The pairs a saved model trained on when ``pairs`` is its training dataset (its split made again), else None."""
-    split = run_split(config, pairs)
-    return split.train if split is not None and len(split.val) else None
 
 
 def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
