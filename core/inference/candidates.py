@@ -86,8 +86,8 @@ def distinct_questions(questions: Sequence[str]) -> list[str]:
     return list(seen.values())
 
 
-def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None,
-                 batch_size: int = 256, cache=None, model_key: str | None = None, device=None) -> EmbeddedCorpus:
+def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None, cache=None,
+                 model_key: str | None = None, device=None) -> EmbeddedCorpus:
     """The ``distinct_questions`` of ``questions`` encoded once for any number of rounds (through ``cache``, a
     ``VectorCache``, when given: ``core.inference.search.corpus_vectors``); ``device`` is where its
     neighbours are searched."""
@@ -96,7 +96,7 @@ def embed_corpus(model, questions: Sequence[str], progress: Progress | None = No
     texts = distinct_questions(questions)
     if not texts:
         return EmbeddedCorpus(texts, np.zeros((0, 1), dtype=np.float32))
-    found = corpus_vectors(texts, model, cache, model_key, progress=progress, batch_size=batch_size)
+    found = corpus_vectors(texts, model, cache, model_key, progress=progress)
     return EmbeddedCorpus(texts, *found.for_clustering(), reused=found.reused, device=device)
 
 

@@ -30,10 +30,9 @@ def embedding_paths(out: str | Path) -> tuple[Path, Path, Path]:
     return out.with_name(f"{stem}.npy"), out.with_name(f"{stem}.questions.jsonl"), out.with_name(f"{stem}.npy.sha256")
 
 
-def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path, tower: int = 1,
-                     batch_size: int = 256, progress: Callable[[int, int], None] | None = None,
-                     rows: np.ndarray | None = None) -> None:
-    """Fill ``claim``'s temporaries for ``embedding_paths``' three files: ``model``'s vectors of ``texts`` (or
+def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path,
+                     progress: Callable[[int, int], None] | None = None, rows: np.ndarray | None = None) -> None:
+    """Fill ``claim``'s temporaries for ``embedding_paths``' three files: ``model``'s tower 1 vectors of ``texts`` (or
     ``rows``, encoded already), chunk by chunk into a memory-mapped ``.npy`` whose size is reserved first, so a full
     disk is an error here and not a SIGBUS while the map is written."""
     vectors_path, questions_path, digest_path = embedding_paths(vectors_path)
@@ -50,7 +49,7 @@ def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path
             for start in range(0, total, CHUNK):
                 chunk = list(texts[start : start + CHUNK])
                 vectors[start : start + len(chunk)] = rows[start : start + len(chunk)] if rows is not None else (
-                    model.encode(chunk, tower=tower, batch_size=batch_size).numpy())
+                    model.encode(chunk, tower=1).numpy())
                 if progress is not None:
                     progress(start + len(chunk), total)
             vectors.flush()
