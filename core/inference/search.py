@@ -475,23 +475,21 @@ class VectorCache:
             return None
         return CorpusVectors(arrays[0], arrays[1] if len(arrays) > 1 else None, reused=True)
 
-    def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str | None = None) -> bool:
-        """Keep ``vectors`` of ``texts`` for the next run; False when the cache cannot be written."""
+    def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str | None = None) -> None:
+        """Keep ``vectors`` of ``texts`` for the next run, when the cache can be written."""
         corpus = corpus or fingerprint(texts)
         arrays = {SECOND: vectors.second, **({} if vectors.first is None else {FIRST: vectors.first})}
         writers = {name: lambda path, rows=rows: np.save(path, np.ascontiguousarray(rows), allow_pickle=False)
                    for name, rows in arrays.items()}
         with contextlib.suppress(OSError):  # a read-only or full cache: this run still has its vectors
             _save_entry(self.folder(model_key, corpus), self.stamp(model_key, corpus, len(texts)), writers)
-            return True
-        return False
 
 
 def corpus_vectors(texts: Sequence[str], model, cache: VectorCache | None = None, model_key: str | None = None,
-                   progress: Progress | None = None, batch_size: int = 256) -> CorpusVectors:
+                   progress: Progress | None = None) -> CorpusVectors:
     """The unit vectors of ``texts``: ``cache``'s for ``model_key`` (default: the model's ``model_identity``) when it
-    holds them, else encoded (``encode_towers``) and saved there. ``model`` is a model, or a
-    function giving one, called only when something must be encoded."""
+    holds them, else encoded (``encode_towers``) and saved there. ``model`` is a model, or a function giving one,
+    called only when something must be encoded."""
     def loaded():
         return model if hasattr(model, "encode") else model()
 
@@ -502,7 +500,7 @@ def corpus_vectors(texts: Sequence[str], model, cache: VectorCache | None = None
     saved = cache.load(model_key, texts, corpus) if corpus is not None else None
     if saved is not None:
         return saved
-    vectors = CorpusVectors(*encode_towers(loaded(), texts, progress=progress, batch_size=batch_size))
+    vectors = CorpusVectors(*encode_towers(loaded(), texts, progress=progress))
     if corpus is not None:
         cache.save(model_key, texts, vectors, corpus)
     return vectors
