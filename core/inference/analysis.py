@@ -29,9 +29,9 @@ SEEN_ORDER = (SEEN_BOTH, SEEN_ONE, SEEN_NEITHER)
 SEEN_COLUMN = "seen in training"
 
 
-def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit: int | None = None) -> pd.DataFrame:
-    """The pairs of one error kind at ``threshold`` (non-duplicates above it, or duplicates at or below), worst first,
-    at most ``limit``: question1, question2, score, label, then ``pairs``' other columns, indexed by row."""
+def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str) -> pd.DataFrame:
+    """The pairs of one error kind at ``threshold`` (non-duplicates above it, or duplicates at or below), worst first:
+    question1, question2, score, label, then ``pairs``' other columns, indexed by row."""
     if kind not in ERROR_KINDS:
         raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
     scores = np.asarray(scores, dtype=np.float64).ravel()
@@ -43,8 +43,6 @@ def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit:
     else:
         rows = np.flatnonzero((labels == 1) & (said == 0))
         rows = rows[np.argsort(scores[rows], kind="stable")]
-    if limit is not None:
-        rows = rows[:limit]
     table = pairs.iloc[rows].rename(columns={"is_duplicate": "label"})
     table.insert(0, "score", scores[rows])
     table.index = pd.Index(rows, name="pair")
