@@ -228,10 +228,10 @@ def index_kind(index) -> str:
         else "flat"
 
 
-def filled_index(kind: str, vectors: np.ndarray, seed: int = 0, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
+def filled_index(kind: str, vectors: np.ndarray, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
     """An index of ``kind`` holding ``vectors`` ((N, d) unit rows), an ivfpq one trained on their sample."""
-    sample = training_sample(vectors, seed) if kind == "ivfpq" else None
-    index = new_index(kind, vectors.shape[1], len(vectors), sample, seed, links)
+    sample = training_sample(vectors) if kind == "ivfpq" else None
+    index = new_index(kind, vectors.shape[1], len(vectors), sample, links=links)
     index.add(np.ascontiguousarray(vectors, dtype=np.float32))
     return index
 
