@@ -20,7 +20,7 @@ import numpy as np
 FLAT_LIMIT = 50_000  # corpus size up to which search is exact
 INDEX_KINDS = ("flat", "hnsw", "ivfpq")  # what new_index builds
 HNSW_NEIGHBOURS = 32  # M: graph links per vector
-HNSW_EF_SEARCH = 512  # candidates kept while searching: recall@10 above 0.95 at millisecond latency (docs/BENCHMARKS.md)
+HNSW_EF_SEARCH = 512  # candidates kept while searching: its recall and latency in docs/BENCHMARKS.md
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while building
 ENCODE_CHUNK = 4096  # texts per model.encode call, so progress moves and memory stays bounded
 UNIT_CHUNK = 65_536  # rows per step when checking or scaling a corpus's vectors
