@@ -7,7 +7,7 @@ clustering threshold; several with --thresholds) each method predicts "duplicate
 questions land in one cluster:
 
 - ours: ``core.inference.dedup_graph`` on the exact k-NN graph (FAISS flat), and on an HNSW graph (the index
-  used above 50,000 questions), forced here with ``flat_limit=0``;
+  used above 50,000 questions), forced here with ``index_kind="hnsw"``;
 - sentence-transformers' ``community_detection`` (given the next float32 above the threshold: its rule
   is >=, ours >);
 - connected components of the above-threshold graph (chaining: a question joins a cluster through any
@@ -101,7 +101,7 @@ def main() -> None:
     encode_s = time.perf_counter() - started
     exact = NeighbourGraph(vectors, queries=queries)
     started = time.perf_counter()
-    approximate = NeighbourGraph(vectors, queries=queries, flat_limit=0)
+    approximate = NeighbourGraph(vectors, queries=queries, index_kind="hnsw")
     hnsw_s = time.perf_counter() - started
     pair_cosines = (exact.queries[first] * exact.vectors[second]).sum(1)  # (P,) what the model gives each pair
     report("corpus", {"questions": len(texts), "labelled pairs with both questions in it": int(usable.sum()),

@@ -209,7 +209,7 @@ def test_many_copies_of_one_question_cost_one_search():
 def test_hnsw_graph_agrees_with_the_exact_one_on_small_data():
     vectors = blobs(5, n=500)
     exact = as_sets(cluster(vectors, 0.8, 2))
-    approximate = NeighbourGraph(vectors, flat_limit=0)
+    approximate = NeighbourGraph(vectors, index_kind="hnsw")
     assert approximate.kind == "hnsw"
     assert as_sets(approximate.cluster(0.8, 2)) == exact
 

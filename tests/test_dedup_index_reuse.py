@@ -12,7 +12,8 @@ import pytest
 
 from core.cli.main import main
 from core.data import load_questions
-from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
+from core.inference.dedup_graph import NeighbourGraph
+from core.inference.search import SavedIndex
 from core.inference.search import INDEX_FILE
 from lab.session import SAMPLE_PATH
 
@@ -78,7 +79,7 @@ def groups(n_groups: int = 30, members: int = 4, dim: int = 32, seed: int = 0) -
 @pytest.mark.parametrize("kind", ["flat", "ivfpq"])
 def test_a_saved_index_gives_the_clusters_of_a_fresh_one_and_a_torn_one_is_built_again(tmp_path, kind):
     vectors = groups()
-    store = SavedGraphIndex(tmp_path, model="m" * 64, corpus="c" * 40, count=len(vectors))
+    store = SavedIndex(tmp_path, model="m" * 64, corpus="c" * 40, count=len(vectors))
     expected = [c.members.tolist() for c in NeighbourGraph(vectors, k=8, index_kind=kind).cluster(0.9)]
     assert len(expected) >= 20  # of the 30 groups (ivfpq misses a few at k=8 on 120 vectors)
     NeighbourGraph(vectors, k=8, index_kind=kind, index_store=store)

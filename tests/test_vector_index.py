@@ -48,8 +48,6 @@ def test_the_automatic_kind_is_flat_then_hnsw_and_pq_codes_divide_the_width():
     assert pq_codes(384) == 96 and pq_codes(32) == 8 and pq_codes(10) == 2 and pq_codes(7) == 1
     with pytest.raises(ValueError, match="index kind"):
         new_index("ivf", 8, 10)
-    with pytest.raises(ValueError, match="sample"):
-        new_index("ivfpq", 8, 100)
 
 
 @pytest.mark.parametrize("kind", INDEX_KINDS)

@@ -140,9 +140,9 @@ def _graph(args, texts):
     seconds per phase): vectors from ``--vectors``, the cache or the encoder, the index from the cache if there."""
     from core.device import resolve_device
     from core.export.onnx_backend import cache_root
-    from core.inference.dedup_graph import NeighbourGraph, SavedGraphIndex
+    from core.inference.dedup_graph import NeighbourGraph
     from core.inference.search import DeviceIndex, fingerprint, model_identity
-    from core.inference.search import CorpusVectors, corpus_vectors
+    from core.inference.search import CorpusVectors, SavedIndex, corpus_vectors
 
     started, phases = time.perf_counter(), {}
     device = resolve_device(args.device)
@@ -171,7 +171,7 @@ def _graph(args, texts):
             points, queries = vectors.for_clustering()
             del vectors
         phases["encode"] = time.perf_counter() - started
-        store = SavedGraphIndex(cache_root() / "dedup", key, corpus, len(texts)) if key else None
+        store = SavedIndex(cache_root() / "dedup", key, corpus, len(texts)) if key else None
         options = dict(k=args.neighbours, queries=queries, max_neighbourhood=args.max_neighbourhood,
                        index_kind=args.index, index_store=store)
         if args.engine == "ray":

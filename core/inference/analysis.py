@@ -13,7 +13,6 @@ import pandas as pd
 import torch
 
 from core.data import normalise_questions
-from core.inference.honest_pairs import run_split
 from core.inference.metrics import predict
 from core.losses import closest_negative, mean_negative, similarity_matrix
 from core.losses.softmax import in_batch_softmax_loss_from_scores
@@ -30,19 +29,12 @@ SEEN_ORDER = (SEEN_BOTH, SEEN_ONE, SEEN_NEITHER)
 SEEN_COLUMN = "seen in training"
 
 
-def _checked(pairs: pd.DataFrame, scores) -> np.ndarray:
-    scores = np.asarray(scores, dtype=np.float64).ravel()
-    if len(scores) != len(pairs):
-        raise ValueError(f"{len(pairs)} pairs but {len(scores)} scores")
-    return scores
-
-
-def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit: int | None = None) -> pd.DataFrame:
-    """The pairs of one error kind at ``threshold`` (non-duplicates above it, or duplicates at or below), worst first,
-    at most ``limit``: question1, question2, score, label, then ``pairs``' other columns, indexed by row."""
+def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str) -> pd.DataFrame:
+    """The pairs of one error kind at ``threshold`` (non-duplicates above it, or duplicates at or below), worst first:
+    question1, question2, score, label, then ``pairs``' other columns, indexed by row."""
     if kind not in ERROR_KINDS:
         raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
-    scores = _checked(pairs, scores)
+    scores = np.asarray(scores, dtype=np.float64).ravel()
     labels = pairs["is_duplicate"].to_numpy().astype(int)
     said = predict(scores, threshold)
     if kind == FALSE_POSITIVE:
@@ -51,8 +43,6 @@ def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str, limit:
     else:
         rows = np.flatnonzero((labels == 1) & (said == 0))
         rows = rows[np.argsort(scores[rows], kind="stable")]
-    if limit is not None:
-        rows = rows[:limit]
     table = pairs.iloc[rows].rename(columns={"is_duplicate": "label"})
     table.insert(0, "score", scores[rows])
     table.index = pd.Index(rows, name="pair")
@@ -95,12 +85,11 @@ def length_buckets(lengths, edges=LENGTH_EDGES) -> list[str]:
 
 def scores_by_length(pairs: pd.DataFrame, scores) -> pd.DataFrame:
     """Score distribution (pairs, min, q1, median, q3, max, mean) per length bucket of the longer question and label."""
-    scores = _checked(pairs, scores)
     frame = pd.DataFrame({
         "bucket": pd.Categorical(length_buckets(longer_question_words(pairs)), categories=length_bucket_names(),
                                  ordered=True),
         "label": pairs["is_duplicate"].to_numpy().astype(int),
-        "score": scores,
+        "score": np.asarray(scores, dtype=np.float64).ravel(),
     })
     columns = ["bucket", "label", "pairs", "min", "q1", "median", "q3", "max", "mean"]
     if frame.empty:
@@ -108,12 +97,6 @@ def scores_by_length(pairs: pd.DataFrame, scores) -> pd.DataFrame:
     table = frame.groupby(["bucket", "label"], observed=True, sort=True)["score"].describe().reset_index()
     table = table.rename(columns={"count": "pairs", "25%": "q1", "50%": "median", "75%": "q3"})
     return table.astype({"bucket": str, "pairs": int})[columns]
-
-
-def training_pairs(config: dict, pairs: pd.DataFrame) -> pd.DataFrame | None:
-    """The pairs a saved model trained on when ``pairs`` is its training dataset (its split made again), else None."""
-    split = run_split(config, pairs)
-    return split.train if split is not None and len(split.val) else None
 
 
 def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
@@ -146,24 +129,17 @@ MAP_SEED = 0
 DUPLICATE_LABEL, NOT_DUPLICATE_LABEL = "in a duplicate pair", "only in non-duplicate pairs"
 
 
-def _matrix(vectors) -> np.ndarray:
-    v = np.asarray(vectors, dtype=np.float64)
-    if v.ndim != 2:
-        raise ValueError(f"expected an (N, d) matrix of vectors, got shape {v.shape}")
-    return v
-
-
 def unit_rows(vectors) -> np.ndarray:
-    """(N, d) rows scaled to length 1; a zero row stays zero."""
-    v = _matrix(vectors)
+    """(N, d) float64 rows scaled to length 1; a zero row stays zero."""
+    v = np.asarray(vectors, dtype=np.float64)
     return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
 
 def _pca(vectors):
     from sklearn.decomposition import PCA
 
-    v = _matrix(vectors)
-    n, d = v.shape
+    v = np.asarray(vectors, dtype=np.float64)
+    n, d = v.shape  # (N, d)
     components = min(2, n, d)
     if components == 0 or n < 2:  # nothing to spread: every point at the origin
         return np.zeros((n, 2)), np.zeros(2)
@@ -194,8 +170,6 @@ def nearest(vectors, query, k: int, exclude: int | None = None) -> tuple[np.ndar
     ``exclude`` left out."""
     v = unit_rows(vectors)
     q = np.asarray(query, dtype=np.float64).ravel()
-    if q.shape[0] != v.shape[1]:
-        raise ValueError(f"the query has {q.shape[0]} dimensions, the vectors {v.shape[1]}")
     q = q / max(float(np.linalg.norm(q)), 1e-12)
     scores = v @ q  # (N,)
     order = np.argsort(-scores, kind="stable")
@@ -207,9 +181,7 @@ def nearest(vectors, query, k: int, exclude: int | None = None) -> tuple[np.ndar
 
 def neighbours(vectors, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest other rows of row ``index`` by cosine similarity, best first: (indices, cosines)."""
-    v = _matrix(vectors)
-    if not 0 <= index < len(v):
-        raise IndexError(f"row {index} is outside 0..{len(v) - 1}")
+    v = np.asarray(vectors, dtype=np.float64)
     return nearest(v, v[index], k, exclude=index)
 
 

@@ -18,7 +18,6 @@ STRATEGIES = ("uncertainty", "random")
 UNCERTAIN, RANDOM = "uncertain", "random"  # the ``reason`` of a chosen pair
 DEFAULT_K = 10  # neighbours per question
 RANDOM_SHARE = 0.1  # share of a round drawn at random, so quality is also estimated on unbiased pairs
-SEARCH_ROWS = 8192  # questions searched per FAISS call: bounds the (rows, N) score block
 # Up to this many questions the neighbours are searched exactly (N^2 products), as cheaper than building HNSW
 # (bench/suggest_speed.py).
 EXACT_LIMIT = 50_000
@@ -49,28 +48,20 @@ class EmbeddedCorpus:
     def neighbours(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids, scores), each (N, min(k, N - 1)): every question's nearest other questions, best first (-1 where
         HNSW found fewer). Searched once for the largest ``k`` asked; on a CUDA ``device`` the vectors fit on,
-        exactly there, else with FAISS."""
-        from core.inference.search import device_index
+        exactly there, else with FAISS (exact up to ``EXACT_LIMIT`` questions)."""
+        from core.inference.search import device_index, filled_index
 
         k = max(0, min(int(k), len(self) - 1))
         if self._neighbours is None or self._neighbours[0].shape[1] < k:
             n = len(self.vectors)
-            index = device_index(self.vectors, self.device, self.queries)
-            if index is None:
-                from core.inference.search import filled_index
-
-                index = filled_index("flat" if n <= EXACT_LIMIT else "hnsw", self.vectors)
-            ids = np.empty((n, k), dtype=np.int64)
-            scores = np.empty((n, k), dtype=np.float32)
-            for start in range(0, n, SEARCH_ROWS):
-                stop = min(start + SEARCH_ROWS, n)
-                found_scores, found = index.search(self.queries[start:stop], k + 1)  # (rows, k + 1), self too
-                others = (found != np.arange(start, stop)[:, None]) & (found >= 0)  # HNSW may return -1
-                columns = np.argsort(~others, axis=1, kind="stable")[:, :k]  # the others first, in order
-                kept = np.take_along_axis(others, columns, axis=1)
-                ids[start:stop] = np.where(kept, np.take_along_axis(found, columns, axis=1), -1)
-                scores[start:stop] = np.where(kept, np.take_along_axis(found_scores, columns, axis=1), -np.inf)
-            self._neighbours = (ids, scores)
+            index = device_index(self.vectors, self.device, self.queries) or filled_index(
+                "flat" if n <= EXACT_LIMIT else "hnsw", self.vectors)
+            found_scores, found = index.search(self.queries, k + 1)  # (N, k + 1), each question itself too
+            others = (found != np.arange(n)[:, None]) & (found >= 0)  # HNSW may return -1
+            columns = np.argsort(~others, axis=1, kind="stable")[:, :k]  # the others first, in order
+            kept = np.take_along_axis(others, columns, axis=1)
+            self._neighbours = (np.where(kept, np.take_along_axis(found, columns, axis=1), -1).astype(np.int64),
+                                np.where(kept, np.take_along_axis(found_scores, columns, axis=1), -np.inf))
         ids, scores = self._neighbours
         return ids[:, :k], scores[:, :k]
 
@@ -95,8 +86,8 @@ def distinct_questions(questions: Sequence[str]) -> list[str]:
     return list(seen.values())
 
 
-def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None,
-                 batch_size: int = 256, cache=None, model_key: str | None = None, device=None) -> EmbeddedCorpus:
+def embed_corpus(model, questions: Sequence[str], progress: Progress | None = None, cache=None,
+                 model_key: str | None = None, device=None) -> EmbeddedCorpus:
     """The ``distinct_questions`` of ``questions`` encoded once for any number of rounds (through ``cache``, a
     ``VectorCache``, when given: ``core.inference.search.corpus_vectors``); ``device`` is where its
     neighbours are searched."""
@@ -105,7 +96,7 @@ def embed_corpus(model, questions: Sequence[str], progress: Progress | None = No
     texts = distinct_questions(questions)
     if not texts:
         return EmbeddedCorpus(texts, np.zeros((0, 1), dtype=np.float32))
-    found = corpus_vectors(texts, model, cache, model_key, progress=progress, batch_size=batch_size)
+    found = corpus_vectors(texts, model, cache, model_key, progress=progress)
     return EmbeddedCorpus(texts, *found.for_clustering(), reused=found.reused, device=device)
 
 

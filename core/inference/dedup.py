@@ -27,20 +27,17 @@ def encode_corpus(model, texts: Sequence[str], progress: Progress | None = None,
 
 def clusters_frame(clusters: Sequence[Cluster], texts: Sequence[str]) -> pd.DataFrame:
     """One row per clustered question (``COLUMNS``), clusters largest first from 1, representative first."""
-    if not clusters:
-        return pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in zip(
-            COLUMNS, ("int64", "int64", "object", "object", "float64"))})
     texts = list(texts)
     sizes = np.array([c.size for c in clusters], dtype=np.int64)
-    members = np.concatenate([c.members for c in clusters])
-    representatives = np.repeat([c.representative for c in clusters], sizes)
+    members = np.concatenate([np.zeros(0, np.int64), *(c.members for c in clusters)])
+    representatives = np.repeat(np.array([c.representative for c in clusters], dtype=np.int64), sizes)
+    similarities = np.concatenate([np.zeros(0, np.float32), *(c.similarities for c in clusters)])
     return pd.DataFrame({
         "cluster_id": np.repeat(np.arange(1, len(clusters) + 1, dtype=np.int64), sizes),
         "cluster_size": np.repeat(sizes, sizes),
-        "representative": [texts[i] for i in representatives],
-        "question": [texts[i] for i in members],
-        "similarity_to_representative": np.round(
-            np.concatenate([c.similarities for c in clusters]).astype(np.float64), 6),
+        "representative": np.array([texts[i] for i in representatives], dtype=object),
+        "question": np.array([texts[i] for i in members], dtype=object),
+        "similarity_to_representative": np.round(similarities.astype(np.float64), 6),
     })
 
 

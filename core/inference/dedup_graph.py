@@ -7,10 +7,8 @@ searched again with 2k, 4k, ... (on an approximate index at most ``max_neighbour
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -86,19 +84,13 @@ class NeighbourGraph:
     """The ``k`` nearest neighbours of every row of ``vectors`` (searched with ``queries``, by default the vectors),
     in an index kept so that any threshold can be clustered again, searching deeper only where it must."""
 
-    def __init__(self, vectors, k: int = DEFAULT_K, queries=None, flat_limit: int | None = None,
-                 progress: Progress | None = None, max_neighbourhood: int | None = None,
-                 index_kind: str | None = None, seed: int = 0, index_store=None, device=None):
+    def __init__(self, vectors, k: int = DEFAULT_K, queries=None, progress: Progress | None = None,
+                 max_neighbourhood: int | None = None, index_kind: str | None = None, index_store=None, device=None):
         from core.inference.search import FLAT_LIMIT, device_index, unit_rows
 
-        for name, value in (("k", k), ("max_neighbourhood", max_neighbourhood or 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
         vectors = unit_rows(vectors, "vectors")  # (N, d) what the index holds
         queries = vectors if queries is None else unit_rows(queries, "queries")  # (N, d) what searches it
-        if queries.shape != vectors.shape:
-            raise ValueError(f"queries {queries.shape} and vectors {vectors.shape} differ in shape")
         self.n, dim = vectors.shape
         # Distinct rows in order of first appearance: unique row u stands for the rows copies[u].
         first, inverse, counts = distinct_rows(vectors, queries)
@@ -119,11 +111,10 @@ class NeighbourGraph:
         self._id_type = np.int32 if u < 2**31 - 1 else np.int64
         self.ids = np.zeros((u, self.k), dtype=self._id_type)  # (U, k) best first; -1 where HNSW found fewer
         self.scores = np.zeros((u, self.k), dtype=np.float32)  # (U, k)
-        flat_limit = FLAT_LIMIT if flat_limit is None else flat_limit
         # On a CUDA ``device`` the vectors fit on, every search is exact there, whatever the corpus's size; an
         # exact index is searched as deep as needed (as community_detection does), an approximate one bounded.
         on_device = device_index(self.vectors, device, self.queries) if index_kind in (None, "flat") else None
-        exact = on_device is not None or index_kind == "flat" or (index_kind is None and u <= flat_limit)
+        exact = on_device is not None or index_kind == "flat" or (index_kind is None and u <= FLAT_LIMIT)
         self.max_neighbourhood = max(int(max_neighbourhood), self.k) if max_neighbourhood is not None else (
             max(u, 1) if exact else MAX_NEIGHBOURHOOD)
         if u == 0 or dim == 0:
@@ -132,7 +123,7 @@ class NeighbourGraph:
             return
         if on_device is not None:
             index_store = None  # it keeps FAISS indexes; the device searches faster than one is read back
-        self.index = on_device or self._index(index_kind, exact, seed, index_store)
+        self.index = on_device or self._index(index_kind, exact, index_store)
         if hasattr(self.index, "hnsw"):
             self.index.hnsw.efSearch = GRAPH_EF_SEARCH  # FAISS searches with max(efSearch, k)
         if self.queries is self.vectors and self.kind != "ivfpq" and on_device is None:  # one tower: FAISS's copy
@@ -144,23 +135,20 @@ class NeighbourGraph:
             if progress is not None:
                 progress(int(rows[-1]) + 1, u)
 
-    def _index(self, index_kind: str | None, exact: bool, seed: int, store):
-        """The filled index of the distinct rows: ``store``'s saved one when it holds them, else built (and kept)."""
+    def _index(self, index_kind: str | None, exact: bool, store):
+        """The filled index of the distinct rows: ``store``'s (a ``SavedIndex``) when it holds them, else built."""
         from core.inference.search import HNSW_EF_CONSTRUCTION, checked_kind, filled_index, index_parameters
 
         u, dim = self.vectors.shape
         asked = checked_kind(index_kind) if index_kind is not None else None
         kind = "ivfpq" if asked == "ivfpq" else "flat" if exact else "hnsw"
         parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
-                      "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": seed}}[kind]
-        if store is not None:
-            index = store.load(kind, parameters, self.vectors)
-            if index is not None:
-                return index
-        index = filled_index(kind, self.vectors, seed, links=GRAPH_HNSW_LINKS)
-        if store is not None:
-            store.save(index, kind, parameters, self.vectors)
-        return index
+                      "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": 0}}[kind]
+
+        def build():
+            return filled_index(kind, self.vectors, links=GRAPH_HNSW_LINKS)
+
+        return build() if store is None else store.load_or_build(kind, parameters, build, self.vectors.shape)
 
     @property
     def kind(self) -> str:
@@ -314,22 +302,15 @@ def capped_note(capped: int, limit: int, threshold: float) -> str | None:
 
 
 # ---- the rows a graph indexes ------------------------------------------------------------------
-class _IndexRows(np.ndarray):
-    """A read-only view of a FAISS flat storage's vectors that keeps the index alive (every slice has it as base)."""
-
-    index = None
-
-
 def stored_vectors(index) -> np.ndarray:
-    """(ntotal, d) float32 view of the vectors held by ``index`` (flat, or HNSW over flat), not a copy."""
+    """(ntotal, d) read-only float32 view of the vectors ``index`` (flat, or HNSW over flat) holds, not a copy: valid
+    while the index lives, as the graph holding both keeps it."""
     import faiss
 
     flat = index if isinstance(index, faiss.IndexFlat) else faiss.downcast_index(index.storage)
     rows = faiss.rev_swig_ptr(flat.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)
-    view = rows.view(_IndexRows)
-    view.index = index
-    view.flags.writeable = False
-    return view
+    rows.flags.writeable = False
+    return rows
 
 
 def _row_hashes(rows: np.ndarray) -> np.ndarray:
@@ -367,37 +348,3 @@ def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray,
     rank[by_appearance] = np.arange(len(by_appearance))
     return (first[by_appearance].astype(np.int64), rank[inverse.ravel()].astype(np.int64),
             counts[by_appearance].astype(np.int64))
-
-
-# ---- kept between runs ---------------------------------------------------------------------------
-@dataclass
-class SavedGraphIndex:
-    """Where a ``NeighbourGraph``'s index of one model's vectors of one corpus is kept (the lab's cache,
-    ``dedup/``), used again only under exactly its stamp; ``reused`` says whether it was loaded."""
-
-    root: Path
-    model: str  # ``core.inference.search.model_identity`` of the model whose vectors are indexed
-    corpus: str  # ``core.inference.search.fingerprint`` of the corpus's texts, in order
-    count: int  # texts in the corpus (repeats included)
-    reused: bool | None = None  # None until a graph used it; then True (loaded) or False (built)
-
-    def folder(self, kind: str) -> Path:
-        return Path(self.root) / f"{kind}-{self.model[:16]}-{self.corpus[:16]}"
-
-    def stamp(self, kind: str, parameters: dict, rows: int, dim: int) -> dict:
-        return {"use": "dedup", "model": self.model, "corpus": self.corpus, "count": self.count, "rows": rows,
-                "dim": dim, "kind": kind, "parameters": parameters}
-
-    def load(self, kind: str, parameters: dict, vectors: np.ndarray):
-        from core.inference.search import load_index
-
-        index = load_index(self.folder(kind), self.stamp(kind, parameters, *vectors.shape), vectors.shape)
-        self.reused = index is not None
-        return index
-
-    def save(self, index, kind: str, parameters: dict, vectors: np.ndarray) -> None:
-        from core.inference.search import save_index
-
-        self.reused = False
-        with contextlib.suppress(OSError):
-            save_index(index, self.folder(kind), self.stamp(kind, parameters, *vectors.shape))

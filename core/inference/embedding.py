@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 from pathlib import Path
@@ -29,10 +30,9 @@ def embedding_paths(out: str | Path) -> tuple[Path, Path, Path]:
     return out.with_name(f"{stem}.npy"), out.with_name(f"{stem}.questions.jsonl"), out.with_name(f"{stem}.npy.sha256")
 
 
-def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path, tower: int = 1,
-                     batch_size: int = 256, progress: Callable[[int, int], None] | None = None,
-                     rows: np.ndarray | None = None) -> None:
-    """Fill ``claim``'s temporaries for ``embedding_paths``' three files: ``model``'s vectors of ``texts`` (or
+def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path: Path,
+                     progress: Callable[[int, int], None] | None = None, rows: np.ndarray | None = None) -> None:
+    """Fill ``claim``'s temporaries for ``embedding_paths``' three files: ``model``'s tower 1 vectors of ``texts`` (or
     ``rows``, encoded already), chunk by chunk into a memory-mapped ``.npy`` whose size is reserved first, so a full
     disk is an error here and not a SIGBUS while the map is written."""
     vectors_path, questions_path, digest_path = embedding_paths(vectors_path)
@@ -49,7 +49,7 @@ def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path
             for start in range(0, total, CHUNK):
                 chunk = list(texts[start : start + CHUNK])
                 vectors[start : start + len(chunk)] = rows[start : start + len(chunk)] if rows is not None else (
-                    model.encode(chunk, tower=tower, batch_size=batch_size).numpy())
+                    model.encode(chunk, tower=1).numpy())
                 if progress is not None:
                     progress(start + len(chunk), total)
             vectors.flush()
@@ -78,7 +78,8 @@ def _npy_header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
 
 # ---- reading them back: ``dedup --vectors`` ----------------------------------------------------------
 QUESTIONS_MAX_BYTES = 4 << 30  # the questions file beside a vector file: a corpus's texts, bounded
-VECTOR_CHECKS = 16  # rows of a vector file compared with the model's own vectors of their texts
+VECTOR_CHECKS = 16  # rows, evenly spread, compared with the model's own vectors of their texts: the sha256 says the
+# file is embed's, these that it is this model's
 VECTOR_TOLERANCE = 0.05  # largest L2 distance between a file's unit row and the model's vector of its text
 
 
@@ -94,8 +95,7 @@ def read_embedding_file(path: str | Path, texts: Sequence[str], model) -> np.nda
     if towers_differ(model, texts):
         raise ValueError(f"{path} holds one tower's vectors (embed's question2 side), and this model's two towers "
                          "differ: dedup needs both, so it encodes them itself; drop --vectors")
-    picks = np.unique([0, len(texts) - 1, *np.random.default_rng().choice(
-        len(texts), size=min(VECTOR_CHECKS, len(texts)), replace=False).tolist()])
+    picks = np.unique(np.linspace(0, len(texts) - 1, min(VECTOR_CHECKS, len(texts))).astype(np.int64))
     fresh = encode_unit_rows(model, [texts[i] for i in picks], tower=1, batch_size=64, progress=None)
     distance = np.linalg.norm(fresh - rows[picks], axis=1)
     if distance.max() > VECTOR_TOLERANCE:
@@ -150,17 +150,12 @@ def _check_questions(questions: Path, texts: list[str], path: Path) -> None:
 
     if not questions.exists():
         return
-    number = 0  # the line read last
     with open_regular_file(questions, QUESTIONS_MAX_BYTES) as (fd, _), os.fdopen(os.dup(fd), encoding="utf-8") as lines:
-        try:
-            for number, line in enumerate(lines, start=1):
-                if number > len(texts) or json.loads(line) != texts[number - 1]:
-                    break
-            else:
-                if number == len(texts):
-                    return
-                number += 1  # the file ends before the corpus does
+        try:  # the first line that differs, or where the shorter of the two ends
+            number = next((number for number, (line, text) in enumerate(itertools.zip_longest(lines, texts), start=1)
+                           if line is None or text is None or json.loads(line) != text), 0)
         except (ValueError, UnicodeDecodeError):
             raise ValueError(f"{questions} is not embed's questions file (one JSON string per line)") from None
-    raise ValueError(f"{path} was embedded from other questions than the corpus's (its {questions.name} "
-                     f"differs at question {number:,}): embed the same file, or drop --vectors")
+    if number:
+        raise ValueError(f"{path} was embedded from other questions than the corpus's (its {questions.name} "
+                         f"differs at question {number:,}): embed the same file, or drop --vectors")

@@ -180,8 +180,7 @@ def metric_intervals(labels, scores, threshold: float, groups=None, rounds: int 
     return {name: interval for name, interval in found.items() if interval is not None}
 
 
-def paired_verdict(labels, scores_a, scores_b, groups=None, rounds: int = BOOTSTRAP_ROUNDS,
-                   seed: int = 0) -> PairedComparison | None:
+def paired_verdict(labels, scores_a, scores_b, groups=None, seed: int = 0) -> PairedComparison | None:
     """Is scorer A's ROC AUC above scorer B's beyond what resampling the pairs explains? Both are resampled with
     the same weights; A is BETTER when the 2.5th percentile of (AUC_A - AUC_B) is above zero, WORSE when the
     97.5th is below zero, else NO_DIFFERENCE. None when the labels hold one class."""
@@ -195,7 +194,7 @@ def paired_verdict(labels, scores_a, scores_b, groups=None, rounds: int = BOOTST
     everything = np.ones((1, labels.size))
     difference = float(weighted_roc_auc(labels, a, everything)[0] - weighted_roc_auc(labels, b, everything)[0])
     rounds_diff = [weighted_roc_auc(labels, a, w) - weighted_roc_auc(labels, b, w)
-                   for w in resample_weights(labels.size, rounds, seed, groups)]
+                   for w in resample_weights(labels.size, BOOTSTRAP_ROUNDS, seed, groups)]
     interval = _percentiles(np.concatenate(rounds_diff))
     if interval is None:
         return None

@@ -1,9 +1,9 @@
 """Nearest questions: a corpus's unit vectors (tower 1) in an inner-product index searched with a query's (tower 0),
 so a score is the cosine the model gives the pair. ``flat`` is exact, ``hnsw`` approximate, ``ivfpq`` compressed
 (IVF cells and PQ codes; its scores are estimates that callers comparing with a threshold score again exactly). On a
-CUDA device, ``DeviceIndex`` searches exactly in IEEE float32. Indexes and a corpus's vectors (``VectorCache``) are
-cached by what they were built from and checked for what a crash or a stale entry leaves, not for forgery. FAISS and
-torch are imported lazily.
+CUDA device, ``DeviceIndex`` searches exactly. Indexes and a corpus's vectors (``VectorCache``) are cached by what they
+were built from, checked for their stamp, shapes, dtypes and finite unit rows on read. FAISS and torch are imported
+lazily.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import numpy as np
 FLAT_LIMIT = 50_000  # corpus size up to which search is exact
 INDEX_KINDS = ("flat", "hnsw", "ivfpq")  # what new_index builds
 HNSW_NEIGHBOURS = 32  # M: graph links per vector
-HNSW_EF_SEARCH = 512  # candidates kept while searching: recall@10 above 0.95 at millisecond latency (docs/BENCHMARKS.md)
+HNSW_EF_SEARCH = 512  # candidates kept while searching: its recall and latency in docs/BENCHMARKS.md
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while building
 ENCODE_CHUNK = 4096  # texts per model.encode call, so progress moves and memory stays bounded
 UNIT_CHUNK = 65_536  # rows per step when checking or scaling a corpus's vectors
@@ -80,8 +80,8 @@ def model_identity(model) -> str | None:
 
 
 def row_norms(rows: np.ndarray, name: str = "vectors") -> np.ndarray:
-    """(N,) float32 lengths of the rows of ``rows`` ((N, d)), a chunk at a time (no (N, d) temporary beside a
-    corpus's vectors); ValueError naming ``name`` for NaN or infinite values."""
+    """(N,) float32 lengths of the (N, d) ``rows``, a chunk at a time (no (N, d) temporary beside a corpus's
+    vectors); ValueError naming ``name`` for NaN or infinite values."""
     norms = np.empty(len(rows), dtype=np.float32)
     for start in range(0, len(rows), UNIT_CHUNK):
         part = rows[start : start + UNIT_CHUNK]
@@ -97,15 +97,13 @@ def is_unit(norms: np.ndarray) -> bool:
 
 
 def unit_rows(vectors, name: str = "vectors") -> np.ndarray:
-    """(N, d) float32 rows scaled to length 1 (an all-zero row stays zero, as in ``F.normalize``); rows of length 1
-    already are kept without a copy. ValueError naming ``name`` for another shape or values not finite."""
+    """(N, d) float32 rows scaled to length 1 (an all-zero row stays zero), without a copy when they are already;
+    ValueError naming ``name`` for another shape or values not finite."""
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim != 2:
         raise ValueError(f"{name} must be a 2-D (N, d) array, got shape {array.shape}")
     norms = row_norms(array, name)
-    if is_unit(norms):
-        return np.ascontiguousarray(array)
-    return np.ascontiguousarray(array / np.maximum(norms, 1e-12)[:, None], dtype=np.float32)
+    return np.ascontiguousarray(array if is_unit(norms) else array / np.maximum(norms, 1e-12)[:, None])
 
 
 def encode_unit_rows(model, texts: Sequence[str], tower: int, batch_size: int,
@@ -140,14 +138,11 @@ def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
     texts = list(texts)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32), None
-    if not towers_differ(model, texts, batch_size):
-        return encode_unit_rows(model, texts, tower=1, batch_size=batch_size, progress=progress), None
-    total = 2 * len(texts)
-    one = encode_unit_rows(model, texts, tower=1, batch_size=batch_size,
-                           progress=None if progress is None else (lambda done, _n: progress(done, total)))
-    zero = encode_unit_rows(model, texts, tower=0, batch_size=batch_size, progress=None if progress is None else (
-        lambda done, _n: progress(len(texts) + done, total)))
-    return one, zero
+    towers = (1, 0) if towers_differ(model, texts, batch_size) else (1,)
+    total = len(towers) * len(texts)
+    rows = [encode_unit_rows(model, texts, tower, batch_size, None if progress is None else (
+        lambda done, _n, before=i * len(texts): progress(before + done, total))) for i, tower in enumerate(towers)]
+    return rows[0], rows[1] if len(rows) > 1 else None
 
 
 def clustering_rows(second: np.ndarray, first: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -211,8 +206,6 @@ def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, see
         index = faiss.IndexHNSWFlat(dim, links, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction, index.hnsw.efSearch = HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH
         return index
-    if sample is None or len(sample) < 2:
-        raise ValueError("an ivfpq index is trained on a sample of at least 2 of its vectors")
     sample = np.ascontiguousarray(sample, dtype=np.float32)
     nlist, m = min(ivf_cells(n), len(sample)), pq_codes(dim)
     # A small corpus gets fewer PQ centroids (at least 2), so that each is trained on enough rows.
@@ -235,19 +228,18 @@ def index_kind(index) -> str:
         else "flat"
 
 
-def filled_index(kind: str, vectors: np.ndarray, seed: int = 0, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
+def filled_index(kind: str, vectors: np.ndarray, links: int = HNSW_NEIGHBOURS) -> faiss.Index:
     """An index of ``kind`` holding ``vectors`` ((N, d) unit rows), an ivfpq one trained on their sample."""
-    sample = training_sample(vectors, seed) if kind == "ivfpq" else None
-    index = new_index(kind, vectors.shape[1], len(vectors), sample, seed, links)
+    sample = training_sample(vectors) if kind == "ivfpq" else None
+    index = new_index(kind, vectors.shape[1], len(vectors), sample, links=links)
     index.add(np.ascontiguousarray(vectors, dtype=np.float32))
     return index
 
 
 # ---- exact search on a torch device ------------------------------------------------------------
 class DeviceIndex:
-    """An exact inner-product index on a torch device, answering what ``NeighbourGraph`` asks of FAISS's flat
-    index (``ntotal``, ``d``, ``search(queries, k) -> (scores, ids)``) over rows L2-normalised first. The vectors
-    go to the device once; every search sends only its queries."""
+    """An exact inner-product index on a torch device over L2-normalised rows, answering as FAISS's flat index does
+    (``ntotal``, ``d``, ``search``). The vectors go to the device once; every search sends only its queries."""
 
     def __init__(self, vectors: np.ndarray, device):
         import torch
@@ -260,26 +252,18 @@ class DeviceIndex:
         import torch
         import torch.nn.functional as F
 
-        tensor = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.device)
-        if tensor.ndim != 2:
-            raise ValueError(f"expected a 2-D (N, d) array, got shape {tuple(tensor.shape)}")
-        return F.normalize(tensor, dim=1)
+        return F.normalize(torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.device), dim=1)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, ids), each (Q, k), best first, equal scores by lower index; where ``k`` is over N the missing
-        places are id -1 with score -inf, as FAISS gives them. Chunks of ``CHUNK_ROWS`` queries (fewer when one
-        chunk's scores would pass ``SCORE_BLOCK_BYTES``)."""
+        """(scores, ids), each (Q, k), best first, equal scores by lower index; past N, id -1 and score -inf as
+        FAISS gives them. Chunks of ``CHUNK_ROWS`` queries, fewer when their scores would pass ``SCORE_BLOCK_BYTES``."""
         import torch
 
         stored, asked = self.vectors, self._unit(queries)
-        if asked.shape[1] != stored.shape[1]:
-            raise ValueError(f"queries of width {asked.shape[1]} against vectors of width {stored.shape[1]}")
-        if int(k) < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
         n, q, k = stored.shape[0], asked.shape[0], int(k)
         scores, indices = np.full((q, k), -np.inf, dtype=np.float32), np.full((q, k), -1, dtype=np.int64)
         found, step = min(k, n), max(1, min(CHUNK_ROWS, SCORE_BLOCK_BYTES // (4 * max(n, 1))))
-        with _ieee_float32(self.device), torch.inference_mode():
+        with torch.inference_mode():  # torch's default float32 precision: full IEEE products, no TF32
             for start in range(0, q if found else 0, step):
                 best, where = torch.topk(asked[start : start + step] @ stored.T, found, dim=1)  # (rows, found)
                 # topk leaves the order of equal values to the kernel: by index, then stably by score
@@ -291,38 +275,21 @@ class DeviceIndex:
         return scores, indices
 
 
-@contextlib.contextmanager
-def _ieee_float32(device):
-    """Full float32 matrix products on a GPU for the block (TF32 keeps 10 bits: scores off by 1e-3)."""
-    import torch
-
-    previous = torch.get_float32_matmul_precision()
-    if device.type != "cuda" or previous == "highest":
-        yield
-        return
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
-
-
 def fits_on_device(n: int, dim: int, device, copies: int = 1) -> bool:
-    """Whether ``copies`` (N, d) float32 arrays and one chunk's scores fit in ``GPU_MEMORY_SHARE`` of the free
-    memory of the CUDA ``device``; False for any other device."""
+    """Whether ``copies`` (N, d) float32 arrays, one chunk's scores and topk's workspace fit in
+    ``GPU_MEMORY_SHARE`` of the free memory of the CUDA ``device``; False for any other device."""
     import torch
 
     device = torch.device(device)
     if device.type != "cuda" or not torch.cuda.is_available():
         return False
     rows = max(1, min(CHUNK_ROWS, SCORE_BLOCK_BYTES // (4 * max(n, 1))))
-    needed = 4 * n * dim * copies + 4 * rows * n * 2  # the vectors, one score block and topk's workspace
-    return needed <= GPU_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
+    return 4 * n * dim * copies + 8 * rows * n <= GPU_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
 
 
 def device_index(vectors: np.ndarray, device, queries: np.ndarray | None = None) -> DeviceIndex | None:
-    """A ``DeviceIndex`` of ``vectors`` on ``device`` when it is a CUDA device they (and ``queries``, when another
-    array) fit on, else None: the caller searches with FAISS."""
+    """A ``DeviceIndex`` of ``vectors`` on a CUDA ``device`` they (and ``queries``, when another array) fit on;
+    else None, and the caller searches with FAISS."""
     if device is None or vectors.size == 0:
         return None
     copies = 1 if queries is None or queries is vectors else 2
@@ -337,23 +304,18 @@ def _save_entry(folder: str | Path, stamp: dict, writers: dict[str, Callable[[Pa
     def write(temp: Path) -> None:
         for name, save in writers.items():
             save(temp / name)
-        (temp / META_FILE).write_text(json.dumps({"format": FORMAT, "stamp": stamp}, sort_keys=True), encoding="utf-8")
+        (temp / META_FILE).write_text(json.dumps({"format": FORMAT, "stamp": stamp}), encoding="utf-8")
 
     return write_folder_atomically(folder, write)
 
 
-def saved_stamp(folder: str | Path) -> dict | None:
-    """The stamp ``save_arrays`` or ``save_index`` wrote to ``folder``; None when there is none."""
+def _stamped(folder: str | Path, stamp: dict) -> bool:
+    """Whether ``folder`` holds an entry saved under exactly ``stamp``."""
     try:
         meta = json.loads((Path(folder) / META_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    stamp = meta.get("stamp") if isinstance(meta, dict) and meta.get("format") == FORMAT else None
-    return stamp if isinstance(stamp, dict) else None
-
-
-def _same_stamp(folder: str | Path, stamp: dict) -> bool:
-    return json.dumps(saved_stamp(folder), sort_keys=True) == json.dumps(stamp, sort_keys=True)
+        return False
+    return meta == {"format": FORMAT, "stamp": json.loads(json.dumps(stamp))}
 
 
 def save_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
@@ -363,11 +325,11 @@ def save_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
 
 
 def load_index(folder: str | Path, stamp: dict, shape: tuple[int, int] | None = None) -> faiss.Index | None:
-    """The index ``save_index`` wrote to ``folder`` with exactly ``stamp`` (holding ``shape`` (N, d) vectors when
+    """The index ``save_index`` wrote to ``folder`` under exactly ``stamp`` (holding ``shape`` (N, d) vectors when
     given); None when there is none, another stamp, or a file FAISS cannot read."""
     import faiss
 
-    if not _same_stamp(folder, stamp):
+    if not _stamped(folder, stamp):
         return None
     try:
         index = faiss.read_index(str(Path(folder) / INDEX_FILE))
@@ -380,24 +342,33 @@ def load_index(folder: str | Path, stamp: dict, shape: tuple[int, int] | None = 
     return index
 
 
-def save_arrays(folder: str | Path, arrays: dict[str, np.ndarray], stamp: dict) -> Path:
-    """``arrays`` (file name -> array) and the ``stamp`` to ``folder`` atomically, replacing what was there."""
-    return _save_entry(folder, stamp, {name: lambda path, array=array: np.save(
-        path, np.ascontiguousarray(array), allow_pickle=False) for name, array in arrays.items()})
+@dataclass
+class SavedIndex:
+    """Where an index of one model's vectors of one corpus is kept under ``root`` (the lab's cache), used again only
+    under exactly its stamp; ``reused``: None until used, then whether the index was loaded."""
 
+    root: Path
+    model: str  # ``model_identity`` (or the CLI's file hash) of the model whose vectors are indexed
+    corpus: str  # ``fingerprint`` of the corpus's texts, in order
+    count: int  # texts in the corpus (repeats included)
+    use: str = "dedup"  # what the index serves: the start of its folder's name, and part of its stamp
+    reused: bool | None = None
 
-def load_arrays(folder: str | Path, stamp: dict, shapes: dict[str, tuple[tuple[int, ...], object]]) -> dict | None:
-    """The arrays ``save_arrays`` wrote to ``folder`` with exactly ``stamp``, each file's name mapped to the
-    (shape, dtype) it must have; None when there is no such entry or an array has another shape or dtype."""
-    if not _same_stamp(folder, stamp):
-        return None
-    try:
-        arrays = {name: np.load(Path(folder) / name, allow_pickle=False) for name in shapes}
-    except (OSError, ValueError, EOFError):  # truncated, or not a .npy file: build again
-        return None
-    fits = all(arrays[name].shape == tuple(shape) and arrays[name].dtype == np.dtype(dtype)
-               for name, (shape, dtype) in shapes.items())
-    return arrays if fits else None
+    def folder(self, kind: str) -> Path:
+        return Path(self.root) / f"{self.use}-{kind}-{self.model[:16]}-{self.corpus[:16]}"
+
+    def load_or_build(self, kind: str, parameters: dict, build: Callable[[], faiss.Index],
+                      shape: tuple[int, int] | None = None) -> faiss.Index:
+        """The saved index of ``kind`` (of ``shape`` vectors when given), else ``build()``'s, saved when it can be."""
+        stamp = {"use": self.use, "model": self.model, "corpus": self.corpus, "count": self.count, "kind": kind,
+                 "parameters": parameters, **({"shape": list(shape)} if shape is not None else {})}
+        index = load_index(self.folder(kind), stamp, shape)
+        self.reused = index is not None
+        if index is None:
+            index = build()
+            with contextlib.suppress(OSError):  # a read-only cache still gets a working (in-memory) index
+                save_index(index, self.folder(kind), stamp)
+        return index
 
 
 # ---- a corpus to search ------------------------------------------------------------------------
@@ -405,8 +376,6 @@ class SearchIndex:
     """Unit vectors of ``texts`` in a FAISS inner-product index, plus the model that encodes queries."""
 
     def __init__(self, model, index: faiss.Index, texts: list[str]):
-        if index.ntotal != len(texts):
-            raise ValueError(f"the index holds {index.ntotal} vectors for {len(texts)} texts")
         self.model, self.index, self.texts = model, index, list(texts)
 
     @property
@@ -418,11 +387,9 @@ class SearchIndex:
 
     @classmethod
     def build(cls, model, texts: Sequence[str], progress: Progress | None = None, batch_size: int = 256,
-              kind: str | None = None, flat_limit: int = FLAT_LIMIT, encode: UnitEncoder | None = None,
-              seed: int = 0) -> "SearchIndex":
-        """Encode ``texts`` with ``model`` (tower 1; or ``encode(texts, progress)``'s unit rows) into an index of
-        ``kind`` (default: exact up to ``flat_limit`` texts, HNSW above), kept nowhere."""
-        return load_or_build(model, texts, None, progress, kind, flat_limit, batch_size, encode, seed)
+              flat_limit: int = FLAT_LIMIT) -> "SearchIndex":
+        """``load_or_build`` kept nowhere: exact up to ``flat_limit`` texts, HNSW above."""
+        return load_or_build(model, texts, None, progress, flat_limit=flat_limit, batch_size=batch_size)
 
     def search(self, query: str | Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         """The ``k`` most similar corpus texts of each query (a single string too), best first, as (text, cosine)."""
@@ -438,36 +405,29 @@ class SearchIndex:
 
 def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, progress: Progress | None = None,
                   kind: str | None = None, flat_limit: int = FLAT_LIMIT, batch_size: int = 256,
-                  encode: UnitEncoder | None = None, seed: int = 0) -> SearchIndex:
-    """The ``SearchIndex`` of ``texts`` in an index of ``kind``: the one kept in ``cache_dir`` for this model, corpus
-    and kind when there is one, else built and kept there when it can be. A model nothing identifies is indexed in
-    memory only."""
+                  encode: UnitEncoder | None = None) -> SearchIndex:
+    """The ``SearchIndex`` of ``texts`` in an index of ``kind`` (default: exact up to ``flat_limit`` texts, HNSW
+    above), its vectors tower 1's unit rows or ``encode(texts, progress)``'s: the one kept in ``cache_dir`` for this
+    model, corpus and kind, else built and kept there when it can be. A model nothing identifies is kept nowhere."""
     texts = list(texts)
     if not texts:
         raise ValueError("nothing to index: the corpus has no questions")
     kind = checked_kind(kind or ("flat" if len(texts) <= flat_limit else "hnsw"))
     identity = model_identity(model) if cache_dir is not None else None
-    corpus = fingerprint(texts) if identity else ""
+    store = SavedIndex(cache_dir, identity, fingerprint(texts), len(texts), "search") if identity else None
     dim = int(getattr(model, "embedding_dim", 0) or 1)  # what the ivfpq parameters need; the model fixes it
-    stamp = {"use": "search", "model": identity, "corpus": corpus, "count": len(texts), "kind": kind,
-             "parameters": index_parameters(kind, dim, len(texts)), **({"seed": seed} if kind == "ivfpq" else {})}
-    folder = Path(cache_dir) / f"search-{kind}-{identity[:16]}-{corpus[:16]}" if identity else None
-    saved = load_index(folder, stamp) if folder is not None else None
-    if saved is not None and saved.ntotal == len(texts):
-        return SearchIndex(model, saved, texts)
-    vectors = encode(texts, progress) if encode is not None else encode_unit_rows(  # (N, d)
-        model, texts, tower=1, batch_size=batch_size, progress=progress)
-    built = SearchIndex(model, filled_index(kind, vectors, seed), texts)
-    if folder is not None:
-        with contextlib.suppress(OSError):  # a read-only cache still gets a working (in-memory) index
-            save_index(built.index, folder, stamp)
-    return built
+
+    def build() -> faiss.Index:
+        return filled_index(kind, encode(texts, progress) if encode is not None else encode_unit_rows(
+            model, texts, tower=1, batch_size=batch_size, progress=progress))
+
+    index = build() if store is None else store.load_or_build(kind, index_parameters(kind, dim, len(texts)), build)
+    return SearchIndex(model, index, texts)
 
 
-# A corpus's vectors kept on disk between runs, so another threshold, round or index kind on the same corpus with the
-# same model encodes nothing: a folder per model key and corpus fingerprint holding tower 1's unit rows, tower 0's
-# only when the towers differ, and the stamp; anything but exactly the stamp, shapes, dtypes and finite unit rows is
-# encoded again.
+# A corpus's vectors kept between runs, so another threshold, round or index kind on the same corpus with the same
+# model encodes nothing: a folder per model key and corpus fingerprint holding tower 1's unit rows, tower 0's only
+# when the towers differ, and the stamp.
 SECOND, FIRST = "second.npy", "first.npy"
 
 
@@ -495,45 +455,41 @@ class VectorCache:
         return self.root / f"{model_key[:16]}-{corpus[:16]}"
 
     @staticmethod
-    def stamp(model_key: str, corpus: str, count: int, dim: int, towers: int) -> dict:
-        return {"use": "corpus vectors", "model": model_key, "corpus": corpus, "count": count, "dim": dim,
-                "towers": towers}
+    def stamp(model_key: str, corpus: str, count: int) -> dict:
+        return {"use": "corpus vectors", "model": model_key, "corpus": corpus, "count": count}
 
     def load(self, model_key: str, texts: Sequence[str], corpus: str | None = None) -> CorpusVectors | None:
-        """The vectors saved for ``texts`` under ``model_key``, checked; None when there are none or a check fails.
-        ``corpus``: the texts' fingerprint when the caller has it."""
+        """The vectors saved for ``texts`` under ``model_key``: None unless the stamp matches and every array is
+        (N, d) float32 finite unit rows. ``corpus``: the texts' fingerprint when the caller has it."""
         corpus = corpus or fingerprint(texts)
         folder = self.folder(model_key, corpus)
-        saved = saved_stamp(folder) or {}  # its width and towers; the rest is checked against the stamp
-        dim, towers = saved.get("dim"), saved.get("towers")
-        if not (isinstance(dim, int) and towers in (1, 2)):
+        if not _stamped(folder, self.stamp(model_key, corpus, len(texts))):
             return None
-        shape = ((len(texts), dim), np.float32)
-        arrays = load_arrays(folder, self.stamp(model_key, corpus, len(texts), dim, towers),
-                             {SECOND: shape, **({FIRST: shape} if towers == 2 else {})})
         try:
-            if arrays is None or not all(is_unit(row_norms(rows)) for rows in arrays.values()):
+            arrays = [np.load(folder / name, allow_pickle=False) for name in (SECOND, FIRST)
+                      if name == SECOND or (folder / name).exists()]
+            if not all(rows.dtype == np.float32 and rows.ndim == 2 and rows.shape == arrays[0].shape
+                       and len(rows) == len(texts) and is_unit(row_norms(rows)) for rows in arrays):
                 return None
-        except ValueError:  # NaN or infinite values
+        except (OSError, ValueError, EOFError):  # missing, truncated, not a .npy file, NaN or infinite values
             return None
-        return CorpusVectors(arrays[SECOND], arrays.get(FIRST), reused=True)
+        return CorpusVectors(arrays[0], arrays[1] if len(arrays) > 1 else None, reused=True)
 
-    def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str | None = None) -> bool:
-        """Keep ``vectors`` of ``texts`` for the next run; False when the cache cannot be written."""
+    def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str | None = None) -> None:
+        """Keep ``vectors`` of ``texts`` for the next run, when the cache can be written."""
         corpus = corpus or fingerprint(texts)
         arrays = {SECOND: vectors.second, **({} if vectors.first is None else {FIRST: vectors.first})}
-        stamp = self.stamp(model_key, corpus, len(texts), int(vectors.second.shape[1]), len(arrays))
+        writers = {name: lambda path, rows=rows: np.save(path, np.ascontiguousarray(rows), allow_pickle=False)
+                   for name, rows in arrays.items()}
         with contextlib.suppress(OSError):  # a read-only or full cache: this run still has its vectors
-            save_arrays(self.folder(model_key, corpus), arrays, stamp)
-            return True
-        return False
+            _save_entry(self.folder(model_key, corpus), self.stamp(model_key, corpus, len(texts)), writers)
 
 
 def corpus_vectors(texts: Sequence[str], model, cache: VectorCache | None = None, model_key: str | None = None,
-                   progress: Progress | None = None, batch_size: int = 256) -> CorpusVectors:
+                   progress: Progress | None = None) -> CorpusVectors:
     """The unit vectors of ``texts``: ``cache``'s for ``model_key`` (default: the model's ``model_identity``) when it
-    holds them, else encoded (``encode_towers``) and saved there. ``model`` is a model, or a
-    function giving one, called only when something must be encoded."""
+    holds them, else encoded (``encode_towers``) and saved there. ``model`` is a model, or a function giving one,
+    called only when something must be encoded."""
     def loaded():
         return model if hasattr(model, "encode") else model()
 
@@ -544,7 +500,7 @@ def corpus_vectors(texts: Sequence[str], model, cache: VectorCache | None = None
     saved = cache.load(model_key, texts, corpus) if corpus is not None else None
     if saved is not None:
         return saved
-    vectors = CorpusVectors(*encode_towers(loaded(), texts, progress=progress, batch_size=batch_size))
+    vectors = CorpusVectors(*encode_towers(loaded(), texts, progress=progress))
     if corpus is not None:
         cache.save(model_key, texts, vectors, corpus)
     return vectors

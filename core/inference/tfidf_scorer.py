@@ -117,12 +117,12 @@ class _EmptyFit:
     """A fit on texts that hold no word: every pair scores 0."""
 
 
-def fit_on_file(source: str | Path, columns: dict[str, str] | None = None, max_bytes: int | None = None,
+def fit_on_file(source: str | Path, columns: dict[str, str] | None = None,
                 names: list[str] | None = None) -> TfidfScorer:
     """Fitted on the questions of a file's pairs that ``score`` scores, read chunk by chunk by its reader."""
     from core.data.reading import PairReader
 
-    reader = PairReader(Path(source), columns, labels_required=False, all_text=True, max_bytes=max_bytes, names=names)
+    reader = PairReader(Path(source), columns, labels_required=False, all_text=True, names=names)
 
     def questions():
         for chunk in reader:
