@@ -3,7 +3,7 @@
 Loading never unpickles or runs anything: the config is JSON checked field by field, the weights safetensors, every
 file read through ``files``. Saving goes through ``write_folder_atomically``, ``config.json`` last. ``list_runs``
 lists a runs folder's usable models and says why every other folder is not one (a ``.tmp-*`` / ``.old-*`` leftover
-of an interrupted save is never loaded; a run whose save died between its two renames is put back first).
+of an interrupted save is never loaded).
 
 A calibrated copy is a small folder pointing at its parent's weights with new thresholds: its config.json
 (``save_calibrated``) carries the parent's metadata, thresholds calibrated on the user's file (``calibration``) and
@@ -28,7 +28,7 @@ import numpy as np
 from safetensors import SafetensorError
 
 from core.model_names import MODEL_NAMES, PAIR_SCORERS, TFIDF
-from core.saving.atomic import OLD_PREFIX, displaced_folders, put_back_displaced, write_folder_atomically
+from core.saving.atomic import OLD_PREFIX, write_folder_atomically
 from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, check_regular_file, hash_regular_file, read_json_file
 
 CALIBRATED_FROM = "calibrated_from"
@@ -165,7 +165,7 @@ def read_config(folder: str | Path) -> dict:
     """``folder``'s config.json as a dict, once it is known to be a bounded JSON file of this format, of a known
     model type, with usable metadata (``check_metadata``); ModelLoadError otherwise."""
     folder = Path(folder)
-    if not folder.is_dir() and not (put_back_displaced(folder) and folder.is_dir()):
+    if not folder.is_dir():
         raise ModelLoadError(f"no model folder at {folder}")
     path = folder / CONFIG_FILE
     try:
@@ -323,13 +323,15 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     runs, problems = [], []
     if not root.is_dir():
         return runs, problems
-    for name, _ in displaced_folders(root):
-        put_back_displaced(root / name)
     for path in sorted(root.iterdir()):
         if not path.is_dir():
             continue
-        if path.name.startswith((".tmp-", OLD_PREFIX)):
+        if path.name.startswith(".tmp-"):
             problems.append(f"{path.name}: left over from an interrupted save; ignored")
+            continue
+        if path.name.startswith(OLD_PREFIX):  # the one crash window of a save: the previous model, whole
+            problems.append(f"{path.name}: the previous content of a model whose save was interrupted; if that "
+                            "model is missing, rename this folder back to its name")
             continue
         if path.name.startswith(".") or path.name == LABELS_FOLDER:  # caches (e.g. .cache/) and labels, not models
             continue
