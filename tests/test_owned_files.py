@@ -35,7 +35,7 @@ from core.saving import (
     write_folder_atomically,
 )
 from core.saving.atomic import owned_by, user_entries
-from core.saving.atomic import TEMP_MARK, stale_temps, temp_path
+from core.saving.atomic import TEMP_MARK, remove_stale_temps, temp_path
 from core.text.word_tokenizer import WORD_TOKENIZER_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -399,7 +399,7 @@ def test_a_live_writers_temporary_folder_stays_and_a_day_old_one_goes_with_the_n
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
 
-def test_only_the_labs_marked_temporaries_a_day_old_are_stale(tmp_path):
+def test_only_the_labs_marked_temporaries_a_day_old_are_removed(tmp_path):
     file_temp, folder_temp = temp_path(tmp_path / "out.csv"), temp_path(tmp_path / "run", folder=True)
     assert file_temp.name.startswith(f".out.csv{TEMP_MARK}") and folder_temp.name.startswith(f".tmp-run{TEMP_MARK}")
     file_temp.write_text("partial")
@@ -408,10 +408,13 @@ def test_only_the_labs_marked_temporaries_a_day_old_are_stale(tmp_path):
     link.symlink_to(tmp_path / "elsewhere")
     mine = tmp_path / ".tmp-run-20251127"
     mine.mkdir()
-    assert stale_temps(tmp_path / "any") == []  # written less than a day ago: perhaps still being written
+    everything = sorted(p.name for p in tmp_path.iterdir())
+    remove_stale_temps(tmp_path / "any")
+    assert sorted(p.name for p in tmp_path.iterdir()) == everything  # less than a day old: perhaps being written
     for path in (file_temp, folder_temp, link, mine):
         age(path)
-    assert stale_temps(tmp_path / "any") == sorted([file_temp, folder_temp])
+    remove_stale_temps(tmp_path / "any")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([link.name, mine.name])
 
 
 @pytest.mark.parametrize("refused", [True, False])

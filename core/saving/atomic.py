@@ -59,33 +59,15 @@ def create_temporary(target: Path) -> tuple[Path, int]:
     raise FileExistsError(f"no free temporary name in {target.parent}")
 
 
-def stale_temps(target: str | Path) -> list[Path]:
-    """The lab's temporaries beside ``target`` (of any name) that are a day old: their writers are gone."""
-    folder, stale = Path(target).parent, []
-    with suppress(OSError):
-        for entry in os.scandir(folder):
-            with suppress(OSError):
-                info = entry.stat(follow_symlinks=False) if _TEMP.match(entry.name) else None
-                if info and not stat.S_ISLNK(info.st_mode) and time.time() - info.st_mtime > STALE_SECONDS:
-                    stale.append(Path(entry.path))
-    return sorted(stale)
-
-
 def remove_stale_temps(target: str | Path) -> None:
-    """Remove ``stale_temps(target)`` (a folder whole: ``rmtree`` unlinks the links inside, never follows them)."""
-    for path in stale_temps(target):
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            unlink_quietly(path)
-
-
-def unlink_quietly(path: Path) -> bool:
-    try:
-        os.unlink(path)
-        return True
-    except OSError:
-        return False
+    """Remove the lab's temporaries beside ``target`` (of any name) that are a day old: their writers are gone. A
+    link is never one; a folder goes whole (``rmtree`` unlinks the links inside, never follows them)."""
+    with suppress(OSError):
+        for entry in list(os.scandir(Path(target).parent)):  # listed whole before any removal
+            with suppress(OSError):
+                if _TEMP.match(entry.name) and not entry.is_symlink() and \
+                        time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS:
+                    (shutil.rmtree if entry.is_dir(follow_symlinks=False) else os.unlink)(entry.path)
 
 
 # A run record's writer (``core.training.jobs``): this machine and a live pid, or another machine's for a day.
