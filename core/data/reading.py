@@ -115,26 +115,23 @@ def header_fields(head_text: str, delimiter: str) -> list[str] | None:
         return None
 
 
+def _named(header: list[str], wanted: str) -> list[int]:
+    """The positions of the columns named ``wanted`` exactly, else so ignoring case and surrounding spaces."""
+    return ([position for position, name in enumerate(header) if name == wanted] or
+            [position for position, name in enumerate(header) if name.strip().lower() == wanted.strip().lower()])
+
+
 def _role_candidates(header: list[str], columns: dict[str, str] | None) -> dict[str, list[int]]:
-    """Role -> every header position that names it, the one used first: for a role ``columns`` maps, the columns
-    named exactly so, else so ignoring case and surrounding spaces; for another, its ROLE_ALIASES in order."""
+    """Role -> every header position that names it, the one used first: for a role ``columns`` maps, ``_named``'s;
+    for another, its ROLE_ALIASES in order (ignoring case and surrounding spaces)."""
     explicit = columns or {}
     unknown = sorted(set(explicit) - set(ROLES))
     if unknown:
         raise DataError(f"unknown role(s) in columns mapping: {', '.join(unknown)}; roles are {', '.join(ROLES)}")
     normalised = [name.strip().lower() for name in header]
-
-    def named(names: list[str], wanted: str) -> list[int]:
-        return [position for position, name in enumerate(names) if name == wanted]
-
-    candidates = {}
-    for role in ROLES:
-        if role in explicit:
-            wanted = str(explicit[role])
-            candidates[role] = named(header, wanted) or named(normalised, wanted.strip().lower())
-        else:
-            candidates[role] = [position for alias in ROLE_ALIASES[role] for position in named(normalised, alias)]
-    return candidates
+    return {role: _named(header, str(explicit[role])) if role in explicit else
+            [position for alias in ROLE_ALIASES[role] for position, name in enumerate(normalised) if name == alias]
+            for role in ROLES}
 
 
 def column_warnings(header: list[str], columns: dict[str, str] | None) -> list[str]:
@@ -224,12 +221,12 @@ def _resolve_columns(header: list[str], columns: dict[str, str] | None, name: st
 
 
 def _group_position(header: list[str], column: str, name: str) -> int:
-    """The position of the group column ``column`` (as written, else ignoring case and spaces); a DataError naming
-    the file's columns when it has none."""
-    for names, wanted in ((header, column), ([n.strip().lower() for n in header], column.strip().lower())):
-        if wanted in names:
-            return names.index(wanted)
-    raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {_listed(header)}")
+    """The position of the group column ``column`` (``_named``); a DataError naming the file's columns when it has
+    none."""
+    found = _named(header, column)
+    if not found:
+        raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {_listed(header)}")
+    return found[0]
 
 
 def _listed(header: list[str]) -> str:
