@@ -31,7 +31,7 @@ from core.data import limits
 from core.data.labels import (
     FALSE_LABELS, TRUE_LABELS, LabelTally, LabelValuesError, label_value, normalise_label_map, parse_labels,
 )
-from core.data.limits import DataError, clip, over_column_limit
+from core.data.limits import DataError, clip
 from core.data.limits import HEAD_BYTES, open_text
 
 __all__ = ["DELIMITERS", "FALSE_LABELS", "TRUE_LABELS", "DataError", "LabelValuesError", "LoadReport", "load_pairs"]
@@ -187,7 +187,8 @@ def _quote(name: str) -> str:
 def check_header(header: list[str], name: str, at_least: bool = False) -> None:
     """The column and field caps on the header; ``at_least``: ``header`` is only the start of a longer line."""
     if len(header) > limits.MAX_COLUMNS:
-        raise over_column_limit(name, len(header), at_least)
+        count = f"at least {len(header):,}" if at_least else f"{len(header):,}"
+        raise DataError(f"{name}: the header has {count} columns; the limit is {limits.MAX_COLUMNS:,}")
     longest = max((len(field) for field in header), default=0)
     if longest > limits.MAX_FIELD_CHARS:
         raise limits.over_field_limit(name, 1, longest)
