@@ -30,7 +30,7 @@ from core.saving.safe_csv import is_formula
 
 LABEL_COLUMNS = ("question1", "question2", "is_duplicate", "labelled_by", "labelled_at")
 PAIR_COLUMNS = LABEL_COLUMNS[:3]  # what a labels CSV holds: the pairs file the Data and Train pages read
-MAX_QUESTION_CHARS = 100_000  # a long forum post; the CSV store broke at 131,072
+MAX_QUESTION_CHARS = 100_000  # a long forum post
 MAX_LABELLER_CHARS = 200
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
