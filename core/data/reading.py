@@ -21,7 +21,7 @@ import re
 import threading
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -525,24 +525,18 @@ def _read(reader: PairReader, max_rows: int | None):
     than ``max_rows`` usable rows are had (the rest of the file is never parsed)."""
     head = reader.head
     tally = LabelTally(head.name, head.header, head.positions, reader.label_map)
-    firsts, seconds, label_parts, readable_parts, skipped_parts, groups = [], [], [], [], [], []
-    kept_so_far = 0
-    for chunk in reader:  # only the three columns of each chunk are kept
+    chunks, kept_so_far = [], 0
+    for chunk in reader:
         tally.add(chunk)
-        firsts.append(chunk.question1)
-        seconds.append(chunk.question2)
-        label_parts.append(chunk.labels)
-        readable_parts.append(chunk.label_readable)
-        skipped_parts.append(chunk.skipped)
-        groups.append(chunk.group)
+        chunks.append(replace(chunk, rows=None))  # only the three columns of each chunk are kept
         usable = (chunk.question1 != "").to_numpy(dtype=bool) & (chunk.question2 != "").to_numpy(dtype=bool)
         kept_so_far += int(np.count_nonzero(usable & chunk.label_readable))
         if max_rows is not None and kept_so_far > max_rows:
             break
-    joined = [parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True) for parts in (firsts, seconds)]
-    group = None if groups[0] is None else pd.concat(groups, ignore_index=True)
-    return (tally, *joined, np.concatenate(label_parts), np.concatenate(readable_parts),
-            np.unique(np.concatenate(skipped_parts)).astype(np.int64), group)
+    questions = [pd.concat([getattr(c, role) for c in chunks], ignore_index=True) for role in ROLES[:2]]
+    labels = [np.concatenate([getattr(c, name) for c in chunks]) for name in ("labels", "label_readable")]
+    group = None if chunks[0].group is None else pd.concat([c.group for c in chunks], ignore_index=True)
+    return (tally, *questions, *labels, np.unique(np.concatenate([c.skipped for c in chunks])).astype(np.int64), group)
 
 
 def describe_counts(counts: dict[str, int]) -> str:
