@@ -316,12 +316,10 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     for path in sorted(root.iterdir()):
         if not path.is_dir():
             continue
-        if path.name.startswith(".tmp-"):
-            problems.append(f"{path.name}: left over from an interrupted save; ignored")
-            continue
-        if path.name.startswith(OLD_PREFIX):  # the one crash window of a save: the previous model, whole
-            problems.append(f"{path.name}: the previous content of a model whose save was interrupted; if that "
-                            "model is missing, rename this folder back to its name")
+        if path.name.startswith((".tmp-", OLD_PREFIX)):
+            previous = " (the previous model, whole: if its folder is missing, rename this folder back)"
+            problems.append(f"{path.name}: left over from an interrupted save; ignored"
+                            f"{previous if path.name.startswith(OLD_PREFIX) else ''}")
             continue
         if path.name.startswith(".") or path.name == LABELS_FOLDER:  # caches (e.g. .cache/) and labels, not models
             continue
