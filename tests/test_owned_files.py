@@ -35,7 +35,7 @@ from core.saving import (
     write_folder_atomically,
 )
 from core.saving.atomic import owned_by, user_entries
-from core.saving.atomic import TEMP_MARK, stale_temps, temp_path
+from core.saving.atomic import TEMP_MARK, remove_stale_temps, temp_path
 from core.text.word_tokenizer import WORD_TOKENIZER_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -255,20 +255,14 @@ def test_a_link_or_file_at_the_target_is_never_replaced(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "file", "link"]
 
 
-def test_a_folder_left_aside_by_a_writer_killed_between_its_renames_is_put_back_first(tmp_path):
-    """Killed between the two renames: the target is missing, its previous content whole in .old-*."""
+def test_a_folder_left_aside_by_a_writer_killed_between_its_renames_is_left_whole(tmp_path):
+    """Killed between the two renames: the target is missing, its previous content whole in .old-*, which the
+    next write leaves as it is (the user's to rename back or remove)."""
     target = tmp_path / "f"
     write_folder_atomically(target, _lab_writes("1"))
     os.rename(target, tmp_path / ".old-f-0123abcd")
     write_folder_atomically(target, _lab_writes("2"))
-    assert (target / "top.txt").read_text() == "2" and sorted(p.name for p in tmp_path.iterdir()) == ["f"]
-    # With a user's file in it: put back, then refused, the file where the user left it.
-    (target / "NOTES.md").write_text("mine")
-    os.rename(target, tmp_path / ".old-f-4567abcd")
-    with pytest.raises(ForeignFilesError, match="NOTES.md"):
-        write_folder_atomically(target, _lab_writes("3"))
-    assert (target / "NOTES.md").read_text() == "mine" and (target / "top.txt").read_text() == "2"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+    assert (target / "top.txt").read_text() == "2" and (tmp_path / ".old-f-0123abcd" / "top.txt").read_text() == "1"
 
 
 NAMES = ["top.txt", "sub", "lab.txt", "new.txt", "a", "b.png", RECORD_FILE]
@@ -405,7 +399,7 @@ def test_a_live_writers_temporary_folder_stays_and_a_day_old_one_goes_with_the_n
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
 
-def test_only_the_labs_marked_temporaries_a_day_old_are_stale(tmp_path):
+def test_only_the_labs_marked_temporaries_a_day_old_are_removed(tmp_path):
     file_temp, folder_temp = temp_path(tmp_path / "out.csv"), temp_path(tmp_path / "run", folder=True)
     assert file_temp.name.startswith(f".out.csv{TEMP_MARK}") and folder_temp.name.startswith(f".tmp-run{TEMP_MARK}")
     file_temp.write_text("partial")
@@ -414,10 +408,13 @@ def test_only_the_labs_marked_temporaries_a_day_old_are_stale(tmp_path):
     link.symlink_to(tmp_path / "elsewhere")
     mine = tmp_path / ".tmp-run-20251127"
     mine.mkdir()
-    assert stale_temps(tmp_path / "any") == []  # written less than a day ago: perhaps still being written
+    everything = sorted(p.name for p in tmp_path.iterdir())
+    remove_stale_temps(tmp_path / "any")
+    assert sorted(p.name for p in tmp_path.iterdir()) == everything  # less than a day old: perhaps being written
     for path in (file_temp, folder_temp, link, mine):
         age(path)
-    assert stale_temps(tmp_path / "any") == sorted([file_temp, folder_temp])
+    remove_stale_temps(tmp_path / "any")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([link.name, mine.name])
 
 
 @pytest.mark.parametrize("refused", [True, False])

@@ -321,16 +321,17 @@ def test_list_runs_reports_leftovers_and_broken_folders(tmp_path):
     assert "interrupted save" in joined
 
 
-def test_a_run_left_aside_between_the_two_renames_is_put_back_by_list_runs_or_a_read(tmp_path):
-    """A save killed after moving the old folder aside, before the new one took its place."""
+def test_a_run_left_aside_between_the_two_renames_is_named_by_list_runs_whole(tmp_path):
+    """A save killed after moving the old folder aside, before the new one took its place: the one window."""
     model = tiny_lstm()
     save_model(model, tmp_path / "run")
     os.rename(tmp_path / "run", tmp_path / ".old-run-0123abcd")
     runs, problems = list_runs(tmp_path)
-    assert [r["name"] for r in runs] == ["run"] and problems == []
-    os.rename(tmp_path / "run", tmp_path / ".old-run-4567abcd")
+    assert runs == [] and len(problems) == 1 and "rename this folder back" in problems[0]
+    with pytest.raises(ModelLoadError, match="no model folder"):
+        load_model(tmp_path / "run")
+    os.rename(tmp_path / ".old-run-0123abcd", tmp_path / "run")  # what the note asks: the old model, whole
     _assert_same_embeddings(model, load_model(tmp_path / "run")[0])
-    assert [p.name for p in tmp_path.iterdir()] == ["run"]
 
 
 def test_list_runs_of_missing_root_is_empty(tmp_path):

@@ -51,12 +51,6 @@ def test_state_round_trips_and_an_unreadable_database_reads_as_empty(tmp_path):
                                                                  "workspace.sqlite-wal", "workspace.sqlite-shm"}
     workspace.database.write_bytes(b"{cut sho")
     assert workspace.load_state() == {}
-    with sqlite3.connect(workspace.database.with_name("other.sqlite")) as other:  # a value the lab never wrote
-        other.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT)")
-        other.execute("INSERT INTO state VALUES ('k', '[[[cut'), ('sim_seed', '7')")
-    workspace.database.unlink()
-    workspace.database.with_name("other.sqlite").rename(workspace.database)
-    assert workspace.load_state() == {"sim_seed": 7}
 
 
 def test_two_writers_at_the_same_moment_both_keep_their_change(tmp_path):

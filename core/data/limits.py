@@ -71,15 +71,6 @@ def over_input_limit(name: str, limit: int, compressed: bool) -> DataError:
                      f"{size_text(limit)} ({INPUT_LIMIT_VARIABLE} sets it)")
 
 
-def over_line_limit(name: str) -> DataError:
-    return DataError(f"{name} has more than {MAX_LINES:,} lines; the limit is {MAX_LINES:,}")
-
-
-def over_column_limit(name: str, columns: int, at_least: bool = False) -> DataError:
-    count = f"at least {columns:,}" if at_least else f"{columns:,}"
-    return DataError(f"{name}: the header has {count} columns; the limit is {MAX_COLUMNS:,}")
-
-
 def over_field_limit(name: str, line: int, length: int) -> DataError:
     return DataError(f"{name}: line {line:,} has a field of {length:,} characters; the limit is "
                      f"{MAX_FIELD_CHARS:,} per field")
@@ -224,7 +215,7 @@ class _Bounded(io.RawIOBase):
             if self.count > self._limit:
                 self.error = over_input_limit(self.name_, self._limit, self._compressed)
             elif self._lines > MAX_LINES:
-                self.error = over_line_limit(self.name_)
+                self.error = DataError(f"{self.name_} has more than {MAX_LINES:,} lines; the limit is {MAX_LINES:,}")
             else:
                 return size
         raise self.error  # kept in ``error`` too: pandas may report a failed read in its own words

@@ -21,7 +21,7 @@ import re
 import threading
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -31,7 +31,7 @@ from core.data import limits
 from core.data.labels import (
     FALSE_LABELS, TRUE_LABELS, LabelTally, LabelValuesError, label_value, normalise_label_map, parse_labels,
 )
-from core.data.limits import DataError, clip, over_column_limit
+from core.data.limits import DataError, clip
 from core.data.limits import HEAD_BYTES, open_text
 
 __all__ = ["DELIMITERS", "FALSE_LABELS", "TRUE_LABELS", "DataError", "LabelValuesError", "LoadReport", "load_pairs"]
@@ -115,26 +115,23 @@ def header_fields(head_text: str, delimiter: str) -> list[str] | None:
         return None
 
 
+def _named(header: list[str], wanted: str) -> list[int]:
+    """The positions of the columns named ``wanted`` exactly, else so ignoring case and surrounding spaces."""
+    return ([position for position, name in enumerate(header) if name == wanted] or
+            [position for position, name in enumerate(header) if name.strip().lower() == wanted.strip().lower()])
+
+
 def _role_candidates(header: list[str], columns: dict[str, str] | None) -> dict[str, list[int]]:
-    """Role -> every header position that names it, the one used first: for a role ``columns`` maps, the columns
-    named exactly so, else so ignoring case and surrounding spaces; for another, its ROLE_ALIASES in order."""
+    """Role -> every header position that names it, the one used first: for a role ``columns`` maps, ``_named``'s;
+    for another, its ROLE_ALIASES in order (ignoring case and surrounding spaces)."""
     explicit = columns or {}
     unknown = sorted(set(explicit) - set(ROLES))
     if unknown:
         raise DataError(f"unknown role(s) in columns mapping: {', '.join(unknown)}; roles are {', '.join(ROLES)}")
     normalised = [name.strip().lower() for name in header]
-
-    def named(names: list[str], wanted: str) -> list[int]:
-        return [position for position, name in enumerate(names) if name == wanted]
-
-    candidates = {}
-    for role in ROLES:
-        if role in explicit:
-            wanted = str(explicit[role])
-            candidates[role] = named(header, wanted) or named(normalised, wanted.strip().lower())
-        else:
-            candidates[role] = [position for alias in ROLE_ALIASES[role] for position in named(normalised, alias)]
-    return candidates
+    return {role: _named(header, str(explicit[role])) if role in explicit else
+            [position for alias in ROLE_ALIASES[role] for position, name in enumerate(normalised) if name == alias]
+            for role in ROLES}
 
 
 def column_warnings(header: list[str], columns: dict[str, str] | None) -> list[str]:
@@ -190,7 +187,8 @@ def _quote(name: str) -> str:
 def check_header(header: list[str], name: str, at_least: bool = False) -> None:
     """The column and field caps on the header; ``at_least``: ``header`` is only the start of a longer line."""
     if len(header) > limits.MAX_COLUMNS:
-        raise over_column_limit(name, len(header), at_least)
+        count = f"at least {len(header):,}" if at_least else f"{len(header):,}"
+        raise DataError(f"{name}: the header has {count} columns; the limit is {limits.MAX_COLUMNS:,}")
     longest = max((len(field) for field in header), default=0)
     if longest > limits.MAX_FIELD_CHARS:
         raise limits.over_field_limit(name, 1, longest)
@@ -224,12 +222,12 @@ def _resolve_columns(header: list[str], columns: dict[str, str] | None, name: st
 
 
 def _group_position(header: list[str], column: str, name: str) -> int:
-    """The position of the group column ``column`` (as written, else ignoring case and spaces); a DataError naming
-    the file's columns when it has none."""
-    for names, wanted in ((header, column), ([n.strip().lower() for n in header], column.strip().lower())):
-        if wanted in names:
-            return names.index(wanted)
-    raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {_listed(header)}")
+    """The position of the group column ``column`` (``_named``); a DataError naming the file's columns when it has
+    none."""
+    found = _named(header, column)
+    if not found:
+        raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {_listed(header)}")
+    return found[0]
 
 
 def _listed(header: list[str]) -> str:
@@ -527,24 +525,18 @@ def _read(reader: PairReader, max_rows: int | None):
     than ``max_rows`` usable rows are had (the rest of the file is never parsed)."""
     head = reader.head
     tally = LabelTally(head.name, head.header, head.positions, reader.label_map)
-    firsts, seconds, label_parts, readable_parts, skipped_parts, groups = [], [], [], [], [], []
-    kept_so_far = 0
-    for chunk in reader:  # only the three columns of each chunk are kept
+    chunks, kept_so_far = [], 0
+    for chunk in reader:
         tally.add(chunk)
-        firsts.append(chunk.question1)
-        seconds.append(chunk.question2)
-        label_parts.append(chunk.labels)
-        readable_parts.append(chunk.label_readable)
-        skipped_parts.append(chunk.skipped)
-        groups.append(chunk.group)
+        chunks.append(replace(chunk, rows=None))  # only the three columns of each chunk are kept
         usable = (chunk.question1 != "").to_numpy(dtype=bool) & (chunk.question2 != "").to_numpy(dtype=bool)
         kept_so_far += int(np.count_nonzero(usable & chunk.label_readable))
         if max_rows is not None and kept_so_far > max_rows:
             break
-    joined = [parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True) for parts in (firsts, seconds)]
-    group = None if groups[0] is None else pd.concat(groups, ignore_index=True)
-    return (tally, *joined, np.concatenate(label_parts), np.concatenate(readable_parts),
-            np.unique(np.concatenate(skipped_parts)).astype(np.int64), group)
+    questions = [pd.concat([getattr(c, role) for c in chunks], ignore_index=True) for role in ROLES[:2]]
+    labels = [np.concatenate([getattr(c, name) for c in chunks]) for name in ("labels", "label_readable")]
+    group = None if chunks[0].group is None else pd.concat([c.group for c in chunks], ignore_index=True)
+    return (tally, *questions, *labels, np.unique(np.concatenate([c.skipped for c in chunks])).astype(np.int64), group)
 
 
 def describe_counts(counts: dict[str, int]) -> str:

@@ -3,8 +3,8 @@
 ``write(temp)`` fills a temporary folder beside the target; its ``RECORD_FILE`` then lists what
 the lab wrote, everything is fsynced, and the folder goes in place by two renames: the previous folder aside to
 ``.old-<name>-<id>``, the new one onto the target; the previous one is then removed. The one crash window lies
-between the two renames: the target is missing and its previous content sits whole beside it, which the next write,
-read (``read_config``) or listing puts back (``put_back_displaced``).
+between the two renames: a writer killed there leaves the target missing and its previous content whole in the
+``.old-`` folder beside it, which ``list_runs`` names; renaming it back restores it.
 
 Anything in a folder that its record does not name is the user's (all of a folder without a usable record), and a
 link always is: a folder holding any of it is never replaced (``ForeignFilesError``).
@@ -59,33 +59,15 @@ def create_temporary(target: Path) -> tuple[Path, int]:
     raise FileExistsError(f"no free temporary name in {target.parent}")
 
 
-def stale_temps(target: str | Path) -> list[Path]:
-    """The lab's temporaries beside ``target`` (of any name) that are a day old: their writers are gone."""
-    folder, stale = Path(target).parent, []
-    with suppress(OSError):
-        for entry in os.scandir(folder):
-            with suppress(OSError):
-                info = entry.stat(follow_symlinks=False) if _TEMP.match(entry.name) else None
-                if info and not stat.S_ISLNK(info.st_mode) and time.time() - info.st_mtime > STALE_SECONDS:
-                    stale.append(Path(entry.path))
-    return sorted(stale)
-
-
 def remove_stale_temps(target: str | Path) -> None:
-    """Remove ``stale_temps(target)`` (a folder whole: ``rmtree`` unlinks the links inside, never follows them)."""
-    for path in stale_temps(target):
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            unlink_quietly(path)
-
-
-def unlink_quietly(path: Path) -> bool:
-    try:
-        os.unlink(path)
-        return True
-    except OSError:
-        return False
+    """Remove the lab's temporaries beside ``target`` (of any name) that are a day old: their writers are gone. A
+    link is never one; a folder goes whole (``rmtree`` unlinks the links inside, never follows them)."""
+    with suppress(OSError):
+        for entry in list(os.scandir(Path(target).parent)):  # listed whole before any removal
+            with suppress(OSError):
+                if _TEMP.match(entry.name) and not entry.is_symlink() and \
+                        time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS:
+                    (shutil.rmtree if entry.is_dir(follow_symlinks=False) else os.unlink)(entry.path)
 
 
 # A run record's writer (``core.training.jobs``): this machine and a live pid, or another machine's for a day.
@@ -109,7 +91,6 @@ def writer_gone(host: str, pid: int, changed: float) -> bool:
 
 
 OLD_PREFIX = ".old-"
-_OLD_FOLDER = re.compile(r"^\.old-(?P<name>.+)-[0-9a-f]{8}$")
 FOLDER_NAME_MAX_BYTES = 255 - len(OLD_PREFIX) - len("-01234567")  # the longest name whose ``.old-`` name fits
 RECORD_FILE = ".siamese_lab_files.json"
 RECORD_FORMAT = "siamese-lab-files"
@@ -188,7 +169,6 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -
     its previous content. Returns it."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    put_back_displaced(target)
     if os.path.lexists(target) and not _is_folder(target):  # a link or a file there is never ours to replace
         raise FileExistsError(errno.EEXIST, "exists and is not a folder (a link or a file is never replaced)",
                               str(target))
@@ -213,7 +193,7 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -
             old = target.parent / f"{OLD_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}"
             os.rename(target, old)
             refuse_foreign_files(old, shown_as=target)  # a file the user put there meanwhile
-        os.rename(temp, target)  # a crash just before this leaves the target missing: put_back_displaced
+        os.rename(temp, target)  # a crash just before this leaves the target missing: the one window
     except BaseException:
         if old is not None and not os.path.lexists(target):
             with suppress(OSError):
@@ -224,27 +204,6 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
-
-
-def put_back_displaced(target: str | Path) -> bool:
-    """Rename back the previous folder a writer killed between its two renames left beside a missing ``target``
-    (the newest, if several); whether one was put back."""
-    target = Path(target)
-    if os.path.lexists(target):
-        return False
-    previous = [path for name, path in displaced_folders(target.parent) if name == target.name and _is_folder(path)]
-    try:
-        os.rename(max(previous, key=lambda path: (os.lstat(path).st_mtime, path)), target)
-    except (OSError, ValueError):  # none, or put back or written by someone else meanwhile
-        return False
-    return True
-
-
-def displaced_folders(root: str | Path) -> list[tuple[str, Path]]:
-    """(target name, ``.old-<name>-<id>``) in ``root`` for each missing target: a writer killed between renames."""
-    root = Path(root)
-    matches = [(_OLD_FOLDER.match(path.name), path) for path in sorted(root.iterdir())] if root.is_dir() else []
-    return [(match["name"], path) for match, path in matches if match and not os.path.lexists(root / match["name"])]
 
 
 def _is_folder(path: Path) -> bool:

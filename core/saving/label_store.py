@@ -30,7 +30,7 @@ from core.saving.safe_csv import is_formula
 
 LABEL_COLUMNS = ("question1", "question2", "is_duplicate", "labelled_by", "labelled_at")
 PAIR_COLUMNS = LABEL_COLUMNS[:3]  # what a labels CSV holds: the pairs file the Data and Train pages read
-MAX_QUESTION_CHARS = 100_000  # a long forum post; the CSV store broke at 131,072
+MAX_QUESTION_CHARS = 100_000  # a long forum post
 MAX_LABELLER_CHARS = 200
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -199,8 +199,8 @@ def _now() -> str:
 
 class LabelStore:
     """The labels of one SQLite file, safe to share between threads and processes; nothing is created before the
-    first change. ``legacy_csv``: a CSV labels file imported once, by the first write or ``import_legacy`` (why a
-    file could not be, in one line: ``import_problem``)."""
+    first change. ``legacy_csv``: a CSV labels file imported once, by ``import_legacy`` (why a file could not be,
+    in one line: ``import_problem``)."""
 
     def __init__(self, path: str | Path, legacy_csv: str | Path | None = None):
         self.path = Path(path)
@@ -321,8 +321,9 @@ class LabelStore:
         if self.legacy_csv is None or not self.legacy_csv.exists():
             return
         try:
-            with self._transaction(write=True):
-                pass  # opening the writing connection imports it
+            with self._transaction(write=True) as db:
+                if db.execute("SELECT 1 FROM imports WHERE source = ?", (self.legacy_csv.name,)).fetchone() is None:
+                    self._import_legacy(db)
         except DataError as error:
             self.import_problem = f"the earlier labels file {self.legacy_csv.name} was not imported: {error}"
 
@@ -383,25 +384,14 @@ class LabelStore:
             db.execute("PRAGMA synchronous = FULL")  # an answer acknowledged survives a power cut too
             db.execute("PRAGMA foreign_keys = ON")
             db.create_function("pair_bucket", 2, pair_bucket, deterministic=True)
-            self._prepare(db, version)
+            if version < SCHEMA_VERSION:  # the schema made or brought up to date, in one transaction
+                db.execute("BEGIN IMMEDIATE")
+                with db:
+                    made_current(db)
         except BaseException:
             db.close()
             raise
         return db
-
-    def _prepare(self, db: sqlite3.Connection, version: int) -> None:
-        """The schema, made or brought to ``SCHEMA_VERSION`` in one transaction; then the legacy CSV, unless it
-        was imported before."""
-        if version < SCHEMA_VERSION:
-            db.execute("BEGIN IMMEDIATE")
-            with db:
-                made_current(db)
-        if self.legacy_csv is None or not self.legacy_csv.exists():
-            return
-        db.execute("BEGIN IMMEDIATE")
-        with db:
-            if db.execute("SELECT 1 FROM imports WHERE source = ?", (self.legacy_csv.name,)).fetchone() is None:
-                self._import_legacy(db)
 
     def _import_legacy(self, db: sqlite3.Connection) -> None:
         """The legacy CSV's labels, skipping (and saying) a row ``checked_answer`` refuses; a file that cannot be

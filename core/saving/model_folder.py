@@ -3,7 +3,7 @@
 Loading never unpickles or runs anything: the config is JSON checked field by field, the weights safetensors, every
 file read through ``files``. Saving goes through ``write_folder_atomically``, ``config.json`` last. ``list_runs``
 lists a runs folder's usable models and says why every other folder is not one (a ``.tmp-*`` / ``.old-*`` leftover
-of an interrupted save is never loaded; a run whose save died between its two renames is put back first).
+of an interrupted save is never loaded).
 
 A calibrated copy is a small folder pointing at its parent's weights with new thresholds: its config.json
 (``save_calibrated``) carries the parent's metadata, thresholds calibrated on the user's file (``calibration``) and
@@ -28,7 +28,7 @@ import numpy as np
 from safetensors import SafetensorError
 
 from core.model_names import MODEL_NAMES, PAIR_SCORERS, TFIDF
-from core.saving.atomic import OLD_PREFIX, displaced_folders, put_back_displaced, write_folder_atomically
+from core.saving.atomic import OLD_PREFIX, write_folder_atomically
 from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, check_regular_file, hash_regular_file, read_json_file
 
 CALIBRATED_FROM = "calibrated_from"
@@ -51,27 +51,6 @@ def folder_digest(folder: str | Path, max_bytes: int) -> str:
     for name in DIGEST_FILES:
         hash_regular_file(digest, folder / name, max_bytes, folder)
     return digest.hexdigest()
-
-
-def check_calibration_metadata(config: Mapping, path: str | Path) -> None:
-    """``calibrated_from``: absent, or a mapping with a non-empty ``source`` string and, when given, a
-    ``sha256`` of 64 hex digits; ``calibration``: absent, or a mapping whose ``data`` is a string and
-    ``pairs`` a whole number. ModelLoadError naming ``path`` and the field otherwise."""
-    if CALIBRATED_FROM in config:
-        record = config[CALIBRATED_FROM]
-        if not isinstance(record, Mapping):
-            raise ModelLoadError(f"{path}: {CALIBRATED_FROM} must be a mapping, got {record!r:.80}")
-        source = record.get("source")
-        if not isinstance(source, str) or not source or len(source) > SOURCE_MAX_CHARS:
-            raise ModelLoadError(f"{path}: {CALIBRATED_FROM}.source must name the parent model, got {source!r:.80}")
-        if "sha256" in record and not (isinstance(record["sha256"], str) and _SHA256.match(record["sha256"])):
-            raise ModelLoadError(f"{path}: {CALIBRATED_FROM}.sha256 must be 64 hex digits, got {record['sha256']!r:.80}")
-    if CALIBRATION in config:
-        record = config[CALIBRATION]
-        pairs = record.get("pairs") if isinstance(record, Mapping) else None
-        if not isinstance(record, Mapping) or not isinstance(record.get("data"), str) \
-                or not isinstance(pairs, int) or isinstance(pairs, bool) or pairs < 0:
-            raise ModelLoadError(f"{path}: {CALIBRATION} must name its data and pair count, got {record!r:.80}")
 
 
 def parent_folder(config: Mapping) -> Path | None:
@@ -165,7 +144,7 @@ def read_config(folder: str | Path) -> dict:
     """``folder``'s config.json as a dict, once it is known to be a bounded JSON file of this format, of a known
     model type, with usable metadata (``check_metadata``); ModelLoadError otherwise."""
     folder = Path(folder)
-    if not folder.is_dir() and not (put_back_displaced(folder) and folder.is_dir()):
+    if not folder.is_dir():
         raise ModelLoadError(f"no model folder at {folder}")
     path = folder / CONFIG_FILE
     try:
@@ -186,48 +165,59 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _require(ok, path: str | Path, field: str, must: str, value) -> None:
+    """ModelLoadError "``path``: ``field`` must ``must``, got ``value``" unless ``ok``."""
+    if not ok:
+        raise ModelLoadError(f"{path}: {field} must {must}, got {value!r:.80}")
+
+
 def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
     """What inference and the app read beyond the model (thresholds, name, metrics, the validation curve, a
-    calibrated copy's fields), each absent or well formed; else ModelLoadError naming ``path`` and the field."""
-    thresholds = config.get("thresholds")
-    if "thresholds" in config:
-        if not isinstance(thresholds, Mapping):
-            raise ModelLoadError(f"{path}: thresholds must be a mapping of names to numbers, got {thresholds!r:.80}")
-        for key, value in thresholds.items():
-            if not _is_number(value) or not math.isfinite(value) or abs(value) > 1 + THRESHOLD_SLACK:
-                raise ModelLoadError(f"{path}: thresholds.{key} must be a finite number in [-1, 1], got {value!r:.80}")
-    if "name" in config and not isinstance(config["name"], str):
-        raise ModelLoadError(f"{path}: name must be a string, got {config['name']!r:.80}")
-    metrics = config.get("metrics")
-    if "metrics" in config:
-        if not isinstance(metrics, Mapping):
-            raise ModelLoadError(f"{path}: metrics must be a mapping, got {metrics!r:.80}")
-        for part in ("validation", "test"):
-            if part in metrics and not isinstance(metrics[part], Mapping):
-                raise ModelLoadError(f"{path}: metrics.{part} must be a mapping, got {metrics[part]!r:.80}")
+    calibrated copy's parent and the data it was calibrated on), each absent or well formed; else ModelLoadError
+    naming ``path`` and the field."""
+    thresholds = config.get("thresholds", {})
+    _require(isinstance(thresholds, Mapping), path, "thresholds", "be a mapping of names to numbers", thresholds)
+    for key, value in thresholds.items():
+        _require(_is_number(value) and math.isfinite(value) and abs(value) <= 1 + THRESHOLD_SLACK, path,
+                 f"thresholds.{key}", "be a finite number in [-1, 1]", value)
+    _require(isinstance(config.get("name", ""), str), path, "name", "be a string", config.get("name"))
+    metrics = config.get("metrics", {})
+    _require(isinstance(metrics, Mapping), path, "metrics", "be a mapping", metrics)
+    for part in ("validation", "test"):
+        found = metrics.get(part, {})
+        _require(isinstance(found, Mapping), path, f"metrics.{part}", "be a mapping", found)
+    for key in ("model_config", "tokenizer"):
+        _require(isinstance(config.get(key, {}), Mapping), path, key, "be a JSON object", config.get(key))
     training = config.get("training")
     if isinstance(training, Mapping) and "validation_curve" in training:
         _check_curve(training["validation_curve"], path)
-    for key in ("model_config", "tokenizer"):
-        if key in config and not isinstance(config[key], Mapping):
-            raise ModelLoadError(f"{path}: {key} must be a JSON object, got {config[key]!r:.80}")
-    check_calibration_metadata(config, path)
+    if CALIBRATED_FROM in config:
+        parent = config[CALIBRATED_FROM]
+        _require(isinstance(parent, Mapping), path, CALIBRATED_FROM, "be a mapping", parent)
+        source, sha256 = parent.get("source"), parent.get("sha256", "0" * 64)
+        _require(isinstance(source, str) and 0 < len(source) <= SOURCE_MAX_CHARS, path, f"{CALIBRATED_FROM}.source",
+                 "name the parent model", source)
+        _require(isinstance(sha256, str) and _SHA256.match(sha256), path, f"{CALIBRATED_FROM}.sha256",
+                 "be 64 hex digits", sha256)
+    if CALIBRATION in config:
+        record = config[CALIBRATION]
+        pairs = record.get("pairs") if isinstance(record, Mapping) else None
+        _require(isinstance(record, Mapping) and isinstance(record.get("data"), str) and _is_number(pairs)
+                 and isinstance(pairs, int) and pairs >= 0, path, CALIBRATION, "name its data and pair count", record)
 
 
 def _check_curve(curve, path: str | Path) -> None:
-    where = f"{path}: training.validation_curve"
-    if not isinstance(curve, list) or len(curve) > CURVE_MAX_POINTS:
-        raise ModelLoadError(f"{where} must be a list of at most {CURVE_MAX_POINTS:,} points, got {curve!r:.80}")
+    field = "training.validation_curve"
+    _require(isinstance(curve, list) and len(curve) <= CURVE_MAX_POINTS, path, field,
+             f"be a list of at most {CURVE_MAX_POINTS:,} points", curve)
     for index, point in enumerate(curve):
-        if not isinstance(point, Mapping):
-            raise ModelLoadError(f"{where}[{index}] must be a mapping, got {point!r:.80}")
+        _require(isinstance(point, Mapping), path, f"{field}[{index}]", "be a mapping", point)
         step, seconds, auc = point.get("step"), point.get("train_seconds"), point.get("roc_auc")
-        if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
-            raise ModelLoadError(f"{where}[{index}].step must be a whole number >= 0, got {step!r:.80}")
-        if not (_is_number(seconds) and math.isfinite(seconds) and seconds >= 0):
-            raise ModelLoadError(f"{where}[{index}].train_seconds must be a finite number >= 0, got {seconds!r:.80}")
-        if not (_is_number(auc) and 0 <= auc <= 1):
-            raise ModelLoadError(f"{where}[{index}].roc_auc must be a number in [0, 1], got {auc!r:.80}")
+        _require(_is_number(step) and isinstance(step, int) and step >= 0, path, f"{field}[{index}].step",
+                 "be a whole number >= 0", step)
+        _require(_is_number(seconds) and math.isfinite(seconds) and seconds >= 0, path,
+                 f"{field}[{index}].train_seconds", "be a finite number >= 0", seconds)
+        _require(_is_number(auc) and 0 <= auc <= 1, path, f"{field}[{index}].roc_auc", "be a number in [0, 1]", auc)
 
 
 def _check_field(cls_name: str, field: dataclasses.Field, value):
@@ -323,13 +313,13 @@ def list_runs(root: str | Path) -> tuple[list[dict], list[str]]:
     runs, problems = [], []
     if not root.is_dir():
         return runs, problems
-    for name, _ in displaced_folders(root):
-        put_back_displaced(root / name)
     for path in sorted(root.iterdir()):
         if not path.is_dir():
             continue
         if path.name.startswith((".tmp-", OLD_PREFIX)):
-            problems.append(f"{path.name}: left over from an interrupted save; ignored")
+            previous = " (the previous model, whole: if its folder is missing, rename this folder back)"
+            problems.append(f"{path.name}: left over from an interrupted save; ignored"
+                            f"{previous if path.name.startswith(OLD_PREFIX) else ''}")
             continue
         if path.name.startswith(".") or path.name == LABELS_FOLDER:  # caches (e.g. .cache/) and labels, not models
             continue

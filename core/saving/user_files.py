@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Iterable
 
-from core.saving.atomic import create_temporary, fsync_folder, remove_stale_temps, unlink_quietly
+from core.saving.atomic import create_temporary, fsync_folder, remove_stale_temps
 
 
 class UserFileError(Exception):
@@ -143,7 +143,7 @@ class FileClaim(AbstractContextManager):
             for path in (temp, *([target] if failed and target in self._placed else [])):
                 with suppress(OSError):
                     if os.lstat(path).st_ino == inode:  # only our own file, never what replaced it since
-                        unlink_quietly(path)
+                        os.unlink(path)
 
     def __exit__(self, kind, error, trace) -> None:
         if not self._done:

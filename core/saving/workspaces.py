@@ -78,10 +78,8 @@ class Workspace:
 
     def mark_used(self) -> None:
         """Note a visit in the folder's time (the last use ``list_workspaces`` reports), when the folder exists."""
-        try:
+        with suppress(OSError):  # not made yet, or not ours to touch: the visit is not noted
             os.utime(self.folder)
-        except OSError:  # not made yet, or not ours to touch: the visit is not noted
-            pass
 
     def load_state(self) -> dict:
         """The kept choices (key -> value), or {} for a new workspace or a database the lab cannot read (choices are
@@ -93,13 +91,7 @@ class Workspace:
                 rows = connection.execute("SELECT key, value FROM state").fetchall()
         except sqlite3.Error:  # damaged, not a database, locked past the timeout, or the table not made yet
             return {}
-        state = {}
-        for key, value in rows:
-            try:
-                state[key] = json.loads(value)
-            except (TypeError, ValueError, RecursionError):  # not written by the lab: that choice is not kept
-                continue
-        return state
+        return {key: json.loads(value) for key, value in rows}  # each written by save_state's json.dumps
 
     def save_state(self, changed: dict) -> None:
         """Keep the ``changed`` keys (JSON values) in one transaction that writes only them; the first save makes the
