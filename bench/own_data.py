@@ -53,6 +53,8 @@ RESULT = OUT / "own_data.json"
 RUNS = OUT / "runs"  # one trained model folder per dataset x preset, replaced by the next run
 WORK = OUT / "own_data"  # score files and subprocess logs
 DEFAULT_PRESETS = ("sample-demo", "minilm-quora", "lstm-quora", "auto", "augmented")
+# Recipes that are a model's defaults rather than a preset: trained as a user picking the model gets them.
+RECIPES = {"cross-encoder": ["--model", "cross-encoder"]}
 SEED = 0
 GIANT_GROUP_SHARE = 0.5  # a group of pairs holding more than this share of them: resample single pairs instead
 
@@ -437,7 +439,7 @@ class Bench:
                 argv += ["--val", str(paths["val"])]
             if self.need("train", "--test", notes, "test metrics computed here from `score`'s similarities"):
                 argv += ["--test", str(paths["test"])]
-            argv += ["--preset", preset, "--out", str(folder), "--overwrite"]
+            argv += [*RECIPES.get(preset, ["--preset", preset]), "--out", str(folder), "--overwrite"]
             if self.args.max_minutes:  # by default each recipe keeps its own time cap, as a user gets it
                 argv += ["--max-minutes", f"{self.args.max_minutes:g}"]
             if self.args.max_steps:
@@ -527,7 +529,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", default=",".join(SETS), help=f"comma-separated: {', '.join(SETS)}")
     p.add_argument("--presets", default=",".join(DEFAULT_PRESETS),
-                   help="comma-separated presets to train ('' for the baselines only)")
+                   help=f"comma-separated presets (or {', '.join(RECIPES)}) to train ('' for the baselines only)")
     p.add_argument("--max-minutes", type=float, default=None,
                    help="a time cap for every training, passed as train --max-minutes (default: each recipe's own)")
     p.add_argument("--max-rows", type=int, default=None, help="smoke runs: a seeded sample of N pairs of each split")
