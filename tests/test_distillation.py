@@ -238,6 +238,21 @@ def test_silver_labels_are_the_teachers_scores_at_its_threshold():
     assert silver_labels(teacher, silver, threshold=0.1).tolist() == [1, 1, 1, 1]
 
 
+def test_silver_labelling_stops_at_its_deadline_after_a_whole_chunk(monkeypatch):
+    """A deadline already passed still labels one chunk (the recipe always has silver pairs), then stops: the run
+    keeps its budget on a slow machine."""
+    from core.training import distillation
+
+    monkeypatch.setattr(distillation, "LABEL_CHUNK", 3)
+    teacher = ScriptedTeacher({("a", "b"): 0.9, ("a", "c"): 0.2, ("b", "c"): 0.6, ("c", "d"): 0.59, ("d", "e"): 0.7})
+    silver = pd.DataFrame({"question1": ["a", "a", "b", "c", "d"], "question2": ["b", "c", "c", "d", "e"]})
+    seen = []
+    labels = distillation.silver_labels(teacher, silver, 0.6, lambda done, total: seen.append((done, total)),
+                                        deadline=0.0)
+    assert labels.tolist() == [1, 0, 1] and seen == [(3, 5)]
+    assert distillation.silver_labels(teacher, silver, 0.6).tolist() == [1, 0, 1, 0, 1]
+
+
 @pytest.fixture(scope="module")
 def bert_folder(tmp_path_factory, sample_pairs):
     from tests.test_base_model import write_tiny_bert

@@ -50,6 +50,7 @@ NEIGHBOURS = 3  # nearest questions paired with each question
 TEACHER_SHARE = 0.4  # of the training time: the teacher's; the bi-encoder, on more pairs, gets the rest
 LABELLING_SHARE = 0.15  # of the budget: the teacher's scoring of silver pairs, which sizes how many there are
 SILVER_MAX_PAIRS = 20_000
+LABEL_CHUNK = 256  # silver pairs the teacher scores between two looks at the labelling deadline
 
 
 class ScoreRegressionObjective:
@@ -88,15 +89,25 @@ def silver_pairs(questions: list[str], model, gold: pd.DataFrame, limit: int, se
     frame = pd.concat([near.assign(source="neighbour"), drawn.assign(source="random")], ignore_index=True)
     frame = frame[~pd.Series(pair_keys(frame["question1"], frame["question2"])).duplicated().to_numpy()]
     frame = frame[~seen_pair_mask(gold, frame).to_numpy()]
-    if len(frame) > limit:
-        frame = frame.sample(n=limit, random_state=seed)
-    return frame.reset_index(drop=True)
+    # A seeded random order: labelling under a deadline keeps a prefix, neighbour and random pairs alike.
+    return frame.sample(n=min(limit, len(frame)), random_state=seed).reset_index(drop=True)
 
 
-def silver_labels(teacher: CrossEncoder, silver: pd.DataFrame, threshold: float, progress=None) -> np.ndarray:
-    """(N,) 1 where the teacher's score of a silver pair reaches ``threshold`` (its calibrated one), else 0."""
-    scores = teacher_labelled(teacher, silver, progress=progress)["is_duplicate"].to_numpy()
-    return (scores >= threshold).astype(np.int64)
+def silver_labels(teacher: CrossEncoder, silver: pd.DataFrame, threshold: float, progress=None,
+                  deadline: float = math.inf) -> np.ndarray:
+    """(n,) 1 where the teacher's score of each of the first n silver pairs reaches ``threshold`` (its calibrated
+    one), else 0. Pairs are scored a chunk at a time until all are or ``deadline`` (``time.monotonic()``) has
+    passed, so labelling keeps its share of the budget however fast the machine is; the pairs are in a random
+    order, so the labelled ones are a fair sample of them."""
+    labels = []
+    for start in range(0, len(silver), LABEL_CHUNK):
+        if labels and time.monotonic() >= deadline:
+            break
+        chunk = silver.iloc[start:start + LABEL_CHUNK]
+        labels.append(teacher_labelled(teacher, chunk)["is_duplicate"].to_numpy() >= threshold)
+        if progress is not None:
+            progress(start + len(chunk), len(silver))
+    return np.concatenate(labels).astype(np.int64) if labels else np.zeros(0, dtype=np.int64)
 
 
 def distinct_questions(questions: Sequence[str]) -> list[str]:
@@ -153,16 +164,18 @@ def _run_augmented(spec, pairs, output, val, test, callbacks, stop_event, budget
                               spec.train.seed, stage_progress(callbacks, "encoding the questions", stop_event))
         announce(callbacks, f"the teacher labels {len(silver):,} silver pairs")
         labels = silver_labels(teacher.model, silver, threshold,
-                               stage_progress(callbacks, "the teacher labels the silver pairs", stop_event))
+                               stage_progress(callbacks, "the teacher labels the silver pairs", stop_event),
+                               deadline=since + labelling)
     except StageStopped:
         return _stopped(teacher, "while the silver pairs were labelled")
-    silver = silver.assign(is_duplicate=labels)
+    drawn, silver = len(silver), silver.iloc[:len(labels)].assign(is_duplicate=labels)
     record = {AUGMENTED_KEY: {
         "teacher": {"model": "cross-encoder", "validation_roc_auc": teacher.validation.get("roc_auc"),
                     "threshold": threshold, "seconds": round(teacher.outcome.seconds, 1),
                     "status": teacher.outcome.status},
         "questions": len(drawn_from), "questions_from": questions_name or "the training pairs",
-        "silver_pairs": len(silver), "silver_duplicates": int(silver["is_duplicate"].sum()),
+        "silver_pairs": len(silver), "silver_pairs_drawn": drawn,
+        "silver_duplicates": int(silver["is_duplicate"].sum()),
         "neighbour_pairs": int((silver["source"] == "neighbour").sum()),
         "random_pairs": int((silver["source"] == "random").sum()),
         "labelling_seconds": round(time.monotonic() - since, 1), "budget_minutes": round(budget / 60, 2)}}
