@@ -90,6 +90,8 @@ def test_a_lone_surrogate_is_a_word_character():
     assert tok.vocab == ["<pad>", "<unk>", "c", "a\ufffdb"]
     assert tok.split("X\udcff, y") == ["x\ufffd", ",", "y"] and tok.count("X\udcff, y") == 3
     assert tok.encode(["a\udcffb c zz"]).ids.tolist() == [[3, 2, 1]]
+    wordpiece = bert_wordpiece()  # WordPiece shares the encoding: [UNK] where the surrogate was, not a TypeError
+    assert wordpiece.encode(["a\udcff"]).ids.tolist() == wordpiece.encode(["a\ufffd"]).ids.tolist()
 
 
 def test_encode_pads_to_longest_and_records_lengths():
