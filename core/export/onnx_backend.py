@@ -190,14 +190,11 @@ def content_key(source: str | Path) -> str:
         digest.update(json.dumps(zero_shot_config(), sort_keys=True, default=str).encode() + b"\0")
     else:
         folder = Path(source)
-    try:
+    try:  # ValueError: a bad SIAMESE_LAB_MAX_PARAMETERS, or a file that cannot be read (ModelLoadError)
         limits = {"config.json": CONFIG_MAX_BYTES, "model.safetensors": weights_max_bytes(max_parameters())}
-    except ValueError as error:  # SIAMESE_LAB_MAX_PARAMETERS set to something else than a count
-        raise OnnxBackendError(str(error)) from None
-    try:
         for name in DIGEST_FILES:
             hash_regular_file(digest, folder / name, limits.get(name, VOCAB_MAX_BYTES), folder)
-    except ModelLoadError as error:
+    except ValueError as error:
         raise OnnxBackendError(str(error)) from None
     return digest.hexdigest()
 
