@@ -111,21 +111,29 @@ class PairEncoder(nn.Module):
     ) -> torch.Tensor:
         """(N, d) float32 CPU vectors of a tokenised table, in its order; rows run in length order within
         ``batch_size`` and the family's token budget, ``progress(done, total)`` after every chunk."""
+        out = torch.empty(len(table), self.embedding_dim, dtype=torch.float32)
+
+        def run(rows: np.ndarray) -> None:
+            ids, mask = table.take(rows)
+            vectors = self.embed(ids.to(self.device), mask.to(self.device), tower=tower)  # (b, d)
+            out[torch.from_numpy(rows)] = vectors.float().cpu()
+
+        self.in_batches(table.lengths, batch_size, TOKEN_BUDGETS.get(self.model_type), run, progress)
+        return out
+
+    def in_batches(self, lengths: np.ndarray, batch_size: int, max_tokens: int | None, run, progress=None) -> None:
+        """``run(rows)`` on each of ``encoding_batches(lengths, ...)`` in eval mode under ``autocast``, then
+        ``progress(done, total)``; the model's training mode is restored after."""
         was_training = self.training
         self.eval()
-        out = torch.empty(len(table), self.embedding_dim, dtype=torch.float32)
-        device = self.device
         done = 0
         with self.autocast():
-            for rows in encoding_batches(table.lengths, batch_size, TOKEN_BUDGETS.get(self.model_type)):
-                ids, mask = table.take(rows)
-                vectors = self.embed(ids.to(device), mask.to(device), tower=tower)  # (b, d)
-                out[torch.from_numpy(rows)] = vectors.float().cpu()
+            for rows in encoding_batches(lengths, batch_size, max_tokens):
+                run(rows)
                 done += len(rows)
                 if progress is not None:
-                    progress(done, len(table))
+                    progress(done, len(lengths))
         self.train(was_training)
-        return out
 
     def encode(self, texts: Sequence[str], tower: int = 0, batch_size: int = 256, progress=None) -> torch.Tensor:
         """Texts -> (N, d) float32 CPU tensor."""

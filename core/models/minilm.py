@@ -143,12 +143,17 @@ class MiniLM(PairEncoder):
         return bert_size(config.bert, "vocab_size")
 
     @classmethod
+    def input_length(cls, max_length: int) -> int:
+        """The longest input the encoder reads at once: one question of ``max_length`` tokens."""
+        return max_length
+
+    @classmethod
     def check_tokenizer(cls, config: MiniLMConfig, tokenizer) -> None:
         super().check_tokenizer(config, tokenizer)
-        positions = bert_size(config.bert, "max_position_embeddings")
-        if tokenizer.max_length > positions:
-            raise ValueError(f"the tokenizer keeps up to {tokenizer.max_length} tokens but the model has "
-                             f"{positions} positions")
+        positions, longest = bert_size(config.bert, "max_position_embeddings"), cls.input_length(tokenizer.max_length)
+        if longest > positions:
+            raise ValueError(f"inputs of up to {longest} tokens ({tokenizer.max_length} per question) do not fit "
+                             f"the model's {positions} positions")
 
     @classmethod
     def for_run(cls, spec, train_texts) -> "MiniLM":

@@ -142,15 +142,12 @@ def encodes_in_half(source: str | Path, device: str) -> bool:
     from core.device import DeviceError, resolve_device
 
     try:
-        resolved = resolve_device(device)
-        if resolved.type != "cuda":
+        if resolve_device(device).type != "cuda":
             return False
         model_type = MiniLM.model_type if str(source) == ZERO_SHOT else read_config(source).get("model_type")
     except (DeviceError, ModelLoadError):
         return False
-    import torch
-
-    return model_type in MODEL_TYPES and encoding_dtype(model_type, resolved) == torch.float16
+    return model_type in MODEL_TYPES and MODEL_TYPES[model_type].half_precision_encoding
 
 
 def for_inference(model: PairEncoder, device) -> PairEncoder:
