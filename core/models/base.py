@@ -71,13 +71,8 @@ class PairEncoder(nn.Module):
 
     @classmethod
     def check_tokenizer(cls, config, tokenizer) -> None:
-        """ValueError when ``tokenizer`` does not fit ``config`` (vocabulary size, padding id, positions)."""
-        expected = cls.vocab_size_of(config)
-        if tokenizer.vocab_size != expected:
-            raise ValueError(f"the tokenizer has {tokenizer.vocab_size:,} entries but the model config says "
-                             f"vocab_size {expected:,}")
-        if not 0 <= tokenizer.pad_id < expected:
-            raise ValueError(f"the tokenizer's padding id {tokenizer.pad_id} is outside the vocabulary")
+        """ValueError when ``tokenizer`` does not fit ``config`` (its positions, its kind); the vocabulary's size is
+        checked as it is read (``vocab_size_of``)."""
 
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: int = 0) -> torch.Tensor:
         """(B, T) ids and (B, T) bool mask -> (B, d) vectors."""

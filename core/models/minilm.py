@@ -149,7 +149,6 @@ class MiniLM(PairEncoder):
 
     @classmethod
     def check_tokenizer(cls, config: MiniLMConfig, tokenizer) -> None:
-        super().check_tokenizer(config, tokenizer)
         positions, longest = bert_size(config.bert, "max_position_embeddings"), cls.input_length(tokenizer.max_length)
         if longest > positions:
             raise ValueError(f"inputs of up to {longest} tokens ({tokenizer.max_length} per question) do not fit "

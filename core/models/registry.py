@@ -101,7 +101,7 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     try:
         model_class.check_tokenizer(model_config, tokenizer)
     except ValueError as error:
-        raise ModelLoadError(f"{folder}: the vocabulary does not fit {CONFIG_FILE}: {error}") from None
+        raise ModelLoadError(f"{folder}: the tokenizer does not fit {CONFIG_FILE}: {error}") from None
     # 5. the weights: a regular file no larger than this model needs, every value finite.
     weights = read_weights(folder, max_bytes=weights_max_bytes(parameters))
     try:

@@ -123,7 +123,6 @@ class SiameseLSTM(PairEncoder):
 
     @classmethod
     def check_tokenizer(cls, config: SiameseLSTMConfig, tokenizer) -> None:
-        super().check_tokenizer(config, tokenizer)
         if tokenizer.kind != TOKENS[config.tokens]:
             raise ValueError(f"the model config says tokens {config.tokens!r} but the tokenizer is a "
                              f"{tokenizer.kind} tokenizer")
