@@ -154,9 +154,10 @@ def test_wordpiece_matches_transformers_bert_tokenizer():
         assert table.ids[row, : table.lengths[row]].tolist() == expected
     first = table.ids[0, : table.lengths[0]].tolist()
     assert first[0] == 101 and first[-1] == 102
-    assert tok.pad_id == 0 and tok.cls_id == 101
+    assert tok.pad_id == 0 and tok.encode([""]).ids[0, 0] == 101  # [CLS]
     assert tok.vocab_size == 30522
-    assert tok.tokens("How old are you?") == ["[CLS]", "how", "old", "are", "you", "?", "[SEP]"]
+    tokens = tok.to_hf_tokenizer().encode("How old are you?").tokens
+    assert tokens == ["[CLS]", "how", "old", "are", "you", "?", "[SEP]"]
 
 
 def test_wordpiece_truncates_to_max_length_including_specials():

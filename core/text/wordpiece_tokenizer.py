@@ -3,6 +3,7 @@ plain ``vocab.txt`` (a regular file inside the folder, at most ``VOCAB_MAX_BYTES
 it: words and ids only."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Sequence
 
@@ -40,16 +41,13 @@ class WordPieceTokenizer(RustTokenizer):
         self._vocab_bytes = read_regular_file(self.vocab_file, VOCAB_MAX_BYTES, folder)
         check_line_count(self._vocab_bytes, vocab_size, self.vocab_file)
         try:
-            self._vocab = wordpiece_vocab(self._vocab_bytes)
-            self._tokenizer = BertWordPieceTokenizer(self._vocab, lowercase=True)._tokenizer
+            self._tokenizer = BertWordPieceTokenizer(wordpiece_vocab(self._vocab_bytes), lowercase=True)._tokenizer
         except Exception as error:  # the Rust side raises TypeError/Exception for a vocab without [SEP] etc.
             raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary ({error})") from None
         check_vocab_size(self._tokenizer.get_vocab_size(), vocab_size, self.vocab_file)
         self._tokenizer.enable_truncation(self.max_length)
-        self._counter = None
         self.pad_id = self._tokenizer.token_to_id("[PAD]")
-        self.cls_id = self._tokenizer.token_to_id("[CLS]")
-        if self.pad_id is None or self.cls_id is None:
+        if self.pad_id is None or self._tokenizer.token_to_id("[CLS]") is None:
             raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary (no [PAD] or [CLS])")
 
     @property
@@ -58,26 +56,23 @@ class WordPieceTokenizer(RustTokenizer):
 
     def count(self, text: str) -> int:
         """Tokens ``text`` has before ``max_length`` cuts it, [CLS] and [SEP] included."""
-        return len(self._untruncated().encode(text).ids)
+        return len(self._untruncated.encode(text).ids)
 
     def piece_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """The ids of each text's WordPiece pieces, without [CLS] / [SEP], uncut by ``max_length``."""
-        encodings = self._untruncated().encode_batch(list(texts), add_special_tokens=False)
+        encodings = self._untruncated.encode_batch(list(texts), add_special_tokens=False)
         return [encoding.ids for encoding in encodings]
 
     @property
     def unk_id(self) -> int | None:
         return self._tokenizer.token_to_id("[UNK]")
 
+    @functools.cached_property
     def _untruncated(self):
-        if self._counter is None:  # an untruncated twin, built on first use: most tokenizers are never asked
-            from tokenizers import BertWordPieceTokenizer
-
-            self._counter = BertWordPieceTokenizer(self._vocab, lowercase=True)._tokenizer
-        return self._counter
-
-    def tokens(self, text: str) -> list[str]:
-        return self._tokenizer.encode(text).tokens
+        """An untruncated twin, built on first use: most tokenizers are never asked."""
+        twin = self.to_hf_tokenizer()
+        twin.no_truncation()
+        return twin
 
     def save(self, folder: Path) -> None:
         (Path(folder) / WORDPIECE_VOCAB_FILE).write_bytes(self._vocab_bytes)
