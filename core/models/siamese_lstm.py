@@ -80,14 +80,6 @@ def pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
 
-def run_tokenizer(tokens: str, spec, train_texts):
-    """BERT's WordPiece, or a word vocabulary built from the training texts."""
-    if tokens == "wordpiece":
-        return bert_wordpiece(spec.max_length)
-    return WordTokenizer.build(train_texts, min_freq=spec.min_freq, max_size=spec.max_vocab,
-                               max_length=spec.max_length)
-
-
 class SiameseLSTM(PairEncoder):
     """Embedding -> LSTM -> mean, max or both over real tokens (pads masked) -> L2-normalise."""
 
@@ -112,7 +104,8 @@ class SiameseLSTM(PairEncoder):
     def for_run(cls, spec, train_texts) -> "SiameseLSTM":
         """A new model for a ``RunSpec``: its tokenizer as ``tokens`` says, its table as ``init_embeddings`` says."""
         wanted = SiameseLSTMConfig(**spec.model_options)
-        tokenizer = run_tokenizer(wanted.tokens, spec, train_texts)
+        tokenizer = bert_wordpiece(spec.max_length) if wanted.tokens == "wordpiece" else WordTokenizer.build(
+            train_texts, min_freq=spec.min_freq, max_size=spec.max_vocab, max_length=spec.max_length)
         config = dataclasses.replace(wanted, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
         model = cls(config, tokenizer)
         if config.init_embeddings == "minilm":
