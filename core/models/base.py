@@ -87,13 +87,10 @@ class PairEncoder(nn.Module):
     def embedding_dim(self) -> int:
         raise NotImplementedError
 
-    def embed_pair(self, first: tuple[torch.Tensor, torch.Tensor], second: tuple[torch.Tensor, torch.Tensor]):
-        """Both sides of a batch of pairs -> (v1, v2), each (B, d)."""
-        return self.embed(*first, tower=0), self.embed(*second, tower=1)
-
     def forward(self, first, second, negatives=None):
-        """(v1, v2, vn): both sides, and extra negatives or None (training calls forward: DDP hooks only it)."""
-        v1, v2 = self.embed_pair(first, second)
+        """(v1, v2, vn): both sides of a batch of pairs, each (B, d), and extra negatives or None (training calls
+        forward: DDP hooks only it)."""
+        v1, v2 = self.embed(*first, tower=0), self.embed(*second, tower=1)
         return v1, v2, (None if negatives is None else self.embed(*negatives, tower=1))
 
     @torch.inference_mode()
