@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.models.minilm import MiniLM, MiniLMConfig, bert_size
-from core.models.registry import ModelTooLarge, check_model_size
+from core.models.registry import check_model_size
 from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, read_json_file
 
 WEIGHTS = "model.safetensors"
@@ -41,16 +41,11 @@ def check_base_folder(folder: str | Path) -> dict:
                f"(save_pretrained(..., safe_serialization=True))" if pickles else f"has no {WEIGHTS}")
         raise ModelLoadError(f"{folder} {why}")
     config = _json(folder, "config.json")
-    if "auto_map" in config:
-        raise ModelLoadError(f"{folder / 'config.json'} names custom code (auto_map); only plain BERT folders are used")
-    if config.get("model_type") != "bert":
-        raise ModelLoadError(f"{folder / 'config.json'}: model_type is {config.get('model_type')!r}; only BERT "
-                             "encoders (model_type 'bert') can be fine-tuned here")
     _check_tokenizer_config(folder, names)
     bert = {key: value for key, value in config.items() if key not in IGNORED_KEYS | {"dtype", "torch_dtype"}}
-    try:  # the weights are read as float32 whatever dtype they were saved in
-        check_model_size("minilm", MiniLMConfig(bert=bert))
-    except (ValueError, ModelTooLarge) as error:
+    try:  # MiniLMConfig refuses any key it does not know (auto_map too) and a model_type other than "bert"
+        check_model_size("minilm", MiniLMConfig(bert={"model_type": None, **bert}))
+    except ValueError as error:  # ModelTooLarge too; the weights are read as float32 whatever their dtype
         raise ModelLoadError(f"{folder / 'config.json'}: {error}") from None
     if VOCAB not in names:
         raise ModelLoadError(f"{folder} has no {VOCAB}: the lab reads BERT WordPiece vocabularies")
