@@ -82,12 +82,10 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     config = read_config(folder)
     if is_calibrated(config):  # the parent's weights, this folder's thresholds
         parent = parent_of(folder, config)  # the same files as when the copy was made, or refused
-        if parent == TFIDF or config["model_type"] == TFIDF:
-            raise ModelLoadError(f"{folder} is a calibrated TF-IDF baseline: it has no vectors (only evaluate, score, "
-                                 "predict and calibrate take it)")
-        if config["model_type"] == STACKED:
-            raise ModelLoadError(f"{folder} is a stacked scorer: it has no vectors (only evaluate, score, predict and "
-                                 "calibrate take it)")
+        if parent == TFIDF or config["model_type"] in (TFIDF, STACKED):
+            kind = "a stacked scorer" if config["model_type"] == STACKED else "a calibrated TF-IDF baseline"
+            raise ModelLoadError(f"{folder} is {kind}: it has no vectors (only evaluate, score, predict and calibrate "
+                                 "take it)")
         return load_model(parent, device)[0], config
     model_class = MODEL_TYPES[config["model_type"]]
     # 2. every field of the model config typed and bounded; 3. the parameter count under the limit.
