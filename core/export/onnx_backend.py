@@ -33,17 +33,6 @@ class OnnxBackendError(ValueError):
     """An ONNX export that cannot be used, or a cache that cannot be written; the message is one line."""
 
 
-def read_export_file(folder: Path, name: str, max_bytes: int = MAX_GRAPH_BYTES) -> bytes:
-    """The bytes of the file ``name`` of the export ``folder``: a regular file inside it, read once (the
-    bytes hashed are the bytes run)."""
-    try:
-        return read_regular_file(folder / name, max_bytes, folder)
-    except FileNotFoundError:
-        raise OnnxBackendError(f"{folder}: {name} is missing") from None
-    except ModelLoadError as error:
-        raise OnnxBackendError(str(error)) from None
-
-
 class OnnxEncoder:
     """An ONNX export run by onnxruntime on the CPU, with the inference calls of a ``PairEncoder``."""
 
@@ -65,8 +54,14 @@ class OnnxEncoder:
             towers = (str(manifest["towers"]["0"]), str(manifest["towers"]["1"]))
         except (KeyError, TypeError, ValueError):
             towers = None
-        graphs = {name: read_export_file(folder, name) for name in sorted(set(towers or ()))}
-        files = {**graphs, TOKENIZER_FILE: read_export_file(folder, TOKENIZER_FILE, VOCAB_MAX_BYTES)}
+        try:  # each a regular file inside the folder, read once: the bytes hashed are the bytes run
+            graphs = {name: read_regular_file(folder / name, MAX_GRAPH_BYTES, folder)
+                      for name in sorted(set(towers or ()))}
+            files = {**graphs, TOKENIZER_FILE: read_regular_file(folder / TOKENIZER_FILE, VOCAB_MAX_BYTES, folder)}
+        except FileNotFoundError as error:
+            raise OnnxBackendError(f"{folder}: {Path(error.filename or '?').name} is missing") from None
+        except ModelLoadError as error:
+            raise OnnxBackendError(str(error)) from None
         if towers is None or not files_match(manifest, files):
             raise OnnxBackendError(f"{folder} is not an ONNX export this lab wrote, or its files changed since (their "
                                    f"sha256 differ from {MANIFEST_FILE}'s); export the model again with "
