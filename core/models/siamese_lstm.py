@@ -192,14 +192,10 @@ def word_piece_means(words: Sequence[str], minilm: np.ndarray, wordpiece) -> np.
 def minilm_embedding_table(tokenizer, dim: int) -> np.ndarray:
     """(tokenizer.vocab_size, dim) float32: a row per token id of ``tokenizer`` (MiniLM's WordPiece, or a
     ``WordTokenizer``: a word's pieces averaged) from MiniLM's word embeddings, projected on the first ``dim``
-    principal axes of MiniLM's whole table when ``dim`` is not 384; the padding row zero."""
-    if not 1 <= dim <= MINILM_WIDTH:
-        raise ValueError(f"a MiniLM start gives 1 to {MINILM_WIDTH} dimensions, not {dim}")
+    principal axes of MiniLM's whole table when ``dim`` is not 384 (``SiameseLSTMConfig`` allows no more); the
+    padding row zero."""
     minilm = minilm_word_embeddings()  # (30522, 384)
-    if tokenizer.kind == "wordpiece":
-        if tokenizer.vocab_size != len(minilm):
-            raise ValueError(f"the WordPiece vocabulary has {tokenizer.vocab_size:,} entries, MiniLM's "
-                             f"{len(minilm):,}")
+    if tokenizer.kind == "wordpiece":  # MiniLM's own vocabulary (``bert_wordpiece``): its rows as they are
         table = minilm.astype(np.float64)  # (V, 384)
     else:
         wordpiece = bert_wordpiece()
