@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from core.export.formats import failure_reason, onnx_session
-from core.export.manifest import EXPORT_VERSION, MANIFEST_FILE, TOKENIZER_FILE, files_match, finite, part, read_manifest
+from core.export.manifest import (EXPORT_VERSION, FILE_HASHES, MANIFEST_FILE, TOKENIZER_FILE, file_hashes, finite, part,
+                                  read_manifest)
 from core.model_names import ZERO_SHOT
 from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, ModelLoadError, hash_regular_file, read_regular_file
 
@@ -62,7 +63,7 @@ class OnnxEncoder:
             raise OnnxBackendError(f"{folder}: {Path(error.filename or '?').name} is missing") from None
         except ModelLoadError as error:
             raise OnnxBackendError(str(error)) from None
-        if towers is None or not files_match(manifest, files):
+        if towers is None or manifest.get(FILE_HASHES) != file_hashes(files):
             raise OnnxBackendError(f"{folder} is not an ONNX export this lab wrote, or its files changed since (their "
                                    f"sha256 differ from {MANIFEST_FILE}'s); export the model again with "
                                    f"'python -m core export --format onnx'")
