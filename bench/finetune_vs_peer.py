@@ -320,7 +320,7 @@ def main() -> None:
         marks = [time.perf_counter()]
         batch = table.batch(rows)
         marks.append(time.perf_counter())
-        v1, v2 = model.embed_pair(batch.first, batch.second)
+        v1, v2, _ = model(batch.first, batch.second)
         marks.append(time.perf_counter())
         loss = objective(v1, v2, batch.labels)
         float(loss.detach())

@@ -129,7 +129,7 @@ def main() -> None:
             self.losses = []
 
         def step(self, batch) -> None:
-            v1, v2 = self.net.embed_pair(batch.first, batch.second)  # (B, d), (B, d)
+            v1, v2, _ = self.net(batch.first, batch.second)  # (B, d), (B, d)
             loss = triplet_loss(v1, v2, margin=margin)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -116,11 +116,17 @@ def test_cli_trains_on_a_base_folder_then_scores(bert_folder, few_pairs, tmp_pat
 
 
 def test_the_model_card_names_the_base_folder(bert_folder, few_pairs, tmp_path):
-    from core.export.model_card import local_base_model
+    from core.export.model_card import model_card
     from core.training.pipeline import train_run
 
     result = train_run(spec_for(bert_folder), few_pairs, out_dir=tmp_path / "run")
-    assert local_base_model(json.loads((result.folder / "config.json").read_text())) == "tiny-bert"
+    config = json.loads((result.folder / "config.json").read_text())
+    manifest = {"config": config, "export_format": "onnx", "model_type": "minilm", "zero_shot": False, "name": "m",
+                "threshold": None, "max_length": 24, "embedding_dim": 24, "normalized": True, "pad_id": 0,
+                "tokenizer_kind": "wordpiece", "files": {"graphs": ["model.onnx"]}, "exported_at": "now",
+                "check": {"texts": 10, "max_abs_diff_vs_pytorch": 0.0, "min_cosine_vs_pytorch": 1.0}}
+    card = model_card(manifest, "m")
+    assert "- **Base model:** `tiny-bert` (a local BERT folder)" in card and "all-MiniLM-L6-v2\n" not in card
 
 
 def copy_with(bert_folder: Path, tmp_path: Path, change) -> Path:

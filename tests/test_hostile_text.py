@@ -120,8 +120,8 @@ def test_bert_wordpiece_truncates_to_max_length_and_never_fails():
     assert_table_within(table, len(ALL_TEXTS), 32, tokenizer.vocab_size)
     assert tokenizer.encode(["why " * 2_500]).lengths[0] == 32  # [CLS] + 30 words + [SEP]
     # A 10,000-character run of emoji is one over-long "word": WordPiece turns it into a single [UNK].
-    assert tokenizer.tokens("😀" * 10_000) == ["[CLS]", "[UNK]", "[SEP]"]
-    assert "script" in tokenizer.tokens(SCRIPT)
+    assert tokenizer.to_hf_tokenizer().encode("😀" * 10_000).tokens == ["[CLS]", "[UNK]", "[SEP]"]
+    assert "script" in tokenizer.to_hf_tokenizer().encode(SCRIPT).tokens
 
 
 # ---------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_lstm_shapes_and_unit_norm(bidirectional, num_layers, pooling, width):
     assert v.shape == (BATCH, width)
     assert model.embedding_dim == width
     torch.testing.assert_close(v.norm(dim=-1), torch.ones(BATCH))
-    v1, v2 = model.embed_pair((ids, mask), (ids[:5, :4], mask[:5, :4]))
+    v1, v2, _ = model((ids, mask), (ids[:5, :4], mask[:5, :4]))
     assert v1.shape == (BATCH, width) and v2.shape == (5, width)
 
 
@@ -200,7 +200,7 @@ def test_dual_encoder_shapes_and_projection():
     assert model.towers[0].tokens.weight.shape == (VOCAB, D_MODEL)
     assert model.towers[0].positions.weight.shape == (MAX_LEN, D_MODEL)
     assert model.towers[0].projection.weight.shape == (PROJECTION, D_MODEL)
-    v1, v2 = model.embed_pair((ids, mask), (ids[:5], mask[:5]))
+    v1, v2, _ = model((ids, mask), (ids[:5], mask[:5]))
     assert v1.shape == (BATCH, PROJECTION) and v2.shape == (5, PROJECTION)
 
 

@@ -250,6 +250,7 @@ def _edit_config(folder, edit):
     (lambda c: c.update(model_config=[1, 2]), "JSON object"),
     (lambda c: c["tokenizer"].update(kind="pickle"), "tokenizer"),
     (lambda c: c["tokenizer"].update(max_length=-1), "max_length"),
+    (lambda c: c["tokenizer"].update(max_length="13"), "max_length"),
 ])
 def test_bad_config_json_is_refused(tmp_path, edit, message):
     folder = save_model(tiny_lstm(), tmp_path / "m")

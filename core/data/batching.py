@@ -86,8 +86,6 @@ def labelled_batches(pairs: pd.DataFrame, batch_size: int, seed: int,
                      lengths: np.ndarray | None = None) -> list[np.ndarray]:
     """All rows, both classes, in a seeded order, cut into batches (the last may be smaller); ``lengths`` groups
     rows of similar length as in ``duplicate_free_batches``."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     rng = np.random.default_rng(seed)
     order = rng.permutation(pairs.shape[0])
     if lengths is not None:

@@ -132,11 +132,15 @@ def _shape_of(header: list[str]) -> str | None:
     return None
 
 
+def _one_per_cell(cells: list[str], name: str, shape: str, columns: list[str],
+                  first_line: int) -> tuple[list[str], QuestionsReport]:
+    while cells and not cells[-1]:  # a trailing newline (or several) ends the file, it is no question
+        cells.pop()
+    return _grid_report(np.array(cells, dtype=object).reshape(-1, 1), name, shape, columns, "", _NONE, first_line)
+
+
 def _lines(text: str, name: str) -> tuple[list[str], QuestionsReport]:
-    lines = [line.strip() for line in _LINE_BREAK.split(text)]
-    while lines and not lines[-1]:  # a trailing newline (or several) ends the file, it is no question
-        lines.pop()
-    return _grid_report(np.array(lines, dtype=object).reshape(-1, 1), name, LINES, [], "", _NONE, first_line=1)
+    return _one_per_cell([line.strip() for line in _LINE_BREAK.split(text)], name, LINES, [], first_line=1)
 
 
 def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
@@ -149,11 +153,8 @@ def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], Que
                             engine="c", quotechar='"', doublequote=True, skip_blank_lines=False)
     except Exception as error:  # noqa: BLE001 - whatever pandas trips over in user data is the user's to see
         raise DataError(f"could not parse {name} as one question per line: {error}") from None
-    cells = frame.iloc[1:, 0].fillna("").astype(str).str.strip().tolist()
-    while cells and not cells[-1]:
-        cells.pop()
-    return _grid_report(np.array(cells, dtype=object).reshape(-1, 1), name, COLUMN, [header[0]], "", _NONE,
-                        first_line=2)
+    return _one_per_cell(frame.iloc[1:, 0].fillna("").astype(str).str.strip().tolist(), name, COLUMN, [header[0]],
+                         first_line=2)
 
 
 def _question_positions(names: list[str], shape: str) -> list[int]:

@@ -277,8 +277,6 @@ MAX_GROUP = 10  # a cap against drift, not tuned
 def implied_pairs(pairs: pd.DataFrame, max_group: int = MAX_GROUP, seed: int = 0) -> pd.DataFrame:
     """The new pairs that ``pairs``' labels imply, none already in ``pairs`` in either order: (a, b, 1), (b, c, 1),
     (a, d, 0) imply (a, c, 1) by closure, and (b, d, 0) and (c, d, 0) by swap."""
-    if max_group < 2:
-        raise ValueError(f"max_group must be at least 2, got {max_group}")
     texts = np.concatenate([pairs["question1"].to_numpy(object), pairs["question2"].to_numpy(object)])
     codes = question_codes(pairs)[0]
     text_of = texts[np.unique(codes, return_index=True)[1]]  # each question's first row gives its shown text
@@ -319,7 +317,7 @@ def implied_pairs(pairs: pd.DataFrame, max_group: int = MAX_GROUP, seed: int = 0
     return pd.DataFrame({"question1": text_of[a], "question2": text_of[b], "is_duplicate": label})
 
 
-def with_implied_pairs(pairs: pd.DataFrame, max_group: int = MAX_GROUP, seed: int = 0) -> pd.DataFrame:
+def with_implied_pairs(pairs: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """``pairs`` followed by the pairs its labels imply, with a fresh index."""
-    extra = implied_pairs(pairs, max_group, seed)
-    return pd.concat([pairs[["question1", "question2", "is_duplicate"]], extra], ignore_index=True)
+    return pd.concat([pairs[["question1", "question2", "is_duplicate"]], implied_pairs(pairs, seed=seed)],
+                     ignore_index=True)

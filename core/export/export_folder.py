@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from core.export.formats import ExportError, write_onnx, write_sentence_transformers
-from core.export.manifest import MANIFEST_FILE, build_manifest, read_manifest, with_file_hashes
+from core.export.manifest import FILE_HASHES, MANIFEST_FILE, build_manifest, file_hashes, read_manifest
 from core.export.model_card import CARD_FILE, model_card
 from core.saving.atomic import RECORD_FILE, owned_by, write_folder_atomically
 from core.saving.output import OutputClaim, OutputError, claim_output, refuse_others_files
@@ -96,7 +96,8 @@ def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize:
         model.train(was_training)  # the caller's model (often a shared, cached one) is left as it was
     manifest = build_manifest(model, config, fmt, details, source, extra or {})
     if fmt == "onnx":  # the backend runs only graphs whose bytes are the ones recorded here
-        manifest = with_file_hashes(manifest, folder, [*manifest["files"]["graphs"], manifest["files"]["tokenizer"]])
+        names = [*manifest["files"]["graphs"], manifest["files"]["tokenizer"]]
+        manifest[FILE_HASHES] = file_hashes({name: (folder / name).read_bytes() for name in names})
     (folder / CARD_FILE).write_text(model_card(manifest, name or folder.name), encoding="utf-8")
     # The manifest last: a folder with one is a complete export.
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, allow_nan=False),

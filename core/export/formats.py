@@ -102,8 +102,8 @@ def _unit(model, vectors):
     return vectors if normalises(model) else torch.nn.functional.normalize(vectors, dim=-1)
 
 
-def _graph(model, tower: int):
-    """One tower of ``model`` as a module (input_ids, attention_mask) -> unit vectors, for the exporter."""
+def _traced(model, forward):
+    """``forward`` (tensors -> tensor) as a module holding ``model``'s weights, for the exporter."""
     import torch
 
     class Graph(torch.nn.Module):
@@ -111,14 +111,21 @@ def _graph(model, tower: int):
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids, attention_mask):
-            mask = attention_mask.bool()
-            if self.model.model_type == "dual-transformer":
-                towers = self.model.towers
-                return _unit(self.model, _dual_tower(towers[min(tower, len(towers) - 1)], input_ids, mask))
-            return _unit(self.model, self.model.embed(input_ids, mask, tower=tower))
+        def forward(self, *inputs):
+            return forward(*inputs)
 
     return Graph().eval()
+
+
+def _graph(model, tower: int):
+    """One tower of ``model``: (input_ids, attention_mask) -> unit vectors."""
+    def forward(input_ids, attention_mask):
+        mask = attention_mask.bool()
+        if model.model_type == "dual-transformer":
+            return _unit(model, _dual_tower(model.towers[min(tower, len(model.towers) - 1)], input_ids, mask))
+        return _unit(model, model.embed(input_ids, mask, tower=tower))
+
+    return _traced(model, forward)
 
 
 def _dual_tower(tower, input_ids, mask):
@@ -201,18 +208,10 @@ CROSS_OUTPUT = "duplicate_probability"
 
 
 def _cross_graph(model):
-    """A cross-encoder as a module: a joined pair's ids, mask and token types -> ``duplicate_probability``."""
+    """A cross-encoder: a joined pair's ids, mask and token types -> ``duplicate_probability``."""
     import torch
 
-    class Graph(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return torch.sigmoid(self.model.logits(input_ids, attention_mask.bool(), token_type_ids))
-
-    return Graph().eval()
+    return _traced(model, lambda ids, mask, types: torch.sigmoid(model.logits(ids, mask.bool(), types)))
 
 
 def write_onnx(model, folder: Path, quantize: str | None) -> dict:
@@ -278,10 +277,7 @@ def write_sentence_transformers(model, folder: Path) -> dict:
     from sentence_transformers import SentenceTransformer
     from transformers import BertTokenizerFast
 
-    try:  # sentence-transformers >= 6; sentence_transformers.models before (deprecated since)
-        from sentence_transformers.sentence_transformer import modules as st_models
-    except ImportError:
-        from sentence_transformers import models as st_models
+    from sentence_transformers.sentence_transformer import modules as st_models
 
     max_length = model.tokenizer.max_length
     with quiet_export(), tempfile.TemporaryDirectory(prefix="siamese-lab-st-") as hf:

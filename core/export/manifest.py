@@ -109,13 +109,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
     })
 
 
-def with_file_hashes(manifest: dict, folder: Path, names: list[str]) -> dict:
-    """``manifest`` with the sha256 of each of ``names`` in ``folder``: how the ONNX backend knows its own exports."""
-    return {**manifest, FILE_HASHES: {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in names}}
-
-
-def files_match(manifest: dict, files: dict[str, bytes]) -> bool:
-    """Whether ``manifest`` records the sha256 of each of ``files`` (name -> the bytes read to be run)."""
-    recorded = manifest.get(FILE_HASHES)
-    return isinstance(recorded, dict) and all(
-        recorded.get(name) == hashlib.sha256(data).hexdigest() for name, data in files.items())
+def file_hashes(files: dict[str, bytes]) -> dict[str, str]:
+    """name -> sha256 of the bytes: recorded in an ONNX manifest (``FILE_HASHES``), how the backend knows its own
+    exports."""
+    return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}

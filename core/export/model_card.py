@@ -28,14 +28,10 @@ def _code(value, limit: int = 200) -> str:
     return "`" + _plain(value, limit).replace("`", "'") + "`"
 
 
-def _number(value, digits: int = 4) -> str:
+def _number(value, digits: int = 4, scale: int = 1) -> str:
     if not finite(value):
         return "n/a"
-    return f"{value:,}" if isinstance(value, int) else f"{value:.{digits}f}"
-
-
-def _percent(share) -> str:
-    return _number(100 * share, 1) if finite(share) else "n/a"
+    return f"{value:,}" if isinstance(value, int) and scale == 1 else f"{scale * value:.{digits}f}"
 
 
 def loss_line(config: dict) -> str:
@@ -72,16 +68,14 @@ def _usage(manifest: dict, folder_name: str) -> str:
     """The card's Python snippet, opening the export by ``folder_name``."""
     threshold = manifest["threshold"]
     shown = f"{threshold:.6f}" if threshold is not None else "0.5  # no calibrated threshold: choose one"
-    where = json.dumps(folder_name or "path/to/this/folder")
-    if manifest["model_type"] == "cross-encoder":
-        return f"""```python
-import numpy as np
-import onnxruntime as ort
-from tokenizers import Tokenizer
-
-MODEL_DIR = {where}  # this folder
-THRESHOLD = {shown}  # duplicate when the probability is above it: recalibrate it on your own pairs
-
+    cross = manifest["model_type"] == "cross-encoder"
+    score = "probability" if cross else "cosine"
+    head = f"""MODEL_DIR = {json.dumps(folder_name or "path/to/this/folder")}  # this folder
+THRESHOLD = {shown}  # duplicate when the {score} is above it: recalibrate it on your own pairs
+"""
+    onnx_head = "```python\nimport numpy as np\nimport onnxruntime as ort\nfrom tokenizers import Tokenizer\n\n" + head
+    if cross:
+        return onnx_head + f"""
 tokenizer = Tokenizer.from_file(f"{{MODEL_DIR}}/tokenizer.json")
 tokenizer.enable_padding(pad_id={manifest["pad_id"]})
 session = ort.InferenceSession(f"{{MODEL_DIR}}/model.onnx")
@@ -97,23 +91,14 @@ for probability in session.run(None, inputs)[0]:
         return f"""```python
 from sentence_transformers import SentenceTransformer
 
-MODEL_DIR = {where}  # this folder
-THRESHOLD = {shown}  # duplicate when the cosine is above it: recalibrate it on your own pairs
-
+{head}
 model = SentenceTransformer(MODEL_DIR)
 q1, q2 = model.encode(["How do I learn Python?", "What is the best way to learn Python?"])
 score = float(model.similarity(q1, q2))  # cosine similarity
 print(round(score, 4), "DUPLICATE" if score > THRESHOLD else "NOT DUPLICATE")
 ```"""
     sessions = ", ".join(f'ort.InferenceSession(f"{{MODEL_DIR}}/{name}")' for name in manifest["files"]["graphs"])
-    return f"""```python
-import numpy as np
-import onnxruntime as ort
-from tokenizers import Tokenizer
-
-MODEL_DIR = {where}  # this folder
-THRESHOLD = {shown}  # duplicate when the cosine is above it: recalibrate it on your own pairs
-PAD_ID = {manifest["pad_id"]}
+    return onnx_head + f"""PAD_ID = {manifest["pad_id"]}
 
 tokenizer = Tokenizer.from_file(f"{{MODEL_DIR}}/tokenizer.json")  # truncates to {manifest["max_length"]} tokens
 towers = [{sessions}]
@@ -180,23 +165,6 @@ def _verdict_lines(metrics: dict) -> list[str]:
     return lines + [""] if lines else []
 
 
-def local_base_model(config: dict) -> str | None:
-    """The name of the local BERT folder a run fine-tuned instead of the bundled MiniLM (``config["base_model"]``,
-    written by ``core.training.pipeline``), or None."""
-    name = part(config, "base_model").get("name")
-    return name if isinstance(name, str) and name else None
-
-
-def parent_line(config: dict) -> str:
-    """"Fine-tuned from `name` (validation ROC AUC 0.8123)." when the run started from a saved model
-    (``config["parent"]``, written by ``core.training.pipeline``), else ""."""
-    parent = config.get("parent")
-    if not isinstance(parent, dict):
-        return ""
-    return (f"Fine-tuned from {_code(parent.get('name') or 'a saved model', 120)} "
-            f"(validation ROC AUC {_number(parent.get('validation_roc_auc'))}).")
-
-
 def model_card(manifest: dict, folder_name: str = "") -> str:
     """README.md of an export, from its manifest (``manifest["config"]`` is the run's config summary)."""
     from core.model_names import MODEL_LABELS, ZERO_SHOT_LABEL
@@ -210,7 +178,7 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
     train_config, training = part(config, "train_config"), part(config, "training")
     validation, test = part(metrics, "validation"), part(metrics, "test")
     threshold = manifest["threshold"]
-    local_base = local_base_model(config)
+    local_base = part(config, "base_model").get("name")  # a local BERT folder fine-tuned instead of MiniLM
     base = BASE_MODEL if family in ("minilm", "cross-encoder") and not local_base else None
 
     cross = family == "cross-encoder"  # scores a pair in one pass: no vectors, a probability
@@ -230,7 +198,9 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
               f"It maps a question to a vector of {manifest['embedding_dim']} numbers; two questions whose cosine "
               "similarity is above the threshold are called duplicates."), ""]
 
-    parent = parent_line(config)
+    parent = part(config, "parent")  # the saved model the run started from
+    parent = parent and (f"Fine-tuned from {_code(parent.get('name') or 'a saved model', 120)} "
+                         f"(validation ROC AUC {_number(parent.get('validation_roc_auc'))}).")
     kind = "fixed zero-shot cosine" if zero_shot else "calibrated probability" if cross else "calibrated cosine"
     lines += ["## Model Details", "", "### Model Description", "", f"- **Model family:** {label} (`{family}`)",
               f"- **Base model:** [{base}](https://huggingface.co/{base})" if base
@@ -246,7 +216,7 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
               else "- **Duplicate threshold:** none calibrated"]
     if data:
         lines.append(f"- **Training dataset:** {_code(data.get('name', 'n/a'))}, {_number(data.get('pairs'))} pairs, "
-                     f"{_percent(data.get('duplicate_rate'))} % duplicates")
+                     f"{_number(data.get('duplicate_rate'), 1, 100)} % duplicates")
     lines.append("")
 
     if cross:
@@ -325,7 +295,7 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
             lines += [f"- **Name:** {_code(data.get('name', 'n/a'))}",
                       f"- **Size:** {_number(data.get('pairs'))} pairs ({_number(data.get('unique_questions'))} "
                       f"distinct questions)",
-                      f"- **Duplicate share:** {_percent(data.get('duplicate_rate'))} % "
+                      f"- **Duplicate share:** {_number(data.get('duplicate_rate'), 1, 100)} % "
                       f"({_number(data.get('duplicates'))} duplicate pairs)",
                       f"- **Splits:** {_number(data.get('train_pairs'))} training"
                       + (f" (of them {_number(data['implied_pairs'])} implied by the training labels)"

@@ -30,7 +30,3 @@ def __getattr__(name: str):
     value = getattr(importlib.import_module(_HOMES[name]), name)
     globals()[name] = value  # later lookups skip this function
     return value
-
-
-def __dir__():
-    return sorted({*globals(), *__all__})

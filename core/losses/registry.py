@@ -26,10 +26,6 @@ class Loss:
     label: str  # a run's loss in a few words: str.format template over the config's fields
     card: str  # the model card's line: str.format template over margin, form, scale and weight
 
-    def __post_init__(self):
-        if self.batch_kind not in BATCH_KINDS:
-            raise ValueError(f"unknown batch kind {self.batch_kind!r}; expected one of {', '.join(BATCH_KINDS)}")
-
 
 def _triplet(v1, v2, labels, negatives, c):
     return losses.triplet_loss(v1, v2, margin=c.margin, negatives=negatives)

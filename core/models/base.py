@@ -71,13 +71,8 @@ class PairEncoder(nn.Module):
 
     @classmethod
     def check_tokenizer(cls, config, tokenizer) -> None:
-        """ValueError when ``tokenizer`` does not fit ``config`` (vocabulary size, padding id, positions)."""
-        expected = cls.vocab_size_of(config)
-        if tokenizer.vocab_size != expected:
-            raise ValueError(f"the tokenizer has {tokenizer.vocab_size:,} entries but the model config says "
-                             f"vocab_size {expected:,}")
-        if not 0 <= tokenizer.pad_id < expected:
-            raise ValueError(f"the tokenizer's padding id {tokenizer.pad_id} is outside the vocabulary")
+        """ValueError when ``tokenizer`` does not fit ``config`` (its positions, its kind); the vocabulary's size is
+        checked as it is read (``vocab_size_of``)."""
 
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: int = 0) -> torch.Tensor:
         """(B, T) ids and (B, T) bool mask -> (B, d) vectors."""
@@ -92,13 +87,10 @@ class PairEncoder(nn.Module):
     def embedding_dim(self) -> int:
         raise NotImplementedError
 
-    def embed_pair(self, first: tuple[torch.Tensor, torch.Tensor], second: tuple[torch.Tensor, torch.Tensor]):
-        """Both sides of a batch of pairs -> (v1, v2), each (B, d)."""
-        return self.embed(*first, tower=0), self.embed(*second, tower=1)
-
     def forward(self, first, second, negatives=None):
-        """(v1, v2, vn): both sides, and extra negatives or None (training calls forward: DDP hooks only it)."""
-        v1, v2 = self.embed_pair(first, second)
+        """(v1, v2, vn): both sides of a batch of pairs, each (B, d), and extra negatives or None (training calls
+        forward: DDP hooks only it)."""
+        v1, v2 = self.embed(*first, tower=0), self.embed(*second, tower=1)
         return v1, v2, (None if negatives is None else self.embed(*negatives, tower=1))
 
     @torch.inference_mode()
@@ -111,21 +103,29 @@ class PairEncoder(nn.Module):
     ) -> torch.Tensor:
         """(N, d) float32 CPU vectors of a tokenised table, in its order; rows run in length order within
         ``batch_size`` and the family's token budget, ``progress(done, total)`` after every chunk."""
+        out = torch.empty(len(table), self.embedding_dim, dtype=torch.float32)
+
+        def run(rows: np.ndarray) -> None:
+            ids, mask = table.take(rows)
+            vectors = self.embed(ids.to(self.device), mask.to(self.device), tower=tower)  # (b, d)
+            out[torch.from_numpy(rows)] = vectors.float().cpu()
+
+        self.in_batches(table.lengths, batch_size, TOKEN_BUDGETS.get(self.model_type), run, progress)
+        return out
+
+    def in_batches(self, lengths: np.ndarray, batch_size: int, max_tokens: int | None, run, progress=None) -> None:
+        """``run(rows)`` on each of ``encoding_batches(lengths, ...)`` in eval mode under ``autocast``, then
+        ``progress(done, total)``; the model's training mode is restored after."""
         was_training = self.training
         self.eval()
-        out = torch.empty(len(table), self.embedding_dim, dtype=torch.float32)
-        device = self.device
         done = 0
         with self.autocast():
-            for rows in encoding_batches(table.lengths, batch_size, TOKEN_BUDGETS.get(self.model_type)):
-                ids, mask = table.take(rows)
-                vectors = self.embed(ids.to(device), mask.to(device), tower=tower)  # (b, d)
-                out[torch.from_numpy(rows)] = vectors.float().cpu()
+            for rows in encoding_batches(lengths, batch_size, max_tokens):
+                run(rows)
                 done += len(rows)
                 if progress is not None:
-                    progress(done, len(table))
+                    progress(done, len(lengths))
         self.train(was_training)
-        return out
 
     def encode(self, texts: Sequence[str], tower: int = 0, batch_size: int = 256, progress=None) -> torch.Tensor:
         """Texts -> (N, d) float32 CPU tensor."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.models.minilm import MiniLM, MiniLMConfig, bert_size
-from core.models.registry import ModelTooLarge, check_model_size
+from core.models.registry import check_model_size
 from core.saving.files import CONFIG_MAX_BYTES, ModelLoadError, read_json_file
 
 WEIGHTS = "model.safetensors"
@@ -41,16 +41,11 @@ def check_base_folder(folder: str | Path) -> dict:
                f"(save_pretrained(..., safe_serialization=True))" if pickles else f"has no {WEIGHTS}")
         raise ModelLoadError(f"{folder} {why}")
     config = _json(folder, "config.json")
-    if "auto_map" in config:
-        raise ModelLoadError(f"{folder / 'config.json'} names custom code (auto_map); only plain BERT folders are used")
-    if config.get("model_type") != "bert":
-        raise ModelLoadError(f"{folder / 'config.json'}: model_type is {config.get('model_type')!r}; only BERT "
-                             "encoders (model_type 'bert') can be fine-tuned here")
     _check_tokenizer_config(folder, names)
     bert = {key: value for key, value in config.items() if key not in IGNORED_KEYS | {"dtype", "torch_dtype"}}
-    try:  # the weights are read as float32 whatever dtype they were saved in
-        check_model_size("minilm", MiniLMConfig(bert=bert))
-    except (ValueError, ModelTooLarge) as error:
+    try:  # MiniLMConfig refuses any key it does not know (auto_map too) and a model_type other than "bert"
+        check_model_size("minilm", MiniLMConfig(bert={"model_type": None, **bert}))
+    except ValueError as error:  # ModelTooLarge too; the weights are read as float32 whatever their dtype
         raise ModelLoadError(f"{folder / 'config.json'}: {error}") from None
     if VOCAB not in names:
         raise ModelLoadError(f"{folder} has no {VOCAB}: the lab reads BERT WordPiece vocabularies")
@@ -77,8 +72,8 @@ def _check_tokenizer_config(folder: Path, names: list[str]) -> None:
                              "tokenizer lower-cases, so a cased model cannot be fine-tuned here")
 
 
-def read_base_folder(folder: str | Path, max_length: int):
-    """(BertConfig, float32 encoder state dict without pooler, WordPiece tokenizer) of the BERT folder ``folder``."""
+def base_minilm(folder: str | Path, max_length: int = 64, family: type[MiniLM] = MiniLM) -> MiniLM:
+    """A ``MiniLM`` (or ``family``, the cross-encoder) holding the encoder and vocabulary of the BERT folder."""
     import torch
 
     from core.saving.model_folder import read_weights, weights_max_bytes
@@ -86,12 +81,12 @@ def read_base_folder(folder: str | Path, max_length: int):
 
     folder = Path(folder)
     bert = check_base_folder(folder)
+    config = family.config_class(max_length=max_length, bert=bert)
     # Room for twice the encoder, as for the bundled MiniLM: a checkpoint may carry a pooler and heads too.
-    parameters = MiniLM.parameter_count(MiniLMConfig(bert=bert))
-    weights = read_weights(folder, max_bytes=weights_max_bytes(2 * parameters))
+    weights = read_weights(folder, max_bytes=weights_max_bytes(2 * MiniLM.parameter_count(config)))
     encoder = {}
     for name, tensor in weights.items():
-        name = name[len(ENCODER_PREFIX):] if name.startswith(ENCODER_PREFIX) else name
+        name = name.removeprefix(ENCODER_PREFIX)
         if not name.startswith(UNUSED_WEIGHTS) and name != "embeddings.position_ids":
             encoder[name] = tensor.to(torch.float32) if tensor.is_floating_point() else tensor
             # read_weights found every value finite in its own dtype; float64's may still overflow float32
@@ -101,19 +96,9 @@ def read_base_folder(folder: str | Path, max_length: int):
     try:
         tokenizer = WordPieceTokenizer(folder / VOCAB, max_length=max_length, folder=folder,
                                        vocab_size=bert_size(bert, "vocab_size"))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ModelLoadError(f"{folder / VOCAB}: {error}") from None
-    return bert, encoder, tokenizer
-
-
-def base_minilm(folder: str | Path, max_length: int = 64, family: type[MiniLM] = MiniLM) -> MiniLM:
-    """A ``MiniLM`` (or ``family``, the cross-encoder) holding the encoder and vocabulary of the BERT folder."""
-    bert_config, weights, tokenizer = read_base_folder(folder, max_length)
-    config = family.config_class(max_length=max_length, bert=bert_config)
-    try:
         family.check_tokenizer(config, tokenizer)
         model = family(config, tokenizer)
-        model.bert.load_state_dict(weights, strict=True)
-    except (ValueError, RuntimeError) as error:  # RuntimeError: a tensor missing, unexpected or misshapen
+        model.bert.load_state_dict(encoder, strict=True)
+    except (ValueError, UnicodeDecodeError, RuntimeError) as error:  # RuntimeError: a tensor missing or misshapen
         raise ModelLoadError(f"{folder}: {' '.join(str(error).splitlines()[:2])[:300]}") from None
     return model

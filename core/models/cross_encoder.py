@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from core.models.minilm import MiniLM, bert_size, check_bert_config
-from core.models.base import encoding_batches
 from core.text.token_table import TokenTable
 
 Side = tuple[torch.Tensor, torch.Tensor]  # ids (B, T) and bool mask (B, T) of one question per pair
@@ -47,12 +46,8 @@ class CrossEncoder(MiniLM):
         return super().parameter_count(config) + bert_size(config.bert, "hidden_size") + 1
 
     @classmethod
-    def check_tokenizer(cls, config: CrossEncoderConfig, tokenizer) -> None:
-        super().check_tokenizer(config, tokenizer)
-        positions = bert_size(config.bert, "max_position_embeddings")
-        if 2 * tokenizer.max_length - 1 > positions:
-            raise ValueError(f"two questions of {tokenizer.max_length} tokens make {2 * tokenizer.max_length - 1}, "
-                             f"but the model has {positions} positions")
+    def input_length(cls, max_length: int) -> int:
+        return 2 * max_length - 1  # both questions joined, the second one's [CLS] dropped
 
     @property
     def embedding_dim(self) -> int:
@@ -75,17 +70,13 @@ class CrossEncoder(MiniLM):
     @torch.inference_mode()
     def score_tables(self, first: TokenTable, second: TokenTable, batch_size: int = 256, progress=None) -> np.ndarray:
         """(N,) duplicate probabilities in the tables' order, pairs run in length order within a token budget."""
-        was_training = self.training
-        self.eval()
-        scores, done = np.empty(len(first), dtype=np.float64), 0
-        with self.autocast():
-            for rows in encoding_batches(first.lengths + second.lengths, batch_size, PAIR_TOKEN_BUDGET):
-                sides = [tuple(t.to(self.device) for t in table.take(rows)) for table in (first, second)]
-                scores[rows] = torch.sigmoid(self(*sides)[0].float()).cpu().numpy()
-                done += len(rows)
-                if progress is not None:
-                    progress(done, len(first))
-        self.train(was_training)
+        scores = np.empty(len(first), dtype=np.float64)
+
+        def run(rows: np.ndarray) -> None:
+            sides = [tuple(t.to(self.device) for t in table.take(rows)) for table in (first, second)]
+            scores[rows] = torch.sigmoid(self(*sides)[0].float()).cpu().numpy()
+
+        self.in_batches(first.lengths + second.lengths, batch_size, PAIR_TOKEN_BUDGET, run, progress)
         return scores
 
 

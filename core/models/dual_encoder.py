@@ -79,7 +79,6 @@ class DualEncoder(PairEncoder):
 
     @classmethod
     def check_tokenizer(cls, config: DualEncoderConfig, tokenizer) -> None:
-        super().check_tokenizer(config, tokenizer)
         if tokenizer.max_length > config.max_length:
             raise ValueError(f"the tokenizer keeps up to {tokenizer.max_length} tokens but the model has "
                              f"{config.max_length} positions")

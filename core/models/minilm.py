@@ -1,6 +1,7 @@
 """all-MiniLM-L6-v2, the pretrained sentence encoder, loaded from its installed package folder."""
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -18,81 +19,54 @@ ZERO_SHOT_THRESHOLD = 0.80
 # Sizes BertConfig falls back to when a key is absent (transformers' defaults; tests check them).
 BERT_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
                  "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2}
-BERT_MAX_LAYERS = 256
-BERT_MAX_POSITIONS = 65_536
 _INT_MAX = 10_000_000
 _HIDDEN_ACTS = frozenset({"gelu", "relu", "silu", "swish", "gelu_new", "gelu_fast", "gelu_python",
                           "gelu_pytorch_tanh", "quick_gelu", "tanh", "mish", "gelu_accurate"})
+_NONE = frozenset({None})
 
 
-def _rule(ok, must: str):
-    """A checker of one config value: None when ``ok(value)``, else what the value must be."""
-    return lambda value: None if ok(value) else must
+def _fits(rule, value) -> bool:
+    """Whether ``value`` is what ``rule`` allows: a range of integers, a (low, high) pair of finite numbers, a set of
+    values (compared with their type), a JSON type, or a list of rules of which one must hold."""
+    if isinstance(rule, list):
+        return any(_fits(each, value) for each in rule)
+    if isinstance(rule, frozenset):
+        return any(value is a or (type(value) is type(a) and value == a) for a in rule)
+    if isinstance(value, bool) and rule is not bool:
+        return False
+    if isinstance(rule, range):
+        return isinstance(value, int) and value in rule
+    if isinstance(rule, tuple):
+        return isinstance(value, (int, float)) and math.isfinite(value) and rule[0] <= value <= rule[1]
+    return isinstance(value, rule)
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _int(low: int, high: int):
-    return _rule(lambda v: _number(v) and isinstance(v, int) and low <= v <= high, f"an integer in {low:,}..{high:,}")
-
-
-def _float(low: float, high: float):
-    return _rule(lambda v: _number(v) and math.isfinite(v) and low <= v <= high,
-                 f"a finite number in [{low:g}, {high:g}]")
-
-
-def _one_of(*allowed):
-    return _rule(lambda v: any(v is a or (type(v) is type(a) and v == a) for a in allowed),
-                 "one of " + ", ".join(repr(a) for a in allowed))
-
-
-def _optional(inner):
-    return lambda value: None if value is None else inner(value)
-
-
-def _text(max_chars: int):
-    return _rule(lambda v: isinstance(v, str) and len(v) <= max_chars, f"a string of at most {max_chars} characters")
-
-
-_bool = _rule(lambda v: isinstance(v, bool), "true or false")
-_small_list_of_text = _rule(lambda v: isinstance(v, list) and len(v) <= 16 and all(
-    isinstance(x, str) and len(x) <= 128 for x in v), "a list of at most 16 short strings")
-_label_map = _rule(lambda v: isinstance(v, dict) and len(v) <= 1024 and all(
-    isinstance(x, (str, int)) and not isinstance(x, bool) and len(str(x)) <= 128 and len(str(k)) <= 128
-    for k, x in v.items()), "a mapping of at most 1,024 short labels")
-_id_or_ids = _rule(lambda v: len(ids := v if isinstance(v, list) else [v]) <= 16 and all(
-    isinstance(i, int) and not isinstance(i, bool) and 0 <= i < _INT_MAX for i in ids),
-    "null, a token id or a list of token ids")
-
-
-# Every key BertConfig may be given from a folder, and what its value may be; anything else is refused.
+# Every key BertConfig may be given from a folder, and what its value may be (``_fits``); anything else is refused.
 BERT_KEYS = {
     **dict.fromkeys(("vocab_size", "hidden_size", "num_attention_heads", "intermediate_size", "type_vocab_size"),
-                    _int(1, _INT_MAX)),
-    "num_hidden_layers": _int(0, BERT_MAX_LAYERS),
-    "max_position_embeddings": _int(1, BERT_MAX_POSITIONS),
-    "chunk_size_feed_forward": _int(0, _INT_MAX),
-    "hidden_act": _one_of(*sorted(_HIDDEN_ACTS)),
-    **dict.fromkeys(("hidden_dropout_prob", "attention_probs_dropout_prob"), _float(0.0, 1.0)),
-    "classifier_dropout": _optional(_float(0.0, 1.0)),
-    "initializer_range": _float(0.0, 10.0),
-    "layer_norm_eps": _float(1e-30, 1.0),
-    "pad_token_id": _optional(_int(0, _INT_MAX)),
-    **dict.fromkeys(("bos_token_id", "eos_token_id"), _optional(_id_or_ids)),
-    "position_embedding_type": _one_of("absolute"),
-    "model_type": _one_of("bert"),
-    "architectures": _optional(_small_list_of_text),
-    "_name_or_path": _text(4096),
-    "transformers_version": _optional(_text(64)),
+                    range(1, _INT_MAX + 1)),
+    "num_hidden_layers": range(257),
+    "max_position_embeddings": range(1, 65_537),
+    "chunk_size_feed_forward": range(_INT_MAX + 1),
+    "hidden_act": _HIDDEN_ACTS,
+    **dict.fromkeys(("hidden_dropout_prob", "attention_probs_dropout_prob"), (0.0, 1.0)),
+    "classifier_dropout": [_NONE, (0.0, 1.0)],
+    "initializer_range": (0.0, 10.0),
+    "layer_norm_eps": (1e-30, 1.0),
+    "pad_token_id": [_NONE, range(_INT_MAX)],
+    **dict.fromkeys(("bos_token_id", "eos_token_id"), [_NONE, range(_INT_MAX), list]),
+    "position_embedding_type": frozenset({"absolute"}),
+    "model_type": frozenset({"bert"}),
+    "architectures": [_NONE, list],
+    "_name_or_path": str,
+    "transformers_version": [_NONE, str],
     **dict.fromkeys(("gradient_checkpointing", "use_cache", "tie_word_embeddings", "output_attentions",
-                     "output_hidden_states"), _bool),
-    "return_dict": _one_of(True),
-    **dict.fromkeys(("is_decoder", "add_cross_attention", "is_encoder_decoder"), _one_of(False)),
-    **dict.fromkeys(("dtype", "torch_dtype"), _optional(_one_of("float32"))),
-    "problem_type": _optional(_one_of("regression", "single_label_classification", "multi_label_classification")),
-    **dict.fromkeys(("id2label", "label2id"), _optional(_label_map)),
+                     "output_hidden_states"), bool),
+    "return_dict": frozenset({True}),
+    **dict.fromkeys(("is_decoder", "add_cross_attention", "is_encoder_decoder"), frozenset({False})),
+    **dict.fromkeys(("dtype", "torch_dtype"), frozenset({None, "float32"})),
+    "problem_type": frozenset({None, "regression", "single_label_classification", "multi_label_classification"}),
+    **dict.fromkeys(("id2label", "label2id"), [_NONE, dict]),
 }
 
 
@@ -110,9 +84,8 @@ def check_bert_config(bert: dict) -> None:
     if unknown:
         raise ValueError(f"bert has unknown or unsupported key(s): {', '.join(map(str, unknown))[:200]}")
     for key, value in bert.items():
-        problem = BERT_KEYS[key](value)
-        if problem:
-            raise ValueError(f"bert.{key} must be {problem}, got {value!r:.80}")
+        if not _fits(BERT_KEYS[key], value):
+            raise ValueError(f"bert.{key} cannot be {value!r:.80}")
     hidden, heads = bert_size(bert, "hidden_size"), bert_size(bert, "num_attention_heads")
     if hidden % heads:
         raise ValueError(f"bert.hidden_size ({hidden}) must be divisible by bert.num_attention_heads ({heads})")
@@ -171,12 +144,16 @@ class MiniLM(PairEncoder):
         return bert_size(config.bert, "vocab_size")
 
     @classmethod
+    def input_length(cls, max_length: int) -> int:
+        """The longest input the encoder reads at once: one question of ``max_length`` tokens."""
+        return max_length
+
+    @classmethod
     def check_tokenizer(cls, config: MiniLMConfig, tokenizer) -> None:
-        super().check_tokenizer(config, tokenizer)
-        positions = bert_size(config.bert, "max_position_embeddings")
-        if tokenizer.max_length > positions:
-            raise ValueError(f"the tokenizer keeps up to {tokenizer.max_length} tokens but the model has "
-                             f"{positions} positions")
+        positions, longest = bert_size(config.bert, "max_position_embeddings"), cls.input_length(tokenizer.max_length)
+        if longest > positions:
+            raise ValueError(f"inputs of up to {longest} tokens ({tokenizer.max_length} per question) do not fit "
+                             f"the model's {positions} positions")
 
     @classmethod
     def for_run(cls, spec, train_texts) -> "MiniLM":
@@ -195,17 +172,12 @@ class MiniLM(PairEncoder):
 
 
 def pretrained_bert() -> tuple[dict, dict]:
-    """The installed all-MiniLM-L6-v2's BertConfig (checked) and pooler-free state dict, read with size checks."""
+    """The installed all-MiniLM-L6-v2's BertConfig and pooler-free state dict. The package is the lab's own
+    environment, not a folder from elsewhere: read as it is (its config is checked by ``MiniLMConfig``)."""
     from safetensors.torch import load_file
 
-    from core.saving.files import CONFIG_MAX_BYTES, check_regular_file, read_json_file
-    from core.saving.model_folder import weights_max_bytes
-
     folder = minilm_folder()
-    bert_config = read_json_file(folder / "config.json", CONFIG_MAX_BYTES, folder=folder)
-    # room for twice the model: the checkpoint also carries the pooler and a position-id buffer
-    check_regular_file(folder / "model.safetensors",
-                       weights_max_bytes(2 * MiniLM.parameter_count(MiniLMConfig(bert=bert_config))), folder=folder)
+    bert_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     # The pooler is unused by mean pooling; the position-id buffer is rebuilt by current transformers.
     weights = {k: v for k, v in load_file(folder / "model.safetensors").items()
                if not k.startswith("pooler.") and k != "embeddings.position_ids"}

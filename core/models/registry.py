@@ -6,9 +6,7 @@ A model is judged by its size before it is built: ``check_model_size`` counts it
 """
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Sequence
 
@@ -46,18 +44,9 @@ def max_parameters() -> int:
 
 
 def check_model_size(model_type: str, config) -> int:
-    """The parameter count of a ``model_type`` model from ``config`` (its config dataclass, or a mapping of its
-    fields), allocating nothing; ``ModelTooLarge`` over ``max_parameters()``, ValueError for a config it cannot take."""
-    if model_type not in MODEL_TYPES:
-        raise ValueError(f"unknown model type {model_type!r}; expected one of {', '.join(MODEL_NAMES)}")
+    """The parameter count of a ``model_type`` model from its config dataclass, allocating nothing; ``ModelTooLarge``
+    over ``max_parameters()``."""
     model_class = MODEL_TYPES[model_type]
-    if isinstance(config, Mapping):
-        try:
-            config = model_class.config_class(**config)
-        except TypeError as error:
-            raise ValueError(f"not a {model_type} config: {error}") from None
-    elif not (dataclasses.is_dataclass(config) and isinstance(config, model_class.config_class)):
-        raise ValueError(f"not a {model_type} config: {type(config).__name__}")
     count = int(model_class.parameter_count(config))
     limit = max_parameters()
     if count > limit:
@@ -93,12 +82,10 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     config = read_config(folder)
     if is_calibrated(config):  # the parent's weights, this folder's thresholds
         parent = parent_of(folder, config)  # the same files as when the copy was made, or refused
-        if parent == TFIDF or config["model_type"] == TFIDF:
-            raise ModelLoadError(f"{folder} is a calibrated TF-IDF baseline: it has no vectors (only evaluate, score, "
-                                 "predict and calibrate take it)")
-        if config["model_type"] == STACKED:
-            raise ModelLoadError(f"{folder} is a stacked scorer: it has no vectors (only evaluate, score, predict and "
-                                 "calibrate take it)")
+        if parent == TFIDF or config["model_type"] in (TFIDF, STACKED):
+            kind = "a stacked scorer" if config["model_type"] == STACKED else "a calibrated TF-IDF baseline"
+            raise ModelLoadError(f"{folder} is {kind}: it has no vectors (only evaluate, score, predict and calibrate "
+                                 "take it)")
         return load_model(parent, device)[0], config
     model_class = MODEL_TYPES[config["model_type"]]
     # 2. every field of the model config typed and bounded; 3. the parameter count under the limit.
@@ -112,7 +99,7 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     try:
         model_class.check_tokenizer(model_config, tokenizer)
     except ValueError as error:
-        raise ModelLoadError(f"{folder}: the vocabulary does not fit {CONFIG_FILE}: {error}") from None
+        raise ModelLoadError(f"{folder}: the tokenizer does not fit {CONFIG_FILE}: {error}") from None
     # 5. the weights: a regular file no larger than this model needs, every value finite.
     weights = read_weights(folder, max_bytes=weights_max_bytes(parameters))
     try:
@@ -153,15 +140,12 @@ def encodes_in_half(source: str | Path, device: str) -> bool:
     from core.device import DeviceError, resolve_device
 
     try:
-        resolved = resolve_device(device)
-        if resolved.type != "cuda":
+        if resolve_device(device).type != "cuda":
             return False
         model_type = MiniLM.model_type if str(source) == ZERO_SHOT else read_config(source).get("model_type")
     except (DeviceError, ModelLoadError):
         return False
-    import torch
-
-    return model_type in MODEL_TYPES and encoding_dtype(model_type, resolved) == torch.float16
+    return model_type in MODEL_TYPES and MODEL_TYPES[model_type].half_precision_encoding
 
 
 def for_inference(model: PairEncoder, device) -> PairEncoder:

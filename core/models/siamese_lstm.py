@@ -80,14 +80,6 @@ def pool(states: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor
     return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
 
-def run_tokenizer(tokens: str, spec, train_texts):
-    """BERT's WordPiece, or a word vocabulary built from the training texts."""
-    if tokens == "wordpiece":
-        return bert_wordpiece(spec.max_length)
-    return WordTokenizer.build(train_texts, min_freq=spec.min_freq, max_size=spec.max_vocab,
-                               max_length=spec.max_length)
-
-
 class SiameseLSTM(PairEncoder):
     """Embedding -> LSTM -> mean, max or both over real tokens (pads masked) -> L2-normalise."""
 
@@ -112,7 +104,8 @@ class SiameseLSTM(PairEncoder):
     def for_run(cls, spec, train_texts) -> "SiameseLSTM":
         """A new model for a ``RunSpec``: its tokenizer as ``tokens`` says, its table as ``init_embeddings`` says."""
         wanted = SiameseLSTMConfig(**spec.model_options)
-        tokenizer = run_tokenizer(wanted.tokens, spec, train_texts)
+        tokenizer = bert_wordpiece(spec.max_length) if wanted.tokens == "wordpiece" else WordTokenizer.build(
+            train_texts, min_freq=spec.min_freq, max_size=spec.max_vocab, max_length=spec.max_length)
         config = dataclasses.replace(wanted, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
         model = cls(config, tokenizer)
         if config.init_embeddings == "minilm":
@@ -123,7 +116,6 @@ class SiameseLSTM(PairEncoder):
 
     @classmethod
     def check_tokenizer(cls, config: SiameseLSTMConfig, tokenizer) -> None:
-        super().check_tokenizer(config, tokenizer)
         if tokenizer.kind != TOKENS[config.tokens]:
             raise ValueError(f"the model config says tokens {config.tokens!r} but the tokenizer is a "
                              f"{tokenizer.kind} tokenizer")
@@ -200,14 +192,10 @@ def word_piece_means(words: Sequence[str], minilm: np.ndarray, wordpiece) -> np.
 def minilm_embedding_table(tokenizer, dim: int) -> np.ndarray:
     """(tokenizer.vocab_size, dim) float32: a row per token id of ``tokenizer`` (MiniLM's WordPiece, or a
     ``WordTokenizer``: a word's pieces averaged) from MiniLM's word embeddings, projected on the first ``dim``
-    principal axes of MiniLM's whole table when ``dim`` is not 384; the padding row zero."""
-    if not 1 <= dim <= MINILM_WIDTH:
-        raise ValueError(f"a MiniLM start gives 1 to {MINILM_WIDTH} dimensions, not {dim}")
+    principal axes of MiniLM's whole table when ``dim`` is not 384 (``SiameseLSTMConfig`` allows no more); the
+    padding row zero."""
     minilm = minilm_word_embeddings()  # (30522, 384)
-    if tokenizer.kind == "wordpiece":
-        if tokenizer.vocab_size != len(minilm):
-            raise ValueError(f"the WordPiece vocabulary has {tokenizer.vocab_size:,} entries, MiniLM's "
-                             f"{len(minilm):,}")
+    if tokenizer.kind == "wordpiece":  # MiniLM's own vocabulary (``bert_wordpiece``): its rows as they are
         table = minilm.astype(np.float64)  # (V, 384)
     else:
         wordpiece = bert_wordpiece()

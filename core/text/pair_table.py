@@ -30,13 +30,12 @@ def read_tokenizer(folder: str | Path, config: dict, vocab_size: int | None = No
     settings = config.get("tokenizer", {})
     if not isinstance(settings, Mapping):
         raise ModelLoadError(f"{folder / CONFIG_FILE}: tokenizer must be a JSON object")
-    kind, max_length = settings.get("kind"), settings.get("max_length")
+    kind = settings.get("kind")
     try:
         if kind not in TOKENIZER_KINDS:
             raise ValueError(f"unknown tokenizer kind {kind!r}; expected one of {sorted(TOKENIZER_KINDS)}")
-        if not isinstance(max_length, int) or not 1 <= max_length <= 4096:
-            raise ValueError(f"tokenizer max_length must be an integer in 1..4096, got {max_length!r}")
-        return TOKENIZER_KINDS[kind].load(folder, max_length=max_length, vocab_size=vocab_size,
+        # max_length is checked by the tokenizer itself (``check_max_length``), positions by the model's family
+        return TOKENIZER_KINDS[kind].load(folder, max_length=settings.get("max_length"), vocab_size=vocab_size,
                                           vocab_file=settings.get("vocab_file"))
     except ModelLoadError:
         raise

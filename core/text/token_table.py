@@ -1,5 +1,6 @@
-"""What every tokenizer shares: the padded id table it encodes to (batching is a numpy slice), and the checks of
-``max_length`` and of a vocabulary's size against config.json's ``vocab_size``."""
+"""What every tokenizer shares: the padded id table it encodes to (batching is a numpy slice), the Rust pipeline it
+runs (``RustTokenizer``), and the checks of ``max_length`` and of a vocabulary's size against config.json's
+``vocab_size``."""
 from __future__ import annotations
 
 import operator
@@ -87,3 +88,43 @@ def check_line_count(data: bytes, vocab_size: int | None, path: Path) -> None:
 def check_vocab_size(entries: int, vocab_size: int | None, path: Path) -> None:
     if vocab_size is not None and entries != vocab_size:
         raise ValueError(f"{path} has {entries:,} entries, but config.json says vocab_size {vocab_size:,}")
+
+
+def utf8(text: str) -> str:
+    """``text`` as the Rust tokenizer takes it, UTF-8 only: a lone surrogate (what Python makes of bytes that were
+    not UTF-8, as on a command line) becomes U+FFFD."""
+    if not isinstance(text, str) or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+class RustTokenizer:
+    """What both tokenizer kinds share around their ``tokenizers.Tokenizer`` (``_tokenizer``, truncating at
+    ``max_length``): ``kind``, the file its vocabulary is saved as (``file``), ``pad_id``."""
+
+    kind: str
+    file: str
+    max_length: int
+    pad_id: int
+
+    def encode(self, texts: Sequence[str]) -> TokenTable:
+        # encode_batch without the character offsets, which nothing here reads (30% less CPU time)
+        encodings = self._tokenizer.encode_batch_fast([utf8(text) for text in texts])
+        return TokenTable.padded([e.ids for e in encodings], self.max_length, self.pad_id)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "max_length": self.max_length, "vocab_file": self.file}
+
+    def hf_tokenizer_json(self) -> str:
+        return self._tokenizer.to_str()
+
+    def to_hf_tokenizer(self):
+        """A copy of the pipeline this tokenizer runs: the same ids, except that an empty text gives none where
+        ``encode`` keeps one padding token."""
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_str(self.hf_tokenizer_json())

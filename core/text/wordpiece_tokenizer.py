@@ -3,11 +3,12 @@ plain ``vocab.txt`` (a regular file inside the folder, at most ``VOCAB_MAX_BYTES
 it: words and ids only."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Sequence
 
 from core.saving.files import VOCAB_MAX_BYTES, read_regular_file
-from core.text.token_table import TokenTable, check_line_count, check_max_length, check_vocab_size
+from core.text.token_table import RustTokenizer, check_line_count, check_max_length, check_vocab_size
 
 WORDPIECE_VOCAB_FILE = "vocab.txt"
 # Rust's char::is_whitespace (the Unicode White_Space property), which ``str::trim_end`` trims.
@@ -25,10 +26,10 @@ def wordpiece_vocab(data: bytes) -> dict[str, int]:
     return {line.rstrip(_RUST_WHITESPACE): index for index, line in enumerate(lines)}
 
 
-class WordPieceTokenizer:
+class WordPieceTokenizer(RustTokenizer):
     """BERT-uncased WordPiece over a plain ``vocab.txt`` (the one MiniLM ships)."""
 
-    kind = "wordpiece"
+    kind, file = "wordpiece", WORDPIECE_VOCAB_FILE
 
     def __init__(self, vocab_file: Path, max_length: int = 64, *, folder: Path | None = None,
                  vocab_size: int | None = None):
@@ -40,60 +41,38 @@ class WordPieceTokenizer:
         self._vocab_bytes = read_regular_file(self.vocab_file, VOCAB_MAX_BYTES, folder)
         check_line_count(self._vocab_bytes, vocab_size, self.vocab_file)
         try:
-            self._vocab = wordpiece_vocab(self._vocab_bytes)
-            self._tokenizer = BertWordPieceTokenizer(self._vocab, lowercase=True)
+            self._tokenizer = BertWordPieceTokenizer(wordpiece_vocab(self._vocab_bytes), lowercase=True)._tokenizer
         except Exception as error:  # the Rust side raises TypeError/Exception for a vocab without [SEP] etc.
             raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary ({error})") from None
         check_vocab_size(self._tokenizer.get_vocab_size(), vocab_size, self.vocab_file)
         self._tokenizer.enable_truncation(self.max_length)
-        self._counter = None
         self.pad_id = self._tokenizer.token_to_id("[PAD]")
-        self.cls_id = self._tokenizer.token_to_id("[CLS]")
-        if self.pad_id is None or self.cls_id is None:
+        if self.pad_id is None or self._tokenizer.token_to_id("[CLS]") is None:
             raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary (no [PAD] or [CLS])")
 
     @property
     def vocab_size(self) -> int:
         return self._tokenizer.get_vocab_size()
 
-    def encode(self, texts: Sequence[str]) -> TokenTable:
-        encodings = self._tokenizer.encode_batch(list(texts))
-        return TokenTable.padded([e.ids for e in encodings], self.max_length, self.pad_id)
-
     def count(self, text: str) -> int:
         """Tokens ``text`` has before ``max_length`` cuts it, [CLS] and [SEP] included."""
-        return len(self._untruncated().encode(text).ids)
+        return len(self._untruncated.encode(text).ids)
 
     def piece_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """The ids of each text's WordPiece pieces, without [CLS] / [SEP], uncut by ``max_length``."""
-        encodings = self._untruncated().encode_batch(list(texts), add_special_tokens=False)
+        encodings = self._untruncated.encode_batch(list(texts), add_special_tokens=False)
         return [encoding.ids for encoding in encodings]
 
     @property
     def unk_id(self) -> int | None:
         return self._tokenizer.token_to_id("[UNK]")
 
+    @functools.cached_property
     def _untruncated(self):
-        if self._counter is None:  # an untruncated twin, built on first use: most tokenizers are never asked
-            from tokenizers import BertWordPieceTokenizer
-
-            self._counter = BertWordPieceTokenizer(self._vocab, lowercase=True)
-        return self._counter
-
-    def tokens(self, text: str) -> list[str]:
-        return self._tokenizer.encode(text).tokens
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "max_length": self.max_length, "vocab_file": WORDPIECE_VOCAB_FILE}
-
-    def to_hf_tokenizer(self):
-        """A copy of the Rust tokenizer this one runs, as a ``tokenizers.Tokenizer``: the same ids."""
-        from tokenizers import Tokenizer
-
-        return Tokenizer.from_str(self._tokenizer.to_str())
-
-    def hf_tokenizer_json(self) -> str:
-        return self._tokenizer.to_str()
+        """An untruncated twin, built on first use: most tokenizers are never asked."""
+        twin = self.to_hf_tokenizer()
+        twin.no_truncation()
+        return twin
 
     def save(self, folder: Path) -> None:
         (Path(folder) / WORDPIECE_VOCAB_FILE).write_bytes(self._vocab_bytes)
