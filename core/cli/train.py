@@ -78,9 +78,7 @@ def spec_from_args(args, data_options: dict | None = None):
         args.preset = AUTO_PRESET
     if args.preset and (args.model or args.loss):
         raise CliError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
-    family = _init_model_family(args.init_model) if args.init_model else None
-    if family and args.model and args.model != family:
-        raise CliError(f"--init-model {args.init_model} is a {family} model, but --model is {args.model}")
+    family = _init_model_family(args.init_model) if args.init_model else None  # another --model: the spec says so
     try:
         model_options = json.loads(args.model_options) if args.model_options else None
     except (json.JSONDecodeError, RecursionError) as error:
@@ -301,7 +299,8 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
     finally:
         signal.signal(signal.SIGINT, previous)
     if choose:
-        return _print_choice(chosen)
+        _print_candidates(chosen)
+        result = chosen.run_result()  # the chosen model as a run's result, as the Train page shows it
     outcome = result.outcome
     if not context.is_main:
         return 0 if outcome.status != FAILED else 1
@@ -313,30 +312,19 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
                 "quality": result.quality.as_dict(),  # worse than chance or a baseline (the pipeline warned)
                 "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1),
                 **{key: (result.metadata or {})[key] for key in (AUGMENTED_KEY, "mined_negatives")
-                   if key in (result.metadata or {})}}, indent=2)
+                   if key in (result.metadata or {})}, **(chosen.as_dict() if choose else {})}, indent=2)
     return 0 if outcome.status != FAILED else 1
 
 
-def _print_choice(chosen) -> int:
-    """One line per candidate on stderr, then the chosen model's figures as any run's JSON."""
-    from core.status import FAILED
-
-    for candidate, row in zip(chosen.candidates, chosen.rows()):  # as the Train page lists them
+def _print_candidates(chosen) -> None:
+    """One line per candidate on stderr, as the Train page lists them, then the one chosen."""
+    for candidate, row in zip(chosen.candidates, chosen.rows()):
         auc = row["validation ROC AUC"]
         figure = "not measured" if auc is None else f"validation ROC AUC {auc:.3f}"
         against = f", {row['vs zero-shot MiniLM']} against zero-shot" if row["vs zero-shot MiniLM"] else ""
         note = f"; {row['note']}" if row["note"] else ""
         print(f"candidate: {candidate.name}: {figure}{against}, {row['seconds']} s{note}", file=sys.stderr)
-    result = chosen.result
-    if result is not None and result.note:
-        print(f"note: {result.note}", file=sys.stderr)
     print(f"chosen: {chosen.chosen.name}, saved in {chosen.folder}", file=sys.stderr)
-    print_json({"status": result.outcome.status if result else "done", "folder": chosen.folder and str(chosen.folder),
-                "thresholds": chosen.thresholds, "validation": chosen.validation, "test": chosen.test,
-                # the chosen model against zero-shot MiniLM on the validation pairs, as a run's quality says it
-                "quality": {"verdicts": {"zero_shot": chosen.chosen.verdict} if chosen.chosen.verdict else {}},
-                "seconds": round(chosen.seconds, 1), **chosen.as_dict()}, indent=2)
-    return 1 if result is not None and result.outcome.status == FAILED else 0
 
 
 def add_parsers(sub) -> None:

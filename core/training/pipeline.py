@@ -40,7 +40,7 @@ from core.text.pair_table import PairTable
 from core.training import distributed
 from core.training.presets import TRUNCATION_NOTE_SHARE, truncated_share
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
-from core.training.specs import PRETRAINED_MODELS, RunSpec, SpecError
+from core.training.specs import PRETRAINED_MODELS, RunSpec
 from core.training.trainer import Trainer, TrainOutcome, Validation
 
 MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
@@ -308,9 +308,6 @@ def start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | No
     if not spec.init_model:
         return build_model(spec, texts), None
     model, config = load_model(spec.init_model)  # on the CPU, like a built model: the trainer moves it
-    if model.model_type != spec.model:
-        raise SpecError("init_model", f"{spec.init_model} is a {model.model_type} model, "
-                                      f"but the run's model is {spec.model}")
     metrics = config.get("metrics") if isinstance(config.get("metrics"), dict) else {}
     validation = metrics.get("validation") if isinstance(metrics.get("validation"), dict) else {}
     parent = {"name": config.get("name") or Path(spec.init_model).name, "path": str(spec.init_model),
