@@ -140,10 +140,11 @@ def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -
     return command
 
 
-def add_output_options(command, required: bool = True, help: str = "output CSV") -> None:
-    """``--out`` and ``--overwrite`` of a command that writes files (``claimed_output``)."""
+def add_output_options(command, required: bool = True, help: str = "output CSV",
+                       overwrite: str = "replace --out if it exists") -> None:
+    """``--out`` and ``--overwrite`` of a command that writes files or a folder."""
     command.add_argument("--out", required=required, default=None, help=help)
-    command.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    command.add_argument("--overwrite", action="store_true", help=overwrite)
 
 
 def add_backend_option(command) -> None:

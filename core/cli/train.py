@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 
 from core.cli.common import (
-    CliError, TqdmCounter, add_columns_option, count, help_formatter, load_data, minutes, print_json,
+    CliError, TqdmCounter, add_columns_option, add_output_options, count, help_formatter, load_data, minutes,
+    print_json,
 )
 
 
@@ -397,9 +398,8 @@ def add_parsers(sub) -> None:
     option("--implied-pairs", action="store_true",
            help="also train on the pairs the labels imply (duplicates of duplicates, and their non-duplicates)")
     option("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
-    option("--out", default=None,
-           help="output folder: new or empty, or a saved model with --overwrite (default: a new folder in --runs)")
-    option("--overwrite", action="store_true",
-           help="let --out replace the model there (a cancelled or failed run that is not better keeps it)")
+    add_output_options(train, required=False, help="output folder: new or empty, or a saved model with --overwrite "
+                       "(default: a new folder in --runs)", overwrite="let --out replace the model there (a cancelled "
+                       "or failed run that is not better keeps it)")
     option("--runs", default="runs", help="models folder used when --out is not given")
     train.set_defaults(func=cmd_train)
