@@ -73,17 +73,20 @@ def spec_from_args(args, data_options: dict | None = None):
     """The RunSpec of ``train``: the options given, over a preset if one is named, over ``data_options`` (the auto
     recipe's) if given; with ``--init-model`` and neither ``--model`` nor ``--preset``, that folder's family."""
     from core.training.presets import AUTO_PRESET
-    from core.training.specs import SpecError, spec_from_options
+    from core.training.specs import SpecError, init_model_family, spec_from_options
 
     if wants_auto_recipe(args) and args.preset is None:
         args.preset = AUTO_PRESET
     if args.preset and (args.model or args.loss):
         raise CliError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
-    family = _init_model_family(args.init_model) if args.init_model else None  # another --model: the spec says so
     try:
         model_options = json.loads(args.model_options) if args.model_options else None
     except (json.JSONDecodeError, RecursionError) as error:
         raise CliError(f"--model-options is not valid JSON: {error}") from None
+    try:
+        family = init_model_family(args.init_model) if args.init_model else None  # another --model: the spec says so
+    except SpecError as error:
+        raise CliError(f"--init-model {error.problem}") from None
     options = {name: getattr(args, name) for name in (
         "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
         "max_steps", "max_minutes", "device", "precision", "compile", "max_length", "min_freq", "max_vocab")}
@@ -102,19 +105,6 @@ def spec_from_args(args, data_options: dict | None = None):
                                  init_model=args.init_model, base_model=args.base_model, data_name=Path(args.data).name)
     except SpecError as error:
         raise CliError(f"--{error.option.replace('_', '-')} {error.problem}") from None
-
-
-def _init_model_family(source: str) -> str:
-    """The model family of ``--init-model`` (a saved model folder, or ZERO_SHOT: the pretrained MiniLM)."""
-    from core.models import ZERO_SHOT
-    from core.saving import ModelLoadError, read_config
-
-    if source == ZERO_SHOT:
-        return "minilm"
-    try:
-        return read_config(source)["model_type"]
-    except ModelLoadError as error:
-        raise CliError(f"--init-model cannot be used: {error}") from None
 
 
 def cmd_train(args) -> int:

@@ -133,18 +133,13 @@ def unlabelled_candidates(corpus: EmbeddedCorpus, done: set, labels=None, k: int
 def retrain_spec(init_model: str = "", options: dict | None = None):
     """The loop's run: ``RETRAIN_OPTIONS`` from ``init_model`` ("" or ``ZERO_SHOT``: zero-shot MiniLM), ``options``
     on top. A folder of another family is retrained as itself, at that family's default learning rate."""
-    from core.training.specs import SpecError, spec_from_options
+    from core.training.specs import init_model_family, spec_from_options
 
     recipe = dict(RETRAIN_OPTIONS)
     if init_model and init_model != ZERO_SHOT:
-        from core.saving import ModelLoadError, read_config
-
-        try:
-            config = read_config(init_model)
-        except ModelLoadError as error:
-            raise SpecError("init_model", f"is not a model folder: {error}") from None
-        if config["model_type"] != recipe["model"]:  # its architecture and tokenizer come from the folder
-            recipe.update(model=config["model_type"], lr=None)
+        family = init_model_family(init_model)
+        if family != recipe["model"]:  # its architecture and tokenizer come from the folder
+            recipe.update(model=family, lr=None)
         recipe["init_model"] = str(init_model)
     return spec_from_options(**{**recipe, **(options or {})})
 

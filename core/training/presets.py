@@ -101,21 +101,15 @@ def preset_names() -> list[str]:
     return list(PRESETS)
 
 
-SAMPLE_PRESET = "sample-demo"
-
-
-def suggested_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> str | None:
-    """The preset a run starts from when the user names none: the GPU recipe on CUDA with at least
-    GPU_PRESET_MIN_PAIRS pairs; sample-demo on the bundled sample; None (the plain defaults) otherwise."""
-    if cuda and n_pairs >= GPU_PRESET_MIN_PAIRS:
-        return GPU_PRESET
-    return SAMPLE_PRESET if bundled_sample else None
+def suggested_preset(n_pairs: int, cuda: bool) -> str | None:
+    """The GPU recipe on CUDA with at least GPU_PRESET_MIN_PAIRS pairs, else None."""
+    return GPU_PRESET if cuda and n_pairs >= GPU_PRESET_MIN_PAIRS else None
 
 
 def default_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> str:
-    """The preset the Train page opens on: ``suggested_preset``'s, else ``auto`` (a Siamese LSTM from scratch, the
-    plain defaults, is not taught by a few thousand pairs)."""
-    return suggested_preset(n_pairs, cuda, bundled_sample) or "auto"
+    """The preset the Train page opens on: ``suggested_preset``'s, sample-demo on the bundled sample, else ``auto``
+    (a Siamese LSTM from scratch, the plain defaults, is not taught by a few thousand pairs)."""
+    return suggested_preset(n_pairs, cuda) or ("sample-demo" if bundled_sample else "auto")
 
 AUTO_PRESET = "auto"
 AUGMENTED_PRESET = "augmented"  # reads its settings off the data as auto does (core.training.distillation)

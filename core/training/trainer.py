@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -59,11 +59,6 @@ class TrainConfig:
     # runs ahead). A non-finite loss fails the run at the next read. 0 = auto: every step on the CPU,
     # every LOSS_READ_EVERY_CUDA steps on CUDA.
     read_loss_every: int = 0
-    amp: InitVar[bool | None] = None  # the switch older configs carry: False reads as precision fp32
-
-    def __post_init__(self, amp: bool | None):  # the values themselves are checked once, by core.training.specs
-        if amp is False and self.precision == "auto":
-            self.precision = "fp32"
 
 
 @dataclass
