@@ -236,8 +236,8 @@ def print_json(value, indent: int | None = None) -> None:
     print(json.dumps(json_safe(value), indent=indent, ensure_ascii=False, allow_nan=False))
 
 
-class TqdmCounter:
-    """progress(done, total) -> one tqdm bar on stderr, shown after ``delay`` seconds."""
+class TqdmCounter(contextlib.AbstractContextManager):
+    """progress(done, total) -> one tqdm bar on stderr, shown after ``delay`` seconds; closed when a ``with`` ends."""
 
     def __init__(self, description: str, unit: str = "q", delay: float = 0):
         self.description, self.unit, self.delay, self.bar = description, unit, delay, None
@@ -255,6 +255,9 @@ class TqdmCounter:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+    def __exit__(self, *error) -> None:
+        self.close()
 
 
 @contextmanager
