@@ -1,11 +1,6 @@
-"""``python -m core dedup``: cluster the near-duplicate questions of a corpus into a CSV (one row per clustered
-question, formula safe), or with ``--sweep`` a row of figures per threshold from one graph.
-
-A second run of the same model on the same corpus reuses the lab's cache: the corpus's vectors (keyed by the
-model's files, so the model is not even loaded) and the graph's index with its first search; the summary's
-``vectors`` and ``index`` say what was reused. ``--rerank``: the pairs above the threshold (by default the
-bi-encoder's pair threshold) are only candidates, which a cross-encoder confirms at its own clustering threshold
-(``core.inference.dedup``).
+"""``python -m core dedup``: the near-duplicate questions of a corpus clustered into a CSV, or with ``--sweep`` a row
+of figures per threshold from one graph. A second run reuses the lab's cache (the vectors, keyed by the model's files
+so the model is not even loaded, and the graph's index); ``--rerank`` has a cross-encoder confirm the candidate pairs.
 """
 from __future__ import annotations
 

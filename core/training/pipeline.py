@@ -28,9 +28,7 @@ from core.data import (
 )
 from core.data.splitting import with_implied_pairs
 from core.inference.calibration import precision_threshold
-from core.inference.metrics import calibrate, pair_scores
-from core.inference.metrics import evaluate_scores
-from core.inference.metrics import metric_intervals
+from core.inference.metrics import calibrate, evaluate_scores, metric_intervals, pair_scores
 from core.inference.run_quality import RunQuality, finite_number, judge_run, validation_baselines
 from core.models import MODEL_TYPES, PairEncoder, build_model, load_model
 from core.notices import notice
@@ -197,10 +195,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         if len(splits.test) and not discarded and outcome.status != CANCELLED:
             test_table = PairTable(splits.test, model.tokenizer)
             test_scores = pair_scores(model, test_table, progress=stage_progress(callbacks, "scoring test", stop))
-            test = evaluate_scores(test_table.labels, test_scores, thresholds.get("accuracy", 0.5))
-            groups = resampling_groups(splits.test)
-            test["intervals"] = metric_intervals(test_table.labels, test_scores, test["threshold"], groups=groups,
-                                                 seed=spec.train.seed)
+            test = held_out_figures(splits.test, test_scores, thresholds.get("accuracy", 0.5), spec.train.seed)
     except StageStopped:
         outcome = _cancelled_after_training(outcome)
         test, baselines = {}, {}
@@ -252,6 +247,16 @@ def split_record(spec: RunSpec, splits: Splits, pairs: pd.DataFrame, implied: in
                  "test_pairs": len(splits.test),
                  "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},
     }
+
+
+def held_out_figures(pairs: pd.DataFrame, scores: np.ndarray, threshold: float, seed: int) -> dict:
+    """The metrics of ``scores`` of labelled ``pairs`` at ``threshold``, with 95 % intervals that resample the pairs
+    sharing a question together."""
+    labels = pairs["is_duplicate"].to_numpy()
+    figures = evaluate_scores(labels, scores, threshold)
+    figures.pop("best_thresholds", None)  # picked on these very pairs: never a figure of them
+    figures["intervals"] = metric_intervals(labels, scores, threshold, groups=resampling_groups(pairs), seed=seed)
+    return figures
 
 
 def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:

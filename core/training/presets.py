@@ -1,12 +1,6 @@
-"""Named training recipes (the settings behind the figures in docs/BENCHMARKS.md) and ``auto``, the recipe read off
-the user's own training pairs.
-
-A preset is a set of run options in ``core.training.specs.spec_from_options``' vocabulary; the CLI's ``--preset`` and
-the Train page start from it, and an option given explicitly still wins. The named presets were measured on
-hundreds of thousands of short Quora questions; on a few thousand paragraphs from another forum they would run a
-few dozen steps and cut most questions short, so ``auto_options`` picks, for MiniLM fine-tuned with the contrastive
-loss, how long to train, in what batches, at what learning rate, how often to validate, how much to hold out and
-how many tokens to keep, and says so in one line.
+"""Named training recipes (run options under which an option given still wins; docs/BENCHMARKS.md has their
+figures) and ``auto_options``, the recipe read off the user's own pairs: the named ones fit short Quora questions by
+the hundred thousand, so auto picks epochs, batches, learning rate, validation and max_length for the data at hand.
 """
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
-"""One training loop for every model and loss: ``TrainConfig``, ``Trainer.run`` (plan, step, validate, stop for a
-reason) and ``TrainOutcome``.
+"""One training loop for every model and loss: ``Trainer.run`` plans, steps, validates and stops for a reason.
 
-The trainer sees a ``PairEncoder``, an objective, a table of pairs and an optional ``validate(model, progress)`` hook;
-it knows nothing of the family, the loss or the scoring. A step waits neither for the device (the loss is read back
-every ``read_loss_every`` steps) nor, on CUDA, for the host (``built_ahead`` builds the next batches on a thread).
-Progress leaves only through callbacks (``on_train_start``, ``on_batch_end``, ``on_validation_progress``,
-``on_validation_end``, ``on_epoch_end``, ``on_train_end``). A cancel is seen before every step, inside a CPU step's
-forward pass (``StepStop``) and between validation batches.
+It sees a model, an objective, a table of pairs and an optional ``validate(model, progress)`` hook, and knows nothing
+of the family, the loss or the scoring; progress leaves only through callbacks (``on_train_start``, ``on_batch_end``,
+``on_validation_progress``, ``on_validation_end``, ``on_epoch_end``, ``on_train_end``). A cancel is seen before
+every step, inside a CPU step's forward pass (``StepStop``) and between validation batches.
 """
 from __future__ import annotations
 
