@@ -104,11 +104,9 @@ def run_auto(spec: RunSpec, pairs: pd.DataFrame, output: OutputClaim, val: pd.Da
              stop_event: threading.Event | None = None, budget_minutes: float | None = None) -> AutoOutcome:
     """Measure the candidates on the validation pairs of ``spec``'s split of ``pairs`` (or ``val``), save the chosen
     one in ``output``'s folder and release it."""
-    try:
+    with output:
         return _run_auto(spec, pairs, output, val, test, callbacks, stop_event,
                          60.0 * (budget_minutes or BUDGET_MINUTES))
-    finally:
-        output.release()
 
 
 def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: float) -> AutoOutcome:

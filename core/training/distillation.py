@@ -78,11 +78,9 @@ def run_augmented(spec: RunSpec, pairs: pd.DataFrame, output: OutputClaim, val: 
                   questions: Sequence[str] | None = None, questions_name: str = "") -> RunResult:
     """The teacher, the silver pairs and ``spec``'s bi-encoder on gold + silver, saved in ``output``'s folder and
     released; ``questions`` (default: the training split's) are the unlabelled questions silver pairs are drawn from."""
-    try:
+    with output:
         return _run_augmented(spec, pairs, output, val, test, callbacks, stop_event,
                               60.0 * (budget_minutes or BUDGET_MINUTES), questions, questions_name)
-    finally:
-        output.release()
 
 
 def _run_augmented(spec, pairs, output, val, test, callbacks, stop_event, budget: float, questions,

@@ -6,6 +6,7 @@ split, and saves the folder with its validation curve; a run worse than chance o
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from dataclasses import dataclass, field
@@ -92,12 +93,9 @@ def train_run(
     pairs (labelled by a teacher) join the training split after the split; ``record`` joins config.json."""
     if output is None and save:
         output = claim_output(out_dir, overwrite) if out_dir else claim_new_run(runs_root, spec.model, spec.loss.name)
-    try:
+    with output or contextlib.nullcontext():  # released at the end, whatever happens
         return _train(spec, pairs, output if save else None, callbacks, stop_event, objective, val, test,
                       zero_shot_scores, silver, record)
-    finally:
-        if output is not None:
-            output.release()
 
 
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
