@@ -1,8 +1,6 @@
 """What every ``python -m core`` command shares: the parser, its option groups and argparse types, JSON printing,
-a progress counter, the output rule, and loading pairs, a corpus and a model (torch or ONNX).
-
-An expected failure is a ``CliError`` (or one of the library errors ``core.cli.main`` names): one ``error:``
-line and exit status 2.
+a progress counter, the output rule, and loading pairs, a corpus and a model (torch or ONNX). An expected failure is
+a ``CliError`` (or a library error ``core.cli.main`` names): one ``error:`` line and exit status 2.
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """The rounds of the active-labelling loop: which labels are held out, what a retrain is, and the learning curve.
-
-A person labels the pairs ``core.inference.candidates`` suggests, retrains from the current model and watches a
-learning curve. A fixed share of the labels, chosen by a hash of each pair's text, never trains (``held_out_mask``),
-so the held-out set only grows and every round's model is scored on labels no round trained on (``score_point``).
-The curve is one JSON line per scored model, appended under its lock (``add_point``).
+A share of the labels chosen by a hash of each pair's text never trains (``held_out_mask``), so the held-out set only
+grows and every round's model is scored on labels no round trained on; the curve is one JSON line per scored model.
 """
 from __future__ import annotations
 

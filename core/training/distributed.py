@@ -1,9 +1,6 @@
-"""Multi-process training under ``torchrun --nproc_per_node N -m core train ...``: the process group and the batch.
-
-Each copy joins the group (``init_from_env``: gloo on the CPU; on CUDA nccl for CUDA tensors and gloo for the CPU
-flags). Every global batch is split into N equal slices; ``wrap`` puts the model in DistributedDataParallel and, for
-the in-batch losses, all-gathers every rank's vectors with autograd, so negatives come from the whole global batch
-exactly as one process would see them. The losses themselves never gather.
+"""Multi-process training under ``torchrun --nproc_per_node N -m core train ...``: each global batch split into N
+equal slices, the model in DistributedDataParallel and, for the in-batch losses, every rank's vectors all-gathered
+with autograd, so negatives come from the whole global batch as in one process (the losses never gather).
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""What a training run is: ``RunSpec``, and ``spec_from_options``, the one place that builds and checks it.
-
-The CLI and the Train page both describe a run as flat options and call ``spec_from_options``: a preset under the
-options given, per-family training defaults, model sizes read from the families' config dataclasses, and every option
-checked with an error that names it (``SpecError.option``: the CLI says ``--batch-size``, the page "Batch size").
+"""What a training run is: ``RunSpec``, and ``spec_from_options``, the one place that builds and checks it from the
+flat options of the CLI and the Train page (a preset under them, then the family's defaults); an error names the
+option (``SpecError.option``: the CLI says ``--batch-size``, the page "Batch size").
 """
 from __future__ import annotations
 
