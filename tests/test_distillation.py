@@ -316,4 +316,7 @@ def test_unlabelled_questions_belong_to_the_augmented_recipe(tmp_path, capsys, s
     sample_pairs[0].head(40).to_csv(data, index=False)
     one_error_line(run_cli(capsys, "train", "--data", data, "--unlabelled-questions", data, "--out", tmp_path / "run"),
                    "--unlabelled-questions is the augmented recipe's: add --preset augmented")
+    missing = tmp_path / "questions.txt"  # read as any corpus: a missing file is one line before any training
+    one_error_line(run_cli(capsys, "train", "--data", data, "--preset", "augmented", "--unlabelled-questions", missing,
+                           "--out", tmp_path / "run"), f"no questions file at {missing}")
     assert not (tmp_path / "run" / "config.json").exists()

@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 
 from core.cli.common import (
-    CliError, TqdmCounter, add_columns_option, add_output_options, count, help_formatter, load_data, minutes,
-    print_json,
+    CliError, TqdmCounter, add_columns_option, add_output_options, count, help_formatter, load_corpus, load_data,
+    minutes, print_json,
 )
 
 
@@ -150,13 +150,8 @@ def _augmented(args, pairs, device: str, distributed: bool) -> dict | None:
                        "torchrun")
     recipe = auto_options(pairs, device, has_val_file=bool(args.val), seed=args.seed or 0, max_minutes=args.max_minutes)
     found = {"spec": spec_from_args(args, recipe.options), "questions": None, "questions_name": ""}
-    if args.unlabelled_questions:
-        from core.data import DataError, load_questions
-
-        try:
-            found["questions"] = load_questions(args.unlabelled_questions)[0]
-        except DataError as error:
-            raise CliError(f"--unlabelled-questions {args.unlabelled_questions}: {error}") from None
+    if args.unlabelled_questions:  # read as any corpus: a file that cannot be is one line at the CLI's boundary
+        found["questions"] = load_corpus(args.unlabelled_questions)
         found["questions_name"] = Path(args.unlabelled_questions).name
     return found
 
