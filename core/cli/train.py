@@ -295,7 +295,7 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
         print(f"note: {result.note}", file=sys.stderr)
     print_json({"status": outcome.status, "folder": str(result.folder) if result.folder else None,
                 "thresholds": result.thresholds, "validation": result.validation, "test": result.test,
-                "quality": result.quality.as_dict(),  # worse than chance or a baseline (the pipeline warned)
+                "quality": result.judged().as_dict(),  # worse than chance or a baseline (the pipeline warned)
                 "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1),
                 **{key: (result.metadata or {})[key] for key in (AUGMENTED_KEY, "mined_negatives")
                    if key in (result.metadata or {})}, **(chosen.as_dict() if choose else {})}, indent=2)

@@ -66,10 +66,6 @@ class RunResult:
         return judge_run({"validation": self.validation, "baselines": self.baselines}, has_val_file=self.has_val_file,
                          bundled_sample=bundled_sample)
 
-    @property
-    def quality(self) -> RunQuality:
-        return self.judged()
-
 
 def train_run(
     spec: RunSpec,
