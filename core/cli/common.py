@@ -272,11 +272,6 @@ def claimed_output(paths, overwrite: bool, create_folder: bool = False):
         raise CliError(f"--out {error}") from None
 
 
-def same_file(a: str | Path | None, b: str | Path | None) -> bool:
-    """Whether ``a`` and ``b`` both exist and name one file (links and hard links followed)."""
-    return bool(a and b) and os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
-
-
 MODEL_MARKERS = ("config.json", "siamese_lab.json")  # a saved model's or calibrated copy's; an export's manifest
 
 
@@ -284,8 +279,8 @@ def output_path(path: str, *inputs: str | None) -> Path:
     """The one output rule: ``--out`` is never an input file nor inside any folder holding a model or an export
     (``--model``'s own, a calibrated copy's parent); what else may be written is ``claimed_output``'s rule."""
     out = Path(path)
-    for source in inputs:
-        if same_file(out, source):
+    for source in inputs:  # one file, links and hard links followed
+        if source and out.exists() and os.path.exists(source) and os.path.samefile(out, source):
             raise CliError(f"--out is {source}, an input; choose a new file")
     for folder in out.resolve().parents:
         if any((folder / marker).is_file() for marker in MODEL_MARKERS):

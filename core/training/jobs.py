@@ -379,7 +379,6 @@ class RunRecord:
     label: str
     status: str
     created: float  # epoch seconds, when it was submitted
-    updated: float = 0.0  # epoch seconds, at this status
     folder: str = ""  # the model folder's name in the models folder, once one was saved
     message: str = ""  # why it failed, or how it ended
     step: int = 0
@@ -412,8 +411,7 @@ def write_record(runs_root: str | Path, record: RunRecord) -> bool:
     folder = Path(runs_root) / RECORDS_FOLDER
     try:
         folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)  # never the models folder itself: that is the workspace's
-        write_file_atomically(folder / f"{record.id}.json",
-                              json.dumps(asdict(replace(record, updated=time.time())), allow_nan=False).encode(),
+        write_file_atomically(folder / f"{record.id}.json", json.dumps(asdict(record), allow_nan=False).encode(),
                               mode=PRIVATE_FILE)
     except (OSError, ValueError, UserFileError):  # a record is a convenience, never a failed run
         return False
