@@ -318,13 +318,13 @@ def add_parsers(sub) -> None:
     from core.device import PRECISIONS
     from core.models import MODEL_NAMES
     from core.training.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
-    from core.training.presets import preset_names
+    from core.training.presets import PRESETS
 
     train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=help_formatter)
     option = train.add_argument
     option("--data", required=True, help="pairs file (CSV/TSV/Parquet, optionally .gz)")
     add_columns_option(train)
-    option("--preset", choices=preset_names(), default=None,
+    option("--preset", choices=list(PRESETS), default=None,
            help="a named recipe from docs/BENCHMARKS.md; auto fits epochs, batches, learning rate, validation and "
                 "max_length to the data (default: auto when no model, loss or training option is given)")
     option("--model", choices=MODEL_NAMES, default=None, help="model family (default: the --init-model's, else lstm)")

@@ -91,10 +91,6 @@ GPU_PRESET = "minilm-quora-gpu"
 GPU_PRESET_MIN_PAIRS = 10_000
 
 
-def preset_names() -> list[str]:
-    return list(PRESETS)
-
-
 def suggested_preset(n_pairs: int, cuda: bool) -> str | None:
     """The GPU recipe on CUDA with at least GPU_PRESET_MIN_PAIRS pairs, else None."""
     return GPU_PRESET if cuda and n_pairs >= GPU_PRESET_MIN_PAIRS else None
