@@ -48,10 +48,6 @@ class Candidate:
     verdict: dict | None = None  # against zero-shot MiniLM on the same pairs (PairedComparison.as_dict()); None: itself
     note: str = ""  # why it was not measured, if so
 
-    @property
-    def better(self) -> bool:
-        return bool(self.verdict) and self.verdict.get("verdict") == BETTER
-
     def as_dict(self) -> dict:
         return {"name": self.name, "roc_auc": self.roc_auc, "seconds": round(self.seconds, 1),
                 "verdict": self.verdict, **({"note": self.note} if self.note else {})}
@@ -95,7 +91,7 @@ class AutoOutcome:
 
 def choose(candidates: Sequence[Candidate]) -> Candidate:
     """The first candidate (the reference) unless another is better beyond resampling; of those, the highest."""
-    better = [c for c in candidates[1:] if c.better and c.roc_auc is not None]
+    better = [c for c in candidates[1:] if (c.verdict or {}).get("verdict") == BETTER and c.roc_auc is not None]
     return max(better, key=lambda c: c.roc_auc) if better else candidates[0]
 
 
