@@ -43,11 +43,6 @@ def init_from_env(device: str = "auto") -> DistContext:
     return DistContext(rank, world_size, local_rank)
 
 
-def flag_device(backend: str) -> torch.device:
-    """Where a flag is reduced: the CPU when the group has gloo, else this rank's GPU (a group made with nccl alone)."""
-    return torch.device("cpu") if "gloo" in backend else torch.device("cuda", torch.cuda.current_device())
-
-
 def current() -> DistContext:
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         return DistContext(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
@@ -105,6 +100,6 @@ def broadcast_flag(flag: bool) -> bool:
     context = current()
     if not context.enabled:
         return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=flag_device(dist.get_backend()))
+    t = torch.tensor([1.0 if flag else 0.0])  # on the CPU: init_from_env's group always has gloo for it
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item() > 0)

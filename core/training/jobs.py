@@ -15,7 +15,6 @@ import collections
 import json
 import threading
 import time
-import traceback
 import uuid
 import weakref
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -249,9 +248,8 @@ class TrainingJob:
                 self.status = INTERRUPTED
             if outcome.status == FAILED:
                 self.error = outcome.message
-        except Exception as error:  # the page shows the message; the traceback is kept for the log
+        except Exception as error:  # the page shows the message
             self.status, self.error = FAILED, f"{type(error).__name__}: {error}"
-            self.traceback = traceback.format_exc()
 
 
 class JobQueue:
