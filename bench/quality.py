@@ -214,7 +214,14 @@ def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int 
     import pandas as pd
 
     from core.data import corpus_questions
-    from core.training.distillation import ScoreRegressionObjective, teacher_labelled
+    from core.losses import score_regression_loss
+    from core.training.distillation import teacher_labelled
+
+    class ScoreRegressionObjective:  # the pairs' labels are the teacher's scores: each cosine regresses on its own
+        batch_kind = "labelled"
+
+        def __call__(self, v1, v2, labels, negatives=None):
+            return score_regression_loss(v1, v2, labels)
     from core.training.mining import candidate_pairs
 
     budget = BUDGETS["minilm"][1 if quick else 0]

@@ -179,7 +179,7 @@ def test_the_loops_recipe_is_minilm_contrastive_one_short_epoch():
     assert (spec.train.epochs, spec.train.batch_size, spec.train.lr, spec.max_length) == (1, 16, 2e-5, 32)
     assert spec.data_name == "labels x.csv"
     assert retrain_spec("minilm").model == "minilm"  # ZERO_SHOT: also from the pretrained weights
-    with pytest.raises(SpecError, match="init_model is not a model folder"):
+    with pytest.raises(SpecError, match="init_model cannot be used"):
         retrain_spec("/no/such/folder")
 
 

@@ -31,14 +31,14 @@ def test_a_run_worse_than_chance_warns_and_never_becomes_the_default(runs_root, 
     rerun_until(at, lambda at: job_queue().jobs[at.session_state.jobs[-1]].finished)
     job = job_queue().jobs[at.session_state.jobs[-1]]
     assert job.status == DONE, job.error
-    assert job.result.quality.worse_than_chance
+    assert job.result.judged().worse_than_chance
 
     at.run()
     assert not at.success  # no green box for a model worse than a coin flip
     [warning] = [w.value for w in at.warning if w.value.startswith("Finished")]
     assert warning.startswith(f"Finished ({job.result.outcome.message}), but not a useful model: saved as "
                               f"**{job.result.folder.name}**")
-    assert job.result.quality.message in warning and "Worse than chance: validation ROC AUC 0.000" in warning
+    assert job.result.judged().message in warning and "Worse than chance: validation ROC AUC 0.000" in warning
     assert "the auto preset" in warning and "sample-demo" not in warning  # advice for an upload, not the sample's
 
     at.switch_page(SIMILARITY.path).run()

@@ -139,13 +139,13 @@ def test_start_trains_in_the_background_and_saves_the_model(train_page, runs_roo
 def finished_box(at, job):
     """The "Finished ..." box of a done run: green, or a warning when the run is worse than chance or TF-IDF
     (``core.inference.run_quality``; tiny runs on the bundled sample often are)."""
-    boxes = at.warning if job.result.quality.flagged else at.success
+    boxes = at.warning if job.result.judged().flagged else at.success
     [box] = [box for box in boxes if box.value.startswith("Finished")]
     return box
 
 
 def finished_start(job) -> str:
-    return f"Finished ({job.result.outcome.message})" + (", but not a useful model: " if job.result.quality.flagged
+    return f"Finished ({job.result.outcome.message})" + (", but not a useful model: " if job.result.judged().flagged
                                                          else ": ")
 
 

@@ -12,7 +12,6 @@ from conftest import synthetic_pairs
 
 from core.data.splitting import connected_components
 from core.losses import score_regression_loss
-from core.training.distillation import ScoreRegressionObjective
 from core.training.mining import (
     candidate_pairs,
     mine_hard_negatives,
@@ -43,15 +42,6 @@ def test_score_regression_refuses_targets_of_another_length():
         score_regression_loss(torch.ones(3, 5), torch.ones(3, 5), torch.ones(2))
 
 
-def test_the_distillation_objective_reads_the_labels_as_targets():
-    objective = ScoreRegressionObjective()
-    assert objective.batch_kind == "labelled"
-    v1, v2 = torch.randn(13, 7), torch.randn(13, 7)
-    targets = torch.rand(13)
-    torch.testing.assert_close(objective(v1, v2, targets), score_regression_loss(v1, v2, targets))
-
-
-# ---- mining --------------------------------------------------------------------------------------
 def test_connected_components_follow_chains_of_edges():
     labels = connected_components(np.array([0, 1, 5]), np.array([1, 2, 6]), 7)
     assert labels.shape == (7,)
@@ -121,10 +111,12 @@ def test_the_pipeline_trains_on_the_teachers_scores_and_validates_on_the_labels(
     soft["is_duplicate"] = np.where(pairs["is_duplicate"] == 1, 0.9, 0.1).astype(np.float32)
     seen_targets = []
 
-    class Recording(ScoreRegressionObjective):
+    class Recording:  # the teacher's scores as targets, each cosine regressed on its own
+        batch_kind = "labelled"
+
         def __call__(self, v1, v2, labels, negatives=None):
             seen_targets.append(labels.clone())
-            return super().__call__(v1, v2, labels, negatives)
+            return score_regression_loss(v1, v2, labels)
 
     spec = spec_from_options(model="lstm", loss="contrastive", epochs=4, batch_size=16, lr=2e-2, device="cpu",
                              patience=0, max_length=11, model_options={"embedding_dim": 12, "hidden_size": 10})
@@ -339,4 +331,7 @@ def test_unlabelled_questions_belong_to_the_augmented_recipe(tmp_path, capsys, s
     sample_pairs[0].head(40).to_csv(data, index=False)
     one_error_line(run_cli(capsys, "train", "--data", data, "--unlabelled-questions", data, "--out", tmp_path / "run"),
                    "--unlabelled-questions is the augmented recipe's: add --preset augmented")
+    missing = tmp_path / "questions.txt"  # read as any corpus: a missing file is one line before any training
+    one_error_line(run_cli(capsys, "train", "--data", data, "--preset", "augmented", "--unlabelled-questions", missing,
+                           "--out", tmp_path / "run"), f"no questions file at {missing}")
     assert not (tmp_path / "run" / "config.json").exists()

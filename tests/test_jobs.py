@@ -505,12 +505,14 @@ def test_the_records_a_gone_process_left_unfinished_read_as_interrupted_and_not_
         ["waiting run", "running run"]
 
 
-def test_a_record_of_this_pid_by_another_process_is_read_as_gone(tmp_path):
-    """A restarted server in a container often gets its old pid again: the pid alone does not say it still runs."""
+def test_a_record_no_queue_of_this_process_holds_is_read_as_gone(tmp_path):
+    """Whoever wrote it (an earlier process, one that got this pid again), a running record no queue here holds was
+    left by a stopped server; fields of older records (host, pid) are ignored."""
     core.training.jobs.write_record(tmp_path, core.training.jobs.RunRecord(id="old", label="old", status=RUNNING, created=1.0))
     path = tmp_path / core.training.jobs.RECORDS_FOLDER / "old.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "process": "a process before this one"}))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "host": "abc123", "pid": 1, "process": "before"}))
     assert [record.status for record in core.training.jobs.read_records(tmp_path)] == [INTERRUPTED]
+    assert [record.status for record in core.training.jobs.read_records(tmp_path, {"old"})] == [RUNNING]
     assert core.training.jobs.read_records(tmp_path / "missing") == []  # no records folder: none
     path.write_text("{not json")
     assert core.training.jobs.read_records(tmp_path) == []  # a damaged record is skipped

@@ -290,7 +290,6 @@ def test_precision_and_compile_are_options_with_cli_flags():
     assert (spec.train.precision, spec.train.compile) == ("bf16", True)
     assert cli_spec("--model", "lstm", "--precision", "bf16", "--compile") == dataclasses.replace(
         spec, data_name="sample_pairs.csv")
-    assert spec_from_options(amp=False).train.precision == "fp32"  # the option before precision still reads
     for options, option in (({"precision": "fp8"}, "precision"), ({"compile": "yes"}, "compile")):
         with pytest.raises(SpecError) as raised:
             spec_from_options(**options)
@@ -341,7 +340,7 @@ def test_the_gpu_preset_is_suggested_only_with_a_gpu_and_data_enough():
     assert suggested_preset(GPU_PRESET_MIN_PAIRS, cuda=True) == GPU_PRESET
     assert suggested_preset(GPU_PRESET_MIN_PAIRS - 1, cuda=True) is None  # the bundled sample: 479 pairs
     assert suggested_preset(323_000, cuda=False) is None
-    assert suggested_preset(479, cuda=False, bundled_sample=True) == "sample-demo" in PRESETS  # the first Start
+    assert suggested_preset(479, cuda=False) is None and "sample-demo" in PRESETS  # default_preset's first Start
 
 
 def test_the_train_page_opens_on_the_auto_recipe_for_an_upload():

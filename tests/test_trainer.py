@@ -732,15 +732,6 @@ def test_fp16_on_the_cpu_is_refused_before_a_step():
     assert trainer.step == 0
 
 
-def test_a_saved_amp_false_reads_as_fp32():
-    assert TrainConfig(amp=False).precision == "fp32"  # configs saved before precision carry "amp"
-    assert TrainConfig(amp=True).precision == "auto"
-    assert TrainConfig(amp=False, precision="bf16").precision == "bf16"  # the new setting wins when given
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
-                    reason="torch.compile's CPU backend needs a C compiler")
 def test_a_compiled_step_gives_the_eager_losses():
     pytest.importorskip("torch._inductor")
     eager, compiled = StepLosses(), StepLosses()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.cli.common import CliError, add_columns_option, count, model_command, print_json
+from core.cli.common import CliError, add_columns_option, add_output_options, count, model_command, print_json
 from core.cli.scorers import calibrate_on_file, load_scorer, stack_on_files
 
 
@@ -84,9 +84,8 @@ def add_parsers(sub) -> None:
                               cmd_calibrate, scores_pairs=True)
     calibrate.add_argument("--data", required=True, help="labelled pairs (both classes, at least 20 pairs)")
     add_columns_option(calibrate)
-    calibrate.add_argument("--out", required=True,
-                           help="the copy's folder: new or empty, or an earlier model with --overwrite")
-    calibrate.add_argument("--overwrite", action="store_true", help="replace the model saved in --out")
+    add_output_options(calibrate, help="the copy's folder: new or empty, or an earlier model with --overwrite",
+                       overwrite="replace the model saved in --out")
     calibrate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
     calibrate.add_argument("--stacked", action="store_true",
                            help="a stacked scorer instead: a logistic regression on the model's cosine, TF-IDF cosine, "

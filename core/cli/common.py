@@ -1,8 +1,6 @@
 """What every ``python -m core`` command shares: the parser, its option groups and argparse types, JSON printing,
-a progress counter, the output rule, and loading pairs, a corpus and a model (torch or ONNX).
-
-An expected failure is a ``CliError`` (or one of the library errors ``core.cli.main`` names): one ``error:``
-line and exit status 2.
+a progress counter, the output rule, and loading pairs, a corpus and a model (torch or ONNX). An expected failure is
+a ``CliError`` (or a library error ``core.cli.main`` names): one ``error:`` line and exit status 2.
 """
 from __future__ import annotations
 
@@ -140,10 +138,11 @@ def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -
     return command
 
 
-def add_output_options(command, required: bool = True, help: str = "output CSV") -> None:
-    """``--out`` and ``--overwrite`` of a command that writes files (``claimed_output``)."""
+def add_output_options(command, required: bool = True, help: str = "output CSV",
+                       overwrite: str = "replace --out if it exists") -> None:
+    """``--out`` and ``--overwrite`` of a command that writes files or a folder."""
     command.add_argument("--out", required=required, default=None, help=help)
-    command.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    command.add_argument("--overwrite", action="store_true", help=overwrite)
 
 
 def add_backend_option(command) -> None:
@@ -235,8 +234,8 @@ def print_json(value, indent: int | None = None) -> None:
     print(json.dumps(json_safe(value), indent=indent, ensure_ascii=False, allow_nan=False))
 
 
-class TqdmCounter:
-    """progress(done, total) -> one tqdm bar on stderr, shown after ``delay`` seconds."""
+class TqdmCounter(contextlib.AbstractContextManager):
+    """progress(done, total) -> one tqdm bar on stderr, shown after ``delay`` seconds; closed when a ``with`` ends."""
 
     def __init__(self, description: str, unit: str = "q", delay: float = 0):
         self.description, self.unit, self.delay, self.bar = description, unit, delay, None
@@ -255,6 +254,9 @@ class TqdmCounter:
         if self.bar is not None:
             self.bar.close()
 
+    def __exit__(self, *error) -> None:
+        self.close()
+
 
 @contextmanager
 def claimed_output(paths, overwrite: bool, create_folder: bool = False):
@@ -270,11 +272,6 @@ def claimed_output(paths, overwrite: bool, create_folder: bool = False):
         raise CliError(f"--out {error}") from None
 
 
-def same_file(a: str | Path | None, b: str | Path | None) -> bool:
-    """Whether ``a`` and ``b`` both exist and name one file (links and hard links followed)."""
-    return bool(a and b) and os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
-
-
 MODEL_MARKERS = ("config.json", "siamese_lab.json")  # a saved model's or calibrated copy's; an export's manifest
 
 
@@ -282,8 +279,8 @@ def output_path(path: str, *inputs: str | None) -> Path:
     """The one output rule: ``--out`` is never an input file nor inside any folder holding a model or an export
     (``--model``'s own, a calibrated copy's parent); what else may be written is ``claimed_output``'s rule."""
     out = Path(path)
-    for source in inputs:
-        if same_file(out, source):
+    for source in inputs:  # one file, links and hard links followed
+        if source and out.exists() and os.path.exists(source) and os.path.samefile(out, source):
             raise CliError(f"--out is {source}, an input; choose a new file")
     for folder in out.resolve().parents:
         if any((folder / marker).is_file() for marker in MODEL_MARKERS):

@@ -1,11 +1,6 @@
-"""``python -m core dedup``: cluster the near-duplicate questions of a corpus into a CSV (one row per clustered
-question, formula safe), or with ``--sweep`` a row of figures per threshold from one graph.
-
-A second run of the same model on the same corpus reuses the lab's cache: the corpus's vectors (keyed by the
-model's files, so the model is not even loaded) and the graph's index with its first search; the summary's
-``vectors`` and ``index`` say what was reused. ``--rerank``: the pairs above the threshold (by default the
-bi-encoder's pair threshold) are only candidates, which a cross-encoder confirms at its own clustering threshold
-(``core.inference.dedup``).
+"""``python -m core dedup``: the near-duplicate questions of a corpus clustered into a CSV, or with ``--sweep`` a row
+of figures per threshold from one graph. A second run reuses the lab's cache (the vectors, keyed by the model's files
+so the model is not even loaded, and the graph's index); ``--rerank`` has a cross-encoder confirm the candidate pairs.
 """
 from __future__ import annotations
 
@@ -97,7 +92,7 @@ def cmd_dedup(args) -> int:
         for flag, value in (("--out", args.out), ("--threshold", args.threshold), ("--rerank", args.rerank)):
             if value is not None:
                 raise CliError(f"--sweep prints a row per threshold of its range and writes no clusters; drop {flag}")
-        rows, summary = _sweep(args)
+        rows, summary = _dedup(args)
         for row in rows:
             print_json(row)
         print_json(summary)
@@ -107,7 +102,7 @@ def cmd_dedup(args) -> int:
     out = output_path(args.out, args.questions, args.vectors)
     # Claimed before anything is read or encoded; the CSV goes into place whole when the run ends well.
     with claimed_output([out], args.overwrite) as claim:
-        summary = _dedup_into(claim, out, args)
+        summary = _dedup(args, claim, out)
     print_json(summary)
     return 0
 
@@ -212,9 +207,10 @@ def _chosen_threshold(args, config: dict) -> tuple[float, str]:
     return calibrated.threshold, calibrated.source
 
 
-def _dedup_into(claim, out: Path, args) -> dict:
-    """Cluster ``args.questions`` into ``claim``'s temporary for ``out``; the run's summary."""
-    from core.inference.dedup import clusters_frame, outsized_cluster_note, write_csv_chunks
+def _dedup(args, claim=None, out: Path | None = None):
+    """Cluster ``args.questions`` into ``claim``'s temporary for ``out``: the run's summary; with ``--sweep``, (one
+    row per threshold of ``args.sweep``, the summary), all from one graph."""
+    from core.inference.dedup import clusters_frame, outsized_cluster_note, sweep_rows, write_csv_chunks
     from core.inference.dedup_graph import capped_note
 
     started = time.perf_counter()
@@ -222,9 +218,17 @@ def _dedup_into(claim, out: Path, args) -> dict:
     texts = load_corpus(args.questions)
     read = time.perf_counter() - started
     graph, config, reuse, phases = _graph(args, texts)
+    phases = {"read": read, **phases}
     cosine, source = _chosen_threshold(args, config)
-    print(f"threshold: {cosine:.4g} ({source})", file=sys.stderr)
+    sweep = args.sweep is not None
+    print(f"{'default ' if sweep else ''}threshold: {cosine:.4g} ({source})", file=sys.stderr)
     clustering = time.perf_counter()
+    if sweep:
+        rows = sweep_rows(graph, args.sweep, args.min_size, DEEPER_SEARCH_LIMIT)
+        phases["cluster"] = time.perf_counter() - clustering
+        return rows, {"questions": len(texts), "thresholds": len(rows), "min_size": args.min_size,
+                      "default_threshold": float(cosine), "threshold_source": source,
+                      **_run_facts(args, graph, reuse, started, phases)}
     _check_threshold(graph, cosine, config)
     if reranker is None:
         clusters = graph.cluster(cosine, args.min_size)
@@ -244,7 +248,7 @@ def _dedup_into(claim, out: Path, args) -> dict:
     return {"out": str(out), "questions": len(texts), "clusters": len(clusters),
             "clustered_questions": int(len(frame)), "largest_cluster": largest,
             "threshold": float(cosine), "threshold_source": source, "min_size": args.min_size,
-            "capped_questions": graph.capped, **_run_facts(args, graph, reuse, started, {"read": read, **phases})}
+            "capped_questions": graph.capped, **_run_facts(args, graph, reuse, started, phases)}
 
 
 def _run_facts(args, graph, reuse: dict, started: float, phases: dict) -> dict:
@@ -267,20 +271,3 @@ def _reranked(args, graph, texts, cosine: float, reranker, config: dict):
     return clusters, {"model": args.rerank, "candidate_pairs": len(scores),
                       "confirmed_pairs": int((scores > decide.threshold).sum()),
                       "threshold": float(decide.threshold), "threshold_source": decide.source}
-
-
-def _sweep(args) -> tuple[list[dict], dict]:
-    """``--sweep``: (one row per threshold of ``args.sweep``, the summary), all from one graph."""
-    from core.inference.dedup import sweep_rows
-
-    started = time.perf_counter()
-    texts = load_corpus(args.questions)
-    graph, config, reuse, phases = _graph(args, texts)
-    default, source = _chosen_threshold(args, config)
-    print(f"default threshold: {default:.4g} ({source})", file=sys.stderr)
-    clustering = time.perf_counter()
-    rows = sweep_rows(graph, args.sweep, args.min_size, DEEPER_SEARCH_LIMIT)
-    phases["cluster"] = time.perf_counter() - clustering
-    return rows, {"questions": len(texts), "thresholds": len(rows), "min_size": args.min_size,
-                  "default_threshold": float(default), "threshold_source": source,
-                  **_run_facts(args, graph, reuse, started, phases)}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.cli.common import load_model, model_command, print_json, refuse_tfidf
+from core.cli.common import add_output_options, load_model, model_command, print_json, refuse_tfidf
 from core.export.export_folder import EXPORT_FORMATS, QUANTIZE_CHOICES
 
 
@@ -14,10 +14,8 @@ def add_parsers(sub) -> None:
                         help="sentence-transformers (MiniLM models): a folder SentenceTransformer(DIR) loads; "
                              "onnx (every model): model.onnx (+ model_tower1.onnx for a dual encoder's second "
                              "tower) and tokenizer.json")
-    export.add_argument("--out", required=True,
-                        help="output folder: a new or empty folder, or an earlier export with --overwrite")
-    export.add_argument("--overwrite", action="store_true",
-                        help="replace the earlier export in --out (a saved model or other files are never replaced)")
+    add_output_options(export, help="output folder: a new or empty folder, or an earlier export with --overwrite",
+                       overwrite="replace the earlier export in --out (a saved model or other files never are)")
     export.add_argument("--quantize", choices=QUANTIZE_CHOICES, default=None,
                         help="onnx only: dynamic int8 quantisation of the weights (smaller and faster; the vectors "
                              "differ a little, so recalibrate the threshold)")

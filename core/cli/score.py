@@ -23,14 +23,10 @@ def cmd_score(args) -> int:
         model, config = load_scorer(args)
         cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
         bars = [TqdmCounter(step, unit="pair", delay=PROGRESS_DELAY) for step in ("reading", "encoding", "writing")]
-        try:
-            model = fitted_for_file(model, source, args.columns, args.names)  # plain TF-IDF: on this whole file
-            with claim.open(out, "w", encoding="utf-8", newline="") as sink, _ticking(bars):
-                report = score_file(model, source, sink, cosine, columns=args.columns, label_map=args.label_map,
-                                    steps=ScoreSteps(*bars), names=args.names)
-        finally:
-            for bar in bars:
-                bar.close()
+        model = fitted_for_file(model, source, args.columns, args.names)  # plain TF-IDF: on this whole file
+        with claim.open(out, "w", encoding="utf-8", newline="") as sink, _ticking(bars):
+            report = score_file(model, source, sink, cosine, columns=args.columns, label_map=args.label_map,
+                                steps=ScoreSteps(*bars), names=args.names)
     for warning in report.warnings:
         print(f"data: warning: {warning}", file=sys.stderr)
     for note in report.notes:
@@ -52,7 +48,8 @@ PROGRESS_DELAY = 2.0
 
 @contextmanager
 def _ticking(bars: list[TqdmCounter]):
-    """The bars redrawn every ``TICK_SECONDS``, so their clocks move through a silent step (the first pass)."""
+    """The bars redrawn every ``TICK_SECONDS``, so their clocks move through a silent step (the first pass), and
+    closed at the end."""
     import threading
 
     stop = threading.Event()
@@ -70,6 +67,8 @@ def _ticking(bars: list[TqdmCounter]):
     finally:
         stop.set()
         thread.join()
+        for counter in bars:
+            counter.close()
 
 
 def add_parsers(sub) -> None:

@@ -43,11 +43,8 @@ def calibrate_on_file(model, path: str, columns: dict[str, str] | None = None, m
     problem = calibration_problem(pairs["is_duplicate"].to_numpy(), Path(path).name)
     if problem:
         raise CliError(problem)
-    bar = TqdmCounter("calibrating", unit="pair")
-    try:
+    with TqdmCounter("calibrating", unit="pair") as bar:
         return calibrate_scorer(model, pairs, Path(path).name, progress=bar)
-    finally:
-        bar.close()
 
 
 def stack_on_files(encoder, args, parent_name: str):
@@ -61,9 +58,6 @@ def stack_on_files(encoder, args, parent_name: str):
     problem = stacking_problem(train, names[0], val, names[1])
     if problem:
         raise CliError(problem)
-    bar = TqdmCounter("encoding the fit pairs", unit="pair")
-    try:
+    with TqdmCounter("encoding the fit pairs", unit="pair") as bar:
         scorer, calibrated, fit = stack_and_calibrate(encoder, train, names[0], val, names[1], progress=bar)
-    finally:
-        bar.close()
     return scorer, calibrated, stacked_config(scorer, fit, parent_name)

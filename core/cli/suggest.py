@@ -1,7 +1,6 @@
-"""``python -m core suggest``: the pairs of a corpus to label next, as a CSV (question1, question2, similarity,
-reason; formula safe): each question with its ``k`` nearest neighbours, less the pairs already in ``--labels`` (a
-label database or a pairs CSV), ``core.inference.candidates.choose_pairs`` picking N. With ``--rerank``, the
-cross-encoder's score is the similarity and its pair threshold the default."""
+"""``python -m core suggest``: the pairs of a corpus to label next, as a CSV: each question's nearest neighbours, less
+the pairs already in ``--labels``, ``core.inference.candidates.choose_pairs`` picking N (``--rerank``: by the
+cross-encoder's score)."""
 from __future__ import annotations
 
 import sys

@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 
 from core.cli.common import (
-    CliError, TqdmCounter, add_columns_option, count, help_formatter, load_data, minutes, print_json,
+    CliError, TqdmCounter, add_columns_option, add_output_options, count, help_formatter, load_corpus, load_data,
+    minutes, print_json,
 )
 
 
@@ -72,19 +73,20 @@ def spec_from_args(args, data_options: dict | None = None):
     """The RunSpec of ``train``: the options given, over a preset if one is named, over ``data_options`` (the auto
     recipe's) if given; with ``--init-model`` and neither ``--model`` nor ``--preset``, that folder's family."""
     from core.training.presets import AUTO_PRESET
-    from core.training.specs import SpecError, spec_from_options
+    from core.training.specs import SpecError, init_model_family, spec_from_options
 
     if wants_auto_recipe(args) and args.preset is None:
         args.preset = AUTO_PRESET
     if args.preset and (args.model or args.loss):
         raise CliError(f"--preset {args.preset} already sets the model and the loss; drop --model/--loss")
-    family = _init_model_family(args.init_model) if args.init_model else None
-    if family and args.model and args.model != family:
-        raise CliError(f"--init-model {args.init_model} is a {family} model, but --model is {args.model}")
     try:
         model_options = json.loads(args.model_options) if args.model_options else None
     except (json.JSONDecodeError, RecursionError) as error:
         raise CliError(f"--model-options is not valid JSON: {error}") from None
+    try:
+        family = init_model_family(args.init_model) if args.init_model else None  # another --model: the spec says so
+    except SpecError as error:
+        raise CliError(f"--init-model {error.problem}") from None
     options = {name: getattr(args, name) for name in (
         "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
         "max_steps", "max_minutes", "device", "precision", "compile", "max_length", "min_freq", "max_vocab")}
@@ -103,19 +105,6 @@ def spec_from_args(args, data_options: dict | None = None):
                                  init_model=args.init_model, base_model=args.base_model, data_name=Path(args.data).name)
     except SpecError as error:
         raise CliError(f"--{error.option.replace('_', '-')} {error.problem}") from None
-
-
-def _init_model_family(source: str) -> str:
-    """The model family of ``--init-model`` (a saved model folder, or ZERO_SHOT: the pretrained MiniLM)."""
-    from core.models import ZERO_SHOT
-    from core.saving import ModelLoadError, read_config
-
-    if source == ZERO_SHOT:
-        return "minilm"
-    try:
-        return read_config(source)["model_type"]
-    except ModelLoadError as error:
-        raise CliError(f"--init-model cannot be used: {error}") from None
 
 
 def cmd_train(args) -> int:
@@ -161,13 +150,8 @@ def _augmented(args, pairs, device: str, distributed: bool) -> dict | None:
                        "torchrun")
     recipe = auto_options(pairs, device, has_val_file=bool(args.val), seed=args.seed or 0, max_minutes=args.max_minutes)
     found = {"spec": spec_from_args(args, recipe.options), "questions": None, "questions_name": ""}
-    if args.unlabelled_questions:
-        from core.data import DataError, load_questions
-
-        try:
-            found["questions"] = load_questions(args.unlabelled_questions)[0]
-        except DataError as error:
-            raise CliError(f"--unlabelled-questions {args.unlabelled_questions}: {error}") from None
+    if args.unlabelled_questions:  # read as any corpus: a file that cannot be is one line at the CLI's boundary
+        found["questions"] = load_corpus(args.unlabelled_questions)
         found["questions_name"] = Path(args.unlabelled_questions).name
     return found
 
@@ -301,7 +285,8 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
     finally:
         signal.signal(signal.SIGINT, previous)
     if choose:
-        return _print_choice(chosen)
+        _print_candidates(chosen)
+        result = chosen.run_result()  # the chosen model as a run's result, as the Train page shows it
     outcome = result.outcome
     if not context.is_main:
         return 0 if outcome.status != FAILED else 1
@@ -310,33 +295,22 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
         print(f"note: {result.note}", file=sys.stderr)
     print_json({"status": outcome.status, "folder": str(result.folder) if result.folder else None,
                 "thresholds": result.thresholds, "validation": result.validation, "test": result.test,
-                "quality": result.quality.as_dict(),  # worse than chance or a baseline (the pipeline warned)
+                "quality": result.judged().as_dict(),  # worse than chance or a baseline (the pipeline warned)
                 "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1),
                 **{key: (result.metadata or {})[key] for key in (AUGMENTED_KEY, "mined_negatives")
-                   if key in (result.metadata or {})}}, indent=2)
+                   if key in (result.metadata or {})}, **(chosen.as_dict() if choose else {})}, indent=2)
     return 0 if outcome.status != FAILED else 1
 
 
-def _print_choice(chosen) -> int:
-    """One line per candidate on stderr, then the chosen model's figures as any run's JSON."""
-    from core.status import FAILED
-
-    for candidate, row in zip(chosen.candidates, chosen.rows()):  # as the Train page lists them
+def _print_candidates(chosen) -> None:
+    """One line per candidate on stderr, as the Train page lists them, then the one chosen."""
+    for candidate, row in zip(chosen.candidates, chosen.rows()):
         auc = row["validation ROC AUC"]
         figure = "not measured" if auc is None else f"validation ROC AUC {auc:.3f}"
         against = f", {row['vs zero-shot MiniLM']} against zero-shot" if row["vs zero-shot MiniLM"] else ""
         note = f"; {row['note']}" if row["note"] else ""
         print(f"candidate: {candidate.name}: {figure}{against}, {row['seconds']} s{note}", file=sys.stderr)
-    result = chosen.result
-    if result is not None and result.note:
-        print(f"note: {result.note}", file=sys.stderr)
     print(f"chosen: {chosen.chosen.name}, saved in {chosen.folder}", file=sys.stderr)
-    print_json({"status": result.outcome.status if result else "done", "folder": chosen.folder and str(chosen.folder),
-                "thresholds": chosen.thresholds, "validation": chosen.validation, "test": chosen.test,
-                # the chosen model against zero-shot MiniLM on the validation pairs, as a run's quality says it
-                "quality": {"verdicts": {"zero_shot": chosen.chosen.verdict} if chosen.chosen.verdict else {}},
-                "seconds": round(chosen.seconds, 1), **chosen.as_dict()}, indent=2)
-    return 1 if result is not None and result.outcome.status == FAILED else 0
 
 
 def add_parsers(sub) -> None:
@@ -344,13 +318,13 @@ def add_parsers(sub) -> None:
     from core.device import PRECISIONS
     from core.models import MODEL_NAMES
     from core.training.objectives import CONTRASTIVE_FORMS, LOSS_NAMES
-    from core.training.presets import preset_names
+    from core.training.presets import PRESETS
 
     train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=help_formatter)
     option = train.add_argument
     option("--data", required=True, help="pairs file (CSV/TSV/Parquet, optionally .gz)")
     add_columns_option(train)
-    option("--preset", choices=preset_names(), default=None,
+    option("--preset", choices=list(PRESETS), default=None,
            help="a named recipe from docs/BENCHMARKS.md; auto fits epochs, batches, learning rate, validation and "
                 "max_length to the data (default: auto when no model, loss or training option is given)")
     option("--model", choices=MODEL_NAMES, default=None, help="model family (default: the --init-model's, else lstm)")
@@ -409,9 +383,8 @@ def add_parsers(sub) -> None:
     option("--implied-pairs", action="store_true",
            help="also train on the pairs the labels imply (duplicates of duplicates, and their non-duplicates)")
     option("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
-    option("--out", default=None,
-           help="output folder: new or empty, or a saved model with --overwrite (default: a new folder in --runs)")
-    option("--overwrite", action="store_true",
-           help="let --out replace the model there (a cancelled or failed run that is not better keeps it)")
+    add_output_options(train, required=False, help="output folder: new or empty, or a saved model with --overwrite "
+                       "(default: a new folder in --runs)", overwrite="let --out replace the model there (a cancelled "
+                       "or failed run that is not better keeps it)")
     option("--runs", default="runs", help="models folder used when --out is not given")
     train.set_defaults(func=cmd_train)

@@ -1,9 +1,6 @@
 """The rounds of the active-labelling loop: which labels are held out, what a retrain is, and the learning curve.
-
-A person labels the pairs ``core.inference.candidates`` suggests, retrains from the current model and watches a
-learning curve. A fixed share of the labels, chosen by a hash of each pair's text, never trains (``held_out_mask``),
-so the held-out set only grows and every round's model is scored on labels no round trained on (``score_point``).
-The curve is one JSON line per scored model, appended under its lock (``add_point``).
+A share of the labels chosen by a hash of each pair's text never trains (``held_out_mask``), so the held-out set only
+grows and every round's model is scored on labels no round trained on; the curve is one JSON line per scored model.
 """
 from __future__ import annotations
 
@@ -133,18 +130,13 @@ def unlabelled_candidates(corpus: EmbeddedCorpus, done: set, labels=None, k: int
 def retrain_spec(init_model: str = "", options: dict | None = None):
     """The loop's run: ``RETRAIN_OPTIONS`` from ``init_model`` ("" or ``ZERO_SHOT``: zero-shot MiniLM), ``options``
     on top. A folder of another family is retrained as itself, at that family's default learning rate."""
-    from core.training.specs import SpecError, spec_from_options
+    from core.training.specs import init_model_family, spec_from_options
 
     recipe = dict(RETRAIN_OPTIONS)
     if init_model and init_model != ZERO_SHOT:
-        from core.saving import ModelLoadError, read_config
-
-        try:
-            config = read_config(init_model)
-        except ModelLoadError as error:
-            raise SpecError("init_model", f"is not a model folder: {error}") from None
-        if config["model_type"] != recipe["model"]:  # its architecture and tokenizer come from the folder
-            recipe.update(model=config["model_type"], lr=None)
+        family = init_model_family(init_model)
+        if family != recipe["model"]:  # its architecture and tokenizer come from the folder
+            recipe.update(model=family, lr=None)
         recipe["init_model"] = str(init_model)
     return spec_from_options(**{**recipe, **(options or {})})
 

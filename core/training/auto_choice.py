@@ -1,12 +1,7 @@
-"""``auto``'s choice among candidate models, within one time budget and on the same validation pairs:
-
-1. **zero-shot MiniLM**, calibrated: the reference, each other candidate judged against it by a paired bootstrap of
-   the ROC AUC difference (a fine-tune on a few thousand pairs often re-learns what MiniLM knew);
-2. **a stacked scorer** over it (``core.inference.stacked_scorer``), fitted in seconds on the training pairs;
-3. **the fine-tune** of the spec, its training time capped by what is left of the budget.
-
-A candidate is kept only when its interval against zero-shot MiniLM lies above zero; the chosen one is saved (a
-trained model, or a calibrated copy over the packaged MiniLM) with every candidate's figures in config.json's ``auto``.
+"""``auto``'s choice, within one time budget and on the same validation pairs, among zero-shot MiniLM calibrated (the
+reference: a fine-tune on a few thousand pairs often re-learns what MiniLM knew), a stacked scorer over it, and the
+spec's fine-tune in the time left. Another candidate wins only when its paired bootstrap interval of the ROC AUC
+difference lies above zero; the chosen one is saved with every candidate's figures in config.json's ``auto``.
 """
 from __future__ import annotations
 
@@ -23,16 +18,14 @@ import pandas as pd
 
 from core.data import resampling_groups
 from core.inference.calibration import calibrate_on, calibration_problem
-from core.inference.metrics import scorer_scores
-from core.inference.metrics import evaluate_scores, ranking_metrics
-from core.inference.run_quality import zero_shot_model
 from core.inference.honest_pairs import verdict_text
-from core.inference.metrics import BETTER, PairedComparison, metric_intervals, paired_verdict
+from core.inference.metrics import BETTER, PairedComparison, paired_verdict, ranking_metrics, scorer_scores
+from core.inference.run_quality import zero_shot_model
 from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
 from core.notices import notice
 from core.saving import OutputClaim, save_model
 from core.status import DONE
-from core.training.pipeline import RunResult, announce, split_record, split_run, train_run
+from core.training.pipeline import RunResult, announce, held_out_figures, split_record, split_run, train_run
 from core.training.specs import RunSpec
 from core.training.trainer import TrainOutcome
 
@@ -54,10 +47,6 @@ class Candidate:
     seconds: float  # its own time: fitting or training, and scoring the validation pairs
     verdict: dict | None = None  # against zero-shot MiniLM on the same pairs (PairedComparison.as_dict()); None: itself
     note: str = ""  # why it was not measured, if so
-
-    @property
-    def better(self) -> bool:
-        return bool(self.verdict) and self.verdict.get("verdict") == BETTER
 
     def as_dict(self) -> dict:
         return {"name": self.name, "roc_auc": self.roc_auc, "seconds": round(self.seconds, 1),
@@ -102,7 +91,7 @@ class AutoOutcome:
 
 def choose(candidates: Sequence[Candidate]) -> Candidate:
     """The first candidate (the reference) unless another is better beyond resampling; of those, the highest."""
-    better = [c for c in candidates[1:] if c.better and c.roc_auc is not None]
+    better = [c for c in candidates[1:] if (c.verdict or {}).get("verdict") == BETTER and c.roc_auc is not None]
     return max(better, key=lambda c: c.roc_auc) if better else candidates[0]
 
 
@@ -111,11 +100,9 @@ def run_auto(spec: RunSpec, pairs: pd.DataFrame, output: OutputClaim, val: pd.Da
              stop_event: threading.Event | None = None, budget_minutes: float | None = None) -> AutoOutcome:
     """Measure the candidates on the validation pairs of ``spec``'s split of ``pairs`` (or ``val``), save the chosen
     one in ``output``'s folder and release it."""
-    try:
+    with output:
         return _run_auto(spec, pairs, output, val, test, callbacks, stop_event,
                          60.0 * (budget_minutes or BUDGET_MINUTES))
-    finally:
-        output.release()
 
 
 def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: float) -> AutoOutcome:
@@ -199,12 +186,10 @@ def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: flo
     scorer, scores = scorers[chosen.name]
     calibrated = calibrate_on(labels, scores, where)
     outcome.thresholds = dict(calibrated.thresholds)
-    outcome.validation = {**evaluate_scores(labels, scores, calibrated.thresholds["accuracy"]),
-                          "intervals": metric_intervals(labels, scores, calibrated.thresholds["accuracy"],
-                                                        groups=groups, seed=seed)}
-    outcome.validation.pop("best_thresholds", None)
+    outcome.validation = held_out_figures(splits.val, scores, calibrated.thresholds["accuracy"], seed)
     if len(splits.test):
-        outcome.test = _test_figures(scorer, splits.test, calibrated.thresholds["accuracy"], seed)
+        outcome.test = held_out_figures(splits.test, scorer_scores(scorer, splits.test),
+                                        calibrated.thresholds["accuracy"], seed)
     # The copy records the split as a run does, so Compare and Verdict find the pairs it never saw.
     record = {**split_record(recorded, splits, pairs), "metrics": {"validation": outcome.validation,
                                                                    "test": outcome.test}, **record}
@@ -214,15 +199,6 @@ def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: flo
         notice(f"no candidate was better than {ZERO_SHOT_LABEL} beyond resampling on {len(labels):,} validation pairs: "
                f"{ZERO_SHOT_LABEL} itself, calibrated on them, is the model to use (saved as a calibrated copy)")
     return outcome
-
-
-def _test_figures(scorer, test: pd.DataFrame, threshold: float, seed: int) -> dict:
-    labels = test["is_duplicate"].to_numpy()
-    scores = scorer_scores(scorer, test)
-    figures = evaluate_scores(labels, scores, threshold)
-    figures.pop("best_thresholds", None)
-    figures["intervals"] = metric_intervals(labels, scores, threshold, groups=resampling_groups(test), seed=seed)
-    return figures
 
 
 def _save_copy(folder: Path, scorer, calibrated, record: dict, fit_pairs: int, data: str, thresholds_on: str) -> None:

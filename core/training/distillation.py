@@ -1,21 +1,8 @@
-"""Augmented SBERT as a recipe (``--preset augmented``): a cross-encoder teacher labels pairs of the user's own
-questions, and the bi-encoder trains on the gold pairs plus these silver ones.
-
-1. the cross-encoder (``core.models.cross_encoder``) trains on the gold training pairs as any run does, validated and
-   calibrated on the run's own validation pairs;
-2. silver pairs are drawn from the user's questions (the training split's, or a file of unlabelled ones): each with
-   its nearest neighbours under the bi-encoder the run starts from (``core.training.mining.candidate_pairs``), plus
-   one random pair per question (the clear non-duplicates neighbours never show); none of them a gold pair;
-3. the teacher scores them, and a silver pair is a duplicate when its score reaches the teacher's calibrated accuracy
-   threshold: thresholded, the silver pairs train with the run's own loss beside the gold ones;
-4. the bi-encoder trains on gold + silver through ``core.training.pipeline.train_run``; config.json's ``augmented``
-   records the teacher's validation figure and how many silver pairs were used.
-
-One time budget covers the three stages, as ``auto``'s covers its candidates, and a cancel stops any of them.
-``ScoreRegressionObjective`` and ``teacher_labelled`` are the other form, the cosine regressed on the teacher's score.
-
-Reference: Thakur et al. (2021), "Augmented SBERT: Data Augmentation Method for Improving
-Bi-Encoders for Pairwise Sentence Scoring Tasks", NAACL.
+"""Augmented SBERT as a recipe (``--preset augmented``; Thakur et al., 2021, NAACL): a cross-encoder teacher, trained
+on the gold training pairs, labels silver pairs of the user's own questions (each with its nearest neighbours under
+the starting bi-encoder, plus one random pair: the clear non-duplicates neighbours never show) at its calibrated
+threshold; the bi-encoder then trains on gold + silver with the run's own loss. One time budget covers the three
+stages, as ``auto``'s covers its candidates, and a cancel stops any of them.
 """
 from __future__ import annotations
 
@@ -27,13 +14,11 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
-from core.data import normalise_questions
 from core.data.questions import corpus_questions, pair_keys
 from core.data.splitting import seen_pair_mask
 from core.device import resolve_device
-from core.losses import score_regression_loss
+from core.inference.candidates import distinct_questions
 from core.models.cross_encoder import CrossEncoder
 from core.saving import OutputClaim
 from core.status import CANCELLED, FAILED
@@ -53,21 +38,9 @@ SILVER_MAX_PAIRS = 20_000
 LABEL_CHUNK = 256  # silver pairs the teacher scores between two looks at the labelling deadline
 
 
-class ScoreRegressionObjective:
-    """The trainer's objective for distillation: the pairs' labels are the teacher's scores, and each
-    pair's cosine regresses on its own (``core.losses.score_regression_loss``); batches of both
-    classes, no in-batch negatives."""
-
-    batch_kind = "labelled"
-
-    def __call__(self, v1: torch.Tensor, v2: torch.Tensor, labels: torch.Tensor,
-                 negatives: torch.Tensor | None = None) -> torch.Tensor:
-        return score_regression_loss(v1, v2, labels)
-
-
 def teacher_labelled(teacher: CrossEncoder, pairs: pd.DataFrame, batch_size: int = 128, progress=None) -> pd.DataFrame:
     """``pairs`` (question1, question2; any labels are replaced) with ``is_duplicate`` set to the
-    teacher's duplicate probability: the targets of ``ScoreRegressionObjective``."""
+    teacher's duplicate probability."""
     table = lambda column: teacher.tokenizer.encode(pairs[column].astype(str).tolist())  # noqa: E731
     scores = teacher.score_tables(table("question1"), table("question2"), batch_size, progress)
     return pd.DataFrame({"question1": pairs["question1"].to_numpy(), "question2": pairs["question2"].to_numpy(),
@@ -110,26 +83,15 @@ def silver_labels(teacher: CrossEncoder, silver: pd.DataFrame, threshold: float,
     return np.concatenate(labels).astype(np.int64) if labels else np.zeros(0, dtype=np.int64)
 
 
-def distinct_questions(questions: Sequence[str]) -> list[str]:
-    """Each question once (by ``normalise_questions``), stripped, under its first spelling; empty ones left out."""
-    kept: dict[str, str] = {}
-    for key, text in zip(normalise_questions([str(q).strip() for q in questions]), questions):
-        if str(text).strip():
-            kept.setdefault(key, str(text).strip())
-    return list(kept.values())
-
-
 def run_augmented(spec: RunSpec, pairs: pd.DataFrame, output: OutputClaim, val: pd.DataFrame | None = None,
                   test: pd.DataFrame | None = None, callbacks: Sequence[object] = (),
                   stop_event: threading.Event | None = None, budget_minutes: float | None = None,
                   questions: Sequence[str] | None = None, questions_name: str = "") -> RunResult:
     """The teacher, the silver pairs and ``spec``'s bi-encoder on gold + silver, saved in ``output``'s folder and
     released; ``questions`` (default: the training split's) are the unlabelled questions silver pairs are drawn from."""
-    try:
+    with output:
         return _run_augmented(spec, pairs, output, val, test, callbacks, stop_event,
                               60.0 * (budget_minutes or BUDGET_MINUTES), questions, questions_name)
-    finally:
-        output.release()
 
 
 def _run_augmented(spec, pairs, output, val, test, callbacks, stop_event, budget: float, questions,

@@ -1,9 +1,6 @@
-"""Multi-process training under ``torchrun --nproc_per_node N -m core train ...``: the process group and the batch.
-
-Each copy joins the group (``init_from_env``: gloo on the CPU; on CUDA nccl for CUDA tensors and gloo for the CPU
-flags). Every global batch is split into N equal slices; ``wrap`` puts the model in DistributedDataParallel and, for
-the in-batch losses, all-gathers every rank's vectors with autograd, so negatives come from the whole global batch
-exactly as one process would see them. The losses themselves never gather.
+"""Multi-process training under ``torchrun --nproc_per_node N -m core train ...``: each global batch split into N
+equal slices, the model in DistributedDataParallel and, for the in-batch losses, every rank's vectors all-gathered
+with autograd, so negatives come from the whole global batch as in one process (the losses never gather).
 """
 from __future__ import annotations
 
@@ -44,11 +41,6 @@ def init_from_env(device: str = "auto") -> DistContext:
     if use_cuda:
         torch.cuda.set_device(local_rank)
     return DistContext(rank, world_size, local_rank)
-
-
-def flag_device(backend: str) -> torch.device:
-    """Where a flag is reduced: the CPU when the group has gloo, else this rank's GPU (a group made with nccl alone)."""
-    return torch.device("cpu") if "gloo" in backend else torch.device("cuda", torch.cuda.current_device())
 
 
 def current() -> DistContext:
@@ -108,6 +100,6 @@ def broadcast_flag(flag: bool) -> bool:
     context = current()
     if not context.enabled:
         return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=flag_device(dist.get_backend()))
+    t = torch.tensor([1.0 if flag else 0.0])  # on the CPU: init_from_env's group always has gloo for it
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item() > 0)

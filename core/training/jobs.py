@@ -4,19 +4,17 @@ The app starts a ``TrainingJob`` and polls its ``Progress``; the thread makes no
 many runs train at once; the excess waits. Cancel takes a waiting run out of the line at once and stops a running one
 within a training step or a validation batch.
 
-Every submitted run keeps a record, ``<models folder>/.runs/<job id>.json``, written whole at each status change. A
-server that stops cancels its runs as Cancel does (the best weights saved) and records them ``interrupted``, the
-queued ones ``not started``; a killed server's ``running``/``waiting`` records read so once their writer is gone
-(``core.saving.atomic.writer_gone``). A record that cannot be written or read is skipped, never a failed run.
+Every submitted run keeps a record, ``<models folder>/.runs/<job id>.json``, written whole at each status change, so
+a run outlives a server stop: a stopping server cancels its runs as Cancel does (the best weights saved) and records
+them ``interrupted``, the queued ones ``not started``; a killed server's ``running``/``waiting`` records read so too,
+since no queue of a later process holds them. A record that cannot be written or read is skipped, never a failed run.
 """
 from __future__ import annotations
 
 import collections
 import json
-import os
 import threading
 import time
-import traceback
 import uuid
 import weakref
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -26,8 +24,7 @@ from typing import Callable
 import pandas as pd
 
 from core.models import MODEL_LABELS
-from core.saving import claim_new_run, read_json_file
-from core.saving.atomic import host_tag, writer_gone
+from core.saving import claim_new_run
 from core.saving.user_files import UserFileError, write_file_atomically
 from core.saving.workspaces import PRIVATE_FILE, PRIVATE_FOLDER
 from core.status import (  # noqa: F401 (re-exported to the pages)
@@ -47,10 +44,8 @@ from core.training.pipeline import RunResult, train_run
 from core.training.specs import RunSpec
 
 RECORDS_FOLDER = ".runs"  # in the models folder; a dot folder, so list_runs never reads it as a model
-RECORD_MAX_BYTES = 64 * 1024
 KEPT_RECORDS = 100  # the newest finished records a models folder keeps; older ones are removed at the next submit
-PROCESS = uuid.uuid4().hex  # this process: a pid a restarted server got again is still another process
-STALE_STATUS = {RUNNING: INTERRUPTED, WAITING: NOT_STARTED}  # what a gone writer's unfinished record means
+STALE_STATUS = {RUNNING: INTERRUPTED, WAITING: NOT_STARTED}  # what an unfinished record no queue holds means
 SPEED_WINDOW = 20  # loss reads (every step on the CPU) whose wall time gives the speed and the time left
 _QUEUES: weakref.WeakSet = weakref.WeakSet()  # every JobQueue of the process, for stop_every_queue
 
@@ -256,9 +251,8 @@ class TrainingJob:
                 self.status = INTERRUPTED
             if outcome.status == FAILED:
                 self.error = outcome.message
-        except Exception as error:  # the page shows the message; the traceback is kept for the log
+        except Exception as error:  # the page shows the message
             self.status, self.error = FAILED, f"{type(error).__name__}: {error}"
-            self.traceback = traceback.format_exc()
 
 
 class JobQueue:
@@ -364,10 +358,9 @@ class JobQueue:
 
 
 def earlier_runs(runs_root: str) -> list[RunRecord]:
-    """The records of the runs of ``runs_root`` that no queue of this process holds (those of a server that stopped,
-    or of another server process), newest first, each as it stands now (``read_records``)."""
+    """The records of ``runs_root`` that no queue of this process holds (a stopped server's), newest first."""
     here = {job_id for queue in list(_QUEUES) for job_id in list(queue.jobs)}
-    return [record for record in read_records(runs_root, here) if record.id not in here]
+    return [record for record in read_records(runs_root) if record.id not in here]
 
 
 def stop_every_queue(timeout: float) -> bool:
@@ -387,14 +380,10 @@ class RunRecord:
     label: str
     status: str
     created: float  # epoch seconds, when it was submitted
-    updated: float = 0.0  # epoch seconds, at this status
     folder: str = ""  # the model folder's name in the models folder, once one was saved
     message: str = ""  # why it failed, or how it ended
     step: int = 0
     total_steps: int = 0
-    host: str = ""  # core.saving.atomic.host_tag of the writer
-    pid: int = 0
-    process: str = ""  # the writer's PROCESS
 
     @property
     def unfinished(self) -> bool:
@@ -415,16 +404,15 @@ class RunRecord:
             return f"cancelled{at}: {saved}."
         if self.status == FAILED:
             return f"failed: {self.message.rstrip('.')}."
-        return f"{self.status} on another server process."
+        return f"{self.status}."
 
 
 def write_record(runs_root: str | Path, record: RunRecord) -> bool:
-    """Write ``record`` whole, as this process's; False when it could not be (the run goes on without it)."""
+    """Write ``record`` whole; False when it could not be (the run goes on without it)."""
     folder = Path(runs_root) / RECORDS_FOLDER
-    mine = replace(record, updated=time.time(), host=host_tag(), pid=os.getpid(), process=PROCESS)
     try:
         folder.mkdir(exist_ok=True, mode=PRIVATE_FOLDER)  # never the models folder itself: that is the workspace's
-        write_file_atomically(folder / f"{record.id}.json", json.dumps(asdict(mine), allow_nan=False).encode(),
+        write_file_atomically(folder / f"{record.id}.json", json.dumps(asdict(record), allow_nan=False).encode(),
                               mode=PRIVATE_FILE)
     except (OSError, ValueError, UserFileError):  # a record is a convenience, never a failed run
         return False
@@ -432,14 +420,11 @@ def write_record(runs_root: str | Path, record: RunRecord) -> bool:
 
 
 def read_records(runs_root: str | Path, live_here: set[str] = frozenset()) -> list[RunRecord]:
-    """The records of a models folder, newest first; an unfinished one whose writer is gone reads as
-    ``interrupted`` or ``not started``. ``live_here``: the ids this process's queues still hold."""
-    records = []
-    for path in _record_files(runs_root):
-        record = _read(path)
-        if record is not None:
-            records.append(_as_it_stands(record, live_here))
-    return sorted(records, key=lambda record: record.created, reverse=True)
+    """The records of a models folder, newest first; an unfinished one that no queue of this process holds (the ids
+    ``live_here``) was left by a stopped or killed server, and reads as ``interrupted`` or ``not started``."""
+    records = [_as_it_stands(record, live_here) for path in _record_files(runs_root)
+               if (record := _read(path)) is not None]
+    return sorted(records, key=lambda record: (record.created, record.id), reverse=True)
 
 
 def remove_old_records(runs_root: str | Path, keep: int = KEPT_RECORDS) -> None:
@@ -452,36 +437,23 @@ def remove_old_records(runs_root: str | Path, keep: int = KEPT_RECORDS) -> None:
 
 
 def _record_files(runs_root: str | Path) -> list[Path]:
-    try:
-        entries = list(os.scandir(Path(runs_root) / RECORDS_FOLDER))
-    except OSError:  # no records folder yet
-        return []
-    return [Path(entry.path) for entry in entries
-            if entry.name.endswith(".json") and not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)]
+    return sorted((Path(runs_root) / RECORDS_FOLDER).glob("[!.]*.json"))  # none without a records folder
 
 
 def _read(path: Path) -> RunRecord | None:
-    """The record at ``path``; None for anything that is not one (damaged, foreign, too large)."""
+    """The record at ``path``; None for anything that is not one (damaged, unreadable)."""
     try:
-        data = read_json_file(path, RECORD_MAX_BYTES, folder=path.parent)
+        data = json.loads(path.read_bytes())
         known = {field.name for field in fields(RunRecord)}
         return RunRecord(**{key: value for key, value in data.items() if key in known})
-    except (OSError, ValueError, TypeError, AttributeError):  # ValueError: ModelLoadError too
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
 
 
 def _as_it_stands(record: RunRecord, live_here: set[str]) -> RunRecord:
-    if not record.unfinished or not _writer_gone(record, live_here):
+    if not record.unfinished or record.id in live_here:
         return record
     status = STALE_STATUS[record.status]
     message = ("the server stopped before its end; no model of it was saved" if status == INTERRUPTED
                else "the server stopped before it started")
     return replace(record, status=status, message=message)
-
-
-def _writer_gone(record: RunRecord, live_here: set[str]) -> bool:
-    if record.process == PROCESS:
-        return record.id not in live_here
-    if record.host == host_tag() and record.pid == os.getpid():
-        return True  # this pid, another process: the writer is gone and its pid was given to this server
-    return writer_gone(record.host, record.pid, record.updated)

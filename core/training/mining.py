@@ -1,13 +1,7 @@
-"""Pairs mined from a corpus with a model: hard negatives for training, candidates for a teacher.
-
-Both searches run over the distinct questions of a pairs file, on ``core.inference.search``'s index (exact up
-to ``core.inference.search.FLAT_LIMIT`` questions), so what "near" means is the model's cosine.
-
-Hard negatives follow NV-Retriever's "TopK-PercPos" rule (Moreira et al., 2024, "NV-Retriever:
-Improving text embedding models with effective hard-negative mining"): a candidate counts as a
-negative of a duplicate pair only when its score is below ``max_share`` of the pair's own score.
-On Quora, many of the nearest questions are unlabelled duplicates; the margin leaves most of them
-out, where a plain top-k would train on them as negatives.
+"""Pairs mined from a corpus with a model, on ``core.inference.search``'s index: hard negatives for training, and
+candidates for a teacher. A neighbour counts as a negative only when it scores under ``max_share`` of the pair's own
+score (NV-Retriever's "TopK-PercPos", Moreira et al., 2024): on Quora many of the nearest questions are unlabelled
+duplicates, which a plain top-k would train on as negatives.
 """
 from __future__ import annotations
 
@@ -25,9 +19,8 @@ Progress = Callable[[int, int], None]
 def select_hard_negatives(anchors: np.ndarray, positive_scores: np.ndarray, neighbour_ids: np.ndarray,
                           neighbour_scores: np.ndarray, groups: np.ndarray, k: int = 1,
                           max_share: float = 0.95) -> list[tuple[int, int]]:
-    """Up to ``k`` hard negatives per anchor, as (anchor id, negative id), closest first. A neighbour in the anchor's
-    ``groups`` label (joined by labelled duplicates) is never one; TopK-PercPos keeps only neighbours scoring under
-    ``max_share`` x the anchor's positive score, since closer ones are likely unlabelled duplicates."""
+    """Up to ``k`` hard negatives per anchor, as (anchor id, negative id), closest first: never a neighbour in the
+    anchor's ``groups`` label (joined by labelled duplicates), nor one scoring ``max_share`` x its positive or more."""
     chosen: list[tuple[int, int]] = []
     for anchor, positive, ids, scores in zip(anchors, positive_scores, neighbour_ids, neighbour_scores):
         cap, kept = max_share * float(positive), 0

@@ -6,6 +6,7 @@ split, and saves the folder with its validation curve; a run worse than chance o
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from dataclasses import dataclass, field
@@ -28,9 +29,7 @@ from core.data import (
 )
 from core.data.splitting import with_implied_pairs
 from core.inference.calibration import precision_threshold
-from core.inference.metrics import calibrate, pair_scores
-from core.inference.metrics import evaluate_scores
-from core.inference.metrics import metric_intervals
+from core.inference.metrics import calibrate, evaluate_scores, metric_intervals, pair_scores
 from core.inference.run_quality import RunQuality, finite_number, judge_run, validation_baselines
 from core.models import MODEL_TYPES, PairEncoder, build_model, load_model
 from core.notices import notice
@@ -40,7 +39,7 @@ from core.text.pair_table import PairTable
 from core.training import distributed
 from core.training.presets import TRUNCATION_NOTE_SHARE, truncated_share
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
-from core.training.specs import PRETRAINED_MODELS, RunSpec, SpecError
+from core.training.specs import PRETRAINED_MODELS, RunSpec
 from core.training.trainer import Trainer, TrainOutcome, Validation
 
 MIN_USEFUL_VOCABULARY = 50  # tokens, <pad> and <unk> included: below this a run is warned it learns little
@@ -67,10 +66,6 @@ class RunResult:
         return judge_run({"validation": self.validation, "baselines": self.baselines}, has_val_file=self.has_val_file,
                          bundled_sample=bundled_sample)
 
-    @property
-    def quality(self) -> RunQuality:
-        return self.judged()
-
 
 def train_run(
     spec: RunSpec,
@@ -94,12 +89,9 @@ def train_run(
     pairs (labelled by a teacher) join the training split after the split; ``record`` joins config.json."""
     if output is None and save:
         output = claim_output(out_dir, overwrite) if out_dir else claim_new_run(runs_root, spec.model, spec.loss.name)
-    try:
+    with output or contextlib.nullcontext():  # released at the end, whatever happens
         return _train(spec, pairs, output if save else None, callbacks, stop_event, objective, val, test,
                       zero_shot_scores, silver, record)
-    finally:
-        if output is not None:
-            output.release()
 
 
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
@@ -197,10 +189,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         if len(splits.test) and not discarded and outcome.status != CANCELLED:
             test_table = PairTable(splits.test, model.tokenizer)
             test_scores = pair_scores(model, test_table, progress=stage_progress(callbacks, "scoring test", stop))
-            test = evaluate_scores(test_table.labels, test_scores, thresholds.get("accuracy", 0.5))
-            groups = resampling_groups(splits.test)
-            test["intervals"] = metric_intervals(test_table.labels, test_scores, test["threshold"], groups=groups,
-                                                 seed=spec.train.seed)
+            test = held_out_figures(splits.test, test_scores, thresholds.get("accuracy", 0.5), spec.train.seed)
     except StageStopped:
         outcome = _cancelled_after_training(outcome)
         test, baselines = {}, {}
@@ -252,6 +241,16 @@ def split_record(spec: RunSpec, splits: Splits, pairs: pd.DataFrame, implied: in
                  "test_pairs": len(splits.test),
                  "fingerprint": pairs_fingerprint(pairs), "validation_fingerprint": pairs_fingerprint(splits.val)},
     }
+
+
+def held_out_figures(pairs: pd.DataFrame, scores: np.ndarray, threshold: float, seed: int) -> dict:
+    """The metrics of ``scores`` of labelled ``pairs`` at ``threshold``, with 95 % intervals that resample the pairs
+    sharing a question together."""
+    labels = pairs["is_duplicate"].to_numpy()
+    figures = evaluate_scores(labels, scores, threshold)
+    figures.pop("best_thresholds", None)  # picked on these very pairs: never a figure of them
+    figures["intervals"] = metric_intervals(labels, scores, threshold, groups=resampling_groups(pairs), seed=seed)
+    return figures
 
 
 def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
@@ -308,9 +307,6 @@ def start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | No
     if not spec.init_model:
         return build_model(spec, texts), None
     model, config = load_model(spec.init_model)  # on the CPU, like a built model: the trainer moves it
-    if model.model_type != spec.model:
-        raise SpecError("init_model", f"{spec.init_model} is a {model.model_type} model, "
-                                      f"but the run's model is {spec.model}")
     metrics = config.get("metrics") if isinstance(config.get("metrics"), dict) else {}
     validation = metrics.get("validation") if isinstance(metrics.get("validation"), dict) else {}
     parent = {"name": config.get("name") or Path(spec.init_model).name, "path": str(spec.init_model),

@@ -1,12 +1,6 @@
-"""Named training recipes (the settings behind the figures in docs/BENCHMARKS.md) and ``auto``, the recipe read off
-the user's own training pairs.
-
-A preset is a set of run options in ``core.training.specs.spec_from_options``' vocabulary; the CLI's ``--preset`` and
-the Train page start from it, and an option given explicitly still wins. The named presets were measured on
-hundreds of thousands of short Quora questions; on a few thousand paragraphs from another forum they would run a
-few dozen steps and cut most questions short, so ``auto_options`` picks, for MiniLM fine-tuned with the contrastive
-loss, how long to train, in what batches, at what learning rate, how often to validate, how much to hold out and
-how many tokens to keep, and says so in one line.
+"""Named training recipes (run options under which an option given still wins; docs/BENCHMARKS.md has their
+figures) and ``auto_options``, the recipe read off the user's own pairs: the named ones fit short Quora questions by
+the hundred thousand, so auto picks epochs, batches, learning rate, validation and max_length for the data at hand.
 """
 from __future__ import annotations
 
@@ -97,25 +91,15 @@ GPU_PRESET = "minilm-quora-gpu"
 GPU_PRESET_MIN_PAIRS = 10_000
 
 
-def preset_names() -> list[str]:
-    return list(PRESETS)
-
-
-SAMPLE_PRESET = "sample-demo"
-
-
-def suggested_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> str | None:
-    """The preset a run starts from when the user names none: the GPU recipe on CUDA with at least
-    GPU_PRESET_MIN_PAIRS pairs; sample-demo on the bundled sample; None (the plain defaults) otherwise."""
-    if cuda and n_pairs >= GPU_PRESET_MIN_PAIRS:
-        return GPU_PRESET
-    return SAMPLE_PRESET if bundled_sample else None
+def suggested_preset(n_pairs: int, cuda: bool) -> str | None:
+    """The GPU recipe on CUDA with at least GPU_PRESET_MIN_PAIRS pairs, else None."""
+    return GPU_PRESET if cuda and n_pairs >= GPU_PRESET_MIN_PAIRS else None
 
 
 def default_preset(n_pairs: int, cuda: bool, bundled_sample: bool = False) -> str:
-    """The preset the Train page opens on: ``suggested_preset``'s, else ``auto`` (a Siamese LSTM from scratch, the
-    plain defaults, is not taught by a few thousand pairs)."""
-    return suggested_preset(n_pairs, cuda, bundled_sample) or "auto"
+    """The preset the Train page opens on: ``suggested_preset``'s, sample-demo on the bundled sample, else ``auto``
+    (a Siamese LSTM from scratch, the plain defaults, is not taught by a few thousand pairs)."""
+    return suggested_preset(n_pairs, cuda) or ("sample-demo" if bundled_sample else "auto")
 
 AUTO_PRESET = "auto"
 AUGMENTED_PRESET = "augmented"  # reads its settings off the data as auto does (core.training.distillation)

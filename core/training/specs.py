@@ -1,8 +1,6 @@
-"""What a training run is: ``RunSpec``, and ``spec_from_options``, the one place that builds and checks it.
-
-The CLI and the Train page both describe a run as flat options and call ``spec_from_options``: a preset under the
-options given, per-family training defaults, model sizes read from the families' config dataclasses, and every option
-checked with an error that names it (``SpecError.option``: the CLI says ``--batch-size``, the page "Batch size").
+"""What a training run is: ``RunSpec``, and ``spec_from_options``, the one place that builds and checks it from the
+flat options of the CLI and the Train page (a preset under them, then the family's defaults); an error names the
+option (``SpecError.option``: the CLI says ``--batch-size``, the page "Batch size").
 """
 from __future__ import annotations
 
@@ -27,6 +25,8 @@ from core.training.trainer import TrainConfig
 
 @dataclass
 class RunSpec:
+    """One run, as ``spec_from_options`` builds and checks it."""
+
     model: str = "lstm"  # lstm | dual-transformer | minilm | cross-encoder
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -51,10 +51,6 @@ class RunSpec:
     test_data_name: str = ""  # likewise for the test pairs
     init_model: str = ""  # a saved model folder to start from, its architecture and vocabulary kept
     base_model: str = ""  # a local BERT folder a minilm run fine-tunes instead of the bundled MiniLM (absolute path)
-
-    def __post_init__(self):
-        if self.model not in MODEL_NAMES:
-            raise SpecError("model", f"must be one of {', '.join(MODEL_NAMES)}, got {self.model!r}")
 
 
 class SpecError(ValueError):
@@ -167,7 +163,6 @@ _RULES: dict[str, _Rule] = {
     "device": _choice("auto", "cpu", "cuda"),
     "precision": _choice(*PRECISIONS),  # auto | fp32 | bf16 | fp16 (core.training.trainer.autocast_plan)
     "compile": _Rule(bool),  # torch.compile the step's forward pass
-    "amp": _Rule(bool),  # the switch before precision: False = precision fp32 (TrainConfig reads it)
     "patience": _Rule(int, 0, 1000),
     "max_val_pairs": _Rule(int, 1, 10_000_000),
     "validate_every": _Rule(int, 0, 1_000_000_000),  # steps between validations inside an epoch; 0 = per epoch
@@ -268,17 +263,21 @@ def _check_model_size(model: str, values: dict) -> None:
         raise SpecError("model_options", f"make the model too large: {error}") from None
 
 
-def _checked_init_model(source: str, model: str) -> str:
-    """``source`` when it is a saved ``model`` folder; "" for ZERO_SHOT, MiniLM's usual start anyway."""
+def init_model_family(source: str) -> str:
+    """The family of ``init_model`` (a saved model folder; ZERO_SHOT: the pretrained MiniLM); SpecError if none."""
     from core.saving import ModelLoadError, read_config
 
     if source == ZERO_SHOT:
-        family = "minilm"
-    else:
-        try:
-            family = read_config(source)["model_type"]
-        except ModelLoadError as error:
-            raise SpecError("init_model", f"cannot be used: {error}") from None
+        return "minilm"
+    try:
+        return read_config(source)["model_type"]
+    except ModelLoadError as error:
+        raise SpecError("init_model", f"cannot be used: {error}") from None
+
+
+def _checked_init_model(source: str, model: str) -> str:
+    """``source`` when it is a saved ``model`` folder; "" for ZERO_SHOT, MiniLM's usual start anyway."""
+    family = init_model_family(source)
     if family != model:
         raise SpecError("init_model", f"{source} is a {family} model, but the run's model is {model}")
     return "" if source == ZERO_SHOT else source
@@ -351,8 +350,7 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
         loss_config.weight = LossConfig().weight
     if loss == CROSS_ENCODER_LOSS:  # none of the settings means anything to it
         loss_config = LossConfig(name=loss)
-    train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS},
-                        amp=values.get("amp"))
+    train = TrainConfig(**{name: value for name, value in values.items() if name in _TRAIN_FIELDS})
     run = {name: value for name, value in values.items() if name in _RUN_FIELDS}
     # labelled (and mined) non-duplicates only become extra negatives in batches of duplicates
     in_batch = loss_config.batch_kind == "duplicates"

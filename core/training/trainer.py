@@ -1,12 +1,9 @@
-"""One training loop for every model and loss: ``TrainConfig``, ``Trainer.run`` (plan, step, validate, stop for a
-reason) and ``TrainOutcome``.
+"""One training loop for every model and loss: ``Trainer.run`` plans, steps, validates and stops for a reason.
 
-The trainer sees a ``PairEncoder``, an objective, a table of pairs and an optional ``validate(model, progress)`` hook;
-it knows nothing of the family, the loss or the scoring. A step waits neither for the device (the loss is read back
-every ``read_loss_every`` steps) nor, on CUDA, for the host (``built_ahead`` builds the next batches on a thread).
-Progress leaves only through callbacks (``on_train_start``, ``on_batch_end``, ``on_validation_progress``,
-``on_validation_end``, ``on_epoch_end``, ``on_train_end``). A cancel is seen before every step, inside a CPU step's
-forward pass (``StepStop``) and between validation batches.
+It sees a model, an objective, a table of pairs and an optional ``validate(model, progress)`` hook, and knows nothing
+of the family, the loss or the scoring; progress leaves only through callbacks (``on_train_start``, ``on_batch_end``,
+``on_validation_progress``, ``on_validation_end``, ``on_epoch_end``, ``on_train_end``). A cancel is seen before
+every step, inside a CPU step's forward pass (``StepStop``) and between validation batches.
 """
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -59,11 +56,6 @@ class TrainConfig:
     # runs ahead). A non-finite loss fails the run at the next read. 0 = auto: every step on the CPU,
     # every LOSS_READ_EVERY_CUDA steps on CUDA.
     read_loss_every: int = 0
-    amp: InitVar[bool | None] = None  # the switch older configs carry: False reads as precision fp32
-
-    def __post_init__(self, amp: bool | None):  # the values themselves are checked once, by core.training.specs
-        if amp is False and self.precision == "auto":
-            self.precision = "fp32"
 
 
 @dataclass
