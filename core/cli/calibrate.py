@@ -70,13 +70,10 @@ def _write(target: Path, base: dict, parent: dict, scorer, calibrated) -> dict:
     """Save the copy of the model whose config is ``base``; its config.json comes back."""
     from core.inference.stacked_scorer import StackedScorer
     from core.inference.tfidf_scorer import TfidfScorer
-    from core.saving.model_folder import TFIDF_FILE
-    from core.saving.model_folder import calibrated_config, save_calibrated
+    from core.saving.model_folder import save_calibrated
 
-    config = calibrated_config(base, parent, calibrated.thresholds, calibrated.record(), name=target.name)
     fit = scorer if isinstance(scorer, TfidfScorer) else scorer.tfidf if isinstance(scorer, StackedScorer) else None
-    save_calibrated(target, config, {TFIDF_FILE: fit.to_dict()} if fit is not None else None)
-    return config
+    return save_calibrated(target, base, parent, calibrated, fit.to_dict() if fit is not None else None)
 
 
 def add_parsers(sub) -> None:

@@ -253,9 +253,9 @@ def _check_runs_folder(runs: str) -> None:
 def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bool = False,
                   augmented: dict | None = None) -> int:
     from core.status import FAILED
-    from core.training.auto_choice import run_auto
-    from core.training.distillation import AUGMENTED_KEY, run_augmented
-    from core.training.pipeline import train_run
+    from core.training.distillation import AUGMENTED_KEY
+    from core.training.jobs import run_recipe
+    from core.training.presets import AUGMENTED_PRESET, AUTO_PRESET
     from core.training.trainer import TrainingError
 
     stop = threading.Event()
@@ -269,24 +269,17 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
     try:
         # One progress bar and one saved model: both belong to rank 0.
         callbacks = [TqdmProgress()] if context.is_main else []
-        if choose:
-            chosen = run_auto(spec, pairs, output, val=held_out["val"], test=held_out["test"], callbacks=callbacks,
-                              stop_event=stop, budget_minutes=args.budget_minutes)
-        elif augmented is not None:
-            result = run_augmented(spec, pairs, output, val=held_out["val"], test=held_out["test"], callbacks=callbacks,
-                                   stop_event=stop, budget_minutes=args.budget_minutes, **augmented)
-        else:
-            result = train_run(spec, pairs, callbacks=callbacks, stop_event=stop, save=context.is_main, output=output,
-                               val=held_out["val"], test=held_out["test"])
+        preset = AUTO_PRESET if choose else AUGMENTED_PRESET if augmented is not None else None
+        result, chosen = run_recipe(spec, pairs, preset, None, output, held_out["val"], held_out["test"], callbacks,
+                                    stop, args.budget_minutes, **(augmented or {}), save=context.is_main)
     except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
         raise CliError("interrupted") from None
     except (TrainingError, ValueError, TypeError) as error:
         raise CliError(str(error)) from None
     finally:
         signal.signal(signal.SIGINT, previous)
-    if choose:
+    if chosen is not None:
         _print_candidates(chosen)
-        result = chosen.run_result()  # the chosen model as a run's result, as the Train page shows it
     outcome = result.outcome
     if not context.is_main:
         return 0 if outcome.status != FAILED else 1
@@ -298,7 +291,7 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
                 "quality": result.judged().as_dict(),  # worse than chance or a baseline (the pipeline warned)
                 "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1),
                 **{key: (result.metadata or {})[key] for key in (AUGMENTED_KEY, "mined_negatives")
-                   if key in (result.metadata or {})}, **(chosen.as_dict() if choose else {})}, indent=2)
+                   if key in (result.metadata or {})}, **(chosen.as_dict() if chosen else {})}, indent=2)
     return 0 if outcome.status != FAILED else 1
 
 
