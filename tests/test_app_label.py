@@ -114,7 +114,7 @@ class RecordingRun:
     def __init__(self, folder: Path):
         self.folder, self.calls = folder, []
 
-    def __call__(self, spec, pairs, runs_root, callbacks, stop_event, val=None, test=None):
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event, val=None, test=None, **_):
         self.calls.append((spec, pairs))
         saved = Path(shutil.copytree(self.folder, Path(runs_root) / "label-retrain"))
         config = json.loads((saved / "config.json").read_text())

@@ -301,7 +301,7 @@ class HeldRun:
     def __init__(self):
         self.calls = 0
 
-    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event, **_):
         self.calls += 1
         assert stop_event.wait(120)
         raise RuntimeError("held by the test")
@@ -438,7 +438,7 @@ def holding_run():
     holds the job until it is cancelled)."""
     started, specs = threading.Event(), []
 
-    def held(spec, pairs, runs_root, callbacks, stop_event):
+    def held(spec, pairs, runs_root, callbacks, stop_event, **_):
         specs.append(spec)
         started.set()
         assert stop_event.wait(120)

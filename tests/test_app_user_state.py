@@ -42,7 +42,7 @@ class CopyingRun:
     def __init__(self, folder, name: str, status: str = DONE, saved_at: str = EARLY):
         self.folder, self.name, self.status, self.saved_at = folder, name, status, saved_at
 
-    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event, **_):
         from pathlib import Path
 
         saved = saved_copy(self.folder, Path(runs_root) / self.name, self.saved_at, self.status)

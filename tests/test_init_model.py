@@ -152,7 +152,7 @@ class RecordedRun:
     def __init__(self):
         self.specs = []
 
-    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event, **_):
         self.specs.append(spec)
         raise RuntimeError("recorded by the test")
 

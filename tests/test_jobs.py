@@ -176,7 +176,7 @@ class HeldUntilCancelled:
         self.started = threading.Semaphore(0)
         self.calls = 0
 
-    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event, **_):
         self.calls += 1
         self.started.release()
         assert stop_event.wait(TIMEOUT)
@@ -406,7 +406,7 @@ def test_a_running_job_records_phase_epochs_and_speed(pairs, tmp_path):
 def test_a_waiting_run_is_told_its_place_and_when_it_should_start(monkeypatch):
     release = threading.Event()
 
-    def held(spec, pairs, runs_root, callbacks, stop_event):
+    def held(spec, pairs, runs_root, callbacks, stop_event, **_):
         assert release.wait(60)
         raise RuntimeError("held by the test")
 
@@ -435,7 +435,7 @@ class StoppedAsCancelDoes:
     def __init__(self):
         self.started = threading.Semaphore(0)
 
-    def __call__(self, spec, pairs, runs_root, callbacks, stop_event):
+    def __call__(self, spec, pairs, runs_root, callbacks, stop_event, **_):
         callbacks[0].progress.step, callbacks[0].progress.total_steps = 3, 10
         self.started.release()
         assert stop_event.wait(TIMEOUT)

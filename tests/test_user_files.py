@@ -661,7 +661,7 @@ def test_the_writing_rule_for_every_command(name, lstm, tmp_path_factory):
 
 
 # ---- the one whole-file write ------------------------------------------------------------------------
-def test_write_file_atomically_replaces_whole_keeps_the_mode_and_never_replaces_without_overwrite(tmp_path):
+def test_write_file_atomically_replaces_whole_and_keeps_the_mode_or_gives_the_one_asked(tmp_path):
     from core.saving.user_files import write_file_atomically
 
     target = tmp_path / "state.json"
@@ -669,11 +669,8 @@ def test_write_file_atomically_replaces_whole_keeps_the_mode_and_never_replaces_
     os.chmod(target, 0o640)
     write_file_atomically(target, b"new content")
     assert target.read_bytes() == b"new content" and stat.S_IMODE(os.lstat(target).st_mode) == 0o640
-    with pytest.raises(UserFileError) as refused:
-        write_file_atomically(target, b"other", overwrite=False)
-    assert refused.value.reason == "exists" and target.read_bytes() == b"new content"
     fresh = tmp_path / "key"
-    write_file_atomically(fresh, b"k" * 32, overwrite=False, mode=0o600)
+    write_file_atomically(fresh, b"k" * 32, mode=0o600)
     assert fresh.read_bytes() == b"k" * 32 and stat.S_IMODE(os.lstat(fresh).st_mode) == 0o600
     assert temporaries(tmp_path) == []
 

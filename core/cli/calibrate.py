@@ -11,7 +11,10 @@ from core.cli.scorers import calibrate_on_file, load_scorer, stack_on_files
 
 
 def cmd_calibrate(args) -> int:
+    from core.inference.stacked_scorer import StackedScorer
+    from core.inference.tfidf_scorer import TfidfScorer
     from core.saving import claim_output
+    from core.saving.model_folder import save_calibrated
 
     parent = _parent(args.model)
     _check_out(Path(args.out), args.model, parent)
@@ -23,7 +26,8 @@ def cmd_calibrate(args) -> int:
         else:
             scorer, calibrated = calibrate_on_file(model, args.data, args.columns, args.max_rows, args.label_map,
                                                    args.names)
-        written = _write(claim.target, config, parent, scorer, calibrated)
+        fit = scorer if isinstance(scorer, TfidfScorer) else scorer.tfidf if isinstance(scorer, StackedScorer) else None
+        written = save_calibrated(claim.target, config, parent, calibrated, fit.to_dict() if fit is not None else None)
     shown = {"folder": str(claim.target), "calibrated_from": written["calibrated_from"],
              "thresholds": written["thresholds"], "calibration": written["calibration"]}
     if args.stacked:
@@ -64,19 +68,6 @@ def _check_out(out: Path, model: str, parent: dict) -> None:
     for folder in (model, parent["source"]):
         if Path(folder).is_dir() and os.path.realpath(out) == os.path.realpath(folder):
             raise CliError(f"--out {out} is the model being calibrated; choose a new folder for the copy")
-
-
-def _write(target: Path, base: dict, parent: dict, scorer, calibrated) -> dict:
-    """Save the copy of the model whose config is ``base``; its config.json comes back."""
-    from core.inference.stacked_scorer import StackedScorer
-    from core.inference.tfidf_scorer import TfidfScorer
-    from core.saving.model_folder import TFIDF_FILE
-    from core.saving.model_folder import calibrated_config, save_calibrated
-
-    config = calibrated_config(base, parent, calibrated.thresholds, calibrated.record(), name=target.name)
-    fit = scorer if isinstance(scorer, TfidfScorer) else scorer.tfidf if isinstance(scorer, StackedScorer) else None
-    save_calibrated(target, config, {TFIDF_FILE: fit.to_dict()} if fit is not None else None)
-    return config
 
 
 def add_parsers(sub) -> None:

@@ -123,37 +123,35 @@ def cmd_train(args) -> int:
                     for kind, path in (("val", args.val), ("test", args.test))}
         held_out = _held_out_by_content(args, pairs, held_out)
         _check_trainable(args.data, pairs, spec)
-        augmented = _augmented(args, pairs, device.type, context.enabled)
-        if augmented is not None:
-            spec = augmented.pop("spec")
-        auto = wants_auto_recipe(args)
-        if auto:
-            spec = _auto_spec(args, pairs, device.type, context.is_main)
+        from core.training.presets import AUGMENTED_PRESET, AUTO_PRESET
+
+        recipe = args.preset if args.preset in (AUTO_PRESET, AUGMENTED_PRESET) else None
+        questions = _unlabelled_questions(args, recipe, context.enabled)
+        if recipe:
+            spec = _recipe_spec(args, pairs, device.type, context.is_main)
         if context.is_main and not args.preset:
             _offer_gpu_preset(len(pairs), device.type == "cuda")
         # The auto recipe chooses among candidates (core.training.auto_choice) in one process; torchrun trains.
-        return _run_training(args, spec, pairs, context, output, held_out, choose=auto and not context.enabled,
-                             augmented=augmented)
+        return _run_training(args, spec, pairs, context, output, held_out,
+                             None if recipe == AUTO_PRESET and context.enabled else recipe, questions)
 
 
-def _augmented(args, pairs, device: str, distributed: bool) -> dict | None:
-    """For ``--preset augmented``: its spec (the auto recipe's settings read off ``pairs``) and the unlabelled
-    questions of ``--unlabelled-questions``, if given; None for any other run."""
-    from core.training.presets import AUGMENTED_PRESET, auto_options
+def _unlabelled_questions(args, recipe: str | None, distributed: bool) -> dict:
+    """For ``--preset augmented``: the questions of ``--unlabelled-questions`` and the file's name, if given."""
+    from core.training.presets import AUGMENTED_PRESET
 
-    if args.preset != AUGMENTED_PRESET:
+    if recipe != AUGMENTED_PRESET:
         if args.unlabelled_questions:
             raise CliError(f"--unlabelled-questions is the augmented recipe's: add --preset {AUGMENTED_PRESET}")
-        return None
+        return {}
     if distributed:
         raise CliError("the augmented recipe trains its teacher and its bi-encoder in one process: run it without "
                        "torchrun")
-    recipe = auto_options(pairs, device, has_val_file=bool(args.val), seed=args.seed or 0, max_minutes=args.max_minutes)
-    found = {"spec": spec_from_args(args, recipe.options), "questions": None, "questions_name": ""}
-    if args.unlabelled_questions:  # read as any corpus: a file that cannot be is one line at the CLI's boundary
-        found["questions"] = load_corpus(args.unlabelled_questions)
-        found["questions_name"] = Path(args.unlabelled_questions).name
-    return found
+    if not args.unlabelled_questions:
+        return {}
+    # read as any corpus: a file that cannot be is one line at the CLI's boundary
+    return {"questions": load_corpus(args.unlabelled_questions),
+            "questions_name": Path(args.unlabelled_questions).name}
 
 
 def _held_out_by_content(args, pairs, held_out: dict) -> dict:
@@ -183,24 +181,25 @@ def _held_out_by_content(args, pairs, held_out: dict) -> dict:
     return held_out
 
 
-def _auto_spec(args, pairs, device: str, is_main: bool):
-    """The auto recipe's spec for ``pairs`` (the GPU preset on a CUDA GPU with data enough for it), every option
-    given still winning; one ``note:`` line says what was picked and why."""
-    from core.training.presets import auto_options
-    from core.training.presets import suggested_preset
+def _recipe_spec(args, pairs, device: str, is_main: bool):
+    """The auto or augmented recipe's spec, its settings read off ``pairs`` (auto: the GPU preset on a CUDA GPU with
+    data enough for it), every option given still winning; for auto, one ``note:`` line says what was picked and
+    why."""
+    from core.training.presets import AUTO_PRESET, auto_options, suggested_preset
 
-    gpu_preset = suggested_preset(len(pairs), device == "cuda")
+    auto = args.preset == AUTO_PRESET
+    gpu_preset = auto and suggested_preset(len(pairs), device == "cuda")
     if gpu_preset:
         args.preset = gpu_preset
         reason = f"auto recipe: a CUDA GPU and {len(pairs):,} pairs: the {gpu_preset} preset"
         spec = spec_from_args(args)
     else:
-        # The fine-tune's plan fills the budget left once the cheap candidates and the finishing work are done.
-        budget = args.budget_minutes and max(1.0, args.budget_minutes - AUTO_OVERHEAD_MINUTES)
+        # auto's fine-tune fills the budget left once the cheap candidates and the finishing work are done.
+        budget = max(1.0, args.budget_minutes - AUTO_OVERHEAD_MINUTES) if auto and args.budget_minutes else None
         recipe = auto_options(pairs, device, has_val_file=bool(args.val), seed=args.seed or 0,
                               max_minutes=args.max_minutes or budget)
         reason, spec = recipe.reason, spec_from_args(args, recipe.options)
-    if is_main:
+    if auto and is_main:
         print(f"note: {reason}", file=sys.stderr)
     return spec
 
@@ -250,12 +249,10 @@ def _check_runs_folder(runs: str) -> None:
                        "(or give --out)")
 
 
-def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bool = False,
-                  augmented: dict | None = None) -> int:
+def _run_training(args, spec, pairs, context, output, held_out: dict, preset: str | None, questions: dict) -> int:
     from core.status import FAILED
-    from core.training.auto_choice import run_auto
-    from core.training.distillation import AUGMENTED_KEY, run_augmented
-    from core.training.pipeline import train_run
+    from core.training.distillation import AUGMENTED_KEY
+    from core.training.jobs import run_recipe
     from core.training.trainer import TrainingError
 
     stop = threading.Event()
@@ -269,24 +266,16 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
     try:
         # One progress bar and one saved model: both belong to rank 0.
         callbacks = [TqdmProgress()] if context.is_main else []
-        if choose:
-            chosen = run_auto(spec, pairs, output, val=held_out["val"], test=held_out["test"], callbacks=callbacks,
-                              stop_event=stop, budget_minutes=args.budget_minutes)
-        elif augmented is not None:
-            result = run_augmented(spec, pairs, output, val=held_out["val"], test=held_out["test"], callbacks=callbacks,
-                                   stop_event=stop, budget_minutes=args.budget_minutes, **augmented)
-        else:
-            result = train_run(spec, pairs, callbacks=callbacks, stop_event=stop, save=context.is_main, output=output,
-                               val=held_out["val"], test=held_out["test"])
+        result, chosen = run_recipe(spec, pairs, preset, None, output, held_out["val"], held_out["test"], callbacks,
+                                    stop, args.budget_minutes, **questions, save=context.is_main)
     except KeyboardInterrupt:  # a second Ctrl-C during saving lands here
         raise CliError("interrupted") from None
     except (TrainingError, ValueError, TypeError) as error:
         raise CliError(str(error)) from None
     finally:
         signal.signal(signal.SIGINT, previous)
-    if choose:
+    if chosen is not None:
         _print_candidates(chosen)
-        result = chosen.run_result()  # the chosen model as a run's result, as the Train page shows it
     outcome = result.outcome
     if not context.is_main:
         return 0 if outcome.status != FAILED else 1
@@ -298,7 +287,7 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, choose: bo
                 "quality": result.judged().as_dict(),  # worse than chance or a baseline (the pipeline warned)
                 "seconds": round(outcome.seconds, 1), "pairs_per_second": round(outcome.pairs_per_second, 1),
                 **{key: (result.metadata or {})[key] for key in (AUGMENTED_KEY, "mined_negatives")
-                   if key in (result.metadata or {})}, **(chosen.as_dict() if choose else {})}, indent=2)
+                   if key in (result.metadata or {})}, **(chosen.as_dict() if chosen else {})}, indent=2)
     return 0 if outcome.status != FAILED else 1
 
 

@@ -190,6 +190,6 @@ def stacking_problem(train, data: str, val=None, val_data: str = "") -> str:
 
 
 def stacked_config(scorer: StackedScorer, fit: dict, parent_name: str) -> dict:
-    """The fields of a stacked folder's config.json beyond a calibrated copy's (``calibrated_config``'s base)."""
+    """The fields of a stacked folder's config.json beyond a calibrated copy's (``save_calibrated``'s base)."""
     return {"model_type": STACKED, STACKED_KEY: {**scorer.record(), "fit": fit},
             "model_card": description(parent_name, fit["pairs"], fit["data"])}

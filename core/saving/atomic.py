@@ -17,13 +17,11 @@ is never removed, nor is a link. A temporary never holds the only copy of anythi
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
-import socket
 import stat
 import time
 import uuid
@@ -68,26 +66,6 @@ def remove_stale_temps(target: str | Path) -> None:
                 if _TEMP.match(entry.name) and not entry.is_symlink() and \
                         time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS:
                     (shutil.rmtree if entry.is_dir(follow_symlinks=False) else os.unlink)(entry.path)
-
-
-# A run record's writer (``core.training.jobs``): this machine and a live pid, or another machine's for a day.
-def host_tag() -> str:
-    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
-
-
-def writer_gone(host: str, pid: int, changed: float) -> bool:
-    """Whether the writer ``host``/``pid`` of a record last changed at ``changed`` (epoch seconds) is gone."""
-    if host != host_tag():
-        return time.time() - changed > STALE_SECONDS
-    if pid <= 0:
-        return True  # never signal 0 or a negative pid: those name process groups
-    try:
-        os.kill(pid, 0)
-    except PermissionError:  # another user's process
-        return False
-    except (OSError, OverflowError):  # no such process, or a pid no process can have
-        return True
-    return False
 
 
 OLD_PREFIX = ".old-"

@@ -111,23 +111,24 @@ _NOT_INHERITED = ("format", "format_version", "name", "saved_at", "thresholds", 
                   CALIBRATION)
 
 
-def calibrated_config(base: Mapping, parent: dict, thresholds: dict, calibration: dict, name: str) -> dict:
-    """The config.json of a calibrated copy: ``base`` (the copied model's) less what the copy says anew, then its
-    ``name``, ``thresholds`` calibrated on the file ``calibration`` describes, and ``parent`` (``calibrated_from``)."""
+def save_calibrated(folder: str | Path, base: Mapping, parent: dict, calibrated, tfidf: dict | None = None,
+                    record: Mapping | None = None) -> dict:
+    """Write a calibrated copy of the model whose config is ``base``, as ``save_model`` writes a model: ``base`` less
+    what the copy says anew, then its name, the thresholds and record of ``calibrated`` (a ``Calibrated``),
+    ``parent`` (``calibrated_from``) and ``record``; a TF-IDF fit (``tfidf``) beside it. Returns its config."""
     inherited = {key: value for key, value in base.items() if key not in _NOT_INHERITED}
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, **inherited, "name": name,
-            "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "thresholds": dict(thresholds),
-            CALIBRATED_FROM: dict(parent), CALIBRATION: dict(calibration)}
+    config = {"format": FORMAT, "format_version": FORMAT_VERSION, **inherited, "name": Path(folder).name,
+              "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "thresholds": dict(calibrated.thresholds), CALIBRATED_FROM: dict(parent),
+              CALIBRATION: dict(calibrated.record()), **(record or {})}
 
-
-def save_calibrated(folder: str | Path, config: dict, extra: Mapping[str, object] | None = None) -> Path:
-    """Write a calibrated copy as ``save_model`` writes a model: each of ``extra`` (name -> JSON), then the config."""
     def write(temp: Path) -> None:
-        for name, value in (extra or {}).items():
-            (temp / name).write_text(json.dumps(value), encoding="utf-8")
+        if tfidf is not None:
+            (temp / TFIDF_FILE).write_text(json.dumps(tfidf), encoding="utf-8")
         (temp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=_json_default), encoding="utf-8")
 
-    return write_folder_atomically(Path(folder), write)
+    write_folder_atomically(Path(folder), write)
+    return config
 
 
 def _json_default(value):

@@ -191,7 +191,7 @@ def check_target(target: Path, overwrite: bool, create_folder: bool = False) -> 
         raise _exists(target)
 
 
-def write_file_atomically(target: str | Path, data: bytes, overwrite: bool = True, mode: int | None = None) -> None:
+def write_file_atomically(target: str | Path, data: bytes, mode: int | None = None) -> None:
     """``data`` as ``target``'s whole content, through ``claim_files``: a reader sees the old file or the new one."""
-    with claim_files([target], overwrite=overwrite, mode=mode) as claim, claim.open(target) as handle:
+    with claim_files([target], overwrite=True, mode=mode) as claim, claim.open(target) as handle:
         handle.write(data)

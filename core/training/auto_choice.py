@@ -205,14 +205,11 @@ def _save_copy(folder: Path, scorer, calibrated, record: dict, fit_pairs: int, d
     """The chosen scorer over the packaged MiniLM as a calibrated copy (a stacked scorer's TF-IDF fit beside it)."""
     from core.inference.stacked_scorer import StackedScorer, stacked_config
     from core.models.registry import parent_record, zero_shot_config
-    from core.saving.model_folder import TFIDF_FILE
-    from core.saving.model_folder import calibrated_config, save_calibrated
+    from core.saving.model_folder import save_calibrated
 
-    base, extra = zero_shot_config(), None
+    base, tfidf = zero_shot_config(), None
     if isinstance(scorer, StackedScorer):
         base = {**base, **stacked_config(scorer, {"data": data, "pairs": fit_pairs,
                                                   "thresholds_on": thresholds_on}, ZERO_SHOT_LABEL)}
-        extra = {TFIDF_FILE: scorer.tfidf.to_dict()}
-    config = calibrated_config(base, parent_record(ZERO_SHOT, ZERO_SHOT_LABEL), calibrated.thresholds,
-                               calibrated.record(), name=folder.name)
-    save_calibrated(folder, {**config, **record}, extra)
+        tfidf = scorer.tfidf.to_dict()
+    save_calibrated(folder, base, parent_record(ZERO_SHOT, ZERO_SHOT_LABEL), calibrated, tfidf, record)

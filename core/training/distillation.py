@@ -38,15 +38,6 @@ SILVER_MAX_PAIRS = 20_000
 LABEL_CHUNK = 256  # silver pairs the teacher scores between two looks at the labelling deadline
 
 
-def teacher_labelled(teacher: CrossEncoder, pairs: pd.DataFrame, batch_size: int = 128, progress=None) -> pd.DataFrame:
-    """``pairs`` (question1, question2; any labels are replaced) with ``is_duplicate`` set to the
-    teacher's duplicate probability."""
-    table = lambda column: teacher.tokenizer.encode(pairs[column].astype(str).tolist())  # noqa: E731
-    scores = teacher.score_tables(table("question1"), table("question2"), batch_size, progress)
-    return pd.DataFrame({"question1": pairs["question1"].to_numpy(), "question2": pairs["question2"].to_numpy(),
-                         "is_duplicate": scores.astype(np.float32)})
-
-
 def silver_pairs(questions: list[str], model, gold: pd.DataFrame, limit: int, seed: int = 0,
                  progress=None) -> pd.DataFrame:
     """Unlabelled pairs of ``questions`` for the teacher (question1, question2, source "neighbour" or "random"): each
@@ -77,7 +68,8 @@ def silver_labels(teacher: CrossEncoder, silver: pd.DataFrame, threshold: float,
         if labels and time.monotonic() >= deadline:
             break
         chunk = silver.iloc[start:start + LABEL_CHUNK]
-        labels.append(teacher_labelled(teacher, chunk)["is_duplicate"].to_numpy() >= threshold)
+        tables = [teacher.tokenizer.encode(chunk[column].astype(str).tolist()) for column in ("question1", "question2")]
+        labels.append(teacher.score_tables(*tables, batch_size=128) >= threshold)
         if progress is not None:
             progress(start + len(chunk), len(silver))
     return np.concatenate(labels).astype(np.int64) if labels else np.zeros(0, dtype=np.int64)

@@ -19,12 +19,12 @@ import uuid
 import weakref
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import pandas as pd
 
 from core.models import MODEL_LABELS
-from core.saving import claim_new_run
+from core.saving import OutputClaim, claim_new_run
 from core.saving.user_files import UserFileError, write_file_atomically
 from core.saving.workspaces import PRIVATE_FILE, PRIVATE_FOLDER
 from core.status import (  # noqa: F401 (re-exported to the pages)
@@ -230,21 +230,10 @@ class TrainingJob:
 
     def _train(self) -> None:
         try:
-            files = {name: frame for name, frame in (("val", self.val), ("test", self.test)) if frame is not None}
-            callbacks = [_Recorder(self.progress)]
-            if self.preset == AUTO_PRESET:  # auto chooses among candidates and saves the one it chose
-                output = claim_new_run(self.runs_root, self.spec.model, self.spec.loss.name)
-                self.choice = run_auto(self.spec, self.pairs, output, **files, callbacks=callbacks,
-                                       stop_event=self._stop, budget_minutes=self.budget_minutes)
-                self.result = self.choice.run_result()
-            elif self.preset == AUGMENTED_PRESET:  # a teacher, silver pairs, then the bi-encoder on gold + silver
-                output = claim_new_run(self.runs_root, self.spec.model, self.spec.loss.name)
-                self.result = run_augmented(self.spec, self.pairs, output, **files, callbacks=callbacks,
-                                            stop_event=self._stop, budget_minutes=self.budget_minutes,
-                                            questions=self.questions, questions_name=self.questions_name)
-            else:
-                self.result = train_run(self.spec, self.pairs, runs_root=self.runs_root, **files,
-                                        callbacks=callbacks, stop_event=self._stop)
+            self.result, self.choice = run_recipe(
+                self.spec, self.pairs, self.preset, self.runs_root, val=self.val, test=self.test,
+                callbacks=[_Recorder(self.progress)], stop_event=self._stop, budget_minutes=self.budget_minutes,
+                questions=self.questions, questions_name=self.questions_name)
             outcome = self.result.outcome
             self.status = outcome.status  # the trainer speaks the same vocabulary (core.status)
             if outcome.status == CANCELLED and self._interrupted:  # stopped, and saved, as Cancel does
@@ -253,6 +242,26 @@ class TrainingJob:
                 self.error = outcome.message
         except Exception as error:  # the page shows the message
             self.status, self.error = FAILED, f"{type(error).__name__}: {error}"
+
+
+def run_recipe(spec: RunSpec, pairs: pd.DataFrame, preset: str | None, runs_root: str | Path | None,
+               output: OutputClaim | None = None, val: pd.DataFrame | None = None, test: pd.DataFrame | None = None,
+               callbacks: Sequence[object] = (), stop_event: threading.Event | None = None,
+               budget_minutes: float | None = None, questions: list[str] | None = None, questions_name: str = "",
+               save: bool = True) -> tuple[RunResult, AutoOutcome | None]:
+    """Train as ``preset`` says, saved in ``output``'s folder or a new one in ``runs_root``: auto chooses among
+    candidates (its choice comes back too), augmented trains a teacher first, any other preset is one plain run."""
+    if preset in (AUTO_PRESET, AUGMENTED_PRESET):
+        output = output or claim_new_run(runs_root, spec.model, spec.loss.name)
+    if preset == AUTO_PRESET:
+        choice = run_auto(spec, pairs, output, val=val, test=test, callbacks=callbacks, stop_event=stop_event,
+                          budget_minutes=budget_minutes)
+        return choice.run_result(), choice
+    if preset == AUGMENTED_PRESET:  # a teacher, silver pairs, then the bi-encoder on gold + silver
+        return run_augmented(spec, pairs, output, val=val, test=test, callbacks=callbacks, stop_event=stop_event,
+                             budget_minutes=budget_minutes, questions=questions, questions_name=questions_name), None
+    return train_run(spec, pairs, runs_root=runs_root, output=output, save=save, val=val, test=test,
+                     callbacks=callbacks, stop_event=stop_event), None
 
 
 class JobQueue:

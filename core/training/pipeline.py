@@ -191,7 +191,9 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
             test_scores = pair_scores(model, test_table, progress=stage_progress(callbacks, "scoring test", stop))
             test = held_out_figures(splits.test, test_scores, thresholds.get("accuracy", 0.5), spec.train.seed)
     except StageStopped:
-        outcome = _cancelled_after_training(outcome)
+        if outcome.status == DONE:  # cancelled while it was scored: it replaces no better model
+            outcome = dataclasses.replace(outcome, status=CANCELLED,
+                                          message=f"{outcome.message}, then cancelled while it was scored")
         test, baselines = {}, {}
         if not validation and outcome.best_metrics.get("best_thresholds"):  # stopped in the final calibration
             thresholds, validation = outcome.best_metrics["best_thresholds"], outcome.best_metrics
@@ -287,14 +289,6 @@ def stage_progress(callbacks, stage: str, stop_event: threading.Event | None = N
             raise StageStopped
 
     return progress
-
-
-def _cancelled_after_training(outcome: TrainOutcome) -> TrainOutcome:
-    """A done run cancelled while it was scored becomes cancelled, so it replaces no better model."""
-    if outcome.status != DONE:
-        return outcome
-    return dataclasses.replace(outcome, status=CANCELLED,
-                               message=f"{outcome.message}, then cancelled while it was scored")
 
 
 def start_model(spec: RunSpec, texts: list[str]) -> tuple[PairEncoder, dict | None]:
