@@ -224,7 +224,7 @@ def _score_upload(choice: str, model, threshold: float, upload) -> ScoredFile | 
     from pathlib import Path
 
     from core.data import DataError
-    from core.inference.scoring import score_file
+    from core.inference.scoring import ScoreSteps, score_file
 
     with tempfile.TemporaryDirectory() as folder:
         source, out = Path(folder) / "pairs", Path(folder) / "scored.csv"
@@ -233,7 +233,7 @@ def _score_upload(choice: str, model, threshold: float, upload) -> ScoredFile | 
         note.caption("Scoring…")
         try:
             report = score_file(model, source, out, threshold, max_bytes=upload_limit_bytes(),
-                                progress=lambda done: note.caption(f"Scored {done:,} pairs…"))
+                                steps=ScoreSteps(writing=lambda done, _: note.caption(f"Scored {done:,} pairs…")))
         except DataError as error:
             show_error(f"{upload.name}: {error}")
             return None

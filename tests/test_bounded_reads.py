@@ -404,14 +404,15 @@ def test_score_and_load_pairs_accept_and_refuse_the_same_files(name, model, lstm
 
 def test_score_reads_a_big_file_in_chunks(model, tmp_path, monkeypatch):
     """Chunks of the one reader: the questions of every chunk are what load_pairs reads, in order."""
-    from core.inference.scoring import score_file
+    from core.inference.scoring import ScoreSteps, score_file
 
     rows = [f"Question {i:04d}?,{'007' if i % 3 else 'Other'} {i}?,{i % 2}" for i in range(250)]
     rows[100:140] = [f"{i},{i + 1},1" for i in range(40)]  # a chunk of questions that look like numbers
     path = tmp_path / "pairs.csv"
     path.write_text("question1,question2,is_duplicate\n" + "\n".join(rows) + "\n")
     seen = []
-    report = score_file(model, path, tmp_path / "scored.csv", 0.5, chunk_rows=40, progress=seen.append)
+    report = score_file(model, path, tmp_path / "scored.csv", 0.5, chunk_rows=40,
+                        steps=ScoreSteps(writing=lambda done, _: seen.append(done)))
     scored = pd.read_csv(tmp_path / "scored.csv", keep_default_na=False, dtype=str)
     pairs, _ = load_pairs(path)
     assert scored["question1"].tolist() == pairs["question1"].tolist() and len(seen) > 5

@@ -625,11 +625,6 @@ def test_split_is_reproducible_per_seed():
     assert as_rows(first.test) != as_rows(other.test)
 
 
-def test_split_rejects_impossible_fractions():
-    with pytest.raises(ValueError):
-        split_pairs(distinct_pairs(10), val_fraction=0.5, test_fraction=0.5)
-
-
 def grouped_pairs() -> pd.DataFrame:
     """500 small groups of 1-3 pairs sharing texts, plus one 200-pair hub group."""
     rng = np.random.default_rng(0)

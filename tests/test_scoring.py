@@ -10,7 +10,7 @@ import pytest
 
 from core.cli.main import main
 from core.inference.metrics import evaluate_scores
-from core.inference.scoring import score_file
+from core.inference.scoring import ScoreSteps, score_file
 from core.models import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,8 @@ def test_scores_equal_score_pairs_and_metrics_equal_evaluate(lstm, tmp_path, sam
     pairs, _ = sample_pairs
     threshold = 0.37
     seen = []
-    report = score_file(model, SAMPLE, tmp_path / "out.csv", threshold, chunk_rows=chunk_rows, progress=seen.append)
+    report = score_file(model, SAMPLE, tmp_path / "out.csv", threshold, chunk_rows=chunk_rows,
+                        steps=ScoreSteps(writing=lambda done, _: seen.append(done)))
     out = pd.read_csv(tmp_path / "out.csv", keep_default_na=False)
     source = pd.read_csv(SAMPLE, keep_default_na=False)
     assert list(out.columns) == [*source.columns, "similarity", "predicted_duplicate"]

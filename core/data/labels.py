@@ -1,12 +1,8 @@
-"""What a label column means, and whether a file's columns hold what their roles say.
-
-``parse_labels`` reads a label column by the documented spellings (``TRUE_LABELS``, ``FALSE_LABELS``, numbers
-equal to 1 or 0) or, given a label map, by its values (case and surrounding spaces ignored) and rules (">=4");
-any other value is an unreadable label. ``LabelTally`` follows one pass over a file's chunks and then ``refuse``s
-two mappings no one means: a question column holding only labels, and (without a map) a label column whose
-unreadable rows outnumber the readable ones (a 1-5 score, text classes: a ``LabelValuesError`` carrying the
-values, so the app can offer a mapping). ``guess_label`` only pre-fills the Data page's mapping; reading never
-guesses.
+"""What a label column means, and whether a file's columns hold what their roles say. ``parse_labels`` reads labels
+by the documented spellings or a label map's values and rules (">=4"). ``LabelTally`` follows a pass over a file's
+chunks, then ``refuse``s a question column of labels and (without a map) a label column mostly of other values (a
+``LabelValuesError`` carrying them, so the app can offer a mapping). ``guess_label`` only pre-fills the Data page's
+mapping; reading never guesses.
 """
 from __future__ import annotations
 

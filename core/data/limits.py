@@ -1,13 +1,11 @@
 """What one read of a user's file takes in, the same for every reader of ``core.data``, and ``DataError``, the one
-error that names it: ``input_limit()`` bytes of text (a compressed file's expanded size;
-``SIAMESE_LAB_MAX_INPUT_BYTES``, or the app's upload limit), ``MAX_LINES`` lines, ``MAX_COLUMNS`` header columns,
-``MAX_FIELD_CHARS`` characters per field; a message is one line, and ``clip`` cuts the text from the file it quotes.
+error that names it (one line): bytes of text (``input_limit()``, a compressed file's expanded size), lines, header
+columns and characters per field.
 
-``open_text(source)`` (a path, bytes or an upload) gives a ``TextSource`` whose ``stream()`` hands pandas the bytes,
-gunzipped when they start with gzip's magic, each counted against the caps, so a gzip bomb is refused as it
-inflates, never held. The encoding comes from the BOM (UTF-8, UTF-16; UTF-32 is refused), else UTF-8, else
-``charset_normalizer``'s pick of cp1252 or latin-1 (which maps every byte) once UTF-8 fails; UTF-16 without a BOM
-has NULs, so it is refused with binary files. Empty and binary files are refused from their head.
+``open_text(source)`` gives a ``TextSource`` whose ``stream()`` hands pandas the bytes, gunzipped when they start
+with gzip's magic, each counted against the caps, so a gzip bomb is refused as it inflates, never held. The
+encoding comes from the BOM (UTF-32 refused), else UTF-8, else ``charset_normalizer``'s pick of cp1252 or latin-1
+once UTF-8 fails. Empty and binary files (UTF-16 without a BOM among them) are refused from their head.
 """
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
-"""A corpus of questions in: ``load_questions(source) -> (questions, QuestionsReport)``.
+"""A corpus of questions in: ``load_questions(source) -> (questions, QuestionsReport)``. Three shapes, told apart by
+the header: a question column (``QUESTION_ALIASES``), every non-empty cell, repeats kept (a repeated question is a
+duplicate to find); a pairs file, the distinct questions of both columns; else one question per line (a Parquet
+file: its only column). Text is read within ``core.data.limits``' caps; every failure is a ``DataError``.
 
-Three shapes, told apart by the header (a CSV/TSV's first line, a Parquet file's column names): a question
-column (``QUESTION_ALIASES``), every non-empty cell in file order, repeats kept (a repeated question is a duplicate
-to find); a pairs file (question1 and question2 or their aliases), the distinct questions of both columns
-(``corpus_questions``); else plain text, one question per line (a Parquet file: its only column). Text is read as
-pairs are (``core.data.limits``: its bounded stream, encoding and caps); every failure is a ``DataError``.
-
-Parquet (told by its magic) is read whole within the byte cap by pyarrow, only the columns asked for, every value
-as text. Its file size says little about its text (a few hundred bytes can hold a gigabyte of one repeated
-string), so the text is held to the cap twice before it is decoded: by the footer's uncompressed sizes
-(``stored_text_bytes``), then per row group by the text its values decode to, counted on the dictionary the strings
-are read into (``decoded_text_bytes``).
+A Parquet file's size says little about its text (a few hundred bytes can hold a gigabyte of one repeated string),
+so its text is held to the cap before it is decoded: by the footer's sizes, then per row group on the dictionary
+its strings are read into.
 """
 from __future__ import annotations
 
@@ -23,8 +18,8 @@ import pandas as pd
 
 from core.data import limits
 from core.data.limits import DataError, over_input_limit
-from core.data.reading import (DELIMITERS, EMPTY_QUESTION, MALFORMED_LINE, MAX_EXAMPLES, ROLE_ALIASES, check_header,
-                               describe_counts, header_fields, normalise_questions, parse_errors, read_csv, record_line)
+from core.data.reading import (DELIMITERS, EMPTY_QUESTION, ROLE_ALIASES, check_header, describe_counts, dropped_rows,
+                               header_fields, normalise_questions, parse_errors, read_csv, record_line)
 from core.data.limits import HEAD_BYTES, PARQUET_MAGIC, open_source, open_text
 
 QUESTION_ALIASES = ("question", "text", "sentence", "title", "q")
@@ -203,10 +198,8 @@ def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], de
     ``skipped``: the malformed lines a CSV reader left out. Empty rows are reported by ``first_line`` + row
     (Parquet) or by their CSV line (``record_line``)."""
     empty = grid == ""  # (rows, columns)
-    dropped = {EMPTY_QUESTION: int(empty.sum()), MALFORMED_LINE: int(skipped.size)}
-    examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
-    examples += [(first_line + int(row) if first_line is not None else record_line(int(row), skipped),
-                  EMPTY_QUESTION) for row in np.flatnonzero(empty.any(axis=1))[:MAX_EXAMPLES]]
+    dropped, examples = dropped_rows({EMPTY_QUESTION: empty}, skipped, lambda row: first_line + row
+                                     if first_line is not None else record_line(row, skipped))
     warnings = []
     if grid.shape[1] == 1:
         questions = grid[~empty[:, 0], 0].tolist()
@@ -217,9 +210,8 @@ def _grid_report(grid: np.ndarray, name: str, shape: str, columns: list[str], de
         if repeated:
             warnings.append(f"{repeated:,} repeated questions of the pairs were merged: each distinct question "
                             "is clustered once")
-    dropped = {reason: count for reason, count in dropped.items() if count}
     report = QuestionsReport(name, shape, columns, delimiter, int(grid.shape[0] + skipped.size), len(questions),
-                             dropped, sorted(examples)[:MAX_EXAMPLES], warnings=warnings)
+                             dropped, examples, warnings=warnings)
     return questions, report
 
 

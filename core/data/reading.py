@@ -1,17 +1,11 @@
 """Question pairs in, clean frame out: ``load_pairs`` and its ``LoadReport``, over ``PairReader``, the one reader
-behind ``load_pairs``, ``score`` and the TF-IDF baseline.
+behind ``load_pairs``, ``score`` and the TF-IDF baseline. A reader settles the bounded stream and encoding
+(``core.data.limits``), delimiter, header and roles before the first row, then yields chunks parsed by pandas' C
+engine, so memory follows the chunk; dropped rows are counted by reason from masks. Every failure the user can cause
+is a ``DataError``.
 
-``PairReader(source)`` settles a file before its first row: its bounded byte stream and encoding
-(``core.data.limits``), the delimiter, the header (held to the column cap) and the roles (never two in one
-column). Iterating it yields ``PairChunk``s of at most ``chunk_rows`` records parsed by pandas' C engine: every
-column, the questions stripped, the labels read (``core.data.labels``) and the records pandas skipped as
-malformed, so memory follows the chunk, not the file. ``load_pairs`` counts every dropped row by reason from the
-chunks' masks. Every failure the user can cause is a ``DataError``, and only that.
-
-Line numbers count records: the header is line 1 and data row k is line k+2 (k+1 in a file without a header row,
-read by ``names``), stepping over the records pandas skipped (embedded newlines and blank lines may shift them from
-what an editor shows). A first row of values (a number, a label, two sentences) that names no role is said to be
-data (``NoHeaderRowError``), with the names to read it by.
+Line numbers count records: the header is line 1, data row k is line k+2 (k+1 without a header row), stepping over
+the records pandas skipped (embedded newlines and blank lines may shift them from what an editor shows).
 """
 from __future__ import annotations
 
@@ -125,9 +119,6 @@ def _role_candidates(header: list[str], columns: dict[str, str] | None) -> dict[
     """Role -> every header position that names it, the one used first: for a role ``columns`` maps, ``_named``'s;
     for another, its ROLE_ALIASES in order (ignoring case and surrounding spaces)."""
     explicit = columns or {}
-    unknown = sorted(set(explicit) - set(ROLES))
-    if unknown:
-        raise DataError(f"unknown role(s) in columns mapping: {', '.join(unknown)}; roles are {', '.join(ROLES)}")
     normalised = [name.strip().lower() for name in header]
     return {role: _named(header, str(explicit[role])) if role in explicit else
             [position for alias in ROLE_ALIASES[role] for position, name in enumerate(normalised) if name == alias]
@@ -317,8 +308,6 @@ class PairReader:
     def __init__(self, source, columns: dict[str, str] | None = None, *, labels_required: bool = True,
                  all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None,
                  label_map: dict | None = None, names: list[str] | None = None, group_column: str | None = None):
-        if chunk_rows < 1:
-            raise ValueError(f"chunk_rows must be at least 1, got {chunk_rows}")
         self.label_map = normalise_label_map(label_map)
         self.names = list(names) if names else None
         self._header_rows = 0 if self.names else 1  # records before the first data row
@@ -470,8 +459,6 @@ def load_pairs(
     ``is_duplicate`` (int64 0/1) in file order; ``columns`` and ``label_map`` override header and label detection,
     ``names`` names the columns of a file without a header row; ``group_column``'s text is the frame's ``GROUP``
     column. ``DataError`` when no pairs come out or the columns cannot hold their roles."""
-    if max_rows is not None and max_rows < 1:
-        raise ValueError(f"max_rows must be a positive integer, got {max_rows}")
     reader = PairReader(source, columns, max_bytes=max_bytes, label_map=label_map, names=names,
                         group_column=group_column)
     while True:
@@ -493,22 +480,18 @@ def load_pairs(
         rows_considered = int(np.flatnonzero(keep)[max_rows - 1]) + 1
         keep[rows_considered:] = False
         skipped = reader.skipped_up_to(rows_considered)
-    empty_question, unreadable_label = empty_question[:rows_considered], unreadable_label[:rows_considered]
-    dropped = {EMPTY_QUESTION: int(empty_question.sum()), UNREADABLE_LABEL: int(unreadable_label.sum()),
-               MALFORMED_LINE: int(skipped.size)}
-    dropped = {reason: count for reason, count in dropped.items() if count}
+    dropped, examples = dropped_rows({EMPTY_QUESTION: empty_question[:rows_considered],
+                                      UNREADABLE_LABEL: unreadable_label[:rows_considered]}, skipped,
+                                     lambda row: reader.line_of(row, skipped))
     label_warning = tally.unreadable_warning(rows_considered)
     if not keep.any():
         raise DataError(f"{name}: no usable rows: dropped {describe_counts(dropped)}"
                         + (f"; {label_warning}" if label_warning else ""))
-    examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
-    for mask, reason in ((empty_question, EMPTY_QUESTION), (unreadable_label, UNREADABLE_LABEL)):
-        examples += [(reader.line_of(int(p), skipped), reason) for p in np.flatnonzero(mask)[:MAX_EXAMPLES]]
     report = LoadReport(
         source=name, delimiter=head.delimiter,
         columns={role: head.header[position] for role, position in head.positions.items()},
         rows_read=rows_considered + int(skipped.size), rows_kept=int(np.count_nonzero(keep)), dropped=dropped,
-        examples=sorted(examples)[:MAX_EXAMPLES], encoding=reader.encoding, names=reader.names,
+        examples=examples, encoding=reader.encoding, names=reader.names,
         warnings=head.warnings + ([label_warning] if label_warning else []), label_map=reader.label_map,
         label_values=tally.label_values() if label_warning else {}, label_warning=label_warning,
     )
@@ -537,6 +520,17 @@ def _read(reader: PairReader, max_rows: int | None):
     labels = [np.concatenate([getattr(c, name) for c in chunks]) for name in ("labels", "label_readable")]
     group = None if chunks[0].group is None else pd.concat([c.group for c in chunks], ignore_index=True)
     return (tally, *questions, *labels, np.unique(np.concatenate([c.skipped for c in chunks])).astype(np.int64), group)
+
+
+def dropped_rows(masks: dict[str, np.ndarray], skipped: np.ndarray, line_of) -> tuple[dict, list]:
+    """(reason -> count, the first ``MAX_EXAMPLES`` (line, reason)) of what a read dropped: ``masks`` (reason ->
+    (rows,) or (rows, cells) mask, its cells counted) and the malformed records ``skipped``; ``line_of(row)``."""
+    counts = {reason: int(mask.sum()) for reason, mask in masks.items()} | {MALFORMED_LINE: int(skipped.size)}
+    examples = [(int(line), MALFORMED_LINE) for line in skipped[:MAX_EXAMPLES]]
+    for reason, mask in masks.items():
+        rows = np.flatnonzero(mask if mask.ndim == 1 else mask.any(axis=1))[:MAX_EXAMPLES]
+        examples += [(line_of(int(row)), reason) for row in rows]
+    return {reason: count for reason, count in counts.items() if count}, sorted(examples)[:MAX_EXAMPLES]
 
 
 def describe_counts(counts: dict[str, int]) -> str:

@@ -5,7 +5,6 @@ interrupted run leaves the old files or none; ``dedup --vectors`` takes a vector
 from __future__ import annotations
 
 import hashlib
-import io
 import itertools
 import json
 import os
@@ -38,10 +37,10 @@ def write_embeddings(claim: FileClaim, model, texts: Sequence[str], vectors_path
     vectors_path, questions_path, digest_path = embedding_paths(vectors_path)
     total, width = len(texts), int(model.embedding_dim if rows is None else rows.shape[1])
     shape, dtype = (total, width), np.dtype(np.float32)
-    header = _npy_header(shape, dtype)
-    with claim.open(vectors_path, "r+b") as handle:
-        handle.write(header)
-    offset = len(header)
+    with claim.open(vectors_path, "r+b") as handle:  # the header np.save writes first
+        np.lib.format.write_array_header_1_0(handle, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                      "fortran_order": False, "shape": shape})
+        offset = handle.tell()
     claim.allocate(vectors_path, offset + total * width * dtype.itemsize)
     if total and width:
         with open(claim.fileno(vectors_path), "r+b", closefd=False) as raw:
@@ -66,14 +65,6 @@ def _file_sha256(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
     with open(fd, "rb", closefd=False) as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def _npy_header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
-    """The ``.npy`` header of a C-ordered array of ``shape`` and ``dtype`` (what ``np.save`` writes first)."""
-    buffer = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buffer, {"descr": np.lib.format.dtype_to_descr(dtype),
-                                                  "fortran_order": False, "shape": shape})
-    return buffer.getvalue()
 
 
 # ---- reading them back: ``dedup --vectors`` ----------------------------------------------------------

@@ -1,11 +1,7 @@
-"""A model's scores of labelled pairs, measured against the labels (scikit-learn, imported where used), and how sure
-each figure is.
-
-A pair is a duplicate when its score is strictly above the threshold. ``metric_intervals`` resamples the pairs (or
-whole groups sharing questions) and reports each metric's 2.5th and 97.5th percentiles; ``paired_verdict``
-resamples the same pairs for two scorers at once and calls the first "better" only when the whole interval of the
-ROC AUC difference lies above zero. A resample is a vector of row weights; ties count half, as in
-``roc_auc_score``. Reference: Efron & Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13 and 16.
+"""A model's scores of labelled pairs measured against the labels (scikit-learn, imported where used), and how sure
+each figure is: percentile-bootstrap intervals over the pairs (or whole groups sharing questions), and a paired
+verdict of two scorers on the same resamples (Efron & Tibshirani, *An Introduction to the Bootstrap*, ch. 13, 16).
+A pair is a duplicate when its score is strictly above the threshold.
 """
 from __future__ import annotations
 
@@ -50,10 +46,10 @@ def ranking_metrics(labels, scores) -> dict:
 def threshold_metrics(labels, scores, threshold: float) -> dict:
     """Accuracy, precision, recall, F1 (0 where undefined, as scikit-learn's ``zero_division=0``) and the confusion
     counts at one threshold."""
+    from sklearn.metrics import confusion_matrix
+
     y, s = _arrays(labels, scores)
-    p = predict(s, threshold)
-    tp, fp = int(((p == 1) & (y == 1)).sum()), int(((p == 1) & (y == 0)).sum())
-    fn, tn = int(((p == 0) & (y == 1)).sum()), int(((p == 0) & (y == 0)).sum())
+    tn, fp, fn, tp = (int(count) for count in confusion_matrix(y, predict(s, threshold), labels=[0, 1]).ravel())
 
     def ratio(a: int, b: int) -> float:
         return a / b if b else 0.0
@@ -120,12 +116,12 @@ def resample_weights(n: int, rounds: int, seed: int, groups: np.ndarray | None =
     bootstrap drew it. With ``groups`` (a group id per row), whole groups are drawn with replacement and each
     row carries its group's count."""
     rng = np.random.default_rng(seed)
+    units, group_of_row = n, None
     if groups is not None:
         codes, group_of_row = np.unique(np.asarray(groups), return_inverse=True)
-        n_groups = len(codes)
+        units = len(codes)
     for start in range(0, rounds, _ROUNDS_PER_CHUNK):
         r = min(_ROUNDS_PER_CHUNK, rounds - start)
-        units = n if groups is None else n_groups
         drawn = rng.integers(0, units, size=(r, units))
         counts = np.zeros((r, units))
         np.add.at(counts, (np.arange(r)[:, None], drawn), 1.0)
@@ -164,7 +160,7 @@ def metric_intervals(labels, scores, threshold: float, groups=None, rounds: int 
     """``{"roc_auc": (lo, hi), "accuracy": (lo, hi), "f1": (lo, hi)}``: 95 % percentile-bootstrap intervals over
     the pairs (over ``groups`` of pairs when given), accuracy and F1 at ``threshold``. A metric with no finite
     value in any round (one class) is left out; empty for no pairs."""
-    labels, scores = np.asarray(labels).astype(int).ravel(), np.asarray(scores, dtype=np.float64).ravel()
+    labels, scores = _arrays(labels, scores)
     if labels.size == 0:
         return {}
     auc, accuracy, f1 = [], [], []
@@ -184,11 +180,7 @@ def paired_verdict(labels, scores_a, scores_b, groups=None, seed: int = 0) -> Pa
     """Is scorer A's ROC AUC above scorer B's beyond what resampling the pairs explains? Both are resampled with
     the same weights; A is BETTER when the 2.5th percentile of (AUC_A - AUC_B) is above zero, WORSE when the
     97.5th is below zero, else NO_DIFFERENCE. None when the labels hold one class."""
-    labels = np.asarray(labels).astype(int).ravel()
-    a = np.asarray(scores_a, dtype=np.float64).ravel()
-    b = np.asarray(scores_b, dtype=np.float64).ravel()
-    if not (labels.shape == a.shape == b.shape):
-        raise ValueError(f"{labels.size} labels, {a.size} and {b.size} scores")
+    (labels, a), (_, b) = _arrays(labels, scores_a), _arrays(labels, scores_b)
     if len(np.unique(labels)) < 2:
         return None
     everything = np.ones((1, labels.size))

@@ -91,12 +91,11 @@ def _sink(out):
 
 
 def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: float, chunk_rows: int = CHUNK_ROWS,
-               progress: Callable[[int], None] | None = None, max_bytes: int | None = None,
-               columns: dict[str, str] | None = None, label_map: dict | None = None,
+               max_bytes: int | None = None, columns: dict[str, str] | None = None, label_map: dict | None = None,
                steps: ScoreSteps | None = None, names: list[str] | None = None) -> ScoreReport:
-    """Score every pair of ``source`` with ``model`` into ``out`` (a new file's path, or an open text file);
-    ``progress(rows_done)`` after each chunk. ``max_bytes``, ``columns``, ``label_map`` and ``names`` as
-    ``load_pairs``'s; unusable input is a ``DataError`` (found after the last row, it leaves no output file)."""
+    """Score every pair of ``source`` with ``model`` into ``out`` (a new file's path, or an open text file).
+    ``max_bytes``, ``columns``, ``label_map`` and ``names`` as ``load_pairs``'s; unusable input is a ``DataError``
+    (found after the last row, it leaves no output file)."""
     source = Path(source)
     steps = steps or ScoreSteps()
     _report(steps.reading, 0)
@@ -131,8 +130,6 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
                 keep = usable & pair_chunk.label_readable
                 labels_seen.append(pair_chunk.labels[keep])
                 scores_seen.append(similarity[keep])
-            if progress is not None and len(chunk):  # none for a file of no rows: its error comes alone
-                progress(report.rows)
         if report.rows == 0:  # as load_pairs says it; inside the claim, so no output file is left behind
             raise DataError(f"{pairs.head.name}: " + (f"no usable rows: dropped {describe_counts({MALFORMED_LINE: report.malformed})}"
                                                       if report.malformed else "the file has a header but no rows"))

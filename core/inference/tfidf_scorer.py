@@ -11,8 +11,6 @@ import numpy as np
 
 from core.model_names import TFIDF
 
-MAX_VOCABULARY = 2_000_000  # words in a saved fit; the file's size cap (core.saving.files) bounds it first
-
 
 def tfidf_scores(first: Sequence[str], second: Sequence[str], fit_texts: Sequence[str] | None = None) -> np.ndarray:
     """(N,) cosine of the TF-IDF vectors of ``first[i]`` and ``second[i]``, fitted on ``fit_texts``, else on the
@@ -81,8 +79,6 @@ class TfidfScorer:
     def score_pairs(self, first: Sequence[str], second: Sequence[str], batch_size: int | None = None) -> np.ndarray:
         """(N,) cosine of the TF-IDF vectors of each (first[i], second[i]); ``batch_size`` is ignored."""
         first, second = [str(t) for t in first], [str(t) for t in second]
-        if len(first) != len(second):
-            raise ValueError(f"{len(first)} first questions but {len(second)} second ones")
         if not self.fitted:
             return TfidfScorer.fit(first + second).score_pairs(first, second)
         if isinstance(self.vectorizer, _EmptyFit) or not first:
@@ -102,7 +98,7 @@ class TfidfScorer:
         """``to_dict``'s value read back; ValueError naming ``where`` when it is not one."""
         words = data.get("vocabulary") if isinstance(data, dict) else None
         idf = data.get("idf") if isinstance(data, dict) else None
-        if not (isinstance(words, list) and isinstance(idf, list) and len(words) == len(idf) <= MAX_VOCABULARY):
+        if not (isinstance(words, list) and isinstance(idf, list) and len(words) == len(idf)):
             raise ValueError(f"{where} must hold a vocabulary and as many IDF weights")
         if not all(isinstance(word, str) and word for word in words) or len(set(words)) != len(words):
             raise ValueError(f"{where}: the vocabulary must be distinct non-empty words")
