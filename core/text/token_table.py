@@ -76,15 +76,6 @@ def check_max_length(max_length) -> int:
     return value
 
 
-def check_line_count(data: bytes, vocab_size: int | None, path: Path) -> None:
-    """Refuse a vocabulary with far more lines than ``vocab_size`` before any list of it is built."""
-    if vocab_size is None:
-        return
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-    if lines > vocab_size + 1:
-        raise ValueError(f"{path} has {lines:,} lines, but config.json says vocab_size {vocab_size:,}")
-
-
 def check_vocab_size(entries: int, vocab_size: int | None, path: Path) -> None:
     if vocab_size is not None and entries != vocab_size:
         raise ValueError(f"{path} has {entries:,} entries, but config.json says vocab_size {vocab_size:,}")
