@@ -82,7 +82,6 @@ def test_package_exports_exactly_the_public_losses():
             "in_batch_softmax_loss",
             "cosent_loss",
             "multitask_loss",
-            "score_regression_loss",
         ]
     )
     for name in core.losses.__all__:

@@ -18,7 +18,6 @@ _HOMES = {
     "in_batch_softmax_loss": "core.losses.softmax",
     "cosent_loss": "core.losses.cosent",
     "multitask_loss": "core.losses.multitask",
-    "score_regression_loss": "core.losses.similarity",
 }
 
 __all__ = list(_HOMES)

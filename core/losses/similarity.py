@@ -1,4 +1,4 @@
-"""The similarity matrix and its negatives, the one ``reduce`` every loss applies, and score regression.
+"""The similarity matrix and its negatives, and the one ``reduce`` every loss applies.
 
 Rows are the anchors (``v1``), columns the candidates (``v2``); the diagonal holds the duplicate pairs and every
 off-diagonal cell is an in-batch negative. The triplet loss, the heatmap and the explain mode all read these
@@ -113,34 +113,3 @@ def closest_negative(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     gathered = scores.gather(1, columns.clamp(min=0).unsqueeze(1)).squeeze(1)  # (B,)
     values = torch.where(has_closest, gathered, torch.full_like(gathered, float("nan")))  # (B,)
     return values, columns
-
-
-# ---- score regression: each pair's cosine pulled towards a target score (distillation) ----------------------------
-# References: Reimers & Gurevych (2019), "Sentence-BERT", the regression objective (sentence-transformers'
-# ``CosineSimilarityLoss``); Thakur et al. (2021), "Augmented SBERT": a cross-encoder teacher labels gold and mined
-# pairs, and the bi-encoder regresses on its scores.
-def score_regression_loss(
-    v1: torch.Tensor,
-    v2: torch.Tensor,
-    targets: torch.Tensor,
-    reduction: str = "mean",
-) -> torch.Tensor:
-    """Squared error between each pair's cosine and its target score.
-
-    s_i = cos(v1_i, v2_i);   L_i = (s_i - t_i)^2
-
-    With a teacher's duplicate probability as t_i in [0, 1], the student's cosine learns the
-    teacher's ranking and its confidence: a pair the teacher is unsure of (t = 0.5) is not pushed
-    to either end, which hard 0/1 labels would do. Non-duplicates are pulled towards cosine 0
-    (orthogonal), not -1.
-
-    Example:
-        >>> v1 = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
-        >>> v2 = torch.tensor([[2.0, 0.0], [0.0, 3.0]])   # cosines 1 and 0
-        >>> score_regression_loss(v1, v2, torch.tensor([0.8, 0.5]), reduction="none")
-        tensor([0.0400, 0.2500])
-    """
-    scores = pair_similarity(v1, v2)  # (B,)
-    if targets.shape != scores.shape:
-        raise ValueError(f"targets shape {tuple(targets.shape)} != pair count {tuple(scores.shape)}")
-    return reduce((scores - targets.to(scores.dtype)).square(), reduction)
