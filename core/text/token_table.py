@@ -41,8 +41,6 @@ class TokenTable:
         lengths = self.lengths[rows]  # (B,)
         longest = int(lengths.max())
         width = longest if width is None else width
-        if width < longest:
-            raise ValueError(f"width {width} would cut texts of {longest} tokens")
         table = np.take(self.ids, rows, axis=0)  # (B, L)
         if width <= table.shape[1]:
             ids = table[:, :width].astype(np.int64)
