@@ -114,11 +114,13 @@ def main() -> None:
     ours_model, _ = load_model("minilm", device=args.device)
     sides = {"ours": ours_model}
     if args.device == "cpu":
+        import os
         import tempfile
 
-        from core.export.onnx_backend import onnx_model
+        from core.export.onnx_backend import CACHE_ENV, onnx_model
 
-        sides["ours (onnx)"], _ = onnx_model("minilm", cache_root=tempfile.mkdtemp(prefix="dedup-speed-"))
+        os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="dedup-speed-")
+        sides["ours (onnx)"], _ = onnx_model("minilm")
     theirs_model = SentenceTransformer(str(minilm_folder()), device=args.device)
     theirs_model.max_seq_length = MAX_LENGTH
     results: dict[str, dict] = {}

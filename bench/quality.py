@@ -214,14 +214,16 @@ def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int 
     import pandas as pd
 
     from core.data import corpus_questions
-    from core.losses import score_regression_loss
+    from core.losses.similarity import pair_similarity
     from core.training.distillation import teacher_labelled
 
-    class ScoreRegressionObjective:  # the pairs' labels are the teacher's scores: each cosine regresses on its own
+    # The pairs' labels are the teacher's scores: each cosine regresses on its own (Sentence-BERT's regression
+    # objective, sentence-transformers' CosineSimilarityLoss; Thakur et al., 2021, "Augmented SBERT").
+    class ScoreRegressionObjective:
         batch_kind = "labelled"
 
         def __call__(self, v1, v2, labels, negatives=None):
-            return score_regression_loss(v1, v2, labels)
+            return (pair_similarity(v1, v2) - labels.to(v1.dtype)).square().mean()
     from core.training.mining import candidate_pairs
 
     budget = BUDGETS["minilm"][1 if quick else 0]

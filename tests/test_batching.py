@@ -263,5 +263,3 @@ def test_the_pair_table_maps_each_batch_kind_to_its_builder():
                           ("labelled_distinct", labelled_distinct_batches)):
         assert [b.tolist() for b in table.index_batches(kind, 4, seed=3)] == \
             [b.tolist() for b in builder(CROSSING, 4, seed=3)]
-    with pytest.raises(ValueError, match="unknown batch kind"):
-        table.index_batches("triplets", 4, seed=3)

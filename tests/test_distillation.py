@@ -1,4 +1,4 @@
-"""The Augmented SBERT pieces: score regression and corpus mining (the cross-encoder: test_cross_encoder.py).
+"""The Augmented SBERT pieces: corpus mining, and training on a teacher's scores (the cross-encoder: test_cross_encoder.py).
 
 Hand-placed vectors, so every expected value below is worked out by hand.
 """
@@ -11,35 +11,12 @@ import torch
 from conftest import synthetic_pairs
 
 from core.data.splitting import connected_components
-from core.losses import score_regression_loss
+from core.losses.similarity import pair_similarity
 from core.training.mining import (
     candidate_pairs,
     mine_hard_negatives,
     select_hard_negatives,
 )
-
-
-# ---- the loss ------------------------------------------------------------------------------------
-def test_score_regression_is_the_squared_gap_between_cosine_and_target():
-    v1 = torch.tensor([[1.0, 0.0], [1.0, 0.0], [3.0, 4.0]])
-    v2 = torch.tensor([[2.0, 0.0], [0.0, 3.0], [4.0, 3.0]])  # cosines 1, 0, 24/25
-    targets = torch.tensor([0.8, 0.5, 1.0])
-    per_pair = score_regression_loss(v1, v2, targets, reduction="none")
-    torch.testing.assert_close(per_pair, torch.tensor([0.04, 0.25, 0.0016]))
-    torch.testing.assert_close(score_regression_loss(v1, v2, targets), torch.tensor(0.2916 / 3))
-    torch.testing.assert_close(score_regression_loss(v1, v2, targets, reduction="sum"), torch.tensor(0.2916))
-
-
-def test_score_regression_moves_the_cosine_towards_its_target():
-    v1 = torch.tensor([[1.0, 0.0]], requires_grad=True)
-    v2 = torch.tensor([[1.0, 1.0]])  # cosine 0.707, target 1: v1 must turn towards v2
-    score_regression_loss(v1, v2, torch.tensor([1.0])).backward()
-    assert v1.grad[0, 1] < 0  # descending the gradient raises v1's second coordinate
-
-
-def test_score_regression_refuses_targets_of_another_length():
-    with pytest.raises(ValueError, match=r"targets shape \(2,\) != pair count \(3,\)"):
-        score_regression_loss(torch.ones(3, 5), torch.ones(3, 5), torch.ones(2))
 
 
 def test_connected_components_follow_chains_of_edges():
@@ -116,7 +93,7 @@ def test_the_pipeline_trains_on_the_teachers_scores_and_validates_on_the_labels(
 
         def __call__(self, v1, v2, labels, negatives=None):
             seen_targets.append(labels.clone())
-            return score_regression_loss(v1, v2, labels)
+            return (pair_similarity(v1, v2) - labels).square().mean()
 
     spec = spec_from_options(model="lstm", loss="contrastive", epochs=4, batch_size=16, lr=2e-2, device="cpu",
                              patience=0, max_length=11, model_options={"embedding_dim": 12, "hidden_size": 10})

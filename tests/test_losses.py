@@ -25,7 +25,7 @@ from core.losses import (
     triplet_loss,
 )
 from core.losses.contrastive import contrastive_terms
-from core.losses.similarity import REDUCTIONS, reduce
+from core.losses.similarity import reduce
 from core.losses.similarity import diagonal
 from core.losses.softmax import in_batch_softmax_loss_from_scores
 from core.losses.triplet import triplet_loss_from_scores, triplet_terms
@@ -82,7 +82,6 @@ def test_package_exports_exactly_the_public_losses():
             "in_batch_softmax_loss",
             "cosent_loss",
             "multitask_loss",
-            "score_regression_loss",
         ]
     )
     for name in core.losses.__all__:
@@ -96,7 +95,6 @@ def test_contrastive_forms_are_declared_once():
     assert CONTRASTIVE_FORMS == ("squared_hinge", "margin_squared")
     assert core.losses.contrastive.CONTRASTIVE_FORMS is CONTRASTIVE_FORMS
     assert core.training.objectives.CONTRASTIVE_FORMS is CONTRASTIVE_FORMS  # re-exported, not a copy
-    assert REDUCTIONS == ("mean", "sum", "none")
 
 
 @pytest.mark.parametrize(
@@ -244,13 +242,6 @@ def test_mean_and_closest_negative_match_a_naive_loop():
             assert columns[i].item() == -1
 
 
-def test_negatives_reject_fewer_columns_than_rows_or_single_row():
-    with pytest.raises(ValueError):
-        mean_negative(torch.zeros(5, 3))
-    with pytest.raises(ValueError):
-        closest_negative(torch.zeros(1, 1))
-
-
 def test_extra_columns_are_extra_negatives():
     # Two pairs plus one hard negative column (K = 1).
     # Row 0: diag 0.9, negatives 0.1 and 0.8 -> mean (0.1 + 0.8) / 2 = 0.45, closest 0.8 (col 2)
@@ -297,8 +288,6 @@ def test_triplet_loss_reductions():
     l1, l2 = triplet_terms(similarity_matrix(v1, v2))
     _close(per_row, l1 + l2)
     _close(triplet_loss(v1, v2, reduction="sum"), BATCH * triplet_loss(v1, v2, reduction="mean"), atol=1e-10)
-    with pytest.raises(ValueError):
-        triplet_loss(v1, v2, reduction="max")
 
 
 def test_triplet_loss_backward_is_finite():
@@ -444,8 +433,6 @@ def test_in_batch_softmax_extra_negatives():
     scores = torch.tensor(cosine_similarity(q.numpy(), a.numpy()), dtype=torch.float64)
     expected = (torch.logsumexp(scores, dim=1) - scores.diagonal()).mean()
     _close(in_batch_softmax_loss(q, a, scale=1.0), expected, atol=1e-10)
-    with pytest.raises(ValueError):
-        in_batch_softmax_loss(a, q)  # 5 queries cannot have 3 positives
 
 
 def test_in_batch_softmax_scale_20_on_raw_vectors_is_mnrl():
@@ -522,30 +509,17 @@ def test_reductions_agree(name):
     _close(loss(v1, v2, negatives, labels, reduction="sum"), per_item.sum())
 
 
-@pytest.mark.parametrize("name", LOSS_CALLS)
-@pytest.mark.parametrize("reduction", ["max", "Mean", "", None])
-def test_invalid_reduction_raises(name, reduction):
-    v1, v2, negatives, labels = _raw_batch(seed=40)
-    with pytest.raises(ValueError, match="reduction must be one of"):
-        LOSS_CALLS[name](v1, v2, negatives, labels, reduction=reduction)
-
-
 def test_score_level_losses_take_the_same_reduction():
     # Softmax rows of SEED_SCORES at scale 1: L_i = logsumexp(row i) - s_ii
     per_row = torch.logsumexp(SEED_SCORES, dim=1) - SEED_SCORES.diagonal()
     _close(in_batch_softmax_loss_from_scores(SEED_SCORES, reduction="none"), per_row)
     _close(in_batch_softmax_loss_from_scores(SEED_SCORES, reduction="sum"), per_row.sum())
     _close(in_batch_softmax_loss_from_scores(SEED_SCORES), per_row.mean())
-    for score_loss in (in_batch_softmax_loss_from_scores, triplet_loss_from_scores):
-        with pytest.raises(ValueError, match="reduction must be one of"):
-            score_loss(SEED_SCORES, reduction="avg")
     # The helper itself, by hand: (0.5 + 1 + 3) / 3 = 1.5, sum 4.5.
     losses = torch.tensor([0.5, 1.0, 3.0], dtype=torch.float64)
     _close(reduce(losses), 1.5)
     _close(reduce(losses, "sum"), 4.5)
     assert reduce(losses, "none") is losses
-    with pytest.raises(ValueError):
-        reduce(losses, "max")
 
 
 @pytest.mark.parametrize("form", CONTRASTIVE_FORMS)

@@ -123,8 +123,6 @@ def test_errors():
     v1, v2 = _vectors(14)
     with pytest.raises(ValueError, match="shape"):
         multitask_loss(v1, v2, LABELS[:-1])
-    with pytest.raises(ValueError, match="reduction"):
-        multitask_loss(v1, v2, LABELS, reduction="max")
     with pytest.raises(ValueError, match="form"):
         multitask_loss(v1, v2, LABELS, form="cubic")
 

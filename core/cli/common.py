@@ -217,21 +217,10 @@ def ray_vectors(args, texts, unit: bool):
 
 
 # ---- output ------------------------------------------------------------------------------------
-def json_safe(value):
-    """NaN and infinities become null: what the CLI prints is always valid JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    if hasattr(value, "item"):  # numpy scalars
-        return json_safe(value.item())
-    return value
-
-
 def print_json(value, indent: int | None = None) -> None:
-    print(json.dumps(json_safe(value), indent=indent, ensure_ascii=False, allow_nan=False))
+    from core.export.manifest import json_ready
+
+    print(json.dumps(json_ready(value), indent=indent, ensure_ascii=False, allow_nan=False))
 
 
 class TqdmCounter(contextlib.AbstractContextManager):

@@ -43,14 +43,15 @@ def read_manifest(folder: str | Path) -> dict | None:
     return manifest if isinstance(manifest, dict) and manifest.get("format") == EXPORT_FORMAT else None
 
 
-def _clean(value):
-    """``value`` in JSON's types: numpy and torch scalars as numbers, paths as text, NaN and infinities as None."""
+def json_ready(value):
+    """``value`` in JSON's types: numpy and torch scalars as numbers, paths as text, NaN and infinities as None (what
+    the manifest and the CLI's printed lines hold, so they are always valid JSON)."""
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_ready(v) for v in value]
     if hasattr(value, "item"):
         value = value.item()
     return None if isinstance(value, float) and not math.isfinite(value) else value
@@ -65,7 +66,7 @@ def config_summary(config: dict) -> dict:
     if isinstance(training, dict):
         summary["training"] = {k: training[k] for k in ("status", "message", "best_epoch", "epochs_run", "seconds")
                                if k in training}
-    return _clean(summary)
+    return json_ready(summary)
 
 
 def _version(package: str) -> str | None:
@@ -85,7 +86,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
     # A saved folder's config.json has a format; zero_shot_config() has none.
     zero_shot = model.model_type == "minilm" and (source == ZERO_SHOT or "format" not in config)
     threshold = part(config, "thresholds").get("accuracy")
-    return _clean({
+    return json_ready({
         "format": EXPORT_FORMAT,
         "format_version": EXPORT_VERSION,
         "export_format": fmt,

@@ -159,10 +159,8 @@ class OnnxEncoder:
 
 
 # ---- the lab's cache, and what --backend onnx loads -------------------------------------------------
-def cache_root(root: str | Path | None = None) -> Path:
-    """``root`` if given, else ``$SIAMESE_LAB_CACHE``, else ``siamese-lab`` in ``$XDG_CACHE_HOME`` or ``~/.cache``."""
-    if root:
-        return Path(root)
+def cache_root() -> Path:
+    """``$SIAMESE_LAB_CACHE``, else ``siamese-lab`` in ``$XDG_CACHE_HOME`` or ``~/.cache``."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "siamese-lab"
@@ -190,10 +188,10 @@ def content_key(source: str | Path) -> str:
     return digest.hexdigest()
 
 
-def cache_entry(source: str | Path, root: str | Path | None = None) -> tuple[Path, str]:
+def cache_entry(source: str | Path) -> tuple[Path, str]:
     """(the cache folder of ``source``'s ONNX export, its key)."""
     key = content_key(source)
-    return cache_root(root) / "onnx" / key[:32], key
+    return cache_root() / "onnx" / key[:32], key
 
 
 def search_cache(digest: bytes) -> Path:
@@ -201,9 +199,9 @@ def search_cache(digest: bytes) -> Path:
     return cache_root() / "search" / digest.hex()[:32]
 
 
-def onnx_model(source: str | Path, cache_root: str | Path | None = None) -> tuple[OnnxEncoder, dict]:
+def onnx_model(source: str | Path) -> tuple[OnnxEncoder, dict]:
     """(encoder, config) for ``--backend onnx``: ``source`` is an ONNX export folder (used as it is), a saved
-    model folder or ``"minilm"`` (exported once into the lab's cache at ``cache_root``). Raises
+    model folder or ``"minilm"`` (exported once into the lab's cache). Raises
     OnnxBackendError, or ``core.saving.ModelLoadError`` for a folder that is neither an export nor a model."""
     from core.saving import read_config, write_folder_atomically
 
@@ -223,7 +221,7 @@ def onnx_model(source: str | Path, cache_root: str | Path | None = None) -> tupl
                 **part(manifest, "config"), "model_type": manifest.get("model_type"),
                 "name": str(manifest.get("name", ""))[:200], "thresholds": thresholds}
         config = read_config(folder)  # ModelLoadError when it is not a saved model either
-    entry, key = cache_entry(source, cache_root)
+    entry, key = cache_entry(source)
     if read_manifest(entry) is not None:
         try:
             return OnnxEncoder(entry), config

@@ -1,7 +1,7 @@
 """Loss functions for Siamese question encoders: pure tensor functions with their formulas.
 
 Every loss takes raw vectors, owns its similarity and normalisation, and takes ``reduction="mean" | "sum" | "none"``
-(``core.losses.similarity.reduce``; CoSENT, one log-sum-exp over the batch, only "mean"). Gathering vectors across
+(``core.losses.similarity.reduce``; CoSENT, one log-sum-exp over the batch, none). Gathering vectors across
 processes is not a loss's business. ``core.losses.registry`` describes each training loss once.
 """
 
@@ -18,7 +18,6 @@ _HOMES = {
     "in_batch_softmax_loss": "core.losses.softmax",
     "cosent_loss": "core.losses.cosent",
     "multitask_loss": "core.losses.multitask",
-    "score_regression_loss": "core.losses.similarity",
 }
 
 __all__ = list(_HOMES)

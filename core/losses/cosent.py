@@ -16,7 +16,6 @@ def cosent_loss(
     v2: torch.Tensor,
     labels: torch.Tensor,
     scale: float = 20.0,
-    reduction: str = "mean",
 ) -> torch.Tensor:
     """CoSENT loss of a batch of labelled pairs.
 
@@ -30,9 +29,7 @@ def cosent_loss(
     a 0 term (the "1 +"), which cannot overflow; a batch without a (higher, lower) pair (one class
     only, or one row) gives exactly 0, still attached to the graph.
 
-    Reduction: the loss is one log-sum-exp over all ordered pairs of pairs of the batch and does not
-    split into per-pair terms, so ``reduction`` only accepts "mean" (the batch's scalar, as
-    sentence-transformers' ``CoSENTLoss`` returns); "sum" and "none" would invent a meaning.
+    One log-sum-exp over the batch, with no per-pair terms: it takes no ``reduction``.
 
     Graded labels work too: only their order is read. ``scale`` is lambda (20, as in CoSENT and AnglE).
 
@@ -46,9 +43,6 @@ def cosent_loss(
         >>> cosent_loss(v1, v2, torch.tensor([1, 1, 1]))  # nothing to rank
         tensor(0.)
     """
-    if reduction != "mean":
-        raise ValueError(f"cosent_loss is one log-sum-exp over the batch with no per-pair terms: "
-                         f"reduction must be 'mean', got {reduction!r}")
     similarities = pair_similarity(v1, v2)  # (B,)
     if labels.shape != similarities.shape:
         raise ValueError(f"labels shape {tuple(labels.shape)} != pairs shape {tuple(similarities.shape)}")

@@ -1,4 +1,4 @@
-"""The similarity matrix and its negatives, the one ``reduce`` every loss applies, and score regression.
+"""The similarity matrix and its negatives, and the one ``reduce`` every loss applies.
 
 Rows are the anchors (``v1``), columns the candidates (``v2``); the diagonal holds the duplicate pairs and every
 off-diagonal cell is an in-batch negative. The triplet loss, the heatmap and the explain mode all read these
@@ -11,36 +11,17 @@ cost": mean negative, closest negative); the ``reduction`` argument of ``torch.n
 import torch
 import torch.nn.functional as F
 
-REDUCTIONS = ("mean", "sum", "none")
-
-
 def reduce(per_item: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-    """Reduce (B,) per-pair (or per-row) losses as ``reduction`` says, after checking it.
-
-        mean: (1/B) * sum_i L_i     sum: sum_i L_i     none: the (B,) L_i themselves
+    """Reduce (B,) per-pair (or per-row) losses: "mean", "sum", or "none" (the (B,) losses themselves).
 
     Example:
         >>> losses = torch.tensor([0.5, 1.0, 3.0])
         >>> reduce(losses), reduce(losses, "sum"), reduce(losses, "none")
         (tensor(1.5000), tensor(4.5000), tensor([0.5000, 1.0000, 3.0000]))
-        >>> reduce(losses, "max")
-        Traceback (most recent call last):
-        ...
-        ValueError: reduction must be one of ('mean', 'sum', 'none'), got 'max'
     """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
     if reduction == "mean":
         return per_item.mean()
     return per_item.sum() if reduction == "sum" else per_item
-
-
-def _require_square_batch(scores: torch.Tensor) -> None:
-    """(B, B) in-batch scores, or (B, B + K) with K extra negative columns (hard negatives)."""
-    if scores.dim() != 2 or scores.shape[1] < scores.shape[0]:
-        raise ValueError(f"expected a (B, B) or (B, B+K) score matrix, got shape {tuple(scores.shape)}")
-    if scores.shape[1] < 2:
-        raise ValueError("a batch needs at least 2 pairs to have any negative")
 
 
 def similarity_matrix(v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
@@ -81,7 +62,6 @@ def diagonal(scores: torch.Tensor) -> torch.Tensor:
         >>> diagonal(torch.tensor([[0.9, -0.8], [-0.8, 0.5]]))
         tensor([0.9000, 0.5000])
     """
-    _require_square_batch(scores)
     return scores.diagonal()  # (B,)
 
 
@@ -100,7 +80,6 @@ def mean_negative(scores: torch.Tensor) -> torch.Tensor:
         >>> mean_negative(torch.tensor([[0.9, -0.8, 0.3], [0.1, 0.5, 0.4], [0.0, 0.6, 0.7]]))
         tensor([-0.2500,  0.2500,  0.3000])
     """
-    _require_square_batch(scores)
     candidates = scores.shape[1]
     # zeroing the diagonal, not subtracting it from the row sum: no cancellation when it dominates
     off_diagonal = scores.masked_fill(~_off_diagonal_mask(scores), 0.0)  # (B, B)
@@ -124,7 +103,6 @@ def closest_negative(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         >>> columns
         tensor([ 2,  2, -1])
     """
-    _require_square_batch(scores)
     with torch.no_grad():
         positives = scores.diagonal().unsqueeze(1)  # (B, 1)
         eligible = (scores < positives) & _off_diagonal_mask(scores)  # (B, B)
@@ -135,34 +113,3 @@ def closest_negative(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     gathered = scores.gather(1, columns.clamp(min=0).unsqueeze(1)).squeeze(1)  # (B,)
     values = torch.where(has_closest, gathered, torch.full_like(gathered, float("nan")))  # (B,)
     return values, columns
-
-
-# ---- score regression: each pair's cosine pulled towards a target score (distillation) ----------------------------
-# References: Reimers & Gurevych (2019), "Sentence-BERT", the regression objective (sentence-transformers'
-# ``CosineSimilarityLoss``); Thakur et al. (2021), "Augmented SBERT": a cross-encoder teacher labels gold and mined
-# pairs, and the bi-encoder regresses on its scores.
-def score_regression_loss(
-    v1: torch.Tensor,
-    v2: torch.Tensor,
-    targets: torch.Tensor,
-    reduction: str = "mean",
-) -> torch.Tensor:
-    """Squared error between each pair's cosine and its target score.
-
-    s_i = cos(v1_i, v2_i);   L_i = (s_i - t_i)^2
-
-    With a teacher's duplicate probability as t_i in [0, 1], the student's cosine learns the
-    teacher's ranking and its confidence: a pair the teacher is unsure of (t = 0.5) is not pushed
-    to either end, which hard 0/1 labels would do. Non-duplicates are pulled towards cosine 0
-    (orthogonal), not -1.
-
-    Example:
-        >>> v1 = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
-        >>> v2 = torch.tensor([[2.0, 0.0], [0.0, 3.0]])   # cosines 1 and 0
-        >>> score_regression_loss(v1, v2, torch.tensor([0.8, 0.5]), reduction="none")
-        tensor([0.0400, 0.2500])
-    """
-    scores = pair_similarity(v1, v2)  # (B,)
-    if targets.shape != scores.shape:
-        raise ValueError(f"targets shape {tuple(targets.shape)} != pair count {tuple(scores.shape)}")
-    return reduce((scores - targets.to(scores.dtype)).square(), reduction)

@@ -30,8 +30,6 @@ def in_batch_softmax_loss_from_scores(
         >>> in_batch_softmax_loss_from_scores(torch.tensor([[1.0, 0.0], [1.0, 1.0]]), reduction="none")
         tensor([0.3133, 0.6931])
     """
-    if scores.dim() != 2 or scores.shape[1] < scores.shape[0]:
-        raise ValueError(f"expected (B, B + K) scores with K >= 0, got shape {tuple(scores.shape)}")
     # Row i's positive sits in column i, so the class targets are just 0..B-1.
     targets = torch.arange(scores.shape[0], device=scores.device)  # (B,)
     per_row = F.cross_entropy(scale * scores, targets, reduction="none")  # (B,)

@@ -144,12 +144,8 @@ class Workspace:
             raise WorkspaceError(f"the stored upload cannot be read ({error})") from error
 
     def _uploads_of(self, kind: str) -> Path:
-        """uploads/ for the training file, uploads/<kind>/ for a validation or test file."""
-        if kind == "train":
-            return self.uploads
-        if kind not in HELD_OUT_KINDS:
-            raise ValueError(f"an upload's kind is 'train' or one of {HELD_OUT_KINDS}, got {kind!r}")
-        return self.uploads / kind
+        """uploads/ for the training file, uploads/<kind>/ for a validation or test file (``HELD_OUT_KINDS``)."""
+        return self.uploads if kind == "train" else self.uploads / kind
 
 
 def open_workspace(root: str | Path, workspace_id: str) -> Workspace:

@@ -165,7 +165,5 @@ class PairTable:
         """Row indices per batch of ``kind`` (``LossConfig.batch_kind``, see ``core.data.batching``);
         ``length_buckets`` puts pairs of similar length together (batch order stays shuffled)."""
         batches = {"duplicates": duplicate_free_batches, "labelled": labelled_batches,
-                   "labelled_distinct": labelled_distinct_batches}.get(kind)
-        if batches is None:
-            raise ValueError(f"unknown batch kind {kind!r}")
+                   "labelled_distinct": labelled_distinct_batches}[kind]
         return batches(self.pairs, batch_size, seed, lengths=self.pair_lengths() if length_buckets else None)

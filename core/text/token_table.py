@@ -41,8 +41,6 @@ class TokenTable:
         lengths = self.lengths[rows]  # (B,)
         longest = int(lengths.max())
         width = longest if width is None else width
-        if width < longest:
-            raise ValueError(f"width {width} would cut texts of {longest} tokens")
         table = np.take(self.ids, rows, axis=0)  # (B, L)
         if width <= table.shape[1]:
             ids = table[:, :width].astype(np.int64)
@@ -74,15 +72,6 @@ def check_max_length(max_length) -> int:
     if value < 1:
         raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
     return value
-
-
-def check_line_count(data: bytes, vocab_size: int | None, path: Path) -> None:
-    """Refuse a vocabulary with far more lines than ``vocab_size`` before any list of it is built."""
-    if vocab_size is None:
-        return
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-    if lines > vocab_size + 1:
-        raise ValueError(f"{path} has {lines:,} lines, but config.json says vocab_size {vocab_size:,}")
 
 
 def check_vocab_size(entries: int, vocab_size: int | None, path: Path) -> None:

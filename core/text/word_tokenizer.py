@@ -10,7 +10,7 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 from core.saving.files import VOCAB_MAX_BYTES, parse_json, read_regular_file
-from core.text.token_table import RustTokenizer, check_line_count, check_max_length, check_vocab_size, utf8
+from core.text.token_table import RustTokenizer, check_max_length, check_vocab_size, utf8
 
 PAD_TOKEN, UNK_TOKEN = "<pad>", "<unk>"  # ids 0 and 1 of every word vocabulary
 WORD_TOKENIZER_FILE = "tokenizer.json"  # a word-token model's tokenizer: our pipeline and its vocabulary
@@ -45,7 +45,6 @@ def word_pipeline(vocab: Mapping[str, int], max_length: int | None) -> Tokenizer
 
 def word_vocab_from_lines(data: bytes, vocab_size: int | None, path: Path) -> list[str]:
     """The words of a legacy ``word_vocab.txt`` (one per line, id = position among the non-empty lines)."""
-    check_line_count(data, vocab_size, path)
     vocab = [word for word in data.decode("utf-8").split("\n") if word != ""]
     check_vocab_size(len(vocab), vocab_size, path)
     return vocab

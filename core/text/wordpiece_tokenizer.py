@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from core.saving.files import VOCAB_MAX_BYTES, read_regular_file
-from core.text.token_table import RustTokenizer, check_line_count, check_max_length, check_vocab_size
+from core.text.token_table import RustTokenizer, check_max_length, check_vocab_size
 
 WORDPIECE_VOCAB_FILE = "vocab.txt"
 # Rust's char::is_whitespace (the Unicode White_Space property), which ``str::trim_end`` trims.
@@ -39,7 +39,6 @@ class WordPieceTokenizer(RustTokenizer):
         self.vocab_file = Path(vocab_file)
         self.max_length = check_max_length(max_length)
         self._vocab_bytes = read_regular_file(self.vocab_file, VOCAB_MAX_BYTES, folder)
-        check_line_count(self._vocab_bytes, vocab_size, self.vocab_file)
         try:
             self._tokenizer = BertWordPieceTokenizer(wordpiece_vocab(self._vocab_bytes), lowercase=True)._tokenizer
         except Exception as error:  # the Rust side raises TypeError/Exception for a vocab without [SEP] etc.
