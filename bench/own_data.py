@@ -54,7 +54,10 @@ RUNS = OUT / "runs"  # one trained model folder per dataset x preset, replaced b
 WORK = OUT / "own_data"  # score files and subprocess logs
 DEFAULT_PRESETS = ("sample-demo", "minilm-quora", "lstm-quora", "auto", "augmented")
 # Recipes that are a model's defaults rather than a preset: trained as a user picking the model gets them.
-RECIPES = {"cross-encoder": ["--model", "cross-encoder"]}
+RECIPES = {"cross-encoder": ["--model", "cross-encoder"],
+           # MiniLM on the in-batch softmax with the labelled non-duplicates as hard negatives, four epochs
+           "minilm-softmax-hard": ["--model", "minilm", "--loss", "softmax", "--hard-negatives", "--epochs", "4",
+                                   "--lr", "2e-5", "--batch-size", "16", "--max-length", "128", "--patience", "0"]}
 SEED = 0
 GIANT_GROUP_SHARE = 0.5  # a group of pairs holding more than this share of them: resample single pairs instead
 

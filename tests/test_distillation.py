@@ -222,6 +222,17 @@ def test_silver_labelling_stops_at_its_deadline_after_a_whole_chunk(monkeypatch)
     assert distillation.silver_labels(teacher, silver, 0.6).tolist() == [1, 0, 1, 0, 1]
 
 
+def test_the_card_says_when_labelling_stopped_before_every_drawn_pair():
+    from core.export.model_card import augmented_line
+
+    record = {"teacher": {"validation_roc_auc": 0.745, "threshold": 0.56}, "silver_pairs": 2304, "questions": 7063,
+              "questions_from": "the training pairs", "neighbour_pairs": 1387, "random_pairs": 917,
+              "silver_duplicates": 1096}
+    assert "labelled 2,304 silver pairs of 7,063 questions" in augmented_line({"augmented": record})
+    stopped = augmented_line({"augmented": {**record, "silver_pairs_drawn": 10800}})
+    assert "labelled 2,304 silver pairs (of 10,800 drawn: as many as its share of the time budget allowed)" in stopped
+
+
 @pytest.fixture(scope="module")
 def bert_folder(tmp_path_factory, sample_pairs):
     from tests.test_base_model import write_tiny_bert

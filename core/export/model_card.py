@@ -56,9 +56,12 @@ def augmented_line(config: dict) -> str:
     if not record:
         return ""
     teacher = part(record, "teacher")
+    drawn = (f" (of {_number(record['silver_pairs_drawn'])} drawn: as many as its share of the time budget allowed)"
+             if record.get("silver_pairs_drawn", 0) > record.get("silver_pairs", 0) else "")
     return (f"Augmented SBERT (Thakur et al., 2021): a cross-encoder teacher trained on the gold pairs (validation ROC "
             f"AUC {_number(teacher.get('validation_roc_auc'), 3)}) labelled {_number(record.get('silver_pairs'))} "
-            f"silver pairs of {_number(record.get('questions'))} questions from {_code(record.get('questions_from'))} "
+            f"silver pairs{drawn} of {_number(record.get('questions'))} questions from "
+            f"{_code(record.get('questions_from'))} "
             f"({_number(record.get('neighbour_pairs'))} nearest neighbours under the starting model, "
             f"{_number(record.get('random_pairs'))} random; {_number(record.get('silver_duplicates'))} duplicates at "
             f"its threshold {_number(teacher.get('threshold'), 3)}); this model trained on gold and silver together.")
