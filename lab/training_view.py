@@ -30,7 +30,7 @@ KEEP_UNVALIDATED_LABEL = "Keep a run cancelled before its first validation"  # t
 CUSTOM = "custom"  # the Train page's preset menu once a setting is changed by hand
 SCRATCH = ""  # "Start from" (session key "init_model"): a new model, or MiniLM's pretrained weights
 SCRATCH_LABEL = "Scratch / the pretrained model"
-UNLABELLED = "unlabelled_questions"  # session key: (questions, file name) of the augmented recipe's upload, or None
+UNLABELLED = "unlabelled_questions"  # session key: (questions, report, file name, file id) of augmented's upload
 
 
 def device_picker(persist_state: str) -> None:
@@ -124,16 +124,20 @@ def unlabelled_questions_upload() -> None:
     upload = st.file_uploader("Unlabelled questions (optional; one per line, or a CSV with a question column): "
                               "the teacher labels pairs of these; without a file, pairs of the training questions",
                               type=["csv", "tsv", "txt", "gz", "parquet"], key="unlabelled_upload")
-    st.session_state[UNLABELLED] = None
+    kept = st.session_state.get(UNLABELLED)
     if upload is None:
+        st.session_state[UNLABELLED] = None
         return
-    try:
-        questions, report, _ = uploaded_questions(upload.name, upload.getvalue())
-    except DataError as error:
-        show_error(str(error))
-        st.stop()
-    st.session_state[UNLABELLED] = (questions, upload.name)
-    st.caption(f"{len(questions):,} questions of **{upload.name}**" + (f"; {report.summary()}" if report.dropped else ""))
+    if kept is None or kept[3] != upload.file_id:  # read once per file, not on every rerun of the polled page
+        st.session_state[UNLABELLED] = None
+        try:
+            kept = (*uploaded_questions(upload.name, upload.getvalue())[:2], upload.name, upload.file_id)
+        except DataError as error:
+            show_error(str(error))
+            st.stop()
+        st.session_state[UNLABELLED] = kept
+    questions, report, name, _ = kept
+    st.caption(f"{len(questions):,} questions of **{name}**" + (f"; {report.summary()}" if report.dropped else ""))
 
 
 def validation_sentence() -> str:
@@ -169,7 +173,8 @@ def spec_for(preset: str | None, pairs: pd.DataFrame, options: dict):
 
 def training_job(spec, pairs: pd.DataFrame, runs_root: str, preset: str | None) -> TrainingJob:
     """A job for the queue, with the validation and test files of the Data page when the user added them."""
-    questions, questions_name = (st.session_state.get(UNLABELLED) if preset == AUGMENTED_PRESET else None) or (None, "")
+    kept = st.session_state.get(UNLABELLED) if preset == AUGMENTED_PRESET else None
+    questions, _, questions_name, _ = kept or (None, None, "", None)
     return TrainingJob(spec, pairs, runs_root, preset=preset, val=held_out_pairs("val")[0],
                        test=held_out_pairs("test")[0], questions=questions, questions_name=questions_name)
 

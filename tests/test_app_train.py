@@ -15,6 +15,7 @@ from core.training.jobs import RECORDS_FOLDER
 from core.training.specs import TRAINING_DEFAULTS, spec_from_options
 from lab.navigation import TRAIN
 from lab.session import job_queue
+from lab import training_view
 from lab.training_view import KEEP_UNVALIDATED_LABEL
 
 CURVE_TITLE = "Validation ROC AUC over training time"
@@ -669,8 +670,12 @@ def test_the_augmented_preset_runs_the_recipe_and_says_what_its_teacher_did(trai
     at.file_uploader(key="unlabelled_upload").set_value(("empty.txt", b"question\n", "text/plain")).run()
     assert any("empty.txt" in error.value for error in at.error) and "start" not in [b.key for b in at.button]
     questions = b"How do I learn Python?\nWhat is a prime number?\n\nHow can I learn Python?\n"
+    reads = []
+    read = training_view.uploaded_questions
+    monkeypatch.setattr(training_view, "uploaded_questions", lambda *args: reads.append(args[0]) or read(*args))
     at.file_uploader(key="unlabelled_upload").set_value(("mine.txt", questions, "text/plain")).run()
-    assert any("3 questions of **mine.txt**" in caption.value for caption in at.caption)
+    at.run()  # a rerun (the page polls while a run is unfinished) keeps the file read once
+    assert any("3 questions of **mine.txt**" in caption.value for caption in at.caption) and reads == ["mine.txt"]
     at.button(key="start").click().run()
     assert not at.exception and not at.error
     rerun_until(at, lambda at: session_job(at).finished)
