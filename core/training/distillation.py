@@ -112,8 +112,9 @@ def _run_augmented(spec, pairs, output, val, test, callbacks, stop_event, budget
         texts = pd.concat([splits.train["question1"], splits.train["question2"]]).tolist()
         drawn_from = distinct_questions(questions) if questions is not None else corpus_questions(splits.train)
         announce(callbacks, f"pairing {len(drawn_from):,} questions with their neighbours")
-        limit = int(min(SILVER_MAX_PAIRS, labelling * SCORE_PAIRS_PER_SECOND[resolve_device(spec.train.device).type]))
-        encoder = start_model(spec, texts)[0].to(resolve_device(spec.train.device))  # the bi-encoder as it starts
+        device = resolve_device(spec.train.device)
+        limit = int(min(SILVER_MAX_PAIRS, labelling * SCORE_PAIRS_PER_SECOND[device.type]))
+        encoder = start_model(spec, texts)[0].to(device)  # the bi-encoder as it starts
         silver = silver_pairs(drawn_from, encoder, pd.concat([splits.train, splits.val, splits.test]), limit,
                               spec.train.seed, stage_progress(callbacks, "encoding the questions", stop_event))
         announce(callbacks, f"the teacher labels {len(silver):,} silver pairs")
