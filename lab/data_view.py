@@ -149,7 +149,7 @@ def picker(file_id: str) -> None:
         st.warning(pending[NOTICE])
     if header:
         st.markdown(f"**Choose the columns of {pending['name']}**")
-        names = picked_names(pending) if st.checkbox(
+        names = suggested_names(header) if st.checkbox(
             "The first row is data (the file has no header row)", value=pending.get("no_header", False),
             key=FIRST_ROW_IS_DATA) else None
         # a repeated name is one choice: the reader takes its first column
@@ -165,11 +165,6 @@ def picker(file_id: str) -> None:
     action = "columns" if not values else "label mapping" if not header else "columns and label mapping"
     st.button(f"Load with this {action}" if action == "label mapping" else f"Load with these {action}",
               key="load_with_columns", on_click=_load_picked, type="primary")
-
-
-def picked_names(pending: dict) -> list[str]:
-    """The names a file without a header row is read by: ``core.data``'s guess from its first row."""
-    return suggested_names(pending["header"])
 
 
 def _column_key(role: str, names: list[str] | None) -> str:
@@ -245,7 +240,8 @@ def _load_picked() -> None:
     pending = state.get(PENDING)
     if uploaded is None or not isinstance(pending, dict) or pending["file_id"] != uploaded.file_id:
         return
-    names = picked_names(pending) if pending.get("header") and state.get(FIRST_ROW_IS_DATA) else None
+    # a file without a header row is read by core.data's names for the columns of its first row
+    names = suggested_names(pending["header"]) if pending.get("header") and state.get(FIRST_ROW_IS_DATA) else None
     columns = ({role: state[_column_key(role, names)] for role in ROLES} if pending.get("header")
                else pending.get("columns"))
     label_map = picked_label_map(pending)
