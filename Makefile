@@ -20,12 +20,16 @@ run: $(STAMP)
 browser:
 	@bash scripts/ensure_chromium.sh
 
-test: $(STAMP) browser
-	$(PY) -m pytest -q
+# Two workers (pytest-xdist), one per core: tests that wait (a browser, a subprocess) leave the other core to the
+# rest. The browser tests and the Ray tests each stay on one worker (tests/conftest.py).
+XDIST := -n 2 --dist loadgroup
 
-# Everything but the browser, Ray, multi-process and slow tests (the marks in each test file): about 2.5 minutes on 2 cores.
+test: $(STAMP) browser
+	$(PY) -m pytest -q $(XDIST)
+
+# Everything but the browser, Ray, multi-process and slow tests (the marks in each test file).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not browser and not ray and not ddp and not slow"
+	$(PY) -m pytest -q $(XDIST) -m "not browser and not ray and not ddp and not slow"
 
 clean:
 	rm -rf $(VENV) runs

@@ -7,7 +7,7 @@ no question with the training pairs nor with each other. One `python -m core tra
 chosen model's test figures beside zero-shot MiniLM's on the same test pairs.
 
     .venv/bin/python bench/auto_quora.py [--quick] [--train 20000] [--val 2000] [--test 5000] [--budget-minutes M]
-        [--recipes auto,cross-encoder,augmented]
+        [--recipes auto,cross-encoder,augmented,minilm-quora]
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from bench.common import REPO, header, load_real_pairs, parser  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "auto_quora"  # ignored: the splits and the saved models stay here
 RECIPES = {"auto": ["--preset", "auto"], "cross-encoder": ["--model", "cross-encoder"],
-           "augmented": ["--preset", "augmented"]}
+           "augmented": ["--preset", "augmented"], "minilm-quora": ["--preset", "minilm-quora"]}
 
 
 def splits(train: int, val: int, test: int):

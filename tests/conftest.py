@@ -45,6 +45,10 @@ import os
 # shared with other busy processes (a loaded CI box, a browser test's server); passive waiting
 # costs little when the machine is quiet.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `-n 2`: two workers share the cores; one torch thread each in-process
+    import torch
+
+    torch.set_num_threads(1)
 
 import base64
 import json
@@ -138,6 +142,16 @@ def chromium():
         browser = launch_chromium(playwright)
         yield browser
         browser.close()
+
+
+def pytest_collection_modifyitems(items):
+    """Under ``-n 2 --dist loadgroup`` (``make test``): a module's tests run on one worker, so its module fixtures
+    are made once; the browser tests (one Streamlit server) and the Ray tests (one local cluster) each form one
+    group; the browser group, the longest, goes first so that the other worker takes the rest meanwhile."""
+    for item in items:
+        kind = next((kind for kind in ("browser", "ray") if item.get_closest_marker(kind)), None)
+        item.add_marker(pytest.mark.xdist_group(kind or item.module.__name__))
+    items.sort(key=lambda item: item.get_closest_marker("browser") is None)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
