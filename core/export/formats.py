@@ -102,30 +102,28 @@ def _unit(model, vectors):
     return vectors if normalises(model) else torch.nn.functional.normalize(vectors, dim=-1)
 
 
-def _traced(model, forward):
-    """``forward`` (tensors -> tensor) as a module holding ``model``'s weights, for the exporter."""
+def _graph(model, tower: int):
+    """One tower of ``model`` as a module for the exporter: (input_ids, attention_mask) -> unit vectors; a
+    cross-encoder's joined pair (ids, mask, token types) -> ``duplicate_probability``."""
     import torch
+
+    def forward(input_ids, attention_mask, *types):
+        mask = attention_mask.bool()
+        if model.model_type == "cross-encoder":
+            return torch.sigmoid(model.logits(input_ids, mask, *types))
+        if model.model_type == "dual-transformer":
+            return _unit(model, _dual_tower(model.towers[min(tower, len(model.towers) - 1)], input_ids, mask))
+        return _unit(model, model.embed(input_ids, mask, tower=tower))
 
     class Graph(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.model = model
+            self.model = model  # its weights, for the exporter
 
         def forward(self, *inputs):
             return forward(*inputs)
 
     return Graph().eval()
-
-
-def _graph(model, tower: int):
-    """One tower of ``model``: (input_ids, attention_mask) -> unit vectors."""
-    def forward(input_ids, attention_mask):
-        mask = attention_mask.bool()
-        if model.model_type == "dual-transformer":
-            return _unit(model, _dual_tower(model.towers[min(tower, len(model.towers) - 1)], input_ids, mask))
-        return _unit(model, model.embed(input_ids, mask, tower=tower))
-
-    return _traced(model, forward)
 
 
 def _dual_tower(tower, input_ids, mask):
@@ -193,25 +191,8 @@ def _saved_graph(module, inputs: dict, path: Path, output: str, width: int | Non
     return onnx_session(path.read_bytes())
 
 
-def _run(session, feeds: dict) -> np.ndarray:
-    """The session's first output for ``feeds``; a failure is one ``ExportError`` line."""
-    try:
-        return session.run(None, feeds)[0]
-    except Exception as error:  # noqa: BLE001 - onnxruntime's own exception types
-        shape = next(iter(feeds.values())).shape
-        raise ExportError(f"the exported graph fails on a batch of {shape[0]} x {shape[1]} tokens: "
-                          f"{failure_reason(error)}") from None
-
-
 CROSS_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 CROSS_OUTPUT = "duplicate_probability"
-
-
-def _cross_graph(model):
-    """A cross-encoder: a joined pair's ids, mask and token types -> ``duplicate_probability``."""
-    import torch
-
-    return _traced(model, lambda ids, mask, types: torch.sigmoid(model.logits(ids, mask.bool(), types)))
 
 
 def write_onnx(model, folder: Path, quantize: str | None) -> dict:
@@ -245,10 +226,9 @@ def write_onnx(model, folder: Path, quantize: str | None) -> dict:
              for batch in batches]
     differences, cosines = [], []
     for tower in range(towers):
-        graph = _cross_graph(model) if cross else _graph(model, tower)
-        session = _saved_graph(graph, feeds[0], folder / GRAPH_FILES[tower], output, width, quantize)
+        session = _saved_graph(_graph(model, tower), feeds[0], folder / GRAPH_FILES[tower], output, width, quantize)
         for (ids, mask, *types), feed in zip(batches[1:], feeds[1:]):
-            got = _run(session, {name: tensor.numpy() for name, tensor in feed.items()})
+            got = session.run(None, {name: tensor.numpy() for name, tensor in feed.items()})[0]
             with torch.no_grad():  # the model's own forward, not the graph's (the dual encoder's differs)
                 want = (torch.sigmoid(model.logits(ids, mask, *types)) if cross
                         else _unit(model, model.embed(ids, mask, tower=tower).float())).numpy()

@@ -154,9 +154,6 @@ class OnnxEncoder:
 
         return {"onnx_sha256": torch.frombuffer(bytearray(self.digest), dtype=torch.uint8)}
 
-    def __repr__(self) -> str:
-        return f"OnnxEncoder({str(self.folder)!r}, model_type={self.model_type!r}, dim={self.embedding_dim})"
-
 
 # ---- the lab's cache, and what --backend onnx loads -------------------------------------------------
 def cache_root() -> Path:
