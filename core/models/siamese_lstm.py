@@ -175,20 +175,6 @@ def _minilm_axes() -> tuple[np.ndarray, np.ndarray]:
     return mean, axes
 
 
-def project(rows: np.ndarray, mean: np.ndarray, axes: np.ndarray, dim: int) -> np.ndarray:
-    """(N, w) rows -> (N, dim): their coordinates on the first ``dim`` axes, around ``mean``."""
-    return (np.asarray(rows, dtype=np.float64) - mean) @ axes[:dim].T  # (N, dim)
-
-
-def word_piece_means(words: Sequence[str], minilm: np.ndarray, wordpiece) -> np.ndarray:
-    """(len(words), 384): each word's mean MiniLM row over its pieces; a word without pieces gets ``[UNK]``'s."""
-    pieces = [ids or [wordpiece.unk_id] for ids in wordpiece.piece_ids(words)]
-    counts = np.array([len(ids) for ids in pieces])  # (V,) at least 1 each
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])  # (V,) where each word's pieces begin
-    rows = minilm[np.concatenate(pieces)]  # (sum of counts, 384)
-    return np.add.reduceat(rows, starts, axis=0) / counts[:, None]  # (V, 384)
-
-
 def minilm_embedding_table(tokenizer, dim: int) -> np.ndarray:
     """(tokenizer.vocab_size, dim) float32: a row per token id of ``tokenizer`` (MiniLM's WordPiece, or a
     ``WordTokenizer``: a word's pieces averaged) from MiniLM's word embeddings, projected on the first ``dim``
@@ -198,11 +184,15 @@ def minilm_embedding_table(tokenizer, dim: int) -> np.ndarray:
     if tokenizer.kind == "wordpiece":  # MiniLM's own vocabulary (``bert_wordpiece``): its rows as they are
         table = minilm.astype(np.float64)  # (V, 384)
     else:
+        # Each word's mean MiniLM row over its pieces; a word without pieces gets [UNK]'s.
         wordpiece = bert_wordpiece()
-        table = word_piece_means(tokenizer.vocab, minilm, wordpiece)  # (V, 384)
+        pieces = [ids or [wordpiece.unk_id] for ids in wordpiece.piece_ids(tokenizer.vocab)]
+        counts = np.array([len(ids) for ids in pieces])  # (V,) at least 1 each
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])  # (V,) where each word's pieces begin
+        table = np.add.reduceat(minilm[np.concatenate(pieces)], starts, axis=0) / counts[:, None]  # (V, 384)
         table[tokenizer.unk_id] = minilm[wordpiece.unk_id]  # "<unk>" itself would split into "<", "un", ...
     if dim != MINILM_WIDTH:
         mean, axes = _minilm_axes()
-        table = project(table, mean, axes, dim)  # (V, dim)
+        table = (table - mean) @ axes[:dim].T  # (V, dim): coordinates on the first dim axes
     table[tokenizer.pad_id] = 0.0
     return table.astype(np.float32)
