@@ -25,7 +25,7 @@ class WordPieceTokenizer(RustTokenizer):
 
         self.vocab_file = Path(vocab_file)
         self.max_length = check_max_length(max_length)
-        # Checked a bounded regular file inside the folder before the Rust reader parses it; ``save`` copies these bytes.
+        # A bounded regular file inside the folder, checked before the Rust reader parses it; ``save`` copies it.
         self._vocab_bytes = read_regular_file(self.vocab_file, VOCAB_MAX_BYTES, folder)
         try:
             self._tokenizer = BertWordPieceTokenizer(str(self.vocab_file), lowercase=True)._tokenizer
