@@ -1,12 +1,7 @@
-"""The two formats an export writes, each checked against the PyTorch model on ``PROBE_TEXTS``.
-
-``onnx`` (``write_onnx``): ``model.onnx`` (and a dual encoder's second tower, ``model_tower1.onnx``) takes
-``input_ids`` and ``attention_mask`` (int64, dynamic batch and length, real tokens first) and returns the model's
-vectors L2-normalised, within ``ONNX_TOLERANCE`` of PyTorch (int8 graphs: the difference is recorded);
-``tokenizer.json`` is the model's tokenizer for Hugging Face ``tokenizers``. ``sentence-transformers``
-(``write_sentence_transformers``, MiniLM): the folder sentence-transformers' own ``save`` writes for Transformer ->
-mean Pooling -> Normalize around this model's BertModel, encoding as the model does within ``ST_TOLERANCE``.
-One export runs at a time per process, the exporters' chatter silenced (``quiet_export``)."""
+"""The two formats an export writes, each checked against the PyTorch model on ``PROBE_TEXTS``: ``onnx``
+(``write_onnx``: graphs that return the model's vectors L2-normalised, and ``tokenizer.json`` for Hugging Face
+``tokenizers``) and ``sentence-transformers`` (``write_sentence_transformers``, MiniLM: the folder
+sentence-transformers' own ``save`` writes). One export runs at a time per process (``quiet_export``)."""
 from __future__ import annotations
 
 import contextlib

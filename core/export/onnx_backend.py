@@ -1,11 +1,9 @@
 """Inference on the lab's own ONNX exports with onnxruntime on the CPU: ``OnnxEncoder`` offers what commands ask of a
-``PairEncoder`` (the PyTorch model's vectors within 1e-4, L2-normalised); ``onnx_model`` is what ``--backend onnx``
-loads. An export runs only when its graphs and tokenizer have the sha256 its manifest records; any other folder is
-refused in one line (foreign graphs are outside the threat model, ``docs/RELIABILITY.md``).
+``PairEncoder``; ``onnx_model`` is what ``--backend onnx`` loads. An export runs only when its files have the sha256
+its manifest records; anything else is refused in one line (foreign graphs are outside the threat model).
 
-The lab's cache (``cache_root``): ``onnx/<key>/`` holds the ONNX export of a saved model or zero-shot MiniLM, keyed
-by the sha256 of what it is made from (``content_key``), checked like any export on every load; ``search/`` holds the
-indexes built on ONNX exports' vectors. Nothing is written into a folder the user passed."""
+The lab's cache (``cache_root``): ``onnx/<key>/``, the ONNX export of a saved model or zero-shot MiniLM, keyed by the
+sha256 of what it is made from (``content_key``); ``search/``, the indexes built on those exports' vectors."""
 from __future__ import annotations
 
 import hashlib
@@ -49,31 +47,28 @@ class OnnxEncoder:
             raise OnnxBackendError(f"{folder} is not a Siamese Lab export (no usable siamese_lab.json)")
         if manifest.get("export_format") != "onnx":
             raise OnnxBackendError(f"{folder} is a {manifest.get('export_format')!s:.40} export, not an onnx one")
-        try:  # the manifest's figures are the lab's own: its files' sha256 are checked below
-            self.model_type, self.max_length = str(manifest["model_type"]), int(manifest["max_length"])
-            self.pad_id, self.embedding_dim = int(manifest["pad_id"]), int(manifest["embedding_dim"])
-            towers = (str(manifest["towers"]["0"]), str(manifest["towers"]["1"]))
-        except (KeyError, TypeError, ValueError):
-            towers = None
+        hashes = part(manifest, FILE_HASHES)  # file name -> sha256, the graphs (tower 0's first), then the tokenizer
+        graphs = [name for name in hashes if name != TOKENIZER_FILE]
         try:  # each a regular file inside the folder, read once: the bytes hashed are the bytes run
-            graphs = {name: read_regular_file(folder / name, MAX_GRAPH_BYTES, folder)
-                      for name in sorted(set(towers or ()))}
-            files = {**graphs, TOKENIZER_FILE: read_regular_file(folder / TOKENIZER_FILE, VOCAB_MAX_BYTES, folder)}
+            files = {name: read_regular_file(folder / name, MAX_GRAPH_BYTES if name in graphs else VOCAB_MAX_BYTES,
+                                             folder) for name in hashes}
         except FileNotFoundError as error:
             raise OnnxBackendError(f"{folder}: {Path(error.filename or '?').name} is missing") from None
         except ModelLoadError as error:
             raise OnnxBackendError(str(error)) from None
-        if towers is None or manifest.get(FILE_HASHES) != file_hashes(files):
+        if not graphs or TOKENIZER_FILE not in files or file_hashes(files) != hashes:
             raise OnnxBackendError(f"{folder} is not an ONNX export this lab wrote, or its files changed since (their "
                                    f"sha256 differ from {MANIFEST_FILE}'s); export the model again with "
                                    f"'python -m core export --format onnx'")
+        # The lab wrote these figures with the files whose sha256 matched, and checked the graphs against PyTorch.
+        self.model_type, self.max_length = str(manifest["model_type"]), int(manifest["max_length"])
+        self.pad_id, self.embedding_dim = int(manifest["pad_id"]), int(manifest["embedding_dim"])
         self.tokenizer = Tokenizer.from_str(files[TOKENIZER_FILE].decode("utf-8"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_length)
         self.workers = max(1, int(threads or torch.get_num_threads()))
-        # The graphs are the ones the lab wrote and checked against PyTorch (their sha256 match): no further checks.
-        sessions = {name: onnx_session(graph) for name, graph in graphs.items()}
-        self._sessions = [sessions[towers[0]], sessions[towers[1]]]
+        sessions = [onnx_session(files[name]) for name in graphs]
+        self._sessions = [sessions[0], sessions[-1]]  # a Siamese model's one graph encodes both sides
         # The sha256 of the bytes run (the graphs by name, then the tokenizer): what decides the vectors.
         digest = hashlib.sha256()
         for name, data in files.items():

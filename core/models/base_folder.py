@@ -1,8 +1,6 @@
 """A local Hugging Face BERT folder to fine-tune instead of the bundled all-MiniLM-L6-v2 (``train --base-model``).
 
-It comes from elsewhere, so it is read as a saved model folder is: data only, never code and never a pickle. No
-Python file and no ``auto_map``, safetensors weights (pickles are never opened), a ``bert`` config whose every key
-``core.models.minilm`` knows, sizes under the parameter limit, a lower-casing ``vocab.txt``; weights finite.
+It comes from elsewhere, so it is read as a saved model folder is: data only, never code and never a pickle.
 """
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ class CrossEncoder(MiniLM):
     model_type = "cross-encoder"
     config_class = CrossEncoderConfig
 
-    def __init__(self, config: CrossEncoderConfig, tokenizer, bert=None):
-        super().__init__(config, tokenizer, bert)
+    def __init__(self, config: CrossEncoderConfig, tokenizer):
+        super().__init__(config, tokenizer)
         self.dropout = nn.Dropout(config.dropout)
         self.head = nn.Linear(self.bert.config.hidden_size, 1)
 

@@ -111,14 +111,12 @@ class MiniLM(PairEncoder):
     config_class = MiniLMConfig
     half_precision_encoding = True
 
-    def __init__(self, config: MiniLMConfig, tokenizer, bert=None):
+    def __init__(self, config: MiniLMConfig, tokenizer):
         super().__init__(config, tokenizer)
         from transformers import BertConfig, BertModel
 
-        if bert is None:
-            # Random init from the stored architecture: the weights are loaded by core.saving.
-            bert = BertModel(BertConfig(**config.bert), add_pooling_layer=False)
-        self.bert = bert
+        # Random init from the stored architecture: the caller loads the weights.
+        self.bert = BertModel(BertConfig(**config.bert), add_pooling_layer=False)
 
     @classmethod
     def pretrained(cls, max_length: int = 64) -> "MiniLM":
@@ -130,8 +128,7 @@ class MiniLM(PairEncoder):
 
     @classmethod
     def parameter_count(cls, config: MiniLMConfig) -> int:
-        """BertModel without its pooler: three embedding tables and a layer norm, then per layer the attention's four
-        projections, the feed-forward pair and two layer norms."""
+        """BertModel without its pooler, in closed form."""
         bert = config.bert
         h, inner = bert_size(bert, "hidden_size"), bert_size(bert, "intermediate_size")
         tables = (bert_size(bert, "vocab_size") + bert_size(bert, "max_position_embeddings")

@@ -1,9 +1,6 @@
 """The model families by name: ``build_model`` for a run, ``load_model`` for any use (inference never imports the
-trainer), and the calibrated copies' parents.
-
-A model is judged by its size before it is built: ``check_model_size`` counts its parameters in closed form against
-``max_parameters()``, so a config asking for ``num_layers: 10000000`` is refused before anything is allocated.
-"""
+trainer), and the calibrated copies' parents. A config is refused by its parameter count before anything is allocated
+(``check_model_size``)."""
 from __future__ import annotations
 
 import os
