@@ -1,8 +1,7 @@
 """The MiniLM cross-encoder: ``[CLS] q1 [SEP] q2 [SEP]`` in one forward pass, one duplicate logit out.
 
-Its tokens attend across the two questions, a comparison a bi-encoder cannot make; its score is the logit's sigmoid.
-It has no vectors, so it scores pairs and confirms a bi-encoder's candidates (``core.inference.dedup``) but cannot
-embed or search. It is a ``MiniLM`` in all but its head (each question tokenised alone, joined in ``forward``).
+Its tokens attend across the two questions, a comparison a bi-encoder cannot make. It has no vectors: it scores
+pairs and confirms a bi-encoder's candidates (``core.inference.dedup``). Each question is tokenised alone, then joined.
 
 Reference: Thakur et al. (2021), "Augmented SBERT", whose cross-encoder this is.
 """
