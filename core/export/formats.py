@@ -146,16 +146,13 @@ def _dual_tower(tower, input_ids, mask):
 
 def _self_attention(attention, x, padding):
     """nn.MultiheadAttention(x, x, x, key_padding_mask=padding) of a batch-first layer, (B, T, d)."""
-    import torch
     import torch.nn.functional as F
 
     heads = attention.num_heads
-    width = attention.embed_dim // heads
     q, k, v = F.linear(x, attention.in_proj_weight, attention.in_proj_bias).chunk(3, dim=-1)  # (B, T, d) each
-    q, k, v = (t.unflatten(-1, (heads, width)).transpose(1, 2) for t in (q, k, v))  # (B, h, T, w)
-    bias = torch.zeros_like(padding, dtype=x.dtype).masked_fill(padding, float("-inf"))[:, None, None, :]
-    weights = torch.softmax(q @ k.transpose(-2, -1) * width ** -0.5 + bias, dim=-1)  # (B, h, T, T)
-    return attention.out_proj((weights @ v).transpose(1, 2).flatten(2))  # (B, T, d)
+    q, k, v = (t.unflatten(-1, (heads, -1)).transpose(1, 2) for t in (q, k, v))  # (B, h, T, w)
+    attended = F.scaled_dot_product_attention(q, k, v, attn_mask=~padding[:, None, None, :])  # (B, h, T, w)
+    return attention.out_proj(attended.transpose(1, 2).flatten(2))  # (B, T, d)
 
 
 def _saved_graph(module, inputs: dict, path: Path, output: str, width: int | None, quantize: str | None):
