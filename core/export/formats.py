@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import stat
 import tempfile
 import threading
@@ -45,10 +44,6 @@ class ExportError(ValueError):
     """A model or format that cannot be exported as asked; the message is one line."""
 
 
-_ERROR_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
-_SOURCE_LINE = re.compile(r"/onnxruntime_src/\S+:\d+ .*?\) ")  # where in onnxruntime's C++ it failed
-
-
 def onnx_session(graph: bytes):
     """An ``onnxruntime.InferenceSession`` of ``graph`` on the CPU, one thread (the backend runs batches side by
     side); onnxruntime logs nothing (its errors reach the caller as exceptions)."""
@@ -58,13 +53,6 @@ def onnx_session(graph: bytes):
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 4  # fatal only
     return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
-
-
-def failure_reason(error: Exception) -> str:
-    """onnxruntime's error on one line: its first line without onnxruntime's status prefix and source location."""
-    text = str(error).strip()
-    lines = _SOURCE_LINE.sub("", _ERROR_PREFIX.sub("", text)).splitlines()
-    return (lines[0] if lines else type(error).__name__)[:200]
 
 
 # One export at a time per process: the exporter keeps global state, and quiet_export changes process-wide
@@ -122,8 +110,8 @@ def _graph(model, tower: int):
 
 
 def _dual_tower(tower, input_ids, mask):
-    """``core.models.dual_encoder.Tower.forward`` with the attention as plain matrix products: traced by the
-    TorchScript exporter, nn.MultiheadAttention keeps the example's sequence length as a constant."""
+    """``core.models.dual_encoder.Tower.forward`` with the attention written out (``_self_attention``): traced by
+    the TorchScript exporter, nn.MultiheadAttention keeps the example's sequence length as a constant."""
     import torch
 
     positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)

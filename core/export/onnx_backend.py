@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.export.formats import failure_reason, onnx_session
+from core.export.formats import onnx_session
 from core.export.manifest import (EXPORT_VERSION, FILE_HASHES, MANIFEST_FILE, TOKENIZER_FILE, file_hashes, finite, part,
                                   read_manifest)
 from core.model_names import ZERO_SHOT
@@ -99,8 +99,9 @@ class OnnxEncoder:
         try:
             return self._sessions[tower].run(None, {"input_ids": ids, "attention_mask": mask})[0]
         except Exception as error:  # noqa: BLE001 - onnxruntime raises its own exception types
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
             raise OnnxBackendError(f"onnxruntime failed on a batch of {ids.shape[0]} x {ids.shape[1]} tokens of "
-                                   f"{self.folder}: {failure_reason(error)}") from None
+                                   f"{self.folder}: {reason}") from None
 
     def encode(self, texts: Sequence[str], tower: int = 0, batch_size: int = 256,
                progress: Callable[[int, int], None] | None = None):
@@ -113,7 +114,6 @@ class OnnxEncoder:
         out = np.empty((len(rows), self.embedding_dim), dtype=np.float32)
         if not rows:
             return torch.from_numpy(out)
-        tower = min(max(int(tower), 0), 1)
         # Longest first, under MAX_BATCH_ROWS rows and the family's token budget; at least one batch per worker,
         # so a short list still keeps every thread busy.
         batch_size = max(1, min(int(batch_size), math.ceil(len(rows) / self.workers), MAX_BATCH_ROWS))

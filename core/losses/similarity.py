@@ -38,10 +38,6 @@ def pair_similarity(v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
     """Cosine similarity of each pair: row i of ``v1`` with row i of ``v2`` only.
 
     s_i = cos(v1_i, v2_i), the diagonal of ``similarity_matrix(v1, v2)`` without the B x B work; (B, d) twice -> (B,).
-
-    Example:
-        >>> pair_similarity(torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 1.0], [0.0, -3.0]]))
-        tensor([ 0.7071, -1.0000])
     """
     # Same normalisation as similarity_matrix, so s_i equals its diagonal (zero vectors give 0, not NaN).
     return (F.normalize(v1, dim=1) * F.normalize(v2, dim=1)).sum(dim=1)  # (B,)
