@@ -21,7 +21,7 @@ from core.export.formats import onnx_session
 from core.export.manifest import (EXPORT_VERSION, FILE_HASHES, MANIFEST_FILE, TOKENIZER_FILE, file_hashes, finite, part,
                                   read_manifest)
 from core.model_names import ZERO_SHOT
-from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, ModelLoadError, hash_regular_file, read_regular_file
+from core.saving.files import VOCAB_MAX_BYTES, ModelLoadError, read_regular_file
 
 MAX_GRAPH_BYTES = 2 * 2**30 - 1  # protobuf's own limit on one message
 MAX_BATCH_ROWS = 256  # OnnxEncoder never runs a larger batch
@@ -159,25 +159,14 @@ def cache_root() -> Path:
 
 
 def content_key(source: str | Path) -> str:
-    """The sha256 (hex) of what ``source``'s ONNX export is made from: the bytes of its ``DIGEST_FILES``
-    (for ``"minilm"``, the installed package's and the zero-shot config) and the export format's version."""
-    from core.models.registry import max_parameters, zero_shot_config
-    from core.saving.model_folder import DIGEST_FILES, weights_max_bytes
-    from core.text.wordpiece_tokenizer import minilm_folder
+    """The sha256 (hex) of what ``source``'s ONNX export is made from: its files' digest, the one a calibrated copy
+    records of its parent (for ``"minilm"``, the installed package's, with the zero-shot config), and the export
+    format's version. ``core.saving.ModelLoadError`` when a file cannot be read."""
+    from core.models.registry import parent_record, zero_shot_config
 
-    digest = hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0".encode())
-    if str(source) == ZERO_SHOT:
-        folder = minilm_folder()
-        digest.update(json.dumps(zero_shot_config(), sort_keys=True, default=str).encode() + b"\0")
-    else:
-        folder = Path(source)
-    try:  # ValueError: a bad SIAMESE_LAB_MAX_PARAMETERS, or a file that cannot be read (ModelLoadError)
-        limits = {"config.json": CONFIG_MAX_BYTES, "model.safetensors": weights_max_bytes(max_parameters())}
-        for name in DIGEST_FILES:
-            hash_regular_file(digest, folder / name, limits.get(name, VOCAB_MAX_BYTES), folder)
-    except ValueError as error:
-        raise OnnxBackendError(str(error)) from None
-    return digest.hexdigest()
+    files = parent_record(source, "")["sha256"]
+    zero_shot = json.dumps(zero_shot_config(), sort_keys=True, default=str) if str(source) == ZERO_SHOT else ""
+    return hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0{files}\0{zero_shot}".encode()).hexdigest()
 
 
 def cache_entry(source: str | Path) -> tuple[Path, str]:
