@@ -69,11 +69,7 @@ class OnnxEncoder:
         self.workers = max(1, int(threads or torch.get_num_threads()))
         sessions = [onnx_session(files[name]) for name in graphs]
         self._sessions = [sessions[0], sessions[-1]]  # a Siamese model's one graph encodes both sides
-        # The sha256 of the bytes run (the graphs by name, then the tokenizer): what decides the vectors.
-        digest = hashlib.sha256()
-        for name, data in files.items():
-            digest.update(name.encode() + b"\0" + data)
-        self.digest = digest.digest()
+        self.digest = hashlib.sha256(json.dumps(hashes).encode()).digest()  # what decides the vectors: the files run
 
     @property
     def device(self):
@@ -112,8 +108,6 @@ class OnnxEncoder:
 
         rows = self.token_rows(texts)
         out = np.empty((len(rows), self.embedding_dim), dtype=np.float32)
-        if not rows:
-            return torch.from_numpy(out)
         # Longest first, under MAX_BATCH_ROWS rows and the family's token budget; at least one batch per worker,
         # so a short list still keeps every thread busy.
         batch_size = max(1, min(int(batch_size), math.ceil(len(rows) / self.workers), MAX_BATCH_ROWS))

@@ -14,9 +14,8 @@ import torch
 from torch import nn
 
 from core.models.minilm import MiniLM, bert_size, check_bert_config
+from core.text.pair_table import Side
 from core.text.token_table import TokenTable
-
-Side = tuple[torch.Tensor, torch.Tensor]  # ids (B, T) and bool mask (B, T) of one question per pair
 
 
 @dataclass

@@ -21,9 +21,7 @@ from core.models.base import PairEncoder
 from core.text.word_tokenizer import WordTokenizer
 from core.text.wordpiece_tokenizer import WordPieceTokenizer, bert_wordpiece, minilm_folder
 
-POOLINGS = ("mean", "max", "mean+max")
 TOKENS = {"words": WordTokenizer.kind, "wordpiece": WordPieceTokenizer.kind}  # setting -> tokenizer kind
-INIT_EMBEDDINGS = ("random", "minilm")
 WORDPIECE_VOCAB_SIZE = 30522  # entries of the BERT-uncased vocab.txt MiniLM ships (tests check it)
 MINILM_WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"  # the tensor's key in MiniLM's model.safetensors
 MINILM_WIDTH = 384  # its columns: the largest embedding_dim a MiniLM start can give
@@ -39,13 +37,13 @@ class SiameseLSTMConfig:
     dropout: float = 0.3  # between stacked layers and on the embeddings; 0.3 measured best on 20k Quora pairs
     pad_id: int = 0  # token id of padding; its embedding stays zero
     # the real tokens' LSTM states become one vector by their mean, their max, or both ("mean+max": twice as wide)
-    pooling: str = field(default="mean", metadata={"choices": POOLINGS})
+    pooling: str = field(default="mean", metadata={"choices": ("mean", "max", "mean+max")})
     # "words": the training texts' vocabulary (an unseen word becomes <unk>); "wordpiece": BERT-uncased WordPiece,
     # which splits any word into known pieces. min_freq and max_vocab shape only the word vocabulary.
     tokens: str = field(default="words", metadata={"choices": tuple(TOKENS)})
     # The table a new run starts from: "random", or MiniLM's word embeddings (``minilm_embedding_table``). A saved
     # model carries its own trained table, so loading one never reads MiniLM.
-    init_embeddings: str = field(default="random", metadata={"choices": INIT_EMBEDDINGS})
+    init_embeddings: str = field(default="random", metadata={"choices": ("random", "minilm")})
     # Keep MiniLM's table as it starts: a word seen only at test time stays in the trained words' space.
     freeze_embeddings: bool = False
 
