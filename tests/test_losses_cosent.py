@@ -139,7 +139,7 @@ def test_a_step_down_the_gradient_raises_the_duplicates_above_the_rest():
     assert after < before
 
 
-# ---- labels and errors ---------------------------------------------------------------------------
+# ---- labels ---------------------------------------------------------------------------------
 def test_bool_int_and_float_labels_give_the_same_loss():
     v1, v2 = _random(BATCH, DIM, seed=9), _random(BATCH, DIM, seed=10)
     flags = torch.arange(BATCH) % 3 == 1
@@ -147,15 +147,6 @@ def test_bool_int_and_float_labels_give_the_same_loss():
     for value in values[1:]:
         _close(value, values[0])
     assert values[0].dtype == torch.float64  # the vectors' dtype, not the labels'
-
-
-@pytest.mark.parametrize("v1_shape,v2_shape,labels_shape", [
-    ((4, 3), (4, 3), (4, 1)), ((4, 3), (4, 3), (5,)), ((4, 3), (5, 3), (4,)), ((4, 3), (4, 2), (4,)),
-    ((4,), (4,), (4,)),
-])
-def test_shape_errors(v1_shape, v2_shape, labels_shape):
-    with pytest.raises(ValueError, match="shape"):
-        cosent_loss(torch.ones(v1_shape), torch.ones(v2_shape), torch.ones(labels_shape))
 
 
 

@@ -119,14 +119,6 @@ def test_bool_int_and_float_labels_give_the_same_loss():
     _close(values[2], values[0])
 
 
-def test_errors():
-    v1, v2 = _vectors(14)
-    with pytest.raises(ValueError, match="shape"):
-        multitask_loss(v1, v2, LABELS[:-1])
-    with pytest.raises(ValueError, match="form"):
-        multitask_loss(v1, v2, LABELS, form="cubic")
-
-
 # ---- wiring --------------------------------------------------------------------------------------
 def test_objective_binds_every_setting():
     config = LossConfig("multitask", margin=0.8, form="margin_squared", scale=7.0, weight=0.5)

@@ -348,7 +348,7 @@ write_folder_atomically(Path({target!r}), write)
 def start_writer(target: Path, claimed: bool) -> tuple[subprocess.Popen, str]:
     """A writer of ``target`` stopped inside its write (claimed as an export claims, or not); returns it and
     its temporary folder's name."""
-    claim = (f"from core.export.export_folder import claim_export\nclaim = claim_export({str(target)!r})"
+    claim = (f"from core.saving.output import claim_output\nclaim = claim_output({str(target)!r}, False)"
              if claimed else "")
     process = subprocess.Popen([sys.executable, "-c", HOLD_IN_WRITE.format(root=str(ROOT), claim=claim,
                                                                             target=str(target))],

@@ -11,7 +11,6 @@ from core.models.siamese_lstm import (
     minilm_embedding_table,
     minilm_word_embeddings,
     principal_axes,
-    project,
 )
 from core.text.word_tokenizer import WordTokenizer
 from core.text.wordpiece_tokenizer import bert_wordpiece, minilm_folder
@@ -71,7 +70,7 @@ def test_pca_axes_are_orthonormal_ordered_and_deterministic(minilm):
     np.testing.assert_allclose(axes @ axes.T, np.eye(384), atol=1e-9)
     assert (axes[np.arange(384), np.abs(axes).argmax(1)] > 0).all()  # the sign rule
     # The projections' variances are the covariance's eigenvalues, largest first.
-    coordinates = project(rows, mean, axes, 7)  # (3000, 7)
+    coordinates = (rows.astype(np.float64) - mean) @ axes[:7].T  # (3000, 7)
     assert coordinates.shape == (3000, 7)
     eigenvalues = np.linalg.eigvalsh(np.cov(rows.astype(np.float64), rowvar=False))[::-1][:7]
     np.testing.assert_allclose(coordinates.var(0, ddof=1), eigenvalues, rtol=1e-8)
@@ -84,7 +83,7 @@ def test_a_narrower_table_is_minilms_pca_projection(minilm):
     assert table.shape == (30522, EMBED) and table.dtype == np.float32
     np.testing.assert_array_equal(table, minilm_embedding_table(wordpiece, EMBED))  # deterministic
     mean, axes = principal_axes(minilm)
-    np.testing.assert_allclose(table[1:], project(minilm[1:], mean, axes, EMBED), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(table[1:], (minilm[1:].astype(np.float64) - mean) @ axes[:EMBED].T, rtol=1e-5, atol=1e-6)
     assert not table[0].any()
     # Word tokens are projected with the same axes: a one-piece word lands where its piece does.
     word = WordTokenizer(["<pad>", "<unk>", "learn", "python"])

@@ -12,20 +12,15 @@ from core.export.formats import ExportError, write_onnx, write_sentence_transfor
 from core.export.manifest import FILE_HASHES, MANIFEST_FILE, build_manifest, file_hashes, read_manifest
 from core.export.model_card import CARD_FILE, model_card
 from core.saving.atomic import RECORD_FILE, owned_by, write_folder_atomically
-from core.saving.output import OutputClaim, OutputError, claim_output, refuse_others_files
+from core.saving.output import OutputError, claim_output, refuse_others_files
 
 EXPORT_FORMATS = ("sentence-transformers", "onnx")
 QUANTIZE_CHOICES = ("int8",)
 
 
-def claim_export(target: str | Path, overwrite: bool = False) -> OutputClaim:
-    """Claim ``target`` for one export (``core.saving.output.claim_output``: one writer at a time): a new or
-    empty folder, or an earlier export with ``overwrite`` (else ``OutputError`` reason ``model_exists``);
-    anything else (a saved model, other files, a file) is never replaced (reason ``not_a_model``)."""
-    return claim_output(target, overwrite, existing=_existing_export)
-
-
 def _existing_export(target: Path, overwrite: bool) -> dict | None:
+    """What ``claim_output`` may replace: a new or empty folder, or an earlier export with ``overwrite`` (else reason
+    ``model_exists``); anything else (a saved model, other files, a file) never (reason ``not_a_model``)."""
     if not os.path.lexists(target):
         return None
     if target.is_symlink() or not target.is_dir():
@@ -43,30 +38,26 @@ def _existing_export(target: Path, overwrite: bool) -> dict | None:
 
 
 def check_export(model_type: str, fmt: str, quantize: str | None = None) -> None:
-    """ExportError unless a ``model_type`` model can be exported as ``fmt`` (with ``quantize``)."""
-    if fmt not in EXPORT_FORMATS:
-        raise ExportError(f"unknown export format {fmt!r}; expected one of {', '.join(EXPORT_FORMATS)}")
+    """ExportError unless a ``model_type`` model can be exported as ``fmt`` (one of ``EXPORT_FORMATS``), with
+    ``quantize`` (None or one of ``QUANTIZE_CHOICES``)."""
     if fmt == "sentence-transformers" and model_type != "minilm":
         from core.model_names import MODEL_LABELS
 
         label = MODEL_LABELS.get(model_type, model_type)
         raise ExportError(f"only MiniLM models export as sentence-transformers; this is a {label} "
                           f"({model_type}): use --format onnx")
-    if quantize is not None:
-        if quantize not in QUANTIZE_CHOICES:
-            raise ExportError(f"unknown quantisation {quantize!r}; expected one of {', '.join(QUANTIZE_CHOICES)}")
-        if fmt != "onnx":
-            raise ExportError("quantisation applies to the onnx format only")
+    if quantize is not None and fmt != "onnx":
+        raise ExportError("quantisation applies to the onnx format only")
 
 
 def export_model(model, config: dict, out: str | Path, fmt: str, *, overwrite: bool = False,
                  quantize: str | None = None, source: str | None = None) -> dict:
     """Write ``model`` (with ``config``, its config.json or ``zero_shot_config()``) as ``fmt`` to the
-    folder ``out``, claimed by ``claim_export`` and written atomically. Returns the manifest written to
+    folder ``out``, claimed (one writer at a time) and written atomically. Returns the manifest written to
     ``siamese_lab.json``. Raises ExportError (the model or format) or OutputError (the folder)."""
     check_export(model.model_type, fmt, quantize)
     manifest: dict = {}
-    with claim_export(out, overwrite) as claim:
+    with claim_output(out, overwrite, existing=_existing_export) as claim:
         def write(temp: Path) -> None:
             manifest.update(write_export(model, config, temp, fmt, quantize=quantize, source=source,
                                          name=claim.target.name))
@@ -84,7 +75,6 @@ def write_export(model, config: dict, folder: str | Path, fmt: str, *, quantize:
                  source: str | None = None, extra: dict | None = None, name: str | None = None) -> dict:
     """Fill the existing ``folder`` with the export and return its manifest; neither claimed nor atomic
     (``export_model`` and the ONNX cache wrap it). ``name``: the folder's final name, which the card's snippet opens."""
-    check_export(model.model_type, fmt, quantize)
     folder = Path(folder)
     was_training = model.training
     try:

@@ -1,17 +1,11 @@
-"""The two formats an export writes, each checked against the PyTorch model on ``PROBE_TEXTS``.
-
-``onnx`` (``write_onnx``): ``model.onnx`` (and a dual encoder's second tower, ``model_tower1.onnx``) takes
-``input_ids`` and ``attention_mask`` (int64, dynamic batch and length, real tokens first) and returns the model's
-vectors L2-normalised, within ``ONNX_TOLERANCE`` of PyTorch (int8 graphs: the difference is recorded);
-``tokenizer.json`` is the model's tokenizer for Hugging Face ``tokenizers``. ``sentence-transformers``
-(``write_sentence_transformers``, MiniLM): the folder sentence-transformers' own ``save`` writes for Transformer ->
-mean Pooling -> Normalize around this model's BertModel, encoding as the model does within ``ST_TOLERANCE``.
-One export runs at a time per process, the exporters' chatter silenced (``quiet_export``)."""
+"""The two formats an export writes, each checked against the PyTorch model on ``PROBE_TEXTS``: ``onnx``
+(``write_onnx``: graphs that return the model's vectors L2-normalised, and ``tokenizer.json`` for Hugging Face
+``tokenizers``) and ``sentence-transformers`` (``write_sentence_transformers``, MiniLM: the folder
+sentence-transformers' own ``save`` writes). One export runs at a time per process (``quiet_export``)."""
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import stat
 import tempfile
 import threading
@@ -50,10 +44,6 @@ class ExportError(ValueError):
     """A model or format that cannot be exported as asked; the message is one line."""
 
 
-_ERROR_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
-_SOURCE_LINE = re.compile(r"/onnxruntime_src/\S+:\d+ .*?\) ")  # where in onnxruntime's C++ it failed
-
-
 def onnx_session(graph: bytes):
     """An ``onnxruntime.InferenceSession`` of ``graph`` on the CPU, one thread (the backend runs batches side by
     side); onnxruntime logs nothing (its errors reach the caller as exceptions)."""
@@ -63,13 +53,6 @@ def onnx_session(graph: bytes):
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.log_severity_level = 4  # fatal only
     return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
-
-
-def failure_reason(error: Exception) -> str:
-    """onnxruntime's error on one line: its first line without onnxruntime's status prefix and source location."""
-    text = str(error).strip()
-    lines = _SOURCE_LINE.sub("", _ERROR_PREFIX.sub("", text)).splitlines()
-    return (lines[0] if lines else type(error).__name__)[:200]
 
 
 # One export at a time per process: the exporter keeps global state, and quiet_export changes process-wide
@@ -102,14 +85,23 @@ def _unit(model, vectors):
     return vectors if normalises(model) else torch.nn.functional.normalize(vectors, dim=-1)
 
 
-def _traced(model, forward):
-    """``forward`` (tensors -> tensor) as a module holding ``model``'s weights, for the exporter."""
+def _graph(model, tower: int):
+    """One tower of ``model`` as a module for the exporter: (input_ids, attention_mask) -> unit vectors; a
+    cross-encoder's joined pair (ids, mask, token types) -> ``duplicate_probability``."""
     import torch
+
+    def forward(input_ids, attention_mask, *types):
+        mask = attention_mask.bool()
+        if model.model_type == "cross-encoder":
+            return torch.sigmoid(model.logits(input_ids, mask, *types))
+        if model.model_type == "dual-transformer":
+            return _unit(model, _dual_tower(model.towers[min(tower, len(model.towers) - 1)], input_ids, mask))
+        return _unit(model, model.embed(input_ids, mask, tower=tower))
 
     class Graph(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.model = model
+            self.model = model  # its weights, for the exporter
 
         def forward(self, *inputs):
             return forward(*inputs)
@@ -117,20 +109,9 @@ def _traced(model, forward):
     return Graph().eval()
 
 
-def _graph(model, tower: int):
-    """One tower of ``model``: (input_ids, attention_mask) -> unit vectors."""
-    def forward(input_ids, attention_mask):
-        mask = attention_mask.bool()
-        if model.model_type == "dual-transformer":
-            return _unit(model, _dual_tower(model.towers[min(tower, len(model.towers) - 1)], input_ids, mask))
-        return _unit(model, model.embed(input_ids, mask, tower=tower))
-
-    return _traced(model, forward)
-
-
 def _dual_tower(tower, input_ids, mask):
-    """``core.models.dual_encoder.Tower.forward`` with the attention as plain matrix products: traced by the
-    TorchScript exporter, nn.MultiheadAttention keeps the example's sequence length as a constant."""
+    """``core.models.dual_encoder.Tower.forward`` with the attention written out (``_self_attention``): traced by
+    the TorchScript exporter, nn.MultiheadAttention keeps the example's sequence length as a constant."""
     import torch
 
     positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
@@ -153,16 +134,13 @@ def _dual_tower(tower, input_ids, mask):
 
 def _self_attention(attention, x, padding):
     """nn.MultiheadAttention(x, x, x, key_padding_mask=padding) of a batch-first layer, (B, T, d)."""
-    import torch
     import torch.nn.functional as F
 
     heads = attention.num_heads
-    width = attention.embed_dim // heads
     q, k, v = F.linear(x, attention.in_proj_weight, attention.in_proj_bias).chunk(3, dim=-1)  # (B, T, d) each
-    q, k, v = (t.unflatten(-1, (heads, width)).transpose(1, 2) for t in (q, k, v))  # (B, h, T, w)
-    bias = torch.zeros_like(padding, dtype=x.dtype).masked_fill(padding, float("-inf"))[:, None, None, :]
-    weights = torch.softmax(q @ k.transpose(-2, -1) * width ** -0.5 + bias, dim=-1)  # (B, h, T, T)
-    return attention.out_proj((weights @ v).transpose(1, 2).flatten(2))  # (B, T, d)
+    q, k, v = (t.unflatten(-1, (heads, -1)).transpose(1, 2) for t in (q, k, v))  # (B, h, T, w)
+    attended = F.scaled_dot_product_attention(q, k, v, attn_mask=~padding[:, None, None, :])  # (B, h, T, w)
+    return attention.out_proj(attended.transpose(1, 2).flatten(2))  # (B, T, d)
 
 
 def _saved_graph(module, inputs: dict, path: Path, output: str, width: int | None, quantize: str | None):
@@ -193,25 +171,8 @@ def _saved_graph(module, inputs: dict, path: Path, output: str, width: int | Non
     return onnx_session(path.read_bytes())
 
 
-def _run(session, feeds: dict) -> np.ndarray:
-    """The session's first output for ``feeds``; a failure is one ``ExportError`` line."""
-    try:
-        return session.run(None, feeds)[0]
-    except Exception as error:  # noqa: BLE001 - onnxruntime's own exception types
-        shape = next(iter(feeds.values())).shape
-        raise ExportError(f"the exported graph fails on a batch of {shape[0]} x {shape[1]} tokens: "
-                          f"{failure_reason(error)}") from None
-
-
 CROSS_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 CROSS_OUTPUT = "duplicate_probability"
-
-
-def _cross_graph(model):
-    """A cross-encoder: a joined pair's ids, mask and token types -> ``duplicate_probability``."""
-    import torch
-
-    return _traced(model, lambda ids, mask, types: torch.sigmoid(model.logits(ids, mask.bool(), types)))
 
 
 def write_onnx(model, folder: Path, quantize: str | None) -> dict:
@@ -245,10 +206,9 @@ def write_onnx(model, folder: Path, quantize: str | None) -> dict:
              for batch in batches]
     differences, cosines = [], []
     for tower in range(towers):
-        graph = _cross_graph(model) if cross else _graph(model, tower)
-        session = _saved_graph(graph, feeds[0], folder / GRAPH_FILES[tower], output, width, quantize)
+        session = _saved_graph(_graph(model, tower), feeds[0], folder / GRAPH_FILES[tower], output, width, quantize)
         for (ids, mask, *types), feed in zip(batches[1:], feeds[1:]):
-            got = _run(session, {name: tensor.numpy() for name, tensor in feed.items()})
+            got = session.run(None, {name: tensor.numpy() for name, tensor in feed.items()})[0]
             with torch.no_grad():  # the model's own forward, not the graph's (the dual encoder's differs)
                 want = (torch.sigmoid(model.logits(ids, mask, *types)) if cross
                         else _unit(model, model.embed(ids, mask, tower=tower).float())).numpy()

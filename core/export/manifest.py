@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 from datetime import datetime, timezone
+from importlib.metadata import version
 from pathlib import Path
 
 from core.saving.files import CONFIG_MAX_BYTES, read_json_file
@@ -69,15 +70,6 @@ def config_summary(config: dict) -> dict:
     return json_ready(summary)
 
 
-def _version(package: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
-
-
 def build_manifest(model, config: dict, fmt: str, details: dict, source: str | None, extra: dict) -> dict:
     """The manifest of ``model`` exported as ``fmt``: ``details`` is what the format's writer returned,
     ``extra`` is added as it is."""
@@ -103,7 +95,7 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
         "normalized": True if fmt == "onnx" else normalises(model),  # ONNX graphs always normalise
         "tokenizer_kind": model.tokenizer.kind,
         **details,
-        "versions": {package: _version(package) for package in (("torch", "onnx", "onnxruntime") if fmt == "onnx"
+        "versions": {package: version(package) for package in (("torch", "onnx", "onnxruntime") if fmt == "onnx"
                      else ("torch", "transformers", "sentence-transformers"))},
         "config": config_summary(config),
         **extra,

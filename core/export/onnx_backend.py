@@ -1,11 +1,9 @@
 """Inference on the lab's own ONNX exports with onnxruntime on the CPU: ``OnnxEncoder`` offers what commands ask of a
-``PairEncoder`` (the PyTorch model's vectors within 1e-4, L2-normalised); ``onnx_model`` is what ``--backend onnx``
-loads. An export runs only when its graphs and tokenizer have the sha256 its manifest records; any other folder is
-refused in one line (foreign graphs are outside the threat model, ``docs/RELIABILITY.md``).
+``PairEncoder``; ``onnx_model`` is what ``--backend onnx`` loads. An export runs only when its files have the sha256
+its manifest records; anything else is refused in one line (foreign graphs are outside the threat model).
 
-The lab's cache (``cache_root``): ``onnx/<key>/`` holds the ONNX export of a saved model or zero-shot MiniLM, keyed
-by the sha256 of what it is made from (``content_key``), checked like any export on every load; ``search/`` holds the
-indexes built on ONNX exports' vectors. Nothing is written into a folder the user passed."""
+The lab's cache (``cache_root``): ``onnx/<key>/``, the ONNX export of a saved model or zero-shot MiniLM, keyed by the
+sha256 of what it is made from (``content_key``); ``search/``, the indexes built on those exports' vectors."""
 from __future__ import annotations
 
 import hashlib
@@ -19,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from core.export.formats import failure_reason, onnx_session
+from core.export.formats import onnx_session
 from core.export.manifest import (EXPORT_VERSION, FILE_HASHES, MANIFEST_FILE, TOKENIZER_FILE, file_hashes, finite, part,
                                   read_manifest)
 from core.model_names import ZERO_SHOT
-from core.saving.files import CONFIG_MAX_BYTES, VOCAB_MAX_BYTES, ModelLoadError, hash_regular_file, read_regular_file
+from core.saving.files import VOCAB_MAX_BYTES, ModelLoadError, read_regular_file
 
 MAX_GRAPH_BYTES = 2 * 2**30 - 1  # protobuf's own limit on one message
 MAX_BATCH_ROWS = 256  # OnnxEncoder never runs a larger batch
@@ -49,36 +47,29 @@ class OnnxEncoder:
             raise OnnxBackendError(f"{folder} is not a Siamese Lab export (no usable siamese_lab.json)")
         if manifest.get("export_format") != "onnx":
             raise OnnxBackendError(f"{folder} is a {manifest.get('export_format')!s:.40} export, not an onnx one")
-        try:  # the manifest's figures are the lab's own: its files' sha256 are checked below
-            self.model_type, self.max_length = str(manifest["model_type"]), int(manifest["max_length"])
-            self.pad_id, self.embedding_dim = int(manifest["pad_id"]), int(manifest["embedding_dim"])
-            towers = (str(manifest["towers"]["0"]), str(manifest["towers"]["1"]))
-        except (KeyError, TypeError, ValueError):
-            towers = None
+        hashes = part(manifest, FILE_HASHES)  # file name -> sha256, the graphs (tower 0's first), then the tokenizer
+        graphs = [name for name in hashes if name != TOKENIZER_FILE]
         try:  # each a regular file inside the folder, read once: the bytes hashed are the bytes run
-            graphs = {name: read_regular_file(folder / name, MAX_GRAPH_BYTES, folder)
-                      for name in sorted(set(towers or ()))}
-            files = {**graphs, TOKENIZER_FILE: read_regular_file(folder / TOKENIZER_FILE, VOCAB_MAX_BYTES, folder)}
+            files = {name: read_regular_file(folder / name, MAX_GRAPH_BYTES if name in graphs else VOCAB_MAX_BYTES,
+                                             folder) for name in hashes}
         except FileNotFoundError as error:
             raise OnnxBackendError(f"{folder}: {Path(error.filename or '?').name} is missing") from None
         except ModelLoadError as error:
             raise OnnxBackendError(str(error)) from None
-        if towers is None or manifest.get(FILE_HASHES) != file_hashes(files):
+        if not graphs or TOKENIZER_FILE not in files or file_hashes(files) != hashes:
             raise OnnxBackendError(f"{folder} is not an ONNX export this lab wrote, or its files changed since (their "
                                    f"sha256 differ from {MANIFEST_FILE}'s); export the model again with "
                                    f"'python -m core export --format onnx'")
+        # The lab wrote these figures with the files whose sha256 matched, and checked the graphs against PyTorch.
+        self.model_type, self.max_length = str(manifest["model_type"]), int(manifest["max_length"])
+        self.pad_id, self.embedding_dim = int(manifest["pad_id"]), int(manifest["embedding_dim"])
         self.tokenizer = Tokenizer.from_str(files[TOKENIZER_FILE].decode("utf-8"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_length)
         self.workers = max(1, int(threads or torch.get_num_threads()))
-        # The graphs are the ones the lab wrote and checked against PyTorch (their sha256 match): no further checks.
-        sessions = {name: onnx_session(graph) for name, graph in graphs.items()}
-        self._sessions = [sessions[towers[0]], sessions[towers[1]]]
-        # The sha256 of the bytes run (the graphs by name, then the tokenizer): what decides the vectors.
-        digest = hashlib.sha256()
-        for name, data in files.items():
-            digest.update(name.encode() + b"\0" + data)
-        self.digest = digest.digest()
+        sessions = [onnx_session(files[name]) for name in graphs]
+        self._sessions = [sessions[0], sessions[-1]]  # a Siamese model's one graph encodes both sides
+        self.digest = hashlib.sha256(json.dumps(hashes).encode()).digest()  # what decides the vectors: the files run
 
     @property
     def device(self):
@@ -104,8 +95,9 @@ class OnnxEncoder:
         try:
             return self._sessions[tower].run(None, {"input_ids": ids, "attention_mask": mask})[0]
         except Exception as error:  # noqa: BLE001 - onnxruntime raises its own exception types
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
             raise OnnxBackendError(f"onnxruntime failed on a batch of {ids.shape[0]} x {ids.shape[1]} tokens of "
-                                   f"{self.folder}: {failure_reason(error)}") from None
+                                   f"{self.folder}: {reason}") from None
 
     def encode(self, texts: Sequence[str], tower: int = 0, batch_size: int = 256,
                progress: Callable[[int, int], None] | None = None):
@@ -116,9 +108,6 @@ class OnnxEncoder:
 
         rows = self.token_rows(texts)
         out = np.empty((len(rows), self.embedding_dim), dtype=np.float32)
-        if not rows:
-            return torch.from_numpy(out)
-        tower = min(max(int(tower), 0), 1)
         # Longest first, under MAX_BATCH_ROWS rows and the family's token budget; at least one batch per worker,
         # so a short list still keeps every thread busy.
         batch_size = max(1, min(int(batch_size), math.ceil(len(rows) / self.workers), MAX_BATCH_ROWS))
@@ -154,9 +143,6 @@ class OnnxEncoder:
 
         return {"onnx_sha256": torch.frombuffer(bytearray(self.digest), dtype=torch.uint8)}
 
-    def __repr__(self) -> str:
-        return f"OnnxEncoder({str(self.folder)!r}, model_type={self.model_type!r}, dim={self.embedding_dim})"
-
 
 # ---- the lab's cache, and what --backend onnx loads -------------------------------------------------
 def cache_root() -> Path:
@@ -167,25 +153,14 @@ def cache_root() -> Path:
 
 
 def content_key(source: str | Path) -> str:
-    """The sha256 (hex) of what ``source``'s ONNX export is made from: the bytes of its ``DIGEST_FILES``
-    (for ``"minilm"``, the installed package's and the zero-shot config) and the export format's version."""
-    from core.models.registry import max_parameters, zero_shot_config
-    from core.saving.model_folder import DIGEST_FILES, weights_max_bytes
-    from core.text.wordpiece_tokenizer import minilm_folder
+    """The sha256 (hex) of what ``source``'s ONNX export is made from: its files' digest, the one a calibrated copy
+    records of its parent (for ``"minilm"``, the installed package's, with the zero-shot config), and the export
+    format's version. ``core.saving.ModelLoadError`` when a file cannot be read."""
+    from core.models.registry import parent_record, zero_shot_config
 
-    digest = hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0".encode())
-    if str(source) == ZERO_SHOT:
-        folder = minilm_folder()
-        digest.update(json.dumps(zero_shot_config(), sort_keys=True, default=str).encode() + b"\0")
-    else:
-        folder = Path(source)
-    try:  # ValueError: a bad SIAMESE_LAB_MAX_PARAMETERS, or a file that cannot be read (ModelLoadError)
-        limits = {"config.json": CONFIG_MAX_BYTES, "model.safetensors": weights_max_bytes(max_parameters())}
-        for name in DIGEST_FILES:
-            hash_regular_file(digest, folder / name, limits.get(name, VOCAB_MAX_BYTES), folder)
-    except ValueError as error:
-        raise OnnxBackendError(str(error)) from None
-    return digest.hexdigest()
+    files = parent_record(source, "")["sha256"]
+    zero_shot = json.dumps(zero_shot_config(), sort_keys=True, default=str) if str(source) == ZERO_SHOT else ""
+    return hashlib.sha256(f"siamese-lab-onnx-cache {EXPORT_VERSION}\0{files}\0{zero_shot}".encode()).hexdigest()
 
 
 def cache_entry(source: str | Path) -> tuple[Path, str]:

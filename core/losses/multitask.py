@@ -33,28 +33,17 @@ def multitask_loss(
         L_softmax     = in_batch_softmax_loss(v1[D], [v2[D]; v2[N]], scale)      over the n anchors
         L = L_contrastive + weight * L_softmax
 
-    Each duplicate anchor v1_i scores against the v2 of every duplicate row (its own is the target,
-    0..n-1) and, as extra hard negatives, the v2 of every non-duplicate row of the batch: B
-    candidates in all. Those v2 are only negatives if no question occurs twice in the batch (the
-    "labelled_distinct" batches of ``core.data.batching`` guarantee it). A batch without duplicates has
-    a softmax term of 0 (still on the graph).
-
-    Reduction: "mean" averages each term over its own rows (the contrastive over B, the softmax
-    over n), so ``weight`` means the same whatever the share of duplicates in the batch; "sum" sums
-    both; "none" gives the (B,) per-row losses, contrastive_i + weight * softmax_i with softmax_i = 0
-    on non-duplicate rows, whose sum is the "sum" (but whose mean is not the "mean").
+    The non-duplicates' v2 are extra negatives only if no question occurs twice in the batch (the
+    "labelled_distinct" batches of ``core.data.batching`` guarantee it); a batch without duplicates has a
+    softmax term of 0. "mean" averages each term over its own rows, so ``weight`` means the same whatever the
+    share of duplicates; "none" gives contrastive_i + weight * softmax_i, softmax_i = 0 on non-duplicate rows.
 
     Example:
         >>> v1 = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
         >>> v2 = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])  # D = 0, 0, 2: no contrastive cost
         >>> labels = torch.tensor([1, 1, 0])  # anchors v1_0, v1_1; candidates v2_0, v2_1 and v2_2
-        >>> multitask_loss(v1, v2, labels, scale=1.0, reduction="none")  # cosines (1, 0, -1) and (0, 1, 0)
+        >>> multitask_loss(v1, v2, labels, scale=1.0, reduction="none")  # log(1 + e^-1 + e^-2), log(1 + 2 e^-1), 0
         tensor([0.4076, 0.5514, 0.0000])
-
-        (Row 0: log(1 + e^-1 + e^-2); row 1: log(1 + 2 e^-1); row 2 is no anchor.)
-
-        >>> multitask_loss(v1, v2, labels, scale=1.0)  # 0 + 1 * (0.4076 + 0.5514) / 2
-        tensor(0.4795)
     """
     contrastive = contrastive_loss(v1, v2, labels, margin, form, reduction="none")  # (B,)
     duplicate = labels.to(contrastive.dtype) == 1  # (B,)

@@ -12,13 +12,7 @@ import torch
 import torch.nn.functional as F
 
 def reduce(per_item: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-    """Reduce (B,) per-pair (or per-row) losses: "mean", "sum", or "none" (the (B,) losses themselves).
-
-    Example:
-        >>> losses = torch.tensor([0.5, 1.0, 3.0])
-        >>> reduce(losses), reduce(losses, "sum"), reduce(losses, "none")
-        (tensor(1.5000), tensor(4.5000), tensor([0.5000, 1.0000, 3.0000]))
-    """
+    """Reduce (B,) per-pair (or per-row) losses: "mean", "sum", or "none" (the (B,) losses themselves)."""
     if reduction == "mean":
         return per_item.mean()
     return per_item.sum() if reduction == "sum" else per_item
@@ -44,25 +38,9 @@ def pair_similarity(v1: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
     """Cosine similarity of each pair: row i of ``v1`` with row i of ``v2`` only.
 
     s_i = cos(v1_i, v2_i), the diagonal of ``similarity_matrix(v1, v2)`` without the B x B work; (B, d) twice -> (B,).
-
-    Example:
-        >>> pair_similarity(torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 1.0], [0.0, -3.0]]))
-        tensor([ 0.7071, -1.0000])
     """
-    if v1.dim() != 2 or v1.shape != v2.shape:
-        raise ValueError(f"expected two (B, d) batches of the same shape, got {tuple(v1.shape)} and {tuple(v2.shape)}")
     # Same normalisation as similarity_matrix, so s_i equals its diagonal (zero vectors give 0, not NaN).
     return (F.normalize(v1, dim=1) * F.normalize(v2, dim=1)).sum(dim=1)  # (B,)
-
-
-def diagonal(scores: torch.Tensor) -> torch.Tensor:
-    """The positive similarities s(A, P) = s_ii of a (B, B) score matrix: a (B,) view, gradients flow back.
-
-    Example:
-        >>> diagonal(torch.tensor([[0.9, -0.8], [-0.8, 0.5]]))
-        tensor([0.9000, 0.5000])
-    """
-    return scores.diagonal()  # (B,)
 
 
 def _off_diagonal_mask(scores: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,7 @@ References:
 import torch
 import torch.nn.functional as F
 
-from core.losses.similarity import reduce, similarity_matrix
+from core.losses.similarity import similarity_matrix
 
 
 def in_batch_softmax_loss_from_scores(
@@ -19,10 +19,8 @@ def in_batch_softmax_loss_from_scores(
 
     L_i = -log( exp(scale * s_ii) / sum_j exp(scale * s_ij) )
 
-    Takes scores rather than vectors so the heatmap can evaluate a given matrix (e.g. the
-    course's worked example) with exactly the training computation.
-
-    ``scores``: (B, B + K), column i row i's positive, the K extra columns negatives shared by every row.
+    Takes scores (B, B + K) rather than vectors so the heatmap evaluates a given matrix with exactly the training
+    computation; column i is row i's positive, the K extra columns negatives shared by every row.
 
     Example:
         >>> in_batch_softmax_loss_from_scores(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))  # log(1 + e^-1)
@@ -30,10 +28,8 @@ def in_batch_softmax_loss_from_scores(
         >>> in_batch_softmax_loss_from_scores(torch.tensor([[1.0, 0.0], [1.0, 1.0]]), reduction="none")
         tensor([0.3133, 0.6931])
     """
-    # Row i's positive sits in column i, so the class targets are just 0..B-1.
-    targets = torch.arange(scores.shape[0], device=scores.device)  # (B,)
-    per_row = F.cross_entropy(scale * scores, targets, reduction="none")  # (B,)
-    return reduce(per_row, reduction)
+    targets = torch.arange(scores.shape[0], device=scores.device)  # (B,) row i's positive sits in column i
+    return F.cross_entropy(scale * scores, targets, reduction=reduction)
 
 
 def in_batch_softmax_loss(
@@ -44,20 +40,15 @@ def in_batch_softmax_loss(
     s = similarity_matrix(q, a)                      (cosine, (B, B + K))
     L_i = -log softmax_j(scale * s_ij)[i]            (cross-entropy with targets 0..B-1)
 
-    The loss takes raw vectors: the cosine normalises them, so their lengths do not matter.
-    With the default ``scale=20`` this is sentence-transformers' ``MultipleNegativesRankingLoss``
-    (cosine similarity, scale 20); cosines lie in -1..1, so a scale near 1 would leave every
-    softmax almost uniform.
+    With the default ``scale=20`` this is sentence-transformers' ``MultipleNegativesRankingLoss``; cosines lie in
+    -1..1, so a scale near 1 would leave every softmax almost uniform.
 
     ``a``: (B + K, d), row i the positive of q_i, rows B.. extra (hard) negatives for every query.
 
     Example:
         >>> q = torch.tensor([[3.0, 0.0], [0.0, 0.5]])
-        >>> in_batch_softmax_loss(q, q, scale=1.0)  # cosines [[1, 0], [0, 1]]: log(1 + e^-1)
-        tensor(0.3133)
         >>> a = torch.tensor([[1.0, 0.0], [1.0, 1.0]])  # cosines [[1, r], [0, r]], r = 1/sqrt(2)
         >>> in_batch_softmax_loss(q, a, scale=1.0, reduction="none")  # log(1 + e^(r-1)), log(1 + e^-r)
         tensor([0.5574, 0.4008])
     """
-    scores = similarity_matrix(q, a)  # (B, B + K)
-    return in_batch_softmax_loss_from_scores(scores, scale, reduction)
+    return in_batch_softmax_loss_from_scores(similarity_matrix(q, a), scale, reduction)

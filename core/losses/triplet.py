@@ -7,7 +7,7 @@ Siamese networks week ("Triplets", "Computing the cost", "Hard negative mining")
 import torch
 import torch.nn.functional as F
 
-from core.losses.similarity import closest_negative, diagonal, mean_negative, reduce, similarity_matrix
+from core.losses.similarity import closest_negative, mean_negative, reduce, similarity_matrix
 
 
 def triplet_terms(scores: torch.Tensor, margin: float = 0.25) -> tuple[torch.Tensor, torch.Tensor]:
@@ -30,7 +30,7 @@ def triplet_terms(scores: torch.Tensor, margin: float = 0.25) -> tuple[torch.Ten
         >>> l2
         tensor([0.0000, 0.1500, 0.0000])
     """
-    positives = diagonal(scores)  # (B,)
+    positives = scores.diagonal()  # (B,)
     l1 = F.relu(mean_negative(scores) - positives + margin)  # (B,)
     closest, columns = closest_negative(scores)  # (B,), (B,)
     has_closest = columns >= 0  # (B,)
@@ -38,22 +38,6 @@ def triplet_terms(scores: torch.Tensor, margin: float = 0.25) -> tuple[torch.Ten
     safe_closest = torch.where(has_closest, closest, positives.detach())  # (B,)
     l2 = torch.where(has_closest, F.relu(safe_closest - positives + margin), torch.zeros_like(l1))  # (B,)
     return l1, l2
-
-
-def triplet_loss_from_scores(
-    scores: torch.Tensor, margin: float = 0.25, reduction: str = "mean"
-) -> torch.Tensor:
-    """Full triplet loss L_full = L1 + L2 of a given score matrix; "sum" is the course's cost J = sum_i L_full_i.
-
-    Example:
-        >>> scores = torch.tensor([[0.9, -0.8, 0.3], [0.6, 0.5, 0.4], [0.7, 0.8, 0.2]])
-        >>> triplet_loss_from_scores(scores, reduction="none")
-        tensor([0.0000, 0.4000, 0.8000])
-        >>> triplet_loss_from_scores(scores, reduction="sum")
-        tensor(1.2000)
-    """
-    l1, l2 = triplet_terms(scores, margin)
-    return reduce(l1 + l2, reduction)
 
 
 def triplet_loss(
@@ -68,8 +52,8 @@ def triplet_loss(
     s = similarity_matrix(v1, v2)                       (cosine, (B, B))
     L_full_i = max(mean_neg_i - s_ii + margin, 0) + max(closest_neg_i - s_ii + margin, 0)
 
-    Row i of ``v2`` is the duplicate of row i of ``v1``; every other row of ``v2`` is a negative, so a batch must not
-    hold two duplicates of one question. Raw vectors: the cosine normalises them. ``negatives``: optional (K, d)
+    "sum" is the course's cost J = sum_i L_full_i. Row i of ``v2`` is the duplicate of row i of ``v1``; every other
+    row of ``v2`` is a negative, so a batch must not hold two duplicates of one question. ``negatives``: optional (K, d)
     extra (hard) negatives, K more columns of the score matrix for every anchor.
 
     Example:
@@ -79,4 +63,5 @@ def triplet_loss(
         tensor([1.4142, 0.5858])
     """
     candidates = v2 if negatives is None else torch.cat([v2, negatives])  # (B + K, d)
-    return triplet_loss_from_scores(similarity_matrix(v1, candidates), margin, reduction)
+    l1, l2 = triplet_terms(similarity_matrix(v1, candidates), margin)
+    return reduce(l1 + l2, reduction)

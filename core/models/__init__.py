@@ -10,12 +10,10 @@ from core.model_names import MODEL_LABELS, MODEL_NAMES, ZERO_SHOT, ZERO_SHOT_LAB
 _LAZY = {
     "PairEncoder": "core.models.base",
     "DualEncoder": "core.models.dual_encoder", "DualEncoderConfig": "core.models.dual_encoder",
-    "CrossEncoder": "core.models.cross_encoder",
     "MiniLM": "core.models.minilm", "MiniLMConfig": "core.models.minilm", "ZERO_SHOT_THRESHOLD": "core.models.minilm",
     "SiameseLSTM": "core.models.siamese_lstm", "SiameseLSTMConfig": "core.models.siamese_lstm",
     **{name: "core.models.registry" for name in (
-        "MODEL_TYPES", "build_model", "load_model", "DEFAULT_MAX_PARAMETERS", "MAX_PARAMETERS_ENV", "ModelTooLarge",
-        "check_model_size", "max_parameters")},
+        "MODEL_TYPES", "build_model", "load_model", "ModelTooLarge", "check_model_size", "max_parameters")},
 }
 
 __all__ = ["MODEL_LABELS", "MODEL_NAMES", "ZERO_SHOT", "ZERO_SHOT_LABEL", *_LAZY]

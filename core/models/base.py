@@ -1,9 +1,8 @@
 """``PairEncoder``, the one interface every model family exposes: token ids to one vector per text through one of
 two towers (0 for question1, 1 for question2; Siamese models ignore it), and ``score_tables`` for pairs.
 
-Inference cuts texts into batches longest first, each under a token budget (``encoding_batches``): on a CPU a
-transformer encodes short questions fastest in batches of about 1,024 padded tokens (activations that fit the caches;
-``bench/encode_speed.py``); an LSTM's steps are sequential over the tokens, so it wants wide batches and no budget.
+Inference cuts texts into batches longest first, each under a token budget (``encoding_batches``): a
+transformer's activations should fit the CPU's caches (``bench/encode_speed.py``); an LSTM wants wide batches.
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """A local Hugging Face BERT folder to fine-tune instead of the bundled all-MiniLM-L6-v2 (``train --base-model``).
 
-It comes from elsewhere, so it is read as a saved model folder is: data only, never code and never a pickle. No
-Python file and no ``auto_map``, safetensors weights (pickles are never opened), a ``bert`` config whose every key
-``core.models.minilm`` knows, sizes under the parameter limit, a lower-casing ``vocab.txt``; weights finite.
+It comes from elsewhere, so it is read as a saved model folder is: data only, never code and never a pickle.
 """
 from __future__ import annotations
 
@@ -41,7 +39,14 @@ def check_base_folder(folder: str | Path) -> dict:
                f"(save_pretrained(..., safe_serialization=True))" if pickles else f"has no {WEIGHTS}")
         raise ModelLoadError(f"{folder} {why}")
     config = _json(folder, "config.json")
-    _check_tokenizer_config(folder, names)
+    # No custom tokenizer code, and a lower-casing tokenizer: the lab's WordPiece always lower-cases.
+    settings = _json(folder, TOKENIZER_CONFIG) if TOKENIZER_CONFIG in names else {}
+    if "auto_map" in settings:
+        raise ModelLoadError(f"{folder / TOKENIZER_CONFIG} names custom code (auto_map); only plain BERT folders "
+                             "are used")
+    if settings.get("do_lower_case") is False:
+        raise ModelLoadError(f"{folder / TOKENIZER_CONFIG} says do_lower_case false: the lab's WordPiece "
+                             "tokenizer lower-cases, so a cased model cannot be fine-tuned here")
     bert = {key: value for key, value in config.items() if key not in IGNORED_KEYS | {"dtype", "torch_dtype"}}
     try:  # MiniLMConfig refuses any key it does not know (auto_map too) and a model_type other than "bert"
         check_model_size("minilm", MiniLMConfig(bert={"model_type": None, **bert}))
@@ -57,19 +62,6 @@ def _json(folder: Path, name: str) -> dict:
     if not isinstance(value, dict):
         raise ModelLoadError(f"{folder / name} is not a JSON object")
     return value
-
-
-def _check_tokenizer_config(folder: Path, names: list[str]) -> None:
-    """No custom tokenizer code, and a lower-casing tokenizer: the lab's WordPiece always lower-cases."""
-    if TOKENIZER_CONFIG not in names:
-        return
-    settings = _json(folder, TOKENIZER_CONFIG)
-    if "auto_map" in settings:
-        raise ModelLoadError(f"{folder / TOKENIZER_CONFIG} names custom code (auto_map); only plain BERT folders "
-                             "are used")
-    if settings.get("do_lower_case") is False:
-        raise ModelLoadError(f"{folder / TOKENIZER_CONFIG} says do_lower_case false: the lab's WordPiece "
-                             "tokenizer lower-cases, so a cased model cannot be fine-tuned here")
 
 
 def base_minilm(folder: str | Path, max_length: int = 64, family: type[MiniLM] = MiniLM) -> MiniLM:

@@ -1,8 +1,7 @@
 """The MiniLM cross-encoder: ``[CLS] q1 [SEP] q2 [SEP]`` in one forward pass, one duplicate logit out.
 
-Its tokens attend across the two questions, a comparison a bi-encoder cannot make; its score is the logit's sigmoid.
-It has no vectors, so it scores pairs and confirms a bi-encoder's candidates (``core.inference.dedup``) but cannot
-embed or search. It is a ``MiniLM`` in all but its head (each question tokenised alone, joined in ``forward``).
+Its tokens attend across the two questions, a comparison a bi-encoder cannot make. It has no vectors: it scores
+pairs and confirms a bi-encoder's candidates (``core.inference.dedup``). Each question is tokenised alone, then joined.
 
 Reference: Thakur et al. (2021), "Augmented SBERT", whose cross-encoder this is.
 """
@@ -15,9 +14,8 @@ import torch
 from torch import nn
 
 from core.models.minilm import MiniLM, bert_size, check_bert_config
+from core.text.pair_table import Side
 from core.text.token_table import TokenTable
-
-Side = tuple[torch.Tensor, torch.Tensor]  # ids (B, T) and bool mask (B, T) of one question per pair
 
 
 @dataclass
@@ -36,8 +34,8 @@ class CrossEncoder(MiniLM):
     model_type = "cross-encoder"
     config_class = CrossEncoderConfig
 
-    def __init__(self, config: CrossEncoderConfig, tokenizer, bert=None):
-        super().__init__(config, tokenizer, bert)
+    def __init__(self, config: CrossEncoderConfig, tokenizer):
+        super().__init__(config, tokenizer)
         self.dropout = nn.Dropout(config.dropout)
         self.head = nn.Linear(self.bert.config.hidden_size, 1)
 

@@ -78,8 +78,6 @@ def bert_size(bert: dict, key: str) -> int:
 def check_bert_config(bert: dict) -> None:
     """ValueError unless ``bert`` holds only keys of ``BERT_KEYS``, each with a value it allows, and the
     sizes fit together (heads divide the width, the padding id is a token id)."""
-    if not isinstance(bert, dict):
-        raise ValueError("bert must be a JSON object")
     unknown = sorted(set(bert) - set(BERT_KEYS))
     if unknown:
         raise ValueError(f"bert has unknown or unsupported key(s): {', '.join(map(str, unknown))[:200]}")
@@ -111,27 +109,31 @@ class MiniLM(PairEncoder):
     config_class = MiniLMConfig
     half_precision_encoding = True
 
-    def __init__(self, config: MiniLMConfig, tokenizer, bert=None):
+    def __init__(self, config: MiniLMConfig, tokenizer):
         super().__init__(config, tokenizer)
         from transformers import BertConfig, BertModel
 
-        if bert is None:
-            # Random init from the stored architecture: the weights are loaded by core.saving.
-            bert = BertModel(BertConfig(**config.bert), add_pooling_layer=False)
-        self.bert = bert
+        # Random init from the stored architecture: the caller loads the weights.
+        self.bert = BertModel(BertConfig(**config.bert), add_pooling_layer=False)
 
     @classmethod
     def pretrained(cls, max_length: int = 64) -> "MiniLM":
-        """The installed all-MiniLM-L6-v2 weights, usable zero-shot or as a start for fine-tuning."""
-        bert_config, weights = pretrained_bert()
+        """The installed all-MiniLM-L6-v2 weights, usable zero-shot or as a start for fine-tuning. The package is the
+        lab's own environment, not a folder from elsewhere: read as it is (``MiniLMConfig`` checks its config)."""
+        from safetensors.torch import load_file
+
+        folder = minilm_folder()
+        bert_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        # The pooler is unused by mean pooling; the position-id buffer is rebuilt by current transformers.
+        weights = {k: v for k, v in load_file(folder / "model.safetensors").items()
+                   if not k.startswith("pooler.") and k != "embeddings.position_ids"}
         model = cls(cls.config_class(max_length=max_length, bert=bert_config), bert_wordpiece(max_length))
         model.bert.load_state_dict(weights, strict=True)
         return model
 
     @classmethod
     def parameter_count(cls, config: MiniLMConfig) -> int:
-        """BertModel without its pooler: three embedding tables and a layer norm, then per layer the attention's four
-        projections, the feed-forward pair and two layer norms."""
+        """BertModel without its pooler, in closed form."""
         bert = config.bert
         h, inner = bert_size(bert, "hidden_size"), bert_size(bert, "intermediate_size")
         tables = (bert_size(bert, "vocab_size") + bert_size(bert, "max_position_embeddings")
@@ -169,16 +171,3 @@ class MiniLM(PairEncoder):
         m = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
         pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)  # (B, h)
         return F.normalize(pooled, dim=-1) if self.config.normalize else pooled
-
-
-def pretrained_bert() -> tuple[dict, dict]:
-    """The installed all-MiniLM-L6-v2's BertConfig and pooler-free state dict. The package is the lab's own
-    environment, not a folder from elsewhere: read as it is (its config is checked by ``MiniLMConfig``)."""
-    from safetensors.torch import load_file
-
-    folder = minilm_folder()
-    bert_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    # The pooler is unused by mean pooling; the position-id buffer is rebuilt by current transformers.
-    weights = {k: v for k, v in load_file(folder / "model.safetensors").items()
-               if not k.startswith("pooler.") and k != "embeddings.position_ids"}
-    return bert_config, weights

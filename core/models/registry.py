@@ -1,9 +1,6 @@
 """The model families by name: ``build_model`` for a run, ``load_model`` for any use (inference never imports the
-trainer), and the calibrated copies' parents.
-
-A model is judged by its size before it is built: ``check_model_size`` counts its parameters in closed form against
-``max_parameters()``, so a config asking for ``num_layers: 10000000`` is refused before anything is allocated.
-"""
+trainer), and the calibrated copies' parents. A config is refused by its parameter count before anything is allocated
+(``check_model_size``)."""
 from __future__ import annotations
 
 import os
@@ -46,8 +43,7 @@ def max_parameters() -> int:
 def check_model_size(model_type: str, config) -> int:
     """The parameter count of a ``model_type`` model from its config dataclass, allocating nothing; ``ModelTooLarge``
     over ``max_parameters()``."""
-    model_class = MODEL_TYPES[model_type]
-    count = int(model_class.parameter_count(config))
+    count = int(MODEL_TYPES[model_type].parameter_count(config))
     limit = max_parameters()
     if count > limit:
         size = f"{count * 4 / 2**30:,.1f} GiB" if count * 4 >= 2**30 else f"{count * 4 / 2**20:,.1f} MiB"
@@ -77,7 +73,6 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
     from core.text.pair_table import read_tokenizer
 
     folder = Path(source)
-    config_path = folder / CONFIG_FILE
     # 1. config.json: a regular file <= 1 MiB, shallow JSON, known format and type, usable metadata.
     config = read_config(folder)
     if is_calibrated(config):  # the parent's weights, this folder's thresholds
@@ -93,7 +88,7 @@ def load_model(source: str | Path, device: str = "cpu") -> tuple[PairEncoder, di
         model_config = config_from_dict(model_class.config_class, config.get("model_config", {}))
         parameters = check_model_size(config["model_type"], model_config)
     except ValueError as error:  # ModelLoadError, ModelTooLarge, a bad SIAMESE_LAB_MAX_PARAMETERS
-        raise ModelLoadError(f"{config_path}: {error}") from None
+        raise ModelLoadError(f"{folder / CONFIG_FILE}: {error}") from None
     # 4. the vocabulary (a regular file <= 64 MiB) of exactly the size the config says.
     tokenizer = read_tokenizer(folder, config, vocab_size=model_class.vocab_size_of(model_config))
     try:

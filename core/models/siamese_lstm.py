@@ -21,9 +21,7 @@ from core.models.base import PairEncoder
 from core.text.word_tokenizer import WordTokenizer
 from core.text.wordpiece_tokenizer import WordPieceTokenizer, bert_wordpiece, minilm_folder
 
-POOLINGS = ("mean", "max", "mean+max")
 TOKENS = {"words": WordTokenizer.kind, "wordpiece": WordPieceTokenizer.kind}  # setting -> tokenizer kind
-INIT_EMBEDDINGS = ("random", "minilm")
 WORDPIECE_VOCAB_SIZE = 30522  # entries of the BERT-uncased vocab.txt MiniLM ships (tests check it)
 MINILM_WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"  # the tensor's key in MiniLM's model.safetensors
 MINILM_WIDTH = 384  # its columns: the largest embedding_dim a MiniLM start can give
@@ -39,13 +37,13 @@ class SiameseLSTMConfig:
     dropout: float = 0.3  # between stacked layers and on the embeddings; 0.3 measured best on 20k Quora pairs
     pad_id: int = 0  # token id of padding; its embedding stays zero
     # the real tokens' LSTM states become one vector by their mean, their max, or both ("mean+max": twice as wide)
-    pooling: str = field(default="mean", metadata={"choices": POOLINGS})
+    pooling: str = field(default="mean", metadata={"choices": ("mean", "max", "mean+max")})
     # "words": the training texts' vocabulary (an unseen word becomes <unk>); "wordpiece": BERT-uncased WordPiece,
     # which splits any word into known pieces. min_freq and max_vocab shape only the word vocabulary.
     tokens: str = field(default="words", metadata={"choices": tuple(TOKENS)})
     # The table a new run starts from: "random", or MiniLM's word embeddings (``minilm_embedding_table``). A saved
     # model carries its own trained table, so loading one never reads MiniLM.
-    init_embeddings: str = field(default="random", metadata={"choices": INIT_EMBEDDINGS})
+    init_embeddings: str = field(default="random", metadata={"choices": ("random", "minilm")})
     # Keep MiniLM's table as it starts: a word seen only at test time stays in the trained words' space.
     freeze_embeddings: bool = False
 
@@ -175,20 +173,6 @@ def _minilm_axes() -> tuple[np.ndarray, np.ndarray]:
     return mean, axes
 
 
-def project(rows: np.ndarray, mean: np.ndarray, axes: np.ndarray, dim: int) -> np.ndarray:
-    """(N, w) rows -> (N, dim): their coordinates on the first ``dim`` axes, around ``mean``."""
-    return (np.asarray(rows, dtype=np.float64) - mean) @ axes[:dim].T  # (N, dim)
-
-
-def word_piece_means(words: Sequence[str], minilm: np.ndarray, wordpiece) -> np.ndarray:
-    """(len(words), 384): each word's mean MiniLM row over its pieces; a word without pieces gets ``[UNK]``'s."""
-    pieces = [ids or [wordpiece.unk_id] for ids in wordpiece.piece_ids(words)]
-    counts = np.array([len(ids) for ids in pieces])  # (V,) at least 1 each
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])  # (V,) where each word's pieces begin
-    rows = minilm[np.concatenate(pieces)]  # (sum of counts, 384)
-    return np.add.reduceat(rows, starts, axis=0) / counts[:, None]  # (V, 384)
-
-
 def minilm_embedding_table(tokenizer, dim: int) -> np.ndarray:
     """(tokenizer.vocab_size, dim) float32: a row per token id of ``tokenizer`` (MiniLM's WordPiece, or a
     ``WordTokenizer``: a word's pieces averaged) from MiniLM's word embeddings, projected on the first ``dim``
@@ -198,11 +182,15 @@ def minilm_embedding_table(tokenizer, dim: int) -> np.ndarray:
     if tokenizer.kind == "wordpiece":  # MiniLM's own vocabulary (``bert_wordpiece``): its rows as they are
         table = minilm.astype(np.float64)  # (V, 384)
     else:
+        # Each word's mean MiniLM row over its pieces; a word without pieces gets [UNK]'s.
         wordpiece = bert_wordpiece()
-        table = word_piece_means(tokenizer.vocab, minilm, wordpiece)  # (V, 384)
+        pieces = [ids or [wordpiece.unk_id] for ids in wordpiece.piece_ids(tokenizer.vocab)]
+        counts = np.array([len(ids) for ids in pieces])  # (V,) at least 1 each
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])  # (V,) where each word's pieces begin
+        table = np.add.reduceat(minilm[np.concatenate(pieces)], starts, axis=0) / counts[:, None]  # (V, 384)
         table[tokenizer.unk_id] = minilm[wordpiece.unk_id]  # "<unk>" itself would split into "<", "un", ...
     if dim != MINILM_WIDTH:
         mean, axes = _minilm_axes()
-        table = project(table, mean, axes, dim)  # (V, dim)
+        table = (table - mean) @ axes[:dim].T  # (V, dim): coordinates on the first dim axes
     table[tokenizer.pad_id] = 0.0
     return table.astype(np.float32)

@@ -3,7 +3,6 @@ tables, so building a batch is a numpy slice, never a tokenisation. The two toke
 (``Tokenizer``); ``read_tokenizer`` rebuilds the one a saved folder names without executing anything from it."""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import torch
 from core.data import normalise_questions
 from core.data.batching import duplicate_free_batches, labelled_batches, labelled_distinct_batches
 from core.saving.files import ModelLoadError
-from core.saving.model_folder import CONFIG_FILE
 from core.text.token_table import TokenTable, padded_width
 from core.text.word_tokenizer import WordTokenizer
 from core.text.wordpiece_tokenizer import WordPieceTokenizer
@@ -27,9 +25,7 @@ def read_tokenizer(folder: str | Path, config: dict, vocab_size: int | None = No
     """The tokenizer ``config["tokenizer"]`` (a ``to_dict()``) describes, its vocabulary read from ``folder``;
     ModelLoadError when the settings, the file or (given ``vocab_size``) the vocabulary's size are not right."""
     folder = Path(folder)
-    settings = config.get("tokenizer", {})
-    if not isinstance(settings, Mapping):
-        raise ModelLoadError(f"{folder / CONFIG_FILE}: tokenizer must be a JSON object")
+    settings = config.get("tokenizer", {})  # a JSON object (``core.saving.read_config`` checked it)
     kind = settings.get("kind")
     try:
         if kind not in TOKENIZER_KINDS:

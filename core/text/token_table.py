@@ -4,6 +4,7 @@ runs (``RustTokenizer``), and the checks of ``max_length`` and of a vocabulary's
 from __future__ import annotations
 
 import operator
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -79,16 +80,13 @@ def check_vocab_size(entries: int, vocab_size: int | None, path: Path) -> None:
         raise ValueError(f"{path} has {entries:,} entries, but config.json says vocab_size {vocab_size:,}")
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def utf8(text: str) -> str:
     """``text`` as the Rust tokenizer takes it, UTF-8 only: a lone surrogate (what Python makes of bytes that were
     not UTF-8, as on a command line) becomes U+FFFD."""
-    if not isinstance(text, str) or text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text if not isinstance(text, str) or text.isascii() else _SURROGATES.sub("\ufffd", text)
 
 
 class RustTokenizer:

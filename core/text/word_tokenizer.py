@@ -22,19 +22,14 @@ def word_pipeline(vocab: Mapping[str, int], max_length: int | None) -> Tokenizer
     ``max_length`` (None: no truncation), no padding. Text is lower-cased, then split into words (keeping
     one inner apostrophe: "don't", "what's") and single punctuation marks; whitespace separates them."""
     tokenizer = Tokenizer(models.WordLevel(dict(vocab), unk_token=UNK_TOKEN))
-    # Python's str.lower() turns a capital sigma that ends a word into the final form (Unicode's
-    # Final_Sigma rule), and the first word vocabularies were built with it; Lowercase lowers one
-    # character at a time, so those sigmas are rewritten before it. As in Python, the letters looked at
-    # are the nearest ones that are not case-ignorable (a modifier letter such as U+02B5 is both).
+    # Python's str.lower(), which built the first word vocabularies, writes a capital sigma that ends a word in its
+    # final form (Unicode's Final_Sigma rule); Lowercase lowers one character at a time, so those come first.
     final_sigma = Regex(r"(?<=[\p{Cased}&&\P{Case_Ignorable}]\p{Case_Ignorable}*)\x{3a3}"
                         r"(?!\p{Case_Ignorable}*[\p{Cased}&&\P{Case_Ignorable}])")
     tokenizer.normalizer = normalizers.Sequence([normalizers.Replace(final_sigma, "\u03c2"), normalizers.Lowercase()])
-    # The tokens are the pattern's matches, and what lies between them is dropped (invert=True keeps the
-    # matches). A word: a run of digits, a-z and U+00C0..U+FFFF, with at most one "'" + a-z suffix. Any
-    # other character is a token of its own (punctuation, symbols, emoji and all above U+FFFF), except the
-    # whitespace below U+00C0 (\t \n \v \f \r, U+001C..U+001F, space, U+0085, NBSP), which only separates
-    # words. Whitespace from U+00C0 up (U+1680, U+2000..U+200A, U+2028/9, U+202F, U+205F, U+3000) lies in the
-    # word range and stays inside a word, as in the vocabularies saved before this pipeline.
+    # The tokens are the pattern's matches (invert=True): a word, or any other single character except the
+    # whitespace below U+00C0, which only separates words. Whitespace from U+00C0 up lies in the word range and
+    # stays inside a word, as in the vocabularies saved before this pipeline.
     words = Regex(r"[0-9a-z\x{c0}-\x{ffff}]+(?:'[a-z]+)?"
                   r"|[^\t\n\x{b}\x{c}\r\x{1c}-\x{1f} \x{85}\x{a0}0-9a-z\x{c0}-\x{ffff}]")
     tokenizer.pre_tokenizer = pre_tokenizers.Split(words, behavior="removed", invert=True)

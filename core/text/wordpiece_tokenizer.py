@@ -11,19 +11,6 @@ from core.saving.files import VOCAB_MAX_BYTES, read_regular_file
 from core.text.token_table import RustTokenizer, check_max_length, check_vocab_size
 
 WORDPIECE_VOCAB_FILE = "vocab.txt"
-# Rust's char::is_whitespace (the Unicode White_Space property), which ``str::trim_end`` trims.
-_RUST_WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
-                    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-
-
-def wordpiece_vocab(data: bytes) -> dict[str, int]:
-    """token -> id as the Rust ``WordPiece.read_file`` builds it: one token per line (``\\n`` or
-    ``\\r\\n``), trailing whitespace trimmed, id = line number, a repeated token keeping its last line."""
-    text = data.decode("utf-8")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline after the last line starts no new line
-    return {line.rstrip(_RUST_WHITESPACE): index for index, line in enumerate(lines)}
 
 
 class WordPieceTokenizer(RustTokenizer):
@@ -38,9 +25,10 @@ class WordPieceTokenizer(RustTokenizer):
 
         self.vocab_file = Path(vocab_file)
         self.max_length = check_max_length(max_length)
+        # A bounded regular file inside the folder, checked before the Rust reader parses it; ``save`` copies it.
         self._vocab_bytes = read_regular_file(self.vocab_file, VOCAB_MAX_BYTES, folder)
         try:
-            self._tokenizer = BertWordPieceTokenizer(wordpiece_vocab(self._vocab_bytes), lowercase=True)._tokenizer
+            self._tokenizer = BertWordPieceTokenizer(str(self.vocab_file), lowercase=True)._tokenizer
         except Exception as error:  # the Rust side raises TypeError/Exception for a vocab without [SEP] etc.
             raise ValueError(f"{vocab_file} is not a BERT WordPiece vocabulary ({error})") from None
         check_vocab_size(self._tokenizer.get_vocab_size(), vocab_size, self.vocab_file)
