@@ -96,26 +96,20 @@ def held_out_frames(test: bool = True) -> tuple:
     return val, test_pairs, keys
 
 
-def held_out_scores(choice: str, stamp: float, key: str, pairs: pd.DataFrame) -> HeldOutScores:
+def held_out_scores(choice: str, pairs: pd.DataFrame, test: bool = True) -> HeldOutScores:
     """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the test file,
-    else the validation file, else its held-out pairs of the active dataset; capped for slow models."""
-    val, test, files = held_out_frames()
-    return _held_out_scores(choice, stamp, key, files, pairs, val, test)
-
-
-def calibration_scores(choice: str, pairs: pd.DataFrame) -> HeldOutScores:
-    """``held_out_scores`` without the test file: what a model without a threshold is calibrated on,
-    so a test file stays unseen until it is measured."""
-    val, _, files = held_out_frames(test=False)
-    return _held_out_scores(choice, model_stamp(choice), active_data_key(pairs), files, pairs, val, None)
+    else the validation file, else its held-out pairs of the active dataset; capped for slow models. Without
+    the ``test`` file: what a model without a threshold is calibrated on, so a test file stays unseen."""
+    val, test_pairs, files = held_out_frames(test)
+    return _held_out_scores(choice, model_stamp(choice), active_data_key(pairs), files, pairs, val, test_pairs)
 
 
 THRESHOLD_DECIMALS = 3  # the Verdict slider's step is 0.001: the threshold shown is the threshold applied
 
 
 def judged_threshold(choice: str, config: dict, pairs: pd.DataFrame | None):
-    """The one threshold a model judges pairs at, on the Verdict and Label pages alike (a
-    ``Calibrated``): its own, else the best accuracy on its ``calibration_scores``; rounded to the slider's step."""
+    """The one threshold (a ``Calibrated``) a model judges pairs at, on the Verdict and Label pages alike: its own,
+    else the best accuracy on its ``held_out_scores`` without the test file; rounded to the slider's step."""
     from dataclasses import replace
 
     from core.inference.calibration import pair_threshold
@@ -125,7 +119,7 @@ def judged_threshold(choice: str, config: dict, pairs: pd.DataFrame | None):
     found = pair_threshold(config)
     own = not config.get("zero_shot") and finite_number((config.get("thresholds") or {}).get("accuracy")) is not None
     if not own and pairs is not None and len(pairs):
-        measured = calibration_scores(choice, pairs)
+        measured = held_out_scores(choice, pairs, test=False)
         found = pair_threshold(config, measured.labels, measured.scores)
         if found.pairs and measured.source == VALIDATION:
             found = replace(found, source=f"best accuracy on the {found.pairs:,} pairs of the validation file")

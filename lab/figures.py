@@ -103,21 +103,14 @@ def _title(figure: go.Figure, text: str, subtitle: str | None, height: int) -> g
     return figure
 
 
-def operating_point(metrics: dict) -> tuple[float, float, float, float]:
-    """(fpr, tpr, precision, recall) of ``threshold_metrics``' output: the threshold's place on the curves."""
-    negatives = metrics["fp"] + metrics["tn"]
-    fpr = metrics["fp"] / negatives if negatives else 0.0
-    return float(fpr), float(metrics["recall"]), float(metrics["precision"]), float(metrics["recall"])
-
-
-def _threshold_point(point: tuple[float, float]) -> go.Scatter:
-    return go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
+def _threshold_point(x: float, y: float) -> go.Scatter:
+    return go.Scatter(x=[x], y=[y], mode="markers", name="this threshold",
                       marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1)))
 
 
-def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, subtitle: str | None = None
-               ) -> go.Figure:
-    """ROC curve (``core.inference.metrics.curves``) with the threshold's (fpr, tpr); ``subtitle``: which pairs."""
+def roc_figure(roc: dict, metrics: dict, auc: float | None = None, subtitle: str | None = None) -> go.Figure:
+    """ROC curve (``core.inference.metrics.curves``) with the (fpr, tpr) of the threshold's ``threshold_metrics``;
+    ``subtitle``: which pairs."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=roc["fpr"], y=roc["tpr"], mode="lines", name="ROC",
                                 customdata=roc["thresholds"],
@@ -125,19 +118,19 @@ def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, 
                                                "<extra></extra>")))
     figure.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="chance",
                                 line=dict(dash="dash", color="#999999"), hoverinfo="skip"))
-    figure.add_trace(_threshold_point(point))
+    figure.add_trace(_threshold_point(metrics["fp"] / max(metrics["fp"] + metrics["tn"], 1), metrics["recall"]))
     title = "ROC" + (f" (AUC {auc:.3f})" if auc is not None and np.isfinite(auc) else "")
     figure.update_layout(xaxis_title="false positive rate", yaxis_title="true positive rate (recall)",
                          legend=dict(orientation="h", y=-0.25))
     return _title(figure, title, subtitle, 380)
 
 
-def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | None = None,
-              subtitle: str | None = None) -> go.Figure:
+def pr_figure(pr: dict, metrics: dict, average_precision: float | None = None, subtitle: str | None = None
+              ) -> go.Figure:
     """Precision-recall curve with the threshold's (recall, precision); ``subtitle``: which pairs."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=pr["recall"], y=pr["precision"], mode="lines", name="precision-recall"))
-    figure.add_trace(_threshold_point(point))
+    figure.add_trace(_threshold_point(metrics["recall"], metrics["precision"]))
     title = "Precision-recall" + (f" (AP {average_precision:.3f})"
                                   if average_precision is not None and np.isfinite(average_precision) else "")
     figure.update_layout(xaxis_title="recall", yaxis_title="precision", yaxis=dict(range=[0, 1.05]),

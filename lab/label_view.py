@@ -199,25 +199,19 @@ def retrains() -> list:
 
 
 def retrain_status() -> None:
-    """The newest retrain: its progress and Cancel, redrawn every second while it is unfinished, then its outcome."""
-    jobs = retrains()
-    if not jobs:
+    """The newest retrain: its progress and Cancel while it is unfinished (``training_view.polled``), then its
+    outcome; the page then runs again, for its curve point."""
+    if not retrains():
         return
     from lab import training_view  # with the training modules, loaded once a retrain exists
 
-    queue, latest = job_queue(), jobs[-1]
-    polling = not latest.finished
-
-    @st.fragment(run_every=1.0 if polling else None)
-    def panel() -> None:
-        if latest.finished:
-            training_view.show_outcome(latest)
+    def draw(jobs: list) -> None:
+        if jobs[-1].finished:
+            training_view.show_outcome(jobs[-1])
         else:  # its place in the queue or its progress, and Cancel (a waiting retrain leaves the queue at once)
-            training_view.show_progress(queue, latest, cancel_key="label_cancel_retrain")
-        if polling and latest.finished:
-            st.rerun()  # it just ended (its outcome is shown above): the whole page again, for its curve point
+            training_view.show_progress(job_queue(), jobs[-1], cancel_key="label_cancel_retrain")
 
-    panel()
+    training_view.polled(retrains, draw)
 
 
 # ---- answers -------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import Callable
 
 import pandas as pd
 import streamlit as st
@@ -357,19 +358,24 @@ def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
             st.caption("Validation AUC and accuracy appear here after each epoch.")
 
 
-def runs_panel(queue: JobQueue) -> None:
-    """This session's runs; re-drawn every second while one of them is unfinished."""
-    polling = any(not job.finished for job in session_jobs(queue))
+def polled(jobs: Callable[[], list[TrainingJob]], draw: Callable[[list[TrainingJob]], None]) -> None:
+    """``draw(jobs())``, redrawn every second while a job is unfinished; once the last one has ended (and ``draw``
+    said so), the whole page again, so what it changed (the saved models, a learning curve) shows too."""
+    polling = any(not job.finished for job in jobs())
 
     @st.fragment(run_every=1.0 if polling else None)
     def panel() -> None:
-        jobs = session_jobs(queue)
-        show_runs(queue, jobs)
-        if polling and all(job.finished for job in jobs):
-            # The last run just ended, and says so above at once: now stop polling and refresh the saved models.
+        current = jobs()
+        draw(current)
+        if polling and all(job.finished for job in current):
             st.rerun()
 
     panel()
+
+
+def runs_panel(queue: JobQueue) -> None:
+    """This session's runs (``polled``), then those a server restart ended."""
+    polled(lambda: session_jobs(queue), lambda jobs: show_runs(queue, jobs))
     show_earlier_runs(str(st.session_state.workspace.models))
 
 
