@@ -164,20 +164,16 @@ def search_index(choice: str, key: str, texts: list[str], progress: Callable[[in
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def corpus(key: str, _pairs: pd.DataFrame) -> list[str]:
-    """``core.inference.search.corpus_questions`` of the dataset whose ``data_key`` is ``key``."""
+    """``core.data.corpus_questions`` of the dataset whose ``data_key`` is ``key``."""
     from core.data import corpus_questions
 
     return corpus_questions(_pairs)
 
 
-def active_questions(doing: str) -> tuple[str, list[str]]:
-    """(data key, distinct questions) of the active dataset; the page stops, saying so, when it has none."""
+def active_questions() -> tuple[str, list[str]]:
+    """(data key, distinct questions) of the active dataset (never none: ``core.data`` refuses a file without pairs)."""
     key = active_data_key(st.session_state.pairs)
-    texts = corpus(key, st.session_state.pairs)
-    if not texts:
-        show_error(f"The active dataset has no questions to {doing}.")
-        st.stop()
-    return key, texts
+    return key, corpus(key, st.session_state.pairs)
 
 
 # ---- the corpus of the Search, Map, Deduplicate and Label pages --------------------------------------------
@@ -214,8 +210,8 @@ def pick_corpus(prefix: str) -> Corpus:
     kept = f"{prefix}_kept_upload"  # session key: (name, questions, report, key) of the file last uploaded here
     source = st.radio("Questions", [ACTIVE, UPLOAD], horizontal=True, key=f"{prefix}_source", persist_state="session")
     if source == ACTIVE:
-        key = active_data_key(state.pairs)
-        return Corpus(state.data_name, corpus(key, state.pairs), "pairs:" + key)
+        key, texts = active_questions()
+        return Corpus(state.data_name, texts, "pairs:" + key)
     upload = st.file_uploader(UPLOAD_HELP, key=f"{prefix}_upload", on_change=lambda: state.pop(kept, None))
     try:
         if upload is not None:

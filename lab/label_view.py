@@ -15,7 +15,7 @@ import streamlit as st
 from core.data.limits import DataError, clip
 from core.data.questions import pair_key, pair_keys
 from core.model_names import ZERO_SHOT_LABEL
-from core.saving.label_store import Label, LabelStore, read_labels_csv
+from core.saving.label_store import LabelStore, read_labels_csv
 from core.status import DONE
 from core.training import active_rounds
 from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE, legacy_labels_path
@@ -226,11 +226,6 @@ def labeller() -> str:
     return st.session_state.setdefault(LABELLER, f"{workspace_labeller()}/session-{uuid.uuid4().hex[:8]}")
 
 
-def is_mine(label: Label) -> bool:
-    """Whether the label was given in this workspace: in this session, another tab, or before a reload."""
-    return label.labelled_by.split("/")[0] == workspace_labeller()
-
-
 def _notice(kind: str, text: str) -> None:
     st.session_state.setdefault(NOTICES, []).append((kind, text))
 
@@ -292,7 +287,7 @@ def show_recent(labels: LabelStore) -> None:
     for i, label in enumerate(recent):
         text, verdict, change = st.columns([6, 2, 2], vertical_alignment="center")
         text.text(f"{clip(label.question1, 80)}\n{clip(label.question2, 80)}")
-        who = "you" if is_mine(label) else "another session"
+        who = "you" if label.labelled_by.split("/")[0] == workspace_labeller() else "another session"  # any tab
         verdict.markdown(f"**{WORDS[label.is_duplicate]}**  \nby {who}")
         other = 1 - label.is_duplicate
         change.button(f"Make it {WORDS[other]}", key=f"label_change_{i}", width="stretch",

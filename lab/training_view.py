@@ -161,15 +161,15 @@ def recipe_context() -> tuple[str, bool]:
     return "cuda" if cuda_available() else "cpu", held_out_pairs("val")[0] is not None
 
 
-def data_options(preset: str | None, pairs: pd.DataFrame, device: str, has_val_file: bool) -> dict:
+def data_options(preset: str | None, pairs: pd.DataFrame) -> dict:
     """The options a preset reads off the data (the auto recipe's, augmented's too); {} for every other preset."""
-    return auto_recipe(pairs, device, has_val_file).options if preset in (AUTO_PRESET, AUGMENTED_PRESET) else {}
+    return auto_recipe(pairs, *recipe_context()).options if preset in (AUTO_PRESET, AUGMENTED_PRESET) else {}
 
 
 def spec_for(preset: str | None, pairs: pd.DataFrame, options: dict):
     """The run of the page's ``options`` over ``preset`` (the auto recipe's included) and the Data page's files."""
     files = {"val_data_name": held_out_pairs("val")[1], "test_data_name": held_out_pairs("test")[1]}
-    return spec_from_options(preset, **{**data_options(preset, pairs, *recipe_context()), **options, **files})
+    return spec_from_options(preset, **{**data_options(preset, pairs), **options, **files})
 
 
 def training_job(spec, pairs: pd.DataFrame, runs_root: str, preset: str | None) -> TrainingJob:
@@ -180,11 +180,10 @@ def training_job(spec, pairs: pd.DataFrame, runs_root: str, preset: str | None) 
                        test=held_out_pairs("test")[0], questions=questions, questions_name=questions_name)
 
 
-def preset_widget_values(preset: str, pairs: pd.DataFrame | None = None, device: str = "cpu",
-                         has_val_file: bool = False) -> dict:
+def preset_widget_values(preset: str | None, pairs: pd.DataFrame) -> dict:
     """The Train page's widget values that ``preset`` sets (the auto recipe's for ``pairs``); settings
     without a widget travel with the preset's name."""
-    spec = spec_from_options(preset, **(data_options(preset, pairs, device, has_val_file) if pairs is not None else {}))
+    spec = spec_from_options(preset, **data_options(preset, pairs))
     values = dict(model=spec.model, loss=loss_choice(spec.loss), epochs=spec.train.epochs,
                   batch_size=spec.train.batch_size, lr=spec.train.lr, margin=float(spec.loss.margin),
                   scale=float(spec.loss.scale), patience=spec.train.patience, max_length=spec.max_length,
@@ -200,17 +199,6 @@ def fmt(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
 
 
-def has_unfinished_run(queue: JobQueue) -> bool:
-    """True while one of this session's runs is queued or training (the Start button then waits)."""
-    return any(not job.finished for job in session_jobs(queue))
-
-
-def time_left(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    return " · under a minute left" if seconds < 60 else f" · about {math.ceil(seconds / 60):,} min left"
-
-
 def progress_text(job: TrainingJob) -> str:
     """"Epoch 1/2 · step 25/100 · 27 pairs/s · about 3 min left", or what the run is doing instead ("Loading the
     pretrained encoder…"); a speed and a time left only once the run has measured them."""
@@ -224,7 +212,10 @@ def progress_text(job: TrainingJob) -> str:
         return f"{where} · {p.phase}"
     if not p.pairs_per_second:
         return f"{where} · measuring the speed"
-    return f"{where} · {p.pairs_per_second:,.0f} pairs/s{time_left(p.seconds_left)}"
+    speed, left = f"{where} · {p.pairs_per_second:,.0f} pairs/s", p.seconds_left
+    if left is None:
+        return speed
+    return speed + (" · under a minute left" if left < 60 else f" · about {math.ceil(left / 60):,} min left")
 
 
 def waiting_text(queue: JobQueue, job: TrainingJob) -> str:
@@ -327,12 +318,6 @@ def cancelled_sentence(job: TrainingJob, saved: str) -> str:
 REFERENCE_CURVES = ROOT / "assets" / "reference_curves.json"
 
 
-def reference_curve(job: TrainingJob) -> tuple:
-    """The measured curve of the preset the run started from; () for custom settings or none measured."""
-    curve = json.loads(REFERENCE_CURVES.read_text(encoding="utf-8")).get(job.preset or "", {})
-    return tuple(map(tuple, curve.get("points", ())))
-
-
 def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
     if not job.finished:
         show_progress(queue, job, cancel_key)
@@ -344,7 +329,8 @@ def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
         return
     loss_column, epochs_column = st.columns(2)
     loss_column.plotly_chart(charts.loss_curve(losses), width="stretch", key=f"loss_{job.id}")
-    reference = reference_curve(job)
+    # the measured curve of the preset the run started from; none for custom settings or none measured
+    reference = json.loads(REFERENCE_CURVES.read_text(encoding="utf-8")).get(job.preset or "", {}).get("points", ())
     if validations or reference:  # is the run on track? its ROC AUC so far against the preset's, by training time
         loss_column.plotly_chart(charts.validation_curve_chart(validations, reference), width="stretch",
                                  key=f"curve_{job.id}")
