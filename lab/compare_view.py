@@ -74,10 +74,9 @@ def run_kind(run: dict) -> str:
     return f"{family}, calibrated copy"
 
 
-def score_rows(runs: Sequence[dict], chosen: CommonPairs, bar=None) -> tuple[list[dict], list[str]]:
+def score_rows(runs: Sequence[dict], chosen: CommonPairs, bar) -> tuple[list[dict], list[str]]:
     """The comparison rows (zero-shot MiniLM, every run, TF-IDF) on ``chosen.pairs``, and one message per model
-    that could not be scored. ``kind`` is "reference"
-    or the trained model's family. ``bar`` is an ``st.progress`` element moved as models are scored."""
+    that could not be scored; ``bar``, an ``st.progress`` element, moves as models are scored."""
     labels = chosen.pairs["is_duplicate"].to_numpy()
     entries = [(ZERO_SHOT_LABEL, ZERO_SHOT, REFERENCE)]
     entries += [(run["name"], run["path"], run_kind(run)) for run in runs]
@@ -85,9 +84,8 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, bar=None) -> tuple[lis
     groups = resampling_groups(chosen.pairs)
     for number, (name, choice, kind) in enumerate(entries):
         def moved(done: int, total: int, number=number, name=name) -> None:
-            if bar is not None:
-                bar.progress((number + done / max(total, 1)) / (len(entries) + 1),
-                             text=f"Scoring {name}: {done:,} / {total:,} pairs (model {number + 1} of {len(entries)})")
+            bar.progress((number + done / max(total, 1)) / (len(entries) + 1),
+                         text=f"Scoring {name}: {done:,} / {total:,} pairs (model {number + 1} of {len(entries)})")
         try:
             _, config = get_model(choice)
             scores = scores_of(choice, chosen, moved)

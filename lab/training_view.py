@@ -19,11 +19,11 @@ from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.jobs import JobQueue, TrainingJob, earlier_runs
 from core.training.presets import AUGMENTED_PRESET, AUTO_PRESET, PRESETS, AutoRecipe, auto_options
 from core.training.specs import SIZE_OPTIONS, spec_from_options
-from lab import charts, workspace_state
+from lab import figures, workspace_state
 from lab.cached import uploaded_questions
 from lab.loss_menu import loss_choice
 from lab.navigation import COMPARE
-from lab.runs_table import METRIC_COLUMNS, runs_table
+from lab.runs_table import NUMBER_FORMATS, runs_table
 from lab.session import ROOT, SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
@@ -261,13 +261,12 @@ def cancel_job(queue: JobQueue, job: TrainingJob, requested: set) -> None:
 def show_outcome(job: TrainingJob) -> None:
     result = job.result
     folder = result.folder if result else None
+    kept = result if folder else None  # a run that saved a model: its figures, its verdict, its recipe's line
     saved = f"saved as **{folder.name}** in this workspace" if folder else "nothing was saved"
-    validation = result.validation if result and folder else {}
-    test = result.test if result and folder else {}
-    metrics = f" Validation ({validation.get('n', 0):,} pairs): {figures_with_intervals(validation)}." if validation else ""
-    metrics += f" Test ({test.get('n', 0):,} pairs): {figures_with_intervals(test)}." if test else ""
+    metrics = "".join(f" {name} ({part.get('n', 0):,} pairs): {figures_with_intervals(part)}."
+                      for name, part in (("Validation", kept and kept.validation), ("Test", kept and kept.test)) if part)
     # Worse than chance or a baseline: said plainly, with advice for this data (sample-demo only on the sample).
-    quality = result.judged(bundled_sample=job.spec.data_name == SAMPLE_NAME) if result and folder else None
+    quality = kept.judged(bundled_sample=job.spec.data_name == SAMPLE_NAME) if kept else None
     judged = f" {quality.message}" if quality and quality.flagged else ""
     metrics += f" {quality.comparison}" if quality and quality.comparison and not judged else ""
     if job.status == DONE and judged:
@@ -275,8 +274,8 @@ def show_outcome(job: TrainingJob) -> None:
                    icon=":material/warning:")
     elif job.status == DONE:
         st.success(f"Finished ({result.outcome.message}): {saved}.{metrics}")
-    if result and folder and augmented_line(result.metadata or {}):  # what the augmented recipe did
-        st.caption(augmented_line(result.metadata))
+    if kept and augmented_line(kept.metadata or {}):  # what the augmented recipe did
+        st.caption(augmented_line(kept.metadata))
     if job.choice is not None:  # auto: every candidate it measured, on the same validation pairs
         st.dataframe(pd.DataFrame(job.choice.rows()), hide_index=True,
                      column_config={"validation ROC AUC": st.column_config.NumberColumn(format="%.3f")})
@@ -328,18 +327,18 @@ def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
     if not losses:
         return
     loss_column, epochs_column = st.columns(2)
-    loss_column.plotly_chart(charts.loss_curve(losses), width="stretch", key=f"loss_{job.id}")
+    loss_column.plotly_chart(figures.loss_curve(losses), width="stretch", key=f"loss_{job.id}")
     # the measured curve of the preset the run started from; none for custom settings or none measured
     reference = json.loads(REFERENCE_CURVES.read_text(encoding="utf-8")).get(job.preset or "", {}).get("points", ())
     if validations or reference:  # is the run on track? its ROC AUC so far against the preset's, by training time
-        loss_column.plotly_chart(charts.validation_curve_chart(validations, reference), width="stretch",
+        loss_column.plotly_chart(figures.validation_curve_chart(validations, reference), width="stretch",
                                  key=f"curve_{job.id}")
     with epochs_column:
         if epochs:
             columns = ["epoch", "train_loss", *[key for key in METRIC_NAMES if key in epochs[0]]]
             table = pd.DataFrame(epochs)[columns].rename(columns={"train_loss": "train loss", **METRIC_NAMES})
             st.dataframe(table, hide_index=True, width="stretch", key=f"epochs_{job.id}")
-            st.plotly_chart(charts.epoch_metrics_chart(epochs), width="stretch", key=f"epoch_chart_{job.id}")
+            st.plotly_chart(figures.epoch_metrics_chart(epochs), width="stretch", key=f"epoch_chart_{job.id}")
         else:
             st.caption("Validation AUC and accuracy appear here after each epoch.")
 
@@ -396,9 +395,8 @@ def saved_models(runs_root: str) -> None:
     st.subheader("Saved models")
     runs, problems = list_runs(runs_root)
     if runs:
-        number = st.column_config.NumberColumn(format="%.3f")
-        st.dataframe(runs_table(runs, MODEL_LABELS), hide_index=True, width="stretch",
-                     column_config={column: number for column in METRIC_COLUMNS.values()})
+        st.dataframe(runs_table(runs, MODEL_LABELS), hide_index=True, width="stretch", column_config={
+            column: st.column_config.NumberColumn(format=shown) for column, shown in NUMBER_FORMATS.items()})
         workspace_state.page_link(COMPARE, label="Compare them")
     else:
         st.caption("No saved model in this workspace yet.")
