@@ -7,7 +7,7 @@ import io
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -16,9 +16,8 @@ import streamlit as st
 from lab.session import (ZERO_SHOT, DataError, data_key, get_model, held_out_pairs, model_stamp, show_error,
                          upload_limit_bytes)
 
-# The verdict page measures a model on pairs it never trained on (``core.inference.honest_pairs``), at most
-# this many of them, a seeded sample (``honest_pairs``' ``max_pairs``): MiniLM on a CPU then stays under a
-# minute the first time, and the charts light in a browser.
+# The Verdict page measures a model on at most this many pairs it never trained on, a seeded sample
+# (``core.inference.honest_pairs``' ``max_pairs``), so a slow model's first measure stays short.
 VERDICT_CAPS = {"minilm": 2_000, "cross-encoder": 2_000}  # model_type -> most pairs scored
 VERDICT_CAP = 20_000  # the others'
 VERDICT_SEED = 0
@@ -185,12 +184,6 @@ UPLOAD_HELP = ("A CSV/TSV with a question column (question, text, sentence, titl
                "text with one question per line")
 
 
-class Corpus(NamedTuple):
-    name: str  # the dataset's or the file's name, as the page shows it
-    texts: list  # the questions
-    key: str  # a fingerprint of the questions, for the caches ("pairs:..." or "upload:...")
-
-
 @st.cache_data(show_spinner=False, max_entries=8)
 def uploaded_questions(name: str, data: bytes):
     """(questions, report, key) of an uploaded file (``core.data.load_questions``); key fingerprints the questions."""
@@ -203,15 +196,16 @@ def uploaded_questions(name: str, data: bytes):
     return questions, report, "upload:" + fingerprint(questions)
 
 
-def pick_corpus(prefix: str) -> Corpus:
-    """The radio ("<prefix>_source") and, for an upload, the uploader ("<prefix>_upload") with its captions;
-    stops the page with a message when an upload is bad or missing."""
+def pick_corpus(prefix: str) -> tuple[str, list[str], str]:
+    """(name as the page shows it, questions, their key for the caches: "pairs:..." or "upload:...") from the radio
+    ("<prefix>_source") and, for an upload, the uploader ("<prefix>_upload") with its captions; stops the page
+    with a message when an upload is bad or missing."""
     state = st.session_state
     kept = f"{prefix}_kept_upload"  # session key: (name, questions, report, key) of the file last uploaded here
     source = st.radio("Questions", [ACTIVE, UPLOAD], horizontal=True, key=f"{prefix}_source", persist_state="session")
     if source == ACTIVE:
         key, texts = active_questions()
-        return Corpus(state.data_name, texts, "pairs:" + key)
+        return state.data_name, texts, "pairs:" + key
     upload = st.file_uploader(UPLOAD_HELP, key=f"{prefix}_upload", on_change=lambda: state.pop(kept, None))
     try:
         if upload is not None:
@@ -227,7 +221,7 @@ def pick_corpus(prefix: str) -> Corpus:
         st.caption(f"Questions of **{name}**, uploaded earlier; upload another file to replace it.")
     if report.dropped:
         st.caption(f"{report.source}: {report.summary()}")
-    return Corpus(name, texts, key)
+    return name, texts, key
 
 
 def encode_with_progress(build, text: str = "Encoding the questions"):

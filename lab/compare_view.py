@@ -33,9 +33,8 @@ def _common(key: str, runs: Sequence[dict], files: tuple, _pairs: pd.DataFrame, 
 
 
 def common(key: str, runs: Sequence[dict], pairs: pd.DataFrame) -> CommonPairs:
-    """``core.inference.honest_pairs.honest_pairs`` for the compared runs: on the workspace's test file when one is
-    loaded, else its validation file, else the pairs of the active dataset (``data_key`` ``key``) that every
-    compared run held out."""
+    """``core.inference.honest_pairs.honest_pairs`` of the compared runs, the workspace's held-out files and the
+    active dataset (``data_key`` ``key``)."""
     val, test, files = held_out_frames()
     return _common(key, runs, files, pairs, val, test)
 
@@ -48,8 +47,7 @@ def _chunk_scores(choice: str, stamp: float, pairs_key: str, start: int, _chunk:
 
 @st.cache_data(show_spinner="Scoring the TF-IDF baseline…", max_entries=16)
 def _tfidf(pairs_key: str, _common: CommonPairs) -> np.ndarray:
-    chosen = _common.pairs
-    return tfidf_scores(chosen["question1"], chosen["question2"])
+    return tfidf_scores(_common.pairs["question1"], _common.pairs["question2"])
 
 
 def scores_of(choice: str, chosen: CommonPairs, progress: Callable[[int, int], None] | None = None) -> np.ndarray:

@@ -40,9 +40,8 @@ def batch_labels(size: int) -> tuple[list[str], list[str]]:
 
 
 def similarity_heatmap(view, title: str = "") -> go.Figure:
-    """The (B, B) matrix of ``view`` (``core.inference.analysis.BatchView``), colour fixed to [-1, 1], hover both
-    questions; black outlines on the diagonal (the duplicate pairs), an orange outline and a diamond on each row's
-    closest negative, and a narrow column on the right with each row's mean negative."""
+    """The (B, B) matrix of a ``core.inference.analysis.BatchView``, colour fixed to [-1, 1], hover both questions;
+    the diagonal (duplicate pairs) outlined, each row's closest negative marked, its mean negative in a column."""
     scores = np.asarray(view.scores, dtype=np.float64)  # (B, B)
     size = scores.shape[0]
     rows, columns = batch_labels(size)
@@ -277,9 +276,8 @@ def epoch_metrics_chart(epochs: Iterable[dict]) -> go.Figure:
 
 
 def validation_curve_chart(points: Iterable[dict], reference: Sequence[tuple[float, float]] = ()) -> go.Figure:
-    """Validation ROC AUC against training minutes (validations left out) of one run's ``{"step", "train_seconds",
-    "roc_auc"}`` points, over a preset's reference curve of (train seconds, ROC AUC) as a dashed grey line when there
-    is one; points without a ROC AUC (no validation split) are not drawn."""
+    """Validation ROC AUC of one run's ``step``, ``train_seconds``, ``roc_auc`` points (those without one are not
+    drawn) against training minutes, over a preset's reference curve of (train seconds, ROC AUC), dashed grey."""
     shown = [p for p in points if isinstance(p.get("roc_auc"), (int, float)) and math.isfinite(p["roc_auc"])]
     figure = go.Figure()
     if reference:

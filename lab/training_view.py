@@ -113,15 +113,9 @@ def model_size_inputs(model: str, persist_state: str, on_change) -> None:
                    "cross-entropy on every labelled pair, both labels (no vectors, so no loss on them).")
 
 
-def show_auto_recipe(pairs: pd.DataFrame) -> None:
-    """What the auto recipe read off ``pairs`` and how long it should take here, in a few lines."""
-    st.info("  \n".join(auto_recipe(pairs, *recipe_context()).summary), icon=":material/tune:")
-
-
 def unlabelled_questions_upload() -> None:
-    """The augmented recipe's optional file of unlabelled questions (session key ``UNLABELLED``): silver pairs are
-    drawn from its questions, else from the training pairs'. A file that cannot be read stops the page with its
-    error, so a run never starts on other questions than the user chose."""
+    """The augmented recipe's optional file of questions to draw silver pairs from (session key ``UNLABELLED``); one
+    that cannot be read stops the page, so a run never starts on other questions than the user chose."""
     upload = st.file_uploader("Unlabelled questions (optional; one per line, or a CSV with a question column): "
                               "the teacher labels pairs of these; without a file, pairs of the training questions",
                               type=["csv", "tsv", "txt", "gz", "parquet"], key="unlabelled_upload")

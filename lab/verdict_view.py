@@ -91,10 +91,8 @@ def show_verdict(choice: str, model, question1: str, question2: str, threshold: 
 
     is_duplicate = bool(predict([score], threshold)[0])
     with verdict_column:
-        if is_duplicate:
-            st.header(":green[:material/check_circle: DUPLICATE]")
-        else:
-            st.header(":red[:material/cancel: NOT DUPLICATE]")
+        st.header(":green[:material/check_circle: DUPLICATE]" if is_duplicate
+                  else ":red[:material/cancel: NOT DUPLICATE]")
         st.caption(f"{score:.3f} is {'above' if is_duplicate else 'not above'} the threshold {threshold:.3f}.")
     st.markdown("**The pair checked** (the verdict is for these two questions; after editing them, press "
                 "**Check** again):")

@@ -118,7 +118,8 @@ st.selectbox("Preset", [*PRESETS, *[CUSTOM][:state.preset == CUSTOM]], key="pres
              persist_state=PERSIST, format_func=lambda name, base=state.get("preset_base"): training_view.preset_label(name, base),
              help="A named recipe from docs/BENCHMARKS.md fills in every setting below; you can still change any.")
 if state.preset in (training_view.AUTO_PRESET, training_view.AUGMENTED_PRESET):  # both read the data
-    training_view.show_auto_recipe(state.pairs)
+    recipe = training_view.auto_recipe(state.pairs, *training_view.recipe_context())  # what it read off the data
+    st.info("  \n".join(recipe.summary), icon=":material/tune:")
 if state.preset == training_view.AUGMENTED_PRESET:
     training_view.unlabelled_questions_upload()
 model_column, loss_column = st.columns(2)
