@@ -53,8 +53,7 @@ def query_vector(choice: str, stamp: float, text: str) -> np.ndarray:
 
 # ---- the clicked point -------------------------------------------------------------------------
 def clicked_index(event) -> int | None:
-    """The map index (``customdata``, a number or a one-item list) of the first point of a plotly selection event,
-    or None."""
+    """The map index (``customdata``: a number or a one-item list) of a selection's first point, or None."""
     points = ((event or {}).get("selection") or {}).get("points") or [{}]
     data = points[0].get("customdata")
     return None if data is None else int(np.ravel(data)[0])
