@@ -1,5 +1,5 @@
-"""The Streamlit app's own code: page list, page setup, workspace, one view per page, figures (``lab.figures`` and
-``lab.charts`` import no streamlit); scores, metrics and indexes come from ``core``."""
+"""The Streamlit app's own code: page list, page setup, workspace, one view per page, figures (``lab.figures``
+imports no streamlit); scores, metrics and indexes come from ``core``."""
 
 import os
 

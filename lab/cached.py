@@ -7,7 +7,7 @@ import io
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -16,9 +16,8 @@ import streamlit as st
 from lab.session import (ZERO_SHOT, DataError, data_key, get_model, held_out_pairs, model_stamp, show_error,
                          upload_limit_bytes)
 
-# The verdict page measures a model on pairs it never trained on (``core.inference.honest_pairs``), at most
-# this many of them, a seeded sample (``honest_pairs``' ``max_pairs``): MiniLM on a CPU then stays under a
-# minute the first time, and the charts light in a browser.
+# The Verdict page measures a model on at most this many pairs it never trained on, a seeded sample
+# (``core.inference.honest_pairs``' ``max_pairs``), so a slow model's first measure stays short.
 VERDICT_CAPS = {"minilm": 2_000, "cross-encoder": 2_000}  # model_type -> most pairs scored
 VERDICT_CAP = 20_000  # the others'
 VERDICT_SEED = 0
@@ -96,26 +95,20 @@ def held_out_frames(test: bool = True) -> tuple:
     return val, test_pairs, keys
 
 
-def held_out_scores(choice: str, stamp: float, key: str, pairs: pd.DataFrame) -> HeldOutScores:
+def held_out_scores(choice: str, pairs: pd.DataFrame, test: bool = True) -> HeldOutScores:
     """A model's scores on the pairs it never trained on (``core.inference.honest_pairs``): the test file,
-    else the validation file, else its held-out pairs of the active dataset; capped for slow models."""
-    val, test, files = held_out_frames()
-    return _held_out_scores(choice, stamp, key, files, pairs, val, test)
-
-
-def calibration_scores(choice: str, pairs: pd.DataFrame) -> HeldOutScores:
-    """``held_out_scores`` without the test file: what a model without a threshold is calibrated on,
-    so a test file stays unseen until it is measured."""
-    val, _, files = held_out_frames(test=False)
-    return _held_out_scores(choice, model_stamp(choice), active_data_key(pairs), files, pairs, val, None)
+    else the validation file, else its held-out pairs of the active dataset; capped for slow models. Without
+    the ``test`` file: what a model without a threshold is calibrated on, so a test file stays unseen."""
+    val, test_pairs, files = held_out_frames(test)
+    return _held_out_scores(choice, model_stamp(choice), active_data_key(pairs), files, pairs, val, test_pairs)
 
 
 THRESHOLD_DECIMALS = 3  # the Verdict slider's step is 0.001: the threshold shown is the threshold applied
 
 
 def judged_threshold(choice: str, config: dict, pairs: pd.DataFrame | None):
-    """The one threshold a model judges pairs at, on the Verdict and Label pages alike (a
-    ``Calibrated``): its own, else the best accuracy on its ``calibration_scores``; rounded to the slider's step."""
+    """The one threshold (a ``Calibrated``) a model judges pairs at, on the Verdict and Label pages alike: its own,
+    else the best accuracy on its ``held_out_scores`` without the test file; rounded to the slider's step."""
     from dataclasses import replace
 
     from core.inference.calibration import pair_threshold
@@ -125,7 +118,7 @@ def judged_threshold(choice: str, config: dict, pairs: pd.DataFrame | None):
     found = pair_threshold(config)
     own = not config.get("zero_shot") and finite_number((config.get("thresholds") or {}).get("accuracy")) is not None
     if not own and pairs is not None and len(pairs):
-        measured = calibration_scores(choice, pairs)
+        measured = held_out_scores(choice, pairs, test=False)
         found = pair_threshold(config, measured.labels, measured.scores)
         if found.pairs and measured.source == VALIDATION:
             found = replace(found, source=f"best accuracy on the {found.pairs:,} pairs of the validation file")
@@ -170,20 +163,16 @@ def search_index(choice: str, key: str, texts: list[str], progress: Callable[[in
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def corpus(key: str, _pairs: pd.DataFrame) -> list[str]:
-    """``core.inference.search.corpus_questions`` of the dataset whose ``data_key`` is ``key``."""
+    """``core.data.corpus_questions`` of the dataset whose ``data_key`` is ``key``."""
     from core.data import corpus_questions
 
     return corpus_questions(_pairs)
 
 
-def active_questions(doing: str) -> tuple[str, list[str]]:
-    """(data key, distinct questions) of the active dataset; the page stops, saying so, when it has none."""
+def active_questions() -> tuple[str, list[str]]:
+    """(data key, distinct questions) of the active dataset (never none: ``core.data`` refuses a file without pairs)."""
     key = active_data_key(st.session_state.pairs)
-    texts = corpus(key, st.session_state.pairs)
-    if not texts:
-        show_error(f"The active dataset has no questions to {doing}.")
-        st.stop()
-    return key, texts
+    return key, corpus(key, st.session_state.pairs)
 
 
 # ---- the corpus of the Search, Map, Deduplicate and Label pages --------------------------------------------
@@ -193,12 +182,6 @@ RANKED_COLUMNS = {"rank": st.column_config.NumberColumn(width="small"),
                   "cosine": st.column_config.NumberColumn(format="%.4f", width="small")}
 UPLOAD_HELP = ("A CSV/TSV with a question column (question, text, sentence, title or q), a pairs file, or plain "
                "text with one question per line")
-
-
-class Corpus(NamedTuple):
-    name: str  # the dataset's or the file's name, as the page shows it
-    texts: list  # the questions
-    key: str  # a fingerprint of the questions, for the caches ("pairs:..." or "upload:...")
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -213,15 +196,16 @@ def uploaded_questions(name: str, data: bytes):
     return questions, report, "upload:" + fingerprint(questions)
 
 
-def pick_corpus(prefix: str) -> Corpus:
-    """The radio ("<prefix>_source") and, for an upload, the uploader ("<prefix>_upload") with its captions;
-    stops the page with a message when an upload is bad or missing."""
+def pick_corpus(prefix: str) -> tuple[str, list[str], str]:
+    """(name as the page shows it, questions, their key for the caches: "pairs:..." or "upload:...") from the radio
+    ("<prefix>_source") and, for an upload, the uploader ("<prefix>_upload") with its captions; stops the page
+    with a message when an upload is bad or missing."""
     state = st.session_state
     kept = f"{prefix}_kept_upload"  # session key: (name, questions, report, key) of the file last uploaded here
     source = st.radio("Questions", [ACTIVE, UPLOAD], horizontal=True, key=f"{prefix}_source", persist_state="session")
     if source == ACTIVE:
-        key = active_data_key(state.pairs)
-        return Corpus(state.data_name, corpus(key, state.pairs), "pairs:" + key)
+        key, texts = active_questions()
+        return state.data_name, texts, "pairs:" + key
     upload = st.file_uploader(UPLOAD_HELP, key=f"{prefix}_upload", on_change=lambda: state.pop(kept, None))
     try:
         if upload is not None:
@@ -237,7 +221,7 @@ def pick_corpus(prefix: str) -> Corpus:
         st.caption(f"Questions of **{name}**, uploaded earlier; upload another file to replace it.")
     if report.dropped:
         st.caption(f"{report.source}: {report.summary()}")
-    return Corpus(name, texts, key)
+    return name, texts, key
 
 
 def encode_with_progress(build, text: str = "Encoding the questions"):

@@ -33,9 +33,8 @@ def _common(key: str, runs: Sequence[dict], files: tuple, _pairs: pd.DataFrame, 
 
 
 def common(key: str, runs: Sequence[dict], pairs: pd.DataFrame) -> CommonPairs:
-    """``core.inference.honest_pairs.honest_pairs`` for the compared runs: on the workspace's test file when one is
-    loaded, else its validation file, else the pairs of the active dataset (``data_key`` ``key``) that every
-    compared run held out."""
+    """``core.inference.honest_pairs.honest_pairs`` of the compared runs, the workspace's held-out files and the
+    active dataset (``data_key`` ``key``)."""
     val, test, files = held_out_frames()
     return _common(key, runs, files, pairs, val, test)
 
@@ -48,8 +47,7 @@ def _chunk_scores(choice: str, stamp: float, pairs_key: str, start: int, _chunk:
 
 @st.cache_data(show_spinner="Scoring the TF-IDF baseline…", max_entries=16)
 def _tfidf(pairs_key: str, _common: CommonPairs) -> np.ndarray:
-    chosen = _common.pairs
-    return tfidf_scores(chosen["question1"], chosen["question2"])
+    return tfidf_scores(_common.pairs["question1"], _common.pairs["question2"])
 
 
 def scores_of(choice: str, chosen: CommonPairs, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
@@ -74,10 +72,9 @@ def run_kind(run: dict) -> str:
     return f"{family}, calibrated copy"
 
 
-def score_rows(runs: Sequence[dict], chosen: CommonPairs, bar=None) -> tuple[list[dict], list[str]]:
+def score_rows(runs: Sequence[dict], chosen: CommonPairs, bar) -> tuple[list[dict], list[str]]:
     """The comparison rows (zero-shot MiniLM, every run, TF-IDF) on ``chosen.pairs``, and one message per model
-    that could not be scored. ``kind`` is "reference"
-    or the trained model's family. ``bar`` is an ``st.progress`` element moved as models are scored."""
+    that could not be scored; ``bar``, an ``st.progress`` element, moves as models are scored."""
     labels = chosen.pairs["is_duplicate"].to_numpy()
     entries = [(ZERO_SHOT_LABEL, ZERO_SHOT, REFERENCE)]
     entries += [(run["name"], run["path"], run_kind(run)) for run in runs]
@@ -85,9 +82,8 @@ def score_rows(runs: Sequence[dict], chosen: CommonPairs, bar=None) -> tuple[lis
     groups = resampling_groups(chosen.pairs)
     for number, (name, choice, kind) in enumerate(entries):
         def moved(done: int, total: int, number=number, name=name) -> None:
-            if bar is not None:
-                bar.progress((number + done / max(total, 1)) / (len(entries) + 1),
-                             text=f"Scoring {name}: {done:,} / {total:,} pairs (model {number + 1} of {len(entries)})")
+            bar.progress((number + done / max(total, 1)) / (len(entries) + 1),
+                         text=f"Scoring {name}: {done:,} / {total:,} pairs (model {number + 1} of {len(entries)})")
         try:
             _, config = get_model(choice)
             scores = scores_of(choice, chosen, moved)

@@ -1,7 +1,6 @@
 """The Data page's parts: the active dataset (the sample or an upload), the column picker, and the validation and test
-files (read with the dataset's columns and label map). An upload with unknown column names or label values is not an
-error: the page asks what holds what and loads it with ``core.data``'s ``columns`` and label map, as the CLI does; a
-first row of data (no header row) is said, and read by numbered names as ``--names`` does."""
+files (read with the dataset's columns and label map). An upload with unknown column names or label values, or no
+header row, is not an error: the page asks what holds what and reads it as ``--columns``, labels and ``--names`` do."""
 from __future__ import annotations
 
 import pandas as pd

@@ -22,14 +22,13 @@ SIMILARITY_FORMAT = {"similarity_to_representative": st.column_config.NumberColu
 
 
 def starting_threshold(choice: str, config: dict, pairs: pd.DataFrame | None, reranked: bool = False) -> Calibrated:
-    """The slider's starting value: the model's ``clustering_threshold``, or with a cross-encoder confirming
-    (``reranked``) its ``pair_threshold``, as ``dedup --rerank`` does: the candidates are the pairs it alone would call
-    duplicates. Zero-shot MiniLM's is calibrated on the pairs the Verdict page calibrates it on
-    (``lab.cached.calibration_scores``) when the dataset has labelled pairs."""
+    """The slider's start: the model's ``clustering_threshold``, or with a cross-encoder confirming (``reranked``) its
+    ``pair_threshold``, as ``dedup --rerank`` does; zero-shot MiniLM's calibrated on the labelled pairs the Verdict
+    page calibrates it on (``lab.cached.held_out_scores`` without the test file)."""
     rule = pair_threshold if reranked else clustering_threshold
     if (config.get("zero_shot") and pairs is not None and "is_duplicate" in pairs
             and can_calibrate(pairs["is_duplicate"])):
-        measured = cached.calibration_scores(choice, pairs)
+        measured = cached.held_out_scores(choice, pairs, test=False)
         return rule(config, measured.labels, measured.scores)
     return rule(config)
 

@@ -37,7 +37,6 @@ def export_panel(choice: str, config: dict) -> None:
     from core.export.export_folder import check_export
     from core.saving import OutputError
 
-    config = config if isinstance(config, dict) else {}
     model_type = "minilm" if choice == ZERO_SHOT else str(config.get("model_type", ""))
     formats = []
     for fmt in ("onnx", "sentence-transformers"):

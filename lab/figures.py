@@ -1,13 +1,20 @@
-"""Plotly figures of the similarity-matrix and verdict pages, no streamlit. User text reaches a figure only through
-``hover_text``, which escapes it: Plotly reads HTML-like tags in labels, and a question must show as typed."""
+"""Plotly figures of the Data, Train, Similarity matrix, Verdict and Label pages: numbers from ``core`` in,
+``go.Figure`` out, no streamlit. User text reaches a figure only through ``hover_text``, which escapes it: Plotly
+reads HTML-like tags in labels, and a question must show as typed."""
 from __future__ import annotations
 
 import html
+import math
 import textwrap
+from pathlib import Path
+from typing import Iterable, Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from core.model_names import ZERO_SHOT, ZERO_SHOT_LABEL
 
 SCORE_COLORS = "RdBu"  # diverging: red = dissimilar (-1), white = 0, blue = similar (+1)
 DIAGONAL_COLOR = "#111111"  # outline of the duplicate pairs
@@ -33,9 +40,8 @@ def batch_labels(size: int) -> tuple[list[str], list[str]]:
 
 
 def similarity_heatmap(view, title: str = "") -> go.Figure:
-    """The (B, B) matrix of ``view`` (``core.inference.analysis.BatchView``), colour fixed to [-1, 1], hover both
-    questions; black outlines on the diagonal (the duplicate pairs), an orange outline and a diamond on each row's
-    closest negative, and a narrow column on the right with each row's mean negative."""
+    """The (B, B) matrix of a ``core.inference.analysis.BatchView``, colour fixed to [-1, 1], hover both questions;
+    the diagonal (duplicate pairs) outlined, each row's closest negative marked, its mean negative in a column."""
     scores = np.asarray(view.scores, dtype=np.float64)  # (B, B)
     size = scores.shape[0]
     rows, columns = batch_labels(size)
@@ -103,21 +109,14 @@ def _title(figure: go.Figure, text: str, subtitle: str | None, height: int) -> g
     return figure
 
 
-def operating_point(metrics: dict) -> tuple[float, float, float, float]:
-    """(fpr, tpr, precision, recall) of ``threshold_metrics``' output: the threshold's place on the curves."""
-    negatives = metrics["fp"] + metrics["tn"]
-    fpr = metrics["fp"] / negatives if negatives else 0.0
-    return float(fpr), float(metrics["recall"]), float(metrics["precision"]), float(metrics["recall"])
-
-
-def _threshold_point(point: tuple[float, float]) -> go.Scatter:
-    return go.Scatter(x=[point[0]], y=[point[1]], mode="markers", name="this threshold",
+def _threshold_point(x: float, y: float) -> go.Scatter:
+    return go.Scatter(x=[x], y=[y], mode="markers", name="this threshold",
                       marker=dict(size=13, color=CLOSEST_COLOR, line=dict(color="black", width=1)))
 
 
-def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, subtitle: str | None = None
-               ) -> go.Figure:
-    """ROC curve (``core.inference.metrics.curves``) with the threshold's (fpr, tpr); ``subtitle``: which pairs."""
+def roc_figure(roc: dict, metrics: dict, auc: float | None = None, subtitle: str | None = None) -> go.Figure:
+    """ROC curve (``core.inference.metrics.curves``) with the (fpr, tpr) of the threshold's ``threshold_metrics``;
+    ``subtitle``: which pairs."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=roc["fpr"], y=roc["tpr"], mode="lines", name="ROC",
                                 customdata=roc["thresholds"],
@@ -125,19 +124,19 @@ def roc_figure(roc: dict, point: tuple[float, float], auc: float | None = None, 
                                                "<extra></extra>")))
     figure.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="chance",
                                 line=dict(dash="dash", color="#999999"), hoverinfo="skip"))
-    figure.add_trace(_threshold_point(point))
+    figure.add_trace(_threshold_point(metrics["fp"] / max(metrics["fp"] + metrics["tn"], 1), metrics["recall"]))
     title = "ROC" + (f" (AUC {auc:.3f})" if auc is not None and np.isfinite(auc) else "")
     figure.update_layout(xaxis_title="false positive rate", yaxis_title="true positive rate (recall)",
                          legend=dict(orientation="h", y=-0.25))
     return _title(figure, title, subtitle, 380)
 
 
-def pr_figure(pr: dict, point: tuple[float, float], average_precision: float | None = None,
-              subtitle: str | None = None) -> go.Figure:
+def pr_figure(pr: dict, metrics: dict, average_precision: float | None = None, subtitle: str | None = None
+              ) -> go.Figure:
     """Precision-recall curve with the threshold's (recall, precision); ``subtitle``: which pairs."""
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=pr["recall"], y=pr["precision"], mode="lines", name="precision-recall"))
-    figure.add_trace(_threshold_point(point))
+    figure.add_trace(_threshold_point(metrics["recall"], metrics["precision"]))
     title = "Precision-recall" + (f" (AP {average_precision:.3f})"
                                   if average_precision is not None and np.isfinite(average_precision) else "")
     figure.update_layout(xaxis_title="recall", yaxis_title="precision", yaxis=dict(range=[0, 1.05]),
@@ -208,3 +207,106 @@ def batch_table(view):
         table = table.drop(columns="question1")
     table["closest column"] = [columns[c] if c >= 0 else "—" for c in table["closest column"].astype(int)]
     return table
+
+
+# ---- the Data, Train and Label pages ------------------------------------------------------------
+QUESTION_COLUMNS = ("question1", "question2")
+# Longer questions are counted at this length, so one run-on question cannot stretch the axis.
+MAX_SHOWN_WORDS = 60
+EPOCH_METRICS = {"roc_auc": "ROC AUC", "average_precision": "average precision", "accuracy": "accuracy", "f1": "F1"}
+REFERENCE_LABEL = "preset reference (this machine)"  # a preset's measured curve, under the run's own
+REFERENCE_COLOR = "#999999"
+MARKED_STEPS = 50  # a loss curve with at most this many steps marks each one
+
+
+def _layout(figure: go.Figure, title: str, x: str, y: str, **extra) -> go.Figure:
+    figure.update_layout(title=title, xaxis_title=x, yaxis_title=y, legend_title_text="",
+                         margin=dict(l=10, r=10, t=50, b=10), **extra)
+    return figure
+
+
+def length_histogram(pairs: pd.DataFrame) -> go.Figure:
+    """Questions per length in words, one bar series per column, as counts so a large dataset stays a small figure;
+    lengths above ``MAX_SHOWN_WORDS`` are counted at ``MAX_SHOWN_WORDS`` (the axis title then says so)."""
+    figure = go.Figure()
+    clipped = False
+    for column in QUESTION_COLUMNS:
+        words = pairs[column].astype(str).str.split().str.len()
+        clipped = clipped or bool((words > MAX_SHOWN_WORDS).any())
+        counts = words.clip(upper=MAX_SHOWN_WORDS).value_counts().sort_index()
+        figure.add_bar(x=counts.index.to_numpy(), y=counts.to_numpy(), name=column, opacity=0.8)
+    x_title = "words per question" + (f" ({MAX_SHOWN_WORDS} = {MAX_SHOWN_WORDS} or more)" if clipped else "")
+    return _layout(figure, "Question length in words", x_title, "questions", barmode="group")
+
+
+def loss_curve(losses: Sequence[tuple[int, float]]) -> go.Figure:
+    """The training loss after each step, with a running mean (window ~ 1/20 of the steps) for the trend; a short
+    series marks every step (a line needs two points), and the step axis starts at 0."""
+    frame = pd.DataFrame(list(losses), columns=["step", "loss"])
+    figure = go.Figure()
+    short = len(frame) <= MARKED_STEPS
+    figure.add_scatter(x=frame["step"], y=frame["loss"], mode="lines+markers" if short else "lines",
+                       name="loss per step", line=dict(width=1), opacity=1.0 if short else 0.5)
+    if len(frame) >= 10:
+        window = max(2, len(frame) // 20)
+        figure.add_scatter(x=frame["step"], y=frame["loss"].rolling(window, min_periods=1).mean(), mode="lines",
+                           name=f"running mean ({window} steps)", line=dict(width=2))
+    last_step = int(frame["step"].max()) if len(frame) else 1
+    figure.update_xaxes(tick0=0, dtick=integer_tick_step(last_step), tickformat=",d",  # steps are whole numbers
+                        rangemode="tozero")
+    return _layout(figure, "Training loss", "step", "loss")
+
+
+def integer_tick_step(span: int, max_ticks: int = 8) -> int:
+    """The smallest 1-2-5 step of at least 1 that puts at most ``max_ticks`` ticks on 0..span."""
+    steps = (factor * 10**power for power in range(20) for factor in (1, 2, 5))
+    return next(step for step in steps if span / step <= max_ticks)
+
+
+def epoch_metrics_chart(epochs: Iterable[dict]) -> go.Figure:
+    """Validation metrics after each epoch (the dicts of ``TrainingJob.progress.epochs``)."""
+    rows = list(epochs)
+    figure = go.Figure()
+    for key, label in EPOCH_METRICS.items():
+        values = [row.get(key) for row in rows]
+        if any(v is not None for v in values):
+            figure.add_scatter(x=[row["epoch"] for row in rows], y=values, mode="lines+markers", name=label)
+    figure.update_xaxes(dtick=1)
+    return _layout(figure, "Validation metrics per epoch", "epoch", "score", yaxis_range=[0, 1.02])
+
+
+def validation_curve_chart(points: Iterable[dict], reference: Sequence[tuple[float, float]] = ()) -> go.Figure:
+    """Validation ROC AUC of one run's ``step``, ``train_seconds``, ``roc_auc`` points (those without one are not
+    drawn) against training minutes, over a preset's reference curve of (train seconds, ROC AUC), dashed grey."""
+    shown = [p for p in points if isinstance(p.get("roc_auc"), (int, float)) and math.isfinite(p["roc_auc"])]
+    figure = go.Figure()
+    if reference:
+        figure.add_scatter(x=[seconds / 60 for seconds, _ in reference], y=[auc for _, auc in reference],
+                           mode="lines", name=REFERENCE_LABEL, line=dict(color=REFERENCE_COLOR, dash="dash"),
+                           hovertemplate="%{x:.1f} min: ROC AUC %{y:.4f}<extra>reference</extra>")
+    figure.add_scatter(x=[p["train_seconds"] / 60 for p in shown], y=[p["roc_auc"] for p in shown],
+                       customdata=[p["step"] for p in shown], mode="lines+markers", name="this run",
+                       hovertemplate="step %{customdata:,d} · %{x:.1f} min: ROC AUC %{y:.4f}<extra></extra>")
+    figure.update_xaxes(rangemode="tozero")
+    return _layout(figure, "Validation ROC AUC over training time", "training minutes (validation time left out)",
+                   "validation ROC AUC")
+
+
+def _trained_on(point: dict) -> int:
+    return point.get("trained_on", point.get("labels", 0))
+
+
+def learning_curve_chart(points: Iterable[dict]) -> go.Figure:
+    """The active-labelling loop's learning curve: held-out ROC AUC and accuracy of each scored model against the
+    labels it trained on (``core.training.active_rounds.read_curve``'s points, in any order)."""
+    shown = sorted(points, key=lambda p: (_trained_on(p), p.get("at", "")))
+    names = [ZERO_SHOT_LABEL if p.get("model") == ZERO_SHOT else Path(str(p.get("model", ""))).name for p in shown]
+    figure = go.Figure()
+    for key, label in (("roc_auc", "held-out ROC AUC"), ("accuracy", "held-out accuracy")):
+        figure.add_scatter(x=[_trained_on(p) for p in shown], y=[p.get(key) for p in shown], mode="lines+markers",
+                           name=label, customdata=[[name, p.get("held_out")] for name, p in zip(names, shown)],
+                           hovertemplate="trained on %{x:,d} labels · %{customdata[0]}: %{y:.3f} on "
+                                         f"%{{customdata[1]:,d}} held-out pairs<extra>{label}</extra>")
+    figure.update_xaxes(rangemode="tozero", tickformat=",d")
+    return _layout(figure, "Learning curve", "labels trained on", "score on the held-out labels",
+                   yaxis_range=[0, 1.02])

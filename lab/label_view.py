@@ -15,7 +15,7 @@ import streamlit as st
 from core.data.limits import DataError, clip
 from core.data.questions import pair_key, pair_keys
 from core.model_names import ZERO_SHOT_LABEL
-from core.saving.label_store import Label, LabelStore, read_labels_csv
+from core.saving.label_store import LabelStore, read_labels_csv
 from core.status import DONE
 from core.training import active_rounds
 from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE, legacy_labels_path
@@ -199,25 +199,19 @@ def retrains() -> list:
 
 
 def retrain_status() -> None:
-    """The newest retrain: its progress and Cancel, redrawn every second while it is unfinished, then its outcome."""
-    jobs = retrains()
-    if not jobs:
+    """The newest retrain: its progress and Cancel while it is unfinished (``training_view.polled``), then its
+    outcome; the page then runs again, for its curve point."""
+    if not retrains():
         return
     from lab import training_view  # with the training modules, loaded once a retrain exists
 
-    queue, latest = job_queue(), jobs[-1]
-    polling = not latest.finished
-
-    @st.fragment(run_every=1.0 if polling else None)
-    def panel() -> None:
-        if latest.finished:
-            training_view.show_outcome(latest)
+    def draw(jobs: list) -> None:
+        if jobs[-1].finished:
+            training_view.show_outcome(jobs[-1])
         else:  # its place in the queue or its progress, and Cancel (a waiting retrain leaves the queue at once)
-            training_view.show_progress(queue, latest, cancel_key="label_cancel_retrain")
-        if polling and latest.finished:
-            st.rerun()  # it just ended (its outcome is shown above): the whole page again, for its curve point
+            training_view.show_progress(job_queue(), jobs[-1], cancel_key="label_cancel_retrain")
 
-    panel()
+    training_view.polled(retrains, draw)
 
 
 # ---- answers -------------------------------------------------------------------------------------------------
@@ -230,11 +224,6 @@ def workspace_labeller() -> str:
 def labeller() -> str:
     """This session's ``labelled_by``: the workspace's part, then the session's."""
     return st.session_state.setdefault(LABELLER, f"{workspace_labeller()}/session-{uuid.uuid4().hex[:8]}")
-
-
-def is_mine(label: Label) -> bool:
-    """Whether the label was given in this workspace: in this session, another tab, or before a reload."""
-    return label.labelled_by.split("/")[0] == workspace_labeller()
 
 
 def _notice(kind: str, text: str) -> None:
@@ -298,7 +287,7 @@ def show_recent(labels: LabelStore) -> None:
     for i, label in enumerate(recent):
         text, verdict, change = st.columns([6, 2, 2], vertical_alignment="center")
         text.text(f"{clip(label.question1, 80)}\n{clip(label.question2, 80)}")
-        who = "you" if is_mine(label) else "another session"
+        who = "you" if label.labelled_by.split("/")[0] == workspace_labeller() else "another session"  # any tab
         verdict.markdown(f"**{WORDS[label.is_duplicate]}**  \nby {who}")
         other = 1 - label.is_duplicate
         change.button(f"Make it {WORDS[other]}", key=f"label_change_{i}", width="stretch",

@@ -53,18 +53,10 @@ def query_vector(choice: str, stamp: float, text: str) -> np.ndarray:
 
 # ---- the clicked point -------------------------------------------------------------------------
 def clicked_index(event) -> int | None:
-    """The map index (``customdata``) of the first point of a plotly selection event, or None."""
-    try:
-        points = event["selection"]["points"]
-    except (KeyError, TypeError):
-        return None
-    for point in points or []:
-        data = point.get("customdata") if isinstance(point, dict) else None
-        if isinstance(data, (list, tuple)):
-            data = data[0] if data else None
-        if isinstance(data, (int, float)) and not isinstance(data, bool):
-            return int(data)
-    return None
+    """The map index (``customdata``: a number or a one-item list) of a selection's first point, or None."""
+    points = ((event or {}).get("selection") or {}).get("points") or [{}]
+    data = points[0].get("customdata")
+    return None if data is None else int(np.ravel(data)[0])
 
 
 def remember_click() -> None:
@@ -80,10 +72,8 @@ def forget_click() -> None:
 
 def focus(key: str, count: int) -> int | None:
     """The clicked point of this dataset's map, if any."""
-    kept = st.session_state.get(FOCUS_KEY)
-    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == key and 0 <= kept[1] < count:
-        return int(kept[1])
-    return None
+    kept = st.session_state.get(FOCUS_KEY)  # (the map's key, the point's index), set by ``remember_click``
+    return kept[1] if kept and kept[0] == key and kept[1] < count else None
 
 
 # ---- the figure ---------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from core.status import DONE
 METRIC_COLUMNS = {"roc_auc": "val ROC AUC", "average_precision": "val AP", "accuracy": "val accuracy", "f1": "val F1"}
 RUN_COLUMNS = ["name", "status", "model", "loss", "data", "epochs run", "training time (s)", "pairs/s",
                *METRIC_COLUMNS.values()]
+NUMBER_FORMATS = {"epochs run": "%d", "training time (s)": "%.1f", "pairs/s": "%.0f",
+                  **{column: "%.3f" for column in METRIC_COLUMNS.values()}}  # how the pages show the numbers
 # How folders saved before core.status recorded a done run.
 _OLD_DONE = ("completed", "early_stopped")
 

@@ -259,7 +259,6 @@ def model_choices() -> dict[str, str]:
 
 
 ACTIVE_MODEL_PICKED = "active_model_picked"  # True once the user chose a model: it then stays until they choose again
-DONE_STATUSES = ("done", "completed", "early_stopped")  # the last two: folders saved before core.status
 
 
 def submit_job(job: TrainingJob) -> TrainingJob:
@@ -295,10 +294,12 @@ def default_model() -> str:
         return ZERO_SHOT
     from core.inference.run_quality import judge_run
     from core.saving import list_runs
+    from core.status import DONE
+    from lab.runs_table import run_status
 
     runs, _ = list_runs(st.session_state.runs_root)  # newest first
     finished = [run for run in runs if Path(run["path"]).resolve() in mine
-                and (run.get("training") or {}).get("status", "done") in DONE_STATUSES
+                and run_status(run) in (DONE, "?")  # "?": a folder that does not record its status
                 and not judge_run(run.get("metrics")).flagged]
     return finished[0]["path"] if finished else ZERO_SHOT
 

@@ -1,11 +1,7 @@
 """Leaving promptly when the server is stopped (SIGTERM, Ctrl-C): every run is cancelled and the process is gone
-within ``EXIT_DEADLINE_S``, never finalizing the interpreter under a thread in model code.
-
-Streamlit waits without limit for open requests, and a thread inside PyTorch's native code during interpreter
-teardown aborts the process (minutes where core dumps are kept). So ``exit_promptly`` puts a handler in front of
-Streamlit's that cancels the runs and leaves with ``os._exit`` after a deadline. Stopped runs are recorded as
-interrupted, queued ones as not started; one the deadline cut short is read as interrupted by the next server.
-"""
+within ``EXIT_DEADLINE_S``. Streamlit waits without limit for open requests, and a thread inside PyTorch's native
+code during interpreter teardown aborts the process, so a handler in front of Streamlit's cancels the runs and leaves
+with ``os._exit`` after a deadline (stopped runs are recorded as interrupted, queued ones as not started)."""
 from __future__ import annotations
 
 import atexit

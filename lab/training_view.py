@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import Callable
 
 import pandas as pd
 import streamlit as st
@@ -18,11 +19,11 @@ from core.status import CANCELLED, DONE, FAILED, RUNNING, WAITING
 from core.training.jobs import JobQueue, TrainingJob, earlier_runs
 from core.training.presets import AUGMENTED_PRESET, AUTO_PRESET, PRESETS, AutoRecipe, auto_options
 from core.training.specs import SIZE_OPTIONS, spec_from_options
-from lab import charts, workspace_state
+from lab import figures, workspace_state
 from lab.cached import uploaded_questions
 from lab.loss_menu import loss_choice
 from lab.navigation import COMPARE
-from lab.runs_table import METRIC_COLUMNS, runs_table
+from lab.runs_table import NUMBER_FORMATS, runs_table
 from lab.session import ROOT, SAMPLE_NAME, held_out_pairs, model_choices, session_jobs, show_error, warn_not_models
 
 METRIC_NAMES = {"roc_auc": "ROC AUC", "average_precision": "AP", "accuracy": "accuracy", "f1": "F1"}
@@ -112,15 +113,9 @@ def model_size_inputs(model: str, persist_state: str, on_change) -> None:
                    "cross-entropy on every labelled pair, both labels (no vectors, so no loss on them).")
 
 
-def show_auto_recipe(pairs: pd.DataFrame) -> None:
-    """What the auto recipe read off ``pairs`` and how long it should take here, in a few lines."""
-    st.info("  \n".join(auto_recipe(pairs, *recipe_context()).summary), icon=":material/tune:")
-
-
 def unlabelled_questions_upload() -> None:
-    """The augmented recipe's optional file of unlabelled questions (session key ``UNLABELLED``): silver pairs are
-    drawn from its questions, else from the training pairs'. A file that cannot be read stops the page with its
-    error, so a run never starts on other questions than the user chose."""
+    """The augmented recipe's optional file of questions to draw silver pairs from (session key ``UNLABELLED``); one
+    that cannot be read stops the page, so a run never starts on other questions than the user chose."""
     upload = st.file_uploader("Unlabelled questions (optional; one per line, or a CSV with a question column): "
                               "the teacher labels pairs of these; without a file, pairs of the training questions",
                               type=["csv", "tsv", "txt", "gz", "parquet"], key="unlabelled_upload")
@@ -160,15 +155,15 @@ def recipe_context() -> tuple[str, bool]:
     return "cuda" if cuda_available() else "cpu", held_out_pairs("val")[0] is not None
 
 
-def data_options(preset: str | None, pairs: pd.DataFrame, device: str, has_val_file: bool) -> dict:
+def data_options(preset: str | None, pairs: pd.DataFrame) -> dict:
     """The options a preset reads off the data (the auto recipe's, augmented's too); {} for every other preset."""
-    return auto_recipe(pairs, device, has_val_file).options if preset in (AUTO_PRESET, AUGMENTED_PRESET) else {}
+    return auto_recipe(pairs, *recipe_context()).options if preset in (AUTO_PRESET, AUGMENTED_PRESET) else {}
 
 
 def spec_for(preset: str | None, pairs: pd.DataFrame, options: dict):
     """The run of the page's ``options`` over ``preset`` (the auto recipe's included) and the Data page's files."""
     files = {"val_data_name": held_out_pairs("val")[1], "test_data_name": held_out_pairs("test")[1]}
-    return spec_from_options(preset, **{**data_options(preset, pairs, *recipe_context()), **options, **files})
+    return spec_from_options(preset, **{**data_options(preset, pairs), **options, **files})
 
 
 def training_job(spec, pairs: pd.DataFrame, runs_root: str, preset: str | None) -> TrainingJob:
@@ -179,11 +174,10 @@ def training_job(spec, pairs: pd.DataFrame, runs_root: str, preset: str | None) 
                        test=held_out_pairs("test")[0], questions=questions, questions_name=questions_name)
 
 
-def preset_widget_values(preset: str, pairs: pd.DataFrame | None = None, device: str = "cpu",
-                         has_val_file: bool = False) -> dict:
+def preset_widget_values(preset: str | None, pairs: pd.DataFrame) -> dict:
     """The Train page's widget values that ``preset`` sets (the auto recipe's for ``pairs``); settings
     without a widget travel with the preset's name."""
-    spec = spec_from_options(preset, **(data_options(preset, pairs, device, has_val_file) if pairs is not None else {}))
+    spec = spec_from_options(preset, **data_options(preset, pairs))
     values = dict(model=spec.model, loss=loss_choice(spec.loss), epochs=spec.train.epochs,
                   batch_size=spec.train.batch_size, lr=spec.train.lr, margin=float(spec.loss.margin),
                   scale=float(spec.loss.scale), patience=spec.train.patience, max_length=spec.max_length,
@@ -199,17 +193,6 @@ def fmt(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
 
 
-def has_unfinished_run(queue: JobQueue) -> bool:
-    """True while one of this session's runs is queued or training (the Start button then waits)."""
-    return any(not job.finished for job in session_jobs(queue))
-
-
-def time_left(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    return " · under a minute left" if seconds < 60 else f" · about {math.ceil(seconds / 60):,} min left"
-
-
 def progress_text(job: TrainingJob) -> str:
     """"Epoch 1/2 · step 25/100 · 27 pairs/s · about 3 min left", or what the run is doing instead ("Loading the
     pretrained encoder…"); a speed and a time left only once the run has measured them."""
@@ -223,7 +206,10 @@ def progress_text(job: TrainingJob) -> str:
         return f"{where} · {p.phase}"
     if not p.pairs_per_second:
         return f"{where} · measuring the speed"
-    return f"{where} · {p.pairs_per_second:,.0f} pairs/s{time_left(p.seconds_left)}"
+    speed, left = f"{where} · {p.pairs_per_second:,.0f} pairs/s", p.seconds_left
+    if left is None:
+        return speed
+    return speed + (" · under a minute left" if left < 60 else f" · about {math.ceil(left / 60):,} min left")
 
 
 def waiting_text(queue: JobQueue, job: TrainingJob) -> str:
@@ -269,13 +255,12 @@ def cancel_job(queue: JobQueue, job: TrainingJob, requested: set) -> None:
 def show_outcome(job: TrainingJob) -> None:
     result = job.result
     folder = result.folder if result else None
+    kept = result if folder else None  # a run that saved a model: its figures, its verdict, its recipe's line
     saved = f"saved as **{folder.name}** in this workspace" if folder else "nothing was saved"
-    validation = result.validation if result and folder else {}
-    test = result.test if result and folder else {}
-    metrics = f" Validation ({validation.get('n', 0):,} pairs): {figures_with_intervals(validation)}." if validation else ""
-    metrics += f" Test ({test.get('n', 0):,} pairs): {figures_with_intervals(test)}." if test else ""
+    metrics = "".join(f" {name} ({part.get('n', 0):,} pairs): {figures_with_intervals(part)}."
+                      for name, part in (("Validation", kept and kept.validation), ("Test", kept and kept.test)) if part)
     # Worse than chance or a baseline: said plainly, with advice for this data (sample-demo only on the sample).
-    quality = result.judged(bundled_sample=job.spec.data_name == SAMPLE_NAME) if result and folder else None
+    quality = kept.judged(bundled_sample=job.spec.data_name == SAMPLE_NAME) if kept else None
     judged = f" {quality.message}" if quality and quality.flagged else ""
     metrics += f" {quality.comparison}" if quality and quality.comparison and not judged else ""
     if job.status == DONE and judged:
@@ -283,8 +268,8 @@ def show_outcome(job: TrainingJob) -> None:
                    icon=":material/warning:")
     elif job.status == DONE:
         st.success(f"Finished ({result.outcome.message}): {saved}.{metrics}")
-    if result and folder and augmented_line(result.metadata or {}):  # what the augmented recipe did
-        st.caption(augmented_line(result.metadata))
+    if kept and augmented_line(kept.metadata or {}):  # what the augmented recipe did
+        st.caption(augmented_line(kept.metadata))
     if job.choice is not None:  # auto: every candidate it measured, on the same validation pairs
         st.dataframe(pd.DataFrame(job.choice.rows()), hide_index=True,
                      column_config={"validation ROC AUC": st.column_config.NumberColumn(format="%.3f")})
@@ -326,12 +311,6 @@ def cancelled_sentence(job: TrainingJob, saved: str) -> str:
 REFERENCE_CURVES = ROOT / "assets" / "reference_curves.json"
 
 
-def reference_curve(job: TrainingJob) -> tuple:
-    """The measured curve of the preset the run started from; () for custom settings or none measured."""
-    curve = json.loads(REFERENCE_CURVES.read_text(encoding="utf-8")).get(job.preset or "", {})
-    return tuple(map(tuple, curve.get("points", ())))
-
-
 def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
     if not job.finished:
         show_progress(queue, job, cancel_key)
@@ -342,34 +321,40 @@ def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
     if not losses:
         return
     loss_column, epochs_column = st.columns(2)
-    loss_column.plotly_chart(charts.loss_curve(losses), width="stretch", key=f"loss_{job.id}")
-    reference = reference_curve(job)
+    loss_column.plotly_chart(figures.loss_curve(losses), width="stretch", key=f"loss_{job.id}")
+    # the measured curve of the preset the run started from; none for custom settings or none measured
+    reference = json.loads(REFERENCE_CURVES.read_text(encoding="utf-8")).get(job.preset or "", {}).get("points", ())
     if validations or reference:  # is the run on track? its ROC AUC so far against the preset's, by training time
-        loss_column.plotly_chart(charts.validation_curve_chart(validations, reference), width="stretch",
+        loss_column.plotly_chart(figures.validation_curve_chart(validations, reference), width="stretch",
                                  key=f"curve_{job.id}")
     with epochs_column:
         if epochs:
             columns = ["epoch", "train_loss", *[key for key in METRIC_NAMES if key in epochs[0]]]
             table = pd.DataFrame(epochs)[columns].rename(columns={"train_loss": "train loss", **METRIC_NAMES})
             st.dataframe(table, hide_index=True, width="stretch", key=f"epochs_{job.id}")
-            st.plotly_chart(charts.epoch_metrics_chart(epochs), width="stretch", key=f"epoch_chart_{job.id}")
+            st.plotly_chart(figures.epoch_metrics_chart(epochs), width="stretch", key=f"epoch_chart_{job.id}")
         else:
             st.caption("Validation AUC and accuracy appear here after each epoch.")
 
 
-def runs_panel(queue: JobQueue) -> None:
-    """This session's runs; re-drawn every second while one of them is unfinished."""
-    polling = any(not job.finished for job in session_jobs(queue))
+def polled(jobs: Callable[[], list[TrainingJob]], draw: Callable[[list[TrainingJob]], None]) -> None:
+    """``draw(jobs())``, redrawn every second while a job is unfinished; once the last one has ended (and ``draw``
+    said so), the whole page again, so what it changed (the saved models, a learning curve) shows too."""
+    polling = any(not job.finished for job in jobs())
 
     @st.fragment(run_every=1.0 if polling else None)
     def panel() -> None:
-        jobs = session_jobs(queue)
-        show_runs(queue, jobs)
-        if polling and all(job.finished for job in jobs):
-            # The last run just ended, and says so above at once: now stop polling and refresh the saved models.
+        current = jobs()
+        draw(current)
+        if polling and all(job.finished for job in current):
             st.rerun()
 
     panel()
+
+
+def runs_panel(queue: JobQueue) -> None:
+    """This session's runs (``polled``), then those a server restart ended."""
+    polled(lambda: session_jobs(queue), lambda jobs: show_runs(queue, jobs))
     show_earlier_runs(str(st.session_state.workspace.models))
 
 
@@ -404,9 +389,8 @@ def saved_models(runs_root: str) -> None:
     st.subheader("Saved models")
     runs, problems = list_runs(runs_root)
     if runs:
-        number = st.column_config.NumberColumn(format="%.3f")
-        st.dataframe(runs_table(runs, MODEL_LABELS), hide_index=True, width="stretch",
-                     column_config={column: number for column in METRIC_COLUMNS.values()})
+        st.dataframe(runs_table(runs, MODEL_LABELS), hide_index=True, width="stretch", column_config={
+            column: st.column_config.NumberColumn(format=shown) for column, shown in NUMBER_FORMATS.items()})
         workspace_state.page_link(COMPARE, label="Compare them")
     else:
         st.caption("No saved model in this workspace yet.")

@@ -3,7 +3,6 @@ error analysis and a scored file. Each function imports the scikit-learn and PyT
 draws before they load."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,17 +19,17 @@ PERSIST = "session"  # the typed questions and the threshold survive a visit to 
 CHECKED = "verdict_checked"  # session key: the (question1, question2) the verdict was computed for
 DEFAULT_QUESTIONS = {"question1": "How do I learn Python?", "question2": "What is the best way to learn Python?"}
 ERROR_ROWS = 20  # worst false positives / negatives shown (the download holds them all)
-SCORED_FILE = "verdict_scored_file"  # session key: the last file scored (ScoredFile), kept across page visits
+SCORED_FILE = "verdict_scored_file"  # session key: the last file scored (``_score_upload``), kept across page visits
 
 
 # ---- the threshold the slider starts at --------------------------------------------------------
-def held_out(choice: str, pairs) -> cached.HeldOutScores | None:
-    """``cached.held_out_scores`` of a model, or None after showing why they could not be scored."""
+def held_out(choice: str, pairs) -> cached.HeldOutScores:
+    """``cached.held_out_scores`` of a model; the page stops, saying why, when they cannot be scored."""
     try:
-        return cached.held_out_scores(choice, cached.model_stamp(choice), cached.active_data_key(pairs), pairs)
+        return cached.held_out_scores(choice, pairs)
     except Exception as error:
         show_error(f"Could not score the held-out pairs: {error}")
-        return None
+        st.stop()
 
 
 def calibrated_threshold(choice: str, config: dict, pairs) -> Calibrated:
@@ -92,10 +91,8 @@ def show_verdict(choice: str, model, question1: str, question2: str, threshold: 
 
     is_duplicate = bool(predict([score], threshold)[0])
     with verdict_column:
-        if is_duplicate:
-            st.header(":green[:material/check_circle: DUPLICATE]")
-        else:
-            st.header(":red[:material/cancel: NOT DUPLICATE]")
+        st.header(":green[:material/check_circle: DUPLICATE]" if is_duplicate
+                  else ":red[:material/cancel: NOT DUPLICATE]")
         st.caption(f"{score:.3f} is {'above' if is_duplicate else 'not above'} the threshold {threshold:.3f}.")
     st.markdown("**The pair checked** (the verdict is for these two questions; after editing them, press "
                 "**Check** again):")
@@ -108,16 +105,12 @@ def show_verdict(choice: str, model, question1: str, question2: str, threshold: 
 
 
 # ---- the threshold on held-out pairs -----------------------------------------------------------
-def _measured_on(measured: cached.HeldOutScores) -> str:
-    return f"Measured on {measured.description}."
-
-
 def show_measurements(measured: cached.HeldOutScores, threshold: float) -> None:
     """Metrics, confusion matrix, score histogram, ROC and PR at ``threshold``, each naming its pairs."""
     from core.inference.metrics import curves, ranking_metrics, threshold_metrics
 
     st.subheader("This threshold on held-out pairs")
-    st.caption(_measured_on(measured))
+    st.caption(f"Measured on {measured.description}.")
     labels, scores, subtitle = measured.labels, measured.scores, measured.description
     metrics = threshold_metrics(labels, scores, threshold)
     ranking = ranking_metrics(labels, scores)
@@ -133,12 +126,11 @@ def show_measurements(measured: cached.HeldOutScores, threshold: float) -> None:
     if len(set(labels.tolist())) < 2:
         st.info("These pairs hold only one class, so there is no ROC or precision-recall curve.")
         return
-    fpr, tpr, precision, recall = figures.operating_point(metrics)
     points = curves(labels, scores)
     left, right = st.columns(2)
-    left.plotly_chart(figures.roc_figure(points["roc"], (fpr, tpr), ranking["roc_auc"], subtitle=subtitle),
+    left.plotly_chart(figures.roc_figure(points["roc"], metrics, ranking["roc_auc"], subtitle=subtitle),
                       key="roc", config=figures.PLOTLY_CONFIG)
-    right.plotly_chart(figures.pr_figure(points["pr"], (recall, precision), ranking["average_precision"],
+    right.plotly_chart(figures.pr_figure(points["pr"], metrics, ranking["average_precision"],
                                          subtitle=subtitle), key="pr", config=figures.PLOTLY_CONFIG)
 
 
@@ -167,7 +159,7 @@ def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: 
 
     pairs, labels, scores = measured.pairs, measured.labels, measured.scores
     st.subheader("Error analysis")
-    st.caption(f"At the threshold {threshold:.3f}. {_measured_on(measured)} {_seen_note(choice, measured)}")
+    st.caption(f"At the threshold {threshold:.3f}. Measured on {measured.description}. {_seen_note(choice, measured)}")
     for kind, what in ((analysis.FALSE_POSITIVE, "not duplicates scored above the threshold, highest first"),
                        (analysis.FALSE_NEGATIVE, "duplicates scored at or below the threshold, lowest first")):
         table = analysis.error_table(pairs, scores, threshold, kind)
@@ -199,27 +191,15 @@ def show_error_analysis(choice: str, measured: cached.HeldOutScores, threshold: 
 
 
 # ---- a whole file at this threshold --------------------------------------------------------------------
-@dataclass(frozen=True)
-class ScoredFile:
-    """A file scored on this page, kept in the session so it outlives a visit to another page."""
-
-    upload_id: str  # the upload it came from (UploadedFile.file_id): the same upload is not scored twice
-    name: str  # the uploaded file's name
-    choice: str  # the model choice that scored it, with its model_stamp
-    stamp: float
-    threshold: float
-    report: object  # core.inference.scoring.ScoreReport
-    data: bytes  # the scored CSV
-
-
 def _forget_scored_file() -> None:
     # on_change of the uploader: the user removed the file (or chose another), so its old result goes.
     if st.session_state.get("score_upload") is None:
         st.session_state.pop(SCORED_FILE, None)
 
 
-def _score_upload(choice: str, model, threshold: float, upload) -> ScoredFile | None:
-    """``core.inference.scoring.score_file`` of an uploaded file, or None after showing why not."""
+def _score_upload(model, upload, settings: tuple) -> dict | None:
+    """``core.inference.scoring.score_file`` of an uploaded file at ``settings`` (model choice, its stamp,
+    threshold): its name, report and scored CSV, with the upload's id; None after showing why not."""
     import tempfile
     from pathlib import Path
 
@@ -232,15 +212,15 @@ def _score_upload(choice: str, model, threshold: float, upload) -> ScoredFile | 
         note = st.empty()
         note.caption("Scoring…")
         try:
-            report = score_file(model, source, out, threshold, max_bytes=upload_limit_bytes(),
+            report = score_file(model, source, out, settings[2], max_bytes=upload_limit_bytes(),
                                 steps=ScoreSteps(writing=lambda done, _: note.caption(f"Scored {done:,} pairs…")))
         except DataError as error:
             show_error(f"{upload.name}: {error}")
             return None
         finally:
             note.empty()
-        return ScoredFile(upload.file_id, upload.name, choice, cached.model_stamp(choice), threshold, report,
-                          out.read_bytes())
+        return {"upload": upload.file_id, "name": upload.name, "settings": settings, "report": report,
+                "data": out.read_bytes()}
 
 
 def score_file_panel(choice: str, model, threshold: float) -> None:
@@ -251,30 +231,25 @@ def score_file_panel(choice: str, model, threshold: float) -> None:
     st.subheader("Score a whole file at this threshold")
     upload = st.file_uploader("Pairs to score (CSV or TSV, optionally gzip; question1, question2 and, "
                               "optionally, is_duplicate)", key="score_upload", on_change=_forget_scored_file)
-    scored = st.session_state.get(SCORED_FILE)
-    if upload is not None:
-        wanted = (upload.file_id, choice, cached.model_stamp(choice), threshold)
-        if scored is None or (scored.upload_id, scored.choice, scored.stamp, scored.threshold) != wanted:
-            scored = _score_upload(choice, model, threshold, upload)
-            if scored is None:
-                st.session_state.pop(SCORED_FILE, None)
-                return
-            st.session_state[SCORED_FILE] = scored
-    if scored is None:
-        st.caption("Every row comes back with its similarity and predicted_duplicate; with labels, the metrics too.")
+    scored, settings = st.session_state.get(SCORED_FILE), (choice, cached.model_stamp(choice), threshold)
+    if upload is not None and (scored is None or (scored["upload"], scored["settings"]) != (upload.file_id, settings)):
+        scored = st.session_state[SCORED_FILE] = _score_upload(model, upload, settings)
+    if scored is None:  # nothing uploaded, or a file that could not be scored (said)
+        if upload is None:
+            st.caption("Every row comes back with its similarity and predicted_duplicate; with labels, the metrics "
+                       "too.")
         return
-    report = scored.report
-    st.success(f"Scored {report.scored:,} of {report.rows:,} pairs at threshold {scored.threshold:.3f} ({scored.name})"
+    report, name = scored["report"], scored["name"]
+    st.success(f"Scored {report.scored:,} of {report.rows:,} pairs at threshold {scored['settings'][2]:.3f} ({name})"
                + (f"; {report.skipped_empty:,} with an empty question were left unscored." if report.skipped_empty
                   else "."))
     if upload is None:  # back from another page: the uploader is empty, the result is the one kept
-        same = (scored.choice, scored.stamp, scored.threshold) == (choice, cached.model_stamp(choice), threshold)
-        st.caption(f"{scored.name} was scored earlier in this session"
-                   + ("." if same else " with another model or threshold than the ones chosen now: upload it again "
-                      "to score it with these."))
+        st.caption(f"{name} was scored earlier in this session"
+                   + ("." if scored["settings"] == settings else " with another model or threshold than the ones "
+                      "chosen now: upload it again to score it with these."))
     if report.metrics:
         m = report.metrics
         st.caption(f"On its {report.labelled:,} labelled pairs: ROC AUC {m['roc_auc']:.3f} · accuracy "
                    f"{m['accuracy']:.3f} · F1 {m['f1']:.3f}")
-    st.download_button("Download the scored pairs (CSV)", scored.data, file_name=f"scored_{Path(scored.name).stem}.csv",
+    st.download_button("Download the scored pairs (CSV)", scored["data"], file_name=f"scored_{Path(name).stem}.csv",
                        mime="text/csv", key="score_download")

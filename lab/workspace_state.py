@@ -128,8 +128,6 @@ def saved(key: str, default=None):
 
 def kept(key: str) -> dict:
     """A remembered widget's keyword arguments: ``st.slider(..., **kept("sim_margin"))`` (``REMEMBERED``)."""
-    if key not in REMEMBERED:
-        raise KeyError(f"{key!r} is not a remembered widget")
     if REMEMBERED[key].default is not None:  # set here, never also as value=: Streamlit warns when both are
         st.session_state.setdefault(key, REMEMBERED[key].default)
     return {"key": key, "on_change": keep_widget, "args": (key,)}

@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from core.data import dataset_summary, training_problems
-from lab import charts, data_view
+from lab import data_view, figures
 from lab.session import SAMPLE_NAME, enter_through_app, renewed_key, show_error
 
 enter_through_app(__file__)
@@ -14,7 +14,7 @@ state = st.session_state
 
 @st.cache_data(show_spinner=False, max_entries=4)
 def summary_of(pairs: pd.DataFrame) -> tuple:
-    return dataset_summary(pairs), charts.length_histogram(pairs)
+    return dataset_summary(pairs), figures.length_histogram(pairs)
 
 
 st.title("Data")

@@ -8,9 +8,9 @@ from core.training.objectives import DEFAULT_MARGINS, LossConfig
 from core.training.presets import PRESETS, default_preset
 from core.training.specs import SIZE_OPTIONS, TRAINING_DEFAULTS, RunSpec, SpecError, size_defaults
 from lab import training_view, workspace_state
-from lab.loss_menu import LOSS_CHOICES, loss_choice
+from lab.loss_menu import LOSS_CHOICES
 from lab.navigation import DATA
-from lab.session import SAMPLE_NAME, enter_through_app, job_queue, show_error, submit_job
+from lab.session import SAMPLE_NAME, enter_through_app, job_queue, session_jobs, show_error, submit_job
 
 enter_through_app(__file__)
 
@@ -53,7 +53,7 @@ def apply_preset() -> None:
     """Fill every widget from the chosen recipe; editing a widget afterwards still overrides it."""
     if state.preset != CUSTOM:
         state.preset_base = state.preset  # the recipe whose hidden settings a run takes, changed by hand or not
-        state.update(training_view.preset_widget_values(state.preset, state.pairs, *training_view.recipe_context()))
+        state.update(training_view.preset_widget_values(state.preset, state.pairs))
 
 
 def to_custom(then=None) -> None:
@@ -73,15 +73,11 @@ def init_widgets() -> None:
                                                                  state.data_name == SAMPLE_NAME)
         apply_preset()  # a preset the user picked stays, read again off the new data
     state.preset_data = data
-    for key, value in dict(hard_negatives=False, mine_negatives=False, implied_pairs=False, model=DEFAULTS.model, loss=loss_choice(DEFAULTS.loss),
-                           margin=float(DEFAULTS.loss.margin), scale=float(LossConfig(name="softmax").scale),
-                           device=DEFAULTS.train.device, max_length=DEFAULTS.max_length, seed=DEFAULTS.train.seed,
-                           patience=DEFAULTS.train.patience, val_fraction=DEFAULTS.val_fraction,
-                           max_steps=DEFAULTS.train.max_steps, max_minutes=float(DEFAULTS.train.max_minutes),
-                           keep_unvalidated=DEFAULTS.keep_unvalidated, init_model=training_view.SCRATCH).items():
+    # the plain run's values (no preset), where a test or an old session set the preset alone
+    for key, value in dict(training_view.preset_widget_values(None, state.pairs), device=DEFAULTS.train.device,
+                           seed=DEFAULTS.train.seed, keep_unvalidated=DEFAULTS.keep_unvalidated,
+                           init_model=training_view.SCRATCH).items():
         state.setdefault(key, value)
-    if "epochs" not in state:
-        apply_model_defaults()
     for model in MODEL_NAMES:
         for field, value in size_defaults(model).items():
             state.setdefault(training_view.size_key(model, field), value)
@@ -122,7 +118,8 @@ st.selectbox("Preset", [*PRESETS, *[CUSTOM][:state.preset == CUSTOM]], key="pres
              persist_state=PERSIST, format_func=lambda name, base=state.get("preset_base"): training_view.preset_label(name, base),
              help="A named recipe from docs/BENCHMARKS.md fills in every setting below; you can still change any.")
 if state.preset in (training_view.AUTO_PRESET, training_view.AUGMENTED_PRESET):  # both read the data
-    training_view.show_auto_recipe(state.pairs)
+    recipe = training_view.auto_recipe(state.pairs, *training_view.recipe_context())  # what it read off the data
+    st.info("  \n".join(recipe.summary), icon=":material/tune:")
 if state.preset == training_view.AUGMENTED_PRESET:
     training_view.unlabelled_questions_upload()
 model_column, loss_column = st.columns(2)
@@ -186,7 +183,7 @@ with st.expander("More settings"):
 
 st.caption("Finished models are saved in this workspace, one folder each; every page lists them.")
 
-running = training_view.has_unfinished_run(job_queue())
+running = any(not job.finished for job in session_jobs(job_queue()))  # the Start button then waits
 if st.button("Start", key="start", type="primary", disabled=running,
              help="Your run is queued or training: wait for it or cancel it." if running else None):
     start_run()

@@ -3,7 +3,7 @@ threshold does on pairs the model never trained on, and which of them it gets wr
 import streamlit as st
 
 from lab import export_view, verdict_view
-from lab.session import enter_through_app, get_model, model_picker, show_error
+from lab.session import enter_through_app, model_or_stop, model_picker
 from lab.workspace_state import kept, start_slider_at
 
 enter_through_app(__file__)
@@ -15,12 +15,7 @@ st.caption("Type two questions and press **Check**. The model turns each into a 
 choice = model_picker(vectors=False)  # the one model of every analysis page; a cross-encoder's score is its own
 # The questions can be typed at once: the model (PyTorch, the weights) loads after the form is drawn.
 question1, question2 = verdict_view.question_form()
-try:
-    with st.spinner("Loading the model…"):
-        model, config = get_model(choice)
-except Exception as error:  # a broken or half-written model folder
-    show_error(f"Could not load “{choice}”: {error}")
-    st.stop()
+model, config = model_or_stop(choice)
 
 with st.expander("Export this model (sentence-transformers or ONNX, with a model card)"):
     export_view.export_panel(choice, config)
@@ -46,8 +41,6 @@ verdict_view.score_file_panel(choice, model, threshold)
 # ---- the threshold on held-out pairs, and the errors it makes ----------------------------------
 st.divider()
 measured = verdict_view.held_out(choice, pairs)
-if measured is None:  # the error is shown
-    st.stop()
 if measured.pairs.empty:  # no figure rather than one measured on pairs the model trained on
     st.subheader("This threshold on held-out pairs")
     st.warning(f"Nothing is measured: {measured.description}.")

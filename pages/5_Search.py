@@ -15,7 +15,7 @@ choice = model_picker()
 query = st.text_input("Question", value="How can I learn to code?", key="query", persist_state="session")
 k = st.slider("Number of results", min_value=1, max_value=50, step=1, **kept("k"), persist_state="session")
 
-key, texts = cached.active_questions("search")
+key, texts = cached.active_questions()
 
 model, _ = model_or_stop(choice)
 index = cached.encode_with_progress(lambda progress: cached.search_index(choice, key, texts, progress=progress),

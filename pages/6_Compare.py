@@ -8,7 +8,7 @@ from core.inference.honest_pairs import (
 from core.models import MODEL_LABELS
 from core.saving import list_runs
 from core.saving.safe_csv import safe_csv
-from lab.runs_table import METRIC_COLUMNS, runs_table
+from lab.runs_table import NUMBER_FORMATS, runs_table
 from lab import cached, compare_view, workspace_state
 from lab.figures import PLOTLY_CONFIG
 from lab.navigation import TRAIN
@@ -89,11 +89,8 @@ st.plotly_chart(compare_view.metric_bars(shown, common.label), width="stretch", 
 if chosen:
     with st.expander("Training details of the saved models (each on its own validation split)"):
         details = runs_table(chosen, MODEL_LABELS)
-        formats = {column: st.column_config.NumberColumn(format="%.3f") for column in METRIC_COLUMNS.values()}
-        formats["epochs run"] = st.column_config.NumberColumn(format="%d")
-        formats["training time (s)"] = st.column_config.NumberColumn(format="%.1f")
-        formats["pairs/s"] = st.column_config.NumberColumn(format="%.0f")
-        st.dataframe(details, hide_index=True, width="stretch", column_config=formats, key="details_table")
+        st.dataframe(details, hide_index=True, width="stretch", key="details_table",
+                     column_config={column: number(format=shown) for column, shown in NUMBER_FORMATS.items()})
         st.caption("These validation metrics were measured at training time, each model on its own validation "
                    "split (possibly of another dataset): they are not comparable across models. The table above is.")
         st.download_button("Download the training details (CSV)", safe_csv(details), key="download_details",

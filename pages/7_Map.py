@@ -22,7 +22,7 @@ st.caption("Every distinct question of the active dataset (both columns) as the 
            "which the flat map only approximates).")
 
 choice = model_picker()
-key, texts = cached.active_questions("map")
+key, texts = cached.active_questions()
 rows = seeded_sample(len(texts), MAP_MAX_POINTS, MAP_SEED)
 questions = [texts[i] for i in rows]
 sampled = len(questions) < len(texts)

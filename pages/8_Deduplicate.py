@@ -20,10 +20,7 @@ st.caption("Every question is encoded once; each question's nearest neighbours c
            "question belongs to one cluster at most (sentence-transformers' community detection).")
 
 choice = model_picker()
-name, texts, key = cached.pick_corpus("dedup")
-if not texts:
-    show_error("There are no questions to deduplicate.")
-    st.stop()
+name, texts, key = cached.pick_corpus("dedup")  # never empty: core.data refuses a file without questions
 
 _, config = model_or_stop(choice)
 rerankers = dedup_view.cross_encoder_choices()

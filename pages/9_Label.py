@@ -4,9 +4,8 @@ import streamlit as st
 from core.data import DataError
 from core.training.active_rounds import HELD_OUT_SHARE, ROUND_SIZE, labels_path, share_counts
 from lab import label_view
-from lab.charts import learning_curve_chart
 from lab.cached import encode_with_progress, pick_corpus
-from lab.figures import PLOTLY_CONFIG
+from lab.figures import PLOTLY_CONFIG, learning_curve_chart
 from lab.session import enter_through_app, model_or_stop, model_picker, show_error
 
 enter_through_app(__file__)

@@ -343,7 +343,7 @@ def test_progress_says_starting_then_speed_time_left_and_validation(train_page, 
 def test_the_validation_curve_is_drawn_live_over_the_presets_reference(train_page, monkeypatch, plotly_figures,
                                                                        tmp_path):
     import lab.training_view
-    from lab.charts import REFERENCE_LABEL
+    from lab.figures import REFERENCE_LABEL
 
     reference = ((0.0, 0.5), (90.0, 0.8), (300.0, 0.9))  # (train seconds, ROC AUC), as a measured preset holds
     curves = tmp_path / "reference_curves.json"

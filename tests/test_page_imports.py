@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ["torch", "transformers", "sklearn"]
 # What pages/4_Verdict.py and pages/9_Label.py import, and what lab.session.model_picker imports when it draws.
 LIGHT_MODULES = ["lab.session", "lab.verdict_view", "lab.export_view", "lab.label_view",
-                 "lab.charts", "lab.figures", "lab.workspace_state", "core.training.active_rounds",
+                 "lab.figures", "lab.workspace_state", "core.training.active_rounds",
                  "lab.runs_table", "core.inference.run_quality", "core.saving"]
 
 # A fresh interpreter: modules imported by other tests cannot hide an import.
