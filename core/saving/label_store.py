@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-import stat
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -308,27 +307,13 @@ class LabelStore:
         with self._transaction(write=True) as db:
             return _merge(db, answers)
 
-    def _regular_file(self) -> os.stat_result | None:
-        """The database's ``lstat``, None when it does not exist; ``DataError`` when it is not a regular file."""
-        try:
-            info = os.lstat(self.path)
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            raise DataError(f"cannot open the labels {self.path.name}: {error.strerror or error}") from None
-        if stat.S_ISLNK(info.st_mode):
-            raise DataError(f"the labels {self.path.name} is a symbolic link; it must be a regular file")
-        if not stat.S_ISREG(info.st_mode):
-            raise DataError(f"the labels {self.path.name} is not a regular file (a pipe, socket, device or folder)")
-        return info
-
     @contextmanager
     def _transaction(self, write: bool):
         """A new connection inside one transaction (``BEGIN IMMEDIATE`` to write, read-only to read), closed after
-        it; None for a read of a database not made yet. Any SQLite failure is one ``DataError`` line."""
-        info = self._regular_file()
+        it; None for a read of a database not made yet. Any SQLite failure is one ``DataError`` line (a path that is
+        no regular file is the lab's own folder's, or refused before by ``is_label_database``)."""
         try:
-            db = None if info is None and not write else self._connect_to_write() if write else self._connect_to_read()
+            db = self._connect_to_write() if write else self._connect_to_read() if self.path.exists() else None
         except sqlite3.Error as error:
             raise DataError(f"the labels {self.path.name} cannot be opened: {error}") from None
         if db is None:
