@@ -160,8 +160,11 @@ def _question_positions(names: list[str], shape: str) -> list[int]:
 
 
 def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], QuestionsReport]:
+    """The questions of a Parquet file; more text than the cap is refused before it is decoded."""
+    import pyarrow as pa
+
     parquet = _parquet_file(data, name)
-    header = list(parquet.schema_arrow.names)
+    header, limit = list(parquet.schema_arrow.names), limits.input_limit(max_bytes)
     if parquet.metadata.num_rows > limits.MAX_LINES or len(header) > limits.MAX_COLUMNS:
         raise DataError(f"{name} has {parquet.metadata.num_rows:,} rows and {len(header):,} columns; the limits are "
                         f"{limits.MAX_LINES:,} rows and {limits.MAX_COLUMNS:,} columns")
@@ -171,12 +174,33 @@ def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], 
     elif shape is None:
         raise DataError(f"{name}: no question column among {', '.join(header[:10])}; name one question (or "
                         f"{', '.join(QUESTION_ALIASES[1:])}), or question1 and question2")
-    positions = _question_positions(names, shape)
-    columns = parquet_text_columns(data, name, [header[p] for p in positions], max_bytes)
-    grid = np.array([[text.strip() for text in column] for column in columns], dtype=object).T.reshape(-1, len(positions))
-    report = _grid_report(grid, name, shape, [header[p] for p in positions], "", _NONE, first_line=1)
-    report[1].file_format = "parquet"
-    return report
+    columns = [header[p] for p in _question_positions(names, shape)]
+    nested = {column: kind for column in columns if pa.types.is_nested(kind := parquet.schema_arrow.field(column).type)}
+    if nested:  # pyarrow would fail on them below with a bare KeyError
+        raise DataError(f"could not read the column(s) {', '.join(nested)} of {name} as text: they hold "
+                        f"{', '.join(map(str, nested.values()))} values")
+    # As dictionaries: a string repeated on every row is held once, and its rows are counted, never expanded.
+    parquet = _parquet_file(data, name, read_dictionary=columns)
+    if stored_text_bytes(parquet.metadata, columns) > limit:
+        raise over_input_limit(name, limit, compressed=True)
+    texts: list[list[str]] = [[] for _ in columns]
+    decoded = 0
+    try:
+        for group in range(parquet.num_row_groups):
+            for part in _row_group_parts(parquet, data, group, columns, limit):
+                decoded += sum(decoded_text_bytes(part.column(column)) for column in columns)
+                if decoded > limit:
+                    raise over_input_limit(name, limit, compressed=True)
+                for values, column in zip(texts, columns):
+                    values.extend(text.strip() for text in _as_text(part.column(column)))
+    except DataError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a column that cannot be text (a list, a struct) says why
+        raise DataError(f"could not read the column(s) {', '.join(columns)} of {name} as text: {error}") from None
+    grid = np.array(texts, dtype=object).T.reshape(-1, len(columns))
+    questions, report = _grid_report(grid, name, shape, columns, "", _NONE, first_line=1)
+    report.file_format = "parquet"
+    return questions, report
 
 
 def _columns(text: str, name: str, shape: str, delimiter: str,
@@ -237,38 +261,6 @@ def _parquet_file(data: bytes, name: str, read_dictionary: list[str] | None = No
         return pq.ParquetFile(io.BytesIO(data), read_dictionary=read_dictionary)
     except Exception as error:  # noqa: BLE001 - whatever pyarrow trips over in a user's file is theirs to see
         raise DataError(f"could not read {name} as Parquet: {error}") from None
-
-
-def parquet_text_columns(data: bytes, name: str, columns: list[str], max_bytes: int | None = None) -> list[list[str]]:
-    """The values of ``columns`` as text ("" where missing), one list per column; more text than the cap is refused
-    before it is decoded."""
-    import pyarrow as pa
-
-    limit = limits.input_limit(max_bytes)
-    schema = _parquet_file(data, name).schema_arrow
-    nested = [column for column in columns if pa.types.is_nested(schema.field(column).type)]
-    if nested:  # pyarrow would fail on them below with a bare KeyError
-        raise DataError(f"could not read the column(s) {', '.join(nested)} of {name} as text: they hold "
-                        f"{', '.join(str(schema.field(column).type) for column in nested)} values")
-    # As dictionaries: a string repeated on every row is held once, and its rows are counted, never expanded.
-    parquet = _parquet_file(data, name, read_dictionary=columns)
-    if stored_text_bytes(parquet.metadata, columns) > limit:
-        raise over_input_limit(name, limit, compressed=True)
-    texts: list[list[str]] = [[] for _ in columns]
-    decoded = 0
-    try:
-        for group in range(parquet.num_row_groups):
-            for part in _row_group_parts(parquet, data, group, columns, limit):
-                decoded += sum(decoded_text_bytes(part.column(column)) for column in columns)
-                if decoded > limit:
-                    raise over_input_limit(name, limit, compressed=True)
-                for values, column in zip(texts, columns):
-                    values.extend(_as_text(part.column(column)))
-    except DataError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a column that cannot be text (a list, a struct) says why
-        raise DataError(f"could not read the column(s) {', '.join(columns)} of {name} as text: {error}") from None
-    return texts
 
 
 def _row_group_parts(parquet, data: bytes, group: int, columns: list[str], limit: int):

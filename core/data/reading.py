@@ -212,15 +212,6 @@ def _resolve_columns(header: list[str], columns: dict[str, str] | None, name: st
     return positions
 
 
-def _group_position(header: list[str], column: str, name: str) -> int:
-    """The position of the group column ``column`` (``_named``); a DataError naming the file's columns when it has
-    none."""
-    found = _named(header, column)
-    if not found:
-        raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {_listed(header)}")
-    return found[0]
-
-
 def _listed(header: list[str]) -> str:
     """The first ten of ``header``'s names, for a message."""
     more = f", … ({len(header) - 10:,} more)" if len(header) > 10 else ""
@@ -331,7 +322,10 @@ class PairReader:
             raise
         _check_one_role_per_column(header, positions, text.name, lambda position: [
             row[position] for row in self._first_rows(3 + self._header_rows)[self._header_rows:]])
-        self._group = None if group_column is None else _group_position(header, group_column, text.name)
+        self._group = None if group_column is None else (_named(header, group_column) or [None])[0]
+        if group_column is not None and self._group is None:
+            raise DataError(f"{text.name}: no column {_quote(group_column)} to group the pairs by; its columns are: "
+                            f"{_listed(header)}")
         self._text_questions = {positions["question1"]: str, positions["question2"]: str}
         self.head = PairsHead(text.name, delimiter, header, positions, column_warnings(header, columns))
         if all_text:
