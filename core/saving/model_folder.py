@@ -1,14 +1,10 @@
-"""The model folder: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file.
+"""The model folder: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file, read without
+unpickling or running anything (JSON checked field by field, safetensors, every file through ``files``) and written
+by ``write_folder_atomically``, ``config.json`` last. ``list_runs`` says why a folder is not a usable model.
 
-Loading never unpickles or runs anything: the config is JSON checked field by field, the weights safetensors, every
-file read through ``files``. Saving goes through ``write_folder_atomically``, ``config.json`` last. ``list_runs``
-lists a runs folder's usable models and says why every other folder is not one (a ``.tmp-*`` / ``.old-*`` leftover
-of an interrupted save is never loaded).
-
-A calibrated copy is a small folder pointing at its parent's weights with new thresholds: its config.json
-(``save_calibrated``) carries the parent's metadata, thresholds calibrated on the user's file (``calibration``) and
-``calibrated_from``: ``minilm``, ``tfidf`` (fitted in ``TFIDF_FILE``) or a saved model's absolute path, with the
-``folder_digest`` of the parent's files, so a parent changed since is refused rather than served.
+A calibrated copy (``save_calibrated``) is a config.json pointing at its parent (``calibrated_from``: ``minilm``,
+``tfidf``, fitted in ``TFIDF_FILE``, or a saved model's absolute path with its ``folder_digest``, so a changed parent
+is refused) with thresholds calibrated on the user's file (``calibration``).
 """
 from __future__ import annotations
 
