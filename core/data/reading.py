@@ -129,17 +129,11 @@ def column_warnings(header: list[str], columns: dict[str, str] | None) -> list[s
     """One line per role that more than one column could fill, naming the column used."""
     lines = []
     for role, found in _role_candidates(header, columns).items():
-        if len(found) < 2:
-            continue
-        used, ignored = found[0], "the other is ignored" if len(found) == 2 else "the others are ignored"
-        if len({header[position].strip().lower() for position in found}) == 1:
-            numbers = ", ".join(str(position + 1) for position in sorted(found))
-            lines.append(f"header {_quote(header[used])} appears {len(found)} times (columns {numbers}); "
-                         f"{role} is read from column {used + 1}, {ignored}")
-        else:
+        if len(found) > 1:
             named = [f"{position + 1} {_quote(header[position])}" for position in sorted(found)]
             lines.append(f"columns {', '.join(named[:-1])} and {named[-1]} {'both' if len(found) == 2 else 'all'} "
-                         f"name {role}; {role} is read from column {used + 1} {_quote(header[used])}, {ignored}")
+                         f"name {role}; {role} is read from column {found[0] + 1} {_quote(header[found[0]])}, "
+                         f"{'the other is' if len(found) == 2 else 'the others are'} ignored")
     return lines
 
 
