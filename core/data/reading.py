@@ -22,13 +22,9 @@ import numpy as np
 import pandas as pd
 
 from core.data import limits
-from core.data.labels import (
-    FALSE_LABELS, TRUE_LABELS, LabelTally, LabelValuesError, label_value, normalise_label_map, parse_labels,
-)
+from core.data.labels import LabelTally, label_value, normalise_label_map, parse_labels
 from core.data.limits import DataError, clip
 from core.data.limits import HEAD_BYTES, open_text
-
-__all__ = ["DELIMITERS", "FALSE_LABELS", "TRUE_LABELS", "DataError", "LabelValuesError", "LoadReport", "load_pairs"]
 
 ROLES = ("question1", "question2", "is_duplicate")
 GROUP = "group"  # the pairs frame's column of the groups a user named (train --group-column), read as text
