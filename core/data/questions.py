@@ -81,7 +81,7 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     else:
         read = open_text(source, max_bytes)
         text, name = read.text(), read.name
-        shape, delimiter, header = _shape(text)
+        shape, delimiter, header, positions = _shape(text)
         if header:
             check_header(header, name, at_least=len(text.encode()) > HEAD_BYTES)
         if shape == LINES:
@@ -89,7 +89,7 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
         elif shape == COLUMN and len(header) == 1:
             questions, report = _one_column(text, name, header)
         else:
-            questions, report = _columns(text, name, shape, delimiter, header)
+            questions, report = _columns(text, name, shape, delimiter, header, positions)
         report.encoding = read.encoding
     name = report.source
     longest = max(map(len, questions), default=0)
@@ -102,29 +102,29 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     return questions, report
 
 
-def _shape(text: str) -> tuple[str, str, list[str]]:
-    """(shape, delimiter, header fields) from the first line."""
+def _shape(text: str) -> tuple[str, str, list[str], list[int]]:
+    """(shape, delimiter, header fields, the question columns' positions) from the first line."""
     head = text[:HEAD_BYTES].removeprefix("\ufeff")
     found = []
     for delimiter in DELIMITERS:
-        header = header_fields(head, delimiter)
-        shape = _shape_of(header or [])
-        if shape:
-            found.append((len(header), shape == COLUMN, -DELIMITERS.index(delimiter), delimiter, header))
+        header = header_fields(head, delimiter) or []
+        if shape := _question_columns(header):
+            found.append((len(header), shape[0] == COLUMN, -DELIMITERS.index(delimiter), delimiter, header, shape[1]))
     if not found:
-        return LINES, "", []
-    _, column, _, delimiter, header = max(found)
-    return COLUMN if column else PAIRS, delimiter, header
+        return LINES, "", [], []
+    _, column, _, delimiter, header, positions = max(found)
+    return COLUMN if column else PAIRS, delimiter, header, positions
 
 
-def _shape_of(header: list[str]) -> str | None:
-    """COLUMN when a header names a question column, PAIRS when it names both questions of a pair, else None."""
+def _question_columns(header: list[str]) -> tuple[str, list[int]] | None:
+    """(COLUMN, the position of its question column) for a header that names one, (PAIRS, question1's and
+    question2's) for one that names both questions of a pair, else None."""
     names = [name.strip().lower() for name in header]
-    if any(alias in names for alias in QUESTION_ALIASES):
-        return COLUMN
-    if all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
-        return PAIRS
-    return None
+    if found := [names.index(alias) for alias in QUESTION_ALIASES if alias in names]:
+        return COLUMN, found[:1]
+    pair = [next((names.index(alias) for alias in ROLE_ALIASES[role] if alias in names), None)
+            for role in ("question1", "question2")]
+    return None if None in pair else (PAIRS, pair)
 
 
 def _one_per_cell(cells: list[str], name: str, shape: str, columns: list[str],
@@ -152,13 +152,6 @@ def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], Que
                          first_line=2)
 
 
-def _question_positions(names: list[str], shape: str) -> list[int]:
-    """The question column's position (COLUMN), or question1's and question2's (PAIRS), in lower-cased ``names``."""
-    if shape == COLUMN:
-        return [names.index(next(alias for alias in QUESTION_ALIASES if alias in names))]
-    return [next(names.index(a) for a in ROLE_ALIASES[role] if a in names) for role in ("question1", "question2")]
-
-
 def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], QuestionsReport]:
     """The questions of a Parquet file; more text than the cap is refused before it is decoded."""
     import pyarrow as pa
@@ -168,13 +161,11 @@ def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], 
     if parquet.metadata.num_rows > limits.MAX_LINES or len(header) > limits.MAX_COLUMNS:
         raise DataError(f"{name} has {parquet.metadata.num_rows:,} rows and {len(header):,} columns; the limits are "
                         f"{limits.MAX_LINES:,} rows and {limits.MAX_COLUMNS:,} columns")
-    names, shape = [column.strip().lower() for column in header], _shape_of(header)
-    if shape is None and len(header) == 1:  # one column, whatever its name: the questions
-        shape, names = COLUMN, [QUESTION_ALIASES[0]]
-    elif shape is None:
+    found = _question_columns(header) or ((COLUMN, [0]) if len(header) == 1 else None)  # one column: the questions
+    if found is None:
         raise DataError(f"{name}: no question column among {', '.join(header[:10])}; name one question (or "
                         f"{', '.join(QUESTION_ALIASES[1:])}), or question1 and question2")
-    columns = [header[p] for p in _question_positions(names, shape)]
+    shape, columns = found[0], [header[p] for p in found[1]]
     nested = {column: kind for column in columns if pa.types.is_nested(kind := parquet.schema_arrow.field(column).type)}
     if nested:  # pyarrow would fail on them below with a bare KeyError
         raise DataError(f"could not read the column(s) {', '.join(nested)} of {name} as text: they hold "
@@ -203,9 +194,8 @@ def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], 
     return questions, report
 
 
-def _columns(text: str, name: str, shape: str, delimiter: str,
-             header: list[str]) -> tuple[list[str], QuestionsReport]:
-    positions = _question_positions([column.strip().lower() for column in header], shape)
+def _columns(text: str, name: str, shape: str, delimiter: str, header: list[str],
+             positions: list[int]) -> tuple[list[str], QuestionsReport]:
     found: list[int] = []
     with parse_errors(name, delimiter, found):
         frame = read_csv(io.StringIO(text.removeprefix("\ufeff")), delimiter, "utf-8", {p: str for p in positions})
