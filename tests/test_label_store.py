@@ -83,7 +83,6 @@ def test_a_second_answer_to_a_pair_replaces_the_first_and_says_what_it_was(tmp_p
     ("a", "b", 2, "0 or 1"),
     ("a", "b", "1", "0 or 1"),
     (" ", "b", 1, "non-empty"),
-    ("a\ud800", "b", 1, "not valid text"),
 ])
 def test_an_answer_that_cannot_be_stored_is_one_line_and_writes_nothing(tmp_path, question1, question2, label, message):
     store = LabelStore(tmp_path / "labels.sqlite3")

@@ -70,8 +70,7 @@ def pair_bucket(key1: str, key2: str) -> int:
 
 def checked_answer(question1, question2, is_duplicate, labelled_by="") -> tuple:
     """(key1, key2, question1, question2, label, labelled_by) of an answer, or one ``DataError`` line saying
-    why it cannot be stored: an empty or over-long question, a self-pair, a label not 0/1, text that is not
-    valid Unicode."""
+    why it cannot be stored: an empty or over-long question, a self-pair, a label not 0/1."""
     question1, question2, labelled_by = str(question1).strip(), str(question2).strip(), str(labelled_by)
     if not question1 or not question2:
         raise DataError("a labelled pair needs two non-empty questions")
@@ -80,10 +79,6 @@ def checked_answer(question1, question2, is_duplicate, labelled_by="") -> tuple:
                               ("labelled_by", labelled_by, MAX_LABELLER_CHARS)):
         if len(text) > limit:
             raise DataError(f"{name} has {len(text):,} characters; a label's limit is {limit:,}")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise DataError(f"{name} is not valid text (it holds an unpaired surrogate)") from None
     key = pair_key(question1, question2)
     if key[0] == key[1]:
         raise DataError(f"a question is not paired with itself: {clip(question1)!r}")

@@ -84,9 +84,7 @@ def take_lock(path: str | Path, wait: bool = True) -> HeldLock:
 
 
 class OutputError(ValueError):
-    """A path a training may not write to. ``reason`` is one of ``REASONS``; the message says why."""
-
-    REASONS = ("not_a_model", "model_exists", "busy", "unwritable")
+    """A path a training may not write to, and why; ``reason``: not_a_model, model_exists, busy or unwritable."""
 
     def __init__(self, path: Path, problem: str, reason: str):
         super().__init__(f"{path}: {problem}")

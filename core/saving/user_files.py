@@ -1,10 +1,7 @@
-"""The one way a command writes a file the user named: ``claim_files(paths, overwrite)``.
-
-Every target is claimed before any work (a folder, FIFO or device refused; an existing file or link only with
-``overwrite``, replaced, never followed), written to a temporary beside it (``temp_files``) and renamed into place
-once every file of the claim is whole; without ``overwrite`` by a hard link, so a file made meanwhile is never
-replaced. On any failure the targets keep their content: a refusal is one ``UserFileError``, a failed write (a full
-disk) the ``OSError`` it is, said in one line at the CLI's boundary.
+"""The one way a command writes a file the user named: ``claim_files(paths, overwrite)`` claims every target before
+any work (a folder, FIFO or device refused; an existing file or link only with ``overwrite``, never followed); each
+is written beside and renamed into place once every file of the claim is whole, without ``overwrite`` by a hard link,
+so a file made meanwhile is never replaced. On any failure the targets keep their content.
 """
 from __future__ import annotations
 
@@ -18,9 +15,7 @@ from core.saving.atomic import create_temporary, fsync_folder, remove_stale_temp
 
 
 class UserFileError(Exception):
-    """A target that may not be written; ``reason`` is one of ``REASONS``, ``str()`` names the path."""
-
-    REASONS = ("exists", "folder", "not_a_file", "no_folder", "unwritable")
+    """A target that may not be written, named; ``reason``: exists, folder, not_a_file, no_folder or unwritable."""
 
     def __init__(self, path: Path, problem: str, reason: str):
         super().__init__(f"{path}{'' if problem[0] in ';:' or problem.startswith(' ') else ' '}{problem}")
