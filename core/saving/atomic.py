@@ -16,7 +16,6 @@ import os
 import re
 import secrets
 import shutil
-import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -141,7 +140,7 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -
     its previous content. Returns it."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    if os.path.lexists(target) and not _is_folder(target):  # a link or a file there is never ours to replace
+    if target.is_symlink() or os.path.lexists(target) and not target.is_dir():  # a link or a file: never ours
         raise FileExistsError(errno.EEXIST, "exists and is not a folder (a link or a file is never replaced)",
                               str(target))
     refuse_foreign_files(target)  # before the work; checked again once the folder is aside
@@ -161,7 +160,7 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -
         (temp / RECORD_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
         for folder in (temp, *(temp / relative for relative in folders)):
             fsync_folder(folder)
-        if _is_folder(target):
+        if target.is_dir():  # not a link: refused above
             old = target.parent / f"{OLD_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}"
             os.rename(target, old)
             refuse_foreign_files(old, shown_as=target)  # a file the user put there meanwhile
@@ -176,10 +175,3 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
-
-
-def _is_folder(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
