@@ -165,26 +165,20 @@ def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
     """What inference and the app read beyond the model (thresholds, name, metrics, the validation curve, a
     calibrated copy's parent and the data it was calibrated on), each absent or well formed; else ModelLoadError
     naming ``path`` and the field."""
-    thresholds = config.get("thresholds", {})
-    _require(isinstance(thresholds, Mapping), path, "thresholds", "be a mapping of names to numbers", thresholds)
-    for key, value in thresholds.items():
+    for key in ("thresholds", "metrics", "model_config", "tokenizer", CALIBRATED_FROM):
+        _require(isinstance(config.get(key, {}), Mapping), path, key, "be a mapping", config.get(key))
+    for part in ("validation", "test"):
+        found = config.get("metrics", {}).get(part, {})
+        _require(isinstance(found, Mapping), path, f"metrics.{part}", "be a mapping", found)
+    for key, value in config.get("thresholds", {}).items():
         _require(_is_number(value) and math.isfinite(value) and abs(value) <= 1 + THRESHOLD_SLACK, path,
                  f"thresholds.{key}", "be a finite number in [-1, 1]", value)
     _require(isinstance(config.get("name", ""), str), path, "name", "be a string", config.get("name"))
-    metrics = config.get("metrics", {})
-    _require(isinstance(metrics, Mapping), path, "metrics", "be a mapping", metrics)
-    for part in ("validation", "test"):
-        found = metrics.get(part, {})
-        _require(isinstance(found, Mapping), path, f"metrics.{part}", "be a mapping", found)
-    for key in ("model_config", "tokenizer"):
-        _require(isinstance(config.get(key, {}), Mapping), path, key, "be a JSON object", config.get(key))
     training = config.get("training")
     if isinstance(training, Mapping) and "validation_curve" in training:
         _check_curve(training["validation_curve"], path)
     if CALIBRATED_FROM in config:
-        parent = config[CALIBRATED_FROM]
-        _require(isinstance(parent, Mapping), path, CALIBRATED_FROM, "be a mapping", parent)
-        source, sha256 = parent.get("source"), parent.get("sha256", "0" * 64)
+        source, sha256 = config[CALIBRATED_FROM].get("source"), config[CALIBRATED_FROM].get("sha256", "0" * 64)
         _require(isinstance(source, str) and 0 < len(source) <= SOURCE_MAX_CHARS, path, f"{CALIBRATED_FROM}.source",
                  "name the parent model", source)
         _require(isinstance(sha256, str) and _SHA256.match(sha256), path, f"{CALIBRATED_FROM}.sha256",
