@@ -1,11 +1,8 @@
 """A corpus of questions in: ``load_questions(source) -> (questions, QuestionsReport)``. Three shapes, told apart by
 the header: a question column (``QUESTION_ALIASES``), every non-empty cell, repeats kept (a repeated question is a
 duplicate to find); a pairs file, the distinct questions of both columns; else one question per line (a Parquet
-file: its only column). Text is read within ``core.data.limits``' caps; every failure is a ``DataError``.
-
-A Parquet file's size says little about its text (a few hundred bytes can hold a gigabyte of one repeated string),
-so its text is held to the cap before it is decoded: by the footer's sizes, then per row group on the dictionary
-its strings are read into.
+file: its only column). A Parquet file's text is held to the cap before it is decoded (a few hundred bytes can hold
+a gigabyte of one string): by the footer's sizes, then per row group as dictionaries.
 """
 from __future__ import annotations
 
@@ -85,7 +82,7 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
         if header:
             check_header(header, name, at_least=len(text.encode()) > HEAD_BYTES)
         if shape == LINES:
-            questions, report = _lines(text, name)
+            questions, report = _one_per_cell([line.strip() for line in _LINE_BREAK.split(text)], name, LINES, [], 1)
         elif shape == COLUMN and len(header) == 1:
             questions, report = _one_column(text, name, header)
         else:
@@ -132,10 +129,6 @@ def _one_per_cell(cells: list[str], name: str, shape: str, columns: list[str],
     while cells and not cells[-1]:  # a trailing newline (or several) ends the file, it is no question
         cells.pop()
     return _grid_report(np.array(cells, dtype=object).reshape(-1, 1), name, shape, columns, "", _NONE, first_line)
-
-
-def _lines(text: str, name: str) -> tuple[list[str], QuestionsReport]:
-    return _one_per_cell([line.strip() for line in _LINE_BREAK.split(text)], name, LINES, [], first_line=1)
 
 
 def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:

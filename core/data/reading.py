@@ -1,11 +1,7 @@
 """Question pairs in, clean frame out: ``load_pairs`` and its ``LoadReport``, over ``PairReader``, the one reader
-behind ``load_pairs``, ``score`` and the TF-IDF baseline. A reader settles the bounded stream and encoding
-(``core.data.limits``), delimiter, header and roles before the first row, then yields chunks parsed by pandas' C
-engine, so memory follows the chunk; dropped rows are counted by reason from masks. Every failure the user can cause
-is a ``DataError``.
-
-Line numbers count records: the header is line 1, data row k is line k+2 (k+1 without a header row), stepping over
-the records pandas skipped (embedded newlines and blank lines may shift them from what an editor shows).
+behind ``load_pairs``, ``score`` and the TF-IDF baseline: delimiter, header and roles settled before the first row,
+then chunks parsed by pandas' C engine from ``core.data.limits``' bounded stream; dropped rows counted by reason
+from masks, on their record's line (the header is line 1; records pandas skipped are stepped over).
 """
 from __future__ import annotations
 
@@ -279,12 +275,9 @@ class _Reencoded(Exception):
 
 
 class PairReader:
-    """A pairs file checked up to its header (``head``); iterate it for its ``PairChunk``s (each pass reads the
-    source again). ``all_text``: every column kept as written (score writes them back), after a first pass that
-    checks the caps and settles the encoding, so that no row is scored of a file then refused; otherwise only the
-    questions are text and the rest is typed by pandas. ``label_map``: value -> 1 or 0, the labels read by it alone.
-    ``names``: the columns' names of a file without a header row, whose first row is then data. ``group_column``:
-    a column whose values group the pairs (``PairChunk.group``)."""
+    """A pairs file checked up to its header (``head``); each pass over it reads the source again, in ``PairChunk``s.
+    ``all_text``: every column kept as written (score writes them back), after a first pass over the caps and the
+    encoding, so no row is scored of a file then refused. ``names``: the columns of a file without a header row."""
 
     def __init__(self, source, columns: dict[str, str] | None = None, *, labels_required: bool = True,
                  all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None,
