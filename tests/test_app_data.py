@@ -90,8 +90,8 @@ def test_duplicate_header_upload_shows_a_warning_naming_the_column_used(data_pag
     two_pairs = [f"Not enough to train on: {problem.message}." for problem in training_problems(
         dataset_summary(at.session_state.pairs))]  # 2 pairs: too few for a validation split (test_app_run_quality)
     assert [warning.value for warning in at.warning] == [
-        'dups.csv: header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, '
-        "the other is ignored", *two_pairs
+        'dups.csv: columns 1 "question1" and 2 "question1" both name question1; question1 is read from '
+        'column 1 "question1", the other is ignored', *two_pairs
     ] and len(two_pairs) == 2
     assert at.session_state.pairs["question1"].tolist() == ["First?", "A?"]
     at.button(key="use_sample").click().run()

@@ -203,8 +203,8 @@ def test_duplicate_headers_are_one_warning_line(capsys, lstm_folder, tmp_path):
     code, out, err = run_cli(capsys, "evaluate", "--model", lstm_folder, "--data", data)
     assert code == 0 and strict_json(out)["n"] == 2
     assert err.strip().splitlines() == [
-        'data: warning: header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, '
-        "the other is ignored"]
+        'data: warning: columns 1 "question1" and 2 "question1" both name question1; question1 is read '
+        'from column 1 "question1", the other is ignored']
 
 
 # ---- hypothesis: a tampered config.json ----------------------------------------------------------------

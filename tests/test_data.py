@@ -177,7 +177,8 @@ def test_repeated_header_name_uses_the_first_column_and_warns():
     assert pairs.to_dict("list") == {"question1": ["First?"], "question2": ["Third?"], "is_duplicate": [1]}
     assert report.columns == {"question1": "question1", "question2": "question2", "is_duplicate": "is_duplicate"}
     assert report.warnings == [
-        'header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, the other is ignored'
+        'columns 1 "question1" and 2 "question1" both name question1; question1 is read from column 1 '
+        '"question1", the other is ignored'
     ]
     assert report.summary() == "kept 1 of 1 rows"  # warnings are shown on their own, not in the summary
 
@@ -186,7 +187,8 @@ def test_header_repeated_with_other_case_and_spaces_counts_as_repeated():
     pairs, report = load_pairs(b"question1, Question1 ,question2,is_duplicate\nFirst?,Second?,Third?,1\n")
     assert pairs["question1"].tolist() == ["First?"]
     assert report.warnings == [
-        'header "question1" appears 2 times (columns 1, 2); question1 is read from column 1, the other is ignored'
+        'columns 1 "question1" and 2 "Question1" both name question1; question1 is read from column 1 '
+        '"question1", the other is ignored'
     ]
 
 
@@ -235,7 +237,8 @@ def test_mapping_to_a_repeated_name_warns():
                                columns={"question1": "left", "question2": "right", "is_duplicate": "verdict"})
     assert pairs["question1"].tolist() == ["L1?"]
     assert report.warnings == [
-        'header "left" appears 2 times (columns 1, 2); question1 is read from column 1, the other is ignored'
+        'columns 1 "left" and 2 "left" both name question1; question1 is read from column 1 "left", the other '
+        'is ignored'
     ]
 
 

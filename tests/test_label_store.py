@@ -32,8 +32,6 @@ from core.saving.label_store import (
 )
 from core.saving.safe_csv import is_formula
 
-LEGACY_HEADER = "question1,question2,is_duplicate,labelled_by,labelled_at\r\n"
-
 
 def rows_in(path) -> list[tuple]:
     """The ``labels`` table as SQLite holds it, read without the store: (question1, question2, is_duplicate)."""
@@ -85,7 +83,6 @@ def test_a_second_answer_to_a_pair_replaces_the_first_and_says_what_it_was(tmp_p
     ("a", "b", 2, "0 or 1"),
     ("a", "b", "1", "0 or 1"),
     (" ", "b", 1, "non-empty"),
-    ("a\ud800", "b", 1, "not valid text"),
 ])
 def test_an_answer_that_cannot_be_stored_is_one_line_and_writes_nothing(tmp_path, question1, question2, label, message):
     store = LabelStore(tmp_path / "labels.sqlite3")
@@ -254,50 +251,14 @@ def test_a_merge_with_one_bad_row_adds_nothing_and_names_the_row(tmp_path):
     assert "\n" not in str(error.value) and store.pairs()["question1"].tolist() == ["kept?"]
 
 
-def test_the_csv_labels_file_of_before_is_imported_once_whole(tmp_path):
-    legacy = tmp_path / "corpus-12345678.csv"
-    legacy_bytes = (LEGACY_HEADER + "a?,b?,1,session-1,2026-01-01T00:00:00+00:00\r\n"
-                    "'=c?,d?,0,session-1,2026-01-01T00:00:01+00:00\r\n"
-                    "e?,f?,1,,2026-01-01T00:00:02+00:00").encode()  # a last row typed by hand, no line end
-    legacy.write_bytes(legacy_bytes)
-    path = tmp_path / "corpus-12345678.sqlite3"
-    store = LabelStore(path, legacy_csv=legacy)
-    assert store.pairs().empty and not path.exists()  # a read writes nothing: the import is a write of its own
-    store.import_legacy()
-    assert store.pairs()[["question1", "question2", "is_duplicate"]].values.tolist() == [
-        ["a?", "b?", 1], ["=c?", "d?", 0], ["e?", "f?", 1]]
-    assert store.import_problem is None and legacy.read_bytes() == legacy_bytes  # the old file is left as it was
-    store.undo_last()
-    store.add("g?", "h?", 0)
-    again = LabelStore(path, legacy_csv=legacy)  # a restarted server: not imported a second time
-    assert again.pairs()["question1"].tolist() == ["a?", "=c?", "g?"]
-
-
-def test_a_csv_of_before_that_cannot_be_read_is_reported_and_the_store_still_works(tmp_path):
-    legacy = tmp_path / "old.csv"
-    legacy.write_bytes(b"\x00\x01\x02 binary, not text" * 20)
-    store = LabelStore(tmp_path / "old.sqlite3", legacy_csv=legacy)
-    store.import_legacy()
-    assert len(store) == 0 and "old.csv was not imported" in store.import_problem
-    assert "\n" not in store.import_problem
-    assert store.add("a?", "b?", 1) is None and len(store) == 1
-
-
-def test_a_link_a_pipe_or_another_file_at_the_path_is_one_line_never_followed_or_waited_on(tmp_path):
-    real = tmp_path / "real.sqlite3"
-    LabelStore(real).add("a?", "b?", 1)
-    link = tmp_path / "link.sqlite3"
-    link.symlink_to(real)
-    fifo = tmp_path / "fifo.sqlite3"
-    os.mkfifo(fifo)
+def test_another_file_at_the_path_is_one_line_and_left_as_it_is(tmp_path):
     text = tmp_path / "text.sqlite3"
     text.write_text("question1,question2,is_duplicate\na,b,1\n", encoding="utf-8")
-    for path, message in ((link, "symbolic link"), (fifo, "not a regular file"), (text, "not a database")):
-        for call in (lambda store: store.pairs(), lambda store: store.add("c?", "d?", 0)):
-            with pytest.raises(DataError, match=message) as error:
-                call(LabelStore(path))
-            assert "\n" not in str(error.value) and str(tmp_path) not in str(error.value)  # no server path
-    assert len(LabelStore(real)) == 1 and text.read_text(encoding="utf-8").startswith("question1")
+    for call in (lambda store: store.pairs(), lambda store: store.add("c?", "d?", 0)):
+        with pytest.raises(DataError, match="not a database") as error:
+            call(LabelStore(text))
+        assert "\n" not in str(error.value) and str(tmp_path) not in str(error.value)  # no server path
+    assert text.read_text(encoding="utf-8").startswith("question1")
 
 
 def test_an_sqlite_database_of_something_else_is_refused_and_left_byte_for_byte(tmp_path):

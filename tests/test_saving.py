@@ -247,7 +247,7 @@ def _edit_config(folder, edit):
      "tokens must be one of 'words', 'wordpiece', got 'x{79}$"),  # a long value is cut in the message
     (lambda c: c["model_config"].update(init_embeddings=None), "init_embeddings must be str"),
     (lambda c: c["model_config"].update(tokens="wordpiece"), "tokens 'wordpiece' but the tokenizer is a word"),
-    (lambda c: c.update(model_config=[1, 2]), "JSON object"),
+    (lambda c: c.update(model_config=[1, 2]), "model_config must be a mapping"),
     (lambda c: c["tokenizer"].update(kind="pickle"), "tokenizer"),
     (lambda c: c["tokenizer"].update(max_length=-1), "max_length"),
     (lambda c: c["tokenizer"].update(max_length="13"), "max_length"),

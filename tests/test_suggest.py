@@ -132,16 +132,12 @@ def test_labels_that_are_not_a_pairs_file_are_one_line(corpus, tmp_path, capsys,
     assert not (tmp_path / "o.csv").exists()
 
 
-def test_a_labels_pipe_or_link_is_one_line_never_waited_on(corpus, tmp_path, capsys):
+def test_a_labels_pipe_is_one_line_never_waited_on(corpus, tmp_path, capsys):
     fifo = tmp_path / "labels.csv"
     os.mkfifo(fifo)
-    link = tmp_path / "link.sqlite3"
-    LabelStore(tmp_path / "real.sqlite3").add("a?", "b?", 1)
-    link.symlink_to(tmp_path / "real.sqlite3")
-    for labels, message in ((fifo, "not a regular file"), (link, "symbolic link")):
-        code, _, err = run(capsys, "--questions", corpus, "--labels", labels, "--n", 1, "--out", tmp_path / "o.csv")
-        lines = err.strip().splitlines()
-        assert code == 2 and len(lines) == 1 and message in lines[0]
+    code, _, err = run(capsys, "--questions", corpus, "--labels", fifo, "--n", 1, "--out", tmp_path / "o.csv")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "not a regular file" in lines[0]
 
 
 def test_a_folder_that_is_not_a_model_is_one_line(tmp_path, capsys):

@@ -706,18 +706,3 @@ def test_embed_never_writes_over_its_data_nor_into_the_model_folder(capsys, lstm
     code, stdout, err = cli(capsys, "embed", "--model", model, "--data", pairs_file, "--out", model / "vectors")
     assert "is inside the model folder" in one_error(code, err) and stdout == ""
     assert snapshot(model) == snapshot_before
-
-
-def test_reserving_space_without_fallocate_keeps_what_was_written_first(tmp_path, monkeypatch):
-    """On a file system without fallocate the space is reserved by writing zeros: they went from byte 0, over the
-    header a vector file's writer had already put there."""
-    def unsupported(fd, offset, length):
-        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
-
-    monkeypatch.setattr(os, "posix_fallocate", unsupported)
-    target = tmp_path / "vectors.npy"
-    with claim_files([target]) as claim:
-        with claim.open(target) as handle:
-            handle.write(b"HEADER")
-        claim.allocate(target, 10)
-    assert target.read_bytes() == b"HEADER" + bytes(4)

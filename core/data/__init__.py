@@ -2,17 +2,14 @@
 ``questions`` reads corpora, ``splitting`` summarises and splits pairs and says whether they are enough to train
 on. ``from core.data import X`` works for every public name."""
 
-from core.data.labels import MAX_LABEL_VALUES, LabelValuesError, normalise_label_map
-from core.data.limits import input_limit
-from core.data.questions import QUESTION_ALIASES, QuestionsReport, corpus_questions, load_questions, pair_key, pair_keys
+from core.data.labels import FALSE_LABELS, TRUE_LABELS, LabelValuesError, normalise_label_map
+from core.data.questions import corpus_questions, load_questions, pair_key, pair_keys
 from core.data.reading import (
-    DELIMITERS, EMPTY_QUESTION, FALSE_LABELS, GROUP, MALFORMED_LINE, MAX_EXAMPLES, ROLE_ALIASES, ROLES, TRUE_LABELS,
-    UNREADABLE_LABEL, DataError, LoadReport, MissingColumnsError, NoHeaderRowError, PairReader, load_pairs,
-    normalise_questions,
+    EMPTY_QUESTION, GROUP, MALFORMED_LINE, ROLES, UNREADABLE_LABEL, DataError, LoadReport, MissingColumnsError,
+    NoHeaderRowError, PairReader, load_pairs, normalise_questions,
 )
 from core.data.splitting import (
-    DEFAULT_VAL_FRACTION, MIN_PAIRS_PER_CLASS, MIN_TRUSTED_VALIDATION_PAIRS, SPLIT_BY, Splits, TrainingProblem,
-    dataset_summary, min_pairs_for_validation, pairs_fingerprint, question_groups, recorded_by_question,
-    resampling_groups, resolve_split_by, seeded_sample, seen_pair_mask, small_validation_note, split_pairs,
-    split_problems, split_with_files, training_problems,
+    MIN_PAIRS_PER_CLASS, SPLIT_BY, Splits, dataset_summary, min_pairs_for_validation, pairs_fingerprint,
+    question_groups, recorded_by_question, resampling_groups, resolve_split_by, seeded_sample, seen_pair_mask,
+    small_validation_note, split_pairs, split_problems, split_with_files, training_problems,
 )

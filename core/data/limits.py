@@ -46,13 +46,9 @@ def input_limit(max_bytes: int | None = None) -> int:
     text = os.environ.get(INPUT_LIMIT_VARIABLE, "").strip()
     if not text:
         return DEFAULT_INPUT_LIMIT
-    try:
-        value = int(text)
-    except ValueError:
-        raise DataError(f"{INPUT_LIMIT_VARIABLE} must be a whole number of bytes, got {clip(text)}") from None
-    if value < 1:
-        raise DataError(f"{INPUT_LIMIT_VARIABLE} must be at least 1, got {value}")
-    return value
+    if not text.isdigit() or int(text) < 1:
+        raise DataError(f"{INPUT_LIMIT_VARIABLE} must be a whole number of bytes, at least 1; got {clip(text)}")
+    return int(text)
 
 
 def size_text(size: int) -> str:
@@ -159,7 +155,10 @@ def open_text(source, max_bytes: int | None = None) -> TextSource:
     name, open_raw = open_source(source, limit)
     with _Bounded(open_raw(), name, limit) as stream:
         raw_head = stream.read(HEAD_BYTES)
-    codec, encoding = _encoding(raw_head, name)
+    found = next((found for bom, found in _BOMS if raw_head.startswith(bom)), ("utf-8", "utf-8"))
+    if found is None:
+        raise DataError(f"{name} is UTF-32 text, which is not supported; save it as UTF-8")
+    codec, encoding = found
     head = raw_head.decode(codec, errors="replace")
     if not head.strip():
         raise DataError(f"{name}: the file is empty")
@@ -171,16 +170,6 @@ def open_text(source, max_bytes: int | None = None) -> TextSource:
         unmarked = " (UTF-16 text needs its byte-order mark; else save it as UTF-8)" if "\x00" in sample else ""
         raise DataError(f"{name} looks like a binary file, not CSV/TSV text{unmarked}")
     return TextSource(name, codec, encoding, head.removeprefix("\ufeff"), raw_head, open_raw, limit)
-
-
-def _encoding(head: bytes, name: str) -> tuple[str, str]:
-    """(codec, reported encoding): by BOM (UTF-32 refused), else UTF-8 to start."""
-    for bom, found in _BOMS:
-        if head.startswith(bom):
-            if found is None:
-                raise DataError(f"{name} is UTF-32 text, which is not supported; save it as UTF-8")
-            return found
-    return "utf-8", "utf-8"
 
 
 class _Bounded(io.RawIOBase):

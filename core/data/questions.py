@@ -1,11 +1,8 @@
 """A corpus of questions in: ``load_questions(source) -> (questions, QuestionsReport)``. Three shapes, told apart by
 the header: a question column (``QUESTION_ALIASES``), every non-empty cell, repeats kept (a repeated question is a
 duplicate to find); a pairs file, the distinct questions of both columns; else one question per line (a Parquet
-file: its only column). Text is read within ``core.data.limits``' caps; every failure is a ``DataError``.
-
-A Parquet file's size says little about its text (a few hundred bytes can hold a gigabyte of one repeated string),
-so its text is held to the cap before it is decoded: by the footer's sizes, then per row group on the dictionary
-its strings are read into.
+file: its only column). A Parquet file's text is held to the cap before it is decoded (a few hundred bytes can hold
+a gigabyte of one string): by the footer's sizes, then per row group as dictionaries.
 """
 from __future__ import annotations
 
@@ -81,15 +78,15 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     else:
         read = open_text(source, max_bytes)
         text, name = read.text(), read.name
-        shape, delimiter, header = _shape(text)
+        shape, delimiter, header, positions = _shape(text)
         if header:
             check_header(header, name, at_least=len(text.encode()) > HEAD_BYTES)
         if shape == LINES:
-            questions, report = _lines(text, name)
+            questions, report = _one_per_cell([line.strip() for line in _LINE_BREAK.split(text)], name, LINES, [], 1)
         elif shape == COLUMN and len(header) == 1:
             questions, report = _one_column(text, name, header)
         else:
-            questions, report = _columns(text, name, shape, delimiter, header)
+            questions, report = _columns(text, name, shape, delimiter, header, positions)
         report.encoding = read.encoding
     name = report.source
     longest = max(map(len, questions), default=0)
@@ -102,29 +99,29 @@ def load_questions(source, max_bytes: int | None = None) -> tuple[list[str], Que
     return questions, report
 
 
-def _shape(text: str) -> tuple[str, str, list[str]]:
-    """(shape, delimiter, header fields) from the first line."""
+def _shape(text: str) -> tuple[str, str, list[str], list[int]]:
+    """(shape, delimiter, header fields, the question columns' positions) from the first line."""
     head = text[:HEAD_BYTES].removeprefix("\ufeff")
     found = []
     for delimiter in DELIMITERS:
-        header = header_fields(head, delimiter)
-        shape = _shape_of(header or [])
-        if shape:
-            found.append((len(header), shape == COLUMN, -DELIMITERS.index(delimiter), delimiter, header))
+        header = header_fields(head, delimiter) or []
+        if shape := _question_columns(header):
+            found.append((len(header), shape[0] == COLUMN, -DELIMITERS.index(delimiter), delimiter, header, shape[1]))
     if not found:
-        return LINES, "", []
-    _, column, _, delimiter, header = max(found)
-    return COLUMN if column else PAIRS, delimiter, header
+        return LINES, "", [], []
+    _, column, _, delimiter, header, positions = max(found)
+    return COLUMN if column else PAIRS, delimiter, header, positions
 
 
-def _shape_of(header: list[str]) -> str | None:
-    """COLUMN when a header names a question column, PAIRS when it names both questions of a pair, else None."""
+def _question_columns(header: list[str]) -> tuple[str, list[int]] | None:
+    """(COLUMN, the position of its question column) for a header that names one, (PAIRS, question1's and
+    question2's) for one that names both questions of a pair, else None."""
     names = [name.strip().lower() for name in header]
-    if any(alias in names for alias in QUESTION_ALIASES):
-        return COLUMN
-    if all(any(a in names for a in ROLE_ALIASES[role]) for role in ("question1", "question2")):
-        return PAIRS
-    return None
+    if found := [names.index(alias) for alias in QUESTION_ALIASES if alias in names]:
+        return COLUMN, found[:1]
+    pair = [next((names.index(alias) for alias in ROLE_ALIASES[role] if alias in names), None)
+            for role in ("question1", "question2")]
+    return None if None in pair else (PAIRS, pair)
 
 
 def _one_per_cell(cells: list[str], name: str, shape: str, columns: list[str],
@@ -132,10 +129,6 @@ def _one_per_cell(cells: list[str], name: str, shape: str, columns: list[str],
     while cells and not cells[-1]:  # a trailing newline (or several) ends the file, it is no question
         cells.pop()
     return _grid_report(np.array(cells, dtype=object).reshape(-1, 1), name, shape, columns, "", _NONE, first_line)
-
-
-def _lines(text: str, name: str) -> tuple[list[str], QuestionsReport]:
-    return _one_per_cell([line.strip() for line in _LINE_BREAK.split(text)], name, LINES, [], first_line=1)
 
 
 def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], QuestionsReport]:
@@ -152,36 +145,50 @@ def _one_column(text: str, name: str, header: list[str]) -> tuple[list[str], Que
                          first_line=2)
 
 
-def _question_positions(names: list[str], shape: str) -> list[int]:
-    """The question column's position (COLUMN), or question1's and question2's (PAIRS), in lower-cased ``names``."""
-    if shape == COLUMN:
-        return [names.index(next(alias for alias in QUESTION_ALIASES if alias in names))]
-    return [next(names.index(a) for a in ROLE_ALIASES[role] if a in names) for role in ("question1", "question2")]
-
-
 def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], QuestionsReport]:
+    """The questions of a Parquet file; more text than the cap is refused before it is decoded."""
+    import pyarrow as pa
+
     parquet = _parquet_file(data, name)
-    header = list(parquet.schema_arrow.names)
+    header, limit = list(parquet.schema_arrow.names), limits.input_limit(max_bytes)
     if parquet.metadata.num_rows > limits.MAX_LINES or len(header) > limits.MAX_COLUMNS:
         raise DataError(f"{name} has {parquet.metadata.num_rows:,} rows and {len(header):,} columns; the limits are "
                         f"{limits.MAX_LINES:,} rows and {limits.MAX_COLUMNS:,} columns")
-    names, shape = [column.strip().lower() for column in header], _shape_of(header)
-    if shape is None and len(header) == 1:  # one column, whatever its name: the questions
-        shape, names = COLUMN, [QUESTION_ALIASES[0]]
-    elif shape is None:
+    found = _question_columns(header) or ((COLUMN, [0]) if len(header) == 1 else None)  # one column: the questions
+    if found is None:
         raise DataError(f"{name}: no question column among {', '.join(header[:10])}; name one question (or "
                         f"{', '.join(QUESTION_ALIASES[1:])}), or question1 and question2")
-    positions = _question_positions(names, shape)
-    columns = parquet_text_columns(data, name, [header[p] for p in positions], max_bytes)
-    grid = np.array([[text.strip() for text in column] for column in columns], dtype=object).T.reshape(-1, len(positions))
-    report = _grid_report(grid, name, shape, [header[p] for p in positions], "", _NONE, first_line=1)
-    report[1].file_format = "parquet"
-    return report
+    shape, columns = found[0], [header[p] for p in found[1]]
+    nested = {column: kind for column in columns if pa.types.is_nested(kind := parquet.schema_arrow.field(column).type)}
+    if nested:  # pyarrow would fail on them below with a bare KeyError
+        raise DataError(f"could not read the column(s) {', '.join(nested)} of {name} as text: they hold "
+                        f"{', '.join(map(str, nested.values()))} values")
+    # As dictionaries: a string repeated on every row is held once, and its rows are counted, never expanded.
+    parquet = _parquet_file(data, name, read_dictionary=columns)
+    if stored_text_bytes(parquet.metadata, columns) > limit:
+        raise over_input_limit(name, limit, compressed=True)
+    texts: list[list[str]] = [[] for _ in columns]
+    decoded = 0
+    try:
+        for group in range(parquet.num_row_groups):
+            for part in _row_group_parts(parquet, data, group, columns, limit):
+                decoded += sum(decoded_text_bytes(part.column(column)) for column in columns)
+                if decoded > limit:
+                    raise over_input_limit(name, limit, compressed=True)
+                for values, column in zip(texts, columns):
+                    values.extend(text.strip() for text in _as_text(part.column(column)))
+    except DataError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a column that cannot be text (a list, a struct) says why
+        raise DataError(f"could not read the column(s) {', '.join(columns)} of {name} as text: {error}") from None
+    grid = np.array(texts, dtype=object).T.reshape(-1, len(columns))
+    questions, report = _grid_report(grid, name, shape, columns, "", _NONE, first_line=1)
+    report.file_format = "parquet"
+    return questions, report
 
 
-def _columns(text: str, name: str, shape: str, delimiter: str,
-             header: list[str]) -> tuple[list[str], QuestionsReport]:
-    positions = _question_positions([column.strip().lower() for column in header], shape)
+def _columns(text: str, name: str, shape: str, delimiter: str, header: list[str],
+             positions: list[int]) -> tuple[list[str], QuestionsReport]:
     found: list[int] = []
     with parse_errors(name, delimiter, found):
         frame = read_csv(io.StringIO(text.removeprefix("\ufeff")), delimiter, "utf-8", {p: str for p in positions})
@@ -237,38 +244,6 @@ def _parquet_file(data: bytes, name: str, read_dictionary: list[str] | None = No
         return pq.ParquetFile(io.BytesIO(data), read_dictionary=read_dictionary)
     except Exception as error:  # noqa: BLE001 - whatever pyarrow trips over in a user's file is theirs to see
         raise DataError(f"could not read {name} as Parquet: {error}") from None
-
-
-def parquet_text_columns(data: bytes, name: str, columns: list[str], max_bytes: int | None = None) -> list[list[str]]:
-    """The values of ``columns`` as text ("" where missing), one list per column; more text than the cap is refused
-    before it is decoded."""
-    import pyarrow as pa
-
-    limit = limits.input_limit(max_bytes)
-    schema = _parquet_file(data, name).schema_arrow
-    nested = [column for column in columns if pa.types.is_nested(schema.field(column).type)]
-    if nested:  # pyarrow would fail on them below with a bare KeyError
-        raise DataError(f"could not read the column(s) {', '.join(nested)} of {name} as text: they hold "
-                        f"{', '.join(str(schema.field(column).type) for column in nested)} values")
-    # As dictionaries: a string repeated on every row is held once, and its rows are counted, never expanded.
-    parquet = _parquet_file(data, name, read_dictionary=columns)
-    if stored_text_bytes(parquet.metadata, columns) > limit:
-        raise over_input_limit(name, limit, compressed=True)
-    texts: list[list[str]] = [[] for _ in columns]
-    decoded = 0
-    try:
-        for group in range(parquet.num_row_groups):
-            for part in _row_group_parts(parquet, data, group, columns, limit):
-                decoded += sum(decoded_text_bytes(part.column(column)) for column in columns)
-                if decoded > limit:
-                    raise over_input_limit(name, limit, compressed=True)
-                for values, column in zip(texts, columns):
-                    values.extend(_as_text(part.column(column)))
-    except DataError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a column that cannot be text (a list, a struct) says why
-        raise DataError(f"could not read the column(s) {', '.join(columns)} of {name} as text: {error}") from None
-    return texts
 
 
 def _row_group_parts(parquet, data: bytes, group: int, columns: list[str], limit: int):

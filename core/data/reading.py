@@ -1,11 +1,7 @@
 """Question pairs in, clean frame out: ``load_pairs`` and its ``LoadReport``, over ``PairReader``, the one reader
-behind ``load_pairs``, ``score`` and the TF-IDF baseline. A reader settles the bounded stream and encoding
-(``core.data.limits``), delimiter, header and roles before the first row, then yields chunks parsed by pandas' C
-engine, so memory follows the chunk; dropped rows are counted by reason from masks. Every failure the user can cause
-is a ``DataError``.
-
-Line numbers count records: the header is line 1, data row k is line k+2 (k+1 without a header row), stepping over
-the records pandas skipped (embedded newlines and blank lines may shift them from what an editor shows).
+behind ``load_pairs``, ``score`` and the TF-IDF baseline: delimiter, header and roles settled before the first row,
+then chunks parsed by pandas' C engine from ``core.data.limits``' bounded stream; dropped rows counted by reason
+from masks, on their record's line (the header is line 1; records pandas skipped are stepped over).
 """
 from __future__ import annotations
 
@@ -22,13 +18,9 @@ import numpy as np
 import pandas as pd
 
 from core.data import limits
-from core.data.labels import (
-    FALSE_LABELS, TRUE_LABELS, LabelTally, LabelValuesError, label_value, normalise_label_map, parse_labels,
-)
+from core.data.labels import LabelTally, label_value, normalise_label_map, parse_labels
 from core.data.limits import DataError, clip
 from core.data.limits import HEAD_BYTES, open_text
-
-__all__ = ["DELIMITERS", "FALSE_LABELS", "TRUE_LABELS", "DataError", "LabelValuesError", "LoadReport", "load_pairs"]
 
 ROLES = ("question1", "question2", "is_duplicate")
 GROUP = "group"  # the pairs frame's column of the groups a user named (train --group-column), read as text
@@ -129,17 +121,11 @@ def column_warnings(header: list[str], columns: dict[str, str] | None) -> list[s
     """One line per role that more than one column could fill, naming the column used."""
     lines = []
     for role, found in _role_candidates(header, columns).items():
-        if len(found) < 2:
-            continue
-        used, ignored = found[0], "the other is ignored" if len(found) == 2 else "the others are ignored"
-        if len({header[position].strip().lower() for position in found}) == 1:
-            numbers = ", ".join(str(position + 1) for position in sorted(found))
-            lines.append(f"header {_quote(header[used])} appears {len(found)} times (columns {numbers}); "
-                         f"{role} is read from column {used + 1}, {ignored}")
-        else:
+        if len(found) > 1:
             named = [f"{position + 1} {_quote(header[position])}" for position in sorted(found)]
             lines.append(f"columns {', '.join(named[:-1])} and {named[-1]} {'both' if len(found) == 2 else 'all'} "
-                         f"name {role}; {role} is read from column {used + 1} {_quote(header[used])}, {ignored}")
+                         f"name {role}; {role} is read from column {found[0] + 1} {_quote(header[found[0]])}, "
+                         f"{'the other is' if len(found) == 2 else 'the others are'} ignored")
     return lines
 
 
@@ -210,15 +196,6 @@ def _resolve_columns(header: list[str], columns: dict[str, str] | None, name: st
                                   f"{_listed(header)} (expected question1, question2, is_duplicate or an alias such "
                                   "as q1/q2/label)", header)
     return positions
-
-
-def _group_position(header: list[str], column: str, name: str) -> int:
-    """The position of the group column ``column`` (``_named``); a DataError naming the file's columns when it has
-    none."""
-    found = _named(header, column)
-    if not found:
-        raise DataError(f"{name}: no column {_quote(column)} to group the pairs by; its columns are: {_listed(header)}")
-    return found[0]
 
 
 def _listed(header: list[str]) -> str:
@@ -298,12 +275,9 @@ class _Reencoded(Exception):
 
 
 class PairReader:
-    """A pairs file checked up to its header (``head``); iterate it for its ``PairChunk``s (each pass reads the
-    source again). ``all_text``: every column kept as written (score writes them back), after a first pass that
-    checks the caps and settles the encoding, so that no row is scored of a file then refused; otherwise only the
-    questions are text and the rest is typed by pandas. ``label_map``: value -> 1 or 0, the labels read by it alone.
-    ``names``: the columns' names of a file without a header row, whose first row is then data. ``group_column``:
-    a column whose values group the pairs (``PairChunk.group``)."""
+    """A pairs file checked up to its header (``head``); each pass over it reads the source again, in ``PairChunk``s.
+    ``all_text``: every column kept as written (score writes them back), after a first pass over the caps and the
+    encoding, so no row is scored of a file then refused. ``names``: the columns of a file without a header row."""
 
     def __init__(self, source, columns: dict[str, str] | None = None, *, labels_required: bool = True,
                  all_text: bool = False, chunk_rows: int = CHUNK_ROWS, max_bytes: int | None = None,
@@ -331,7 +305,10 @@ class PairReader:
             raise
         _check_one_role_per_column(header, positions, text.name, lambda position: [
             row[position] for row in self._first_rows(3 + self._header_rows)[self._header_rows:]])
-        self._group = None if group_column is None else _group_position(header, group_column, text.name)
+        self._group = None if group_column is None else (_named(header, group_column) or [None])[0]
+        if group_column is not None and self._group is None:
+            raise DataError(f"{text.name}: no column {_quote(group_column)} to group the pairs by; its columns are: "
+                            f"{_listed(header)}")
         self._text_questions = {positions["question1"]: str, positions["question2"]: str}
         self.head = PairsHead(text.name, delimiter, header, positions, column_warnings(header, columns))
         if all_text:

@@ -13,10 +13,3 @@ from core.saving.model_folder import (
     weights_max_bytes,
 )
 from core.saving.output import OutputClaim, OutputError, claim_new_run, claim_output
-
-__all__ = [
-    "CONFIG_FILE", "ForeignFilesError", "ModelLoadError", "OutputClaim", "OutputError", "RECORD_FILE",
-    "VOCAB_MAX_BYTES", "WEIGHTS_FILE", "check_regular_file", "claim_new_run", "claim_output", "config_from_dict",
-    "list_runs", "read_config", "read_json_file", "read_regular_file", "read_weights", "save_model",
-    "weights_max_bytes", "write_folder_atomically",
-]

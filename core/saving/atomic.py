@@ -1,18 +1,12 @@
 """Writing a folder whole, replacing only what the lab wrote: ``write_folder_atomically(target, write)``.
 
-``write(temp)`` fills a temporary folder beside the target; its ``RECORD_FILE`` then lists what
-the lab wrote, everything is fsynced, and the folder goes in place by two renames: the previous folder aside to
-``.old-<name>-<id>``, the new one onto the target; the previous one is then removed. The one crash window lies
-between the two renames: a writer killed there leaves the target missing and its previous content whole in the
-``.old-`` folder beside it, which ``list_runs`` names; renaming it back restores it.
+``write(temp)`` fills a temporary folder beside the target; its ``RECORD_FILE`` then lists what the lab wrote, and
+after an fsync two renames put it in place (the previous folder aside as ``.old-<name>-<id>``, then removed). A
+writer killed between the renames leaves the target missing and the ``.old-`` folder whole, which ``list_runs``
+names. Anything the record does not name, and any link, is the user's: such a folder is never replaced.
 
-Anything in a folder that its record does not name is the user's (all of a folder without a usable record), and a
-link always is: a folder holding any of it is never replaced (``ForeignFilesError``).
-
-Temporaries: a file is written through ``.<name>.siamese-tmp-<id>`` (``user_files``), a folder built as
-``.tmp-<name>.siamese-tmp-<id>``. The next write in the same folder removes such an entry once it is a day old (no
-write takes that long; a killed one never finishes). Anything named otherwise (a user's ``.tmp-<name>-<date>``, say)
-is never removed, nor is a link. A temporary never holds the only copy of anything.
+Temporaries (``.<name>.siamese-tmp-<id>`` files, ``.tmp-<name>.siamese-tmp-<id>`` folders) are removed by the next
+write beside them once a day old (no write lasts that long); anything named otherwise, or a link, never is.
 """
 from __future__ import annotations
 
@@ -22,7 +16,6 @@ import os
 import re
 import secrets
 import shutil
-import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -147,7 +140,7 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -
     its previous content. Returns it."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    if os.path.lexists(target) and not _is_folder(target):  # a link or a file there is never ours to replace
+    if target.is_symlink() or os.path.lexists(target) and not target.is_dir():  # a link or a file: never ours
         raise FileExistsError(errno.EEXIST, "exists and is not a folder (a link or a file is never replaced)",
                               str(target))
     refuse_foreign_files(target)  # before the work; checked again once the folder is aside
@@ -167,7 +160,7 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -
         (temp / RECORD_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
         for folder in (temp, *(temp / relative for relative in folders)):
             fsync_folder(folder)
-        if _is_folder(target):
+        if target.is_dir():  # not a link: refused above
             old = target.parent / f"{OLD_PREFIX}{target.name}-{uuid.uuid4().hex[:8]}"
             os.rename(target, old)
             refuse_foreign_files(old, shown_as=target)  # a file the user put there meanwhile
@@ -182,10 +175,3 @@ def write_folder_atomically(target: str | Path, write: Callable[[Path], None]) -
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return target
-
-
-def _is_folder(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False

@@ -23,10 +23,6 @@ class ModelLoadError(ValueError):
     """A model folder (or a file in it) that cannot be used; the message says which file and why."""
 
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
 @contextlib.contextmanager
 def open_regular_file(path: str | Path, max_bytes: int, folder: str | Path | None = None) -> Iterator[tuple[int, int]]:
     """``(fd, size)`` of ``path`` opened read-only, once it is a regular file of at most ``max_bytes`` bytes (inside
@@ -46,8 +42,7 @@ def open_regular_file(path: str | Path, max_bytes: int, folder: str | Path | Non
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
-            raise ModelLoadError(f"{path} is {kind}, not a regular file; refused")
+            raise ModelLoadError(f"{path} is not a regular file (a folder, FIFO, socket or device); refused")
         if info.st_size > max_bytes:
             raise ModelLoadError(f"{path} is {info.st_size:,} bytes, more than the {max_bytes:,} allowed for it")
         yield fd, info.st_size

@@ -2,17 +2,15 @@
 
 WAL with ``synchronous=FULL`` and one ``BEGIN IMMEDIATE`` transaction per change, so a killed process leaves it
 before or after an answer. ``answers`` holds every answer (an undo marks it ``undone_at``; nothing is deleted),
-``labels`` each pair's latest answer not undone, with its label and ``pair_bucket`` (counts by share are one indexed
-query), ``imports`` the CSV files taken in once. Reads never write (``files.connect_read_only``); the first write
-makes or upgrades the schema (``made_current``). Labels travel as a formula-safe pairs CSV (``export_csv``,
-``read_labels_csv``: ``escape_cell`` / ``unescape_cell``).
+``labels`` each pair's latest answer not undone, with its label and ``pair_bucket``. Reads never write
+(``files.connect_read_only``); the first write makes or upgrades the schema. Labels travel as a formula-safe pairs
+CSV (``export_csv``, ``read_labels_csv``).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import sqlite3
-import stat
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -72,8 +70,7 @@ def pair_bucket(key1: str, key2: str) -> int:
 
 def checked_answer(question1, question2, is_duplicate, labelled_by="") -> tuple:
     """(key1, key2, question1, question2, label, labelled_by) of an answer, or one ``DataError`` line saying
-    why it cannot be stored: an empty or over-long question, a self-pair, a label not 0/1, text that is not
-    valid Unicode."""
+    why it cannot be stored: an empty or over-long question, a self-pair, a label not 0/1."""
     question1, question2, labelled_by = str(question1).strip(), str(question2).strip(), str(labelled_by)
     if not question1 or not question2:
         raise DataError("a labelled pair needs two non-empty questions")
@@ -82,10 +79,6 @@ def checked_answer(question1, question2, is_duplicate, labelled_by="") -> tuple:
                               ("labelled_by", labelled_by, MAX_LABELLER_CHARS)):
         if len(text) > limit:
             raise DataError(f"{name} has {len(text):,} characters; a label's limit is {limit:,}")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise DataError(f"{name} is not valid text (it holds an unpaired surrogate)") from None
     key = pair_key(question1, question2)
     if key[0] == key[1]:
         raise DataError(f"a question is not paired with itself: {clip(question1)!r}")
@@ -179,11 +172,17 @@ def made_current(db: sqlite3.Connection) -> None:
                 db.execute(statement)
 
 
-def keys_join(n: int) -> str:
-    """``FROM`` ``n`` pair keys (2n parameters) joined to their labels: one primary-key look-up each (a row-value
-    ``IN`` would scan the table)."""
-    return (f"FROM (VALUES {', '.join(['(?, ?)'] * n)}) AS v "
-            "JOIN labels AS l ON l.key1 = v.column1 AND l.key2 = v.column2")
+def _of_keys(db: sqlite3.Connection, columns: str, keys: list[tuple]) -> list[tuple]:
+    """``columns`` (of ``l``, the labels, and ``a``, their answers) of the labels of ``keys``: pair keys, or 1-tuples
+    of a first key. ``KEYS_PER_QUERY`` keys a query, one primary-key look-up each (a row-value ``IN`` would scan)."""
+    rows = []
+    for start in range(0, len(keys), KEYS_PER_QUERY):
+        chunk = keys[start:start + KEYS_PER_QUERY]
+        values = ", ".join([f"({', '.join('?' * len(chunk[0]))})"] * len(chunk))
+        on = " AND ".join(f"l.key{i} = v.column{i}" for i in range(1, len(chunk[0]) + 1))
+        rows += db.execute(f"SELECT {columns} FROM (VALUES {values}) AS v JOIN labels AS l ON {on} "
+                           "JOIN answers AS a ON a.id = l.answer_id", [part for key in chunk for part in key])
+    return rows
 
 
 BUSY_TIMEOUT_S = 15.0  # how long a write waits for another writer before giving up
@@ -199,13 +198,10 @@ def _now() -> str:
 
 class LabelStore:
     """The labels of one SQLite file, safe to share between threads and processes; nothing is created before the
-    first change. ``legacy_csv``: a CSV labels file imported once, by ``import_legacy`` (why a file could not be,
-    in one line: ``import_problem``)."""
+    first change."""
 
-    def __init__(self, path: str | Path, legacy_csv: str | Path | None = None):
+    def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.legacy_csv = Path(legacy_csv) if legacy_csv is not None else None
-        self.import_problem: str | None = None
 
     def _rows(self, sql: str, values=()) -> list[tuple]:
         """The rows of one read; none while the database does not exist."""
@@ -219,26 +215,17 @@ class LabelStore:
 
     def labels_between(self, texts: Iterable[str]) -> pd.DataFrame:
         """The labels of pairs whose two questions are both among ``texts`` (normalised as ``pair_key``'s): the
-        pair key as question1 and question2, and is_duplicate. Indexed look-ups by first key, ``KEYS_PER_QUERY``
-        texts a query, so a corpus's labels are found without reading the others."""
-        texts = sorted(set(texts))
-        within, rows = set(texts), []
-        for start in range(0, len(texts), KEYS_PER_QUERY):
-            chunk = texts[start:start + KEYS_PER_QUERY]
-            rows += [row for row in self._rows(
-                f"SELECT l.key1, l.key2, a.is_duplicate FROM (VALUES {', '.join(['(?)'] * len(chunk))}) AS v "
-                "JOIN labels AS l ON l.key1 = v.column1 JOIN answers AS a ON a.id = l.answer_id", chunk)
-                if row[1] in within]
+        pair key as question1 and question2, and is_duplicate; found by first key, without reading the others."""
+        within = set(texts)
+        with self._transaction(write=False) as db:
+            found = [] if db is None else _of_keys(db, "l.key1, l.key2, a.is_duplicate", [(t,) for t in sorted(within)])
+        rows = [row for row in found if row[1] in within]
         return pd.DataFrame(rows, columns=list(PAIR_COLUMNS)).astype({"is_duplicate": "int64"})
 
     def labelled_among(self, keys: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
-        """The pair keys of ``keys`` that are labelled: indexed look-ups, ``KEYS_PER_QUERY`` keys a query."""
-        keys, found = list(keys), set()
-        for start in range(0, len(keys), KEYS_PER_QUERY):
-            chunk = keys[start:start + KEYS_PER_QUERY]
-            found.update(self._rows(f"SELECT l.key1, l.key2 {keys_join(len(chunk))}",
-                                    [part for key in chunk for part in key]))
-        return found
+        """The pair keys of ``keys`` that are labelled."""
+        with self._transaction(write=False) as db:
+            return set() if db is None else set(_of_keys(db, "l.key1, l.key2", [tuple(key) for key in keys]))
 
     def bucket_counts(self) -> Counter:
         """How many labels each (``pair_bucket``, ``is_duplicate``) has: one indexed query."""
@@ -315,39 +302,13 @@ class LabelStore:
         with self._transaction(write=True) as db:
             return _merge(db, answers)
 
-    def import_legacy(self) -> None:
-        """Import ``legacy_csv`` now when it exists and was not imported (a write: the database is made); a
-        database that cannot be written is said in ``import_problem``, never raised."""
-        if self.legacy_csv is None or not self.legacy_csv.exists():
-            return
-        try:
-            with self._transaction(write=True) as db:
-                if db.execute("SELECT 1 FROM imports WHERE source = ?", (self.legacy_csv.name,)).fetchone() is None:
-                    self._import_legacy(db)
-        except DataError as error:
-            self.import_problem = f"the earlier labels file {self.legacy_csv.name} was not imported: {error}"
-
-    def _regular_file(self) -> os.stat_result | None:
-        """The database's ``lstat``, None when it does not exist; ``DataError`` when it is not a regular file."""
-        try:
-            info = os.lstat(self.path)
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            raise DataError(f"cannot open the labels {self.path.name}: {error.strerror or error}") from None
-        if stat.S_ISLNK(info.st_mode):
-            raise DataError(f"the labels {self.path.name} is a symbolic link; it must be a regular file")
-        if not stat.S_ISREG(info.st_mode):
-            raise DataError(f"the labels {self.path.name} is not a regular file (a pipe, socket, device or folder)")
-        return info
-
     @contextmanager
     def _transaction(self, write: bool):
         """A new connection inside one transaction (``BEGIN IMMEDIATE`` to write, read-only to read), closed after
-        it; None for a read of a database not made yet. Any SQLite failure is one ``DataError`` line."""
-        info = self._regular_file()
+        it; None for a read of a database not made yet. Any SQLite failure is one ``DataError`` line (a path that is
+        no regular file is the lab's own folder's, or refused before by ``is_label_database``)."""
         try:
-            db = None if info is None and not write else self._connect_to_write() if write else self._connect_to_read()
+            db = self._connect_to_write() if write else self._connect_to_read() if self.path.exists() else None
         except sqlite3.Error as error:
             raise DataError(f"the labels {self.path.name} cannot be opened: {error}") from None
         if db is None:
@@ -393,28 +354,6 @@ class LabelStore:
             raise
         return db
 
-    def _import_legacy(self, db: sqlite3.Connection) -> None:
-        """The legacy CSV's labels, skipping (and saying) a row ``checked_answer`` refuses; a file that cannot be
-        read is said and tried again next time."""
-        name = self.legacy_csv.name  # messages name it, never by its server path
-        try:
-            frame = read_labels_csv(self.legacy_csv)
-        except DataError as error:
-            self.import_problem = (f"the earlier labels file {name} was not imported: "
-                                   f"{str(error).replace(str(self.legacy_csv), name)}")
-            return
-        answers, refused = [], []
-        for row, values in enumerate(frame.itertuples(index=False), 1):
-            try:
-                answers.append(checked_answer(*values, ""))
-            except DataError as error:
-                refused.append(f"row {row:,}: {error}")
-        counts = _merge(db, answers)
-        db.execute("INSERT INTO imports VALUES (?, ?, ?)", (name, counts.added + counts.changed, _now()))
-        if refused:
-            self.import_problem = (f"{len(refused):,} rows of the earlier labels file {name} were not imported "
-                                   f"(the first, {refused[0]}); the file is kept as it was")
-
 
 def _latest(labelled_by: str | None) -> tuple[str, tuple]:
     """The labels (answer id, key1, key2, ``LABEL_COLUMNS``), the latest first, of ``labelled_by`` when given:
@@ -438,12 +377,8 @@ def _record(db: sqlite3.Connection, answer: tuple, when: str) -> None:
 
 
 def _merge(db: sqlite3.Connection, answers: list[tuple]) -> MergeCounts:
-    held = {}  # the labels of the pairs the file names, not of the whole table
-    for start in range(0, len(answers), KEYS_PER_QUERY):
-        chunk = answers[start:start + KEYS_PER_QUERY]
-        held.update(((key1, key2), label) for key1, key2, label in db.execute(
-            f"SELECT l.key1, l.key2, l.is_duplicate {keys_join(len(chunk))}",
-            [part for answer in chunk for part in answer[:2]]))
+    held = {(key1, key2): label for key1, key2, label in  # the labels of the pairs the file names, not of all
+            _of_keys(db, "l.key1, l.key2, l.is_duplicate", [answer[:2] for answer in answers])}
     added = changed = unchanged = 0
     when = _now()
     for answer in answers:

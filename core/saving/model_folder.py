@@ -1,14 +1,10 @@
-"""The model folder: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file.
+"""The model folder: ``config.json`` + ``model.safetensors`` + the tokenizer's vocabulary file, read without
+unpickling or running anything (JSON checked field by field, safetensors, every file through ``files``) and written
+by ``write_folder_atomically``, ``config.json`` last. ``list_runs`` says why a folder is not a usable model.
 
-Loading never unpickles or runs anything: the config is JSON checked field by field, the weights safetensors, every
-file read through ``files``. Saving goes through ``write_folder_atomically``, ``config.json`` last. ``list_runs``
-lists a runs folder's usable models and says why every other folder is not one (a ``.tmp-*`` / ``.old-*`` leftover
-of an interrupted save is never loaded).
-
-A calibrated copy is a small folder pointing at its parent's weights with new thresholds: its config.json
-(``save_calibrated``) carries the parent's metadata, thresholds calibrated on the user's file (``calibration``) and
-``calibrated_from``: ``minilm``, ``tfidf`` (fitted in ``TFIDF_FILE``) or a saved model's absolute path, with the
-``folder_digest`` of the parent's files, so a parent changed since is refused rather than served.
+A calibrated copy (``save_calibrated``) is a config.json pointing at its parent (``calibrated_from``: ``minilm``,
+``tfidf``, fitted in ``TFIDF_FILE``, or a saved model's absolute path with its ``folder_digest``, so a changed parent
+is refused) with thresholds calibrated on the user's file (``calibration``).
 """
 from __future__ import annotations
 
@@ -24,7 +20,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 from safetensors import SafetensorError
 
 from core.model_names import MODEL_NAMES, PAIR_SCORERS, TFIDF
@@ -64,18 +59,12 @@ if TYPE_CHECKING:  # torch is imported where weights are read or written: listin
 
 
 def save_file(tensors: dict, path: str) -> None:
-    """safetensors' writer, imported (with torch) on first use (tests replace it). Its I/O failures (a full disk,
-    a file size limit) come back as the ``OSError`` they are, so the CLI says them in one line like any other."""
-    from safetensors.torch import save_file as write
+    """safetensors' bytes, written by Python (tests replace this): a full disk or a file size limit is then the
+    ``OSError`` it is, said in one line by the CLI like any other."""
+    from safetensors.torch import save
 
-    try:
-        write(tensors, path)
-    except SafetensorError as error:
-        found = re.search(r"\(os error (\d+)\)", str(error))
-        if found is None:
-            raise
-        code = int(found[1])
-        raise OSError(code, os.strerror(code), path) from None
+    with open(path, "wb") as handle:
+        handle.write(save(tensors))
 
 
 CONFIG_FILE = "config.json"
@@ -176,26 +165,20 @@ def check_metadata(config: dict, path: str | Path = CONFIG_FILE) -> None:
     """What inference and the app read beyond the model (thresholds, name, metrics, the validation curve, a
     calibrated copy's parent and the data it was calibrated on), each absent or well formed; else ModelLoadError
     naming ``path`` and the field."""
-    thresholds = config.get("thresholds", {})
-    _require(isinstance(thresholds, Mapping), path, "thresholds", "be a mapping of names to numbers", thresholds)
-    for key, value in thresholds.items():
+    for key in ("thresholds", "metrics", "model_config", "tokenizer", CALIBRATED_FROM):
+        _require(isinstance(config.get(key, {}), Mapping), path, key, "be a mapping", config.get(key))
+    for part in ("validation", "test"):
+        found = config.get("metrics", {}).get(part, {})
+        _require(isinstance(found, Mapping), path, f"metrics.{part}", "be a mapping", found)
+    for key, value in config.get("thresholds", {}).items():
         _require(_is_number(value) and math.isfinite(value) and abs(value) <= 1 + THRESHOLD_SLACK, path,
                  f"thresholds.{key}", "be a finite number in [-1, 1]", value)
     _require(isinstance(config.get("name", ""), str), path, "name", "be a string", config.get("name"))
-    metrics = config.get("metrics", {})
-    _require(isinstance(metrics, Mapping), path, "metrics", "be a mapping", metrics)
-    for part in ("validation", "test"):
-        found = metrics.get(part, {})
-        _require(isinstance(found, Mapping), path, f"metrics.{part}", "be a mapping", found)
-    for key in ("model_config", "tokenizer"):
-        _require(isinstance(config.get(key, {}), Mapping), path, key, "be a JSON object", config.get(key))
     training = config.get("training")
     if isinstance(training, Mapping) and "validation_curve" in training:
         _check_curve(training["validation_curve"], path)
     if CALIBRATED_FROM in config:
-        parent = config[CALIBRATED_FROM]
-        _require(isinstance(parent, Mapping), path, CALIBRATED_FROM, "be a mapping", parent)
-        source, sha256 = parent.get("source"), parent.get("sha256", "0" * 64)
+        source, sha256 = config[CALIBRATED_FROM].get("source"), config[CALIBRATED_FROM].get("sha256", "0" * 64)
         _require(isinstance(source, str) and 0 < len(source) <= SOURCE_MAX_CHARS, path, f"{CALIBRATED_FROM}.source",
                  "name the parent model", source)
         _require(isinstance(sha256, str) and _SHA256.match(sha256), path, f"{CALIBRATED_FROM}.sha256",
@@ -283,13 +266,7 @@ def read_weights(folder: str | Path, max_bytes: int) -> dict[str, torch.Tensor]:
     except (SafetensorError, OSError, ValueError) as error:
         raise ModelLoadError(f"{weights_path} is not a readable safetensors file: {error}") from None
     for name, tensor in weights.items():
-        if tensor.dtype in (torch.float16, torch.float32, torch.float64):
-            finite = np.isfinite(tensor.detach().cpu().numpy()).all()  # numpy: several times faster
-        elif tensor.is_floating_point() or tensor.is_complex():
-            finite = torch.isfinite(tensor).all()
-        else:
-            continue
-        if not finite:
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise ModelLoadError(f"{weights_path}: tensor {name!r} holds NaN or infinite values; refused")
     return weights
 

@@ -1,13 +1,9 @@
-"""Where a training may write its model: ``claim_output`` claims it before training, until the save is done.
+"""Where a training may write its model: ``claim_output`` claims it before training, until the save is done: a
+model folder (or nothing, or an empty folder), replaced only with ``overwrite`` and only when it holds nothing the
+lab did not write, in a writable place, one writer at a time (``claim_new_run``: a fresh run name).
 
-Anything but a model folder (or an empty one) is refused, a model is replaced only with ``overwrite`` (its config
-kept in ``existing``) and only when it holds nothing the lab did not write, the location must be writable, and one
-writer holds the folder's lock at a time. ``claim_new_run`` picks a fresh run name under the same rules.
-
-``take_lock`` is the one way the lab locks a path against its other processes: an ``flock``, which goes with its
-process, on ``.<name>.lock`` beside what it guards. The file is removed on release only when the lab made it
-(holding exactly ``LOCK_MARK``; one a killed holder left is taken over); a user's file of that name is locked as it
-is, never written or removed, and a link there is refused.
+``take_lock``, the lab's one lock between processes: an ``flock`` on ``.<name>.lock`` beside what it guards, whose
+file is removed on release only when the lab made it (a user's file of that name is locked as it is).
 """
 from __future__ import annotations
 
@@ -37,7 +33,12 @@ def lock_path_for(target: str | Path) -> Path:
 
 
 class HeldLock(AbstractContextManager):
-    """A lock taken by ``take_lock``, also a ``with`` block; ``release`` frees it (and removes the lab's file)."""
+    """A lock taken by ``take_lock``, also a ``with`` block; ``release`` frees it (and removes the lab's file). As
+    ``claim_output``'s claim: ``target``, the folder the model will be saved as, and ``existing``, the config.json of
+    the model it would replace (``overwrite``), else None."""
+
+    target: Path | None = None
+    existing: dict | None = None
 
     def __init__(self, path: Path, fd: int, ours: os.stat_result | None):
         self.path, self._fd, self._ours = path, fd, ours  # ours: the lab's own lock file (its identity), or None
@@ -83,28 +84,14 @@ def take_lock(path: str | Path, wait: bool = True) -> HeldLock:
 
 
 class OutputError(ValueError):
-    """A path a training may not write to. ``reason`` is one of ``REASONS``; the message says why."""
-
-    REASONS = ("not_a_model", "model_exists", "busy", "unwritable")
+    """A path a training may not write to, and why; ``reason``: not_a_model, model_exists, busy or unwritable."""
 
     def __init__(self, path: Path, problem: str, reason: str):
         super().__init__(f"{path}: {problem}")
         self.path, self.problem, self.reason = path, problem, reason
 
 
-class OutputClaim(AbstractContextManager):
-    """The right to write one model folder; release it (or leave the ``with`` block) after saving."""
-
-    def __init__(self, target: Path, lock: HeldLock, existing: dict | None):
-        self.target = target  # the folder the model will be saved as
-        self.existing = existing  # config.json of the model it would replace (overwrite=True), else None
-        self._lock = lock
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
+OutputClaim = HeldLock  # the right to write one model folder: its lock, held until the save is done
 
 
 def _existing_model(target: Path, overwrite: bool) -> dict | None:
@@ -167,13 +154,14 @@ def claim_output(target: str | Path, overwrite: bool = False,
         raise OutputError(target, f"cannot write in {target.parent}", "unwritable")
     lock_path = lock_path_for(target)
     try:
-        claim = OutputClaim(target, take_lock(lock_path, wait=False), None)
+        claim = take_lock(lock_path, wait=False)
     except LockBusy:
         raise OutputError(target, "another process is writing this folder right now", "busy") from None
     except OSError as error:
         raise OutputError(target, f"cannot lock it through {lock_path} ({error.strerror or error})",
                           "unwritable") from None
     try:
+        claim.target = target
         remove_stale_temps(target)
         claim.existing = (existing or _existing_model)(target, overwrite)
     except BaseException:

@@ -1,14 +1,10 @@
-"""The one way a command writes a file the user named: ``claim_files(paths, overwrite)``.
-
-Every target is claimed before any work (a folder, FIFO or device refused; an existing file or link only with
-``overwrite``, replaced, never followed), written to a temporary beside it (``temp_files``) and renamed into place
-once every file of the claim is whole; without ``overwrite`` by a hard link, so a file made meanwhile is never
-replaced. On any failure the targets keep their content: a refusal is one ``UserFileError``, a failed write (a full
-disk) the ``OSError`` it is, said in one line at the CLI's boundary.
+"""The one way a command writes a file the user named: ``claim_files(paths, overwrite)`` claims every target before
+any work (a folder, FIFO or device refused; an existing file or link only with ``overwrite``, never followed); each
+is written beside and renamed into place once every file of the claim is whole, without ``overwrite`` by a hard link,
+so a file made meanwhile is never replaced. On any failure the targets keep their content.
 """
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -19,9 +15,7 @@ from core.saving.atomic import create_temporary, fsync_folder, remove_stale_temp
 
 
 class UserFileError(Exception):
-    """A target that may not be written; ``reason`` is one of ``REASONS``, ``str()`` names the path."""
-
-    REASONS = ("exists", "folder", "not_a_file", "no_folder", "unwritable")
+    """A target that may not be written, named; ``reason``: exists, folder, not_a_file, no_folder or unwritable."""
 
     def __init__(self, path: Path, problem: str, reason: str):
         super().__init__(f"{path}{'' if problem[0] in ';:' or problem.startswith(' ') else ' '}{problem}")
@@ -75,16 +69,9 @@ class FileClaim(AbstractContextManager):
         return opened
 
     def allocate(self, target: str | Path, size: int) -> None:
-        """Reserve ``size`` bytes for ``target``: a full disk fails here, not as a SIGBUS in a memory map."""
-        fd = self.fileno(target)
-        try:
-            os.posix_fallocate(fd, 0, size)
-        except OSError as error:
-            if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
-                raise
-            offset = os.fstat(fd).st_size  # no fallocate on this file system: real zeros after the data
-            while offset < size:
-                offset += os.pwrite(fd, bytes(min(1 << 20, size - offset)), offset)
+        """Reserve ``size`` bytes for ``target``: a full disk fails here, not as a SIGBUS in a memory map (glibc
+        writes zeros where the file system has no fallocate)."""
+        os.posix_fallocate(self.fileno(target), 0, size)
 
     def commit(self) -> None:
         """fsync every temporary, put each in its target's place, fsync the folders."""
