@@ -18,7 +18,7 @@ from core.model_names import ZERO_SHOT_LABEL
 from core.saving.label_store import LabelStore, read_labels_csv
 from core.status import DONE
 from core.training import active_rounds
-from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE
+from core.training.active_rounds import MIN_TRUSTED_HELD_OUT, ROUND_SIZE, legacy_labels_path
 from lab import workspace_state
 from lab.cached import built_once, judged_threshold, model_stamp
 from lab.session import ZERO_SHOT, get_model, job_queue, session_jobs, show_error, submit_job, upload_limit_bytes
@@ -37,7 +37,9 @@ WORDS = {1: "Duplicate", 0: "Not duplicate"}
 @st.cache_resource(show_spinner=False, max_entries=16)
 def store(path: Path) -> LabelStore:
     """The ``LabelStore`` of a label database, one per server; every run reads what every tab wrote."""
-    return LabelStore(path)
+    labels = LabelStore(path, legacy_csv=legacy_labels_path(path))
+    labels.import_legacy()  # a write, once per server: reads never write
+    return labels
 
 
 def embedded_corpus(choice: str, key: str, texts: Sequence[str], progress: Callable[[int, int], None] | None = None):
@@ -272,6 +274,8 @@ def show_notices(labels: LabelStore) -> None:
             show_error(text)
         else:
             st.info(text, icon=":material/info:")
+    if labels.import_problem:
+        st.warning(labels.import_problem, icon=":material/warning:")
 
 
 def show_recent(labels: LabelStore) -> None:

@@ -32,6 +32,8 @@ from core.saving.label_store import (
 )
 from core.saving.safe_csv import is_formula
 
+LEGACY_HEADER = "question1,question2,is_duplicate,labelled_by,labelled_at\r\n"
+
 
 def rows_in(path) -> list[tuple]:
     """The ``labels`` table as SQLite holds it, read without the store: (question1, question2, is_duplicate)."""
@@ -433,3 +435,32 @@ def test_a_wal_database_in_a_folder_nobody_can_write_is_read_and_a_damaged_one_i
             call(LabelStore(path))
         assert "\n" not in str(error.value)
     assert path.read_bytes() == bytes(damaged)  # a read never rewrites a header
+
+
+def test_the_csv_labels_file_of_before_is_imported_once_whole(tmp_path):
+    legacy = tmp_path / "corpus-12345678.csv"
+    legacy_bytes = (LEGACY_HEADER + "a?,b?,1,session-1,2026-01-01T00:00:00+00:00\r\n"
+                    "'=c?,d?,0,session-1,2026-01-01T00:00:01+00:00\r\n"
+                    "e?,f?,1,,2026-01-01T00:00:02+00:00").encode()  # a last row typed by hand, no line end
+    legacy.write_bytes(legacy_bytes)
+    path = tmp_path / "corpus-12345678.sqlite3"
+    store = LabelStore(path, legacy_csv=legacy)
+    assert store.pairs().empty and not path.exists()  # a read writes nothing: the import is a write of its own
+    store.import_legacy()
+    assert store.pairs()[["question1", "question2", "is_duplicate"]].values.tolist() == [
+        ["a?", "b?", 1], ["=c?", "d?", 0], ["e?", "f?", 1]]
+    assert store.import_problem is None and legacy.read_bytes() == legacy_bytes  # the old file is left as it was
+    store.undo_last()
+    store.add("g?", "h?", 0)
+    again = LabelStore(path, legacy_csv=legacy)  # a restarted server: not imported a second time
+    assert again.pairs()["question1"].tolist() == ["a?", "=c?", "g?"]
+
+
+def test_a_csv_of_before_that_cannot_be_read_is_reported_and_the_store_still_works(tmp_path):
+    legacy = tmp_path / "old.csv"
+    legacy.write_bytes(b"\x00\x01\x02 binary, not text" * 20)
+    store = LabelStore(tmp_path / "old.sqlite3", legacy_csv=legacy)
+    store.import_legacy()
+    assert len(store) == 0 and "old.csv was not imported" in store.import_problem
+    assert "\n" not in store.import_problem
+    assert store.add("a?", "b?", 1) is None and len(store) == 1

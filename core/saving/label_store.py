@@ -4,7 +4,8 @@ WAL with ``synchronous=FULL`` and one ``BEGIN IMMEDIATE`` transaction per change
 before or after an answer. ``answers`` holds every answer (an undo marks it ``undone_at``; nothing is deleted),
 ``labels`` each pair's latest answer not undone, with its label and ``pair_bucket``. Reads never write
 (``files.connect_read_only``); the first write makes or upgrades the schema. Labels travel as a formula-safe pairs
-CSV (``export_csv``, ``read_labels_csv``).
+CSV (``export_csv``, ``read_labels_csv``); ``imports`` lists the labels CSV of the lab before this database, taken
+in once (``import_legacy``).
 """
 from __future__ import annotations
 
@@ -198,10 +199,13 @@ def _now() -> str:
 
 class LabelStore:
     """The labels of one SQLite file, safe to share between threads and processes; nothing is created before the
-    first change."""
+    first change. ``legacy_csv``: the labels CSV of the lab before this database, taken in once by ``import_legacy``
+    (why it could not be, in one line: ``import_problem``)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, legacy_csv: str | Path | None = None):
         self.path = Path(path)
+        self.legacy_csv = Path(legacy_csv) if legacy_csv is not None else None
+        self.import_problem: str | None = None
 
     def _rows(self, sql: str, values=()) -> list[tuple]:
         """The rows of one read; none while the database does not exist."""
@@ -289,6 +293,33 @@ class LabelStore:
                 db.execute("UPDATE labels SET answer_id = ?, is_duplicate = (SELECT is_duplicate FROM answers "
                            "WHERE id = ?) WHERE key1 = ? AND key2 = ?", (before, before, *key))
         return Label(*found[3:])
+
+    def import_legacy(self) -> None:
+        """Take in ``legacy_csv`` when it exists and was not taken in (a write: the database is made), rows
+        ``checked_answer`` refuses skipped and said; the file itself is never changed. A file that cannot be read is
+        said in ``import_problem`` and tried again next time."""
+        if self.legacy_csv is None or not self.legacy_csv.exists():
+            return
+        name, refused = self.legacy_csv.name, []  # messages name it, never by its server path
+        try:
+            with self._transaction(write=True) as db:
+                if db.execute("SELECT 1 FROM imports WHERE source = ?", (name,)).fetchone() is not None:
+                    return
+                answers = []
+                for row, values in enumerate(read_labels_csv(self.legacy_csv).itertuples(index=False), 1):
+                    try:
+                        answers.append(checked_answer(*values, ""))
+                    except DataError as error:
+                        refused.append(f"row {row:,}: {error}")
+                counts = _merge(db, answers)
+                db.execute("INSERT INTO imports VALUES (?, ?, ?)", (name, counts.added + counts.changed, _now()))
+        except DataError as error:
+            self.import_problem = (f"the earlier labels file {name} was not imported: "
+                                   f"{str(error).replace(str(self.legacy_csv), name)}")
+            return
+        if refused:
+            self.import_problem = (f"{len(refused):,} rows of the earlier labels file {name} were not imported "
+                                   f"(the first, {refused[0]}); the file is kept as it was")
 
     def merge(self, pairs: pd.DataFrame, labelled_by: str = "") -> MergeCounts:
         """Take in a pairs frame (``read_labels_csv``'s) as answers given now, a later row winning; a row that says
