@@ -315,23 +315,18 @@ def load_corpus(path: str) -> list[str]:
     return questions
 
 
-def refuse_tfidf(name: str) -> None:
-    """One ``CliError`` when ``--model`` is the TF-IDF baseline or a stacked scorer: pairs only, no weights."""
+def refuse_without_vectors(name: str, vectors: bool = True) -> None:
+    """One ``CliError`` when ``--model`` is the TF-IDF baseline or a stacked scorer (pairs only, no weights), or a
+    cross-encoder where the command needs ``vectors``."""
     from core.inference.stacked_scorer import is_stacked
     from core.inference.tfidf_scorer import is_tfidf
+    from core.models.registry import scores_pairs_only
 
     for what, found in (("the TF-IDF baseline", is_tfidf), ("a stacked scorer", is_stacked)):
         if found(name):
             raise CliError(f"--model {name} is {what}: it scores pairs (evaluate, score, predict, calibrate) "
                            "but has no vectors for this command")
-
-
-def refuse_without_vectors(name: str) -> None:
-    """``refuse_tfidf``, and one ``CliError`` for a cross-encoder: a command that needs vectors refuses all three."""
-    refuse_tfidf(name)
-    from core.models.registry import scores_pairs_only
-
-    if scores_pairs_only(name):
+    if vectors and scores_pairs_only(name):
         raise CliError(f"--model {name} is a cross-encoder: it reads both questions together and scores pairs "
                        "(evaluate, score, predict, calibrate with --backend torch; dedup and suggest --rerank) but has "
                        "no vectors for this command")
@@ -339,7 +334,7 @@ def refuse_without_vectors(name: str) -> None:
 
 def load_model(name: str, device: str, vectors: bool = True):
     """(model, config) of a model folder or 'minilm' on ``device``; one without ``vectors`` refused first."""
-    (refuse_without_vectors if vectors else refuse_tfidf)(name)
+    refuse_without_vectors(name, vectors)
     from core import models
     from core.device import resolve_device
 

@@ -4,6 +4,7 @@ so the model is not even loaded, and the graph's index); ``--rerank`` has a cros
 """
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
@@ -107,29 +108,6 @@ def cmd_dedup(args) -> int:
     return 0
 
 
-class _Model:
-    """``args.model``, loaded only when asked for: a run whose vectors are cached needs only its config."""
-
-    def __init__(self, args):
-        self.args, self.loaded = args, None
-
-    def __call__(self):
-        if self.loaded is None:
-            self.loaded = load_backend(self.args)
-        return self.loaded[0]
-
-    def config(self) -> dict:
-        """The model's config, read without its weights when they were not loaded."""
-        from core.model_names import ZERO_SHOT
-        from core.models.registry import zero_shot_config
-        from core.saving import read_config
-
-        if self.loaded is not None or self.args.backend == "onnx":
-            self()
-            return self.loaded[1]
-        return zero_shot_config() if self.args.model == ZERO_SHOT else read_config(self.args.model)
-
-
 def _graph(args, texts):
     """(the ``NeighbourGraph`` of ``texts``, its model's config, what the summary says of its vectors and index,
     seconds per phase): vectors from ``--vectors``, the cache or the encoder, the index from the cache if there."""
@@ -138,10 +116,14 @@ def _graph(args, texts):
     from core.inference.dedup_graph import NeighbourGraph
     from core.inference.search import DeviceIndex, fingerprint, model_identity
     from core.inference.search import CorpusVectors, SavedIndex, corpus_vectors
+    from core.model_names import ZERO_SHOT
+    from core.models.registry import zero_shot_config
+    from core.saving import read_config
 
     started, phases = time.perf_counter(), {}
     device = resolve_device(args.device)
-    model = _Model(args)
+    loaded = functools.cache(lambda: load_backend(args))  # a run whose vectors are cached needs only the config
+    model = functools.cache(lambda: loaded()[0])
     key = vector_cache_key(args) or model_identity(model())
     cache = vector_cache() if key else None
     corpus = fingerprint(texts)
@@ -182,7 +164,11 @@ def _graph(args, texts):
              "device": str(graph.index.device) if on_device else "cpu",
              **({"folder": str(store.folder(graph.kind))} if store and not on_device else {})}
     engine = {"engine": args.engine, **({"workers": args.workers, "read_by": read_by} if args.engine == "ray" else {})}
-    return graph, model.config(), {"vectors": facts, "index": index, **engine}, phases
+    if loaded.cache_info().currsize or args.backend == "onnx":
+        config = loaded()[1]
+    else:  # read without the weights
+        config = zero_shot_config() if args.model == ZERO_SHOT else read_config(args.model)
+    return graph, config, {"vectors": facts, "index": index, **engine}, phases
 
 
 def _vectors_file(path: str, texts, model):

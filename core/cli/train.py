@@ -73,7 +73,7 @@ def spec_from_args(args, data_options: dict | None = None):
     """The RunSpec of ``train``: the options given, over a preset if one is named, over ``data_options`` (the auto
     recipe's) if given; with ``--init-model`` and neither ``--model`` nor ``--preset``, that folder's family."""
     from core.training.presets import AUTO_PRESET
-    from core.training.specs import SpecError, init_model_family, spec_from_options
+    from core.training.specs import OPTION_NAMES, SpecError, init_model_family, spec_from_options
 
     if wants_auto_recipe(args) and args.preset is None:
         args.preset = AUTO_PRESET
@@ -87,22 +87,15 @@ def spec_from_args(args, data_options: dict | None = None):
         family = init_model_family(args.init_model) if args.init_model else None  # another --model: the spec says so
     except SpecError as error:
         raise CliError(f"--init-model {error.problem}") from None
-    options = {name: getattr(args, name) for name in (
-        "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
-        "max_steps", "max_minutes", "device", "precision", "compile", "max_length", "min_freq", "max_vocab")}
+    options = {name: getattr(args, name) for name in OPTION_NAMES if hasattr(args, name)}
     # A preset says its own model; a base folder is MiniLM's start.
     options["model"] = args.model or (None if args.preset else family or ("minilm" if args.base_model else None))
-    switches = {name: True for name in ("hard_negatives", "mine_negatives", "implied_pairs", "keep_unvalidated")
-                if getattr(args, name)}
-    options["split_by"] = "question" if args.split_by_question else args.split_by
-    options["group_column"] = args.group_column
-    options["val_data_name"] = Path(args.val).name if args.val else None
-    options["test_data_name"] = Path(args.test).name if args.test else None
-    if data_options:
-        options = {**data_options, **{name: value for name, value in options.items() if value is not None}}
+    options.update(model_options=model_options, split_by="question" if args.split_by_question else args.split_by,
+                   data_name=Path(args.data).name, val_data_name=args.val and Path(args.val).name,
+                   test_data_name=args.test and Path(args.test).name)
+    options = {**(data_options or {}), **{name: value for name, value in options.items() if value is not None}}
     try:
-        return spec_from_options(args.preset, **options, **switches, model_options=model_options,
-                                 init_model=args.init_model, base_model=args.base_model, data_name=Path(args.data).name)
+        return spec_from_options(args.preset, **options)
     except SpecError as error:
         raise CliError(f"--{error.option.replace('_', '-')} {error.problem}") from None
 
@@ -363,13 +356,14 @@ def add_parsers(sub) -> None:
     option("--group-column", default=None, metavar="NAME",
            help="a column of --data (a URL, a topic) whose groups are each held on one side of the split, as pairs "
                 "sharing a question are; the validation intervals resample them whole")
-    option("--keep-unvalidated", action="store_true", help="save a run cancelled before its first validation")
-    option("--hard-negatives", action="store_true",
+    option("--keep-unvalidated", action="store_true", default=None,
+           help="save a run cancelled before its first validation")
+    option("--hard-negatives", action="store_true", default=None,
            help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
-    option("--mine-negatives", action="store_true",
+    option("--mine-negatives", action="store_true", default=None,
            help="triplet/softmax: also the nearest non-duplicates of each duplicate pair's question under the starting "
                 "model, mined once from the training questions (implies --hard-negatives)")
-    option("--implied-pairs", action="store_true",
+    option("--implied-pairs", action="store_true", default=None,
            help="also train on the pairs the labels imply (duplicates of duplicates, and their non-duplicates)")
     option("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
     add_output_options(train, required=False, help="output folder: new or empty, or a saved model with --overwrite "

@@ -98,14 +98,9 @@ def choose(candidates: Sequence[Candidate]) -> Candidate:
 def run_auto(spec: RunSpec, pairs: pd.DataFrame, output: OutputClaim, val: pd.DataFrame | None = None,
              test: pd.DataFrame | None = None, callbacks: Sequence[object] = (),
              stop_event: threading.Event | None = None, budget_minutes: float | None = None) -> AutoOutcome:
-    """Measure the candidates on the validation pairs of ``spec``'s split of ``pairs`` (or ``val``), save the chosen
-    one in ``output``'s folder and release it."""
-    with output:
-        return _run_auto(spec, pairs, output, val, test, callbacks, stop_event,
-                         60.0 * (budget_minutes or BUDGET_MINUTES))
-
-
-def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: float) -> AutoOutcome:
+    """Measure the candidates on the validation pairs of ``spec``'s split of ``pairs`` (or ``val``) and save the
+    chosen one in ``output``'s folder."""
+    budget = 60.0 * (budget_minutes or BUDGET_MINUTES)
     started = time.monotonic()
     # The fine-tune's own split, made the same way (the same seed and fractions): every candidate meets its pairs.
     recorded, splits = split_run(spec, pairs, val, test)

@@ -1,13 +1,9 @@
-"""Training runs in background threads, for a server shared by several people.
+"""Training runs in background threads for a shared server: a ``JobQueue`` caps how many train at once, the app
+polls each ``TrainingJob``'s ``Progress``, and Cancel withdraws a waiting run or stops a running one within a step.
 
-The app starts a ``TrainingJob`` and polls its ``Progress``; the thread makes no UI calls. A ``JobQueue`` caps how
-many runs train at once; the excess waits. Cancel takes a waiting run out of the line at once and stops a running one
-within a training step or a validation batch.
-
-Every submitted run keeps a record, ``<models folder>/.runs/<job id>.json``, written whole at each status change, so
-a run outlives a server stop: a stopping server cancels its runs as Cancel does (the best weights saved) and records
-them ``interrupted``, the queued ones ``not started``; a killed server's ``running``/``waiting`` records read so too,
-since no queue of a later process holds them. A record that cannot be written or read is skipped, never a failed run.
+Each submitted run keeps a record, ``<models folder>/.runs/<job id>.json``, written whole at each status change, so
+a run outlives a server stop: an unfinished record no queue of this process holds reads as ``interrupted`` (or
+``not started``). A record that cannot be written or read is skipped, never a failed run.
 """
 from __future__ import annotations
 
@@ -84,10 +80,8 @@ class Progress:
 
 
 class _Recorder:
-    """Trainer callback that copies progress into a ``Progress`` (appends are atomic in CPython).
-
-    The speed is the wall time of the last ``SPEED_WINDOW`` loss reads, restarted after each validation. Only a
-    step whose loss was read counts: on CUDA a read waits for the GPU, so only the time between reads is true."""
+    """Trainer callback that copies progress into a ``Progress`` (appends are atomic in CPython). The speed is timed
+    between loss reads only (on CUDA a read waits for the GPU), restarted after each validation."""
 
     def __init__(self, progress: Progress, clock: Callable[[], float] = time.monotonic):
         self.progress, self.clock = progress, clock
@@ -134,18 +128,20 @@ class _Recorder:
         self.progress.validations.append({"step": v.step, "epoch": v.epoch, "train_seconds": v.train_seconds,
                                           "seconds": v.seconds, **v.metrics})
         self.progress.phase = "training" if trainer.step else "the first training step"
-        self.recent.clear()
-        self.recent.append((self.clock(), trainer.step, trainer.pairs_seen))
+        self._restart_window(trainer)
 
     def on_epoch_end(self, trainer):
         result = trainer.epoch_results[-1]
         self.progress.epochs.append({"epoch": result.epoch, "train_loss": result.train_loss, **result.metrics})
         self.progress.phase = "training"
-        self.recent.clear()
-        self.recent.append((self.clock(), trainer.step, trainer.pairs_seen))
+        self._restart_window(trainer)
 
     def on_train_end(self, trainer):
         self.progress.phase = "finishing: calibrating the thresholds and saving"
+
+    def _restart_window(self, trainer):
+        self.recent.clear()
+        self.recent.append((self.clock(), trainer.step, trainer.pairs_seen))
 
 
 def run_label(spec: RunSpec) -> str:
@@ -251,17 +247,17 @@ def run_recipe(spec: RunSpec, pairs: pd.DataFrame, preset: str | None, runs_root
                save: bool = True) -> tuple[RunResult, AutoOutcome | None]:
     """Train as ``preset`` says, saved in ``output``'s folder or a new one in ``runs_root``: auto chooses among
     candidates (its choice comes back too), augmented trains a teacher first, any other preset is one plain run."""
-    if preset in (AUTO_PRESET, AUGMENTED_PRESET):
-        output = output or claim_new_run(runs_root, spec.model, spec.loss.name)
-    if preset == AUTO_PRESET:
-        choice = run_auto(spec, pairs, output, val=val, test=test, callbacks=callbacks, stop_event=stop_event,
-                          budget_minutes=budget_minutes)
-        return choice.run_result(), choice
-    if preset == AUGMENTED_PRESET:  # a teacher, silver pairs, then the bi-encoder on gold + silver
+    if preset not in (AUTO_PRESET, AUGMENTED_PRESET):
+        return train_run(spec, pairs, runs_root=runs_root, output=output, save=save, val=val, test=test,
+                         callbacks=callbacks, stop_event=stop_event), None
+    with output or claim_new_run(runs_root, spec.model, spec.loss.name) as output:  # released whatever happens
+        if preset == AUTO_PRESET:
+            choice = run_auto(spec, pairs, output, val=val, test=test, callbacks=callbacks, stop_event=stop_event,
+                              budget_minutes=budget_minutes)
+            return choice.run_result(), choice
+        # augmented: a teacher, silver pairs, then the bi-encoder on gold + silver
         return run_augmented(spec, pairs, output, val=val, test=test, callbacks=callbacks, stop_event=stop_event,
                              budget_minutes=budget_minutes, questions=questions, questions_name=questions_name), None
-    return train_run(spec, pairs, runs_root=runs_root, output=output, save=save, val=val, test=test,
-                     callbacks=callbacks, stop_event=stop_event), None
 
 
 class JobQueue:
