@@ -292,5 +292,5 @@ def test_unlabelled_questions_belong_to_the_augmented_recipe(tmp_path, capsys, s
                    "--unlabelled-questions is the augmented recipe's: add --preset augmented")
     missing = tmp_path / "questions.txt"  # read as any corpus: a missing file is one line before any training
     one_error_line(run_cli(capsys, "train", "--data", data, "--preset", "augmented", "--unlabelled-questions", missing,
-                           "--out", tmp_path / "run"), f"no questions file at {missing}")
+                           "--out", tmp_path / "run"), f"file not found: {missing}")
     assert not (tmp_path / "run" / "config.json").exists()

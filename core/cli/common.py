@@ -279,20 +279,11 @@ def output_path(path: str, *inputs: str | None) -> Path:
 
 
 # ---- loading -----------------------------------------------------------------------------------
-def check_input_file(path: str | Path, kind: str) -> None:
-    """One ``CliError`` unless ``path`` is a regular file (symlinks followed)."""
-    if not os.path.exists(path):
-        raise CliError(f"no {kind} file at {path}")
-    if not Path(path).is_file():
-        raise CliError(f"{path} is not a regular file (a folder, a pipe or a device); give a {kind} file")
-
-
 def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | None = None,
               label_map: dict[str, int] | None = None, names: list[str] | None = None, group_column: str | None = None):
     """The pairs of a file (``core.data.load_pairs``); what was dropped, and any warning, on stderr."""
     from core.data import load_pairs
 
-    check_input_file(path, "data")
     pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map, names=names,
                                group_column=group_column)
     if report.rows_kept < report.rows_read:
@@ -306,7 +297,6 @@ def load_corpus(path: str) -> list[str]:
     """The questions of a corpus file (``core.data.load_questions``), dropped rows and notes on stderr."""
     from core.data import load_questions
 
-    check_input_file(path, "questions")
     questions, report = load_questions(path)
     if report.dropped:
         print(f"data: {report.summary()}", file=sys.stderr)

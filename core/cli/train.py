@@ -222,24 +222,20 @@ def _offer_gpu_preset(n_pairs: int, cuda: bool) -> None:
 
 
 def _claim_output(args, spec):
+    """``--out``, else a new run folder in ``--runs``: one ``CliError`` when that, or its nearest existing parent, is
+    not a folder."""
     from core.saving import claim_new_run, claim_output
+    from core.saving.output import not_a_folder
 
     if args.out:
         return claim_output(args.out, overwrite=args.overwrite)
-    _check_runs_folder(args.runs)
-    return claim_new_run(args.runs, spec.model, spec.loss.name)
-
-
-def _check_runs_folder(runs: str) -> None:
-    """One ``CliError`` when ``--runs``, or the nearest of its parents that exists, is not a folder."""
-    from core.saving.output import not_a_folder
-
-    path = Path(runs).expanduser()
-    blocked = not_a_folder(path)
+    runs = Path(args.runs).expanduser()
+    blocked = not_a_folder(runs)
     if blocked:
-        where = f"--runs {runs}" + ("" if blocked[0] == path else f": {blocked[0]}")
+        where = f"--runs {args.runs}" + ("" if blocked[0] == runs else f": {blocked[0]}")
         raise CliError(f"{where} is {blocked[1]}, not a folder; --runs names the folder that holds the models "
                        "(or give --out)")
+    return claim_new_run(args.runs, spec.model, spec.loss.name)
 
 
 def _run_training(args, spec, pairs, context, output, held_out: dict, preset: str | None, questions: dict) -> int:
