@@ -107,20 +107,20 @@ def names_spec(text: str) -> list[str]:
 
 def label_map_spec(text: str) -> dict[str, int]:
     """argparse type of ``--label-map``: ``VALUE=1`` or ``VALUE=0`` pairs in CSV quoting (the last "=" splits), or
-    rules on a numeric label (``>=4=1,<4=0``); values match ignoring case and surrounding spaces."""
-    mapping: dict[str, int] = {}
-    for entry in next(csv.reader([text], skipinitialspace=True), []):
-        value, equals, label = (part.strip() for part in entry.rpartition("="))
-        if not equals or not value:
-            raise argparse.ArgumentTypeError(
-                f"expected VALUE=1 or VALUE=0 pairs separated by commas (e.g. PerfectMatch=1,Irrelevant=0), "
-                f"got {entry.strip()!r}")
-        if label not in ("0", "1"):
-            raise argparse.ArgumentTypeError(f"{value!r} must map to 1 (duplicate) or 0 (not duplicate), got {label!r}")
-        if value.lower() in {known.lower() for known in mapping}:
-            raise argparse.ArgumentTypeError(f"{value!r} is given twice (values match ignoring case and spaces)")
-        mapping[value] = int(label)
-    return mapping
+    rules on a numeric label (``>=4=1,<4=0``), checked as ``core.data.normalise_label_map`` checks any label map."""
+    from core.data import DataError, normalise_label_map
+
+    entries = [entry.rpartition("=") for entry in next(csv.reader([text], skipinitialspace=True), [])]
+    for value, equals, label in entries:
+        if not equals or not value.strip():
+            raise argparse.ArgumentTypeError(f"expected VALUE=1 or VALUE=0 pairs separated by commas (e.g. "
+                                             f"PerfectMatch=1,Irrelevant=0), got {(value + equals + label).strip()!r}")
+    mapping = {value.strip(): label.strip() for value, _, label in entries}
+    try:
+        normalise_label_map(mapping)
+    except DataError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return {value: int(label) for value, label in mapping.items()}
 
 
 # ---- option groups -----------------------------------------------------------------------------

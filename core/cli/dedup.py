@@ -114,6 +114,7 @@ def _graph(args, texts):
     from core.device import resolve_device
     from core.export.onnx_backend import cache_root
     from core.inference.dedup_graph import NeighbourGraph
+    from core.inference.embedding import read_embedding_file
     from core.inference.search import DeviceIndex, fingerprint, model_identity
     from core.inference.search import CorpusVectors, SavedIndex, corpus_vectors
     from core.model_names import ZERO_SHOT
@@ -130,8 +131,11 @@ def _graph(args, texts):
     facts = {"reused": False, "source": "encoded", **({"folder": str(cache.folder(key, corpus))} if cache else {})}
     read_by = None
     with engine_session(args):  # --engine ray: encoder actors, then the first search in Ray tasks
-        if args.vectors is not None:
-            points, queries = _vectors_file(args.vectors, texts, model()), None
+        if args.vectors is not None:  # embed's vectors of these texts, checked against their sha256 and the model
+            try:
+                points, queries = read_embedding_file(args.vectors, texts, model()), None
+            except ValueError as error:
+                raise CliError(f"--vectors: {error}") from None
             facts = {"reused": True, "source": "file", "file": str(args.vectors)}
         elif args.engine == "ray":
             saved = cache.load(key, texts, corpus) if cache is not None else None
@@ -169,16 +173,6 @@ def _graph(args, texts):
     else:  # read without the weights
         config = zero_shot_config() if args.model == ZERO_SHOT else read_config(args.model)
     return graph, config, {"vectors": facts, "index": index, **engine}, phases
-
-
-def _vectors_file(path: str, texts, model):
-    """``--vectors``: ``embed``'s vectors of ``texts``, checked against their sha256 and the model."""
-    from core.inference.embedding import read_embedding_file
-
-    try:
-        return read_embedding_file(path, texts, model)
-    except ValueError as error:
-        raise CliError(f"--vectors: {error}") from None
 
 
 def _chosen_threshold(args, config: dict) -> tuple[float, str]:

@@ -10,8 +10,8 @@ from core.cli.scorers import calibrate_on_file, load_scorer
 
 
 def cmd_evaluate(args) -> int:
-    from core.inference.metrics import scorer_scores
-    from core.inference.metrics import evaluate_scores
+    from core.data import resampling_groups
+    from core.inference.metrics import evaluate_scores, metric_intervals, scorer_scores
 
     if args.threshold is not None and args.calibrate_on:
         raise CliError("--threshold and --calibrate-on both set the threshold; give one of them")
@@ -27,7 +27,8 @@ def cmd_evaluate(args) -> int:
     result = {**{key: metrics[key] for key in METRIC_KEYS}, "threshold_from": source}
     if calibrated is not None:
         result["calibrated_on"] = {**calibrated.record(), "thresholds": calibrated.thresholds}
-    result["intervals"] = _intervals(pairs, scores, metrics["threshold"])
+    # 95 % bootstrap intervals, pairs sharing a question resampled together
+    result["intervals"] = metric_intervals(labels, scores, metrics["threshold"], groups=resampling_groups(pairs))
     print_json(result)
     return 0
 
@@ -47,15 +48,6 @@ def _threshold(args, config: dict, calibrated) -> tuple[float | None, str]:
         chosen = pair_threshold(config)
         return chosen.threshold, chosen.source
     return None, "best accuracy on these very pairs (the model has no threshold of its own: optimistic)"
-
-
-def _intervals(pairs, scores, cosine: float) -> dict:
-    """95 % bootstrap intervals of ROC AUC, accuracy and F1, pairs sharing a question resampled together."""
-    from core.data import resampling_groups
-    from core.inference.metrics import metric_intervals
-
-    labels, groups = pairs["is_duplicate"].to_numpy(), resampling_groups(pairs)
-    return {name: list(bounds) for name, bounds in metric_intervals(labels, scores, cosine, groups=groups).items()}
 
 
 def cmd_predict(args) -> int:
