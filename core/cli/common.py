@@ -124,8 +124,10 @@ def label_map_spec(text: str) -> dict[str, int]:
 
 
 # ---- option groups -----------------------------------------------------------------------------
-def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -> argparse.ArgumentParser:
-    """A subcommand that runs a model: --model (``scores_pairs``: TF-IDF and stacked too) and --device."""
+def model_command(sub, name: str, help: str, func, scores_pairs: bool = False,
+                  backend: bool = False) -> argparse.ArgumentParser:
+    """A subcommand that runs a model: --model (``scores_pairs``: TF-IDF and stacked too), --device and, with
+    ``backend``, ``--backend {torch,onnx}`` (``load_backend`` reads it)."""
     command = sub.add_parser(name, help=help, formatter_class=help_formatter)
     tfidf = (", 'tfidf' for the TF-IDF cosine baseline (fitted on the questions it scores, or its calibration "
              "file's), or a stacked scorer's folder") if scores_pairs else ""
@@ -134,6 +136,11 @@ def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -
     command.add_argument("--device", default="auto", type=device_name, metavar="{auto,cpu,cuda,cuda:N}",
                          help="where the model runs (auto: CUDA when there is one; transformers encode in float16 "
                               "there, and dedup and suggest search exactly on the GPU when the vectors fit)")
+    if backend:
+        command.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                             help="torch: the PyTorch model; onnx: its ONNX graph on the CPU (exported on first use "
+                                  "into the lab's cache, $SIAMESE_LAB_CACHE or ~/.cache/siamese-lab; --model may "
+                                  "also be an ONNX export folder)")
     command.set_defaults(func=func)
     return command
 
@@ -143,14 +150,6 @@ def add_output_options(command, required: bool = True, help: str = "output CSV",
     """``--out`` and ``--overwrite`` of a command that writes files or a folder."""
     command.add_argument("--out", required=required, default=None, help=help)
     command.add_argument("--overwrite", action="store_true", help=overwrite)
-
-
-def add_backend_option(command) -> None:
-    """``--backend {torch,onnx}``; ``load_backend`` reads it."""
-    command.add_argument("--backend", choices=("torch", "onnx"), default="torch",
-                         help="torch: the PyTorch model; onnx: its ONNX graph on the CPU (exported on first use "
-                              "into the lab's cache, $SIAMESE_LAB_CACHE or ~/.cache/siamese-lab; --model may also "
-                              "be an ONNX export folder)")
 
 
 def add_engine_options(command) -> None:
@@ -163,8 +162,9 @@ def add_engine_options(command) -> None:
     command.add_argument("--workers", type=count, default=2, help="with --engine ray: encoder actors and search tasks")
 
 
-def add_columns_option(command, labels: bool = True) -> None:
-    """``--columns`` and ``--names``, and ``--label-map`` for a command that reads labels; ``load_data`` takes them."""
+def add_columns_option(command, labels: bool = True, max_rows: bool = False) -> None:
+    """``--columns`` and ``--names``, ``--label-map`` for a command that reads labels, and ``--max-rows``;
+    ``load_data`` takes them."""
     command.add_argument("--columns", type=columns_spec, default=None, metavar="ROLE=NAME,...",
                          help="the file's columns, e.g. 'question1=#1 String,question2=#2 String,"
                               "is_duplicate=Quality'; a role left out is found by its usual names")
@@ -176,6 +176,8 @@ def add_columns_option(command, labels: bool = True) -> None:
                              help="what the label values mean, e.g. 'PerfectMatch=1,Irrelevant=0' (ignoring case "
                                   "and spaces; a value with a comma in double quotes), or rules on a score, e.g. "
                                   "'>=4=1,<4=0'; rows of other values are dropped (default: 1/0, true/false, yes/no)")
+    if max_rows:
+        command.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
 
 
 def add_rerank_option(command) -> None:

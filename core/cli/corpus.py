@@ -3,7 +3,7 @@ to a question, or every question's vector written to a .npy file."""
 from __future__ import annotations
 
 from core.cli.common import (
-    TqdmCounter, add_backend_option, add_columns_option, add_engine_options, add_output_options, claimed_output, count,
+    TqdmCounter, add_columns_option, add_engine_options, add_output_options, claimed_output, count,
     engine_session, load_backend, load_data, model_command, output_path, print_json, ray_vectors,
     vector_cache, vector_cache_key,
 )
@@ -65,22 +65,21 @@ def cmd_embed(args) -> int:
 def add_parsers(sub) -> None:
     from core.inference.search import FLAT_LIMIT, INDEX_KINDS
 
-    search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
+    search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search,
+                           backend=True)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
     search.add_argument("question")
     add_columns_option(search, labels=False)
     search.add_argument("-k", type=count, default=10, help="number of results")
-    add_backend_option(search)
     search.add_argument("--index", choices=INDEX_KINDS, default=None,
                         help=f"the corpus's index (kept in the lab's cache): flat (exact), hnsw (approximate graph) "
                              f"or ivfpq (compressed, scores estimated); default: flat up to {FLAT_LIMIT:,} questions, "
                              f"hnsw above")
 
     embed = model_command(sub, "embed", "write the vectors of a corpus's distinct questions to a .npy file",
-                          cmd_embed)
+                          cmd_embed, backend=True)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
     add_columns_option(embed, labels=False)
     add_output_options(embed, help="output .npy file (.npy added when missing); the questions and the sha256 go "
                                    "beside it")
-    add_backend_option(embed)
     add_engine_options(embed)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from core.cli.common import (
-    QUESTIONS_HELP, CliError, TqdmCounter, add_backend_option, add_engine_options, add_output_options,
+    QUESTIONS_HELP, CliError, TqdmCounter, add_engine_options, add_output_options,
     add_rerank_option, claimed_output, count, engine_session, load_backend, load_corpus, load_reranker, model_command,
     output_path, print_json, ray_vectors, refuse_without_vectors, threshold, vector_cache,
     vector_cache_key,
@@ -39,7 +39,8 @@ def add_parsers(sub):
     from core.inference.dedup_graph import DEFAULT_K, MAX_NEIGHBOURHOOD
     from core.inference.search import FLAT_LIMIT, INDEX_KINDS
 
-    dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
+    dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup,
+                          backend=True)
     option = dedup.add_argument
     option("--questions", required=True, help=QUESTIONS_HELP)
     add_output_options(dedup, required=False, help="output CSV, one row per clustered question (unless --sweep)")
@@ -56,7 +57,6 @@ def add_parsers(sub):
     option("--max-neighbourhood", type=count, default=None,
            help=f"deepest search of one question's neighbourhood, said when reached (default: {MAX_NEIGHBOURHOOD} "
                 f"for an approximate search, else unbounded)")
-    add_backend_option(dedup)
     option("--index", choices=INDEX_KINDS, default=None,
            help=f"flat (exact), hnsw (approximate graph) or ivfpq (compressed, candidates rescored exactly); "
                 f"default: flat up to {FLAT_LIMIT:,} questions, hnsw above")

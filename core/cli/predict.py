@@ -3,7 +3,7 @@ pair of questions."""
 from __future__ import annotations
 
 from core.cli.common import (
-    METRIC_KEYS, CliError, add_backend_option, add_columns_option, count, load_data, model_command, print_json,
+    METRIC_KEYS, CliError, add_columns_option, load_data, model_command, print_json,
     threshold,
 )
 from core.cli.scorers import calibrate_on_file, load_scorer
@@ -66,16 +66,15 @@ def add_parsers(sub) -> None:
     evaluate = model_command(sub, "evaluate", "metrics of a model on a labelled pairs file", cmd_evaluate,
                              scores_pairs=True)
     evaluate.add_argument("--data", required=True, help="labelled pairs (CSV/TSV/Parquet, optionally .gz)")
-    add_columns_option(evaluate)
+    add_columns_option(evaluate, max_rows=True)
     evaluate.add_argument("--threshold", type=threshold, default=None,
                           help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
     evaluate.add_argument("--calibrate-on", default=None, metavar="FILE",
                           help="labelled pairs to calibrate the threshold on first (read with --columns): the metrics "
                                "are at its best-accuracy threshold")
-    evaluate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
 
-    predict = model_command(sub, "predict", "are two questions duplicates?", cmd_predict, scores_pairs=True)
+    predict = model_command(sub, "predict", "are two questions duplicates?", cmd_predict, scores_pairs=True,
+                            backend=True)
     predict.add_argument("question1")
     predict.add_argument("question2")
     predict.add_argument("--threshold", type=threshold, default=None, help="cosine threshold (default: calibrated)")
-    add_backend_option(predict)

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.cli.common import (
-    METRIC_KEYS, TqdmCounter, add_backend_option, add_columns_option, add_output_options,
+    METRIC_KEYS, TqdmCounter, add_columns_option, add_output_options,
     claimed_output, model_command, output_path, print_json, threshold,
 )
 from core.cli.scorers import load_scorer
@@ -74,11 +74,10 @@ def _ticking(bars: list[TqdmCounter]):
 
 def add_parsers(sub) -> None:
     score = model_command(sub, "score", "score every pair of a file at a threshold (CSV out, streamed)", cmd_score,
-                          scores_pairs=True)
+                          scores_pairs=True, backend=True)
     score.add_argument("--pairs", required=True, help="pairs file (is_duplicate optional: metrics when present)")
     add_columns_option(score)
     add_output_options(score, help="output CSV: the input columns + similarity, predicted_duplicate (or <name>_1 ... "
                                    "where the input has them)")
     score.add_argument("--threshold", type=threshold, default=None,
                        help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
-    add_backend_option(score)

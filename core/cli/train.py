@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from core.cli.common import (
-    CliError, TqdmCounter, add_columns_option, add_output_options, count, help_formatter, load_corpus, load_data,
+    CliError, TqdmCounter, add_columns_option, add_output_options, help_formatter, load_corpus, load_data,
     minutes, print_json,
 )
 
@@ -301,7 +301,7 @@ def add_parsers(sub) -> None:
     train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=help_formatter)
     option = train.add_argument
     option("--data", required=True, help="pairs file (CSV/TSV/Parquet, optionally .gz)")
-    add_columns_option(train)
+    add_columns_option(train, max_rows=True)
     option("--preset", choices=list(PRESETS), default=None,
            help="a named recipe from docs/BENCHMARKS.md; auto fits epochs, batches, learning rate, validation and "
                 "max_length to the data (default: auto when no model, loss or training option is given)")
@@ -322,7 +322,6 @@ def add_parsers(sub) -> None:
     option("--scale", type=float, default=None, help="softmax, multitask: cosine scale; cosent: lambda (default: 20.0)")
     option("--weight", type=float, default=None, help="multitask: weight of the in-batch softmax term (default: 1.0)")
     option("--max-length", type=int, default=None, help="tokens per question (default: 64)")
-    option("--max-rows", type=count, default=None, help="use only the first N usable rows")
     option("--min-freq", type=int, default=None, help="LSTM: words seen fewer times become <unk> (default: 1)")
     option("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
     option("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
