@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import threading
 import time
 import uuid
@@ -220,12 +221,6 @@ class TrainingJob:
         self.status = RUNNING
         self.save_record()
         try:
-            self._train()
-        finally:
-            self.save_record()
-
-    def _train(self) -> None:
-        try:
             self.result, self.choice = run_recipe(
                 self.spec, self.pairs, self.preset, self.runs_root, val=self.val, test=self.test,
                 callbacks=[_Recorder(self.progress)], stop_event=self._stop, budget_minutes=self.budget_minutes,
@@ -238,6 +233,8 @@ class TrainingJob:
                 self.error = outcome.message
         except Exception as error:  # the page shows the message
             self.status, self.error = FAILED, f"{type(error).__name__}: {error}"
+        finally:
+            self.save_record()
 
 
 def run_recipe(spec: RunSpec, pairs: pd.DataFrame, preset: str | None, runs_root: str | Path | None,
@@ -351,14 +348,14 @@ class JobQueue:
                 job._thread.join(max(0.0, deadline - time.monotonic()))
         return not any(job._thread is not None and job._thread.is_alive() for job in jobs)
 
-    def wait(self, job: TrainingJob, timeout: float | None = None, poll: float = 0.05,
-             until: Callable[[TrainingJob], bool] | None = None) -> bool:
-        """Block until the job finishes (for tests and scripts); True when it did."""
-        deadline = None if timeout is None else time.time() + timeout
-        while not (until or (lambda j: j.finished))(job):
-            if deadline is not None and time.time() > deadline:
+    def wait(self, job: TrainingJob, timeout: float = math.inf,
+             until: Callable[[TrainingJob], bool] = lambda job: job.finished) -> bool:
+        """Block until the job finishes (or ``until`` says so) within ``timeout`` seconds; True when it did."""
+        deadline = time.monotonic() + timeout
+        while not until(job):
+            if time.monotonic() > deadline:
                 return False
-            time.sleep(poll)
+            time.sleep(0.05)
         return True
 
 
