@@ -378,6 +378,7 @@ def vector_cache_key(args) -> str | None:
     from core.export.onnx_backend import content_key
     from core.inference.stacked_scorer import is_stacked
     from core.model_names import TFIDF, ZERO_SHOT
+    from core.models.registry import encodes_in_half
     from core.saving import read_config
     from core.saving.model_folder import CALIBRATED_FROM
 
@@ -393,9 +394,4 @@ def vector_cache_key(args) -> str | None:
     if parent == TFIDF or is_stacked(args.model):
         return None
     key = "files-" + content_key(args.model) + ("" if parent is None else "-" + content_key(parent))
-    from core.device import cuda_available
-    from core.models.registry import encodes_in_half
-
-    if args.device == "cpu" or args.device == "auto" and not cuda_available():
-        return key
     return key + ("-fp16" if encodes_in_half(args.model, args.device) else "")

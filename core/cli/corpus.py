@@ -17,29 +17,21 @@ def _corpus(path: str, columns: dict[str, str] | None, names: list[str] | None =
 
 def cmd_search(args) -> int:
     from core.export.onnx_backend import cache_root, search_cache
-    from core.inference.search import load_or_build
+    from core.inference.search import corpus_vectors, load_or_build, model_identity
 
     model, _ = load_backend(args)
     texts = _corpus(args.corpus, args.columns, args.names)
+
+    def encode(questions, progress):  # only when the index is built: the lab's cached vectors, else encoded
+        key = vector_cache_key(args) or model_identity(model)
+        return corpus_vectors(questions, model, vector_cache() if key else None, key, progress=progress).second
+
     # Indexes are kept in the lab's cache, named by the model and the corpus: never in a model folder.
     cache = search_cache(model.digest) if args.backend == "onnx" else cache_root() / "search"
-    index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), kind=args.index,
-                          encode=_cached_vectors(args, model))
+    index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), kind=args.index, encode=encode)
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
         print_json({"rank": rank, "score": round(score, 6), "question": text})
     return 0
-
-
-def _cached_vectors(args, model):
-    """What builds a search index's vectors: the corpus's in the lab's vector cache, encoded when not there."""
-    from core.inference.search import model_identity
-    from core.inference.search import corpus_vectors
-
-    def encode(texts, progress):  # called only when the index is built: a saved index needs no key
-        key = vector_cache_key(args) or model_identity(model)
-        return corpus_vectors(texts, model, vector_cache() if key else None, key, progress=progress).second
-
-    return encode
 
 
 def cmd_embed(args) -> int:
