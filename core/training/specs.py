@@ -261,14 +261,6 @@ def init_model_family(source: str) -> str:
         raise SpecError("init_model", f"cannot be used: {error}") from None
 
 
-def _checked_init_model(source: str, model: str) -> str:
-    """``source`` when it is a saved ``model`` folder; "" for ZERO_SHOT, MiniLM's usual start anyway."""
-    family = init_model_family(source)
-    if family != model:
-        raise SpecError("init_model", f"{source} is a {family} model, but the run's model is {model}")
-    return "" if source == ZERO_SHOT else source
-
-
 def _checked_base_model(folder: str, model: str, init_model: str) -> str:
     """``folder``'s absolute path once ``check_base_folder`` passes it, for a run that takes no other start."""
     import os
@@ -319,8 +311,12 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     values = {name: _checked(name, value) for name, value in merged.items() if name != "model_options"}
     values["model_options"] = _checked_model_options(model, merged["model_options"])
     _check_model_size(model, values)
-    if values.get("init_model"):
-        values["init_model"] = _checked_init_model(values["init_model"], model)
+    source = values.get("init_model")
+    if source:  # a saved model folder of this family; ZERO_SHOT is MiniLM's usual start anyway
+        family = init_model_family(source)
+        if family != model:
+            raise SpecError("init_model", f"{source} is a {family} model, but the run's model is {model}")
+        values["init_model"] = "" if source == ZERO_SHOT else source
     if values.get("base_model"):
         values["base_model"] = _checked_base_model(values["base_model"], model, given.get("init_model", ""))
     if values.get("val_fraction", 0.0) + values.get("test_fraction", 0.0) > 0.5:
