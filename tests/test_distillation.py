@@ -1,4 +1,4 @@
-"""The Augmented SBERT pieces: corpus mining, and training on a teacher's scores (the cross-encoder: test_cross_encoder.py).
+"""The Augmented SBERT pieces: corpus mining, silver pairs and the augmented recipe (the cross-encoder: test_cross_encoder.py).
 
 Hand-placed vectors, so every expected value below is worked out by hand.
 """

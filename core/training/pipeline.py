@@ -37,7 +37,7 @@ from core.saving import OutputClaim, claim_new_run, claim_output, save_model
 from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import PairTable
 from core.training import distributed
-from core.training.presets import TRUNCATION_NOTE_SHARE, truncated_share
+from core.training.presets import TRUNCATION_NOTE_SHARE, token_lengths
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
 from core.training.specs import PRETRAINED_MODELS, RunSpec
 from core.training.trainer import Trainer, TrainOutcome, Validation
@@ -256,8 +256,8 @@ def held_out_figures(pairs: pd.DataFrame, scores: np.ndarray, threshold: float, 
 
 def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
     """One warning when max_length cuts more than TRUNCATION_NOTE_SHARE of (a sample of) the training questions."""
-    questions = pd.concat([train["question1"], train["question2"]], ignore_index=True)
-    share = truncated_share(questions, tokenizer, tokenizer.max_length, seed)
+    lengths = token_lengths(pd.concat([train["question1"], train["question2"]], ignore_index=True), tokenizer, seed)
+    share = float(np.mean(lengths > tokenizer.max_length)) if lengths.size else 0.0
     if share > TRUNCATION_NOTE_SHARE:
         notice(f"max_length {tokenizer.max_length} cuts {share:.0%} of the training questions short: raise it "
                "(or take the auto recipe, which reads it off the data) if their ends matter")
