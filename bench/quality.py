@@ -296,8 +296,7 @@ def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen, obje
     out_dir = None
     if SAVE_ROOT is not None:
         out_dir = SAVE_ROOT / "".join(c if c.isalnum() or c in "-+." else "_" for c in name).strip("_")
-    result = train_run(spec, splits, out_dir=out_dir, save=out_dir is not None, callbacks=[EpochPrinter(name)],
-                       objective=objective)
+    result = train_run(spec, splits, out_dir=out_dir, save=out_dir is not None, callbacks=[EpochPrinter(name)])
     row = score_row(name, result.model, test, unseen, result.thresholds, result.outcome.seconds,
                     result.outcome.pairs_per_second)
     row.update(train_pairs=len(splits.train), epochs_run=len(result.outcome.epochs), status=result.outcome.status,

@@ -506,7 +506,7 @@ def test_cli_one_question_writes_an_empty_table(lstm_folder, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--questions", "missing.txt"], "no questions file"),
+    (["--questions", "missing.txt"], "file not found"),
     (["--min-size", "0"], "min-size"),
     (["--threshold", "1.5"], "threshold"),
     (["--out", "."], "folder"),

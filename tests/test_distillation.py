@@ -1,4 +1,4 @@
-"""The Augmented SBERT pieces: corpus mining, and training on a teacher's scores (the cross-encoder: test_cross_encoder.py).
+"""The Augmented SBERT pieces: corpus mining, silver pairs and the augmented recipe (the cross-encoder: test_cross_encoder.py).
 
 Hand-placed vectors, so every expected value below is worked out by hand.
 """
@@ -11,7 +11,6 @@ import torch
 from conftest import synthetic_pairs
 
 from core.data.splitting import connected_components
-from core.losses.similarity import pair_similarity
 from core.training.mining import (
     candidate_pairs,
     mine_hard_negatives,
@@ -78,35 +77,6 @@ def test_candidate_pairs_join_each_question_to_its_nearest_once():
 
 
 # ---- distillation through the pipeline -----------------------------------------------------------
-def test_the_pipeline_trains_on_the_teachers_scores_and_validates_on_the_labels():
-    from core.data import Splits
-    from core.training.pipeline import train_run
-    from core.training.specs import spec_from_options
-
-    pairs = synthetic_pairs(200, seed=0, topics=60)
-    soft = pairs.copy()
-    soft["is_duplicate"] = np.where(pairs["is_duplicate"] == 1, 0.9, 0.1).astype(np.float32)
-    seen_targets = []
-
-    class Recording:  # the teacher's scores as targets, each cosine regressed on its own
-        batch_kind = "labelled"
-
-        def __call__(self, v1, v2, labels, negatives=None):
-            seen_targets.append(labels.clone())
-            return (pair_similarity(v1, v2) - labels).square().mean()
-
-    spec = spec_from_options(model="lstm", loss="contrastive", epochs=4, batch_size=16, lr=2e-2, device="cpu",
-                             patience=0, max_length=11, model_options={"embedding_dim": 12, "hidden_size": 10})
-    result = train_run(spec, Splits(soft.iloc[:160], pairs.iloc[160:], pairs.iloc[:0]), save=False,
-                       objective=Recording())
-    targets = torch.cat(seen_targets)
-    assert sorted(set(np.round(targets.numpy(), 3))) == [0.1, 0.9]  # the soft targets reached the loss
-    assert targets.numel() == 4 * 160
-    aucs = [epoch.metrics["roc_auc"] for epoch in result.outcome.epochs]
-    assert aucs == sorted(aucs) and aucs[-1] > aucs[0] + 0.05  # 0.76 -> 0.83 here, on the 0/1 labels
-    assert result.validation["n"] == 40 and result.validation["roc_auc"] == pytest.approx(aucs[-1])
-
-
 # ---- mined hard negatives in the in-batch losses -------------------------------------------------
 def _negative_words(table, tokenizer, rows) -> list[str]:
     """The words of a batch's extra negatives (each a one-word question here), sorted; [] when it has none."""
@@ -300,14 +270,15 @@ def test_a_cancelled_augmented_run_saves_nothing_and_releases_its_folder(bert_fo
 
     from core.saving import claim_output
     from core.status import CANCELLED
-    from core.training.distillation import run_augmented
+    from core.training.jobs import run_recipe
     from core.training.specs import spec_from_options
 
     spec = spec_from_options("augmented", base_model=str(bert_folder), epochs=1, batch_size=8, max_length=24,
                              device="cpu", val_fraction=0.2, split_by="pair")
     stop = threading.Event()
     stop.set()
-    result = run_augmented(spec, sample_pairs[0].head(120), claim_output(tmp_path / "run"), stop_event=stop)
+    result, _ = run_recipe(spec, sample_pairs[0].head(120), "augmented", None, claim_output(tmp_path / "run"),
+                           stop_event=stop)
     assert result.outcome.status == CANCELLED and result.folder is None and "bi-encoder never trained" in result.note
     claim_output(tmp_path / "run").release()  # free again
 
@@ -321,5 +292,5 @@ def test_unlabelled_questions_belong_to_the_augmented_recipe(tmp_path, capsys, s
                    "--unlabelled-questions is the augmented recipe's: add --preset augmented")
     missing = tmp_path / "questions.txt"  # read as any corpus: a missing file is one line before any training
     one_error_line(run_cli(capsys, "train", "--data", data, "--preset", "augmented", "--unlabelled-questions", missing,
-                           "--out", tmp_path / "run"), f"no questions file at {missing}")
+                           "--out", tmp_path / "run"), f"file not found: {missing}")
     assert not (tmp_path / "run" / "config.json").exists()

@@ -267,9 +267,9 @@ def test_evaluate_and_score_take_a_label_map(capsys, tmp_path, lstm_folder):
     (FLAGGED, ["--columns", "question1=is_duplicate,is_duplicate=flag"],
      'the question1 column "is_duplicate" holds labels, not questions (values such as "1", "0")'),
     (GRADED, ["--label-map", "PerfectMatch=2"],
-     "argument --label-map: 'PerfectMatch' must map to 1 (duplicate) or 0 (not duplicate), got '2'"),
-    (GRADED, ["--label-map", "PerfectMatch=1,perfectmatch=1"],
-     "argument --label-map: 'perfectmatch' is given twice (values match ignoring case and spaces)"),
+     "argument --label-map: the label map gives 'PerfectMatch' the label '2'; labels are 1 (duplicate) and 0"),
+    (GRADED, ["--label-map", "PerfectMatch=1,perfectmatch=0"],
+     "argument --label-map: the label map gives 'perfectmatch' both 1 and 0 (values match ignoring case and spaces)"),
     (GRADED, ["--label-map", "PerfectMatch"], "argument --label-map: expected VALUE=1 or VALUE=0 pairs"),
 ])
 @pytest.mark.parametrize("command", ["evaluate", "score", "train"])

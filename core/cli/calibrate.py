@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.cli.common import CliError, add_columns_option, add_output_options, count, model_command, print_json
+from core.cli.common import CliError, add_columns_option, add_output_options, model_command, print_json
 from core.cli.scorers import calibrate_on_file, load_scorer, stack_on_files
 
 
@@ -74,10 +74,9 @@ def add_parsers(sub) -> None:
     calibrate = model_command(sub, "calibrate", "a copy of a model with thresholds calibrated on your labelled pairs",
                               cmd_calibrate, scores_pairs=True)
     calibrate.add_argument("--data", required=True, help="labelled pairs (both classes, at least 20 pairs)")
-    add_columns_option(calibrate)
+    add_columns_option(calibrate, max_rows=True)
     add_output_options(calibrate, help="the copy's folder: new or empty, or an earlier model with --overwrite",
                        overwrite="replace the model saved in --out")
-    calibrate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
     calibrate.add_argument("--stacked", action="store_true",
                            help="a stacked scorer instead: a logistic regression on the model's cosine, TF-IDF cosine, "
                                 "word overlap and length ratio, fitted on --data; it scores pairs, with no vectors")

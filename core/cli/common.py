@@ -107,25 +107,27 @@ def names_spec(text: str) -> list[str]:
 
 def label_map_spec(text: str) -> dict[str, int]:
     """argparse type of ``--label-map``: ``VALUE=1`` or ``VALUE=0`` pairs in CSV quoting (the last "=" splits), or
-    rules on a numeric label (``>=4=1,<4=0``); values match ignoring case and surrounding spaces."""
-    mapping: dict[str, int] = {}
-    for entry in next(csv.reader([text], skipinitialspace=True), []):
-        value, equals, label = (part.strip() for part in entry.rpartition("="))
-        if not equals or not value:
-            raise argparse.ArgumentTypeError(
-                f"expected VALUE=1 or VALUE=0 pairs separated by commas (e.g. PerfectMatch=1,Irrelevant=0), "
-                f"got {entry.strip()!r}")
-        if label not in ("0", "1"):
-            raise argparse.ArgumentTypeError(f"{value!r} must map to 1 (duplicate) or 0 (not duplicate), got {label!r}")
-        if value.lower() in {known.lower() for known in mapping}:
-            raise argparse.ArgumentTypeError(f"{value!r} is given twice (values match ignoring case and spaces)")
-        mapping[value] = int(label)
-    return mapping
+    rules on a numeric label (``>=4=1,<4=0``), checked as ``core.data.normalise_label_map`` checks any label map."""
+    from core.data import DataError, normalise_label_map
+
+    entries = [entry.rpartition("=") for entry in next(csv.reader([text], skipinitialspace=True), [])]
+    for value, equals, label in entries:
+        if not equals or not value.strip():
+            raise argparse.ArgumentTypeError(f"expected VALUE=1 or VALUE=0 pairs separated by commas (e.g. "
+                                             f"PerfectMatch=1,Irrelevant=0), got {(value + equals + label).strip()!r}")
+    mapping = {value.strip(): label.strip() for value, _, label in entries}
+    try:
+        normalise_label_map(mapping)
+    except DataError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return {value: int(label) for value, label in mapping.items()}
 
 
 # ---- option groups -----------------------------------------------------------------------------
-def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -> argparse.ArgumentParser:
-    """A subcommand that runs a model: --model (``scores_pairs``: TF-IDF and stacked too) and --device."""
+def model_command(sub, name: str, help: str, func, scores_pairs: bool = False,
+                  backend: bool = False) -> argparse.ArgumentParser:
+    """A subcommand that runs a model: --model (``scores_pairs``: TF-IDF and stacked too), --device and, with
+    ``backend``, ``--backend {torch,onnx}`` (``load_backend`` reads it)."""
     command = sub.add_parser(name, help=help, formatter_class=help_formatter)
     tfidf = (", 'tfidf' for the TF-IDF cosine baseline (fitted on the questions it scores, or its calibration "
              "file's), or a stacked scorer's folder") if scores_pairs else ""
@@ -134,6 +136,11 @@ def model_command(sub, name: str, help: str, func, scores_pairs: bool = False) -
     command.add_argument("--device", default="auto", type=device_name, metavar="{auto,cpu,cuda,cuda:N}",
                          help="where the model runs (auto: CUDA when there is one; transformers encode in float16 "
                               "there, and dedup and suggest search exactly on the GPU when the vectors fit)")
+    if backend:
+        command.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                             help="torch: the PyTorch model; onnx: its ONNX graph on the CPU (exported on first use "
+                                  "into the lab's cache, $SIAMESE_LAB_CACHE or ~/.cache/siamese-lab; --model may "
+                                  "also be an ONNX export folder)")
     command.set_defaults(func=func)
     return command
 
@@ -143,14 +150,6 @@ def add_output_options(command, required: bool = True, help: str = "output CSV",
     """``--out`` and ``--overwrite`` of a command that writes files or a folder."""
     command.add_argument("--out", required=required, default=None, help=help)
     command.add_argument("--overwrite", action="store_true", help=overwrite)
-
-
-def add_backend_option(command) -> None:
-    """``--backend {torch,onnx}``; ``load_backend`` reads it."""
-    command.add_argument("--backend", choices=("torch", "onnx"), default="torch",
-                         help="torch: the PyTorch model; onnx: its ONNX graph on the CPU (exported on first use "
-                              "into the lab's cache, $SIAMESE_LAB_CACHE or ~/.cache/siamese-lab; --model may also "
-                              "be an ONNX export folder)")
 
 
 def add_engine_options(command) -> None:
@@ -163,8 +162,9 @@ def add_engine_options(command) -> None:
     command.add_argument("--workers", type=count, default=2, help="with --engine ray: encoder actors and search tasks")
 
 
-def add_columns_option(command, labels: bool = True) -> None:
-    """``--columns`` and ``--names``, and ``--label-map`` for a command that reads labels; ``load_data`` takes them."""
+def add_columns_option(command, labels: bool = True, max_rows: bool = False) -> None:
+    """``--columns`` and ``--names``, ``--label-map`` for a command that reads labels, and ``--max-rows``;
+    ``load_data`` takes them."""
     command.add_argument("--columns", type=columns_spec, default=None, metavar="ROLE=NAME,...",
                          help="the file's columns, e.g. 'question1=#1 String,question2=#2 String,"
                               "is_duplicate=Quality'; a role left out is found by its usual names")
@@ -176,6 +176,8 @@ def add_columns_option(command, labels: bool = True) -> None:
                              help="what the label values mean, e.g. 'PerfectMatch=1,Irrelevant=0' (ignoring case "
                                   "and spaces; a value with a comma in double quotes), or rules on a score, e.g. "
                                   "'>=4=1,<4=0'; rows of other values are dropped (default: 1/0, true/false, yes/no)")
+    if max_rows:
+        command.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
 
 
 def add_rerank_option(command) -> None:
@@ -279,20 +281,11 @@ def output_path(path: str, *inputs: str | None) -> Path:
 
 
 # ---- loading -----------------------------------------------------------------------------------
-def check_input_file(path: str | Path, kind: str) -> None:
-    """One ``CliError`` unless ``path`` is a regular file (symlinks followed)."""
-    if not os.path.exists(path):
-        raise CliError(f"no {kind} file at {path}")
-    if not Path(path).is_file():
-        raise CliError(f"{path} is not a regular file (a folder, a pipe or a device); give a {kind} file")
-
-
 def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | None = None,
               label_map: dict[str, int] | None = None, names: list[str] | None = None, group_column: str | None = None):
     """The pairs of a file (``core.data.load_pairs``); what was dropped, and any warning, on stderr."""
     from core.data import load_pairs
 
-    check_input_file(path, "data")
     pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map, names=names,
                                group_column=group_column)
     if report.rows_kept < report.rows_read:
@@ -306,7 +299,6 @@ def load_corpus(path: str) -> list[str]:
     """The questions of a corpus file (``core.data.load_questions``), dropped rows and notes on stderr."""
     from core.data import load_questions
 
-    check_input_file(path, "questions")
     questions, report = load_questions(path)
     if report.dropped:
         print(f"data: {report.summary()}", file=sys.stderr)
@@ -315,23 +307,18 @@ def load_corpus(path: str) -> list[str]:
     return questions
 
 
-def refuse_tfidf(name: str) -> None:
-    """One ``CliError`` when ``--model`` is the TF-IDF baseline or a stacked scorer: pairs only, no weights."""
+def refuse_without_vectors(name: str, vectors: bool = True) -> None:
+    """One ``CliError`` when ``--model`` is the TF-IDF baseline or a stacked scorer (pairs only, no weights), or a
+    cross-encoder where the command needs ``vectors``."""
     from core.inference.stacked_scorer import is_stacked
     from core.inference.tfidf_scorer import is_tfidf
+    from core.models.registry import scores_pairs_only
 
     for what, found in (("the TF-IDF baseline", is_tfidf), ("a stacked scorer", is_stacked)):
         if found(name):
             raise CliError(f"--model {name} is {what}: it scores pairs (evaluate, score, predict, calibrate) "
                            "but has no vectors for this command")
-
-
-def refuse_without_vectors(name: str) -> None:
-    """``refuse_tfidf``, and one ``CliError`` for a cross-encoder: a command that needs vectors refuses all three."""
-    refuse_tfidf(name)
-    from core.models.registry import scores_pairs_only
-
-    if scores_pairs_only(name):
+    if vectors and scores_pairs_only(name):
         raise CliError(f"--model {name} is a cross-encoder: it reads both questions together and scores pairs "
                        "(evaluate, score, predict, calibrate with --backend torch; dedup and suggest --rerank) but has "
                        "no vectors for this command")
@@ -339,7 +326,7 @@ def refuse_without_vectors(name: str) -> None:
 
 def load_model(name: str, device: str, vectors: bool = True):
     """(model, config) of a model folder or 'minilm' on ``device``; one without ``vectors`` refused first."""
-    (refuse_without_vectors if vectors else refuse_tfidf)(name)
+    refuse_without_vectors(name, vectors)
     from core import models
     from core.device import resolve_device
 
@@ -391,6 +378,7 @@ def vector_cache_key(args) -> str | None:
     from core.export.onnx_backend import content_key
     from core.inference.stacked_scorer import is_stacked
     from core.model_names import TFIDF, ZERO_SHOT
+    from core.models.registry import encodes_in_half
     from core.saving import read_config
     from core.saving.model_folder import CALIBRATED_FROM
 
@@ -406,9 +394,4 @@ def vector_cache_key(args) -> str | None:
     if parent == TFIDF or is_stacked(args.model):
         return None
     key = "files-" + content_key(args.model) + ("" if parent is None else "-" + content_key(parent))
-    from core.device import cuda_available
-    from core.models.registry import encodes_in_half
-
-    if args.device == "cpu" or args.device == "auto" and not cuda_available():
-        return key
     return key + ("-fp16" if encodes_in_half(args.model, args.device) else "")

@@ -3,7 +3,7 @@ to a question, or every question's vector written to a .npy file."""
 from __future__ import annotations
 
 from core.cli.common import (
-    TqdmCounter, add_backend_option, add_columns_option, add_engine_options, add_output_options, claimed_output, count,
+    TqdmCounter, add_columns_option, add_engine_options, add_output_options, claimed_output, count,
     engine_session, load_backend, load_data, model_command, output_path, print_json, ray_vectors,
     vector_cache, vector_cache_key,
 )
@@ -17,29 +17,21 @@ def _corpus(path: str, columns: dict[str, str] | None, names: list[str] | None =
 
 def cmd_search(args) -> int:
     from core.export.onnx_backend import cache_root, search_cache
-    from core.inference.search import load_or_build
+    from core.inference.search import corpus_vectors, load_or_build, model_identity
 
     model, _ = load_backend(args)
     texts = _corpus(args.corpus, args.columns, args.names)
+
+    def encode(questions, progress):  # only when the index is built: the lab's cached vectors, else encoded
+        key = vector_cache_key(args) or model_identity(model)
+        return corpus_vectors(questions, model, vector_cache() if key else None, key, progress=progress).second
+
     # Indexes are kept in the lab's cache, named by the model and the corpus: never in a model folder.
     cache = search_cache(model.digest) if args.backend == "onnx" else cache_root() / "search"
-    index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), kind=args.index,
-                          encode=_cached_vectors(args, model))
+    index = load_or_build(model, texts, cache, progress=TqdmCounter("indexing"), kind=args.index, encode=encode)
     for rank, (text, score) in enumerate(index.search(args.question, args.k)[0], start=1):
         print_json({"rank": rank, "score": round(score, 6), "question": text})
     return 0
-
-
-def _cached_vectors(args, model):
-    """What builds a search index's vectors: the corpus's in the lab's vector cache, encoded when not there."""
-    from core.inference.search import model_identity
-    from core.inference.search import corpus_vectors
-
-    def encode(texts, progress):  # called only when the index is built: a saved index needs no key
-        key = vector_cache_key(args) or model_identity(model)
-        return corpus_vectors(texts, model, vector_cache() if key else None, key, progress=progress).second
-
-    return encode
 
 
 def cmd_embed(args) -> int:
@@ -65,22 +57,21 @@ def cmd_embed(args) -> int:
 def add_parsers(sub) -> None:
     from core.inference.search import FLAT_LIMIT, INDEX_KINDS
 
-    search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search)
+    search = model_command(sub, "search", "the k questions of a corpus most similar to a question", cmd_search,
+                           backend=True)
     search.add_argument("--corpus", required=True, help="pairs file whose distinct questions are searched")
     search.add_argument("question")
     add_columns_option(search, labels=False)
     search.add_argument("-k", type=count, default=10, help="number of results")
-    add_backend_option(search)
     search.add_argument("--index", choices=INDEX_KINDS, default=None,
                         help=f"the corpus's index (kept in the lab's cache): flat (exact), hnsw (approximate graph) "
                              f"or ivfpq (compressed, scores estimated); default: flat up to {FLAT_LIMIT:,} questions, "
                              f"hnsw above")
 
     embed = model_command(sub, "embed", "write the vectors of a corpus's distinct questions to a .npy file",
-                          cmd_embed)
+                          cmd_embed, backend=True)
     embed.add_argument("--data", required=True, help="pairs file whose distinct questions are embedded")
     add_columns_option(embed, labels=False)
     add_output_options(embed, help="output .npy file (.npy added when missing); the questions and the sha256 go "
                                    "beside it")
-    add_backend_option(embed)
     add_engine_options(embed)

@@ -4,12 +4,13 @@ so the model is not even loaded, and the graph's index); ``--rerank`` has a cros
 """
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
 
 from core.cli.common import (
-    QUESTIONS_HELP, CliError, TqdmCounter, add_backend_option, add_engine_options, add_output_options,
+    QUESTIONS_HELP, CliError, TqdmCounter, add_engine_options, add_output_options,
     add_rerank_option, claimed_output, count, engine_session, load_backend, load_corpus, load_reranker, model_command,
     output_path, print_json, ray_vectors, refuse_without_vectors, threshold, vector_cache,
     vector_cache_key,
@@ -38,7 +39,8 @@ def add_parsers(sub):
     from core.inference.dedup_graph import DEFAULT_K, MAX_NEIGHBOURHOOD
     from core.inference.search import FLAT_LIMIT, INDEX_KINDS
 
-    dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup)
+    dedup = model_command(sub, "dedup", "cluster the near-duplicate questions of a corpus into a CSV", cmd_dedup,
+                          backend=True)
     option = dedup.add_argument
     option("--questions", required=True, help=QUESTIONS_HELP)
     add_output_options(dedup, required=False, help="output CSV, one row per clustered question (unless --sweep)")
@@ -55,7 +57,6 @@ def add_parsers(sub):
     option("--max-neighbourhood", type=count, default=None,
            help=f"deepest search of one question's neighbourhood, said when reached (default: {MAX_NEIGHBOURHOOD} "
                 f"for an approximate search, else unbounded)")
-    add_backend_option(dedup)
     option("--index", choices=INDEX_KINDS, default=None,
            help=f"flat (exact), hnsw (approximate graph) or ivfpq (compressed, candidates rescored exactly); "
                 f"default: flat up to {FLAT_LIMIT:,} questions, hnsw above")
@@ -107,49 +108,34 @@ def cmd_dedup(args) -> int:
     return 0
 
 
-class _Model:
-    """``args.model``, loaded only when asked for: a run whose vectors are cached needs only its config."""
-
-    def __init__(self, args):
-        self.args, self.loaded = args, None
-
-    def __call__(self):
-        if self.loaded is None:
-            self.loaded = load_backend(self.args)
-        return self.loaded[0]
-
-    def config(self) -> dict:
-        """The model's config, read without its weights when they were not loaded."""
-        from core.model_names import ZERO_SHOT
-        from core.models.registry import zero_shot_config
-        from core.saving import read_config
-
-        if self.loaded is not None or self.args.backend == "onnx":
-            self()
-            return self.loaded[1]
-        return zero_shot_config() if self.args.model == ZERO_SHOT else read_config(self.args.model)
-
-
 def _graph(args, texts):
     """(the ``NeighbourGraph`` of ``texts``, its model's config, what the summary says of its vectors and index,
     seconds per phase): vectors from ``--vectors``, the cache or the encoder, the index from the cache if there."""
     from core.device import resolve_device
     from core.export.onnx_backend import cache_root
     from core.inference.dedup_graph import NeighbourGraph
+    from core.inference.embedding import read_embedding_file
     from core.inference.search import DeviceIndex, fingerprint, model_identity
     from core.inference.search import CorpusVectors, SavedIndex, corpus_vectors
+    from core.model_names import ZERO_SHOT
+    from core.models.registry import zero_shot_config
+    from core.saving import read_config
 
     started, phases = time.perf_counter(), {}
     device = resolve_device(args.device)
-    model = _Model(args)
+    loaded = functools.cache(lambda: load_backend(args))  # a run whose vectors are cached needs only the config
+    model = functools.cache(lambda: loaded()[0])
     key = vector_cache_key(args) or model_identity(model())
     cache = vector_cache() if key else None
     corpus = fingerprint(texts)
     facts = {"reused": False, "source": "encoded", **({"folder": str(cache.folder(key, corpus))} if cache else {})}
     read_by = None
     with engine_session(args):  # --engine ray: encoder actors, then the first search in Ray tasks
-        if args.vectors is not None:
-            points, queries = _vectors_file(args.vectors, texts, model()), None
+        if args.vectors is not None:  # embed's vectors of these texts, checked against their sha256 and the model
+            try:
+                points, queries = read_embedding_file(args.vectors, texts, model()), None
+            except ValueError as error:
+                raise CliError(f"--vectors: {error}") from None
             facts = {"reused": True, "source": "file", "file": str(args.vectors)}
         elif args.engine == "ray":
             saved = cache.load(key, texts, corpus) if cache is not None else None
@@ -182,17 +168,11 @@ def _graph(args, texts):
              "device": str(graph.index.device) if on_device else "cpu",
              **({"folder": str(store.folder(graph.kind))} if store and not on_device else {})}
     engine = {"engine": args.engine, **({"workers": args.workers, "read_by": read_by} if args.engine == "ray" else {})}
-    return graph, model.config(), {"vectors": facts, "index": index, **engine}, phases
-
-
-def _vectors_file(path: str, texts, model):
-    """``--vectors``: ``embed``'s vectors of ``texts``, checked against their sha256 and the model."""
-    from core.inference.embedding import read_embedding_file
-
-    try:
-        return read_embedding_file(path, texts, model)
-    except ValueError as error:
-        raise CliError(f"--vectors: {error}") from None
+    if loaded.cache_info().currsize or args.backend == "onnx":
+        config = loaded()[1]
+    else:  # read without the weights
+        config = zero_shot_config() if args.model == ZERO_SHOT else read_config(args.model)
+    return graph, config, {"vectors": facts, "index": index, **engine}, phases
 
 
 def _chosen_threshold(args, config: dict) -> tuple[float, str]:

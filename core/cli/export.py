@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.cli.common import add_output_options, load_model, model_command, print_json, refuse_tfidf
+from core.cli.common import add_output_options, load_model, model_command, print_json, refuse_without_vectors
 from core.export.export_folder import EXPORT_FORMATS, QUANTIZE_CHOICES
 
 
@@ -26,7 +26,7 @@ def cmd_export(args) -> int:
     from core.models import ZERO_SHOT
     from core.saving import read_config
 
-    refuse_tfidf(args.model)
+    refuse_without_vectors(args.model, vectors=False)
     # The format is checked against the model's family before any weights are read.
     model_type = "minilm" if args.model == ZERO_SHOT else read_config(args.model)["model_type"]
     check_export(model_type, args.format, args.quantize)

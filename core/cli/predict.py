@@ -3,15 +3,15 @@ pair of questions."""
 from __future__ import annotations
 
 from core.cli.common import (
-    METRIC_KEYS, CliError, add_backend_option, add_columns_option, count, load_data, model_command, print_json,
+    METRIC_KEYS, CliError, add_columns_option, load_data, model_command, print_json,
     threshold,
 )
 from core.cli.scorers import calibrate_on_file, load_scorer
 
 
 def cmd_evaluate(args) -> int:
-    from core.inference.metrics import scorer_scores
-    from core.inference.metrics import evaluate_scores
+    from core.data import resampling_groups
+    from core.inference.metrics import evaluate_scores, metric_intervals, scorer_scores
 
     if args.threshold is not None and args.calibrate_on:
         raise CliError("--threshold and --calibrate-on both set the threshold; give one of them")
@@ -27,7 +27,8 @@ def cmd_evaluate(args) -> int:
     result = {**{key: metrics[key] for key in METRIC_KEYS}, "threshold_from": source}
     if calibrated is not None:
         result["calibrated_on"] = {**calibrated.record(), "thresholds": calibrated.thresholds}
-    result["intervals"] = _intervals(pairs, scores, metrics["threshold"])
+    # 95 % bootstrap intervals, pairs sharing a question resampled together
+    result["intervals"] = metric_intervals(labels, scores, metrics["threshold"], groups=resampling_groups(pairs))
     print_json(result)
     return 0
 
@@ -49,15 +50,6 @@ def _threshold(args, config: dict, calibrated) -> tuple[float | None, str]:
     return None, "best accuracy on these very pairs (the model has no threshold of its own: optimistic)"
 
 
-def _intervals(pairs, scores, cosine: float) -> dict:
-    """95 % bootstrap intervals of ROC AUC, accuracy and F1, pairs sharing a question resampled together."""
-    from core.data import resampling_groups
-    from core.inference.metrics import metric_intervals
-
-    labels, groups = pairs["is_duplicate"].to_numpy(), resampling_groups(pairs)
-    return {name: list(bounds) for name, bounds in metric_intervals(labels, scores, cosine, groups=groups).items()}
-
-
 def cmd_predict(args) -> int:
     for name in ("question1", "question2"):
         if not getattr(args, name).strip():
@@ -74,16 +66,15 @@ def add_parsers(sub) -> None:
     evaluate = model_command(sub, "evaluate", "metrics of a model on a labelled pairs file", cmd_evaluate,
                              scores_pairs=True)
     evaluate.add_argument("--data", required=True, help="labelled pairs (CSV/TSV/Parquet, optionally .gz)")
-    add_columns_option(evaluate)
+    add_columns_option(evaluate, max_rows=True)
     evaluate.add_argument("--threshold", type=threshold, default=None,
                           help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
     evaluate.add_argument("--calibrate-on", default=None, metavar="FILE",
                           help="labelled pairs to calibrate the threshold on first (read with --columns): the metrics "
                                "are at its best-accuracy threshold")
-    evaluate.add_argument("--max-rows", type=count, default=None, help="use only the first N usable rows")
 
-    predict = model_command(sub, "predict", "are two questions duplicates?", cmd_predict, scores_pairs=True)
+    predict = model_command(sub, "predict", "are two questions duplicates?", cmd_predict, scores_pairs=True,
+                            backend=True)
     predict.add_argument("question1")
     predict.add_argument("question2")
     predict.add_argument("--threshold", type=threshold, default=None, help="cosine threshold (default: calibrated)")
-    add_backend_option(predict)

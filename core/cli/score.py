@@ -6,24 +6,25 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.cli.common import (
-    METRIC_KEYS, TqdmCounter, add_backend_option, add_columns_option, add_output_options, check_input_file,
+    METRIC_KEYS, TqdmCounter, add_columns_option, add_output_options,
     claimed_output, model_command, output_path, print_json, threshold,
 )
-from core.cli.scorers import fitted_for_file, load_scorer
+from core.cli.scorers import load_scorer
 
 
 def cmd_score(args) -> int:
     from core.inference.scoring import ScoreSteps, score_file
+    from core.inference.tfidf_scorer import TfidfScorer, fit_on_file
 
     source = Path(args.pairs)
-    check_input_file(source, "pairs")
     out = output_path(args.out, args.pairs)
     # Claimed before the model loads; written to a temporary of its own, renamed onto --out once whole.
     with claimed_output([out], args.overwrite) as claim:
         model, config = load_scorer(args)
         cosine = args.threshold if args.threshold is not None else config.get("thresholds", {}).get("accuracy", 0.5)
         bars = [TqdmCounter(step, unit="pair", delay=PROGRESS_DELAY) for step in ("reading", "encoding", "writing")]
-        model = fitted_for_file(model, source, args.columns, args.names)  # plain TF-IDF: on this whole file
+        if isinstance(model, TfidfScorer) and not model.fitted:  # the plain TF-IDF baseline: fitted on this file
+            model = fit_on_file(source, args.columns, names=args.names)
         with claim.open(out, "w", encoding="utf-8", newline="") as sink, _ticking(bars):
             report = score_file(model, source, sink, cosine, columns=args.columns, label_map=args.label_map,
                                 steps=ScoreSteps(*bars), names=args.names)
@@ -73,11 +74,10 @@ def _ticking(bars: list[TqdmCounter]):
 
 def add_parsers(sub) -> None:
     score = model_command(sub, "score", "score every pair of a file at a threshold (CSV out, streamed)", cmd_score,
-                          scores_pairs=True)
+                          scores_pairs=True, backend=True)
     score.add_argument("--pairs", required=True, help="pairs file (is_duplicate optional: metrics when present)")
     add_columns_option(score)
     add_output_options(score, help="output CSV: the input columns + similarity, predicted_duplicate (or <name>_1 ... "
                                    "where the input has them)")
     score.add_argument("--threshold", type=threshold, default=None,
                        help="cosine threshold (default: the model's calibrated best-accuracy threshold)")
-    add_backend_option(score)

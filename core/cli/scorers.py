@@ -24,15 +24,6 @@ def load_scorer(args):
     return load_tfidf(args.model)
 
 
-def fitted_for_file(model, source: Path, columns: dict[str, str] | None = None, names: list[str] | None = None):
-    """``model``, or for the plain TF-IDF baseline the baseline fitted on the file ``source`` it is about to score."""
-    from core.inference.tfidf_scorer import TfidfScorer, fit_on_file
-
-    if isinstance(model, TfidfScorer) and not model.fitted:
-        return fit_on_file(source, columns, names=names)
-    return model
-
-
 def calibrate_on_file(model, path: str, columns: dict[str, str] | None = None, max_rows: int | None = None,
                       label_map: dict[str, int] | None = None, names: list[str] | None = None):
     """(scorer, ``FileCalibration``) of ``model`` calibrated on the labelled pairs of ``path``, a bar on stderr; a

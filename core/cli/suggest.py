@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from core.cli.common import (
-    QUESTIONS_HELP, CliError, TqdmCounter, add_backend_option, add_output_options, add_rerank_option,
+    QUESTIONS_HELP, CliError, TqdmCounter, add_output_options, add_rerank_option,
     claimed_output, count, load_backend, load_corpus, load_reranker, model_command, number, output_path, print_json,
     refuse_without_vectors, threshold, vector_cache, vector_cache_key,
 )
@@ -17,7 +17,8 @@ from core.cli.common import (
 def add_parsers(sub):
     from core.inference.candidates import DEFAULT_K, RANDOM_SHARE, STRATEGIES
 
-    suggest = model_command(sub, "suggest", "the pairs of a corpus to label next, as a CSV", cmd_suggest)
+    suggest = model_command(sub, "suggest", "the pairs of a corpus to label next, as a CSV", cmd_suggest,
+                            backend=True)
     option = suggest.add_argument
     option("--questions", required=True, help=QUESTIONS_HELP)
     option("--labels", default=None, help="the labels so far (a label database or a pairs CSV; may not exist yet)")
@@ -32,7 +33,6 @@ def add_parsers(sub):
     option("--seed", type=int, default=0, help="seed of the random draw")
     option("-k", "--neighbours", type=count, default=DEFAULT_K, help="neighbours of each question paired with it")
     add_output_options(suggest, help="output CSV: question1, question2, similarity, reason")
-    add_backend_option(suggest)
     add_rerank_option(suggest)
     return suggest
 

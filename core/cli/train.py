@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from core.cli.common import (
-    CliError, TqdmCounter, add_columns_option, add_output_options, count, help_formatter, load_corpus, load_data,
+    CliError, TqdmCounter, add_columns_option, add_output_options, help_formatter, load_corpus, load_data,
     minutes, print_json,
 )
 
@@ -73,7 +73,7 @@ def spec_from_args(args, data_options: dict | None = None):
     """The RunSpec of ``train``: the options given, over a preset if one is named, over ``data_options`` (the auto
     recipe's) if given; with ``--init-model`` and neither ``--model`` nor ``--preset``, that folder's family."""
     from core.training.presets import AUTO_PRESET
-    from core.training.specs import SpecError, init_model_family, spec_from_options
+    from core.training.specs import OPTION_NAMES, SpecError, init_model_family, spec_from_options
 
     if wants_auto_recipe(args) and args.preset is None:
         args.preset = AUTO_PRESET
@@ -87,22 +87,15 @@ def spec_from_args(args, data_options: dict | None = None):
         family = init_model_family(args.init_model) if args.init_model else None  # another --model: the spec says so
     except SpecError as error:
         raise CliError(f"--init-model {error.problem}") from None
-    options = {name: getattr(args, name) for name in (
-        "model", "loss", "form", "margin", "scale", "weight", "epochs", "batch_size", "lr", "seed", "patience",
-        "max_steps", "max_minutes", "device", "precision", "compile", "max_length", "min_freq", "max_vocab")}
+    options = {name: getattr(args, name) for name in OPTION_NAMES if hasattr(args, name)}
     # A preset says its own model; a base folder is MiniLM's start.
     options["model"] = args.model or (None if args.preset else family or ("minilm" if args.base_model else None))
-    switches = {name: True for name in ("hard_negatives", "mine_negatives", "implied_pairs", "keep_unvalidated")
-                if getattr(args, name)}
-    options["split_by"] = "question" if args.split_by_question else args.split_by
-    options["group_column"] = args.group_column
-    options["val_data_name"] = Path(args.val).name if args.val else None
-    options["test_data_name"] = Path(args.test).name if args.test else None
-    if data_options:
-        options = {**data_options, **{name: value for name, value in options.items() if value is not None}}
+    options.update(model_options=model_options, split_by="question" if args.split_by_question else args.split_by,
+                   data_name=Path(args.data).name, val_data_name=args.val and Path(args.val).name,
+                   test_data_name=args.test and Path(args.test).name)
+    options = {**(data_options or {}), **{name: value for name, value in options.items() if value is not None}}
     try:
-        return spec_from_options(args.preset, **options, **switches, model_options=model_options,
-                                 init_model=args.init_model, base_model=args.base_model, data_name=Path(args.data).name)
+        return spec_from_options(args.preset, **options)
     except SpecError as error:
         raise CliError(f"--{error.option.replace('_', '-')} {error.problem}") from None
 
@@ -229,24 +222,20 @@ def _offer_gpu_preset(n_pairs: int, cuda: bool) -> None:
 
 
 def _claim_output(args, spec):
+    """``--out``, else a new run folder in ``--runs``: one ``CliError`` when that, or its nearest existing parent, is
+    not a folder."""
     from core.saving import claim_new_run, claim_output
+    from core.saving.output import not_a_folder
 
     if args.out:
         return claim_output(args.out, overwrite=args.overwrite)
-    _check_runs_folder(args.runs)
-    return claim_new_run(args.runs, spec.model, spec.loss.name)
-
-
-def _check_runs_folder(runs: str) -> None:
-    """One ``CliError`` when ``--runs``, or the nearest of its parents that exists, is not a folder."""
-    from core.saving.output import not_a_folder
-
-    path = Path(runs).expanduser()
-    blocked = not_a_folder(path)
+    runs = Path(args.runs).expanduser()
+    blocked = not_a_folder(runs)
     if blocked:
-        where = f"--runs {runs}" + ("" if blocked[0] == path else f": {blocked[0]}")
+        where = f"--runs {args.runs}" + ("" if blocked[0] == runs else f": {blocked[0]}")
         raise CliError(f"{where} is {blocked[1]}, not a folder; --runs names the folder that holds the models "
                        "(or give --out)")
+    return claim_new_run(args.runs, spec.model, spec.loss.name)
 
 
 def _run_training(args, spec, pairs, context, output, held_out: dict, preset: str | None, questions: dict) -> int:
@@ -312,7 +301,7 @@ def add_parsers(sub) -> None:
     train = sub.add_parser("train", help="train a model on a pairs file and save it", formatter_class=help_formatter)
     option = train.add_argument
     option("--data", required=True, help="pairs file (CSV/TSV/Parquet, optionally .gz)")
-    add_columns_option(train)
+    add_columns_option(train, max_rows=True)
     option("--preset", choices=list(PRESETS), default=None,
            help="a named recipe from docs/BENCHMARKS.md; auto fits epochs, batches, learning rate, validation and "
                 "max_length to the data (default: auto when no model, loss or training option is given)")
@@ -333,7 +322,6 @@ def add_parsers(sub) -> None:
     option("--scale", type=float, default=None, help="softmax, multitask: cosine scale; cosent: lambda (default: 20.0)")
     option("--weight", type=float, default=None, help="multitask: weight of the in-batch softmax term (default: 1.0)")
     option("--max-length", type=int, default=None, help="tokens per question (default: 64)")
-    option("--max-rows", type=count, default=None, help="use only the first N usable rows")
     option("--min-freq", type=int, default=None, help="LSTM: words seen fewer times become <unk> (default: 1)")
     option("--max-vocab", type=int, default=None, help="LSTM vocabulary size (default: 30000)")
     option("--seed", type=int, default=None, help="random seed of split, weights, batches (default: 0)")
@@ -363,13 +351,14 @@ def add_parsers(sub) -> None:
     option("--group-column", default=None, metavar="NAME",
            help="a column of --data (a URL, a topic) whose groups are each held on one side of the split, as pairs "
                 "sharing a question are; the validation intervals resample them whole")
-    option("--keep-unvalidated", action="store_true", help="save a run cancelled before its first validation")
-    option("--hard-negatives", action="store_true",
+    option("--keep-unvalidated", action="store_true", default=None,
+           help="save a run cancelled before its first validation")
+    option("--hard-negatives", action="store_true", default=None,
            help="triplet/softmax: also use labelled non-duplicates of batch questions as negatives")
-    option("--mine-negatives", action="store_true",
+    option("--mine-negatives", action="store_true", default=None,
            help="triplet/softmax: also the nearest non-duplicates of each duplicate pair's question under the starting "
                 "model, mined once from the training questions (implies --hard-negatives)")
-    option("--implied-pairs", action="store_true",
+    option("--implied-pairs", action="store_true", default=None,
            help="also train on the pairs the labels imply (duplicates of duplicates, and their non-duplicates)")
     option("--model-options", default=None, help='JSON of model config fields, e.g. \'{"hidden_size": 256}\'')
     add_output_options(train, required=False, help="output folder: new or empty, or a saved model with --overwrite "

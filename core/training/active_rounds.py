@@ -100,7 +100,7 @@ def labelled_threshold(config: dict, corpus: EmbeddedCorpus, labels):
     from core.data.questions import normalise_questions
     from core.inference.calibration import pair_threshold
 
-    saved = finite_number((config.get("thresholds") or {}).get("accuracy")) if isinstance(config, dict) else None
+    saved = finite_number((config.get("thresholds") or {}).get("accuracy"))
     if saved is not None and not config.get("zero_shot"):  # pair_threshold's first rule: the labels change nothing
         return pair_threshold(config)
     if not isinstance(labels, pd.DataFrame):
@@ -197,11 +197,9 @@ def _read(curve: Path) -> list[dict]:
     points = []
     for line in lines:
         try:
-            point = json.loads(line)
+            points.append(json.loads(line))
         except ValueError:  # blank, or a line a crash cut short: never acknowledged
             continue
-        if isinstance(point, dict):
-            points.append(point)
     return points
 
 

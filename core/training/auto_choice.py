@@ -98,14 +98,9 @@ def choose(candidates: Sequence[Candidate]) -> Candidate:
 def run_auto(spec: RunSpec, pairs: pd.DataFrame, output: OutputClaim, val: pd.DataFrame | None = None,
              test: pd.DataFrame | None = None, callbacks: Sequence[object] = (),
              stop_event: threading.Event | None = None, budget_minutes: float | None = None) -> AutoOutcome:
-    """Measure the candidates on the validation pairs of ``spec``'s split of ``pairs`` (or ``val``), save the chosen
-    one in ``output``'s folder and release it."""
-    with output:
-        return _run_auto(spec, pairs, output, val, test, callbacks, stop_event,
-                         60.0 * (budget_minutes or BUDGET_MINUTES))
-
-
-def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: float) -> AutoOutcome:
+    """Measure the candidates on the validation pairs of ``spec``'s split of ``pairs`` (or ``val``) and save the
+    chosen one in ``output``'s folder."""
+    budget = 60.0 * (budget_minutes or BUDGET_MINUTES)
     started = time.monotonic()
     # The fine-tune's own split, made the same way (the same seed and fractions): every candidate meets its pairs.
     recorded, splits = split_run(spec, pairs, val, test)
@@ -193,23 +188,17 @@ def _run_auto(spec, pairs, output, val, test, callbacks, stop_event, budget: flo
     # The copy records the split as a run does, so Compare and Verdict find the pairs it never saw.
     record = {**split_record(recorded, splits, pairs), "metrics": {"validation": outcome.validation,
                                                                    "test": outcome.test}, **record}
-    _save_copy(output.target, scorer, calibrated, record, fit_pairs=len(fit), data=spec.data_name or "data",
-               thresholds_on=where)
-    if chosen.name == ZERO_SHOT_NAME:
-        notice(f"no candidate was better than {ZERO_SHOT_LABEL} beyond resampling on {len(labels):,} validation pairs: "
-               f"{ZERO_SHOT_LABEL} itself, calibrated on them, is the model to use (saved as a calibrated copy)")
-    return outcome
-
-
-def _save_copy(folder: Path, scorer, calibrated, record: dict, fit_pairs: int, data: str, thresholds_on: str) -> None:
-    """The chosen scorer over the packaged MiniLM as a calibrated copy (a stacked scorer's TF-IDF fit beside it)."""
-    from core.inference.stacked_scorer import StackedScorer, stacked_config
+    # The chosen scorer over the packaged MiniLM as a calibrated copy (a stacked scorer's TF-IDF fit beside it).
+    from core.inference.stacked_scorer import stacked_config
     from core.models.registry import parent_record, zero_shot_config
     from core.saving.model_folder import save_calibrated
 
     base, tfidf = zero_shot_config(), None
-    if isinstance(scorer, StackedScorer):
-        base = {**base, **stacked_config(scorer, {"data": data, "pairs": fit_pairs,
-                                                  "thresholds_on": thresholds_on}, ZERO_SHOT_LABEL)}
-        tfidf = scorer.tfidf.to_dict()
-    save_calibrated(folder, base, parent_record(ZERO_SHOT, ZERO_SHOT_LABEL), calibrated, tfidf, record)
+    if chosen.name == STACKED_NAME:
+        fitted_on = {"data": spec.data_name or "data", "pairs": len(fit), "thresholds_on": where}
+        base, tfidf = {**base, **stacked_config(scorer, fitted_on, ZERO_SHOT_LABEL)}, scorer.tfidf.to_dict()
+    save_calibrated(output.target, base, parent_record(ZERO_SHOT, ZERO_SHOT_LABEL), calibrated, tfidf, record)
+    if chosen.name == ZERO_SHOT_NAME:
+        notice(f"no candidate was better than {ZERO_SHOT_LABEL} beyond resampling on {len(labels):,} validation pairs: "
+               f"{ZERO_SHOT_LABEL} itself, calibrated on them, is the model to use (saved as a calibrated copy)")
+    return outcome

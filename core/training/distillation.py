@@ -79,15 +79,9 @@ def run_augmented(spec: RunSpec, pairs: pd.DataFrame, output: OutputClaim, val: 
                   test: pd.DataFrame | None = None, callbacks: Sequence[object] = (),
                   stop_event: threading.Event | None = None, budget_minutes: float | None = None,
                   questions: Sequence[str] | None = None, questions_name: str = "") -> RunResult:
-    """The teacher, the silver pairs and ``spec``'s bi-encoder on gold + silver, saved in ``output``'s folder and
-    released; ``questions`` (default: the training split's) are the unlabelled questions silver pairs are drawn from."""
-    with output:
-        return _run_augmented(spec, pairs, output, val, test, callbacks, stop_event,
-                              60.0 * (budget_minutes or BUDGET_MINUTES), questions, questions_name)
-
-
-def _run_augmented(spec, pairs, output, val, test, callbacks, stop_event, budget: float, questions,
-                   questions_name: str) -> RunResult:
+    """The teacher, the silver pairs and ``spec``'s bi-encoder on gold + silver, saved in ``output``'s folder;
+    ``questions`` (default: the training split's) are the unlabelled questions silver pairs are drawn from."""
+    budget = 60.0 * (budget_minutes or BUDGET_MINUTES)
     started = time.monotonic()
     _, splits = split_run(spec, pairs, val, test)  # the split train_run makes again for the bi-encoder
     if splits.val["is_duplicate"].nunique() < 2:

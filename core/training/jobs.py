@@ -1,18 +1,15 @@
-"""Training runs in background threads, for a server shared by several people.
+"""Training runs in background threads for a shared server: a ``JobQueue`` caps how many train at once, the app
+polls each ``TrainingJob``'s ``Progress``, and Cancel withdraws a waiting run or stops a running one within a step.
 
-The app starts a ``TrainingJob`` and polls its ``Progress``; the thread makes no UI calls. A ``JobQueue`` caps how
-many runs train at once; the excess waits. Cancel takes a waiting run out of the line at once and stops a running one
-within a training step or a validation batch.
-
-Every submitted run keeps a record, ``<models folder>/.runs/<job id>.json``, written whole at each status change, so
-a run outlives a server stop: a stopping server cancels its runs as Cancel does (the best weights saved) and records
-them ``interrupted``, the queued ones ``not started``; a killed server's ``running``/``waiting`` records read so too,
-since no queue of a later process holds them. A record that cannot be written or read is skipped, never a failed run.
+Each submitted run keeps a record, ``<models folder>/.runs/<job id>.json``, written whole at each status change, so
+a run outlives a server stop: an unfinished record no queue of this process holds reads as ``interrupted`` (or
+``not started``). A record that cannot be written or read is skipped, never a failed run.
 """
 from __future__ import annotations
 
 import collections
 import json
+import math
 import threading
 import time
 import uuid
@@ -84,10 +81,8 @@ class Progress:
 
 
 class _Recorder:
-    """Trainer callback that copies progress into a ``Progress`` (appends are atomic in CPython).
-
-    The speed is the wall time of the last ``SPEED_WINDOW`` loss reads, restarted after each validation. Only a
-    step whose loss was read counts: on CUDA a read waits for the GPU, so only the time between reads is true."""
+    """Trainer callback that copies progress into a ``Progress`` (appends are atomic in CPython). The speed is timed
+    between loss reads only (on CUDA a read waits for the GPU), restarted after each validation."""
 
     def __init__(self, progress: Progress, clock: Callable[[], float] = time.monotonic):
         self.progress, self.clock = progress, clock
@@ -134,18 +129,20 @@ class _Recorder:
         self.progress.validations.append({"step": v.step, "epoch": v.epoch, "train_seconds": v.train_seconds,
                                           "seconds": v.seconds, **v.metrics})
         self.progress.phase = "training" if trainer.step else "the first training step"
-        self.recent.clear()
-        self.recent.append((self.clock(), trainer.step, trainer.pairs_seen))
+        self._restart_window(trainer)
 
     def on_epoch_end(self, trainer):
         result = trainer.epoch_results[-1]
         self.progress.epochs.append({"epoch": result.epoch, "train_loss": result.train_loss, **result.metrics})
         self.progress.phase = "training"
-        self.recent.clear()
-        self.recent.append((self.clock(), trainer.step, trainer.pairs_seen))
+        self._restart_window(trainer)
 
     def on_train_end(self, trainer):
         self.progress.phase = "finishing: calibrating the thresholds and saving"
+
+    def _restart_window(self, trainer):
+        self.recent.clear()
+        self.recent.append((self.clock(), trainer.step, trainer.pairs_seen))
 
 
 def run_label(spec: RunSpec) -> str:
@@ -224,12 +221,6 @@ class TrainingJob:
         self.status = RUNNING
         self.save_record()
         try:
-            self._train()
-        finally:
-            self.save_record()
-
-    def _train(self) -> None:
-        try:
             self.result, self.choice = run_recipe(
                 self.spec, self.pairs, self.preset, self.runs_root, val=self.val, test=self.test,
                 callbacks=[_Recorder(self.progress)], stop_event=self._stop, budget_minutes=self.budget_minutes,
@@ -242,6 +233,8 @@ class TrainingJob:
                 self.error = outcome.message
         except Exception as error:  # the page shows the message
             self.status, self.error = FAILED, f"{type(error).__name__}: {error}"
+        finally:
+            self.save_record()
 
 
 def run_recipe(spec: RunSpec, pairs: pd.DataFrame, preset: str | None, runs_root: str | Path | None,
@@ -251,17 +244,17 @@ def run_recipe(spec: RunSpec, pairs: pd.DataFrame, preset: str | None, runs_root
                save: bool = True) -> tuple[RunResult, AutoOutcome | None]:
     """Train as ``preset`` says, saved in ``output``'s folder or a new one in ``runs_root``: auto chooses among
     candidates (its choice comes back too), augmented trains a teacher first, any other preset is one plain run."""
-    if preset in (AUTO_PRESET, AUGMENTED_PRESET):
-        output = output or claim_new_run(runs_root, spec.model, spec.loss.name)
-    if preset == AUTO_PRESET:
-        choice = run_auto(spec, pairs, output, val=val, test=test, callbacks=callbacks, stop_event=stop_event,
-                          budget_minutes=budget_minutes)
-        return choice.run_result(), choice
-    if preset == AUGMENTED_PRESET:  # a teacher, silver pairs, then the bi-encoder on gold + silver
+    if preset not in (AUTO_PRESET, AUGMENTED_PRESET):
+        return train_run(spec, pairs, runs_root=runs_root, output=output, save=save, val=val, test=test,
+                         callbacks=callbacks, stop_event=stop_event), None
+    with output or claim_new_run(runs_root, spec.model, spec.loss.name) as output:  # released whatever happens
+        if preset == AUTO_PRESET:
+            choice = run_auto(spec, pairs, output, val=val, test=test, callbacks=callbacks, stop_event=stop_event,
+                              budget_minutes=budget_minutes)
+            return choice.run_result(), choice
+        # augmented: a teacher, silver pairs, then the bi-encoder on gold + silver
         return run_augmented(spec, pairs, output, val=val, test=test, callbacks=callbacks, stop_event=stop_event,
                              budget_minutes=budget_minutes, questions=questions, questions_name=questions_name), None
-    return train_run(spec, pairs, runs_root=runs_root, output=output, save=save, val=val, test=test,
-                     callbacks=callbacks, stop_event=stop_event), None
 
 
 class JobQueue:
@@ -355,14 +348,14 @@ class JobQueue:
                 job._thread.join(max(0.0, deadline - time.monotonic()))
         return not any(job._thread is not None and job._thread.is_alive() for job in jobs)
 
-    def wait(self, job: TrainingJob, timeout: float | None = None, poll: float = 0.05,
-             until: Callable[[TrainingJob], bool] | None = None) -> bool:
-        """Block until the job finishes (for tests and scripts); True when it did."""
-        deadline = None if timeout is None else time.time() + timeout
-        while not (until or (lambda j: j.finished))(job):
-            if deadline is not None and time.time() > deadline:
+    def wait(self, job: TrainingJob, timeout: float = math.inf,
+             until: Callable[[TrainingJob], bool] = lambda job: job.finished) -> bool:
+        """Block until the job finishes (or ``until`` says so) within ``timeout`` seconds; True when it did."""
+        deadline = time.monotonic() + timeout
+        while not until(job):
+            if time.monotonic() > deadline:
                 return False
-            time.sleep(poll)
+            time.sleep(0.05)
         return True
 
 

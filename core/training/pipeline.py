@@ -11,7 +11,7 @@ import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ from core.saving import OutputClaim, claim_new_run, claim_output, save_model
 from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import PairTable
 from core.training import distributed
-from core.training.presets import TRUNCATION_NOTE_SHARE, truncated_share
+from core.training.presets import TRUNCATION_NOTE_SHARE, token_lengths
 from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
 from core.training.specs import PRETRAINED_MODELS, RunSpec
 from core.training.trainer import Trainer, TrainOutcome, Validation
@@ -77,7 +77,6 @@ def train_run(
     save: bool = True,
     overwrite: bool = False,
     output: OutputClaim | None = None,
-    objective: Callable | None = None,
     val: pd.DataFrame | None = None,
     test: pd.DataFrame | None = None,
     zero_shot_scores: np.ndarray | None = None,
@@ -85,19 +84,18 @@ def train_run(
     record: dict | None = None,
 ) -> RunResult:
     """Train, calibrate and save one model from ``pairs`` (a frame to split, or ``Splits``) into ``out_dir`` or a new
-    folder under ``runs_root``; ``objective`` replaces the spec's loss for training only (distillation); ``silver``
-    pairs (labelled by a teacher) join the training split after the split; ``record`` joins config.json."""
+    folder under ``runs_root``; ``silver`` pairs (labelled by a teacher) join the training split after the split;
+    ``record`` joins config.json."""
     if output is None and save:
         output = claim_output(out_dir, overwrite) if out_dir else claim_new_run(runs_root, spec.model, spec.loss.name)
     with output or contextlib.nullcontext():  # released at the end, whatever happens
-        return _train(spec, pairs, output if save else None, callbacks, stop_event, objective, val, test,
+        return _train(spec, pairs, output if save else None, callbacks, stop_event, val, test,
                       zero_shot_scores, silver, record)
 
 
 def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | None, callbacks, stop_event,
-           objective: Callable | None = None, val: pd.DataFrame | None = None,
-           test: pd.DataFrame | None = None, zero_shot_scores: np.ndarray | None = None,
-           silver: pd.DataFrame | None = None, record: dict | None = None) -> RunResult:
+           val: pd.DataFrame | None, test: pd.DataFrame | None, zero_shot_scores: np.ndarray | None,
+           silver: pd.DataFrame | None, record: dict | None) -> RunResult:
     announce(callbacks, "splitting the pairs")
     if isinstance(pairs, Splits):
         splits, all_pairs = pairs, pd.concat([pairs.train, pairs.val, pairs.test])
@@ -106,9 +104,8 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         spec, splits = split_run(spec, pairs, val, test)
         all_pairs = pairs
     if len(splits.val) or spec.val_fraction > 0:  # a run asked to validate must be able to
-        # A custom objective (distillation) trains on other targets than 0/1 labels: only validation is checked.
         problems = split_problems(splits.train["is_duplicate"], splits.val["is_duplicate"],
-                                  pair_loss=objective is None and spec.loss.batch_kind != "duplicates")
+                                  pair_loss=spec.loss.batch_kind != "duplicates")
         if problems:
             raise ValueError(problems[0])
         small = small_validation_note(len(splits.val), from_file=val is not None)
@@ -152,9 +149,11 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
     validate = None
     if val_table is not None:
         # Each validation is judged on one seeded subset at most max_val_pairs long: scoring stays cheap.
-        epoch_table = val_table.subset(_subset_rows(len(val_table), spec.train.max_val_pairs, spec.train.seed))
+        limit = spec.train.max_val_pairs
+        epoch_table = val_table if len(val_table) <= limit else val_table.subset(
+            np.random.RandomState(spec.train.seed).permutation(len(val_table))[:limit])
         validate = lambda trained, progress: calibrate(trained, epoch_table, progress=progress).metrics  # noqa: E731
-    trainer = Trainer(model, objective or Objective(spec.loss), train_table, spec.train, validate=validate,
+    trainer = Trainer(model, Objective(spec.loss), train_table, spec.train, validate=validate,
                       callbacks=callbacks, stop_event=stop_event)
     outcome = trainer.run()
 
@@ -257,8 +256,8 @@ def held_out_figures(pairs: pd.DataFrame, scores: np.ndarray, threshold: float, 
 
 def _note_truncation(train: pd.DataFrame, tokenizer, seed: int) -> None:
     """One warning when max_length cuts more than TRUNCATION_NOTE_SHARE of (a sample of) the training questions."""
-    questions = pd.concat([train["question1"], train["question2"]], ignore_index=True)
-    share = truncated_share(questions, tokenizer, tokenizer.max_length, seed)
+    lengths = token_lengths(pd.concat([train["question1"], train["question2"]], ignore_index=True), tokenizer, seed)
+    share = float(np.mean(lengths > tokenizer.max_length)) if lengths.size else 0.0
     if share > TRUNCATION_NOTE_SHARE:
         notice(f"max_length {tokenizer.max_length} cuts {share:.0%} of the training questions short: raise it "
                "(or take the auto recipe, which reads it off the data) if their ends matter")
@@ -327,12 +326,6 @@ def validation_curve(validations: Sequence[Validation]) -> list[dict]:
     (validations left out, so runs that validate more or less often compare)."""
     return [{"step": v.step, "train_seconds": round(float(v.train_seconds), 3), "roc_auc": float(v.metrics["roc_auc"])}
             for v in validations if finite_number(v.metrics.get("roc_auc")) is not None]
-
-
-def _subset_rows(n: int, limit: int, seed: int) -> np.ndarray:
-    if n <= limit:
-        return np.arange(n)
-    return np.random.RandomState(seed).permutation(n)[:limit]
 
 
 def _run_metadata(spec: RunSpec, name: str, splits: Splits, pairs: pd.DataFrame, outcome: TrainOutcome,

@@ -139,12 +139,6 @@ def token_lengths(questions: pd.Series, tokenizer, seed: int = 0) -> np.ndarray:
     return np.array([tokenizer.count(text) for text in texts], dtype=np.int64)
 
 
-def truncated_share(questions: pd.Series, tokenizer, max_length: int, seed: int = 0) -> float:
-    """The share of (a sample of) ``questions`` longer than ``max_length`` tokens."""
-    lengths = token_lengths(questions, tokenizer, seed)
-    return float(np.mean(lengths > max_length)) if lengths.size else 0.0
-
-
 def auto_options(pairs: pd.DataFrame, device: str = "cpu", has_val_file: bool = False, seed: int = 0,
                  max_minutes: float | None = None) -> AutoRecipe:
     """The auto recipe for ``pairs`` (a share held out unless ``has_val_file``) on ``device`` ("cpu" or "cuda"),

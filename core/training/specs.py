@@ -112,63 +112,52 @@ def size_defaults(model: str) -> dict:
 
 
 # ---- validation ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Rule:
-    kind: type  # int, float, bool, str, dict, or tuple for a choice
-    low: float | None = None
-    high: float | None = None
-    choices: tuple = ()
-    low_open: bool = False  # the low bound itself is refused (e.g. lr > 0)
-
-
-def _choice(*values) -> _Rule:
-    return _Rule(tuple, choices=values)
-
-
-_RULES: dict[str, _Rule] = {
+# Each option's rule: its named choices (a tuple of names), its bounds (low, high: whole numbers when both are ints;
+# "above" after them refuses the low bound itself), or the type it must have (bool, str or dict).
+_RULES: dict[str, tuple | type] = {
     # what is trained
-    "model": _choice(*MODEL_NAMES),
-    "model_options": _Rule(dict),
-    "loss": _choice(*LOSS_NAMES),
-    "form": _choice(*CONTRASTIVE_FORMS),
-    "margin": _Rule(float, 0.0, 4.0),
-    "scale": _Rule(float, 0.0, 1000.0, low_open=True),
-    "weight": _Rule(float, 0.0, 1000.0),  # multitask: 0 leaves the contrastive term alone
-    "hard_negatives": _Rule(bool),
-    "mine_negatives": _Rule(bool),
-    "implied_pairs": _Rule(bool),
+    "model": MODEL_NAMES,
+    "model_options": dict,
+    "loss": LOSS_NAMES,
+    "form": CONTRASTIVE_FORMS,
+    "margin": (0.0, 4.0),
+    "scale": (0.0, 1000.0, "above"),
+    "weight": (0.0, 1000.0),  # multitask: 0 leaves the contrastive term alone
+    "hard_negatives": bool,
+    "mine_negatives": bool,
+    "implied_pairs": bool,
     # data
-    "max_length": _Rule(int, 4, 512),
-    "min_freq": _Rule(int, 1, 1_000_000),
-    "max_vocab": _Rule(int, 3, 10_000_000),
-    "val_fraction": _Rule(float, 0.0, 0.5),
-    "test_fraction": _Rule(float, 0.0, 0.5),
-    "split_by": _choice(*SPLIT_BY),
-    "group_column": _Rule(str),
-    "data_name": _Rule(str),
-    "val_data_name": _Rule(str),
-    "test_data_name": _Rule(str),
-    "init_model": _Rule(str),  # a saved model folder; "" or ZERO_SHOT = the family's usual start
-    "base_model": _Rule(str),  # a local BERT folder for minilm to start from; "" = the bundled MiniLM
-    "keep_unvalidated": _Rule(bool),
+    "max_length": (4, 512),
+    "min_freq": (1, 1_000_000),
+    "max_vocab": (3, 10_000_000),
+    "val_fraction": (0.0, 0.5),
+    "test_fraction": (0.0, 0.5),
+    "split_by": SPLIT_BY,
+    "group_column": str,
+    "data_name": str,
+    "val_data_name": str,
+    "test_data_name": str,
+    "init_model": str,  # a saved model folder; "" or ZERO_SHOT = the family's usual start
+    "base_model": str,  # a local BERT folder for minilm to start from; "" = the bundled MiniLM
+    "keep_unvalidated": bool,
     # training (TrainConfig)
-    "epochs": _Rule(int, 1, 10_000),
-    "batch_size": _Rule(int, 2, 65_536),
-    "lr": _Rule(float, 0.0, 10.0, low_open=True),
-    "weight_decay": _Rule(float, 0.0, 10.0),
-    "optimizer": _choice("adam", "adamw"),
-    "warmup_ratio": _Rule(float, 0.0, 1.0),
-    "grad_clip": _Rule(float, 0.0, 1e6),
-    "seed": _Rule(int, 0, 2**31 - 1),
-    "device": _choice("auto", "cpu", "cuda"),
-    "precision": _choice(*PRECISIONS),  # auto | fp32 | bf16 | fp16 (core.training.trainer.autocast_plan)
-    "compile": _Rule(bool),  # torch.compile the step's forward pass
-    "patience": _Rule(int, 0, 1000),
-    "max_val_pairs": _Rule(int, 1, 10_000_000),
-    "validate_every": _Rule(int, 0, 1_000_000_000),  # steps between validations inside an epoch; 0 = per epoch
-    "max_steps": _Rule(int, 0, 1_000_000_000),
-    "max_minutes": _Rule(float, 0.0, 525_600.0),  # up to a year; 0 = no time budget
-    "length_buckets": _Rule(bool),
+    "epochs": (1, 10_000),
+    "batch_size": (2, 65_536),
+    "lr": (0.0, 10.0, "above"),
+    "weight_decay": (0.0, 10.0),
+    "optimizer": ("adam", "adamw"),
+    "warmup_ratio": (0.0, 1.0),
+    "grad_clip": (0.0, 1e6),
+    "seed": (0, 2**31 - 1),
+    "device": ("auto", "cpu", "cuda"),
+    "precision": PRECISIONS,  # auto | fp32 | bf16 | fp16 (core.training.trainer.autocast_plan)
+    "compile": bool,  # torch.compile the step's forward pass
+    "patience": (0, 1000),
+    "max_val_pairs": (1, 10_000_000),
+    "validate_every": (0, 1_000_000_000),  # steps between validations inside an epoch; 0 = per epoch
+    "max_steps": (0, 1_000_000_000),
+    "max_minutes": (0.0, 525_600.0),  # up to a year; 0 = no time budget
+    "length_buckets": bool,
 }
 OPTION_NAMES = tuple(_RULES)
 _LOSS_FIELDS = {"loss": "name", "margin": "margin", "form": "form", "scale": "scale", "weight": "weight"}
@@ -180,35 +169,34 @@ _PER_MODEL = ("model_options", *TRAINING_DEFAULTS["lstm"])
 _PER_LOSS = ("margin", "form", "scale", "weight")
 
 
-def _checked(name: str, value, rule: _Rule | None = None):
-    rule = rule or _RULES[name]
-    if rule.kind is tuple:
-        if value not in rule.choices:
-            raise SpecError(name, f"must be one of {', '.join(map(str, rule.choices))}, got {value!r}")
+_KINDS = {bool: "true or false", str: "a text", dict: "a mapping"}
+
+
+def _checked(name: str, value, rule: tuple | type | None = None):
+    """``value`` as ``rule`` (``_RULES[name]``'s by default) takes it; ``SpecError`` naming ``name`` otherwise."""
+    rule = _RULES[name] if rule is None else rule
+    if isinstance(rule, type):
+        if not isinstance(value, rule):
+            raise SpecError(name, f"must be {_KINDS[rule]}, got {value!r}")
         return value
-    if rule.kind is bool:
-        if not isinstance(value, bool):
-            raise SpecError(name, f"must be true or false, got {value!r}")
+    if isinstance(rule[0], str):
+        if value not in rule:
+            raise SpecError(name, f"must be one of {', '.join(rule)}, got {value!r}")
         return value
-    if rule.kind in (str, dict):
-        if not isinstance(value, rule.kind):
-            raise SpecError(name, f"must be a {'text' if rule.kind is str else 'mapping'}, got {value!r}")
-        return value
+    low, high, *above = rule
     if isinstance(value, bool):
         raise SpecError(name, f"must be a number, got {value!r}")
-    if rule.kind is int:
+    if isinstance(low, int) and isinstance(high, int):
         try:
             value = operator.index(value)
         except TypeError:
             raise SpecError(name, f"must be a whole number, got {value!r}") from None
-    else:
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SpecError(name, f"must be a finite number, got {value!r}")
+    elif isinstance(value, (int, float)) and math.isfinite(value):
         value = float(value)
-    too_low = value <= rule.low if rule.low_open else value < rule.low
-    if too_low or value > rule.high:
-        low = f"above {rule.low:g}" if rule.low_open else f"at least {rule.low:g}"
-        raise SpecError(name, f"must be {low} and at most {rule.high:g}, got {value:g}")
+    else:
+        raise SpecError(name, f"must be a finite number, got {value!r}")
+    if not low <= value <= high or (above and value == low):
+        raise SpecError(name, f"must be {'above' if above else 'at least'} {low:g} and at most {high:g}, got {value:g}")
     return value
 
 
@@ -225,17 +213,15 @@ def _checked_model_options(model: str, options: dict) -> dict:
         default = fields[name].default
         choices = fields[name].metadata.get("choices")  # a setting of named values, declared on its field
         if choices:
-            rule = _choice(*choices)
+            rule = tuple(choices)
         elif isinstance(default, str):
-            rule = _Rule(str)
+            rule = str
         elif name in sizes and sizes[name].low is not None:
-            rule = _Rule(int, sizes[name].low, sizes[name].high)
+            rule = (sizes[name].low, sizes[name].high)
         elif isinstance(default, bool):
-            rule = _Rule(bool)
-        elif isinstance(default, float):
-            rule = _Rule(float, 0.0, 0.9)  # dropout-like rates
-        else:
-            rule = _Rule(int, 1, 100_000)
+            rule = bool
+        else:  # dropout-like rates, else counts
+            rule = (0.0, 0.9) if isinstance(default, float) else (1, 100_000)
         try:
             checked[name] = _checked(name, value, rule)
         except SpecError as error:
@@ -273,14 +259,6 @@ def init_model_family(source: str) -> str:
         return read_config(source)["model_type"]
     except ModelLoadError as error:
         raise SpecError("init_model", f"cannot be used: {error}") from None
-
-
-def _checked_init_model(source: str, model: str) -> str:
-    """``source`` when it is a saved ``model`` folder; "" for ZERO_SHOT, MiniLM's usual start anyway."""
-    family = init_model_family(source)
-    if family != model:
-        raise SpecError("init_model", f"{source} is a {family} model, but the run's model is {model}")
-    return "" if source == ZERO_SHOT else source
 
 
 def _checked_base_model(folder: str, model: str, init_model: str) -> str:
@@ -333,8 +311,12 @@ def spec_from_options(preset: str | None = None, **options) -> RunSpec:
     values = {name: _checked(name, value) for name, value in merged.items() if name != "model_options"}
     values["model_options"] = _checked_model_options(model, merged["model_options"])
     _check_model_size(model, values)
-    if values.get("init_model"):
-        values["init_model"] = _checked_init_model(values["init_model"], model)
+    source = values.get("init_model")
+    if source:  # a saved model folder of this family; ZERO_SHOT is MiniLM's usual start anyway
+        family = init_model_family(source)
+        if family != model:
+            raise SpecError("init_model", f"{source} is a {family} model, but the run's model is {model}")
+        values["init_model"] = "" if source == ZERO_SHOT else source
     if values.get("base_model"):
         values["base_model"] = _checked_base_model(values["base_model"], model, given.get("init_model", ""))
     if values.get("val_fraction", 0.0) + values.get("test_fraction", 0.0) > 0.5:

@@ -176,7 +176,8 @@ class Trainer:
                 self.model.train()
                 epoch_started = self.clock()
                 rows_of_steps = first_epoch if epoch == 1 else self._epoch_batches(epoch - 1)
-                for rows, batch in self._step_batches(rows_of_steps):
+                left = rows_of_steps[: max(0, self.total_steps - self.step)]  # nothing built past the step cap
+                for rows, batch in built_ahead(left, self._build_batch, self.batches_ahead):
                     if self._cancel_seen():
                         break
                     if self.step and self._out_of_time(started):  # at least one step, then the budget
@@ -256,7 +257,10 @@ class Trainer:
         planned = self.steps_per_epoch * c.epochs
         self.total_steps = min(planned, c.max_steps) if c.max_steps else planned
         self.total_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
-        self._optim = self._optimizer()
+        # fused: all parameters updated in one pass, several times cheaper on the CPU for MiniLM
+        fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
+        self._optim = (torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW)(
+            [p for p in self.model.parameters() if p.requires_grad], lr=c.lr, weight_decay=c.weight_decay, **fused)
         self._scheduler = warmup_then_linear_decay(self._optim, self.total_steps, c.warmup_ratio)
         self._scaler = torch.amp.GradScaler(self.device.type, enabled=self._autocast_plan.use_scaler)
         self._cuda_graphs = c.compile and compile_mode(self.device.type) == "reduce-overhead"
@@ -312,24 +316,11 @@ class Trainer:
         self.pairs_seen += pairs
         self.pairs_per_second = self.pairs_seen / max(self.train_seconds, 1e-9)
 
-    def _optimizer(self) -> torch.optim.Optimizer:
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        c = self.config
-        # fused: all parameters updated in one pass, several times cheaper on the CPU for MiniLM
-        fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
-        kind = torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW
-        return kind(params, lr=c.lr, weight_decay=c.weight_decay, **fused)
-
     # ---- batches -------------------------------------------------------------------------------------------------
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         global_size = self.config.batch_size * self.context.world_size
         return self.train_table.index_batches(self.objective.batch_kind, global_size, self.config.seed + epoch,
                                               self.config.length_buckets)
-
-    def _step_batches(self, epoch_rows: list[np.ndarray]):
-        """(global rows, this process's batch) for each step the run has left in the epoch, built ahead on CUDA."""
-        left = epoch_rows[: max(0, self.total_steps - self.step)]  # nothing built past the step cap
-        return built_ahead(left, self._build_batch, self.batches_ahead)
 
     def _build_batch(self, rows: np.ndarray) -> Batch:
         batch = self.train_table.batch(distributed.local_slice(rows, self.context), self._widths)
@@ -343,6 +334,13 @@ class Trainer:
         return pad_widths(max(t.ids.shape[1] for t in tables if t is not None))
 
     # ---- validation ----------------------------------------------------------------------------------------------
+    def _validation_progress(self, done: int, total: int) -> None:
+        self.validation_progress = (done, total)
+        self._emit("on_validation_progress")
+        if distributed.broadcast_flag(self.cancelled):
+            self.stop_event.set()
+            raise _CancelledDuringValidation
+
     def validate(self) -> dict:
         """The hook's metrics for the current weights ({} without one); ``_CancelledDuringValidation`` on a cancel."""
         if self.validation_hook is None:
@@ -351,13 +349,6 @@ class Trainer:
             return self.validation_hook(self.model, self._validation_progress)
         finally:
             self.validation_progress = None
-
-    def _validation_progress(self, done: int, total: int) -> None:
-        self.validation_progress = (done, total)
-        self._emit("on_validation_progress")
-        if distributed.broadcast_flag(self.cancelled):
-            self.stop_event.set()
-            raise _CancelledDuringValidation
 
     def _validation(self, started: float) -> Validation:
         """Score the current weights, record them, keep them if best, tell the callbacks (or raise as ``validate``)."""
