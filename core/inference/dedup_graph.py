@@ -7,7 +7,6 @@ searched again with 2k, 4k, ... (on an approximate index at most ``max_neighbour
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -21,7 +20,6 @@ MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate i
 GRAPH_HNSW_LINKS = 16
 GRAPH_EF_SEARCH = 64
 RESCORE_PAIRS = 1 << 14  # (row, neighbour) pairs re-scored at a time on an ivfpq index: the gather stays small
-UNIT_CHUNK = 65_536  # rows per step when hashing a corpus's vectors
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -38,15 +36,6 @@ class Cluster:
     @property
     def size(self) -> int:
         return int(len(self.members))
-
-
-def checked_threshold(threshold: float, min_size: int) -> np.float32:
-    """``threshold`` as float32, once it and ``min_size`` are known good (ValueError otherwise)."""
-    if not (isinstance(threshold, (int, float, np.floating)) and math.isfinite(threshold)):
-        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
-    if isinstance(min_size, bool) or not isinstance(min_size, (int, np.integer)) or min_size < 1:
-        raise ValueError(f"min_size must be a whole number >= 1, got {min_size!r}")
-    return np.float32(threshold)
 
 
 def greedy_clusters(order, neighbourhood: Callable, counts: np.ndarray, copies: Callable,
@@ -137,11 +126,10 @@ class NeighbourGraph:
 
     def _index(self, index_kind: str | None, exact: bool, store):
         """The filled index of the distinct rows: ``store``'s (a ``SavedIndex``) when it holds them, else built."""
-        from core.inference.search import HNSW_EF_CONSTRUCTION, checked_kind, filled_index, index_parameters
+        from core.inference.search import HNSW_EF_CONSTRUCTION, filled_index, index_parameters
 
         u, dim = self.vectors.shape
-        asked = checked_kind(index_kind) if index_kind is not None else None
-        kind = "ivfpq" if asked == "ivfpq" else "flat" if exact else "hnsw"
+        kind = "ivfpq" if index_kind == "ivfpq" else "flat" if exact else "hnsw"
         parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
                       "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": 0}}[kind]
 
@@ -247,7 +235,7 @@ class NeighbourGraph:
     def deeper_search(self, threshold: float) -> tuple[int, int]:
         """(distinct rows whose ``k`` neighbours are all above ``threshold``, the results searching them as deep as
         allowed would return): what clustering at ``threshold`` may cost, known before it."""
-        t = checked_threshold(threshold, 1)
+        t = np.float32(threshold)
         deepest = min(self.max_neighbourhood, len(self.first))
         if self.k == 0 or self.k >= deepest:
             return 0, 0
@@ -256,14 +244,14 @@ class NeighbourGraph:
 
     def neighbourhood_sizes(self, threshold: float) -> np.ndarray:
         """(N,) how many rows lie above ``threshold`` of each row, itself included."""
-        sizes, _, self.capped = self._neighbourhoods(checked_threshold(threshold, 1))
+        sizes, _, self.capped = self._neighbourhoods(np.float32(threshold))
         return sizes[self.inverse]
 
     # ---- clusters ------------------------------------------------------------------------------
     def pairs_above(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every (i, j, cosine) with i != j and cosine > ``threshold`` that the graph finds (and every pair of
         identical rows), as three (E,) arrays, both directions: the candidates a cross-encoder confirms."""
-        t = checked_threshold(threshold, 1)
+        t = np.float32(threshold)
         sizes, neighbourhood, self.capped = self._neighbourhoods(t)
         first, second, scores = [], [], []
         for unique in np.flatnonzero(sizes > 1).tolist():
@@ -282,7 +270,7 @@ class NeighbourGraph:
 
     def cluster(self, threshold: float, min_size: int = 2) -> list[Cluster]:
         """The greedy community clusters at ``threshold``, at least ``min_size`` rows each, largest first."""
-        t = checked_threshold(threshold, min_size)
+        t = np.float32(threshold)
         if self.n == 0:
             return []
         sizes, neighbourhood, self.capped = self._neighbourhoods(t)
@@ -318,33 +306,23 @@ def _row_hashes(rows: np.ndarray) -> np.ndarray:
     and ``distinct_rows`` checks the bytes of every shared hash)."""
     words = np.ascontiguousarray(rows).view(np.uint32)  # (N, d) the float bits
     weights = np.random.default_rng(0).integers(1, 2**63, size=words.shape[1], dtype=np.uint64) | np.uint64(1)
-    hashes = np.empty(len(words), dtype=np.uint64)
-    with np.errstate(over="ignore"):  # arithmetic modulo 2^64 is the point
-        for start in range(0, len(words), UNIT_CHUNK):
-            hashes[start : start + UNIT_CHUNK] = (words[start : start + UNIT_CHUNK].astype(np.uint64) * weights).sum(
-                axis=1, dtype=np.uint64)
-    return hashes
+    return np.einsum("ij,j->i", words, weights, dtype=np.uint64)  # modulo 2^64; buffered, no (N, d) uint64 copy
 
 
 def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first (U,) increasing, inverse (N,) row -> distinct row, counts (U,)) of the distinct rows of (vectors,
     queries) taken together, in order of first appearance."""
-    n = len(vectors)
-    if n == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
+    import pandas as pd
+
     keys = _row_hashes(vectors) if queries is vectors else _row_hashes(vectors) * np.uint64(0x9E3779B97F4A7C15) \
         + _row_hashes(queries)  # (N,) one 64-bit key per row instead of a sorted copy of every row's bytes
-    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-    inverse = inverse.ravel()
+    inverse = pd.factorize(keys)[0]  # numbered in order of first appearance
+    _, first, counts = np.unique(inverse, return_index=True, return_counts=True)
     shared = np.flatnonzero(counts[inverse] > 1)  # rows whose key another row has: check their bytes
     if shared.size and not all(np.array_equal(side[shared], side[first[inverse[shared]]])
                                for side in ((vectors,) if queries is vectors else (vectors, queries))):
         both = vectors if queries is vectors else np.hstack([vectors, queries])  # a hash collision: bytes decide
         keys = np.ascontiguousarray(both).view(np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).ravel()
-        _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-    by_appearance = np.argsort(first, kind="stable")  # unique's order (bytes) -> order of first appearance
-    rank = np.empty_like(by_appearance)
-    rank[by_appearance] = np.arange(len(by_appearance))
-    return (first[by_appearance].astype(np.int64), rank[inverse.ravel()].astype(np.int64),
-            counts[by_appearance].astype(np.int64))
+        inverse = pd.factorize(np.unique(keys, return_inverse=True)[1].ravel())[0]
+        _, first, counts = np.unique(inverse, return_index=True, return_counts=True)
+    return first.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64)
