@@ -65,9 +65,12 @@ def _on_dataset(config: dict, dataset: pd.DataFrame) -> bool:
     return bool(fingerprint) and fingerprint == pairs_fingerprint(dataset)
 
 
-def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
-    """The split a run made of its own ``dataset`` (a given validation or test file is that split), made again from
-    its settings and checked against what it recorded (the validation fingerprint, else the sizes); None if not."""
+def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
+    """The split a saved model (its config.json) made of ``dataset`` (a given validation or test file is that split),
+    made again from its settings and checked against what it recorded (the validation fingerprint, else the sizes);
+    None when ``dataset`` is not the one it trained on or the split cannot be found again."""
+    if not _on_dataset(config, dataset):
+        return None
     data = _part(config)
     run, settings = _part(config, "run"), _part(config, "train_config")
     val_file, test_file = bool(data.get("val_name")), bool(data.get("test_name"))
@@ -85,21 +88,12 @@ def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
     return split if found else None
 
 
-def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
-    """The split a saved model (its config.json) made of ``dataset``, found again; None when ``dataset`` is not the
-    one it trained on or the split cannot be found again."""
-    return _split_again(config, dataset) if _on_dataset(config, dataset) else None
-
-
 def training_of(config: dict, dataset: pd.DataFrame) -> Training:
     """The pairs of ``dataset`` that a saved model trained on: its split's train part found again, with its implied
     pairs (``core.data.splitting``) when the run trained on those."""
-    name, data = str(config.get("name", "?")), _part(config)
-    if not _on_dataset(config, dataset):
-        return Training(name, False, None)
-    split = _split_again(config, dataset)
+    name, data, split = str(config.get("name", "?")), _part(config), run_split(config, dataset)
     if split is None:
-        return Training(name, True, None)
+        return Training(name, _on_dataset(config, dataset), None)
     train = split.train[["question1", "question2", "is_duplicate"]]
     if isinstance(data.get("implied_pairs"), int) and data["implied_pairs"] > 0:
         train = pd.concat([train, implied_pairs(train, seed=config["train_config"]["seed"])], ignore_index=True)
@@ -219,26 +213,3 @@ def comparison_table(rows: Sequence[dict]) -> pd.DataFrame:
 def sort_table(table: pd.DataFrame, column: str, ascending: bool = False) -> pd.DataFrame:
     """``table`` sorted by ``column`` (ties keep their order; NaN always last), index 0..n-1."""
     return table.sort_values(column, ascending=ascending, kind="stable", na_position="last").reset_index(drop=True)
-
-
-@dataclass
-class HeldOut:
-    pairs: pd.DataFrame  # what to measure the model on
-    description: str  # which pairs those are, and how many, for the figures' captions
-    is_validation: bool  # True: exactly the pairs the model's training held out
-
-
-def held_out_pairs(config: dict, pairs: pd.DataFrame) -> HeldOut:
-    """The pairs to measure a model on without flattering it: its validation split made again when ``pairs`` is its
-    training dataset, else all of them, said so."""
-    split = run_split(config, pairs)
-    if split is not None and len(split.val):
-        return HeldOut(split.val, f"the {len(split.val):,} validation pairs this model's training held out of this "
-                       "dataset", True)
-    data = _part(config)
-    trained_on = data.get("name")
-    why = (f"it trained on {trained_on!r}, not on this dataset" if trained_on
-           else "it was not trained on this dataset")
-    if data.get("val_name") and data.get("fingerprint") == pairs_fingerprint(pairs):
-        why = f"it trained on all of them and was validated on {data['val_name']!r}"
-    return HeldOut(pairs.reset_index(drop=True), f"all {len(pairs):,} pairs of the active dataset ({why})", False)
