@@ -139,11 +139,8 @@ def calibration_problem(labels, data: str) -> str:
 
 def calibrate_on(labels, scores, data: str) -> FileCalibration:
     """The thresholds of best accuracy and F1 and for clusters of ``scores`` on the labelled pairs of the file named
-    ``data``; ValueError when the labels cannot calibrate, a notice when the threshold means nothing."""
+    ``data`` (``calibration_problem`` says first whether they can), a notice when the threshold means nothing."""
     y = np.asarray(labels).astype(int).ravel()
-    problem = calibration_problem(y, data)
-    if problem:
-        raise ValueError(problem)
     thresholds = best_thresholds(y, scores)
     clusters = precision_threshold(y, scores)
     if clusters is not None:

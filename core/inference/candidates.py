@@ -5,7 +5,6 @@ question (the first spelling kept), two pairs with the same ``core.data.pair_key
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,9 +35,6 @@ class EmbeddedCorpus:
         self.device = device  # a CUDA device searches exactly there when the vectors fit (``neighbours``)
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)  # (N, d)
         self.queries = self.vectors if queries is None else np.ascontiguousarray(queries, dtype=np.float32)
-        if len(self.vectors) != len(self.questions) or self.queries.shape != self.vectors.shape:
-            raise ValueError(f"{len(self.questions)} questions, vectors {self.vectors.shape}, "
-                             f"queries {self.queries.shape}")
         self._row = {key: i for i, key in enumerate(normalise_questions(self.questions))}
         self._neighbours: tuple[np.ndarray, np.ndarray] | None = None  # (ids, scores), each (N, k)
 
@@ -135,12 +131,6 @@ def choose_pairs(candidates: pd.DataFrame, n: int, threshold: float, strategy: s
     >>> choose_pairs(candidates, 2, threshold=0.8, random_share=0)[["question1", "question2", "reason"]].values.tolist()
     [['a', 'c', 'uncertain'], ['e', 'f', 'uncertain']]
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    if not (isinstance(random_share, (int, float)) and 0 <= random_share <= 1):
-        raise ValueError(f"random_share must be between 0 and 1, got {random_share!r}")
-    if not (isinstance(threshold, (int, float, np.floating)) and math.isfinite(threshold)):
-        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
     n = max(0, int(n))
     random_n = n if strategy == "random" else round(n * random_share)
     used: set[str] = set()
