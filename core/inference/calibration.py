@@ -55,24 +55,17 @@ def precision_threshold(labels, scores, precision: float = CLUSTER_PRECISION) ->
     >>> precision_threshold([1, 1, 0, 1], [0.9, 0.8, 0.7, 0.6], 0.9)  # above 0.65: 2 of 3; above 0.75: 2 of 2
     0.75
     """
+    from sklearn.metrics import precision_recall_curve
+
     y = np.asarray(labels).astype(int).ravel()
-    s = np.asarray(scores, dtype=np.float64).ravel()
-    if not len(s):
+    if not y.any():
         return None
-    order = np.argsort(-s, kind="stable")
-    y, s = y[order], s[order]
-    distinct_end = np.r_[s[1:] != s[:-1], True]  # the last of each run of equal scores
-    true_above = np.cumsum(y)[distinct_end]
-    above = (np.arange(1, len(s) + 1))[distinct_end]
-    cut_scores = s[distinct_end]
-    next_scores = np.r_[cut_scores[1:], cut_scores[-1] - 1e-6]
-    reached = np.flatnonzero((true_above / np.maximum(above, 1) >= precision) & (true_above > 0))
-    if not len(reached):
+    # precision of the pairs scored at or above each distinct score, the scores ascending
+    reached, _, cuts = precision_recall_curve(y, np.asarray(scores, dtype=np.float64).ravel())
+    low = np.flatnonzero(reached[:-1] >= precision)[:1]  # the most pairs above while the precision holds
+    if not len(low):
         return None
-    last = reached[-1]  # the most pairs above while the precision still holds
-    if last + 1 < len(cut_scores):
-        return float((cut_scores[last] + next_scores[last]) / 2)
-    return float(cut_scores[last] - 1e-6)
+    return float((cuts[low[0]] + cuts[low[0] - 1]) / 2 if low[0] else cuts[0] - 1e-6)
 
 
 # Zero-shot MiniLM's clustering threshold when no labelled pairs calibrate it: precision CLUSTER_PRECISION on Quora

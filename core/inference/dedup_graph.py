@@ -164,23 +164,17 @@ class NeighbourGraph:
             scores, ids = np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
         return ids.astype(self._id_type), scores
 
-    def _self_score(self, unique: int) -> np.float32:
-        return np.float32(self.queries[unique] @ self.vectors[unique])
-
     # ---- neighbourhoods at a threshold (of distinct rows) --------------------------------------
     def _neighbourhoods(self, t: np.float32):
         """(sizes (U,) of every distinct row's neighbourhood at ``t`` in rows, itself included; a function
         unique -> (ids, scores) of that neighbourhood in distinct rows; how many rows filled ``max_neighbourhood``)."""
         u, k = len(self.first), self.k
         above = self.scores > t  # (U, k); sorted rows, so the above entries come first
-        if (self.counts == 1).all():  # the usual case: no question repeated word for word
-            sizes = above.sum(axis=1).astype(np.int64)
-        else:
-            sizes = np.zeros(u, dtype=np.int64)
-            step = max(1, SEARCH_BUDGET // max(k, 1))
-            for start in range(0, u, step):  # chunks keep the (rows, k) weights small
-                part = slice(start, start + step)
-                sizes[part] = (above[part] * self.counts[np.maximum(self.ids[part], 0)]).sum(axis=1)
+        sizes = np.zeros(u, dtype=np.int64)
+        step = max(1, SEARCH_BUDGET // max(k, 1))
+        for start in range(0, u, step):  # chunks keep the (rows, k) weights small
+            part = slice(start, start + step)
+            sizes[part] = (above[part] * self.counts[np.maximum(self.ids[part], 0)]).sum(axis=1)
         own = (self.ids == np.arange(u, dtype=self._id_type)[:, None]) & above
         sizes += np.where(own.any(axis=1), 0, self.counts)
         deep: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # row -> its whole neighbourhood (kept)
@@ -227,7 +221,7 @@ class NeighbourGraph:
                 ids, scores = self.ids[row][hits], self.scores[row][hits]
             if not (ids == row).any():
                 ids = np.append(ids, self._id_type(row))
-                scores = np.append(scores, self._self_score(row))
+                scores = np.append(scores, np.float32(self.queries[row] @ self.vectors[row]))
             return ids.astype(np.int64), scores.astype(np.float32)
 
         return sizes, neighbourhood, capped
