@@ -107,16 +107,12 @@ def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
 
 def accuracy_by_group(labels, scores, threshold: float, groups, order=None) -> pd.DataFrame:
     """Pairs, errors and accuracy at ``threshold`` per group, in ``order`` (else first appearance)."""
-    labels = np.asarray(labels).astype(int).ravel()
-    wrong = predict(np.asarray(scores, dtype=np.float64).ravel(), threshold) != labels
-    groups = pd.Series(np.asarray(groups, dtype=object))
-    rows = []
-    present = set(groups)
-    for group in ([group for group in order if group in present] if order is not None else pd.unique(groups)):
-        mask = (groups == group).to_numpy()
-        rows.append({"group": group, "pairs": int(mask.sum()), "errors": int(wrong[mask].sum()),
-                     "accuracy": float(1 - wrong[mask].mean())})
-    return pd.DataFrame(rows, columns=["group", "pairs", "errors", "accuracy"])
+    wrong = predict(np.asarray(scores, dtype=np.float64).ravel(), threshold) != np.asarray(labels).astype(int).ravel()
+    table = pd.DataFrame({"group": np.asarray(groups, dtype=object), "errors": wrong}).groupby("group", sort=False)
+    table = table["errors"].agg(pairs="size", errors="sum")
+    if order is not None:
+        table = table.reindex([group for group in order if group in table.index])
+    return table.assign(accuracy=1 - table["errors"] / table["pairs"]).reset_index()
 
 
 # ---- a 2-D map of sentence vectors ----------------------------------------------------------

@@ -416,10 +416,9 @@ class VectorCache:
     def stamp(model_key: str, corpus: str, count: int) -> dict:
         return {"use": "corpus vectors", "model": model_key, "corpus": corpus, "count": count}
 
-    def load(self, model_key: str, texts: Sequence[str], corpus: str | None = None) -> CorpusVectors | None:
-        """The vectors saved for ``texts`` under ``model_key``: None unless the stamp matches and every array is
-        (N, d) float32 finite unit rows. ``corpus``: the texts' fingerprint when the caller has it."""
-        corpus = corpus or fingerprint(texts)
+    def load(self, model_key: str, texts: Sequence[str], corpus: str) -> CorpusVectors | None:
+        """The vectors saved for ``texts`` (``corpus``: their fingerprint) under ``model_key``: None unless the stamp
+        matches and every array is (N, d) float32 finite unit rows."""
         folder = self.folder(model_key, corpus)
         if not _stamped(folder, self.stamp(model_key, corpus, len(texts))):
             return None
@@ -433,9 +432,9 @@ class VectorCache:
             return None
         return CorpusVectors(arrays[0], arrays[1] if len(arrays) > 1 else None, reused=True)
 
-    def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str | None = None) -> None:
-        """Keep ``vectors`` of ``texts`` for the next run, when the cache can be written."""
-        corpus = corpus or fingerprint(texts)
+    def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str) -> None:
+        """Keep ``vectors`` of ``texts`` (``corpus``: their fingerprint) for the next run, when the cache can be
+        written."""
         arrays = {SECOND: vectors.second, **({} if vectors.first is None else {FIRST: vectors.first})}
         writers = {name: lambda path, rows=rows: np.save(path, np.ascontiguousarray(rows), allow_pickle=False)
                    for name, rows in arrays.items()}
