@@ -63,12 +63,10 @@ class EmbeddedCorpus:
 
     def similarity(self, questions1: Sequence[str], questions2: Sequence[str]) -> np.ndarray:
         """(P,) float64: the model's similarity of each pair whose two questions are in the corpus, else NaN."""
-        rows1 = [self._row.get(key, -1) for key in normalise_questions(questions1)]
-        rows2 = [self._row.get(key, -1) for key in normalise_questions(questions2)]
-        out = np.full(len(rows1), np.nan)
-        for i, (a, b) in enumerate(zip(rows1, rows2)):
-            if a >= 0 and b >= 0:
-                out[i] = float(self.queries[a] @ self.vectors[b])
+        first, second = (np.array([self._row.get(key, -1) for key in normalise_questions(questions)], dtype=np.int64)
+                         for questions in (questions1, questions2))
+        known, out = (first >= 0) & (second >= 0), np.full(len(first), np.nan)
+        out[known] = np.einsum("id,id->i", self.queries[first[known]], self.vectors[second[known]])
         return out
 
 

@@ -80,7 +80,7 @@ class NeighbourGraph:
         self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
         vectors = unit_rows(vectors, "vectors")  # (N, d) what the index holds
         queries = vectors if queries is None else unit_rows(queries, "queries")  # (N, d) what searches it
-        self.n, dim = vectors.shape
+        self.n = len(vectors)
         # Distinct rows in order of first appearance: unique row u stands for the rows copies[u].
         first, inverse, counts = distinct_rows(vectors, queries)
         if len(first) == self.n:  # no row repeated (the usual case): no copy of a corpus's vectors
@@ -106,9 +106,7 @@ class NeighbourGraph:
         exact = on_device is not None or index_kind == "flat" or (index_kind is None and u <= FLAT_LIMIT)
         self.max_neighbourhood = max(int(max_neighbourhood), self.k) if max_neighbourhood is not None else (
             max(u, 1) if exact else MAX_NEIGHBOURHOOD)
-        if u == 0 or dim == 0:
-            self.k = 0
-            self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
+        if u == 0:
             return
         if on_device is not None:
             index_store = None  # it keeps FAISS indexes; the device searches faster than one is read back

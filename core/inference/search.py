@@ -126,8 +126,6 @@ def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
     """(tower 1's unit rows, tower 0's or None when the towers agree) of ``texts``; ``progress(done, total)``
     counts every text encoded, both towers together."""
     texts = list(texts)
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32), None
     towers = (1, 0) if towers_differ(model, texts, batch_size) else (1,)
     total = len(towers) * len(texts)
     rows = [encode_unit_rows(model, texts, tower, batch_size, None if progress is None else (
