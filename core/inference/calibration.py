@@ -139,23 +139,14 @@ def calibrate_on(labels, scores, data: str) -> FileCalibration:
     if clusters is not None:
         thresholds["clusters"] = clusters
     measured = evaluate_scores(y, scores, thresholds["accuracy"])
-    problem = meaningless_threshold(measured, data)
-    if problem:
-        notice(problem)
+    if measured["roc_auc"] < 0.5:  # a threshold that means nothing is said so
+        notice(f"{data}: the model ranks these pairs worse than chance (ROC AUC {measured['roc_auc']:.3f}), so its "
+               f"threshold {measured['threshold']:.4f} tells nothing apart; train or pick another model")
+    elif measured["tp"] == 0:
+        notice(f"{data}: the best threshold ({measured['threshold']:.4f}) is above every duplicate, so it calls "
+               f"nothing a duplicate; this model's scores do not separate these pairs")
     metrics = {key: value for key, value in measured.items() if key != "best_thresholds"}
     return FileCalibration(thresholds, data, len(y), int(y.sum()), metrics)
-
-
-def meaningless_threshold(measured: dict, data: str) -> str:
-    """Why a threshold calibrated with ``measured`` (``evaluate_scores`` at it) means nothing, or "": a scorer
-    ranking the pairs worse than chance, or a threshold above every duplicate."""
-    if measured["roc_auc"] < 0.5:
-        return (f"{data}: the model ranks these pairs worse than chance (ROC AUC {measured['roc_auc']:.3f}), so its "
-                f"threshold {measured['threshold']:.4f} tells nothing apart; train or pick another model")
-    if measured["tp"] == 0:
-        return (f"{data}: the best threshold ({measured['threshold']:.4f}) is above every duplicate, so it calls "
-                f"nothing a duplicate; this model's scores do not separate these pairs")
-    return ""
 
 
 def calibrate_scorer(model, pairs, data: str, progress=None):
