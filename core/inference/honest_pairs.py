@@ -122,50 +122,44 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
     known = [t for t in here if t.train is not None]
     constrained_by = [t.name for t in here]
     training = {t.name: t.train for t in known}
-    trained = set().union(*(_keys(t.train) for t in known)) if known else set()
+    trained = set().union(*(_keys(t.train) for t in known))
     elsewhere = [t.name for t in trainings if not t.on_dataset]
-    dataset_keys = _keys(dataset)
     if unknown:  # its training pairs are somewhere in the dataset: none of it is unseen
-        trained |= set(dataset_keys)
-
-    if test is not None or val is not None:
-        source, candidates, file_name = (TEST, test, test_name) if test is not None else (VALIDATION, val, val_name)
-        keep = np.array([key not in trained for key in _keys(candidates)], dtype=bool)
+        trained |= set(_keys(dataset))
+    source, candidates, file_name = ((TEST, test, test_name) if test is not None else (VALIDATION, val, val_name)
+                                     if val is not None else (HELD_OUT if constrained_by else DATASET, dataset, None))
+    keep = np.array([key not in trained for key in _keys(candidates)], dtype=bool)
+    total = int(keep.sum())
+    if candidates is dataset and unknown:
+        return _none(f"no honest set: {_names(unknown)} trained on the active dataset, but its folder does not say "
+                     "which pairs it held out, so any pair of the dataset may be one it trained on. Load a test or "
+                     "validation file on the Data page, or leave it out", training, constrained_by, source)
+    if candidates is not dataset:
         what = f"the {source}" + (f" {file_name}" if file_name else "")
-        if not keep.any():
+        if not total:
             return _none(f"no pair of {what} is unseen: {_names(constrained_by)} trained on, or may have trained on, "
                          f"every one of its {len(candidates):,} pairs", training, constrained_by, source)
-        left = len(candidates) - int(keep.sum())
-        description = f"the {int(keep.sum()):,} pairs of {what}"
-        if left:
-            description += f", less {left:,} that {_names(constrained_by)} trained on or may have"
-        label = f"{int(keep.sum()):,} pairs of the {source}"
+        description = f"the {total:,} pairs of {what}"
+        if total < len(candidates):
+            description += f", less {len(candidates) - total:,} that {_names(constrained_by)} trained on or may have"
+        label = f"{total:,} pairs of the {source}"
+    elif not constrained_by:
+        description = f"all {total:,} pairs of the active dataset (no model measured on them trained on this dataset)"
+        label = f"{total:,} pairs (all of the active dataset)"
+    elif not total:
+        return _none(f"no pair of the active dataset was held out by every compared model that trained on it "
+                     f"({_names(constrained_by)}): leave some out, or load a test or validation file on the "
+                     "Data page", training, constrained_by, source)
     else:
-        source, candidates = (HELD_OUT if constrained_by else DATASET), dataset
-        if unknown:
-            return _none(f"no honest set: {_names(unknown)} trained on the active dataset, but its folder does not "
-                         "say which pairs it held out, so any pair of the dataset may be one it trained on. Load a "
-                         "test or validation file on the Data page, or leave it out", training, constrained_by, source)
-        keep = np.array([key not in trained for key in dataset_keys], dtype=bool)
-        total = int(keep.sum())
-        if not constrained_by:
-            description = f"all {total:,} pairs of the active dataset (no model measured on them trained on this dataset)"
-            label = f"{total:,} pairs (all of the active dataset)"
-        elif not total:
-            return _none(f"no pair of the active dataset was held out by every compared model that trained on it "
-                         f"({_names(constrained_by)}): leave some out, or load a test or validation file on the "
-                         "Data page", training, constrained_by, source)
-        else:
-            every = ("" if len(constrained_by) == 1 else "both " if len(constrained_by) == 2
-                     else f"all {len(constrained_by)} ")
-            description = (f"the {total:,} pairs of the active dataset that {every}{_names(constrained_by)} held out "
-                           "of training (matched by their questions, in either order)")
-            label = f"{total:,} held-out pairs"
+        every = ("" if len(constrained_by) == 1 else "both " if len(constrained_by) == 2
+                 else f"all {len(constrained_by)} ")
+        description = (f"the {total:,} pairs of the active dataset that {every}{_names(constrained_by)} held out "
+                       "of training (matched by their questions, in either order)")
+        label = f"{total:,} held-out pairs"
     if elsewhere:
         description += (f"; {_names(elsewhere)} trained on other data, which the lab cannot check against these "
                         "pairs")
     chosen = candidates.loc[keep, ["question1", "question2", "is_duplicate"]].reset_index(drop=True)
-    total = len(chosen)
     if total > max_pairs:
         chosen = chosen.iloc[seeded_sample(total, max_pairs, seed)].reset_index(drop=True)
         description += f", of which a seeded sample of {max_pairs:,} (seed {seed})"
