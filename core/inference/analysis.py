@@ -199,8 +199,7 @@ class BatchView:
     margin: float
     triplet_loss: float  # mean over rows of L1 + L2
     triplet_cost: float  # the course's J: the sum over rows
-    softmax_loss: float  # in-batch softmax cross-entropy at ``softmax_scale``
-    softmax_scale: float
+    softmax_loss: float  # in-batch softmax cross-entropy at inspect_scores' ``softmax_scale``
     question1: list[str] | None = None
     question2: list[str] | None = None
 
@@ -238,7 +237,6 @@ def inspect_scores(scores, margin: float = 0.25, softmax_scale: float = 1.0,
         triplet_loss=float((l1 + l2).mean()),
         triplet_cost=float((l1 + l2).sum()),
         softmax_loss=float(in_batch_softmax_loss_from_scores(s, scale=softmax_scale)),
-        softmax_scale=softmax_scale,
         question1=list(question1) if question1 is not None else None,
         question2=list(question2) if question2 is not None else None,
     )

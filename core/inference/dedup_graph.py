@@ -53,16 +53,12 @@ def greedy_clusters(order, neighbourhood: Callable, counts: np.ndarray, copies: 
         if int(counts[ids[free]].sum()) < min_size:
             continue
         ids, scores = ids[free], scores[free]
-        mine = ids == centre
-        own_copies = copies(centre)
-        representative = int(own_copies[0])
-        rows = [own_copies[1:]] + [copies(i) for i in ids[~mine].tolist()]
-        row_scores = [np.full(len(own_copies) - 1, scores[mine][0], dtype=scores.dtype)] + [
-            np.full(counts[i], s, dtype=scores.dtype) for i, s in zip(ids[~mine].tolist(), scores[~mine])]
-        others, other_scores = np.concatenate(rows), np.concatenate(row_scores)
-        ranked = np.lexsort((others, -other_scores))
-        members = np.concatenate([[representative], others[ranked]]).astype(np.int64)
-        similarities = np.concatenate([scores[mine][:1], other_scores[ranked]]).astype(np.float32)
+        rows, row_scores = np.concatenate([copies(i) for i in ids.tolist()]), np.repeat(scores, counts[ids])
+        representative = int(copies(centre)[0])  # its other copies score as the centre does
+        others = rows != representative
+        ranked = np.lexsort((rows[others], -row_scores[others]))
+        members = np.concatenate([[representative], rows[others][ranked]]).astype(np.int64)
+        similarities = np.concatenate([scores[ids == centre][:1], row_scores[others][ranked]]).astype(np.float32)
         used[ids] = True
         clusters.append(Cluster(representative, members, similarities))
     clusters.sort(key=lambda c: -c.size)  # stable: equal sizes keep the order they were formed in
