@@ -120,12 +120,11 @@ class NeighbourGraph:
 
     def _index(self, index_kind: str | None, exact: bool, store):
         """The filled index of the distinct rows: ``store``'s (a ``SavedIndex``) when it holds them, else built."""
-        from core.inference.search import HNSW_EF_CONSTRUCTION, filled_index, index_parameters
+        from core.inference.search import filled_index, index_parameters
 
         u, dim = self.vectors.shape
         kind = "ivfpq" if index_kind == "ivfpq" else "flat" if exact else "hnsw"
-        parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
-                      "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": 0}}[kind]
+        parameters = index_parameters(kind, dim, u, GRAPH_HNSW_LINKS)
 
         def build():
             return filled_index(kind, self.vectors, links=GRAPH_HNSW_LINKS)

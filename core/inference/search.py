@@ -165,11 +165,11 @@ def pq_codes(dim: int) -> int:
     return max(m for m in range(1, max(1, dim // PQ_DIMS_PER_CODE) + 1) if dim % m == 0)
 
 
-def index_parameters(kind: str, dim: int, n: int) -> dict:
-    """What decides an index of ``kind`` beyond the vectors (part of its stamp)."""
+def index_parameters(kind: str, dim: int, n: int, links: int = HNSW_NEIGHBOURS) -> dict:
+    """What decides an index of ``kind`` that ``filled_index`` builds beyond the vectors (part of its stamp)."""
     if kind == "ivfpq":
-        return {"nlist": ivf_cells(n), "m": pq_codes(dim), "bits": PQ_BITS, "train_rows": training_rows(n)}
-    return {"links": HNSW_NEIGHBOURS, "ef_search": HNSW_EF_SEARCH} if kind == "hnsw" else {}
+        return {"nlist": ivf_cells(n), "m": pq_codes(dim), "bits": PQ_BITS, "train_rows": training_rows(n), "seed": 0}
+    return {"links": links, "ef_construction": HNSW_EF_CONSTRUCTION} if kind == "hnsw" else {}
 
 
 def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, seed: int = 0,
