@@ -62,11 +62,6 @@ def test_error_ties_keep_the_pairs_order_and_extra_columns_follow():
     assert positives["seen in training"].tolist() == ["a", "e"]
 
 
-def test_error_table_refuses_unknown_kinds():
-    with pytest.raises(ValueError, match="kind"):
-        analysis.error_table(PAIRS, SCORES, 0.5, "true positive")
-
-
 def test_all_errors_lists_false_positives_then_false_negatives():
     table = analysis.all_errors(PAIRS, SCORES, 0.5)
     assert table["error"].tolist() == [FALSE_POSITIVE, FALSE_POSITIVE, FALSE_NEGATIVE, FALSE_NEGATIVE]

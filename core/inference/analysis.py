@@ -32,17 +32,11 @@ SEEN_COLUMN = "seen in training"
 def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str) -> pd.DataFrame:
     """The pairs of one error kind at ``threshold`` (non-duplicates above it, or duplicates at or below), worst first:
     question1, question2, score, label, then ``pairs``' other columns, indexed by row."""
-    if kind not in ERROR_KINDS:
-        raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
     scores = np.asarray(scores, dtype=np.float64).ravel()
     labels = pairs["is_duplicate"].to_numpy().astype(int)
-    said = predict(scores, threshold)
-    if kind == FALSE_POSITIVE:
-        rows = np.flatnonzero((labels == 0) & (said == 1))
-        rows = rows[np.argsort(-scores[rows], kind="stable")]
-    else:
-        rows = np.flatnonzero((labels == 1) & (said == 0))
-        rows = rows[np.argsort(scores[rows], kind="stable")]
+    said = kind == FALSE_POSITIVE  # what the model said of the pairs it got wrong: the worst score first
+    rows = np.flatnonzero((predict(scores, threshold) == said) & (labels != said))
+    rows = rows[np.argsort(-scores[rows] if said else scores[rows], kind="stable")]
     table = pairs.iloc[rows].rename(columns={"is_duplicate": "label"})
     table.insert(0, "score", scores[rows])
     table.index = pd.Index(rows, name="pair")
