@@ -34,7 +34,7 @@ def main() -> None:
     import torch
 
     from core.data import corpus_questions
-    from core.inference.search import SearchIndex, encode_unit_rows
+    from core.inference.search import encode_unit_rows, load_or_build
     from core.models import build_model, load_model
     from core.training.specs import spec_from_options
 
@@ -48,7 +48,7 @@ def main() -> None:
         train_texts = pd.concat([pairs["question1"], pairs["question2"]]).tolist()
         model = build_model(spec_from_options(model="lstm", loss="triplet", max_length=32), train_texts).eval()
     started = time.perf_counter()
-    index = SearchIndex.build(model, texts, batch_size=512)
+    index = load_or_build(model, texts, None, batch_size=512)
     build_s = time.perf_counter() - started
     vectors = index.index.reconstruct_n(0, index.index.ntotal) if index.kind == "flat" else None
     # Exact reference: the same unit vectors, brute force in numpy.

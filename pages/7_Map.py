@@ -3,8 +3,7 @@ label of their pairs; a click or a typed question highlights the nearest neighbo
 import streamlit as st
 
 from core.data import seeded_sample
-from core.inference.analysis import (DUPLICATE_LABEL, MAP_MAX_POINTS, MAP_SEED, NOT_DUPLICATE_LABEL, nearest,
-                                      neighbours)
+from core.inference.analysis import DUPLICATE_LABEL, MAP_MAX_POINTS, MAP_SEED, NOT_DUPLICATE_LABEL, nearest
 from lab import cached, map_view
 from lab.figures import PLOTLY_CONFIG
 from lab.session import enter_through_app, model_picker
@@ -51,7 +50,7 @@ else:
 clicked = map_view.focus(map_key, len(questions))
 highlight, about = None, None
 if clicked is not None:
-    highlight = neighbours(vectors, clicked, count)
+    highlight = nearest(vectors, vectors[clicked], count, exclude=clicked)
     about = f"the clicked question “{questions[clicked]}”"
 elif query.strip():
     highlight = nearest(vectors, map_view.query_vector(choice, stamp, query), count)

@@ -62,11 +62,6 @@ def test_error_ties_keep_the_pairs_order_and_extra_columns_follow():
     assert positives["seen in training"].tolist() == ["a", "e"]
 
 
-def test_error_table_refuses_unknown_kinds():
-    with pytest.raises(ValueError, match="kind"):
-        analysis.error_table(PAIRS, SCORES, 0.5, "true positive")
-
-
 def test_all_errors_lists_false_positives_then_false_negatives():
     table = analysis.all_errors(PAIRS, SCORES, 0.5)
     assert table["error"].tolist() == [FALSE_POSITIVE, FALSE_POSITIVE, FALSE_NEGATIVE, FALSE_NEGATIVE]
@@ -79,8 +74,7 @@ def test_lengths_and_buckets():
     assert analysis.longer_question_words(PAIRS).tolist() == [3, 7, 5, 6, 31, 30]
     assert analysis.length_bucket_names() == ["1–5", "6–10", "11–15", "16–20", "21–30", "31+"]
     assert analysis.length_buckets([3, 7, 5, 6, 31, 30]) == ["1–5", "6–10", "1–5", "6–10", "31+", "21–30"]
-    assert analysis.length_bucket_names((2,)) == ["1–2", "3+"]
-    assert analysis.length_buckets([0, 1, 2, 3, 99], (2,)) == ["1–2", "1–2", "1–2", "3+", "3+"]
+    assert analysis.length_buckets([0, 1, 5, 6, 99]) == ["1–5", "1–5", "1–5", "6–10", "31+"]
 
 
 def test_scores_by_length_groups_by_bucket_then_label():

@@ -17,7 +17,7 @@ from core.inference.calibration import (
     pair_threshold,
     precision_threshold,
 )
-from core.inference.honest_pairs import held_out_pairs
+from core.inference.honest_pairs import run_split
 from core.inference.metrics import pair_scores
 from core.models import ZERO_SHOT_THRESHOLD, load_model
 from core.models.registry import zero_shot_config
@@ -125,9 +125,7 @@ def test_a_trained_run_records_its_clustering_threshold(sample_pairs, tmp_path):
     assert set(thresholds) == {"accuracy", "f1", "clusters"} and thresholds == result.thresholds
     # the same number again from the run's validation split, scored by the saved model
     model, loaded = load_model(result.folder)
-    held = held_out_pairs(loaded, pairs)
-    assert held.is_validation
-    table = PairTable(held.pairs, model.tokenizer)
+    table = PairTable(run_split(loaded, pairs).val, model.tokenizer)
     assert thresholds["clusters"] == pytest.approx(precision_threshold(table.labels, pair_scores(model, table)),
                                                    abs=1e-6)
     assert clustering_threshold(loaded).threshold == thresholds["clusters"]
@@ -135,6 +133,6 @@ def test_a_trained_run_records_its_clustering_threshold(sample_pairs, tmp_path):
 
 def test_a_run_whose_validation_never_reaches_the_precision_records_none(tiny_models):
     model, config = load_model(tiny_models["lstm"])
-    table = PairTable(held_out_pairs(config, load_pairs(SAMPLE_PATH)[0]).pairs, model.tokenizer)
+    table = PairTable(run_split(config, load_pairs(SAMPLE_PATH)[0]).val, model.tokenizer)
     reached = precision_threshold(table.labels, pair_scores(model, table))
     assert ("clusters" in config["thresholds"]) == (reached is not None)

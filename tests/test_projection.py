@@ -14,7 +14,6 @@ from core.inference.analysis import (
     clusters,
     map_layout,
     nearest,
-    neighbours,
     question_labels,
 )
 
@@ -82,7 +81,7 @@ def test_neighbours_equal_a_numpy_cosine_top_k():
         row = similarity[index].copy()
         row[index] = -np.inf
         expected = np.argsort(-row, kind="stable")[:k]
-        found, scores = neighbours(vectors, index, k)
+        found, scores = nearest(vectors, vectors[index], k, exclude=index)
         np.testing.assert_array_equal(found, expected)
         np.testing.assert_allclose(scores, similarity[index, expected], atol=1e-12)
         assert index not in found
@@ -90,7 +89,7 @@ def test_neighbours_equal_a_numpy_cosine_top_k():
 
 def test_neighbours_by_hand():
     vectors = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [-1.0, 0.0], [2.0, 0.0]])
-    found, scores = neighbours(vectors, 0, 3)
+    found, scores = nearest(vectors, vectors[0], 3, exclude=0)
     np.testing.assert_array_equal(found, [4, 1, 2])  # same direction (cosine 1) first, then 0.994, then 0
     np.testing.assert_allclose(scores, [1.0, 0.9 / np.hypot(0.9, 0.1), 0.0])
 

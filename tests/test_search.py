@@ -11,11 +11,7 @@ import torch
 
 from core.data import corpus_questions
 from core.inference import search
-from core.inference.search import (
-    SearchIndex,
-    fingerprint,
-    load_or_build,
-)
+from core.inference.search import fingerprint, load_or_build
 
 
 class TableEncoder:
@@ -27,7 +23,7 @@ class TableEncoder:
         self.calls: list[tuple[int, int]] = []  # (number of texts, tower)
         self._weights = torch.from_numpy(np.asarray(vectors, dtype=np.float32).copy())
 
-    def state_dict(self):  # what search.model_fingerprint hashes
+    def state_dict(self):  # what search.model_identity hashes
         return {"table": self._weights}
 
     def encode(self, texts, tower=0, batch_size=256, progress=None):
@@ -80,7 +76,7 @@ def test_flat_top_k_equals_brute_force():
     texts, vectors = random_corpus(400, 24, seed=1)
     model = TableEncoder(texts, vectors)
     seen = []
-    index = SearchIndex.build(model, texts, progress=lambda done, total: seen.append((done, total)))
+    index = load_or_build(model, texts, None, progress=lambda done, total: seen.append((done, total)))
     assert index.kind == "flat" and len(index) == 400
     assert seen[-1] == (400, 400)
     assert model.calls[0][1] == 1  # the corpus goes through tower 1
@@ -98,7 +94,7 @@ def test_flat_top_k_equals_brute_force():
 
 def test_single_query_and_k_beyond_the_corpus():
     texts, vectors = random_corpus(6, 4, seed=2)
-    index = SearchIndex.build(TableEncoder(texts, vectors), texts)
+    index = load_or_build(TableEncoder(texts, vectors), texts, None)
     (result,) = index.search(texts[3], k=50)
     assert len(result) == 6 and result[0][0] == texts[3]
     assert index.search(texts[3], k=0) == [[]]
@@ -107,7 +103,7 @@ def test_single_query_and_k_beyond_the_corpus():
 def test_hnsw_recall_at_10_against_brute_force():
     texts, vectors = random_corpus(3000, 32, seed=3)
     model = TableEncoder(texts, vectors)
-    index = SearchIndex.build(model, texts, flat_limit=1000)
+    index = load_or_build(model, texts, None, kind="hnsw")
     assert index.kind == "hnsw"
     queries = texts[::30]  # 100 queries
     results = index.search(queries, k=10)
@@ -168,7 +164,7 @@ def test_a_torn_or_stale_index_is_built_again_and_a_users_file_is_never_replaced
     assert (folder / "NOTES.md").read_text(encoding="utf-8") == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]  # no temporary left
     with pytest.raises(ValueError):
-        SearchIndex.build(model, [])
+        load_or_build(model, [], None)
 
 
 def test_no_cache_dir_builds_in_memory(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 
 from core.cli.main import main
 from core.inference.dedup_graph import NeighbourGraph
-from core.inference.search import INDEX_FILE, INDEX_KINDS, load_index, new_index, pq_codes, save_index, training_sample
+from core.inference.search import INDEX_FILE, INDEX_KINDS, SavedIndex, new_index, pq_codes, training_sample
 from lab.session import SAMPLE_PATH
 
 
@@ -46,8 +46,6 @@ def build(kind: str, vectors: np.ndarray, seed: int = 0) -> faiss.Index:
 def test_the_automatic_kind_is_flat_then_hnsw_and_pq_codes_divide_the_width():
     assert INDEX_KINDS == ("flat", "hnsw", "ivfpq")
     assert pq_codes(384) == 96 and pq_codes(32) == 8 and pq_codes(10) == 2 and pq_codes(7) == 1
-    with pytest.raises(ValueError, match="index kind"):
-        new_index("ivf", 8, 10)
 
 
 @pytest.mark.parametrize("kind", INDEX_KINDS)
@@ -80,15 +78,17 @@ def test_ivfpq_stores_a_vector_in_at_least_8_times_less_than_float32():
 def test_save_and_load_give_the_same_answers_and_a_stale_stamp_gives_none(tmp_path, kind):
     centres, vectors = separated(groups=10, members=30, seed=2)
     index = build(kind, vectors)
-    stamp = {"model": "m1", "corpus": "c1", "kind": kind}
-    save_index(index, tmp_path / "index", stamp)
-    loaded = load_index(tmp_path / "index", dict(stamp))
-    assert type(loaded) is type(index) and loaded.ntotal == len(vectors)
+    saved = SavedIndex(tmp_path, "m1", "c1", len(vectors))
+    assert saved.load_or_build(kind, {}, lambda: index) is index and not saved.reused
+    loaded = saved.load_or_build(kind, {}, lambda: None)
+    assert saved.reused and type(loaded) is type(index) and loaded.ntotal == len(vectors)
     for got, want in zip(loaded.search(centres, 7), index.search(centres, 7)):
         np.testing.assert_array_equal(got, want)
-    assert load_index(tmp_path / "index", {**stamp, "corpus": "c2"}) is None
-    assert load_index(tmp_path / "index", {**stamp, "extra": 1}) is None
-    assert load_index(tmp_path / "missing", stamp) is None
+    for other in (SavedIndex(tmp_path, "m1", "c2", len(vectors)), SavedIndex(tmp_path, "m1", "c1", 7)):
+        other.load_or_build(kind, {}, lambda: index)
+        assert not other.reused
+    saved.load_or_build(kind, {"nlist": 1}, lambda: index)
+    assert not saved.reused
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -179,7 +179,7 @@ def test_the_library_keeps_both_towers_of_a_two_tower_model(tmp_path):
         np.testing.assert_array_equal(mine, theirs)
     assert (cache.folder("m" * 64, fingerprint(CORPUS)) / FIRST).is_file()
     assert corpus_vectors(CORPUS, model, cache, model_key="n" * 64).reused is False  # another model's key
-    assert cache.load("m" * 64, CORPUS[:-1]) is None  # another corpus
+    assert cache.load("m" * 64, CORPUS[:-1], fingerprint(CORPUS[:-1])) is None  # another corpus
 
 
 def test_an_unwritable_cache_still_gives_the_vectors(tmp_path):

@@ -138,7 +138,7 @@ class OnnxEncoder:
         return torch.nn.functional.cosine_similarity(v1, v2, dim=-1).double().numpy()
 
     def state_dict(self) -> dict:
-        """One uint8 tensor, ``digest``: so ``core.inference.search.model_fingerprint`` tells exports apart."""
+        """One uint8 tensor, ``digest``: so ``core.inference.search.model_identity`` tells exports apart."""
         import torch
 
         return {"onnx_sha256": torch.frombuffer(bytearray(self.digest), dtype=torch.uint8)}

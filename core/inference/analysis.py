@@ -32,17 +32,11 @@ SEEN_COLUMN = "seen in training"
 def error_table(pairs: pd.DataFrame, scores, threshold: float, kind: str) -> pd.DataFrame:
     """The pairs of one error kind at ``threshold`` (non-duplicates above it, or duplicates at or below), worst first:
     question1, question2, score, label, then ``pairs``' other columns, indexed by row."""
-    if kind not in ERROR_KINDS:
-        raise ValueError(f"kind must be one of {ERROR_KINDS}, got {kind!r}")
     scores = np.asarray(scores, dtype=np.float64).ravel()
     labels = pairs["is_duplicate"].to_numpy().astype(int)
-    said = predict(scores, threshold)
-    if kind == FALSE_POSITIVE:
-        rows = np.flatnonzero((labels == 0) & (said == 1))
-        rows = rows[np.argsort(-scores[rows], kind="stable")]
-    else:
-        rows = np.flatnonzero((labels == 1) & (said == 0))
-        rows = rows[np.argsort(scores[rows], kind="stable")]
+    said = kind == FALSE_POSITIVE  # what the model said of the pairs it got wrong: the worst score first
+    rows = np.flatnonzero((predict(scores, threshold) == said) & (labels != said))
+    rows = rows[np.argsort(-scores[rows] if said else scores[rows], kind="stable")]
     table = pairs.iloc[rows].rename(columns={"is_duplicate": "label"})
     table.insert(0, "score", scores[rows])
     table.index = pd.Index(rows, name="pair")
@@ -68,19 +62,16 @@ def longer_question_words(pairs: pd.DataFrame) -> np.ndarray:
     return np.maximum(first, second).astype(int)
 
 
-def length_bucket_names(edges=LENGTH_EDGES) -> list[str]:
-    """"1–5", "6–10", ..., "31+" for edges (5, 10, ..., 30): the buckets in order."""
-    names, low = [], 1
-    for edge in edges:
-        names.append(f"{low}–{edge}")
-        low = edge + 1
-    return names + [f"{low}+"]
+def length_bucket_names() -> list[str]:
+    """"1–5", "6–10", ..., "31+": the buckets of ``LENGTH_EDGES`` in order."""
+    lows = [1, *(edge + 1 for edge in LENGTH_EDGES)]
+    return [f"{low}–{edge}" for low, edge in zip(lows, LENGTH_EDGES)] + [f"{lows[-1]}+"]
 
 
-def length_buckets(lengths, edges=LENGTH_EDGES) -> list[str]:
+def length_buckets(lengths) -> list[str]:
     """The bucket name of each length (a length equal to an edge falls in the bucket it closes)."""
-    names = length_bucket_names(edges)
-    return [names[i] for i in np.searchsorted(np.asarray(edges), np.asarray(lengths), side="left")]
+    names = length_bucket_names()
+    return [names[i] for i in np.searchsorted(LENGTH_EDGES, np.asarray(lengths), side="left")]
 
 
 def scores_by_length(pairs: pd.DataFrame, scores) -> pd.DataFrame:
@@ -102,25 +93,20 @@ def scores_by_length(pairs: pd.DataFrame, scores) -> pd.DataFrame:
 def seen_in_training(train: pd.DataFrame, pairs: pd.DataFrame) -> pd.Series:
     """For each pair: how many of its two questions occur (normalised) in ``train``: "both", "one" or "neither"."""
     seen = set(normalise_questions(train["question1"])) | set(normalise_questions(train["question2"]))
-    first = np.array([text in seen for text in normalise_questions(pairs["question1"])], dtype=bool)
-    second = np.array([text in seen for text in normalise_questions(pairs["question2"])], dtype=bool)
-    count = first.astype(int) + second.astype(int)
+    count = [(first in seen) + (second in seen) for first, second in
+             zip(normalise_questions(pairs["question1"]), normalise_questions(pairs["question2"]))]
     names = np.array([SEEN_NEITHER, SEEN_ONE, SEEN_BOTH], dtype=object)
-    return pd.Series(names[count], index=pairs.index, name=SEEN_COLUMN)
+    return pd.Series(names[np.asarray(count, dtype=int)], index=pairs.index, name=SEEN_COLUMN)
 
 
 def accuracy_by_group(labels, scores, threshold: float, groups, order=None) -> pd.DataFrame:
     """Pairs, errors and accuracy at ``threshold`` per group, in ``order`` (else first appearance)."""
-    labels = np.asarray(labels).astype(int).ravel()
-    wrong = predict(np.asarray(scores, dtype=np.float64).ravel(), threshold) != labels
-    groups = pd.Series(np.asarray(groups, dtype=object))
-    rows = []
-    present = set(groups)
-    for group in ([group for group in order if group in present] if order is not None else pd.unique(groups)):
-        mask = (groups == group).to_numpy()
-        rows.append({"group": group, "pairs": int(mask.sum()), "errors": int(wrong[mask].sum()),
-                     "accuracy": float(1 - wrong[mask].mean())})
-    return pd.DataFrame(rows, columns=["group", "pairs", "errors", "accuracy"])
+    wrong = predict(np.asarray(scores, dtype=np.float64).ravel(), threshold) != np.asarray(labels).astype(int).ravel()
+    table = pd.DataFrame({"group": np.asarray(groups, dtype=object), "errors": wrong}).groupby("group", sort=False)
+    table = table["errors"].agg(pairs="size", errors="sum")
+    if order is not None:
+        table = table.reindex([group for group in order if group in table.index])
+    return table.assign(accuracy=1 - table["errors"] / table["pairs"]).reset_index()
 
 
 # ---- a 2-D map of sentence vectors ----------------------------------------------------------
@@ -129,60 +115,28 @@ MAP_SEED = 0
 DUPLICATE_LABEL, NOT_DUPLICATE_LABEL = "in a duplicate pair", "only in non-duplicate pairs"
 
 
-def unit_rows(vectors) -> np.ndarray:
-    """(N, d) float64 rows scaled to length 1; a zero row stays zero."""
-    v = np.asarray(vectors, dtype=np.float64)
-    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-
-
-def _pca(vectors):
-    from sklearn.decomposition import PCA
-
-    v = np.asarray(vectors, dtype=np.float64)
-    n, d = v.shape  # (N, d)
-    components = min(2, n, d)
-    if components == 0 or n < 2:  # nothing to spread: every point at the origin
-        return np.zeros((n, 2)), np.zeros(2)
-    # the eigenvectors of the d x d covariance when rows far outnumber dimensions (much faster), else the exact
-    # SVD; both deterministic
-    pca = PCA(n_components=components, svd_solver="covariance_eigh" if n > 2 * d else "full")
-    points = pca.fit_transform(v)  # (N, components)
-    ratio = np.nan_to_num(pca.explained_variance_ratio_)
-    if components < 2:  # one vector or one dimension: the missing axis is all zeros
-        points = np.hstack([points, np.zeros((n, 2 - components))])
-        ratio = np.concatenate([ratio, np.zeros(2 - components)])
-    return points, ratio
-
-
 def clusters(vectors, k: int, seed: int = MAP_SEED) -> np.ndarray:
     """(N,) k-means cluster ids of the unit-length rows (one seeded start); ``k`` at most the distinct rows."""
     from sklearn.cluster import KMeans
+    from sklearn.preprocessing import normalize
 
-    v = unit_rows(vectors).astype(np.float32)
-    if len(v) == 0:
+    if len(vectors) == 0:
         return np.zeros(0, dtype=int)
-    k = max(1, min(int(k), len({row.tobytes() for row in v})))
+    v = normalize(np.asarray(vectors, dtype=np.float64)).astype(np.float32)
+    k = max(1, min(int(k), len(np.unique(v, axis=0))))
     return KMeans(n_clusters=k, n_init=1, random_state=seed).fit_predict(v).astype(int)
 
 
 def nearest(vectors, query, k: int, exclude: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(indices, cosines) of the ``k`` rows most cosine-similar to ``query`` ((d,)), best first (ties: lower index),
-    ``exclude`` left out."""
-    v = unit_rows(vectors)
-    q = np.asarray(query, dtype=np.float64).ravel()
-    q = q / max(float(np.linalg.norm(q)), 1e-12)
-    scores = v @ q  # (N,)
+    ``exclude`` (the row a query came from) left out."""
+    from sklearn.preprocessing import normalize
+
+    query = np.asarray(query, dtype=np.float64).reshape(1, -1)
+    scores = normalize(np.asarray(vectors, dtype=np.float64)) @ normalize(query)[0]  # (N,)
     order = np.argsort(-scores, kind="stable")
-    if exclude is not None:
-        order = order[order != exclude]
-    top = order[: max(0, int(k))]
+    top = order[order != exclude][: max(0, int(k))]
     return top, scores[top]
-
-
-def neighbours(vectors, index: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` nearest other rows of row ``index`` by cosine similarity, best first: (indices, cosines)."""
-    v = np.asarray(vectors, dtype=np.float64)
-    return nearest(v, v[index], k, exclude=index)
 
 
 def question_labels(pairs: pd.DataFrame, texts: Sequence[str]) -> list[str]:
@@ -201,8 +155,19 @@ class MapLayout:
 
 
 def map_layout(vectors, k: int, seed: int = MAP_SEED) -> MapLayout:
-    """What the map draws: coordinates on the first two principal components, ``clusters`` and their variance."""
-    points, ratio = _pca(vectors)
+    """What the map draws: coordinates on the first two principal components (zero on an axis the vectors lack),
+    ``clusters`` and the share of the variance each axis keeps."""
+    from sklearn.decomposition import PCA
+
+    v = np.asarray(vectors, dtype=np.float64)
+    (n, d), points, ratio = v.shape, np.zeros((len(v), 2)), np.zeros(2)  # (N, d), (N, 2), (2,)
+    components = min(2, n, d)
+    if n >= 2 and components:
+        # the eigenvectors of the d x d covariance when rows far outnumber dimensions (much faster), else the exact
+        # SVD; both deterministic
+        pca = PCA(n_components=components, svd_solver="covariance_eigh" if n > 2 * d else "full")
+        points[:, :components] = pca.fit_transform(v)
+        ratio[:components] = np.nan_to_num(pca.explained_variance_ratio_)
     return MapLayout(points, clusters(vectors, k, seed), ratio)
 
 
@@ -228,8 +193,7 @@ class BatchView:
     margin: float
     triplet_loss: float  # mean over rows of L1 + L2
     triplet_cost: float  # the course's J: the sum over rows
-    softmax_loss: float  # in-batch softmax cross-entropy at ``softmax_scale``
-    softmax_scale: float
+    softmax_loss: float  # in-batch softmax cross-entropy at inspect_scores' ``softmax_scale``
     question1: list[str] | None = None
     question2: list[str] | None = None
 
@@ -267,7 +231,6 @@ def inspect_scores(scores, margin: float = 0.25, softmax_scale: float = 1.0,
         triplet_loss=float((l1 + l2).mean()),
         triplet_cost=float((l1 + l2).sum()),
         softmax_loss=float(in_batch_softmax_loss_from_scores(s, scale=softmax_scale)),
-        softmax_scale=softmax_scale,
         question1=list(question1) if question1 is not None else None,
         question2=list(question2) if question2 is not None else None,
     )

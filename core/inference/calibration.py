@@ -55,24 +55,17 @@ def precision_threshold(labels, scores, precision: float = CLUSTER_PRECISION) ->
     >>> precision_threshold([1, 1, 0, 1], [0.9, 0.8, 0.7, 0.6], 0.9)  # above 0.65: 2 of 3; above 0.75: 2 of 2
     0.75
     """
+    from sklearn.metrics import precision_recall_curve
+
     y = np.asarray(labels).astype(int).ravel()
-    s = np.asarray(scores, dtype=np.float64).ravel()
-    if not len(s):
+    if not y.any():
         return None
-    order = np.argsort(-s, kind="stable")
-    y, s = y[order], s[order]
-    distinct_end = np.r_[s[1:] != s[:-1], True]  # the last of each run of equal scores
-    true_above = np.cumsum(y)[distinct_end]
-    above = (np.arange(1, len(s) + 1))[distinct_end]
-    cut_scores = s[distinct_end]
-    next_scores = np.r_[cut_scores[1:], cut_scores[-1] - 1e-6]
-    reached = np.flatnonzero((true_above / np.maximum(above, 1) >= precision) & (true_above > 0))
-    if not len(reached):
+    # precision of the pairs scored at or above each distinct score, the scores ascending
+    reached, _, cuts = precision_recall_curve(y, np.asarray(scores, dtype=np.float64).ravel())
+    low = np.flatnonzero(reached[:-1] >= precision)[:1]  # the most pairs above while the precision holds
+    if not len(low):
         return None
-    last = reached[-1]  # the most pairs above while the precision still holds
-    if last + 1 < len(cut_scores):
-        return float((cut_scores[last] + next_scores[last]) / 2)
-    return float(cut_scores[last] - 1e-6)
+    return float((cuts[low[0]] + cuts[low[0] - 1]) / 2 if low[0] else cuts[0] - 1e-6)
 
 
 # Zero-shot MiniLM's clustering threshold when no labelled pairs calibrate it: precision CLUSTER_PRECISION on Quora
@@ -139,33 +132,21 @@ def calibration_problem(labels, data: str) -> str:
 
 def calibrate_on(labels, scores, data: str) -> FileCalibration:
     """The thresholds of best accuracy and F1 and for clusters of ``scores`` on the labelled pairs of the file named
-    ``data``; ValueError when the labels cannot calibrate, a notice when the threshold means nothing."""
+    ``data`` (``calibration_problem`` says first whether they can), a notice when the threshold means nothing."""
     y = np.asarray(labels).astype(int).ravel()
-    problem = calibration_problem(y, data)
-    if problem:
-        raise ValueError(problem)
     thresholds = best_thresholds(y, scores)
     clusters = precision_threshold(y, scores)
     if clusters is not None:
         thresholds["clusters"] = clusters
     measured = evaluate_scores(y, scores, thresholds["accuracy"])
-    problem = meaningless_threshold(measured, data)
-    if problem:
-        notice(problem)
+    if measured["roc_auc"] < 0.5:  # a threshold that means nothing is said so
+        notice(f"{data}: the model ranks these pairs worse than chance (ROC AUC {measured['roc_auc']:.3f}), so its "
+               f"threshold {measured['threshold']:.4f} tells nothing apart; train or pick another model")
+    elif measured["tp"] == 0:
+        notice(f"{data}: the best threshold ({measured['threshold']:.4f}) is above every duplicate, so it calls "
+               f"nothing a duplicate; this model's scores do not separate these pairs")
     metrics = {key: value for key, value in measured.items() if key != "best_thresholds"}
     return FileCalibration(thresholds, data, len(y), int(y.sum()), metrics)
-
-
-def meaningless_threshold(measured: dict, data: str) -> str:
-    """Why a threshold calibrated with ``measured`` (``evaluate_scores`` at it) means nothing, or "": a scorer
-    ranking the pairs worse than chance, or a threshold above every duplicate."""
-    if measured["roc_auc"] < 0.5:
-        return (f"{data}: the model ranks these pairs worse than chance (ROC AUC {measured['roc_auc']:.3f}), so its "
-                f"threshold {measured['threshold']:.4f} tells nothing apart; train or pick another model")
-    if measured["tp"] == 0:
-        return (f"{data}: the best threshold ({measured['threshold']:.4f}) is above every duplicate, so it calls "
-                f"nothing a duplicate; this model's scores do not separate these pairs")
-    return ""
 
 
 def calibrate_scorer(model, pairs, data: str, progress=None):

@@ -5,7 +5,6 @@ question (the first spelling kept), two pairs with the same ``core.data.pair_key
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,9 +35,6 @@ class EmbeddedCorpus:
         self.device = device  # a CUDA device searches exactly there when the vectors fit (``neighbours``)
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)  # (N, d)
         self.queries = self.vectors if queries is None else np.ascontiguousarray(queries, dtype=np.float32)
-        if len(self.vectors) != len(self.questions) or self.queries.shape != self.vectors.shape:
-            raise ValueError(f"{len(self.questions)} questions, vectors {self.vectors.shape}, "
-                             f"queries {self.queries.shape}")
         self._row = {key: i for i, key in enumerate(normalise_questions(self.questions))}
         self._neighbours: tuple[np.ndarray, np.ndarray] | None = None  # (ids, scores), each (N, k)
 
@@ -67,12 +63,10 @@ class EmbeddedCorpus:
 
     def similarity(self, questions1: Sequence[str], questions2: Sequence[str]) -> np.ndarray:
         """(P,) float64: the model's similarity of each pair whose two questions are in the corpus, else NaN."""
-        rows1 = [self._row.get(key, -1) for key in normalise_questions(questions1)]
-        rows2 = [self._row.get(key, -1) for key in normalise_questions(questions2)]
-        out = np.full(len(rows1), np.nan)
-        for i, (a, b) in enumerate(zip(rows1, rows2)):
-            if a >= 0 and b >= 0:
-                out[i] = float(self.queries[a] @ self.vectors[b])
+        first, second = (np.array([self._row.get(key, -1) for key in normalise_questions(questions)], dtype=np.int64)
+                         for questions in (questions1, questions2))
+        known, out = (first >= 0) & (second >= 0), np.full(len(first), np.nan)
+        out[known] = np.einsum("id,id->i", self.queries[first[known]], self.vectors[second[known]])
         return out
 
 
@@ -135,12 +129,6 @@ def choose_pairs(candidates: pd.DataFrame, n: int, threshold: float, strategy: s
     >>> choose_pairs(candidates, 2, threshold=0.8, random_share=0)[["question1", "question2", "reason"]].values.tolist()
     [['a', 'c', 'uncertain'], ['e', 'f', 'uncertain']]
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    if not (isinstance(random_share, (int, float)) and 0 <= random_share <= 1):
-        raise ValueError(f"random_share must be between 0 and 1, got {random_share!r}")
-    if not (isinstance(threshold, (int, float, np.floating)) and math.isfinite(threshold)):
-        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
     n = max(0, int(n))
     random_n = n if strategy == "random" else round(n * random_share)
     used: set[str] = set()

@@ -11,7 +11,7 @@ from typing import BinaryIO, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress, checked_threshold, greedy_clusters
+from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress, greedy_clusters
 from core.inference.search import clustering_rows, encode_towers
 from core.saving.safe_csv import safe_csv_text
 
@@ -115,7 +115,7 @@ def confirmed_clusters(n: int, first: np.ndarray, second: np.ndarray, scores: np
                        min_size: int = 2) -> list[Cluster]:
     """The clusters of ``n`` rows when only the pairs scored above ``threshold`` link questions, by the graph's
     rule (``greedy_clusters``, the most linked centre first); a member's similarity is its pair's score."""
-    t = checked_threshold(threshold, min_size)
+    t = np.float32(threshold)
     kept = scores > t
     a, b, s = (np.concatenate([first[kept], second[kept]]), np.concatenate([second[kept], first[kept]]),
                np.concatenate([scores[kept], scores[kept]]))

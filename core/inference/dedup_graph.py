@@ -7,7 +7,6 @@ searched again with 2k, 4k, ... (on an approximate index at most ``max_neighbour
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -21,7 +20,6 @@ MAX_NEIGHBOURHOOD = 256  # deepest search of a neighbourhood on an approximate i
 GRAPH_HNSW_LINKS = 16
 GRAPH_EF_SEARCH = 64
 RESCORE_PAIRS = 1 << 14  # (row, neighbour) pairs re-scored at a time on an ivfpq index: the gather stays small
-UNIT_CHUNK = 65_536  # rows per step when hashing a corpus's vectors
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -40,15 +38,6 @@ class Cluster:
         return int(len(self.members))
 
 
-def checked_threshold(threshold: float, min_size: int) -> np.float32:
-    """``threshold`` as float32, once it and ``min_size`` are known good (ValueError otherwise)."""
-    if not (isinstance(threshold, (int, float, np.floating)) and math.isfinite(threshold)):
-        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
-    if isinstance(min_size, bool) or not isinstance(min_size, (int, np.integer)) or min_size < 1:
-        raise ValueError(f"min_size must be a whole number >= 1, got {min_size!r}")
-    return np.float32(threshold)
-
-
 def greedy_clusters(order, neighbourhood: Callable, counts: np.ndarray, copies: Callable,
                     min_size: int) -> list[Cluster]:
     """The community rule: each centre of ``order`` (best first) not yet placed takes the rows of its
@@ -64,16 +53,12 @@ def greedy_clusters(order, neighbourhood: Callable, counts: np.ndarray, copies: 
         if int(counts[ids[free]].sum()) < min_size:
             continue
         ids, scores = ids[free], scores[free]
-        mine = ids == centre
-        own_copies = copies(centre)
-        representative = int(own_copies[0])
-        rows = [own_copies[1:]] + [copies(i) for i in ids[~mine].tolist()]
-        row_scores = [np.full(len(own_copies) - 1, scores[mine][0], dtype=scores.dtype)] + [
-            np.full(counts[i], s, dtype=scores.dtype) for i, s in zip(ids[~mine].tolist(), scores[~mine])]
-        others, other_scores = np.concatenate(rows), np.concatenate(row_scores)
-        ranked = np.lexsort((others, -other_scores))
-        members = np.concatenate([[representative], others[ranked]]).astype(np.int64)
-        similarities = np.concatenate([scores[mine][:1], other_scores[ranked]]).astype(np.float32)
+        rows, row_scores = np.concatenate([copies(i) for i in ids.tolist()]), np.repeat(scores, counts[ids])
+        representative = int(copies(centre)[0])  # its other copies score as the centre does
+        others = rows != representative
+        ranked = np.lexsort((rows[others], -row_scores[others]))
+        members = np.concatenate([[representative], rows[others][ranked]]).astype(np.int64)
+        similarities = np.concatenate([scores[ids == centre][:1], row_scores[others][ranked]]).astype(np.float32)
         used[ids] = True
         clusters.append(Cluster(representative, members, similarities))
     clusters.sort(key=lambda c: -c.size)  # stable: equal sizes keep the order they were formed in
@@ -91,7 +76,7 @@ class NeighbourGraph:
         self.capped = 0  # rows whose neighbourhood filled max_neighbourhood at the last threshold clustered
         vectors = unit_rows(vectors, "vectors")  # (N, d) what the index holds
         queries = vectors if queries is None else unit_rows(queries, "queries")  # (N, d) what searches it
-        self.n, dim = vectors.shape
+        self.n = len(vectors)
         # Distinct rows in order of first appearance: unique row u stands for the rows copies[u].
         first, inverse, counts = distinct_rows(vectors, queries)
         if len(first) == self.n:  # no row repeated (the usual case): no copy of a corpus's vectors
@@ -117,9 +102,7 @@ class NeighbourGraph:
         exact = on_device is not None or index_kind == "flat" or (index_kind is None and u <= FLAT_LIMIT)
         self.max_neighbourhood = max(int(max_neighbourhood), self.k) if max_neighbourhood is not None else (
             max(u, 1) if exact else MAX_NEIGHBOURHOOD)
-        if u == 0 or dim == 0:
-            self.k = 0
-            self.ids, self.scores = self.ids[:, :0], self.scores[:, :0]
+        if u == 0:
             return
         if on_device is not None:
             index_store = None  # it keeps FAISS indexes; the device searches faster than one is read back
@@ -137,13 +120,11 @@ class NeighbourGraph:
 
     def _index(self, index_kind: str | None, exact: bool, store):
         """The filled index of the distinct rows: ``store``'s (a ``SavedIndex``) when it holds them, else built."""
-        from core.inference.search import HNSW_EF_CONSTRUCTION, checked_kind, filled_index, index_parameters
+        from core.inference.search import filled_index, index_parameters
 
         u, dim = self.vectors.shape
-        asked = checked_kind(index_kind) if index_kind is not None else None
-        kind = "ivfpq" if asked == "ivfpq" else "flat" if exact else "hnsw"
-        parameters = {"flat": {}, "hnsw": {"links": GRAPH_HNSW_LINKS, "ef_construction": HNSW_EF_CONSTRUCTION},
-                      "ivfpq": {**index_parameters("ivfpq", dim, u), "seed": 0}}[kind]
+        kind = "ivfpq" if index_kind == "ivfpq" else "flat" if exact else "hnsw"
+        parameters = index_parameters(kind, dim, u, GRAPH_HNSW_LINKS)
 
         def build():
             return filled_index(kind, self.vectors, links=GRAPH_HNSW_LINKS)
@@ -176,23 +157,17 @@ class NeighbourGraph:
             scores, ids = np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
         return ids.astype(self._id_type), scores
 
-    def _self_score(self, unique: int) -> np.float32:
-        return np.float32(self.queries[unique] @ self.vectors[unique])
-
     # ---- neighbourhoods at a threshold (of distinct rows) --------------------------------------
     def _neighbourhoods(self, t: np.float32):
         """(sizes (U,) of every distinct row's neighbourhood at ``t`` in rows, itself included; a function
         unique -> (ids, scores) of that neighbourhood in distinct rows; how many rows filled ``max_neighbourhood``)."""
         u, k = len(self.first), self.k
         above = self.scores > t  # (U, k); sorted rows, so the above entries come first
-        if (self.counts == 1).all():  # the usual case: no question repeated word for word
-            sizes = above.sum(axis=1).astype(np.int64)
-        else:
-            sizes = np.zeros(u, dtype=np.int64)
-            step = max(1, SEARCH_BUDGET // max(k, 1))
-            for start in range(0, u, step):  # chunks keep the (rows, k) weights small
-                part = slice(start, start + step)
-                sizes[part] = (above[part] * self.counts[np.maximum(self.ids[part], 0)]).sum(axis=1)
+        sizes = np.zeros(u, dtype=np.int64)
+        step = max(1, SEARCH_BUDGET // max(k, 1))
+        for start in range(0, u, step):  # chunks keep the (rows, k) weights small
+            part = slice(start, start + step)
+            sizes[part] = (above[part] * self.counts[np.maximum(self.ids[part], 0)]).sum(axis=1)
         own = (self.ids == np.arange(u, dtype=self._id_type)[:, None]) & above
         sizes += np.where(own.any(axis=1), 0, self.counts)
         deep: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # row -> its whole neighbourhood (kept)
@@ -239,7 +214,7 @@ class NeighbourGraph:
                 ids, scores = self.ids[row][hits], self.scores[row][hits]
             if not (ids == row).any():
                 ids = np.append(ids, self._id_type(row))
-                scores = np.append(scores, self._self_score(row))
+                scores = np.append(scores, np.float32(self.queries[row] @ self.vectors[row]))
             return ids.astype(np.int64), scores.astype(np.float32)
 
         return sizes, neighbourhood, capped
@@ -247,7 +222,7 @@ class NeighbourGraph:
     def deeper_search(self, threshold: float) -> tuple[int, int]:
         """(distinct rows whose ``k`` neighbours are all above ``threshold``, the results searching them as deep as
         allowed would return): what clustering at ``threshold`` may cost, known before it."""
-        t = checked_threshold(threshold, 1)
+        t = np.float32(threshold)
         deepest = min(self.max_neighbourhood, len(self.first))
         if self.k == 0 or self.k >= deepest:
             return 0, 0
@@ -256,14 +231,14 @@ class NeighbourGraph:
 
     def neighbourhood_sizes(self, threshold: float) -> np.ndarray:
         """(N,) how many rows lie above ``threshold`` of each row, itself included."""
-        sizes, _, self.capped = self._neighbourhoods(checked_threshold(threshold, 1))
+        sizes, _, self.capped = self._neighbourhoods(np.float32(threshold))
         return sizes[self.inverse]
 
     # ---- clusters ------------------------------------------------------------------------------
     def pairs_above(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every (i, j, cosine) with i != j and cosine > ``threshold`` that the graph finds (and every pair of
         identical rows), as three (E,) arrays, both directions: the candidates a cross-encoder confirms."""
-        t = checked_threshold(threshold, 1)
+        t = np.float32(threshold)
         sizes, neighbourhood, self.capped = self._neighbourhoods(t)
         first, second, scores = [], [], []
         for unique in np.flatnonzero(sizes > 1).tolist():
@@ -282,7 +257,7 @@ class NeighbourGraph:
 
     def cluster(self, threshold: float, min_size: int = 2) -> list[Cluster]:
         """The greedy community clusters at ``threshold``, at least ``min_size`` rows each, largest first."""
-        t = checked_threshold(threshold, min_size)
+        t = np.float32(threshold)
         if self.n == 0:
             return []
         sizes, neighbourhood, self.capped = self._neighbourhoods(t)
@@ -318,33 +293,23 @@ def _row_hashes(rows: np.ndarray) -> np.ndarray:
     and ``distinct_rows`` checks the bytes of every shared hash)."""
     words = np.ascontiguousarray(rows).view(np.uint32)  # (N, d) the float bits
     weights = np.random.default_rng(0).integers(1, 2**63, size=words.shape[1], dtype=np.uint64) | np.uint64(1)
-    hashes = np.empty(len(words), dtype=np.uint64)
-    with np.errstate(over="ignore"):  # arithmetic modulo 2^64 is the point
-        for start in range(0, len(words), UNIT_CHUNK):
-            hashes[start : start + UNIT_CHUNK] = (words[start : start + UNIT_CHUNK].astype(np.uint64) * weights).sum(
-                axis=1, dtype=np.uint64)
-    return hashes
+    return np.einsum("ij,j->i", words, weights, dtype=np.uint64)  # modulo 2^64; buffered, no (N, d) uint64 copy
 
 
 def distinct_rows(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first (U,) increasing, inverse (N,) row -> distinct row, counts (U,)) of the distinct rows of (vectors,
     queries) taken together, in order of first appearance."""
-    n = len(vectors)
-    if n == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
+    import pandas as pd
+
     keys = _row_hashes(vectors) if queries is vectors else _row_hashes(vectors) * np.uint64(0x9E3779B97F4A7C15) \
         + _row_hashes(queries)  # (N,) one 64-bit key per row instead of a sorted copy of every row's bytes
-    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-    inverse = inverse.ravel()
+    inverse = pd.factorize(keys)[0]  # numbered in order of first appearance
+    _, first, counts = np.unique(inverse, return_index=True, return_counts=True)
     shared = np.flatnonzero(counts[inverse] > 1)  # rows whose key another row has: check their bytes
     if shared.size and not all(np.array_equal(side[shared], side[first[inverse[shared]]])
                                for side in ((vectors,) if queries is vectors else (vectors, queries))):
         both = vectors if queries is vectors else np.hstack([vectors, queries])  # a hash collision: bytes decide
         keys = np.ascontiguousarray(both).view(np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).ravel()
-        _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-    by_appearance = np.argsort(first, kind="stable")  # unique's order (bytes) -> order of first appearance
-    rank = np.empty_like(by_appearance)
-    rank[by_appearance] = np.arange(len(by_appearance))
-    return (first[by_appearance].astype(np.int64), rank[inverse.ravel()].astype(np.int64),
-            counts[by_appearance].astype(np.int64))
+        inverse = pd.factorize(np.unique(keys, return_inverse=True)[1].ravel())[0]
+        _, first, counts = np.unique(inverse, return_index=True, return_counts=True)
+    return first.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64)

@@ -65,9 +65,12 @@ def _on_dataset(config: dict, dataset: pd.DataFrame) -> bool:
     return bool(fingerprint) and fingerprint == pairs_fingerprint(dataset)
 
 
-def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
-    """The split a run made of its own ``dataset`` (a given validation or test file is that split), made again from
-    its settings and checked against what it recorded (the validation fingerprint, else the sizes); None if not."""
+def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
+    """The split a saved model (its config.json) made of ``dataset`` (a given validation or test file is that split),
+    made again from its settings and checked against what it recorded (the validation fingerprint, else the sizes);
+    None when ``dataset`` is not the one it trained on or the split cannot be found again."""
+    if not _on_dataset(config, dataset):
+        return None
     data = _part(config)
     run, settings = _part(config, "run"), _part(config, "train_config")
     val_file, test_file = bool(data.get("val_name")), bool(data.get("test_name"))
@@ -85,21 +88,12 @@ def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
     return split if found else None
 
 
-def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
-    """The split a saved model (its config.json) made of ``dataset``, found again; None when ``dataset`` is not the
-    one it trained on or the split cannot be found again."""
-    return _split_again(config, dataset) if _on_dataset(config, dataset) else None
-
-
 def training_of(config: dict, dataset: pd.DataFrame) -> Training:
     """The pairs of ``dataset`` that a saved model trained on: its split's train part found again, with its implied
     pairs (``core.data.splitting``) when the run trained on those."""
-    name, data = str(config.get("name", "?")), _part(config)
-    if not _on_dataset(config, dataset):
-        return Training(name, False, None)
-    split = _split_again(config, dataset)
+    name, data, split = str(config.get("name", "?")), _part(config), run_split(config, dataset)
     if split is None:
-        return Training(name, True, None)
+        return Training(name, _on_dataset(config, dataset), None)
     train = split.train[["question1", "question2", "is_duplicate"]]
     if isinstance(data.get("implied_pairs"), int) and data["implied_pairs"] > 0:
         train = pd.concat([train, implied_pairs(train, seed=config["train_config"]["seed"])], ignore_index=True)
@@ -128,50 +122,44 @@ def honest_pairs(configs: Sequence[dict], dataset: pd.DataFrame, val: pd.DataFra
     known = [t for t in here if t.train is not None]
     constrained_by = [t.name for t in here]
     training = {t.name: t.train for t in known}
-    trained = set().union(*(_keys(t.train) for t in known)) if known else set()
+    trained = set().union(*(_keys(t.train) for t in known))
     elsewhere = [t.name for t in trainings if not t.on_dataset]
-    dataset_keys = _keys(dataset)
     if unknown:  # its training pairs are somewhere in the dataset: none of it is unseen
-        trained |= set(dataset_keys)
-
-    if test is not None or val is not None:
-        source, candidates, file_name = (TEST, test, test_name) if test is not None else (VALIDATION, val, val_name)
-        keep = np.array([key not in trained for key in _keys(candidates)], dtype=bool)
+        trained |= set(_keys(dataset))
+    source, candidates, file_name = ((TEST, test, test_name) if test is not None else (VALIDATION, val, val_name)
+                                     if val is not None else (HELD_OUT if constrained_by else DATASET, dataset, None))
+    keep = np.array([key not in trained for key in _keys(candidates)], dtype=bool)
+    total = int(keep.sum())
+    if candidates is dataset and unknown:
+        return _none(f"no honest set: {_names(unknown)} trained on the active dataset, but its folder does not say "
+                     "which pairs it held out, so any pair of the dataset may be one it trained on. Load a test or "
+                     "validation file on the Data page, or leave it out", training, constrained_by, source)
+    if candidates is not dataset:
         what = f"the {source}" + (f" {file_name}" if file_name else "")
-        if not keep.any():
+        if not total:
             return _none(f"no pair of {what} is unseen: {_names(constrained_by)} trained on, or may have trained on, "
                          f"every one of its {len(candidates):,} pairs", training, constrained_by, source)
-        left = len(candidates) - int(keep.sum())
-        description = f"the {int(keep.sum()):,} pairs of {what}"
-        if left:
-            description += f", less {left:,} that {_names(constrained_by)} trained on or may have"
-        label = f"{int(keep.sum()):,} pairs of the {source}"
+        description = f"the {total:,} pairs of {what}"
+        if total < len(candidates):
+            description += f", less {len(candidates) - total:,} that {_names(constrained_by)} trained on or may have"
+        label = f"{total:,} pairs of the {source}"
+    elif not constrained_by:
+        description = f"all {total:,} pairs of the active dataset (no model measured on them trained on this dataset)"
+        label = f"{total:,} pairs (all of the active dataset)"
+    elif not total:
+        return _none(f"no pair of the active dataset was held out by every compared model that trained on it "
+                     f"({_names(constrained_by)}): leave some out, or load a test or validation file on the "
+                     "Data page", training, constrained_by, source)
     else:
-        source, candidates = (HELD_OUT if constrained_by else DATASET), dataset
-        if unknown:
-            return _none(f"no honest set: {_names(unknown)} trained on the active dataset, but its folder does not "
-                         "say which pairs it held out, so any pair of the dataset may be one it trained on. Load a "
-                         "test or validation file on the Data page, or leave it out", training, constrained_by, source)
-        keep = np.array([key not in trained for key in dataset_keys], dtype=bool)
-        total = int(keep.sum())
-        if not constrained_by:
-            description = f"all {total:,} pairs of the active dataset (no model measured on them trained on this dataset)"
-            label = f"{total:,} pairs (all of the active dataset)"
-        elif not total:
-            return _none(f"no pair of the active dataset was held out by every compared model that trained on it "
-                         f"({_names(constrained_by)}): leave some out, or load a test or validation file on the "
-                         "Data page", training, constrained_by, source)
-        else:
-            every = ("" if len(constrained_by) == 1 else "both " if len(constrained_by) == 2
-                     else f"all {len(constrained_by)} ")
-            description = (f"the {total:,} pairs of the active dataset that {every}{_names(constrained_by)} held out "
-                           "of training (matched by their questions, in either order)")
-            label = f"{total:,} held-out pairs"
+        every = ("" if len(constrained_by) == 1 else "both " if len(constrained_by) == 2
+                 else f"all {len(constrained_by)} ")
+        description = (f"the {total:,} pairs of the active dataset that {every}{_names(constrained_by)} held out "
+                       "of training (matched by their questions, in either order)")
+        label = f"{total:,} held-out pairs"
     if elsewhere:
         description += (f"; {_names(elsewhere)} trained on other data, which the lab cannot check against these "
                         "pairs")
     chosen = candidates.loc[keep, ["question1", "question2", "is_duplicate"]].reset_index(drop=True)
-    total = len(chosen)
     if total > max_pairs:
         chosen = chosen.iloc[seeded_sample(total, max_pairs, seed)].reset_index(drop=True)
         description += f", of which a seeded sample of {max_pairs:,} (seed {seed})"
@@ -219,26 +207,3 @@ def comparison_table(rows: Sequence[dict]) -> pd.DataFrame:
 def sort_table(table: pd.DataFrame, column: str, ascending: bool = False) -> pd.DataFrame:
     """``table`` sorted by ``column`` (ties keep their order; NaN always last), index 0..n-1."""
     return table.sort_values(column, ascending=ascending, kind="stable", na_position="last").reset_index(drop=True)
-
-
-@dataclass
-class HeldOut:
-    pairs: pd.DataFrame  # what to measure the model on
-    description: str  # which pairs those are, and how many, for the figures' captions
-    is_validation: bool  # True: exactly the pairs the model's training held out
-
-
-def held_out_pairs(config: dict, pairs: pd.DataFrame) -> HeldOut:
-    """The pairs to measure a model on without flattering it: its validation split made again when ``pairs`` is its
-    training dataset, else all of them, said so."""
-    split = run_split(config, pairs)
-    if split is not None and len(split.val):
-        return HeldOut(split.val, f"the {len(split.val):,} validation pairs this model's training held out of this "
-                       "dataset", True)
-    data = _part(config)
-    trained_on = data.get("name")
-    why = (f"it trained on {trained_on!r}, not on this dataset" if trained_on
-           else "it was not trained on this dataset")
-    if data.get("val_name") and data.get("fingerprint") == pairs_fingerprint(pairs):
-        why = f"it trained on all of them and was validated on {data['val_name']!r}"
-    return HeldOut(pairs.reset_index(drop=True), f"all {len(pairs):,} pairs of the active dataset ({why})", False)

@@ -5,7 +5,7 @@ A pair is a duplicate when its score is strictly above the threshold.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -107,8 +107,7 @@ class PairedComparison:
     pairs: int  # how many pairs both were scored on
 
     def as_dict(self) -> dict:
-        return {"verdict": self.verdict, "difference": self.difference, "interval": list(self.interval),
-                "pairs": self.pairs}
+        return {**asdict(self), "interval": list(self.interval)}
 
 
 def resample_weights(n: int, rounds: int, seed: int, groups: np.ndarray | None = None):

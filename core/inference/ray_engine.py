@@ -49,17 +49,14 @@ def check_ray_address(address: str, timeout: float | None = None) -> None:
     host, port = _host_and_port(address)
     if host is None:
         return
-    outcome: list[BaseException | None] = []
+    outcome: list[str | None] = []
     deadline = time.monotonic() + timeout
 
     def connect() -> None:
         try:
-            with socket.create_connection((host, port), timeout=timeout) as connection:
-                if os.environ.get("RAY_USE_TLS", "0").strip().lower() not in ("1", "true"):  # else TLS comes first
-                    _expect_http2(connection, deadline, timeout)
-            outcome.append(None)
+            outcome.append(_not_ray(host, port, deadline, timeout))
         except Exception as error:  # noqa: BLE001 - any failure, said in one line below (a thread's would be lost)
-            outcome.append(error)
+            outcome.append(f"the address check failed ({type(error).__name__}: {error})")
 
     # In a thread: the system's name lookup has no timeout of its own and may wait on a resolver for minutes.
     thread = threading.Thread(target=connect, name="ray-address-check", daemon=True)
@@ -68,40 +65,34 @@ def check_ray_address(address: str, timeout: float | None = None) -> None:
     if not outcome:
         raise RayAddressError(f"Ray cluster {address}: no answer within {timeout:g} s")
     if outcome[0] is not None:
-        raise RayAddressError(f"Ray cluster {address}: {_failure(outcome[0], host)}")
+        raise RayAddressError(f"Ray cluster {address}: {outcome[0]}")
 
 
-def _failure(error: BaseException, host: str) -> str:
-    """What went wrong reaching ``host``, in a few words."""
-    if isinstance(error, socket.gaierror):
-        return f"cannot resolve {host} ({error.strerror or error})"
-    if isinstance(error, _NotGrpc):
-        return f"something listens there but it is not Ray ({error})"
-    if isinstance(error, UnicodeError):  # the IDNA codec refuses a label over 63 characters, an empty label ...
-        return f"{host[:80]} is not a valid host name ({error})"
-    if isinstance(error, OSError):
-        return f"nothing answers there ({'timed out' if isinstance(error, TimeoutError) else error.strerror or error})"
-    return f"the address check failed ({type(error).__name__}: {error})"
-
-
-class _NotGrpc(Exception):
-    """What listens at an address did not answer the HTTP/2 preface as a gRPC server does; says what it did."""
-
-
-def _expect_http2(connection: socket.socket, deadline: float, timeout: float) -> None:
-    """``_NotGrpc`` unless ``connection`` answers the HTTP/2 preface with a SETTINGS frame by ``deadline``."""
+def _not_ray(host: str, port: int, deadline: float, timeout: float) -> str | None:
+    """Why ``host:port`` is no Ray server, in a few words, or None: it answers the HTTP/2 preface with a SETTINGS
+    frame by ``deadline``."""
     try:
-        connection.settimeout(max(deadline - time.monotonic(), 0.001))
-        connection.sendall(HTTP2_PREFACE)
-        header = connection.recv(FRAME_HEADER_BYTES, socket.MSG_WAITALL)
-    except TimeoutError:
-        raise _NotGrpc(f"no HTTP/2 answer within {timeout:g} s") from None
+        connection = socket.create_connection((host, port), timeout=timeout)
+    except socket.gaierror as error:
+        return f"cannot resolve {host} ({error.strerror or error})"
+    except UnicodeError as error:  # the IDNA codec refuses a label over 63 characters, an empty label ...
+        return f"{host[:80]} is not a valid host name ({error})"
     except OSError as error:
-        raise _NotGrpc(f"it dropped the connection: {error.strerror or error}") from None
-    if len(header) < FRAME_HEADER_BYTES:
-        raise _NotGrpc("it closed the connection without an HTTP/2 answer")
-    if header[3] != SETTINGS_FRAME:
-        raise _NotGrpc("its answer is not HTTP/2")
+        return f"nothing answers there ({'timed out' if isinstance(error, TimeoutError) else error.strerror or error})"
+    with connection:
+        if os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true"):  # TLS comes first: not checked
+            return None
+        try:
+            connection.settimeout(max(deadline - time.monotonic(), 0.001))
+            connection.sendall(HTTP2_PREFACE)
+            header = connection.recv(FRAME_HEADER_BYTES, socket.MSG_WAITALL)
+            why = ("it closed the connection without an HTTP/2 answer" if len(header) < FRAME_HEADER_BYTES
+                   else None if header[3] == SETTINGS_FRAME else "its answer is not HTTP/2")
+        except TimeoutError:
+            why = f"no HTTP/2 answer within {timeout:g} s"
+        except OSError as error:
+            why = f"it dropped the connection: {error.strerror or error}"
+    return why and f"something listens there but it is not Ray ({why})"
 
 
 def _host_and_port(address: str) -> tuple[str | None, int | None]:

@@ -23,17 +23,6 @@ BASELINE_MEANING = {"tfidf": "counting shared words (TF-IDF fitted on these pair
 ZERO_SHOT_MAX_PAIRS = 2_000
 
 
-def what_to_try(has_val_file: bool = False, bundled_sample: bool = False) -> str:
-    """The advice after a weak run, for the data it trained on."""
-    if bundled_sample:
-        return ("Try the sample-demo preset (made for this sample), more epochs or steps, or more training pairs; "
-                "meanwhile zero-shot MiniLM may serve better.")
-    tries = ["the auto preset (its settings read off your data)",
-             *([] if has_val_file else ["a validation file (more held-out pairs to judge by)"]),
-             "more labelled pairs"]
-    return f"Try {', '.join(tries[:-1])} or {tries[-1]}; meanwhile zero-shot MiniLM may serve better."
-
-
 def _with_interval(verdict: dict) -> str:
     """"difference +0.012, 95 % interval +0.003 to +0.021": how a paired verdict is always shown."""
     low, high = verdict["interval"]
@@ -155,7 +144,11 @@ def _message(auc: float, worse: bool, baselines: dict, below: tuple, not_better:
                  f"ROC AUC {auc:.3f}, but resampling these pairs cannot tell the two apart, so this run is not made "
                  "the default model. More validation pairs" + ("" if has_val_file else " (a validation file)")
                  + " would tell them apart.")
-    return f"{found} {what_to_try(has_val_file, bundled_sample)}"
+    tries = ["the auto preset (its settings read off your data)",
+             *([] if has_val_file else ["a validation file (more held-out pairs to judge by)"]), "more labelled pairs"]
+    advice = ("the sample-demo preset (made for this sample), more epochs or steps, or more training pairs"
+              if bundled_sample else f"{', '.join(tries[:-1])} or {tries[-1]}")
+    return f"{found} Try {advice}; meanwhile zero-shot MiniLM may serve better."
 
 
 def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, groups=None, progress=None,

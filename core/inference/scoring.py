@@ -29,12 +29,12 @@ StepProgress = Callable[[int, "int | None"], None]  # (rows done, total or None:
 
 @dataclass
 class ScoreSteps:
-    """The progress of ``score_file``'s three steps, in rows (``None``: not followed); ``reading`` is called with 0
+    """The progress of ``score_file``'s three steps, in rows (by default not followed); ``reading`` is called with 0
     before the file's first pass, ``encoding`` within a chunk too, ``SCORE_STEP`` at a time."""
 
-    reading: StepProgress | None = None
-    encoding: StepProgress | None = None
-    writing: StepProgress | None = None
+    reading: StepProgress = lambda done, total: None  # noqa: E731
+    encoding: StepProgress = lambda done, total: None  # noqa: E731
+    writing: StepProgress = lambda done, total: None  # noqa: E731
 
 
 @dataclass
@@ -98,7 +98,7 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
     (found after the last row, it leaves no output file)."""
     source = Path(source)
     steps = steps or ScoreSteps()
-    _report(steps.reading, 0)
+    steps.reading(0, None)
     pairs = PairReader(source, columns, labels_required=False, all_text=True, chunk_rows=chunk_rows,
                        max_bytes=max_bytes, label_map=label_map, names=names)
     tally = LabelTally(pairs.head.name, pairs.head.header, pairs.head.positions, pairs.label_map)
@@ -108,7 +108,7 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
         for number, pair_chunk in enumerate(pairs):
             tally.add(pair_chunk)
             chunk, first, second = pair_chunk.rows, pair_chunk.question1, pair_chunk.question2
-            _report(steps.reading, report.rows + len(chunk))
+            steps.reading(report.rows + len(chunk), None)
             usable = ((first != "") & (second != "")).to_numpy()
             similarity = np.full(len(chunk), np.nan)
             if usable.any():
@@ -121,7 +121,7 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
             written = chunk.assign(**{names["similarity"]: np.round(similarity, 6),
                                       names["predicted_duplicate"]: predicted})
             sink.write(safe_csv_text(written, header=number == 0))
-            _report(steps.writing, report.rows + len(chunk))
+            steps.writing(report.rows + len(chunk), None)
             report.rows += len(chunk)
             report.malformed += len(pair_chunk.skipped)
             report.scored += int(usable.sum())
@@ -145,15 +145,8 @@ def score_file(model, source: str | Path, out: str | Path | TextIO, threshold: f
     return report
 
 
-def _report(progress: StepProgress | None, done: int) -> None:
-    if progress is not None:
-        progress(done, None)
-
-
-def _scores(model, first: list[str], second: list[str], progress: StepProgress | None, before: int) -> np.ndarray:
-    """``model.score_pairs`` of the pairs, in one call or ``SCORE_STEP`` at a time with ``progress``."""
-    if progress is None:
-        return model.score_pairs(first, second)
+def _scores(model, first: list[str], second: list[str], progress: StepProgress, before: int) -> np.ndarray:
+    """``model.score_pairs`` of the pairs, ``SCORE_STEP`` at a time, with ``progress``."""
     parts = []
     for start in range(0, len(first), SCORE_STEP):
         parts.append(model.score_pairs(first[start : start + SCORE_STEP], second[start : start + SCORE_STEP]))

@@ -23,7 +23,6 @@ HNSW_NEIGHBOURS = 32  # M: graph links per vector
 HNSW_EF_SEARCH = 512  # candidates kept while searching: its recall and latency in docs/BENCHMARKS.md
 HNSW_EF_CONSTRUCTION = 80  # candidates kept while building
 ENCODE_CHUNK = 4096  # texts per model.encode call, so progress moves and memory stays bounded
-UNIT_CHUNK = 65_536  # rows per step when checking or scaling a corpus's vectors
 INDEX_FILE, META_FILE = "index.faiss", "meta.json"
 FORMAT = "siamese-lab-cache"
 MIN_POINTS = 39  # training rows per k-means centroid below which FAISS warns (its min_points_per_centroid)
@@ -50,9 +49,9 @@ def fingerprint(texts: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def model_fingerprint(model) -> str | None:
-    """sha256 of what decides a model's vectors: its tokenizer's settings and vocabulary, and every tensor of its
-    ``state_dict`` (name, dtype, shape, bytes); None for an object without a state_dict."""
+def model_identity(model) -> str | None:
+    """What names a model's vectors: the sha256 of its tokenizer's settings and vocabulary and of every tensor of its
+    ``state_dict`` (name, dtype, shape, bytes; an ONNX export's is its digest); None without a state_dict."""
     if not callable(getattr(model, "state_dict", None)):
         return None
     import torch
@@ -73,22 +72,13 @@ def model_fingerprint(model) -> str | None:
     return digest.hexdigest()
 
 
-def model_identity(model) -> str | None:
-    """What names a model's vectors: its weights' ``model_fingerprint``, or an ONNX graph's digest."""
-    identity, digest = model_fingerprint(model), getattr(model, "digest", None)
-    return identity if identity is not None else digest.hex() if isinstance(digest, bytes) else None
-
-
 def row_norms(rows: np.ndarray, name: str = "vectors") -> np.ndarray:
-    """(N,) float32 lengths of the (N, d) ``rows``, a chunk at a time (no (N, d) temporary beside a corpus's
-    vectors); ValueError naming ``name`` for NaN or infinite values."""
-    norms = np.empty(len(rows), dtype=np.float32)
-    for start in range(0, len(rows), UNIT_CHUNK):
-        part = rows[start : start + UNIT_CHUNK]
-        if not np.isfinite(part).all():
-            raise ValueError(f"{name} hold NaN or infinite values")
-        norms[start : start + UNIT_CHUNK] = np.linalg.norm(part, axis=1)
-    return norms
+    """(N,) float32 lengths of the (N, d) ``rows`` (einsum buffers: no (N, d) temporary beside a corpus's vectors);
+    ValueError naming ``name`` for NaN or infinite values."""
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
+    if not np.isfinite(norms).all():
+        raise ValueError(f"{name} hold NaN or infinite values")
+    return norms.astype(np.float32)
 
 
 def is_unit(norms: np.ndarray) -> bool:
@@ -136,8 +126,6 @@ def encode_towers(model, texts: Sequence[str], progress: Progress | None = None,
     """(tower 1's unit rows, tower 0's or None when the towers agree) of ``texts``; ``progress(done, total)``
     counts every text encoded, both towers together."""
     texts = list(texts)
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32), None
     towers = (1, 0) if towers_differ(model, texts, batch_size) else (1,)
     total = len(towers) * len(texts)
     rows = [encode_unit_rows(model, texts, tower, batch_size, None if progress is None else (
@@ -154,12 +142,6 @@ def clustering_rows(second: np.ndarray, first: np.ndarray | None) -> tuple[np.nd
 
 
 # ---- the kinds of index ------------------------------------------------------------------------
-def checked_kind(kind: str) -> str:
-    if kind not in INDEX_KINDS:
-        raise ValueError(f"index kind must be one of {', '.join(INDEX_KINDS)}, got {kind!r}")
-    return kind
-
-
 def ivf_cells(n: int) -> int:
     """IVF cells for ``n`` vectors: about 4·sqrt(n), at most ``MAX_NLIST``, and few enough that every cell gets
     ``MIN_POINTS`` training rows when the corpus has them."""
@@ -183,15 +165,11 @@ def pq_codes(dim: int) -> int:
     return max(m for m in range(1, max(1, dim // PQ_DIMS_PER_CODE) + 1) if dim % m == 0)
 
 
-def nprobe_for(nlist: int) -> int:
-    return min(nlist, max(MIN_NPROBE, nlist // NPROBE_SHARE))
-
-
-def index_parameters(kind: str, dim: int, n: int) -> dict:
-    """What decides an index of ``kind`` beyond the vectors (part of its stamp)."""
-    if checked_kind(kind) == "ivfpq":
-        return {"nlist": ivf_cells(n), "m": pq_codes(dim), "bits": PQ_BITS, "train_rows": training_rows(n)}
-    return {"links": HNSW_NEIGHBOURS, "ef_search": HNSW_EF_SEARCH} if kind == "hnsw" else {}
+def index_parameters(kind: str, dim: int, n: int, links: int = HNSW_NEIGHBOURS) -> dict:
+    """What decides an index of ``kind`` that ``filled_index`` builds beyond the vectors (part of its stamp)."""
+    if kind == "ivfpq":
+        return {"nlist": ivf_cells(n), "m": pq_codes(dim), "bits": PQ_BITS, "train_rows": training_rows(n), "seed": 0}
+    return {"links": links, "ef_construction": HNSW_EF_CONSTRUCTION} if kind == "hnsw" else {}
 
 
 def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, seed: int = 0,
@@ -200,7 +178,7 @@ def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, see
     per vector; ivfpq trained on ``sample`` (``training_sample``'s rows: required; a single vector's is flat)."""
     import faiss
 
-    if checked_kind(kind) == "flat" or kind == "ivfpq" and n < 2:
+    if kind == "flat" or kind == "ivfpq" and n < 2:
         return faiss.IndexFlatIP(dim)
     if kind == "hnsw":
         index = faiss.IndexHNSWFlat(dim, links, faiss.METRIC_INNER_PRODUCT)
@@ -216,7 +194,7 @@ def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, see
     index.cp.min_points_per_centroid = min(MIN_POINTS, len(sample) // nlist)
     index.pq.cp.min_points_per_centroid = min(MIN_POINTS, len(sample) // (1 << bits))
     index.train(sample)
-    index.nprobe = nprobe_for(nlist)
+    index.nprobe = min(nlist, max(MIN_NPROBE, nlist // NPROBE_SHARE))  # kept in the index's file
     return index
 
 
@@ -318,30 +296,6 @@ def _stamped(folder: str | Path, stamp: dict) -> bool:
     return meta == {"format": FORMAT, "stamp": json.loads(json.dumps(stamp))}
 
 
-def save_index(index: faiss.Index, folder: str | Path, stamp: dict) -> Path:
-    import faiss
-
-    return _save_entry(folder, stamp, {INDEX_FILE: lambda path: faiss.write_index(index, str(path))})
-
-
-def load_index(folder: str | Path, stamp: dict, shape: tuple[int, int] | None = None) -> faiss.Index | None:
-    """The index ``save_index`` wrote to ``folder`` under exactly ``stamp`` (holding ``shape`` (N, d) vectors when
-    given); None when there is none, another stamp, or a file FAISS cannot read."""
-    import faiss
-
-    if not _stamped(folder, stamp):
-        return None
-    try:
-        index = faiss.read_index(str(Path(folder) / INDEX_FILE))
-    except (OSError, RuntimeError):  # unreadable or torn: build again
-        return None
-    if shape is not None and (index.ntotal, index.d) != tuple(shape):
-        return None
-    if isinstance(index, faiss.IndexIVFPQ):
-        index.nprobe = nprobe_for(index.nlist)
-    return index
-
-
 @dataclass
 class SavedIndex:
     """Where an index of one model's vectors of one corpus is kept under ``root`` (the lab's cache), used again only
@@ -359,15 +313,23 @@ class SavedIndex:
 
     def load_or_build(self, kind: str, parameters: dict, build: Callable[[], faiss.Index],
                       shape: tuple[int, int] | None = None) -> faiss.Index:
-        """The saved index of ``kind`` (of ``shape`` vectors when given), else ``build()``'s, saved when it can be."""
+        """The index saved under exactly this stamp (of ``shape`` vectors when given), else ``build()``'s, saved when it
+        can be; an entry FAISS cannot read (torn) or of another shape is built again."""
+        import faiss
+
         stamp = {"use": self.use, "model": self.model, "corpus": self.corpus, "count": self.count, "kind": kind,
                  "parameters": parameters, **({"shape": list(shape)} if shape is not None else {})}
-        index = load_index(self.folder(kind), stamp, shape)
+        folder, index = self.folder(kind), None
+        if _stamped(folder, stamp):
+            with contextlib.suppress(OSError, RuntimeError):
+                index = faiss.read_index(str(folder / INDEX_FILE))
+        if index is not None and shape is not None and (index.ntotal, index.d) != tuple(shape):
+            index = None
         self.reused = index is not None
         if index is None:
             index = build()
             with contextlib.suppress(OSError):  # a read-only cache still gets a working (in-memory) index
-                save_index(index, self.folder(kind), stamp)
+                _save_entry(folder, stamp, {INDEX_FILE: lambda path: faiss.write_index(index, str(path))})
         return index
 
 
@@ -385,12 +347,6 @@ class SearchIndex:
     def __len__(self) -> int:
         return len(self.texts)
 
-    @classmethod
-    def build(cls, model, texts: Sequence[str], progress: Progress | None = None, batch_size: int = 256,
-              flat_limit: int = FLAT_LIMIT) -> "SearchIndex":
-        """``load_or_build`` kept nowhere: exact up to ``flat_limit`` texts, HNSW above."""
-        return load_or_build(model, texts, None, progress, flat_limit=flat_limit, batch_size=batch_size)
-
     def search(self, query: str | Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         """The ``k`` most similar corpus texts of each query (a single string too), best first, as (text, cosine)."""
         queries = [query] if isinstance(query, str) else list(query)
@@ -404,15 +360,15 @@ class SearchIndex:
 
 
 def load_or_build(model, texts: Sequence[str], cache_dir: str | Path | None, progress: Progress | None = None,
-                  kind: str | None = None, flat_limit: int = FLAT_LIMIT, batch_size: int = 256,
-                  encode: UnitEncoder | None = None) -> SearchIndex:
-    """The ``SearchIndex`` of ``texts`` in an index of ``kind`` (default: exact up to ``flat_limit`` texts, HNSW
+                  kind: str | None = None, batch_size: int = 256, encode: UnitEncoder | None = None) -> SearchIndex:
+    """The ``SearchIndex`` of ``texts`` in an index of ``kind`` (default: exact up to ``FLAT_LIMIT`` texts, HNSW
     above), its vectors tower 1's unit rows or ``encode(texts, progress)``'s: the one kept in ``cache_dir`` for this
-    model, corpus and kind, else built and kept there when it can be. A model nothing identifies is kept nowhere."""
+    model, corpus and kind, else built and kept there when it can be (``cache_dir`` None: kept nowhere). A model
+    nothing identifies is kept nowhere."""
     texts = list(texts)
     if not texts:
         raise ValueError("nothing to index: the corpus has no questions")
-    kind = checked_kind(kind or ("flat" if len(texts) <= flat_limit else "hnsw"))
+    kind = kind or ("flat" if len(texts) <= FLAT_LIMIT else "hnsw")
     identity = model_identity(model) if cache_dir is not None else None
     store = SavedIndex(cache_dir, identity, fingerprint(texts), len(texts), "search") if identity else None
     dim = int(getattr(model, "embedding_dim", 0) or 1)  # what the ivfpq parameters need; the model fixes it
@@ -458,10 +414,9 @@ class VectorCache:
     def stamp(model_key: str, corpus: str, count: int) -> dict:
         return {"use": "corpus vectors", "model": model_key, "corpus": corpus, "count": count}
 
-    def load(self, model_key: str, texts: Sequence[str], corpus: str | None = None) -> CorpusVectors | None:
-        """The vectors saved for ``texts`` under ``model_key``: None unless the stamp matches and every array is
-        (N, d) float32 finite unit rows. ``corpus``: the texts' fingerprint when the caller has it."""
-        corpus = corpus or fingerprint(texts)
+    def load(self, model_key: str, texts: Sequence[str], corpus: str) -> CorpusVectors | None:
+        """The vectors saved for ``texts`` (``corpus``: their fingerprint) under ``model_key``: None unless the stamp
+        matches and every array is (N, d) float32 finite unit rows."""
         folder = self.folder(model_key, corpus)
         if not _stamped(folder, self.stamp(model_key, corpus, len(texts))):
             return None
@@ -475,9 +430,9 @@ class VectorCache:
             return None
         return CorpusVectors(arrays[0], arrays[1] if len(arrays) > 1 else None, reused=True)
 
-    def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str | None = None) -> None:
-        """Keep ``vectors`` of ``texts`` for the next run, when the cache can be written."""
-        corpus = corpus or fingerprint(texts)
+    def save(self, model_key: str, texts: Sequence[str], vectors: CorpusVectors, corpus: str) -> None:
+        """Keep ``vectors`` of ``texts`` (``corpus``: their fingerprint) for the next run, when the cache can be
+        written."""
         arrays = {SECOND: vectors.second, **({} if vectors.first is None else {FIRST: vectors.first})}
         writers = {name: lambda path, rows=rows: np.save(path, np.ascontiguousarray(rows), allow_pickle=False)
                    for name, rows in arrays.items()}

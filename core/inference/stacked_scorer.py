@@ -22,27 +22,15 @@ HELD_OUT_SHARE = 0.2  # of the training pairs, kept from the fit to pick thresho
 _WORD = re.compile(r"\w+")
 
 
-def words(text: str) -> list[str]:
-    """The words of ``text``: runs of letters, digits and underscores, lower-cased."""
-    return _WORD.findall(str(text).lower())
-
-
-def word_jaccard(first: str, second: str) -> float:
-    """|shared words| / |words of either|, over distinct words; two questions without words overlap fully."""
-    a, b = set(words(first)), set(words(second))
-    return len(a & b) / len(a | b) if a | b else 1.0
-
-
-def length_ratio(first: str, second: str) -> float:
-    """The shorter question's length over the longer one's, in words; 1 when neither has a word."""
-    a, b = len(words(first)), len(words(second))
-    return min(a, b) / max(a, b) if max(a, b) else 1.0
-
-
 def lexical_features(first: Sequence[str], second: Sequence[str]) -> np.ndarray:
-    """(N, 2): each pair's ``word_jaccard`` and ``length_ratio``."""
-    return np.array([(word_jaccard(a, b), length_ratio(a, b)) for a, b in zip(first, second)],
-                    dtype=np.float64).reshape(-1, 2)
+    """(N, 2): each pair's word-set Jaccard (|shared| / |either|) and the shorter question's length over the longer
+    one's, both 1 for two questions without words; words are runs of letters, digits and underscores, lower-cased."""
+    rows = []
+    for a, b in zip(first, second):
+        a, b = _WORD.findall(str(a).lower()), _WORD.findall(str(b).lower())
+        either, shorter, longer = set(a) | set(b), min(len(a), len(b)), max(len(a), len(b))
+        rows.append((len(set(a) & set(b)) / len(either) if either else 1.0, shorter / longer if longer else 1.0))
+    return np.array(rows, dtype=np.float64).reshape(-1, 2)
 
 
 class StackedScorer:
@@ -106,14 +94,6 @@ def split_for_thresholds(pairs):
             pairs.iloc[np.sort(order[:held])].reset_index(drop=True))
 
 
-def description(parent_name: str, pairs: int, data: str) -> dict:
-    """The model card's lines of a stacked scorer over the encoder named ``parent_name``."""
-    return {"what": f"logistic regression on {parent_name}'s cosine, TF-IDF cosine, word overlap and length ratio, "
-                    f"fitted on {pairs:,} pairs of {data}",
-            "cost_per_pair": f"{parent_name}'s encoding of both questions plus microseconds (TF-IDF, two word sets, "
-                             "four multiplications)"}
-
-
 def is_stacked(source: str | Path) -> bool:
     """Whether a ``--model`` value is a folder holding a stacked scorer."""
     return folder_of_type(source, STACKED)
@@ -161,13 +141,10 @@ def load_stacked(source: str | Path, device: str = "cpu") -> tuple[StackedScorer
 def stack_and_calibrate(encoder, train, data: str, val=None, val_data: str = "", progress=None):
     """(scorer, ``FileCalibration``, fit record) of a ``StackedScorer`` over ``encoder`` fitted on ``train`` (the file
     named ``data``), its thresholds picked on ``val`` when given, else on the seeded share of ``train`` the fit did
-    not see; ValueError (``stacking_problem``) when the pairs cannot do it."""
+    not see (``stacking_problem`` says first whether the pairs can do it)."""
     from core.inference.calibration import calibrate_on
     from core.inference.metrics import scorer_scores
 
-    problem = stacking_problem(train, data, val, val_data)
-    if problem:
-        raise ValueError(problem)
     fit, held = (train, val) if val is not None else split_for_thresholds(train)
     scorer = fit_stacked(encoder, fit, scorer_scores(encoder, fit, progress=progress))
     where = val_data if val is not None else f"{data} (held out)"
@@ -191,5 +168,8 @@ def stacking_problem(train, data: str, val=None, val_data: str = "") -> str:
 
 def stacked_config(scorer: StackedScorer, fit: dict, parent_name: str) -> dict:
     """The fields of a stacked folder's config.json beyond a calibrated copy's (``save_calibrated``'s base)."""
-    return {"model_type": STACKED, STACKED_KEY: {**scorer.record(), "fit": fit},
-            "model_card": description(parent_name, fit["pairs"], fit["data"])}
+    card = {"what": f"logistic regression on {parent_name}'s cosine, TF-IDF cosine, word overlap and length ratio, "
+                    f"fitted on {fit['pairs']:,} pairs of {fit['data']}",
+            "cost_per_pair": f"{parent_name}'s encoding of both questions plus microseconds (TF-IDF, two word sets, "
+                             "four multiplications)"}
+    return {"model_type": STACKED, STACKED_KEY: {**scorer.record(), "fit": fit}, "model_card": card}

@@ -4,6 +4,7 @@ calibration file's questions, so its thresholds hold elsewhere; plain ``tfidf`` 
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -24,12 +25,9 @@ class TfidfScorer:
 
     model_type = TFIDF
 
-    def __init__(self, vectorizer=None):
-        self.vectorizer = vectorizer  # a fitted TfidfVectorizer, or None; one with no vocabulary scores 0
-
-    @property
-    def fitted(self) -> bool:
-        return self.vectorizer is not None
+    def __init__(self, vectorizer=None, fitted: bool = False):
+        self.vectorizer = vectorizer  # a fitted TfidfVectorizer; None for no fit, or a fit without a word (scores 0)
+        self.fitted = fitted or vectorizer is not None
 
     @classmethod
     def fit(cls, texts: Sequence[str]) -> "TfidfScorer":
@@ -40,7 +38,7 @@ class TfidfScorer:
         try:
             vectorizer.fit([str(text) for text in texts])
         except ValueError:  # no text holds a word
-            return cls(_EmptyFit())
+            return cls(fitted=True)
         return cls(vectorizer)
 
     @classmethod
@@ -48,8 +46,7 @@ class TfidfScorer:
         """``fit`` on all the chunks' texts, counted a chunk at a time: the texts never sit in memory at once."""
         from sklearn.feature_extraction.text import CountVectorizer
 
-        frequencies: dict[str, int] = {}
-        documents = 0
+        frequencies, documents = Counter(), 0
         for texts in chunks:
             texts = [str(text) for text in texts]
             documents += len(texts)
@@ -58,9 +55,8 @@ class TfidfScorer:
                 present = counter.fit_transform(texts)
             except ValueError:  # no word in this chunk
                 continue
-            counts = np.asarray(present.sum(axis=0)).ravel()
-            for word, count in zip(counter.get_feature_names_out().tolist(), counts.tolist()):
-                frequencies[word] = frequencies.get(word, 0) + int(count)
+            frequencies.update(dict(zip(counter.get_feature_names_out().tolist(),
+                                        np.asarray(present.sum(axis=0)).ravel().tolist())))
         words = sorted(frequencies)
         df = np.array([frequencies[w] for w in words], dtype=np.float64)
         # scikit-learn's smoothed IDF, as TfidfTransformer.fit computes it: ln((1 + n) / (1 + df)) + 1
@@ -71,7 +67,7 @@ class TfidfScorer:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         if not words:
-            return cls(_EmptyFit())
+            return cls(fitted=True)
         vectorizer = TfidfVectorizer(vocabulary={word: index for index, word in enumerate(words)})
         vectorizer.idf_ = np.asarray(idf, dtype=np.float64)
         return cls(vectorizer)
@@ -81,14 +77,14 @@ class TfidfScorer:
         first, second = [str(t) for t in first], [str(t) for t in second]
         if not self.fitted:
             return TfidfScorer.fit(first + second).score_pairs(first, second)
-        if isinstance(self.vectorizer, _EmptyFit) or not first:
+        if self.vectorizer is None or not first:
             return np.zeros(len(first))
         a, b = self.vectorizer.transform(first), self.vectorizer.transform(second)  # rows of unit length
         return np.asarray(a.multiply(b).sum(axis=1), dtype=np.float64).ravel()
 
     def to_dict(self) -> dict:
         """The fit as JSON: ``{"vocabulary": [words in column order], "idf": [weights]}``."""
-        if not self.fitted or isinstance(self.vectorizer, _EmptyFit):
+        if self.vectorizer is None:
             return {"vocabulary": [], "idf": []}
         return {"vocabulary": self.vectorizer.get_feature_names_out().tolist(),
                 "idf": self.vectorizer.idf_.tolist()}
@@ -107,10 +103,6 @@ class TfidfScorer:
         if not np.isfinite(weights).all() or (weights < 1.0).any():
             raise ValueError(f"{where}: every IDF weight must be a finite number of at least 1")
         return cls.from_weights(words, weights)
-
-
-class _EmptyFit:
-    """A fit on texts that hold no word: every pair scores 0."""
 
 
 def fit_on_file(source: str | Path, columns: dict[str, str] | None = None,

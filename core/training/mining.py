@@ -78,7 +78,7 @@ def candidate_pairs(questions: list[str], model, k: int = 2, progress: Progress 
 def _indexed(model, texts: list[str], progress: Progress | None):
     """``texts`` encoded once into ``core.inference.search``'s FAISS index, and their (Q, d) unit vectors read
     back from it (the index holds the only copy)."""
-    from core.inference.search import SearchIndex
+    from core.inference.search import load_or_build
 
-    index = SearchIndex.build(model, texts, progress=progress).index
+    index = load_or_build(model, texts, None, progress).index
     return index, index.reconstruct_n(0, len(texts))
