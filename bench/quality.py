@@ -206,25 +206,15 @@ def with_mined_negatives(train, per_pair: int):
 
 
 def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int = 0, teacher_pairs: int = 0) -> list[dict]:
-    """Augmented SBERT (core.training.distillation) on the MiniLM lever budget: the cross-encoder teacher trained
-    on the budget's gold pairs (or the first ``teacher_pairs`` training pairs), as a row of its own, then
-    MiniLM distilled from its scores on the budget's gold pairs plus silver pairs (each of their
-    questions with its nearest other one under zero-shot MiniLM). The distilled row's time is the whole
-    chain: teacher training, mining, teacher scoring, student."""
+    """Augmented SBERT as the `augmented` preset does it (core.training.distillation), on the MiniLM lever budget:
+    the cross-encoder teacher trained on the budget's gold pairs (or the first ``teacher_pairs`` training pairs), as
+    a row of its own, then MiniLM trained on the gold pairs plus silver pairs of their questions (neighbours under
+    zero-shot MiniLM and random ones) labelled by the teacher at its calibrated threshold. The student row's time is
+    the whole chain: teacher training, mining, labelling, student."""
     import pandas as pd
 
     from core.data import corpus_questions
-    from core.losses.similarity import pair_similarity
-    from core.training.distillation import teacher_labelled
-
-    # The pairs' labels are the teacher's scores: each cosine regresses on its own (Sentence-BERT's regression
-    # objective, sentence-transformers' CosineSimilarityLoss; Thakur et al., 2021, "Augmented SBERT").
-    class ScoreRegressionObjective:
-        batch_kind = "labelled"
-
-        def __call__(self, v1, v2, labels, negatives=None):
-            return (pair_similarity(v1, v2) - labels.to(v1.dtype)).square().mean()
-    from core.training.mining import candidate_pairs
+    from core.training.distillation import silver_labels, silver_pairs
 
     budget = BUDGETS["minilm"][1 if quick else 0]
     gold = splits.train.iloc[: budget["rows"]].reset_index(drop=True)
@@ -247,16 +237,15 @@ def teacher_rows(splits: Splits, test, unseen, quick: bool, validate_every: int 
 
     started = time.perf_counter()
     miner, _ = load_model("minilm")
-    silver = candidate_pairs(corpus_questions(gold), miner, k=1)
-    known = set(zip(gold["question1"], gold["question2"])) | set(zip(gold["question2"], gold["question1"]))
-    silver = silver[[pair not in known for pair in zip(silver["question1"], silver["question2"])]]
-    targets = teacher_labelled(teacher, pd.concat([gold[["question1", "question2"]], silver], ignore_index=True))
+    silver = silver_pairs(corpus_questions(gold), miner, gold, limit=len(gold))
+    columns = ["question1", "question2", "is_duplicate"]
+    silver = silver.assign(is_duplicate=silver_labels(teacher, silver, threshold))[columns]
     labelling = time.perf_counter() - started
-    print(f"  {len(silver):,} silver pairs mined; gold + silver scored by the teacher in {labelling:.0f} s "
-          f"(mean score {targets['is_duplicate'].mean():.3f})", flush=True)
+    print(f"  {len(silver):,} silver pairs mined and labelled in {labelling:.0f} s "
+          f"({silver['is_duplicate'].mean():.1%} called duplicates)", flush=True)
     spec = budget_spec("minilm", "contrastive", budget, quick, validate_every)
-    row = train_and_score("minilm / distilled from the teacher (gold + silver)", spec,
-                          Splits(targets, val, splits.test[:0]), test, unseen, objective=ScoreRegressionObjective())
+    row = train_and_score("minilm / gold + the teacher's silver pairs", spec,
+                          Splits(pd.concat([gold[columns], silver], ignore_index=True), val, splits.test[:0]), test, unseen)
     row.update(student_seconds=row["train_seconds"], teacher_seconds=round(fit.outcome.seconds, 1),
                labelling_seconds=round(labelling, 1), silver_pairs=len(silver),
                train_seconds=round(row["train_seconds"] + fit.outcome.seconds + labelling, 1))
@@ -292,7 +281,7 @@ SAVE_ROOT: Path | None = None  # --save-models: where each trained row's model f
 NOT_IMPLIED: np.ndarray | None = None  # (test pairs,) False where the training labels imply the pair
 
 
-def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen, objective=None) -> dict:
+def train_and_score(name: str, spec: RunSpec, splits: Splits, test, unseen) -> dict:
     out_dir = None
     if SAVE_ROOT is not None:
         out_dir = SAVE_ROOT / "".join(c if c.isalnum() or c in "-+." else "_" for c in name).strip("_")
