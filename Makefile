@@ -20,9 +20,9 @@ run: $(STAMP)
 browser:
 	@bash scripts/ensure_chromium.sh
 
-# Two workers (pytest-xdist), one per core: tests that wait (a browser, a subprocess) leave the other core to the
-# rest. The browser tests and the Ray tests each stay on one worker (tests/conftest.py).
-XDIST := -n 2 --dist loadgroup
+# Two workers (pytest-xdist), one per core: while one test waits (a browser, a subprocess) the other core runs the
+# rest. A file's tests stay on one worker, so its module fixtures are made once.
+XDIST := -n 2 --dist loadfile
 
 test: $(STAMP) browser
 	$(PY) -m pytest -q $(XDIST)

@@ -145,12 +145,8 @@ def chromium():
 
 
 def pytest_collection_modifyitems(items):
-    """Under ``-n 2 --dist loadgroup`` (``make test``): a module's tests run on one worker, so its module fixtures
-    are made once; the browser tests (one Streamlit server) and the Ray tests (one local cluster) each form one
-    group; the browser group, the longest, goes first so that the other worker takes the rest meanwhile."""
-    for item in items:
-        kind = next((kind for kind in ("browser", "ray") if item.get_closest_marker(kind)), None)
-        item.add_marker(pytest.mark.xdist_group(kind or item.module.__name__))
+    """The browser tests first: under ``make test``'s two workers (``--dist loadfile``: a file's tests on one worker,
+    so its module fixtures are made once) the longest files start first and the rest fill in beside them."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is None)
 
 
