@@ -257,8 +257,7 @@ def test_a_parquet_corpus_is_read_by_its_column_names(tmp_path):
                                                                           "Is it hot, really?"]})))
     questions, report = load_questions(path)
     assert questions == ["How do I cook rice?", "Is it hot, really?"]
-    assert (report.shape, report.file_format, report.columns, report.source) == ("column", "parquet", ["Text"],
-                                                                                   "corpus.parquet")
+    assert (report.shape, report.columns, report.source) == ("column", ["Text"], "corpus.parquet")
     assert report.rows_read == 4 and report.dropped == {"empty question": 2}
     assert report.examples == [(2, "empty question"), (3, "empty question")]  # row numbers, from 1
     pairs = parquet_bytes(pd.DataFrame({"question1": ["A", "B", "C"], "question2": ["B", "", "A"],

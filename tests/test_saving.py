@@ -241,10 +241,10 @@ def _edit_config(folder, edit):
     (lambda c: c["model_config"].update(hidden_size=-4), "must not be negative"),
     (lambda c: c["model_config"].update(vocab_size=10**12), "implausibly large"),
     (lambda c: c["model_config"].update(dropout=-0.5), "out of range"),
-    (lambda c: c["model_config"].update(pooling="avg"), "pooling must be one of 'mean', 'max', 'mean\\+max'"),
+    (lambda c: c["model_config"].update(pooling="avg"), "pooling must be one of mean, max, mean\\+max"),
     (lambda c: c["model_config"].update(pooling=["max"]), "pooling must be str"),
     (lambda c: c["model_config"].update(tokens="x" * 10_000),
-     "tokens must be one of 'words', 'wordpiece', got 'x{79}$"),  # a long value is cut in the message
+     "tokens must be one of words, wordpiece, got 'x{79}$"),  # a long value is cut in the message
     (lambda c: c["model_config"].update(init_embeddings=None), "init_embeddings must be str"),
     (lambda c: c["model_config"].update(tokens="wordpiece"), "tokens 'wordpiece' but the tokenizer is a word"),
     (lambda c: c.update(model_config=[1, 2]), "model_config must be a mapping"),

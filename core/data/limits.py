@@ -225,17 +225,16 @@ def open_source(source, limit: int) -> tuple[str, Callable[[], BinaryIO]]:
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if check_regular_file(path) > limit:
-            with _open_file(path) as raw:
+            with _file_call(open, path, "rb") as raw:
                 if raw.read(2) != GZIP_MAGIC:  # plain text: its size says it all, without reading it
                     raise over_input_limit(path.name, limit, compressed=False)
-        return path.name, lambda: _open_file(path)
+        return path.name, lambda: _file_call(open, path, "rb")
     if hasattr(source, "read"):
         # An upload, perhaps read for a preview: from its start, once, within the limit (gzip only grows).
         if hasattr(source, "seek"):
             with suppress(OSError, ValueError):
                 source.seek(0)
-        content = source.read(limit + 1)
-        content = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+        content = bytes(source.read(limit + 1))
         name = getattr(source, "name", None)
         name = Path(name).name if isinstance(name, str) and name else UPLOAD_NAME
         if len(content) > limit:
@@ -252,10 +251,6 @@ def check_regular_file(path: Path) -> int:
     if not stat.S_ISREG(info.st_mode):
         raise DataError(f"{path} is not a regular file (a pipe, socket or device); save the data to a file")
     return info.st_size
-
-
-def _open_file(path: Path) -> BinaryIO:
-    return _file_call(open, path, "rb")
 
 
 def _file_call(call, path: Path, *args):

@@ -38,7 +38,6 @@ class QuestionsReport:
     examples: list[tuple[int, str]]  # first MAX_EXAMPLES (line number, reason)
     encoding: str = "utf-8"
     warnings: list[str] = field(default_factory=list)
-    file_format: str = "text"  # "text" (plain lines, CSV or TSV) or "parquet"
 
     def summary(self) -> str:
         unit = "lines" if self.shape == LINES else "rows"
@@ -182,9 +181,7 @@ def _parquet(data: bytes, name: str, max_bytes: int | None) -> tuple[list[str], 
     except Exception as error:  # noqa: BLE001 - a column that cannot be text (a list, a struct) says why
         raise DataError(f"could not read the column(s) {', '.join(columns)} of {name} as text: {error}") from None
     grid = np.array(texts, dtype=object).T.reshape(-1, len(columns))
-    questions, report = _grid_report(grid, name, shape, columns, "", _NONE, first_line=1)
-    report.file_format = "parquet"
-    return questions, report
+    return _grid_report(grid, name, shape, columns, "", _NONE, first_line=1)
 
 
 def _columns(text: str, name: str, shape: str, delimiter: str, header: list[str],

@@ -358,32 +358,28 @@ class PairReader:
             stream.close()
 
     def __iter__(self) -> Iterator[PairChunk]:
-        """The chunks; ``_Reencoded`` when the text turns out not to be UTF-8 after some were given (never with
-        ``all_text``, whose first pass settled the encoding): the caller reads again."""
+        """The chunks; ``_Reencoded`` when the text turns out not to be UTF-8 (never with ``all_text``, whose first
+        pass settled the encoding): the caller reads again."""
         dtype, start, skipped_so_far, done = (str if self._all_text else None), 0, [], 0  # done: chunks yielded
         while True:
-            try:
-                for number, (frame, skipped) in enumerate(self._parse(dtype)):
-                    if number < done:  # yielded before the restart below: same records, same chunks
-                        continue
-                    if dtype is None and not all(pd.api.types.is_string_dtype(frame.iloc[:, position])
-                                                 for position in self._text_questions):
-                        break
-                    rows = frame.iloc[self._header_rows:] if number == 0 else frame  # the header, if any
-                    skipped_so_far.extend(skipped)
-                    yield self._chunk(rows, start, np.unique(np.asarray(skipped, dtype=np.int64)),
-                                      np.unique(np.asarray(skipped_so_far, dtype=np.int64)))
-                    start += len(rows)
-                    done += 1
-                else:
-                    return
-                # pandas typed questions as numbers ("007" -> 7): only a text parse keeps them verbatim. Asking for
-                # text up front costs a slower parse and this is rare, so this case parses again, skipping the
-                # chunks already given (chunks are cut by records, whatever the types).
-                dtype = self._text_questions
-            except _Reencoded:
-                if done:
-                    raise
+            for number, (frame, skipped) in enumerate(self._parse(dtype)):
+                if number < done:  # yielded before the restart below: same records, same chunks
+                    continue
+                if dtype is None and not all(pd.api.types.is_string_dtype(frame.iloc[:, position])
+                                             for position in self._text_questions):
+                    break
+                rows = frame.iloc[self._header_rows:] if number == 0 else frame  # the header, if any
+                skipped_so_far.extend(skipped)
+                yield self._chunk(rows, start, np.unique(np.asarray(skipped, dtype=np.int64)),
+                                  np.unique(np.asarray(skipped_so_far, dtype=np.int64)))
+                start += len(rows)
+                done += 1
+            else:
+                return
+            # pandas typed questions as numbers ("007" -> 7): only a text parse keeps them verbatim. Asking for text
+            # up front makes pandas' parse several times slower and this is rare, so this case parses again, skipping
+            # the chunks already given (chunks are cut by records, whatever the types).
+            dtype = self._text_questions
 
     def _chunk(self, rows: pd.DataFrame, start: int, skipped: np.ndarray, skipped_so_far: np.ndarray) -> PairChunk:
         positions = self.head.positions
@@ -442,7 +438,7 @@ def load_pairs(
         try:
             tally, question1, question2, labels, label_readable, skipped, group = _read(reader, max_rows)
             break
-        except _Reencoded:  # not UTF-8 after the first chunk: the whole file again, in the one encoding found
+        except _Reencoded:  # not UTF-8: the whole file again, in the one encoding found
             continue
     head, name = reader.head, reader.head.name
     if len(question1) == 0 and not skipped.size:

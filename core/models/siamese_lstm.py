@@ -54,7 +54,7 @@ class SiameseLSTMConfig:
             choices = setting.metadata.get("choices")
             if choices and getattr(self, setting.name) not in choices:
                 raise ValueError(f"{setting.name} must be one of {', '.join(choices)}, "
-                                 f"got {getattr(self, setting.name)!r}")
+                                 f"got {getattr(self, setting.name)!r:.80}")
         if self.init_embeddings == "minilm" and self.embedding_dim > MINILM_WIDTH:
             raise ValueError(f"init_embeddings minilm gives at most {MINILM_WIDTH} dimensions (MiniLM's width), "
                              f"but embedding_dim is {self.embedding_dim}")

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import stat
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,20 +78,29 @@ CURVE_MAX_POINTS = 10_000  # validations in training.validation_curve (a 1 MiB c
 
 def save_model(model, folder: str | Path, metadata: dict | None = None) -> Path:
     """Write ``model`` (weights, tokenizer, config + ``metadata``) to ``folder`` with ``write_folder_atomically``."""
-    config = {"format": FORMAT, "format_version": FORMAT_VERSION, "model_type": model.model_type,
-              "model_config": model.config_dict(), "tokenizer": model.tokenizer.to_dict(),
-              "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **(metadata or {})}
     weights = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
 
     def write(temp: Path) -> None:
         save_file(weights, str(temp / WEIGHTS_FILE))
         model.tokenizer.save(temp)
-        # config.json last: a folder with a config is a folder whose other files are complete.
-        (temp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=_json_default), encoding="utf-8")
-        # safetensors creates its file 0600; give it the mode the other files got (0666 less the umask).
-        os.chmod(temp / WEIGHTS_FILE, stat.S_IMODE(os.stat(temp / CONFIG_FILE).st_mode))
 
-    return write_folder_atomically(Path(folder), write)
+    _save_folder(folder, {"model_type": model.model_type, "model_config": model.config_dict(),
+                          "tokenizer": model.tokenizer.to_dict(), **(metadata or {})}, write)
+    return Path(folder)
+
+
+def _save_folder(folder: str | Path, config: dict, write) -> dict:
+    """``write(temp)``, then config.json (the format, the time, ``config``) last: a folder with a config is a folder
+    whose other files are complete; all put in place by ``write_folder_atomically``. Returns the config."""
+    config = {"format": FORMAT, "format_version": FORMAT_VERSION,
+              "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **config}
+
+    def write_all(temp: Path) -> None:
+        write(temp)
+        (temp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=_json_default), encoding="utf-8")
+
+    write_folder_atomically(Path(folder), write_all)
+    return config
 
 
 # What a calibrated copy does not take over from the config of the model it copies: what the copy says anew.
@@ -106,18 +114,14 @@ def save_calibrated(folder: str | Path, base: Mapping, parent: dict, calibrated,
     what the copy says anew, then its name, the thresholds and record of ``calibrated`` (a ``Calibrated``),
     ``parent`` (``calibrated_from``) and ``record``; a TF-IDF fit (``tfidf``) beside it. Returns its config."""
     inherited = {key: value for key, value in base.items() if key not in _NOT_INHERITED}
-    config = {"format": FORMAT, "format_version": FORMAT_VERSION, **inherited, "name": Path(folder).name,
-              "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "thresholds": dict(calibrated.thresholds), CALIBRATED_FROM: dict(parent),
-              CALIBRATION: dict(calibrated.record()), **(record or {})}
 
     def write(temp: Path) -> None:
         if tfidf is not None:
             (temp / TFIDF_FILE).write_text(json.dumps(tfidf), encoding="utf-8")
-        (temp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=_json_default), encoding="utf-8")
 
-    write_folder_atomically(Path(folder), write)
-    return config
+    return _save_folder(folder, {**inherited, "name": Path(folder).name, "thresholds": dict(calibrated.thresholds),
+                                 CALIBRATED_FROM: dict(parent), CALIBRATION: dict(calibrated.record()), **(record or {})},
+                        write)
 
 
 def _json_default(value):
@@ -213,10 +217,6 @@ def _check_field(cls_name: str, field: dataclasses.Field, value):
         ok = isinstance(value, kind)
     if not ok:
         raise ModelLoadError(f"{cls_name}.{field.name} must be {kind.__name__}, got {value!r:.80}")
-    choices = field.metadata.get("choices")  # a setting of named values (e.g. the LSTM's pooling)
-    if choices and value not in choices:
-        raise ModelLoadError(f"{cls_name}.{field.name} must be one of {', '.join(map(repr, choices))}, "
-                             f"got {value!r:.80}")
     if kind is int and value < 0:
         raise ModelLoadError(f"{cls_name}.{field.name} must not be negative, got {value}")
     limit = min(INT_FIELD_MAX, field.metadata.get("max", INT_FIELD_MAX))
@@ -227,8 +227,8 @@ def _check_field(cls_name: str, field: dataclasses.Field, value):
 
 
 def config_from_dict(cls, values: dict):
-    """Build a model config dataclass from stored JSON, refusing unknown fields, wrong types and values
-    outside a field's ``choices``; a field the JSON lacks (a folder saved before it existed) takes its default."""
+    """Build a model config dataclass from stored JSON, refusing unknown fields, wrong types and what the class
+    itself refuses; a field the JSON lacks (a folder saved before it existed) takes its default."""
     if not isinstance(values, dict):
         raise ModelLoadError(f"{cls.__name__} must be a JSON object")
     fields = {f.name: f for f in dataclasses.fields(cls)}

@@ -88,10 +88,8 @@ class FileClaim(AbstractContextManager):
                 self._place(target, temp)
             for folder in {target.parent for target in self._temps}:
                 fsync_folder(folder)
-        except BaseException:
-            self._finish()
-            raise
-        self._finish()
+        finally:
+            self.abandon()
 
     def _place(self, target: Path, temp: Path) -> None:
         mode = _mode(target)
@@ -111,12 +109,8 @@ class FileClaim(AbstractContextManager):
         self._placed.append(target)
 
     def abandon(self) -> None:
-        """Remove the temporaries; the targets keep what they held."""
-        self._finish()
-
-    def _finish(self) -> None:
-        """Close every descriptor and remove the temporaries; on a failed commit without ``overwrite``, the
-        targets already placed too (they were nothing before, and the claim as a whole failed)."""
+        """Close every descriptor and remove the temporaries (the targets keep what they held); on a failed commit
+        without ``overwrite``, the targets already placed too (they were nothing before, and the claim failed)."""
         if self._done:
             return
         self._done = True
