@@ -159,7 +159,7 @@ def main() -> None:
     data = duplicates.head(n_pairs)
     folder = str(minilm_folder())
     objective = Objective(LossConfig("softmax", scale=20.0))
-    config = TrainConfig(epochs=1, batch_size=BATCH, lr=LR, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+    config = TrainConfig(epochs=1, batch_size=BATCH, lr=LR, weight_decay=0.0, warmup_ratio=0.1,
                          grad_clip=1.0, seed=SEED, device="cpu", patience=0)
     tmp = tempfile.mkdtemp(prefix="bench_st_")
     facts: dict = {}

@@ -100,7 +100,7 @@ def main() -> None:
         return model
 
     def config(batch: int, compiled: bool) -> TrainConfig:
-        return TrainConfig(epochs=1, batch_size=batch, lr=LR, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+        return TrainConfig(epochs=1, batch_size=batch, lr=LR, weight_decay=0.0, warmup_ratio=0.1,
                            grad_clip=1.0, seed=SEED, device="cuda", precision=args.precision, compile=compiled,
                            patience=0, max_steps=warm + steps)
 

@@ -101,7 +101,7 @@ def main() -> None:
     # Only duplicate pairs reach triplet batches; this many of them make one epoch about `steps` batches.
     subset = pairs[pairs["is_duplicate"] == 1].head(steps * BATCH)
     table = PairTable(subset, model.tokenizer)
-    config = TrainConfig(epochs=1, batch_size=BATCH, lr=2e-3, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+    config = TrainConfig(epochs=1, batch_size=BATCH, lr=2e-3, weight_decay=0.0, warmup_ratio=0.1,
                          grad_clip=1.0, seed=SEED, device="cpu", patience=0)
     objective = Objective(LossConfig("triplet"))
     margin = objective.config.margin
@@ -349,7 +349,7 @@ def tiny_host_overhead(steps: int, rounds: int, quick: bool) -> None:
             return widths
 
     def config(batch: int) -> TrainConfig:
-        return TrainConfig(epochs=1, batch_size=batch, lr=1e-3, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+        return TrainConfig(epochs=1, batch_size=batch, lr=1e-3, weight_decay=0.0, warmup_ratio=0.1,
                            grad_clip=1.0, seed=SEED, device="cpu", patience=0, max_steps=steps,
                            read_loss_every=50)  # CUDA's auto; the CPU's reads every step
 

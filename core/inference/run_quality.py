@@ -159,13 +159,13 @@ def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, grou
     # Imported here: judging a saved run (the model picker) needs neither scikit-learn nor the models.
     from core.data import seeded_sample
     from core.inference.metrics import ranking_metrics
-    from core.inference.tfidf_scorer import tfidf_scores
+    from core.inference.tfidf_scorer import TfidfScorer
 
     labels = val["is_duplicate"].to_numpy()
     if len(set(labels.tolist())) < 2:
         return {}
     rows = seeded_sample(len(val), ZERO_SHOT_MAX_PAIRS, seed)
-    scored = {"tfidf": (np.arange(len(val)), tfidf_scores(val["question1"], val["question2"])),
+    scored = {"tfidf": (np.arange(len(val)), TfidfScorer().score_pairs(val["question1"], val["question2"])),
               "zero_shot": (rows, _zero_shot_scores(val.iloc[rows], progress) if zero_shot is None
                             else np.asarray(zero_shot)[rows])}
     baselines = {}

@@ -34,7 +34,6 @@ class TrainConfig:
     batch_size: int = 64  # pairs per step and process; in-batch losses see all processes' pairs
     lr: float = 1e-3  # peak learning rate, reached after warm-up
     weight_decay: float = 0.0  # AdamW decoupled weight decay
-    optimizer: str = "adamw"  # adam | adamw
     warmup_ratio: float = 0.1  # share of all steps spent warming up linearly; then linear decay to 0
     grad_clip: float = 1.0  # max gradient norm; 0 disables clipping
     seed: int = 0  # weights, batch order and dropout
@@ -259,7 +258,7 @@ class Trainer:
         self.total_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         # fused: all parameters updated in one pass, several times cheaper on the CPU for MiniLM
         fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
-        self._optim = (torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW)(
+        self._optim = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=c.lr, weight_decay=c.weight_decay, **fused)
         self._scheduler = warmup_then_linear_decay(self._optim, self.total_steps, c.warmup_ratio)
         self._scaler = torch.amp.GradScaler(self.device.type, enabled=self._autocast_plan.use_scaler)
