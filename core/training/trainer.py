@@ -241,7 +241,8 @@ class Trainer:
         self._module = distributed.wrap(self.model, self.device, self.context,
                                         gather_outputs=self.objective.batch_kind == "duplicates")
         try:
-            self._autocast_plan = device_autocast_plan(self.device, c.precision)
+            bf16 = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+            self._autocast_plan = autocast_plan(self.device.type, c.precision, bf16)
         except ValueError as error:
             raise TrainingError(str(error)) from None
         self._read_every = c.read_loss_every or (LOSS_READ_EVERY_CUDA if self.device.type == "cuda" else 1)
@@ -442,11 +443,6 @@ def autocast_plan(device_type: str, precision: str, bf16_supported: bool) -> Aut
     if not cuda:
         raise ValueError(f"precision fp16 needs a CUDA device, not {device_type}; use bf16 or fp32 there")
     return AutocastPlan(True, torch.float16, True)
-
-
-def device_autocast_plan(device: torch.device, precision: str) -> AutocastPlan:
-    bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-    return autocast_plan(device.type, precision, bf16)
 
 
 def compile_mode(device_type: str) -> str:
