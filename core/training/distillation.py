@@ -67,8 +67,8 @@ def silver_labels(teacher: CrossEncoder, silver: pd.DataFrame, threshold: float,
         if labels and time.monotonic() >= deadline:
             break
         chunk = silver.iloc[start:start + LABEL_CHUNK]
-        tables = [teacher.tokenizer.encode(chunk[column].astype(str).tolist()) for column in ("question1", "question2")]
-        labels.append(teacher.score_tables(*tables, batch_size=128) >= threshold)
+        scores = teacher.score_pairs(chunk["question1"].astype(str), chunk["question2"].astype(str), batch_size=128)
+        labels.append(scores >= threshold)
         if progress is not None:
             progress(start + len(chunk), len(silver))
     return np.concatenate(labels).astype(np.int64) if labels else np.zeros(0, dtype=np.int64)
