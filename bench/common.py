@@ -145,3 +145,11 @@ def report(name: str, figures: dict) -> None:
 def pairs_above(graph, threshold: float):
     """Every (i, j, cosine) above ``threshold`` that ``graph`` finds, both directions: for measuring recall."""
     return graph.pairs_above(threshold)
+
+
+def neighbourhood_sizes(graph, threshold: float):
+    """(N,) how many rows lie above ``threshold`` of each row of a ``NeighbourGraph``, itself included, capped."""
+    import numpy as np
+
+    sizes, _, graph.capped = graph._neighbourhoods(np.float32(threshold))
+    return sizes[graph.inverse]

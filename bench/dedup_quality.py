@@ -84,8 +84,8 @@ def main() -> None:
 
     from core.data import normalise_questions
     from core.inference.calibration import clustering_threshold
-    from core.inference.dedup import encode_corpus
     from core.inference.dedup_graph import NeighbourGraph
+    from core.inference.search import corpus_vectors
     from core.models import load_model
 
     position = {key: i for i, key in enumerate(normalise_questions(texts))}
@@ -97,7 +97,7 @@ def main() -> None:
 
     model, config = load_model(args.model, device=args.device)
     started = time.perf_counter()
-    vectors, queries = encode_corpus(model, texts)
+    vectors, queries = corpus_vectors(texts, model).for_clustering()
     encode_s = time.perf_counter() - started
     exact = NeighbourGraph(vectors, queries=queries)
     started = time.perf_counter()

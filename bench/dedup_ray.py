@@ -1,5 +1,5 @@
 """Deduplication on Ray against the local path: the first N distinct questions of the shared Quora pairs,
-clustered by ``core.inference`` locally (``encode_corpus``, ``NeighbourGraph``) and with ``--engine ray``'s code
+clustered by ``core.inference`` locally (``corpus_vectors``, ``NeighbourGraph``) and with ``--engine ray``'s code
 (``core.inference.ray_engine``: a local Ray sized to this machine, ``--workers`` encoder actors, the first k-NN
 search in Ray tasks), each side in its own process so that its peak memory is its own.
 
@@ -31,7 +31,8 @@ from itertools import combinations
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import add_ray_corpus_options, peak_rss_mb, ray_corpus_args, setup_torch  # noqa: E402
+from bench.common import add_ray_corpus_options, neighbourhood_sizes, peak_rss_mb, ray_corpus_args  # noqa: E402
+from bench.common import setup_torch  # noqa: E402
 from bench.common import parser as bench_parser  # noqa: E402
 
 
@@ -72,8 +73,8 @@ def run_side(args) -> dict:
     """One side's run (in this process): timings, memory and clusters as JSON-ready values."""
     from bench.dedup_speed import load_corpus
     from core.inference.calibration import clustering_threshold
-    from core.inference.dedup import encode_corpus
     from core.inference.dedup_graph import NeighbourGraph
+    from core.inference.search import corpus_vectors
     from core.models import load_model
 
     setup_torch()
@@ -84,7 +85,7 @@ def run_side(args) -> dict:
     result = {"side": args.side, "questions": len(texts), "threshold": float(threshold)}
     started = time.perf_counter()
     if args.side == "local":
-        vectors, queries = encode_corpus(model, texts)
+        vectors, queries = corpus_vectors(texts, model).for_clustering()
         phases["encode"] = time.perf_counter() - started
         graph = NeighbourGraph(vectors, queries=queries)
     else:
@@ -93,7 +94,7 @@ def run_side(args) -> dict:
         del model  # the actors load their own; the driver needs only the config
         with RaySampler() as sampler, ray_session():
             phases["ray start"] = time.perf_counter() - started
-            vectors, queries = ray_encode(args.model, texts, workers=args.workers)
+            vectors, queries = ray_encode(lambda: load_model(args.model, device="cpu")[0], texts, workers=args.workers)
             phases["encode"] = time.perf_counter() - started - sum(phases.values())
             graph = RayGraph(vectors, workers=args.workers, queries=queries)
         result.update(ray_worker_peak_mb=round(sampler.worker_mb), ray_all_peak_mb=round(sampler.total_mb))
@@ -114,7 +115,7 @@ def neighbour_recall(graph, vectors, queries, threshold: float, sample: int, see
     import numpy as np
 
     queries = vectors if queries is None else queries
-    found = graph.neighbourhood_sizes(threshold)  # (N,) itself included, capped
+    found = neighbourhood_sizes(graph, threshold)  # (N,) itself included, capped
     rows = np.random.default_rng(seed).choice(len(found), size=min(sample, len(found)), replace=False)
     exact = np.concatenate([(queries[rows[i: i + 100]] @ vectors.T > np.float32(threshold)).sum(axis=1)
                             for i in range(0, len(rows), 100)])

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import REPO, data_path, header, parser, report, setup_torch  # noqa: E402
+from bench.common import REPO, data_path, header, neighbourhood_sizes, parser, report, setup_torch  # noqa: E402
 
 TRAIN_ROWS = 20_000
 
@@ -95,16 +95,16 @@ def neighbourhood_recall(model_dir: Path, questions: Path, threshold: float, sam
     import numpy as np
 
     from core.data import load_questions
-    from core.inference.dedup import encode_corpus
     from core.inference.dedup_graph import NeighbourGraph
+    from core.inference.search import corpus_vectors
     from core.models import load_model
 
     model, _ = load_model(model_dir)
     texts, _ = load_questions(questions)
-    vectors, queries = encode_corpus(model, texts)
+    vectors, queries = corpus_vectors(texts, model).for_clustering()
     queries = vectors if queries is None else queries
     graph = NeighbourGraph(vectors, queries=queries)
-    found = graph.neighbourhood_sizes(threshold)  # (N,) rows, itself included, capped
+    found = neighbourhood_sizes(graph, threshold)  # (N,) rows, itself included, capped
     rows = np.random.default_rng(seed).choice(len(texts), size=min(sample, len(texts)), replace=False)
     exact = np.concatenate([(queries[rows[i : i + 100]] @ vectors.T > np.float32(threshold)).sum(axis=1)
                             for i in range(0, len(rows), 100)])

@@ -4,7 +4,7 @@ The corpus is the first 20,000 distinct questions (--quick: 2,000) of the shared
 (``core.inference.search.corpus_questions`` of its first rows), clustered with zero-shot all-MiniLM-L6-v2 at one
 threshold (default ``core.models.ZERO_SHOT_THRESHOLD``), clusters of at least 2:
 
-- ours: ``core.inference.dedup.encode_corpus`` (``MiniLM.encode`` in chunks), a ``NeighbourGraph`` (FAISS, exact up
+- ours: ``core.inference.search.encode_towers`` (``MiniLM.encode`` in chunks), a ``NeighbourGraph`` (FAISS, exact up
   to 50,000 questions, k = 50 at first, deeper where all k are above the threshold), ``cluster``;
 - ours (onnx): the same with ``--backend onnx``: the model's ONNX graph run by onnxruntime
   (``core.export.onnx_backend.onnx_model``, exported once before the timing);
@@ -105,8 +105,8 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import community_detection
 
-    from core.inference.dedup import encode_corpus
     from core.inference.dedup_graph import NeighbourGraph
+    from core.inference.search import clustering_rows, encode_towers
     from core.models import ZERO_SHOT_THRESHOLD, load_model
     from core.text.wordpiece_tokenizer import minilm_folder
 
@@ -128,7 +128,7 @@ def main() -> None:
 
     def ours(side: str) -> None:
         started = time.perf_counter()
-        vectors, queries = encode_corpus(sides[side], texts, batch_size=BATCH)
+        vectors, queries = clustering_rows(*encode_towers(sides[side], texts, batch_size=BATCH))
         encoded = time.perf_counter()
         graph = NeighbourGraph(vectors, queries=queries)
         searched = time.perf_counter()

@@ -145,7 +145,7 @@ def main() -> None:
     from core.status import DONE
     from core.text.pair_table import PairTable
     from core.text.wordpiece_tokenizer import minilm_folder
-    from core.training.objectives import LossConfig, Objective
+    from core.training.objectives import LossConfig
     from core.training.trainer import TrainConfig, Trainer
 
     hf_logging.set_verbosity_error()
@@ -158,8 +158,8 @@ def main() -> None:
     duplicates = pairs[pairs["is_duplicate"] == 1].reset_index(drop=True)
     data = duplicates.head(n_pairs)
     folder = str(minilm_folder())
-    objective = Objective(LossConfig("softmax", scale=20.0))
-    config = TrainConfig(epochs=1, batch_size=BATCH, lr=LR, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+    objective = LossConfig("softmax", scale=20.0)
+    config = TrainConfig(epochs=1, batch_size=BATCH, lr=LR, weight_decay=0.0, warmup_ratio=0.1,
                          grad_clip=1.0, seed=SEED, device="cpu", patience=0)
     tmp = tempfile.mkdtemp(prefix="bench_st_")
     facts: dict = {}

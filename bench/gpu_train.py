@@ -77,13 +77,13 @@ def main() -> None:
     from core.status import DONE
     from core.text.pair_table import PairTable
     from core.text.token_table import pad_widths
-    from core.training.objectives import LossConfig, Objective
-    from core.training.trainer import (TrainConfig, Trainer, compile_mode, device_autocast_plan,
+    from core.training.objectives import LossConfig
+    from core.training.trainer import (TrainConfig, Trainer, autocast_plan, compile_mode,
                                        warmup_then_linear_decay)
 
     device = torch.device("cuda")
-    plan = device_autocast_plan(device, args.precision)
-    objective = Objective(LossConfig("contrastive"))  # squared hinge, margin 1.0
+    plan = autocast_plan("cuda", args.precision, torch.cuda.is_bf16_supported())
+    objective = LossConfig("contrastive")  # squared hinge, margin 1.0
     pairs = load_real_pairs(max_rows=max(args.batch_sizes) * (warm + steps) + 1000)
     base = MiniLM.pretrained(max_length=MAX_LENGTH)
     initial = copy.deepcopy(base.state_dict())
@@ -100,7 +100,7 @@ def main() -> None:
         return model
 
     def config(batch: int, compiled: bool) -> TrainConfig:
-        return TrainConfig(epochs=1, batch_size=batch, lr=LR, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+        return TrainConfig(epochs=1, batch_size=batch, lr=LR, weight_decay=0.0, warmup_ratio=0.1,
                            grad_clip=1.0, seed=SEED, device="cuda", precision=args.precision, compile=compiled,
                            patience=0, max_steps=warm + steps)
 

@@ -378,9 +378,9 @@ class Bench:
             return {"name": label, "kind": "baseline", "error": str(error), "notes": notes}
 
     def tfidf_here(self, dataset, paths, zero_shot, groups) -> dict:
-        """scikit-learn TF-IDF as the lab's baseline does it (core.inference.tfidf_scorer.tfidf_scores): fitted on
+        """scikit-learn TF-IDF as the lab's baseline does it (core.inference.tfidf_scorer.TfidfScorer): fitted on
         the train file's questions, threshold of best accuracy on the dev file."""
-        from core.inference.tfidf_scorer import tfidf_scores
+        from core.inference.tfidf_scorer import TfidfScorer
         from core.inference.metrics import best_thresholds
 
         def frame(split):
@@ -390,11 +390,11 @@ class Bench:
             return f[dataset.question1].tolist(), f[dataset.question2].tolist(), labels.to_numpy(dtype=int)
 
         train_q1, train_q2, _ = frame("train")
-        fit = train_q1 + train_q2
+        fit = TfidfScorer.fit(train_q1 + train_q2)
         val_q1, val_q2, val_labels = frame("val")
-        threshold = best_thresholds(val_labels, tfidf_scores(val_q1, val_q2, fit_texts=fit))["accuracy"]
+        threshold = best_thresholds(val_labels, fit.score_pairs(val_q1, val_q2))["accuracy"]
         test_q1, test_q2, test_labels = frame("test")
-        scores = tfidf_scores(test_q1, test_q2, fit_texts=fit)
+        scores = fit.score_pairs(test_q1, test_q2)
         scored = Scored(test_labels, scores, groups if groups is not None else np.arange(len(scores)), pd.DataFrame())
         row = {"test": bench_metrics(scored, threshold, groups), "test_source": "bench", "intervals_source": "bench"}
         if zero_shot is not None and len(zero_shot.labels) == len(test_labels):

@@ -54,14 +54,16 @@ def main() -> int:
         return 0
     from bench.dedup_speed import load_corpus
     from core.inference.ray_engine import ray_encode, ray_session
+    from core.models import load_model
 
     texts = load_corpus(args.questions)[0]
     seconds, vectors = {}, {}
+    load = lambda: load_model(args.model, device="cpu")[0]  # noqa: E731 - Ray ships it to the actors
     with ray_session(), tempfile.TemporaryDirectory() as root:
         DiesOnce.kill_at, DiesOnce.marker = args.kill_at, os.path.join(root, "killed")
         for run, encoder in (("undisturbed", BatchEncoder), ("one actor killed", DiesOnce)):
             started = time.perf_counter()
-            vectors[run] = ray_encode(args.model, texts, batch_size=args.batch_size, workers=args.workers,
+            vectors[run] = ray_encode(load, texts, batch_size=args.batch_size, workers=args.workers,
                                       encoder=encoder)[0]
             seconds[run] = time.perf_counter() - started
         killed = Path(DiesOnce.marker).read_text() if os.path.exists(DiesOnce.marker) else None

@@ -87,7 +87,7 @@ def main() -> None:
     from core.models import build_model
     from core.status import DONE
     from core.text.pair_table import PairTable
-    from core.training.objectives import LossConfig, Objective
+    from core.training.objectives import LossConfig
     from core.training.specs import spec_from_options
     from core.training.trainer import TrainConfig, Trainer
 
@@ -101,9 +101,9 @@ def main() -> None:
     # Only duplicate pairs reach triplet batches; this many of them make one epoch about `steps` batches.
     subset = pairs[pairs["is_duplicate"] == 1].head(steps * BATCH)
     table = PairTable(subset, model.tokenizer)
-    config = TrainConfig(epochs=1, batch_size=BATCH, lr=2e-3, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+    config = TrainConfig(epochs=1, batch_size=BATCH, lr=2e-3, weight_decay=0.0, warmup_ratio=0.1,
                          grad_clip=1.0, seed=SEED, device="cpu", patience=0)
-    objective = Objective(LossConfig("triplet"))
+    objective = LossConfig("triplet")
     margin = objective.config.margin
     index_batches = table.index_batches(objective.batch_kind, BATCH, SEED, config.length_buckets)  # the Trainer's epoch-1 order
     prebuilt = [table.batch(rows) for rows in index_batches]
@@ -314,7 +314,7 @@ def tiny_host_overhead(steps: int, rounds: int, quick: bool) -> None:
     from core.text.pair_table import PairTable
     from core.text.token_table import pad_widths
     from core.text.wordpiece_tokenizer import bert_wordpiece
-    from core.training.objectives import LossConfig, Objective
+    from core.training.objectives import LossConfig
     from core.training.trainer import TrainConfig, Trainer, warmup_then_linear_decay
 
     pairs = load_real_pairs(max_rows=max(TINY_BATCHES) * steps + 1000)
@@ -339,7 +339,7 @@ def tiny_host_overhead(steps: int, rounds: int, quick: bool) -> None:
     twin = copy.deepcopy(model)
     initial = copy.deepcopy(model.state_dict())
     table = PairTable(pairs, tokenizer)
-    objective = Objective(LossConfig("contrastive"))
+    objective = LossConfig("contrastive")
     widths = pad_widths(max(table.first.ids.shape[1], table.second.ids.shape[1]))
 
     class FixedWidths(Trainer):
@@ -349,7 +349,7 @@ def tiny_host_overhead(steps: int, rounds: int, quick: bool) -> None:
             return widths
 
     def config(batch: int) -> TrainConfig:
-        return TrainConfig(epochs=1, batch_size=batch, lr=1e-3, weight_decay=0.0, optimizer="adamw", warmup_ratio=0.1,
+        return TrainConfig(epochs=1, batch_size=batch, lr=1e-3, weight_decay=0.0, warmup_ratio=0.1,
                            grad_clip=1.0, seed=SEED, device="cpu", patience=0, max_steps=steps,
                            read_loss_every=50)  # CUDA's auto; the CPU's reads every step
 

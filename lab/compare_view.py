@@ -14,7 +14,7 @@ from core.data import resampling_groups
 from core.inference.calibration import calibrated_on, pair_threshold
 from core.inference.metrics import scorer_scores
 from core.inference.honest_pairs import METRICS, REFERENCE, TFIDF_LABEL, CommonPairs, comparison_row, honest_pairs
-from core.inference.tfidf_scorer import tfidf_scores
+from core.inference.tfidf_scorer import TfidfScorer
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL
 from lab.cached import held_out_frames, model_stamp
 from lab.session import ZERO_SHOT, get_model
@@ -47,7 +47,7 @@ def _chunk_scores(choice: str, stamp: float, pairs_key: str, start: int, _chunk:
 
 @st.cache_data(show_spinner="Scoring the TF-IDF baseline…", max_entries=16)
 def _tfidf(pairs_key: str, _common: CommonPairs) -> np.ndarray:
-    return tfidf_scores(_common.pairs["question1"], _common.pairs["question2"])
+    return TfidfScorer().score_pairs(_common.pairs["question1"], _common.pairs["question2"])
 
 
 def scores_of(choice: str, chosen: CommonPairs, progress: Callable[[int, int], None] | None = None) -> np.ndarray:

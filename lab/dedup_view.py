@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.inference import dedup, dedup_graph
+from core.inference import dedup, dedup_graph, search
 from core.inference.calibration import Calibrated, can_calibrate, clustering_threshold, pair_threshold
 from lab import cached
 from lab.session import get_model, model_choices
@@ -37,7 +37,7 @@ def neighbour_graph(choice: str, key: str, texts: Sequence[str],
                     progress: Callable[[int, int], None] | None = None) -> dedup_graph.NeighbourGraph:
     """The ``NeighbourGraph`` of ``texts`` (whose key is ``key``) under a model, encoded once."""
     def build(model) -> dedup_graph.NeighbourGraph:
-        vectors, queries = dedup.encode_corpus(model, list(texts), progress=progress)
+        vectors, queries = search.corpus_vectors(list(texts), model, progress=progress).for_clustering()
         return dedup_graph.NeighbourGraph(vectors, queries=queries)
 
     return cached.built_once("dedup", choice, key, build)

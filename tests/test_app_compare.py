@@ -20,7 +20,7 @@ from core.inference.honest_pairs import (
 )
 from core.inference.metrics import scorer_scores
 from core.inference.metrics import best_thresholds
-from core.inference.tfidf_scorer import tfidf_scores
+from core.inference.tfidf_scorer import TfidfScorer
 from core.models import MODEL_LABELS, ZERO_SHOT_LABEL, ZERO_SHOT_THRESHOLD
 from core.saving import list_runs
 from core.saving.safe_csv import safe_csv
@@ -130,7 +130,7 @@ def test_compare_scores_every_model_and_the_references_on_the_same_pairs(runs_wi
     minilm = _expected_row("minilm", ZERO_SHOT_LABEL, "reference", common, compare_view.ZERO_SHOT_CALIBRATED_SOURCE,
                            calibrated_here=True)
     tfidf = comparison_row(TFIDF_LABEL, "reference", common.pairs["is_duplicate"].to_numpy(),
-                           tfidf_scores(common.pairs["question1"], common.pairs["question2"]),
+                           TfidfScorer().score_pairs(common.pairs["question1"], common.pairs["question2"]),
                            None, compare_view.TFIDF_SOURCE, zero_shot_scores, resampling_groups(common.pairs))
     assert lstm["vs zero-shot"].split(" (")[0] in ("better", "no measurable difference", "worse")
     assert minilm["vs zero-shot"] == "" and minilm["ROC AUC 95 %"].count("–") == 1
@@ -188,7 +188,7 @@ def test_compare_without_models_compares_the_references_on_all_pairs(runs_root, 
     [shown] = [frame.value for frame in at.dataframe]
     assert sorted(shown["model"]) == sorted([ZERO_SHOT_LABEL, TFIDF_LABEL])
     tfidf = shown.set_index("model").loc[TFIDF_LABEL]
-    scores = tfidf_scores(pairs["question1"], pairs["question2"])  # fitted on the pairs themselves
+    scores = TfidfScorer().score_pairs(pairs["question1"], pairs["question2"])  # fitted on the pairs themselves
     assert tfidf["ROC AUC"] == pytest.approx(roc_auc_score(pairs["is_duplicate"], scores))
     assert "left over from an interrupted save" in at.warning[0].value
 

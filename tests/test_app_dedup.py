@@ -6,7 +6,7 @@ import pytest
 import streamlit as st
 from app_support import open_page
 
-import core.inference.dedup
+import core.inference.search
 from core.data import load_pairs
 from core.inference.calibration import clustering_threshold
 from core.models import ZERO_SHOT, load_model
@@ -27,15 +27,15 @@ def _empty_caches() -> None:
 
 @pytest.fixture
 def encode_calls(_empty_caches, monkeypatch) -> list[int]:
-    """Counts core.inference.dedup.encode_corpus calls (the page's only way to encode)."""
+    """Counts core.inference.search.corpus_vectors calls (the page's only way to encode)."""
     calls: list[int] = []
-    real = core.inference.dedup.encode_corpus
+    real = core.inference.search.corpus_vectors
 
-    def counting(model, texts, *args, **kwargs):
+    def counting(texts, *args, **kwargs):
         calls.append(len(texts))
-        return real(model, texts, *args, **kwargs)
+        return real(texts, *args, **kwargs)
 
-    monkeypatch.setattr(core.inference.dedup, "encode_corpus", counting)
+    monkeypatch.setattr(core.inference.search, "corpus_vectors", counting)
     return calls
 
 

@@ -19,15 +19,15 @@ from core.inference.honest_pairs import (
     comparison_table,
     sort_table,
 )
-from core.inference.tfidf_scorer import tfidf_scores
+from core.inference.tfidf_scorer import TfidfScorer
 
 
 # ---- TF-IDF cosine ----------------------------------------------------------------------------------
 def test_tfidf_cosine_equals_a_hand_computation():
     fit = ["cat dog", "cat fish", "bird"]  # 3 documents: df(cat) = 2, df(dog) = df(fish) = df(bird) = 1
     idf_cat, idf_one = math.log(4 / 3) + 1, math.log(4 / 2) + 1  # smooth idf: ln((1 + n) / (1 + df)) + 1
-    scores = tfidf_scores(["cat dog", "dog", "cat", "zebra", "Cat DOG"],
-                          ["cat fish", "bird", "cat cat", "cat", "dog cat"], fit_texts=fit)
+    scores = TfidfScorer.fit(fit).score_pairs(["cat dog", "dog", "cat", "zebra", "Cat DOG"],
+                                              ["cat fish", "bird", "cat cat", "cat", "dog cat"])
     # (cat dog) . (cat fish) = idf_cat^2 over |(idf_cat, idf_one)|^2: the two vectors have the same length
     assert scores[0] == pytest.approx(idf_cat**2 / (idf_cat**2 + idf_one**2))
     assert scores[1] == pytest.approx(0.0)  # no word in common
@@ -39,22 +39,23 @@ def test_tfidf_cosine_equals_a_hand_computation():
 def test_tfidf_cosine_equals_sklearn_cosine_similarity(sample_pairs):
     pairs, _ = sample_pairs
     fit, scored = pairs.iloc[:300], pairs.iloc[300:]
-    scores = tfidf_scores(scored["question1"], scored["question2"],
-                          fit_texts=fit["question1"].tolist() + fit["question2"].tolist())
+    scores = TfidfScorer.fit(fit["question1"].tolist() + fit["question2"].tolist()).score_pairs(
+        scored["question1"], scored["question2"])
     vectorizer = TfidfVectorizer().fit(fit["question1"].tolist() + fit["question2"].tolist())
     expected = np.diag(cosine_similarity(vectorizer.transform(scored["question1"]),
                                          vectorizer.transform(scored["question2"])))
     np.testing.assert_allclose(scores, expected, atol=1e-12)
-    # without fit texts the vectorizer is fitted on the scored questions themselves
+    # unfitted, the vectorizer is fitted on the scored questions themselves
     own = TfidfVectorizer().fit(scored["question1"].tolist() + scored["question2"].tolist())
     expected_own = np.diag(cosine_similarity(own.transform(scored["question1"]), own.transform(scored["question2"])))
-    np.testing.assert_allclose(tfidf_scores(scored["question1"], scored["question2"]), expected_own, atol=1e-12)
+    np.testing.assert_allclose(TfidfScorer().score_pairs(scored["question1"], scored["question2"]), expected_own,
+                               atol=1e-12)
 
 
 def test_tfidf_cosine_of_texts_without_words_is_zero():
-    np.testing.assert_array_equal(tfidf_scores(["?", "!"], ["a", "."]), [0.0, 0.0])
+    np.testing.assert_array_equal(TfidfScorer().score_pairs(["?", "!"], ["a", "."]), [0.0, 0.0])
     with pytest.raises(ValueError):
-        tfidf_scores(["one question"], [])
+        TfidfScorer().score_pairs(["one question"], [])
 
 
 # ---- rows, table, order -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import PairTable
 from core.text.token_table import pad_widths
 from core.text.word_tokenizer import WordTokenizer
-from core.training.objectives import LossConfig, Objective
+from core.training.objectives import LossConfig
 from core.training.trainer import built_ahead
 from core.training.trainer import TrainConfig, Trainer, warmup_then_linear_decay
 from tests.conftest import synthetic_pairs
@@ -105,7 +105,7 @@ def test_the_trainer_trains_what_a_plain_loop_trains(fixed_widths):
     model, table = _tiny_lstm_setup()
     reference = SiameseLSTM(model.config, model.tokenizer)
     reference.load_state_dict(model.state_dict())
-    objective = Objective(LossConfig("triplet"))
+    objective = LossConfig("triplet")
     config = TrainConfig(epochs=2, batch_size=7, lr=1e-2, device="cpu", patience=0, warmup_ratio=0.2, max_steps=8)
     widths = pad_widths(11) if fixed_widths else None
     trainer = Trainer(model, objective, table, config)

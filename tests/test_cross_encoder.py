@@ -17,7 +17,7 @@ from conftest import SAMPLE, one_error_line, run_cli
 from core.inference.dedup_graph import NeighbourGraph
 from core.inference.dedup import candidate_scores, confirmed_clusters, rescored
 from core.models.cross_encoder import CrossEncoder, joined
-from core.training.objectives import LossConfig, Objective
+from core.training.objectives import LossConfig
 from core.training.specs import SpecError, spec_from_options
 from tests.test_base_model import write_tiny_bert
 
@@ -63,7 +63,7 @@ def test_a_pair_scores_the_sigmoid_of_its_logit_alone_and_in_its_place(bert_fold
 
 # ---- the loss and the spec -----------------------------------------------------------------------
 def test_the_bce_objective_is_binary_cross_entropy_on_the_logits():
-    objective = Objective(LossConfig("bce"))
+    objective = LossConfig("bce")
     assert objective.batch_kind == "labelled"  # both labels: a cross-encoder needs its negatives
     loss = objective(torch.tensor([0.0, 2.0]), None, torch.tensor([1.0, 0.0]))
     assert loss.item() == pytest.approx((math.log(2) + math.log(1 + math.exp(2))) / 2)

@@ -11,11 +11,7 @@ import torch
 from conftest import synthetic_pairs
 
 from core.data.splitting import connected_components
-from core.training.mining import (
-    candidate_pairs,
-    mine_hard_negatives,
-    select_hard_negatives,
-)
+from core.training.mining import mine_hard_negatives, select_hard_negatives
 
 
 def test_connected_components_follow_chains_of_edges():
@@ -68,12 +64,6 @@ def test_mining_finds_the_closest_unlabelled_non_duplicate_of_each_duplicate_pai
     assert mined.to_dict("list") == {"question1": ["a"], "question2": ["d"], "is_duplicate": [0]}
     mined = mine_hard_negatives(pairs, model, k=3)  # d, then e is labelled already, so d alone
     assert mined["question2"].tolist() == ["d"]
-
-
-def test_candidate_pairs_join_each_question_to_its_nearest_once():
-    model = VectorModel({"a": _unit(0), "b": _unit(10), "c": _unit(90), "d": _unit(95)})
-    pairs = candidate_pairs(["a", "b", "c", "d"], model, k=1)
-    assert sorted(map(tuple, pairs[["question1", "question2"]].to_numpy().tolist())) == [("a", "b"), ("c", "d")]
 
 
 # ---- distillation through the pipeline -----------------------------------------------------------
@@ -159,12 +149,9 @@ class ScriptedTeacher:
     """A stand-in cross-encoder whose score of a pair is written down beforehand."""
 
     def __init__(self, scores: dict[tuple[str, str], float]):
-        self.scores, self.tokenizer = scores, self
+        self.scores = scores
 
-    def encode(self, texts):
-        return list(texts)
-
-    def score_tables(self, first, second, batch_size=128, progress=None):
+    def score_pairs(self, first, second, batch_size=128):
         return np.array([self.scores[pair] for pair in zip(first, second)])
 
 

@@ -3,7 +3,7 @@
 The same components the Trainer uses under torchrun: ``distributed.local_slice`` picks each rank's
 share, and ``distributed.wrap(model, device, context, gather_outputs=objective.batch_kind ==
 "duplicates")`` is DistributedDataParallel that, for the in-batch losses, all-gathers v1 and v2;
-``Objective`` only binds the loss (it neither normalises nor gathers). gloo on CPU, 2 processes,
+``LossConfig`` only binds the loss (it neither normalises nor gathers). gloo on CPU, 2 processes,
 tolerance 1e-5.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 from core.models import SiameseLSTM, SiameseLSTMConfig
 from core.text.word_tokenizer import WordTokenizer
 from core.training import distributed
-from core.training.objectives import LossConfig, Objective
+from core.training.objectives import LossConfig
 
 pytestmark = pytest.mark.ddp
 
@@ -70,7 +70,7 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     rows = distributed.local_slice(np.arange(GLOBAL_BATCH), context)
     for loss_name in LOSSES:
         model = _model()
-        objective = Objective(LossConfig(loss_name))
+        objective = LossConfig(loss_name)
         module = _wrap(model, context, objective)
         loss, loss_rows = _one_step(module, objective, rows)
         grads = {name: p.grad.numpy() for name, p in model.named_parameters()}
@@ -112,7 +112,7 @@ def two_rank_results(tmp_path_factory):
 @pytest.mark.parametrize("loss_name", LOSSES)
 def test_two_ranks_match_one_process(loss_name, two_rank_results):
     model = _model()
-    objective = Objective(LossConfig(loss_name))
+    objective = LossConfig(loss_name)
     module = _wrap(model, distributed.SINGLE, objective)
     assert module is model  # one process: no wrapper at all
     single_loss, _ = _one_step(module, objective, np.arange(GLOBAL_BATCH))

@@ -95,7 +95,7 @@ def test_graph_on_the_device_index_clusters_as_faiss(searched_on_torch, threshol
 
 
 def test_two_tower_rows_on_the_device_index(searched_on_torch):
-    from core.inference.dedup import clustering_rows
+    from core.inference.search import clustering_rows
 
     second, first = clustered_rows(30, 6, seed=3), clustered_rows(30, 6, seed=3) * 0.9 + unit_rows(180, 16) * 0.1
     vectors, queries = clustering_rows(second, first / np.linalg.norm(first, axis=1, keepdims=True))

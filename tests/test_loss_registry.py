@@ -142,7 +142,7 @@ LOSSES["squared"] = Loss(
 from core.cli.common import CliError
 from core.cli.main import build_parser
 from core.export.model_card import loss_line
-from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, SINGLE_PROCESS_LOSSES, LossConfig, Objective
+from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, SINGLE_PROCESS_LOSSES, LossConfig
 
 config = LossConfig("squared", scale=2.0)
 print(json.dumps({{
@@ -151,7 +151,7 @@ print(json.dumps({{
     "single": "squared" in SINGLE_PROCESS_LOSSES,
     "label": config.label(), "kind": config.batch_kind,
     "card": loss_line({{"loss": dataclasses.asdict(config), "run": {{"hard_negatives": True}}}}),
-    "value": Objective(config)(torch.ones(2, 3), torch.zeros(2, 3)).item(),
+    "value": config(torch.ones(2, 3), torch.zeros(2, 3)).item(),
 }}))
 """
 

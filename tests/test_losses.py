@@ -526,7 +526,7 @@ def _contrastive_reference(squared, labels, margin, form):
 @pytest.mark.parametrize("form", CONTRASTIVE_FORMS)
 def test_contrastive_of_raw_vectors_equals_the_old_normalised_from_outside(form):
     v1, v2, _, labels = _raw_batch(seed=50)
-    # What Objective used to do: normalise outside, then Euclidean distances with exact D^2.
+    # What the objective used to do: normalise outside, then Euclidean distances with exact D^2.
     u1, u2 = F.normalize(v1, dim=-1), F.normalize(v2, dim=-1)
     squared = (u1 - u2).square().sum(dim=1)
     old = _contrastive_reference(squared, labels, 1.2, form)
@@ -542,7 +542,7 @@ def test_contrastive_of_raw_vectors_equals_the_old_normalised_from_outside(form)
 def test_softmax_of_raw_vectors_equals_the_old_normalised_from_outside(with_negatives):
     v1, v2, negatives, _ = _raw_batch(seed=60)
     candidates = torch.cat([v2, negatives]) if with_negatives else v2  # (13 + 4, 7) or (13, 7)
-    # What Objective used to do: normalise outside, raw dot product, cross-entropy on targets 0..B-1.
+    # What the objective used to do: normalise outside, raw dot product, cross-entropy on targets 0..B-1.
     logits = 20.0 * F.normalize(v1, dim=-1) @ F.normalize(candidates, dim=-1).T  # (13, 17) or (13, 13)
     old = F.cross_entropy(logits, torch.arange(BATCH), reduction="none")
     _close(in_batch_softmax_loss(v1, candidates, scale=20.0, reduction="none"), old, atol=1e-10)

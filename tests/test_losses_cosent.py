@@ -1,5 +1,5 @@
 """CoSENT loss: hand-computed values, a double-loop reference, stability, gradients, labels, errors,
-its binding in ``Objective``, the model card line, and a tiny end-to-end run through ``train_run``."""
+its binding in ``LossConfig``, the model card line, and a tiny end-to-end run through ``train_run``."""
 
 import dataclasses
 import math
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from core.export.model_card import loss_line
 from core.losses import cosent_loss
 from core.losses.similarity import pair_similarity, similarity_matrix
-from core.training.objectives import LossConfig, Objective
+from core.training.objectives import LossConfig
 from tests.conftest import synthetic_pairs
 
 BATCH, DIM = 11, 6  # deliberately different so a transposed shape cannot pass
@@ -156,7 +156,7 @@ def test_objective_binds_cosent_with_its_scale():
     assert (config.batch_kind, config.margin, config.label()) == ("labelled", 0.0, "CoSENT (cosine ranking, lambda=7)")
     v1, v2 = _random(BATCH, DIM, seed=11), _random(BATCH, DIM, seed=12)
     labels = (torch.arange(BATCH) % 2).double()
-    _close(Objective(config)(v1, v2, labels), reference_cosent(v1, v2, labels, 7.0), atol=1e-10)
+    _close(config(v1, v2, labels), reference_cosent(v1, v2, labels, 7.0), atol=1e-10)
 
 
 def test_the_model_card_names_cosent_and_its_lambda():

@@ -1,5 +1,5 @@
 """Multitask loss: the sum of the existing contrastive and in-batch softmax losses on the right rows,
-hand-computed values, reductions, edge batches, its binding in ``Objective``, the model card line,
+hand-computed values, reductions, edge batches, its binding in ``LossConfig``, the model card line,
 the multi-process refusal, and a tiny end-to-end run through ``train_run``."""
 
 import dataclasses
@@ -10,7 +10,7 @@ import torch
 
 from core.export.model_card import loss_line
 from core.losses import contrastive_loss, in_batch_softmax_loss, multitask_loss
-from core.training.objectives import LossConfig, Objective
+from core.training.objectives import LossConfig
 from tests.conftest import synthetic_pairs
 
 BATCH, DIM = 7, 5
@@ -128,7 +128,7 @@ def test_objective_binds_every_setting():
     v1, v2 = _vectors(16)
     expected = contrastive_loss(v1, v2, LABELS, margin=0.8, form="margin_squared") + 0.5 * in_batch_softmax_loss(
         v1[DUPLICATE_ROWS], v2[DUPLICATE_ROWS + OTHER_ROWS], scale=7.0)
-    _close(Objective(config)(v1, v2, LABELS.double()), expected)
+    _close(config(v1, v2, LABELS.double()), expected)
 
 
 def test_the_model_card_names_both_terms():

@@ -112,7 +112,7 @@ def test_a_frozen_table_stays_minilms_while_the_lstm_learns(tmp_path):
     from core.models import load_model
     from core.saving.model_folder import save_model
     from core.text.pair_table import PairTable
-    from core.training.objectives import LossConfig, Objective
+    from core.training.objectives import LossConfig
     from core.training.trainer import TrainConfig, Trainer
     from tests.conftest import synthetic_pairs
 
@@ -125,7 +125,7 @@ def test_a_frozen_table_stays_minilms_while_the_lstm_learns(tmp_path):
     assert trainable == ["lstm.weight_ih_l0", "lstm.weight_hh_l0", "lstm.bias_ih_l0", "lstm.bias_hh_l0"]
     pairs = PairTable(synthetic_pairs(40, 0), model.tokenizer)
     config = TrainConfig(epochs=1, batch_size=9, lr=1e-2, device="cpu", patience=0, warmup_ratio=0.0)
-    Trainer(model, Objective(LossConfig("contrastive")), pairs, config).run()
+    Trainer(model, LossConfig("contrastive"), pairs, config).run()
     torch.testing.assert_close(model.embedding.weight, start["embedding.weight"], rtol=0, atol=0)
     np.testing.assert_array_equal(model.embedding.weight.detach().numpy(),
                                   minilm_embedding_table(model.tokenizer, EMBED))

@@ -18,8 +18,8 @@ import pytest
 
 from core.cli.main import main
 from core.data import load_questions
-from core.inference.dedup import encode_corpus
 from core.inference.dedup_graph import NeighbourGraph
+from core.inference.search import corpus_vectors
 from core.models import load_model
 from lab.session import SAMPLE_PATH
 
@@ -83,8 +83,9 @@ def test_a_two_tower_model_encodes_and_clusters_on_ray_as_locally(ray_cluster, t
     from core.inference.ray_engine import RayGraph, ray_encode
 
     model, _ = load_model(tiny_models["dual-transformer"])
-    vectors, queries = encode_corpus(model, texts)
-    got_vectors, got_queries = ray_encode(str(tiny_models["dual-transformer"]), texts, batch_size=64, workers=2)
+    vectors, queries = corpus_vectors(texts, model).for_clustering()
+    folder = str(tiny_models["dual-transformer"])
+    got_vectors, got_queries = ray_encode(lambda: load_model(folder, device="cpu")[0], texts, batch_size=64, workers=2)
     np.testing.assert_allclose(got_vectors, vectors, atol=1e-5)
     np.testing.assert_allclose(got_queries, queries, atol=1e-5)
     threshold = float(np.quantile(vectors @ queries.T, 0.99))
@@ -114,7 +115,8 @@ def test_an_encoder_killed_mid_run_is_restarted_and_gives_an_undisturbed_runs_ve
             return super().__call__(batch)
 
     # 300 questions in batches of 32 over 2 actors: one of them reaches its third batch.
-    vectors, queries = ray_encode(str(tiny_models["lstm"]), texts, batch_size=32, workers=2,
+    folder = str(tiny_models["lstm"])
+    vectors, queries = ray_encode(lambda: load_model(folder, device="cpu")[0], texts, batch_size=32, workers=2,
                                   encoder=DiesOnItsThirdBatch)
     assert killed.exists() and queries is None
     # The undisturbed run: the same encoder on the same batches, here, on one thread as an actor has.

@@ -11,7 +11,7 @@ from core.status import DONE
 from core.text.pair_table import PairTable
 from core.text.token_table import TokenTable, pad_widths, padded_width
 from core.text.word_tokenizer import WordTokenizer
-from core.training.objectives import LossConfig, Objective
+from core.training.objectives import LossConfig
 from core.training.trainer import LOSS_READ_EVERY_CUDA, TrainConfig, Trainer
 from tests.conftest import synthetic_pairs
 from tests.test_trainer import NaNAtCall, StepLosses, make_trainer
@@ -131,7 +131,7 @@ def _cuda_dual_encoder_trainer(callbacks=(), n_train=60, **config) -> Trainer:
     model = DualEncoder(DualEncoderConfig(vocab_size=tokenizer.vocab_size, d_model=16, num_heads=2, num_layers=1,
                                           ff_dim=32, dropout=0.0, max_length=11, projection_dim=8), tokenizer)
     settings = dict(epochs=20, batch_size=7, lr=1e-2, device="cuda", patience=0, warmup_ratio=0.0, max_steps=60)
-    return Trainer(model, Objective(LossConfig("triplet")), PairTable(train, tokenizer),
+    return Trainer(model, LossConfig("triplet"), PairTable(train, tokenizer),
                    TrainConfig(**{**settings, **config}), callbacks=callbacks)
 
 

@@ -16,7 +16,7 @@ from core.models import SiameseLSTM, SiameseLSTMConfig
 from core.status import CANCELLED, DONE
 from core.text.pair_table import PairTable
 from core.text.word_tokenizer import WordTokenizer
-from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, LossConfig, Objective
+from core.training.objectives import DEFAULT_MARGINS, LOSS_NAMES, LossConfig
 from core.training.trainer import (FP32, AutocastPlan, TrainConfig, Trainer, TrainingError, autocast_plan,
                                    compile_mode)
 from tests.conftest import synthetic_pairs
@@ -43,7 +43,7 @@ def test_loss_config_batch_kind():
     assert LossConfig("contrastive").batch_kind == "labelled"
     assert LossConfig("cosent").batch_kind == "labelled"
     assert LossConfig("multitask").batch_kind == "labelled_distinct"
-    assert Objective(LossConfig("contrastive")).batch_kind == "labelled"
+    assert LossConfig("contrastive").batch_kind == "labelled"
 
 
 @pytest.mark.parametrize("kwargs", [{"name": "hinge"}, {"name": "contrastive", "form": "cubic"}, {"name": ""}])
@@ -62,7 +62,7 @@ def _vectors(seed: int):
 
 def test_triplet_objective_equals_triplet_loss():
     v1, v2, labels = _vectors(0)
-    value = Objective(LossConfig("triplet", margin=0.3))(v1, v2, labels)
+    value = LossConfig("triplet", margin=0.3)(v1, v2, labels)
     torch.testing.assert_close(value, triplet_loss(v1, v2, margin=0.3))
     assert value.dim() == 0
 
@@ -70,7 +70,7 @@ def test_triplet_objective_equals_triplet_loss():
 @pytest.mark.parametrize("form", ["squared_hinge", "margin_squared"])
 def test_contrastive_objective_equals_contrastive_loss_on_unit_vectors(form):
     v1, v2, labels = _vectors(1)
-    value = Objective(LossConfig("contrastive", margin=0.8, form=form))(v1, v2, labels)
+    value = LossConfig("contrastive", margin=0.8, form=form)(v1, v2, labels)
     expected = contrastive_loss(F.normalize(v1, dim=-1), F.normalize(v2, dim=-1), labels, margin=0.8, form=form)
     torch.testing.assert_close(value, expected)
     # the loss normalises itself: raw vectors give the same value
@@ -79,7 +79,7 @@ def test_contrastive_objective_equals_contrastive_loss_on_unit_vectors(form):
 
 def test_softmax_objective_equals_in_batch_softmax_on_cosines():
     v1, v2, labels = _vectors(2)
-    value = Objective(LossConfig("softmax", scale=7.0))(v1, v2, labels)
+    value = LossConfig("softmax", scale=7.0)(v1, v2, labels)
     expected = in_batch_softmax_loss(F.normalize(v1, dim=-1), F.normalize(v2, dim=-1), scale=7.0)
     torch.testing.assert_close(value, expected)
     # by hand: cross-entropy of scaled cosine logits with targets on the diagonal
@@ -102,7 +102,7 @@ def make_trainer(n_train=60, n_val=31, epochs=2, batch_size=7, callbacks=(), obj
         val_table = PairTable(val, tokenizer)
         validate = lambda trained, progress: calibrate(  # noqa: E731
             trained, val_table, batch_size=validation_batch, progress=progress).metrics
-    return trainer_class(model, objective or Objective(LossConfig("triplet")), PairTable(train, tokenizer), config,
+    return trainer_class(model, objective or LossConfig("triplet"), PairTable(train, tokenizer), config,
                          validate=validate, callbacks=callbacks, stop_event=stop_event,
                          **({"clock": clock} if clock else {}))
 
@@ -264,7 +264,7 @@ class NaNAtCall:
 
     def __init__(self, n, inner=None):
         self.n, self.calls = n, 0
-        self.inner = inner or Objective(LossConfig("triplet"))
+        self.inner = inner or LossConfig("triplet")
         self.batch_kind = self.inner.batch_kind
 
     def __call__(self, v1, v2, labels=None, *rest):
@@ -319,7 +319,7 @@ def test_without_validation_every_epoch_counts_as_best():
 
 def test_contrastive_training_uses_every_pair():
     log = EventLog()
-    trainer = make_trainer(epochs=1, callbacks=[log], objective=Objective(LossConfig("contrastive")))
+    trainer = make_trainer(epochs=1, callbacks=[log], objective=LossConfig("contrastive"))
     outcome = trainer.run()
     assert outcome.status == DONE
     assert trainer.total_steps == math.ceil(60 / 7)
@@ -448,7 +448,7 @@ class TimedObjective:
     """The triplet objective on a clock that each call (one per training step) moves by ``seconds``."""
 
     def __init__(self, clock: FakeClock, seconds: float, name: str = "triplet"):
-        self.clock, self.seconds, self.inner = clock, seconds, Objective(LossConfig(name))
+        self.clock, self.seconds, self.inner = clock, seconds, LossConfig(name)
         self.batch_kind = self.inner.batch_kind
 
     def __call__(self, *args):
@@ -705,7 +705,7 @@ def _tiny_dual_encoder_trainer(precision: str, callbacks) -> Trainer:
                                           ff_dim=32, dropout=0.0, max_length=11, projection_dim=8), tokenizer)
     config = TrainConfig(epochs=1, batch_size=7, lr=1e-2, device="cpu", patience=0, warmup_ratio=0.0, max_steps=2,
                          precision=precision)
-    return Trainer(model, Objective(LossConfig("triplet")), PairTable(train, tokenizer), config, callbacks=callbacks)
+    return Trainer(model, LossConfig("triplet"), PairTable(train, tokenizer), config, callbacks=callbacks)
 
 
 @pytest.mark.parametrize("precision, autocast", [("auto", False), ("fp32", False), ("bf16", True)])

@@ -553,7 +553,6 @@ def test_a_failing_write_is_one_line_and_leaves_the_old_output(capsys, lstm, pai
 
         monkeypatch.setattr(user_files, "create_temporary", read_only)
     else:
-        import core.inference.dedup as dedup
         from core.models.base import PairEncoder
 
         def interrupted(*args, **kwargs):
@@ -561,7 +560,6 @@ def test_a_failing_write_is_one_line_and_leaves_the_old_output(capsys, lstm, pai
 
         monkeypatch.setattr(PairEncoder, "encode", interrupted)
         monkeypatch.setattr(PairEncoder, "score_pairs", interrupted)
-        monkeypatch.setattr(dedup, "encode_corpus", interrupted)
         # vectors an earlier run cached would spare dedup its encoding: an empty lab cache, beside tmp_path
         monkeypatch.setenv("SIAMESE_LAB_CACHE", str(tmp_path.parent / f"{tmp_path.name}-cache"))
     code, stdout, err = cli(capsys, *command(name, lstm, pairs_file, out, "--overwrite"))

@@ -309,7 +309,7 @@ def model_card(manifest: dict, folder_name: str = "") -> str:
             lines += ["Not recorded.", ""]
         lines += ["### Loss", "", f"- {loss_line(config)}", "", "### Hyperparameters", ""]
         for label_, key in (("epochs", "epochs"), ("batch size", "batch_size"), ("learning rate", "lr"),
-                            ("optimizer", "optimizer"), ("warm-up ratio", "warmup_ratio"), ("seed", "seed")):
+                            ("warm-up ratio", "warmup_ratio"), ("seed", "seed")):
             if key in train_config:
                 value = train_config[key]
                 shown = _code(value) if isinstance(value, str) else (

@@ -35,7 +35,6 @@ def pair_threshold(config: dict, labels=None, scores=None) -> Calibrated:
     ``labels``/``scores`` when ``can_calibrate(labels)``; else ``ZERO_SHOT_THRESHOLD`` for MiniLM, 0.5 otherwise."""
     from core.models.minilm import ZERO_SHOT_THRESHOLD
 
-    config = config if isinstance(config, dict) else {}
     zero_shot = bool(config.get("zero_shot"))
     saved = None if zero_shot else finite_number((config.get("thresholds") or {}).get("accuracy"))
     if saved is not None:
@@ -76,7 +75,6 @@ ZERO_SHOT_CLUSTER_THRESHOLD = 0.954
 def clustering_threshold(config: dict, labels=None, scores=None) -> Calibrated:
     """The default dedup threshold of a model with this ``config``: its recorded ``thresholds.clusters``; else
     ``precision_threshold`` on the user's labelled pairs; else MiniLM's default; last its pair threshold, said so."""
-    config = config if isinstance(config, dict) else {}
     zero_shot = bool(config.get("zero_shot"))
     saved = None if zero_shot else finite_number((config.get("thresholds") or {}).get("clusters"))
     if saved is not None:

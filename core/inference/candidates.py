@@ -26,7 +26,7 @@ Progress = Callable[[int, int], None]
 
 class EmbeddedCorpus:
     """The distinct questions of a corpus and their vectors under one model: ``vectors[i] @ queries[j]`` is the
-    model's similarity of questions i and j (``core.inference.dedup.encode_corpus``)."""
+    model's similarity of questions i and j (``CorpusVectors.for_clustering``)."""
 
     def __init__(self, questions: Sequence[str], vectors: np.ndarray, queries: np.ndarray | None = None,
                  reused: bool = False, device=None):

@@ -11,18 +11,11 @@ from typing import BinaryIO, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from core.inference.dedup_graph import Cluster, NeighbourGraph, Progress, greedy_clusters
-from core.inference.search import clustering_rows, encode_towers
+from core.inference.dedup_graph import Cluster, NeighbourGraph, greedy_clusters
 from core.saving.safe_csv import safe_csv_text
 
 CSV_CHUNK = 50_000  # rows per written CSV chunk
 COLUMNS = ["cluster_id", "cluster_size", "representative", "question", "similarity_to_representative"]
-
-
-def encode_corpus(model, texts: Sequence[str], progress: Progress | None = None,
-                  batch_size: int = 256) -> tuple[np.ndarray, np.ndarray | None]:
-    """(vectors, queries) to cluster ``texts`` with (``clustering_rows`` of ``encode_towers``)."""
-    return clustering_rows(*encode_towers(model, texts, progress=progress, batch_size=batch_size))
 
 
 def clusters_frame(clusters: Sequence[Cluster], texts: Sequence[str]) -> pd.DataFrame:

@@ -229,11 +229,6 @@ class NeighbourGraph:
         full = int(np.count_nonzero(self.scores[:, -1] > t))
         return full, full * deepest
 
-    def neighbourhood_sizes(self, threshold: float) -> np.ndarray:
-        """(N,) how many rows lie above ``threshold`` of each row, itself included."""
-        sizes, _, self.capped = self._neighbourhoods(np.float32(threshold))
-        return sizes[self.inverse]
-
     # ---- clusters ------------------------------------------------------------------------------
     def pairs_above(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every (i, j, cosine) with i != j and cosine > ``threshold`` that the graph finds (and every pair of

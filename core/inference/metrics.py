@@ -209,8 +209,8 @@ class Calibration:
 def calibrate(model: PairEncoder, table: PairTable, batch_size: int = 256, progress=None) -> Calibration:
     """Score ``table`` and pick the thresholds that maximise accuracy and F1 on it."""
     scores = pair_scores(model, table, batch_size, progress)
-    thresholds = best_thresholds(table.labels, scores)
-    return Calibration(thresholds, evaluate_scores(table.labels, scores, thresholds["accuracy"]), scores)
+    metrics = evaluate_scores(table.labels, scores)  # at the best-accuracy threshold
+    return Calibration(metrics["best_thresholds"], metrics, scores)
 
 
 def scorer_scores(model, pairs: pd.DataFrame, batch_size: int = 256, progress=None) -> np.ndarray:

@@ -6,7 +6,6 @@ folder must be on storage every node sees.
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
 import signal
@@ -194,13 +193,6 @@ def _time_limit(seconds: float):
             signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
 
 
-def load_named_model(source: str):
-    """The torch model of a folder or ``"minilm"`` on the CPU (what an encoder actor loads by default)."""
-    from core.models import load_model
-
-    return load_model(source, device="cpu")[0]
-
-
 class BatchEncoder:
     """A Ray Data encoder actor: loads the model once, then encodes each batch of (id, question) rows."""
 
@@ -209,11 +201,11 @@ class BatchEncoder:
         self.unit, self.batch_size = unit, batch_size
 
     def __call__(self, batch: dict) -> dict:
-        from core.inference.dedup import encode_corpus
+        from core.inference.search import corpus_vectors
 
         texts = [str(text) for text in batch["question"]]
         if self.unit:  # deduplication's vectors: unit rows, both towers' mean for a two-tower model
-            vectors, queries = encode_corpus(self.model, texts, batch_size=self.batch_size)
+            vectors, queries = corpus_vectors(texts, self.model).for_clustering()
         else:  # ``embed``'s raw vectors of tower 1, as the local path writes them
             vectors = np.asarray(self.model.encode(texts, tower=1, batch_size=self.batch_size), dtype=np.float32)
             queries = None
@@ -221,16 +213,14 @@ class BatchEncoder:
                 **({"queries": queries} if queries is not None else {})}
 
 
-def ray_encode(model_source: str | Callable[[], object], questions: Sequence[str], batch_size: int = 256,
-               workers: int = 2, unit: bool = True,
-               encoder: type = BatchEncoder) -> tuple[np.ndarray, np.ndarray | None]:
-    """(vectors, queries or None), each (N, d) in question order, of ``questions`` encoded on Ray. ``model_source``:
-    a model folder or ``"minilm"`` (torch, CPU), or a picklable ``load()`` of any model with ``encode``.
-    ``unit``: deduplication's vectors (``encode_corpus``), else ``embed``'s. A row encoded twice is kept once."""
+def ray_encode(load: Callable[[], object], questions: Sequence[str], batch_size: int = 256, workers: int = 2,
+               unit: bool = True, encoder: type = BatchEncoder) -> tuple[np.ndarray, np.ndarray | None]:
+    """(vectors, queries or None), each (N, d) in question order, of ``questions`` encoded on Ray by the model a
+    picklable ``load()`` gives. ``unit``: deduplication's vectors (``CorpusVectors.for_clustering``), else
+    ``embed``'s. A row encoded twice is kept once."""
     import pandas as pd
     import ray.data
 
-    load = model_source if callable(model_source) else functools.partial(load_named_model, str(model_source))
     if not len(questions):
         return np.zeros((0, 0), dtype=np.float32), None
     # Blocks of whole batches (a retried batch is the same rows), about four per worker, bounded in size.

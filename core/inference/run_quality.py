@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from core.inference.metrics import BETTER, NO_DIFFERENCE, WORSE, paired_verdict
+from core.inference.metrics import BETTER, NO_DIFFERENCE, WORSE, paired_verdict, scorer_scores
 
 CHANCE_ROC_AUC = 0.5
 # The baselines a run is compared with, by their key in metrics.
@@ -159,13 +159,13 @@ def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, grou
     # Imported here: judging a saved run (the model picker) needs neither scikit-learn nor the models.
     from core.data import seeded_sample
     from core.inference.metrics import ranking_metrics
-    from core.inference.tfidf_scorer import tfidf_scores
+    from core.inference.tfidf_scorer import TfidfScorer
 
     labels = val["is_duplicate"].to_numpy()
     if len(set(labels.tolist())) < 2:
         return {}
     rows = seeded_sample(len(val), ZERO_SHOT_MAX_PAIRS, seed)
-    scored = {"tfidf": (np.arange(len(val)), tfidf_scores(val["question1"], val["question2"])),
+    scored = {"tfidf": (np.arange(len(val)), TfidfScorer().score_pairs(val["question1"], val["question2"])),
               "zero_shot": (rows, _zero_shot_scores(val.iloc[rows], progress) if zero_shot is None
                             else np.asarray(zero_shot)[rows])}
     baselines = {}
@@ -184,11 +184,8 @@ def validation_baselines(val: pd.DataFrame, seed: int = 0, run_scores=None, grou
 
 def _zero_shot_scores(val: pd.DataFrame, progress=None):
     """(N,) zero-shot MiniLM's scores of ``val``, or None when ``val`` holds one class or MiniLM is not installed."""
-    from core.inference.metrics import pair_scores
-    from core.text.pair_table import PairTable
-
     model = zero_shot_model() if val["is_duplicate"].nunique() == 2 else None
-    return None if model is None else pair_scores(model, PairTable(val, model.tokenizer), progress=progress)
+    return None if model is None else scorer_scores(model, val, progress=progress)
 
 
 @functools.lru_cache(maxsize=1)

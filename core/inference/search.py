@@ -397,7 +397,7 @@ class CorpusVectors:
     reused: bool = False
 
     def for_clustering(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """(vectors, queries) as ``core.inference.dedup.encode_corpus`` gives them."""
+        """(vectors, queries) to cluster the corpus by (``clustering_rows``)."""
         return clustering_rows(self.second, self.first)
 
 

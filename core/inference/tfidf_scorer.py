@@ -13,13 +13,6 @@ import numpy as np
 from core.model_names import TFIDF
 
 
-def tfidf_scores(first: Sequence[str], second: Sequence[str], fit_texts: Sequence[str] | None = None) -> np.ndarray:
-    """(N,) cosine of the TF-IDF vectors of ``first[i]`` and ``second[i]``, fitted on ``fit_texts``, else on the
-    questions themselves."""
-    first, second = [str(t) for t in first], [str(t) for t in second]
-    return TfidfScorer.fit(list(fit_texts) if fit_texts else first + second).score_pairs(first, second)
-
-
 class TfidfScorer:
     """Scores pairs by the cosine of their TF-IDF vectors; fitted, or not (each call fits on its own questions)."""
 

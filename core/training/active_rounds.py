@@ -182,41 +182,30 @@ def curve_path(labels_file: str | Path) -> Path:
     return legacy_labels_path(labels_file).with_name(legacy_labels_path(labels_file).name + CURVE_SUFFIX)
 
 
-def _locked_curve(labels_file: str | Path) -> tuple[Path, Path]:
-    """(the curve file, its lock file), the folder made; readers take the lock too, never seeing half a line."""
-    curve = curve_path(labels_file)
-    curve.parent.mkdir(parents=True, exist_ok=True)
-    return curve, lock_path_for(curve)
-
-
-def _read(curve: Path) -> list[dict]:
+def read_curve(labels_file: str | Path) -> list[dict]:
+    """The learning curve of a labels file: its points in the order they were added. Read without the lock: a line
+    being written is no JSON until its end, so it is skipped as a line a crash cut short is."""
     try:
-        lines = curve.read_bytes().split(b"\n")
+        lines = curve_path(labels_file).read_bytes().split(b"\n")
     except FileNotFoundError:
         return []
     points = []
     for line in lines:
         try:
             points.append(json.loads(line))
-        except ValueError:  # blank, or a line a crash cut short: never acknowledged
+        except ValueError:  # blank, being written, or cut short by a crash: never acknowledged
             continue
     return points
-
-
-def read_curve(labels_file: str | Path) -> list[dict]:
-    """The learning curve of a labels file: its points in the order they were added."""
-    curve, lock = _locked_curve(labels_file)
-    with take_lock(lock):
-        return _read(curve)
 
 
 def add_point(labels_file: str | Path, point: dict, model: str) -> bool:
     """Append ``point`` for ``model`` with the time unless the curve has one of that model: True when added. One
     fsynced line under the lock; a line a crash cut short is ended first (and skipped when read)."""
     row = {**point, "model": str(model), "at": datetime.now(UTC).isoformat(timespec="seconds")}
-    curve, lock = _locked_curve(labels_file)
-    with take_lock(lock):
-        if any(existing.get("model") == row["model"] for existing in _read(curve)):
+    curve = curve_path(labels_file)
+    curve.parent.mkdir(parents=True, exist_ok=True)
+    with take_lock(lock_path_for(curve)):
+        if any(existing.get("model") == row["model"] for existing in read_curve(labels_file)):
             return False
         with open(curve, "a+b") as handle:  # a write appends, wherever the last read left the position
             size = handle.seek(0, os.SEEK_END)

@@ -18,12 +18,11 @@ import pandas as pd
 from core.data.questions import corpus_questions, pair_keys
 from core.data.splitting import seen_pair_mask
 from core.device import resolve_device
-from core.inference.candidates import distinct_questions
+from core.inference.candidates import candidate_pairs, distinct_questions, embed_corpus
 from core.models.cross_encoder import CrossEncoder
 from core.saving import OutputClaim
 from core.status import CANCELLED, FAILED
 from core.training.auto_choice import BUDGET_MINUTES, FINISHING_SECONDS, MIN_FINE_TUNE_SECONDS
-from core.training.mining import candidate_pairs
 from core.training.pipeline import (
     RunResult, StageStopped, announce, split_run, stage_progress, start_model, train_run,
 )
@@ -45,7 +44,7 @@ def silver_pairs(questions: list[str], model, gold: pd.DataFrame, limit: int, se
     pair of ``gold``; a seeded sample of ``limit`` at most."""
     if len(questions) < 2:
         return pd.DataFrame({"question1": [], "question2": [], "source": []})
-    near = candidate_pairs(questions, model, k=NEIGHBOURS, progress=progress)
+    near = candidate_pairs(embed_corpus(model, questions, progress), NEIGHBOURS)[["question1", "question2"]]
     rng = np.random.default_rng(seed)
     first = np.arange(len(questions))
     second = (first + rng.integers(1, len(questions), size=len(questions))) % len(questions)  # never itself
@@ -68,8 +67,8 @@ def silver_labels(teacher: CrossEncoder, silver: pd.DataFrame, threshold: float,
         if labels and time.monotonic() >= deadline:
             break
         chunk = silver.iloc[start:start + LABEL_CHUNK]
-        tables = [teacher.tokenizer.encode(chunk[column].astype(str).tolist()) for column in ("question1", "question2")]
-        labels.append(teacher.score_tables(*tables, batch_size=128) >= threshold)
+        scores = teacher.score_pairs(chunk["question1"].astype(str), chunk["question2"].astype(str), batch_size=128)
+        labels.append(scores >= threshold)
         if progress is not None:
             progress(start + len(chunk), len(silver))
     return np.concatenate(labels).astype(np.int64) if labels else np.zeros(0, dtype=np.int64)

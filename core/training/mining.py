@@ -1,7 +1,7 @@
-"""Pairs mined from a corpus with a model, on ``core.inference.search``'s index: hard negatives for training, and
-candidates for a teacher. A neighbour counts as a negative only when it scores under ``max_share`` of the pair's own
-score (NV-Retriever's "TopK-PercPos", Moreira et al., 2024): on Quora many of the nearest questions are unlabelled
-duplicates, which a plain top-k would train on as negatives.
+"""Hard negatives mined from a corpus with a model, on ``core.inference.search``'s index. A neighbour counts as a
+negative only when it scores under ``max_share`` of the pair's own score (NV-Retriever's "TopK-PercPos", Moreira et
+al., 2024): on Quora many of the nearest questions are unlabelled duplicates, which a plain top-k would train on as
+negatives.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def mine_hard_negatives(pairs: pd.DataFrame, model, k: int = 1, candidates: int 
     """Up to ``k`` new non-duplicate pairs per duplicate pair (its question1, a mined negative), none already
     labelled: near misses the data did not label, for a labelled loss (contrastive, CoSENT)."""
     from core.data import corpus_questions
+    from core.inference.search import load_or_build
 
     corpus = corpus_questions(pairs)
     row_of = {key: row for row, key in enumerate(normalise_questions(corpus))}
@@ -49,7 +50,8 @@ def mine_hard_negatives(pairs: pd.DataFrame, model, k: int = 1, candidates: int 
     joined = usable & (labels == 1)
     groups = connected_components(first[joined], second[joined], len(corpus))  # (Q,) chains of labelled duplicates
 
-    index, vectors = _indexed(model, corpus, progress)
+    index = load_or_build(model, corpus, None, progress).index  # FAISS's copy of the unit vectors is the only one
+    vectors = index.reconstruct_n(0, len(corpus))
     anchors = first[joined]
     positive = np.einsum("nd,nd->n", vectors[anchors], vectors[second[joined]])  # (N,)
     scores, ids = index.search(vectors[anchors], min(candidates + 1, len(corpus)))  # (N, C) each
@@ -62,23 +64,3 @@ def mine_hard_negatives(pairs: pd.DataFrame, model, k: int = 1, candidates: int 
                          "is_duplicate": np.zeros(len(fresh), dtype=np.int64)})
 
 
-def candidate_pairs(questions: list[str], model, k: int = 2, progress: Progress | None = None) -> pd.DataFrame:
-    """Unlabelled pairs for a teacher to score (Augmented SBERT's silver data): each question with its
-    ``k`` nearest other questions under ``model``, each unordered pair once."""
-    index, vectors = _indexed(model, questions, progress)
-    _, ids = index.search(vectors, min(k + 1, len(questions)))  # (Q, k + 1)
-    seen: dict[tuple[int, int], None] = {}
-    for row, neighbours in enumerate(ids):
-        for other in neighbours:
-            if other >= 0 and other != row:
-                seen.setdefault((min(row, int(other)), max(row, int(other))), None)
-    return pd.DataFrame({"question1": [questions[a] for a, _ in seen], "question2": [questions[b] for _, b in seen]})
-
-
-def _indexed(model, texts: list[str], progress: Progress | None):
-    """``texts`` encoded once into ``core.inference.search``'s FAISS index, and their (Q, d) unit vectors read
-    back from it (the index holds the only copy)."""
-    from core.inference.search import load_or_build
-
-    index = load_or_build(model, texts, None, progress).index
-    return index, index.reconstruct_n(0, len(texts))

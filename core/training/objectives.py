@@ -1,5 +1,5 @@
-"""Which loss a run trains with and what batch it needs: a loss of ``core.losses`` bound to its settings, so the
-trainer calls ``objective(v1, v2, labels, negatives)`` without knowing which loss it is."""
+"""Which loss a run trains with and what batch it needs: ``LossConfig``, a loss of ``core.losses`` with its settings,
+called as ``loss(v1, v2, labels, negatives)`` by the trainer, which does not know which loss it is."""
 from __future__ import annotations
 
 import dataclasses
@@ -44,15 +44,7 @@ class LossConfig:
     def label(self) -> str:
         return LOSSES[self.name].label.format(**dataclasses.asdict(self))
 
-
-class Objective:
-    """``objective(v1, v2, labels, negatives) -> scalar loss`` for the configured loss, and its batch kind."""
-
-    def __init__(self, config: LossConfig):
-        self.config = config
-        self.batch_kind = config.batch_kind
-
     def __call__(self, v1: torch.Tensor, v2: torch.Tensor, labels: torch.Tensor | None = None,
                  negatives: torch.Tensor | None = None) -> torch.Tensor:
         """Scalar loss of a batch: v1, v2 (B, d); labels (B,) for the labelled losses; negatives (K, d) or None."""
-        return LOSSES[self.config.name].compute(v1, v2, labels, negatives, self.config)
+        return LOSSES[self.name].compute(v1, v2, labels, negatives, self)

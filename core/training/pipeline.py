@@ -38,7 +38,7 @@ from core.status import CANCELLED, DONE, FAILED
 from core.text.pair_table import PairTable
 from core.training import distributed
 from core.training.presets import TRUNCATION_NOTE_SHARE, token_lengths
-from core.training.objectives import SINGLE_PROCESS_LOSSES, Objective
+from core.training.objectives import SINGLE_PROCESS_LOSSES
 from core.training.specs import PRETRAINED_MODELS, RunSpec
 from core.training.trainer import Trainer, TrainOutcome, Validation
 
@@ -153,7 +153,7 @@ def _train(spec: RunSpec, pairs: pd.DataFrame | Splits, output: OutputClaim | No
         epoch_table = val_table if len(val_table) <= limit else val_table.subset(
             np.random.RandomState(spec.train.seed).permutation(len(val_table))[:limit])
         validate = lambda trained, progress: calibrate(trained, epoch_table, progress=progress).metrics  # noqa: E731
-    trainer = Trainer(model, Objective(spec.loss), train_table, spec.train, validate=validate,
+    trainer = Trainer(model, spec.loss, train_table, spec.train, validate=validate,
                       callbacks=callbacks, stop_event=stop_event)
     outcome = trainer.run()
 

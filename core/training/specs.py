@@ -145,7 +145,6 @@ _RULES: dict[str, tuple | type] = {
     "batch_size": (2, 65_536),
     "lr": (0.0, 10.0, "above"),
     "weight_decay": (0.0, 10.0),
-    "optimizer": ("adam", "adamw"),
     "warmup_ratio": (0.0, 1.0),
     "grad_clip": (0.0, 1e6),
     "seed": (0, 2**31 - 1),

@@ -34,7 +34,6 @@ class TrainConfig:
     batch_size: int = 64  # pairs per step and process; in-batch losses see all processes' pairs
     lr: float = 1e-3  # peak learning rate, reached after warm-up
     weight_decay: float = 0.0  # AdamW decoupled weight decay
-    optimizer: str = "adamw"  # adam | adamw
     warmup_ratio: float = 0.1  # share of all steps spent warming up linearly; then linear decay to 0
     grad_clip: float = 1.0  # max gradient norm; 0 disables clipping
     seed: int = 0  # weights, batch order and dropout
@@ -242,7 +241,8 @@ class Trainer:
         self._module = distributed.wrap(self.model, self.device, self.context,
                                         gather_outputs=self.objective.batch_kind == "duplicates")
         try:
-            self._autocast_plan = device_autocast_plan(self.device, c.precision)
+            bf16 = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+            self._autocast_plan = autocast_plan(self.device.type, c.precision, bf16)
         except ValueError as error:
             raise TrainingError(str(error)) from None
         self._read_every = c.read_loss_every or (LOSS_READ_EVERY_CUDA if self.device.type == "cuda" else 1)
@@ -259,7 +259,7 @@ class Trainer:
         self.total_epochs = math.ceil(self.total_steps / self.steps_per_epoch)
         # fused: all parameters updated in one pass, several times cheaper on the CPU for MiniLM
         fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
-        self._optim = (torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW)(
+        self._optim = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=c.lr, weight_decay=c.weight_decay, **fused)
         self._scheduler = warmup_then_linear_decay(self._optim, self.total_steps, c.warmup_ratio)
         self._scaler = torch.amp.GradScaler(self.device.type, enabled=self._autocast_plan.use_scaler)
@@ -443,11 +443,6 @@ def autocast_plan(device_type: str, precision: str, bf16_supported: bool) -> Aut
     if not cuda:
         raise ValueError(f"precision fp16 needs a CUDA device, not {device_type}; use bf16 or fp32 there")
     return AutocastPlan(True, torch.float16, True)
-
-
-def device_autocast_plan(device: torch.device, precision: str) -> AutocastPlan:
-    bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-    return autocast_plan(device.type, precision, bf16)
 
 
 def compile_mode(device_type: str) -> str:
