@@ -11,14 +11,20 @@ from core.cli.scorers import calibrate_on_file, load_scorer, stack_on_files
 
 
 def cmd_calibrate(args) -> int:
-    from core.inference.stacked_scorer import StackedScorer
-    from core.inference.tfidf_scorer import TfidfScorer
+    from core.inference.stacked_scorer import StackedScorer, is_stacked
+    from core.inference.tfidf_scorer import TfidfScorer, is_tfidf
     from core.saving import claim_output
     from core.saving.model_folder import save_calibrated
 
     parent = _parent(args.model)
-    _check_out(Path(args.out), args.model, parent)
-    _check_stacking(args)
+    for folder in (args.model, parent["source"]):  # a copy in the folder of the weights it points at: itself
+        if Path(folder).is_dir() and os.path.realpath(args.out) == os.path.realpath(folder):
+            raise CliError(f"--out {args.out} is the model being calibrated; choose a new folder for the copy")
+    if args.val and not args.stacked:
+        raise CliError("--val picks a stacked scorer's thresholds; add --stacked (plain calibrate uses --data)")
+    if args.stacked and (is_tfidf(args.model) or is_stacked(args.model)):
+        raise CliError(f"--stacked needs an encoder's cosine; --model {args.model} has none (TF-IDF is already "
+                       "one of the stacked features; stack the encoder a stacked scorer stands over)")
     with claim_output(args.out, overwrite=args.overwrite) as claim:  # before any work: a refused --out costs nothing
         model, config = load_scorer(args)  # a calibrated --model: its parent is checked here
         if args.stacked:
@@ -36,18 +42,6 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
-def _check_stacking(args) -> None:
-    """--stacked stands over an encoder (not TF-IDF, not another stacked scorer); --val only goes with it."""
-    from core.inference.stacked_scorer import is_stacked
-    from core.inference.tfidf_scorer import is_tfidf
-
-    if args.val and not args.stacked:
-        raise CliError("--val picks a stacked scorer's thresholds; add --stacked (plain calibrate uses --data)")
-    if args.stacked and (is_tfidf(args.model) or is_stacked(args.model)):
-        raise CliError(f"--stacked needs an encoder's cosine; --model {args.model} has none (TF-IDF is already "
-                       "one of the stacked features; stack the encoder a stacked scorer stands over)")
-
-
 def _parent(model: str) -> dict:
     """``calibrated_from`` of a copy of ``model``; a copy of a calibrated copy points at the same original."""
     from core.model_names import TFIDF, ZERO_SHOT, ZERO_SHOT_LABEL
@@ -61,13 +55,6 @@ def _parent(model: str) -> dict:
     if is_calibrated(config):
         return dict(config[CALIBRATED_FROM])
     return parent_record(model, str(config.get("name") or Path(model).name))
-
-
-def _check_out(out: Path, model: str, parent: dict) -> None:
-    """--out may not be the model calibrated, nor the folder its weights are in: the copy would point at itself."""
-    for folder in (model, parent["source"]):
-        if Path(folder).is_dir() and os.path.realpath(out) == os.path.realpath(folder):
-            raise CliError(f"--out {out} is the model being calibrated; choose a new folder for the copy")
 
 
 def add_parsers(sub) -> None:
