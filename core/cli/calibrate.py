@@ -30,8 +30,7 @@ def cmd_calibrate(args) -> int:
         if args.stacked:
             scorer, calibrated, config = stack_on_files(model, args, parent["name"])
         else:
-            scorer, calibrated = calibrate_on_file(model, args.data, args.columns, args.max_rows, args.label_map,
-                                                   args.names)
+            scorer, calibrated = calibrate_on_file(model, args.data, args, args.max_rows)
         fit = scorer if isinstance(scorer, TfidfScorer) else scorer.tfidf if isinstance(scorer, StackedScorer) else None
         written = save_calibrated(claim.target, config, parent, calibrated, fit.to_dict() if fit is not None else None)
     shown = {"folder": str(claim.target), "calibrated_from": written["calibrated_from"],

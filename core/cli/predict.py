@@ -18,11 +18,10 @@ def cmd_evaluate(args) -> int:
     if args.threshold is not None and args.calibrate_on:
         raise CliError("--threshold and --calibrate-on both set the threshold; give one of them")
     model, config = load_scorer(args)
-    pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map, names=args.names)
+    pairs = load_data(args.data, args, args.max_rows)
     calibrated = None
     if args.calibrate_on:  # before --data is scored: a TF-IDF baseline is fitted on the calibration file
-        model, calibrated = calibrate_on_file(model, args.calibrate_on, args.columns, label_map=args.label_map,
-                                                       names=args.names)
+        model, calibrated = calibrate_on_file(model, args.calibrate_on, args)
     if args.threshold is not None:
         cosine, source = args.threshold, "--threshold"
     elif calibrated is not None:

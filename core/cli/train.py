@@ -110,10 +110,8 @@ def cmd_train(args) -> int:
     context = init_from_env(args.device)  # a no-op unless started by torchrun; the output, rank 0's, claimed first
     output = _claim_output(args, spec) if context.is_main else None
     with output or contextlib.nullcontext():
-        pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map, names=args.names,
-                          group_column=args.group_column)
-        held_out = {kind: path and load_data(path, None, args.columns, label_map=args.label_map, names=args.names)
-                    for kind, path in (("val", args.val), ("test", args.test))}
+        pairs = load_data(args.data, args, args.max_rows, args.group_column)
+        held_out = {kind: path and load_data(path, args) for kind, path in (("val", args.val), ("test", args.test))}
         held_out = _held_out_by_content(args, pairs, held_out)
         from core.data import dataset_summary, training_problems
         from core.notices import notice
