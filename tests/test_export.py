@@ -287,8 +287,8 @@ def test_model_card_of_a_trained_model(tiny_models, tmp_path, monkeypatch):
     for text in (f"{threshold:.6f}", "Dual transformer encoder", "none (trained from scratch)",
                  f"{validation['roc_auc']:.4f}", f"{validation['accuracy']:.4f}", f"{validation['f1']:.4f}",
                  f"| Pairs | {validation['n']} |", f"{data['val_pairs']} held out of 479", "`bundled sample`",
-                 "479 pairs", f"{100 * data['duplicate_rate']:.1f} % duplicates", "in-batch softmax",
-                 "scaled by 20.0", "Trained on Quora questions", "recalibrate the threshold on your data",
+                 "479 pairs", f"{100 * data['duplicate_rate']:.1f} % ({data['duplicates']} duplicate pairs)",
+                 "in-batch softmax", "scaled by 20.0", "Trained on Quora questions", "recalibrate the threshold on your data",
                  "import onnxruntime as ort", "model_tower1.onnx", f"THRESHOLD = {threshold:.6f}"):
         assert text in card, text
     # A run validated on a file of its own says so, not that its pairs were held out of the training data.

@@ -11,21 +11,26 @@ from core.cli.scorers import calibrate_on_file, load_scorer, stack_on_files
 
 
 def cmd_calibrate(args) -> int:
-    from core.inference.stacked_scorer import StackedScorer
-    from core.inference.tfidf_scorer import TfidfScorer
+    from core.inference.stacked_scorer import StackedScorer, is_stacked
+    from core.inference.tfidf_scorer import TfidfScorer, is_tfidf
     from core.saving import claim_output
     from core.saving.model_folder import save_calibrated
 
     parent = _parent(args.model)
-    _check_out(Path(args.out), args.model, parent)
-    _check_stacking(args)
+    for folder in (args.model, parent["source"]):  # a copy in the folder of the weights it points at: itself
+        if Path(folder).is_dir() and os.path.realpath(args.out) == os.path.realpath(folder):
+            raise CliError(f"--out {args.out} is the model being calibrated; choose a new folder for the copy")
+    if args.val and not args.stacked:
+        raise CliError("--val picks a stacked scorer's thresholds; add --stacked (plain calibrate uses --data)")
+    if args.stacked and (is_tfidf(args.model) or is_stacked(args.model)):
+        raise CliError(f"--stacked needs an encoder's cosine; --model {args.model} has none (TF-IDF is already "
+                       "one of the stacked features; stack the encoder a stacked scorer stands over)")
     with claim_output(args.out, overwrite=args.overwrite) as claim:  # before any work: a refused --out costs nothing
         model, config = load_scorer(args)  # a calibrated --model: its parent is checked here
         if args.stacked:
             scorer, calibrated, config = stack_on_files(model, args, parent["name"])
         else:
-            scorer, calibrated = calibrate_on_file(model, args.data, args.columns, args.max_rows, args.label_map,
-                                                   args.names)
+            scorer, calibrated = calibrate_on_file(model, args.data, args, args.max_rows)
         fit = scorer if isinstance(scorer, TfidfScorer) else scorer.tfidf if isinstance(scorer, StackedScorer) else None
         written = save_calibrated(claim.target, config, parent, calibrated, fit.to_dict() if fit is not None else None)
     shown = {"folder": str(claim.target), "calibrated_from": written["calibrated_from"],
@@ -34,18 +39,6 @@ def cmd_calibrate(args) -> int:
         shown["stacked"] = written["stacked"]
     print_json(shown, indent=2)
     return 0
-
-
-def _check_stacking(args) -> None:
-    """--stacked stands over an encoder (not TF-IDF, not another stacked scorer); --val only goes with it."""
-    from core.inference.stacked_scorer import is_stacked
-    from core.inference.tfidf_scorer import is_tfidf
-
-    if args.val and not args.stacked:
-        raise CliError("--val picks a stacked scorer's thresholds; add --stacked (plain calibrate uses --data)")
-    if args.stacked and (is_tfidf(args.model) or is_stacked(args.model)):
-        raise CliError(f"--stacked needs an encoder's cosine; --model {args.model} has none (TF-IDF is already "
-                       "one of the stacked features; stack the encoder a stacked scorer stands over)")
 
 
 def _parent(model: str) -> dict:
@@ -61,13 +54,6 @@ def _parent(model: str) -> dict:
     if is_calibrated(config):
         return dict(config[CALIBRATED_FROM])
     return parent_record(model, str(config.get("name") or Path(model).name))
-
-
-def _check_out(out: Path, model: str, parent: dict) -> None:
-    """--out may not be the model calibrated, nor the folder its weights are in: the copy would point at itself."""
-    for folder in (model, parent["source"]):
-        if Path(folder).is_dir() and os.path.realpath(out) == os.path.realpath(folder):
-            raise CliError(f"--out {out} is the model being calibrated; choose a new folder for the copy")
 
 
 def add_parsers(sub) -> None:

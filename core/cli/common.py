@@ -281,13 +281,13 @@ def output_path(path: str, *inputs: str | None) -> Path:
 
 
 # ---- loading -----------------------------------------------------------------------------------
-def load_data(path: str, max_rows: int | None = None, columns: dict[str, str] | None = None,
-              label_map: dict[str, int] | None = None, names: list[str] | None = None, group_column: str | None = None):
-    """The pairs of a file (``core.data.load_pairs``); what was dropped, and any warning, on stderr."""
+def load_data(path: str, args, max_rows: int | None = None, group_column: str | None = None):
+    """The pairs of a file (``core.data.load_pairs``) read with ``args``' --columns, --names and --label-map; what
+    was dropped, and any warning, on stderr."""
     from core.data import load_pairs
 
-    pairs, report = load_pairs(path, columns=columns, max_rows=max_rows, label_map=label_map, names=names,
-                               group_column=group_column)
+    pairs, report = load_pairs(path, columns=args.columns, max_rows=max_rows, names=args.names,
+                               label_map=getattr(args, "label_map", None), group_column=group_column)
     if report.rows_kept < report.rows_read:
         print(f"data: {report.summary()}", file=sys.stderr)
     for warning in report.warnings:

@@ -9,18 +9,13 @@ from core.cli.common import (
 )
 
 
-def _corpus(path: str, columns: dict[str, str] | None, names: list[str] | None = None) -> list[str]:
-    from core.data import corpus_questions
-
-    return corpus_questions(load_data(path, columns=columns, names=names))
-
-
 def cmd_search(args) -> int:
+    from core.data import corpus_questions
     from core.export.onnx_backend import cache_root, search_cache
     from core.inference.search import corpus_vectors, load_or_build, model_identity
 
     model, _ = load_backend(args)
-    texts = _corpus(args.corpus, args.columns, args.names)
+    texts = corpus_questions(load_data(args.corpus, args))
 
     def encode(questions, progress):  # only when the index is built: the lab's cached vectors, else encoded
         key = vector_cache_key(args) or model_identity(model)
@@ -35,6 +30,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_embed(args) -> int:
+    from core.data import corpus_questions
     from core.inference.embedding import embedding_paths, write_embeddings
 
     vectors, questions, digest = embedding_paths(args.out)
@@ -43,7 +39,7 @@ def cmd_embed(args) -> int:
     # The three files claimed before any work; they go into place together, each whole, when it ends well.
     with claimed_output([vectors, questions, digest], args.overwrite, create_folder=True) as claim:
         model, _ = load_backend(args)
-        texts = _corpus(args.data, args.columns, args.names)
+        texts = corpus_questions(load_data(args.data, args))
         rows = None
         if args.engine == "ray":  # encoded by Ray's actors, then written here the local way
             with engine_session(args):

@@ -175,18 +175,6 @@ def _graph(args, texts):
     return graph, config, {"vectors": facts, "index": index, **engine}, phases
 
 
-def _chosen_threshold(args, config: dict) -> tuple[float, str]:
-    """(threshold, its source): ``--threshold``; else, with ``--rerank``, the model's pair threshold (the pairs it
-    alone would call duplicates are the candidates: the cross-encoder's own threshold sets the precision, so a
-    high-precision cosine would only cost recall); else the model's clustering threshold."""
-    if args.threshold is not None:
-        return args.threshold, "given with --threshold"
-    from core.inference.calibration import clustering_threshold, pair_threshold  # brings scikit-learn
-
-    calibrated = (pair_threshold if args.rerank else clustering_threshold)(config)
-    return calibrated.threshold, calibrated.source
-
-
 def _dedup(args, claim=None, out: Path | None = None):
     """Cluster ``args.questions`` into ``claim``'s temporary for ``out``: the run's summary; with ``--sweep``, (one
     row per threshold of ``args.sweep``, the summary), all from one graph."""
@@ -199,7 +187,13 @@ def _dedup(args, claim=None, out: Path | None = None):
     read = time.perf_counter() - started
     graph, config, reuse, phases = _graph(args, texts)
     phases = {"read": read, **phases}
-    cosine, source = _chosen_threshold(args, config)
+    if args.threshold is not None:
+        cosine, source = args.threshold, "given with --threshold"
+    else:  # with --rerank, the model's pair threshold: the cross-encoder's own sets the precision
+        from core.inference.calibration import clustering_threshold, pair_threshold  # brings scikit-learn
+
+        calibrated = (pair_threshold if args.rerank else clustering_threshold)(config)
+        cosine, source = calibrated.threshold, calibrated.source
     sweep = args.sweep is not None
     print(f"{'default ' if sweep else ''}threshold: {cosine:.4g} ({source})", file=sys.stderr)
     clustering = time.perf_counter()

@@ -11,17 +11,26 @@ from core.cli.scorers import calibrate_on_file, load_scorer
 
 def cmd_evaluate(args) -> int:
     from core.data import resampling_groups
+    from core.inference.calibration import pair_threshold
     from core.inference.metrics import evaluate_scores, metric_intervals, scorer_scores
+    from core.inference.run_quality import finite_number
 
     if args.threshold is not None and args.calibrate_on:
         raise CliError("--threshold and --calibrate-on both set the threshold; give one of them")
     model, config = load_scorer(args)
-    pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map, names=args.names)
+    pairs = load_data(args.data, args, args.max_rows)
     calibrated = None
     if args.calibrate_on:  # before --data is scored: a TF-IDF baseline is fitted on the calibration file
-        model, calibrated = calibrate_on_file(model, args.calibrate_on, args.columns, label_map=args.label_map,
-                                                       names=args.names)
-    cosine, source = _threshold(args, config, calibrated)
+        model, calibrated = calibrate_on_file(model, args.calibrate_on, args)
+    if args.threshold is not None:
+        cosine, source = args.threshold, "--threshold"
+    elif calibrated is not None:
+        cosine = calibrated.thresholds["accuracy"]
+        source = f"best accuracy on the {calibrated.pairs:,} labelled pairs of {calibrated.data} (--calibrate-on)"
+    elif finite_number((config.get("thresholds") or {}).get("accuracy")) is not None:
+        cosine, source = (chosen := pair_threshold(config)).threshold, chosen.source
+    else:  # the best accuracy on the evaluated pairs themselves
+        cosine, source = None, "best accuracy on these very pairs (the model has no threshold of its own: optimistic)"
     labels, scores = pairs["is_duplicate"].to_numpy(), scorer_scores(model, pairs)
     metrics = evaluate_scores(labels, scores, threshold=cosine)
     result = {**{key: metrics[key] for key in METRIC_KEYS}, "threshold_from": source}
@@ -31,23 +40,6 @@ def cmd_evaluate(args) -> int:
     result["intervals"] = metric_intervals(labels, scores, metrics["threshold"], groups=resampling_groups(pairs))
     print_json(result)
     return 0
-
-
-def _threshold(args, config: dict, calibrated) -> tuple[float | None, str]:
-    """(threshold, its source): --threshold, else --calibrate-on's best accuracy, else the model's own, else None
-    (the best accuracy on the evaluated pairs themselves)."""
-    from core.inference.calibration import pair_threshold
-    from core.inference.run_quality import finite_number
-
-    if args.threshold is not None:
-        return args.threshold, "--threshold"
-    if calibrated is not None:
-        return calibrated.thresholds["accuracy"], (f"best accuracy on the {calibrated.pairs:,} labelled pairs of "
-                                                   f"{calibrated.data} (--calibrate-on)")
-    if finite_number((config.get("thresholds") or {}).get("accuracy")) is not None:
-        chosen = pair_threshold(config)
-        return chosen.threshold, chosen.source
-    return None, "best accuracy on these very pairs (the model has no threshold of its own: optimistic)"
 
 
 def cmd_predict(args) -> int:

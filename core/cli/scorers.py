@@ -24,13 +24,12 @@ def load_scorer(args):
     return load_tfidf(args.model)
 
 
-def calibrate_on_file(model, path: str, columns: dict[str, str] | None = None, max_rows: int | None = None,
-                      label_map: dict[str, int] | None = None, names: list[str] | None = None):
+def calibrate_on_file(model, path: str, args, max_rows: int | None = None):
     """(scorer, ``FileCalibration``) of ``model`` calibrated on the labelled pairs of ``path``, a bar on stderr; a
     file that cannot calibrate is one ``CliError`` before any encoding. The TF-IDF baseline is fitted on it."""
     from core.inference.calibration import calibrate_scorer, calibration_problem
 
-    pairs = load_data(path, max_rows, columns, label_map=label_map, names=names)
+    pairs = load_data(path, args, max_rows)
     problem = calibration_problem(pairs["is_duplicate"].to_numpy(), Path(path).name)
     if problem:
         raise CliError(problem)
@@ -43,8 +42,8 @@ def stack_on_files(encoder, args, parent_name: str):
     thresholds picked on ``args.val`` or a held-out share of ``args.data``."""
     from core.inference.stacked_scorer import stack_and_calibrate, stacked_config, stacking_problem
 
-    train = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map, names=args.names)
-    val = load_data(args.val, None, args.columns, label_map=args.label_map, names=args.names) if args.val else None
+    train = load_data(args.data, args, args.max_rows)
+    val = load_data(args.val, args) if args.val else None
     names = Path(args.data).name, Path(args.val).name if args.val else ""
     problem = stacking_problem(train, names[0], val, names[1])
     if problem:

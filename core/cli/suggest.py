@@ -63,14 +63,6 @@ def _labels_error(path, error) -> CliError:
 
 
 def cmd_suggest(args) -> int:
-    out = output_path(args.out, args.questions, args.labels)
-    with claimed_output([out], args.overwrite) as claim:
-        summary = _suggest_into(claim, out, args)
-    print_json(summary)
-    return 0
-
-
-def _suggest_into(claim, out: Path, args) -> dict:
     from core.data import DataError, pair_keys
     from core.device import resolve_device
     from core.inference.calibration import Calibrated, pair_threshold
@@ -80,52 +72,55 @@ def _suggest_into(claim, out: Path, args) -> dict:
     from core.saving.safe_csv import safe_csv_text
     from core.training.active_rounds import labelled_threshold, unlabelled_candidates
 
-    device = resolve_device(args.device)  # a GPU not here is refused before any work, and a model without vectors
-    refuse_without_vectors(args.model)
-    questions = distinct_questions(load_corpus(args.questions))
-    if len(questions) < 2:
-        raise CliError(f"{args.questions} holds one distinct question; pairs need at least two")
-    labels = _load_labels(args.labels)
-    reranker, rerank_config = load_reranker(args)
-    model, config = load_backend(args)
-    started = time.perf_counter()
-    key = vector_cache_key(args) or model_identity(model)  # the vectors dedup and search keep, shared with them
-    corpus = embed_corpus(model, questions, progress=TqdmCounter("encoding"), cache=vector_cache() if key else None,
-                          model_key=key, device=device)
-    encoded = time.perf_counter()
-    # A database is read by queries (the labels between corpus questions for a threshold, which candidates it
-    # holds); a pairs CSV is read whole, its keys a set.
-    store = labels if isinstance(labels, LabelStore) else None
-    try:
-        if args.threshold is not None:
-            chosen = Calibrated(args.threshold, "given with --threshold")
-        elif reranker is not None:  # the cross-encoder's scores are the ones thresholded
-            chosen = pair_threshold(rerank_config)
-        elif labels is not None:  # labelled pairs of two corpus questions: scored without encoding
-            chosen = labelled_threshold(config, corpus, labels)
-        else:
-            chosen = pair_threshold(config)
-        print(f"threshold: {chosen.threshold:.4g} ({chosen.source})", file=sys.stderr)
-        in_csv = set() if labels is None or store is not None else set(pair_keys(labels["question1"],
-                                                                                  labels["question2"]))
-        candidates = unlabelled_candidates(corpus, in_csv, store, args.neighbours)
-        if reranker is not None:
-            from core.inference.dedup import rescored
+    out = output_path(args.out, args.questions, args.labels)
+    with claimed_output([out], args.overwrite) as claim:  # claimed before any work
+        device = resolve_device(args.device)  # a GPU not here is refused first, and a model without vectors
+        refuse_without_vectors(args.model)
+        questions = distinct_questions(load_corpus(args.questions))
+        if len(questions) < 2:
+            raise CliError(f"{args.questions} holds one distinct question; pairs need at least two")
+        labels = _load_labels(args.labels)
+        reranker, rerank_config = load_reranker(args)
+        model, config = load_backend(args)
+        started = time.perf_counter()
+        key = vector_cache_key(args) or model_identity(model)  # the vectors dedup and search keep, shared with them
+        corpus = embed_corpus(model, questions, progress=TqdmCounter("encoding"),
+                              cache=vector_cache() if key else None, model_key=key, device=device)
+        encoded = time.perf_counter()
+        # A database is read by queries (the labels between corpus questions for a threshold, which candidates it
+        # holds); a pairs CSV is read whole, its keys a set.
+        store = labels if isinstance(labels, LabelStore) else None
+        try:
+            if args.threshold is not None:
+                chosen = Calibrated(args.threshold, "given with --threshold")
+            elif reranker is not None:  # the cross-encoder's scores are the ones thresholded
+                chosen = pair_threshold(rerank_config)
+            elif labels is not None:  # labelled pairs of two corpus questions: scored without encoding
+                chosen = labelled_threshold(config, corpus, labels)
+            else:
+                chosen = pair_threshold(config)
+            print(f"threshold: {chosen.threshold:.4g} ({chosen.source})", file=sys.stderr)
+            in_csv = set() if labels is None or store is not None else set(pair_keys(labels["question1"],
+                                                                                      labels["question2"]))
+            candidates = unlabelled_candidates(corpus, in_csv, store, args.neighbours)
+            if reranker is not None:
+                from core.inference.dedup import rescored
 
-            candidates = rescored(candidates, reranker)
-        labelled_count = 0 if labels is None else len(labels)
-    except DataError as error:  # the database changed under the command: one line
-        raise _labels_error(args.labels, error) from None
-    picked = choose_pairs(candidates, args.n, chosen.threshold, args.strategy, args.random_share, args.seed)
-    with claim.open(out, "w", encoding="utf-8", newline="") as handle:
-        handle.write(safe_csv_text(picked))
-    if len(picked) < args.n:
-        print(f"warning: only {len(picked)} pairs of questions not yet asked in this round were left to suggest",
-              file=sys.stderr)
-    return {"out": str(out), "questions": len(questions), "labelled": labelled_count,
-            "candidates": len(candidates), "suggested": len(picked),
-            "uncertain": int((picked["reason"] == "uncertain").sum()),
-            "random": int((picked["reason"] == "random").sum()), "strategy": args.strategy,
-            "threshold": float(chosen.threshold), "threshold_source": chosen.source, "seed": args.seed,
-            "vectors": {"reused": corpus.reused}, "backend": args.backend, "rerank": args.rerank,
-            "seconds": {"encode": round(encoded - started, 2), "choose": round(time.perf_counter() - encoded, 2)}}
+                candidates = rescored(candidates, reranker)
+            labelled_count = 0 if labels is None else len(labels)
+        except DataError as error:  # the database changed under the command: one line
+            raise _labels_error(args.labels, error) from None
+        picked = choose_pairs(candidates, args.n, chosen.threshold, args.strategy, args.random_share, args.seed)
+        with claim.open(out, "w", encoding="utf-8", newline="") as handle:
+            handle.write(safe_csv_text(picked))
+        if len(picked) < args.n:
+            print(f"warning: only {len(picked)} pairs of questions not yet asked in this round were left to "
+                  "suggest", file=sys.stderr)
+    print_json({"out": str(out), "questions": len(questions), "labelled": labelled_count,
+                "candidates": len(candidates), "suggested": len(picked),
+                "uncertain": int((picked["reason"] == "uncertain").sum()),
+                "random": int((picked["reason"] == "random").sum()), "strategy": args.strategy,
+                "threshold": float(chosen.threshold), "threshold_source": chosen.source, "seed": args.seed,
+                "vectors": {"reused": corpus.reused}, "backend": args.backend, "rerank": args.rerank,
+                "seconds": {"encode": round(encoded - started, 2), "choose": round(time.perf_counter() - encoded, 2)}})
+    return 0

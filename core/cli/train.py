@@ -110,12 +110,18 @@ def cmd_train(args) -> int:
     context = init_from_env(args.device)  # a no-op unless started by torchrun; the output, rank 0's, claimed first
     output = _claim_output(args, spec) if context.is_main else None
     with output or contextlib.nullcontext():
-        pairs = load_data(args.data, args.max_rows, args.columns, label_map=args.label_map, names=args.names,
-                          group_column=args.group_column)
-        held_out = {kind: path and load_data(path, None, args.columns, label_map=args.label_map, names=args.names)
-                    for kind, path in (("val", args.val), ("test", args.test))}
+        pairs = load_data(args.data, args, args.max_rows, args.group_column)
+        held_out = {kind: path and load_data(path, args) for kind, path in (("val", args.val), ("test", args.test))}
         held_out = _held_out_by_content(args, pairs, held_out)
-        _check_trainable(args.data, pairs, spec)
+        from core.data import dataset_summary, training_problems
+        from core.notices import notice
+
+        problems = training_problems(dataset_summary(pairs), spec.val_fraction,
+                                     in_batch_loss=spec.loss.batch_kind == "duplicates")
+        for problem in sorted(problems, key=lambda problem: not problem.fatal):  # a fatal one first, alone
+            if problem.fatal:
+                raise CliError(f"{Path(args.data).name}: {problem.message}")
+            notice(f"{Path(args.data).name}: {problem.message}")
         from core.training.presets import AUGMENTED_PRESET, AUTO_PRESET
 
         recipe = args.preset if args.preset in (AUTO_PRESET, AUGMENTED_PRESET) else None
@@ -197,20 +203,6 @@ def _recipe_spec(args, pairs, device: str, is_main: bool):
     return spec
 
 
-def _check_trainable(path: str, pairs, spec) -> None:
-    """``core.data.training_problems`` before any work: fatal ones are an ``error:``, others warnings."""
-    from core.data import dataset_summary, training_problems
-    from core.notices import notice
-
-    problems = training_problems(dataset_summary(pairs), spec.val_fraction,
-                                 in_batch_loss=spec.loss.batch_kind == "duplicates")
-    fatal = next((problem for problem in problems if problem.fatal), None)
-    if fatal is not None:
-        raise CliError(f"{Path(path).name}: {fatal.message}")
-    for problem in problems:
-        notice(f"{Path(path).name}: {problem.message}")
-
-
 def _offer_gpu_preset(n_pairs: int, cuda: bool) -> None:
     """One ``note:`` line naming the GPU recipe when a run with no preset trains on a CUDA GPU with data enough."""
     from core.training.presets import suggested_preset
@@ -263,8 +255,14 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, preset: st
         raise CliError(str(error)) from None
     finally:
         signal.signal(signal.SIGINT, previous)
-    if chosen is not None:
-        _print_candidates(chosen)
+    if chosen is not None:  # each candidate as the Train page lists them, then the one chosen
+        for candidate, row in zip(chosen.candidates, chosen.rows()):
+            auc, against, note = row["validation ROC AUC"], row["vs zero-shot MiniLM"], row["note"]
+            figure = "not measured" if auc is None else f"validation ROC AUC {auc:.3f}"
+            print(f"candidate: {candidate.name}: {figure}" + (f", {against} against zero-shot" if against else "")
+                  + f", {row['seconds']} s"
+                  + (f"; {note}" if note else ""), file=sys.stderr)
+        print(f"chosen: {chosen.chosen.name}, saved in {chosen.folder}", file=sys.stderr)
     outcome = result.outcome
     if not context.is_main:
         return 0 if outcome.status != FAILED else 1
@@ -278,17 +276,6 @@ def _run_training(args, spec, pairs, context, output, held_out: dict, preset: st
                 **{key: (result.metadata or {})[key] for key in (AUGMENTED_KEY, "mined_negatives")
                    if key in (result.metadata or {})}, **(chosen.as_dict() if chosen else {})}, indent=2)
     return 0 if outcome.status != FAILED else 1
-
-
-def _print_candidates(chosen) -> None:
-    """One line per candidate on stderr, as the Train page lists them, then the one chosen."""
-    for candidate, row in zip(chosen.candidates, chosen.rows()):
-        auc = row["validation ROC AUC"]
-        figure = "not measured" if auc is None else f"validation ROC AUC {auc:.3f}"
-        against = f", {row['vs zero-shot MiniLM']} against zero-shot" if row["vs zero-shot MiniLM"] else ""
-        note = f"; {row['note']}" if row["note"] else ""
-        print(f"candidate: {candidate.name}: {figure}{against}, {row['seconds']} s{note}", file=sys.stderr)
-    print(f"chosen: {chosen.chosen.name}, saved in {chosen.folder}", file=sys.stderr)
 
 
 def add_parsers(sub) -> None:

@@ -18,9 +18,8 @@ def cmd_workspaces(args) -> int:
         raise CliError(f"--root {args.root} is not a folder")
     now = time.time()
     usages = list_workspaces(args.root)
-    removed = set()
-    if args.remove_idle_days is not None:
-        removed = {usage.id for usage in remove_idle_workspaces(args.root, args.remove_idle_days, now=now)}
+    removed = set() if args.remove_idle_days is None else {
+        usage.id for usage in remove_idle_workspaces(args.root, args.remove_idle_days, now=now)}
     for usage in usages:
         print_json({"workspace": usage.id, "bytes": usage.bytes,
                     "last_used": datetime.fromtimestamp(usage.last_used, timezone.utc).isoformat(timespec="seconds"),

@@ -58,11 +58,8 @@ def export_model(model, config: dict, out: str | Path, fmt: str, *, overwrite: b
     check_export(model.model_type, fmt, quantize)
     manifest: dict = {}
     with claim_output(out, overwrite, existing=_existing_export) as claim:
-        def write(temp: Path) -> None:
-            manifest.update(write_export(model, config, temp, fmt, quantize=quantize, source=source,
-                                         name=claim.target.name))
-
-        write_folder_atomically(claim.target, write)
+        write_folder_atomically(claim.target, lambda temp: manifest.update(write_export(
+            model, config, temp, fmt, quantize=quantize, source=source, name=claim.target.name)))
     return manifest
 
 

@@ -90,21 +90,18 @@ def _graph(model, tower: int):
     cross-encoder's joined pair (ids, mask, token types) -> ``duplicate_probability``."""
     import torch
 
-    def forward(input_ids, attention_mask, *types):
-        mask = attention_mask.bool()
-        if model.model_type == "cross-encoder":
-            return torch.sigmoid(model.logits(input_ids, mask, *types))
-        if model.model_type == "dual-transformer":
-            return _unit(model, _dual_tower(model.towers[min(tower, len(model.towers) - 1)], input_ids, mask))
-        return _unit(model, model.embed(input_ids, mask, tower=tower))
-
     class Graph(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.model = model  # its weights, for the exporter
 
-        def forward(self, *inputs):
-            return forward(*inputs)
+        def forward(self, input_ids, attention_mask, *types):
+            mask = attention_mask.bool()
+            if model.model_type == "cross-encoder":
+                return torch.sigmoid(model.logits(input_ids, mask, *types))
+            if model.model_type == "dual-transformer":
+                return _unit(model, _dual_tower(model.towers[min(tower, len(model.towers) - 1)], input_ids, mask))
+            return _unit(model, model.embed(input_ids, mask, tower=tower))
 
     return Graph().eval()
 

@@ -30,8 +30,7 @@ def finite(value) -> bool:
 
 
 def normalises(model) -> bool:
-    """Whether ``model.embed`` already returns unit vectors (the LSTM, MiniLM with ``normalize``); the
-    graphs of the others (the dual encoder) add the L2 normalisation, which changes no cosine."""
+    """Whether ``model.embed`` returns unit vectors already; the others' graphs add the L2 normalisation."""
     return model.model_type == "lstm" or (model.model_type == "minilm" and bool(model.config.normalize))
 
 
@@ -103,6 +102,5 @@ def build_manifest(model, config: dict, fmt: str, details: dict, source: str | N
 
 
 def file_hashes(files: dict[str, bytes]) -> dict[str, str]:
-    """name -> sha256 of the bytes: recorded in an ONNX manifest (``FILE_HASHES``), how the backend knows its own
-    exports."""
+    """name -> sha256 of the bytes, as an ONNX manifest records them (how the backend knows its own exports)."""
     return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}

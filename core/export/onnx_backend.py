@@ -81,8 +81,7 @@ class OnnxEncoder:
         return self
 
     def token_rows(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids per text, cut to ``max_length``; an empty text keeps one padding token (as
-        ``core.text.token_table.TokenTable`` does)."""
+        """Token ids per text, cut to ``max_length``; an empty text keeps one padding token, as ``TokenTable``'s."""
         return [encoding.ids[: self.max_length] or [self.pad_id]
                 for encoding in self.tokenizer.encode_batch(list(texts))]
 
@@ -153,9 +152,8 @@ def cache_root() -> Path:
 
 
 def content_key(source: str | Path) -> str:
-    """The sha256 (hex) of what ``source``'s ONNX export is made from: its files' digest, the one a calibrated copy
-    records of its parent (for ``"minilm"``, the installed package's, with the zero-shot config), and the export
-    format's version. ``core.saving.ModelLoadError`` when a file cannot be read."""
+    """The sha256 (hex) of what ``source``'s ONNX export is made from: its files' digest (as a calibrated copy records
+    its parent's), the zero-shot config for ``"minilm"``, and the export format's version."""
     from core.models.registry import parent_record, zero_shot_config
 
     files = parent_record(source, "")["sha256"]
