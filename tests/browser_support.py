@@ -26,6 +26,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from typing import Callable
 from urllib.parse import urlsplit
 
 from app_support import TEST_WORKSPACE
@@ -227,6 +228,23 @@ def wait_for_rerun(page, timeout_ms: int = PAGE_TIMEOUT_MS, start_ms: int = 1500
     except PlaywrightTimeout:
         pass  # the rerun was quick and is already over
     wait_for_script(page, timeout_ms)
+
+
+def press_shortcut(page, key: str, done: Callable[[], bool], tries: int = 3, settle_ms: int = 60_000) -> None:
+    """Press ``key``, a keyboard shortcut of the page, until ``done()``. On a loaded machine a press that comes
+    before the page's shortcut listeners are ready is lost (never acted on later), so once the rerun it would start
+    is over and ``settle_ms`` more have passed with nothing done, the key is pressed again; never when it was
+    acted on, so no answer is given twice."""
+    for _ in range(tries):
+        page.evaluate("() => document.activeElement && document.activeElement.blur()")  # no input takes the key
+        page.keyboard.press(key)
+        wait_for_rerun(page)
+        deadline = time.monotonic() + settle_ms / 1000
+        while time.monotonic() < deadline:
+            if done():
+                return
+            page.wait_for_timeout(250)
+    raise AssertionError(f"pressing {key!r} {tries} times did nothing")
 
 
 def open_url_page(page, server: "StreamlitServer", path: str, heading: str,

@@ -20,6 +20,7 @@ from browser_support import (
     PAGE_TIMEOUT_MS,
     StreamlitServer,
     open_url_page,
+    press_shortcut,
     wait_for_rerun,
 )
 
@@ -82,8 +83,8 @@ def label_with_keyboard(page, labels_file, count: int) -> None:
     while labelled_count(page) < count:
         given = LabelStore(labels_file).pairs()  # empty before the first answer
         before = labelled_count(page)
-        page.keyboard.press("d" if answer_for(shown_pair(page), given) else "n")
-        wait_for_rerun(page)
+        press_shortcut(page, "d" if answer_for(shown_pair(page), given) else "n",
+                       lambda: len(LabelStore(labels_file).pairs()) > len(given))
         expect(page.get_by_text(re.compile(rf"^{before + 1} labelled, "))).to_be_visible()
 
 

@@ -16,6 +16,7 @@ from browser_support import (
     NAV_LINKS,
     open_sidebar_page,
     open_url_page,
+    press_shortcut,
     select_option,
     set_numbers,
     wait_for_rerun,
@@ -68,8 +69,7 @@ def answer(page, key: str) -> None:
     from playwright.sync_api import expect
 
     before = labelled(page)
-    page.keyboard.press(key)
-    wait_for_rerun(page)
+    press_shortcut(page, key, lambda: page.get_by_text(re.compile(rf"^{before + 1} labelled, ")).count() > 0)
     expect(page.get_by_text(re.compile(rf"^{before + 1} labelled, "))).to_be_visible()
 
 
