@@ -231,10 +231,9 @@ def wait_for_rerun(page, timeout_ms: int = PAGE_TIMEOUT_MS, start_ms: int = 1500
 
 
 def press_shortcut(page, key: str, done: Callable[[], bool], tries: int = 3, settle_ms: int = 60_000) -> None:
-    """Press ``key``, a keyboard shortcut of the page, until ``done()``. On a loaded machine a press that comes
-    before the page's shortcut listeners are ready is lost (never acted on later), so once the rerun it would start
-    is over and ``settle_ms`` more have passed with nothing done, the key is pressed again; never when it was
-    acted on, so no answer is given twice."""
+    """Press ``key``, a keyboard shortcut of the page, until ``done()``. On a loaded machine a press was seen to be
+    lost (the page never acted on it), so the key is pressed again, but only once the rerun it would start is over
+    and ``settle_ms`` more have passed with nothing done: a slow answer is waited for, not given twice."""
     for _ in range(tries):
         page.evaluate("() => document.activeElement && document.activeElement.blur()")  # no input takes the key
         page.keyboard.press(key)

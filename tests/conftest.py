@@ -146,7 +146,8 @@ def chromium():
 
 def pytest_collection_modifyitems(items):
     """The browser tests first: under ``make test``'s two workers (``--dist loadfile``: a file's tests on one worker,
-    so its module fixtures are made once) the longest files start first and the rest fill in beside them."""
+    so its module fixtures are made once) the files that mostly wait on a server start first and the rest fill in
+    beside them. The suite's figures in docs/BENCHMARKS.md were measured with this order; it was not timed apart."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is None)
 
 

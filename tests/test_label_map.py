@@ -270,6 +270,8 @@ def test_evaluate_and_score_take_a_label_map(capsys, tmp_path, lstm_folder):
      "argument --label-map: the label map gives 'PerfectMatch' the label '2'; labels are 1 (duplicate) and 0"),
     (GRADED, ["--label-map", "PerfectMatch=1,perfectmatch=0"],
      "argument --label-map: the label map gives 'perfectmatch' both 1 and 0 (values match ignoring case and spaces)"),
+    (GRADED, ["--label-map", "PerfectMatch=1,PerfectMatch=0"],  # the same spelling twice, not merged away
+     "argument --label-map: the label map gives 'PerfectMatch' both 1 and 0 (values match ignoring case and spaces)"),
     (GRADED, ["--label-map", "PerfectMatch"], "argument --label-map: expected VALUE=1 or VALUE=0 pairs"),
 ])
 @pytest.mark.parametrize("command", ["evaluate", "score", "train"])

@@ -115,12 +115,12 @@ def label_map_spec(text: str) -> dict[str, int]:
         if not equals or not value.strip():
             raise argparse.ArgumentTypeError(f"expected VALUE=1 or VALUE=0 pairs separated by commas (e.g. "
                                              f"PerfectMatch=1,Irrelevant=0), got {(value + equals + label).strip()!r}")
-    mapping = {value.strip(): label.strip() for value, _, label in entries}
+    pairs = [(value.strip(), label.strip()) for value, _, label in entries]
     try:
-        normalise_label_map(mapping)
+        normalise_label_map(pairs)  # the pairs, not a dict of them: a value given both 1 and 0 is refused
     except DataError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-    return {value: int(label) for value, label in mapping.items()}
+    return {value: int(label) for value, label in pairs}
 
 
 # ---- option groups -----------------------------------------------------------------------------

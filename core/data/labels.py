@@ -41,12 +41,13 @@ class LabelValuesError(DataError):
 
 
 def normalise_label_map(label_map) -> dict[str, int] | None:
-    """``label_map`` (value -> 1/0 or True/False) with its values stripped and lower-cased; None stays None.
-    A DataError when it is empty, a value is blank, a label is not 0 or 1, or one value gets both."""
+    """``label_map`` (value -> 1/0 or True/False, a mapping or (value, label) pairs, so a value given twice is seen)
+    with its values stripped and lower-cased; None stays None. A DataError when it is empty, a value is blank, a
+    label is not 0 or 1, or one value gets both."""
     if label_map is None:
         return None
     normalised: dict[str, int] = {}
-    for value, label in dict(label_map).items():
+    for value, label in (label_map.items() if hasattr(label_map, "items") else label_map):
         key = str(value).strip().lower()
         if not key:
             raise DataError("the label map has a blank value; name each label value, e.g. Relevant=1")
