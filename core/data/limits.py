@@ -46,7 +46,7 @@ def input_limit(max_bytes: int | None = None) -> int:
     text = os.environ.get(INPUT_LIMIT_VARIABLE, "").strip()
     if not text:
         return DEFAULT_INPUT_LIMIT
-    if not text.isdigit() or int(text) < 1:
+    if not text.isdecimal() or int(text) < 1:
         raise DataError(f"{INPUT_LIMIT_VARIABLE} must be a whole number of bytes, at least 1; got {clip(text)}")
     return int(text)
 

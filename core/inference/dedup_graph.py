@@ -163,11 +163,14 @@ class NeighbourGraph:
         unique -> (ids, scores) of that neighbourhood in distinct rows; how many rows filled ``max_neighbourhood``)."""
         u, k = len(self.first), self.k
         above = self.scores > t  # (U, k); sorted rows, so the above entries come first
-        sizes = np.zeros(u, dtype=np.int64)
-        step = max(1, SEARCH_BUDGET // max(k, 1))
-        for start in range(0, u, step):  # chunks keep the (rows, k) weights small
-            part = slice(start, start + step)
-            sizes[part] = (above[part] * self.counts[np.maximum(self.ids[part], 0)]).sum(axis=1)
+        if (self.counts == 1).all():  # no question repeated (the usual corpus): each neighbour is one row
+            sizes = above.sum(axis=1).astype(np.int64)
+        else:
+            sizes = np.zeros(u, dtype=np.int64)
+            step = max(1, SEARCH_BUDGET // max(k, 1))
+            for start in range(0, u, step):  # chunks keep the (rows, k) weights small
+                part = slice(start, start + step)
+                sizes[part] = (above[part] * self.counts[np.maximum(self.ids[part], 0)]).sum(axis=1)
         own = (self.ids == np.arange(u, dtype=self._id_type)[:, None]) & above
         sizes += np.where(own.any(axis=1), 0, self.counts)
         deep: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # row -> its whole neighbourhood (kept)

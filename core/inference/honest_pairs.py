@@ -69,8 +69,11 @@ def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
     """The split a saved model (its config.json) made of ``dataset`` (a given validation or test file is that split),
     made again from its settings and checked against what it recorded (the validation fingerprint, else the sizes);
     None when ``dataset`` is not the one it trained on or the split cannot be found again."""
-    if not _on_dataset(config, dataset):
-        return None
+    return _split_again(config, dataset) if _on_dataset(config, dataset) else None
+
+
+def _split_again(config: dict, dataset: pd.DataFrame) -> Splits | None:
+    """``run_split`` of a ``dataset`` known to be the run's own."""
     data = _part(config)
     run, settings = _part(config, "run"), _part(config, "train_config")
     val_file, test_file = bool(data.get("val_name")), bool(data.get("test_name"))
@@ -91,9 +94,10 @@ def run_split(config: dict, dataset: pd.DataFrame) -> Splits | None:
 def training_of(config: dict, dataset: pd.DataFrame) -> Training:
     """The pairs of ``dataset`` that a saved model trained on: its split's train part found again, with its implied
     pairs (``core.data.splitting``) when the run trained on those."""
-    name, data, split = str(config.get("name", "?")), _part(config), run_split(config, dataset)
+    name, data, on = str(config.get("name", "?")), _part(config), _on_dataset(config, dataset)
+    split = _split_again(config, dataset) if on else None  # the dataset fingerprinted once
     if split is None:
-        return Training(name, _on_dataset(config, dataset), None)
+        return Training(name, on, None)
     train = split.train[["question1", "question2", "is_duplicate"]]
     if isinstance(data.get("implied_pairs"), int) and data["implied_pairs"] > 0:
         train = pd.concat([train, implied_pairs(train, seed=config["train_config"]["seed"])], ignore_index=True)

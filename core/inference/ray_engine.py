@@ -201,11 +201,11 @@ class BatchEncoder:
         self.unit, self.batch_size = unit, batch_size
 
     def __call__(self, batch: dict) -> dict:
-        from core.inference.search import corpus_vectors
+        from core.inference.search import clustering_rows, encode_towers
 
         texts = [str(text) for text in batch["question"]]
         if self.unit:  # deduplication's vectors: unit rows, both towers' mean for a two-tower model
-            vectors, queries = corpus_vectors(texts, self.model).for_clustering()
+            vectors, queries = clustering_rows(*encode_towers(self.model, texts, batch_size=self.batch_size))
         else:  # ``embed``'s raw vectors of tower 1, as the local path writes them
             vectors = np.asarray(self.model.encode(texts, tower=1, batch_size=self.batch_size), dtype=np.float32)
             queries = None

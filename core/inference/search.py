@@ -169,7 +169,9 @@ def index_parameters(kind: str, dim: int, n: int, links: int = HNSW_NEIGHBOURS) 
     """What decides an index of ``kind`` that ``filled_index`` builds beyond the vectors (part of its stamp)."""
     if kind == "ivfpq":
         return {"nlist": ivf_cells(n), "m": pq_codes(dim), "bits": PQ_BITS, "train_rows": training_rows(n), "seed": 0}
-    return {"links": links, "ef_construction": HNSW_EF_CONSTRUCTION} if kind == "hnsw" else {}
+    if kind == "hnsw":  # ef_search too: FAISS saves it in the index file, so a changed one must not be served
+        return {"links": links, "ef_construction": HNSW_EF_CONSTRUCTION, "ef_search": HNSW_EF_SEARCH}
+    return {}
 
 
 def new_index(kind: str, dim: int, n: int, sample: np.ndarray | None = None, seed: int = 0,
