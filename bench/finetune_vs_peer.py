@@ -14,15 +14,13 @@ construction, dataloader set-up, end of run) are timed in the same run. pairs/s 
 pairs / (steps x median step + fixed costs). Model loading is outside the timer.
 
 Also printed: where our step's time goes (batch build, forward, loss, backward, clipping, optimizer),
-the padded widths and attention implementation of each side, and torch's AdamW foreach (what
-our Trainer builds) vs fused (transformers' default "adamw_torch_fused") step time, alternated.
+the padded widths and attention implementation of each side, and torch's AdamW foreach vs fused (what
+our Trainer builds, as transformers' default "adamw_torch_fused" does) step time, alternated.
 
-With --prototype-fused a third side joins the rotation: our Trainer with `AdamW(fused=True)`, the
-proposed core fix, to show what it buys on the same steps.
+(`--prototype-fused`, a third side with a fused AdamW, is gone: the Trainer builds a fused AdamW itself now.)
 
     .venv/bin/python bench/finetune_vs_peer.py --quick     # 512 pairs
     .venv/bin/python bench/finetune_vs_peer.py             # 2,048 pairs
-    .venv/bin/python bench/finetune_vs_peer.py --quick --prototype-fused
 """
 from __future__ import annotations
 
@@ -118,8 +116,6 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--pairs", type=int, help="duplicate pairs (default 512 quick / 2048)")
     p.add_argument("--profile-steps", type=int, help="steps in the timed breakdown (default 4 quick / 8)")
-    p.add_argument("--prototype-fused", action="store_true",
-                   help="add a third side: our Trainer with a fused AdamW (the proposed core fix)")
     args = p.parse_args()
     n_pairs = args.pairs or (512 if args.quick else 2048)
     profile_steps = args.profile_steps or (4 if args.quick else 8)
@@ -165,14 +161,6 @@ def main() -> None:
     facts: dict = {}
     errors: list[BaseException] = []
 
-    class FusedAdamTrainer(Trainer):
-        """Prototype of the proposed fix: the Trainer's AdamW with fused=True (one kernel for all params)."""
-
-        def _optimizer(self):
-            params = [q for q in self.model.parameters() if q.requires_grad]
-            c = self.config
-            return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=True)
-
     class OurClock:
         def __init__(self, clock):
             self.clock = clock
@@ -193,8 +181,7 @@ def main() -> None:
         def on_step_end(self, args, state, control, **kwargs):
             self.clock.step_end()
 
-    def run_ours(data, clock: StepClock, baton: Baton, ready: threading.Barrier | None = None,
-                 trainer_class=Trainer) -> None:
+    def run_ours(data, clock: StepClock, baton: Baton, ready: threading.Barrier | None = None) -> None:
         side = clock.side
         try:
             model = MiniLM.pretrained(max_length=MAX_LENGTH)
@@ -203,7 +190,7 @@ def main() -> None:
             baton.wait(side)
             clock.created = time.perf_counter()
             table = PairTable(data, model.tokenizer)
-            trainer = trainer_class(model, objective, table, config, callbacks=[OurClock(clock)])
+            trainer = Trainer(model, objective, table, config, callbacks=[OurClock(clock)])
             outcome = trainer.run()
             clock.done = time.perf_counter()
             if outcome.status != DONE or outcome.stopped_early:
@@ -260,15 +247,12 @@ def main() -> None:
     if errors:
         raise errors[0]
 
-    sides = ["ours", "peer"] + (["ours+fused"] if args.prototype_fused else [])
+    sides = ["ours", "peer"]
     baton = Baton(sides)
     clocks = {side: StepClock(side, baton) for side in sides}
     ready = threading.Barrier(len(sides))
     threads = [threading.Thread(target=run_ours, args=(data, clocks["ours"], baton, ready)),
                threading.Thread(target=run_peer, args=(data, clocks["peer"], baton, ready))]
-    if args.prototype_fused:
-        threads.append(threading.Thread(target=run_ours, args=(data, clocks["ours+fused"], baton, ready),
-                                        kwargs=dict(trainer_class=FusedAdamTrainer)))
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -289,9 +273,6 @@ def main() -> None:
         figures[f"{side} wall s (both sides interleaved)"] = clock.done - clock.created
         figures[f"{side} pairs/s"] = 1 / per_pair[side]
     figures["ratio ours/peer (goal >= 1.0)"] = per_pair["peer"] / per_pair["ours"]
-    if args.prototype_fused:
-        figures["ratio ours+fused/peer"] = per_pair["peer"] / per_pair["ours+fused"]
-        figures["ratio ours+fused/ours"] = per_pair["ours"] / per_pair["ours+fused"]
 
     # Padded widths: ours pads each side of a batch to its longest question; the peer the same per column.
     report("setup", {
