@@ -2,6 +2,7 @@
 unfinished) and the saved models."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -311,6 +312,12 @@ def cancelled_sentence(job: TrainingJob, saved: str) -> str:
 REFERENCE_CURVES = ROOT / "assets" / "reference_curves.json"
 
 
+@functools.cache
+def _curves(path) -> dict:
+    """The presets' measured curves, read once per path (the runs panel redraws every second)."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
     if not job.finished:
         show_progress(queue, job, cancel_key)
@@ -323,7 +330,7 @@ def show_job(queue: JobQueue, job: TrainingJob, cancel_key: str) -> None:
     loss_column, epochs_column = st.columns(2)
     loss_column.plotly_chart(figures.loss_curve(losses), width="stretch", key=f"loss_{job.id}")
     # the measured curve of the preset the run started from; none for custom settings or none measured
-    reference = json.loads(REFERENCE_CURVES.read_text(encoding="utf-8")).get(job.preset or "", {}).get("points", ())
+    reference = _curves(REFERENCE_CURVES).get(job.preset or "", {}).get("points", ())
     if validations or reference:  # is the run on track? its ROC AUC so far against the preset's, by training time
         loss_column.plotly_chart(figures.validation_curve_chart(validations, reference), width="stretch",
                                  key=f"curve_{job.id}")
